@@ -1,0 +1,1 @@
+"""ember.codegen_llvm."""

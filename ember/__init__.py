@@ -1,0 +1,67 @@
+"""Ember: a deep-learning compiler. ``import ember`` is light; submodules load on first use."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ember.errors import (
+    ArgumentError,
+    CompileError,
+    ConfigError,
+    DeviceError,
+    EmberError,
+    InternalError,
+    InvalidModelError,
+    LoweringError,
+    RaceError,
+    ScheduleError,
+    UnsupportedOperatorError,
+)
+
+__version__ = "0.1.0"
+
+# name -> (module, attribute or None for the module itself)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "te": ("ember.tir.te", None),
+    "tir": ("ember.tir", None),
+    "tuner": ("ember.tuner", None),
+    "frontend": ("ember.frontend", None),
+    "runtime": ("ember.runtime", None),
+    "nd": ("ember.nd", None),
+    "lower": ("ember.driver", "lower"),
+    "build": ("ember.driver", "build"),
+    "compile": ("ember.driver", "compile"),
+    "load": ("ember.driver", "load"),
+    "Target": ("ember.target", "Target"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ember' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = [
+    "ArgumentError",
+    "CompileError",
+    "ConfigError",
+    "DeviceError",
+    "EmberError",
+    "InternalError",
+    "InvalidModelError",
+    "LoweringError",
+    "RaceError",
+    "ScheduleError",
+    "UnsupportedOperatorError",
+    *_LAZY,
+]

@@ -1,0 +1,82 @@
+"""Buffers: named, typed, shaped regions of memory that TIR loads from and stores to.
+
+A PrimFunc's parameters are buffers; ``Allocate`` introduces the others. A
+buffer is multi-dimensional until ``flatten_buffers`` rewrites every access to
+one index over a 1-D buffer with the same ``data`` pointer variable, which is
+what code generators see. ``scope`` is ``global`` for parameters, ``local`` for
+per-thread scratch and ``shared`` for GPU block-shared tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+from ember.tir import dtype as dt
+from ember.tir.expr import ExprLike, PrimExpr, Var, const, convert
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Buffer:
+    name: str
+    dtype: str
+    shape: tuple[PrimExpr, ...]
+    data: Var  # the pointer; shared by a buffer and its flattened view
+    scope: str = "global"
+    strides: tuple[PrimExpr, ...] = ()  # empty: dense row-major
+    elem_offset: PrimExpr | None = None
+    align: int = 64  # bytes the base pointer is known to be aligned to
+    axis_separators: tuple[int, ...] = ()
+
+    def __repr__(self) -> str:
+        dims = ", ".join(repr(s) for s in self.shape)
+        return f"Buffer({self.name}, {self.dtype}, [{dims}], {self.scope})"
+
+    def __getitem__(self, indices: Any) -> PrimExpr:
+        from ember.tir.expr import BufferLoad
+
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return BufferLoad(self.dtype, self, tuple(convert(i) for i in indices))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def row_major_strides(self) -> tuple[PrimExpr, ...]:
+        """Strides in elements of the dense row-major layout (or the explicit ones)."""
+        if self.strides:
+            return self.strides
+        strides: list[PrimExpr] = []
+        acc: PrimExpr = const(1, "int32")
+        for extent in reversed(self.shape):
+            strides.append(acc)
+            acc = acc * extent
+        return tuple(reversed(strides))
+
+    def flat_size(self) -> PrimExpr:
+        if self.strides:
+            return reduce(lambda a, b: a + b, [(s - 1) * st for s, st in zip(self.shape, self.strides)], const(1)) 
+        return reduce(lambda a, b: a * b, self.shape, const(1, "int32"))
+
+
+def decl_buffer(
+    shape: tuple[ExprLike, ...] | list[ExprLike],
+    dtype: str = "float32",
+    name: str = "buf",
+    scope: str = "global",
+    data: Var | None = None,
+    strides: tuple[ExprLike, ...] = (),
+) -> Buffer:
+    """Declare a buffer; a fresh pointer variable unless ``data`` is given."""
+    dtype = dt.check_dtype(dtype)
+    shape_t = tuple(convert(s) for s in shape)
+    return Buffer(
+        name=name,
+        dtype=dtype,
+        shape=shape_t,
+        data=data if data is not None else Var(name, "handle"),
+        scope=scope,
+        strides=tuple(convert(s) for s in strides),
+    )

@@ -1,0 +1,171 @@
+"""One visitor and one mutator for every IR node, with dispatch on the node's class.
+
+``Visitor.visit(node)`` calls ``visit_<ClassName>`` if the subclass defines it
+(looking up the class's bases too), else walks the node's children generically.
+The method for each node class is found once and cached, so a new node kind
+needs no edits here. ``Mutator`` rebuilds a node only when a child came back as
+a different object, so an unchanged tree is returned as the same object and a
+pass that changes nothing costs no allocations.
+
+Children are the dataclass fields holding a ``PrimExpr`` or ``Stmt``, or tuples
+of them. Buffers are not children: a pass that rewrites buffers does so in its
+``visit_BufferLoad`` / ``visit_BufferStore``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ember.tir.expr import PrimExpr, Var
+from ember.tir.stmt import PrimFunc, Stmt
+
+Node = Any  # PrimExpr | Stmt
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def fields_of(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        _FIELDS[cls] = names
+    return names
+
+
+def _is_node(x: Any) -> bool:
+    return isinstance(x, (PrimExpr, Stmt))
+
+
+def children(node: Node) -> list[Node]:
+    """The direct child nodes of ``node``, in field order."""
+    out: list[Node] = []
+    for name in fields_of(type(node)):
+        value = getattr(node, name)
+        if _is_node(value):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(v for v in value if _is_node(v))
+    return out
+
+
+class _Dispatch:
+    """Finds and caches the ``visit_<Class>`` method of a functor class per node class."""
+
+    _cache: dict[tuple[type, type], Callable[..., Any]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._cache = {}
+
+    def _method(self, node: Node) -> Callable[..., Any]:
+        key = (type(self), type(node))
+        fn = self._cache.get(key)
+        if fn is None:
+            fn = type(self).generic_visit  # type: ignore[attr-defined]
+            for klass in type(node).__mro__:
+                found = getattr(type(self), f"visit_{klass.__name__}", None)
+                if found is not None:
+                    fn = found
+                    break
+            self._cache[key] = fn
+        return fn
+
+
+class Visitor(_Dispatch):
+    """Read-only walk. Override ``visit_<Class>``; call ``self.generic_visit(node)`` to recurse."""
+
+    def visit(self, node: Node) -> Any:
+        return self._method(node)(self, node)
+
+    def generic_visit(self, node: Node) -> None:
+        for child in children(node):
+            self.visit(child)
+
+
+class Mutator(_Dispatch):
+    """Rewrite walk. ``visit_<Class>`` returns the replacement node."""
+
+    def visit(self, node: Node) -> Any:
+        return self._method(node)(self, node)
+
+    def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        return self.visit(e)
+
+    def visit_stmt(self, s: Stmt) -> Stmt:
+        return self.visit(s)
+
+    def generic_visit(self, node: Node) -> Node:
+        names = fields_of(type(node))
+        values = []
+        changed = False
+        for name in names:
+            old = getattr(node, name)
+            if _is_node(old):
+                new = self.visit(old)
+            elif isinstance(old, tuple) and any(_is_node(v) for v in old):
+                new = tuple(self.visit(v) if _is_node(v) else v for v in old)
+                if all(a is b for a, b in zip(new, old)):
+                    new = old
+            else:
+                new = old
+            changed |= new is not old
+            values.append(new)
+        return type(node)(*values) if changed else node
+
+    def visit_func(self, func: PrimFunc) -> PrimFunc:
+        body = self.visit(func.body)
+        return func if body is func.body else func.with_body(body)
+
+
+def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
+    """Call ``fn`` on every node below and including ``node``, children first."""
+
+    class _Post(Visitor):
+        def generic_visit(self, n: Node) -> None:
+            Visitor.generic_visit(self, n)
+            fn(n)
+
+    _Post().visit(node)
+
+
+class _Substitute(Mutator):
+    def __init__(self, vmap: Mapping[Var, PrimExpr]) -> None:
+        self.vmap = vmap
+
+    def visit_Var(self, v: Var) -> PrimExpr:
+        return self.vmap.get(v, v)
+
+
+def substitute(node: Node, vmap: Mapping[Var, PrimExpr]) -> Node:
+    """Replace variables by expressions (by identity) in an expression or statement."""
+    if not vmap:
+        return node
+    return _Substitute(vmap).visit(node)
+
+
+def uses_var(node: Node, pred: Callable[[Var], bool]) -> bool:
+    """True if some variable in ``node`` satisfies ``pred``."""
+    found = False
+
+    class _Find(Visitor):
+        def visit_Var(self, v: Var) -> None:
+            nonlocal found
+            if pred(v):
+                found = True
+
+    _Find().visit(node)
+    return found
+
+
+def free_vars(node: Node) -> set[Var]:
+    """Every variable mentioned in ``node`` (including ones bound inside it)."""
+    out: set[Var] = set()
+
+    class _Collect(Visitor):
+        def visit_Var(self, v: Var) -> None:
+            out.add(v)
+
+    _Collect().visit(node)
+    return out

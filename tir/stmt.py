@@ -1,0 +1,168 @@
+"""Statement nodes of TIR, and ``PrimFunc``, the unit a code generator compiles.
+
+Like expressions, statements are frozen, slotted dataclasses with identity
+equality; children are nodes or tuples of nodes, never lists. ``For`` carries
+how it runs (:class:`ForKind`) and, when bound to a GPU thread axis, the axis
+name. ``AttrStmt`` carries facts a later pass needs (thread extents, pragmas).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from ember.tir.buffer import Buffer
+from ember.tir.expr import PrimExpr, Var
+
+
+class ForKind(enum.Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unroll"
+    THREAD_BINDING = "thread_binding"
+
+
+class Stmt:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        from ember.tir.printer import stmt_to_str
+
+        return stmt_to_str(self)
+
+
+def _node(cls: type) -> type:
+    return dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
+
+
+@_node
+class For(Stmt):
+    loop_var: Var
+    min: PrimExpr
+    extent: PrimExpr
+    kind: ForKind
+    body: Stmt
+    thread_tag: str = ""  # "blockIdx.x", "threadIdx.y", ... for THREAD_BINDING
+    annotations: tuple[tuple[str, Any], ...] = ()
+
+    def annotation(self, key: str, default: Any = None) -> Any:
+        for k, v in self.annotations:
+            if k == key:
+                return v
+        return default
+
+
+@_node
+class BufferStore(Stmt):
+    buffer: Buffer
+    value: PrimExpr
+    indices: tuple[PrimExpr, ...]
+
+
+@_node
+class SeqStmt(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@_node
+class IfThenElse(Stmt):
+    condition: PrimExpr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@_node
+class LetStmt(Stmt):
+    var: Var
+    value: PrimExpr
+    body: Stmt
+
+
+@_node
+class Allocate(Stmt):
+    """Storage for ``buffer`` (its scope says where) for the extent of ``body``."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@_node
+class AttrStmt(Stmt):
+    """A fact about ``body``: ``key`` such as ``"thread_extent"`` or ``"pragma_unroll"``."""
+
+    node: Any
+    key: str
+    value: PrimExpr
+    body: Stmt
+
+
+@_node
+class AssertStmt(Stmt):
+    condition: PrimExpr
+    message: str
+    body: Stmt
+
+
+@_node
+class Evaluate(Stmt):
+    """Evaluate an expression for its effect (an intrinsic call such as a barrier)."""
+
+    value: PrimExpr
+
+
+@_node
+class Barrier(Stmt):
+    """A block-wide barrier (``__syncthreads()`` on CUDA); a no-op on the CPU."""
+
+    scope: str = "shared"
+
+
+def no_op() -> Stmt:
+    return SeqStmt(())
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A sequence with empty and nested sequences flattened; one statement stays itself."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class PrimFunc:
+    """A function over buffers: what lowering produces and a code generator consumes.
+
+    ``params`` are the buffers in call order. ``attrs`` holds facts such as
+    ``("global_symbol", "matmul")`` or ``("target", "llvm")`` as key/value pairs.
+    """
+
+    name: str
+    params: tuple[Buffer, ...]
+    body: Stmt
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    def with_body(self, body: Stmt) -> PrimFunc:
+        return PrimFunc(self.name, self.params, body, self.attrs)
+
+    def with_attr(self, key: str, value: Any) -> PrimFunc:
+        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
+        return PrimFunc(self.name, self.params, self.body, attrs)
+
+    def __repr__(self) -> str:
+        from ember.tir.printer import func_to_str
+
+        return func_to_str(self)
