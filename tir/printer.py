@@ -108,7 +108,7 @@ class TIRPrinter(Visitor):
 
     def buffer(self, b: Buffer) -> str:
         self._keep.append(b)
-        return self.names.get(b, b.name)
+        return self.names.get(b.data, b.name)  # a flattened view prints as its buffer
 
     # -- statements append lines ---------------------------------------------------------
     def line(self, text: str) -> None:

@@ -1,0 +1,54 @@
+"""The ``ember`` command line: ``ember demo``, ``ember info`` (more subcommands as the compiler grows).
+
+A user error prints its message and exits 1; ``EMBER_DEBUG=1`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from ember import config
+from ember.errors import EmberError
+
+
+def _cmd_demo(ns: argparse.Namespace) -> int:
+    from ember.demo import main as demo_main
+
+    return demo_main(size=ns.size, threads=ns.threads)
+
+
+def _cmd_info(ns: argparse.Namespace) -> int:
+    import llvmlite.binding as llvm
+
+    import ember
+
+    print(f"ember {ember.__version__}")
+    print(f"llvm {'.'.join(map(str, llvm.llvm_version_info))}, host cpu {llvm.get_host_cpu_name()}")
+    feats = llvm.get_host_cpu_features()
+    print("avx512f:", "yes" if feats.get("avx512f") else "no")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ember", description="Ember deep-learning compiler")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="build a matmul and a fused elementwise chain for the CPU")
+    demo.add_argument("--size", type=int, default=1024, help="matmul size M=N=K")
+    demo.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    demo.set_defaults(fn=_cmd_demo)
+    info = sub.add_parser("info", help="print versions and the host CPU")
+    info.set_defaults(fn=_cmd_info)
+    ns = parser.parse_args(argv)
+    try:
+        return int(ns.fn(ns) or 0)
+    except EmberError as e:
+        if config.debug():
+            traceback.print_exc()
+        print(f"ember: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Every ``EMBER_*`` environment setting, read in one place.
+
+Settings are read when asked for, not at import, so tests can change them
+with ``monkeypatch.setenv``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
+
+
+def debug() -> bool:
+    """``EMBER_DEBUG=1``: the CLI shows tracebacks."""
+    return _flag("EMBER_DEBUG")
+
+
+def verify_ir() -> bool:
+    """``EMBER_VERIFY_IR=1``: check TIR after every pass (on in tests)."""
+    return _flag("EMBER_VERIFY_IR")
+
+
+def dump_dir() -> Path | None:
+    """``EMBER_DUMP_DIR``: write each pass's input and output TIR there."""
+    value = os.environ.get("EMBER_DUMP_DIR")
+    return Path(value) if value else None
+
+
+def num_threads() -> int | None:
+    """``EMBER_NUM_THREADS``: threads for parallel CPU loops (default: all cores)."""
+    value = os.environ.get("EMBER_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def cache_dir() -> Path:
+    """``EMBER_CACHE_DIR``: compiled-kernel cache (default ``~/.cache/ember``)."""
+    value = os.environ.get("EMBER_CACHE_DIR")
+    return Path(value) if value else Path.home() / ".cache" / "ember"

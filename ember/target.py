@@ -1,0 +1,65 @@
+"""Targets: what machine a program is compiled for, parsed from strings like ``"llvm"``.
+
+Accepted forms: ``"llvm"`` (host CPU, ``-mcpu=native``), ``"llvm -mcpu=skylake-avx512
+-mattr=+avx512f -num-threads=2"``, ``"cuda"``, ``"cuda -arch=sm_90"``. A Target is a
+small immutable value with a canonical string form, used as a cache and record key.
+This module imports nothing else of Ember but its errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ember.errors import ArgumentError
+
+KINDS = ("llvm", "cuda")
+_OPTIONS = {
+    "llvm": ("mcpu", "mattr", "mtriple", "num-threads", "fast-math", "opt-level"),
+    "cuda": ("arch", "max-threads-per-block", "max-shared-memory-per-block"),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str
+    options: tuple[tuple[str, str], ...] = field(default=())
+
+    @staticmethod
+    def parse(text: str | Target) -> Target:
+        if isinstance(text, Target):
+            return text
+        if not isinstance(text, str) or not text.strip():
+            raise ArgumentError(f"target must be a string such as 'llvm' or 'cuda', got {text!r}")
+        kind, *rest = text.split()
+        if kind not in KINDS:
+            raise ArgumentError(f"unknown target kind {kind!r} in {text!r}; expected one of {KINDS}")
+        opts: dict[str, str] = {}
+        for token in rest:
+            if not token.startswith("-"):
+                raise ArgumentError(f"target option {token!r} in {text!r} must look like -key=value")
+            key, _, value = token.lstrip("-").partition("=")
+            if key not in _OPTIONS[kind]:
+                raise ArgumentError(
+                    f"unknown option -{key} for target {kind!r}; known: "
+                    + ", ".join(f"-{o}" for o in _OPTIONS[kind])
+                )
+            opts[key] = value or "1"
+        return Target(kind, tuple(sorted(opts.items())))
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.options).get(key, default)
+
+    @property
+    def mcpu(self) -> str:
+        return self.get("mcpu", "native") or "native"
+
+    @property
+    def arch(self) -> str:
+        return self.get("arch", "") or ""
+
+    def __str__(self) -> str:
+        return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
+
+
+def as_target(target: str | Target) -> Target:
+    return Target.parse(target)

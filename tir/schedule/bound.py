@@ -1,0 +1,219 @@
+"""Bound inference: the region of each stage that must be computed where it is placed.
+
+An output is computed over its whole shape. Any other stage is computed over
+the union of the regions its consumers read, evaluated with the consumers'
+loops that lie *inside* the stage's attach point relaxed to their full ranges
+and the loops *outside* it kept as symbols. So a cache computed at ``k_outer``
+of a matmul covers one tile, expressed in terms of ``k_outer``. Regions are
+clipped to the tensor's shape, which keeps guarded tail iterations from
+reading out of bounds. A buffer for the stage is sized by the constant upper
+bound of each region's extent.
+
+GPU scopes widen the relaxation: a ``shared`` stage serves every thread of its
+block, so thread-index loops outside its attach point are relaxed too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.errors import LoweringError, ScheduleError
+from ember.tir import expr as E
+from ember.tir.arith import Analyzer, IntSet, int_set
+from ember.tir.functor import post_order_visit, substitute
+from ember.tir.schedule.graph import inlined_body, loop_path, outer_path
+from ember.tir.schedule.relations import pass_down_extents, pass_up_values
+from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.te.tensor import ComputeOp, IterVar
+
+
+@dataclass
+class StageBounds:
+    """Where a stage's root axes start (possibly symbolic) and how far every axis runs."""
+
+    root_min: dict[IterVar, E.PrimExpr]
+    extents: dict[IterVar, E.PrimExpr]  # root and derived axes; every loop starts at 0
+    alloc_shape: tuple[int, ...] = ()
+    full: bool = False  # computed over the whole tensor (region min is 0)
+    root_value: dict[IterVar, E.PrimExpr] = field(default_factory=dict)
+    root_offset: dict[IterVar, E.PrimExpr] = field(default_factory=dict)  # value - region min
+    # axes whose region may leave the tensor: (below its start, beyond its end)
+    domain_guards: dict[IterVar, tuple[bool, bool]] = field(default_factory=dict)
+
+
+def infer_bounds(
+    sch: Schedule, bodies: dict[int, E.PrimExpr], full_stages: set[int]
+) -> dict[int, StageBounds]:
+    """Bounds of every computed stage, keyed by ``id(stage)``; consumers are done first."""
+    bounds: dict[int, StageBounds] = {}
+    consumers = _consumers(sch, bodies)
+    for st in reversed(sch.stages):
+        if not isinstance(st.op, ComputeOp) or st.attach is AttachKind.INLINE:
+            continue
+        op = st.op
+        readers = consumers.get(id(st), [])
+        if id(st) in full_stages or st.is_output or not readers:
+            root_min = {iv: iv.dom.min for iv in op.axis}  # type: ignore[union-attr]
+            root_ext = {iv: iv.dom.extent for iv in op.axis}  # type: ignore[union-attr]
+            full, guards = True, {}
+        else:
+            root_min, root_ext, guards = _region(sch, st, readers, bodies, bounds)
+            full = False
+        for rv in op.reduce_axis:
+            root_min[rv] = rv.dom.min  # type: ignore[union-attr]
+            root_ext[rv] = rv.dom.extent  # type: ignore[union-attr]
+        extents = pass_down_extents(st.relations, root_ext)
+        sb = StageBounds(root_min, extents, full=full, domain_guards=guards)
+        sb.alloc_shape = _alloc_shape(st, sb, bounds)
+        leaf_vals = {iv: iv.var for iv in st.leaf_iter_vars}
+        offsets = pass_up_values(st.relations, leaf_vals, extents)
+        sb.root_offset = offsets
+        sb.root_value = {
+            iv: _add(root_min[iv], offsets[iv]) for iv in list(op.axis) + list(op.reduce_axis)
+        }
+        bounds[id(st)] = sb
+    return bounds
+
+
+def _add(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
+    return b if E.is_const_int(a, 0) else a + b
+
+
+def _consumers(sch: Schedule, bodies: dict[int, E.PrimExpr]) -> dict[int, list[Stage]]:
+    from ember.tir.schedule.graph import producer_stages
+
+    out: dict[int, list[Stage]] = {}
+    for st in sch.stages:
+        if isinstance(st.op, ComputeOp) and st.attach is not AttachKind.INLINE:
+            body = inlined_body(sch, st, bodies)
+            for p in producer_stages(sch, body):
+                out.setdefault(id(p), []).append(st)
+    return out
+
+
+def _relaxed_loops(producer: Stage, consumer: Stage) -> list[tuple[Stage, IterVar]]:
+    outer = outer_path(producer)
+    path = loop_path(consumer)
+    if len(outer) > len(path) or any(
+        a[0] is not b[0] or a[1] is not b[1] for a, b in zip(outer, path)
+    ):
+        where = f"axis '{producer.attach_ivar.name}' of stage '{producer.attach_stage.name}'"  # type: ignore[union-attr]
+        raise ScheduleError(
+            f"stage '{producer.name}' is computed inside {where}, but stage '{consumer.name}' "
+            "reads it outside that loop; compute it at a loop that encloses every reader"
+        )
+    relaxed = path[len(outer) :]
+    for st, iv in outer:
+        attr = st.iter_attrs.get(iv)
+        tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
+        if not tag:
+            continue
+        if producer.scope == "global" or (producer.scope == "shared" and tag.startswith("threadIdx")):
+            relaxed.append((st, iv))
+    return relaxed
+
+
+def _region(
+    sch: Schedule,
+    st: Stage,
+    readers: list[Stage],
+    bodies: dict[int, E.PrimExpr],
+    bounds: dict[int, StageBounds],
+) -> tuple[
+    dict[IterVar, E.PrimExpr], dict[IterVar, E.PrimExpr], dict[IterVar, tuple[bool, bool]]
+]:
+    """The region consumers read, unclipped (constant extents vectorize), with the sides
+    on which it may leave the tensor's domain; those sides get guards in the loop nest."""
+    op = st.op
+    assert isinstance(op, ComputeOp)
+    dims: list[IntSet | None] = [None] * len(op.axis)
+    for reader in readers:
+        relaxed = _relaxed_loops(st, reader)
+        dom_map = {
+            iv.var: IntSet.interval(E.const(0, iv.var.dtype), bounds[id(owner)].extents[iv] - 1)
+            for owner, iv in relaxed
+        }
+        rb = bounds[id(reader)]
+        rop = reader.op
+        assert isinstance(rop, ComputeOp)
+        vmap = {iv.var: rb.root_value[iv] for iv in list(rop.axis) + list(rop.reduce_axis)}
+        for load in _loads_of(inlined_body(sch, reader, bodies), sch, st):
+            for d, index in enumerate(load.indices):
+                s = _relax(substitute(index, vmap), dom_map)
+                dims[d] = s if dims[d] is None else dims[d].union(s)  # type: ignore[union-attr]
+    ana = Analyzer()
+    for owner, iv in outer_path(st):
+        ana.bind(iv.var, E.Range(E.const(0), bounds[id(owner)].extents[iv]))
+    root_min: dict[IterVar, E.PrimExpr] = {}
+    root_ext: dict[IterVar, E.PrimExpr] = {}
+    guards: dict[IterVar, tuple[bool, bool]] = {}
+    for d, iv in enumerate(op.axis):
+        s = dims[d]
+        full_lo, full_ext = iv.dom.min, iv.dom.extent  # type: ignore[union-attr]
+        if s is None or s.is_everything():
+            root_min[iv], root_ext[iv] = full_lo, full_ext
+            continue
+        lo, hi = ana.simplify(s.min), ana.simplify(s.max)
+        ext = ana.simplify(hi - lo + 1)
+        if not isinstance(ext, E.IntImm):
+            # A symbolic extent (a clipped edge tile): take the full range instead when
+            # the bound cannot be made constant.
+            _, ub = ana.const_int_bound(ext)
+            if isinstance(ub, int) and ub < 2**40:
+                ext = E.const(int(ub), ext.dtype)
+        root_min[iv], root_ext[iv] = lo, ext
+        below = not ana.can_prove(lo >= full_lo)
+        above = not ana.can_prove(lo + ext <= full_lo + full_ext)
+        if below or above:
+            guards[iv] = (below, above)
+    return root_min, root_ext, guards
+
+
+def _relax(expr: E.PrimExpr, dom_map: dict[E.Var, IntSet]) -> IntSet:
+    """Interval of ``expr`` with ``dom_map``'s vars relaxed, also inside symbolic bounds."""
+    s = int_set(expr, dom_map)
+    for _ in range(8):
+        if s.is_everything() or not (_mentions(s.min, dom_map) or _mentions(s.max, dom_map)):
+            return s
+        lo = int_set(s.min, dom_map)
+        hi = int_set(s.max, dom_map)
+        s = IntSet.interval(lo.min, hi.max)
+    return s
+
+
+def _mentions(e: E.PrimExpr, dom_map: dict[E.Var, IntSet]) -> bool:
+    from ember.tir.functor import uses_var
+
+    return uses_var(e, lambda v: v in dom_map)
+
+
+def _loads_of(body: E.PrimExpr, sch: Schedule, producer: Stage) -> list[E.ProducerLoad]:
+    out: list[E.ProducerLoad] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, E.ProducerLoad) and sch.stage_of(node.producer.op) is producer:
+            out.append(node)
+
+    post_order_visit(body, visit)
+    return out
+
+
+def _alloc_shape(st: Stage, sb: StageBounds, bounds: dict[int, StageBounds]) -> tuple[int, ...]:
+    op = st.op
+    assert isinstance(op, ComputeOp)
+    ana = Analyzer()
+    for owner, iv in outer_path(st):
+        ana.bind(iv.var, E.Range(E.const(0), bounds[id(owner)].extents[iv]))
+    shape = []
+    for iv in op.axis:
+        ext = sb.extents[iv]
+        lo, hi = ana.const_int_bound(ext)
+        if not isinstance(hi, int) or hi > 2**40:
+            raise LoweringError(
+                f"stage '{st.name}': cannot bound the extent of axis '{iv.name}' ({ext!r}) by a "
+                "constant, so its buffer cannot be allocated; give the tensor a static shape or "
+                "compute it at a loop whose region is bounded"
+            )
+        shape.append(max(int(hi), 1))
+    return tuple(shape)

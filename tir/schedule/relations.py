@@ -1,0 +1,89 @@
+"""How derived loop axes relate to the axes they came from: splits and fuses.
+
+A stage's loops are its *leaf* iteration variables. Each ``split`` and ``fuse``
+records a relation; lowering walks them downward to give every derived axis
+its extent (``pass_down_extents``) and upward to express each original axis
+in terms of the leaf loop variables (``pass_up_values``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ember.tir import expr as E
+from ember.tir.te.tensor import IterVar
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Split:
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: int | None  # exactly one of factor / nparts is set
+    nparts: int | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Fuse:
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+Relation = Split | Fuse
+
+
+def ceildiv(a: E.PrimExpr, b: int) -> E.PrimExpr:
+    if isinstance(a, E.IntImm):
+        return E.const(-(-a.value // b), a.dtype)
+    return (a + (b - 1)) // b
+
+
+def pass_down_extents(
+    relations: list[Relation], extents: dict[IterVar, E.PrimExpr]
+) -> dict[IterVar, E.PrimExpr]:
+    """Extents of every derived axis from those of the root axes (each loop starts at 0)."""
+    out = dict(extents)
+    for rel in relations:
+        if isinstance(rel, Split):
+            parent = out[rel.parent]
+            if rel.factor is not None:
+                out[rel.outer] = ceildiv(parent, rel.factor)
+                out[rel.inner] = E.const(rel.factor, parent.dtype)
+            else:
+                assert rel.nparts is not None
+                out[rel.outer] = E.const(rel.nparts, parent.dtype)
+                out[rel.inner] = ceildiv(parent, rel.nparts)
+        else:
+            out[rel.fused] = out[rel.outer] * out[rel.inner]
+    return out
+
+
+def pass_up_values(
+    relations: list[Relation],
+    values: dict[IterVar, E.PrimExpr],
+    extents: dict[IterVar, E.PrimExpr],
+) -> dict[IterVar, E.PrimExpr]:
+    """Value of every axis as an expression of the leaf loop variables (0-based offsets)."""
+    out = dict(values)
+    for rel in reversed(relations):
+        if isinstance(rel, Split):
+            out[rel.parent] = out[rel.outer] * extents[rel.inner] + out[rel.inner]
+        else:
+            fused = out[rel.fused]
+            inner_ext = extents[rel.inner]
+            out[rel.outer] = fused // inner_ext
+            out[rel.inner] = fused % inner_ext
+    return out
+
+
+def split_is_exact(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
+    """True when the split covers its parent exactly, so no guard is needed."""
+    parent = extents[rel.parent]
+    if not isinstance(parent, E.IntImm):
+        return False
+    divisor = rel.factor if rel.factor is not None else rel.nparts
+    assert divisor is not None
+    if rel.factor is not None:
+        return parent.value % divisor == 0
+    return parent.value % divisor == 0

@@ -1,0 +1,431 @@
+"""Schedules: how each stage of a tensor-expression program is computed.
+
+``create_schedule(C.op)`` makes one :class:`Stage` per operation reachable from
+the outputs. Primitives on a stage rearrange its loops (``split``, ``fuse``,
+``reorder``, ``tile``), say how a loop runs (``vectorize``, ``unroll``,
+``parallel``, ``bind``), and where the stage is computed (``compute_at``,
+``compute_inline``, ``compute_root``). ``cache_read``/``cache_write`` add
+staging copies in another storage scope. Every primitive checks its arguments
+and raises :class:`ScheduleError` naming the stage and the axis, with the
+stage's current loop nest, so an illegal schedule fails where it is written
+rather than as wrong code. The schedule object is mutable — it is the builder
+users drive — while the operations it refers to are immutable.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.errors import ScheduleError
+from ember.tir import expr as E
+from ember.tir.functor import Mutator
+from ember.tir.schedule.relations import Fuse, Relation, Split
+from ember.tir.stmt import ForKind
+from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Operation, PlaceholderOp, Tensor
+
+
+class AttachKind(enum.Enum):
+    ROOT = "root"
+    INLINE = "inline"
+    SCOPE = "scope"  # compute_at
+
+
+@dataclass
+class IterAttr:
+    kind: ForKind = ForKind.SERIAL
+    bind: IterVar | None = None
+    pragmas: list[tuple[str, Any]] = field(default_factory=list)
+
+
+class Stage:
+    """One operation's place in the schedule: its loops and where it is computed."""
+
+    def __init__(self, op: Operation, schedule: Schedule) -> None:
+        self.op = op
+        self.origin_op = op
+        self.schedule = schedule
+        self.scope = "global"
+        self.is_output = False
+        self.attach = AttachKind.ROOT
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+        self._reset_axes()
+        self.storage_align_: dict[int, tuple[int, int]] = {}
+        self.double_buffered = False
+        self.pipeline_stages = 1
+
+    def _reset_axes(self) -> None:
+        if isinstance(self.op, ComputeOp):
+            self.all_iter_vars = list(self.op.axis) + list(self.op.reduce_axis)
+        else:
+            self.all_iter_vars = []
+        self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
+        self.relations: list[Relation] = []
+        self.iter_attrs: dict[IterVar, IterAttr] = {}
+
+    def __repr__(self) -> str:
+        return f"stage({self.op.name})"
+
+    # -- helpers ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def _error(self, msg: str, axis: IterVar | None = None) -> ScheduleError:
+        nest = []
+        for depth, iv in enumerate(self.leaf_iter_vars):
+            mark = "   <-- here" if iv is axis else ""
+            nest.append("  " * (depth + 1) + f"for {iv.var.name}{mark}")
+        text = f"stage '{self.name}': {msg}"
+        if nest:
+            text += "\n  loop nest of the stage:\n" + "\n".join(nest)
+        return ScheduleError(text)
+
+    def _leaf(self, axis: Any, what: str) -> IterVar:
+        if not isinstance(axis, IterVar):
+            raise self._error(f"{what} expects an axis (IterVar) of this stage, got {axis!r}")
+        if axis in self.leaf_iter_vars:
+            return axis
+        if axis in self.all_iter_vars:
+            raise self._error(
+                f"axis '{axis.name}' was already split or fused; {what} takes a current loop "
+                "(one of the stage's leaf_iter_vars)",
+                axis,
+            )
+        raise self._error(f"axis '{axis.name}' does not belong to stage '{self.name}'")
+
+    def _attr(self, iv: IterVar) -> IterAttr:
+        return self.iter_attrs.setdefault(iv, IterAttr())
+
+    def _compute_only(self, what: str) -> ComputeOp:
+        if not isinstance(self.op, ComputeOp):
+            raise self._error(f"{what} applies to compute stages; '{self.name}' is an input")
+        return self.op
+
+    # -- loop structure ------------------------------------------------------------------
+    def split(
+        self, axis: IterVar, factor: int | None = None, nparts: int | None = None
+    ) -> tuple[IterVar, IterVar]:
+        """``for i in range(n)`` -> ``for i_outer: for i_inner in range(factor)``.
+
+        With ``nparts`` the outer loop has that extent instead. A factor that does
+        not divide the extent is allowed; lowering guards the tail iterations.
+        """
+        iv = self._leaf(axis, "split")
+        if (factor is None) == (nparts is None):
+            raise self._error("split takes exactly one of factor= or nparts=", iv)
+        value = factor if factor is not None else nparts
+        if isinstance(value, E.IntImm):
+            value = value.value
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            which = "factor" if factor is not None else "nparts"
+            raise self._error(f"split of axis '{iv.name}': {which} must be a positive integer, got {value!r}", iv)
+        kind = iv.kind if iv.kind is IterKind.REDUCE else IterKind.DATA_PAR
+        outer = IterVar(E.Var(f"{iv.name}_outer"), None, kind)
+        inner = IterVar(E.Var(f"{iv.name}_inner"), None, kind)
+        rel = Split(iv, outer, inner, value if factor is not None else None, value if nparts is not None else None)
+        self._replace_leaf(iv, [outer, inner], rel)
+        return outer, inner
+
+    def fuse(self, *axes: IterVar) -> IterVar:
+        """Merge adjacent loops (outer first) into one loop over their product."""
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        if not axes:
+            raise self._error("fuse needs at least one axis")
+        ivs = [self._leaf(a, "fuse") for a in axes]
+        result = ivs[0]
+        for nxt in ivs[1:]:
+            pos_a = self.leaf_iter_vars.index(result)
+            pos_b = self.leaf_iter_vars.index(nxt)
+            if pos_b != pos_a + 1:
+                raise self._error(
+                    f"fuse: axes '{result.name}' and '{nxt.name}' are not adjacent loops "
+                    "(outer first); reorder them first",
+                    nxt,
+                )
+            if (result.kind is IterKind.REDUCE) != (nxt.kind is IterKind.REDUCE):
+                raise self._error("fuse: cannot fuse a reduction axis with a data axis", nxt)
+            fused = IterVar(E.Var(f"{result.name}_{nxt.name}_fused"), None, result.kind)
+            rel = Fuse(result, nxt, fused)
+            self.relations.append(rel)
+            self.all_iter_vars.append(fused)
+            self.leaf_iter_vars[pos_a : pos_b + 1] = [fused]
+            result = fused
+        return result
+
+    def _replace_leaf(self, iv: IterVar, new: list[IterVar], rel: Relation) -> None:
+        pos = self.leaf_iter_vars.index(iv)
+        self.leaf_iter_vars[pos : pos + 1] = new
+        self.all_iter_vars.extend(new)
+        self.relations.append(rel)
+
+    def reorder(self, *axes: IterVar) -> None:
+        """Put the given loops in this order, in the positions they occupied together."""
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        ivs = [self._leaf(a, "reorder") for a in axes]
+        if len({id(iv) for iv in ivs}) != len(ivs):
+            raise self._error("reorder: an axis appears twice")
+        positions = sorted(self.leaf_iter_vars.index(iv) for iv in ivs)
+        for pos, iv in zip(positions, ivs):
+            self.leaf_iter_vars[pos] = iv
+
+    def tile(
+        self, x: IterVar, y: IterVar, x_factor: int, y_factor: int
+    ) -> tuple[IterVar, IterVar, IterVar, IterVar]:
+        """Split two loops and order them ``x_outer, y_outer, x_inner, y_inner``."""
+        xo, xi = self.split(x, factor=x_factor)
+        yo, yi = self.split(y, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    # -- loop annotations -------------------------------------------------------------------
+    def _annotate(self, axis: IterVar, kind: ForKind, what: str) -> None:
+        iv = self._leaf(axis, what)
+        attr = self._attr(iv)
+        if attr.bind is not None:
+            raise self._error(f"{what}: axis '{iv.name}' is bound to a thread axis", iv)
+        if kind is ForKind.PARALLEL and iv.kind is IterKind.REDUCE:
+            raise self._error(f"parallel: axis '{iv.name}' is a reduction axis; its iterations race", iv)
+        attr.kind = kind
+
+    def vectorize(self, axis: IterVar) -> None:
+        """Run the loop as SIMD lanes; its extent must be a constant."""
+        self._annotate(axis, ForKind.VECTORIZED, "vectorize")
+
+    def unroll(self, axis: IterVar) -> None:
+        self._annotate(axis, ForKind.UNROLLED, "unroll")
+
+    def parallel(self, axis: IterVar) -> None:
+        """Run the loop's iterations on the thread pool."""
+        self._annotate(axis, ForKind.PARALLEL, "parallel")
+
+    def pragma(self, axis: IterVar, key: str, value: Any = 1) -> None:
+        iv = self._leaf(axis, "pragma")
+        self._attr(iv).pragmas.append((key, value))
+
+    def bind(self, axis: IterVar, thread: IterVar | str) -> None:
+        """Map a loop to a GPU block or thread index."""
+        from ember.tir.te.operation import thread_axis
+
+        iv = self._leaf(axis, "bind")
+        if isinstance(thread, str):
+            thread = thread_axis(thread)
+        if not isinstance(thread, IterVar) or thread.kind is not IterKind.THREAD:
+            raise self._error(f"bind: expected a thread axis (te.thread_axis), got {thread!r}", iv)
+        if iv.kind is IterKind.REDUCE and not thread.thread_tag.startswith("threadIdx"):
+            raise self._error(f"bind: reduction axis '{iv.name}' can only bind to threadIdx", iv)
+        for other, attr in self.iter_attrs.items():
+            if attr.bind is not None and other is not iv and attr.bind.thread_tag == thread.thread_tag and thread.thread_tag != "vthread":
+                raise self._error(f"bind: '{thread.thread_tag}' is already bound to axis '{other.name}'", iv)
+        attr = self._attr(iv)
+        attr.kind = ForKind.THREAD_BINDING
+        attr.bind = thread
+
+    # -- where the stage is computed ------------------------------------------------------------
+    def compute_at(self, parent: Stage, axis: IterVar) -> None:
+        """Compute this stage inside ``parent``'s loop ``axis``, just the region needed there."""
+        self._compute_only("compute_at")
+        if not isinstance(parent, Stage):
+            raise self._error(f"compute_at expects a stage (s[T]), got {parent!r}")
+        if parent is self:
+            raise self._error("compute_at: a stage cannot be computed at itself")
+        if axis not in parent.leaf_iter_vars:
+            raise parent._error(
+                f"compute_at of '{self.name}': axis {getattr(axis, 'name', axis)!r} is not a "
+                f"current loop of stage '{parent.name}'",
+                axis if isinstance(axis, IterVar) else None,
+            )
+        if not self.schedule._reads(parent, self):
+            raise self._error(
+                f"compute_at: stage '{parent.name}' does not consume '{self.name}'; a stage can "
+                "only be computed inside one of its consumers"
+            )
+        if self.is_output:
+            raise self._error("compute_at: an output stage is computed at the root")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.SCOPE, parent, axis
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into its consumers; it gets no loops or buffer."""
+        op = self._compute_only("compute_inline")
+        if op.reduce_axis:
+            raise self._error("compute_inline: a reduction cannot be inlined; use compute_at")
+        if self.is_output:
+            raise self._error("compute_inline: an output stage cannot be inlined")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.INLINE, None, None
+
+    def compute_root(self) -> None:
+        self._compute_only("compute_root")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.ROOT, None, None
+
+    def set_scope(self, scope: str) -> None:
+        if scope not in ("global", "shared", "local"):
+            raise self._error(f"unknown storage scope {scope!r}; use 'global', 'shared' or 'local'")
+        self.scope = scope
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
+        """Pad the row stride of ``axis`` to ``k*factor + offset`` elements (bank conflicts)."""
+        op = self._compute_only("storage_align")
+        if axis not in op.axis:
+            raise self._error(f"storage_align: '{getattr(axis, 'name', axis)}' is not a data axis of the stage")
+        if factor <= 0 or not 0 <= offset < factor:
+            raise self._error(f"storage_align: need factor > 0 and 0 <= offset < factor, got {factor}, {offset}")
+        self.storage_align_[op.axis.index(axis)] = (factor, offset)
+
+    def double_buffer(self) -> None:
+        self._compute_only("double_buffer")
+        self.double_buffered = True
+
+    def pipeline(self, stages: int) -> None:
+        self._compute_only("pipeline")
+        if stages < 1:
+            raise self._error(f"pipeline: stages must be >= 1, got {stages}")
+        self.pipeline_stages = stages
+
+
+class Schedule:
+    """All stages of a program, in an order where producers come before consumers."""
+
+    def __init__(self, outputs: Sequence[Operation]) -> None:
+        self.outputs = list(outputs)
+        self.stages: list[Stage] = []
+        self._by_op: dict[int, Stage] = {}
+        for op in _topo_order(self.outputs):
+            st = Stage(op, self)
+            self.stages.append(st)
+            self._by_op[id(op)] = st
+        for op in self.outputs:
+            self._by_op[id(op)].is_output = True
+
+    def __getitem__(self, key: Tensor | Operation) -> Stage:
+        op = key.op if isinstance(key, Tensor) else key
+        st = self._by_op.get(id(op))
+        if st is None:
+            raise ScheduleError(f"'{getattr(op, 'name', op)}' is not part of this schedule")
+        return st
+
+    def stage_of(self, op: Operation) -> Stage | None:
+        return self._by_op.get(id(op))
+
+    def _reads(self, consumer: Stage, producer: Stage) -> bool:
+        """Does ``consumer`` read ``producer``'s output, directly or through inlined stages?"""
+        todo = [consumer.op]
+        seen: set[int] = set()
+        while todo:
+            op = todo.pop()
+            for t in op.input_tensors:
+                st = self.stage_of(t.op)
+                if st is producer:
+                    return True
+                if st is not None and st.attach is AttachKind.INLINE and id(t.op) not in seen:
+                    seen.add(id(t.op))
+                    todo.append(st.op)
+        return False
+
+    # -- staging copies -------------------------------------------------------------------
+    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]) -> Tensor:
+        """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of the original."""
+        from ember.tir.te.operation import compute
+
+        src = self[tensor]
+        cache = compute(
+            tensor.shape, lambda *idx: tensor[tuple(idx)], name=f"{tensor.name}.{scope}"
+        )
+        reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
+        for rs in reader_stages:
+            if not isinstance(rs.op, ComputeOp) or not any(t == tensor for t in rs.op.input_tensors):
+                raise rs._error(f"cache_read: stage '{rs.name}' does not read '{tensor.name}'")
+        for rs in reader_stages:
+            self._rewrite_op(rs, _replace_tensor(rs.op, tensor, cache))
+        st = self._insert_stage(cache.op, after=src)
+        st.set_scope(scope)
+        return cache
+
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+        """Compute ``tensor`` into a ``scope`` buffer, then copy it out; returns the cache tensor.
+
+        The stage of ``tensor`` becomes the copy, with fresh axes: take
+        ``s[tensor].op.axis`` again after calling this.
+        """
+        from ember.tir.te.operation import compute
+
+        st = self[tensor]
+        op = st._compute_only("cache_write")
+        if st.relations or st.iter_attrs:
+            raise st._error("cache_write must come before other primitives on the stage")
+        cache_op = ComputeOp(f"{op.name}.{scope}", op.axis, op.reduce_axis, op.body, op.tag, op.attrs)
+        cache = cache_op.output(0)
+        copy = compute(op.shape, lambda *idx: cache[tuple(idx)], name=op.name, tag=op.tag)
+        cache_stage = self._insert_stage(cache_op, before=st)
+        cache_stage.set_scope(scope)
+        self._rewrite_op(st, copy.op)
+        st._reset_axes()
+        return cache
+
+    def _insert_stage(self, op: Operation, after: Stage | None = None, before: Stage | None = None) -> Stage:
+        st = Stage(op, self)
+        pos = self.stages.index(after) + 1 if after is not None else self.stages.index(before)  # type: ignore[arg-type]
+        self.stages.insert(pos, st)
+        self._by_op[id(op)] = st
+        return st
+
+    def _rewrite_op(self, st: Stage, new_op: Operation) -> None:
+        """Give stage ``st`` a new operation; the old one still finds the stage."""
+        old_axes = st.op.axis if isinstance(st.op, ComputeOp) else ()
+        st.op = new_op
+        self._by_op[id(new_op)] = st
+        if isinstance(new_op, ComputeOp) and old_axes == new_op.axis:
+            return
+
+
+def _replace_tensor(op: ComputeOp, old: Tensor, new: Tensor) -> ComputeOp:
+    class _Replace(Mutator):
+        def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:
+            e2 = self.generic_visit(e)
+            if e2.producer == old:
+                return E.ProducerLoad(e2.dtype, new, e2.indices)
+            return e2
+
+        def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
+            src = self.visit(e.source)
+            cond = self.visit(e.condition) if e.condition is not None else None
+            if src is e.source and cond is e.condition:
+                return e
+            return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, e.init)
+
+    body = _Replace().visit(op.body)
+    return ComputeOp(op.name, op.axis, op.reduce_axis, body, op.tag, op.attrs)
+
+
+def _topo_order(outputs: Sequence[Operation]) -> list[Operation]:
+    order: list[Operation] = []
+    seen: set[int] = set()
+
+    def visit(op: Operation) -> None:
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        order.append(op)
+
+    for op in outputs:
+        visit(op)
+    return order
+
+
+def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> Schedule:
+    """A schedule with every stage computed at the root in its default loop order."""
+    if not isinstance(ops, (list, tuple)):
+        ops = [ops]
+    out = []
+    for o in ops:
+        op = o.op if isinstance(o, Tensor) else o
+        if not isinstance(op, (ComputeOp, PlaceholderOp)):
+            raise ScheduleError(f"create_schedule expects tensors or operations, got {o!r}")
+        out.append(op)
+    return Schedule(out)

@@ -1,0 +1,206 @@
+"""Building tensor expressions: ``placeholder``, ``compute``, reducers and math functions.
+
+These are the functions users call through ``ember.te``. ``compute`` calls the
+user's lambda once with fresh axis variables and keeps the expression it
+returns; a reduction must be the whole body (``te.sum(A[i, k] * B[k, j], axis=k)``),
+as in TVM, so that lowering knows where the initial value goes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
+
+ShapeLike = Sequence[E.ExprLike]
+
+
+def _shape(shape: ShapeLike | E.ExprLike, what: str) -> tuple[E.PrimExpr, ...]:
+    if not isinstance(shape, (tuple, list)):
+        shape = (shape,)
+    out = []
+    for s in shape:
+        s = E.convert(s)
+        if not dt.is_int(s.dtype):
+            raise ArgumentError(f"shape of {what} must be integers, got {s!r}")
+        if isinstance(s, E.IntImm) and s.value <= 0:
+            raise ArgumentError(f"shape of {what} must be positive, got {s.value}")
+        out.append(s)
+    return tuple(out)
+
+
+def var(name: str = "v", dtype: str = "int32") -> E.Var:
+    """A symbolic scalar, e.g. a shape size."""
+    return E.Var(name, dt.check_dtype(dtype))
+
+
+def placeholder(shape: ShapeLike | E.ExprLike, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor."""
+    return PlaceholderOp(name, _shape(shape, f"placeholder '{name}'"), dt.check_dtype(dtype)).output(0)
+
+
+def _as_range(dom: Any) -> E.Range:
+    if isinstance(dom, E.Range):
+        return dom
+    if isinstance(dom, (tuple, list)) and len(dom) == 2:
+        lo, hi = E.convert(dom[0]), E.convert(dom[1])
+        return E.Range(lo, hi - lo)
+    return E.Range.from_extent(dom)
+
+
+def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
+    """A reduction axis over ``dom``: ``(lo, hi)`` or an extent."""
+    return IterVar(E.Var(name), _as_range(dom), IterKind.REDUCE)
+
+
+def thread_axis(tag: str, dom: Any = None, name: str | None = None) -> IterVar:
+    """A GPU thread axis such as ``"threadIdx.x"`` for ``bind``."""
+    valid = {f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz"} | {"vthread"}
+    if tag not in valid:
+        raise ArgumentError(f"unknown thread tag {tag!r}; expected one of {sorted(valid)}")
+    return IterVar(E.Var(name or tag), _as_range(dom) if dom is not None else None, IterKind.THREAD, tag)
+
+
+def compute(
+    shape: ShapeLike | E.ExprLike,
+    fcompute: Callable[..., E.ExprLike],
+    name: str = "compute",
+    tag: str = "",
+    attrs: dict[str, Any] | None = None,
+) -> Tensor:
+    """A tensor whose element at ``idx`` is ``fcompute(*idx)``."""
+    shp = _shape(shape, f"compute '{name}'")
+    params = list(inspect.signature(fcompute).parameters.values())
+    if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        names = [f"ax{i}" for i in range(len(shp))]
+    else:
+        names = [p.name for p in params]
+    if len(names) != len(shp):
+        raise ArgumentError(
+            f"compute '{name}': the lambda takes {len(names)} indices but the shape has "
+            f"{len(shp)} dimensions"
+        )
+    axis = tuple(IterVar(E.Var(n), E.Range.from_extent(s)) for n, s in zip(names, shp))
+    body = E.convert(fcompute(*[iv.var for iv in axis]))
+    reduce_axes: tuple[IterVar, ...] = ()
+    if isinstance(body, E.Reduce):
+        reduce_axes = tuple(body.axis)
+    _check_no_nested_reduce(body, name)
+    return ComputeOp(name, axis, reduce_axes, body, tag, tuple((attrs or {}).items())).output(0)
+
+
+def _check_no_nested_reduce(body: E.PrimExpr, name: str) -> None:
+    from ember.tir.functor import post_order_visit
+
+    def visit(node: Any) -> None:
+        if isinstance(node, E.Reduce) and node is not body:
+            raise ArgumentError(
+                f"compute '{name}': a reduction must be the whole body of a compute; "
+                "put the surrounding arithmetic in a separate compute"
+            )
+
+    post_order_visit(body, visit)
+
+
+# -- reducers ------------------------------------------------------------------------------
+
+
+def comm_reducer(
+    fcombine: Callable[[E.PrimExpr, E.PrimExpr], E.ExprLike],
+    fidentity: Callable[[str], E.ExprLike],
+    name: str = "reduce",
+) -> Callable[..., E.PrimExpr]:
+    """A custom commutative reducer: ``fcombine(x, y)`` with identity ``fidentity(dtype)``.
+
+    Returns a function ``reducer(expr, axis, where=None)`` like ``te.sum``.
+    """
+
+    def reducer(expr: E.ExprLike, axis: IterVar | Sequence[IterVar], where: E.ExprLike | None = None) -> E.PrimExpr:
+        src = E.convert(expr)
+        axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+        for ax in axes:
+            if not isinstance(ax, IterVar) or ax.kind is not IterKind.REDUCE:
+                raise ArgumentError(f"{name}: axis must be made with te.reduce_axis, got {ax!r}")
+        lhs, rhs = E.Var("x", src.dtype), E.Var("y", src.dtype)
+        result = E.convert(fcombine(lhs, rhs))
+        identity = E.convert(fidentity(src.dtype), src.dtype)
+        combiner = E.CommReducer(name, lhs, rhs, result, identity)
+        cond = None if where is None else E.convert(where)
+        return E.Reduce(src.dtype, combiner, src, axes, cond)
+
+    reducer.__name__ = name
+    return reducer
+
+
+def min_value(dtype: str) -> E.PrimExpr:
+    if dt.is_float(dtype):
+        return E.const(float("-inf"), dtype)
+    if dt.is_bool(dtype):
+        return E.const(False, dtype)
+    import numpy as np
+
+    return E.const(int(np.iinfo(dt.numpy_dtype(dtype)).min), dtype)
+
+
+def max_value(dtype: str) -> E.PrimExpr:
+    if dt.is_float(dtype):
+        return E.const(float("inf"), dtype)
+    if dt.is_bool(dtype):
+        return E.const(True, dtype)
+    import numpy as np
+
+    return E.const(int(np.iinfo(dt.numpy_dtype(dtype)).max), dtype)
+
+
+sum = comm_reducer(lambda x, y: x + y, lambda t: E.const(0, t), name="sum")  # noqa: A001
+max = comm_reducer(E.max_, min_value, name="max")  # noqa: A001
+min = comm_reducer(E.min_, max_value, name="min")  # noqa: A001
+
+
+# -- elementwise helpers -------------------------------------------------------------------
+
+
+def if_then_else(cond: E.ExprLike, t: E.ExprLike, f: E.ExprLike) -> E.PrimExpr:
+    return E.select(cond, t, f)
+
+
+select = if_then_else
+
+
+def _unary(op: E.Intrinsic) -> Callable[[E.ExprLike], E.PrimExpr]:
+    def fn(x: E.ExprLike) -> E.PrimExpr:
+        x = E.convert(x)
+        if op is not E.Intrinsic.ABS and not dt.is_float(x.dtype):
+            raise ArgumentError(f"{op.value} needs a floating-point argument, got {x.dtype}")
+        return E.call(op, x)
+
+    fn.__name__ = op.value
+    return fn
+
+
+exp = _unary(E.Intrinsic.EXP)
+log = _unary(E.Intrinsic.LOG)
+sqrt = _unary(E.Intrinsic.SQRT)
+rsqrt = _unary(E.Intrinsic.RSQRT)
+tanh = _unary(E.Intrinsic.TANH)
+erf = _unary(E.Intrinsic.ERF)
+sigmoid = _unary(E.Intrinsic.SIGMOID)
+abs = _unary(E.Intrinsic.ABS)  # noqa: A001
+floor = _unary(E.Intrinsic.FLOOR)
+ceil = _unary(E.Intrinsic.CEIL)
+round = _unary(E.Intrinsic.ROUND)  # noqa: A001
+sin = _unary(E.Intrinsic.SIN)
+cos = _unary(E.Intrinsic.COS)
+
+
+def pow(x: E.ExprLike, y: E.ExprLike) -> E.PrimExpr:  # noqa: A001
+    return E.call(E.Intrinsic.POW, x, y)
+
+
+def fma(a: E.ExprLike, b: E.ExprLike, c: E.ExprLike) -> E.PrimExpr:
+    return E.call(E.Intrinsic.FMA, a, b, c)

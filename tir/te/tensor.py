@@ -1,0 +1,191 @@
+"""Tensors, iteration variables and the operations that produce tensors.
+
+A tensor expression program is a DAG of operations: a ``PlaceholderOp`` is an
+input, a ``ComputeOp`` gives every element of its output as an expression of
+its axis variables (possibly a reduction over reduce axes). Indexing a
+``Tensor`` (``A[i, k]``) builds a ``ProducerLoad``; lowering later turns those
+into buffer reads. Operations are immutable: schedule primitives such as
+``cache_write`` make new operations rather than editing old ones.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.tir.expr import PrimExpr, ProducerLoad, Range, Var, convert
+
+
+class IterKind(enum.Enum):
+    DATA_PAR = "data_par"
+    REDUCE = "reduce"
+    THREAD = "thread"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IterVar:
+    """A loop variable with its domain: an axis of a compute, a reduce axis or a thread axis."""
+
+    var: Var
+    dom: Range | None
+    kind: IterKind = IterKind.DATA_PAR
+    thread_tag: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.var.name}, {self.dom!r}, {self.kind.value})"
+
+    # Iter vars are used directly in index arithmetic, as TVM users write `A[i, k]`.
+    def __add__(self, o: Any) -> PrimExpr:
+        return self.var + o
+
+    def __radd__(self, o: Any) -> PrimExpr:
+        return o + self.var
+
+    def __sub__(self, o: Any) -> PrimExpr:
+        return self.var - o
+
+    def __rsub__(self, o: Any) -> PrimExpr:
+        return o - self.var
+
+    def __mul__(self, o: Any) -> PrimExpr:
+        return self.var * o
+
+    def __rmul__(self, o: Any) -> PrimExpr:
+        return o * self.var
+
+    def __floordiv__(self, o: Any) -> PrimExpr:
+        return self.var // o
+
+    def __mod__(self, o: Any) -> PrimExpr:
+        return self.var % o
+
+    def __lt__(self, o: Any) -> PrimExpr:
+        return self.var < o
+
+    def __le__(self, o: Any) -> PrimExpr:
+        return self.var <= o
+
+    def __gt__(self, o: Any) -> PrimExpr:
+        return self.var > o
+
+    def __ge__(self, o: Any) -> PrimExpr:
+        return self.var >= o
+
+
+class Operation:
+    """Base of tensor-producing operations."""
+
+    __slots__ = ()
+    name: str
+
+    def output(self, index: int = 0) -> Tensor:
+        return Tensor(self, index)
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PlaceholderOp(Operation):
+    name: str
+    shape: tuple[PrimExpr, ...]
+    dtype: str
+
+    def __repr__(self) -> str:
+        return f"placeholder({self.name})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ComputeOp(Operation):
+    """``out[axis...] = body``; ``body`` may be a ``Reduce`` over ``reduce_axis``."""
+
+    name: str
+    axis: tuple[IterVar, ...]
+    reduce_axis: tuple[IterVar, ...]
+    body: PrimExpr
+    tag: str = ""
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def shape(self) -> tuple[PrimExpr, ...]:
+        return tuple(iv.dom.extent for iv in self.axis)  # type: ignore[union-attr]
+
+    @property
+    def dtype(self) -> str:
+        return self.body.dtype
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        from ember.tir.functor import post_order_visit
+
+        found: dict[tuple[int, int], Tensor] = {}
+
+        def visit(node: Any) -> None:
+            if isinstance(node, ProducerLoad):
+                t = node.producer
+                found.setdefault((id(t.op), t.value_index), t)
+
+        post_order_visit(self.body, visit)
+        return tuple(found.values())
+
+    def __repr__(self) -> str:
+        return f"compute({self.name})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tensor:
+    """The ``value_index``-th output of ``op``. Two Tensor objects of one op output are equal."""
+
+    op: Operation
+    value_index: int = 0
+
+    @property
+    def shape(self) -> tuple[PrimExpr, ...]:
+        return self.op.shape  # type: ignore[attr-defined]
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype  # type: ignore[attr-defined]
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Tensor)
+            and other.op is self.op
+            and other.value_index == self.value_index
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self.op), self.value_index))
+
+    def __getitem__(self, indices: Any) -> PrimExpr:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        idx = tuple(convert(i.var if isinstance(i, IterVar) else i) for i in indices)
+        if len(idx) != len(self.shape):
+            raise ArgumentError(
+                f"tensor '{self.name}' has {len(self.shape)} dimensions, indexed with {len(idx)}"
+            )
+        for i in idx:
+            if i.dtype not in ("int32", "int64"):
+                raise ArgumentError(
+                    f"index of tensor '{self.name}' must be an integer expression, got {i.dtype}"
+                )
+        return ProducerLoad(self.dtype, self, idx)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={list(self.shape)!r}, {self.dtype})"

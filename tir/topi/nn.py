@@ -1,0 +1,180 @@
+"""Computes of the neural-network operators: matmul, dense, conv2d, pooling, softmax, norms."""
+
+from __future__ import annotations
+
+from ember.errors import ArgumentError
+from ember.tir import expr as E
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
+
+
+def _dims(t: Tensor, n: int, what: str) -> tuple[int, ...]:
+    if t.ndim != n:
+        raise ArgumentError(f"{what}: expected a {n}-D tensor, got '{t.name}' with shape {list(t.shape)}")
+    return tuple(int(s.value) if isinstance(s, E.IntImm) else s for s in t.shape)  # type: ignore[misc]
+
+
+def matmul(A: Tensor, B: Tensor, name: str = "C", out_dtype: str | None = None) -> Tensor:
+    """``C[i, j] = sum_k A[i, k] * B[k, j]`` (numpy's ``A @ B``)."""
+    M, K = _dims(A, 2, "matmul")
+    K2, N = _dims(B, 2, "matmul")
+    if K != K2:
+        raise ArgumentError(f"matmul: inner dimensions differ ({K} vs {K2})")
+    dtype = out_dtype or A.dtype
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute(
+        (M, N),
+        lambda i, j: te.sum(E.cast(dtype, A[i, k]) * E.cast(dtype, B[k, j]), axis=k),
+        name=name,
+        tag="matmul",
+    )
+
+
+def dense(X: Tensor, W: Tensor, name: str = "Y", out_dtype: str | None = None) -> Tensor:
+    """``Y[i, j] = sum_k X[i, k] * W[j, k]`` (a fully connected layer, weights N x K)."""
+    M, K = _dims(X, 2, "dense")
+    N, K2 = _dims(W, 2, "dense")
+    if K != K2:
+        raise ArgumentError(f"dense: reduction dimensions differ ({K} vs {K2})")
+    dtype = out_dtype or X.dtype
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute(
+        (M, N),
+        lambda i, j: te.sum(E.cast(dtype, X[i, k]) * E.cast(dtype, W[j, k]), axis=k),
+        name=name,
+        tag="dense",
+    )
+
+
+def batch_matmul(A: Tensor, B: Tensor, name: str = "C") -> Tensor:
+    """``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]``."""
+    Bt, M, K = _dims(A, 3, "batch_matmul")
+    Bt2, K2, N = _dims(B, 3, "batch_matmul")
+    if K != K2 or Bt != Bt2:
+        raise ArgumentError(f"batch_matmul: shapes {list(A.shape)} and {list(B.shape)} do not match")
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute(
+        (Bt, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name=name, tag="batch_matmul"
+    )
+
+
+def pad(X: Tensor, pads: tuple[int, ...], value: float = 0.0, name: str = "pad") -> Tensor:
+    """Pad the last two dimensions of an NCHW tensor by (top, left, bottom, right)."""
+    N, C, H, W = _dims(X, 4, "pad")
+    pt, pl, pb, pr = pads
+    if not any(pads):
+        return X
+
+    def f(n, c, h, w):  # noqa: ANN001, ANN202
+        inside = E.logical_and(
+            E.logical_and(h >= pt, h < H + pt), E.logical_and(w >= pl, w < W + pl)
+        )
+        hh = E.max_(E.min_(h - pt, H - 1), 0)
+        ww = E.max_(E.min_(w - pl, W - 1), 0)
+        return E.select(inside, X[n, c, hh, ww], E.const(value, X.dtype))
+
+    return te.compute((N, C, H + pt + pb, W + pl + pr), f, name=name, tag="pad")
+
+
+def conv2d_nchw(
+    X: Tensor,
+    Wt: Tensor,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int, int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    name: str = "conv",
+) -> Tensor:
+    """2-D convolution, NCHW input, OIHW weights."""
+    N, C, H, W = _dims(X, 4, "conv2d")
+    O, C2, KH, KW = _dims(Wt, 4, "conv2d")
+    if C != C2:
+        raise ArgumentError(f"conv2d: input has {C} channels, weights expect {C2}")
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    pads = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
+    if len(pads) == 2:
+        pads = (pads[0], pads[1], pads[0], pads[1])
+    P = pad(X, pads, name=f"{name}_pad")
+    OH = (H + pads[0] + pads[2] - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + pads[1] + pads[3] - dw * (KW - 1) - 1) // sw + 1
+    if OH <= 0 or OW <= 0:
+        raise ArgumentError(f"conv2d: output would be empty ({OH}x{OW})")
+    rc = te.reduce_axis((0, C), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    return te.compute(
+        (N, O, OH, OW),
+        lambda n, o, y, x: te.sum(
+            P[n, rc, y * sh + ry * dh, x * sw + rx * dw] * Wt[o, rc, ry, rx], axis=(rc, ry, rx)
+        ),
+        name=name,
+        tag="conv2d_nchw",
+    )
+
+
+def pool2d(
+    X: Tensor, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int] = (0, 0, 0, 0),
+    kind: str = "max", name: str = "pool",
+) -> Tensor:
+    """Max or average pooling over NCHW; average divides by the full window (count_include_pad)."""
+    N, C, H, W = _dims(X, 4, "pool2d")
+    kh, kw = kernel
+    sh, sw = stride
+    if kind not in ("max", "avg"):
+        raise ArgumentError(f"pool2d: kind must be 'max' or 'avg', got {kind!r}")
+    fill = float("-inf") if kind == "max" else 0.0
+    P = pad(X, padding, value=fill, name=f"{name}_pad")
+    OH = (H + padding[0] + padding[2] - kh) // sh + 1
+    OW = (W + padding[1] + padding[3] - kw) // sw + 1
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    reducer = te.max if kind == "max" else te.sum
+    out = te.compute(
+        (N, C, OH, OW),
+        lambda n, c, y, x: reducer(P[n, c, y * sh + ry, x * sw + rx], axis=(ry, rx)),
+        name=name if kind == "max" else f"{name}_sum",
+        tag=f"pool_{kind}",
+    )
+    if kind == "avg":
+        scale = 1.0 / (kh * kw)
+        out = te.compute((N, C, OH, OW), lambda n, c, y, x: out[n, c, y, x] * scale, name=name, tag="pool_avg")
+    return out
+
+
+def reduce_rows(X: Tensor, kind: str = "sum", name: str = "red") -> Tensor:
+    """Reduce the last axis of a 2-D tensor: sum, max or min."""
+    R, C = _dims(X, 2, "reduce")
+    reducer = {"sum": te.sum, "max": te.max, "min": te.min}.get(kind)
+    if reducer is None:
+        raise ArgumentError(f"reduce: kind must be sum, max or min, got {kind!r}")
+    k = te.reduce_axis((0, C), name="k")
+    return te.compute((R,), lambda r: reducer(X[r, k], axis=k), name=name, tag=f"reduce_{kind}")
+
+
+def softmax(X: Tensor, name: str = "softmax") -> Tensor:
+    """Softmax over the last axis of a 2-D tensor, stabilised by the row maximum."""
+    R, C = _dims(X, 2, "softmax")
+    k1 = te.reduce_axis((0, C), name="k1")
+    k2 = te.reduce_axis((0, C), name="k2")
+    mx = te.compute((R,), lambda r: te.max(X[r, k1], axis=k1), name=f"{name}_max")
+    ex = te.compute((R, C), lambda r, c: te.exp(X[r, c] - mx[r]), name=f"{name}_exp")
+    sm = te.compute((R,), lambda r: te.sum(ex[r, k2], axis=k2), name=f"{name}_sum")
+    return te.compute((R, C), lambda r, c: ex[r, c] / sm[r], name=name, tag="softmax")
+
+
+def layer_norm(X: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5, name: str = "ln") -> Tensor:
+    """Layer normalisation over the last axis of a 2-D tensor."""
+    R, C = _dims(X, 2, "layer_norm")
+    k1 = te.reduce_axis((0, C), name="k1")
+    k2 = te.reduce_axis((0, C), name="k2")
+    inv_c = 1.0 / C
+    mean = te.compute((R,), lambda r: te.sum(X[r, k1] * inv_c, axis=k1), name=f"{name}_mean")
+    var = te.compute(
+        (R,), lambda r: te.sum((X[r, k2] - mean[r]) * (X[r, k2] - mean[r]) * inv_c, axis=k2), name=f"{name}_var"
+    )
+    return te.compute(
+        (R, C),
+        lambda r, c: (X[r, c] - mean[r]) * te.rsqrt(var[r] + eps) * gamma[c] + beta[c],
+        name=name,
+        tag="layer_norm",
+    )

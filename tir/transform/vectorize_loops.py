@@ -1,0 +1,186 @@
+"""Pass ``vectorize_loops``: loops marked ``vectorized`` become vector statements.
+
+Expects: flattened buffers (one index per access); vectorized loops with a
+constant extent.
+Guarantees: a vectorized loop whose body is a sequence of stores is replaced
+by the same stores on vectors of ``extent`` lanes: the loop variable becomes
+``ramp(0, 1, lanes)``, loop-invariant values are broadcast, and an index that
+is affine in the variable becomes a ``Ramp``, so the backend emits one vector
+load or store. Where that is not possible (a store whose index does not move
+with the loop, nested loops, conditions, an index that is not affine) the loop
+stays a serial loop — correct, and left to the backend's own vectorizer.
+"""
+
+from __future__ import annotations
+
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import Mutator
+
+
+class _CannotVectorize(Exception):
+    pass
+
+
+def _lanes(e: E.PrimExpr) -> int:
+    return dt.lanes_of(e.dtype)
+
+
+def _broadcast(e: E.PrimExpr, lanes: int) -> E.PrimExpr:
+    if _lanes(e) == lanes:
+        return e
+    if isinstance(e, E.Broadcast):
+        return E.Broadcast(dt.with_lanes(e.dtype, lanes), e.value, lanes)
+    return E.Broadcast(dt.with_lanes(e.dtype, lanes), e, lanes)
+
+
+class _VectorizeExpr(Mutator):
+    """Rewrites one expression with ``var`` standing for ``ramp(0, 1, lanes)``."""
+
+    def __init__(self, var: E.Var, lanes: int) -> None:
+        self.var, self.lanes = var, lanes
+
+    def visit_Var(self, v: E.Var) -> E.PrimExpr:
+        if v is self.var:
+            return E.Ramp(dt.with_lanes(v.dtype, self.lanes), E.const(0, v.dtype), E.const(1, v.dtype), self.lanes)
+        return v
+
+    def visit_BinOp(self, e: E.BinOp) -> E.PrimExpr:
+        a, b = self.visit(e.a), self.visit(e.b)
+        if a is e.a and b is e.b:
+            return e
+        la, lb = _lanes(a), _lanes(b)
+        n = max(la, lb)
+        if e.op in (E.BinaryOp.ADD, E.BinaryOp.SUB) and (isinstance(a, E.Ramp) or isinstance(b, E.Ramp)):
+            ramp = _ramp_addsub(e.op, a, b)
+            if ramp is not None:
+                return ramp
+        if e.op is E.BinaryOp.MUL:
+            ramp = _ramp_mul(a, b)
+            if ramp is not None:
+                return ramp
+        a, b = _broadcast(a, n), _broadcast(b, n)
+        return E.BinOp(dt.with_lanes(e.dtype, n), e.op, a, b)
+
+    def visit_Compare(self, e: E.Compare) -> E.PrimExpr:
+        a, b = self.visit(e.a), self.visit(e.b)
+        if a is e.a and b is e.b:
+            return e
+        n = max(_lanes(a), _lanes(b))
+        return E.Compare(dt.with_lanes("bool", n), e.op, _broadcast(a, n), _broadcast(b, n))
+
+    def visit_Select(self, e: E.Select) -> E.PrimExpr:
+        c, t, f = self.visit(e.cond), self.visit(e.true_value), self.visit(e.false_value)
+        if c is e.cond and t is e.true_value and f is e.false_value:
+            return e
+        n = max(_lanes(c), _lanes(t), _lanes(f))
+        return E.Select(dt.with_lanes(e.dtype, n), _broadcast(c, n), _broadcast(t, n), _broadcast(f, n))
+
+    def visit_Not(self, e: E.Not) -> E.PrimExpr:
+        a = self.visit(e.a)
+        return e if a is e.a else E.Not(a.dtype, a)
+
+    def visit_Cast(self, e: E.Cast) -> E.PrimExpr:
+        v = self.visit(e.value)
+        if v is e.value:
+            return e
+        if isinstance(v, E.Ramp):
+            v = _materialize(v)
+        return E.Cast(dt.with_lanes(e.dtype, _lanes(v)), v)
+
+    def visit_Call(self, e: E.Call) -> E.PrimExpr:
+        args = tuple(self.visit(a) for a in e.args)
+        if all(a is b for a, b in zip(args, e.args)):
+            return e
+        n = max(_lanes(a) for a in args)
+        args = tuple(_broadcast(_materialize(a), n) for a in args)
+        return E.Call(dt.with_lanes(e.dtype, n), e.op, args)
+
+    def visit_BufferLoad(self, e: E.BufferLoad) -> E.PrimExpr:
+        (index,) = e.indices
+        idx = self.visit(index)
+        if idx is index:
+            return e
+        if not isinstance(idx, E.Ramp):
+            raise _CannotVectorize
+        return E.BufferLoad(dt.with_lanes(e.dtype, idx.lanes), e.buffer, (idx,))
+
+    def visit_Let(self, e: E.Let) -> E.PrimExpr:
+        raise _CannotVectorize
+
+    def visit_Ramp(self, e: E.Ramp) -> E.PrimExpr:
+        raise _CannotVectorize
+
+    def visit_Broadcast(self, e: E.Broadcast) -> E.PrimExpr:
+        raise _CannotVectorize
+
+
+def _materialize(e: E.PrimExpr) -> E.PrimExpr:
+    """A Ramp used as a value (not an index) stays a Ramp; backends evaluate it."""
+    return e
+
+
+def _ramp_addsub(op: E.BinaryOp, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
+    if isinstance(a, E.Ramp) and _lanes(b) == 1:
+        base = a.base + b if op is E.BinaryOp.ADD else a.base - b
+        return E.Ramp(a.dtype, base, a.stride, a.lanes)
+    if isinstance(b, E.Ramp) and _lanes(a) == 1:
+        if op is E.BinaryOp.ADD:
+            return E.Ramp(b.dtype, a + b.base, b.stride, b.lanes)
+        return E.Ramp(b.dtype, a - b.base, E.const(0, b.stride.dtype) - b.stride, b.lanes)
+    if isinstance(a, E.Ramp) and isinstance(b, E.Ramp) and a.lanes == b.lanes:
+        if op is E.BinaryOp.ADD:
+            return E.Ramp(a.dtype, a.base + b.base, a.stride + b.stride, a.lanes)
+        return E.Ramp(a.dtype, a.base - b.base, a.stride - b.stride, a.lanes)
+    return None
+
+
+def _ramp_mul(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
+    if isinstance(a, E.Ramp) and _lanes(b) == 1:
+        return E.Ramp(a.dtype, a.base * b, a.stride * b, a.lanes)
+    if isinstance(b, E.Ramp) and _lanes(a) == 1:
+        return E.Ramp(b.dtype, a * b.base, a * b.stride, b.lanes)
+    return None
+
+
+def _vectorize_store(s: S.BufferStore, var: E.Var, lanes: int) -> S.Stmt:
+    vec = _VectorizeExpr(var, lanes)
+    (index,) = s.indices
+    idx = vec.visit(index)
+    if not isinstance(idx, E.Ramp):
+        raise _CannotVectorize  # the store does not move with the loop: a reduction
+    if not isinstance(idx.stride, E.IntImm) or idx.stride.value == 0:
+        raise _CannotVectorize  # lanes might write one element
+    value = _broadcast(vec.visit(s.value), lanes)
+    return S.BufferStore(s.buffer, value, (idx,))
+
+
+def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt:
+    if isinstance(body, S.BufferStore):
+        return _vectorize_store(body, var, lanes)
+    if isinstance(body, S.SeqStmt):
+        return S.SeqStmt(tuple(_vectorize_body(b, var, lanes) for b in body.stmts))
+    raise _CannotVectorize
+
+
+class _Vectorize(Mutator):
+    def visit_For(self, s: S.For) -> S.Stmt:
+        body = self.visit(s.body)
+        if s.kind is not S.ForKind.VECTORIZED:
+            if body is s.body:
+                return s
+            return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
+        serial = S.For(s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, s.thread_tag, s.annotations)
+        if not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
+            return serial
+        if not E.is_const_int(s.min, 0):
+            return serial
+        try:
+            return _vectorize_body(body, s.loop_var, s.extent.value)
+        except _CannotVectorize:
+            return serial
+
+
+def vectorize_loops(func: S.PrimFunc) -> S.PrimFunc:
+    return _Vectorize().visit_func(func)

@@ -1,0 +1,94 @@
+"""Well-formedness of a PrimFunc, checked after every pass when ``EMBER_VERIFY_IR=1``.
+
+It catches the bugs a pass can introduce before a backend turns them into
+wrong code: a variable used outside the loop or let that defines it, a loop
+variable defined twice, operands of mismatched dtypes, an access with the
+wrong number of indices, or tensor-expression nodes that lowering should
+have removed.
+"""
+
+from __future__ import annotations
+
+from ember.errors import InternalError
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import Visitor, free_vars
+
+
+class _Verify(Visitor):
+    def __init__(self, func: S.PrimFunc) -> None:
+        self.func = func
+        self.defined: set[E.Var] = set()
+        for b in func.params:
+            for s in b.shape:
+                self.defined |= free_vars(s)
+        self.problems: list[str] = []
+
+    def define(self, v: E.Var, what: str) -> None:
+        if v in self.defined:
+            self.problems.append(f"variable '{v.name}' is redefined inside its own scope ({what})")
+        self.defined.add(v)
+
+    def visit_Var(self, v: E.Var) -> None:
+        if v not in self.defined and v.dtype != "handle":
+            self.problems.append(f"variable '{v.name}' is used outside its definition")
+
+    def visit_For(self, s: S.For) -> None:
+        self.visit(s.min)
+        self.visit(s.extent)
+        self.define(s.loop_var, "loop")
+        self.visit(s.body)
+        self.defined.discard(s.loop_var)
+
+    def visit_LetStmt(self, s: S.LetStmt) -> None:
+        self.visit(s.value)
+        self.define(s.var, "let")
+        self.visit(s.body)
+        self.defined.discard(s.var)
+
+    def visit_Let(self, e: E.Let) -> None:
+        self.visit(e.value)
+        self.defined.add(e.var)
+        self.visit(e.body)
+        self.defined.discard(e.var)
+
+    def visit_BinOp(self, e: E.BinOp) -> None:
+        if not (e.a.dtype == e.b.dtype == e.dtype):
+            self.problems.append(f"{e.op.name} mixes {e.a.dtype}, {e.b.dtype} -> {e.dtype}: {e!r}")
+        self.generic_visit(e)
+
+    def visit_Compare(self, e: E.Compare) -> None:
+        if e.a.dtype != e.b.dtype or not dt.is_bool(e.dtype):
+            self.problems.append(f"comparison of {e.a.dtype} with {e.b.dtype}: {e!r}")
+        self.generic_visit(e)
+
+    def _access(self, buf: object, indices: tuple[E.PrimExpr, ...], what: str) -> None:
+        ndim = len(buf.shape)  # type: ignore[attr-defined]
+        if len(indices) not in (ndim, 1):
+            self.problems.append(f"{what} of '{buf.name}' with {len(indices)} indices for {ndim} dims")  # type: ignore[attr-defined]
+
+    def visit_BufferLoad(self, e: E.BufferLoad) -> None:
+        self._access(e.buffer, e.indices, "load")
+        self.generic_visit(e)
+
+    def visit_BufferStore(self, s: S.BufferStore) -> None:
+        self._access(s.buffer, s.indices, "store")
+        if dt.element_of(s.value.dtype) != dt.element_of(s.buffer.dtype):
+            self.problems.append(f"store of {s.value.dtype} into '{s.buffer.name}' of {s.buffer.dtype}")
+        self.generic_visit(s)
+
+    def visit_ProducerLoad(self, e: E.ProducerLoad) -> None:
+        self.problems.append(f"tensor read '{e.producer.name}' survived lowering")
+
+    def visit_Reduce(self, e: E.Reduce) -> None:
+        self.problems.append("a reduction expression survived lowering")
+
+
+def verify_well_formed(func: S.PrimFunc, after: str = "") -> None:
+    v = _Verify(func)
+    v.visit(func.body)
+    if v.problems:
+        where = f" after pass '{after}'" if after else ""
+        listed = "\n  ".join(dict.fromkeys(v.problems))
+        raise InternalError(f"ill-formed TIR in '{func.name}'{where}:\n  {listed}\n{func!r}")

@@ -1,0 +1,137 @@
+"""Tuning tasks: one schedule template, its workload arguments and a target.
+
+``create_task("dense.llvm", args=(M, N, K, "float32"), target="llvm")`` looks the
+template up (:mod:`ember.tuner.template`), runs it once against an empty
+:class:`ConfigSpace` to collect its knobs and constraints, and gives a :class:`Task`
+whose ``instantiate(config)`` builds ``(schedule, tensors)`` for one config (the
+fallback when none is given). ``workload_key`` is a stable string naming the workload
+(template and arguments) for tuning records. Search and measurement sit above this.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from numbers import Real
+from typing import Any
+
+from ember.tuner.knob import is_int
+from ember.tuner.space import Config, ConfigEntity, ConfigSpace, FallbackConfig
+from ember.tuner.template import TemplateInfo, lookup_template, split_name, using_config
+
+from ember.errors import ConfigError, EmberError
+from ember.target import Target
+
+
+def _key_arg(value: Any, where: str) -> Any:
+    """A JSON-ready form of one workload argument; tensors become (shape, dtype)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if is_int(value):
+        return int(value)
+    if isinstance(value, Real):
+        return float(value)
+    if isinstance(value, (tuple, list)):
+        return [_key_arg(v, where) for v in value]
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        dims = [int(d) if is_int(d) else getattr(d, "value", str(d)) for d in value.shape]
+        return ["TENSOR", dims, str(value.dtype)]
+    raise ConfigError(
+        f"{where} of type {type(value).__name__} cannot be part of a workload key; "
+        "pass ints, floats, strings, tensors, or tuples of them"
+    )
+
+
+def workload_key(name: str, args: tuple[Any, ...]) -> str:
+    """A stable text key for template ``name`` applied to ``args``."""
+    body = [_key_arg(a, f"argument #{i} of task '{name}'") for i, a in enumerate(args)]
+    return json.dumps([name, body], separators=(",", ":"))
+
+
+class Task:
+    """A template applied to workload arguments for one target, with its config space."""
+
+    def __init__(self, name: str, args: tuple[Any, ...], target: str | Target | None = None):
+        _, kind = split_name(name)
+        self.template: TemplateInfo = lookup_template(name)
+        self.name = name
+        self.args = tuple(args)
+        self.target = Target.parse(kind if target is None else target)
+        if self.target.kind != kind:
+            raise ConfigError(
+                f"template '{name}' schedules for '{kind}' targets, "
+                f"but the task's target is '{self.target}'"
+            )
+        self.workload_key = workload_key(name, self.args)
+        self.config_space = self._collect_space()
+
+    def _collect_space(self) -> ConfigSpace:
+        space = ConfigSpace()
+        self._run(space, "while collecting the config space of template")
+        return space.freeze()
+
+    def instantiate(self, config: Any = None) -> tuple[Any, list[Any]]:
+        """``(schedule, tensors)`` for ``config``.
+
+        ``config``: None (the fallback), a ``ConfigEntity`` of this task's space, a
+        ``FallbackConfig``, a dict ``{knob: choice index}`` or a config index. A config
+        that breaks one of the template's constraints raises ``ConfigError``.
+        """
+        cfg = self._resolve(config)
+        if isinstance(cfg, ConfigEntity):
+            broken = self.config_space.violations(cfg)
+            if broken:
+                raise ConfigError(
+                    f"config {cfg} of task '{self.name}' breaks constraint(s): " + ", ".join(broken)
+                )
+        return self._run(cfg, "while instantiating template", f" with config {cfg}")
+
+    def _resolve(self, config: Any) -> Config:
+        if config is None:
+            return FallbackConfig()
+        if isinstance(config, ConfigEntity):
+            if config.space is not self.config_space:
+                raise ConfigError(
+                    f"config {config} belongs to another config space than task "
+                    f"'{self.name}'; rebuild it with ConfigEntity.from_json(d, task.config_space)"
+                )
+            return config
+        if isinstance(config, FallbackConfig):
+            return config
+        if isinstance(config, Mapping):
+            return self.config_space.from_choices(config)
+        if is_int(config):
+            return self.config_space.get(config)
+        raise ConfigError(
+            f"task '{self.name}' cannot be instantiated with {config!r}; pass a ConfigEntity, "
+            "a FallbackConfig, a {knob: choice} dict, a config index or None"
+        )
+
+    def _run(self, cfg: Config, doing: str, suffix: str = "") -> tuple[Any, list[Any]]:
+        try:
+            with using_config(cfg):
+                result = self.template.func(*self.args)
+        except EmberError as err:
+            err.add_context(f"{doing} '{self.name}'{suffix}")
+            raise
+        if not (
+            isinstance(result, (tuple, list))
+            and len(result) == 2
+            and isinstance(result[1], (tuple, list))
+        ):
+            raise ConfigError(
+                f"template '{self.name}' returned {type(result).__name__}; a template must "
+                "return (schedule, [tensors])"
+            )
+        return result[0], list(result[1])
+
+    def __repr__(self) -> str:
+        return (
+            f"Task({self.name!r}, args={self.args!r}, target='{self.target}', "
+            f"space={len(self.config_space)})"
+        )
+
+
+def create_task(name: str, args: tuple[Any, ...] = (), target: str | Target | None = None) -> Task:
+    """The task of template ``name`` on ``args`` for ``target`` (default: the name's suffix)."""
+    return Task(name, args, target)

@@ -1,0 +1,158 @@
+"""Schedule templates: the ``@template("<op>.<target>")`` registry and ``get_config()``.
+
+A template is a function from workload arguments (shapes, dtypes) to ``(schedule,
+tensors)`` that reads its tuning choices from ``get_config()``. Registering one names
+it ``"<op>.<target>"`` (``"dense.llvm"``, ``"conv2d.cuda"``) so a task
+(:mod:`ember.tuner.task`) can find it. Whoever runs a template decides which config it
+sees by entering :func:`using_config`: the task passes a :class:`ConfigSpace` to collect
+knobs, a :class:`ConfigEntity` to build a chosen config, or a :class:`FallbackConfig`.
+Calling a decorated template directly runs it with the fallback config; records
+(``apply_history_best``) plug in at :func:`config_for_direct_call`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ember.tuner.space import Config, FallbackConfig
+
+from ember.errors import ConfigError
+from ember.target import KINDS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """A registered template: its ``"<op>.<target>"`` name and the undecorated function."""
+
+    name: str
+    func: Callable[..., Any]
+
+    @property
+    def op(self) -> str:
+        return self.name.rpartition(".")[0]
+
+    @property
+    def target_kind(self) -> str:
+        return self.name.rpartition(".")[2]
+
+
+_REGISTRY: dict[str, TemplateInfo] = {}
+_ACTIVE = threading.local()
+
+
+def split_name(name: Any) -> tuple[str, str]:
+    """``"dense.llvm"`` -> ``("dense", "llvm")``; a malformed name raises ``ConfigError``."""
+    op, _, kind = name.rpartition(".") if isinstance(name, str) else ("", "", "")
+    if not op or kind not in KINDS:
+        raise ConfigError(
+            f"template name {name!r} must look like '<op>.<target>' with target one of {KINDS}"
+        )
+    return op, kind
+
+
+def template(name: str, *, override: bool = False) -> Callable[[F], F]:
+    """Register the decorated function as schedule template ``name`` ("<op>.<target>").
+
+    Registering a name twice is an error unless ``override=True`` or it is the same
+    function again (a module that was re-imported).
+    """
+    split_name(name)
+
+    def register(func: F) -> F:
+        old = _REGISTRY.get(name)
+        same = old is not None and _qualname(old.func) == _qualname(func)
+        if old is not None and not (override or same):
+            raise ConfigError(
+                f"template '{name}' is already registered by {_qualname(old.func)}; "
+                "pass override=True to replace it"
+            )
+        _REGISTRY[name] = TemplateInfo(name, func)
+
+        @functools.wraps(func)
+        def run_with_fallback(*args: Any, **kwargs: Any) -> Any:
+            with using_config(config_for_direct_call(name, args)):
+                return func(*args, **kwargs)
+
+        run_with_fallback.template_name = name  # type: ignore[attr-defined]
+        return run_with_fallback  # type: ignore[return-value]
+
+    return register
+
+
+def _qualname(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def config_for_direct_call(name: str, args: tuple[Any, ...]) -> Config:
+    """The config a template called directly (not through a task) runs with: the fallback."""
+    return FallbackConfig()
+
+
+def lookup_template(name: str) -> TemplateInfo:
+    """The template registered as ``name``; unknown names list the ones for that target."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    kind = name.rpartition(".")[2] if isinstance(name, str) else ""
+    if kind in KINDS and _load_builtin_templates(kind) and name in _REGISTRY:
+        return _REGISTRY[name]
+    known = registered_templates(kind if kind in KINDS else None)
+    where = f"for target '{kind}'" if kind in KINDS else "in all"
+    raise ConfigError(
+        f"no schedule template named {name!r}; registered {where}: " + (", ".join(known) or "none")
+    )
+
+
+def _load_builtin_templates(kind: str) -> bool:
+    """Import the target's template package (``ember.codegen_<kind>.schedules``) on first use."""
+    import importlib
+
+    try:
+        importlib.import_module(f"ember.codegen_{kind}.schedules")
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith(f"ember.codegen_{kind}.schedules"):
+            return False
+        raise
+    return True
+
+
+def registered_templates(target_kind: str | None = None) -> list[str]:
+    """Sorted names of the registered templates, optionally only those for one target kind."""
+    return sorted(n for n, t in _REGISTRY.items() if target_kind in (None, t.target_kind))
+
+
+def _stack() -> list[Config]:
+    if not hasattr(_ACTIVE, "stack"):
+        _ACTIVE.stack = []
+    return _ACTIVE.stack  # type: ignore[no-any-return]
+
+
+@contextmanager
+def using_config(cfg: Config) -> Iterator[Config]:
+    """Make ``cfg`` what ``get_config()`` returns inside the block (nests; per thread)."""
+    if not isinstance(cfg, Config):
+        raise ConfigError(f"expected a ConfigSpace, ConfigEntity or FallbackConfig, got {cfg!r}")
+    cfg._start_run()
+    stack = _stack()
+    stack.append(cfg)
+    try:
+        yield cfg
+    finally:
+        stack.pop()
+
+
+def get_config() -> Config:
+    """The config of the template that is running now."""
+    stack = _stack()
+    if not stack:
+        raise ConfigError(
+            "get_config() was called outside a schedule template; call it inside a function "
+            "decorated with @ember.tuner.template, run directly or via create_task(...)"
+        )
+    return stack[-1]
