@@ -8,6 +8,7 @@ random, never zeros, so an unwritten output element cannot pass.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,11 +47,13 @@ def check(
     args: Sequence[Any],
     reference: Callable[..., np.ndarray],
     rng: np.random.Generator,
-    executors: Sequence[str] = ("interp", "llvm"),
+    executors: Sequence[str] | None = None,
     n_inputs: int | None = None,
     **build_kwargs: Any,
 ) -> None:
     """Compare every executor with ``reference``; the last ``len(args) - n_inputs`` args are outputs."""
+    if executors is None:
+        executors = os.environ.get("EMBER_TEST_EXECUTORS", "interp,llvm").split(",")
     shapes = [tuple(int(s.value) for s in t.shape) for t in args]
     n_in = len(args) - 1 if n_inputs is None else n_inputs
     inputs = [random_array(shapes[i], args[i].dtype, rng) for i in range(n_in)]

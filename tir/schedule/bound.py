@@ -65,7 +65,8 @@ def infer_bounds(
             root_ext[rv] = rv.dom.extent  # type: ignore[union-attr]
         extents = pass_down_extents(st.relations, root_ext)
         sb = StageBounds(root_min, extents, full=full, domain_guards=guards)
-        sb.alloc_shape = _alloc_shape(st, sb, bounds)
+        if id(st) not in full_stages:  # arguments live in the caller's memory
+            sb.alloc_shape = _alloc_shape(st, sb, bounds)
         leaf_vals = {iv: iv.var for iv in st.leaf_iter_vars}
         offsets = pass_up_values(st.relations, leaf_vals, extents)
         sb.root_offset = offsets

@@ -137,7 +137,7 @@ class _Lowering:
             for iv in reversed(leaves[first_red:]):
                 if iv.kind is not IterKind.REDUCE:
                     init = self.make_for(st, iv, sb, init)
-        nest = update
+        nest = self.with_attached(st, leaves[-1], update) if leaves else update
         for n in reversed(range(len(leaves))):
             iv = leaves[n]
             nest = self.make_for(st, iv, sb, nest)
@@ -169,9 +169,6 @@ class _Lowering:
             )
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
         ann = tuple(attr.pragmas) if attr is not None else ()
-        # A loop attached stages sit in: its own attached stages go first in the body.
-        if iv is st.leaf_iter_vars[-1]:
-            body = self.with_attached(st, iv, body)
         return S.For(iv.var, E.const(0, iv.var.dtype), ext, kind, body, tag, ann)
 
     def store_index(self, st: Stage, iv: IterVar) -> E.PrimExpr:
