@@ -1,4 +1,4 @@
-"""The ``ember`` command line: ``ember demo``, ``ember info`` (more subcommands as the compiler grows).
+"""The ``ember`` command line: ``ember demo`` and ``ember info``.
 
 A user error prints its message and exits 1; ``EMBER_DEBUG=1`` shows the traceback.
 """

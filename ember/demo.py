@@ -23,8 +23,8 @@ def _best(fn, repeat: int = 5) -> float:  # noqa: ANN001
 
 def main(size: int = 1024, threads: int | None = None) -> int:
     import ember
-    from ember.tir.topi.elementwise import elementwise_chain_numpy
     from ember.runtime import set_num_threads
+    from ember.tir.topi.elementwise import elementwise_chain_numpy
     from ember.tuner import create_task
 
     if threads:
@@ -42,8 +42,11 @@ def main(size: int = 1024, threads: int | None = None) -> int:
     t_ember = mod.time_evaluator(number=5, repeat=3)(a, b, c).median
     t_numpy = _best(lambda: a @ b)
     flops = 2.0 * M * N * K
-    print(f"matmul {M}x{N}x{K} float32: ember {flops / t_ember / 1e9:7.1f} GFLOP/s, "
-          f"numpy {flops / t_numpy / 1e9:7.1f} GFLOP/s, ratio {t_numpy / t_ember:.2f}  (result checked)")
+    print(
+        f"matmul {M}x{N}x{K} float32: ember {flops / t_ember / 1e9:7.1f} GFLOP/s, "
+        f"numpy {flops / t_numpy / 1e9:7.1f} GFLOP/s, ratio {t_numpy / t_ember:.2f}  "
+        "(result checked)"
+    )
 
     rows, cols = 2048, 4096
     etask = create_task("elementwise_chain.llvm", args=(rows, cols, "float32"), target="llvm")
@@ -57,6 +60,8 @@ def main(size: int = 1024, threads: int | None = None) -> int:
     t_e = emod.time_evaluator(number=5, repeat=3)(x, bias, y).median
     t_n = _best(lambda: elementwise_chain_numpy(x, bias))
     flops = 11.0 * rows * cols  # the multiply-adds, not counting tanh
-    print(f"fused bias + GELU {rows}x{cols}: ember {flops / t_e / 1e9:7.1f} GFLOP/s, "
-          f"numpy {flops / t_n / 1e9:7.1f} GFLOP/s, ratio {t_n / t_e:.2f}  (result checked)")
+    print(
+        f"fused bias + GELU {rows}x{cols}: ember {flops / t_e / 1e9:7.1f} GFLOP/s, "
+        f"numpy {flops / t_n / 1e9:7.1f} GFLOP/s, ratio {t_n / t_e:.2f}  (result checked)"
+    )
     return 0

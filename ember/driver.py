@@ -18,7 +18,9 @@ def _schedule_and_args(sch: Any, args: Sequence[Any]) -> tuple[Any, list[Any]]:
     from ember.tir.schedule.schedule import Schedule
 
     if not isinstance(sch, Schedule):
-        raise ArgumentError(f"expected a schedule from te.create_schedule, got {type(sch).__name__}")
+        raise ArgumentError(
+            f"expected a schedule from te.create_schedule, got {type(sch).__name__}"
+        )
     if not isinstance(args, (list, tuple)) or not args:
         raise ArgumentError("args must be a non-empty list of the tensors the function takes")
     return sch, list(args)
@@ -43,7 +45,7 @@ def lower(
             return func
         return run_passes(func, default_passes(), disabled_passes)
     except EmberError as e:
-        raise e.add_context(f"while lowering '{name}'")
+        raise e.add_context(f"while lowering '{name}'") from None
 
 
 def build(
@@ -63,7 +65,7 @@ def build(
             return build_llvm([func], tgt, disabled_passes=disabled_passes)
         raise ArgumentError(f"target '{tgt.kind}' is not available in this build of Ember yet")
     except EmberError as e:
-        raise e.add_context(f"while building '{name}' for {tgt}")
+        raise e.add_context(f"while building '{name}' for {tgt}") from None
 
 
 def _check_name(name: str) -> None:

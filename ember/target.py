@@ -32,11 +32,15 @@ class Target:
             raise ArgumentError(f"target must be a string such as 'llvm' or 'cuda', got {text!r}")
         kind, *rest = text.split()
         if kind not in KINDS:
-            raise ArgumentError(f"unknown target kind {kind!r} in {text!r}; expected one of {KINDS}")
+            raise ArgumentError(
+                f"unknown target kind {kind!r} in {text!r}; expected one of {KINDS}"
+            )
         opts: dict[str, str] = {}
         for token in rest:
             if not token.startswith("-"):
-                raise ArgumentError(f"target option {token!r} in {text!r} must look like -key=value")
+                raise ArgumentError(
+                    f"target option {token!r} in {text!r} must look like -key=value"
+                )
             key, _, value = token.lstrip("-").partition("=")
             if key not in _OPTIONS[kind]:
                 raise ArgumentError(

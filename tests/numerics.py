@@ -25,7 +25,9 @@ TOLERANCE = {
 }
 
 
-def random_array(shape: Sequence[int], dtype: str, rng: np.random.Generator, low: float = -1.0, high: float = 1.0) -> np.ndarray:
+def random_array(
+    shape: Sequence[int], dtype: str, rng: np.random.Generator, low: float = -1.0, high: float = 1.0
+) -> np.ndarray:
     if dt.is_float(dtype) and dtype != "bfloat16":
         return rng.uniform(low, high, size=tuple(shape)).astype(dtype)
     if dtype == "bool":
@@ -37,9 +39,15 @@ def random_array(shape: Sequence[int], dtype: str, rng: np.random.Generator, low
 
 def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, what: str = "") -> None:
     rtol, atol = TOLERANCE.get(dtype, (0, 0))
-    np.testing.assert_allclose(got.astype(np.float64) if dt.is_float(dtype) else got,
-                               np.asarray(want).astype(got.dtype).astype(np.float64) if dt.is_float(dtype) else np.asarray(want).astype(got.dtype),
-                               rtol=rtol, atol=atol, err_msg=what)
+    np.testing.assert_allclose(
+        got.astype(np.float64) if dt.is_float(dtype) else got,
+        np.asarray(want).astype(got.dtype).astype(np.float64)
+        if dt.is_float(dtype)
+        else np.asarray(want).astype(got.dtype),
+        rtol=rtol,
+        atol=atol,
+        err_msg=what,
+    )
 
 
 def check(
@@ -51,7 +59,10 @@ def check(
     n_inputs: int | None = None,
     **build_kwargs: Any,
 ) -> None:
-    """Compare every executor with ``reference``; the last ``len(args) - n_inputs`` args are outputs."""
+    """Compare every executor with ``reference``.
+
+    The first ``n_inputs`` args (default: all but the last) are inputs, the rest outputs.
+    """
     if executors is None:
         executors = os.environ.get("EMBER_TEST_EXECUTORS", "interp,llvm").split(",")
     shapes = [tuple(int(s.value) for s in t.shape) for t in args]
@@ -60,7 +71,10 @@ def check(
     want = reference(*inputs)
     wants = want if isinstance(want, tuple) else (want,)
     for ex in executors:
-        outs = [np.full(shapes[i], np.nan if dt.is_float(args[i].dtype) else 77, dtype=args[i].dtype) for i in range(n_in, len(args))]
+        outs = [
+            np.full(shapes[i], np.nan if dt.is_float(args[i].dtype) else 77, dtype=args[i].dtype)
+            for i in range(n_in, len(args))
+        ]
         if ex == "interp":
             from ember.tir.interp import run
 

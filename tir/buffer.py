@@ -38,7 +38,9 @@ class Buffer:
 
         if not isinstance(indices, tuple):
             indices = (indices,)
-        return BufferLoad(self.dtype, self, tuple(convert(i) for i in indices))
+        idx = tuple(convert(i) for i in indices)
+        lanes = max((dt.lanes_of(i.dtype) for i in idx), default=1)  # a Ramp index: a vector
+        return BufferLoad(dt.with_lanes(self.dtype, lanes), self, idx)
 
     @property
     def ndim(self) -> int:
@@ -57,7 +59,11 @@ class Buffer:
 
     def flat_size(self) -> PrimExpr:
         if self.strides:
-            return reduce(lambda a, b: a + b, [(s - 1) * st for s, st in zip(self.shape, self.strides)], const(1)) 
+            return reduce(
+                lambda a, b: a + b,
+                [(s - 1) * st for s, st in zip(self.shape, self.strides)],
+                const(1),
+            )
         return reduce(lambda a, b: a * b, self.shape, const(1, "int32"))
 
 

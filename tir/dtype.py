@@ -76,9 +76,7 @@ def check_dtype(dtype: str) -> str:
         raise ArgumentError(f"dtype must be a string such as 'float32', got {dtype!r}")
     base, lanes = split_lanes(dtype)
     if base not in _BITS or lanes < 1:
-        raise ArgumentError(
-            f"unknown dtype {dtype!r}; expected one of {', '.join(SCALAR_DTYPES)}"
-        )
+        raise ArgumentError(f"unknown dtype {dtype!r}; expected one of {', '.join(SCALAR_DTYPES)}")
     return dtype
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
@@ -318,7 +318,7 @@ class Range:
         return f"range(min={self.min!r}, extent={self.extent!r})"
 
 
-ExprLike = Union[PrimExpr, int, float, bool]
+ExprLike = PrimExpr | int | float | bool
 
 # ------------------------------------------------------------------------------------
 # Constructors with dtype promotion. They build nodes; they do not simplify, except
@@ -329,7 +329,9 @@ ExprLike = Union[PrimExpr, int, float, bool]
 def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
     """A constant of ``dtype`` (inferred from the Python type when omitted)."""
     if dtype is None:
-        dtype = "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
+        dtype = (
+            "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
+        )
     dtype = dt.check_dtype(dtype)
     if dt.lanes_of(dtype) > 1:
         scalar = const(value, dt.element_of(dtype))
@@ -517,4 +519,3 @@ def const_value(e: PrimExpr) -> int | float | None:
     if isinstance(e, (IntImm, FloatImm)):
         return e.value
     return None
-

@@ -126,7 +126,7 @@ class TIRPrinter(Visitor):
         if s.kind is S.ForKind.SERIAL:
             head = f"for {var} in {rng}:"
         elif s.kind is S.ForKind.THREAD_BINDING:
-            head = f"for {var} in thread_binding({ext}, \"{s.thread_tag}\"):"
+            head = f'for {var} in thread_binding({ext}, "{s.thread_tag}"):'
         else:
             head = f"for {var} in {s.kind.value}({rng[6:-1]}):"
         self.line(head)

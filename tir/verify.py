@@ -66,7 +66,9 @@ class _Verify(Visitor):
     def _access(self, buf: object, indices: tuple[E.PrimExpr, ...], what: str) -> None:
         ndim = len(buf.shape)  # type: ignore[attr-defined]
         if len(indices) not in (ndim, 1):
-            self.problems.append(f"{what} of '{buf.name}' with {len(indices)} indices for {ndim} dims")  # type: ignore[attr-defined]
+            self.problems.append(
+                f"{what} of '{buf.name}' with {len(indices)} indices for {ndim} dims"
+            )  # type: ignore[attr-defined]
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> None:
         self._access(e.buffer, e.indices, "load")
@@ -75,7 +77,9 @@ class _Verify(Visitor):
     def visit_BufferStore(self, s: S.BufferStore) -> None:
         self._access(s.buffer, s.indices, "store")
         if dt.element_of(s.value.dtype) != dt.element_of(s.buffer.dtype):
-            self.problems.append(f"store of {s.value.dtype} into '{s.buffer.name}' of {s.buffer.dtype}")
+            self.problems.append(
+                f"store of {s.value.dtype} into '{s.buffer.name}' of {s.buffer.dtype}"
+            )
         self.generic_visit(s)
 
     def visit_ProducerLoad(self, e: E.ProducerLoad) -> None:

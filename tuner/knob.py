@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, ClassVar
 
+from ember.errors import ConfigError
 from ember.tuner.entity import (
     AnnotateEntity,
     Entity,
@@ -25,8 +26,6 @@ from ember.tuner.entity import (
     ReorderEntity,
     SplitEntity,
 )
-
-from ember.errors import ConfigError
 
 SPLIT_POLICIES = ("factors", "power2", "verbose")
 REORDER_POLICIES = ("all", "candidate")

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from ember.errors import ConfigError
 from ember.tuner.entity import Entity
 from ember.tuner.knob import (
     AnnotateKnob,
@@ -35,8 +36,6 @@ from ember.tuner.knob import (
     SplitKnob,
     is_int,
 )
-
-from ember.errors import ConfigError
 
 Constraint = Callable[["ConfigEntity"], bool]
 

@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
+from ember.errors import ConfigError, EmberError
+from ember.target import Target
 from ember.tuner.knob import is_int
 from ember.tuner.space import Config, ConfigEntity, ConfigSpace, FallbackConfig
 from ember.tuner.template import TemplateInfo, lookup_template, split_name, using_config
-
-from ember.errors import ConfigError, EmberError
-from ember.target import Target
 
 
 def _key_arg(value: Any, where: str) -> Any:

@@ -19,10 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ember.tuner.space import Config, FallbackConfig
-
 from ember.errors import ConfigError
 from ember.target import KINDS
+from ember.tuner.space import Config, FallbackConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 

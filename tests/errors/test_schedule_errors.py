@@ -66,7 +66,9 @@ def test_vectorize_non_constant_extent():
     B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
     s = te.create_schedule(B.op)
     s[B].vectorize(s[B].op.axis[0])
-    with pytest.raises(ember.ScheduleError, match=r"stage 'B'.*vectorize: axis 'i' has a non-constant extent"):
+    with pytest.raises(
+        ember.ScheduleError, match=r"stage 'B'.*vectorize: axis 'i' has a non-constant extent"
+    ):
         ember.lower(s, [A, B])
 
 

@@ -31,7 +31,7 @@ def _random_loops(draw, s, stage, allow_parallel=True):
     if len(leaves) >= 2 and draw(st.booleans()):
         n = draw(st.integers(0, len(leaves) - 2))
         a, b = leaves[n], leaves[n + 1]
-        if (a.kind == b.kind):
+        if a.kind == b.kind:
             stage.fuse(a, b)
     leaves = list(stage.leaf_iter_vars)
     inner = leaves[-1]
@@ -41,7 +41,9 @@ def _random_loops(draw, s, stage, allow_parallel=True):
     if choice == "unroll":
         stage.unroll(inner)
     elif choice == "vec" and inner.kind is not IterKind.REDUCE:
-        stage.vectorize(inner)  # may have a non-constant extent only if fused... factors are constant
+        stage.vectorize(
+            inner
+        )  # may have a non-constant extent only if fused... factors are constant
     if allow_parallel and leaves[0].kind is not IterKind.REDUCE and draw(st.booleans()):
         if leaves[0] is not inner or choice == "none":
             stage.parallel(leaves[0])

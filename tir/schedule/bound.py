@@ -110,7 +110,9 @@ def _relaxed_loops(producer: Stage, consumer: Stage) -> list[tuple[Stage, IterVa
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
         if not tag:
             continue
-        if producer.scope == "global" or (producer.scope == "shared" and tag.startswith("threadIdx")):
+        if producer.scope == "global" or (
+            producer.scope == "shared" and tag.startswith("threadIdx")
+        ):
             relaxed.append((st, iv))
     return relaxed
 
@@ -121,9 +123,7 @@ def _region(
     readers: list[Stage],
     bodies: dict[int, E.PrimExpr],
     bounds: dict[int, StageBounds],
-) -> tuple[
-    dict[IterVar, E.PrimExpr], dict[IterVar, E.PrimExpr], dict[IterVar, tuple[bool, bool]]
-]:
+) -> tuple[dict[IterVar, E.PrimExpr], dict[IterVar, E.PrimExpr], dict[IterVar, tuple[bool, bool]]]:
     """The region consumers read, unclipped (constant extents vectorize), with the sides
     on which it may leave the tensor's domain; those sides get guards in the loop nest."""
     op = st.op

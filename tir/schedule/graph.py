@@ -89,9 +89,11 @@ def check_attach_tree(sch: Schedule) -> None:
             parent, ivar = st.attach_stage, st.attach_ivar
             assert parent is not None
             if ivar not in parent.leaf_iter_vars:
+                axis = ivar.name if ivar is not None else "?"
                 raise ScheduleError(
-                    f"stage '{st.name}' is computed at axis '{ivar.name}' of stage "  # type: ignore[union-attr]
-                    f"'{parent.name}', which was split or fused afterwards; compute_at a current loop"
+                    f"stage '{st.name}' is computed at axis '{axis}' of stage "
+                    f"'{parent.name}', which was split or fused afterwards; "
+                    "compute_at a current loop"
                 )
             seen: set[int] = set()
             cur: Stage | None = st

@@ -91,8 +91,7 @@ class _Lowering:
     # -- statements ---------------------------------------------------------------------------
     def run(self) -> S.Stmt:
         roots = [
-            st for st in self.sch.stages
-            if st.attach is AttachKind.ROOT and id(st) in self.bounds
+            st for st in self.sch.stages if st.attach is AttachKind.ROOT and id(st) in self.bounds
         ]
         body = S.seq(*[self.stage_nest(st) for st in roots])
         for st in reversed(roots):
@@ -102,7 +101,8 @@ class _Lowering:
 
     def attached_at(self, parent: Stage, iv: IterVar) -> list[Stage]:
         return [
-            st for st in self.sch.stages
+            st
+            for st in self.sch.stages
             if st.attach is AttachKind.SCOPE and st.attach_stage is parent and st.attach_ivar is iv
         ]
 

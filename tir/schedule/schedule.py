@@ -122,11 +122,19 @@ class Stage:
             value = value.value
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             which = "factor" if factor is not None else "nparts"
-            raise self._error(f"split of axis '{iv.name}': {which} must be a positive integer, got {value!r}", iv)
+            raise self._error(
+                f"split of axis '{iv.name}': {which} must be a positive integer, got {value!r}", iv
+            )
         kind = iv.kind if iv.kind is IterKind.REDUCE else IterKind.DATA_PAR
         outer = IterVar(E.Var(f"{iv.name}_outer"), None, kind)
         inner = IterVar(E.Var(f"{iv.name}_inner"), None, kind)
-        rel = Split(iv, outer, inner, value if factor is not None else None, value if nparts is not None else None)
+        rel = Split(
+            iv,
+            outer,
+            inner,
+            value if factor is not None else None,
+            value if nparts is not None else None,
+        )
         self._replace_leaf(iv, [outer, inner], rel)
         return outer, inner
 
@@ -190,7 +198,9 @@ class Stage:
         if attr.bind is not None:
             raise self._error(f"{what}: axis '{iv.name}' is bound to a thread axis", iv)
         if kind is ForKind.PARALLEL and iv.kind is IterKind.REDUCE:
-            raise self._error(f"parallel: axis '{iv.name}' is a reduction axis; its iterations race", iv)
+            raise self._error(
+                f"parallel: axis '{iv.name}' is a reduction axis; its iterations race", iv
+            )
         attr.kind = kind
 
     def vectorize(self, axis: IterVar) -> None:
@@ -220,8 +230,15 @@ class Stage:
         if iv.kind is IterKind.REDUCE and not thread.thread_tag.startswith("threadIdx"):
             raise self._error(f"bind: reduction axis '{iv.name}' can only bind to threadIdx", iv)
         for other, attr in self.iter_attrs.items():
-            if attr.bind is not None and other is not iv and attr.bind.thread_tag == thread.thread_tag and thread.thread_tag != "vthread":
-                raise self._error(f"bind: '{thread.thread_tag}' is already bound to axis '{other.name}'", iv)
+            if (
+                attr.bind is not None
+                and other is not iv
+                and attr.bind.thread_tag == thread.thread_tag
+                and thread.thread_tag != "vthread"
+            ):
+                raise self._error(
+                    f"bind: '{thread.thread_tag}' is already bound to axis '{other.name}'", iv
+                )
         attr = self._attr(iv)
         attr.kind = ForKind.THREAD_BINDING
         attr.bind = thread
@@ -271,9 +288,13 @@ class Stage:
         """Pad the row stride of ``axis`` to ``k*factor + offset`` elements (bank conflicts)."""
         op = self._compute_only("storage_align")
         if axis not in op.axis:
-            raise self._error(f"storage_align: '{getattr(axis, 'name', axis)}' is not a data axis of the stage")
+            raise self._error(
+                f"storage_align: '{getattr(axis, 'name', axis)}' is not a data axis of the stage"
+            )
         if factor <= 0 or not 0 <= offset < factor:
-            raise self._error(f"storage_align: need factor > 0 and 0 <= offset < factor, got {factor}, {offset}")
+            raise self._error(
+                f"storage_align: need factor > 0 and 0 <= offset < factor, got {factor}, {offset}"
+            )
         self.storage_align_[op.axis.index(axis)] = (factor, offset)
 
     def double_buffer(self) -> None:
@@ -327,7 +348,9 @@ class Schedule:
         return False
 
     # -- staging copies -------------------------------------------------------------------
-    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]) -> Tensor:
+    def cache_read(
+        self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]
+    ) -> Tensor:
         """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of the original."""
         from ember.tir.te.operation import compute
 
@@ -337,7 +360,9 @@ class Schedule:
         )
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
         for rs in reader_stages:
-            if not isinstance(rs.op, ComputeOp) or not any(t == tensor for t in rs.op.input_tensors):
+            if not isinstance(rs.op, ComputeOp) or not any(
+                t == tensor for t in rs.op.input_tensors
+            ):
                 raise rs._error(f"cache_read: stage '{rs.name}' does not read '{tensor.name}'")
         for rs in reader_stages:
             self._rewrite_op(rs, _replace_tensor(rs.op, tensor, cache))
@@ -357,7 +382,9 @@ class Schedule:
         op = st._compute_only("cache_write")
         if st.relations or st.iter_attrs:
             raise st._error("cache_write must come before other primitives on the stage")
-        cache_op = ComputeOp(f"{op.name}.{scope}", op.axis, op.reduce_axis, op.body, op.tag, op.attrs)
+        cache_op = ComputeOp(
+            f"{op.name}.{scope}", op.axis, op.reduce_axis, op.body, op.tag, op.attrs
+        )
         cache = cache_op.output(0)
         copy = compute(op.shape, lambda *idx: cache[tuple(idx)], name=op.name, tag=op.tag)
         cache_stage = self._insert_stage(cache_op, before=st)
@@ -366,7 +393,9 @@ class Schedule:
         st._reset_axes()
         return cache
 
-    def _insert_stage(self, op: Operation, after: Stage | None = None, before: Stage | None = None) -> Stage:
+    def _insert_stage(
+        self, op: Operation, after: Stage | None = None, before: Stage | None = None
+    ) -> Stage:
         st = Stage(op, self)
         pos = self.stages.index(after) + 1 if after is not None else self.stages.index(before)  # type: ignore[arg-type]
         self.stages.insert(pos, st)

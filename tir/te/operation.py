@@ -39,9 +39,13 @@ def var(name: str = "v", dtype: str = "int32") -> E.Var:
     return E.Var(name, dt.check_dtype(dtype))
 
 
-def placeholder(shape: ShapeLike | E.ExprLike, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+def placeholder(
+    shape: ShapeLike | E.ExprLike, dtype: str = "float32", name: str = "placeholder"
+) -> Tensor:
     """An input tensor."""
-    return PlaceholderOp(name, _shape(shape, f"placeholder '{name}'"), dt.check_dtype(dtype)).output(0)
+    return PlaceholderOp(
+        name, _shape(shape, f"placeholder '{name}'"), dt.check_dtype(dtype)
+    ).output(0)
 
 
 def _as_range(dom: Any) -> E.Range:
@@ -63,7 +67,9 @@ def thread_axis(tag: str, dom: Any = None, name: str | None = None) -> IterVar:
     valid = {f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz"} | {"vthread"}
     if tag not in valid:
         raise ArgumentError(f"unknown thread tag {tag!r}; expected one of {sorted(valid)}")
-    return IterVar(E.Var(name or tag), _as_range(dom) if dom is not None else None, IterKind.THREAD, tag)
+    return IterVar(
+        E.Var(name or tag), _as_range(dom) if dom is not None else None, IterKind.THREAD, tag
+    )
 
 
 def compute(
@@ -120,7 +126,9 @@ def comm_reducer(
     Returns a function ``reducer(expr, axis, where=None)`` like ``te.sum``.
     """
 
-    def reducer(expr: E.ExprLike, axis: IterVar | Sequence[IterVar], where: E.ExprLike | None = None) -> E.PrimExpr:
+    def reducer(
+        expr: E.ExprLike, axis: IterVar | Sequence[IterVar], where: E.ExprLike | None = None
+    ) -> E.PrimExpr:
         src = E.convert(expr)
         axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
         for ax in axes:

@@ -28,7 +28,12 @@ def broadcast_binary(
         sub = [0 if d == 1 else i for d, i in zip(dims, idx)][n - t.ndim :]
         return t[tuple(sub)]
 
-    return te.compute(tuple(out), lambda *idx: fn(index(A, sa, idx), index(B, sb, idx)), name=name, tag="broadcast")
+    return te.compute(
+        tuple(out),
+        lambda *idx: fn(index(A, sa, idx), index(B, sb, idx)),
+        name=name,
+        tag="broadcast",
+    )
 
 
 def elementwise_chain(X: Tensor, bias: Tensor, name: str = "chain") -> Tensor:
@@ -51,4 +56,8 @@ def elementwise_chain_numpy(x, bias):  # noqa: ANN001, ANN201
     import numpy as np
 
     z = x * np.float32(2.0) + bias
-    return np.float32(0.5) * z * (1 + np.tanh(np.float32(0.7978845608028654) * (z + np.float32(0.044715) * z * z * z)))
+    return (
+        np.float32(0.5)
+        * z
+        * (1 + np.tanh(np.float32(0.7978845608028654) * (z + np.float32(0.044715) * z * z * z)))
+    )

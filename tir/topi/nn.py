@@ -10,7 +10,9 @@ from ember.tir.te.tensor import Tensor
 
 def _dims(t: Tensor, n: int, what: str) -> tuple[int, ...]:
     if t.ndim != n:
-        raise ArgumentError(f"{what}: expected a {n}-D tensor, got '{t.name}' with shape {list(t.shape)}")
+        raise ArgumentError(
+            f"{what}: expected a {n}-D tensor, got '{t.name}' with shape {list(t.shape)}"
+        )
     return tuple(int(s.value) if isinstance(s, E.IntImm) else s for s in t.shape)  # type: ignore[misc]
 
 
@@ -51,10 +53,15 @@ def batch_matmul(A: Tensor, B: Tensor, name: str = "C") -> Tensor:
     Bt, M, K = _dims(A, 3, "batch_matmul")
     Bt2, K2, N = _dims(B, 3, "batch_matmul")
     if K != K2 or Bt != Bt2:
-        raise ArgumentError(f"batch_matmul: shapes {list(A.shape)} and {list(B.shape)} do not match")
+        raise ArgumentError(
+            f"batch_matmul: shapes {list(A.shape)} and {list(B.shape)} do not match"
+        )
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
-        (Bt, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name=name, tag="batch_matmul"
+        (Bt, M, N),
+        lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k),
+        name=name,
+        tag="batch_matmul",
     )
 
 
@@ -113,8 +120,12 @@ def conv2d_nchw(
 
 
 def pool2d(
-    X: Tensor, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int, int, int] = (0, 0, 0, 0),
-    kind: str = "max", name: str = "pool",
+    X: Tensor,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0),
+    kind: str = "max",
+    name: str = "pool",
 ) -> Tensor:
     """Max or average pooling over NCHW; average divides by the full window (count_include_pad)."""
     N, C, H, W = _dims(X, 4, "pool2d")
@@ -137,7 +148,9 @@ def pool2d(
     )
     if kind == "avg":
         scale = 1.0 / (kh * kw)
-        out = te.compute((N, C, OH, OW), lambda n, c, y, x: out[n, c, y, x] * scale, name=name, tag="pool_avg")
+        out = te.compute(
+            (N, C, OH, OW), lambda n, c, y, x: out[n, c, y, x] * scale, name=name, tag="pool_avg"
+        )
     return out
 
 
@@ -162,7 +175,9 @@ def softmax(X: Tensor, name: str = "softmax") -> Tensor:
     return te.compute((R, C), lambda r, c: ex[r, c] / sm[r], name=name, tag="softmax")
 
 
-def layer_norm(X: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5, name: str = "ln") -> Tensor:
+def layer_norm(
+    X: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5, name: str = "ln"
+) -> Tensor:
     """Layer normalisation over the last axis of a 2-D tensor."""
     R, C = _dims(X, 2, "layer_norm")
     k1 = te.reduce_axis((0, C), name="k1")
@@ -170,7 +185,9 @@ def layer_norm(X: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5, name: 
     inv_c = 1.0 / C
     mean = te.compute((R,), lambda r: te.sum(X[r, k1] * inv_c, axis=k1), name=f"{name}_mean")
     var = te.compute(
-        (R,), lambda r: te.sum((X[r, k2] - mean[r]) * (X[r, k2] - mean[r]) * inv_c, axis=k2), name=f"{name}_var"
+        (R,),
+        lambda r: te.sum((X[r, k2] - mean[r]) * (X[r, k2] - mean[r]) * inv_c, axis=k2),
+        name=f"{name}_var",
     )
     return te.compute(
         (R, C),

@@ -83,7 +83,7 @@ def run_passes(
         try:
             func = p(func)
         except EmberError as e:
-            raise e.add_context(f"in pass '{p.name}' on function '{func.name}'")
+            raise e.add_context(f"in pass '{p.name}' on function '{func.name}'") from None
         except Exception as e:
             raise InternalError(f"pass '{p.name}' failed on function '{func.name}': {e}") from e
         if timings is not None:

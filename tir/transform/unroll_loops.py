@@ -20,9 +20,24 @@ class _Unroll(Mutator):
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
         if s.kind is not S.ForKind.UNROLLED:
-            return s if body is s.body else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
-        if not (isinstance(s.extent, E.IntImm) and isinstance(s.min, E.IntImm)) or s.extent.value > MAX_UNROLL:
-            return S.For(s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, s.thread_tag, s.annotations + (("unroll_hint", True),))
+            return (
+                s
+                if body is s.body
+                else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
+            )
+        if (
+            not (isinstance(s.extent, E.IntImm) and isinstance(s.min, E.IntImm))
+            or s.extent.value > MAX_UNROLL
+        ):
+            return S.For(
+                s.loop_var,
+                s.min,
+                s.extent,
+                S.ForKind.SERIAL,
+                body,
+                s.thread_tag,
+                s.annotations + (("unroll_hint", True),),
+            )
         copies = [
             substitute(body, {s.loop_var: E.const(s.min.value + k, s.loop_var.dtype)})
             for k in range(s.extent.value)

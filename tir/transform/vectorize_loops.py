@@ -43,7 +43,12 @@ class _VectorizeExpr(Mutator):
 
     def visit_Var(self, v: E.Var) -> E.PrimExpr:
         if v is self.var:
-            return E.Ramp(dt.with_lanes(v.dtype, self.lanes), E.const(0, v.dtype), E.const(1, v.dtype), self.lanes)
+            return E.Ramp(
+                dt.with_lanes(v.dtype, self.lanes),
+                E.const(0, v.dtype),
+                E.const(1, v.dtype),
+                self.lanes,
+            )
         return v
 
     def visit_BinOp(self, e: E.BinOp) -> E.PrimExpr:
@@ -52,7 +57,9 @@ class _VectorizeExpr(Mutator):
             return e
         la, lb = _lanes(a), _lanes(b)
         n = max(la, lb)
-        if e.op in (E.BinaryOp.ADD, E.BinaryOp.SUB) and (isinstance(a, E.Ramp) or isinstance(b, E.Ramp)):
+        if e.op in (E.BinaryOp.ADD, E.BinaryOp.SUB) and (
+            isinstance(a, E.Ramp) or isinstance(b, E.Ramp)
+        ):
             ramp = _ramp_addsub(e.op, a, b)
             if ramp is not None:
                 return ramp
@@ -75,7 +82,9 @@ class _VectorizeExpr(Mutator):
         if c is e.cond and t is e.true_value and f is e.false_value:
             return e
         n = max(_lanes(c), _lanes(t), _lanes(f))
-        return E.Select(dt.with_lanes(e.dtype, n), _broadcast(c, n), _broadcast(t, n), _broadcast(f, n))
+        return E.Select(
+            dt.with_lanes(e.dtype, n), _broadcast(c, n), _broadcast(t, n), _broadcast(f, n)
+        )
 
     def visit_Not(self, e: E.Not) -> E.PrimExpr:
         a = self.visit(e.a)
@@ -171,7 +180,9 @@ class _Vectorize(Mutator):
             if body is s.body:
                 return s
             return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
-        serial = S.For(s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, s.thread_tag, s.annotations)
+        serial = S.For(
+            s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, s.thread_tag, s.annotations
+        )
         if not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
             return serial
         if not E.is_const_int(s.min, 0):

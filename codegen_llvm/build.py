@@ -1,0 +1,124 @@
+"""Entry of the CPU backend: lowered PrimFuncs in, a callable :class:`LLVMModule` out.
+
+``build_llvm`` is what :func:`ember.build` calls for ``target="llvm"``. It takes
+PrimFuncs after the target-independent passes (flattened buffers, vectorised
+loops), records each one's signature for the runtime's argument checks
+(parameter names, static shapes, dtypes, which parameters are written), emits
+LLVM IR (:mod:`.codegen`), and compiles it in-process (:mod:`.jit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ember.codegen_llvm import jit
+from ember.codegen_llvm.codegen import codegen_module, function_symbol
+from ember.codegen_llvm.intrinsics import INTRINSICS
+from ember.codegen_llvm.module import LLVMModule
+from ember.errors import ArgumentError, EmberError, InternalError, LoweringError
+from ember.runtime.signature import FunctionSignature, ParamSpec
+from ember.target import Target
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import post_order_visit
+
+# Symbols generated code calls; a kernel of the same name would capture those calls.
+_RESERVED = frozenset(
+    {"free", "aligned_alloc", "GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads"}
+    | {n for r in INTRINSICS.values() if r.libm for n in (r.libm, r.libm + "f")}
+    | {n for r in INTRINSICS.values() if r.llvm for n in (r.llvm, r.llvm + "f")}
+    | {"exp", "expf", "log", "logf", "sqrt", "sqrtf", "pow", "powf", "sin", "sinf", "cos", "cosf"}
+)
+
+
+def written_buffers(func: S.PrimFunc) -> set[E.Var]:
+    """The data pointers ``func`` stores into."""
+    out: set[E.Var] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, S.BufferStore):
+            out.add(node.buffer.data)
+
+    post_order_visit(func.body, visit)
+    return out
+
+
+def _check_name(name: str) -> None:
+    if not name.isidentifier():
+        raise ArgumentError(f"'{name}' cannot name a compiled function: it must be a C identifier")
+
+
+def native_symbol(name: str) -> str:
+    """The symbol for function ``name``; renamed where generated code calls that symbol."""
+    if name in _RESERVED or name.startswith(("__ember", "llvm")):
+        return f"ember_fn_{name}"
+    return name
+
+
+def signature_of(func: S.PrimFunc) -> FunctionSignature:
+    """Parameter names, static shapes and dtypes, and which parameters are written."""
+    name = function_symbol(func)
+    _check_name(name)
+    written = written_buffers(func)
+    params = []
+    for buf in func.params:
+        shape = []
+        for extent in buf.shape:
+            if not isinstance(extent, E.IntImm):
+                raise LoweringError(
+                    f"parameter '{buf.name}' of '{name}' has the symbolic shape "
+                    f"{tuple(buf.shape)}; the LLVM backend needs static shapes"
+                )
+            shape.append(extent.value)
+        params.append(ParamSpec(buf.name, tuple(shape), buf.dtype, buf.data in written))
+    symbol = native_symbol(name)
+    return FunctionSignature(name, tuple(params), symbol="" if symbol == name else symbol)
+
+
+def _num_threads(target: Target) -> int | None:
+    value = target.get("num-threads")
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ArgumentError(f"-num-threads must be a positive integer, got {value!r} in '{target}'")
+    return int(value)
+
+
+def build_llvm(
+    funcs: Sequence[S.PrimFunc] | S.PrimFunc,
+    target: Target | str = "llvm",
+    disabled_passes: Sequence[str] = (),
+) -> LLVMModule:
+    """Compile PrimFuncs for the CPU; the first one is what calling the module runs.
+
+    ``disabled_passes`` is accepted for symmetry with other targets; the LLVM
+    backend has no passes of its own yet.
+    """
+    tgt = Target.parse(target)
+    if tgt.kind != "llvm":
+        raise ArgumentError(f"build_llvm compiles for target 'llvm', got '{tgt}'")
+    func_list = [funcs] if isinstance(funcs, S.PrimFunc) else list(funcs)
+    if not func_list:
+        raise ArgumentError("build_llvm needs at least one PrimFunc")
+    signatures = [signature_of(f) for f in func_list]
+    names = [s.name for s in signatures]
+    symbols = [s.native_symbol for s in signatures]
+    if len(set(names)) != len(names) or len(set(symbols)) != len(symbols):
+        raise ArgumentError(f"function names in one module must differ, got {names}")
+    fast = (tgt.get("fast-math") or "0").lower() in ("1", "true")
+    try:
+        module, infos = codegen_module(
+            func_list, fast_math=fast, name="_".join(names)[:64], symbols=symbols
+        )
+    except EmberError as e:
+        e.add_context(f"while generating LLVM IR for {', '.join(names)}")
+        raise
+    except Exception as e:  # a bug in the code generator, not in the user's program
+        raise InternalError(f"LLVM code generation crashed on {', '.join(names)}: {e}") from e
+    spec = jit.MachineSpec.from_target(tgt)
+    module.triple = spec.triple
+    ll_unopt = str(module)
+    ll, engine = jit.compile_ir(ll_unopt, spec)
+    signatures = [dataclasses.replace(s, errors=i.errors) for s, i in zip(signatures, infos)]
+    return LLVMModule(signatures, ll_unopt, ll, engine, spec, tgt, _num_threads(tgt))

@@ -1,0 +1,194 @@
+"""From LLVM IR text to machine code: parse, verify, optimise, JIT or emit an object.
+
+Used by :mod:`ember.codegen_llvm.build` and :mod:`ember.codegen_llvm.module`.
+The target machine follows the :class:`ember.target.Target`: ``-mcpu=native``
+(the default) means the host CPU's name and features, so AVX-512 is used where
+the host has it; ``-mattr`` adds features; ``-opt-level`` picks the pipeline
+(default 3, LLVM's new pass manager with loop and SLP vectorisation). A module
+that does not parse or verify is Ember's bug and raises :class:`IRVerifyError`
+(an ``InternalError``) carrying the ``.ll``; a failure inside LLVM's code
+generation raises ``CompileError`` with the source and LLVM's message.
+Parallel loops call libgomp, loaded into the process once on first use.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import functools
+import os
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+from ember.errors import CompileError, InternalError
+from ember.target import Target
+
+LIBGOMP_CANDIDATES = ("/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so.1")
+
+
+class IRVerifyError(InternalError):
+    """Generated LLVM IR failed to parse or verify; ``source`` is the offending ``.ll``."""
+
+    def __init__(self, message: str, source: str) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    """What the target machine is built from, resolved against the host."""
+
+    triple: str
+    cpu: str
+    features: str
+    opt_level: int
+
+    @staticmethod
+    def from_target(target: Target) -> MachineSpec:
+        cpu = target.mcpu
+        features = ""
+        if cpu == "native":
+            cpu = llvm.get_host_cpu_name()
+            features = llvm.get_host_cpu_features().flatten()
+        mattr = target.get("mattr") or ""
+        if mattr:
+            features = ",".join(f for f in (features, mattr) if f)
+        level = target.get("opt-level") or "3"
+        if not level.isdigit() or not 0 <= int(level) <= 3:
+            raise CompileError(f"-opt-level must be 0..3, got {level!r} in target '{target}'")
+        triple = target.get("mtriple") or llvm.get_process_triple()
+        return MachineSpec(triple, cpu, features, int(level))
+
+    def has_feature(self, name: str) -> bool:
+        return f"+{name}" in self.features.split(",")
+
+
+@functools.cache
+def _init_llvm() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+
+
+def target_machine(spec: MachineSpec, for_jit: bool) -> llvm.TargetMachine:
+    """A new target machine (an MCJIT engine takes ownership of the one it is given)."""
+    _init_llvm()
+    try:
+        target = llvm.Target.from_triple(spec.triple)
+        if for_jit:
+            return target.create_target_machine(
+                cpu=spec.cpu, features=spec.features, opt=spec.opt_level, jit=True
+            )
+        return target.create_target_machine(
+            cpu=spec.cpu,
+            features=spec.features,
+            opt=spec.opt_level,
+            reloc="pic",
+            codemodel="default",
+        )
+    except RuntimeError as e:
+        raise CompileError(
+            f"LLVM cannot target '{spec.triple}' / cpu '{spec.cpu}'", log=str(e)
+        ) from e
+
+
+def _line_context(source: str, log: str) -> str:
+    """The ``.ll`` lines around the first ``<string>:LINE:`` position LLVM names."""
+    import re
+
+    m = re.search(r":(\d+):\d+:", log)
+    if not m:
+        return ""
+    line = int(m.group(1))
+    lines = source.splitlines()
+    lo, hi = max(0, line - 3), min(len(lines), line + 2)
+    return "\n".join(
+        f"{i + 1:5d}{' >' if i + 1 == line else '  '} {lines[i]}" for i in range(lo, hi)
+    )
+
+
+def parse_and_verify(ll: str, spec: MachineSpec) -> llvm.ModuleRef:
+    """Parse ``.ll`` text and verify it; our own IR failing here is an internal error."""
+    _init_llvm()
+    try:
+        mod = llvm.parse_assembly(ll)
+        mod.verify()
+    except RuntimeError as e:
+        context = _line_context(ll, str(e))
+        raise IRVerifyError(
+            f"generated LLVM IR is invalid: {str(e).strip()}" + (f"\n{context}" if context else ""),
+            source=ll,
+        ) from e
+    mod.triple = spec.triple
+    return mod
+
+
+def optimize(mod: llvm.ModuleRef, spec: MachineSpec) -> None:
+    """Run LLVM's default ``O<level>`` pipeline (new pass manager) in place."""
+    tm = target_machine(spec, for_jit=False)
+    mod.data_layout = str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=spec.opt_level)
+    vectorize = spec.opt_level >= 2
+    pto.loop_vectorization = vectorize
+    pto.slp_vectorization = vectorize
+    pto.loop_unrolling = spec.opt_level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def compile_ir(ll: str, spec: MachineSpec) -> tuple[str, llvm.ExecutionEngine]:
+    """Verify, optimise and JIT ``ll``; returns the optimised ``.ll`` and the live engine."""
+    mod = parse_and_verify(ll, spec)
+    optimize(mod, spec)
+    optimized = str(mod)
+    if "GOMP_parallel" in optimized:
+        load_libgomp()
+    try:
+        engine = llvm.create_mcjit_compiler(mod, target_machine(spec, for_jit=True))
+        engine.finalize_object()
+        engine.run_static_constructors()
+    except RuntimeError as e:
+        raise CompileError("LLVM failed to generate machine code", source=ll, log=str(e)) from e
+    return optimized, engine
+
+
+def emit(ll: str, spec: MachineSpec, kind: str, extra_ll: str = "") -> bytes | str:
+    """Position-independent ``"object"`` bytes or ``"asm"`` text for optimised ``ll``.
+
+    ``extra_ll`` (another module's text) is linked in first, e.g. the metadata
+    an exported library carries.
+    """
+    tm = target_machine(spec, for_jit=False)
+    mod = parse_and_verify(ll, spec)
+    mod.data_layout = str(tm.target_data)
+    if extra_ll:
+        extra = parse_and_verify(extra_ll, spec)
+        extra.data_layout = mod.data_layout
+        mod.link_in(extra)
+    try:
+        if kind == "object":
+            return tm.emit_object(mod)
+        return tm.emit_assembly(mod)
+    except RuntimeError as e:
+        raise CompileError(f"LLVM failed to emit {kind}", source=ll, log=str(e)) from e
+
+
+@functools.cache
+def load_libgomp() -> str:
+    """Make ``GOMP_parallel`` and ``omp_*`` resolvable by JIT code; returns the library used."""
+    found = ctypes.util.find_library("gomp")
+    candidates = [c for c in (*LIBGOMP_CANDIDATES, found) if c]
+    errors = []
+    for path in candidates:
+        if os.path.isabs(path) and not os.path.exists(path):
+            continue
+        try:
+            llvm.load_library_permanently(path)
+            return path
+        except RuntimeError as e:
+            errors.append(f"{path}: {e}")
+    raise CompileError(
+        "parallel loops need libgomp (GCC's OpenMP runtime), which was not found; "
+        "install libgomp1 or remove s[...].parallel(...) from the schedule",
+        log="\n".join(errors),
+    )

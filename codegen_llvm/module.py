@@ -1,0 +1,100 @@
+"""``LLVMModule``: JIT-compiled CPU functions, their LLVM sources, and library export.
+
+:func:`ember.codegen_llvm.build.build_llvm` makes one. It keeps the MCJIT
+engine alive as long as the module (the machine code lives in it), exposes
+the LLVM IR before and after optimisation and the assembly, and exports a
+shared library: the optimised IR is compiled to a position-independent
+object together with a small module holding ``__ember_metadata`` (the
+signatures as JSON), then linked by the system C compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ember.codegen_llvm import jit
+from ember.codegen_llvm.builder_utils import I8, PTR
+from ember.errors import InternalError
+from ember.runtime.cpu import METADATA_SYMBOL, NUM_THREADS_SYMBOL, CPUModule, native_prototype
+from ember.runtime.export import link_shared
+from ember.runtime.load import FORMAT, VERSION
+from ember.runtime.signature import FunctionSignature
+from ember.target import Target
+
+SOURCE_FORMATS = ("ll", "ll-unopt", "asm")
+
+
+def metadata_ir(payload: str) -> str:
+    """A module defining ``const char *__ember_metadata(void)`` returning ``payload``."""
+    module = ir.Module(name="ember_metadata")
+    data = bytearray(payload.encode("utf-8") + b"\0")
+    ty = ir.ArrayType(I8, len(data))
+    blob = ir.GlobalVariable(module, ty, "__ember_metadata_json")
+    blob.global_constant = True
+    blob.linkage = "private"
+    blob.initializer = ir.Constant(ty, data)
+    fn = ir.Function(module, ir.FunctionType(PTR, []), METADATA_SYMBOL)
+    ir.IRBuilder(fn.append_basic_block()).ret(blob)
+    return str(module)
+
+
+class LLVMModule(CPUModule):
+    """Functions compiled in this process by LLVM; ``get_source("ll" | "ll-unopt" | "asm")``."""
+
+    def __init__(
+        self,
+        signatures: Sequence[FunctionSignature],
+        ll_unopt: str,
+        ll: str,
+        engine: llvm.ExecutionEngine,
+        spec: jit.MachineSpec,
+        target: Target,
+        fixed_threads: int | None = None,
+    ) -> None:
+        entries = {}
+        for sig in signatures:
+            addr = engine.get_function_address(sig.native_symbol)
+            if not addr:
+                raise InternalError(f"compiled module has no function '{sig.native_symbol}'")
+            entries[sig.name] = native_prototype(len(sig.params))(addr)
+        cell_addr = engine.get_global_value_address(NUM_THREADS_SYMBOL)
+        cell = ctypes.c_int32.from_address(cell_addr) if cell_addr else None
+        sources = {"ll": ll, "ll-unopt": ll_unopt}
+        parallel = "@GOMP_parallel" in ll
+        super().__init__(signatures, entries, cell, fixed_threads, sources, parallel)
+        self._engine = engine  # owns the machine code the entries point into
+        self.spec = spec
+        self.target = target
+
+    def _source_formats(self) -> list[str]:
+        return list(SOURCE_FORMATS)
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """``"ll"``: optimised LLVM IR; ``"ll-unopt"``: as generated; ``"asm"``: assembly."""
+        if fmt == "asm" and "asm" not in self._sources:
+            self._sources["asm"] = str(jit.emit(self._sources["ll"], self.spec, "asm"))
+        return super().get_source(fmt)
+
+    def metadata(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "target": str(self.target),
+            "num_threads": self.fixed_threads,
+            "parallel": self.parallel,
+            "functions": [sig.to_json() for sig in self.signatures],
+            "ll": self._sources["ll"],
+        }
+
+    def export_library(self, path: str | Path) -> None:
+        """Write a shared library that :func:`ember.runtime.load_module` loads in any process."""
+        payload = json.dumps(self.metadata())
+        obj = jit.emit(self._sources["ll"], self.spec, "object", extra_ll=metadata_ir(payload))
+        assert isinstance(obj, bytes)
+        link_shared(obj, path)

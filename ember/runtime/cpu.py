@@ -1,0 +1,104 @@
+"""Modules whose functions run on this CPU through ctypes: JIT-compiled or loaded from a library.
+
+:class:`CPUModule` adds to :class:`~ember.runtime.module.Module` what every
+native CPU module shares: ctypes entry points (ctypes releases the GIL while
+native code runs), the thread count published to the module's
+``__ember_num_threads`` global before each call, and the kept sources.
+:class:`SharedLibraryModule` is one loaded from a file written by
+``export_library``; :mod:`ember.runtime.load` makes it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ember.errors import ArgumentError
+from ember.runtime.module import Module, NativeFn
+from ember.runtime.signature import FunctionSignature
+from ember.runtime.threads import effective_num_threads, note_parallel_launch
+
+NUM_THREADS_SYMBOL = "__ember_num_threads"
+METADATA_SYMBOL = "__ember_metadata"
+
+
+def native_prototype(nparams: int) -> type:
+    """The ctypes type of ``int32 f(void*, ..., void*)``."""
+    return ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nparams))
+
+
+class CPUModule(Module):
+    """Functions called through ctypes; ``threads_cell`` is the module's thread-count global."""
+
+    kind = "llvm"
+
+    def __init__(
+        self,
+        signatures: Sequence[FunctionSignature],
+        entries: Mapping[str, NativeFn],
+        threads_cell: ctypes.c_int32 | None,
+        fixed_threads: int | None = None,
+        sources: Mapping[str, str] | None = None,
+        parallel: bool = False,
+    ) -> None:
+        super().__init__(signatures)
+        self._entries = dict(entries)
+        self._threads_cell = threads_cell
+        self.fixed_threads = fixed_threads
+        self.parallel = parallel  # some function runs a parallel loop
+        self._sources = dict(sources or {})
+
+    def _native(self, name: str) -> NativeFn:
+        return self._entries[name]
+
+    def _before_call(self) -> None:
+        cell = self._threads_cell
+        if cell is not None and self.parallel:
+            n = effective_num_threads(self.fixed_threads)
+            if cell.value != n:
+                cell.value = n
+            note_parallel_launch(n)
+
+    def _source_formats(self) -> list[str]:
+        return list(self._sources)
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """A kept source: ``"ll"`` (optimised LLVM IR), and others the subclass lists."""
+        fmt = fmt or "ll"
+        formats = self._source_formats()
+        if fmt not in formats:
+            raise ArgumentError(
+                f"unknown source format {fmt!r}; this module has: {', '.join(formats)}"
+            )
+        return self._sources[fmt]
+
+
+class SharedLibraryModule(CPUModule):
+    """A module loaded from a shared library that ``export_library`` wrote."""
+
+    def __init__(
+        self,
+        path: Path,
+        lib: ctypes.CDLL,
+        signatures: Sequence[FunctionSignature],
+        fixed_threads: int | None,
+        sources: Mapping[str, str],
+        parallel: bool,
+    ) -> None:
+        entries = {}
+        for sig in signatures:
+            entries[sig.name] = native_prototype(len(sig.params))((sig.native_symbol, lib))
+        try:
+            cell: ctypes.c_int32 | None = ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL)
+        except ValueError:
+            cell = None
+        super().__init__(signatures, entries, cell, fixed_threads, sources, parallel)
+        self.path = path
+        self._lib = lib  # keeps the library mapped as long as the module lives
+
+    def export_library(self, path: str | Path) -> None:
+        """Copy the library this module was loaded from."""
+        if Path(path).resolve() != self.path.resolve():
+            shutil.copyfile(self.path, path)

@@ -1,0 +1,216 @@
+"""The compiled-module interface every target shares: checked calls, timing, sources, export.
+
+A code generator returns a subclass of :class:`Module` (the LLVM backend's
+``LLVMModule``; a library loaded with :func:`ember.runtime.load_module`). The
+base class owns everything that does not depend on the target: the
+per-function :class:`~ember.runtime.signature.FunctionSignature`, argument
+checks before every call (native code never sees an unchecked argument), the
+mapping from a native status code to an Ember error, and
+:meth:`Module.time_evaluator`, which checks arguments once and then times
+the bare native call. A subclass supplies ``_native(name)`` (a callable taking
+raw data pointers and returning the status) and its sources and export.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ember.errors import ArgumentError, DeviceError, EmberError, InternalError
+from ember.runtime.signature import FunctionSignature, check_arguments
+
+NativeFn = Callable[..., int]
+OUT_OF_MEMORY = -1  # status of a native call whose temporary allocation failed
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Seconds per call, one entry per repeat."""
+
+    results: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def max(self) -> float:
+        return max(self.results)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.results)
+
+    def __str__(self) -> str:
+        return (
+            f"median {self.median * 1e3:.4f} ms, mean {self.mean * 1e3:.4f} ms, "
+            f"min {self.min * 1e3:.4f} ms over {len(self.results)} repeats"
+        )
+
+
+class Function:
+    """One compiled function of a module; call it with arrays (``mod["name"](a, b, c)``)."""
+
+    def __init__(self, module: Module, signature: FunctionSignature, native: NativeFn) -> None:
+        self.module = module
+        self.signature = signature
+        self.native = native
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def prepare(self, args: Sequence[Any]) -> tuple[list[np.ndarray], list[int]]:
+        """Check ``args``; returns the arrays (keep them alive) and their data pointers."""
+        arrays = check_arguments(self.signature, args)
+        return arrays, [a.ctypes.data for a in arrays]
+
+    def invoke(self, pointers: Sequence[int]) -> None:
+        """Call native code on already-checked pointers and raise on a failure status."""
+        self.module._before_call()
+        status = self.native(*pointers)
+        if status:
+            raise self.module.status_error(self.signature, int(status))
+
+    def __call__(self, *args: Any) -> None:
+        arrays, pointers = self.prepare(args)
+        self.invoke(pointers)
+        del arrays
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.describe()}" for p in self.signature.params)
+        return f"<ember function {self.name}({params})>"
+
+
+class Module:
+    """A set of compiled functions; calling the module calls the first (``entry_name``)."""
+
+    kind = "module"
+
+    def __init__(self, signatures: Sequence[FunctionSignature]) -> None:
+        if not signatures:
+            raise InternalError("a module needs at least one function")
+        self._signatures: dict[str, FunctionSignature] = {}
+        for sig in signatures:
+            if sig.name in self._signatures:
+                raise ArgumentError(f"two functions are named '{sig.name}' in one module")
+            self._signatures[sig.name] = sig
+        self._functions: dict[str, Function] = {}
+
+    # -- what subclasses provide ---------------------------------------------------------
+    def _native(self, name: str) -> NativeFn:
+        raise NotImplementedError
+
+    def _before_call(self) -> None:
+        """Hook run before each native call (e.g. publish the thread count)."""
+
+    def get_source(self, fmt: str = "") -> str:
+        raise ArgumentError(f"a {self.kind} module keeps no source")
+
+    def export_library(self, path: str | Path) -> None:
+        raise ArgumentError(f"a {self.kind} module cannot be exported")
+
+    # -- functions -----------------------------------------------------------------------
+    @property
+    def entry_name(self) -> str:
+        return next(iter(self._signatures))
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._signatures)
+
+    @property
+    def signatures(self) -> list[FunctionSignature]:
+        return list(self._signatures.values())
+
+    def get_function(self, name: str) -> Function:
+        fn = self._functions.get(name)
+        if fn is None:
+            sig = self._signatures.get(name)
+            if sig is None:
+                raise ArgumentError(
+                    f"no function '{name}' in this module; it has: {', '.join(self._signatures)}"
+                )
+            fn = Function(self, sig, self._native(name))
+            self._functions[name] = fn
+        return fn
+
+    def __getitem__(self, name: str) -> Function:
+        return self.get_function(name)
+
+    def __call__(self, *args: Any) -> None:
+        self.get_function(self.entry_name)(*args)
+
+    def status_error(self, sig: FunctionSignature, status: int) -> EmberError:
+        """The error a nonzero native status code stands for."""
+        if 0 < status <= len(sig.errors):
+            return ArgumentError(f"{sig.name}: {sig.errors[status - 1]}")
+        if status == OUT_OF_MEMORY:
+            return DeviceError(f"{sig.name}: could not allocate a temporary buffer (out of memory)")
+        return InternalError(f"{sig.name} returned the unknown status code {status}")
+
+    # -- timing --------------------------------------------------------------------------
+    def time_evaluator(
+        self,
+        number: int = 10,
+        repeat: int = 3,
+        min_repeat_ms: float = 0,
+        func_name: str | None = None,
+    ) -> Callable[..., TimingResult]:
+        """A function ``f(*args) -> TimingResult`` timing ``number`` calls per repeat.
+
+        Arguments are checked once; then one warm-up call, then ``repeat`` timed
+        batches of the bare native call. With ``min_repeat_ms``, a batch is
+        lengthened until it lasts at least that long.
+        """
+        for label, value, low in (("number", number, 1), ("repeat", repeat, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ArgumentError(
+                    f"time_evaluator: {label} must be a positive integer, got {value!r}"
+                )
+        if not isinstance(min_repeat_ms, (int, float)) or min_repeat_ms < 0:
+            raise ArgumentError(
+                f"time_evaluator: min_repeat_ms must be >= 0, got {min_repeat_ms!r}"
+            )
+        fn = self.get_function(func_name or self.entry_name)
+
+        def evaluate(*args: Any) -> TimingResult:
+            arrays, pointers = fn.prepare(args)
+            fn.invoke(pointers)  # warm-up, and the only status check
+            native = fn.native
+            results = []
+            n = number
+            for _ in range(repeat):
+                while True:
+                    start = time.perf_counter()
+                    for _ in range(n):
+                        native(*pointers)
+                    elapsed = time.perf_counter() - start
+                    if elapsed * 1e3 >= min_repeat_ms or n >= 1 << 30:
+                        break
+                    n = max(2 * n, int(n * min_repeat_ms / max(elapsed * 1e3, 1e-3) * 1.2))
+                results.append(elapsed / n)
+            del arrays
+            return TimingResult(tuple(results))
+
+        return evaluate
+
+    def __repr__(self) -> str:
+        return f"<ember {self.kind} module: {', '.join(self._signatures)}>"
+
+
+__all__ = ["Function", "Module", "TimingResult"]

@@ -1,0 +1,63 @@
+"""The number of threads parallel CPU loops run on.
+
+Compiled CPU modules read :func:`effective_num_threads` before each call and
+hand it to libgomp. The value is, in order: what :func:`set_num_threads` set,
+the ``EMBER_NUM_THREADS`` environment variable, or ``os.cpu_count()``. A module
+built for a target with ``-num-threads=N`` uses ``N``.
+
+libgomp's thread pool does not survive ``fork()``: a child forked after the
+parent ran a parallel loop on several threads hangs in its first parallel
+loop. So in such a child parallel loops run on one thread (use the ``spawn``
+or ``forkserver`` start method of multiprocessing to get threads there).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ember import config
+from ember.errors import ArgumentError
+
+_explicit: int | None = None
+_pool_started = False  # this process ran a parallel loop on more than one thread
+_forked_after_pool = False  # we are a child forked after that: the pool is unusable
+
+
+def set_num_threads(n: int | None) -> None:
+    """Run parallel loops on ``n`` threads from now on (``None``: back to the default)."""
+    global _explicit
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ArgumentError(f"set_num_threads expects a positive integer or None, got {n!r}")
+    _explicit = n
+
+
+def get_num_threads() -> int:
+    """Threads parallel loops use now."""
+    if _forked_after_pool:
+        return 1
+    if _explicit is not None:
+        return _explicit
+    return config.num_threads() or os.cpu_count() or 1
+
+
+def effective_num_threads(fixed: int | None = None) -> int:
+    """The count for a module call: ``fixed`` (from the target) wins, except after a fork."""
+    if _forked_after_pool:
+        return 1
+    return fixed or get_num_threads()
+
+
+def note_parallel_launch(n: int) -> None:
+    """Record that parallel code is about to run on ``n`` threads (see the fork note above)."""
+    global _pool_started
+    if n > 1:
+        _pool_started = True
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_pool
+    if _pool_started:
+        _forked_after_pool = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,136 @@
+"""Every math intrinsic, scalar and vector, for every float dtype, against numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ember.codegen_llvm.intrinsics import INTRINSICS
+from ember.errors import CompileError
+from ember.tir import expr as E
+from ember.tir.expr import Intrinsic
+from tests.codegen_llvm.llvm_helpers import (
+    FLOATS,
+    as_float,
+    assert_close,
+    build,
+    map_func,
+    rand,
+    sentinel,
+)
+
+_erf = np.vectorize(math.erf)
+
+# intrinsic -> (numpy reference, input range)
+REFERENCE = {
+    Intrinsic.EXP: (np.exp, (-4, 4)),
+    Intrinsic.LOG: (np.log, (0.05, 8)),
+    Intrinsic.SQRT: (np.sqrt, (0.05, 8)),
+    Intrinsic.RSQRT: (lambda x: 1 / np.sqrt(x), (0.05, 8)),
+    Intrinsic.TANH: (np.tanh, (-4, 4)),
+    Intrinsic.ERF: (_erf, (-3, 3)),
+    Intrinsic.SIGMOID: (lambda x: 1 / (1 + np.exp(-x)), (-8, 8)),
+    Intrinsic.POW: (np.power, (0.1, 3)),
+    Intrinsic.ABS: (np.abs, (-4, 4)),
+    Intrinsic.FLOOR: (np.floor, (-4, 4)),
+    Intrinsic.CEIL: (np.ceil, (-4, 4)),
+    Intrinsic.ROUND: (np.round, (-4, 4)),
+    Intrinsic.FMA: (lambda a, b, c: a * b + c, (-4, 4)),
+    Intrinsic.SIN: (np.sin, (-6, 6)),
+    Intrinsic.COS: (np.cos, (-6, 6)),
+    Intrinsic.LIKELY: (lambda x: x, (-4, 4)),
+}
+
+
+def test_table_covers_every_intrinsic():
+    assert set(INTRINSICS) == set(Intrinsic)
+    assert set(REFERENCE) == set(Intrinsic)
+    for op, rule in INTRINSICS.items():
+        assert sum(x is not None for x in (rule.llvm, rule.libm, rule.formula)) == 1, op
+
+
+def _inputs(op, dtype, n, rng):
+    ref, (lo, hi) = REFERENCE[op]
+    arity = INTRINSICS[op].arity
+    xs = [rand(n, dtype, rng, lo, hi) for _ in range(arity)]
+    if op is Intrinsic.ROUND:  # exact halves exercise ties-to-even
+        halves = (np.arange(n) % 9 - 4 + 0.5).astype(np.float32)
+        xs[0] = rand(n, dtype, rng, 0, 0)  # placeholder of the right dtype
+        xs[0][:] = (
+            halves if dtype != "bfloat16" else np.asarray((halves.view(np.uint32) >> 16), np.uint16)
+        )
+    return ref, xs
+
+
+@pytest.mark.parametrize("lanes", [1, 16])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", list(Intrinsic), ids=lambda op: op.value)
+def test_intrinsic(op, dtype, lanes, rng):
+    n = 37
+    ref, xs = _inputs(op, dtype, n, rng)
+    f = map_func(
+        f"k_{op.value}", [dtype] * len(xs), dtype, lambda *a: E.call(op, *a), n, lanes=lanes
+    )
+    mod = build(f)
+    out = sentinel(n, dtype)
+    mod(*xs, out)
+    want = ref(*(as_float(x, dtype) for x in xs))
+    if dtype in ("float16", "bfloat16"):
+        # computed in float32 from the rounded inputs, then rounded once
+        assert_close(out, want, dtype, scale=2)
+    else:
+        assert_close(out, want, dtype, scale=8)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint16"])
+def test_abs_on_integers(dtype, rng):
+    mod = build(map_func("iabs", [dtype], dtype, lambda a: E.call(Intrinsic.ABS, a), 37, lanes=8))
+    x = rand(37, dtype, rng)
+    out = sentinel(37, dtype)
+    mod(x, out)
+    np.testing.assert_array_equal(out, np.abs(x))
+
+
+def test_float_intrinsic_on_integers_is_rejected():
+    f = map_func("iexp", ["int32"], "int32", lambda a: E.call(Intrinsic.EXP, a), 8)
+    with pytest.raises(CompileError, match=r"intrinsic 'exp' is defined for floating-point"):
+        build(f)
+
+
+def test_vector_exp_is_inline():
+    f = map_func("vexp", ["float32"], "float32", lambda a: E.call(Intrinsic.EXP, a), 64, lanes=16)
+    ll = build(f).get_source("ll")
+    assert "llvm.exp" not in ll and "expf" not in ll
+
+
+def _ulp_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Distance in float32 units in the last place between ``got`` and float64 ``want``."""
+    w32 = want.astype(np.float32)
+    spacing = np.spacing(np.abs(w32)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / spacing
+
+
+@pytest.mark.parametrize("op, ref", [(Intrinsic.EXP, np.exp), (Intrinsic.TANH, np.tanh)])
+def test_vector_float32_polynomials_are_accurate(op, ref, rng):
+    x = np.concatenate([
+        rng.uniform(-110, 95, 4096), rng.uniform(-1, 1, 4096), rng.uniform(-1e-3, 1e-3, 1024),
+        np.array([0.0, -0.0, 88.7, 88.8, -87.3, -103.0, -104.5, np.inf, -np.inf, 1e-30, -1e-30]),
+    ]).astype(np.float32)  # fmt: skip
+    x = np.concatenate([x, np.zeros((-len(x)) % 16, np.float32)])
+    mod = build(map_func("poly", ["float32"], "float32", lambda a: E.call(op, a), len(x), lanes=16))
+    out = sentinel(len(x), "float32")
+    mod(x, out)
+    want = ref(x.astype(np.float64))
+    with np.errstate(over="ignore"):
+        want32 = want.astype(np.float32)
+    finite = np.isfinite(want32)
+    np.testing.assert_array_equal(out[~finite], want32[~finite])
+    assert _ulp_error(out[finite], want[finite]).max() <= 3
+    nan_in = np.array([np.nan] * 16, np.float32)
+    nan_out = sentinel(16, "float32")
+    build(map_func("nan", ["float32"], "float32", lambda a: E.call(op, a), 16, lanes=16))(
+        nan_in, nan_out
+    )
+    assert np.isnan(nan_out).all()

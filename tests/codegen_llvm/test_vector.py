@@ -1,0 +1,212 @@
+"""Vector accesses and operations: ramps of stride 1 and 2, gathers, broadcasts, selects, zmm."""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from tests.codegen_llvm.llvm_helpers import (
+    build,
+    load,
+    loop,
+    map_func,
+    param,
+    ramp,
+    rand,
+    sentinel,
+    store,
+)
+
+
+def test_stride_two_gather(rng):
+    n, lanes = 40, 8
+    A, out = param("A", (2 * n,)), param("out", (n,))
+    body = loop(
+        n // lanes,
+        lambda i: store(
+            out, ramp(i * lanes, lanes), load(A, ramp(i * 2 * lanes, lanes, stride=2), lanes)
+        ),
+    )
+    mod = build(S.PrimFunc("gather2", (A, out), body))
+    a = rand(2 * n, "float32", rng)
+    o = sentinel(n, "float32")
+    mod(a, o)
+    np.testing.assert_array_equal(o, a[::2])
+
+
+def test_stride_two_scatter_leaves_gaps(rng):
+    n, lanes = 40, 8
+    A, out = param("A", (n,)), param("out", (2 * n,))
+    body = loop(
+        n // lanes,
+        lambda i: store(
+            out, ramp(i * 2 * lanes, lanes, stride=2), load(A, ramp(i * lanes, lanes), lanes)
+        ),
+    )
+    mod = build(S.PrimFunc("scatter2", (A, out), body))
+    a = rand(n, "float32", rng)
+    o = np.full(2 * n, -7.0, dtype=np.float32)
+    mod(a, o)
+    np.testing.assert_array_equal(o[::2], a)
+    assert (o[1::2] == -7.0).all()
+
+
+def test_broadcast_plus_ramp_index_is_one_vector_load(rng):
+    n, lanes = 64, 16
+    A, out = param("A", (n,)), param("out", (n,))
+
+    def body(i):
+        idx = E.Broadcast(dt.with_lanes("int32", lanes), i * lanes, lanes) + ramp(0, lanes)
+        return store(out, idx, load(A, idx, lanes) * E.const(2.0, "float32"))
+
+    mod = build(S.PrimFunc("bcast_idx", (A, out), loop(n // lanes, body)))
+    ll = mod.get_source("ll-unopt")
+    assert "load <16 x float>" in ll and "store <16 x float>" in ll
+    a = rand(n, "float32", rng)
+    o = sentinel(n, "float32")
+    mod(a, o)
+    np.testing.assert_array_equal(o, a * 2)
+
+
+def test_indirect_gather(rng):
+    n, lanes = 48, 8
+    A, idx_buf, out = param("A", (100,)), param("idx", (n,), "int32"), param("out", (n,))
+    body = loop(
+        n // lanes,
+        lambda i: store(
+            out,
+            ramp(i * lanes, lanes),
+            load(A, load(idx_buf, ramp(i * lanes, lanes), lanes), lanes),
+        ),
+    )
+    mod = build(S.PrimFunc("indirect", (A, idx_buf, out), body))
+    a = rand(100, "float32", rng)
+    idx = rng.integers(0, 100, size=n).astype(np.int32)
+    o = sentinel(n, "float32")
+    mod(a, idx, o)
+    np.testing.assert_array_equal(o, a[idx])
+
+
+def test_broadcast_of_scalar_load(rng):
+    n, lanes = 37, 8
+    A, s, out = param("A", (n,)), param("s", (1,)), param("out", (n,))
+
+    def fn(i_vec):
+        return store(
+            out,
+            i_vec,
+            load(A, i_vec, lanes)
+            * E.Broadcast(dt.with_lanes("float32", lanes), load(s, E.const(0)), lanes),
+        )
+
+    body = S.seq(
+        loop(n // lanes, lambda i: fn(ramp(i * lanes, lanes))),
+        loop(
+            n % lanes,
+            lambda i: store(out, i, load(A, i) * load(s, E.const(0))),
+            start=n - n % lanes,
+        ),
+    )
+    mod = build(S.PrimFunc("bscale", (A, s, out), body))
+    a, sv = rand(n, "float32", rng), np.array([1.5], np.float32)
+    o = sentinel(n, "float32")
+    mod(a, sv, o)
+    np.testing.assert_array_equal(o, a * sv[0])
+
+
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_select_and_vector_compare(lanes, rng):
+    f = map_func(
+        "sel",
+        ["float32", "float32"],
+        "float32",
+        lambda a, b: E.select(a > b, a, b * 2.0),
+        37,
+        lanes=lanes,
+    )
+    mod = build(f)
+    a, b = rand(37, "float32", rng), rand(37, "float32", rng)
+    o = sentinel(37, "float32")
+    mod(a, b, o)
+    np.testing.assert_array_equal(o, np.where(a > b, a, b * np.float32(2)))
+
+
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_compare_stored_as_bool(lanes, rng):
+    f = map_func(
+        "cmp", ["int32", "int32"], "bool", lambda a, b: (a <= b) | E.ne(a, b + 3), 37, lanes=lanes
+    )
+    mod = build(f)
+    a, b = rand(37, "int32", rng), rand(37, "int32", rng)
+    o = sentinel(37, "bool")
+    mod(a, b, o)
+    np.testing.assert_array_equal(o, (a <= b) | (a != b + 3))
+
+
+def test_scalar_condition_selects_vectors(rng):
+    n, lanes = 32, 16
+    A, B, flag, out = (
+        param("A", (n,)),
+        param("B", (n,)),
+        param("flag", (1,), "int32"),
+        param("out", (n,)),
+    )
+
+    def body(i):
+        idx = ramp(i * lanes, lanes)
+        cond = load(flag, E.const(0)) > 0
+        return store(
+            out,
+            idx,
+            E.Select(
+                dt.with_lanes("float32", lanes), cond, load(A, idx, lanes), load(B, idx, lanes)
+            ),
+        )
+
+    mod = build(S.PrimFunc("ssel", (A, B, flag, out), loop(n // lanes, body)))
+    a, b = rand(n, "float32", rng), rand(n, "float32", rng)
+    for f, want in ((1, a), (-1, b)):
+        o = sentinel(n, "float32")
+        mod(a, b, np.array([f], np.int32), o)
+        np.testing.assert_array_equal(o, want)
+
+
+def test_ramp_as_value():
+    n, lanes = 48, 16
+    out = param("out", (n,), "int32")
+    body = loop(
+        n // lanes,
+        lambda i: store(
+            out, ramp(i * lanes, lanes), E.Ramp("int32x16", i * lanes * 3, E.const(3), lanes)
+        ),
+    )
+    mod = build(S.PrimFunc("iota3", (out,), body))
+    o = sentinel(n, "int32")
+    mod(o)
+    np.testing.assert_array_equal(o, np.arange(n) * 3)
+
+
+def _host_has_avx512() -> bool:
+    return bool(llvm.get_host_cpu_features().get("avx512f", False))
+
+
+@pytest.mark.skipif(not _host_has_avx512(), reason="host CPU has no AVX-512")
+def test_float32x16_uses_zmm_registers(rng):
+    f = map_func("vadd", ["float32", "float32"], "float32", lambda a, b: a * b + a, 256, lanes=16)
+    mod = build(f)
+    asm = mod.get_source("asm")
+    assert "zmm" in asm
+    a, b = rand(256, "float32", rng), rand(256, "float32", rng)
+    o = sentinel(256, "float32")
+    mod(a, b, o)
+    np.testing.assert_allclose(o, a * b + a, rtol=1e-6)
+
+
+def test_target_without_avx512_uses_no_zmm():
+    f = map_func("vadd", ["float32", "float32"], "float32", lambda a, b: a + b, 256, lanes=16)
+    mod = build(f, target="llvm -mcpu=haswell")
+    assert "zmm" not in mod.get_source("asm") and "ymm" in mod.get_source("asm")

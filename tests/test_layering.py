@@ -1,0 +1,87 @@
+"""The import graph keeps the layers apart (STYLE.md): lower layers never import upper ones."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {
+    "tir": "ember.tir",
+    "codegen_llvm": "ember.codegen_llvm",
+    "codegen_cuda": "ember.codegen_cuda",
+    "tuner": "ember.tuner",
+    "frontend": "ember.frontend",
+    "ember": "ember",
+}
+# module prefix -> prefixes it must not import
+FORBIDDEN = {
+    "ember.tir": (
+        "ember.codegen_llvm",
+        "ember.codegen_cuda",
+        "ember.frontend",
+        "ember.tuner",
+        "ember.driver",
+        "ember.module",
+        "ember.cli",
+        "ember.runtime",
+    ),
+    "ember.codegen_llvm": ("ember.codegen_cuda", "ember.frontend", "ember.driver", "ember.cli"),
+    "ember.codegen_cuda": ("ember.codegen_llvm", "ember.frontend", "ember.driver", "ember.cli"),
+    "ember.errors": ("ember.",),
+    "ember.config": ("ember.tir", "ember.codegen", "ember.tuner", "ember.frontend", "ember.driver"),
+    "ember.target": ("ember.tir", "ember.codegen", "ember.tuner", "ember.frontend", "ember.driver"),
+}
+ALLOWED_FROM_BASE = ("ember.errors", "ember.config", "ember.target")
+
+
+def _modules():
+    for folder, pkg in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            yield ".".join([pkg, *parts]), path
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+    return out
+
+
+def test_layers_do_not_import_upwards():
+    problems = []
+    for name, path in _modules():
+        for rule, banned in FORBIDDEN.items():
+            if name != rule and not name.startswith(rule + "."):
+                continue
+            for imp in _imports(path):
+                if imp.startswith(banned) and not imp.startswith(ALLOWED_FROM_BASE):
+                    problems.append(f"{name} imports {imp}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_bare_folder_imports():
+    bare = ("tir", "codegen_llvm", "codegen_cuda", "tuner", "frontend")
+    problems = [
+        f"{name} imports {imp}"
+        for name, path in _modules()
+        for imp in _imports(path)
+        if imp.split(".")[0] in bare
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_import_ember_is_light():
+    import subprocess
+    import sys
+
+    heavy = "('llvmlite', 'onnx', 'optuna')"
+    code = f"import sys, ember; print(','.join(m for m in {heavy} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

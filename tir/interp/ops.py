@@ -1,0 +1,259 @@
+"""What each TIR operator means to the reference interpreter, as tables of numpy functions.
+
+Values in the interpreter are numpy scalars of the expression's storage type
+(``np.float32``, ``np.int8``, ``np.bool_``, ...) or, for vector types, 1-D
+numpy arrays of ``lanes`` elements; bfloat16 values are float32. numpy's own
+scalar and array arithmetic then gives the semantics C has: float32 stays
+float32, float16 rounds every operation to float16, integers wrap around (the
+interpreter runs under ``np.errstate(all="ignore")``). The tables below add what
+numpy spells differently from C: truncating division, division by zero of
+integers (an error here, undefined behaviour in C), casts to bool and
+bfloat16, an exactly rounded ``fma`` and ``erf`` (numpy has none).
+
+Every operator of :class:`BinaryOp`, :class:`CompareOp` and :class:`Intrinsic`
+has an entry; ``tests/tir/test_interp.py`` checks that the tables are complete.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ember.errors import InternalError
+from ember.tir import dtype as dt
+from ember.tir.bf16 import round_to_bf16
+from ember.tir.expr import BinaryOp, CompareOp, Intrinsic
+
+Value = Any  # a numpy scalar or a 1-D numpy array
+BinaryFn = Callable[[Value, Value], Value]
+
+
+def value_dtype(dtype: str) -> np.dtype:
+    """The numpy type a value of ``dtype`` is computed in (bfloat16 computes in float32)."""
+    base = dt.element_of(dtype)
+    return np.dtype("float32") if base == "bfloat16" else dt.numpy_dtype(base)
+
+
+# -- integer division: floor (Python, numpy) and truncating (C) ------------------------
+
+
+def _check_divisor(b: Value, where: Callable[[], str]) -> None:
+    if isinstance(b, np.ndarray):
+        if not b.all():
+            raise InternalError(f"integer division by zero in {where()}")
+    elif b == 0:
+        raise InternalError(f"integer division by zero in {where()}")
+
+
+def _truncdiv(a: Value, b: Value) -> Value:
+    q = a // b
+    # floor and truncation differ when the division is inexact and the signs differ
+    return q + ((a % b != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+
+
+def _int_division(op: BinaryOp, where: Callable[[], str]) -> BinaryFn:
+    if op is BinaryOp.FLOORDIV:
+
+        def fn(a: Value, b: Value) -> Value:
+            _check_divisor(b, where)
+            return a // b
+
+    elif op is BinaryOp.FLOORMOD:
+
+        def fn(a: Value, b: Value) -> Value:
+            _check_divisor(b, where)
+            return a % b
+
+    elif op in (BinaryOp.TRUNCDIV, BinaryOp.DIV):  # C's '/' on integers truncates
+
+        def fn(a: Value, b: Value) -> Value:
+            _check_divisor(b, where)
+            return _truncdiv(a, b)
+
+    else:  # TRUNCMOD
+
+        def fn(a: Value, b: Value) -> Value:
+            _check_divisor(b, where)
+            return a - _truncdiv(a, b) * b
+
+    return fn
+
+
+# -- min / max: NaN propagates, as np.minimum does ------------------------------------------
+
+
+def _scalar_min(a: Value, b: Value) -> Value:
+    return a if a < b else (b if b <= a else a + b)
+
+
+def _scalar_max(a: Value, b: Value) -> Value:
+    return a if a > b else (b if b >= a else a + b)
+
+
+def _logical_and(a: Value, b: Value) -> Value:
+    return np.logical_and(a, b)
+
+
+def _logical_or(a: Value, b: Value) -> Value:
+    return np.logical_or(a, b)
+
+
+_COMMON: dict[BinaryOp, BinaryFn] = {
+    BinaryOp.ADD: operator.add,
+    BinaryOp.SUB: operator.sub,
+    BinaryOp.MUL: operator.mul,
+    BinaryOp.AND: _logical_and,
+    BinaryOp.OR: _logical_or,
+}
+
+_FLOAT: dict[BinaryOp, BinaryFn] = {
+    BinaryOp.DIV: operator.truediv,
+    BinaryOp.FLOORDIV: operator.floordiv,
+    BinaryOp.FLOORMOD: operator.mod,
+    BinaryOp.TRUNCDIV: lambda a, b: np.trunc(a / b),
+    BinaryOp.TRUNCMOD: np.fmod,
+}
+
+_INT_DIVISION = (
+    BinaryOp.DIV,
+    BinaryOp.FLOORDIV,
+    BinaryOp.FLOORMOD,
+    BinaryOp.TRUNCDIV,
+    BinaryOp.TRUNCMOD,
+)
+
+
+def binary_fn(op: BinaryOp, dtype: str, where: Callable[[], str] = lambda: "?") -> BinaryFn:
+    """The function computing ``a <op> b`` for operands of ``dtype`` (scalar or vector).
+
+    ``where`` describes the expression for error messages; it is called only on error.
+    """
+    vector = dt.lanes_of(dtype) > 1
+    if op in _COMMON:
+        return _COMMON[op]
+    if op is BinaryOp.MIN:
+        return np.minimum if vector else _scalar_min
+    if op is BinaryOp.MAX:
+        return np.maximum if vector else _scalar_max
+    if dt.is_float(dtype):
+        return _FLOAT[op]
+    if op in _INT_DIVISION:
+        return _int_division(op, where)
+    raise InternalError(f"the interpreter has no rule for {op.name} on {dtype}")
+
+
+COMPARE: dict[CompareOp, BinaryFn] = {
+    CompareOp.EQ: operator.eq,
+    CompareOp.NE: operator.ne,
+    CompareOp.LT: operator.lt,
+    CompareOp.LE: operator.le,
+    CompareOp.GT: operator.gt,
+    CompareOp.GE: operator.ge,
+}
+
+# -- intrinsics --------------------------------------------------------------------------
+
+
+def _as_array(x: Value) -> np.ndarray:
+    return np.asarray(x)
+
+
+def _like(result: np.ndarray, x: Value) -> Value:
+    """``result`` in the type of ``x``: a scalar for a scalar, an array for an array."""
+    out = result.astype(np.asarray(x).dtype)
+    return out if isinstance(x, np.ndarray) else out[()]
+
+
+def _erf(x: Value) -> Value:
+    values = _as_array(x).astype(np.float64).reshape(-1)
+    result = np.array([math.erf(v) for v in values.tolist()], dtype=np.float64)
+    return _like(result.reshape(np.shape(x)), x)
+
+
+def _fma64(a: float, b: float, c: float) -> float:
+    if hasattr(math, "fma"):  # Python 3.13+
+        return math.fma(a, b, c)
+    if not all(math.isfinite(v) for v in (a, b, c)):
+        return a * b + c
+    return float(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+def _fma(a: Value, b: Value, c: Value) -> Value:
+    """``a * b + c`` rounded once, like C's ``fma``."""
+    kind = np.asarray(a).dtype
+    a64, b64, c64 = (_as_array(v).astype(np.float64) for v in (a, b, c))
+    if kind == np.float64:
+        flat = [_fma64(*t) for t in zip(*(v.reshape(-1).tolist() for v in (a64, b64, c64)))]
+        return _like(np.array(flat, dtype=np.float64).reshape(a64.shape), a)
+    # float32 and narrower: the product is exact in float64; the sum, rounded to odd
+    # (Boldo-Melquiond), then rounds correctly to the narrower type.
+    p = a64 * b64
+    s = p + c64
+    bv = s - p
+    err = (p - (s - bv)) + (c64 - bv)
+    even = (s.view(np.int64) & 1) == 0
+    fix = (err != 0) & even & np.isfinite(s)
+    toward = np.where(err > 0, np.inf, -np.inf)
+    s = np.where(fix, np.nextafter(s, toward), s)
+    return _like(s, a)
+
+
+def _rsqrt(x: Value) -> Value:
+    one = np.asarray(x).dtype.type(1)
+    return one / np.sqrt(x)
+
+
+def _sigmoid(x: Value) -> Value:
+    one = np.asarray(x).dtype.type(1)
+    return one / (one + np.exp(-x))
+
+
+def _likely(x: Value) -> Value:
+    return x
+
+
+INTRINSICS: dict[Intrinsic, Callable[..., Value]] = {
+    Intrinsic.EXP: np.exp,
+    Intrinsic.LOG: np.log,
+    Intrinsic.SQRT: np.sqrt,
+    Intrinsic.RSQRT: _rsqrt,
+    Intrinsic.TANH: np.tanh,
+    Intrinsic.ERF: _erf,
+    Intrinsic.SIGMOID: _sigmoid,
+    Intrinsic.POW: np.power,
+    Intrinsic.ABS: np.abs,
+    Intrinsic.FLOOR: np.floor,
+    Intrinsic.CEIL: np.ceil,
+    Intrinsic.ROUND: np.rint,  # half to even, as ONNX Round, llvm.rint and CUDA rintf
+    Intrinsic.FMA: _fma,
+    Intrinsic.SIN: np.sin,
+    Intrinsic.COS: np.cos,
+    Intrinsic.LIKELY: _likely,
+}
+
+# -- casts ----------------------------------------------------------------------------------
+
+
+def cast_fn(dtype: str) -> Callable[[Value], Value]:
+    """The function converting a value to ``dtype``: C semantics (float -> int truncates)."""
+    base = dt.element_of(dtype)
+    if base == "bool":
+        return lambda v: v != 0
+    target = value_dtype(base)
+    if base == "bfloat16":
+
+        def to_bf16(v: Value) -> Value:
+            rounded = round_to_bf16(np.asarray(v).astype(np.float32))
+            return rounded if isinstance(v, np.ndarray) else rounded[()]
+
+        return to_bf16
+    # numpy's float -> int conversion truncates toward zero, as C does
+    return lambda v: v.astype(target)
+
+
+__all__ = ["COMPARE", "INTRINSICS", "Value", "binary_fn", "cast_fn", "value_dtype"]
