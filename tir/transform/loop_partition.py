@@ -1,0 +1,319 @@
+"""Pass ``loop_partition``: split loops so that ``likely`` guards vanish from the main part.
+
+Lowering guards the tail of a split that does not divide its axis with
+``if likely(io*32 + ii < 100): ...`` (or ``select(likely(...), ...)``). For each
+loop (serial, parallel, unrolled or vectorized; thread loops are left alone)
+this pass finds the guards below it whose condition is affine in the loop
+variable, with a range that holds for every value of the loops nested
+inside, and splits the loop into up to three consecutive loops: a prologue
+and an epilogue that keep the guards, and a main loop, with the loop's kind,
+where every such guard is provably true and removed. When a loop's whole
+body is one guard, the iterations where the guard is false for every inner
+value do nothing and are cut off first; if the guard does not depend on inner
+loops at all, only the main loop remains, so ``for ii in range(32): if
+likely(96 + ii < 100): body`` becomes ``for ii in range(4): body``. A part with
+one iteration becomes its body with the variable substituted; parts are
+emitted in the original order, so serial semantics are kept exactly.
+
+Expects: guards as ``likely(cond)`` with ``cond`` a conjunction of comparisons.
+Guarantees: the same stores in the same order for serial loops; run
+``simplify`` afterwards to clean the prologue and epilogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.arith import Analyzer, IntSet
+from ember.tir.arith.int_set import is_neg_inf, is_pos_inf
+from ember.tir.arith.linear import is_index_type, to_expr, to_linear
+from ember.tir.functor import Mutator, Visitor, post_order_visit, substitute, uses_var
+
+CompareOp = E.CompareOp
+
+
+def _likely_arg(cond: E.PrimExpr) -> E.PrimExpr | None:
+    if isinstance(cond, E.Call) and cond.op is E.Intrinsic.LIKELY:
+        return cond.args[0]
+    return None
+
+
+def _conjuncts(c: E.PrimExpr) -> list[E.PrimExpr]:
+    if isinstance(c, E.BinOp) and c.op is E.BinaryOp.AND:
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+@dataclass(frozen=True)
+class _Zone:
+    """Where a guard conjunct holds for all inner values: ``v <= true_at`` (``upper``) or
+    ``v >= true_at``; and where it fails for all of them: ``v >= false_at`` or ``v <= false_at``."""
+
+    upper: bool
+    true_at: E.PrimExpr
+    false_at: E.PrimExpr | None
+    exact: bool = False  # independent of inner loops: false wherever it is not true
+
+
+_UNKNOWN = object()  # a conjunct that mentions the loop variable but cannot be analyzed
+
+
+def _impure(c: E.PrimExpr) -> bool:
+    found = False
+
+    def check(n: Any) -> None:
+        nonlocal found
+        if isinstance(n, (E.BufferLoad, E.ProducerLoad, E.Call, E.Reduce, E.Let)):
+            found = True
+
+    post_order_visit(c, check)
+    return found
+
+
+class _Guards(Visitor):
+    """Collects, for loop variable ``v``, the zone of every likely-guard conjunct below."""
+
+    def __init__(self, v: E.Var, ana: Analyzer) -> None:
+        self.v, self.ana = v, ana
+        self.dom: dict[E.Var, IntSet] = {}
+        self.local: set[E.Var] = set()
+        self.zones: dict[int, list[Any]] = {}  # id(guard) -> per conjunct: _Zone | _UNKNOWN | None
+        self.nodes: dict[int, Any] = {}
+
+    def visit_For(self, s: S.For) -> None:
+        self.visit(s.min)
+        self.visit(s.extent)
+        saved = self.dom.get(s.loop_var)
+        self.dom[s.loop_var] = IntSet.from_range(E.Range(s.min, s.extent))
+        self.visit(s.body)
+        if saved is None:
+            del self.dom[s.loop_var]
+        else:
+            self.dom[s.loop_var] = saved
+
+    def visit_LetStmt(self, s: S.LetStmt) -> None:
+        self.visit(s.value)
+        self.local.add(s.var)
+        self.visit(s.body)
+
+    def visit_IfThenElse(self, s: S.IfThenElse) -> None:
+        self.consider(s, s.condition)
+        self.generic_visit(s)
+
+    def visit_Select(self, e: E.Select) -> None:
+        self.consider(e, e.cond)
+        self.generic_visit(e)
+
+    def consider(self, node: Any, cond: E.PrimExpr) -> None:
+        inner = _likely_arg(cond)
+        if inner is None:
+            return
+        found = [self.zone(c) for c in _conjuncts(inner)]
+        old = self.zones.get(id(node))
+        if old is not None:  # the same node at another place: keep what holds at both
+            found = [a if a is b or a is None else _UNKNOWN for a, b in zip(old, found)]
+        self.zones[id(node)] = found
+        self.nodes[id(node)] = node
+
+    def zone(self, c: E.PrimExpr) -> Any:
+        v = self.v
+        if not uses_var(c, lambda x: x is v):
+            return None
+        ok = (
+            isinstance(c, E.Compare)
+            and is_index_type(c.a.dtype)
+            and c.op
+            not in (
+                CompareOp.EQ,
+                CompareOp.NE,
+            )
+        )
+        if not ok or _impure(c) or uses_var(c, lambda x: x in self.local):
+            return _UNKNOWN
+        assert isinstance(c, E.Compare)
+        # c  <=>  d <= 0
+        a, b, strict = {
+            CompareOp.LT: (c.a, c.b, 1),
+            CompareOp.LE: (c.a, c.b, 0),
+            CompareOp.GT: (c.b, c.a, 1),
+            CompareOp.GE: (c.b, c.a, 0),
+        }[c.op]
+        form = to_linear(a, self.ana.keys)
+        form.add(to_linear(b, self.ana.keys), -1)
+        form.const += strict
+        vkey = self.ana.keys.key(v)
+        coef = form.coef_of(vkey)
+        form.terms.pop(vkey, None)
+        if coef == 0 or any(uses_var(t, lambda x: x is v) for t, _ in form.terms.values()):
+            return _UNKNOWN
+        rest = self.ana.int_set(to_expr(form), self.dom)
+        if is_pos_inf(rest.max) or self._mentions_inner(rest.max):
+            return _UNKNOWN
+        rmin = None if is_neg_inf(rest.min) or self._mentions_inner(rest.min) else rest.min
+        zone = _zone_of(coef, rest.max, rmin)
+        if rest.is_point():
+            zone = _Zone(zone.upper, zone.true_at, zone.false_at, exact=True)
+        return zone
+
+    def _mentions_inner(self, e: E.PrimExpr) -> bool:
+        return uses_var(e, lambda x: x is self.v or x in self.dom or x in self.local)
+
+
+def _zone_of(a: int, rmax: E.PrimExpr, rmin: E.PrimExpr | None) -> _Zone:
+    """Zones of ``a*v + r <= 0`` with ``r`` in ``[rmin, rmax]``."""
+    if a > 0:  # true for all r iff v <= floor(-rmax / a); false iff v >= ceil((1 - rmin) / a)
+        false_at = None if rmin is None else (a - rmin) // a
+        return _Zone(True, (0 - rmax) // a, false_at)
+    A = -a  # true iff v >= ceil(rmax / A); false iff v <= floor((rmin - 1) / A)
+    false_at = None if rmin is None else (rmin - 1) // A
+    return _Zone(False, (rmax + (A - 1)) // A, false_at)
+
+
+def _whole_body_guard(body: S.Stmt) -> S.IfThenElse | None:
+    """The guard that is a loop body's only effect (through nested loops), if there is one."""
+    while isinstance(body, S.For) and body.kind is not S.ForKind.THREAD_BINDING:
+        body = body.body
+    if (
+        isinstance(body, S.IfThenElse)
+        and body.else_case is None
+        and _likely_arg(body.condition) is not None
+    ):
+        return body
+    return None
+
+
+class _RemoveGuards(Mutator):
+    """Drops the conjuncts known true in the main loop; a guard left with none goes away."""
+
+    def __init__(self, removable: dict[int, list[bool]]) -> None:
+        self.removable = removable
+
+    def _remaining(self, node: Any, cond: E.PrimExpr) -> E.PrimExpr | None:
+        conj = _conjuncts(_likely_arg(cond))  # type: ignore[arg-type]
+        keep = [c for c, drop in zip(conj, self.removable[id(node)]) if not drop]
+        if not keep:
+            return None
+        out = keep[0]
+        for c in keep[1:]:
+            out = E.logical_and(out, c)
+        return E.Call("bool", E.Intrinsic.LIKELY, (out,))
+
+    def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
+        new = self.generic_visit(s)
+        if id(s) not in self.removable:
+            return new
+        cond = self._remaining(s, s.condition)
+        if cond is None:
+            return new.then_case
+        return S.IfThenElse(cond, new.then_case, new.else_case)
+
+    def visit_Select(self, e: E.Select) -> E.PrimExpr:
+        new = self.generic_visit(e)
+        if id(e) not in self.removable:
+            return new
+        cond = self._remaining(e, e.cond)
+        if cond is None:
+            return new.true_value
+        return E.Select(new.dtype, cond, new.true_value, new.false_value)
+
+
+class _Partition(Mutator):
+    def __init__(self) -> None:
+        self.ana = Analyzer()
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, E.PrimExpr):
+            return node
+        return self._method(node)(self, node)
+
+    def visit_LetStmt(self, s: S.LetStmt) -> S.Stmt:
+        with self.ana.scope():
+            if is_index_type(s.value.dtype):
+                self.ana.bind_bound(s.var, self.ana.bound(s.value))
+            body = self.visit(s.body)
+        return s if body is s.body else S.LetStmt(s.var, s.value, body)
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        if s.kind is not S.ForKind.THREAD_BINDING:
+            parts = self.partition(s)
+            if parts is not None:
+                return parts
+        return self.visit_inside(s)
+
+    def visit_inside(self, s: S.For) -> S.Stmt:
+        """The loop with its body processed (this loop itself is not split again)."""
+        with self.ana.scope():
+            self.ana.bind(s.loop_var, E.Range(s.min, s.extent))
+            body = self.visit(s.body)
+        if body is s.body:
+            return s
+        return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
+
+    def partition(self, s: S.For) -> S.Stmt | None:
+        guards = _Guards(s.loop_var, self.ana)
+        guards.visit(s.body)
+        zones = [z for found in guards.zones.values() for z in found if isinstance(z, _Zone)]
+        if not zones:
+            return None
+        ana, simp = self.ana, self.ana.simplify
+        begin, end = s.min, simp(s.min + s.extent)
+        whole = _whole_body_guard(s.body)
+        if whole is not None:  # cut off the iterations where the only guard is surely false
+            for z in guards.zones.get(id(whole), []):
+                if isinstance(z, _Zone) and z.false_at is not None:
+                    if z.upper:
+                        end = simp(E.min_(end, E.max_(begin, z.false_at)))
+                    else:
+                        begin = simp(E.max_(begin, E.min_(end, z.false_at + 1)))
+        lo, hi = begin, end  # the main loop: [lo, hi)
+        for z in zones:
+            if z.upper:
+                hi = E.min_(hi, z.true_at + 1)
+            else:
+                lo = E.max_(lo, z.true_at)
+        lo = simp(E.min_(E.max_(lo, begin), end))
+        hi = simp(E.max_(E.min_(hi, end), lo))
+        if ana.can_prove(hi <= lo):
+            unchanged = ana.can_prove_equal(begin, s.min) and ana.can_prove_equal(
+                end, s.min + s.extent
+            )
+            if unchanged:
+                return None  # no iteration is free of guards, and none can be cut off
+        removable = {k: [isinstance(z, _Zone) for z in found] for k, found in guards.zones.items()}
+        main_body = _RemoveGuards(removable).visit(s.body)
+        if whole is not None and set(guards.zones) == {id(whole)} and all(z.exact for z in zones):
+            # outside the main range some conjunct of the only guard is false: nothing runs
+            return self.piece(s, lo, hi, main_body) or S.no_op()
+        pieces = [
+            self.piece(s, begin, lo, s.body),
+            self.piece(s, lo, hi, main_body),
+            self.piece(s, hi, end, s.body),
+        ]
+        return S.seq(*[p for p in pieces if p is not None]) if any(pieces) else S.no_op()
+
+    def piece(self, s: S.For, begin: E.PrimExpr, end: E.PrimExpr, body: S.Stmt) -> S.Stmt | None:
+        ext = self.ana.simplify(end - begin)
+        if self.ana.can_prove(ext <= 0):
+            return None
+        if E.is_const_int(ext, 1):
+            return self.visit(substitute(body, {s.loop_var: begin}))
+        kind = s.kind
+        if kind is S.ForKind.VECTORIZED and not isinstance(ext, E.IntImm):
+            kind = S.ForKind.SERIAL
+        loop = S.For(s.loop_var, begin, ext, kind, body, s.thread_tag, s.annotations)
+        return self.visit_inside(loop)
+
+
+def loop_partition(func: S.PrimFunc) -> S.PrimFunc:
+    """``func`` with likely-guarded loops split into guard-free main parts and guarded tails."""
+    pass_ = _Partition()
+    pass_.ana.bind_shapes(func.params)
+    return pass_.visit_func(func)
+
+
+def loop_partition_stmt(stmt: S.Stmt) -> S.Stmt:
+    """The same on a bare statement."""
+    return _Partition().visit(stmt)
