@@ -28,11 +28,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "tuner": ("ember.tuner", None),
     "frontend": ("ember.frontend", None),
     "runtime": ("ember.runtime", None),
-    "nd": ("ember.nd", None),
     "lower": ("ember.driver", "lower"),
     "build": ("ember.driver", "build"),
-    "compile": ("ember.driver", "compile"),
-    "load": ("ember.driver", "load"),
     "Target": ("ember.target", "Target"),
 }
 

@@ -17,26 +17,32 @@ from ember.tuner.template import get_config, template
 
 
 def schedule_elementwise(out: Tensor, inputs: list[Tensor]) -> Schedule:
-    """Inline every producer of ``out``, fuse its axes, vectorize and parallelize."""
+    """Inline every producer of ``out``; rows in parallel, the last axis vectorized.
+
+    The last axis is kept apart from the others so that indices broadcast along it
+    (a bias ``b[j]``) stay affine in the vector lane and load as one vector.
+    """
     cfg = get_config()
-    cfg.define_knob("vec", [8, 16, 32, 64], default=16)
-    cfg.define_knob("chunk", [1, 4, 16, 64], default=16)
+    cfg.define_knob("vec", [8, 16, 32, 64], default=32)
     s = create_schedule(out.op)
     for st in s.stages:
         if isinstance(st.op, ComputeOp) and not st.is_output:
             st.compute_inline()
-    fused = s[out].fuse(*s[out].op.axis)
-    vec = cfg["vec"].val
-    outer, inner = s[out].split(fused, factor=vec)
-    par, serial = s[out].split(outer, factor=cfg["chunk"].val)
-    s[out].parallel(par)
-    s[out].vectorize(inner)
-    del serial
+    *outer_axes, last = s[out].op.axis
+    lo, li = s[out].split(last, factor=cfg["vec"].val)
+    s[out].vectorize(li)
+    if outer_axes:
+        rows = s[out].fuse(*outer_axes)
+        s[out].parallel(rows)
+    else:
+        s[out].parallel(lo)
     return s
 
 
 @template("elementwise_chain.llvm")
-def elementwise_chain_llvm(rows: int, cols: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
+def elementwise_chain_llvm(
+    rows: int, cols: int, dtype: str = "float32"
+) -> tuple[Schedule, list[Any]]:
     """``gelu(x * 2 + bias)`` over a (rows, cols) tensor, fused into one pass."""
     X = te.placeholder((rows, cols), dtype, name="X")
     bias = te.placeholder((cols,), dtype, name="bias")
