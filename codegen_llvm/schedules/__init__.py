@@ -1,5 +1,23 @@
 """CPU schedule templates; importing this package registers every ``<op>.llvm`` template."""
 
-from ember.codegen_llvm.schedules import elementwise, matmul
+from ember.codegen_llvm.schedules import (
+    batch_matmul,
+    conv2d,
+    elementwise,
+    layer_norm,
+    matmul,
+    pool2d,
+    reduce,
+    softmax,
+)
 
-__all__ = ["elementwise", "matmul"]
+__all__ = [
+    "batch_matmul",
+    "conv2d",
+    "elementwise",
+    "layer_norm",
+    "matmul",
+    "pool2d",
+    "reduce",
+    "softmax",
+]

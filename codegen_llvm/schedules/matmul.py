@@ -1,50 +1,108 @@
-"""CPU templates for ``matmul`` (``A @ B``) and ``dense`` (``X @ W.T``).
+"""CPU templates for ``matmul`` (``A @ B``) and ``dense`` (``X @ W.T``), and the GEMM helpers
+that ``batch_matmul`` shares.
 
 The schedule is the classic register-blocked GEMM. B is first packed into panels
-``packed[N/nr, K, nr]`` so the micro-kernel reads it with unit stride; each
+``packed[..., N/nr, K, nr]`` so the micro-kernel reads it with unit stride; each
 ``mr x nr`` tile of C is accumulated in a small local buffer that LLVM keeps in
 vector registers (``mr`` rows unrolled, ``nr`` lanes vectorized, the ``k`` loop
 unrolled by ``ku``), then copied out. Tiles are grouped into ``nc``-wide column
 blocks so one block of packed B stays in the L2 cache while every row block of A
-streams past it; the block loop runs in parallel. Shapes that the tiles do not
-divide are handled by the guards lowering adds and loop partitioning confines to
-the edge tiles.
+streams past it; the block loop (fused with any batch axes) runs in parallel.
+Shapes that the tiles do not divide are handled by the guards lowering adds and
+loop partitioning confines to the edge tiles.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ember.tir import expr as E
+from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
-from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tuner.template import get_config, template
 
 
-def _pack(B: Tensor, K: int, N: int, nr: int, transposed: bool) -> Tensor:
-    """``packed[x, k, z] = B[k, x*nr + z]`` (zero past N)."""
+@dataclass(frozen=True)
+class GemmTiles:
+    """Tile sizes of the GEMM micro-kernel: ``mr`` rows x ``nr`` lanes, ``k`` unrolled by
+    ``ku``, ``nc_panels`` panels of packed B per parallel column block."""
+
+    mr: int
+    nr: int
+    ku: int
+    nc_panels: int
+
+
+def define_gemm_knobs(N: int) -> GemmTiles:
+    """Define the GEMM knobs on the running template's config and read them.
+
+    The default panel width is the smallest candidate covering ``N`` (at most 64
+    lanes, four AVX-512 registers per row), so narrow outputs waste no lanes.
+    """
+    cfg = get_config()
+    nrs = [16, 32, 48, 64]
+    cfg.define_knob("mr", [2, 4, 6, 8, 12], default=4)
+    cfg.define_knob("nr", nrs, default=next((n for n in nrs if n >= N), 64))
+    cfg.define_knob("ku", [1, 2, 4, 8], default=4)
+    cfg.define_knob("nc_panels", [1, 2, 4, 8], default=2)
+    return GemmTiles(cfg["mr"].val, cfg["nr"].val, cfg["ku"].val, cfg["nc_panels"].val)
+
+
+def pack_panels(B: Tensor, nr: int, transposed: bool) -> Tensor:
+    """``packed[..., x, k, z] = B[..., k, x*nr + z]`` (``B[..., x*nr + z, k]`` when
+    ``transposed``), zero past N; leading axes of B are batch axes."""
+    shape = [int(s.value) for s in B.shape]  # type: ignore[attr-defined]
+    *batch, K, N = shape
+    if transposed:
+        N, K = K, N
     panels = -(-N // nr)
 
-    def f(x, k, z):  # noqa: ANN001, ANN202
+    def f(*idx):  # noqa: ANN002, ANN202
+        *b, x, k, z = idx
         col = x * nr + z
         safe = E.min_(col, N - 1)
-        value = B[safe, k] if transposed else B[k, safe]
+        value = B[(*b, safe, k)] if transposed else B[(*b, k, safe)]
         return E.select(col < N, value, E.const(0, B.dtype))
 
-    return te.compute((panels, K, nr), f, name="B_packed")
+    return te.compute((*batch, panels, K, nr), f, name=f"{B.name}_packed")
+
+
+def schedule_gemm(s: Schedule, C: Tensor, packed: Tensor, tiles: GemmTiles) -> None:
+    """Schedule ``C[..., i, j] = sum_k A[..., i, k] * packed[..., j // nr, k, j % nr]``.
+
+    Leading (batch) axes of C are fused with the column-block and row-block loops
+    into one parallel loop; ``C`` must not have been scheduled yet.
+    """
+    mr, nr, ku = tiles.mr, tiles.nr, tiles.ku
+    acc = s.cache_write(C, "local")
+    *lead, i, j = s[C].op.axis
+    jb, ji = s[C].split(j, factor=nr * tiles.nc_panels)
+    io, ii = s[C].split(i, factor=mr)
+    jo, jt = s[C].split(ji, factor=nr)
+    s[C].reorder(*lead, jb, io, jo, ii, jt)
+    s[C].vectorize(jt)
+    s[C].parallel(s[C].fuse(*lead, jb, io))
+    s[acc].compute_at(s[C], jo)
+    *_, ic, jc = s[acc].op.axis
+    (kk,) = s[acc].op.reduce_axis
+    ko, ki = s[acc].split(kk, factor=ku)
+    s[acc].reorder(ko, ki, ic, jc)
+    s[acc].unroll(ki)
+    s[acc].unroll(ic)
+    s[acc].vectorize(jc)
+    *pb, x, _, z = s[packed].op.axis
+    s[packed].vectorize(z)
+    s[packed].parallel(s[packed].fuse(*pb, x))
 
 
 def _gemm(M: int, N: int, K: int, dtype: str, transposed: bool) -> tuple[Schedule, list[Tensor]]:
-    cfg = get_config()
-    cfg.define_knob("mr", [2, 4, 6, 8, 12], default=4)
-    cfg.define_knob("nr", [16, 32, 48, 64], default=64)
-    cfg.define_knob("ku", [1, 2, 4, 8], default=4)
-    cfg.define_knob("nc_panels", [1, 2, 4, 8], default=4)
-    mr, nr, ku = cfg["mr"].val, cfg["nr"].val, cfg["ku"].val
+    tiles = define_gemm_knobs(N)
+    nr = tiles.nr
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((N, K) if transposed else (K, N), dtype, name="B")
-    packed = _pack(B, K, N, nr, transposed)
+    packed = pack_panels(B, nr, transposed)
     k = te.reduce_axis((0, K), name="k")
     C = te.compute(
         (M, N),
@@ -53,26 +111,7 @@ def _gemm(M: int, N: int, K: int, dtype: str, transposed: bool) -> tuple[Schedul
         tag="dense" if transposed else "matmul",
     )
     s = create_schedule(C.op)
-    acc = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    jb, ji = s[C].split(j, factor=nr * cfg["nc_panels"].val)
-    io, ii = s[C].split(i, factor=mr)
-    jo, jt = s[C].split(ji, factor=nr)
-    s[C].reorder(jb, io, jo, ii, jt)
-    s[C].vectorize(jt)
-    par = s[C].fuse(jb, io)
-    s[C].parallel(par)
-    s[acc].compute_at(s[C], jo)
-    ic, jc = s[acc].op.axis
-    (kk,) = s[acc].op.reduce_axis
-    ko, ki = s[acc].split(kk, factor=ku)
-    s[acc].reorder(ko, ki, ic, jc)
-    s[acc].unroll(ki)
-    s[acc].unroll(ic)
-    s[acc].vectorize(jc)
-    x, kp, z = s[packed].op.axis
-    s[packed].vectorize(z)
-    s[packed].parallel(x)
+    schedule_gemm(s, C, packed, tiles)
     return s, [A, B, C]
 
 

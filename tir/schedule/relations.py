@@ -84,6 +84,4 @@ def split_is_exact(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
         return False
     divisor = rel.factor if rel.factor is not None else rel.nparts
     assert divisor is not None
-    if rel.factor is not None:
-        return parent.value % divisor == 0
     return parent.value % divisor == 0

@@ -404,11 +404,8 @@ class Schedule:
 
     def _rewrite_op(self, st: Stage, new_op: Operation) -> None:
         """Give stage ``st`` a new operation; the old one still finds the stage."""
-        old_axes = st.op.axis if isinstance(st.op, ComputeOp) else ()
         st.op = new_op
         self._by_op[id(new_op)] = st
-        if isinstance(new_op, ComputeOp) and old_axes == new_op.axis:
-            return
 
 
 def _replace_tensor(op: ComputeOp, old: Tensor, new: Tensor) -> ComputeOp:

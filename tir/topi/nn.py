@@ -142,7 +142,7 @@ def pool2d(
     reducer = te.max if kind == "max" else te.sum
     out = te.compute(
         (N, C, OH, OW),
-        lambda n, c, y, x: reducer(P[n, c, y * sh + ry, x * sw + rx], axis=(ry, rx)),
+        lambda n, c, y, x: reducer(P[n, c, y * sh + ry.var, x * sw + rx.var], axis=(ry, rx)),
         name=name if kind == "max" else f"{name}_sum",
         tag=f"pool_{kind}",
     )

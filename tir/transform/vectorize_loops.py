@@ -94,8 +94,6 @@ class _VectorizeExpr(Mutator):
         v = self.visit(e.value)
         if v is e.value:
             return e
-        if isinstance(v, E.Ramp):
-            v = _materialize(v)
         return E.Cast(dt.with_lanes(e.dtype, _lanes(v)), v)
 
     def visit_Call(self, e: E.Call) -> E.PrimExpr:
@@ -103,7 +101,7 @@ class _VectorizeExpr(Mutator):
         if all(a is b for a, b in zip(args, e.args)):
             return e
         n = max(_lanes(a) for a in args)
-        args = tuple(_broadcast(_materialize(a), n) for a in args)
+        args = tuple(_broadcast(a, n) for a in args)
         return E.Call(dt.with_lanes(e.dtype, n), e.op, args)
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> E.PrimExpr:
@@ -123,11 +121,6 @@ class _VectorizeExpr(Mutator):
 
     def visit_Broadcast(self, e: E.Broadcast) -> E.PrimExpr:
         raise _CannotVectorize
-
-
-def _materialize(e: E.PrimExpr) -> E.PrimExpr:
-    """A Ramp used as a value (not an index) stays a Ramp; backends evaluate it."""
-    return e
 
 
 def _ramp_addsub(op: E.BinaryOp, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:

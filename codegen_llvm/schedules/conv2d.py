@@ -1,0 +1,245 @@
+"""CPU template for ``conv2d_nchw``: direct convolution vectorized over flattened image rows.
+
+The vectorizer makes SIMD of a loop only when the store moves with it by unit
+stride and every load index is affine in it. In NCHW the unit-stride axis is the
+output width, which is short in the later layers of a network (14, 7), so this
+template vectorizes over whole *rows of rows*: the padded input of each channel
+is stored flat, ``Xf[n, c, l]`` with ``l = row * Wq + col``, and the output is
+computed on the same grid, ``conv_flat[n, o, f]`` with ``f = y * Wq + x``. Then
+the input element under kernel tap ``(ky, kx)`` is ``Xf[n, c, f + ky*dh*Wq +
+kx*dw]``: affine in ``f`` with unit stride, across row boundaries. The grid
+columns past the output width (``Wq - OW`` of them, the padding) are computed and
+dropped when the rows are copied into the NCHW output. A stride ``s > 1`` would
+make that read strided, so the input is also split into ``s x s`` phases
+(space-to-depth): phase ``(py, px)`` holds ``Xpad[s*i + py, s*j + px]``, and tap
+``(ky, kx)`` reads phase ``(ky*dh % s, kx*dw % s)`` at ``f + (ky*dh // s) * Wq +
+(kx*dw // s)``, unit stride again.
+
+The micro-kernel accumulates an ``oc_bn x vec`` tile (``oc_bn`` output channels
+unrolled, ``vec`` grid positions vectorized; ``oc_bn * vec / 16`` AVX-512
+registers) in a local buffer computed at the tile loop, reducing over ``(c, ky,
+kx)`` with the kernel loops unrolled: one contiguous input vector per tap and
+row of the tile, one broadcast weight per channel, no packed copy of the weights.
+Tiles are computed for a block of ``rows`` output rows of ``oc_bn`` channels at a
+time, and the loop over (batch, channel block, row block) runs in parallel;
+each block is copied to the output while it is still in cache. Output channels
+that ``oc_bn`` does not divide read clamped weights and are never copied out;
+the last, partial vector tile of a block is a guarded tail that loop
+partitioning turns into a shorter vector.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir.schedule.schedule import Schedule, create_schedule
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
+from ember.tuner.template import get_config, template
+
+IntPair = int | tuple[int, int]
+Padding = int | tuple[int, int] | tuple[int, int, int, int]
+
+REGISTER_BYTES = 64  # one AVX-512 register
+ACC_REGISTERS = 28  # of 32: room for the input vectors and a broadcast weight
+MAX_ROW_VECTOR = 64  # output rows longer than this are copied in pieces
+
+
+def _pair(value: IntPair, what: str) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or any(not isinstance(v, int) or v < 1 for v in pair):
+        raise ArgumentError(
+            f"conv2d_nchw.llvm: {what} must be a positive int or a pair of them, got {value!r}"
+        )
+    return pair  # type: ignore[return-value]
+
+
+def _pads(padding: Padding) -> tuple[int, int, int, int]:
+    pads = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
+    if len(pads) == 2:
+        pads = (pads[0], pads[1], pads[0], pads[1])
+    if len(pads) != 4 or any(not isinstance(p, int) or p < 0 for p in pads):
+        raise ArgumentError(
+            "conv2d_nchw.llvm: padding must be an int, (top/bottom, left/right) or "
+            f"(top, left, bottom, right) of non-negative ints, got {padding!r}"
+        )
+    return pads  # type: ignore[return-value]
+
+
+class _Geometry:
+    """Sizes of the convolution and of the flat, phase-split grid it is computed on."""
+
+    def __init__(
+        self,
+        N: int,
+        C: int,
+        H: int,
+        W: int,
+        O: int,
+        KH: int,
+        KW: int,
+        stride: IntPair,
+        padding: Padding,
+        dilation: IntPair,
+    ) -> None:
+        self.N, self.C, self.H, self.W, self.O, self.KH, self.KW = N, C, H, W, O, KH, KW
+        self.sh, self.sw = _pair(stride, "stride")
+        self.dh, self.dw = _pair(dilation, "dilation")
+        self.pt, self.pl, pb, pr = _pads(padding)
+        self.OH = (H + self.pt + pb - self.dh * (KH - 1) - 1) // self.sh + 1
+        self.OW = (W + self.pl + pr - self.dw * (KW - 1) - 1) // self.sw + 1
+        if self.OH <= 0 or self.OW <= 0:
+            raise ArgumentError(
+                f"conv2d_nchw.llvm: a {KH}x{KW} kernel (dilation {self.dh}x{self.dw}) does not "
+                f"fit the padded {H}x{W} input; the output would be {self.OH}x{self.OW}"
+            )
+        # a phase holds every s-th padded column, so Wq grid columns cover the padded width
+        self.Wq = -(-(W + self.pl + pr) // self.sw)
+        self.max_offset = ((KH - 1) * self.dh // self.sh) * self.Wq + (KW - 1) * self.dw // self.sw
+
+    def tap(self, ky: Any, kx: Any) -> tuple[Any, Any, Any]:
+        """``(phase row, phase column, flat offset)`` read by kernel tap ``(ky, kx)``."""
+        y, x = ky * self.dh, kx * self.dw
+        if self.sh == 1 and self.sw == 1:
+            return 0, 0, y * self.Wq + x
+        return y % self.sh, x % self.sw, (y // self.sh) * self.Wq + x // self.sw
+
+
+def _flat_input(X: Tensor, g: _Geometry, length: int) -> Tensor:
+    """``Xf[n, c, py, px, l] = Xpad[n, c, (l // Wq)*sh + py, (l % Wq)*sw + px]`` (zero outside)."""
+
+    def f(n, c, py, px, l):  # noqa: ANN001, ANN202
+        h = (l // g.Wq) * g.sh + py - g.pt
+        w = (l % g.Wq) * g.sw + px - g.pl
+        inside = E.logical_and(E.logical_and(h >= 0, h < g.H), E.logical_and(w >= 0, w < g.W))
+        hh = E.max_(E.min_(h, g.H - 1), 0)
+        ww = E.max_(E.min_(w, g.W - 1), 0)
+        return E.select(inside, X[n, c, hh, ww], E.const(0, X.dtype))
+
+    return te.compute((g.N, g.C, g.sh, g.sw, length), f, name="X_flat")
+
+
+def _divisors(n: int, cap: int) -> list[int]:
+    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+
+
+def _define_knobs(g: _Geometry, dtype: str) -> tuple[int, int, int, bool]:
+    """Define the knobs, with defaults for a 2-core AVX-512 machine, and read them."""
+    cfg = get_config()
+    per_reg = REGISTER_BYTES // dt.bytes_of(dtype)
+    vecs = [v * per_reg for v in (1, 2, 4)]
+    ocs = [2, 4, 6, 8, 12, 16, 24]
+    fits = [o for o in ocs if o * 2 <= ACC_REGISTERS and o <= max(g.O, 2)]
+    dividing = [o for o in fits if g.O % o == 0 and o >= 4]
+    oc_default = max(dividing) if dividing else min(fits, key=lambda o: (-(-g.O // o) * o, -o))
+    vec_default = 2 * per_reg if oc_default * 2 <= ACC_REGISTERS else per_reg
+    row_cands = sorted(set(_divisors(g.OH, 64)) | {g.OH})
+    # a block long enough for several full vector tiles keeps the partial tail cheap
+    long_enough = [r for r in row_cands if (r - 1) * g.Wq + g.OW >= 8 * vec_default]
+    cfg.define_knob("oc_bn", ocs, default=oc_default)
+    cfg.define_knob("vec", vecs, default=vec_default)
+    cfg.define_knob("rows", row_cands, default=min(long_enough) if long_enough else g.OH)
+    cfg.define_knob("unroll_kernel", [True, False], default=True)
+    cfg.add_constraint(
+        lambda c: c["oc_bn"].val * c["vec"].val <= ACC_REGISTERS * per_reg,
+        "the accumulator tile fits the vector registers",
+    )
+    return cfg["oc_bn"].val, cfg["vec"].val, cfg["rows"].val, cfg["unroll_kernel"].val
+
+
+@template("conv2d_nchw.llvm")
+def conv2d_nchw_llvm(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    O: int,
+    KH: int,
+    KW: int,
+    stride: IntPair = 1,
+    padding: Padding = 0,
+    dilation: IntPair = 1,
+    dtype: str = "float32",
+) -> tuple[Schedule, list[Any]]:
+    """``out[n, o, y, x] = sum_{c, ky, kx} X[n, c, y*sh + ky*dh - pt, x*sw + kx*dw - pl] *
+    Wt[o, c, ky, kx]`` with zero padding; X is (N, C, H, W), Wt is (O, C, KH, KW)."""
+    g = _Geometry(N, C, H, W, O, KH, KW, stride, padding, dilation)
+    oc_bn, vec, rows, unroll_kernel = _define_knobs(g, dtype)
+    # A row block covers ``span`` grid positions; the grid is long enough for the last
+    # block's last vector tile to be a whole one, so tiles never need a shorter vector.
+    span = (rows - 1) * g.Wq + g.OW
+    grid = (-(-g.OH // rows) - 1) * rows * g.Wq + -(-span // vec) * vec
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((O, C, KH, KW), dtype, name="W")
+    Xf = _flat_input(X, g, grid + g.max_offset)
+    rc = te.reduce_axis((0, C), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+
+    def body(n, ob, oi, f):  # noqa: ANN001, ANN202
+        py, px, off = g.tap(ry.var, rx.var)
+        o = ob * oc_bn + oi
+        if O % oc_bn:
+            o = E.min_(o, O - 1)  # channels past O compute on clamped weights, never read
+        return te.sum(
+            Xf[n, rc.var, py, px, f + off] * Wt[o, rc.var, ry.var, rx.var], axis=(rc, ry, rx)
+        )
+
+    conv = te.compute((N, -(-O // oc_bn), oc_bn, grid), body, name="conv_flat")
+    out = te.compute(
+        (N, O, g.OH, g.OW),
+        lambda n, o, y, x: conv[n, o // oc_bn, o % oc_bn, y * g.Wq + x],
+        name="conv",
+        tag="conv2d_nchw",
+    )
+    s = create_schedule(out.op)
+    _schedule(s, out, conv, Xf, oc_bn, vec, rows, unroll_kernel, g.OW)
+    return s, [X, Wt, out]
+
+
+def _schedule(
+    s: Schedule,
+    out: Tensor,
+    conv: Tensor,
+    Xf: Tensor,
+    oc_bn: int,
+    vec: int,
+    rows: int,
+    unroll_kernel: bool,
+    OW: int,
+) -> None:
+    acc = s.cache_write(conv, "local")
+    # the output: parallel over (batch, channel block, row block); rows copied as vectors
+    n, o, y, x = s[out].op.axis
+    oo, oi = s[out].split(o, factor=oc_bn)
+    yo, yi = s[out].split(y, factor=rows)
+    s[out].reorder(n, oo, yo, oi, yi, x)
+    block = s[out].fuse(n, oo, yo)
+    s[out].parallel(block)
+    if OW <= MAX_ROW_VECTOR:
+        s[out].vectorize(x)
+    else:
+        piece = max(_divisors(OW, MAX_ROW_VECTOR))
+        s[out].vectorize(s[out].split(x, factor=piece if piece >= 8 else 16)[1])
+    # one block of the flat result, computed tile by tile where the copy needs it
+    s[conv].compute_at(s[out], block)
+    _, _, ci, cf = s[conv].op.axis
+    tile, lanes = s[conv].split(cf, factor=vec)
+    s[conv].reorder(tile, ci, lanes)
+    s[conv].vectorize(lanes)
+    # the register tile: channels unrolled, grid positions in vector lanes
+    s[acc].compute_at(s[conv], tile)
+    _, _, ai, af = s[acc].op.axis
+    rc, ry, rx = s[acc].op.reduce_axis
+    s[acc].reorder(rc, ry, rx, ai, af)
+    if unroll_kernel:
+        s[acc].unroll(ry)
+        s[acc].unroll(rx)
+    s[acc].unroll(ai)
+    s[acc].vectorize(af)
+    # the flat, phase-split input: once, in parallel over (batch, channel)
+    xn, xc, _, _, _ = s[Xf].op.axis
+    s[Xf].parallel(s[Xf].fuse(xn, xc))

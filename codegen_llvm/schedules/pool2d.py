@@ -1,0 +1,176 @@
+"""CPU template for 2-D max and average pooling over NCHW.
+
+The compute is that of :func:`ember.tir.topi.nn.pool2d` (average pooling divides
+by the whole window, padding included), with the padding written as a
+``likely`` select: loop partitioning then splits the border rows and column
+tiles off, and in the interior the select and the index clamps vanish. Each
+output row is a loop over its columns, ``vec`` at a time, with the window loops
+outside the lanes and unrolled, so the reduction's store moves with the lanes.
+With unit stride the lanes are vectorized (one vector load per window tap); with
+a larger stride they would be gathered one by one, so by default they stay a
+plain loop that LLVM's loop vectorizer turns into interleaved loads. The loop
+over (batch, channel) runs in parallel; the output rows inside it stay a plain
+loop that partitioning can split. The padding is read inline (only the border
+tiles test it), or the padded rows one output row needs are computed at that
+row, or the whole padded input is computed up front; for average pooling the
+window sum is computed at the column tile and scaled as it is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.codegen_llvm.schedules.reduce import likely
+from ember.errors import ArgumentError
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import IterVar, Tensor
+from ember.tuner.template import get_config, template
+
+VECTOR_BYTES = 64  # one AVX-512 register
+
+IntPair = int | tuple[int, int]
+Pads = tuple[int, int, int, int]
+
+
+def _pair(value: IntPair, what: str) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or any(not isinstance(v, int) or v < 1 for v in pair):
+        raise ArgumentError(f"pool2d.llvm: {what} must be a positive int or a pair, got {value!r}")
+    return pair  # type: ignore[return-value]
+
+
+def _pads(padding: int | tuple[int, ...]) -> Pads:
+    pads = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
+    if len(pads) == 2:
+        pads = (pads[0], pads[1], pads[0], pads[1])
+    if len(pads) != 4 or any(not isinstance(p, int) or p < 0 for p in pads):
+        raise ArgumentError(
+            "pool2d.llvm: padding must be an int, (top/bottom, left/right) or "
+            f"(top, left, bottom, right) of non-negative ints, got {padding!r}"
+        )
+    return pads  # type: ignore[return-value]
+
+
+def _padded(X: Tensor, pads: Pads, fill: float) -> Tensor:
+    """X padded with ``fill``; the inside test is ``likely``, so partitioning drops it."""
+    N, C, H, W = (int(s.value) for s in X.shape)  # type: ignore[attr-defined]
+    pt, pl, pb, pr = pads
+
+    def f(n, c, h, w):  # noqa: ANN001, ANN202
+        inside = E.logical_and(
+            E.logical_and(h >= pt, h < H + pt), E.logical_and(w >= pl, w < W + pl)
+        )
+        hh = E.max_(E.min_(h - pt, H - 1), 0)
+        ww = E.max_(E.min_(w - pl, W - 1), 0)
+        return E.select(likely(inside), X[n, c, hh, ww], E.const(fill, X.dtype))
+
+    return te.compute((N, C, H + pt + pb, W + pl + pr), f, name="pool_pad", tag="pad")
+
+
+def _pool(
+    X: Tensor, kernel: tuple[int, int], stride: tuple[int, int], pads: Pads, kind: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(padded input, window reduction, output)``; the last two are one tensor for max."""
+    N, C, H, W = (int(s.value) for s in X.shape)  # type: ignore[attr-defined]
+    (kh, kw), (sh, sw) = kernel, stride
+    P = _padded(X, pads, float("-inf") if kind == "max" else 0.0) if any(pads) else X
+    OH = (H + pads[0] + pads[2] - kh) // sh + 1
+    OW = (W + pads[1] + pads[3] - kw) // sw + 1
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    reducer = te.max if kind == "max" else te.sum
+    red = te.compute(
+        (N, C, OH, OW),
+        lambda n, c, y, x: reducer(P[n, c, y * sh + ry.var, x * sw + rx.var], axis=(ry, rx)),
+        name="pool" if kind == "max" else "pool_sum",
+        tag=f"pool_{kind}",
+    )
+    if kind == "max":
+        return P, red, red
+    scale = 1.0 / (kh * kw)
+    out = te.compute(
+        (N, C, OH, OW), lambda n, c, y, x: red[n, c, y, x] * scale, name="pool", tag="pool_avg"
+    )
+    return P, red, out
+
+
+def _schedule_window(s: Schedule, red: Tensor, vec: int, simd: bool) -> IterVar:
+    """Window loops outside the lanes of the output row; returns the row loop."""
+    n, c, y, x = s[red].op.axis
+    ry, rx = s[red].op.reduce_axis
+    xo, xi = s[red].split(x, factor=vec)
+    s[red].reorder(n, c, y, xo, ry, rx, xi)
+    s[red].unroll(ry)
+    s[red].unroll(rx)
+    if simd:
+        s[red].vectorize(xi)
+    return y
+
+
+def _define_knobs(sw: int, dtype: str) -> tuple[int, str, bool]:
+    """Defaults measured on AVX-512: with unit stride, vector lanes over a padded copy; with a
+    larger stride, whose lanes would be gathered one by one, a plain lane loop reading X
+    directly, which LLVM's own vectorizer turns into interleaved loads."""
+    cfg = get_config()
+    per_reg = VECTOR_BYTES // dt.bytes_of(dtype)
+    unit = sw == 1
+    cfg.define_knob(
+        "vec", [per_reg // 2, per_reg, 2 * per_reg], default=per_reg if unit else per_reg // 2
+    )
+    cfg.define_knob("pad", ["inline", "row", "root"], default="root" if unit else "inline")
+    cfg.define_knob("simd", [True, False], default=unit)
+    return cfg["vec"].val, cfg["pad"].val, cfg["simd"].val
+
+
+@template("pool2d.llvm")
+def pool2d_llvm(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    kernel: IntPair,
+    stride: IntPair,
+    padding: int | tuple[int, ...] = 0,
+    kind: str = "max",
+    dtype: str = "float32",
+) -> tuple[Schedule, list[Any]]:
+    """Max or average pooling of X (N, C, H, W) with a ``kernel`` window every ``stride``."""
+    (kh, kw), (sh, sw), pads = _pair(kernel, "kernel"), _pair(stride, "stride"), _pads(padding)
+    if kind not in ("max", "avg"):
+        raise ArgumentError(f"pool2d.llvm: kind must be 'max' or 'avg', got {kind!r}")
+    if H + pads[0] + pads[2] < kh or W + pads[1] + pads[3] < kw:
+        raise ArgumentError(
+            f"pool2d.llvm: a {kh}x{kw} window does not fit the padded {H}x{W} input"
+        )
+    vec, pad_at, simd = _define_knobs(sw, dtype)
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    P, red, out = _pool(X, (kh, kw), (sh, sw), pads, kind)
+    s = create_schedule(out.op)
+    if kind == "max":
+        row = _schedule_window(s, red, vec, simd)
+        pad_parent = (s[out], row)
+    else:
+        n, c, row, x = s[out].op.axis
+        xo, xi = s[out].split(x, factor=vec)
+        s[out].vectorize(xi)  # the scaling store has unit stride
+        s[red].compute_at(s[out], xo)
+        # the window sum reads the padding, per column tile
+        pad_parent = (s[red], _schedule_window(s, red, vec, simd))
+    n, c = s[out].op.axis[:2]
+    s[out].parallel(s[out].fuse(n, c))
+    if P is not X:
+        _schedule_pad(s, P, pad_at, *pad_parent)
+    return s, [X, out]
+
+
+def _schedule_pad(s: Schedule, padded: Tensor, where: str, parent: Stage, axis: IterVar) -> None:
+    if where == "inline":
+        s[padded].compute_inline()
+    elif where == "row":
+        s[padded].compute_at(parent, axis)
+    else:
+        pn, pc, _, _ = s[padded].op.axis
+        s[padded].parallel(s[padded].fuse(pn, pc))
