@@ -30,8 +30,17 @@ CONVS = [  # ResNet-18 3x3 layers: (C, H, W, O, stride)
 ROWS = [(4096, 1024), (1024, 4096)]
 
 
-def best_time(fn: Callable[[], object], number: int = 3, repeat: int = 5) -> float:
-    fn()
+def warm_up(fn: Callable[[], object], seconds: float = 0.5) -> None:
+    """Run ``fn`` for a while first: this machine's clocks and thread pools take a
+    moment to reach speed, and a cold first repeat would understate whoever goes first."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        fn()
+
+
+def best_time(fn: Callable[[], object], number: int = 3, repeat: int = 7) -> float:
+    """Median seconds per call over ``repeat`` batches of ``number`` calls, after a warm-up."""
+    warm_up(fn)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -39,6 +48,12 @@ def best_time(fn: Callable[[], object], number: int = 3, repeat: int = 5) -> flo
             fn()
         times.append((time.perf_counter() - start) / number)
     return float(np.median(times))
+
+
+def time_module(mod, *args) -> float:  # noqa: ANN001
+    """Median seconds of an Ember module through its own ``time_evaluator``, after a warm-up."""
+    warm_up(lambda: mod(*args))
+    return mod.time_evaluator(number=3, repeat=7)(*args).median
 
 
 def numpy_child(kind: str, shapes: list, env_mode: str) -> list[float]:
@@ -161,7 +176,7 @@ def bench_gemm(quick: bool) -> None:
         c = np.empty((M, N), np.float32)
         mod(a, b, c)
         np.testing.assert_allclose(c, a @ b, rtol=2e-3, atol=2e-3)
-        t = mod.time_evaluator(number=3, repeat=5)(a, b, c).median
+        t = time_module(mod, a, b, c)
         sess = ort_session(onnx_matmul(M, N, K))
         t_ort = best_time(lambda s=sess, a=a, b=b: s.run(None, {"A": a, "B": b}))
         row(f"{M}x{N}x{K}", 2.0 * M * N * K, t, {"avx2": t_avx2, "best": t_best, "ort": t_ort})
@@ -185,7 +200,7 @@ def bench_conv(quick: bool) -> None:
         y = np.empty((1, O, OH, OW), np.float32)
         mod(x, w, y)
         np.testing.assert_allclose(y, want, rtol=2e-3, atol=2e-3)
-        t = mod.time_evaluator(number=3, repeat=5)(x, w, y).median
+        t = time_module(mod, x, w, y)
         t_ort = best_time(lambda s=sess, x=x: s.run(None, {"X": x}))
         row(f"{C},{H}x{W}->{O},s{stride}", 2.0 * O * OH * OW * C * 9, t, {"ort": t_ort})
 
@@ -218,7 +233,7 @@ def bench_rows(quick: bool) -> None:
             ins = [x] if op == "Softmax" else [x, g, bb]
             mod(*ins, y)
             np.testing.assert_allclose(y, want, rtol=1e-3, atol=1e-4)
-            t = mod.time_evaluator(number=5, repeat=5)(*ins, y).median
+            t = time_module(mod, *ins, y)
             t_ort = best_time(lambda s=sess, f=feeds: s.run(None, f))
             row(f"{op} {R}x{C}", float(x.nbytes), t, {"ort": t_ort})
 

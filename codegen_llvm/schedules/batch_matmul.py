@@ -23,7 +23,7 @@ def batch_matmul_llvm(
     B: int, M: int, N: int, K: int, dtype: str = "float32"
 ) -> tuple[Schedule, list[Any]]:
     """``C[b, i, j] = sum_k A[b, i, k] * Bm[b, k, j]``; A is (B, M, K), Bm is (B, K, N)."""
-    tiles = define_gemm_knobs(N)
+    tiles = define_gemm_knobs(M, N)
     nr = tiles.nr
     A = te.placeholder((B, M, K), dtype, name="A")
     Bm = te.placeholder((B, K, N), dtype, name="B")

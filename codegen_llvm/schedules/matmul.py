@@ -35,18 +35,25 @@ class GemmTiles:
     nc_panels: int
 
 
-def define_gemm_knobs(N: int) -> GemmTiles:
+def define_gemm_knobs(M: int, N: int) -> GemmTiles:
     """Define the GEMM knobs on the running template's config and read them.
 
-    The default panel width is the smallest candidate covering ``N`` (at most 64
-    lanes, four AVX-512 registers per row), so narrow outputs waste no lanes.
+    Defaults: a 4 x 64 micro-kernel (16 AVX-512 accumulators), whose A rows stay in
+    L1 while packed B streams from L2. A panel is never wider than needed for N.
+    With a single row (a GEMV) the kernel is one row by 256 lanes instead: the
+    same 16 accumulators, and four times fewer passes over B's rows.
     """
     cfg = get_config()
-    nrs = [16, 32, 48, 64]
-    cfg.define_knob("mr", [2, 4, 6, 8, 12], default=4)
-    cfg.define_knob("nr", nrs, default=next((n for n in nrs if n >= N), 64))
+    nrs = [16, 32, 48, 64, 128, 256]
+    if M < 2:
+        mr, nr = 1, 256
+    else:
+        mr, nr = 4, 64
+    nr = next((n for n in nrs if n >= min(N, nr)), nr)
+    cfg.define_knob("mr", [1, 2, 4, 6, 8, 12], default=mr)
+    cfg.define_knob("nr", nrs, default=nr)
     cfg.define_knob("ku", [1, 2, 4, 8], default=4)
-    cfg.define_knob("nc_panels", [1, 2, 4, 8], default=2)
+    cfg.define_knob("nc_panels", [1, 2, 4, 8], default=2 if M >= 2 else 1)
     return GemmTiles(cfg["mr"].val, cfg["nr"].val, cfg["ku"].val, cfg["nc_panels"].val)
 
 
@@ -69,7 +76,7 @@ def pack_panels(B: Tensor, nr: int, transposed: bool) -> Tensor:
     return te.compute((*batch, panels, K, nr), f, name=f"{B.name}_packed")
 
 
-def schedule_gemm(s: Schedule, C: Tensor, packed: Tensor, tiles: GemmTiles) -> None:
+def schedule_gemm(s: Schedule, C: Tensor, packed: Tensor | None, tiles: GemmTiles) -> None:
     """Schedule ``C[..., i, j] = sum_k A[..., i, k] * packed[..., j // nr, k, j % nr]``.
 
     Leading (batch) axes of C are fused with the column-block and row-block loops
@@ -92,24 +99,36 @@ def schedule_gemm(s: Schedule, C: Tensor, packed: Tensor, tiles: GemmTiles) -> N
     s[acc].unroll(ki)
     s[acc].unroll(ic)
     s[acc].vectorize(jc)
-    *pb, x, _, z = s[packed].op.axis
-    s[packed].vectorize(z)
-    s[packed].parallel(s[packed].fuse(*pb, x))
+    if packed is not None:
+        *pb, x, _, z = s[packed].op.axis
+        s[packed].vectorize(z)
+        s[packed].parallel(s[packed].fuse(*pb, x))
 
 
 def _gemm(M: int, N: int, K: int, dtype: str, transposed: bool) -> tuple[Schedule, list[Tensor]]:
-    tiles = define_gemm_knobs(N)
+    tiles = define_gemm_knobs(M, N)
     nr = tiles.nr
+    cfg = get_config()
+    # Packing B costs a pass over it; it pays only when many row blocks reuse each
+    # panel. A few rows (a GEMV, a small batch) read B's rows in place instead.
+    # ``dense`` always packs: its B rows run along k, not along the vector lanes.
+    cfg.define_knob("pack", [True, False], default=transposed or M >= 4 * tiles.mr)
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((N, K) if transposed else (K, N), dtype, name="B")
-    packed = pack_panels(B, nr, transposed)
     k = te.reduce_axis((0, K), name="k")
-    C = te.compute(
-        (M, N),
-        lambda i, j: te.sum(A[i, k] * packed[j // nr, k, j % nr], axis=k),
-        name="C",
-        tag="dense" if transposed else "matmul",
-    )
+    if cfg["pack"].val or transposed:
+        packed = pack_panels(B, nr, transposed)
+
+        def body(i, j):  # noqa: ANN001, ANN202
+            return te.sum(A[i, k] * packed[j // nr, k, j % nr], axis=k)
+
+    else:
+        packed = None
+
+        def body(i, j):  # noqa: ANN001, ANN202
+            return te.sum(A[i, k] * B[k, j], axis=k)
+
+    C = te.compute((M, N), body, name="C", tag="dense" if transposed else "matmul")
     s = create_schedule(C.op)
     schedule_gemm(s, C, packed, tiles)
     return s, [A, B, C]
