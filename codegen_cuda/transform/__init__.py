@@ -1,0 +1,1 @@
+"""Device passes: from a lowered GPU schedule to kernels a CUDA printer can emit."""

@@ -1,0 +1,171 @@
+"""Pass ``inject_sync``: a ``__syncthreads()`` wherever shared memory is handed between threads.
+
+Expects: a kernel from ``split_host_device`` (thread indices as thread-binding loops).
+Guarantees: between a write to a shared buffer and a later read of it (RAW), and
+between a read and a later overwrite (WAR, WAW), a barrier lies on every path,
+including across iterations of a loop (the barrier then closes the loop body).
+A barrier is placed only where all threads of the block reach it: never inside
+code that depends on a thread index, so it goes after such code instead. Buffers
+are compared by name only, not by the elements each thread touches, so a shared
+buffer each thread uses privately still gets barriers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ember.errors import LoweringError
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import post_order_visit, uses_var
+
+
+@dataclass
+class _Summary:
+    """Shared buffers accessed before the first and after the last barrier of a statement."""
+
+    head_r: set[E.Var] = field(default_factory=set)
+    head_w: set[E.Var] = field(default_factory=set)
+    tail_r: set[E.Var] = field(default_factory=set)
+    tail_w: set[E.Var] = field(default_factory=set)
+    barrier: bool = False
+
+
+def _conflict(later_r: set[E.Var], later_w: set[E.Var], r: set[E.Var], w: set[E.Var]) -> bool:
+    return bool(later_r & w or later_w & (r | w))
+
+
+def _shared_reads(node: object) -> set[E.Var]:
+    out: set[E.Var] = set()
+
+    def visit(n: object) -> None:
+        if isinstance(n, E.BufferLoad) and n.buffer.scope == "shared":
+            out.add(n.buffer.data)
+
+    post_order_visit(node, visit)
+    return out
+
+
+class _Sync:
+    def __init__(self, block: tuple[int, int, int]) -> None:
+        self.block = dict(zip("xyz", block))
+        self.thread_vars: list[E.Var] = []
+
+    def divergent_cond(self, cond: E.PrimExpr) -> bool:
+        tvars = set(self.thread_vars)
+        return uses_var(cond, lambda v: v in tvars)
+
+    def run(self, s: S.Stmt, divergent: bool) -> tuple[S.Stmt, _Summary]:
+        if isinstance(s, S.BufferStore):
+            r = _shared_reads(s.value) | set().union(*(_shared_reads(i) for i in s.indices))
+            w = {s.buffer.data} if s.buffer.scope == "shared" else set()
+            return s, _Summary(r, w, set(r), set(w))
+        if isinstance(s, S.SeqStmt):
+            return self.seq(s, divergent)
+        if isinstance(s, S.For):
+            return self.loop(s, divergent)
+        if isinstance(s, S.IfThenElse):
+            return self.branch(s, divergent)
+        if isinstance(s, S.Barrier):
+            return s, _Summary(barrier=True)
+        if isinstance(s, (S.Allocate, S.LetStmt, S.AttrStmt, S.AssertStmt)):
+            body, summ = self.run(s.body, divergent)
+            extra = _shared_reads(getattr(s, "value", None) or E.const(0))
+            summ.head_r |= extra
+            if body is s.body:
+                return s, summ
+            fields = {f: getattr(s, f) for f in s.__dataclass_fields__}  # type: ignore[attr-defined]
+            fields["body"] = body
+            return type(s)(**fields), summ
+        if isinstance(s, S.Evaluate):
+            r = _shared_reads(s.value)
+            return s, _Summary(r, set(), set(r), set())
+        raise LoweringError(f"inject_sync: unexpected statement {type(s).__name__}")
+
+    def seq(self, s: S.SeqStmt, divergent: bool) -> tuple[S.Stmt, _Summary]:
+        out: list[S.Stmt] = []
+        summ = _Summary()
+        cur_r: set[E.Var] = set()
+        cur_w: set[E.Var] = set()
+        for child in s.stmts:
+            new, cs = self.run(child, divergent)
+            if _conflict(cs.head_r, cs.head_w, cur_r, cur_w):
+                if divergent:
+                    raise LoweringError(
+                        "inject_sync: shared memory is passed between threads inside code "
+                        "that only some threads run; a barrier there would deadlock. Move the "
+                        "shared stage out of the thread-dependent condition"
+                    )
+                out.append(S.Barrier("shared"))
+                summ.barrier = True
+                cur_r, cur_w = set(), set()
+            if not summ.barrier:
+                summ.head_r |= cs.head_r
+                summ.head_w |= cs.head_w
+            if cs.barrier:
+                summ.barrier = True
+                cur_r, cur_w = set(cs.tail_r), set(cs.tail_w)
+            else:
+                cur_r |= cs.head_r
+                cur_w |= cs.head_w
+            out.append(new)
+        summ.tail_r, summ.tail_w = cur_r, cur_w
+        changed = len(out) != len(s.stmts) or any(a is not b for a, b in zip(out, s.stmts))
+        return (S.SeqStmt(tuple(out)) if changed else s), summ
+
+    def loop(self, s: S.For, divergent: bool) -> tuple[S.Stmt, _Summary]:
+        inner_div = divergent
+        if s.kind is S.ForKind.THREAD_BINDING:
+            tag = s.thread_tag
+            if tag.startswith("threadIdx"):
+                self.thread_vars.append(s.loop_var)
+                full = isinstance(s.extent, E.IntImm) and s.extent.value == self.block[tag[-1]]
+                inner_div = divergent or not full
+        elif self.divergent_cond(s.extent) or self.divergent_cond(s.min):
+            inner_div = True
+        body, bs = self.run(s.body, inner_div)
+        if s.kind is not S.ForKind.THREAD_BINDING and _conflict(
+            bs.head_r, bs.head_w, bs.tail_r, bs.tail_w
+        ):
+            # iteration i+1 reads what iteration i wrote (or overwrites what it read)
+            if inner_div:
+                raise LoweringError(
+                    f"inject_sync: loop '{s.loop_var.name}' hands shared memory between "
+                    "threads across iterations inside thread-dependent code"
+                )
+            body = S.seq(body, S.Barrier("shared"))
+            bs = _Summary(bs.head_r, bs.head_w, set(), set(), True)
+        new = (
+            s
+            if body is s.body
+            else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
+        )
+        return new, bs
+
+    def branch(self, s: S.IfThenElse, divergent: bool) -> tuple[S.Stmt, _Summary]:
+        div = divergent or self.divergent_cond(s.condition)
+        then, ts = self.run(s.then_case, div)
+        if s.else_case is not None:
+            other, es = self.run(s.else_case, div)
+        else:
+            other, es = None, _Summary()
+        cond_r = _shared_reads(s.condition)
+        summ = _Summary(
+            ts.head_r | es.head_r | cond_r,
+            ts.head_w | es.head_w,
+            ts.tail_r | es.tail_r | (set() if ts.barrier and es.barrier else cond_r),
+            ts.tail_w | es.tail_w,
+            ts.barrier and es.barrier,
+        )
+        if not summ.barrier:
+            summ.tail_r |= summ.head_r
+            summ.tail_w |= summ.head_w
+        if then is s.then_case and other is s.else_case:
+            return s, summ
+        return S.IfThenElse(s.condition, then, other), summ
+
+
+def inject_sync(func: S.PrimFunc) -> S.PrimFunc:
+    _, block = func.attr("launch")
+    body, _ = _Sync(block).run(func.body, divergent=False)
+    return func if body is func.body else func.with_body(body)

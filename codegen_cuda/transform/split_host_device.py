@@ -1,0 +1,81 @@
+"""Pass ``split_host_device``: cut a lowered GPU function into kernels and a launch list.
+
+Expects: a flattened PrimFunc whose root statements are stage nests with their
+loops bound to ``blockIdx``/``threadIdx``, possibly inside ``global``
+allocations of intermediate tensors.
+Guarantees: one kernel per root stage nest (a kernel boundary is the only
+grid-wide synchronisation), each a PrimFunc with attrs ``kernel`` and
+``launch`` = ((grid), (block)) and as parameters exactly the buffers it touches;
+the intermediates become device workspaces the host allocates. A root statement
+with no thread binding is an error: it would run on one GPU thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ember.codegen_cuda.transform.thread_info import launch_dims, launch_extents, thread_loops
+from ember.errors import LoweringError
+from ember.tir import stmt as S
+from ember.tir.buffer import Buffer
+from ember.tir.functor import post_order_visit
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    args: tuple[Buffer, ...]  # parameters or workspaces, in the kernel's parameter order
+
+
+@dataclass(frozen=True)
+class DeviceProgram:
+    """What the host runs: allocate ``workspaces``, then launch kernels in order."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    workspaces: tuple[Buffer, ...]
+    kernels: tuple[S.PrimFunc, ...]
+    launches: tuple[Launch, ...]
+
+
+def _root_statements(body: S.Stmt) -> tuple[list[Buffer], list[S.Stmt]]:
+    workspaces: list[Buffer] = []
+    while isinstance(body, S.Allocate) and body.buffer.scope == "global":
+        workspaces.append(body.buffer)
+        body = body.body
+    stmts = list(body.stmts) if isinstance(body, S.SeqStmt) else [body]
+    return workspaces, stmts
+
+
+def _touched(stmt: S.Stmt) -> set[object]:
+    datas: set[object] = set()
+
+    def visit(node: object) -> None:
+        buf = getattr(node, "buffer", None)
+        if isinstance(buf, Buffer):
+            datas.add(buf.data)
+
+    post_order_visit(stmt, visit)
+    return datas
+
+
+def split_host_device(func: S.PrimFunc) -> DeviceProgram:
+    workspaces, stmts = _root_statements(func.body)
+    candidates = list(func.params) + workspaces
+    kernels: list[S.PrimFunc] = []
+    launches: list[Launch] = []
+    for n, stmt in enumerate(stmts):
+        if not thread_loops(stmt):
+            raise LoweringError(
+                f"'{func.name}': a stage runs outside any GPU thread binding (root statement "
+                f"{n}); bind its outer loops to blockIdx/threadIdx"
+            )
+        name = f"{func.name}_kernel{n}" if len(stmts) > 1 else f"{func.name}_kernel"
+        extents = launch_extents(stmt, f"kernel '{name}'")
+        used = _touched(stmt)
+        args = tuple(b for b in candidates if b.data in used)
+        attrs = (("kernel", True), ("launch", launch_dims(extents)), ("global_symbol", name))
+        attrs += tuple((k, v) for k, v in func.attrs if k in ("fast_math", "target"))
+        kernels.append(S.PrimFunc(name, args, stmt, attrs))
+        launches.append(Launch(name, args))
+    return DeviceProgram(func.name, func.params, tuple(workspaces), tuple(kernels), tuple(launches))

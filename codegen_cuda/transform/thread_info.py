@@ -1,0 +1,53 @@
+"""Thread-binding facts of a device function: which loops are bound, to what extents.
+
+A loop bound to ``threadIdx.x`` is not a loop on the GPU: its variable *is* the
+hardware index. Several loops may bind the same tag (a cooperative fetch and the
+compute loop); the launch extent of a tag is their common extent.
+"""
+
+from __future__ import annotations
+
+from ember.errors import LoweringError
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import post_order_visit
+
+TAGS = tuple(f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz")
+
+
+def thread_loops(node: S.Stmt) -> list[S.For]:
+    loops: list[S.For] = []
+
+    def visit(n: object) -> None:
+        if isinstance(n, S.For) and n.kind is S.ForKind.THREAD_BINDING:
+            loops.append(n)
+
+    post_order_visit(node, visit)
+    return loops
+
+
+def launch_extents(node: S.Stmt, where: str) -> dict[str, int]:
+    """Extent of every bound tag; the loops of one tag must agree (``verify_gpu``'s rule)."""
+    extents: dict[str, int] = {}
+    for loop in thread_loops(node):
+        if loop.thread_tag not in TAGS:
+            raise LoweringError(f"{where}: unsupported thread tag '{loop.thread_tag}'")
+        if not isinstance(loop.extent, E.IntImm):
+            raise LoweringError(
+                f"{where}: loop '{loop.loop_var.name}' bound to {loop.thread_tag} has a "
+                f"non-constant extent ({loop.extent!r}); split it by a constant first"
+            )
+        ext = loop.extent.value
+        old = extents.setdefault(loop.thread_tag, ext)
+        if old != ext:
+            raise LoweringError(
+                f"{where}: {loop.thread_tag} is bound twice with different extents "
+                f"({old} and {ext}, loop '{loop.loop_var.name}'); bind loops of equal extent"
+            )
+    return extents
+
+
+def launch_dims(extents: dict[str, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    grid = tuple(extents.get(f"blockIdx.{a}", 1) for a in "xyz")
+    block = tuple(extents.get(f"threadIdx.{a}", 1) for a in "xyz")
+    return grid, block  # type: ignore[return-value]

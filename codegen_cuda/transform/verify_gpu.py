@@ -1,0 +1,68 @@
+"""Pass ``verify_gpu``: reject kernels the GPU cannot run, before any compiler sees them.
+
+Expects: a kernel (attrs ``kernel`` and ``launch``) for an architecture.
+Guarantees: at most 1024 threads per block, shared memory within the
+architecture's per-block limit, and per-thread local arrays within a budget;
+otherwise a ``LoweringError`` saying which limit, by how much, and what to change.
+"""
+
+from __future__ import annotations
+
+from ember.errors import LoweringError
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import post_order_visit
+
+MAX_THREADS_PER_BLOCK = 1024
+# Shared memory a block may use (bytes), with the opt-in carve-out.
+MAX_SHARED_PER_BLOCK = {
+    "sm_70": 96 * 1024,
+    "sm_75": 64 * 1024,
+    "sm_80": 163 * 1024,
+    "sm_86": 99 * 1024,
+    "sm_89": 99 * 1024,
+    "sm_90": 227 * 1024,
+}
+MAX_LOCAL_BYTES_PER_THREAD = 16 * 1024
+
+
+def _bytes(buf: object) -> int:
+    (size,) = buf.shape  # type: ignore[attr-defined]
+    if not isinstance(size, E.IntImm):
+        raise LoweringError(f"buffer '{buf.name}' has a non-constant size on the GPU")  # type: ignore[attr-defined]
+    return size.value * dt.bytes_of(buf.dtype)  # type: ignore[attr-defined]
+
+
+def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
+    _, block = func.attr("launch")
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise LoweringError(
+            f"kernel '{func.name}' uses {threads} threads per block ({block[0]}x{block[1]}x"
+            f"{block[2]}); the limit is {MAX_THREADS_PER_BLOCK}: split the thread axes smaller"
+        )
+    shared = 0
+    local = 0
+
+    def visit(node: object) -> None:
+        nonlocal shared, local
+        if isinstance(node, S.Allocate):
+            if node.buffer.scope == "shared":
+                shared += _bytes(node.buffer)
+            elif node.buffer.scope == "local":
+                local += _bytes(node.buffer)
+
+    post_order_visit(func.body, visit)
+    limit = MAX_SHARED_PER_BLOCK.get(arch, 48 * 1024)
+    if shared > limit:
+        raise LoweringError(
+            f"kernel '{func.name}' needs {shared} bytes of shared memory per block; {arch} "
+            f"allows {limit}: use smaller tiles for the shared stages"
+        )
+    if local > MAX_LOCAL_BYTES_PER_THREAD:
+        raise LoweringError(
+            f"kernel '{func.name}' needs {local} bytes of local memory per thread (limit "
+            f"{MAX_LOCAL_BYTES_PER_THREAD}): use smaller register tiles"
+        )
+    return func
