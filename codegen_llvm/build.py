@@ -16,12 +16,10 @@ from ember.codegen_llvm import jit
 from ember.codegen_llvm.codegen import codegen_module, function_symbol
 from ember.codegen_llvm.intrinsics import INTRINSICS
 from ember.codegen_llvm.module import LLVMModule
-from ember.errors import ArgumentError, EmberError, InternalError, LoweringError
-from ember.runtime.signature import FunctionSignature, ParamSpec
+from ember.errors import ArgumentError, EmberError, InternalError
+from ember.runtime.signature import FunctionSignature, param_specs
 from ember.target import Target
-from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import post_order_visit
 
 # Symbols generated code calls; a kernel of the same name would capture those calls.
 _RESERVED = frozenset(
@@ -30,18 +28,6 @@ _RESERVED = frozenset(
     | {n for r in INTRINSICS.values() if r.llvm for n in (r.llvm, r.llvm + "f")}
     | {"exp", "expf", "log", "logf", "sqrt", "sqrtf", "pow", "powf", "sin", "sinf", "cos", "cosf"}
 )
-
-
-def written_buffers(func: S.PrimFunc) -> set[E.Var]:
-    """The data pointers ``func`` stores into."""
-    out: set[E.Var] = set()
-
-    def visit(node: object) -> None:
-        if isinstance(node, S.BufferStore):
-            out.add(node.buffer.data)
-
-    post_order_visit(func.body, visit)
-    return out
 
 
 def _check_name(name: str) -> None:
@@ -60,20 +46,9 @@ def signature_of(func: S.PrimFunc) -> FunctionSignature:
     """Parameter names, static shapes and dtypes, and which parameters are written."""
     name = function_symbol(func)
     _check_name(name)
-    written = written_buffers(func)
-    params = []
-    for buf in func.params:
-        shape = []
-        for extent in buf.shape:
-            if not isinstance(extent, E.IntImm):
-                raise LoweringError(
-                    f"parameter '{buf.name}' of '{name}' has the symbolic shape "
-                    f"{tuple(buf.shape)}; the LLVM backend needs static shapes"
-                )
-            shape.append(extent.value)
-        params.append(ParamSpec(buf.name, tuple(shape), buf.dtype, buf.data in written))
+    params = param_specs(func, "LLVM")
     symbol = native_symbol(name)
-    return FunctionSignature(name, tuple(params), symbol="" if symbol == name else symbol)
+    return FunctionSignature(name, params, symbol="" if symbol == name else symbol)
 
 
 def _num_threads(target: Target) -> int | None:

@@ -2,7 +2,7 @@
 
 Expects: a kernel from ``split_host_device`` (thread indices as thread-binding loops).
 Guarantees: between a write to a shared buffer and a later read of it (RAW), and
-between a read and a later overwrite (WAR, WAW), a barrier lies on every path,
+between a read and a later overwrite (WAR), a barrier lies on every path,
 including across iterations of a loop (the barrier then closes the loop body).
 A barrier is placed only where all threads of the block reach it: never inside
 code that depends on a thread index, so it goes after such code instead. Buffers
@@ -32,7 +32,9 @@ class _Summary:
 
 
 def _conflict(later_r: set[E.Var], later_w: set[E.Var], r: set[E.Var], w: set[E.Var]) -> bool:
-    return bool(later_r & w or later_w & (r | w))
+    """RAW or WAR. Two writes in a row need no barrier: the stages Ember generates give
+    every element one writer, and the emulator's race check would catch one that did not."""
+    return bool(later_r & w or later_w & r)
 
 
 def _shared_reads(node: object) -> set[E.Var]:

@@ -135,3 +135,35 @@ def check_arguments(sig: FunctionSignature, args: Sequence[Any]) -> list[np.ndar
 
 
 __all__ = ["FunctionSignature", "ParamSpec", "check_arguments"]
+
+
+def param_specs(func: Any, backend: str) -> tuple[ParamSpec, ...]:
+    """Names, static shapes, dtypes of a PrimFunc's parameters, and which it writes.
+
+    ``backend`` names the code generator in the error for a symbolic shape.
+    """
+    from ember.errors import LoweringError
+    from ember.tir import expr as E
+    from ember.tir import stmt as S
+    from ember.tir.functor import post_order_visit
+
+    written: set[Any] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, S.BufferStore):
+            written.add(node.buffer.data)
+
+    post_order_visit(func.body, visit)
+    params = []
+    for buf in func.params:
+        shape = []
+        for extent in buf.shape:
+            if not isinstance(extent, E.IntImm):
+                raise LoweringError(
+                    f"parameter '{buf.name}' of '{func.name}' has the symbolic shape "
+                    f"{tuple(buf.shape)}; the {backend} backend needs static shapes"
+                )
+            shape.append(extent.value)
+        params.append(ParamSpec(buf.name, tuple(shape), buf.dtype, buf.data in written))
+    return tuple(params)
+

@@ -333,7 +333,11 @@ class Schedule:
         return self._by_op.get(id(op))
 
     def _reads(self, consumer: Stage, producer: Stage) -> bool:
-        """Does ``consumer`` read ``producer``'s output, directly or through inlined stages?"""
+        """Does ``consumer`` depend on ``producer``'s output, directly or through other stages?
+
+        Any path counts (``C`` reads ``A.local`` reads ``A.shared``): where the stages
+        in between are computed is checked when bounds are inferred.
+        """
         todo = [consumer.op]
         seen: set[int] = set()
         while todo:
@@ -342,8 +346,8 @@ class Schedule:
                 st = self.stage_of(t.op)
                 if st is producer:
                     return True
-                if st is not None and st.attach is AttachKind.INLINE and id(t.op) not in seen:
-                    seen.add(id(t.op))
+                if st is not None and id(st) not in seen:
+                    seen.add(id(st))
                     todo.append(st.op)
         return False
 
