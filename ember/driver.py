@@ -63,7 +63,9 @@ def build(
             from ember.codegen_llvm.build import build_llvm
 
             return build_llvm([func], tgt, disabled_passes=disabled_passes)
-        raise ArgumentError(f"target '{tgt.kind}' is not available in this build of Ember yet")
+        from ember.codegen_cuda.build import build_cuda
+
+        return build_cuda(func, tgt, disabled_passes=disabled_passes)
     except EmberError as e:
         raise e.add_context(f"while building '{name}' for {tgt}") from None
 

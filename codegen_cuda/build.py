@@ -1,0 +1,50 @@
+"""Entry of the CUDA backend: a lowered GPU PrimFunc in, a :class:`CUDAModule` out.
+
+``build_cuda`` is what :func:`ember.build` calls for ``target="cuda"``. It cuts the
+function into kernels (``split_host_device``), places barriers (``inject_sync``),
+checks the kernels against the architecture (``verify_gpu``), prints CUDA C and,
+when NVRTC is installed, compiles it right away so a compile error surfaces at
+build time. Without cuda-python the module still builds, prints and emulates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ember.codegen_cuda.module import CUDAModule
+from ember.codegen_cuda.transform.inject_sync import inject_sync
+from ember.codegen_cuda.transform.split_host_device import split_host_device
+from ember.codegen_cuda.transform.verify_gpu import verify_gpu
+from ember.errors import EmberError
+from ember.target import Target
+from ember.tir import stmt as S
+
+DEFAULT_ARCH = "sm_80"
+
+
+def default_arch() -> str:
+    """The visible device's architecture, else ``sm_80``."""
+    try:
+        from ember.codegen_cuda.device import visible_arch  # type: ignore[import-not-found]
+    except ImportError:
+        return DEFAULT_ARCH
+    return visible_arch() or DEFAULT_ARCH
+
+
+def build_cuda(func: S.PrimFunc, target: Target, disabled_passes: Sequence[str] = ()) -> CUDAModule:
+    arch = target.arch or default_arch()
+    program = split_host_device(func)
+    kernels = []
+    for kernel in program.kernels:
+        try:
+            if "inject_sync" not in disabled_passes:
+                kernel = inject_sync(kernel)
+            kernels.append(verify_gpu(kernel, arch))
+        except EmberError as e:
+            raise e.add_context(f"in kernel '{kernel.name}'") from None
+    program = dataclasses.replace(program, kernels=tuple(kernels))
+    fast_math = target.get("fast-math", "0") not in ("0", "")
+    module = CUDAModule(program, arch, fast_math)
+    module.compile_if_available()
+    return module

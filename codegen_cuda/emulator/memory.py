@@ -1,0 +1,218 @@
+"""Memory of the SIMT emulator: global, shared and local storage, with checked gathers and scatters.
+
+Every access is vectorised over the lanes of a chunk (see :mod:`.grid`): an
+index is a scalar (the same for every thread), a ``(lanes,)`` array (one per
+thread) or, for a vector access through a ``Ramp`` index, a ``(1, n)`` or
+``(lanes, n)`` array. Storage lives in the environment slot of the buffer's
+``data`` pointer:
+
+- ``global``: the caller's array, flattened; all threads see the same elements.
+- ``shared``: a ``(size, blocks)`` array, one column per block of the chunk.
+- ``local``: a ``(size, lanes)`` array, one column per thread.
+
+Only the threads of the active mask (environment slot 0) access memory: an
+index that is out of bounds for an active thread raises :class:`ArgumentError`
+naming the buffer, the thread and the statement; inactive threads' indices are
+ignored. Shared accesses report to the allocation's :class:`RaceTracker`.
+bfloat16 is stored as ``uint16`` bits and computed in float32, as in the
+reference interpreter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.codegen_cuda.emulator.grid import CHUNK, MASK, Chunk
+from ember.codegen_cuda.emulator.races import RaceTracker
+from ember.errors import ArgumentError, InternalError
+from ember.tir import dtype as dt
+from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
+
+Env = list
+_BF16_NAN_BITS = 0x7FC1
+_INT_FILL_BYTE = 0xA5
+
+
+def _as_value(raw: Any, bf16: bool) -> Any:
+    if not bf16:
+        return raw
+    out = bf16_to_float32(raw)
+    return out if out.ndim else out[()]
+
+
+def _lane_mask(mask: np.ndarray, vector: bool) -> np.ndarray:
+    return mask[:, None] if vector else mask
+
+
+class Storage:
+    """One buffer's memory; ``load``/``store`` take the index, the value and the environment."""
+
+    scope = "global"
+
+    def __init__(self, name: str, dtype: str, size: int, sites: Sequence[str]) -> None:
+        self.name = name
+        self.bf16 = dt.element_of(dtype) == "bfloat16"
+        self.size = size
+        self.sites = sites
+
+    # -- bounds ---------------------------------------------------------------------
+    def checked(self, idx: Any, env: Env, what: str, site: int) -> Any:
+        """``idx`` with inactive threads' out-of-bounds entries set to 0; raises for active ones."""
+        if np.ndim(idx) == 0:
+            if 0 <= idx < self.size:
+                return idx
+            mask = env[MASK]
+            lane = 0 if mask is None else int(np.argmax(mask))
+            self._raise_oob(env[CHUNK], what, site, lane, int(idx))
+        bad = (idx < 0) | (idx >= self.size)
+        if not bad.any():
+            return idx
+        mask = env[MASK]
+        active = bad if mask is None else bad & _lane_mask(mask, idx.ndim == 2)
+        if active.any():
+            pos = tuple(np.argwhere(active)[0])
+            value = int(np.broadcast_to(idx, active.shape)[pos])
+            self._raise_oob(env[CHUNK], what, site, int(pos[0]), value)
+        return np.where(bad, 0, idx)
+
+    def lane_shape(self, env: Env, *xs: Any) -> tuple[int, ...]:
+        """``(lanes,)`` for scalar accesses, ``(lanes, n)`` when an operand is an n-lane vector."""
+        lanes = env[CHUNK].lanes
+        width = max((np.shape(x)[1] for x in xs if np.ndim(x) == 2), default=0)
+        return (lanes, width) if width else (lanes,)
+
+    def _raise_oob(self, chunk: Chunk, what: str, site: int, lane: int, index: int) -> None:
+        raise ArgumentError(
+            f"out-of-bounds {what} of {self.scope} buffer '{self.name}' at index {index} "
+            f"(it has {self.size} elements) by {chunk.describe(lane)} in `{self.sites[site]}`"
+        )
+
+
+class GlobalStorage(Storage):
+    def __init__(self, name: str, dtype: str, data: np.ndarray, sites: Sequence[str]) -> None:
+        super().__init__(name, dtype, data.size, sites)
+        self.data = data
+
+    def load(self, idx: Any, env: Env, site: int) -> Any:
+        idx = self.checked(idx, env, "load", site)
+        return _as_value(self.data[idx], self.bf16)
+
+    def store(self, idx: Any, value: Any, env: Env, site: int) -> None:
+        idx = self.checked(idx, env, "store", site)
+        if self.bf16:
+            value = float32_to_bf16(value)
+        mask = env[MASK]
+        if mask is None and np.shape(value) in ((), np.shape(idx)):
+            self.data[idx] = value
+            return
+        full = self.lane_shape(env, idx, value)
+        i, v = np.broadcast_to(idx, full), np.broadcast_to(value, full)
+        if mask is not None:
+            m = np.broadcast_to(_lane_mask(mask, len(full) == 2), full)
+            i, v = i[m], v[m]
+        self.data[i] = v
+
+
+class BlockStorage(Storage):
+    """``shared`` (a column per block) or ``local`` (a column per thread) memory."""
+
+    def __init__(
+        self, name: str, dtype: str, size: int, scope: str, chunk: Chunk, sites: Sequence[str]
+    ) -> None:
+        super().__init__(name, dtype, size, sites)
+        self.scope = scope
+        self.shared = scope == "shared"
+        ncols = chunk.nblocks if self.shared else chunk.lanes
+        self.cols = chunk.lane_block if self.shared else chunk.lane_ids
+        self.ncols = ncols
+        self.data = _fresh(dtype, (size, ncols))
+        self.tracker: RaceTracker | None = None
+        if self.shared and chunk.check_races:
+            self.tracker = RaceTracker(name, size, ncols, sites, chunk.describe)
+
+    def load(self, idx: Any, env: Env, site: int) -> Any:
+        idx = self.checked(idx, env, "load", site)
+        vector = np.ndim(idx) == 2
+        if self.tracker is not None:
+            elems, lanes = self._accesses(idx, env, vector)
+            self.tracker.on_read(elems, lanes, site)
+        if np.ndim(idx) == 0 and not self.shared:
+            raw = self.data[idx].copy()
+        elif self.ncols == 1:
+            raw = self.data[idx, 0]
+        else:
+            raw = self.data[idx, self.cols[:, None] if vector else self.cols]
+        return _as_value(raw, self.bf16)
+
+    def store(self, idx: Any, value: Any, env: Env, site: int) -> None:
+        idx = self.checked(idx, env, "store", site)
+        if self.bf16:
+            value = float32_to_bf16(value)
+        mask = env[MASK]
+        vector = np.ndim(idx) == 2 or np.ndim(value) == 2
+        if self.tracker is not None:
+            elems, lanes = self._accesses(idx, env, vector)
+            self.tracker.on_write(elems, lanes, site)
+        if np.ndim(idx) == 0 and not self.shared and not vector:
+            row = self.data[idx]
+            if mask is None:
+                row[...] = value
+            else:
+                np.copyto(row, value, where=mask, casting="unsafe")
+            return
+        full = self.lane_shape(env, idx, value)
+        cols = self.cols[:, None] if len(full) == 2 else self.cols
+        i, c, v = (np.broadcast_to(x, full) for x in (idx, cols, value))
+        if mask is not None:
+            m = np.broadcast_to(_lane_mask(mask, len(full) == 2), full)
+            i, c, v = i[m], c[m], v[m]
+        self.data[i, c] = v
+
+    def _accesses(self, idx: Any, env: Env, vector: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Flat tracker entries and lanes of the active threads' accesses."""
+        chunk: Chunk = env[CHUNK]
+        full = self.lane_shape(env, idx)
+        if vector and len(full) == 1:
+            full = (full[0], 1)
+        cols = chunk.lane_block[:, None] if len(full) == 2 else chunk.lane_block
+        lanes = chunk.lane_ids[:, None] if len(full) == 2 else chunk.lane_ids
+        elems = np.asarray(idx, dtype=np.int64) * self.ncols + cols
+        e, t = np.broadcast_to(elems, full), np.broadcast_to(lanes, full)
+        mask = env[MASK]
+        if mask is None:
+            return e.reshape(-1), t.reshape(-1)
+        m = np.broadcast_to(_lane_mask(mask, len(full) == 2), full)
+        return e[m], t[m]
+
+
+def _fresh(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """New storage filled so that reading what nobody wrote shows: NaN or a byte pattern."""
+    base = dt.element_of(dtype)
+    npdt = dt.numpy_dtype(base)
+    if base == "bfloat16":
+        return np.full(shape, _BF16_NAN_BITS, dtype=npdt)
+    if dt.is_float(base):
+        return np.full(shape, np.nan, dtype=npdt)
+    if base == "bool":
+        return np.ones(shape, dtype=npdt)
+    arr = np.empty(shape, dtype=npdt)
+    arr.view(np.uint8)[...] = _INT_FILL_BYTE
+    return arr
+
+
+def allocation_size(buf: Any) -> int:
+    """The constant element count of an ``Allocate``d buffer."""
+    size = buf.flat_size()
+    value = getattr(size, "value", None)
+    if not isinstance(value, int) or dt.lanes_of(buf.dtype) != 1:
+        raise InternalError(
+            f"the emulator needs {buf.scope} allocations of constant size and scalar type; "
+            f"'{buf.name}' has size {size!r} and type {buf.dtype}"
+        )
+    return value
+
+
+__all__ = ["BlockStorage", "GlobalStorage", "Storage", "allocation_size"]

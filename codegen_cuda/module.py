@@ -1,0 +1,119 @@
+"""``CUDAModule``: CUDA kernels with their host launch list, callable like any module.
+
+It keeps every stage's artifact (the kernels' TIR, the CUDA source, PTX and cubin
+once compiled) and offers three ways to run: on a GPU through the driver API
+(not in this build yet), on the CPU through the SIMT emulator (``emulate``, or
+``EMBER_CUDA_EMULATE=1`` for plain calls), and nowhere else: without a device a
+call raises ``DeviceError`` pointing at the emulator.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ember.codegen_cuda.transform.split_host_device import DeviceProgram
+from ember.errors import ArgumentError, DeviceError
+from ember.runtime.module import Module
+from ember.runtime.signature import FunctionSignature, check_arguments, param_specs
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+
+
+class CUDAModule(Module):
+    def __init__(self, program: DeviceProgram, arch: str, fast_math: bool = False) -> None:
+        host = _host_signature(program)
+        super().__init__([host])
+        self.program = program
+        self.arch = arch
+        self.fast_math = fast_math
+        self._source: str | None = None
+        self._compiled: Any = None
+
+    # -- artifacts ---------------------------------------------------------------------------
+    @property
+    def kernels(self) -> tuple[Any, ...]:
+        return self.program.kernels
+
+    def cuda_source(self) -> str:
+        if self._source is None:
+            from ember.codegen_cuda.printer_cuda import print_module
+
+            self._source = print_module(list(self.program.kernels))
+        return self._source
+
+    def compile(self) -> Any:
+        """Compile with NVRTC for ``self.arch`` (cached on disk by content)."""
+        if self._compiled is None:
+            from ember.codegen_cuda.nvrtc import compile_cuda
+
+            self._compiled = compile_cuda(self.cuda_source(), self.arch, fast_math=self.fast_math)
+        return self._compiled
+
+    def compile_if_available(self) -> None:
+        """Compile now when NVRTC is installed, so errors show at build time."""
+        try:
+            import cuda.bindings.nvrtc  # noqa: F401
+        except ImportError:
+            return
+        self.compile()
+
+    def get_source(self, fmt: str = "cuda") -> str:
+        if fmt in ("cuda", "cu", ""):
+            return self.cuda_source()
+        if fmt == "ptx":
+            return self.compile().ptx
+        if fmt == "tir":
+            return "\n\n".join(repr(k) for k in self.program.kernels)
+        raise ArgumentError(f"unknown source format {fmt!r}; use 'cuda', 'ptx' or 'tir'")
+
+    def resource_usage(self) -> dict[str, Any]:
+        """Registers, shared and local (spill) bytes per kernel, from the compiler's report."""
+        return dict(self.compile().resources)
+
+    # -- running ---------------------------------------------------------------------------------
+    def emulate(self, *args: Any, check_races: bool = True) -> None:
+        """Run every kernel on the CPU with the SIMT emulator, writing outputs in place."""
+        from ember.codegen_cuda.emulator import emulate
+
+        arrays = check_arguments(self.signatures[0], args)
+        by_data = {b.data: a for b, a in zip(self.program.params, arrays)}
+        for ws in self.program.workspaces:
+            (size,) = ws.shape
+            assert isinstance(size, E.IntImm)
+            by_data[ws.data] = np.zeros(size.value, dtype=dt.numpy_dtype(ws.dtype))
+        kernels = {k.name: k for k in self.program.kernels}
+        for launch in self.program.launches:
+            kernel = kernels[launch.kernel]
+            emulate(kernel, *[by_data[b.data] for b in launch.args], check_races=check_races)
+
+    def __call__(self, *args: Any) -> None:
+        if os.environ.get("EMBER_CUDA_EMULATE", "") not in ("", "0"):
+            self.emulate(*args)
+            return
+        raise DeviceError(
+            f"'{self.program.name}' is built for CUDA ({self.arch}), but this build of Ember "
+            "cannot launch on a device here (no CUDA driver or GPU was found); run it on the "
+            "CPU with module.emulate(...) or set EMBER_CUDA_EMULATE=1"
+        )
+
+    def _native(self, name: str) -> Any:
+        raise DeviceError("no CUDA device: use module.emulate(...) or EMBER_CUDA_EMULATE=1")
+
+    def time_evaluator(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ARG002
+        raise DeviceError(
+            "timing a CUDA module needs a GPU; the emulator's speed says nothing about the device"
+        )
+
+    def __repr__(self) -> str:
+        names = ", ".join(k.name for k in self.program.kernels)
+        return f"CUDAModule({self.program.name}: {names}; {self.arch})"
+
+
+def _host_signature(program: DeviceProgram) -> FunctionSignature:
+    from ember.tir import stmt as S
+
+    host = S.PrimFunc(program.name, program.params, S.seq(*[k.body for k in program.kernels]))
+    return FunctionSignature(program.name, param_specs(host, "CUDA"))

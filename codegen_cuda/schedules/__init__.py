@@ -1,0 +1,5 @@
+"""GPU schedule templates; importing this package registers every ``<op>.cuda`` template."""
+
+from ember.codegen_cuda.schedules import elementwise, matmul
+
+__all__ = ["elementwise", "matmul"]

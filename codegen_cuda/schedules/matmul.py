@@ -1,0 +1,72 @@
+"""GPU template for ``matmul`` (``A @ B``): shared-memory block tiles, register thread tiles.
+
+Each block computes a ``bm x bn`` tile of C with ``(bm/tm) x (bn/tn)`` threads;
+each thread accumulates a ``tm x tn`` sub-tile in registers. For every ``bk``
+slice of K the block first copies the A and B tiles it needs into shared memory
+(all threads cooperating, so each global element is read once per block), waits
+at a barrier, then every thread reads its rows and columns from shared memory
+into registers and updates its sub-tile. Threads of a warp cover consecutive
+columns, so their global reads of B and writes of C coalesce.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.codegen_cuda.schedules.common import cooperative_fetch
+from ember.tir.schedule.schedule import Schedule, create_schedule
+from ember.tir.te import operation as te
+from ember.tuner.template import get_config, template
+
+
+@template("matmul.cuda")
+def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
+    cfg = get_config()
+    cfg.define_knob("bm", [16, 32, 64, 128], default=64)
+    cfg.define_knob("bn", [16, 32, 64, 128], default=64)
+    cfg.define_knob("bk", [4, 8, 16, 32], default=8)
+    cfg.define_knob("tm", [1, 2, 4, 8], default=4)
+    cfg.define_knob("tn", [1, 2, 4, 8], default=4)
+    cfg.add_constraint(
+        lambda c: (c["bm"].val // c["tm"].val) * (c["bn"].val // c["tn"].val) <= 1024,
+        "at most 1024 threads per block",
+    )
+    bm, bn, bk = cfg["bm"].val, cfg["bn"].val, cfg["bk"].val
+    tm, tn = min(cfg["tm"].val, bm), min(cfg["tn"].val, bn)
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    AS = s.cache_read(A, "shared", [CL])
+    BS = s.cache_read(B, "shared", [CL])
+    AL = s.cache_read(AS, "local", [CL])
+    BL = s.cache_read(BS, "local", [CL])
+
+    i, j = s[C].op.axis
+    by, yi = s[C].split(i, factor=bm)
+    bx, xi = s[C].split(j, factor=bn)
+    ty, yr = s[C].split(yi, nparts=bm // tm)
+    tx, xr = s[C].split(xi, nparts=bn // tn)
+    s[C].reorder(by, bx, ty, tx, yr, xr)
+    s[C].bind(by, "blockIdx.y")
+    s[C].bind(bx, "blockIdx.x")
+    s[C].bind(ty, "threadIdx.y")
+    s[C].bind(tx, "threadIdx.x")
+
+    s[CL].compute_at(s[C], tx)
+    yc, xc = s[CL].op.axis
+    (kk,) = s[CL].op.reduce_axis
+    ko, ki = s[CL].split(kk, factor=bk)
+    s[CL].reorder(ko, ki, yc, xc)
+    s[CL].unroll(ki)
+    s[CL].unroll(yc)
+    s[CL].unroll(xc)
+
+    for shared in (AS, BS):
+        s[shared].compute_at(s[CL], ko)
+        cooperative_fetch(s[shared], bm // tm, bn // tn)
+    for local in (AL, BL):
+        s[local].compute_at(s[CL], ki)
+    return s, [A, B, C]
