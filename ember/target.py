@@ -41,7 +41,9 @@ class Target:
                 raise ArgumentError(
                     f"target option {token!r} in {text!r} must look like -key=value"
                 )
-            key, _, value = token.lstrip("-").partition("=")
+            key, eq, value = token.lstrip("-").partition("=")
+            if eq and not value:
+                raise ArgumentError(f"target option -{key} in {text!r} has an empty value")
             if key not in _OPTIONS[kind]:
                 raise ArgumentError(
                     f"unknown option -{key} for target {kind!r}; known: "
