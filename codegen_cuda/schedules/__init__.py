@@ -1,5 +1,5 @@
 """GPU schedule templates; importing this package registers every ``<op>.cuda`` template."""
 
-from ember.codegen_cuda.schedules import elementwise, matmul
+from ember.codegen_cuda.schedules import elementwise, matmul, reduce
 
-__all__ = ["elementwise", "matmul"]
+__all__ = ["elementwise", "matmul", "reduce"]

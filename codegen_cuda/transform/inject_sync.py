@@ -5,62 +5,78 @@ Guarantees: between a write to a shared buffer and a later read of it (RAW), and
 between a read and a later overwrite (WAR), a barrier lies on every path,
 including across iterations of a loop (the barrier then closes the loop body).
 A barrier is placed only where all threads of the block reach it: never inside
-code that depends on a thread index, so it goes after such code instead. Buffers
-are compared by name only, not by the elements each thread touches, so a shared
-buffer each thread uses privately still gets barriers.
+code that depends on a thread index, so it goes after such code instead. An
+access every thread makes to an element of its own (:mod:`.private_access`)
+orders nothing between threads and needs no barrier.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from ember.codegen_cuda.transform.private_access import private_key
 from ember.errors import LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit, uses_var
 
+# A shared access: the buffer's pointer, and the key of its thread-private index
+# (None when other threads may touch the same element).
+Access = tuple[E.Var, Hashable | None]
+
 
 @dataclass
 class _Summary:
-    """Shared buffers accessed before the first and after the last barrier of a statement."""
+    """Shared accesses before the first and after the last barrier of a statement."""
 
-    head_r: set[E.Var] = field(default_factory=set)
-    head_w: set[E.Var] = field(default_factory=set)
-    tail_r: set[E.Var] = field(default_factory=set)
-    tail_w: set[E.Var] = field(default_factory=set)
+    head_r: set[Access] = field(default_factory=set)
+    head_w: set[Access] = field(default_factory=set)
+    tail_r: set[Access] = field(default_factory=set)
+    tail_w: set[Access] = field(default_factory=set)
     barrier: bool = False
 
 
-def _conflict(later_r: set[E.Var], later_w: set[E.Var], r: set[E.Var], w: set[E.Var]) -> bool:
+def _overlap(a: set[Access], b: set[Access]) -> bool:
+    """Could a thread's access in ``a`` touch an element another thread accessed in ``b``?"""
+    for data, key in a:
+        for data2, key2 in b:
+            if data is data2 and (key is None or key != key2):
+                return True
+    return False
+
+
+def _conflict(later_r: set[Access], later_w: set[Access], r: set[Access], w: set[Access]) -> bool:
     """RAW or WAR. Two writes in a row need no barrier: the stages Ember generates give
     every element one writer, and the emulator's race check would catch one that did not."""
-    return bool(later_r & w or later_w & r)
-
-
-def _shared_reads(node: object) -> set[E.Var]:
-    out: set[E.Var] = set()
-
-    def visit(n: object) -> None:
-        if isinstance(n, E.BufferLoad) and n.buffer.scope == "shared":
-            out.add(n.buffer.data)
-
-    post_order_visit(node, visit)
-    return out
+    return _overlap(later_r, w) or _overlap(later_w, r)
 
 
 class _Sync:
     def __init__(self, block: tuple[int, int, int]) -> None:
         self.block = dict(zip("xyz", block))
-        self.thread_vars: list[E.Var] = []
+        self.thread_vars: dict[E.Var, str] = {}
 
     def divergent_cond(self, cond: E.PrimExpr) -> bool:
-        tvars = set(self.thread_vars)
-        return uses_var(cond, lambda v: v in tvars)
+        return uses_var(cond, lambda v: v in self.thread_vars)
+
+    def access(self, buf: object, index: E.PrimExpr) -> Access:
+        return (buf.data, private_key(index, self.thread_vars, self.block))  # type: ignore[attr-defined]
+
+    def shared_reads(self, node: object) -> set[Access]:
+        out: set[Access] = set()
+
+        def visit(n: object) -> None:
+            if isinstance(n, E.BufferLoad) and n.buffer.scope == "shared":
+                out.add(self.access(n.buffer, n.indices[0]))
+
+        post_order_visit(node, visit)
+        return out
 
     def run(self, s: S.Stmt, divergent: bool) -> tuple[S.Stmt, _Summary]:
         if isinstance(s, S.BufferStore):
-            r = _shared_reads(s.value) | set().union(*(_shared_reads(i) for i in s.indices))
-            w = {s.buffer.data} if s.buffer.scope == "shared" else set()
+            r = self.shared_reads(s.value) | set().union(*(self.shared_reads(i) for i in s.indices))
+            w = {self.access(s.buffer, s.indices[0])} if s.buffer.scope == "shared" else set()
             return s, _Summary(r, w, set(r), set(w))
         if isinstance(s, S.SeqStmt):
             return self.seq(s, divergent)
@@ -72,7 +88,7 @@ class _Sync:
             return s, _Summary(barrier=True)
         if isinstance(s, (S.Allocate, S.LetStmt, S.AttrStmt, S.AssertStmt)):
             body, summ = self.run(s.body, divergent)
-            extra = _shared_reads(getattr(s, "value", None) or E.const(0))
+            extra = self.shared_reads(getattr(s, "value", None) or E.const(0))
             summ.head_r |= extra
             if body is s.body:
                 return s, summ
@@ -80,15 +96,15 @@ class _Sync:
             fields["body"] = body
             return type(s)(**fields), summ
         if isinstance(s, S.Evaluate):
-            r = _shared_reads(s.value)
+            r = self.shared_reads(s.value)
             return s, _Summary(r, set(), set(r), set())
         raise LoweringError(f"inject_sync: unexpected statement {type(s).__name__}")
 
     def seq(self, s: S.SeqStmt, divergent: bool) -> tuple[S.Stmt, _Summary]:
         out: list[S.Stmt] = []
         summ = _Summary()
-        cur_r: set[E.Var] = set()
-        cur_w: set[E.Var] = set()
+        cur_r: set[Access] = set()
+        cur_w: set[Access] = set()
         for child in s.stmts:
             new, cs = self.run(child, divergent)
             if _conflict(cs.head_r, cs.head_w, cur_r, cur_w):
@@ -120,7 +136,7 @@ class _Sync:
         if s.kind is S.ForKind.THREAD_BINDING:
             tag = s.thread_tag
             if tag.startswith("threadIdx"):
-                self.thread_vars.append(s.loop_var)
+                self.thread_vars[s.loop_var] = tag
                 full = isinstance(s.extent, E.IntImm) and s.extent.value == self.block[tag[-1]]
                 inner_div = divergent or not full
         elif self.divergent_cond(s.extent) or self.divergent_cond(s.min):
@@ -151,7 +167,7 @@ class _Sync:
             other, es = self.run(s.else_case, div)
         else:
             other, es = None, _Summary()
-        cond_r = _shared_reads(s.condition)
+        cond_r = self.shared_reads(s.condition)
         summ = _Summary(
             ts.head_r | es.head_r | cond_r,
             ts.head_w | es.head_w,

@@ -40,6 +40,9 @@ class StageBounds:
     root_offset: dict[IterVar, E.PrimExpr] = field(default_factory=dict)  # value - region min
     # axes whose region may leave the tensor: (below its start, beyond its end)
     domain_guards: dict[IterVar, tuple[bool, bool]] = field(default_factory=dict)
+    # leaves bound to a thread axis with its own range: the loop runs that many
+    # iterations, and only the first ``extents[leaf]`` do the work
+    thread_extents: dict[IterVar, E.PrimExpr] = field(default_factory=dict)
 
 
 def infer_bounds(
@@ -65,6 +68,7 @@ def infer_bounds(
             root_ext[rv] = rv.dom.extent  # type: ignore[union-attr]
         extents = pass_down_extents(st.relations, root_ext)
         sb = StageBounds(root_min, extents, full=full, domain_guards=guards)
+        sb.thread_extents = _thread_extents(st, extents)
         if id(st) not in full_stages:  # arguments live in the caller's memory
             sb.alloc_shape = _alloc_shape(st, sb, bounds)
         leaf_vals = {iv: iv.var for iv in st.leaf_iter_vars}
@@ -218,3 +222,22 @@ def _alloc_shape(st: Stage, sb: StageBounds, bounds: dict[int, StageBounds]) -> 
             )
         shape.append(max(int(hi), 1))
     return tuple(shape)
+
+
+def _thread_extents(st: Stage, extents: dict[IterVar, E.PrimExpr]) -> dict[IterVar, E.PrimExpr]:
+    """Loop extents fixed by ``bind`` to a thread axis made with a range (``thread_axis((0, 256),
+    "threadIdx.x")``), as in TVM: a stage whose region is smaller still spans every thread."""
+    out: dict[IterVar, E.PrimExpr] = {}
+    for iv in st.leaf_iter_vars:
+        attr = st.iter_attrs.get(iv)
+        dom = attr.bind.dom if attr is not None and attr.bind is not None else None
+        if dom is None:
+            continue
+        need, have = extents[iv], dom.extent
+        if isinstance(need, E.IntImm) and isinstance(have, E.IntImm) and have.value < need.value:
+            raise LoweringError(
+                f"stage '{st.name}': axis '{iv.name}' needs {need.value} iterations but is bound "
+                f"to {attr.bind.thread_tag} with range {have.value}"  # type: ignore[union-attr]
+            )
+        out[iv] = have
+    return out

@@ -160,7 +160,7 @@ class _Lowering:
     def make_for(self, st: Stage, iv: IterVar, sb: StageBounds, body: S.Stmt) -> S.Stmt:
         attr = st.iter_attrs.get(iv)
         kind = attr.kind if attr is not None else S.ForKind.SERIAL
-        ext = sb.extents[iv]
+        ext = sb.thread_extents.get(iv, sb.extents[iv])
         if kind is S.ForKind.VECTORIZED and not isinstance(ext, E.IntImm):
             raise st._error(
                 f"vectorize: axis '{iv.name}' has a non-constant extent ({ext!r}); split it by "
@@ -189,6 +189,9 @@ class _Lowering:
             if isinstance(rel, Split) and not split_is_exact(rel, sb.extents):
                 cond = values[rel.parent] < sb.extents[rel.parent]
                 (reduce_g if rel.parent.kind is IterKind.REDUCE else data_g).append(cond)
+        for iv, full_ext in sb.thread_extents.items():
+            if full_ext is not sb.extents[iv]:
+                data_g.append(iv.var < sb.extents[iv])
         for iv, (below, above) in sb.domain_guards.items():
             value, dom = sb.root_value[iv], iv.dom
             assert dom is not None
