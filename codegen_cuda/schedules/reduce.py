@@ -31,3 +31,29 @@ def reduce_cuda(
     s[out].bind(r, "blockIdx.x")
     schedule_block_reduce(s, s[out], r, steps)
     return s, [X, out]
+
+
+@template("softmax.cuda")
+def softmax_cuda(R: int, C: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
+    """Softmax over the last axis: the row max and the sum of exponentials are block
+    reductions; each thread keeps its own copy of the two row scalars in registers."""
+    cfg = get_config()
+    cfg.define_knob("threads", [32, 64, 128, 256, 512], default=256 if C >= 256 else 64)
+    threads = cfg["threads"].val
+    X = te.placeholder((R, C), dtype, name="X")
+    mx, max_steps = block_reduce(R, C, lambda r, c: X[r, c], "max", threads, name="row_max")
+    sm, sum_steps = block_reduce(
+        R, C, lambda r, c: te.exp(X[r, c] - mx[r]), "sum", threads, name="row_sum"
+    )
+    Y = te.compute((R, C), lambda r, c: te.exp(X[r, c] - mx[r]) / sm[r], name="softmax")
+    s = create_schedule(Y.op)
+    r, c = s[Y].op.axis
+    s[Y].bind(r, "blockIdx.x")
+    co, ci = s[Y].split(c, factor=threads)
+    s[Y].reorder(r, co, ci)
+    s[Y].bind(ci, te.thread_axis("threadIdx.x", (0, threads)))
+    for scalar in (mx, sm):
+        s[scalar].set_scope("local")
+        s[scalar].compute_at(s[Y], r)
+    schedule_block_reduce(s, s[Y], r, max_steps + sum_steps)
+    return s, [X, Y]

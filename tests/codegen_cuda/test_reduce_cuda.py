@@ -77,3 +77,46 @@ def test_private_key_recognises_per_thread_elements():
     assert private_key(ty * 8 + tx, threads, block) is None  # threads collide (8 < 16)
     assert private_key(tx // 2 + ty * 16, threads, block) is None  # two threads per element
     assert private_key(tx + k, threads, block) is None  # the ty threads share elements
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _build_softmax(R, C, config=None, arch="sm_80"):  # noqa: ANN001, ANN202
+    task = create_task("softmax.cuda", args=(R, C, "float32"), target=f"cuda -arch={arch}")
+    s, args = task.instantiate(config)
+    return ember.build(s, args, target=f"cuda -arch={arch}")
+
+
+@pytest.mark.parametrize("shape", [(3, 37), (4, 1000), (2, 256)])
+def test_softmax_cuda_emulated(rng, shape):
+    mod = _build_softmax(*shape)
+    x = rng.uniform(-4, 4, shape).astype("float32")
+    y = np.full(shape, np.nan, "float32")
+    mod.emulate(x, y)
+    np.testing.assert_allclose(y, _softmax(x), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_cuda_every_barrier_is_needed(rng):
+    mod = _build_softmax(2, 40, config={"threads": 0})
+    x = rng.uniform(-4, 4, (2, 40)).astype("float32")
+    program = mod.program
+    (kernel,) = program.kernels
+    count = repr(kernel).count("barrier(")
+    assert count == 12
+    for k in range(count):
+        mod.program = dataclasses.replace(program, kernels=(_DropBarrier(k).visit_func(kernel),))
+        with pytest.raises(ember.RaceError):
+            mod.emulate(x, np.empty((2, 40), "float32"))
+    mod.program = program
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_softmax_cuda_compiles(arch):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    mod = _build_softmax(4096, 1024, arch=arch)
+    for use in mod.resource_usage().values():
+        assert use.local_bytes == 0 and use.shared_bytes <= 48 * 1024
