@@ -57,3 +57,41 @@ def softmax_cuda(R: int, C: int, dtype: str = "float32") -> tuple[Schedule, list
         s[scalar].compute_at(s[Y], r)
     schedule_block_reduce(s, s[Y], r, max_steps + sum_steps)
     return s, [X, Y]
+
+
+@template("layer_norm.cuda")
+def layer_norm_cuda(
+    R: int, C: int, eps: float = 1e-5, dtype: str = "float32"
+) -> tuple[Schedule, list[Any]]:
+    """Layer norm over the last axis: mean and variance as block reductions, then every
+    thread normalises its columns; gamma and beta are read once per column."""
+    cfg = get_config()
+    cfg.define_knob("threads", [32, 64, 128, 256, 512], default=256 if C >= 256 else 64)
+    threads = cfg["threads"].val
+    X = te.placeholder((R, C), dtype, name="X")
+    gamma = te.placeholder((C,), dtype, name="gamma")
+    beta = te.placeholder((C,), dtype, name="beta")
+    inv_c = 1.0 / C
+    mean, mean_steps = block_reduce(R, C, lambda r, c: X[r, c] * inv_c, "sum", threads, "mean")
+
+    def centred_square(r, c):  # noqa: ANN001, ANN202
+        d = X[r, c] - mean[r]
+        return d * d * inv_c
+
+    var, var_steps = block_reduce(R, C, centred_square, "sum", threads, "var")
+    Y = te.compute(
+        (R, C),
+        lambda r, c: (X[r, c] - mean[r]) * te.rsqrt(var[r] + eps) * gamma[c] + beta[c],
+        name="layer_norm",
+    )
+    s = create_schedule(Y.op)
+    r, c = s[Y].op.axis
+    s[Y].bind(r, "blockIdx.x")
+    co, ci = s[Y].split(c, factor=threads)
+    s[Y].reorder(r, co, ci)
+    s[Y].bind(ci, te.thread_axis("threadIdx.x", (0, threads)))
+    for scalar in (mean, var):
+        s[scalar].set_scope("local")
+        s[scalar].compute_at(s[Y], r)
+    schedule_block_reduce(s, s[Y], r, mean_steps + var_steps)
+    return s, [X, gamma, beta, Y]

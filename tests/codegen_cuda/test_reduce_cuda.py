@@ -120,3 +120,19 @@ def test_softmax_cuda_compiles(arch):
     mod = _build_softmax(4096, 1024, arch=arch)
     for use in mod.resource_usage().values():
         assert use.local_bytes == 0 and use.shared_bytes <= 48 * 1024
+
+
+@pytest.mark.parametrize("shape", [(3, 37), (4, 1000)])
+def test_layer_norm_cuda_emulated(rng, shape):
+    R, C = shape
+    task = create_task("layer_norm.cuda", args=(R, C, 1e-5, "float32"), target="cuda")
+    s, args = task.instantiate()
+    mod = ember.build(s, args, target="cuda")
+    x = rng.uniform(-2, 2, shape).astype("float32") + 3.0
+    g = rng.uniform(0.5, 1.5, C).astype("float32")
+    b = rng.uniform(-1, 1, C).astype("float32")
+    y = np.full(shape, np.nan, "float32")
+    mod.emulate(x, g, b, y)
+    mu = x.mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(y, (x - mu) / np.sqrt(var + 1e-5) * g + b, rtol=1e-4, atol=1e-4)
