@@ -17,6 +17,9 @@ WORKLOADS = [
     ("matmul.cuda", (1024, 1024, 1024, "float32"), lambda M, N, K, _: 2.0 * M * N * K),
     ("matmul.cuda", (4096, 4096, 4096, "float32"), lambda M, N, K, _: 2.0 * M * N * K),
     ("elementwise_chain.cuda", (4096, 4096, "float32"), lambda R, C, _: 11.0 * R * C),
+    ("reduce.cuda", (4096, 4096, "sum", "float32"), lambda R, C, *_: 1.0 * R * C),
+    ("softmax.cuda", (4096, 1024, "float32"), lambda R, C, _: 5.0 * R * C),
+    ("layer_norm.cuda", (4096, 1024, 1e-5, "float32"), lambda R, C, *_: 8.0 * R * C),
 ]
 
 
