@@ -107,45 +107,49 @@ class _Lowering:
         ]
 
     def stage_nest(self, st: Stage) -> S.Stmt:
-        op = st.op
-        assert isinstance(op, ComputeOp)
+        """The stage's loops in leaf order around its store, with attached stages inside."""
         sb = self.bounds[id(st)]
-        body = inlined_body(self.sch, st, self.bodies)
-        loads = _LoadRewriter(self)
-        root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
-        buf = self.buffers[id(st)]
-        store_idx = tuple(self.store_index(st, iv) for iv in op.axis)
-        guards_all, guards_data = self.guards(st, sb)
+        update, init, first_red = self.stage_body(st, sb)
         leaves = st.leaf_iter_vars
-        if isinstance(body, E.Reduce):
-            src = loads.visit(substitute(body.source, root_vars))
-            acc = E.BufferLoad(buf.dtype, buf, store_idx)
-            update: S.Stmt = S.BufferStore(buf, body.combiner(acc, src), store_idx)
-            if body.condition is not None:
-                cond = loads.visit(substitute(body.condition, root_vars))
-                update = S.IfThenElse(cond, update)
-            update = _guard(update, guards_all)
-            init = _guard(S.BufferStore(buf, body.combiner.identity, store_idx), guards_data)
-            first_red = next(
-                (n for n, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE), len(leaves)
-            )
-        else:
-            value = loads.visit(substitute(body, root_vars))
-            update = _guard(S.BufferStore(buf, value, store_idx), guards_all)
-            init, first_red = None, len(leaves)
         if init is not None:
             for iv in reversed(leaves[first_red:]):
                 if iv.kind is not IterKind.REDUCE:
                     init = self.make_for(st, iv, sb, init)
         nest = self.with_attached(st, leaves[-1], update) if leaves else update
         for n in reversed(range(len(leaves))):
-            iv = leaves[n]
-            nest = self.make_for(st, iv, sb, nest)
+            nest = self.make_for(st, leaves[n], sb, nest)
             if n == first_red and init is not None:
                 nest = S.seq(init, nest)
             if n > 0:
                 nest = self.with_attached(st, leaves[n - 1], nest)
         return nest
+
+    def stage_body(self, st: Stage, sb: StageBounds) -> tuple[S.Stmt, S.Stmt | None, int]:
+        """The guarded update, the reduction's init (or None), and the index of the first
+        reduction leaf: the init goes just outside that loop."""
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        body = inlined_body(self.sch, st, self.bodies)
+        loads = _LoadRewriter(self)
+        root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
+        buf = self.buffers[id(st)]
+        store_idx = tuple(self.store_index(st, iv) for iv in op.axis)
+        guards_all, guards_data = self.guards(st, sb)
+        if not isinstance(body, E.Reduce):
+            value = loads.visit(substitute(body, root_vars))
+            update = _guard(S.BufferStore(buf, value, store_idx), guards_all)
+            return update, None, len(st.leaf_iter_vars)
+        src = loads.visit(substitute(body.source, root_vars))
+        acc = E.BufferLoad(buf.dtype, buf, store_idx)
+        update: S.Stmt = S.BufferStore(buf, body.combiner(acc, src), store_idx)
+        if body.condition is not None:
+            update = S.IfThenElse(loads.visit(substitute(body.condition, root_vars)), update)
+        init = _guard(S.BufferStore(buf, body.combiner.identity, store_idx), guards_data)
+        first_red = next(
+            (n for n, iv in enumerate(st.leaf_iter_vars) if iv.kind is IterKind.REDUCE),
+            len(st.leaf_iter_vars),
+        )
+        return _guard(update, guards_all), init, first_red
 
     def with_attached(self, st: Stage, iv: IterVar, inner: S.Stmt) -> S.Stmt:
         """Prepend the stages computed at loop ``iv`` of ``st`` to ``inner``."""
