@@ -64,9 +64,13 @@ def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedul
     s[CL].unroll(yc)
     s[CL].unroll(xc)
 
-    for shared in (AS, BS):
+    cfg.define_knob("fetch_vector", [1, 2, 4], default=4)
+    for shared, row in ((AS, bk), (BS, bn)):
         s[shared].compute_at(s[CL], ko)
-        cooperative_fetch(s[shared], bm // tm, bn // tn)
+        vec = cfg["fetch_vector"].val
+        # a vector must not cross a tile row, and a tile row must start aligned
+        vec = vec if row % vec == 0 and K % vec == 0 and N % vec == 0 else 1
+        cooperative_fetch(s[shared], bm // tm, bn // tn, vec)
     for local in (AL, BL):
         s[local].compute_at(s[CL], ki)
     return s, [A, B, C]

@@ -66,6 +66,30 @@ def _const_quotient(r: LinearForm, c: int, ana: Analyzer) -> int | None:
     return None
 
 
+def _small_remainder(
+    r: LinearForm, c: int, ana: Analyzer
+) -> tuple[LinearForm, LinearForm, int] | None:
+    """Write ``r = g*big + small`` with ``g`` dividing ``c`` and ``0 <= small < g`` by bounds.
+
+    Then ``r // c == big // (c/g)`` and ``r % c == (big % (c/g))*g + small``: the lane
+    offset of a vector split (``(x*4 + f) // 8`` with ``0 <= f < 4``) drops out of the
+    quotient.
+    """
+    for g in sorted((d for d in range(2, c) if c % d == 0), reverse=True):
+        big, small = LinearForm(r.dtype), LinearForm(r.dtype)
+        for key, (atom, coef) in r.terms.items():
+            (big if coef % g == 0 else small).add_term(
+                key, atom, coef // g if coef % g == 0 else coef
+            )
+        small.const = r.const
+        if big.is_const() or small.is_const():
+            continue
+        lo, hi = ana.bound(to_expr(small))
+        if isfinite(lo) and isfinite(hi) and lo >= 0 and hi < g:
+            return big, small, g
+    return None
+
+
 def divide_by_const(e: E.PrimExpr, ana: Analyzer) -> E.PrimExpr | None:
     """``(x*8 + y) // 8`` -> ``x + y // 8``; ``(io*32 + ii) // 32`` -> ``io`` when 0 <= ii < 32."""
     if not (isinstance(e, E.BinOp) and _signed_index(e.dtype) and isinstance(e.b, E.IntImm)):
@@ -81,6 +105,11 @@ def divide_by_const(e: E.PrimExpr, ana: Analyzer) -> E.PrimExpr | None:
     if m is not None:
         q.const += m
         return to_expr(q)
+    split = _small_remainder(r, c, ana)
+    if split is not None:
+        big, _, g = split
+        rest = E.BinOp(e.dtype, BinaryOp.FLOORDIV, to_expr(big), E.IntImm(e.dtype, c // g))
+        return _plus(q, rest, ana)
     g = gcd(r.coef_gcd(), r.const, c)
     if g > 1:
         rest = E.BinOp(
@@ -116,6 +145,12 @@ def mod_by_const(e: E.PrimExpr, ana: Analyzer) -> E.PrimExpr | None:
     if m is not None:
         r.const -= m * c
         return to_expr(r)
+    split = _small_remainder(r, c, ana)
+    if split is not None:
+        big, small, g = split
+        inner = E.BinOp(e.dtype, BinaryOp.FLOORMOD, to_expr(big), E.IntImm(e.dtype, c // g))
+        scaled = E.BinOp(e.dtype, BinaryOp.MUL, inner, E.IntImm(e.dtype, g))
+        return E.BinOp(e.dtype, BinaryOp.ADD, scaled, to_expr(small))
     g = gcd(r.coef_gcd(), r.const, c)
     if g > 1:
         inner = E.BinOp(

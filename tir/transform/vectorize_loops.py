@@ -3,7 +3,8 @@
 Expects: flattened buffers (one index per access); vectorized loops with a
 constant extent.
 Guarantees: a vectorized loop whose body is a sequence of stores is replaced
-by the same stores on vectors of ``extent`` lanes: the loop variable becomes
+by the same stores on vectors of ``extent`` lanes (a guard that does not depend
+on the loop stays around them): the loop variable becomes
 ``ramp(0, 1, lanes)``, loop-invariant values are broadcast, and an index that
 is affine in the variable becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
@@ -16,7 +17,7 @@ from __future__ import annotations
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator
+from ember.tir.functor import Mutator, uses_var
 
 
 class _CannotVectorize(Exception):
@@ -163,6 +164,14 @@ def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt:
         return _vectorize_store(body, var, lanes)
     if isinstance(body, S.SeqStmt):
         return S.SeqStmt(tuple(_vectorize_body(b, var, lanes) for b in body.stmts))
+    if isinstance(body, S.IfThenElse) and not uses_var(body.condition, lambda v: v is var):
+        # a guard that does not move with the lanes holds for all of them or none
+        other = body.else_case
+        return S.IfThenElse(
+            body.condition,
+            _vectorize_body(body.then_case, var, lanes),
+            None if other is None else _vectorize_body(other, var, lanes),
+        )
     raise _CannotVectorize
 
 
