@@ -93,10 +93,13 @@ class CUDAModule(Module):
         if os.environ.get("EMBER_CUDA_EMULATE", "") not in ("", "0"):
             self.emulate(*args)
             return
+        from ember.codegen_cuda.device import _probe
+
+        devices, reason = _probe()
+        why = reason if not devices else "launching on a device is not in this build yet"
         raise DeviceError(
-            f"'{self.program.name}' is built for CUDA ({self.arch}), but this build of Ember "
-            "cannot launch on a device here (no CUDA driver or GPU was found); run it on the "
-            "CPU with module.emulate(...) or set EMBER_CUDA_EMULATE=1"
+            f"'{self.program.name}' is built for CUDA ({self.arch}) but cannot run here: "
+            f"{why}. Run it on the CPU with module.emulate(...) or set EMBER_CUDA_EMULATE=1"
         )
 
     def _native(self, name: str) -> Any:

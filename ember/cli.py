@@ -28,6 +28,10 @@ def _cmd_info(ns: argparse.Namespace) -> int:
     print(f"llvm {'.'.join(map(str, llvm.llvm_version_info))}, host cpu {llvm.get_host_cpu_name()}")
     feats = llvm.get_host_cpu_features()
     print("avx512f:", "yes" if feats.get("avx512f") else "no")
+    from ember.codegen_cuda.device import describe
+
+    for line in describe():
+        print(line)
     return 0
 
 
@@ -38,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--size", type=int, default=1024, help="matmul size M=N=K")
     demo.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     demo.set_defaults(fn=_cmd_demo)
-    info = sub.add_parser("info", help="print versions and the host CPU")
+    info = sub.add_parser("info", help="print versions, the host CPU, NVRTC and CUDA devices")
     info.set_defaults(fn=_cmd_info)
     ns = parser.parse_args(argv)
     try:

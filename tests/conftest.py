@@ -17,7 +17,7 @@ def rng() -> np.random.Generator:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
-        from ember.codegen_cuda.runtime import device_available  # type: ignore[import-not-found]
+        from ember.codegen_cuda.device import device_available
 
         have_gpu = device_available()
     except Exception:

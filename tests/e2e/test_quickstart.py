@@ -24,6 +24,8 @@ def test_info_prints_host():
     out = _ember("info")
     assert out.returncode == 0, out.stderr
     assert "host cpu" in out.stdout
+    assert "nvrtc" in out.stdout  # a version, or why NVRTC is unavailable
+    assert "no CUDA device:" in out.stdout or "cuda:0" in out.stdout
 
 
 def test_cli_user_error_exits_1_without_traceback():

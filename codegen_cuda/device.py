@@ -1,0 +1,74 @@
+"""Is there a CUDA device here, and which? Asked of the driver without ever raising.
+
+Building never needs a device; running does. These functions turn every way of
+not having one (no cuda-python, no driver library, ``cuInit`` failing, zero
+devices) into a plain answer and a sentence saying why, for ``ember info`` and
+for the ``DeviceError`` a call raises.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def _probe() -> tuple[list[tuple[str, int, int, int]], str]:
+    """(devices as (name, major, minor, bytes), reason there are none)."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return [], "cuda-python is not installed (pip install ember[cuda])"
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception as e:  # noqa: BLE001 - the driver library itself is missing
+        return [], f"no CUDA driver library ({type(e).__name__})"
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return [], f"cuInit failed with {err.name}"
+    err, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        return [], "the driver reports no CUDA device"
+    devices = []
+    for ordinal in range(count):
+        _, dev = driver.cuDeviceGet(ordinal)
+        _, raw = driver.cuDeviceGetName(64, dev)
+        name = raw.split(b"\0", 1)[0].decode(errors="replace")
+        attr = driver.CUdevice_attribute
+        _, major = driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev
+        )
+        _, minor = driver.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev
+        )
+        _, mem = driver.cuDeviceTotalMem(dev)
+        devices.append((name, major, minor, mem))
+    return devices, ""
+
+
+def device_available() -> bool:
+    return bool(_probe()[0])
+
+
+def visible_arch() -> str | None:
+    """``"sm_90"`` for device 0's compute capability, or None without a device."""
+    devices, _ = _probe()
+    if not devices:
+        return None
+    _, major, minor, _ = devices[0]
+    return f"sm_{major}{minor}"
+
+
+def describe() -> list[str]:
+    """Lines for ``ember info``: NVRTC, the driver's devices, or why there are none."""
+    lines = []
+    try:
+        from ember.codegen_cuda.nvrtc import nvrtc_version
+
+        lines.append(f"nvrtc {nvrtc_version()}")
+    except Exception as e:  # noqa: BLE001 - report, do not fail
+        lines.append(f"nvrtc: unavailable ({e})")
+    devices, reason = _probe()
+    if not devices:
+        lines.append(f"no CUDA device: {reason}; CUDA modules build, and run with .emulate()")
+    for n, (name, major, minor, mem) in enumerate(devices):
+        lines.append(f"cuda:{n} {name}, sm_{major}{minor}, {mem / 2**30:.1f} GiB")
+    return lines
