@@ -74,8 +74,12 @@ class CUDAModule(Module):
         return dict(self.compile().resources)
 
     # -- running ---------------------------------------------------------------------------------
-    def emulate(self, *args: Any, check_races: bool = True) -> None:
-        """Run every kernel on the CPU with the SIMT emulator, writing outputs in place."""
+    def emulate(self, *args: Any, check_races: bool = True, profile: bool = False) -> Any:
+        """Run every kernel on the CPU with the SIMT emulator, writing outputs in place.
+
+        With ``profile=True`` it returns one ``KernelProfile`` per launch: global
+        sectors per warp request (coalescing) and shared-memory bank conflicts.
+        """
         from ember.codegen_cuda.emulator import emulate
 
         arrays = check_arguments(self.signatures[0], args)
@@ -85,9 +89,12 @@ class CUDAModule(Module):
             assert isinstance(size, E.IntImm)
             by_data[ws.data] = np.zeros(size.value, dtype=dt.numpy_dtype(ws.dtype))
         kernels = {k.name: k for k in self.program.kernels}
+        profiles = []
         for launch in self.program.launches:
             kernel = kernels[launch.kernel]
-            emulate(kernel, *[by_data[b.data] for b in launch.args], check_races=check_races)
+            arrays_k = [by_data[b.data] for b in launch.args]
+            profiles.append(emulate(kernel, *arrays_k, check_races=check_races, profile=profile))
+        return profiles if profile else None
 
     def __call__(self, *args: Any) -> None:
         if os.environ.get("EMBER_CUDA_EMULATE", "") not in ("", "0"):

@@ -24,6 +24,7 @@ import numpy as np
 
 from ember.codegen_cuda.emulator.grid import CHUNK, chunks, launch_of
 from ember.codegen_cuda.emulator.memory import GlobalStorage
+from ember.codegen_cuda.emulator.profile import KernelProfile, Profiler
 from ember.codegen_cuda.emulator.stmts import StmtCompiler
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.tir import dtype as dt
@@ -58,12 +59,16 @@ class EmulatedKernel:
         self.sites = compiler.exprs.sites
         self.nslots = scope.size
 
-    def __call__(self, *arrays: Any, check_races: bool = True) -> None:
+    def __call__(
+        self, *arrays: Any, check_races: bool = True, profile: bool = False
+    ) -> KernelProfile | None:
         flat, copies = self._check(arrays)
         name = self.func.name
+        profiler = Profiler(name, self.sites) if profile else None
         try:
             with np.errstate(all="ignore"):
                 for chunk in chunks(self.grid, self.block, check_races):
+                    chunk.profiler = profiler
                     env: list[Any] = [None] * self.nslots
                     env[CHUNK] = chunk
                     for slot, buf, data in zip(self.param_slots, self.func.params, flat):
@@ -78,6 +83,7 @@ class EmulatedKernel:
             raise InternalError(f"emulating kernel '{name}' failed: {type(e).__name__}: {e}") from e
         for original, work in copies:
             original[...] = work
+        return profiler.profile if profiler is not None else None
 
     def _check(self, arrays: tuple[Any, ...]) -> tuple[list[np.ndarray], list[Any]]:
         params, name = self.func.params, self.func.name
@@ -142,14 +148,18 @@ def compile_kernel(func: PrimFunc) -> EmulatedKernel:
     return kernel
 
 
-def emulate(func: PrimFunc, *arrays: np.ndarray, check_races: bool = True) -> None:
+def emulate(
+    func: PrimFunc, *arrays: np.ndarray, check_races: bool = True, profile: bool = False
+) -> KernelProfile | None:
     """Run the device kernel ``func`` over its launch grid on ``arrays``, writing outputs in place.
 
     Raises :class:`ember.errors.ArgumentError` for bad arguments and out-of-bounds
     accesses, and :class:`ember.errors.RaceError` for shared-memory races and
     barriers in divergent code (race checks can be turned off with ``check_races``).
+    With ``profile=True`` it returns the kernel's :class:`KernelProfile` (coalescing
+    and bank conflicts per statement).
     """
-    compile_kernel(func)(*arrays, check_races=check_races)
+    return compile_kernel(func)(*arrays, check_races=check_races, profile=profile)
 
 
-__all__ = ["EmulatedKernel", "compile_kernel", "emulate"]
+__all__ = ["EmulatedKernel", "KernelProfile", "compile_kernel", "emulate"]

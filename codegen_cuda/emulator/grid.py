@@ -63,6 +63,7 @@ class Chunk:
         self.threads = block[0] * block[1] * block[2]
         self.lanes = nblocks * self.threads
         self.check_races = races
+        self.profiler: Any = None  # a profile.Profiler when emulate(..., profile=True)
         lane = np.arange(self.lanes, dtype=np.int32)
         self.lane_ids = lane
         self.lane_block = lane // self.threads  # block of each lane, within the chunk

@@ -54,6 +54,7 @@ class Storage:
 
     def __init__(self, name: str, dtype: str, size: int, sites: Sequence[str]) -> None:
         self.name = name
+        self.elem_bytes = dt.bytes_of(dtype)
         self.bf16 = dt.element_of(dtype) == "bfloat16"
         self.size = size
         self.sites = sites
@@ -78,6 +79,12 @@ class Storage:
             self._raise_oob(env[CHUNK], what, site, int(pos[0]), value)
         return np.where(bad, 0, idx)
 
+    def profile(self, env: Env, kind: str, idx: Any, site: int) -> None:
+        """Count the access for ``profile=True`` runs (global and shared memory only)."""
+        profiler = env[CHUNK].profiler
+        if profiler is not None and self.scope in ("global", "shared"):
+            profiler.record(self.scope, kind, idx, self.elem_bytes, env[CHUNK], env[MASK], site)
+
     def lane_shape(self, env: Env, *xs: Any) -> tuple[int, ...]:
         """``(lanes,)`` for scalar accesses, ``(lanes, n)`` when an operand is an n-lane vector."""
         lanes = env[CHUNK].lanes
@@ -98,10 +105,12 @@ class GlobalStorage(Storage):
 
     def load(self, idx: Any, env: Env, site: int) -> Any:
         idx = self.checked(idx, env, "load", site)
+        self.profile(env, "load", idx, site)
         return _as_value(self.data[idx], self.bf16)
 
     def store(self, idx: Any, value: Any, env: Env, site: int) -> None:
         idx = self.checked(idx, env, "store", site)
+        self.profile(env, "store", idx, site)
         if self.bf16:
             value = float32_to_bf16(value)
         mask = env[MASK]
@@ -135,6 +144,7 @@ class BlockStorage(Storage):
 
     def load(self, idx: Any, env: Env, site: int) -> Any:
         idx = self.checked(idx, env, "load", site)
+        self.profile(env, "load", idx, site)
         vector = np.ndim(idx) == 2
         if self.tracker is not None:
             elems, lanes = self._accesses(idx, env, vector)
@@ -151,6 +161,7 @@ class BlockStorage(Storage):
         idx = self.checked(idx, env, "store", site)
         if self.bf16:
             value = float32_to_bf16(value)
+        self.profile(env, "store", idx, site)
         mask = env[MASK]
         vector = np.ndim(idx) == 2 or np.ndim(value) == 2
         if self.tracker is not None:

@@ -1,0 +1,150 @@
+"""Memory behaviour of an emulated kernel: coalescing of global accesses, shared bank conflicts.
+
+With ``profile=True`` every load and store is also counted the way the hardware
+serves it, per warp (32 consecutive threads of a block, ``threadIdx.x`` fastest):
+a global access costs one request and as many 32-byte sectors as its active
+lanes touch (4 for a coalesced warp reading 4-byte words, 32 for a stride of 32
+words); a shared access costs one wavefront per distinct word in the most
+loaded of the 32 four-byte banks (same word: a broadcast, no conflict).
+The counts are kept per statement, so a report points at the access to fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+WARP = 32
+SECTOR_BYTES = 32
+BANKS = 32
+BANK_BYTES = 4
+
+
+@dataclass
+class AccessStats:
+    """Counts for one statement: requests and sectors (global) or extra wavefronts (shared)."""
+
+    requests: int = 0
+    sectors: int = 0
+    conflicts: int = 0
+
+
+@dataclass
+class KernelProfile:
+    kernel: str
+    global_loads: dict[str, AccessStats] = field(default_factory=dict)
+    global_stores: dict[str, AccessStats] = field(default_factory=dict)
+    shared_loads: dict[str, AccessStats] = field(default_factory=dict)
+    shared_stores: dict[str, AccessStats] = field(default_factory=dict)
+
+    def _total(self, table: dict[str, AccessStats], what: str) -> int:
+        return sum(getattr(s, what) for s in table.values())
+
+    @property
+    def global_load_requests(self) -> int:
+        return self._total(self.global_loads, "requests")
+
+    @property
+    def global_load_sectors(self) -> int:
+        return self._total(self.global_loads, "sectors")
+
+    @property
+    def global_store_requests(self) -> int:
+        return self._total(self.global_stores, "requests")
+
+    @property
+    def global_store_sectors(self) -> int:
+        return self._total(self.global_stores, "sectors")
+
+    @property
+    def sectors_per_request(self) -> float:
+        req = self.global_load_requests + self.global_store_requests
+        return (self.global_load_sectors + self.global_store_sectors) / req if req else 0.0
+
+    @property
+    def shared_load_requests(self) -> int:
+        return self._total(self.shared_loads, "requests")
+
+    @property
+    def shared_store_requests(self) -> int:
+        return self._total(self.shared_stores, "requests")
+
+    @property
+    def shared_bank_conflicts(self) -> int:
+        """Extra wavefronts over all shared requests (0 when conflict-free)."""
+        return self._total(self.shared_loads, "conflicts") + self._total(
+            self.shared_stores, "conflicts"
+        )
+
+    def __str__(self) -> str:
+        lines = [
+            f"kernel {self.kernel}: global {self.global_load_requests} load / "
+            f"{self.global_store_requests} store requests, {self.sectors_per_request:.2f} "
+            f"sectors per request; shared {self.shared_load_requests} load / "
+            f"{self.shared_store_requests} store requests, {self.shared_bank_conflicts} "
+            "extra wavefronts from bank conflicts"
+        ]
+        for title, table, per in (
+            ("global load", self.global_loads, "sectors"),
+            ("global store", self.global_stores, "sectors"),
+            ("shared load", self.shared_loads, "conflicts"),
+            ("shared store", self.shared_stores, "conflicts"),
+        ):
+            for site, st in table.items():
+                ratio = getattr(st, per) / st.requests if st.requests else 0.0
+                lines.append(f"  {title:<12} {ratio:6.2f} {per}/request  `{site}`")
+        return "\n".join(lines)
+
+
+class Profiler:
+    """Collects a :class:`KernelProfile` from the emulator's storage accesses."""
+
+    def __init__(self, kernel: str, sites: Sequence[str]) -> None:
+        self.profile = KernelProfile(kernel)
+        self.sites = sites
+
+    def record(
+        self, scope: str, kind: str, idx: Any, elem_bytes: int, env_chunk: Any, mask: Any, site: int
+    ) -> None:
+        lanes = env_chunk.lanes
+        idx = np.asarray(idx, dtype=np.int64)
+        if idx.ndim == 0:
+            idx = np.broadcast_to(idx, (lanes,))
+        width = idx.shape[1] if idx.ndim == 2 else 1
+        idx = idx.reshape(lanes, width)
+        warps_per_block = -(-env_chunk.threads // WARP)
+        lane = env_chunk.lane_ids
+        warp = (env_chunk.lane_block * warps_per_block + (lane % env_chunk.threads) // WARP).astype(
+            np.int64
+        )
+        active = np.ones(lanes, bool) if mask is None else np.asarray(mask).reshape(lanes, -1)[:, 0]
+        if not active.any():
+            return
+        w = np.broadcast_to(warp[:, None], idx.shape)[active]  # (active lanes, width)
+        a = idx[active]
+        table = getattr(self.profile, f"{scope}_{kind}s")
+        stats = table.setdefault(self.sites[site], AccessStats())
+        stats.requests += int(np.unique(w[:, 0]).size)
+        if scope == "global":
+            sector = (a * elem_bytes) // SECTOR_BYTES
+            stats.sectors += int(
+                np.unique(np.stack([w.reshape(-1), sector.reshape(-1)]), axis=1).shape[1]
+            )
+        else:
+            stats.conflicts += _extra_wavefronts(w[:, 0] if w.ndim == 2 else w, a, elem_bytes)
+
+
+def _extra_wavefronts(warp: np.ndarray, index: np.ndarray, elem_bytes: int) -> int:
+    """Sum over warps of (most distinct words in one bank) - 1."""
+    warp = np.broadcast_to(warp.reshape(-1, 1), index.shape).reshape(-1)
+    word = (index.reshape(-1) * elem_bytes) // BANK_BYTES
+    pairs = np.unique(np.stack([warp, word], axis=1), axis=0)  # distinct words per warp
+    bank_key = pairs[:, 0] * BANKS + pairs[:, 1] % BANKS
+    keys, counts = np.unique(bank_key, return_counts=True)
+    _, warp_pos = np.unique(keys // BANKS, return_inverse=True)
+    worst = np.zeros(warp_pos.max() + 1, np.int64)
+    np.maximum.at(worst, warp_pos, counts)
+    return int((worst - 1).sum())
