@@ -21,9 +21,10 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit, uses_var
 
-# A shared access: the buffer's pointer, and the key of its thread-private index
-# (None when other threads may touch the same element).
-Access = tuple[E.Var, Hashable | None]
+# A shared access: the buffer's pointer, the allocation it lives in (loop partitioning
+# copies an allocation: each copy is its own __shared__ array), and the key of its
+# thread-private index (None when other threads may touch the same element).
+Access = tuple[E.Var, int, Hashable | None]
 
 
 @dataclass
@@ -39,9 +40,9 @@ class _Summary:
 
 def _overlap(a: set[Access], b: set[Access]) -> bool:
     """Could a thread's access in ``a`` touch an element another thread accessed in ``b``?"""
-    for data, key in a:
-        for data2, key2 in b:
-            if data is data2 and (key is None or key != key2):
+    for data, alloc, key in a:
+        for data2, alloc2, key2 in b:
+            if data is data2 and alloc == alloc2 and (key is None or key != key2):
                 return True
     return False
 
@@ -56,12 +57,18 @@ class _Sync:
     def __init__(self, block: tuple[int, int, int]) -> None:
         self.block = dict(zip("xyz", block))
         self.thread_vars: dict[E.Var, str] = {}
+        self.allocation: dict[E.Var, int] = {}  # pointer -> id of the Allocate in scope
 
     def divergent_cond(self, cond: E.PrimExpr) -> bool:
         return uses_var(cond, lambda v: v in self.thread_vars)
 
     def access(self, buf: object, index: E.PrimExpr) -> Access:
-        return (buf.data, private_key(index, self.thread_vars, self.block))  # type: ignore[attr-defined]
+        data = buf.data  # type: ignore[attr-defined]
+        return (
+            data,
+            self.allocation.get(data, 0),
+            private_key(index, self.thread_vars, self.block),
+        )
 
     def shared_reads(self, node: object) -> set[Access]:
         out: set[Access] = set()
@@ -87,7 +94,16 @@ class _Sync:
         if isinstance(s, S.Barrier):
             return s, _Summary(barrier=True)
         if isinstance(s, (S.Allocate, S.LetStmt, S.AttrStmt, S.AssertStmt)):
+            outer = None
+            if isinstance(s, S.Allocate):
+                outer = self.allocation.get(s.buffer.data)
+                self.allocation[s.buffer.data] = id(s)
             body, summ = self.run(s.body, divergent)
+            if isinstance(s, S.Allocate):
+                if outer is None:
+                    del self.allocation[s.buffer.data]
+                else:
+                    self.allocation[s.buffer.data] = outer
             extra = self.shared_reads(getattr(s, "value", None) or E.const(0))
             summ.head_r |= extra
             if body is s.body:
