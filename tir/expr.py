@@ -347,6 +347,9 @@ def convert(value: ExprLike, dtype: str | None = None) -> PrimExpr:
     """Turn a Python number into a constant; pass expressions through."""
     if isinstance(value, PrimExpr):
         return value
+    value = _unwrap_iter_var(value)
+    if isinstance(value, PrimExpr):
+        return value
     if hasattr(value, "dtype") and hasattr(value, "item"):  # numpy scalar
         return const(value.item(), dtype or str(value.dtype))
     if isinstance(value, (bool, int, float)):
@@ -354,7 +357,15 @@ def convert(value: ExprLike, dtype: str | None = None) -> PrimExpr:
     raise ArgumentError(f"cannot use {value!r} ({type(value).__name__}) as an expression")
 
 
+def _unwrap_iter_var(x: Any) -> Any:
+    """An IterVar (from ``ember.te``) stands for its loop variable in arithmetic."""
+    if not isinstance(x, PrimExpr) and isinstance(getattr(x, "var", None), Var):
+        return x.var
+    return x
+
+
 def _promote(a: ExprLike, b: ExprLike) -> tuple[PrimExpr, PrimExpr]:
+    a, b = _unwrap_iter_var(a), _unwrap_iter_var(b)
     if isinstance(a, PrimExpr) and not isinstance(b, PrimExpr):
         return a, _const_like(b, a.dtype)
     if isinstance(b, PrimExpr) and not isinstance(a, PrimExpr):

@@ -119,6 +119,34 @@ def conv2d_nchw(
     )
 
 
+def depthwise_conv2d_nchw(
+    X: Tensor, Wt: Tensor, stride: int = 1, padding: int = 0, name: str = "dwconv"
+) -> Tensor:
+    """Depthwise 2-D convolution: channel ``c`` of the output filters channel ``c`` of the
+    input with ``Wt[c, 0]`` (weights of shape C x 1 x KH x KW)."""
+    N, C, H, W = _dims(X, 4, "depthwise_conv2d")
+    C2, one, KH, KW = _dims(Wt, 4, "depthwise_conv2d")
+    if C2 != C or one != 1:
+        raise ArgumentError(
+            f"depthwise_conv2d: weights must be {C}x1xKHxKW for {C} channels, got {list(Wt.shape)}"
+        )
+    P = pad(X, (padding,) * 4, name=f"{name}_pad")
+    OH = (H + 2 * padding - KH) // stride + 1
+    OW = (W + 2 * padding - KW) // stride + 1
+    if OH <= 0 or OW <= 0:
+        raise ArgumentError(f"depthwise_conv2d: output would be empty ({OH}x{OW})")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    return te.compute(
+        (N, C, OH, OW),
+        lambda n, c, y, x: te.sum(
+            P[n, c, y * stride + ry, x * stride + rx] * Wt[c, 0, ry, rx], axis=(ry, rx)
+        ),
+        name=name,
+        tag="depthwise_conv2d_nchw",
+    )
+
+
 def pool2d(
     X: Tensor,
     kernel: tuple[int, int],
