@@ -19,8 +19,7 @@ from ember.tir.te import operation as te
 from ember.tuner.template import get_config, template
 
 
-@template("matmul.cuda")
-def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
+def _define_tiles() -> tuple[int, int, int, int, int]:
     cfg = get_config()
     cfg.define_knob("bm", [16, 32, 64, 128], default=64)
     cfg.define_knob("bn", [16, 32, 64, 128], default=64)
@@ -32,31 +31,35 @@ def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedul
         "at most 1024 threads per block",
     )
     bm, bn, bk = cfg["bm"].val, cfg["bn"].val, cfg["bk"].val
-    tm, tn = min(cfg["tm"].val, bm), min(cfg["tn"].val, bn)
-    A = te.placeholder((M, K), dtype, name="A")
-    B = te.placeholder((K, N), dtype, name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = create_schedule(C.op)
+    return bm, bn, bk, min(cfg["tm"].val, bm), min(cfg["tn"].val, bn)
+
+
+def schedule_matmul_cuda(s: Schedule, C: Any, A: Any, B: Any, K: int, N: int) -> None:
+    """Block and thread tiles for ``C[..., i, j] = sum_k A[..., i, k] * B[..., k, j]``;
+    a leading batch axis, if any, is bound to ``blockIdx.z``."""
+    cfg = get_config()
+    bm, bn, bk, tm, tn = _define_tiles()
     CL = s.cache_write(C, "local")
     AS = s.cache_read(A, "shared", [CL])
     BS = s.cache_read(B, "shared", [CL])
     AL = s.cache_read(AS, "local", [CL])
     BL = s.cache_read(BS, "local", [CL])
 
-    i, j = s[C].op.axis
+    *batch, i, j = s[C].op.axis
     by, yi = s[C].split(i, factor=bm)
     bx, xi = s[C].split(j, factor=bn)
     ty, yr = s[C].split(yi, nparts=bm // tm)
     tx, xr = s[C].split(xi, nparts=bn // tn)
-    s[C].reorder(by, bx, ty, tx, yr, xr)
+    s[C].reorder(*batch, by, bx, ty, tx, yr, xr)
+    for b in batch:
+        s[C].bind(b, "blockIdx.z")
     s[C].bind(by, "blockIdx.y")
     s[C].bind(bx, "blockIdx.x")
     s[C].bind(ty, "threadIdx.y")
     s[C].bind(tx, "threadIdx.x")
 
     s[CL].compute_at(s[C], tx)
-    yc, xc = s[CL].op.axis
+    *_, yc, xc = s[CL].op.axis
     (kk,) = s[CL].op.reduce_axis
     ko, ki = s[CL].split(kk, factor=bk)
     s[CL].reorder(ko, ki, yc, xc)
@@ -73,4 +76,28 @@ def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedul
         cooperative_fetch(s[shared], bm // tm, bn // tn, vec)
     for local in (AL, BL):
         s[local].compute_at(s[CL], ki)
+
+
+@template("matmul.cuda")
+def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = create_schedule(C.op)
+    schedule_matmul_cuda(s, C, A, B, K, N)
+    return s, [A, B, C]
+
+
+@template("batch_matmul.cuda")
+def batch_matmul_cuda(
+    batch: int, M: int, N: int, K: int, dtype: str = "float32"
+) -> tuple[Schedule, list[Any]]:
+    """``C[b] = A[b] @ B[b]``: the matmul tiles, one grid layer (blockIdx.z) per batch."""
+    A = te.placeholder((batch, M, K), dtype, name="A")
+    B = te.placeholder((batch, K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((batch, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+    s = create_schedule(C.op)
+    schedule_matmul_cuda(s, C, A, B, K, N)
     return s, [A, B, C]

@@ -86,3 +86,24 @@ def test_templates_compile_within_limits(arch, name, args):
     for u in usage.values():
         assert u.registers <= 255 and u.local_bytes == 0, u  # no spills
         assert u.shared_bytes <= 48 * 1024
+
+
+@pytest.mark.parametrize("shape", [(3, 17, 13, 9), (2, 64, 64, 32)])
+def test_batch_matmul_cuda_emulated(rng, shape):
+    Bt, M, N, K = shape
+    _, mod = _build("batch_matmul.cuda", (Bt, M, N, K, "float32"))
+    a = rng.uniform(-1, 1, (Bt, M, K)).astype("float32")
+    b = rng.uniform(-1, 1, (Bt, K, N)).astype("float32")
+    c = np.full((Bt, M, N), np.nan, "float32")
+    mod.emulate(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    assert mod.kernels[0].attr("launch")[0][2] == Bt
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_batch_matmul_cuda_compiles(arch):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    _, mod = _build("batch_matmul.cuda", (12, 128, 128, 64, "float32"), arch)
+    for use in mod.resource_usage().values():
+        assert use.local_bytes == 0 and use.shared_bytes <= 48 * 1024
