@@ -20,6 +20,12 @@ WORKLOADS = [
     ("reduce.cuda", (4096, 4096, "sum", "float32"), lambda R, C, *_: 1.0 * R * C),
     ("softmax.cuda", (4096, 1024, "float32"), lambda R, C, _: 5.0 * R * C),
     ("layer_norm.cuda", (4096, 1024, 1e-5, "float32"), lambda R, C, *_: 8.0 * R * C),
+    ("batch_matmul.cuda", (12, 128, 128, 64, "float32"), lambda B, M, N, K, _: 2.0 * B * M * N * K),
+    (
+        "conv2d_nchw.cuda",
+        (1, 64, 56, 56, 64, 3, 3, 1, 1, 1, "float32"),
+        lambda N, C, H, W, O, KH, KW, *_: 2.0 * N * O * H * W * C * KH * KW,
+    ),
 ]
 
 
@@ -39,7 +45,7 @@ def resource_table() -> None:
 
     print("no CUDA device: static resources of each template's kernels (NVRTC, fallback config)")
     print(
-        f"{'template':<24}{'args':<28}{'arch':<7}{'kernel':<22}{'regs':>5}{'smem B':>8}"
+        f"{'template':<24}{'args':<40}{'arch':<7}{'kernel':<22}{'regs':>5}{'smem B':>8}"
         f"{'spill B':>8}{'blocks/SM':>10}{'limited by':>12}"
     )
     for name, args, _ in WORKLOADS:
@@ -50,7 +56,7 @@ def resource_table() -> None:
                 _, block = kernel.attr("launch")
                 occ = occupancy(use, block[0] * block[1] * block[2], arch)
                 print(
-                    f"{name:<24}{str(args[:-1]):<28}{arch:<7}{kernel.name:<22}"
+                    f"{name:<24}{str(args[:-1]):<40}{arch:<7}{kernel.name:<22}"
                     f"{use.registers:>5}{use.shared_bytes:>8}{use.local_bytes:>8}"
                     f"{occ.blocks_per_sm:>10}{occ.limited_by:>12}"
                 )
