@@ -33,6 +33,22 @@ def reduce_cuda(
     return s, [X, out]
 
 
+def _row_kernel(Y: Any, threads: int, scalars: list[Any], steps: list[Any]) -> Schedule:
+    """One block per row of ``Y``; its threads sweep the row's columns. The per-row
+    scalars (block reductions) are computed at the row loop, one copy per thread."""
+    s = create_schedule(Y.op)
+    r, c = s[Y].op.axis
+    s[Y].bind(r, "blockIdx.x")
+    co, ci = s[Y].split(c, factor=threads)
+    s[Y].reorder(r, co, ci)
+    s[Y].bind(ci, te.thread_axis("threadIdx.x", (0, threads)))
+    for scalar in scalars:
+        s[scalar].set_scope("local")
+        s[scalar].compute_at(s[Y], r)
+    schedule_block_reduce(s, s[Y], r, steps)
+    return s
+
+
 @template("softmax.cuda")
 def softmax_cuda(R: int, C: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
     """Softmax over the last axis: the row max and the sum of exponentials are block
@@ -46,17 +62,7 @@ def softmax_cuda(R: int, C: int, dtype: str = "float32") -> tuple[Schedule, list
         R, C, lambda r, c: te.exp(X[r, c] - mx[r]), "sum", threads, name="row_sum"
     )
     Y = te.compute((R, C), lambda r, c: te.exp(X[r, c] - mx[r]) / sm[r], name="softmax")
-    s = create_schedule(Y.op)
-    r, c = s[Y].op.axis
-    s[Y].bind(r, "blockIdx.x")
-    co, ci = s[Y].split(c, factor=threads)
-    s[Y].reorder(r, co, ci)
-    s[Y].bind(ci, te.thread_axis("threadIdx.x", (0, threads)))
-    for scalar in (mx, sm):
-        s[scalar].set_scope("local")
-        s[scalar].compute_at(s[Y], r)
-    schedule_block_reduce(s, s[Y], r, max_steps + sum_steps)
-    return s, [X, Y]
+    return _row_kernel(Y, threads, [mx, sm], max_steps + sum_steps), [X, Y]
 
 
 @template("layer_norm.cuda")
@@ -84,14 +90,4 @@ def layer_norm_cuda(
         lambda r, c: (X[r, c] - mean[r]) * te.rsqrt(var[r] + eps) * gamma[c] + beta[c],
         name="layer_norm",
     )
-    s = create_schedule(Y.op)
-    r, c = s[Y].op.axis
-    s[Y].bind(r, "blockIdx.x")
-    co, ci = s[Y].split(c, factor=threads)
-    s[Y].reorder(r, co, ci)
-    s[Y].bind(ci, te.thread_axis("threadIdx.x", (0, threads)))
-    for scalar in (mean, var):
-        s[scalar].set_scope("local")
-        s[scalar].compute_at(s[Y], r)
-    schedule_block_reduce(s, s[Y], r, mean_steps + var_steps)
-    return s, [X, gamma, beta, Y]
+    return _row_kernel(Y, threads, [mean, var], mean_steps + var_steps), [X, gamma, beta, Y]
