@@ -57,6 +57,20 @@ def visible_arch() -> str | None:
     return f"sm_{major}{minor}"
 
 
+@lru_cache(maxsize=1)
+def driver_version() -> str | None:
+    """The CUDA driver's version ("12.4"), or None when there is no driver to ask."""
+    try:
+        from cuda.bindings import driver
+
+        err, version = driver.cuDriverGetVersion()
+    except Exception:  # noqa: BLE001 - no cuda-python or no driver library
+        return None
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
 def describe() -> list[str]:
     """Lines for ``ember info``: NVRTC, the driver's devices, or why there are none."""
     lines = []
@@ -66,6 +80,8 @@ def describe() -> list[str]:
         lines.append(f"nvrtc {nvrtc_version()}")
     except Exception as e:  # noqa: BLE001 - report, do not fail
         lines.append(f"nvrtc: unavailable ({e})")
+    version = driver_version()
+    lines.append(f"cuda driver {version}" if version else "cuda driver: not found")
     devices, reason = _probe()
     if not devices:
         lines.append(f"no CUDA device: {reason}; CUDA modules build, and run with .emulate()")

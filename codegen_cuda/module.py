@@ -2,7 +2,7 @@
 
 It keeps every stage's artifact (the kernels' TIR, the CUDA source, PTX and cubin
 once compiled) and offers three ways to run: on a GPU through the driver API
-(not in this build yet), on the CPU through the SIMT emulator (``emulate``, or
+(``ember.codegen_cuda.runtime``), on the CPU through the SIMT emulator (``emulate``, or
 ``EMBER_CUDA_EMULATE=1`` for plain calls), and nowhere else: without a device a
 call raises ``DeviceError`` pointing at the emulator.
 """
@@ -31,6 +31,7 @@ class CUDAModule(Module):
         self.fast_math = fast_math
         self._source: str | None = None
         self._compiled: Any = None
+        self._device: Any = None
 
     # -- artifacts ---------------------------------------------------------------------------
     @property
@@ -100,22 +101,101 @@ class CUDAModule(Module):
         if os.environ.get("EMBER_CUDA_EMULATE", "") not in ("", "0"):
             self.emulate(*args)
             return
+        self._require_device("run")
+        from ember.codegen_cuda.runtime import bind_arguments
+
+        self._run_bound(bind_arguments(self.signatures[0], args))
+
+    def _require_device(self, what: str) -> None:
         from ember.codegen_cuda.device import _probe
 
         devices, reason = _probe()
-        why = reason if not devices else "launching on a device is not in this build yet"
-        raise DeviceError(
-            f"'{self.program.name}' is built for CUDA ({self.arch}) but cannot run here: "
-            f"{why}. Run it on the CPU with module.emulate(...) or set EMBER_CUDA_EMULATE=1"
-        )
+        if not devices:
+            raise DeviceError(
+                f"'{self.program.name}' is built for CUDA ({self.arch}) but cannot {what} here: "
+                f"{reason}. Run it on the CPU with module.emulate(...) or set EMBER_CUDA_EMULATE=1"
+            )
+
+    def device_module(self) -> Any:
+        """The module loaded on the GPU (compiled and loaded on first use)."""
+        if self._device is None:
+            from ember.codegen_cuda.runtime import DeviceModule
+
+            self._device = DeviceModule(self.compile(), self.program.kernels)
+        return self._device
+
+    def _launch_all(self, pointers: list[int], stream: Any = 0) -> None:
+        """Launch every kernel in program order on ``pointers`` (one per parameter)."""
+        dev = self.device_module()
+        by_data = {b.data: p for b, p in zip(self.program.params, pointers)}
+        for ws in self.program.workspaces:
+            by_data[ws.data] = dev.workspace(ws)
+        for launch in self.program.launches:
+            dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream)
+
+    def _run_bound(self, bound: Any) -> None:
+        from ember.codegen_cuda.runtime import synchronize
+
+        try:
+            self.device_module()
+            bound.copy_in()
+            self._launch_all(bound.pointers)
+            synchronize()
+            bound.copy_out()
+        finally:
+            bound.close()
 
     def _native(self, name: str) -> Any:
-        raise DeviceError("no CUDA device: use module.emulate(...) or EMBER_CUDA_EMULATE=1")
+        self._require_device("run")
+        from ember.codegen_cuda.runtime import bind_pointers
 
-    def time_evaluator(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ARG002
-        raise DeviceError(
-            "timing a CUDA module needs a GPU; the emulator's speed says nothing about the device"
-        )
+        sig = self._signatures[name]
+
+        def native(*pointers: int) -> int:
+            self._run_bound(bind_pointers(sig, pointers))
+            return 0
+
+        return native
+
+    def time_evaluator(
+        self,
+        number: int = 10,
+        repeat: int = 3,
+        min_repeat_ms: float = 0,
+        func_name: str | None = None,
+    ) -> Any:
+        """``f(*args) -> TimingResult``: seconds per run of all kernels, timed by CUDA events.
+
+        Arguments are copied to the device once; one warm-up run, then ``repeat``
+        batches of ``number`` runs between two events (lengthened to at least
+        ``min_repeat_ms``); outputs are copied back at the end.
+        """
+        from ember.codegen_cuda.device import device_available
+
+        if not device_available():
+            raise DeviceError(
+                "timing a CUDA module needs a GPU; the emulator's speed says nothing about "
+                "the device"
+            )
+        from ember.codegen_cuda.runtime import bind_arguments, check_timing_args, time_launches
+
+        check_timing_args(number, repeat, min_repeat_ms)
+        sig = self.get_function(func_name or self.entry_name).signature
+
+        def evaluate(*args: Any) -> Any:
+            bound = bind_arguments(sig, args)
+            try:
+                self.device_module()
+                bound.copy_in()
+                result = time_launches(
+                    lambda: self._launch_all(bound.pointers), number, repeat, min_repeat_ms
+                )
+                bound.copy_out()
+            finally:
+                bound.close()
+            return result
+
+        return evaluate
 
     def __repr__(self) -> str:
         names = ", ".join(k.name for k in self.program.kernels)

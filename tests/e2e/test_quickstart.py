@@ -25,6 +25,7 @@ def test_info_prints_host():
     assert out.returncode == 0, out.stderr
     assert "host cpu" in out.stdout
     assert "nvrtc" in out.stdout  # a version, or why NVRTC is unavailable
+    assert "cuda driver" in out.stdout
     assert "no CUDA device:" in out.stdout or "cuda:0" in out.stdout
 
 

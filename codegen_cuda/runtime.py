@@ -1,0 +1,346 @@
+"""Running CUDA kernels on a real GPU through the driver API (cuda-python's ``driver``).
+
+``CUDAModule`` calls into this module when a device is present: one primary
+context of device 0 shared by every module (created on first use), a
+:class:`DeviceModule` per compiled module (the cubin loaded, falling back to the
+PTX when the driver cannot take the cubin, and one function handle per kernel),
+device buffers for the arguments and workspaces, and the launches in program
+order. Every driver call goes through :func:`call`, which turns a failing
+``CUresult`` into a ``DeviceError`` naming the call and the error, so nothing
+here returns a status code to check.
+
+Arguments are numpy arrays (copied to the device, outputs copied back after
+the launches) or arrays already on the GPU exposing ``__cuda_array_interface__``
+(CuPy, PyTorch, Numba), whose pointers are passed as they are after checking
+shape, dtype and contiguity.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ember.codegen_cuda.device import device_available
+from ember.codegen_cuda.shared_layout import STATIC_SHARED_LIMIT, dynamic_shared_bytes
+from ember.errors import ArgumentError, DeviceError
+from ember.runtime.module import TimingResult
+from ember.runtime.signature import FunctionSignature, ParamSpec, check_arguments
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.buffer import Buffer
+
+
+def _driver() -> Any:
+    """cuda-python's driver bindings (a function so tests can substitute a fake)."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:
+        raise DeviceError("cuda-python is not installed (pip install ember[cuda])") from e
+    return driver
+
+
+def call(name: str, *args: Any) -> Any:
+    """``driver.<name>(*args)``; the values after the status, or a ``DeviceError``."""
+    driver = _driver()
+    try:
+        result = getattr(driver, name)(*args)
+    except DeviceError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a binding-level failure (bad argument, no library)
+        raise DeviceError(f"CUDA driver call {name} failed: {type(e).__name__}: {e}") from e
+    err, rest = result[0], tuple(result[1:])
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise DeviceError(f"CUDA driver call {name} failed with {getattr(err, 'name', err)}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+# -- the context ---------------------------------------------------------------------------
+_LOCK = threading.Lock()
+_CONTEXT: list[Any] = []  # [the primary context of device 0], once retained
+_CURRENT = threading.local()
+
+
+def ensure_context() -> Any:
+    """Device 0's primary context, retained once and made current on this thread."""
+    with _LOCK:
+        if not _CONTEXT:
+            call("cuInit", 0)
+            dev = call("cuDeviceGet", 0)
+            _CONTEXT.append(call("cuDevicePrimaryCtxRetain", dev))
+    ctx = _CONTEXT[0]
+    if getattr(_CURRENT, "ctx", None) is not ctx:
+        call("cuCtxSetCurrent", ctx)
+        _CURRENT.ctx = ctx
+    return ctx
+
+
+def synchronize() -> None:
+    call("cuCtxSynchronize")
+
+
+class DeviceBuffer:
+    """``nbytes`` of global device memory, freed when closed or collected."""
+
+    def __init__(self, nbytes: int) -> None:
+        ensure_context()
+        self.nbytes = nbytes
+        self.ptr = int(call("cuMemAlloc", max(nbytes, 1)))
+
+    def copy_from_host(self, array: np.ndarray) -> None:
+        if self.nbytes:
+            call("cuMemcpyHtoD", self.ptr, array.ctypes.data, self.nbytes)
+
+    def copy_to_host(self, array: np.ndarray) -> None:
+        if self.nbytes:
+            call("cuMemcpyDtoH", array.ctypes.data, self.ptr, self.nbytes)
+
+    def close(self) -> None:
+        if self.ptr:
+            ptr, self.ptr = self.ptr, 0
+            call("cuMemFree", ptr)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown; the context owns it
+            pass
+
+
+# -- arguments -------------------------------------------------------------------------------
+_DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+def _device_pointer(sig: FunctionSignature, p: ParamSpec, x: Any) -> int | None:
+    """The device pointer of a GPU array argument after checking it, or None for host data."""
+    iface = getattr(x, "__cuda_array_interface__", None)
+    if iface is None:
+        dlpack_device = getattr(x, "__dlpack_device__", None)
+        if dlpack_device is not None and int(dlpack_device()[0]) in _DLPACK_CUDA:
+            raise ArgumentError(
+                f"{sig.name}: argument '{p.name}' is a DLPack array on a CUDA device without "
+                "__cuda_array_interface__; pass a CuPy or PyTorch array, or a numpy array"
+            )
+        return None
+    where = f"{sig.name}: argument '{p.name}'"
+    shape = tuple(int(s) for s in iface["shape"])
+    got = np.dtype(iface["typestr"])
+    want = dt.numpy_dtype(p.dtype)
+    bf16 = p.dtype == "bfloat16" and got.itemsize == 2 and got.kind in ("V", "u")
+    if got != want and not bf16:
+        raise ArgumentError(f"{where} expects dtype {want.name}, got {got.name} (on the GPU)")
+    if shape != p.shape:
+        raise ArgumentError(f"{where} expects shape {p.shape}, got {shape} (on the GPU)")
+    strides = iface.get("strides")
+    if strides is not None and any(n > 1 for n in shape):
+        expect, step = [], got.itemsize
+        for n in reversed(shape):
+            expect.append(step)
+            step *= n
+        if any(s != e for s, e, n in zip(strides, reversed(expect), shape) if n > 1):
+            raise ArgumentError(f"{where} must be C-contiguous on the GPU; pass a contiguous copy")
+    ptr, readonly = iface["data"]
+    if p.written and readonly:
+        raise ArgumentError(f"{where} is written by the function but the GPU array is read-only")
+    return int(ptr)
+
+
+@dataclass
+class BoundArguments:
+    """Device pointers for one call, with the host arrays staged through device buffers."""
+
+    pointers: list[int]
+    staged: list[tuple[np.ndarray, DeviceBuffer, bool]] = field(default_factory=list)
+
+    def copy_in(self) -> None:
+        for array, buf, _ in self.staged:
+            buf.copy_from_host(array)
+
+    def copy_out(self) -> None:
+        for array, buf, written in self.staged:
+            if written:
+                buf.copy_to_host(array)
+
+    def close(self) -> None:
+        for _, buf, _ in self.staged:
+            buf.close()
+        self.staged.clear()
+
+
+def bind_arguments(sig: FunctionSignature, args: Sequence[Any]) -> BoundArguments:
+    """Check ``args`` and give each a device pointer (allocating for host arrays)."""
+    if len(args) != len(sig.params):
+        check_arguments(sig, args)  # raises the arity error
+    device = [_device_pointer(sig, p, x) for p, x in zip(sig.params, args)]
+    host_idx = [i for i, ptr in enumerate(device) if ptr is None]
+    host_sig = FunctionSignature(sig.name, tuple(sig.params[i] for i in host_idx))
+    arrays = check_arguments(host_sig, [args[i] for i in host_idx])
+    bound = BoundArguments([0] * len(args))
+    for i, ptr in enumerate(device):
+        if ptr is not None:
+            bound.pointers[i] = ptr
+    for i, array in zip(host_idx, arrays):
+        buf = DeviceBuffer(array.nbytes)
+        bound.staged.append((array, buf, sig.params[i].written))
+        bound.pointers[i] = buf.ptr
+    return bound
+
+
+def bind_pointers(sig: FunctionSignature, pointers: Sequence[int]) -> BoundArguments:
+    """Stage already-checked host data pointers (``Module``'s native-call convention)."""
+    arrays = []
+    for p, ptr in zip(sig.params, pointers):
+        dtype = dt.numpy_dtype(p.dtype)
+        count = int(np.prod(p.shape, dtype=np.int64))
+        raw = (ctypes.c_byte * (count * dtype.itemsize)).from_address(int(ptr)) if count else b""
+        arrays.append(np.frombuffer(raw, dtype=dtype, count=count))
+    bound = BoundArguments([0] * len(arrays))
+    for i, (p, array) in enumerate(zip(sig.params, arrays)):
+        buf = DeviceBuffer(array.nbytes)
+        bound.staged.append((array, buf, p.written))
+        bound.pointers[i] = buf.ptr
+    return bound
+
+
+# -- modules and launches ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    function: Any
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+
+def _load_image(compiled: Any) -> Any:
+    if compiled.cubin:
+        try:
+            return call("cuModuleLoadData", compiled.cubin)
+        except DeviceError:
+            pass  # e.g. a cubin for another architecture: let the driver JIT the PTX
+    return call("cuModuleLoadData", compiled.ptx.encode() + b"\0")
+
+
+def _workspace_bytes(ws: Buffer) -> int:
+    size = ws.flat_size() if len(ws.shape) != 1 else ws.shape[0]
+    if not isinstance(size, E.IntImm):
+        raise DeviceError(f"workspace '{ws.name}' has the symbolic size {size}")
+    return size.value * dt.bytes_of(ws.dtype)
+
+
+class DeviceModule:
+    """A compiled CUDA module loaded on the device, with its kernels and workspaces."""
+
+    def __init__(self, compiled: Any, kernels: Sequence[S.PrimFunc]) -> None:
+        ensure_context()
+        self.handle = _load_image(compiled)
+        self.kernels: dict[str, Kernel] = {}
+        attr = _driver().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        for func in kernels:
+            symbol = func.attr("global_symbol") or func.name
+            handle = call("cuModuleGetFunction", self.handle, symbol.encode())
+            shared = dynamic_shared_bytes(func)
+            if shared > STATIC_SHARED_LIMIT:
+                call("cuFuncSetAttribute", handle, attr, shared)
+            grid, block = func.attr("launch")
+            self.kernels[func.name] = Kernel(func.name, handle, tuple(grid), tuple(block), shared)
+        self._workspaces: dict[E.Var, DeviceBuffer] = {}
+
+    def workspace(self, ws: Buffer) -> int:
+        """The device pointer of a workspace, allocated on first use and kept."""
+        buf = self._workspaces.get(ws.data)
+        if buf is None:
+            buf = self._workspaces[ws.data] = DeviceBuffer(_workspace_bytes(ws))
+        return buf.ptr
+
+    def launch(self, name: str, pointers: Sequence[int], stream: Any = 0) -> None:
+        kernel = self.kernels[name]
+        values = [ctypes.c_void_p(int(p)) for p in pointers]
+        params = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+        call(
+            "cuLaunchKernel",
+            kernel.function,
+            *kernel.grid,
+            *kernel.block,
+            kernel.shared_bytes,
+            stream,
+            ctypes.addressof(params),
+            0,
+        )
+
+    def close(self) -> None:
+        for buf in self._workspaces.values():
+            buf.close()
+        self._workspaces.clear()
+
+
+# -- timing ------------------------------------------------------------------------------------
+def check_timing_args(number: int, repeat: int, min_repeat_ms: float) -> None:
+    for label, value in (("number", number), ("repeat", repeat)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ArgumentError(
+                f"time_evaluator: {label} must be a positive integer, got {value!r}"
+            )
+    if isinstance(min_repeat_ms, bool) or not isinstance(min_repeat_ms, (int, float)):
+        raise ArgumentError(f"time_evaluator: min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
+    if min_repeat_ms < 0:
+        raise ArgumentError(f"time_evaluator: min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
+
+
+def _elapsed_ms(launch_all: Callable[[], None], n: int, start: Any, end: Any) -> float:
+    call("cuEventRecord", start, 0)
+    for _ in range(n):
+        launch_all()
+    call("cuEventRecord", end, 0)
+    call("cuEventSynchronize", end)
+    return float(call("cuEventElapsedTime", start, end))
+
+
+def time_launches(
+    launch_all: Callable[[], None], number: int, repeat: int, min_repeat_ms: float
+) -> TimingResult:
+    """Seconds per ``launch_all()`` on the default stream, measured with CUDA events.
+
+    One warm-up run, then ``repeat`` batches of ``number`` runs (a batch is
+    lengthened until it lasts ``min_repeat_ms``).
+    """
+    ensure_context()
+    launch_all()
+    synchronize()
+    start, end = call("cuEventCreate", 0), call("cuEventCreate", 0)
+    try:
+        results = []
+        n = number
+        for _ in range(repeat):
+            while True:
+                ms = _elapsed_ms(launch_all, n, start, end)
+                if ms >= min_repeat_ms or n >= 1 << 20:
+                    break
+                n = max(2 * n, int(n * min_repeat_ms / max(ms, 1e-3) * 1.2))
+            results.append(ms * 1e-3 / n)
+    finally:
+        call("cuEventDestroy", start)
+        call("cuEventDestroy", end)
+    return TimingResult(tuple(results))
+
+
+__all__ = [
+    "BoundArguments",
+    "DeviceBuffer",
+    "DeviceModule",
+    "bind_arguments",
+    "bind_pointers",
+    "call",
+    "check_timing_args",
+    "device_available",
+    "ensure_context",
+    "synchronize",
+    "time_launches",
+]
