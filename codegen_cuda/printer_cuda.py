@@ -101,7 +101,19 @@ __device__ __forceinline__ {t} ember_floormod({t} a, {t} b) {{
 }
 
 
+# One cp.async of 4, 8 or 16 bytes from global to shared memory (sm_80+); 16-byte
+# copies bypass L1 (.cg), the smaller ones may only go through it (.ca).
+_CP_ASYNC = """\
+__device__ __forceinline__ void ember_cp_async_{n}(void* dst, const void* src) {{
+  unsigned int addr = (unsigned int)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.{cache}.shared.global [%0], [%1], {n};\\n" :: "r"(addr), "l"(src));
+}}
+"""
+
+
 def _helper_text(kind: str, ctype: str) -> str:
+    if kind == "cp_async":
+        return _CP_ASYNC.format(n=ctype, cache="cg" if ctype == "16" else "ca")
     return _HELPERS[kind].format(t=ctype, floor="floorf" if ctype == "float" else "floor")
 
 
@@ -336,6 +348,27 @@ class CUDAPrinter(CUDAVectorMemory):
             self.line("__syncwarp();")
         else:
             raise InternalError(f"no CUDA barrier for scope '{s.scope}'")
+
+    # -- asynchronous copies (inject_pipeline) --------------------------------------------
+    def stmt_AsyncCopy(self, s: S.AsyncCopy) -> None:
+        store, load = s.store, s.store.value
+        assert isinstance(load, E.BufferLoad)
+        nbytes = dt.bytes_of(load.dtype)
+        dst = self.flat_index(store.buffer, store.indices)
+        src = self.flat_index(load.buffer, load.indices)
+        dst_base = dst.base if isinstance(dst, E.Ramp) else dst
+        src_base = src.base if isinstance(src, E.Ramp) else src
+        self.helpers.add(("cp_async", str(nbytes)))
+        self.line(
+            f"ember_cp_async_{nbytes}(&{self.buffer_ref(store.buffer)}[{self.expr(dst_base)}], "
+            f"&{self.buffer_ref(load.buffer)}[{self.expr(src_base)}]);"
+        )
+
+    def stmt_AsyncCommit(self, s: S.AsyncCommit) -> None:
+        self.line('asm volatile("cp.async.commit_group;\\n" ::);')
+
+    def stmt_AsyncWait(self, s: S.AsyncWait) -> None:
+        self.line(f'asm volatile("cp.async.wait_group {s.pending};\\n" ::);')
 
     # -- the kernel -------------------------------------------------------------------
     def print_function(self, func: S.PrimFunc) -> str:

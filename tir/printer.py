@@ -180,6 +180,17 @@ class TIRPrinter(Visitor):
     def visit_Barrier(self, s: S.Barrier) -> None:
         self.line(f'barrier("{s.scope}")')
 
+    def visit_AsyncCopy(self, s: S.AsyncCopy) -> None:
+        st = s.store
+        idx = ", ".join(self.expr(i) for i in st.indices)
+        self.line(f"async_copy({self.buffer(st.buffer)}[{idx}], {self.expr(st.value)})")
+
+    def visit_AsyncCommit(self, s: S.AsyncCommit) -> None:
+        self.line("async_commit()")
+
+    def visit_AsyncWait(self, s: S.AsyncWait) -> None:
+        self.line(f"async_wait({s.pending})")
+
     def func(self, f: S.PrimFunc) -> str:
         params = []
         for b in f.params:

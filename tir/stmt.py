@@ -119,6 +119,31 @@ class Barrier(Stmt):
     scope: str = "shared"
 
 
+@_node
+class AsyncCopy(Stmt):
+    """``store`` issued asynchronously (``cp.async`` on sm_80 and newer).
+
+    The store's value is a load of global memory. The copy is in flight until an
+    :class:`AsyncWait` of the issuing thread lets its group land: the destination
+    must not be read before then, and other threads see it only after a barrier
+    that follows the wait.
+    """
+
+    store: BufferStore
+
+
+@_node
+class AsyncCommit(Stmt):
+    """Close the group of the asynchronous copies this thread issued since the last commit."""
+
+
+@_node
+class AsyncWait(Stmt):
+    """Wait until at most ``pending`` of this thread's committed copy groups are in flight."""
+
+    pending: int = 0
+
+
 def no_op() -> Stmt:
     return SeqStmt(())
 

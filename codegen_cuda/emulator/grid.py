@@ -9,8 +9,8 @@ several in lock-step is the same as running them one after another (block order
 must not matter for a correct kernel), and it makes small blocks cheap.
 A :class:`Chunk` also carries what the statements need at run time: the index
 arrays for each ``blockIdx``/``threadIdx`` tag, the storage of each shared allocation
-(one per kernel, as a ``__shared__`` array is; a barrier resets its race history)
-and whether races are checked.
+(one per kernel, as a ``__shared__`` array is; a barrier resets its race history),
+the asynchronous copies in flight, and whether races are checked.
 """
 
 from __future__ import annotations
@@ -81,6 +81,10 @@ class Chunk:
         }
         self._typed: dict[tuple[str, np.dtype], np.ndarray] = {}
         self.shared: dict[object, Any] = {}  # shared storage per allocation, reset at barriers
+        # asynchronous copies (cp.async): issued but not committed, and committed groups in
+        # issue order; the threads run in lock-step, so one queue serves all of them
+        self.async_open: list[Any] = []
+        self.async_groups: list[list[Any]] = []
 
     def index(self, tag: str, dtype: np.dtype) -> np.ndarray:
         """The per-lane value of ``tag`` (``"threadIdx.x"``, ...) in ``dtype``."""

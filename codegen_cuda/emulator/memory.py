@@ -21,6 +21,7 @@ reference interpreter.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -182,6 +183,29 @@ class BlockStorage(Storage):
             i, c, v = i[m], c[m], v[m]
         self.data[i, c] = v
 
+    def issue_async(self, idx: Any, value: Any, env: Env, site: int) -> PendingCopy:
+        """An asynchronous copy of ``value`` to ``idx``: checked and recorded now, written
+        when its group lands (``PendingCopy.land``)."""
+        if not self.shared:
+            raise InternalError(f"asynchronous copy into {self.scope} buffer '{self.name}'")
+        idx = self.checked(idx, env, "store", site)
+        if self.bf16:
+            value = float32_to_bf16(value)
+        self.profile(env, "store", idx, site)
+        vector = np.ndim(idx) == 2 or np.ndim(value) == 2
+        elems = lanes = None
+        if self.tracker is not None:
+            elems, lanes = self._accesses(idx, env, vector)
+            self.tracker.on_issue(elems, lanes, site)
+        full = self.lane_shape(env, idx, value)
+        cols = self.cols[:, None] if len(full) == 2 else self.cols
+        i, c, v = (np.broadcast_to(x, full) for x in (idx, cols, value))
+        mask = env[MASK]
+        if mask is not None:
+            m = np.broadcast_to(_lane_mask(mask, len(full) == 2), full)
+            i, c, v = i[m], c[m], v[m]
+        return PendingCopy(self, i.copy(), c.copy(), v.copy(), elems, lanes, site)
+
     def _accesses(self, idx: Any, env: Env, vector: bool) -> tuple[np.ndarray, np.ndarray]:
         """Flat tracker entries and lanes of the active threads' accesses."""
         chunk: Chunk = env[CHUNK]
@@ -197,6 +221,25 @@ class BlockStorage(Storage):
             return e.reshape(-1), t.reshape(-1)
         m = np.broadcast_to(_lane_mask(mask, len(full) == 2), full)
         return e[m], t[m]
+
+
+@dataclass
+class PendingCopy:
+    """The part of one asynchronous copy statement the active threads issued, in flight."""
+
+    storage: BlockStorage
+    rows: np.ndarray
+    cols: np.ndarray
+    values: np.ndarray
+    elems: np.ndarray | None  # race-tracker entries and lanes (None: races not checked)
+    lanes: np.ndarray | None
+    site: int
+
+    def land(self) -> None:
+        tracker = self.storage.tracker
+        if tracker is not None and self.elems is not None:
+            tracker.on_land(self.elems, self.lanes, self.site)  # type: ignore[arg-type]
+        self.storage.data[self.rows, self.cols] = self.values
 
 
 def _fresh(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -226,4 +269,4 @@ def allocation_size(buf: Any) -> int:
     return value
 
 
-__all__ = ["BlockStorage", "GlobalStorage", "Storage", "allocation_size"]
+__all__ = ["BlockStorage", "GlobalStorage", "PendingCopy", "Storage", "allocation_size"]

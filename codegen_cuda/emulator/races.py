@@ -7,7 +7,9 @@ run), the thread that last wrote it and the smallest and largest thread that
 read it since the last barrier, plus the access site of each (an index into the
 kernel's table of printed statements). A read of an element another thread
 wrote is a RAW race; a write to an element another thread wrote (WAW) or read
-(WAR) is a race too. A barrier forgets everything for the blocks that reach it.
+(WAR) is a race too. A barrier forgets everything for the blocks that reach it,
+except the asynchronous copies still in flight: touching an element one of them
+will write before it lands is a race whatever barriers lie between.
 Threads are chunk lanes; the caller turns a lane into (block, thread) for the
 message through ``describe``.
 """
@@ -45,6 +47,11 @@ class RaceTracker:
         self.reader_min = np.full(n, _NO_MIN, dtype=np.int32)
         self.reader_max = np.full(n, _NONE, dtype=np.int32)
         self.reader_site = np.zeros(n, dtype=np.int32)
+        # asynchronous copies in flight to each element (not forgotten at barriers), and
+        # the lane and site of the latest one
+        self.pending = np.zeros(n, dtype=np.int32)
+        self.pending_lane = np.zeros(n, dtype=np.int32)
+        self.pending_site = np.zeros(n, dtype=np.int32)
 
     def reset(self, blocks: np.ndarray | None) -> None:
         """A barrier: forget the history of ``blocks`` (a bool mask over the chunk; None: all)."""
@@ -61,8 +68,35 @@ class RaceTracker:
         ):
             arr.reshape(-1, self.nblocks)[:, cols] = value
 
+    def on_issue(self, elems: np.ndarray, lanes: np.ndarray, site: int) -> None:
+        """``lanes[i]`` starts an asynchronous copy to ``elems[i]``: a write from now until it
+        lands, so it must not overtake another thread's read or meet another write."""
+        self.on_write(elems, lanes, site)
+        np.add.at(self.pending, elems, 1)
+        self.pending_lane[elems] = lanes
+        self.pending_site[elems] = site
+
+    def on_land(self, elems: np.ndarray, lanes: np.ndarray, site: int) -> None:
+        """The copies to ``elems`` land (their group was waited for): written now."""
+        np.subtract.at(self.pending, elems, 1)
+        self.on_write(elems, lanes, site)
+
+    def _check_pending(self, elems: np.ndarray, lanes: np.ndarray, site: int, verb: str) -> None:
+        bad = self.pending[elems] > 0
+        if bad.any():
+            i = int(np.argmax(bad))
+            e = int(elems[i])
+            raise RaceError(
+                f"shared-memory race (premature access) on '{self.name}[{e // self.nblocks}]': "
+                f"{self.describe(int(lanes[i]))} {verb} it in `{self.sites[site]}` while the "
+                f"asynchronous copy to it issued by {self.describe(int(self.pending_lane[e]))} in "
+                f"`{self.sites[int(self.pending_site[e])]}` has not landed; wait for its group "
+                "(cp.async.wait_group) and then a barrier before touching it"
+            )
+
     def on_read(self, elems: np.ndarray, lanes: np.ndarray, site: int) -> None:
         """``lanes[i]`` reads flat entry ``elems[i]``; raises on a read after another's write."""
+        self._check_pending(elems, lanes, site, "reads")
         w = self.writer[elems]
         bad = (w != _NONE) & (w != lanes)
         if bad.any():
@@ -74,6 +108,7 @@ class RaceTracker:
 
     def on_write(self, elems: np.ndarray, lanes: np.ndarray, site: int) -> None:
         """``lanes[i]`` writes flat entry ``elems[i]``; raises on WAW and WAR races."""
+        self._check_pending(elems, lanes, site, "writes")
         w = self.writer[elems]
         bad = (w != _NONE) & (w != lanes)
         if bad.any():

@@ -11,6 +11,8 @@ index of the tag, and when its extent is below the launch extent the threads
 beyond it are masked off (a guard). A body whose mask has no thread left is
 skipped. A barrier checks that, in each block, either every thread or none
 reaches it, then clears the race history of the shared allocations in scope.
+Asynchronous copies (``cp.async``) are issued into a queue and land, group by
+group, at the wait that releases them (:mod:`.races` flags any touch before).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ class StmtCompiler:
             S.AssertStmt: self._assert,
             S.Evaluate: self._evaluate,
             S.Barrier: self._barrier,
+            S.AsyncCopy: self._async_copy,
+            S.AsyncCommit: self._async_commit,
+            S.AsyncWait: self._async_wait,
         }
 
     def compile(self, s: S.Stmt) -> Fn:
@@ -198,6 +203,49 @@ class StmtCompiler:
 
         return barrier
 
+    # -- asynchronous copies ------------------------------------------------------------
+    # cp.async semantics: a copy is issued (its source read, its destination claimed) and
+    # lands only when a wait lets its group go; commit closes the group being issued.
+    def _async_copy(self, s: S.AsyncCopy) -> Fn:
+        store = s.store
+        site = self.exprs.enter_site(stmt_to_str(s))
+        value, index = self.exprs.compile(store.value), self.exprs.compile(store.indices[0])
+        slot = self.exprs.data_slot(store.buffer)
+        vector = dt.lanes_of(store.value.dtype) > 1
+
+        def issue(env: Env) -> None:
+            i = index(env)
+            if vector and np.ndim(i) == 1:
+                i = i.reshape(1, -1)
+            env[CHUNK].async_open.append(env[slot].issue_async(i, value(env), env, site))
+
+        return issue
+
+    def _async_commit(self, s: S.AsyncCommit) -> Fn:
+        site = self.exprs.enter_site("async_commit()")
+        sites = self.exprs.sites
+
+        def commit(env: Env) -> None:
+            chunk: Chunk = env[CHUNK]
+            _uniform(env, sites[site])
+            chunk.async_groups.append(chunk.async_open)
+            chunk.async_open = []
+
+        return commit
+
+    def _async_wait(self, s: S.AsyncWait) -> Fn:
+        site = self.exprs.enter_site(f"async_wait({s.pending})")
+        sites, pending = self.exprs.sites, s.pending
+
+        def wait(env: Env) -> None:
+            chunk: Chunk = env[CHUNK]
+            _uniform(env, sites[site])
+            while len(chunk.async_groups) > pending:
+                for copy in chunk.async_groups.pop(0):
+                    copy.land()
+
+        return wait
+
     # -- control flow ---------------------------------------------------------------
     def _seq(self, s: S.SeqStmt) -> Fn:
         fns = tuple(self.compile(x) for x in s.stmts)
@@ -292,6 +340,17 @@ def _divergent_loop(env: Env, slot: int, body: Fn, lo: Any, ext: Any, npdt: np.d
         env[slot] = (lo + k).astype(npdt) if np.ndim(lo) else npdt.type(lo + k)
         body(env)
     env[MASK] = mask
+
+
+def _uniform(env: Env, site: str) -> None:
+    """Copy groups are per thread on the GPU; the emulator keeps one queue for the chunk,
+    which is exact when every thread commits and waits together, as generated code does."""
+    mask = env[MASK]
+    if mask is not None and not mask.all():
+        raise InternalError(
+            f"`{site}` is reached by only some threads; the emulator models asynchronous-copy "
+            "groups committed and waited for by every thread of the kernel"
+        )
 
 
 def _blocks_at_barrier(chunk: Chunk, mask: np.ndarray | None, site: str) -> np.ndarray | None:

@@ -6,7 +6,9 @@ slice of K the block first copies the A and B tiles it needs into shared memory
 (all threads cooperating, so each global element is read once per block), waits
 at a barrier, then every thread reads its rows and columns from shared memory
 into registers and updates its sub-tile. Threads of a warp cover consecutive
-columns, so their global reads of B and writes of C coalesce.
+columns, so their global reads of B and writes of C coalesce. The shared tiles
+are pipelined over the K loop (``stages`` knob): the copies of the next tiles
+are in flight (``cp.async`` on sm_80+) while the block computes on the current one.
 """
 
 from __future__ import annotations
@@ -68,8 +70,10 @@ def schedule_matmul_cuda(s: Schedule, C: Any, A: Any, B: Any, K: int, N: int) ->
     s[CL].unroll(xc)
 
     cfg.define_knob("fetch_vector", [1, 2, 4], default=4)
+    cfg.define_knob("stages", [1, 2, 3, 4], default=3)
     for shared, row in ((AS, bk), (BS, bn)):
         s[shared].compute_at(s[CL], ko)
+        s[shared].pipeline(cfg["stages"].val)
         vec = cfg["fetch_vector"].val
         # a vector must not cross a tile row, and a tile row must start aligned
         vec = vec if row % vec == 0 and K % vec == 0 and N % vec == 0 else 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from ember.codegen_cuda.transform.inject_pipeline import Phase, phases_may_meet, split_stage
 from ember.codegen_cuda.transform.private_access import private_key
 from ember.errors import LoweringError
 from ember.tir import expr as E
@@ -22,9 +23,10 @@ from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit, uses_var
 
 # A shared access: the buffer's pointer, the allocation it lives in (loop partitioning
-# copies an allocation: each copy is its own __shared__ array), and the key of its
-# thread-private index (None when other threads may touch the same element).
-Access = tuple[E.Var, int, Hashable | None]
+# copies an allocation: each copy is its own __shared__ array), the key of its
+# thread-private index (None when other threads may touch the same element), and the
+# stage of a pipelined buffer it touches (None: any, or not pipelined).
+Access = tuple[E.Var, int, Hashable | None, Phase | None]
 
 
 @dataclass
@@ -40,11 +42,26 @@ class _Summary:
 
 def _overlap(a: set[Access], b: set[Access]) -> bool:
     """Could a thread's access in ``a`` touch an element another thread accessed in ``b``?"""
-    for data, alloc, key in a:
-        for data2, alloc2, key2 in b:
-            if data is data2 and alloc == alloc2 and (key is None or key != key2):
+    for data, alloc, key, phase in a:
+        for data2, alloc2, key2, phase2 in b:
+            if (
+                data is data2
+                and alloc == alloc2
+                and (key is None or key != key2)
+                and phases_may_meet(phase, phase2)
+            ):
                 return True
     return False
+
+
+def _rephase(accesses: set[Access], var: E.Var, shift: int | None) -> set[Access]:
+    """Phases of ``var`` moved ``shift`` iterations on (None: forgotten, outside its loop)."""
+    out: set[Access] = set()
+    for data, alloc, key, phase in accesses:
+        if isinstance(phase, Phase) and phase.var is var:
+            phase = None if shift is None else phase.shifted(shift)
+        out.add((data, alloc, key, phase))
+    return out
 
 
 def _conflict(later_r: set[Access], later_w: set[Access], r: set[Access], w: set[Access]) -> bool:
@@ -64,10 +81,15 @@ class _Sync:
 
     def access(self, buf: object, index: E.PrimExpr) -> Access:
         data = buf.data  # type: ignore[attr-defined]
+        phase = None
+        staged = split_stage(index)
+        if staged is not None:
+            phase, index = staged
         return (
             data,
             self.allocation.get(data, 0),
             private_key(index, self.thread_vars, self.block),
+            phase,
         )
 
     def shared_reads(self, node: object) -> set[Access]:
@@ -93,6 +115,12 @@ class _Sync:
             return self.branch(s, divergent)
         if isinstance(s, S.Barrier):
             return s, _Summary(barrier=True)
+        if isinstance(s, S.AsyncCopy):
+            # Counted as a write where it is issued, which orders it after earlier reads.
+            # Its hand-off to readers is the barrier inject_pipeline puts after the wait.
+            return s, self.run(s.store, divergent)[1]
+        if isinstance(s, (S.AsyncCommit, S.AsyncWait)):
+            return s, _Summary()
         if isinstance(s, (S.Allocate, S.LetStmt, S.AttrStmt, S.AssertStmt)):
             outer = None
             if isinstance(s, S.Allocate):
@@ -158,8 +186,13 @@ class _Sync:
         elif self.divergent_cond(s.extent) or self.divergent_cond(s.min):
             inner_div = True
         body, bs = self.run(s.body, inner_div)
+        # the next iteration's head against this one's tail: one step on for the stage
+        # phases if a barrier separates the iteration after that; else any distance
+        step = 1 if bs.barrier else None
+        next_r = _rephase(bs.head_r, s.loop_var, step)
+        next_w = _rephase(bs.head_w, s.loop_var, step)
         if s.kind is not S.ForKind.THREAD_BINDING and _conflict(
-            bs.head_r, bs.head_w, bs.tail_r, bs.tail_w
+            next_r, next_w, bs.tail_r, bs.tail_w
         ):
             # iteration i+1 reads what iteration i wrote (or overwrites what it read)
             if inner_div:
@@ -174,7 +207,12 @@ class _Sync:
             if body is s.body
             else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
         )
-        return new, bs
+        v = s.loop_var
+        outside = _Summary(
+            *(_rephase(x, v, None) for x in (bs.head_r, bs.head_w, bs.tail_r, bs.tail_w)),
+            bs.barrier,
+        )
+        return new, outside
 
     def branch(self, s: S.IfThenElse, divergent: bool) -> tuple[S.Stmt, _Summary]:
         div = divergent or self.divergent_cond(s.condition)

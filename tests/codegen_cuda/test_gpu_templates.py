@@ -51,7 +51,7 @@ def test_matmul_cuda_every_barrier_is_needed(rng):
     program = mod.program
     (kernel,) = program.kernels
     count = repr(kernel).count("barrier(")
-    assert count >= 2
+    assert count >= 1  # one per pipelined K iteration (test_pipeline.py covers stages)
     for k in range(count):
         mod.program = dataclasses.replace(program, kernels=(_DropBarrier(k).visit_func(kernel),))
         with pytest.raises(ember.RaceError):

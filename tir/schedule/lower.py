@@ -158,7 +158,11 @@ class _Lowering:
             return inner
         body = S.seq(*[self.stage_nest(p) for p in attached], inner)
         for p in reversed(attached):
-            body = S.Allocate(self.buffers[id(p)], body)
+            buf = self.buffers[id(p)]
+            stages = max(p.pipeline_stages, 2 if p.double_buffered else 1)
+            if stages > 1:  # a fact for the GPU's inject_pipeline; CPU code ignores it
+                body = S.AttrStmt(buf.data, "pipeline_stages", E.const(stages), body)
+            body = S.Allocate(buf, body)
         return body
 
     def make_for(self, st: Stage, iv: IterVar, sb: StageBounds, body: S.Stmt) -> S.Stmt:

@@ -298,13 +298,21 @@ class Stage:
         self.storage_align_[op.axis.index(axis)] = (factor, offset)
 
     def double_buffer(self) -> None:
+        """``pipeline(2)``: fill the next tile of this shared stage while computing on this one."""
         self._compute_only("double_buffer")
         self.double_buffered = True
 
     def pipeline(self, stages: int) -> None:
+        """Keep ``stages`` tiles of this shared stage in flight over the loop it is computed at.
+
+        The stage must be a copy from global memory, ``compute_at`` the loop whose
+        iterations each fill one tile (a reduction's outer loop); on CUDA the loop
+        is rewritten so that the copies of the next ``stages - 1`` tiles overlap
+        the compute on the current one (``cp.async`` on sm_80+). CPU code ignores it.
+        """
         self._compute_only("pipeline")
-        if stages < 1:
-            raise self._error(f"pipeline: stages must be >= 1, got {stages}")
+        if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
+            raise self._error(f"pipeline: stages must be an integer >= 1, got {stages!r}")
         self.pipeline_stages = stages
 
 

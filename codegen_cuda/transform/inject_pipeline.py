@@ -1,0 +1,320 @@
+"""Pass ``inject_pipeline``: software pipelining of shared-memory stages over their fill loop.
+
+Expects: a kernel from ``split_host_device``, before ``inject_sync``. A stage the
+schedule marked with ``pipeline(stages)`` or ``double_buffer()`` arrives as an
+``Allocate`` whose body starts with ``AttrStmt(data, "pipeline_stages", S)``,
+at the top of the loop it was computed at (``ko``, the reduction's outer loop):
+
+    for ko in range(n):
+        alloc AS; alloc BS
+        <fill AS, BS from global memory for tile ko>      (the producers)
+        <compute with AS, BS>                            (the consumers)
+
+Guarantees: each marked buffer holds ``S`` tiles (its stages), and the loop is
+rewritten so that the fill of tile ``ko + S - 1`` is issued before the compute
+on tile ``ko``, letting the loads of the next tiles overlap the arithmetic:
+
+    fill tile 0 .. S-2 into stages 0 .. S-2; commit each      (prologue)
+    for ko in range(n):
+        wait until tile ko has landed; barrier
+        if ko + S - 1 < n: fill tile ko+S-1 into stage (ko+S-1) % S
+        commit
+        compute on stage ko % S
+
+On sm_80 and newer a fill is ``cp.async`` (``AsyncCopy``) with commit/wait
+groups, so the copy does not even pass through registers; elsewhere it is an
+ordinary load and store. The one barrier per iteration does two jobs: after
+it every thread's copies of tile ``ko`` are visible (read after write), and no
+thread is still computing on the stage the next fill overwrites, which is the
+one computed on in the previous iteration (write after read). The epilogue
+needs no code: the last ``S - 1`` iterations issue no fill and commit empty
+groups, so ``wait`` keeps counting the same way.
+
+A stage index is written ``floormod(e, S) * X + index`` with ``e`` the loop
+variable plus a constant (or a constant, in the prologue): :func:`split_stage`
+reads it back so that ``inject_sync`` knows two accesses in one iteration touch
+different stages and need no barrier between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from ember.errors import LoweringError
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.buffer import Buffer
+from ember.tir.functor import Mutator, post_order_visit, substitute
+from ember.tir.transform.simplify import simplify_stmt
+
+PIPELINE_KEY = "pipeline_stages"
+_ASYNC_BYTES = (4, 8, 16)  # the sizes one cp.async moves
+_STAGE_ALIGN_BYTES = 16  # each stage starts 16-byte aligned, for vector copies
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Which stage an access touches: ``(var + offset) % stages`` (``var`` None: a constant)."""
+
+    var: E.Var | None
+    offset: int
+    stages: int
+
+    def shifted(self, by: int) -> Phase:
+        return Phase(self.var, self.offset + by, self.stages)
+
+
+def split_stage(index: E.PrimExpr) -> tuple[Phase, E.PrimExpr] | None:
+    """The phase and the in-stage index of a staged access, or None for any other index."""
+    if isinstance(index, E.Ramp):
+        inner = split_stage(index.base)
+        if inner is None:
+            return None
+        return inner[0], E.Ramp(index.dtype, inner[1], index.stride, index.lanes)
+    if not (isinstance(index, E.BinOp) and index.op is E.BinaryOp.ADD):
+        return None
+    term = index.a
+    if not (
+        isinstance(term, E.BinOp)
+        and term.op is E.BinaryOp.MUL
+        and isinstance(term.a, E.BinOp)
+        and term.a.op is E.BinaryOp.FLOORMOD
+        and isinstance(term.a.b, E.IntImm)
+        and isinstance(term.b, E.IntImm)
+    ):
+        return None
+    e, stages = term.a.a, term.a.b.value
+    if isinstance(e, E.IntImm):
+        return Phase(None, e.value, stages), index.b
+    if isinstance(e, E.Var):
+        return Phase(e, 0, stages), index.b
+    if isinstance(e, E.BinOp) and e.op is E.BinaryOp.ADD and isinstance(e.b, E.IntImm):
+        if isinstance(e.a, E.Var):
+            return Phase(e.a, e.b.value, stages), index.b
+    return None
+
+
+def phases_may_meet(a: Hashable | None, b: Hashable | None) -> bool:
+    """Could accesses in phases ``a`` and ``b`` (of one iteration) touch the same stage?"""
+    if not isinstance(a, Phase) or not isinstance(b, Phase):
+        return True
+    if a.var is not b.var or a.stages != b.stages:
+        return True
+    return (a.offset - b.offset) % a.stages == 0
+
+
+def _stage_term(e: E.PrimExpr, stages: int, size: int) -> E.PrimExpr:
+    # built by hand so that no folding hides the shape split_stage reads back
+    mod = E.BinOp(e.dtype, E.BinaryOp.FLOORMOD, e, E.IntImm(e.dtype, stages))
+    return E.BinOp(e.dtype, E.BinaryOp.MUL, mod, E.IntImm(e.dtype, size))
+
+
+def _with_stage(index: E.PrimExpr, term: E.PrimExpr) -> E.PrimExpr:
+    if isinstance(index, E.Ramp):
+        return E.Ramp(index.dtype, _with_stage(index.base, term), index.stride, index.lanes)
+    return E.BinOp(index.dtype, E.BinaryOp.ADD, term, index)
+
+
+class _Restage(Mutator):
+    """Point every access of a staged buffer at the stage of phase ``e``."""
+
+    def __init__(self, staged: dict[E.Var, tuple[Buffer, int]], stages: int, e: E.PrimExpr):
+        self.staged, self.stages, self.e = staged, stages, e
+
+    def _index(self, buf: Buffer, index: E.PrimExpr) -> tuple[Buffer, E.PrimExpr]:
+        new, size = self.staged[buf.data]
+        return new, _with_stage(index, _stage_term(self.e, self.stages, size))
+
+    def visit_BufferLoad(self, e: E.BufferLoad) -> E.PrimExpr:
+        indices = tuple(self.visit(i) for i in e.indices)
+        if e.buffer.data not in self.staged:
+            return e if indices == e.indices else E.BufferLoad(e.dtype, e.buffer, indices)
+        buf, index = self._index(e.buffer, indices[0])
+        return E.BufferLoad(e.dtype, buf, (index,))
+
+    def visit_BufferStore(self, s: S.BufferStore) -> S.Stmt:
+        value = self.visit(s.value)
+        indices = tuple(self.visit(i) for i in s.indices)
+        if s.buffer.data not in self.staged:
+            if value is s.value and indices == s.indices:
+                return s
+            return S.BufferStore(s.buffer, value, indices)
+        buf, index = self._index(s.buffer, indices[0])
+        return S.BufferStore(buf, value, (index,))
+
+
+class _Asyncify(Mutator):
+    """Turn the producers' plain global-to-shared copies into ``AsyncCopy``."""
+
+    def __init__(self, staged: dict[E.Var, tuple[Buffer, int]]) -> None:
+        self.staged = staged
+
+    def visit_BufferStore(self, s: S.BufferStore) -> S.Stmt:
+        v = s.value
+        if (
+            s.buffer.data in self.staged
+            and isinstance(v, E.BufferLoad)
+            and v.buffer.scope == "global"
+            and dt.element_of(v.dtype) == dt.element_of(s.buffer.dtype)
+            and dt.bytes_of(v.dtype) in _ASYNC_BYTES
+        ):
+            return S.AsyncCopy(s)
+        return s
+
+
+def _peel(body: S.Stmt) -> tuple[list[S.Allocate], dict[E.Var, int], S.Stmt]:
+    """The allocations at the top of a loop body, the stage counts of the marked ones,
+    and what they wrap."""
+    allocs: list[S.Allocate] = []
+    marked: dict[E.Var, int] = {}
+    while True:
+        if isinstance(body, S.Allocate):
+            allocs.append(body)
+            body = body.body
+        elif isinstance(body, S.AttrStmt) and body.key == PIPELINE_KEY:
+            if allocs and body.node is allocs[-1].buffer.data:
+                marked[body.node] = int(body.value.value)  # type: ignore[attr-defined]
+            body = body.body
+        else:
+            return allocs, marked, body
+
+
+def _writes(s: S.Stmt) -> set[E.Var]:
+    out: set[E.Var] = set()
+    post_order_visit(s, lambda n: out.add(n.buffer.data) if isinstance(n, S.BufferStore) else None)
+    return out
+
+
+def _reads_on_chip(s: S.Stmt) -> set[str]:
+    out: set[str] = set()
+
+    def visit(n: object) -> None:
+        if isinstance(n, E.BufferLoad) and n.buffer.scope != "global":
+            out.add(n.buffer.name)
+
+    post_order_visit(s, visit)
+    return out
+
+
+def _rebuild(allocs: list[S.Allocate], staged: dict[E.Var, tuple[Buffer, int]], body: S.Stmt):
+    for a in reversed(allocs):
+        buf = staged[a.buffer.data][0] if a.buffer.data in staged else a.buffer
+        body = S.Allocate(buf, body)
+    return body
+
+
+class _Pipeline(Mutator):
+    def __init__(self, use_async: bool) -> None:
+        self.use_async = use_async
+
+    def visit_AttrStmt(self, s: S.AttrStmt) -> S.Stmt:
+        if s.key == PIPELINE_KEY:  # a mark where no loop repeats the stage: nothing to do
+            return self.visit(s.body)
+        return self.generic_visit(s)
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        allocs, marked, inner = _peel(s.body)
+        if not marked or s.kind is not S.ForKind.SERIAL:
+            return self.generic_visit(s)
+        inner = self.visit(inner)
+        extent = s.extent
+        if isinstance(extent, E.IntImm) and extent.value < 2:
+            return S.For(
+                s.loop_var,
+                s.min,
+                extent,
+                s.kind,
+                _rebuild(allocs, {}, inner),
+                s.thread_tag,
+                s.annotations,
+            )
+        return self.pipeline(s, allocs, marked, inner)
+
+    def pipeline(
+        self, s: S.For, allocs: list[S.Allocate], marked: dict[E.Var, int], inner: S.Stmt
+    ) -> S.Stmt:
+        stages = max(marked.values())
+        names = ", ".join(a.buffer.name for a in allocs if a.buffer.data in marked)
+        where = f"pipeline of {names} over loop '{s.loop_var.name}'"
+        body = list(inner.stmts) if isinstance(inner, S.SeqStmt) else [inner]
+        writers = [i for i, x in enumerate(body) if _writes(x) & marked.keys()]
+        for i in writers:
+            on_chip = _reads_on_chip(body[i])
+            if on_chip or _writes(body[i]) - marked.keys():
+                raise LoweringError(
+                    f"{where}: filling the stage also reads or writes other on-chip buffers "
+                    f"({', '.join(sorted(on_chip)) or 'writes'}); only a copy from global "
+                    "memory can be issued ahead of the iteration that uses it"
+                )
+        if not writers or writers != list(range(len(writers))):
+            raise LoweringError(
+                f"{where}: the stage is not filled at the top of the loop; compute_at it at "
+                "the loop it should be pipelined over"
+            )
+        producers, consumers = body[: len(writers)], body[len(writers) :]
+
+        staged: dict[E.Var, tuple[Buffer, int]] = {}
+        for a in allocs:
+            if a.buffer.data not in marked:
+                continue
+            if a.buffer.scope != "shared":
+                raise LoweringError(
+                    f"{where}: '{a.buffer.name}' is in {a.buffer.scope!r} memory; only shared "
+                    "stages are pipelined"
+                )
+            (size,) = a.buffer.shape
+            if not isinstance(size, E.IntImm):
+                raise LoweringError(f"{where}: '{a.buffer.name}' has the non-constant size {size}")
+            align = max(1, _STAGE_ALIGN_BYTES // dt.bytes_of(a.buffer.dtype))
+            padded = -(-size.value // align) * align
+            b = a.buffer
+            new = Buffer(
+                b.name, b.dtype, (E.const(stages * padded),), b.data, b.scope, (), None, b.align
+            )
+            staged[b.data] = (new, padded)
+
+        ko, n = s.loop_var, s.extent
+        lo = s.min
+        ahead = stages - 1
+
+        def at(rel: E.PrimExpr | int) -> E.PrimExpr:
+            return E.convert(rel) if E.is_const_int(lo, 0) else lo + rel
+
+        def fill(e: E.PrimExpr, tile: E.PrimExpr) -> S.Stmt:
+            stmt = simplify_stmt(substitute(S.seq(*producers), {ko: tile}))
+            stmt = _Restage(staged, stages, e).visit(stmt)
+            return _Asyncify(staged).visit(stmt) if self.use_async else stmt
+
+        commit = [S.AsyncCommit()] if self.use_async else []
+        prologue: list[S.Stmt] = []
+        for p in range(ahead):
+            f = fill(E.IntImm(ko.dtype, p), at(E.IntImm(ko.dtype, p)))
+            if not (isinstance(n, E.IntImm) and p < n.value):
+                f = S.IfThenElse(E.const(p, ko.dtype) < n, f)
+            prologue += [f, *commit]
+        i = E.Var(ko.name, ko.dtype)
+        rel = i  # the iteration number, from 0
+        step: list[S.Stmt] = []
+        if self.use_async:
+            step.append(S.AsyncWait(stages - 2))
+        step.append(S.Barrier("shared"))
+        step.append(S.IfThenElse(rel + ahead < n, fill(rel + ahead, at(rel + ahead))))
+        step += commit
+        compute = substitute(S.seq(*consumers), {ko: at(rel)})
+        step.append(_Restage(staged, stages, rel).visit(compute))
+        loop = S.For(i, E.const(0, ko.dtype), n, S.ForKind.SERIAL, S.seq(*step), "", s.annotations)
+        return _rebuild(allocs, staged, S.seq(*prologue, loop))
+
+
+def uses_async_copy(arch: str) -> bool:
+    """``cp.async`` exists from Ampere (sm_80) on."""
+    try:
+        return int(arch.removeprefix("sm_").rstrip("a")) >= 80
+    except ValueError:
+        return False
+
+
+def inject_pipeline(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
+    return _Pipeline(uses_async_copy(arch)).visit_func(func)
