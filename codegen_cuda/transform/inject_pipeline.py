@@ -22,13 +22,16 @@ on tile ``ko``, letting the loads of the next tiles overlap the arithmetic:
         compute on stage ko % S
 
 On sm_80 and newer a fill is ``cp.async`` (``AsyncCopy``) with commit/wait
-groups, so the copy does not even pass through registers; elsewhere it is an
-ordinary load and store. The one barrier per iteration does two jobs: after
-it every thread's copies of tile ``ko`` are visible (read after write), and no
-thread is still computing on the stage the next fill overwrites, which is the
-one computed on in the previous iteration (write after read). The epilogue
-needs no code: the last ``S - 1`` iterations issue no fill and commit empty
-groups, so ``wait`` keeps counting the same way.
+groups, so the copy does not even pass through registers. On older GPUs the
+fill of the next tile is split at registers: its global loads are issued before
+the compute and its shared stores after it (falling back to a plain copy before
+the compute when a fill is too big for registers).
+
+The one barrier per iteration does two jobs: after it every thread's copies of tile
+``ko`` are visible (read after write), and no thread is still computing on the stage
+the next fill overwrites, which is the one computed on in the previous iteration
+(write after read). The epilogue needs no code: the last ``S - 1`` iterations
+issue no fill and commit empty groups, so ``wait`` keeps counting the same way.
 
 A stage index is written ``floormod(e, S) * X + index`` with ``e`` the loop
 variable plus a constant (or a constant, in the prologue): :func:`split_stage`
@@ -45,7 +48,8 @@ from ember.errors import LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.buffer import Buffer
+from ember.tir.arith import Analyzer
+from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import Mutator, post_order_visit, substitute
 from ember.tir.transform.simplify import simplify_stmt
 
@@ -164,6 +168,66 @@ class _Asyncify(Mutator):
         return s
 
 
+class _Registers(Mutator):
+    """One fill through registers: ``load`` keeps the values a thread copies in a local
+    array (one slot per iteration of the fill's serial loops), ``store`` writes them to the
+    stage. Thread-bound loops are not slots: each thread has its own array."""
+
+    def __init__(self, reg: Buffer, strides: dict[E.Var, tuple[E.PrimExpr, int]], load: bool):
+        self.reg, self.strides, self.load = reg, strides, load
+
+    def visit_BufferStore(self, s: S.BufferStore) -> S.Stmt:
+        lanes = dt.lanes_of(s.value.dtype)
+        slot: E.PrimExpr = E.const(0)
+        for var, (lo, stride) in self.strides.items():
+            slot = slot + (var - lo) * (stride * lanes)
+        slot = Analyzer().simplify(slot)
+        index = (
+            E.Ramp(dt.with_lanes("int32", lanes), slot, E.const(1), lanes) if lanes > 1 else slot
+        )
+        if self.load:
+            return S.BufferStore(self.reg, s.value, (index,))
+        return S.BufferStore(s.buffer, E.BufferLoad(s.value.dtype, self.reg, (index,)), s.indices)
+
+
+_MAX_PREFETCH_ELEMS = 64  # per thread and fill; a bigger fill is copied directly
+
+
+def _through_registers(fill: S.Stmt, ana: Analyzer) -> tuple[Buffer, S.Stmt, S.Stmt] | None:
+    """``(registers, load, store)`` splitting ``fill`` (one store under serial and thread
+    loops) at its registers, or None when its shape or size does not allow it."""
+    stores: list[S.BufferStore] = []
+    serial: list[S.For] = []
+
+    def visit(n: object) -> None:
+        if isinstance(n, S.BufferStore):
+            stores.append(n)
+        elif isinstance(n, S.For) and n.kind is not S.ForKind.THREAD_BINDING:
+            serial.append(n)
+
+    post_order_visit(fill, visit)
+    if len(stores) != 1:
+        return None
+    store = stores[0]
+    slots, strides = 1, {}
+    with ana.scope():
+        for loop in reversed(serial):  # post-order: innermost first, so outermost last
+            ana.bind(loop.loop_var, E.Range(loop.min, loop.extent))
+        for loop in serial:  # innermost first: the fastest slot
+            hi = ana.const_int_bound(loop.extent)[1]
+            if not isinstance(hi, int) or hi < 1:
+                return None
+            strides[loop.loop_var] = (loop.min, slots)
+            slots *= hi
+    lanes = dt.lanes_of(store.value.dtype)
+    if slots * lanes > _MAX_PREFETCH_ELEMS:
+        return None
+    reg = decl_buffer((slots * lanes,), store.buffer.dtype, f"{store.buffer.name}.next", "local")
+    load = _Registers(reg, strides, True).visit(fill)
+    back = _Registers(reg, strides, False).visit(fill)
+    return reg, load, back
+
+
 def _peel(body: S.Stmt) -> tuple[list[S.Allocate], dict[E.Var, int], S.Stmt]:
     """The allocations at the top of a loop body, the stage counts of the marked ones,
     and what they wrap."""
@@ -208,6 +272,7 @@ def _rebuild(allocs: list[S.Allocate], staged: dict[E.Var, tuple[Buffer, int]], 
 class _Pipeline(Mutator):
     def __init__(self, use_async: bool) -> None:
         self.use_async = use_async
+        self.ana = Analyzer()  # the ranges of the loops around the one being rewritten
 
     def visit_AttrStmt(self, s: S.AttrStmt) -> S.Stmt:
         if s.key == PIPELINE_KEY:  # a mark where no loop repeats the stage: nothing to do
@@ -217,7 +282,9 @@ class _Pipeline(Mutator):
     def visit_For(self, s: S.For) -> S.Stmt:
         allocs, marked, inner = _peel(s.body)
         if not marked or s.kind is not S.ForKind.SERIAL:
-            return self.generic_visit(s)
+            with self.ana.scope():
+                self.ana.bind(s.loop_var, E.Range(s.min, s.extent))
+                return self.generic_visit(s)
         inner = self.visit(inner)
         extent = s.extent
         if isinstance(extent, E.IntImm) and extent.value < 2:
@@ -296,16 +363,42 @@ class _Pipeline(Mutator):
             prologue += [f, *commit]
         i = E.Var(ko.name, ko.dtype)
         rel = i  # the iteration number, from 0
-        step: list[S.Stmt] = []
-        if self.use_async:
-            step.append(S.AsyncWait(stages - 2))
-        step.append(S.Barrier("shared"))
-        step.append(S.IfThenElse(rel + ahead < n, fill(rel + ahead, at(rel + ahead))))
-        step += commit
-        compute = substitute(S.seq(*consumers), {ko: at(rel)})
-        step.append(_Restage(staged, stages, rel).visit(compute))
-        loop = S.For(i, E.const(0, ko.dtype), n, S.ForKind.SERIAL, S.seq(*step), "", s.annotations)
+        ahead_ok = rel + ahead < n
+        compute = _Restage(staged, stages, rel).visit(substitute(S.seq(*consumers), {ko: at(rel)}))
+        with self.ana.scope():
+            self.ana.bind(i, E.Range(E.const(0, ko.dtype), n))
+            nxt = fill(rel + ahead, at(rel + ahead))
+            staged_regs = None if self.use_async else self.registers(nxt)
+        if staged_regs is not None:
+            # older GPUs: the loads of the next tile go to registers before the compute
+            # and reach shared memory after it, so their latency hides behind it
+            regs, load, store = staged_regs
+            body = S.seq(
+                S.Barrier("shared"),
+                S.IfThenElse(ahead_ok, load),
+                compute,
+                S.IfThenElse(ahead_ok, store),
+            )
+            for reg in reversed(regs):
+                body = S.Allocate(reg, body)
+        else:
+            wait = [S.AsyncWait(stages - 2)] if self.use_async else []
+            body = S.seq(*wait, S.Barrier("shared"), S.IfThenElse(ahead_ok, nxt), *commit, compute)
+        loop = S.For(i, E.const(0, ko.dtype), n, S.ForKind.SERIAL, body, "", s.annotations)
         return _rebuild(allocs, staged, S.seq(*prologue, loop))
+
+    def registers(self, fill: S.Stmt) -> tuple[list[Buffer], S.Stmt, S.Stmt] | None:
+        """The next tile's fill split at registers, or None if some part cannot be."""
+        parts = [
+            _through_registers(f, self.ana)
+            for f in (fill.stmts if isinstance(fill, S.SeqStmt) else (fill,))
+        ]
+        if any(p is None for p in parts):
+            return None
+        regs = [p[0] for p in parts]  # type: ignore[index]
+        loads = S.seq(*[p[1] for p in parts])  # type: ignore[index]
+        stores = S.seq(*[p[2] for p in parts])  # type: ignore[index]
+        return regs, loads, stores
 
 
 def uses_async_copy(arch: str) -> bool:
