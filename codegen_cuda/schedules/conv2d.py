@@ -5,7 +5,8 @@ pixels (threads of a warp cover neighbouring pixels, so input reads and output
 writes coalesce); each thread accumulates one output in a register over the
 reduction. For every ``rc_block`` input channels the block copies the
 ``oc_block x rc_block x KH x KW`` weights it needs into shared memory once,
-where all pixel threads read them as broadcasts. The padding is inlined as a
+where all pixel threads read them as broadcasts, while the copy of the next
+channels' weights is in flight (``stages``, see ``inject_pipeline``). The padding is inlined as a
 guarded read. Implicit GEMM with shared input tiles is the faster design for
 large layers; this one is the simple, correct baseline.
 """
@@ -32,6 +33,7 @@ def conv2d_nchw_cuda(
     cfg.define_knob("oc_block", blocks, default=max(b for b in blocks if b <= min(8, O)))
     cfg.define_knob("threads", [32, 64, 128, 256], default=64)
     cfg.define_knob("rc_block", blocks, default=max(b for b in blocks if b <= min(8, C)))
+    cfg.define_knob("stages", [1, 2, 3], default=2)
     oc_block, threads, rc_block = cfg["oc_block"].val, cfg["threads"].val, cfg["rc_block"].val
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((O, C, KH, KW), dtype, name="W")
@@ -58,5 +60,6 @@ def conv2d_nchw_cuda(
     s[YL].unroll(ry)
     s[YL].unroll(rx)
     s[WS].compute_at(s[YL], rco)
+    s[WS].pipeline(cfg["stages"].val)
     cooperative_fetch(s[WS], oc_block, threads)
     return s, [X, Wt, Y]

@@ -49,16 +49,19 @@ def test_conv2d_cuda_emulated(rng, args):
     np.testing.assert_allclose(y, _reference(x, w, stride, pad), rtol=1e-4, atol=1e-4)
 
 
-def test_conv2d_cuda_every_barrier_is_needed(rng):
-    args = CASES[0]
+@pytest.mark.parametrize(("args", "pipelined"), [(CASES[0], False), (CASES[2], True)])
+def test_conv2d_cuda_every_barrier_is_needed(rng, args, pipelined):
     mod, tensors = _build(args)
-    x = rng.uniform(-1, 1, (1, 3, 9, 11)).astype("float32")
-    w = rng.uniform(-1, 1, (5, 3, 3, 3)).astype("float32")
+    N, C, H, W, O, KH, KW = args[:7]
+    x = rng.uniform(-1, 1, (N, C, H, W)).astype("float32")
+    w = rng.uniform(-1, 1, (O, C, KH, KW)).astype("float32")
     y = np.empty(tuple(int(v.value) for v in tensors[2].shape), "float32")
     program = mod.program
     (kernel,) = program.kernels
     count = repr(kernel).count("barrier(")
-    assert count >= 2
+    # two channel blocks: pipelined (one barrier per block); one and a tail: two barriers
+    assert ("async_copy" in repr(kernel)) == pipelined
+    assert count == (1 if pipelined else 2)
     for k in range(count):
         mod.program = dataclasses.replace(program, kernels=(_DropBarrier(k).visit_func(kernel),))
         with pytest.raises(ember.RaceError):
