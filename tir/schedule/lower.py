@@ -177,6 +177,10 @@ class _Lowering:
             )
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
         ann = tuple(attr.pragmas) if attr is not None else ()
+        if tag == "vthread":
+            # A virtual thread is a share of one thread's work: its iterations run one after
+            # another in the same thread, unrolled so each keeps its own registers.
+            kind, tag = S.ForKind.UNROLLED, ""
         return S.For(iv.var, E.const(0, iv.var.dtype), ext, kind, body, tag, ann)
 
     def store_index(self, st: Stage, iv: IterVar) -> E.PrimExpr:
