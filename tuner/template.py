@@ -122,7 +122,11 @@ def _load_builtin_templates(kind: str) -> bool:
 
 
 def registered_templates(target_kind: str | None = None) -> list[str]:
-    """Sorted names of the registered templates, optionally only those for one target kind."""
+    """Sorted names of the registered templates, optionally only those for one target kind
+    (the built-in templates of that kind, or of every kind, are loaded first)."""
+    for kind in KINDS if target_kind is None else (target_kind,):
+        if kind in KINDS:
+            _load_builtin_templates(kind)
     return sorted(n for n, t in _REGISTRY.items() if target_kind in (None, t.target_kind))
 
 

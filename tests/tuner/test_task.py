@@ -338,3 +338,10 @@ def test_with_the_real_schedule():
         s, (A, B, C) = task.instantiate(config)
         names = [iv.name for iv in s[C].leaf_iter_vars]
         assert len(names) == 6 and names[-1] == "k"
+
+
+def test_registered_templates_lists_the_builtin_ones_without_a_lookup_first():
+    cuda = registered_templates("cuda")
+    assert {"matmul.cuda", "conv2d_nchw.cuda", "softmax.cuda"} <= set(cuda)
+    assert all(n.endswith(".cuda") for n in cuda)
+    assert "matmul.llvm" in registered_templates()
