@@ -53,6 +53,9 @@ class FakeSchedule(dict):
 
 @pytest.fixture(autouse=True)
 def clean_registry():
+    # the built-in templates are loaded first: a module imported during a test registers
+    # them only once, so dropping them afterwards would lose them for later tests
+    registered_templates()
     saved = dict(template_module._REGISTRY)
     yield
     template_module._REGISTRY.clear()
