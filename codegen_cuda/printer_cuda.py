@@ -68,6 +68,12 @@ FAST_MATH_NAMES: dict[E.Intrinsic, str] = {
     I.COS: "__cosf",
     I.POW: "__powf",
 }
+# Warp shuffles, over all 32 lanes (full mask). CUDA overloads them for every scalar
+# type Ember has (narrow integers and bool promote to int).
+SHUFFLE_NAMES: dict[E.Intrinsic, str] = {
+    I.WARP_SHUFFLE_XOR: "__shfl_xor_sync",
+    I.WARP_SHUFFLE_DOWN: "__shfl_down_sync",
+}
 INT_ABS: dict[str, str] = {"int64": "llabs"}  # others: abs (narrow ints promote to int)
 FLOAT_MIN_MAX: dict[str, tuple[str, str]] = {
     "float32": ("fminf", "fmaxf"),
@@ -221,6 +227,9 @@ class CUDAPrinter(CUDAVectorMemory):
         base = dt.element_of(e.dtype)
         if e.op is I.LIKELY:
             return self.print(e.args[0], lane)
+        if e.op in SHUFFLE_NAMES:
+            value, offset = (self.expr(a, lane) for a in e.args)
+            return f"{SHUFFLE_NAMES[e.op]}(0xffffffffu, {value}, {offset})", PRIMARY
         if not dt.is_float(base):
             if e.op is I.ABS and dt.is_int(base):
                 return f"{INT_ABS.get(base, 'abs')}({self.expr(e.args[0], lane)})", PRIMARY

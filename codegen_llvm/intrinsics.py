@@ -8,7 +8,8 @@ formula (``sigmoid``, ``rsqrt``; ``exp`` and ``tanh`` of float32 vectors are
 inline polynomials from :mod:`.vecmath`, scalars call the C library). float32
 and float64 compute natively; float16 and bfloat16 compute in float32 and
 round back. ``ROUND`` rounds half
-to even, like numpy. A test checks that the table covers every intrinsic.
+to even, like numpy. A test checks that the table covers every intrinsic but
+the GPU's warp shuffles, which are a :class:`CompileError` here.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ember.codegen_llvm.casts import round_to_bfloat16
 from ember.codegen_llvm.vecmath import vector_exp, vector_tanh
 from ember.errors import CompileError
 from ember.tir import dtype as dt
-from ember.tir.expr import Intrinsic
+from ember.tir.expr import WARP_SHUFFLES, Intrinsic
 
 Flags = Sequence[str]
 Formula = Callable[[ir.IRBuilder, Sequence[ir.Value], Flags], ir.Value]
@@ -141,6 +142,11 @@ def emit_intrinsic(
 ) -> ir.Value:
     """Emit ``op(args)`` for result ``dtype`` (all arguments already of that dtype)."""
     rule = INTRINSICS.get(op)
+    if op in WARP_SHUFFLES:
+        raise CompileError(
+            f"intrinsic '{op.value}' is a GPU warp shuffle: it exchanges values between the "
+            "lanes of a warp, which CPU code does not have; build for a 'cuda' target"
+        )
     if rule is None:
         raise CompileError(f"the LLVM backend has no rule for intrinsic '{op.value}'")
     if len(args) != rule.arity:

@@ -65,8 +65,18 @@ class Intrinsic(enum.Enum):
     FMA = "fma"
     SIN = "sin"
     COS = "cos"
+    # Exchanges between the 32 lanes of a GPU warp, as CUDA's ``__shfl_xor_sync`` and
+    # ``__shfl_down_sync`` with a full mask: ``(value, lane offset)`` gives the value of
+    # lane ``lane ^ offset`` (``lane + offset``), or the lane's own one past the warp.
+    # Every lane of the warp must execute them together, so only device code has them.
+    WARP_SHUFFLE_XOR = "warp_shuffle_xor"
+    WARP_SHUFFLE_DOWN = "warp_shuffle_down"
     # The next ones are markers that carry no arithmetic value.
     LIKELY = "likely"  # a hint that a condition is usually true (loop partitioning)
+
+
+WARP_SHUFFLES = frozenset({Intrinsic.WARP_SHUFFLE_XOR, Intrinsic.WARP_SHUFFLE_DOWN})
+WARP_SIZE = 32  # lanes of a warp: what a full shuffle mask names
 
 
 class PrimExpr:
@@ -518,6 +528,21 @@ def call(op: Intrinsic, *args: ExprLike, dtype: str | None = None) -> PrimExpr:
         y, _ = _promote(y, z)
         cargs = [x, y, z]
     return Call(dtype or cargs[0].dtype, op, tuple(cargs))
+
+
+def warp_shuffle(op: Intrinsic, value: ExprLike, offset: ExprLike) -> PrimExpr:
+    """``op`` (a :data:`WARP_SHUFFLES` member) of a scalar ``value`` by an int32 lane offset.
+
+    Built apart from :func:`call`, which would promote the offset to the value's dtype.
+    """
+    if op not in WARP_SHUFFLES:
+        raise ArgumentError(f"warp_shuffle: {op} is not a warp shuffle")
+    v, off = convert(value), convert(offset, "int32")
+    if dt.lanes_of(v.dtype) > 1:
+        raise ArgumentError(f"warp_shuffle: the value must be a scalar, got {v.dtype}")
+    if off.dtype != "int32":
+        raise ArgumentError(f"warp_shuffle: the lane offset must be int32, got {off.dtype}")
+    return Call(v.dtype, op, (v, off))
 
 
 def is_const_int(e: Any, value: int | None = None) -> bool:

@@ -8,11 +8,12 @@ grid on numpy arrays, so GPU schedules are tested numerically on machines
 without a GPU. The threads of a block run in lock-step, vectorised over threads
 with numpy (several blocks at once, see :mod:`.grid`); thread-dependent control
 flow is a mask (:mod:`.stmts`); expressions follow the reference interpreter's
-dtype semantics (:mod:`.exprs`); memory accesses are bounds-checked per thread
-(:mod:`.memory`) and shared-memory accesses between barriers are checked for
-races (:mod:`.races`). A kernel compiles once into closures, cached per
-function object; :func:`emulate` checks the arguments and runs it, writing
-outputs into the caller's arrays.
+dtype semantics (:mod:`.exprs`), and a warp shuffle gathers across the 32 lanes
+of each warp, all of which must take part (:mod:`.warps`); memory accesses are
+bounds-checked per thread (:mod:`.memory`) and shared-memory accesses between
+barriers are checked for races (:mod:`.races`). A kernel compiles once into
+closures, cached per function object; :func:`emulate` checks the arguments and
+runs it, writing outputs into the caller's arrays.
 """
 
 from __future__ import annotations

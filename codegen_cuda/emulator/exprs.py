@@ -11,7 +11,8 @@ match the oracle. What SIMT adds: ``&&``/``||`` and ``Select`` evaluate their
 conditional operands only for the threads that need them (environment slot 0
 holds the active-thread mask, ``None`` when all are active), so a guarded load
 is never checked for the threads its guard excludes; integer division checks
-its divisor only in active threads.
+its divisor only in active threads. A warp shuffle gathers across the lanes of
+each warp (:mod:`.warps`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen_cuda.emulator.grid import MASK
+from ember.codegen_cuda.emulator.grid import CHUNK, MASK
+from ember.codegen_cuda.emulator.warps import shuffle
 from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -170,6 +172,8 @@ class ExprCompiler:
     def _call(self, e: E.Call) -> Fn:
         if e.op is E.Intrinsic.LIKELY:
             return self.compile(e.args[0])
+        if e.op in E.WARP_SHUFFLES:
+            return self._shuffle(e)
         fn = INTRINSICS[e.op]
         args = tuple(self.compile(a) for a in e.args)
         call: Fn = lambda env: fn(*[f(env) for f in args])  # noqa: E731
@@ -177,6 +181,11 @@ class ExprCompiler:
             conv, inner = cast_fn(e.dtype), call
             call = lambda env: conv(inner(env))  # noqa: E731
         return call
+
+    def _shuffle(self, e: E.Call) -> Fn:
+        fv, fo = (self.compile(a) for a in e.args)
+        op, site = e.op, self.sites[self.site] if self.sites else expr_to_str(e)
+        return lambda env: shuffle(env[CHUNK], env[MASK], op, fv(env), fo(env), site)
 
     def _ramp(self, e: E.Ramp) -> Fn:
         iota = np.arange(e.lanes, dtype=value_dtype(e.dtype)).reshape(1, -1)

@@ -1,10 +1,10 @@
 """GPU templates for row reductions and softmax: one block per row, threads cooperate.
 
-Each block reduces one row with ``threads`` threads through shared memory
-(:mod:`.block_reduce`). Softmax runs three such passes in one kernel (row max,
-then the sum of exponentials, then the normalised output written by every
-thread for its columns), so a row is read from global memory three times but
-never leaves the block.
+Each block reduces one row with ``threads`` threads through shared memory down
+to one warp, which finishes with shuffles (:mod:`.block_reduce`). Softmax runs
+three such passes in one kernel (row max, then the sum of exponentials, then the
+normalised output written by every thread for its columns), so a row is read
+from global memory three times but never leaves the block.
 """
 
 from __future__ import annotations

@@ -366,12 +366,12 @@ def test_dynamic_shared_arrays_do_not_overlap():
 
 def test_tables_are_complete():
     from ember.codegen_cuda.printer_c import BINARY_SYNTAX
-    from ember.codegen_cuda.printer_cuda import TYPE_NAMES
+    from ember.codegen_cuda.printer_cuda import SHUFFLE_NAMES, TYPE_NAMES
     from ember.tir.dtype import SCALAR_DTYPES
 
     assert set(TYPE_NAMES) == set(SCALAR_DTYPES)
     formulas = {E.Intrinsic.SIGMOID, E.Intrinsic.LIKELY}
-    assert set(MATH_NAMES) | formulas == set(E.Intrinsic)
+    assert set(MATH_NAMES) | set(SHUFFLE_NAMES) | formulas == set(E.Intrinsic)
     special = {"MIN", "MAX", "FLOORDIV", "FLOORMOD", "TRUNCDIV", "TRUNCMOD"}
     assert {op.name for op in BINARY_SYNTAX} | special == {op.name for op in E.BinaryOp}
 

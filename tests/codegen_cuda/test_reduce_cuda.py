@@ -1,4 +1,4 @@
-"""reduce.cuda: one block per row, a shared-memory tree across threads; and private accesses."""
+"""reduce.cuda: one block per row, a shared-memory tree and warp shuffles; private accesses."""
 
 from __future__ import annotations
 
@@ -43,13 +43,16 @@ def test_reduce_cuda_sampled_configs(rng):
         np.testing.assert_allclose(y, x.sum(axis=1), rtol=1e-5, atol=1e-5, err_msg=str(cfg))
 
 
-def test_reduce_cuda_every_barrier_is_needed(rng):
-    _, mod = _build(2, 64, "sum", config={"threads": 0})  # 32 threads: five tree steps
-    x = rng.uniform(-1, 1, (2, 64)).astype("float32")
+@pytest.mark.parametrize("knob,barriers", [(0, 1), (2, 3)])
+def test_reduce_cuda_every_barrier_is_needed(rng, knob, barriers):
+    # 32 threads: shuffles only, then the warp's result is published; 128 threads: two
+    # shared halving steps (128 -> 64 -> 32) before the warp finishes
+    _, mod = _build(2, 200, "sum", config={"threads": knob})
+    x = rng.uniform(-1, 1, (2, 200)).astype("float32")
     program = mod.program
     (kernel,) = program.kernels
     count = repr(kernel).count("barrier(")
-    assert count == 6  # after the partials and after each of the five halving steps
+    assert count == barriers
     for k in range(count):
         mod.program = dataclasses.replace(program, kernels=(_DropBarrier(k).visit_func(kernel),))
         with pytest.raises(ember.RaceError):
@@ -99,13 +102,14 @@ def test_softmax_cuda_emulated(rng, shape):
     np.testing.assert_allclose(y, _softmax(x), rtol=1e-5, atol=1e-6)
 
 
-def test_softmax_cuda_every_barrier_is_needed(rng):
-    mod = _build_softmax(2, 40, config={"threads": 0})
+@pytest.mark.parametrize("knob,barriers", [(0, 2), (1, 4)])
+def test_softmax_cuda_every_barrier_is_needed(rng, knob, barriers):
+    mod = _build_softmax(2, 40, config={"threads": knob})
     x = rng.uniform(-4, 4, (2, 40)).astype("float32")
     program = mod.program
     (kernel,) = program.kernels
     count = repr(kernel).count("barrier(")
-    assert count == 12
+    assert count == barriers  # per reduction: one per shared halving step, one to publish
     for k in range(count):
         mod.program = dataclasses.replace(program, kernels=(_DropBarrier(k).visit_func(kernel),))
         with pytest.raises(ember.RaceError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import InternalError
+from ember.errors import ArgumentError, InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.bf16 import round_to_bf16
@@ -190,6 +190,12 @@ class ExprCompiler:
     def _call(self, e: E.Call) -> Operand:
         if e.op is E.Intrinsic.LIKELY:
             return self.operand(e.args[0])
+        if e.op in E.WARP_SHUFFLES:
+            raise ArgumentError(
+                f"{expr_to_str(e)} exchanges values between the lanes of a GPU warp, which the "
+                "reference interpreter cannot do: it runs threads one after another; run the "
+                "kernel with the CUDA emulator (ember.codegen_cuda.emulator.emulate)"
+            )
         fn = INTRINSICS[e.op]
         args = [self.compile(a) for a in e.args]
         if len(args) == 1:

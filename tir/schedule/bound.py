@@ -10,7 +10,10 @@ reading out of bounds. A buffer for the stage is sized by the constant upper
 bound of each region's extent.
 
 GPU scopes widen the relaxation: a ``shared`` stage serves every thread of its
-block, so thread-index loops outside its attach point are relaxed too.
+block, so thread-index loops outside its attach point are relaxed too. A stage
+that exchanges values between lanes (a warp shuffle) must run in every lane
+that takes part, not only in those whose results are read: an axis it binds
+directly to a ``threadIdx`` axis is computed over its whole range.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ def infer_bounds(
         else:
             root_min, root_ext, guards = _region(sch, st, readers, bodies, bounds)
             full = False
+            if _shuffles_lanes(inlined_body(sch, st, bodies)):
+                _whole_thread_axes(st, root_min, root_ext, guards)
         for rv in op.reduce_axis:
             root_min[rv] = rv.dom.min  # type: ignore[union-attr]
             root_ext[rv] = rv.dom.extent  # type: ignore[union-attr]
@@ -173,6 +178,33 @@ def _region(
         if below or above:
             guards[iv] = (below, above)
     return root_min, root_ext, guards
+
+
+def _shuffles_lanes(body: E.PrimExpr) -> bool:
+    found = False
+
+    def visit(node: Any) -> None:
+        nonlocal found
+        found = found or (isinstance(node, E.Call) and node.op in E.WARP_SHUFFLES)
+
+    post_order_visit(body, visit)
+    return found
+
+
+def _whole_thread_axes(
+    st: Stage,
+    root_min: dict[IterVar, E.PrimExpr],
+    root_ext: dict[IterVar, E.PrimExpr],
+    guards: dict[IterVar, tuple[bool, bool]],
+) -> None:
+    """Widen the data axes bound to ``threadIdx`` to their domain: a full-mask shuffle
+    needs each lane of the warp, so none may be guarded off for computing unread values."""
+    for iv in st.op.axis:  # type: ignore[union-attr]
+        attr = st.iter_attrs.get(iv)
+        if attr is None or attr.bind is None or not attr.bind.thread_tag.startswith("threadIdx"):
+            continue
+        root_min[iv], root_ext[iv] = iv.dom.min, iv.dom.extent  # type: ignore[union-attr]
+        guards.pop(iv, None)
 
 
 def _relax(expr: E.PrimExpr, dom_map: dict[E.Var, IntSet]) -> IntSet:

@@ -8,8 +8,9 @@ on the loop stays around them): the loop variable becomes
 ``ramp(0, 1, lanes)``, loop-invariant values are broadcast, and an index that
 is affine in the variable becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
-with the loop, nested loops, conditions, an index that is not affine) the loop
-stays a serial loop — correct, and left to the backend's own vectorizer.
+with the loop, nested loops, conditions, an index that is not affine, a warp
+shuffle) the loop stays a serial loop — correct, and left to the backend's own
+vectorizer.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class _VectorizeExpr(Mutator):
         args = tuple(self.visit(a) for a in e.args)
         if all(a is b for a, b in zip(args, e.args)):
             return e
+        if e.op in E.WARP_SHUFFLES:
+            raise _CannotVectorize  # a lane exchange of scalars; no vector form
         n = max(_lanes(a) for a in args)
         args = tuple(_broadcast(a, n) for a in args)
         return E.Call(dt.with_lanes(e.dtype, n), e.op, args)
