@@ -10,9 +10,12 @@ order. Every driver call goes through :func:`call`, which turns a failing
 here returns a status code to check.
 
 Arguments are numpy arrays (copied to the device, outputs copied back after
-the launches) or arrays already on the GPU exposing ``__cuda_array_interface__``
-(CuPy, PyTorch, Numba), whose pointers are passed as they are after checking
-shape, dtype and contiguity.
+the launches) or arrays already on the GPU, whose pointers are passed as they
+are after checking shape, dtype and contiguity: ``__cuda_array_interface__``
+(CuPy, PyTorch, Numba, Ember's own ``DeviceArray``) or, failing that, a DLPack
+capsule on a CUDA device (both checked in ``gpu_arguments.py``).
+``to_device``, ``empty`` and ``DeviceArray`` (``device_array.py``, re-exported
+here) keep tensors on the GPU between calls.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from typing import Any
 import numpy as np
 
 from ember.codegen_cuda.device import device_available
+from ember.codegen_cuda.gpu_arguments import check_gpu_overlap, gpu_argument
 from ember.codegen_cuda.shared_layout import STATIC_SHARED_LIMIT, dynamic_shared_bytes
 from ember.errors import ArgumentError, DeviceError
 from ember.runtime.module import TimingResult
-from ember.runtime.signature import FunctionSignature, ParamSpec, check_arguments
+from ember.runtime.signature import FunctionSignature, check_arguments
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -115,49 +119,13 @@ class DeviceBuffer:
 
 
 # -- arguments -------------------------------------------------------------------------------
-_DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
-
-
-def _device_pointer(sig: FunctionSignature, p: ParamSpec, x: Any) -> int | None:
-    """The device pointer of a GPU array argument after checking it, or None for host data."""
-    iface = getattr(x, "__cuda_array_interface__", None)
-    if iface is None:
-        dlpack_device = getattr(x, "__dlpack_device__", None)
-        if dlpack_device is not None and int(dlpack_device()[0]) in _DLPACK_CUDA:
-            raise ArgumentError(
-                f"{sig.name}: argument '{p.name}' is a DLPack array on a CUDA device without "
-                "__cuda_array_interface__; pass a CuPy or PyTorch array, or a numpy array"
-            )
-        return None
-    where = f"{sig.name}: argument '{p.name}'"
-    shape = tuple(int(s) for s in iface["shape"])
-    got = np.dtype(iface["typestr"])
-    want = dt.numpy_dtype(p.dtype)
-    bf16 = p.dtype == "bfloat16" and got.itemsize == 2 and got.kind in ("V", "u")
-    if got != want and not bf16:
-        raise ArgumentError(f"{where} expects dtype {want.name}, got {got.name} (on the GPU)")
-    if shape != p.shape:
-        raise ArgumentError(f"{where} expects shape {p.shape}, got {shape} (on the GPU)")
-    strides = iface.get("strides")
-    if strides is not None and any(n > 1 for n in shape):
-        expect, step = [], got.itemsize
-        for n in reversed(shape):
-            expect.append(step)
-            step *= n
-        if any(s != e for s, e, n in zip(strides, reversed(expect), shape) if n > 1):
-            raise ArgumentError(f"{where} must be C-contiguous on the GPU; pass a contiguous copy")
-    ptr, readonly = iface["data"]
-    if p.written and readonly:
-        raise ArgumentError(f"{where} is written by the function but the GPU array is read-only")
-    return int(ptr)
-
-
 @dataclass
 class BoundArguments:
     """Device pointers for one call, with the host arrays staged through device buffers."""
 
     pointers: list[int]
     staged: list[tuple[np.ndarray, DeviceBuffer, bool]] = field(default_factory=list)
+    keep: list[Any] = field(default_factory=list)  # what GPU arguments need until the end
 
     def copy_in(self) -> None:
         for array, buf, _ in self.staged:
@@ -172,20 +140,24 @@ class BoundArguments:
         for _, buf, _ in self.staged:
             buf.close()
         self.staged.clear()
+        self.keep.clear()
 
 
 def bind_arguments(sig: FunctionSignature, args: Sequence[Any]) -> BoundArguments:
     """Check ``args`` and give each a device pointer (allocating for host arrays)."""
     if len(args) != len(sig.params):
         check_arguments(sig, args)  # raises the arity error
-    device = [_device_pointer(sig, p, x) for p, x in zip(sig.params, args)]
-    host_idx = [i for i, ptr in enumerate(device) if ptr is None]
+    found = [gpu_argument(sig, p, x) for p, x in zip(sig.params, args)]
+    gpu = {i: g for i, g in enumerate(found) if g is not None}
+    check_gpu_overlap(sig, gpu)
+    host_idx = [i for i, g in enumerate(found) if g is None]
     host_sig = FunctionSignature(sig.name, tuple(sig.params[i] for i in host_idx))
     arrays = check_arguments(host_sig, [args[i] for i in host_idx])
     bound = BoundArguments([0] * len(args))
-    for i, ptr in enumerate(device):
-        if ptr is not None:
-            bound.pointers[i] = ptr
+    for i, g in gpu.items():
+        bound.pointers[i] = g.pointer
+        if g.keep is not None:
+            bound.keep.append(g.keep)
     for i, array in zip(host_idx, arrays):
         buf = DeviceBuffer(array.nbytes)
         bound.staged.append((array, buf, sig.params[i].written))
@@ -329,6 +301,19 @@ def time_launches(
         call("cuEventDestroy", start)
         call("cuEventDestroy", end)
     return TimingResult(tuple(results))
+
+
+_ARRAYS = ("DeviceArray", "empty", "to_device")
+
+
+def __getattr__(name: str) -> Any:
+    """``DeviceArray``, ``empty`` and ``to_device``, from ``device_array.py`` (which imports
+    this module, so they are looked up on first use)."""
+    if name in _ARRAYS:
+        from ember.codegen_cuda import device_array
+
+        return getattr(device_array, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

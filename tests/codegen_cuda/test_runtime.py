@@ -13,6 +13,7 @@ import ctypes
 import enum
 import threading
 import time
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 import ember
 from ember import te
 from ember.cli import main as cli_main
-from ember.codegen_cuda import device, runtime
+from ember.codegen_cuda import device, dlpack, runtime
 from ember.codegen_cuda.emulator import emulate
 from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, Launch
@@ -111,11 +112,18 @@ class FakeDriver:
         arrays = []
         for buf, slot in zip(kernel.params, slots):
             ptr = ctypes.c_void_p.from_address(slot).value
-            raw = self.memory[ptr]  # a pointer the runtime did not allocate raises here
+            raw = self.at(ptr)
             shape = tuple(int(s.value) for s in buf.shape)
             arrays.append(raw.view(dt.numpy_dtype(buf.dtype))[: int(np.prod(shape))].reshape(shape))
         emulate(kernel, *arrays)
         return self._ok("cuLaunchKernel")
+
+    def at(self, ptr: int) -> np.ndarray:
+        """The bytes from ``ptr`` (possibly inside an allocation) to the allocation's end."""
+        for base, raw in self.memory.items():
+            if base <= ptr < base + raw.nbytes:
+                return raw[ptr - base :]
+        raise KeyError(f"{ptr:#x} is not device memory")  # the runtime passed a stray pointer
 
     def cuEventCreate(self, flags: int) -> tuple[Any, ...]:
         return self._ok("cuEventCreate", [0.0])
@@ -348,17 +356,16 @@ def test_gpu_array_checks(fake):
     with pytest.raises(ember.ArgumentError, match="read-only"):
         mod(x, GpuArray(fake, np.zeros(64, "float32"), ro=True))
 
-    class CudaDLPack:
-        def __dlpack__(self, **kwargs: Any) -> None:
-            raise AssertionError
-
-        def __dlpack_device__(self) -> tuple[int, int]:
-            return (2, 0)
-
-    with pytest.raises(ember.ArgumentError, match="DLPack array on a CUDA device"):
-        mod(CudaDLPack(), x)
     with pytest.raises(ember.ArgumentError, match="expected 2 arguments"):
         mod(x)
+
+    class RequiresGrad:  # what torch says of a CUDA tensor that requires grad
+        @property
+        def __cuda_array_interface__(self) -> dict[str, Any]:
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+
+    with pytest.raises(ember.ArgumentError, match="'A' cannot be read as a GPU array: Can't get"):
+        mod(RequiresGrad(), x)
 
 
 def test_time_evaluator_with_events(fake, rng):
@@ -375,6 +382,288 @@ def test_time_evaluator_with_events(fake, rng):
         mod.time_evaluator(number=0)
     with pytest.raises(ember.ArgumentError, match="min_repeat_ms"):
         mod.time_evaluator(min_repeat_ms=-1)
+
+
+# -- DLPack in -------------------------------------------------------------------------------
+_DLTENSOR = b"dltensor"  # module-level: a capsule keeps a pointer to its name
+_capsule_new = ctypes.PYFUNCTYPE(
+    ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p
+)(("PyCapsule_New", ctypes.pythonapi))
+_capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", ctypes.pythonapi)
+)
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+_DL_CODE = {name: key for key, name in dlpack.DTYPES.items()}
+
+
+class DLPackGpuArray:
+    """A DLPack-only CUDA array (no __cuda_array_interface__) in the fake driver's memory.
+
+    Its capsules have no destructor: the DLManagedTensor lives in this object.
+    """
+
+    def __init__(
+        self,
+        drv: FakeDriver,
+        host: np.ndarray,
+        *,
+        strides: Any = None,
+        device: tuple[int, int] = (2, 0),
+        dtype: tuple[int, int, int] | None = None,
+        offset: int = 0,
+    ) -> None:
+        _, self.base = drv.cuMemAlloc(host.nbytes + offset)
+        drv.memory[self.base][offset:] = host.view(np.uint8).ravel()
+        self.drv, self.host, self.offset, self.device = drv, host, offset, device
+        self.streams: list[Any] = []
+        ndim = host.ndim
+        self._shape = (ctypes.c_int64 * max(ndim, 1))(*host.shape)
+        self._strides = None if strides is None else (ctypes.c_int64 * ndim)(*strides)
+        m = self.managed = dlpack.DLManagedTensor()
+        t = m.dl_tensor
+        t.data, t.byte_offset, t.ndim = self.base, offset, ndim
+        t.device = dlpack.DLDevice(*device)
+        t.dtype = dlpack.DLDataType(*(dtype or (*_DL_CODE[host.dtype.name], 1)))
+        t.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+        if self._strides is not None:
+            t.strides = ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        self.streams.append(stream)
+        return _capsule_new(ctypes.addressof(self.managed), _DLTENSOR, None)
+
+    def get(self) -> np.ndarray:
+        raw = self.drv.memory[self.base][self.offset :]
+        return raw.view(self.host.dtype).reshape(self.host.shape).copy()
+
+
+def test_dlpack_gpu_arrays_pass_their_pointers(fake, rng):
+    M, N, K = 20, 24, 12
+    mod = _module(tiled_matmul(M, N, K, 8), fake)
+    a = rng.uniform(-1, 1, (M, K)).astype("float32")
+    b = rng.uniform(-1, 1, (K, N)).astype("float32")
+    a_dl = DLPackGpuArray(fake, a, offset=64)  # data + byte_offset is the pointer
+    b_dl = DLPackGpuArray(fake, b, device=(13, 0), strides=(N, 1))  # kDLCUDAManaged
+    c_dl = DLPackGpuArray(fake, np.full((M, N), np.nan, "float32"))
+    mod(a_dl, b_dl, c_dl)
+    np.testing.assert_allclose(c_dl.get(), a @ b, rtol=1e-4, atol=1e-4)
+    assert "cuMemcpyHtoD" not in fake.calls and "cuMemcpyDtoH" not in fake.calls
+    assert a_dl.streams == [None]  # the legacy default stream, where Ember launches
+
+
+def test_dlpack_gpu_array_checks(fake):
+    mod = _module(elementwise(64, 64), fake)
+    x = np.zeros(64, "float32")
+    with pytest.raises(ember.ArgumentError, match=r"'A' expects shape \(64,\), got \(63,\)"):
+        mod(DLPackGpuArray(fake, np.zeros(63, "float32")), x)
+    with pytest.raises(ember.ArgumentError, match="'A' expects dtype float32, got float64"):
+        mod(DLPackGpuArray(fake, np.zeros(64, "float64")), x)
+    with pytest.raises(ember.ArgumentError, match="got float32x4"):
+        mod(DLPackGpuArray(fake, np.zeros(64, "float32"), dtype=(2, 32, 4)), x)
+    with pytest.raises(ember.ArgumentError, match="got complex64"):
+        mod(DLPackGpuArray(fake, np.zeros(64, "float32"), dtype=(5, 64, 1)), x)
+    with pytest.raises(ember.ArgumentError, match="'B' must be C-contiguous on the GPU"):
+        mod(x, DLPackGpuArray(fake, np.zeros(64, "float32"), strides=(2,)))
+    with pytest.raises(ember.ArgumentError, match="on CUDA device 1; Ember runs kernels on"):
+        mod(DLPackGpuArray(fake, np.zeros(64, "float32"), device=(2, 1)), x)
+
+    class NotACapsule:
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (2, 0)
+
+        def __dlpack__(self, stream: Any = None) -> str:
+            return "capsule"
+
+    with pytest.raises(ember.ArgumentError, match="returned str, not an unconsumed 'dltensor'"):
+        mod(NotACapsule(), x)
+
+    class Refuses(NotACapsule):
+        def __dlpack__(self, stream: Any = None) -> Any:
+            raise BufferError("stream 7 is busy")
+
+    with pytest.raises(ember.ArgumentError, match="'A': its __dlpack__.. failed: BufferError"):
+        mod(Refuses(), x)
+
+
+def test_dlpack_cpu_array_takes_the_host_path(fake, rng):
+    mod = _module(elementwise(64, 64), fake)
+    a = rng.uniform(-1, 1, 64).astype("float32")
+
+    class CpuDLPack:  # e.g. a CPU torch tensor: viewed by numpy, staged like one
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return a.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            return a.__dlpack__(**kwargs)
+
+    b = np.full(64, np.nan, "float32")
+    mod(CpuDLPack(), b)
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+    assert fake.calls.count("cuMemcpyHtoD") == 2  # both staged
+
+
+def test_dlpack_capsule_lives_for_the_call_and_is_not_consumed(fake, rng, monkeypatch):
+    mod = _module(elementwise(64, 64), fake)
+    a = GpuArray(fake, rng.uniform(-1, 1, 64).astype("float32"))
+    tokens: list[weakref.ref] = []
+
+    class Token:
+        pass
+
+    class Producer:  # the capsule alone keeps the token alive; its destructor drops it
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (2, 0)
+
+        def __dlpack__(self, stream: Any = None) -> Any:
+            token = Token()
+            tokens.append(weakref.ref(token))
+            return dlpack.make_capsule(token, a.ptr, (64,), "float32", (2, 0))
+
+    alive_at_launch = []
+    launch = fake.cuLaunchKernel
+
+    def checked_launch(*args: Any) -> Any:
+        alive_at_launch.append(tokens[0]() is not None)
+        return launch(*args)
+
+    monkeypatch.setattr(fake, "cuLaunchKernel", checked_launch)
+    b = np.full(64, np.nan, "float32")
+    mod(Producer(), b)
+    np.testing.assert_allclose(b, a.get() * 2 + 1, rtol=1e-6)
+    assert alive_at_launch == [True]
+    assert tokens[0]() is None  # capsule released unconsumed: its destructor freed the tensor
+
+
+# -- DeviceArray: tensors kept on the GPU ----------------------------------------------------
+def test_device_arrays_stay_on_the_gpu_across_calls(fake, rng):
+    mod = _module(elementwise(300, 64), fake)
+    a = rng.uniform(-1, 1, 300).astype("float32")
+    a_dev = runtime.to_device(a)
+    b_dev, c_dev = runtime.empty(300, "float32"), runtime.empty((300,), np.float32)
+    assert fake.calls.count("cuMemcpyHtoD") == 1
+    mod(a_dev, b_dev)
+    mod(b_dev, c_dev)
+    assert fake.calls.count("cuMemcpyHtoD") == 1 and "cuMemcpyDtoH" not in fake.calls
+    np.testing.assert_allclose(c_dev.numpy(), (a * 2 + 1) * 2 + 1, rtol=1e-6)
+    iface = c_dev.__cuda_array_interface__
+    assert iface["version"] == 3 and iface["typestr"] == "<f4" and iface["shape"] == (300,)
+    assert iface["data"] == (c_dev.buffer.ptr, False)
+    assert repr(c_dev) == "DeviceArray(shape=(300,), dtype=float32, cuda:0)"
+    ptr = c_dev.buffer.ptr
+    del c_dev
+    assert ptr not in fake.memory  # freed with the array
+
+
+def test_device_array_checks(fake):
+    mod = _module(elementwise(64, 64), fake)
+    x = runtime.empty(64)
+    with pytest.raises(ember.ArgumentError, match="expects dtype float32, got float64"):
+        mod(runtime.to_device(np.zeros(64)), x)
+    with pytest.raises(ember.ArgumentError, match="expects shape"):
+        mod(runtime.empty((8, 8)), x)
+    with pytest.raises(ember.ArgumentError, match="output 'B' overlaps argument 'A' on the GPU"):
+        mod(x, x)
+    with pytest.raises(ember.ArgumentError, match="dtype complex64 is not supported"):
+        runtime.empty(4, "complex64")
+    with pytest.raises(ember.ArgumentError, match="'float33' is not a dtype"):
+        runtime.empty(4, "float33")
+    with pytest.raises(ember.ArgumentError, match="shape must be non-negative integers"):
+        runtime.empty((4, -1))
+    with pytest.raises(ember.ArgumentError, match="expects shape"):
+        x.copy_from(np.zeros(63, "float32"))
+    with pytest.raises(ember.ArgumentError, match="expects dtype float32, got int32"):
+        x.copy_from(np.zeros(64, "int32"))
+    bf = runtime.empty(3, "bfloat16")
+    bf.copy_from(np.array([1, 2, 3], "uint16"))  # bfloat16 is held as its bits on the host
+    assert bf.numpy().dtype == np.uint16 and bf.numpy().tolist() == [1, 2, 3]
+
+
+class DLPackOnly:
+    """Hides __cuda_array_interface__, so the runtime must read the DLPack capsule."""
+
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.x.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self.x.__dlpack__(**kwargs)
+
+
+def test_device_array_dlpack_round_trip(fake, rng):
+    M, N, K = 20, 24, 12
+    mod = _module(tiled_matmul(M, N, K, 8), fake)
+    a = rng.uniform(-1, 1, (M, K)).astype("float32")
+    b = rng.uniform(-1, 1, (K, N)).astype("float32")
+    c_dev = runtime.empty((M, N))
+    mod(DLPackOnly(runtime.to_device(a)), DLPackOnly(runtime.to_device(b)), DLPackOnly(c_dev))
+    np.testing.assert_allclose(c_dev.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    assert c_dev.__dlpack_device__() == (2, 0)
+    view = dlpack.read_capsule(c_dev.__dlpack__(stream=1, max_version=(1, 0)), "test")
+    assert view.device == (2, 0) and view.pointer == c_dev.buffer.ptr
+    assert view.shape == (M, N) and view.strides == (N, 1) and view.dtype == "float32"
+    bf = dlpack.read_capsule(runtime.empty((2, 3), "bfloat16").__dlpack__(), "test")
+    assert bf.dtype == "bfloat16" and bf.itemsize == 2
+
+
+def test_device_array_capsule_keeps_memory_until_deleted(fake):
+    dev = runtime.empty(16)
+    ptr = dev.buffer.ptr
+    unused = dev.__dlpack__()
+    consumed = dev.__dlpack__()
+    del dev
+    assert ptr in fake.memory
+    del unused  # never consumed: its destructor calls the deleter
+    assert ptr in fake.memory
+    # A consumer renames the capsule and calls the deleter when it is done with the data.
+    address = _capsule_pointer(consumed, _DLTENSOR)
+    _capsule_set_name(consumed, b"used_dltensor")
+    del consumed
+    assert ptr in fake.memory
+    deleter = dlpack.DLManagedTensor.from_address(address).deleter
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)(address)
+    assert ptr not in fake.memory
+
+
+def test_device_array_refused_by_numpy_is_released(fake):
+    dev = runtime.empty(16)
+    ref = weakref.ref(dev)
+    # numpy drops the capsule while its own error is pending; that error must survive.
+    with pytest.raises((BufferError, RuntimeError), match="[Uu]nsupported device"):
+        np.from_dlpack(dev)
+    del dev
+    assert ref() is None
+    with pytest.raises(BufferError, match="cannot be exported to"):
+        runtime.empty(4).__dlpack__(dl_device=(1, 0))
+    with pytest.raises(ember.ArgumentError, match="does not copy"):
+        runtime.empty(4).__dlpack__(copy=True)
+
+
+def test_made_capsule_is_consumed_by_numpy():
+    """A C consumer (numpy) takes a capsule made here and calls its deleter when done."""
+    host = np.arange(6, dtype="float32").reshape(2, 3)
+
+    class Owner:
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            return dlpack.make_capsule(self, host.ctypes.data, host.shape, "float32", (1, 0))
+
+    owner = Owner()
+    ref = weakref.ref(owner)
+    view = np.from_dlpack(owner)
+    del owner
+    assert ref() is not None and np.shares_memory(view, host)
+    np.testing.assert_array_equal(view, host)
+    del view
+    assert ref() is None
 
 
 # -- on a real GPU ---------------------------------------------------------------------------
@@ -416,3 +705,53 @@ def test_elementwise_chain_template_on_gpu(monkeypatch, rng, shape):
     np.testing.assert_allclose(y, elementwise_chain_numpy(x, bias), rtol=1e-5, atol=1e-5)
     result = mod.time_evaluator(number=10, repeat=2, min_repeat_ms=1)(x, bias, y)
     assert len(result.results) == 2 and result.min > 0
+
+
+@pytest.mark.gpu
+def test_device_arrays_on_gpu(monkeypatch, rng):
+    monkeypatch.delenv("EMBER_CUDA_EMULATE", raising=False)
+    M, N, K = 70, 50, 33
+    mod = _template("matmul.cuda", (M, N, K, "float32"))
+    a = rng.uniform(-1, 1, (M, K)).astype("float32")
+    b = rng.uniform(-1, 1, (K, N)).astype("float32")
+    c = runtime.empty((M, N))
+    mod(runtime.to_device(a), DLPackOnly(runtime.to_device(b)), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_torch_tensors_on_gpu(monkeypatch, rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    monkeypatch.delenv("EMBER_CUDA_EMULATE", raising=False)
+    M, N, K = 70, 50, 33
+    mod = _template("matmul.cuda", (M, N, K, "float32"))
+    a = torch.rand(M, K, device="cuda") - 0.5
+    b = torch.rand(K, N, device="cuda") - 0.5
+    c = torch.full((M, N), float("nan"), device="cuda")
+    mod(a, DLPackOnly(b), c)  # a and c through __cuda_array_interface__, b through DLPack
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ember.ArgumentError, match="C-contiguous"):
+        mod(DLPackOnly(a.t().contiguous().t()), b, c)
+    with pytest.raises(ember.ArgumentError, match="expects dtype float32"):
+        mod(DLPackOnly(a.double()), b, c)
+    out = runtime.to_device(a.cpu().numpy())
+    torch.testing.assert_close(torch.from_dlpack(out), a)
+    torch.testing.assert_close(torch.as_tensor(out, device="cuda"), a)
+
+
+@pytest.mark.gpu
+def test_cupy_arrays_on_gpu(monkeypatch, rng):
+    cp = pytest.importorskip("cupy")
+    monkeypatch.delenv("EMBER_CUDA_EMULATE", raising=False)
+    M, N, K = 70, 50, 33
+    mod = _template("matmul.cuda", (M, N, K, "float32"))
+    a = cp.asarray(rng.uniform(-1, 1, (M, K)).astype("float32"))
+    b = cp.asarray(rng.uniform(-1, 1, (K, N)).astype("float32"))
+    c = cp.full((M, N), cp.nan, "float32")
+    mod(DLPackOnly(a), b, c)
+    cp.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    out = runtime.to_device(cp.asnumpy(a))
+    cp.testing.assert_array_equal(cp.from_dlpack(out), a)
+    cp.testing.assert_array_equal(cp.asarray(out), a)
