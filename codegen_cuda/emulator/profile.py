@@ -5,7 +5,9 @@ serves it, per warp (32 consecutive threads of a block, ``threadIdx.x`` fastest)
 a global access costs one request and as many 32-byte sectors as its active
 lanes touch (4 for a coalesced warp reading 4-byte words, 32 for a stride of 32
 words); a shared access costs one wavefront per distinct word in the most
-loaded of the 32 four-byte banks (same word: a broadcast, no conflict).
+loaded of the 32 four-byte banks (same word: a broadcast, no conflict), counted
+per 128-byte phase for 8- and 16-byte accesses (half and quarter warps), so a
+contiguous vector access is conflict-free.
 The counts are kept per statement, so a report points at the access to fix.
 """
 
@@ -134,11 +136,16 @@ class Profiler:
                 np.unique(np.stack([w.reshape(-1), sector.reshape(-1)]), axis=1).shape[1]
             )
         else:
-            stats.conflicts += _extra_wavefronts(w[:, 0] if w.ndim == 2 else w, a, elem_bytes)
+            # A warp's wide accesses are served in phases of 128 bytes (8-byte accesses by
+            # half-warps, 16-byte ones by quarter-warps); conflicts count within a phase.
+            per_phase = max(1, min(WARP, BANKS * BANK_BYTES // (width * elem_bytes)))
+            in_warp = (lane % env_chunk.threads) % WARP
+            group = w[:, 0] * WARP + (in_warp[active] // per_phase)
+            stats.conflicts += _extra_wavefronts(group, a, elem_bytes)
 
 
 def _extra_wavefronts(warp: np.ndarray, index: np.ndarray, elem_bytes: int) -> int:
-    """Sum over warps of (most distinct words in one bank) - 1."""
+    """Sum over warps (or their phases) of (most distinct words in one bank) - 1."""
     warp = np.broadcast_to(warp.reshape(-1, 1), index.shape).reshape(-1)
     word = (index.reshape(-1) * elem_bytes) // BANK_BYTES
     pairs = np.unique(np.stack([warp, word], axis=1), axis=0)  # distinct words per warp

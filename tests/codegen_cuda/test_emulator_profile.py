@@ -193,3 +193,30 @@ def test_matmul_template_reads_b_shared_without_conflicts(rng):
     b_reads = {site: st for site, st in prof.shared_loads.items() if "B.shared[" in site}
     assert b_reads, list(prof.shared_loads)
     assert {site: st.conflicts for site, st in b_reads.items()} == dict.fromkeys(b_reads, 0)
+
+
+def _shared_vector(stride: int):
+    """Each of 32 threads writes and reads the float4 S[t * stride : t * stride + 4]."""
+    ib = IRBuilder()
+    A = ib.param((128,), "float32", name="A")
+    B = ib.param((128,), "float32", name="B")
+    S = ib.allocate((32 * stride,), "float32", scope="shared", name="S")
+    with _bind(ib, 32, "threadIdx.x", "tx") as tx:
+        src = E.Ramp("int32x4", tx * 4, E.const(1), 4)
+        dst = E.Ramp("int32x4", tx * stride, E.const(1), 4)
+        ib.store(S, dst, A[src])
+        ib.store(B, src, S[dst])
+    return _kernel(ib, "bank4", (1, 1, 1), (32, 1, 1))
+
+
+@pytest.mark.parametrize("stride,extra", [(4, 0), (8, 1), (12, 0), (32, 7)])
+def test_vector_shared_accesses_count_per_quarter_warp(rng, stride, extra):
+    # 16-byte accesses are served 8 threads (128 bytes) at a time: contiguous float4s are
+    # conflict-free; a stride of 8 words puts threads t and t + 4 of a quarter in one bank
+    kernel = _shared_vector(stride)
+    a = rng.uniform(-1, 1, 128).astype("float32")
+    b = np.empty(128, "float32")
+    prof = emulate(kernel, a, b, profile=True)
+    want = np.concatenate([a[4 * t : 4 * t + 4] for t in range(32)])
+    np.testing.assert_array_equal(b, want)
+    assert prof.shared_bank_conflicts == 2 * 4 * extra  # store and load, four quarters each
