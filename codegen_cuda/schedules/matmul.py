@@ -71,15 +71,38 @@ def schedule_matmul_cuda(s: Schedule, C: Any, A: Any, B: Any, K: int, N: int) ->
 
     cfg.define_knob("fetch_vector", [1, 2, 4], default=4)
     cfg.define_knob("stages", [1, 2, 3, 4], default=3)
+    vec = cfg["fetch_vector"].val
     for shared, row in ((AS, bk), (BS, bn)):
         s[shared].compute_at(s[CL], ko)
         s[shared].pipeline(cfg["stages"].val)
-        vec = cfg["fetch_vector"].val
         # a vector must not cross a tile row, and a tile row must start aligned
-        vec = vec if row % vec == 0 and K % vec == 0 and N % vec == 0 else 1
-        cooperative_fetch(s[shared], bm // tm, bn // tn, vec)
+        v = vec if row % vec == 0 and K % vec == 0 and N % vec == 0 else 1
+        cooperative_fetch(s[shared], bm // tm, bn // tn, v)
+    pad = _row_padding(bm // tm, bn // tn, tm, bk, vec)
+    if pad:
+        s[AS].storage_align(s[AS].op.axis[-2], 32, (bk + pad) % 32)
     for local in (AL, BL):
         s[local].compute_at(s[CL], ki)
+    # a thread's tn columns of B are one vector read from shared memory, and its rows of
+    # C one vector write each
+    if tn in (2, 4):
+        s[BL].vectorize(s[BL].op.axis[-1])
+    if tn in (2, 4) and N % tn == 0:
+        s[C].vectorize(xr)
+
+
+def _row_padding(threads_y: int, threads_x: int, tm: int, bk: int, vec: int) -> int:
+    """Words to pad each row of the A tile by so that the rows one warp reads at a time
+    (``threadIdx.y`` varies across the warp, ``threadIdx.x`` reads the same word) fall
+    in different banks; a multiple of ``vec`` so that the fetch's vectors stay aligned."""
+    rows_per_warp = max(1, min(32 // threads_x, threads_y)) if threads_x < 32 else 1
+
+    def worst(pad: int) -> int:
+        banks = [(r * tm * (bk + pad)) % 32 for r in range(rows_per_warp)]
+        return max(banks.count(b) for b in banks)
+
+    step = max(vec, 1)
+    return min(range(0, 32, step), key=lambda p: (worst(p), p))
 
 
 @template("matmul.cuda")
