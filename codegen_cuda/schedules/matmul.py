@@ -83,12 +83,19 @@ def schedule_matmul_cuda(s: Schedule, C: Any, A: Any, B: Any, K: int, N: int) ->
         s[AS].storage_align(s[AS].op.axis[-2], 32, (bk + pad) % 32)
     for local in (AL, BL):
         s[local].compute_at(s[CL], ki)
-    # a thread's tn columns of B are one vector read from shared memory, and its rows of
-    # C one vector write each
+        for axis in s[local].op.axis:
+            s[local].unroll(axis)
+    # Every loop over a thread's tile is unrolled, so that its registers are indexed by
+    # constants (an edge tile keeps them, guarded, instead of moving to local memory). A
+    # thread's tn columns of B are one vector read from shared memory, and its rows of C
+    # one vector write each.
     if tn in (2, 4):
         s[BL].vectorize(s[BL].op.axis[-1])
+    s[C].unroll(yr)
     if tn in (2, 4) and N % tn == 0:
         s[C].vectorize(xr)
+    else:
+        s[C].unroll(xr)
 
 
 def _row_padding(threads_y: int, threads_x: int, tm: int, bk: int, vec: int) -> int:

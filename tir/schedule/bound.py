@@ -9,6 +9,13 @@ clipped to the tensor's shape, which keeps guarded tail iterations from
 reading out of bounds. A buffer for the stage is sized by the constant upper
 bound of each region's extent.
 
+A ``local`` stage that reads only ``shared`` and ``local`` stages (a GPU thread's
+register tile) is not clipped: at an edge tile it computes its whole constant
+region, the part outside the tensor from on-chip values nobody wrote, which
+stay in registers and are never stored. Its reads stay inside the producers'
+allocations, which cover the same unclipped region, and its loops keep constant
+trip counts, so the tile stays in registers instead of local memory.
+
 GPU scopes widen the relaxation: a ``shared`` stage serves every thread of its
 block, so thread-index loops outside its attach point are relaxed too. A stage
 that exchanges values between lanes (a warp shuffle) must run in every lane
@@ -66,6 +73,8 @@ def infer_bounds(
         else:
             root_min, root_ext, guards = _region(sch, st, readers, bodies, bounds)
             full = False
+            if st.scope == "local" and _reads_only_on_chip(sch, inlined_body(sch, st, bodies)):
+                guards = {}  # a register tile computed whole: see the module docstring
             if _shuffles_lanes(inlined_body(sch, st, bodies)):
                 _whole_thread_axes(st, root_min, root_ext, guards)
         for rv in op.reduce_axis:
@@ -178,6 +187,20 @@ def _region(
         if below or above:
             guards[iv] = (below, above)
     return root_min, root_ext, guards
+
+
+def _reads_only_on_chip(sch: Schedule, body: E.PrimExpr) -> bool:
+    """Does ``body`` read nothing but shared and local stages (no tensor in global memory)?"""
+    ok = True
+
+    def visit(node: Any) -> None:
+        nonlocal ok
+        if isinstance(node, E.ProducerLoad):
+            producer = sch.stage_of(node.producer.op)
+            ok = ok and producer is not None and producer.scope in ("shared", "local")
+
+    post_order_visit(body, visit)
+    return ok
 
 
 def _shuffles_lanes(body: E.PrimExpr) -> bool:

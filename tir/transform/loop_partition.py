@@ -13,7 +13,9 @@ value do nothing and are cut off first; if the guard does not depend on inner
 loops at all, only the main loop remains, so ``for ii in range(32): if
 likely(96 + ii < 100): body`` becomes ``for ii in range(4): body``. A part with
 one iteration becomes its body with the variable substituted; parts are
-emitted in the original order, so serial semantics are kept exactly.
+emitted in the original order, so serial semantics are kept exactly. An
+unrolled or vectorized loop is split only into parts of constant length, else
+left whole with its guards.
 
 Expects: guards as ``likely(cond)`` with ``cond`` a conjunction of comparisons.
 Guarantees: the same stores in the same order for serial loops; run
@@ -282,6 +284,13 @@ class _Partition(Mutator):
             )
             if unchanged:
                 return None  # no iteration is free of guards, and none can be cut off
+        if s.kind in (S.ForKind.UNROLLED, S.ForKind.VECTORIZED) and not all(
+            _is_constant(self.ana, b - a) for a, b in ((begin, lo), (lo, hi), (hi, end))
+        ):
+            # An unrolled or vectorized loop keeps its constant trip count and its guards:
+            # each copy (lane) then indexes registers with constants (a symbolic count would
+            # leave a loop, and a GPU thread's register tile would move to local memory).
+            return None
         removable = {k: [isinstance(z, _Zone) for z in found] for k, found in guards.zones.items()}
         main_body = _RemoveGuards(removable).visit(s.body)
         if whole is not None and set(guards.zones) == {id(whole)} and all(z.exact for z in zones):
@@ -305,6 +314,11 @@ class _Partition(Mutator):
             kind = S.ForKind.SERIAL
         loop = S.For(s.loop_var, begin, ext, kind, body, s.thread_tag, s.annotations)
         return self.visit_inside(loop)
+
+
+def _is_constant(ana: Analyzer, e: E.PrimExpr) -> bool:
+    lo, hi = ana.const_int_bound(e)
+    return lo == hi
 
 
 def loop_partition(func: S.PrimFunc) -> S.PrimFunc:

@@ -10,7 +10,7 @@ is affine in the variable becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
 with the loop, nested loops, conditions, an index that is not affine, a warp
 shuffle) the loop stays a serial loop — correct, and left to the backend's own
-vectorizer.
+vectorizer — or, with at most 8 iterations, an unrolled one.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from ember.tir.functor import Mutator, uses_var
 
 class _CannotVectorize(Exception):
     pass
+
+
+_UNROLL_FALLBACK = 8  # a loop this short that cannot be vectorized is unrolled instead
 
 
 def _lanes(e: E.PrimExpr) -> int:
@@ -195,6 +198,11 @@ class _Vectorize(Mutator):
         try:
             return _vectorize_body(body, s.loop_var, s.extent.value)
         except _CannotVectorize:
+            if s.extent.value <= _UNROLL_FALLBACK:
+                # unrolled, each lane's accesses have constant offsets (registers on a GPU)
+                return S.For(
+                    s.loop_var, s.min, s.extent, S.ForKind.UNROLLED, body, "", s.annotations
+                )
             return serial
 
 
