@@ -107,3 +107,28 @@ def test_batch_matmul_cuda_compiles(arch):
     _, mod = _build("batch_matmul.cuda", (12, 128, 128, 64, "float32"), arch)
     for use in mod.resource_usage().values():
         assert use.local_bytes == 0 and use.shared_bytes <= 48 * 1024
+
+
+ODD_SHAPES = [
+    ("matmul.cuda", (70, 50, 33)),
+    ("matmul.cuda", (1000, 1000, 1000)),
+    ("batch_matmul.cuda", (3, 70, 50, 33)),
+    ("conv2d_nchw.cuda", (1, 30, 13, 13, 20, 3, 3, 2, 1, 1)),
+    ("depthwise_conv2d_nchw.cuda", (1, 30, 13, 13, 3, 3, 1, 1)),
+    ("pool2d.cuda", (1, 30, 13, 13, (3, 3), (2, 2), 1, "max")),
+    ("reduce.cuda", (37, 1000, "sum")),
+    ("softmax.cuda", (37, 1000)),
+    ("layer_norm.cuda", (37, 1000, 1e-5)),
+    ("elementwise_chain.cuda", (37, 1000)),
+]
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("name", "args"), ODD_SHAPES)
+def test_edge_tiles_keep_registers_out_of_local_memory(name, args, arch):
+    # an edge tile computes its whole register tile and guards only the stores: a loop
+    # with a data-dependent trip count would move the tile to (slow) local memory
+    _, mod = _build(name, (*args, "float32"), arch)
+    for kernel, usage in mod.resource_usage().items():
+        assert usage.local_bytes == 0 and usage.spill_bytes == 0, (kernel, usage)
