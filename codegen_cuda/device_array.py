@@ -51,6 +51,8 @@ def _dtype_name(dtype: Any) -> str:
 class DeviceArray:
     """A C-contiguous array in global memory of device 0, freed with the object."""
 
+    device = "cuda"
+
     def __init__(self, shape: Sequence[int] | int, dtype: Any = "float32") -> None:
         dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in dims):

@@ -28,6 +28,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "tuner": ("ember.tuner", None),
     "frontend": ("ember.frontend", None),
     "runtime": ("ember.runtime", None),
+    "nd": ("ember.nd", None),
     "lower": ("ember.driver", "lower"),
     "build": ("ember.driver", "build"),
     "Target": ("ember.target", "Target"),

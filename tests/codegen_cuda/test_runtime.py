@@ -755,3 +755,12 @@ def test_cupy_arrays_on_gpu(monkeypatch, rng):
     out = runtime.to_device(cp.asnumpy(a))
     cp.testing.assert_array_equal(cp.from_dlpack(out), a)
     cp.testing.assert_array_equal(cp.asarray(out), a)
+
+
+def test_ember_nd_arrays_on_the_gpu(fake, rng):
+    mod = _module(elementwise(300, 64), fake)
+    a = rng.uniform(-1, 1, 300).astype("float32")
+    a_dev, b_dev = ember.nd.array(a, device="cuda"), ember.nd.empty((300,), "float32", "cuda")
+    mod(a_dev, b_dev)
+    assert (b_dev.device, b_dev.shape) == ("cuda", (300,))
+    np.testing.assert_allclose(b_dev.numpy(), a * 2 + 1, rtol=1e-6)

@@ -1,0 +1,106 @@
+"""``ember.nd``: arrays placed on a device, handed to modules the way ``tvm.nd`` does it.
+
+``ember.nd.array(x, device)`` copies ``x`` to the CPU (a :class:`CPUArray`
+holding a numpy array) or to the GPU (a ``DeviceArray`` in device memory), and
+``ember.nd.empty(shape, dtype, device)`` allocates one. Both carry ``shape``,
+``dtype``, ``device`` and ``numpy()`` (a host copy), and a module takes them as
+arguments without copying: a CPU module views a ``CPUArray`` through DLPack, a
+CUDA module passes a ``DeviceArray``'s pointer, so a chain of calls on one
+device moves no data. Plain numpy arrays and other libraries' DLPack tensors
+are taken as well; these are for code that wants to say where its data lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.errors import ArgumentError
+from ember.tir import dtype as dt
+
+_CPU = ("cpu", "llvm")
+_CUDA = ("cuda", "cuda:0", "gpu")
+
+
+def _device_kind(device: str) -> str:
+    if not isinstance(device, str) or device.lower() not in _CPU + _CUDA:
+        raise ArgumentError(
+            f"unknown device {device!r}; use 'cpu' (or 'llvm') or 'cuda' (or 'cuda:0')"
+        )
+    return "cpu" if device.lower() in _CPU else "cuda"
+
+
+class CPUArray:
+    """An array in host memory, owned by Ember: a C-contiguous numpy array inside."""
+
+    device = "cpu"
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = np.ascontiguousarray(data)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The storage type, as ``DeviceArray.dtype`` (``dtype_name``: Ember's name)."""
+        return self._data.dtype
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self._data.dtype)
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the contents as a numpy array."""
+        return self._data.copy()
+
+    def copy_from(self, source: Any) -> None:
+        """Overwrite the contents with ``source`` (same shape; converted to this dtype)."""
+        src = np.asarray(source)
+        if src.shape != self._data.shape:
+            raise ArgumentError(f"copy_from: expected shape {self.shape}, got {src.shape}")
+        self._data[...] = src
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy:
+            return np.array(self._data, dtype=dtype, copy=True)
+        return self._data if dtype is None else self._data.astype(dtype, copy=False)
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._data.__dlpack_device__()  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"CPUArray(shape={self.shape}, dtype={self.dtype_name}, cpu)"
+
+
+def array(data: Any, device: str = "cpu") -> Any:
+    """``data`` (anything numpy can read) copied onto ``device``."""
+    kind = _device_kind(device)
+    host = np.array(data, copy=True, order="C")
+    if kind == "cpu":
+        return CPUArray(host)
+    from ember.codegen_cuda.device_array import to_device
+
+    return to_device(host)
+
+
+def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu") -> Any:
+    """An array of ``shape`` and ``dtype`` on ``device``, its contents not set."""
+    kind = _device_kind(device)
+    if kind == "cuda":
+        from ember.codegen_cuda.device_array import empty as device_empty
+
+        return device_empty(shape, dtype)
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
+        raise ArgumentError(f"empty: shape must be non-negative integers, got {shape!r}")
+    return CPUArray(np.empty(dims, dt.numpy_dtype(dt.check_dtype(dtype))))
+
+
+__all__ = ["CPUArray", "array", "empty"]
