@@ -1,8 +1,10 @@
-"""GPU benchmarks: Ember's CUDA templates beside cuBLAS (through CuPy or PyTorch).
+"""GPU benchmarks: Ember's CUDA templates beside cuBLAS/cuDNN (through PyTorch or CuPy).
 
 Run: ``python benchmarks/bench_gpu.py``. On a machine with a CUDA device it times
-each template's fallback configuration and the peer in the same process and
-prints GFLOP/s and the ratio *peer time / Ember time*. Without a device it
+each template's fallback configuration (CUDA events) and its peer in the same
+process (PyTorch's matmul, bmm, conv2d, reductions, softmax, layer norm and GELU
+chain; else CuPy's cuBLAS GEMMs and reductions) and prints GFLOP/s and the
+ratio *peer time / Ember time*. Without a device it
 prints the static resource table instead: registers, shared memory, spills and
 occupancy of every kernel, as NVRTC reports them for sm_80 and sm_90.
 """
@@ -10,6 +12,9 @@ occupancy of every kernel, as NVRTC reports them for sm_80 and sm_90.
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +28,11 @@ WORKLOADS = [
     ("batch_matmul.cuda", (12, 128, 128, 64, "float32"), lambda B, M, N, K, _: 2.0 * B * M * N * K),
     (
         "conv2d_nchw.cuda",
+        (1, 64, 56, 56, 64, 3, 3, 1, 1, 1, "float32"),
+        lambda N, C, H, W, O, KH, KW, *_: 2.0 * N * O * H * W * C * KH * KW,
+    ),
+    (
+        "conv2d_nchw_gemm.cuda",
         (1, 64, 56, 56, 64, 3, 3, 1, 1, 1, "float32"),
         lambda N, C, H, W, O, KH, KW, *_: 2.0 * N * O * H * W * C * KH * KW,
     ),
@@ -62,37 +72,87 @@ def resource_table() -> None:
                 )
 
 
-def peer_matmul():  # noqa: ANN201
-    try:
-        import cupy as cp
-
-        return (
-            "cuBLAS (CuPy)",
-            lambda a, b: cp.matmul(a, b),
-            cp.asarray,
-            cp.cuda.Device().synchronize,
-        )
-    except ImportError:
-        pass
+def torch_peers() -> dict[str, Callable[..., Callable[[], object]]] | None:
+    """For each template, ``make(args, *device_tensors) -> run()`` with PyTorch (cuBLAS,
+    cuDNN and its own kernels), or None when PyTorch with CUDA is not installed."""
     try:
         import torch
-
-        return (
-            "cuBLAS (PyTorch)",
-            torch.matmul,
-            lambda x: torch.from_numpy(x).cuda(),
-            torch.cuda.synchronize,
-        )
+        import torch.nn.functional as F
     except ImportError:
         return None
+    if not torch.cuda.is_available():
+        return None
+
+    def conv(args: tuple, x: Any, w: Any, *_: Any) -> Callable[[], object]:
+        stride, padding, dilation = args[7:10]
+        return lambda: F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation)
+
+    def reduce(args: tuple, x: Any, *_: Any) -> Callable[[], object]:
+        kind = args[2]
+        op = {"sum": torch.sum, "max": torch.amax, "min": torch.amin}[kind]
+        return lambda: op(x, dim=1)
+
+    def chain(args: tuple, x: Any, bias: Any, *_: Any) -> Callable[[], object]:
+        return lambda: F.gelu(x * 2.0 + bias, approximate="tanh")
+
+    return {
+        "matmul.cuda": lambda args, a, b, *_: lambda: torch.matmul(a, b),
+        "batch_matmul.cuda": lambda args, a, b, *_: lambda: torch.bmm(a, b),
+        "conv2d_nchw.cuda": conv,
+        "conv2d_nchw_gemm.cuda": conv,
+        "reduce.cuda": reduce,
+        "softmax.cuda": lambda args, x, *_: lambda: torch.softmax(x, dim=1),
+        "layer_norm.cuda": lambda args, x, g, b, *_: (
+            lambda: F.layer_norm(x, (x.shape[1],), g, b, args[2])
+        ),
+        "elementwise_chain.cuda": chain,
+    }
+
+
+def cupy_peers() -> dict[str, Callable[..., Callable[[], object]]] | None:
+    """cuBLAS through CuPy for the GEMMs (and CuPy's reductions), when CuPy is installed."""
+    try:
+        import cupy as cp
+    except ImportError:
+        return None
+    return {
+        "matmul.cuda": lambda args, a, b, *_: lambda: cp.matmul(a, b),
+        "batch_matmul.cuda": lambda args, a, b, *_: lambda: cp.matmul(a, b),
+        "reduce.cuda": lambda args, x, *_: lambda: getattr(cp, args[2])(x, axis=1),
+    }
+
+
+def _time(run: Callable[[], object], sync: Callable[[], object], repeat: int = 20) -> float:
+    run()
+    sync()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeat):
+            run()
+        sync()
+        best = min(best, (time.perf_counter() - start) / repeat)
+    return best
 
 
 def device_bench() -> None:
-    import time
-
     rng = np.random.default_rng(0)
-    peer = peer_matmul()
-    print("template args | ember GFLOP/s | peer | ratio (peer time / ember time)")
+    peers, label, to_dev, sync = None, "", None, None
+    table = torch_peers()
+    if table is not None:
+        import torch
+
+        peers, label = table, "PyTorch (cuBLAS/cuDNN)"
+        to_dev, sync = (lambda x: torch.from_numpy(x).cuda()), torch.cuda.synchronize
+    else:
+        table = cupy_peers()
+        if table is not None:
+            import cupy as cp
+
+            peers, label = table, "CuPy (cuBLAS)"
+            to_dev, sync = cp.asarray, cp.cuda.Device().synchronize
+    print(f"peer: {label or 'none installed (pip install torch or cupy)'}")
+    print("template args | ember GFLOP/s | peer GFLOP/s | ratio (peer time / ember time)")
     for name, args, flops_of in WORKLOADS:
         mod = build(name, args, arch=None)
         flops = flops_of(*args)
@@ -100,17 +160,10 @@ def device_bench() -> None:
         arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
         t = mod.time_evaluator(number=10, repeat=5)(*arrays).median
         line = f"{name} {args[:-1]} | {flops / t / 1e9:9.1f}"
-        if name.startswith("matmul") and peer is not None:
-            label, fn, to_dev, sync = peer
-            a, b = to_dev(arrays[0]), to_dev(arrays[1])
-            fn(a, b)
-            sync()
-            start = time.perf_counter()
-            for _ in range(10):
-                fn(a, b)
-            sync()
-            tp = (time.perf_counter() - start) / 10
-            line += f" | {label} {flops / tp / 1e9:9.1f} | {tp / t:.2f}x"
+        if peers is not None and name in peers:
+            run = peers[name](args, *[to_dev(x) for x in arrays[:-1]])
+            tp = _time(run, sync)
+            line += f" | {flops / tp / 1e9:9.1f} | {tp / t:.2f}x"
         print(line, flush=True)
 
 

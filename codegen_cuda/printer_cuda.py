@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from ember.codegen_cuda.printer_c import PRIMARY, UNARY, Text
 from ember.codegen_cuda.printer_cuda_vector import CUDAVectorMemory
 from ember.codegen_cuda.shared_layout import SharedLayout, shared_layout
+from ember.codegen_cuda.transform.inject_pipeline import async_source
 from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -117,9 +118,21 @@ __device__ __forceinline__ void ember_cp_async_{n}(void* dst, const void* src) {
 """
 
 
+# The same with a source size: 0 bytes read (the destination zero-filled) or all of them.
+_CP_ASYNC_ZFILL = """\
+__device__ __forceinline__ void ember_cp_async_zfill_{n}(void* dst, const void* src,
+                                                        unsigned int bytes) {{
+  unsigned int addr = (unsigned int)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.{cache}.shared.global [%0], [%1], {n}, %2;\\n"
+               :: "r"(addr), "l"(src), "r"(bytes));
+}}
+"""
+
+
 def _helper_text(kind: str, ctype: str) -> str:
-    if kind == "cp_async":
-        return _CP_ASYNC.format(n=ctype, cache="cg" if ctype == "16" else "ca")
+    if kind in ("cp_async", "cp_async_zfill"):
+        text = _CP_ASYNC if kind == "cp_async" else _CP_ASYNC_ZFILL
+        return text.format(n=ctype, cache="cg" if ctype == "16" else "ca")
     return _HELPERS[kind].format(t=ctype, floor="floorf" if ctype == "float" else "floor")
 
 
@@ -360,17 +373,30 @@ class CUDAPrinter(CUDAVectorMemory):
 
     # -- asynchronous copies (inject_pipeline) --------------------------------------------
     def stmt_AsyncCopy(self, s: S.AsyncCopy) -> None:
-        store, load = s.store, s.store.value
-        assert isinstance(load, E.BufferLoad)
+        store = s.store
+        load = async_source(store.value)
+        if load is None:
+            raise InternalError(f"asynchronous copy of {store.value!r}: not a global load")
         nbytes = dt.bytes_of(load.dtype)
         dst = self.flat_index(store.buffer, store.indices)
         src = self.flat_index(load.buffer, load.indices)
         dst_base = dst.base if isinstance(dst, E.Ramp) else dst
         src_base = src.base if isinstance(src, E.Ramp) else src
-        self.helpers.add(("cp_async", str(nbytes)))
+        dst_ref = f"&{self.buffer_ref(store.buffer)}[{self.expr(dst_base)}]"
+        src_ref = f"&{self.buffer_ref(load.buffer)}[{self.expr(src_base)}]"
+        if not isinstance(store.value, E.Select):
+            self.helpers.add(("cp_async", str(nbytes)))
+            self.line(f"ember_cp_async_{nbytes}({dst_ref}, {src_ref});")
+            return
+        cond = store.value.cond
+        cond = cond.value if isinstance(cond, E.Broadcast) else cond
+        flag = self.names.fresh("copy")
+        self.helpers.add(("cp_async_zfill", str(nbytes)))
+        self.line(f"bool {flag} = {self.expr(cond)};")
+        # where nothing is read the source need not be valid: point at the buffer itself
         self.line(
-            f"ember_cp_async_{nbytes}(&{self.buffer_ref(store.buffer)}[{self.expr(dst_base)}], "
-            f"&{self.buffer_ref(load.buffer)}[{self.expr(src_base)}]);"
+            f"ember_cp_async_zfill_{nbytes}({dst_ref}, {flag} ? (const void*)({src_ref}) : "
+            f"(const void*){self.buffer_ref(load.buffer)}, {flag} ? {nbytes}u : 0u);"
         )
 
     def stmt_AsyncCommit(self, s: S.AsyncCommit) -> None:

@@ -7,8 +7,8 @@ reduction. For every ``rc_block`` input channels the block copies the
 ``oc_block x rc_block x KH x KW`` weights it needs into shared memory once,
 where all pixel threads read them as broadcasts, while the copy of the next
 channels' weights is in flight (``stages``, see ``inject_pipeline``). The padding is inlined as a
-guarded read. Implicit GEMM with shared input tiles is the faster design for
-large layers; this one is the simple, correct baseline.
+guarded read. ``conv2d_nchw_gemm.cuda`` (:mod:`.conv2d_gemm`) is the implicit
+GEMM alternative, which also stages the input in shared memory.
 """
 
 from __future__ import annotations

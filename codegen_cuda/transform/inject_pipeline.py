@@ -156,16 +156,35 @@ class _Asyncify(Mutator):
         self.staged = staged
 
     def visit_BufferStore(self, s: S.BufferStore) -> S.Stmt:
-        v = s.value
+        load = async_source(s.value)
         if (
             s.buffer.data in self.staged
-            and isinstance(v, E.BufferLoad)
-            and v.buffer.scope == "global"
-            and dt.element_of(v.dtype) == dt.element_of(s.buffer.dtype)
-            and dt.bytes_of(v.dtype) in _ASYNC_BYTES
+            and load is not None
+            and dt.element_of(load.dtype) == dt.element_of(s.buffer.dtype)
+            and dt.bytes_of(load.dtype) in _ASYNC_BYTES
         ):
             return S.AsyncCopy(s)
         return s
+
+
+def async_source(value: E.PrimExpr) -> E.BufferLoad | None:
+    """The global load an asynchronous copy of ``value`` reads: ``value`` itself, or the
+    load of ``select(cond, load, 0)`` (copied where ``cond`` holds, zero-filled elsewhere,
+    as padding is)."""
+    if isinstance(value, E.Select):
+        cond = value.cond.value if isinstance(value.cond, E.Broadcast) else value.cond
+        if not _is_zero(value.false_value) or dt.lanes_of(cond.dtype) > 1:
+            return None  # a copy is zero-filled whole or not at all
+        value = value.true_value
+    if isinstance(value, E.BufferLoad) and value.buffer.scope == "global":
+        return value
+    return None
+
+
+def _is_zero(e: E.PrimExpr) -> bool:
+    if isinstance(e, E.Broadcast):
+        e = e.value
+    return isinstance(e, (E.IntImm, E.FloatImm)) and e.value == 0
 
 
 class _Registers(Mutator):

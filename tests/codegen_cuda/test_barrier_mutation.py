@@ -31,6 +31,7 @@ CASES: list[tuple[str, tuple[Any, ...]]] = [
     ("batch_matmul.cuda", (2, 17, 13, 9, "float32")),
     ("conv2d_nchw.cuda", (1, 3, 9, 11, 5, 3, 3, 2, 1, 1, "float32")),
     ("conv2d_nchw.cuda", (2, 16, 8, 8, 12, 3, 3, 1, 1, 1, "float32")),  # pipelined
+    ("conv2d_nchw_gemm.cuda", (2, 5, 7, 9, 6, 3, 3, 1, 1, 1, "float32")),  # zero-filled copies
     ("depthwise_conv2d_nchw.cuda", (1, 3, 9, 11, 3, 3, 2, 1, "float32")),
     ("elementwise_chain.cuda", (4, 100, "float32")),
     ("layer_norm.cuda", (2, 37, 1e-5, "float32")),

@@ -114,6 +114,8 @@ ODD_SHAPES = [
     ("matmul.cuda", (1000, 1000, 1000)),
     ("batch_matmul.cuda", (3, 70, 50, 33)),
     ("conv2d_nchw.cuda", (1, 30, 13, 13, 20, 3, 3, 2, 1, 1)),
+    ("conv2d_nchw_gemm.cuda", (1, 30, 13, 13, 20, 3, 3, 2, 1, 1)),
+    ("conv2d_nchw_gemm.cuda", (1, 64, 56, 56, 64, 3, 3, 1, 1, 1)),
     ("depthwise_conv2d_nchw.cuda", (1, 30, 13, 13, 3, 3, 1, 1)),
     ("pool2d.cuda", (1, 30, 13, 13, (3, 3), (2, 2), 1, "max")),
     ("reduce.cuda", (37, 1000, "sum")),

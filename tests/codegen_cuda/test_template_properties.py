@@ -38,6 +38,11 @@ WORKLOADS = {
         st.sampled_from([0, 1]),
         st.just(1),
     ),  # fmt: skip
+    "conv2d_nchw_gemm.cuda": st.tuples(
+        st.integers(1, 2), st.integers(1, 9), st.integers(3, 11), st.integers(3, 11),
+        st.integers(1, 9), st.sampled_from([1, 3]), st.sampled_from([1, 3]),
+        st.sampled_from([1, 2]), st.sampled_from([0, 1]), st.sampled_from([1, 2]),
+    ),  # fmt: skip
     "depthwise_conv2d_nchw.cuda": st.tuples(
         st.integers(1, 2),
         st.integers(1, 6),
@@ -69,11 +74,11 @@ def _valid(name: str, args: tuple) -> bool:
     if name == "pool2d.cuda":
         _, _, H, W, (kh, kw), _, pad, _ = args
         return pad <= kh // 2 and H + 2 * pad >= kh and W + 2 * pad >= kw
-    if name in ("conv2d_nchw.cuda", "depthwise_conv2d_nchw.cuda"):
-        return (
-            args[2] + 2 * args[-2 if name.startswith("conv") else -1]
-            >= args[5 if name.startswith("conv") else 4]
-        )
+    if name.startswith("conv2d"):
+        _, _, H, W, _, KH, KW, _, pad, dil = args
+        return min(H, W) + 2 * pad > dil * (max(KH, KW) - 1)
+    if name == "depthwise_conv2d_nchw.cuda":
+        return args[2] + 2 * args[-1] >= args[4]
     return True
 
 
