@@ -355,7 +355,7 @@ class CUDAPrinter(CUDAVectorMemory):
         self._declared_dtype[buf.data] = buf.dtype
         ctype = self.type_name(buf.dtype)
         if buf.scope == "shared" and self.shared.dynamic:
-            offset = self.shared.offsets[buf.data]
+            offset = self.shared.offsets[id(s)]
             where = f"({DYNAMIC_SHARED} + {offset})" if offset else DYNAMIC_SHARED
             self.line(f"{ctype}* {name} = ({ctype}*){where};")
         else:

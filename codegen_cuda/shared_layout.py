@@ -23,9 +23,12 @@ SHARED_ALIGN = 16
 
 @dataclass(frozen=True)
 class SharedLayout:
-    """Byte offsets of the shared arrays (by ``data`` pointer) in one dynamic buffer."""
+    """Byte offsets of the shared arrays (by ``id`` of their ``Allocate``) in one dynamic
+    buffer. Copies of one allocation (loop partitioning makes them) are separate
+    arrays, as their static ``__shared__`` declarations are and as ``inject_sync``
+    and the emulator treat them, so each has its own place."""
 
-    offsets: dict[E.Var, int] = field(default_factory=dict)
+    offsets: dict[int, int] = field(default_factory=dict)
     total_bytes: int = 0
 
     @property
@@ -44,14 +47,14 @@ def shared_layout(func: S.PrimFunc) -> SharedLayout:
             self.generic_visit(node)
 
     _Collect().visit(func.body)
-    offsets: dict[E.Var, int] = {}
+    offsets: dict[int, int] = {}
     total = 0
     for alloc in allocs:
         buf = alloc.buffer
         size = buf.flat_size() if len(buf.shape) != 1 else buf.shape[0]
-        if not isinstance(size, E.IntImm) or buf.data in offsets:
+        if not isinstance(size, E.IntImm) or id(alloc) in offsets:
             continue
-        offsets[buf.data] = total
+        offsets[id(alloc)] = total
         total += -(-size.value * dt.bytes_of(buf.dtype) // SHARED_ALIGN) * SHARED_ALIGN
     return SharedLayout(offsets, total)
 
