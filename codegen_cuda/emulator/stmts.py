@@ -145,18 +145,27 @@ class StmtCompiler:
                 f"store to '{s.buffer.name}' with {len(s.indices)} indices reached the emulator; "
                 "device kernels access flattened buffers with one index"
             )
-        site = self.exprs.enter_site(stmt_to_str(s))
-        value, index = self.exprs.compile(s.value), self.exprs.compile(s.indices[0])
-        slot = self.exprs.data_slot(s.buffer)
-        vector = dt.lanes_of(s.value.dtype) > 1
+        site, slot, value, index = self._store_parts(s, stmt_to_str(s))
 
         def store(env: Env) -> None:
-            i = index(env)
-            if vector and np.ndim(i) == 1:
-                i = i.reshape(1, -1)
-            env[slot].store(i, value(env), env, site)
+            env[slot].store(index(env), value(env), env, site)
 
         return store
+
+    def _store_parts(self, s: S.BufferStore, text: str) -> tuple[int, int, Fn, Fn]:
+        """The site, the buffer's slot, and the value and index of a store (a vector
+        store's index as a ``(1, lanes)`` row)."""
+        site = self.exprs.enter_site(text)
+        value, index = self.exprs.compile(s.value), self.exprs.compile(s.indices[0])
+        slot = self.exprs.data_slot(s.buffer)
+        if dt.lanes_of(s.value.dtype) == 1:
+            return site, slot, value, index
+
+        def row(env: Env) -> Any:
+            i = index(env)
+            return i.reshape(1, -1) if np.ndim(i) == 1 else i
+
+        return site, slot, value, row
 
     def _allocate(self, s: S.Allocate) -> Fn:
         buf = s.buffer
@@ -207,17 +216,11 @@ class StmtCompiler:
     # cp.async semantics: a copy is issued (its source read, its destination claimed) and
     # lands only when a wait lets its group go; commit closes the group being issued.
     def _async_copy(self, s: S.AsyncCopy) -> Fn:
-        store = s.store
-        site = self.exprs.enter_site(stmt_to_str(s))
-        value, index = self.exprs.compile(store.value), self.exprs.compile(store.indices[0])
-        slot = self.exprs.data_slot(store.buffer)
-        vector = dt.lanes_of(store.value.dtype) > 1
+        site, slot, value, index = self._store_parts(s.store, stmt_to_str(s))
 
         def issue(env: Env) -> None:
-            i = index(env)
-            if vector and np.ndim(i) == 1:
-                i = i.reshape(1, -1)
-            env[CHUNK].async_open.append(env[slot].issue_async(i, value(env), env, site))
+            copy = env[slot].issue_async(index(env), value(env), env, site)
+            env[CHUNK].async_open.append(copy)
 
         return issue
 
