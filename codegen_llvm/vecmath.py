@@ -7,9 +7,10 @@ library here: it would expand ``llvm.exp.v16f32`` into sixteen calls to
 LLVM vector instructions and ``fmuladd``:
 
 * ``exp``: ``x = n*ln2 + r`` with ``|r| <= ln2/2`` (ln2 split in two for an
-  exact reduction), a degree-6 polynomial for ``e^r``, and ``2^n`` applied as
-  two exponent-field scalings so results underflow gradually to subnormals
-  and overflow to infinity exactly where ``expf`` does. NaN passes through.
+  exact reduction), a degree-6 polynomial for ``e^r``, and ``2^n`` applied by
+  ``llvm.ldexp`` (one ``vscalefps`` with AVX-512), so results underflow
+  gradually to subnormals and overflow to infinity where ``expf`` does. NaN
+  passes through.
 * ``tanh``: an odd polynomial for ``|x| < 0.625``, else
   ``sign(x) * (1 - 2 / (exp(2|x|) + 1))``.
 
@@ -51,30 +52,32 @@ def _call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(declare_intrinsic(b.module, f"llvm.{name}", args[0].type, len(args)), list(args))
 
 
-def _pow2(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
-    """``2^n`` as a float for integer vector ``n`` in [-75, 64] (a normal number)."""
-    ity = n.type
-    biased = b.add(n, splat_const(ity, 127))
-    bits = b.shl(biased, splat_const(ity, 23))
-    return b.bitcast(bits, ir.VectorType(ir.FloatType(), lanes_of_type(ity)))
-
-
 def vector_exp(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:
     """``e^x`` for a float32 vector."""
     ty = x.type
     lanes = lanes_of_type(ty)
-    clamped = _call(
-        b, "minnum", _call(b, "maxnum", x, splat_const(ty, -104.0)), splat_const(ty, 89.0)
-    )
+    # plain compare-and-select clamps are one vmaxps/vminps each (minnum/maxnum carry NaN
+    # rules that cost a compare and a blend more); NaN is put back at the end
+    lo, hi = splat_const(ty, -104.0), splat_const(ty, 89.0)
+    clamped = b.select(b.fcmp_ordered(">", x, lo), x, lo)
+    clamped = b.select(b.fcmp_ordered("<", clamped, hi), clamped, hi)
     n = _call(b, "roundeven", b.fmul(clamped, splat_const(ty, _LOG2E)))
     r = _fma(b, n, splat_const(ty, -_LN2_HI), clamped)
     r = _fma(b, n, splat_const(ty, -_LN2_LO), r)
     r2 = b.fmul(r, r)
     p = _fma(b, _horner(b, r, _EXP_POLY), r2, b.fadd(r, splat_const(ty, 1.0)))
     ni = b.fptosi(n, ir.VectorType(I32, lanes))
-    half = b.ashr(ni, splat_const(ni.type, 1))
-    scaled = b.fmul(b.fmul(p, _pow2(b, half)), _pow2(b, b.sub(ni, half)))
+    scaled = _ldexp(b, p, ni)  # gradual underflow and overflow to infinity, as expf
     return b.select(b.fcmp_unordered("uno", x, x), x, scaled)
+
+
+def _ldexp(b: ir.IRBuilder, x: ir.Value, n: ir.Value) -> ir.Value:
+    """``x * 2^n`` (one ``vscalefps`` with AVX-512)."""
+    name = f"llvm.ldexp.v{lanes_of_type(x.type)}f32.v{lanes_of_type(n.type)}i32"
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(x.type, [x.type, n.type]), name=name)
+    return b.call(fn, [x, n])
 
 
 def vector_tanh(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:

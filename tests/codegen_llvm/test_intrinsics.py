@@ -135,3 +135,30 @@ def test_vector_float32_polynomials_are_accurate(op, ref, rng):
         nan_in, nan_out
     )
     assert np.isnan(nan_out).all()
+
+
+def test_vector_exp_over_the_whole_float32_range():
+    # the range reduction, gradual underflow (subnormals) and overflow of the inline exp
+    import ember
+    from ember import te
+
+    n = 4096
+    A = te.placeholder((n,), "float32", name="A")
+    E = te.compute((n,), lambda i: te.exp(A[i]), name="E")
+    s = te.create_schedule(E.op)
+    _, inner = s[E].split(E.op.axis[0], factor=16)
+    s[E].vectorize(inner)
+    mod = ember.build(s, [A, E], target="llvm")
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, -87.33, -103.9]
+    x = np.concatenate([np.linspace(-110, 95, n - len(edges)), edges]).astype("float32")
+    y = np.empty_like(x)
+    mod(x, y)
+    with np.errstate(over="ignore"):
+        ref = np.exp(x.astype("float64")).astype("float32")
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(ref))
+    np.testing.assert_array_equal(y == 0, ref == 0)
+    normal = np.isfinite(ref) & (ref > 1.2e-38)
+    np.testing.assert_allclose(y[normal], ref[normal], rtol=3e-7)
+    tiny = np.isfinite(ref) & ~normal
+    np.testing.assert_allclose(y[tiny], ref[tiny], rtol=0, atol=2e-45)  # one subnormal step
