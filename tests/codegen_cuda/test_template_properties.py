@@ -24,33 +24,18 @@ from ember.tuner import create_task
 small = st.integers(1, 24)
 rows = st.integers(1, 40)
 
+# N, C, H, W, O, KH, KW, stride, padding, dilation
+conv2d = st.tuples(
+    st.integers(1, 2), st.integers(1, 9), st.integers(3, 11), st.integers(3, 11),
+    st.integers(1, 9), st.sampled_from([1, 3]), st.sampled_from([1, 3]),
+    st.sampled_from([1, 2]), st.sampled_from([0, 1]), st.sampled_from([1, 2]),
+)  # fmt: skip
+
 WORKLOADS = {
     "matmul.cuda": st.tuples(st.integers(1, 70), st.integers(1, 70), st.integers(1, 70)),
     "batch_matmul.cuda": st.tuples(st.integers(1, 3), small, small, st.integers(1, 40)),
-    "conv2d_nchw.cuda": st.tuples(
-        st.integers(1, 2),
-        st.integers(1, 9),
-        st.integers(3, 11),
-        st.integers(3, 11),
-        st.integers(1, 9),
-        st.sampled_from([1, 3]),
-        st.sampled_from([1, 3]),
-        st.sampled_from([1, 2]),
-        st.sampled_from([0, 1]),
-        st.just(1),
-    ),  # fmt: skip
-    "conv2d_nchw_gemm.cuda": st.tuples(
-        st.integers(1, 2),
-        st.integers(1, 9),
-        st.integers(3, 11),
-        st.integers(3, 11),
-        st.integers(1, 9),
-        st.sampled_from([1, 3]),
-        st.sampled_from([1, 3]),
-        st.sampled_from([1, 2]),
-        st.sampled_from([0, 1]),
-        st.sampled_from([1, 2]),
-    ),  # fmt: skip
+    "conv2d_nchw.cuda": conv2d,
+    "conv2d_nchw_gemm.cuda": conv2d,
     "depthwise_conv2d_nchw.cuda": st.tuples(
         st.integers(1, 2),
         st.integers(1, 6),
