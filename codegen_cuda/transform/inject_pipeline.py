@@ -281,7 +281,9 @@ def _reads_on_chip(s: S.Stmt) -> set[str]:
     return out
 
 
-def _rebuild(allocs: list[S.Allocate], staged: dict[E.Var, tuple[Buffer, int]], body: S.Stmt):
+def _rebuild(
+    allocs: list[S.Allocate], staged: dict[E.Var, tuple[Buffer, int]], body: S.Stmt
+) -> S.Stmt:
     for a in reversed(allocs):
         buf = staged[a.buffer.data][0] if a.buffer.data in staged else a.buffer
         body = S.Allocate(buf, body)
