@@ -177,7 +177,8 @@ class CUDAModule(Module):
                 "timing a CUDA module needs a GPU; the emulator's speed says nothing about "
                 "the device"
             )
-        from ember.codegen_cuda.runtime import bind_arguments, check_timing_args, time_launches
+        from ember.codegen_cuda.runtime import bind_arguments, time_launches
+        from ember.runtime.module import check_timing_args
 
         check_timing_args(number, repeat, min_repeat_ms)
         sig = self.get_function(func_name or self.entry_name).signature

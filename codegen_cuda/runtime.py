@@ -31,8 +31,8 @@ import numpy as np
 from ember.codegen_cuda.device import device_available
 from ember.codegen_cuda.gpu_arguments import check_gpu_overlap, gpu_argument
 from ember.codegen_cuda.shared_layout import STATIC_SHARED_LIMIT, dynamic_shared_bytes
-from ember.errors import ArgumentError, DeviceError
-from ember.runtime.module import TimingResult
+from ember.errors import DeviceError
+from ember.runtime.module import TimingResult, repeat_batches
 from ember.runtime.signature import FunctionSignature, check_arguments
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -254,18 +254,6 @@ class DeviceModule:
 
 
 # -- timing ------------------------------------------------------------------------------------
-def check_timing_args(number: int, repeat: int, min_repeat_ms: float) -> None:
-    for label, value in (("number", number), ("repeat", repeat)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ArgumentError(
-                f"time_evaluator: {label} must be a positive integer, got {value!r}"
-            )
-    if isinstance(min_repeat_ms, bool) or not isinstance(min_repeat_ms, (int, float)):
-        raise ArgumentError(f"time_evaluator: min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
-    if min_repeat_ms < 0:
-        raise ArgumentError(f"time_evaluator: min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
-
-
 def _elapsed_ms(launch_all: Callable[[], None], n: int, start: Any, end: Any) -> float:
     call("cuEventRecord", start, 0)
     for _ in range(n):
@@ -288,19 +276,16 @@ def time_launches(
     synchronize()
     start, end = call("cuEventCreate", 0), call("cuEventCreate", 0)
     try:
-        results = []
-        n = number
-        for _ in range(repeat):
-            while True:
-                ms = _elapsed_ms(launch_all, n, start, end)
-                if ms >= min_repeat_ms or n >= 1 << 20:
-                    break
-                n = max(2 * n, int(n * min_repeat_ms / max(ms, 1e-3) * 1.2))
-            results.append(ms * 1e-3 / n)
+        return repeat_batches(
+            lambda n: _elapsed_ms(launch_all, n, start, end),
+            number,
+            repeat,
+            min_repeat_ms,
+            max_runs=1 << 20,
+        )
     finally:
         call("cuEventDestroy", start)
         call("cuEventDestroy", end)
-    return TimingResult(tuple(results))
 
 
 _ARRAYS = ("DeviceArray", "empty", "to_device")
@@ -323,7 +308,6 @@ __all__ = [
     "bind_arguments",
     "bind_pointers",
     "call",
-    "check_timing_args",
     "device_available",
     "ensure_context",
     "synchronize",

@@ -177,35 +177,23 @@ class Module:
         batches of the bare native call. With ``min_repeat_ms``, a batch is
         lengthened until it lasts at least that long.
         """
-        for label, value, low in (("number", number, 1), ("repeat", repeat, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ArgumentError(
-                    f"time_evaluator: {label} must be a positive integer, got {value!r}"
-                )
-        if not isinstance(min_repeat_ms, (int, float)) or min_repeat_ms < 0:
-            raise ArgumentError(
-                f"time_evaluator: min_repeat_ms must be >= 0, got {min_repeat_ms!r}"
-            )
+        check_timing_args(number, repeat, min_repeat_ms)
         fn = self.get_function(func_name or self.entry_name)
 
         def evaluate(*args: Any) -> TimingResult:
             arrays, pointers = fn.prepare(args)
             fn.invoke(pointers)  # warm-up, and the only status check
             native = fn.native
-            results = []
-            n = number
-            for _ in range(repeat):
-                while True:
-                    start = time.perf_counter()
-                    for _ in range(n):
-                        native(*pointers)
-                    elapsed = time.perf_counter() - start
-                    if elapsed * 1e3 >= min_repeat_ms or n >= 1 << 30:
-                        break
-                    n = max(2 * n, int(n * min_repeat_ms / max(elapsed * 1e3, 1e-3) * 1.2))
-                results.append(elapsed / n)
+
+            def batch_ms(n: int) -> float:
+                start = time.perf_counter()
+                for _ in range(n):
+                    native(*pointers)
+                return (time.perf_counter() - start) * 1e3
+
+            result = repeat_batches(batch_ms, number, repeat, min_repeat_ms, max_runs=1 << 30)
             del arrays
-            return TimingResult(tuple(results))
+            return result
 
         return evaluate
 
@@ -213,4 +201,41 @@ class Module:
         return f"<ember {self.kind} module: {', '.join(self._signatures)}>"
 
 
-__all__ = ["Function", "Module", "TimingResult"]
+def check_timing_args(number: int, repeat: int, min_repeat_ms: float) -> None:
+    """The ``time_evaluator`` arguments every backend takes, checked."""
+    for label, value in (("number", number), ("repeat", repeat)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ArgumentError(
+                f"time_evaluator: {label} must be a positive integer, got {value!r}"
+            )
+    if (
+        isinstance(min_repeat_ms, bool)
+        or not isinstance(min_repeat_ms, (int, float))
+        or min_repeat_ms < 0
+    ):
+        raise ArgumentError(f"time_evaluator: min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
+
+
+def repeat_batches(
+    batch_ms: Callable[[int], float],
+    number: int,
+    repeat: int,
+    min_repeat_ms: float,
+    max_runs: int,
+) -> TimingResult:
+    """Seconds per run over ``repeat`` batches; ``batch_ms(n)`` times ``n`` runs in ms.
+    A batch starts at ``number`` runs and is lengthened (up to ``max_runs``) until it
+    lasts ``min_repeat_ms``; later batches keep the length found."""
+    results = []
+    n = number
+    for _ in range(repeat):
+        while True:
+            ms = batch_ms(n)
+            if ms >= min_repeat_ms or n >= max_runs:
+                break
+            n = max(2 * n, int(n * min_repeat_ms / max(ms, 1e-3) * 1.2))
+        results.append(ms * 1e-3 / n)
+    return TimingResult(tuple(results))
+
+
+__all__ = ["Function", "Module", "TimingResult", "check_timing_args", "repeat_batches"]

@@ -166,4 +166,3 @@ def param_specs(func: Any, backend: str) -> tuple[ParamSpec, ...]:
             shape.append(extent.value)
         params.append(ParamSpec(buf.name, tuple(shape), buf.dtype, buf.data in written))
     return tuple(params)
-
