@@ -41,7 +41,6 @@ different stages and need no barrier between them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 from ember.errors import LoweringError
@@ -100,9 +99,9 @@ def split_stage(index: E.PrimExpr) -> tuple[Phase, E.PrimExpr] | None:
     return None
 
 
-def phases_may_meet(a: Hashable | None, b: Hashable | None) -> bool:
+def phases_may_meet(a: Phase | None, b: Phase | None) -> bool:
     """Could accesses in phases ``a`` and ``b`` (of one iteration) touch the same stage?"""
-    if not isinstance(a, Phase) or not isinstance(b, Phase):
+    if a is None or b is None:
         return True
     if a.var is not b.var or a.stages != b.stages:
         return True
