@@ -17,7 +17,7 @@ import numpy as np
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram
 from ember.errors import ArgumentError, DeviceError
 from ember.runtime.module import Module
-from ember.runtime.signature import FunctionSignature, check_arguments, param_specs
+from ember.runtime.signature import FunctionSignature, check_call, signature_for
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 
@@ -83,18 +83,22 @@ class CUDAModule(Module):
         """
         from ember.codegen_cuda.emulator import emulate
 
-        arrays = check_arguments(self.signatures[0], args)
-        by_data = {b.data: a for b, a in zip(self.program.params, arrays)}
+        sig = self.signatures[0]
+        values, sizes = check_call(sig, args)
+        arrays = [a for p, a in zip(sig.params, values) if not p.scalar]
+        by_data = {b.data: a for b, a in zip(self.program.buffers, arrays)}
+        by_name = {n: v for (n, _), v in zip(sig.size_vars, sizes)}
         for ws in self.program.workspaces:
-            (size,) = ws.shape
-            assert isinstance(size, E.IntImm)
-            by_data[ws.data] = np.zeros(size.value, dtype=dt.numpy_dtype(ws.dtype))
+            count = workspace_elements(ws, by_name)
+            by_data[ws.data] = np.zeros(count, dtype=dt.numpy_dtype(ws.dtype))
         kernels = {k.name: k for k in self.program.kernels}
         profiles = []
         for launch in self.program.launches:
             kernel = kernels[launch.kernel]
-            arrays_k = [by_data[b.data] for b in launch.args]
-            profiles.append(emulate(kernel, *arrays_k, check_races=check_races, profile=profile))
+            args_k = [by_data[b.data] for b in launch.args] + [
+                by_name[v.name] for v in launch.sizes
+            ]
+            profiles.append(emulate(kernel, *args_k, check_races=check_races, profile=profile))
         return profiles if profile else None
 
     def __call__(self, *args: Any) -> None:
@@ -204,7 +208,14 @@ class CUDAModule(Module):
 
 
 def _host_signature(program: DeviceProgram) -> FunctionSignature:
-    from ember.tir import stmt as S
+    return signature_for(program.host_func(), program.name)
 
-    host = S.PrimFunc(program.name, program.params, S.seq(*[k.body for k in program.kernels]))
-    return FunctionSignature(program.name, param_specs(host, "CUDA"))
+
+def workspace_elements(ws: Any, sizes: dict[str, int]) -> int:
+    """Elements of a flattened workspace; a symbolic size is evaluated on this call's sizes."""
+    from ember.runtime.sizes import eval_size, size_text
+
+    (size,) = ws.shape
+    if isinstance(size, E.IntImm):
+        return size.value
+    return max(int(eval_size(str(size_text(size)), sizes)), 0)

@@ -24,6 +24,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
+from ember.tir.structural import structural_equal
 
 TYPE_NAMES: dict[str, str] = {
     "bool": "bool",
@@ -158,7 +159,7 @@ class CUDAPrinter(CUDAVectorMemory):
         self.fast_math = fast_math
         self.headers: set[str] = set()
         self.helpers: set[tuple[str, str]] = set()  # (helper kind, C type) used
-        self.launch: dict[str, int] = {}
+        self.launch: dict[str, int | E.PrimExpr] = {}
         self.shared = SharedLayout()
 
     # -- types and constants ----------------------------------------------------------
@@ -324,6 +325,20 @@ class CUDAPrinter(CUDAVectorMemory):
                 f"loop '{s.loop_var.name}' is bound to '{tag}', which the kernel's launch "
                 "dimensions do not cover; 'split_host_device' should have recorded it"
             )
+        launch = self.launch[tag]
+        if not isinstance(launch, int):  # a symbolic grid extent: the launch is the loop's
+            if not structural_equal(s.extent, launch, map_free_vars=False):
+                raise InternalError(
+                    f"loop '{s.loop_var.name}' bound to {tag} has extent {s.extent!r}, not the "
+                    f"launch's {launch!r}"
+                )
+            name = self.names.bind(s.loop_var, s.loop_var.name)
+            ctype = self.type_name(s.loop_var.dtype)
+            value = tag if E.is_const_int(s.min, 0) else f"({ctype}){tag} + {self.expr(s.min)}"
+            self.line(f"{ctype} {name} = {value};")
+            self.learn(s.loop_var, E.Range(s.min, s.extent))
+            self.stmt(s.body)
+            return
         if not isinstance(s.extent, E.IntImm) or s.extent.value > self.launch[tag]:
             raise InternalError(
                 f"loop '{s.loop_var.name}' bound to {tag} has extent {s.extent!r}, more than "
@@ -441,16 +456,20 @@ class CUDAPrinter(CUDAVectorMemory):
                 stored.add(n.buffer.data)
 
         post_order_visit(func.body, visit)
-        datas = [b.data for b in func.params]
+        datas = [b.data for b in func.buffers]
         restrict = " __restrict__" if len(set(datas)) == len(datas) else ""
         out = []
-        for buf in func.params:
+        for var in func.size_vars():
+            self.names.bind(var, var.name)
+        for buf in func.buffers:
             if self.names.get(buf.data) is not None:
                 raise InternalError(f"buffer '{buf.name}' is passed twice to '{func.name}'")
             pname = self.names.bind(buf.data, buf.name)
             self._declared_dtype[buf.data] = buf.dtype
             const = "" if buf.data in stored else "const "
             out.append(f"{const}{self.type_name(dt.element_of(buf.dtype))}*{restrict} {pname}")
+        for var in func.size_vars():  # sizes by value, after the pointers (the launch order)
+            out.append(f"{self.type_name(var.dtype)} {self.names.get(var)}")
         return out
 
 

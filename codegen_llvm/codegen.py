@@ -25,6 +25,7 @@ from llvmlite import ir
 from ember.codegen_llvm import arith, memory
 from ember.codegen_llvm.builder_utils import (
     I32,
+    I64,
     PTR,
     declare,
     declare_intrinsic,
@@ -150,16 +151,20 @@ class CodeGenLLVM(Visitor):
     # -- functions -----------------------------------------------------------------------
     def add_function(self, func: S.PrimFunc, symbol: str | None = None) -> FunctionInfo:
         name = symbol or function_symbol(func)
-        fnty = ir.FunctionType(I32, [PTR] * len(func.params))
+        buffers, sizes = func.buffers, func.size_vars()
+        fnty = ir.FunctionType(I32, [PTR] * len(buffers) + [I64] * len(sizes))
         fn = ir.Function(self.module, fnty, name=name)
         fn.attributes.add("nounwind")
         state = FunctionState(fn, ir.IRBuilder(fn.append_basic_block("entry")))
-        for buf, arg in zip(func.params, fn.args):
+        for buf, arg in zip(buffers, fn.args):
             arg.name = buf.name
             arg.add_attribute("noalias")
             arg.add_attribute("nonnull")
             state.vars[buf.data] = arg
             state.align[buf.data] = dt.bytes_of(dt.element_of(buf.dtype))
+        for var, arg in zip(sizes, fn.args[len(buffers) :]):  # sizes come as int64
+            arg.name = var.name
+            state.vars[var] = emit_cast(state.builder, arg, "int64", var.dtype)
         self.errors, self.func_name, self.n_outlined = [], name, 0
         self.fast = ("fast",) if func.attr("fast_math", self.default_fast) else ()
         with self.function_state(state):

@@ -62,7 +62,7 @@ class LLVMModule(CPUModule):
             addr = engine.get_function_address(sig.native_symbol)
             if not addr:
                 raise InternalError(f"compiled module has no function '{sig.native_symbol}'")
-            entries[sig.name] = native_prototype(len(sig.params))(addr)
+            entries[sig.name] = native_prototype(sig)(addr)
         cell_addr = engine.get_global_value_address(NUM_THREADS_SYMBOL)
         cell = ctypes.c_int32.from_address(cell_addr) if cell_addr else None
         sources = {"ll": ll, "ll-unopt": ll_unopt}

@@ -175,6 +175,12 @@ class Var(PrimExpr):
 
 
 @_node
+class SizeVar(Var):
+    """A variable known to be ``>= 0`` (TVM's ``te.size_var``): a size the analyzer may
+    assume non-negative when it simplifies or bounds expressions."""
+
+
+@_node
 class IntImm(PrimExpr):
     dtype: str
     value: int

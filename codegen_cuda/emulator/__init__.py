@@ -48,14 +48,23 @@ class EmulatedKernel:
         scope = Scope()
         scope.define(E.Var("active_mask", "handle"))  # slot 0: grid.MASK
         scope.define(E.Var("chunk", "handle"))  # slot 1: grid.CHUNK
-        self.param_slots = [scope.define(b.data) for b in func.params]
+        # scalar parameters (sizes passed by value) first: a shape naming one is checked
+        self.scalars = [
+            (k, scope.define(v), v) for k, v in enumerate(func.params) if isinstance(v, E.Var)
+        ]
+        self.positions = [k for k, b in enumerate(func.params) if isinstance(b, Buffer)]
+        self.buffers = func.buffers
+        self.param_slots = [scope.define(b.data) for b in self.buffers]
         # a shape variable takes its value from the first parameter that has it
         self.shape_vars: list[tuple[int, int, int, E.Var]] = []
-        for p, buf in enumerate(func.params):
+        for p, buf in enumerate(self.buffers):
             for d, extent in enumerate(buf.shape):
                 if isinstance(extent, E.Var) and not scope.is_defined(extent):
                     self.shape_vars.append((p, d, scope.define(extent), extent))
         compiler = StmtCompiler(scope, self.grid, self.block)
+        self.grid_fns = [
+            compiler.exprs.compile(g) if isinstance(g, E.PrimExpr) else None for g in self.grid
+        ]
         self.body = compiler.compile(func.body)
         self.sites = compiler.exprs.sites
         self.nslots = scope.size
@@ -63,19 +72,27 @@ class EmulatedKernel:
     def __call__(
         self, *arrays: Any, check_races: bool = True, profile: bool = False
     ) -> KernelProfile | None:
-        flat, copies = self._check(arrays)
         name = self.func.name
+        scalars = self._scalars(arrays)
+        arrays = tuple(arrays[k] for k in self.positions)
+        flat, copies = self._check(arrays, scalars)
         profiler = Profiler(name, self.sites) if profile else None
         try:
             with np.errstate(all="ignore"):
-                for chunk in chunks(self.grid, self.block, check_races):
+                sizes = list(scalars.items())
+                for p, d, slot, var in self.shape_vars:
+                    sizes.append(
+                        (slot, np.dtype(dt.numpy_dtype(var.dtype)).type(arrays[p].shape[d]))
+                    )
+                grid = self._grid(sizes)
+                for chunk in chunks(grid, self.block, check_races):
                     chunk.profiler = profiler
                     env: list[Any] = [None] * self.nslots
                     env[CHUNK] = chunk
-                    for slot, buf, data in zip(self.param_slots, self.func.params, flat):
+                    for slot, buf, data in zip(self.param_slots, self.buffers, flat):
                         env[slot] = GlobalStorage(buf.name, buf.dtype, data, self.sites)
-                    for p, d, slot, var in self.shape_vars:
-                        env[slot] = np.dtype(dt.numpy_dtype(var.dtype)).type(arrays[p].shape[d])
+                    for slot, value in sizes:
+                        env[slot] = value
                     self.body(env)
         except EmberError as e:
             e.add_context(f"while emulating kernel '{name}'")
@@ -86,16 +103,43 @@ class EmulatedKernel:
             original[...] = work
         return profiler.profile if profiler is not None else None
 
-    def _check(self, arrays: tuple[Any, ...]) -> tuple[list[np.ndarray], list[Any]]:
+    def _scalars(self, args: tuple[Any, ...]) -> dict[int, Any]:
+        """Slot -> value of each scalar parameter, after checking the argument count."""
         params, name = self.func.params, self.func.name
-        if len(arrays) != len(params):
+        if len(args) != len(params):
             names = ", ".join(b.name for b in params)
             raise ArgumentError(
-                f"kernel '{name}' takes {len(params)} arrays ({names}), got {len(arrays)}"
+                f"kernel '{name}' takes {len(params)} arguments ({names}), got {len(args)}"
             )
+        out = {}
+        for k, slot, var in self.scalars:
+            value = args[k]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ArgumentError(
+                    f"argument '{var.name}' of kernel '{name}' must be an integer, got {value!r}"
+                )
+            out[slot] = np.dtype(dt.numpy_dtype(var.dtype)).type(value)
+        return out
+
+    def _grid(self, sizes: list[tuple[int, Any]]) -> tuple[int, int, int]:
+        """The launch grid for this call: symbolic extents evaluated on the sizes."""
+        if all(f is None for f in self.grid_fns):
+            return self.grid  # type: ignore[return-value]
+        env: list[Any] = [None] * self.nslots
+        for slot, value in sizes:
+            env[slot] = value
+        grid = tuple(int(g) if f is None else int(f(env)) for g, f in zip(self.grid, self.grid_fns))
+        if min(grid) < 0:
+            raise ArgumentError(f"kernel '{self.func.name}' has the negative grid {grid}")
+        return grid  # type: ignore[return-value]
+
+    def _check(
+        self, arrays: tuple[Any, ...], scalars: dict[int, Any]
+    ) -> tuple[list[np.ndarray], list[Any]]:
+        params, name = self.buffers, self.func.name
         flat: list[np.ndarray] = []
         copies: list[tuple[np.ndarray, np.ndarray]] = []
-        bound: dict[E.Var, int] = {}
+        bound: dict[E.Var, int] = {var: int(scalars[slot]) for _, slot, var in self.scalars}
         for buf, arr in zip(params, arrays):
             _check_array(name, buf, arr, bound)
             if not (arr.flags.c_contiguous and arr.flags.writeable):

@@ -78,6 +78,7 @@ class ExprCompiler:
         self.site = -1
         self._table: dict[type, Callable[[Any], Fn]] = {
             E.Var: self._var,
+            E.SizeVar: self._var,
             E.IntImm: self._const,
             E.FloatImm: self._const,
             E.BinOp: self._binop,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.tir import expr as E
 from ember.tir.stmt import PrimFunc
 
 Dim3 = tuple[int, int, int]
@@ -30,8 +31,9 @@ TAGS = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in 
 MAX_LANES = 1 << 16  # lanes per chunk: big enough to amortise numpy calls, small for memory
 
 
-def launch_of(func: PrimFunc) -> tuple[Dim3, Dim3]:
-    """The ``launch`` attribute of a kernel, checked: ((gx, gy, gz), (bx, by, bz))."""
+def launch_of(func: PrimFunc) -> tuple[tuple[Any, Any, Any], Dim3]:
+    """The ``launch`` attribute of a kernel, checked: ((gx, gy, gz), (bx, by, bz)); a grid
+    extent is an ``int`` or an expression of the kernel's size parameters."""
     launch = func.attr("launch")
     if not func.attr("kernel", False) or launch is None:
         raise ArgumentError(
@@ -39,13 +41,19 @@ def launch_of(func: PrimFunc) -> tuple[Dim3, Dim3]:
             "attributes); the emulator runs the kernels split_host_device produces"
         )
     try:
-        grid, block = (tuple(int(x) for x in dims) for dims in launch)
+        grid_in, block_in = launch
+        # a grid extent may be symbolic (an expression of the kernel's size parameters)
+        grid = tuple(
+            x if isinstance(x, E.PrimExpr) and not isinstance(x, E.IntImm) else int(x)
+            for x in grid_in
+        )
+        block = tuple(int(x) for x in block_in)
     except (TypeError, ValueError) as e:
         raise ArgumentError(
             f"kernel '{func.name}' has a malformed launch attribute {launch!r}; "
             "expected ((gx, gy, gz), (bx, by, bz))"
         ) from e
-    if len(grid) != 3 or len(block) != 3 or min(grid + block) < 1:
+    if len(grid) != 3 or len(block) != 3 or min(x for x in grid + block if isinstance(x, int)) < 1:
         raise ArgumentError(
             f"kernel '{func.name}' has launch dimensions {launch!r}; expected three "
             "positive grid and three positive block dimensions"

@@ -24,9 +24,11 @@ NUM_THREADS_SYMBOL = "__ember_num_threads"
 METADATA_SYMBOL = "__ember_metadata"
 
 
-def native_prototype(nparams: int) -> type:
-    """The ctypes type of ``int32 f(void*, ..., void*)``."""
-    return ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nparams))
+def native_prototype(sig: FunctionSignature) -> type:
+    """The ctypes type of ``int32 f(void*, ..., void*, int64, ..., int64)``: a data pointer
+    per array argument, then each symbolic size by value."""
+    pointers = [ctypes.c_void_p] * len(sig.arrays)
+    return ctypes.CFUNCTYPE(ctypes.c_int32, *pointers, *([ctypes.c_int64] * len(sig.size_vars)))
 
 
 class CPUModule(Module):
@@ -89,7 +91,7 @@ class SharedLibraryModule(CPUModule):
     ) -> None:
         entries = {}
         for sig in signatures:
-            entries[sig.name] = native_prototype(len(sig.params))((sig.native_symbol, lib))
+            entries[sig.name] = native_prototype(sig)((sig.native_symbol, lib))
         try:
             cell: ctypes.c_int32 | None = ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL)
         except ValueError:

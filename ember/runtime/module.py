@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, DeviceError, EmberError, InternalError
-from ember.runtime.signature import FunctionSignature, check_arguments
+from ember.runtime.signature import FunctionSignature, check_call
 
 NativeFn = Callable[..., int]
 OUT_OF_MEMORY = -1  # status of a native call whose temporary allocation failed
@@ -75,9 +75,11 @@ class Function:
         return self.signature.name
 
     def prepare(self, args: Sequence[Any]) -> tuple[list[np.ndarray], list[int]]:
-        """Check ``args``; returns the arrays (keep them alive) and their data pointers."""
-        arrays = check_arguments(self.signature, args)
-        return arrays, [a.ctypes.data for a in arrays]
+        """Check ``args``; returns the arrays (keep them alive) and the native arguments:
+        the arrays' data pointers, then the values of the symbolic sizes."""
+        values, sizes = check_call(self.signature, args)
+        arrays = [a for p, a in zip(self.signature.params, values) if not p.scalar]
+        return arrays, [a.ctypes.data for a in arrays] + sizes
 
     def invoke(self, pointers: Sequence[int]) -> None:
         """Call native code on already-checked pointers and raise on a failure status."""

@@ -56,7 +56,12 @@ class CompiledFunc:
         self.func = func
         scope = Scope()
         compiler = StmtCompiler(scope)
-        self.params = [_Param(b, scope.define(b.data)) for b in func.params]
+        # scalar parameters first, so that a shape naming one checks against its value
+        self.scalars = [
+            (k, scope.define(v), v) for k, v in enumerate(func.params) if isinstance(v, E.Var)
+        ]
+        self.positions = [k for k, b in enumerate(func.params) if isinstance(b, Buffer)]
+        self.params = [_Param(b, scope.define(b.data)) for b in func.buffers]
         for p in self.params:
             for extent in p.buf.shape:
                 if isinstance(extent, E.IntImm):
@@ -91,11 +96,19 @@ class CompiledFunc:
 
     def _bind(self, env: list[Any], arrays: tuple[Any, ...]) -> list[tuple[np.ndarray, Any]]:
         name = self.func.name
-        if len(arrays) != len(self.params):
-            names = ", ".join(p.buf.name for p in self.params)
+        if len(arrays) != len(self.func.params):
+            names = ", ".join(p.name for p in self.func.params)
             raise ArgumentError(
-                f"'{name}' takes {len(self.params)} arrays ({names}), got {len(arrays)}"
+                f"'{name}' takes {len(self.func.params)} arguments ({names}), got {len(arrays)}"
             )
+        for k, slot, var in self.scalars:
+            value = arrays[k]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ArgumentError(
+                    f"argument '{var.name}' of '{name}' must be an integer, got {value!r}"
+                )
+            env[slot] = np.int64(value).astype(dt.numpy_dtype(var.dtype))
+        arrays = tuple(arrays[k] for k in self.positions)
         copies: list[tuple[np.ndarray, Any]] = []
         for p, arr in zip(self.params, arrays):
             _check_array(name, p, arr)

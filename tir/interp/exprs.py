@@ -110,6 +110,7 @@ class ExprCompiler:
         self.scope = scope
         self._table: dict[type, Callable[[Any], Operand]] = {
             E.Var: self._var,
+            E.SizeVar: self._var,
             E.IntImm: lambda e: ("c", scalar_constant(e.value, e.dtype)),
             E.FloatImm: lambda e: ("c", scalar_constant(e.value, e.dtype)),
             E.StringImm: lambda e: ("c", e.value),

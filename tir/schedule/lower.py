@@ -24,6 +24,7 @@ from ember.tir.schedule.graph import check_attach_tree, inlined_body
 from ember.tir.schedule.relations import Split, pass_up_values, split_is_exact
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
+from ember.tir.verify import undefined_vars
 
 
 class _Lowering:
@@ -31,20 +32,29 @@ class _Lowering:
         self.sch = sch
         self.bodies: dict[int, E.PrimExpr] = {}
         self.buffers: dict[int, Buffer] = {}  # id(stage) -> buffer
-        self.params: list[Buffer] = []
+        self.params: list[Buffer | E.Var] = []
         arg_stages: set[int] = set()
         for t in args:
+            if isinstance(t, E.Var):  # a scalar argument: a size or a split factor
+                if t in self.params:
+                    raise LoweringError(f"variable '{t.name}' is passed twice in the arguments")
+                self.params.append(t)
+                continue
             if not isinstance(t, Tensor):
-                raise LoweringError(f"arguments must be tensors, got {t!r}")
+                raise LoweringError(f"arguments must be tensors or te.var scalars, got {t!r}")
             st = sch.stage_of(t.op)
+            if st is None and isinstance(t.op, PlaceholderOp):
+                # an input the schedule never reads is still a parameter, as in TVM
+                self.params.append(decl_buffer(t.shape, t.dtype, name=t.name))
+                continue
             if st is None:
                 raise LoweringError(f"argument '{t.name}' is not part of the schedule")
             if id(st) in self.buffers:
                 raise LoweringError(f"tensor '{t.name}' is passed twice in the argument list")
-            if st.attach is not AttachKind.ROOT:
+            if st.attach is AttachKind.INLINE:
                 raise ScheduleError(
-                    f"stage '{st.name}' is a function argument, so it must be computed at the "
-                    "root (not inlined or computed at another stage)"
+                    f"stage '{st.name}' is a function argument, so it cannot be inlined; "
+                    "its values must be stored in the argument's buffer"
                 )
             buf = decl_buffer(t.shape, t.dtype, name=t.name)
             self.buffers[id(st)] = buf
@@ -159,6 +169,8 @@ class _Lowering:
         body = S.seq(*[self.stage_nest(p) for p in attached], inner)
         for p in reversed(attached):
             buf = self.buffers[id(p)]
+            if id(p) in self.arg_stages:
+                continue  # an argument computed here writes into its parameter buffer
             stages = max(p.pipeline_stages, 2 if p.double_buffered else 1)
             if stages > 1:  # a fact for the GPU's inject_pipeline; CPU code ignores it
                 body = S.AttrStmt(buf.data, "pipeline_stages", E.const(stages), body)
@@ -185,7 +197,8 @@ class _Lowering:
 
     def store_index(self, st: Stage, iv: IterVar) -> E.PrimExpr:
         sb = self.bounds[id(st)]
-        return sb.root_value[iv] if sb.full else sb.root_offset[iv]
+        whole = sb.full or id(st) in self.arg_stages  # its buffer spans the whole tensor
+        return sb.root_value[iv] if whole else sb.root_offset[iv]
 
     def guards(self, st: Stage, sb: StageBounds) -> tuple[list[E.PrimExpr], list[E.PrimExpr]]:
         """Guards for every update, and the subset that also applies to a reduction's init.
@@ -236,7 +249,7 @@ class _LoadRewriter(Mutator):
             raise LoweringError(f"tensor '{e.producer.name}' has no buffer (is it an argument?)")
         buf = self.lw.buffers[id(st)]
         sb = self.lw.bounds.get(id(st))
-        if sb is not None and not sb.full:
+        if sb is not None and not sb.full and id(st) not in self.lw.arg_stages:
             op = st.op
             assert isinstance(op, ComputeOp)
             indices = tuple(i - sb.root_min[iv] for i, iv in zip(indices, op.axis))
@@ -247,4 +260,27 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
     """Loop nests for the whole schedule, before any optimisation pass."""
     lw = _Lowering(sch, args)
     body = lw.run()
-    return S.PrimFunc(name, tuple(lw.params), body, (("global_symbol", name),))
+    attrs: tuple[tuple[str, object], ...] = (("global_symbol", name),)
+    divisors = _symbolic_split_amounts(sch)
+    if divisors:  # the runtime refuses a call where one of these is below 1
+        attrs += (("positive_vars", divisors),)
+    func = S.PrimFunc(name, tuple(lw.params), body, attrs)
+    missing = undefined_vars(func)
+    if missing:
+        names = ", ".join(f"'{v.name}'" for v in missing)
+        raise LoweringError(
+            f"'{name}' uses the variable(s) {names}, which no argument defines; pass each one "
+            "in the argument list (ember.build(s, [A, B, n])) or use it in an argument's shape"
+        )
+    return func
+
+
+def _symbolic_split_amounts(sch: Schedule) -> tuple[E.Var, ...]:
+    """Variables that are a split's factor or part count: loops divide by them."""
+    out: list[E.Var] = []
+    for st in sch.stages:
+        for rel in st.relations:
+            for amount in (rel.factor, rel.nparts) if isinstance(rel, Split) else ():
+                if isinstance(amount, E.Var) and amount not in out:
+                    out.append(amount)
+    return tuple(out)

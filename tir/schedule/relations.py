@@ -19,8 +19,8 @@ class Split:
     parent: IterVar
     outer: IterVar
     inner: IterVar
-    factor: int | None  # exactly one of factor / nparts is set
-    nparts: int | None
+    factor: int | E.PrimExpr | None  # exactly one of factor / nparts is set; an
+    nparts: int | E.PrimExpr | None  # expression is a symbolic amount (a scalar argument)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -33,10 +33,16 @@ class Fuse:
 Relation = Split | Fuse
 
 
-def ceildiv(a: E.PrimExpr, b: int) -> E.PrimExpr:
+def ceildiv(a: E.PrimExpr, b: int | E.PrimExpr) -> E.PrimExpr:
+    if isinstance(b, E.PrimExpr):
+        return (a + b - 1) // b
     if isinstance(a, E.IntImm):
         return E.const(-(-a.value // b), a.dtype)
     return (a + (b - 1)) // b
+
+
+def _amount(value: int | E.PrimExpr, dtype: str) -> E.PrimExpr:
+    return value if isinstance(value, E.PrimExpr) else E.const(value, dtype)
 
 
 def pass_down_extents(
@@ -49,10 +55,10 @@ def pass_down_extents(
             parent = out[rel.parent]
             if rel.factor is not None:
                 out[rel.outer] = ceildiv(parent, rel.factor)
-                out[rel.inner] = E.const(rel.factor, parent.dtype)
+                out[rel.inner] = _amount(rel.factor, parent.dtype)
             else:
                 assert rel.nparts is not None
-                out[rel.outer] = E.const(rel.nparts, parent.dtype)
+                out[rel.outer] = _amount(rel.nparts, parent.dtype)
                 out[rel.inner] = ceildiv(parent, rel.nparts)
         else:
             out[rel.fused] = out[rel.outer] * out[rel.inner]
@@ -84,4 +90,4 @@ def split_is_exact(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
         return False
     divisor = rel.factor if rel.factor is not None else rel.nparts
     assert divisor is not None
-    return parent.value % divisor == 0
+    return isinstance(divisor, int) and parent.value % divisor == 0

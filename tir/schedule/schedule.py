@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.errors import ScheduleError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.functor import Mutator
 from ember.tir.schedule.relations import Fuse, Relation, Split
@@ -107,23 +108,26 @@ class Stage:
 
     # -- loop structure ------------------------------------------------------------------
     def split(
-        self, axis: IterVar, factor: int | None = None, nparts: int | None = None
+        self, axis: IterVar, factor: E.ExprLike | None = None, nparts: E.ExprLike | None = None
     ) -> tuple[IterVar, IterVar]:
         """``for i in range(n)`` -> ``for i_outer: for i_inner in range(factor)``.
 
         With ``nparts`` the outer loop has that extent instead. A factor that does
-        not divide the extent is allowed; lowering guards the tail iterations.
+        not divide the extent is allowed; lowering guards the tail iterations. The
+        amount may be symbolic (a ``te.var`` the function takes as an argument); an
+        integral float (``64 / 2``) counts as that integer, as in TVM.
         """
         iv = self._leaf(axis, "split")
         if (factor is None) == (nparts is None):
             raise self._error("split takes exactly one of factor= or nparts=", iv)
-        value = factor if factor is not None else nparts
-        if isinstance(value, E.IntImm):
-            value = value.value
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        value = _split_amount(factor if factor is not None else nparts)
+        if value is None:
             which = "factor" if factor is not None else "nparts"
+            given = factor if factor is not None else nparts
             raise self._error(
-                f"split of axis '{iv.name}': {which} must be a positive integer, got {value!r}", iv
+                f"split of axis '{iv.name}': {which} must be a positive integer (or an integer "
+                f"variable passed as an argument), got {given!r}",
+                iv,
             )
         kind = iv.kind if iv.kind is IterKind.REDUCE else IterKind.DATA_PAR
         outer = IterVar(E.Var(f"{iv.name}_outer"), None, kind)
@@ -467,3 +471,20 @@ def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> S
             raise ScheduleError(f"create_schedule expects tensors or operations, got {o!r}")
         out.append(op)
     return Schedule(out)
+
+
+def _split_amount(value: object) -> int | E.PrimExpr | None:
+    """A split factor or part count: a positive int, or an integer expression; None if bad."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, E.FloatImm) and value.value == int(value.value):
+        value = int(value.value)
+    if isinstance(value, E.IntImm):
+        value = value.value
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, E.PrimExpr) and dt.is_int(value.dtype) and dt.lanes_of(value.dtype) == 1:
+        return value
+    return None

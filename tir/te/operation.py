@@ -20,14 +20,30 @@ from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Ten
 ShapeLike = Sequence[E.ExprLike]
 
 
+def as_index(value: E.ExprLike, what: str) -> E.PrimExpr:
+    """``value`` as an integer expression; an integral float (``1024 / 16`` in Python 3) is
+    taken as that integer, as TVM does, and any other float is an ``ArgumentError``."""
+    if isinstance(value, float) or (
+        isinstance(value, E.FloatImm) and dt.lanes_of(value.dtype) == 1
+    ):
+        number = value if isinstance(value, float) else value.value
+        if not float(number).is_integer():
+            raise ArgumentError(f"{what} must be an integer, got the float {number!r}")
+        return E.const(int(number), "int32")
+    if hasattr(value, "dtype") and hasattr(value, "item") and not isinstance(value, E.PrimExpr):
+        return as_index(value.item(), what)  # a numpy scalar
+    out = E.convert(value)
+    if not dt.is_int(out.dtype):
+        raise ArgumentError(f"{what} must be an integer, got {out!r}")
+    return out
+
+
 def _shape(shape: ShapeLike | E.ExprLike, what: str) -> tuple[E.PrimExpr, ...]:
     if not isinstance(shape, (tuple, list)):
         shape = (shape,)
     out = []
     for s in shape:
-        s = E.convert(s)
-        if not dt.is_int(s.dtype):
-            raise ArgumentError(f"shape of {what} must be integers, got {s!r}")
+        s = as_index(s, f"shape of {what}")
         if isinstance(s, E.IntImm) and s.value <= 0:
             raise ArgumentError(f"shape of {what} must be positive, got {s.value}")
         out.append(s)
@@ -35,8 +51,13 @@ def _shape(shape: ShapeLike | E.ExprLike, what: str) -> tuple[E.PrimExpr, ...]:
 
 
 def var(name: str = "v", dtype: str = "int32") -> E.Var:
-    """A symbolic scalar, e.g. a shape size."""
+    """A symbolic scalar, e.g. a shape size or a split factor passed as an argument."""
     return E.Var(name, dt.check_dtype(dtype))
+
+
+def size_var(name: str = "size", dtype: str = "int32") -> E.SizeVar:
+    """A symbolic size: like :func:`var`, and known to be ``>= 0``."""
+    return E.SizeVar(name, dt.check_dtype(dtype))
 
 
 def placeholder(
@@ -52,9 +73,9 @@ def _as_range(dom: Any) -> E.Range:
     if isinstance(dom, E.Range):
         return dom
     if isinstance(dom, (tuple, list)) and len(dom) == 2:
-        lo, hi = E.convert(dom[0]), E.convert(dom[1])
+        lo, hi = as_index(dom[0], "range start"), as_index(dom[1], "range end")
         return E.Range(lo, hi - lo)
-    return E.Range.from_extent(dom)
+    return E.Range.from_extent(as_index(dom, "range extent"))
 
 
 def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
