@@ -128,14 +128,17 @@ class CUDAModule(Module):
             self._device = DeviceModule(self.compile(), self.program.kernels)
         return self._device
 
-    def _launch_all(self, pointers: list[int], stream: Any = 0) -> None:
-        """Launch every kernel in program order on ``pointers`` (one per parameter)."""
+    def _launch_all(
+        self, pointers: list[int], stream: Any = 0, sizes: dict[str, int] | None = None
+    ) -> None:
+        """Launch every kernel in program order on ``pointers`` (one per array parameter)
+        with the call's symbolic ``sizes``."""
         dev = self.device_module()
-        by_data = {b.data: p for b, p in zip(self.program.params, pointers)}
+        by_data = {b.data: p for b, p in zip(self.program.buffers, pointers)}
         for ws in self.program.workspaces:
-            by_data[ws.data] = dev.workspace(ws)
+            by_data[ws.data] = dev.workspace(ws, sizes)
         for launch in self.program.launches:
-            dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream)
+            dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream, sizes)
 
     def _run_bound(self, bound: Any) -> None:
         from ember.codegen_cuda.runtime import synchronize
@@ -143,7 +146,7 @@ class CUDAModule(Module):
         try:
             self.device_module()
             bound.copy_in()
-            self._launch_all(bound.pointers)
+            self._launch_all(bound.pointers, sizes=bound.sizes)
             synchronize()
             bound.copy_out()
         finally:
@@ -193,7 +196,10 @@ class CUDAModule(Module):
                 self.device_module()
                 bound.copy_in()
                 result = time_launches(
-                    lambda: self._launch_all(bound.pointers), number, repeat, min_repeat_ms
+                    lambda: self._launch_all(bound.pointers, sizes=bound.sizes),
+                    number,
+                    repeat,
+                    min_repeat_ms,
                 )
                 bound.copy_out()
             finally:

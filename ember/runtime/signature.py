@@ -177,18 +177,7 @@ def check_call(sig: FunctionSignature, args: Sequence[Any]) -> tuple[list[Any], 
         _check_scalar(sig, p, x) if p.scalar else _check_one(sig, p, x)
         for p, x in zip(sig.params, args)
     ]
-    sizes: list[int] = []
-    if sig.size_vars:
-        from ember.runtime.sizes import bind_sizes
-
-        names = [n for n, _ in sig.size_vars]
-        sizes = bind_sizes(sig.name, sig.params, values, names, dict(sig.size_vars))
-        for n, v in zip(names, sizes):
-            if n in sig.positive and v < 1:
-                raise ArgumentError(
-                    f"{sig.name}: {n} = {v}, but it is a split factor or part count and must "
-                    "be at least 1"
-                )
+    sizes = call_sizes(sig, values)
     arrays = [(p, a) for p, a in zip(sig.params, values) if not p.scalar]
     for i, (p, a) in enumerate(arrays):
         if not p.written or a.size == 0:
@@ -202,12 +191,30 @@ def check_call(sig: FunctionSignature, args: Sequence[Any]) -> tuple[list[Any], 
     return values, sizes
 
 
+def call_sizes(sig: FunctionSignature, values: Sequence[Any]) -> list[int]:
+    """The values of ``sig.size_vars`` that checked arguments (arrays or anything with a
+    ``shape``; ints for scalars) define, consistent and within range, else ArgumentError."""
+    if not sig.size_vars:
+        return []
+    from ember.runtime.sizes import bind_sizes
+
+    names = [n for n, _ in sig.size_vars]
+    sizes = bind_sizes(sig.name, sig.params, values, names, dict(sig.size_vars))
+    for n, v in zip(names, sizes):
+        if n in sig.positive and v < 1:
+            raise ArgumentError(
+                f"{sig.name}: {n} = {v}, but it is a split factor or part count and must "
+                "be at least 1"
+            )
+    return sizes
+
+
 def check_arguments(sig: FunctionSignature, args: Sequence[Any]) -> list[Any]:
     """The checked arguments: arrays, and ints for scalar parameters (see :func:`check_call`)."""
     return check_call(sig, args)[0]
 
 
-__all__ = ["FunctionSignature", "ParamSpec", "check_arguments", "check_call"]
+__all__ = ["FunctionSignature", "ParamSpec", "call_sizes", "check_arguments", "check_call"]
 
 
 def param_specs(func: Any, backend: str = "") -> tuple[ParamSpec, ...]:
