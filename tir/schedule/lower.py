@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember.errors import LoweringError, ScheduleError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
@@ -45,7 +46,7 @@ class _Lowering:
             st = sch.stage_of(t.op)
             if st is None and isinstance(t.op, PlaceholderOp):
                 # an input the schedule never reads is still a parameter, as in TVM
-                self.params.append(decl_buffer(t.shape, t.dtype, name=t.name))
+                self.params.append(_decl_lanes(t.shape, t.dtype, t.name))
                 continue
             if st is None:
                 raise LoweringError(f"argument '{t.name}' is not part of the schedule")
@@ -56,7 +57,7 @@ class _Lowering:
                     f"stage '{st.name}' is a function argument, so it cannot be inlined; "
                     "its values must be stored in the argument's buffer"
                 )
-            buf = decl_buffer(t.shape, t.dtype, name=t.name)
+            buf = _decl_lanes(t.shape, t.dtype, t.name)
             self.buffers[id(st)] = buf
             self.params.append(buf)
             arg_stages.add(id(st))
@@ -96,7 +97,10 @@ class _Lowering:
                 out.append(acc)
                 acc *= shape[d]
             strides = tuple(reversed(out))
-        return decl_buffer(shape, st.op.dtype, name=st.name, scope=st.scope, strides=strides)  # type: ignore[attr-defined]
+        dtype = st.op.dtype  # type: ignore[attr-defined]
+        if dt.lanes_of(dtype) > 1 and not strides:
+            return _decl_lanes(shape, dtype, st.name, st.scope)
+        return decl_buffer(shape, dtype, name=st.name, scope=st.scope, strides=strides)
 
     # -- statements ---------------------------------------------------------------------------
     def run(self) -> S.Stmt:
@@ -143,14 +147,14 @@ class _Lowering:
         loads = _LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
         buf = self.buffers[id(st)]
-        store_idx = tuple(self.store_index(st, iv) for iv in op.axis)
+        store_idx = _lane_index(buf, tuple(self.store_index(st, iv) for iv in op.axis))
         guards_all, guards_data = self.guards(st, sb)
         if not isinstance(body, E.Reduce):
             value = loads.visit(substitute(body, root_vars))
             update = _guard(S.BufferStore(buf, value, store_idx), guards_all)
             return update, None, len(st.leaf_iter_vars)
         src = loads.visit(substitute(body.source, root_vars))
-        acc = E.BufferLoad(buf.dtype, buf, store_idx)
+        acc = E.BufferLoad(body.dtype, buf, store_idx)
         update: S.Stmt = S.BufferStore(buf, body.combiner(acc, src), store_idx)
         if body.condition is not None:
             update = S.IfThenElse(loads.visit(substitute(body.condition, root_vars)), update)
@@ -227,6 +231,31 @@ class _Lowering:
         return data_g + reduce_g, data_g
 
 
+def _decl_lanes(
+    shape: Sequence[E.ExprLike], dtype: str, name: str, scope: str = "global"
+) -> Buffer:
+    """A buffer for a tensor of ``dtype``; a vector dtype (``float32x4``, TVM allows it in
+    placeholders and computes) is stored as its elements with one more, innermost
+    dimension of the lane count, so every backend sees an ordinary vector access."""
+    lanes = dt.lanes_of(dtype)
+    if lanes == 1:
+        return decl_buffer(tuple(shape), dtype, name=name, scope=scope)
+    return decl_buffer((*shape, lanes), dt.element_of(dtype), name=name, scope=scope)
+
+
+def _lane_index(
+    buf: Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | None = None
+) -> tuple[E.PrimExpr, ...]:
+    """Indices into a buffer from :func:`_decl_lanes`: all lanes of the element."""
+    if len(indices) == len(buf.shape):
+        return indices
+    lanes = buf.shape[-1]
+    assert isinstance(lanes, E.IntImm)
+    base = indices[-1].dtype if indices else "int32"
+    ramp = E.Ramp(dt.with_lanes(base, lanes.value), E.const(0, base), E.const(1, base), lanes.value)
+    return (*indices, ramp)
+
+
 def _guard(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
     if not conds:
         return body
@@ -253,7 +282,7 @@ class _LoadRewriter(Mutator):
             op = st.op
             assert isinstance(op, ComputeOp)
             indices = tuple(i - sb.root_min[iv] for i, iv in zip(indices, op.axis))
-        return E.BufferLoad(buf.dtype, buf, indices)
+        return E.BufferLoad(e.dtype, buf, _lane_index(buf, indices, e.dtype))
 
 
 def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.PrimFunc:
