@@ -8,6 +8,13 @@ identity just outside its outermost reduction loop. A stage computed at a
 loop is emitted at the top of that loop's body, inside an ``Allocate`` of its
 buffer. Reads of tensors become buffer loads, offset by the region the
 producing stage computed at that point.
+
+The argument list is taken as TVM takes it: tensors and scalar ``te.var``s
+(sizes, split factors) in call order; an intermediate left out is allocated
+inside the function, an input the schedule never reads is still a parameter,
+and a stage whose tensor is an argument may be computed at another stage's
+loop, writing its parameter buffer there. A tensor of a vector dtype
+(``float32x4``) gets a buffer of its elements with an innermost lane dimension.
 """
 
 from __future__ import annotations
