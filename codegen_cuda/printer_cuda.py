@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember.codegen_cuda.printer_c import PRIMARY, UNARY, Text
+from ember.codegen_cuda.printer_cuda_calls import print_structural_call
 from ember.codegen_cuda.printer_cuda_vector import CUDAVectorMemory
 from ember.codegen_cuda.shared_layout import SharedLayout, shared_layout
 from ember.codegen_cuda.transform.inject_pipeline import async_source
@@ -48,19 +49,39 @@ I = E.Intrinsic  # noqa: E741 - short alias for the tables below
 # Math intrinsics: (float32 name, float64 name). float16/bfloat16 compute in float32.
 MATH_NAMES: dict[E.Intrinsic, tuple[str, str]] = {
     I.EXP: ("expf", "exp"),
+    I.EXP2: ("exp2f", "exp2"),
+    I.EXP10: ("exp10f", "exp10"),
     I.LOG: ("logf", "log"),
+    I.LOG2: ("log2f", "log2"),
+    I.LOG10: ("log10f", "log10"),
+    I.LOG1P: ("log1pf", "log1p"),
     I.SQRT: ("sqrtf", "sqrt"),
     I.RSQRT: ("rsqrtf", "rsqrt"),
-    I.TANH: ("tanhf", "tanh"),
     I.ERF: ("erff", "erf"),
-    I.POW: ("powf", "pow"),
     I.ABS: ("fabsf", "fabs"),
     I.FLOOR: ("floorf", "floor"),
     I.CEIL: ("ceilf", "ceil"),
-    I.ROUND: ("rintf", "rint"),  # half to even, as the interpreter and LLVM round
-    I.FMA: ("fmaf", "fma"),
+    I.TRUNC: ("truncf", "trunc"),
+    I.ROUND: ("roundf", "round"),  # halves away from zero, as TVM's round
+    I.NEARBYINT: ("rintf", "rint"),  # halves to even, as the interpreter and LLVM
     I.SIN: ("sinf", "sin"),
     I.COS: ("cosf", "cos"),
+    I.TAN: ("tanf", "tan"),
+    I.ASIN: ("asinf", "asin"),
+    I.ACOS: ("acosf", "acos"),
+    I.ATAN: ("atanf", "atan"),
+    I.SINH: ("sinhf", "sinh"),
+    I.COSH: ("coshf", "cosh"),
+    I.TANH: ("tanhf", "tanh"),
+    I.ASINH: ("asinhf", "asinh"),
+    I.ACOSH: ("acoshf", "acosh"),
+    I.ATANH: ("atanhf", "atanh"),
+    I.POW: ("powf", "pow"),
+    I.FMOD: ("fmodf", "fmod"),
+    I.ATAN2: ("atan2f", "atan2"),
+    I.HYPOT: ("hypotf", "hypot"),
+    I.COPYSIGN: ("copysignf", "copysign"),
+    I.FMA: ("fmaf", "fma"),
 }
 # Faster, less accurate float32 versions used only with fast-math.
 FAST_MATH_NAMES: dict[E.Intrinsic, str] = {
@@ -244,6 +265,9 @@ class CUDAPrinter(CUDAVectorMemory):
         if e.op in SHUFFLE_NAMES:
             value, offset = (self.expr(a, lane) for a in e.args)
             return f"{SHUFFLE_NAMES[e.op]}(0xffffffffu, {value}, {offset})", PRIMARY
+        structural = print_structural_call(self, e, lane)
+        if structural is not None:
+            return structural
         if not dt.is_float(base):
             if e.op is I.ABS and dt.is_int(base):
                 return f"{INT_ABS.get(base, 'abs')}({self.expr(e.args[0], lane)})", PRIMARY

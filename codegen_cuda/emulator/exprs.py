@@ -7,7 +7,7 @@ vector: the same in every thread) or *per-thread* (a ``(lanes,)`` array, or
 arithmetic stays scalar and cheap. The meaning of each operator comes from the
 reference interpreter's tables (:mod:`ember.tir.interp.ops`), so dtype
 semantics (wrap-around, float16 rounding, C division, bfloat16 in float32)
-match the oracle. What SIMT adds: ``&&``/``||`` and ``Select`` evaluate their
+match the oracle. What SIMT adds: ``&&``/``||``, ``Select`` and ``if_then_else`` evaluate their
 conditional operands only for the threads that need them (environment slot 0
 holds the active-thread mask, ``None`` when all are active), so a guarded load
 is never checked for the threads its guard excludes; integer division checks
@@ -28,7 +28,14 @@ from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.interp.exprs import Scope, scalar_constant
-from ember.tir.interp.ops import COMPARE, INTRINSICS, binary_fn, cast_fn, value_dtype
+from ember.tir.interp.ops import (
+    COMPARE,
+    INTRINSICS,
+    binary_fn,
+    cast_fn,
+    extern_fn,
+    value_dtype,
+)
 from ember.tir.printer import expr_to_str
 
 Env = list
@@ -175,10 +182,17 @@ class ExprCompiler:
             return self.compile(e.args[0])
         if e.op in E.WARP_SHUFFLES:
             return self._shuffle(e)
-        fn = INTRINSICS[e.op]
-        args = tuple(self.compile(a) for a in e.args)
+        if e.op is E.Intrinsic.IF_THEN_ELSE:  # a Select evaluates its sides per thread, too
+            return self._select(E.Select(e.dtype, *e.args))
+        if e.op in E.EXTERN_CALLS:
+            name = e.args[0]
+            assert isinstance(name, E.StringImm)
+            fn, operands = extern_fn(name.value), e.args[1:]
+        else:
+            fn, operands = INTRINSICS[e.op], e.args
+        args = tuple(self.compile(a) for a in operands)
         call: Fn = lambda env: fn(*[f(env) for f in args])  # noqa: E731
-        if e.args and value_dtype(e.dtype) != value_dtype(e.args[0].dtype):
+        if operands and value_dtype(e.dtype) != value_dtype(operands[0].dtype):
             conv, inner = cast_fn(e.dtype), call
             call = lambda env: conv(inner(env))  # noqa: E731
         return call

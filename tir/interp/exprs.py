@@ -20,7 +20,14 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.bf16 import round_to_bf16
 from ember.tir.interp import memory
-from ember.tir.interp.ops import COMPARE, INTRINSICS, binary_fn, cast_fn, value_dtype
+from ember.tir.interp.ops import (
+    COMPARE,
+    INTRINSICS,
+    binary_fn,
+    cast_fn,
+    extern_fn,
+    value_dtype,
+)
 from ember.tir.printer import expr_to_str
 
 Env = list
@@ -197,8 +204,15 @@ class ExprCompiler:
                 "reference interpreter cannot do: it runs threads one after another; run the "
                 "kernel with the CUDA emulator (ember.codegen_cuda.emulator.emulate)"
             )
-        fn = INTRINSICS[e.op]
-        args = [self.compile(a) for a in e.args]
+        if e.op is E.Intrinsic.IF_THEN_ELSE:
+            return self._if_then_else(e)
+        if e.op in E.EXTERN_CALLS:
+            name = e.args[0]
+            assert isinstance(name, E.StringImm)
+            fn, operands = extern_fn(name.value), e.args[1:]
+        else:
+            fn, operands = INTRINSICS[e.op], e.args
+        args = [self.compile(a) for a in operands]
         if len(args) == 1:
             (f0,) = args
             call: Fn = lambda env: fn(f0(env))  # noqa: E731
@@ -207,10 +221,17 @@ class ExprCompiler:
             call = lambda env: fn(f0(env), f1(env))  # noqa: E731
         else:
             call = lambda env: fn(*[f(env) for f in args])  # noqa: E731
-        if e.args and value_dtype(e.dtype) != value_dtype(e.args[0].dtype):
+        if operands and value_dtype(e.dtype) != value_dtype(operands[0].dtype):
             conv, inner = cast_fn(e.dtype), call
             call = lambda env: conv(inner(env))  # noqa: E731
         return ("f", call)
+
+    def _if_then_else(self, e: E.Call) -> Operand:
+        """Only the branch taken is evaluated: the guarded read of a padding never happens."""
+        fc, ft, ff = (self.compile(x) for x in e.args)
+        if dt.lanes_of(e.dtype) > 1:  # vectorized only when the branches read no memory
+            return ("f", lambda env: np.where(fc(env), ft(env), ff(env)))
+        return ("f", lambda env: ft(env) if fc(env) else ff(env))
 
     def _ramp(self, e: E.Ramp) -> Operand:
         iota = np.arange(e.lanes, dtype=value_dtype(e.dtype))

@@ -165,7 +165,10 @@ class _Lowering:
         update: S.Stmt = S.BufferStore(buf, body.combiner(acc, src), store_idx)
         if body.condition is not None:
             update = S.IfThenElse(loads.visit(substitute(body.condition, root_vars)), update)
-        init = _guard(S.BufferStore(buf, body.combiner.identity, store_idx), guards_data)
+        start = body.combiner.identity  # te.sum(..., init=X): X at the output's indices
+        if body.init is not None:
+            start = loads.visit(substitute(body.init, root_vars))
+        init = _guard(S.BufferStore(buf, start, store_idx), guards_data)
         first_red = next(
             (n for n, iv in enumerate(st.leaf_iter_vars) if iv.kind is IterKind.REDUCE),
             len(st.leaf_iter_vars),

@@ -435,9 +435,10 @@ def _replace_tensor(op: ComputeOp, old: Tensor, new: Tensor) -> ComputeOp:
         def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
             src = self.visit(e.source)
             cond = self.visit(e.condition) if e.condition is not None else None
-            if src is e.source and cond is e.condition:
+            init = self.visit(e.init) if e.init is not None else None
+            if src is e.source and cond is e.condition and init is e.init:
                 return e
-            return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, e.init)
+            return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, init)
 
     body = _Replace().visit(op.body)
     return ComputeOp(op.name, op.axis, op.reduce_axis, body, op.tag, op.attrs)

@@ -8,6 +8,7 @@ as in TVM, so that lowering knows where the initial value goes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -144,12 +145,25 @@ def comm_reducer(
 ) -> Callable[..., E.PrimExpr]:
     """A custom commutative reducer: ``fcombine(x, y)`` with identity ``fidentity(dtype)``.
 
-    Returns a function ``reducer(expr, axis, where=None)`` like ``te.sum``.
+    Returns ``reducer(expr, axis, where=None, init=None)`` like ``te.sum``: a reduction
+    of ``expr`` over ``axis`` counting only the points where ``where`` holds, starting
+    from ``init`` (an expression of the output's indices) instead of the identity.
+    As in TVM, called with expressions instead of an axis (``te.max(a, b)``,
+    ``te.sum(a, b, c)``) it combines them directly.
     """
 
     def reducer(
-        expr: E.ExprLike, axis: IterVar | Sequence[IterVar], where: E.ExprLike | None = None
+        expr: E.ExprLike,
+        axis: Any,
+        where: E.ExprLike | None = None,
+        init: E.ExprLike | None = None,
+        *more: E.ExprLike,
     ) -> E.PrimExpr:
+        if not isinstance(axis, (IterVar, list, tuple)):
+            values = [v for v in (expr, axis, where, init, *more) if v is not None]
+            return functools.reduce(lambda x, y: E.convert(fcombine(*E._promote(x, y))), values)
+        if more:
+            raise ArgumentError(f"{name}: unexpected arguments after init: {more!r}")
         src = E.convert(expr)
         axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
         for ax in axes:
@@ -159,8 +173,9 @@ def comm_reducer(
         result = E.convert(fcombine(lhs, rhs))
         identity = E.convert(fidentity(src.dtype), src.dtype)
         combiner = E.CommReducer(name, lhs, rhs, result, identity)
-        cond = None if where is None else E.convert(where)
-        return E.Reduce(src.dtype, combiner, src, axes, cond)
+        cond = None if where is None else E._as_bool(where)
+        start = None if init is None else E.cast(src.dtype, init)
+        return E.Reduce(src.dtype, combiner, src, axes, cond, start)
 
     reducer.__name__ = name
     return reducer
@@ -191,45 +206,24 @@ max = comm_reducer(E.max_, min_value, name="max")  # noqa: A001
 min = comm_reducer(E.min_, max_value, name="min")  # noqa: A001
 
 
-# -- elementwise helpers -------------------------------------------------------------------
-
-
-def if_then_else(cond: E.ExprLike, t: E.ExprLike, f: E.ExprLike) -> E.PrimExpr:
-    return E.select(cond, t, f)
-
-
-select = if_then_else
-
-
-def _unary(op: E.Intrinsic) -> Callable[[E.ExprLike], E.PrimExpr]:
-    def fn(x: E.ExprLike) -> E.PrimExpr:
-        x = E.convert(x)
-        if op is not E.Intrinsic.ABS and not dt.is_float(x.dtype):
-            raise ArgumentError(f"{op.value} needs a floating-point argument, got {x.dtype}")
-        return E.call(op, x)
-
-    fn.__name__ = op.value
-    return fn
-
-
-exp = _unary(E.Intrinsic.EXP)
-log = _unary(E.Intrinsic.LOG)
-sqrt = _unary(E.Intrinsic.SQRT)
-rsqrt = _unary(E.Intrinsic.RSQRT)
-tanh = _unary(E.Intrinsic.TANH)
-erf = _unary(E.Intrinsic.ERF)
-sigmoid = _unary(E.Intrinsic.SIGMOID)
-abs = _unary(E.Intrinsic.ABS)  # noqa: A001
-floor = _unary(E.Intrinsic.FLOOR)
-ceil = _unary(E.Intrinsic.CEIL)
-round = _unary(E.Intrinsic.ROUND)  # noqa: A001
-sin = _unary(E.Intrinsic.SIN)
-cos = _unary(E.Intrinsic.COS)
-
-
-def pow(x: E.ExprLike, y: E.ExprLike) -> E.PrimExpr:  # noqa: A001
-    return E.call(E.Intrinsic.POW, x, y)
-
-
-def fma(a: E.ExprLike, b: E.ExprLike, c: E.ExprLike) -> E.PrimExpr:
-    return E.call(E.Intrinsic.FMA, a, b, c)
+# The element-wise math, bit and logic functions (exp, if_then_else, bitwise_and, ...) are
+# ember.tir.op's; ember.te re-exports them, as tvm.te does tvm.tir's.
+from ember.tir.op import (  # noqa: E402, F401 - re-exported for `operation as te` callers
+    abs,
+    ceil,
+    cos,
+    erf,
+    exp,
+    floor,
+    fma,
+    if_then_else,
+    log,
+    pow,
+    round,
+    rsqrt,
+    select,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+)

@@ -9,8 +9,10 @@ on the loop stays around them): the loop variable becomes
 is affine in the variable becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
 with the loop, nested loops, conditions, an index that is not affine, a warp
-shuffle) the loop stays a serial loop — correct, and left to the backend's own
-vectorizer — or, with at most 8 iterations, an unrolled one.
+shuffle, an ``if_then_else`` whose sides read memory, a call of a C function)
+the loop stays a serial loop — correct, and left to the backend's own
+vectorizer — or, with at most 8 iterations, an unrolled one. An ``if_then_else``
+whose sides only compute becomes a vector select.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, uses_var
+from ember.tir.functor import Mutator, post_order_visit, uses_var
 
 
 class _CannotVectorize(Exception):
@@ -102,6 +104,12 @@ class _VectorizeExpr(Mutator):
         return E.Cast(dt.with_lanes(e.dtype, _lanes(v)), v)
 
     def visit_Call(self, e: E.Call) -> E.PrimExpr:
+        if e.op in E.EXTERN_CALLS and uses_var(e, lambda v: v is self.var):
+            raise _CannotVectorize  # a C function of scalars
+        if e.op is E.Intrinsic.IF_THEN_ELSE and uses_var(e, lambda v: v is self.var):
+            if _reads_memory(e.args[1]) or _reads_memory(e.args[2]):
+                raise _CannotVectorize  # a vector of guarded loads would read every lane
+            return self.visit(E.Select(e.dtype, *e.args))  # no side effects: both may run
         args = tuple(self.visit(a) for a in e.args)
         if all(a is b for a, b in zip(args, e.args)):
             return e
@@ -128,6 +136,12 @@ class _VectorizeExpr(Mutator):
 
     def visit_Broadcast(self, e: E.Broadcast) -> E.PrimExpr:
         raise _CannotVectorize
+
+
+def _reads_memory(e: E.PrimExpr) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, E.BufferLoad) else None)
+    return bool(found)
 
 
 def _ramp_addsub(op: E.BinaryOp, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
