@@ -17,8 +17,10 @@ combination in ``red_k`` (the writer, the group's thread 0, included). Made of:
   shared memory and after a barrier every warp reads the group's partials and
   runs a shorter butterfly over them;
 - a *shared-memory tree* otherwise (partial warps, groups not contiguous in the
-  thread order): each thread stores its value, then ``log2(n)`` halving steps
-  combine pairs, and everyone reads element 0.
+  thread order): each thread stores its value (the slots up to the next power of
+  two get the identity), then ``log2`` halving steps combine pairs, and everyone
+  reads element 0. The padding makes every step read what another thread wrote
+  in the step before, so each barrier ``inject_sync`` puts between them is needed.
 
 Barriers between the shared-memory steps (and before the next use of the buffer
 in a loop) are left to ``inject_sync``, which runs after this pass. Works on a
@@ -213,11 +215,17 @@ class _Lower(Mutator):
         r: E.PrimExpr,
         g: E.PrimExpr,
     ) -> list[S.Stmt]:
-        bufs = self.shared(values, ngroups * n, "red_tree")
-        base = g * n
+        width = _pow2_ceil(n)  # a group's slots, the ones past n holding the identity
+        bufs = self.shared(values, ngroups * width, "red_tree")
+        base = g * width
         mine = (base + r,)
         body = [S.seq(*[S.BufferStore(b, v, mine) for b, v in zip(bufs, sources)])]
-        half = _pow2_ceil(n) // 2
+        if width > n:
+            pad = (base + n + r,)
+            identities = values.node.identities
+            pads = [S.BufferStore(b, i, pad) for b, i in zip(bufs, identities)]
+            body.append(S.IfThenElse(r < width - n, S.seq(*pads)))
+        half = width // 2
         while half >= 1:
             own = [E.BufferLoad(b.dtype, b, mine) for b in bufs]
             other = [E.BufferLoad(b.dtype, b, (base + r + half,)) for b in bufs]
@@ -225,9 +233,7 @@ class _Lower(Mutator):
             def store(vs: list[E.PrimExpr]) -> S.Stmt:
                 return S.seq(*[S.BufferStore(b, v, mine) for b, v in zip(bufs, vs)])
 
-            body.append(
-                S.IfThenElse(r < min(half, n - half), values.combine_into(store, own, other))
-            )
+            body.append(S.IfThenElse(r < half, values.combine_into(store, own, other)))
             half //= 2
         body.append(values.store_all([E.BufferLoad(b.dtype, b, (base,)) for b in bufs]))
         return [_allocated(bufs, S.seq(*body))]

@@ -9,6 +9,7 @@ warps (the shared-memory tree); sum, max, min and custom ``comm_reducer``s.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -18,8 +19,12 @@ from hypothesis import strategies as st
 
 import ember
 from ember import te
-from ember.errors import EmberError, LoweringError, ScheduleError
+from ember.codegen_cuda.module import CUDAModule
+from ember.errors import EmberError, LoweringError, RaceError, ScheduleError
 from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import Mutator, post_order_visit
+from tests.codegen_cuda.test_cuda_build import _DropBarrier
 from tests.numerics import assert_close, random_array
 
 REDUCERS: dict[str, tuple[Any, Any]] = {
@@ -246,3 +251,67 @@ def test_random_cross_thread_reductions_match_numpy(case, seed):
     assume((K if factor is None else factor) * ty <= 1024)  # threads of a block
     s, args = reduction(M, K, kind, rows, factor, ty)
     emulate_against_numpy(s, args, kind, np.random.default_rng(seed))
+
+
+# -- mutation: every barrier and shuffle of a lowered all-reduce is needed -----------------
+
+
+class _DropShuffle(Mutator):
+    """Replaces the ``index``-th warp shuffle (in visit order) by the lane's own value."""
+
+    def __init__(self, index: int) -> None:
+        self.index, self.seen = index, 0
+
+    def visit_Call(self, e: E.Call) -> E.PrimExpr:
+        if e.op in E.WARP_SHUFFLES:
+            self.seen += 1
+            if self.seen - 1 == self.index:
+                return e.args[0]
+        return self.generic_visit(e)
+
+
+def _count(kernel: S.PrimFunc, pred: Any) -> int:
+    found: list[Any] = []
+    post_order_visit(kernel.body, lambda n: found.append(n) if pred(n) else None)
+    return len(found)
+
+
+MUTATION_CASES = [
+    (5, 100, "blockIdx.x", 64, 1),  # butterfly, shared partials, second butterfly
+    (3, 300, "blockIdx.x", 96, 1),
+    (7, 33, "threadIdx.y", 8, 4),  # sub-warp butterfly
+    (7, 50, "threadIdx.y", 24, 3),  # shared tree
+    (5, 37, "blockIdx.x", 16, 1),
+]
+
+
+@pytest.mark.parametrize(
+    "case", MUTATION_CASES, ids=["-".join(map(str, c)) for c in MUTATION_CASES]
+)
+def test_dropping_any_barrier_or_shuffle_is_caught(rng, case):
+    M, K, rows, factor, ty = case
+    mod = ember.build(*reduction(M, K, "sum", rows, factor, ty), target="cuda")
+    (kernel,) = mod.program.kernels
+    a = random_array((M, K), "float32", rng)
+    want = a.astype(np.float64).sum(axis=1)
+    b = np.full(M, np.nan, "float32")
+    mod.emulate(a, b)
+    assert_close(b, want, "float32")
+
+    barriers = _count(kernel, lambda n: isinstance(n, S.Barrier))
+    shuffles = _count(kernel, lambda n: isinstance(n, E.Call) and n.op in E.WARP_SHUFFLES)
+    assert barriers + shuffles > 0
+    mutants = [(f"barrier {i}", _DropBarrier(i).visit_func(kernel)) for i in range(barriers)]
+    mutants += [(f"shuffle {i}", _DropShuffle(i).visit_func(kernel)) for i in range(shuffles)]
+    unnoticed = []
+    for what, broken in mutants:
+        assert broken is not kernel
+        program = dataclasses.replace(mod.program, kernels=(broken,))
+        b = np.full(M, np.nan, "float32")
+        try:
+            CUDAModule(program, mod.arch).emulate(a, b)
+        except RaceError:
+            continue
+        if np.allclose(b, want, rtol=1e-4, atol=1e-4):
+            unnoticed.append(what)
+    assert not unnoticed, f"dropping these went unnoticed: {unnoticed}"
