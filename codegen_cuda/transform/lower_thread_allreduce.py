@@ -188,16 +188,19 @@ class _Lower(Mutator):
         warps = n // WARP
         lane, warp = E.floormod(r, WARP), E.floordiv(r, WARP)
         partials = self.shared(values, ngroups * warps, "red_warp")
-        base = g * warps
+        base = _scaled(g, warps)
         body.append(
             S.IfThenElse(
                 E.eq(lane, 0),
                 S.seq(
-                    *[S.BufferStore(p, v, (base + warp,)) for p, v in zip(partials, values.loads())]
+                    *[
+                        S.BufferStore(p, v, (_plus(base, warp),))
+                        for p, v in zip(partials, values.loads())
+                    ]
                 ),
             )
         )
-        mine = base + E.min_(lane, warps - 1)
+        mine = _plus(base, E.min_(lane, warps - 1))
         loads = [
             E.select(lane < warps, E.BufferLoad(p.dtype, p, (mine,)), ident)
             for p, ident in zip(partials, values.node.identities)
@@ -217,18 +220,18 @@ class _Lower(Mutator):
     ) -> list[S.Stmt]:
         width = _pow2_ceil(n)  # a group's slots, the ones past n holding the identity
         bufs = self.shared(values, ngroups * width, "red_tree")
-        base = g * width
-        mine = (base + r,)
+        base = _scaled(g, width)
+        mine = (_plus(base, r),)
         body = [S.seq(*[S.BufferStore(b, v, mine) for b, v in zip(bufs, sources)])]
         if width > n:
-            pad = (base + n + r,)
+            pad = (_plus(base, r + n),)
             identities = values.node.identities
             pads = [S.BufferStore(b, i, pad) for b, i in zip(bufs, identities)]
             body.append(S.IfThenElse(r < width - n, S.seq(*pads)))
         half = width // 2
         while half >= 1:
             own = [E.BufferLoad(b.dtype, b, mine) for b in bufs]
-            other = [E.BufferLoad(b.dtype, b, (base + r + half,)) for b in bufs]
+            other = [E.BufferLoad(b.dtype, b, (_plus(base, r + half),)) for b in bufs]
 
             def store(vs: list[E.PrimExpr]) -> S.Stmt:
                 return S.seq(*[S.BufferStore(b, v, mine) for b, v in zip(bufs, vs)])
@@ -243,6 +246,15 @@ class _Lower(Mutator):
             decl_buffer((size,), reg.dtype, name=f"{name}{k}", scope="shared")
             for k, reg in enumerate(values.regs)
         ]
+
+
+def _scaled(g: E.PrimExpr, stride: int) -> E.PrimExpr:
+    """A group's first slot; 0 stays a constant."""
+    return g if E.is_const_int(g, 0) else g * stride
+
+
+def _plus(base: E.PrimExpr, x: E.PrimExpr) -> E.PrimExpr:
+    return x if E.is_const_int(base, 0) else base + x
 
 
 def _allocated(bufs: list[Buffer], body: S.Stmt) -> S.Stmt:
