@@ -1,7 +1,8 @@
 """Entry of the CUDA backend: a lowered GPU PrimFunc in, a :class:`CUDAModule` out.
 
 ``build_cuda`` is what :func:`ember.build` calls for ``target="cuda"``. It cuts the
-function into kernels (``split_host_device``), software-pipelines the shared
+function into kernels (``split_host_device``), lowers cross-thread reductions to
+warp shuffles and shared memory (``lower_thread_allreduce``), software-pipelines the shared
 stages marked for it (``inject_pipeline``), places barriers (``inject_sync``),
 checks the kernels against the architecture (``verify_gpu``), prints CUDA C and,
 when NVRTC is installed, compiles it right away so a compile error surfaces at
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.transform.inject_pipeline import inject_pipeline
 from ember.codegen_cuda.transform.inject_sync import inject_sync
+from ember.codegen_cuda.transform.lower_thread_allreduce import lower_thread_allreduce
 from ember.codegen_cuda.transform.split_host_device import split_host_device
 from ember.codegen_cuda.transform.verify_gpu import verify_gpu
 from ember.errors import EmberError
@@ -40,6 +42,8 @@ def build_cuda(func: S.PrimFunc, target: Target, disabled_passes: Sequence[str] 
     kernels = []
     for kernel in program.kernels:
         try:
+            # not optional: it gives the thread_allreduce marks their meaning
+            kernel = lower_thread_allreduce(kernel)
             if "inject_pipeline" not in disabled_passes:
                 kernel = inject_pipeline(kernel, arch)
             if "inject_sync" not in disabled_passes:

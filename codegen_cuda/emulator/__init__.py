@@ -10,8 +10,9 @@ with numpy (several blocks at once, see :mod:`.grid`); thread-dependent control
 flow is a mask (:mod:`.stmts`); expressions follow the reference interpreter's
 dtype semantics (:mod:`.exprs`), and a warp shuffle gathers across the 32 lanes
 of each warp, all of which must take part (:mod:`.warps`); memory accesses are
-bounds-checked per thread (:mod:`.memory`) and shared-memory accesses between
-barriers are checked for races (:mod:`.races`). A kernel compiles once into
+bounds-checked per thread (:mod:`.memory`); shared-memory accesses between
+barriers, and accesses to the global buffers a kernel writes over the whole
+launch, are checked for races (:mod:`.races`). A kernel compiles once into
 closures, cached per function object; :func:`emulate` checks the arguments and
 runs it, writing outputs into the caller's arrays.
 """
@@ -23,14 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen_cuda.emulator.grid import CHUNK, chunks, launch_of
+from ember.codegen_cuda.emulator.grid import CHUNK, chunks, describe_thread, launch_of
 from ember.codegen_cuda.emulator.memory import GlobalStorage
 from ember.codegen_cuda.emulator.profile import KernelProfile, Profiler
+from ember.codegen_cuda.emulator.races import GlobalRaceTracker
 from ember.codegen_cuda.emulator.stmts import StmtCompiler
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
+from ember.tir.functor import post_order_visit
 from ember.tir.interp.exprs import Scope
 from ember.tir.stmt import PrimFunc
 
@@ -68,6 +72,7 @@ class EmulatedKernel:
         self.body = compiler.compile(func.body)
         self.sites = compiler.exprs.sites
         self.nslots = scope.size
+        self.written = _written_params(func)
 
     def __call__(
         self, *arrays: Any, check_races: bool = True, profile: bool = False
@@ -85,12 +90,15 @@ class EmulatedKernel:
                         (slot, np.dtype(dt.numpy_dtype(var.dtype)).type(arrays[p].shape[d]))
                     )
                 grid = self._grid(sizes)
+                trackers = self._global_trackers(grid, flat) if check_races else [None] * len(flat)
                 for chunk in chunks(grid, self.block, check_races):
                     chunk.profiler = profiler
                     env: list[Any] = [None] * self.nslots
                     env[CHUNK] = chunk
-                    for slot, buf, data in zip(self.param_slots, self.buffers, flat):
-                        env[slot] = GlobalStorage(buf.name, buf.dtype, data, self.sites)
+                    for slot, buf, data, tracker in zip(
+                        self.param_slots, self.buffers, flat, trackers
+                    ):
+                        env[slot] = GlobalStorage(buf.name, buf.dtype, data, self.sites, tracker)
                     for slot, value in sizes:
                         env[slot] = value
                     self.body(env)
@@ -102,6 +110,22 @@ class EmulatedKernel:
         for original, work in copies:
             original[...] = work
         return profiler.profile if profiler is not None else None
+
+    def _global_trackers(
+        self, grid: tuple[int, int, int], flat: list[np.ndarray]
+    ) -> list[GlobalRaceTracker | None]:
+        """One tracker per array the kernel writes, for the whole launch."""
+        threads = self.block[0] * self.block[1] * self.block[2]
+
+        def describe(tid: int) -> str:
+            return describe_thread(grid, self.block, tid)
+
+        return [
+            GlobalRaceTracker(buf.name, data.size, threads, self.sites, describe)
+            if p in self.written
+            else None
+            for p, (buf, data) in enumerate(zip(self.buffers, flat))
+        ]
 
     def _scalars(self, args: tuple[Any, ...]) -> dict[int, Any]:
         """Slot -> value of each scalar parameter, after checking the argument count."""
@@ -174,6 +198,18 @@ def _check_array(kernel: str, buf: Buffer, arr: Any, bound: dict[E.Var, int]) ->
         raise ArgumentError(f"{where} must have shape {_shape_str(buf)}, got {tuple(arr.shape)}")
 
 
+def _written_params(func: PrimFunc) -> set[int]:
+    """Positions (among the array parameters) of the arrays some statement of ``func`` stores to."""
+    stored: set[object] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, S.BufferStore):
+            stored.add(node.buffer.data)
+
+    post_order_visit(func.body, visit)
+    return {p for p, buf in enumerate(func.buffers) if buf.data in stored}
+
+
 def compile_kernel(func: PrimFunc) -> EmulatedKernel:
     """Compile a device kernel for the emulator (cached per function object)."""
     if not isinstance(func, PrimFunc):
@@ -199,8 +235,8 @@ def emulate(
     """Run the device kernel ``func`` over its launch grid on ``arrays``, writing outputs in place.
 
     Raises :class:`ember.errors.ArgumentError` for bad arguments and out-of-bounds
-    accesses, and :class:`ember.errors.RaceError` for shared-memory races and
-    barriers in divergent code (race checks can be turned off with ``check_races``).
+    accesses, and :class:`ember.errors.RaceError` for shared- and global-memory races
+    and barriers in divergent code (race checks can be turned off with ``check_races``).
     With ``profile=True`` it returns the kernel's :class:`KernelProfile` (coalescing
     and bank conflicts per statement).
     """

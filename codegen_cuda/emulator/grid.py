@@ -89,6 +89,10 @@ class Chunk:
         }
         self._typed: dict[tuple[str, np.dtype], np.ndarray] = {}
         self.shared: dict[object, Any] = {}  # shared storage per allocation, reset at barriers
+        # barriers each block has passed, and each lane's launch-wide thread id: what the
+        # global-memory race trackers record
+        self.epoch = np.zeros(nblocks, dtype=np.int32)
+        self.thread_ids = lane.astype(np.int64) + first * self.threads
         # asynchronous copies (cp.async): issued but not committed, and committed groups in
         # issue order; the threads run in lock-step, so one queue serves all of them
         self.async_open: list[Any] = []
@@ -117,6 +121,16 @@ class Chunk:
         return f"block {self.block_of(lane)} thread {self.thread_of(lane)}"
 
 
+def describe_thread(grid: Dim3, block: Dim3, tid: int) -> str:
+    """Like :meth:`Chunk.describe` for a launch-wide thread id ``block * T + thread``."""
+    threads = block[0] * block[1] * block[2]
+    b, t = divmod(tid, threads)
+    gx, gy, _ = grid
+    bx, by, _ = block
+    where = (b % gx, (b // gx) % gy, b // (gx * gy))
+    return f"block {where} thread {(t % bx, (t // bx) % by, t // (bx * by))}"
+
+
 def chunks(grid: Dim3, block: Dim3, races: bool) -> Iterator[Chunk]:
     """The grid cut into chunks of whole blocks, in linear block order."""
     total = grid[0] * grid[1] * grid[2]
@@ -126,4 +140,4 @@ def chunks(grid: Dim3, block: Dim3, races: bool) -> Iterator[Chunk]:
         yield Chunk(grid, block, first, min(per, total - first), races)
 
 
-__all__ = ["CHUNK", "MASK", "MAX_LANES", "TAGS", "Chunk", "chunks", "launch_of"]
+__all__ = ["CHUNK", "MASK", "MAX_LANES", "TAGS", "Chunk", "chunks", "describe_thread", "launch_of"]

@@ -211,6 +211,10 @@ class StmtCompiler:
         def barrier(env: Env) -> None:
             chunk: Chunk = env[CHUNK]
             blocks = _blocks_at_barrier(chunk, env[MASK], sites[site])
+            if blocks is None:
+                chunk.epoch += 1
+            else:
+                chunk.epoch[blocks] += 1
             for storage in chunk.shared.values():
                 if storage.tracker is not None:
                     storage.tracker.reset(blocks)

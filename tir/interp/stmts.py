@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, InternalError
+from ember.errors import ArgumentError, InternalError, LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.interp import memory
@@ -164,6 +164,13 @@ class StmtCompiler:
         ):
             # TVM-style thread binding: the attribute defines the thread index
             return self._loop(node, E.const(0, node.dtype), s.value, s.body)
+        if s.key == "thread_allreduce":
+            # threads run one after another here, so they cannot meet to combine values
+            raise LoweringError(
+                f"the interpreter cannot run a cross-thread reduction ({node!r}): its "
+                "threads run one at a time; run it on the GPU or the CUDA emulator "
+                "(build for 'cuda' and call .emulate)"
+            )
         return self.compile(s.body)
 
     def _assert(self, s: S.AssertStmt) -> Fn:

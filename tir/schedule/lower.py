@@ -4,7 +4,8 @@ For each stage the leaf axes become ``For`` loops in leaf order; each original
 axis is rebuilt from the leaves through the split/fuse relations; a split that
 does not divide its extent adds a ``likely`` guard around the body, which
 ``loop_partition`` later removes from all but the tail. A reduction writes its
-identity just outside its outermost reduction loop. A stage computed at a
+identity just outside its outermost reduction loop; one whose reduction axis is
+bound to threads is a cross-thread reduction (:mod:`.cross_thread`). A stage computed at a
 loop is emitted at the top of that loop's body, inside an ``Allocate`` of its
 buffer. Reads of tensors become buffer loads, offset by the region the
 producing stage computed at that point.
@@ -28,6 +29,7 @@ from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
+from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.graph import check_attach_tree, inlined_body
 from ember.tir.schedule.relations import Split, pass_up_values, split_is_exact
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
@@ -130,6 +132,8 @@ class _Lowering:
     def stage_nest(self, st: Stage) -> S.Stmt:
         """The stage's loops in leaf order around its store, with attached stages inside."""
         sb = self.bounds[id(st)]
+        if thread_reduce_leaves(st):
+            return cross_thread_nest(self, st, sb)
         update, init, first_red = self.stage_body(st, sb)
         leaves = st.leaf_iter_vars
         if init is not None:
@@ -160,11 +164,8 @@ class _Lowering:
             value = loads.visit(substitute(body, root_vars))
             update = _guard(S.BufferStore(buf, value, store_idx), guards_all)
             return update, None, len(st.leaf_iter_vars)
-        src = loads.visit(substitute(body.source, root_vars))
         acc = E.BufferLoad(body.dtype, buf, store_idx)
-        update: S.Stmt = S.BufferStore(buf, body.combiner(acc, src), store_idx)
-        if body.condition is not None:
-            update = S.IfThenElse(loads.visit(substitute(body.condition, root_vars)), update)
+        update = self.reduce_update(st, sb, body, buf, store_idx, acc)
         start = body.combiner.identity  # te.sum(..., init=X): X at the output's indices
         if body.init is not None:
             start = loads.visit(substitute(body.init, root_vars))
@@ -174,6 +175,35 @@ class _Lowering:
             len(st.leaf_iter_vars),
         )
         return _guard(update, guards_all), init, first_red
+
+    def reduce_update(
+        self,
+        st: Stage,
+        sb: StageBounds,
+        red: E.Reduce,
+        buf: Buffer,
+        index: tuple[E.PrimExpr, ...],
+        acc: E.PrimExpr,
+    ) -> S.Stmt:
+        """``buf[index] = combine(acc, source)`` at the leaves' values, under the reduction's
+        ``where`` condition (not yet the split and region guards)."""
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        loads = _LoadRewriter(self)
+        root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
+        src = loads.visit(substitute(red.source, root_vars))
+        update: S.Stmt = S.BufferStore(buf, red.combiner(acc, src), index)
+        if red.condition is not None:
+            update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
+        return update
+
+    def inlined(self, st: Stage) -> E.PrimExpr:
+        """The stage's body with inlined producers substituted."""
+        return inlined_body(self.sch, st, self.bodies)
+
+    @staticmethod
+    def guarded(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
+        return _guard(body, conds)
 
     def with_attached(self, st: Stage, iv: IterVar, inner: S.Stmt) -> S.Stmt:
         """Prepend the stages computed at loop ``iv`` of ``st`` to ``inner``."""
