@@ -120,6 +120,7 @@ def _cuda_gemm_on_tensor_axes(M: int, N: int, K: int):
     s[CL].compute_at(s[C], tx)
     (k,) = C.op.reduce_axis  # the original reduce axis now belongs to the cache stage
     ko, ki = s[CL].split(k, factor=4)
+    s[CL].reorder(ko, ki, *s[CL].op.axis)
     for shared in (AS, BS):
         s[shared].compute_at(s[CL], ko)
         f = s[shared].fuse(*s[shared].op.axis)
