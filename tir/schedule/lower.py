@@ -31,7 +31,7 @@ from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.graph import check_attach_tree, inlined_body
-from ember.tir.schedule.relations import Split, pass_up_values, split_is_exact
+from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
 from ember.tir.verify import undefined_vars
@@ -255,7 +255,7 @@ class _Lowering:
         reduce_g: list[E.PrimExpr] = []
         data_g: list[E.PrimExpr] = []
         for rel in st.relations:
-            if isinstance(rel, Split) and not split_is_exact(rel, sb.extents):
+            if isinstance(rel, Split) and split_needs_guard(rel, sb.extents):
                 cond = values[rel.parent] < sb.extents[rel.parent]
                 (reduce_g if rel.parent.kind is IterKind.REDUCE else data_g).append(cond)
         for iv, full_ext in sb.thread_extents.items():

@@ -21,6 +21,8 @@ class Split:
     inner: IterVar
     factor: int | E.PrimExpr | None  # exactly one of factor / nparts is set; an
     nparts: int | E.PrimExpr | None  # expression is a symbolic amount (a scalar argument)
+    # TVM's ``disable_predication``: the user promises the tail needs no guard.
+    disable_predication: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -30,7 +32,14 @@ class Fuse:
     fused: IterVar
 
 
-Relation = Split | Fuse
+@dataclass(frozen=True, slots=True, eq=False)
+class Singleton:
+    """A new loop of extent 1 made by ``fuse()`` of no axes (TVM's ``Singleton``)."""
+
+    iv: IterVar
+
+
+Relation = Split | Fuse | Singleton
 
 
 def ceildiv(a: E.PrimExpr, b: int | E.PrimExpr) -> E.PrimExpr:
@@ -60,6 +69,8 @@ def pass_down_extents(
                 assert rel.nparts is not None
                 out[rel.outer] = _amount(rel.nparts, parent.dtype)
                 out[rel.inner] = ceildiv(parent, rel.nparts)
+        elif isinstance(rel, Singleton):
+            out[rel.iv] = E.const(1, rel.iv.var.dtype)
         else:
             out[rel.fused] = out[rel.outer] * out[rel.inner]
     return out
@@ -75,7 +86,7 @@ def pass_up_values(
     for rel in reversed(relations):
         if isinstance(rel, Split):
             out[rel.parent] = out[rel.outer] * extents[rel.inner] + out[rel.inner]
-        else:
+        elif isinstance(rel, Fuse):
             fused = out[rel.fused]
             inner_ext = extents[rel.inner]
             out[rel.outer] = fused // inner_ext
@@ -91,3 +102,9 @@ def split_is_exact(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
     divisor = rel.factor if rel.factor is not None else rel.nparts
     assert divisor is not None
     return isinstance(divisor, int) and parent.value % divisor == 0
+
+
+def split_needs_guard(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
+    """A split leaves tail iterations to guard unless it is exact or the user turned the
+    guard off (``disable_predication=True``, as in TVM: they promise the tail is safe)."""
+    return not rel.disable_predication and not split_is_exact(rel, extents)
