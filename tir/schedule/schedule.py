@@ -224,11 +224,22 @@ class Stage:
 
         iv = self._leaf(axis, "bind")
         if isinstance(thread, str):
-            thread = thread_axis(thread)
+            try:
+                thread = thread_axis(thread)
+            except ScheduleError as e:
+                raise self._error(f"bind: {e.message}", iv) from e
         if not isinstance(thread, IterVar) or thread.kind is not IterKind.THREAD:
             raise self._error(f"bind: expected a thread axis (te.thread_axis), got {thread!r}", iv)
-        if iv.kind is IterKind.REDUCE and not thread.thread_tag.startswith("threadIdx"):
-            raise self._error(f"bind: reduction axis '{iv.name}' can only bind to threadIdx", iv)
+        if iv.kind is IterKind.REDUCE:
+            # TVM lowers this to a cross-thread allreduce; Ember has none yet, and lowering the
+            # loop as a plain thread loop would let every thread store its own partial result.
+            raise self._error(
+                f"bind: reduction axis '{iv.name}' cannot bind to {thread.thread_tag}: "
+                "cross-thread reductions (TVM's thread allreduce) are not supported; keep the "
+                "reduction in a loop, or fold partial results across threads in shared memory "
+                "as the 'reduce.cuda' template does",
+                iv,
+            )
         for other, attr in self.iter_attrs.items():
             if (
                 attr.bind is not None
