@@ -54,8 +54,10 @@ def test_ranged_thread_axis_on_reduction_stage(range_first: bool, rng: np.random
     s = te.create_schedule(B.op)
     bo, bi = s[B].split(s[B].op.axis[0], factor=32)
     s[B].bind(bo, te.thread_axis("blockIdx.x"))
-    tx = te.thread_axis((0, 32), "threadIdx.x") if range_first else te.thread_axis(
-        "threadIdx.x", (0, 32)
+    tx = (
+        te.thread_axis((0, 32), "threadIdx.x")
+        if range_first
+        else te.thread_axis("threadIdx.x", (0, 32))
     )
     s[B].bind(bi, tx)
     mod = ember.build(s, [A, B], target="cuda -arch=sm_80")
@@ -84,5 +86,5 @@ def test_unknown_thread_tag_is_a_schedule_error() -> None:
     A = te.placeholder((8,), name="A")
     B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
     s = te.create_schedule(B.op)
-    with pytest.raises(ember.ScheduleError, match="stage 'B': bind: unknown thread tag 'blockidx.x'"):
+    with pytest.raises(ember.ScheduleError, match="'B': bind: unknown thread tag 'blockidx.x'"):
         s[B].bind(s[B].op.axis[0], "blockidx.x")

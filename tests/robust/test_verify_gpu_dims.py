@@ -24,8 +24,8 @@ def _kernel(shape: tuple[int, ...], tags: tuple[str, ...]):
 @pytest.mark.parametrize(
     ("shape", "tags", "message"),
     [
-        ((2, 65536), ("threadIdx.x", "blockIdx.y"), r"gridDim.y = 65536; CUDA allows at most 65535"),
-        ((2, 70000), ("threadIdx.x", "blockIdx.z"), r"gridDim.z = 70000; CUDA allows at most 65535"),
+        ((2, 65536), ("threadIdx.x", "blockIdx.y"), r"gridDim.y = 65536; .* at most 65535"),
+        ((2, 70000), ("threadIdx.x", "blockIdx.z"), r"gridDim.z = 70000; .* at most 65535"),
         ((65, 2), ("threadIdx.z", "threadIdx.x"), r"blockDim.z = 65; CUDA allows at most 64"),
         ((3, 1025), ("blockIdx.x", "threadIdx.y"), r"1025 threads per block \(1x1025x1\)"),
         ((3, 1025), ("blockIdx.x", "threadIdx.x"), r"1025 threads per block \(1025x1x1\)"),
