@@ -23,6 +23,8 @@ from ember.tir import expr as E
 
 
 class CUDAModule(Module):
+    kind = "cuda"
+
     def __init__(self, program: DeviceProgram, arch: str, fast_math: bool = False) -> None:
         host = _host_signature(program)
         super().__init__([host])

@@ -23,7 +23,7 @@ from ember.codegen_llvm.builder_utils import I8, PTR
 from ember.errors import InternalError
 from ember.runtime.cpu import METADATA_SYMBOL, NUM_THREADS_SYMBOL, CPUModule, native_prototype
 from ember.runtime.export import link_shared
-from ember.runtime.load import FORMAT, VERSION
+from ember.runtime.load import FORMAT, VERSION, metadata_digest
 from ember.runtime.signature import FunctionSignature
 from ember.target import Target
 
@@ -82,7 +82,7 @@ class LLVMModule(CPUModule):
         return super().get_source(fmt)
 
     def metadata(self) -> dict:
-        return {
+        meta = {
             "format": FORMAT,
             "version": VERSION,
             "target": str(self.target),
@@ -91,6 +91,8 @@ class LLVMModule(CPUModule):
             "functions": [sig.to_json() for sig in self.signatures],
             "ll": self._sources["ll"],
         }
+        meta["sha256"] = metadata_digest(meta)
+        return meta
 
     def export_library(self, path: str | Path) -> None:
         """Write a shared library that :func:`ember.runtime.load_module` loads in any process."""

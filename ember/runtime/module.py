@@ -121,10 +121,16 @@ class Module:
         """Hook run before each native call (e.g. publish the thread count)."""
 
     def get_source(self, fmt: str = "") -> str:
-        raise ArgumentError(f"a {self.kind} module keeps no source")
+        raise ArgumentError(f"{self._described()} keeps no source")
 
     def export_library(self, path: str | Path) -> None:
-        raise ArgumentError(f"a {self.kind} module cannot be exported")
+        raise ArgumentError(
+            f"export_library: {self._described()} cannot be exported; only CPU modules "
+            "(target 'llvm') are written to libraries"
+        )
+
+    def _described(self) -> str:
+        return "this module" if self.kind == Module.kind else f"a {self.kind} module"
 
     # -- functions -----------------------------------------------------------------------
     @property

@@ -119,8 +119,10 @@ def test_all_and_any(rng):
     A = te.placeholder((n,), "int32", name="A")
     C = te.compute(
         (n,),
-        lambda i: te.select(te.all(A[i] > -3, A[i] < 4, A[i] != 1), 1, 0)
-        + te.select(te.any(A[i] == -5, A[i] == 5), 10, 0),
+        lambda i: (
+            te.select(te.all(A[i] > -3, A[i] < 4, A[i] != 1), 1, 0)
+            + te.select(te.any(A[i] == -5, A[i] == 5), 10, 0)
+        ),
         name="C",
     )
     a = rng.integers(-6, 7, n).astype("int32")

@@ -249,11 +249,12 @@ class Stage:
 
         iv = self._leaf(axis, "bind")
         if isinstance(thread, str):
-            thread = thread_axis(thread)
+            try:
+                thread = thread_axis(thread)
+            except ScheduleError as e:
+                raise self._error(f"bind: {e.message}", iv) from e
         if not isinstance(thread, IterVar) or thread.kind is not IterKind.THREAD:
             raise self._error(f"bind: expected a thread axis (te.thread_axis), got {thread!r}", iv)
-        if iv.kind is IterKind.REDUCE and not thread.thread_tag.startswith("threadIdx"):
-            raise self._error(f"bind: reduction axis '{iv.name}' can only bind to threadIdx", iv)
         for other, attr in self.iter_attrs.items():
             if (
                 attr.bind is not None

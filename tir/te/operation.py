@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, ScheduleError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
@@ -84,11 +84,18 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     return IterVar(E.Var(name), _as_range(dom), IterKind.REDUCE)
 
 
-def thread_axis(tag: str, dom: Any = None, name: str | None = None) -> IterVar:
-    """A GPU thread axis such as ``"threadIdx.x"`` for ``bind``."""
+def thread_axis(tag: Any = None, dom: Any = None, name: str | None = None) -> IterVar:
+    """A GPU thread axis such as ``"threadIdx.x"`` for ``bind``.
+
+    Takes Ember's ``thread_axis("threadIdx.x", (0, 32))`` and TVM's range-first
+    ``thread_axis((0, 32), "threadIdx.x")`` alike: whichever argument is a string is the tag.
+    """
+    if not isinstance(tag, str) and isinstance(dom, str):
+        tag, dom = dom, tag
     valid = {f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz"} | {"vthread"}
     if tag not in valid:
-        raise ArgumentError(f"unknown thread tag {tag!r}; expected one of {sorted(valid)}")
+        # a schedule-level mistake (the tag names where a loop runs), reported as such
+        raise ScheduleError(f"unknown thread tag {tag!r}; expected one of {sorted(valid)}")
     return IterVar(
         E.Var(name or tag), _as_range(dom) if dom is not None else None, IterKind.THREAD, tag
     )

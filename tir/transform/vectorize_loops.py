@@ -12,7 +12,10 @@ with the loop, nested loops, conditions, an index that is not affine, a warp
 shuffle, an ``if_then_else`` whose sides read memory, a call of a C function)
 the loop stays a serial loop — correct, and left to the backend's own
 vectorizer — or, with at most 8 iterations, an unrolled one. An ``if_then_else``
-whose sides only compute becomes a vector select.
+whose sides only compute becomes a vector select. A loop longer than
+``MAX_LANES`` becomes a serial loop over vector chunks of ``MAX_LANES`` lanes and a
+shorter vector tail: LLVM aborts on a vector of 100003 lanes (a constant with more
+operands than a DAG node holds), and no machine has registers that wide anyway.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, post_order_visit, uses_var
+from ember.tir.functor import Mutator, post_order_visit, substitute, uses_var
 
 
 class _CannotVectorize(Exception):
@@ -28,6 +31,7 @@ class _CannotVectorize(Exception):
 
 
 _UNROLL_FALLBACK = 8  # a loop this short that cannot be vectorized is unrolled instead
+MAX_LANES = 64  # the widest vector emitted; longer loops are cut into chunks of this many
 
 
 def _lanes(e: E.PrimExpr) -> int:
@@ -195,6 +199,34 @@ def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt:
     raise _CannotVectorize
 
 
+def _vectorize_in_chunks(body: S.Stmt, var: E.Var, extent: int, annotations: tuple) -> S.Stmt:
+    """``for var in 0..extent: body`` as a serial loop over ``extent // MAX_LANES`` vector
+    chunks of ``MAX_LANES`` lanes, then one vector (or scalar) tail of the rest."""
+    chunks, tail = divmod(extent, MAX_LANES)
+    outer = E.Var(f"{var.name}_chunk", var.dtype)
+    lane = E.Var(f"{var.name}_lane", var.dtype)
+    start = outer * E.const(MAX_LANES, var.dtype)
+    chunk = _vectorize_body(substitute(body, {var: start + lane}), lane, MAX_LANES)
+    parts: list[S.Stmt] = [
+        S.For(
+            outer,
+            E.const(0, var.dtype),
+            E.const(chunks, var.dtype),
+            S.ForKind.SERIAL,
+            chunk,
+            "",
+            annotations,
+        )
+    ]
+    if tail:
+        rest = E.const(chunks * MAX_LANES, var.dtype)
+        if tail == 1:
+            parts.append(substitute(body, {var: rest}))
+        else:
+            parts.append(_vectorize_body(substitute(body, {var: rest + lane}), lane, tail))
+    return parts[0] if len(parts) == 1 else S.SeqStmt(tuple(parts))
+
+
 class _Vectorize(Mutator):
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
@@ -210,6 +242,8 @@ class _Vectorize(Mutator):
         if not E.is_const_int(s.min, 0):
             return serial
         try:
+            if s.extent.value > MAX_LANES:
+                return _vectorize_in_chunks(body, s.loop_var, s.extent.value, s.annotations)
             return _vectorize_body(body, s.loop_var, s.extent.value)
         except _CannotVectorize:
             if s.extent.value <= _UNROLL_FALLBACK:
