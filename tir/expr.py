@@ -18,6 +18,7 @@ simplifier key their behaviour on tables.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -428,15 +429,74 @@ class CommReducer:
 
 
 @_node
+class TupleReducer:
+    """A commutative reducer over tuples of values (TVM's ``CommReducer`` of several values).
+
+    An argmax carries (index, value) pairs: ``results[k]`` is the k-th value of
+    ``combine(lhs, rhs)``, written in the variables ``lhs`` (the running tuple) and ``rhs``
+    (the next one); ``identities[k]`` is the k-th identity element.
+    """
+
+    name: str
+    lhs: tuple[Var, ...]
+    rhs: tuple[Var, ...]
+    results: tuple[PrimExpr, ...]
+    identities: tuple[PrimExpr, ...]
+
+    def __call__(self, a: Sequence[PrimExpr], b: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        from ember.tir.functor import substitute
+
+        vmap = dict(zip(self.lhs, a)) | dict(zip(self.rhs, b))
+        return tuple(substitute(r, vmap) for r in self.results)
+
+
+@_node
 class Reduce(PrimExpr):
-    """A reduction over ``axis`` (IterVars) inside a compute; exists only before lowering."""
+    """A reduction over ``axis`` (IterVars) inside a compute; exists only before lowering.
+
+    With a :class:`TupleReducer` the reduction yields several values, as in TVM: one
+    ``Reduce`` per value, alike but for ``value_index``, each holding every value's
+    source in ``sources`` (``source`` is ``sources[value_index]``) and its own ``init``.
+    """
 
     dtype: str
-    combiner: CommReducer
+    combiner: CommReducer | TupleReducer
     source: PrimExpr
     axis: tuple[Any, ...]  # tuple[IterVar, ...]
     condition: PrimExpr | None = None
     init: PrimExpr | None = None
+    sources: tuple[PrimExpr, ...] = ()  # a tuple reducer's sources, one per value
+    value_index: int = 0
+
+    @property
+    def all_sources(self) -> tuple[PrimExpr, ...]:
+        return self.sources or (self.source,)
+
+    @property
+    def identities(self) -> tuple[PrimExpr, ...]:
+        c = self.combiner
+        return c.identities if isinstance(c, TupleReducer) else (c.identity,)
+
+    def combine(self, acc: Sequence[PrimExpr], src: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        """Every value of ``combine(acc, src)``, for one value or a tuple alike."""
+        c = self.combiner
+        return c(acc, src) if isinstance(c, TupleReducer) else (c(acc[0], src[0]),)
+
+    def map_exprs(self, f: Callable[[PrimExpr], PrimExpr]) -> Reduce:
+        """This reduction with ``f`` applied to its sources, condition and init (a mutator's
+        helper: the axes and the reducer stay)."""
+        src = f(self.source)
+        sources = tuple(f(x) for x in self.sources)
+        cond = None if self.condition is None else f(self.condition)
+        init = None if self.init is None else f(self.init)
+        same = src is self.source and cond is self.condition and init is self.init
+        if same and all(a is b for a, b in zip(sources, self.sources)):
+            return self
+        if sources:
+            src = sources[self.value_index]
+        return Reduce(
+            self.dtype, self.combiner, src, self.axis, cond, init, sources, self.value_index
+        )
 
 
 @_node

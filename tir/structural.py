@@ -38,6 +38,8 @@ _DEFINING = {
     (E.Let, "var"),
     (E.CommReducer, "lhs"),
     (E.CommReducer, "rhs"),
+    (E.TupleReducer, "lhs"),
+    (E.TupleReducer, "rhs"),
 }
 _LEAVES = (E.IntImm, E.FloatImm, E.StringImm)
 
@@ -66,7 +68,7 @@ def _describe(x: Any) -> str:
 
 def _is_ir(x: Any) -> bool:
     """Nodes compared field by field; anything else (a TE tensor, say) by identity or ``==``."""
-    ir_types = (E.PrimExpr, S.Stmt, S.PrimFunc, E.Range, E.CommReducer)
+    ir_types = (E.PrimExpr, S.Stmt, S.PrimFunc, E.Range, E.CommReducer, E.TupleReducer)
     return isinstance(x, ir_types) or type(x).__name__ == "IterVar"
 
 
@@ -191,7 +193,12 @@ class _Comparer:
         for name in names:
             sub = f"{path}.{name}" if path else name
             x, y = getattr(a, name), getattr(b, name)
-            if (type(a), name) in _DEFINING or (defining and name == "var"):
+            if (type(a), name) in _DEFINING and isinstance(x, tuple):  # a tuple reducer's
+                if len(x) != len(y):
+                    raise _Mismatch(sub, f"{len(x)} variables != {len(y)}")
+                for k, (u, v) in enumerate(zip(x, y)):
+                    self.define_var(u, v, f"{sub}[{k}]")
+            elif (type(a), name) in _DEFINING or (defining and name == "var"):
                 self.define_var(x, y, sub)
             elif isinstance(a, S.Allocate) and name == "buffer":
                 self.buffer(x, y, sub, define=True)

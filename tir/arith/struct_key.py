@@ -43,7 +43,9 @@ class KeyCache:
             return ("float", e.dtype, e.value)
         if isinstance(e, E.BinOp):
             return ("bin", e.op, e.dtype, self.key(e.a), self.key(e.b))
-        if isinstance(e, (Buffer, E.CommReducer)) or not hasattr(type(e), "__dataclass_fields__"):
+        if isinstance(e, (Buffer, E.CommReducer, E.TupleReducer)) or not hasattr(
+            type(e), "__dataclass_fields__"
+        ):
             return ("obj", id(e))
         parts: list[Hashable] = [type(e).__name__]
         for name in fields_of(type(e)):

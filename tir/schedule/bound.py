@@ -32,7 +32,7 @@ from ember.errors import LoweringError, ScheduleError
 from ember.tir import expr as E
 from ember.tir.arith import Analyzer, IntSet, int_set
 from ember.tir.functor import post_order_visit, substitute
-from ember.tir.schedule.graph import inlined_body, loop_path, outer_path
+from ember.tir.schedule.graph import inlined_bodies, loop_path, outer_path
 from ember.tir.schedule.relations import pass_down_extents, pass_up_values
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.tensor import ComputeOp, IterVar
@@ -74,9 +74,10 @@ def infer_bounds(
         else:
             root_min, root_ext, guards = _region(sch, st, readers, bodies, bounds)
             full = False
-            if st.scope == "local" and _reads_only_on_chip(sch, inlined_body(sch, st, bodies)):
+            own = inlined_bodies(sch, st, bodies)
+            if st.scope == "local" and all(_reads_only_on_chip(sch, b) for b in own):
                 guards = {}  # a register tile computed whole: see the module docstring
-            if _shuffles_lanes(inlined_body(sch, st, bodies)):
+            if any(_shuffles_lanes(b) for b in own):
                 _whole_thread_axes(st, root_min, root_ext, guards)
         for rv in op.reduce_axis:
             root_min[rv] = rv.dom.min  # type: ignore[union-attr]
@@ -106,8 +107,7 @@ def _consumers(sch: Schedule, bodies: dict[int, E.PrimExpr]) -> dict[int, list[S
     out: dict[int, list[Stage]] = {}
     for st in sch.stages:
         if isinstance(st.op, ComputeOp) and st.attach is not AttachKind.INLINE:
-            body = inlined_body(sch, st, bodies)
-            for p in producer_stages(sch, body):
+            for p in producer_stages(sch, inlined_bodies(sch, st, bodies)):
                 out.setdefault(id(p), []).append(st)
     return out
 
@@ -158,7 +158,8 @@ def _region(
         rop = reader.op
         assert isinstance(rop, ComputeOp)
         vmap = {iv.var: rb.root_value[iv] for iv in list(rop.axis) + list(rop.reduce_axis)}
-        for load in _loads_of(inlined_body(sch, reader, bodies), sch, st):
+        loads = [x for b in inlined_bodies(sch, reader, bodies) for x in _loads_of(b, sch, st)]
+        for load in loads:
             for d, index in enumerate(load.indices):
                 s = _relax(substitute(index, vmap), dom_map)
                 dims[d] = s if dims[d] is None else dims[d].union(s)  # type: ignore[union-attr]

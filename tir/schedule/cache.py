@@ -54,6 +54,8 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     """
     st = sch[tensor]
     op = st._compute_only("cache_write")
+    if op.num_outputs > 1:
+        raise st._error("cache_write of a multi-output compute is not supported")
     if st.relations or st.iter_attrs:
         raise st._error(
             "cache_write must come before other primitives (split, fuse, reorder, bind, "
@@ -85,12 +87,7 @@ def _replace_tensor(op: ComputeOp, old: Tensor, new: Tensor) -> ComputeOp:
             return e2
 
         def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
-            src = self.visit(e.source)
-            cond = self.visit(e.condition) if e.condition is not None else None
-            init = self.visit(e.init) if e.init is not None else None
-            if src is e.source and cond is e.condition and init is e.init:
-                return e
-            return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, init)
+            return e.map_exprs(self.visit)
 
-    body = _Replace().visit(op.body)
-    return ComputeOp(op.name, op.axis, op.reduce_axis, body, op.tag, op.attrs)
+    bodies = tuple(_Replace().visit(b) for b in op.bodies)
+    return ComputeOp(op.name, op.axis, op.reduce_axis, bodies[0], op.tag, op.attrs, bodies[1:])

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.buffer import decl_buffer
+from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import substitute
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar
 
@@ -62,7 +62,10 @@ class ThreadAllreduce:
     tags: tuple[str, ...]  # e.g. ("threadIdx.x",)
 
     @staticmethod
-    def of(combiner: E.CommReducer, tags: Sequence[str]) -> ThreadAllreduce:
+    def of(combiner: E.CommReducer | E.TupleReducer, tags: Sequence[str]) -> ThreadAllreduce:
+        if isinstance(combiner, E.TupleReducer):  # an argmax's (index, value) pairs
+            c = combiner
+            return ThreadAllreduce(c.name, c.lhs, c.rhs, c.results, c.identities, tuple(tags))
         return ThreadAllreduce(
             combiner.name,
             (combiner.lhs,),
@@ -117,27 +120,39 @@ def cross_thread_nest(lw: _Lowering, st: Stage, sb: StageBounds) -> S.Stmt:
     tags = tuple(_tag(st, iv) for iv in threads)
     serial = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE and not _bound(st, iv)]
     outer = [iv for iv in st.leaf_iter_vars if not any(iv is s for s in serial)]
-    buf = lw.buffers[id(st)]
+    bufs = lw.stage_buffers(st)  # a tuple reducer (argmax) has one output per value
     index = tuple(lw.store_index(st, iv) for iv in op.axis)
-    acc = decl_buffer((1,), red.dtype, name=f"{st.name}_acc", scope="local")
-    res = decl_buffer((1,), red.dtype, name=f"{st.name}_red", scope="local")
+    suffix = [f"_{k}" if len(bufs) > 1 else "" for k in range(len(bufs))]
+    accs = [
+        decl_buffer((1,), b.dtype, name=f"{st.name}_acc{x}", scope="local")
+        for b, x in zip(bufs, suffix)
+    ]
+    ress = [
+        decl_buffer((1,), b.dtype, name=f"{st.name}_red{x}", scope="local")
+        for b, x in zip(bufs, suffix)
+    ]
     zero = (E.const(0, "int32"),)
     guards_all, guards_data = lw.guards(st, sb)
 
-    update = lw.reduce_update(st, sb, red, acc, zero, E.BufferLoad(red.dtype, acc, zero))
+    def read(b: Buffer) -> E.PrimExpr:
+        return E.BufferLoad(b.dtype, b, zero)
+
+    update = lw.reduce_updates(st, sb, red, accs, [zero] * len(accs))
     nest = lw.guarded(update, guards_all)
     for iv in reversed(serial):
         nest = lw.make_for(st, iv, sb, lw.with_attached(st, iv, nest))
     marker = ThreadAllreduce.of(red.combiner, tags)
-    allreduce = S.AttrStmt(
-        marker, ATTR_KEY, E.const(0), S.BufferStore(res, E.BufferLoad(red.dtype, acc, zero), zero)
-    )
+    assign = S.seq(*[S.BufferStore(r, read(a), zero) for r, a in zip(ress, accs)])
+    allreduce = S.AttrStmt(marker, ATTR_KEY, E.const(0), assign)
     write_guards = list(guards_data)
     if st.scope != "local":
         write_guards += [E.eq(iv.var, 0) for iv in threads]
-    write = lw.guarded(S.BufferStore(buf, E.BufferLoad(red.dtype, res, zero), index), write_guards)
-    body: S.Stmt = S.seq(S.BufferStore(acc, red.combiner.identity, zero), nest, allreduce, write)
-    body = S.Allocate(acc, S.Allocate(res, body))
+    stores = [S.BufferStore(b, read(r), index) for b, r in zip(bufs, ress)]
+    write = lw.guarded(S.seq(*stores), write_guards)
+    inits = [S.BufferStore(a, i, zero) for a, i in zip(accs, red.identities)]
+    body: S.Stmt = S.seq(*inits, nest, allreduce, write)
+    for b in reversed(accs + ress):
+        body = S.Allocate(b, body)
     for iv in reversed(outer):
         body = lw.make_for(st, iv, sb, lw.with_attached(st, iv, body))
     return body

@@ -30,30 +30,33 @@ class _Inline(Mutator):
             return e
         op = st.op
         assert isinstance(op, ComputeOp)
-        body = inlined_body(self.sch, st, self.bodies)
+        body = inlined_bodies(self.sch, st, self.bodies)[e.producer.value_index]
         vmap = {iv.var: idx for iv, idx in zip(op.axis, e.indices)}
         return substitute(body, vmap)
 
     def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
-        src = self.visit(e.source)
-        cond = self.visit(e.condition) if e.condition is not None else None
-        init = self.visit(e.init) if e.init is not None else None
-        if src is e.source and cond is e.condition and init is e.init:
-            return e
-        return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, init)
+        return e.map_exprs(self.visit)
 
 
-def inlined_body(sch: Schedule, st: Stage, memo: dict[int, E.PrimExpr]) -> E.PrimExpr:
-    """The stage's body with every inlined producer substituted."""
+def inlined_body(sch: Schedule, st: Stage, memo: dict[Any, Any]) -> E.PrimExpr:
+    """The stage's body with every inlined producer substituted (its first output's)."""
+    return inlined_bodies(sch, st, memo)[0]
+
+
+def inlined_bodies(sch: Schedule, st: Stage, memo: dict[Any, Any]) -> tuple[E.PrimExpr, ...]:
+    """Every output's body with the inlined producers substituted (one for most stages)."""
     key = id(st)
     if key not in memo:
         assert isinstance(st.op, ComputeOp)
-        memo[key] = _Inline(sch, memo).visit(st.op.body)
-    return memo[key]
+        inline = _Inline(sch, memo)
+        bodies = tuple(inline.visit(b) for b in st.op.bodies)
+        memo[key] = bodies[0]
+        memo[("all", key)] = bodies
+    return memo[("all", key)]
 
 
-def producer_stages(sch: Schedule, body: E.PrimExpr) -> list[Stage]:
-    """The non-inlined stages a (already inlined) body reads."""
+def producer_stages(sch: Schedule, body: E.PrimExpr | tuple[E.PrimExpr, ...]) -> list[Stage]:
+    """The non-inlined stages a (already inlined) body, or tuple of bodies, reads."""
     from ember.tir.functor import post_order_visit
 
     found: dict[int, Stage] = {}
@@ -64,7 +67,8 @@ def producer_stages(sch: Schedule, body: E.PrimExpr) -> list[Stage]:
             if st is not None:
                 found.setdefault(id(st), st)
 
-    post_order_visit(body, visit)
+    for b in body if isinstance(body, tuple) else (body,):
+        post_order_visit(b, visit)
     return list(found.values())
 
 

@@ -30,7 +30,7 @@ from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
-from ember.tir.schedule.graph import check_attach_tree, inlined_body
+from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
@@ -41,7 +41,8 @@ class _Lowering:
     def __init__(self, sch: Schedule, args: Sequence[Tensor]) -> None:
         self.sch = sch
         self.bodies: dict[int, E.PrimExpr] = {}
-        self.buffers: dict[int, Buffer] = {}  # id(stage) -> buffer
+        self.buffers: dict[int, Buffer] = {}  # id(stage) -> buffer (its first output's)
+        self.more_buffers: dict[tuple[int, int], Buffer] = {}  # a multi-output op's others
         self.params: list[Buffer | E.Var] = []
         arg_stages: set[int] = set()
         for t in args:
@@ -59,7 +60,7 @@ class _Lowering:
                 continue
             if st is None:
                 raise LoweringError(f"argument '{t.name}' is not part of the schedule")
-            if id(st) in self.buffers:
+            if self.buffer_of(st, t.value_index) is not None:
                 raise LoweringError(f"tensor '{t.name}' is passed twice in the argument list")
             if st.attach is AttachKind.INLINE:
                 raise ScheduleError(
@@ -67,7 +68,7 @@ class _Lowering:
                     "its values must be stored in the argument's buffer"
                 )
             buf = _decl_lanes(t.shape, t.dtype, t.name)
-            self.buffers[id(st)] = buf
+            self.set_buffer(st, t.value_index, buf)
             self.params.append(buf)
             arg_stages.add(id(st))
         self.arg_stages = arg_stages
@@ -81,9 +82,39 @@ class _Lowering:
                     )
         check_attach_tree(sch)
         self.bounds = infer_bounds(sch, self.bodies, arg_stages)
+        self.root_scratch: list[Buffer] = []  # unpassed outputs of a multi-output argument
         for st in sch.stages:
-            if id(st) in self.bounds and id(st) not in self.buffers:
-                self.buffers[id(st)] = self._scratch_buffer(st)
+            if id(st) not in self.bounds:
+                continue
+            for k in range(st.op.num_outputs):
+                if self.buffer_of(st, k) is not None:
+                    continue
+                if id(st) in arg_stages:
+                    t = st.op.output(k)
+                    self.root_scratch.append(_decl_lanes(t.shape, t.dtype, t.name))
+                    self.set_buffer(st, k, self.root_scratch[-1])
+                else:
+                    self.set_buffer(st, k, self._scratch_buffer(st, k))
+
+    def buffer_of(self, st: Stage, k: int = 0) -> Buffer | None:
+        """The buffer of the stage's ``k``-th output (None before it is made)."""
+        return self.buffers.get(id(st)) if k == 0 else self.more_buffers.get((id(st), k))
+
+    def set_buffer(self, st: Stage, k: int, buf: Buffer) -> None:
+        if k == 0:
+            self.buffers[id(st)] = buf
+        else:
+            self.more_buffers[(id(st), k)] = buf
+
+    def stage_buffers(self, st: Stage) -> list[Buffer]:
+        """One buffer per output of the stage, in output order."""
+        return [self.buffer_of(st, k) for k in range(st.op.num_outputs)]  # type: ignore[misc]
+
+    def allocate(self, st: Stage, body: S.Stmt) -> S.Stmt:
+        """``body`` inside the allocations of every output of a stage that is no argument."""
+        for buf in reversed(self.stage_buffers(st)):
+            body = S.Allocate(buf, body)
+        return body
 
     def _is_read(self, st: Stage) -> bool:
         for other in self.sch.stages:
@@ -93,7 +124,7 @@ class _Lowering:
                 return True
         return False
 
-    def _scratch_buffer(self, st: Stage) -> Buffer:
+    def _scratch_buffer(self, st: Stage, k: int = 0) -> Buffer:
         sb = self.bounds[id(st)]
         shape = sb.alloc_shape
         strides: tuple[int, ...] = ()
@@ -106,10 +137,11 @@ class _Lowering:
                 out.append(acc)
                 acc *= shape[d]
             strides = tuple(reversed(out))
-        dtype = st.op.dtype  # type: ignore[attr-defined]
+        dtype = st.op.output_dtype(k)
+        name = st.op.output(k).name
         if dt.lanes_of(dtype) > 1 and not strides:
-            return _decl_lanes(shape, dtype, st.name, st.scope)
-        return decl_buffer(shape, dtype, name=st.name, scope=st.scope, strides=strides)
+            return _decl_lanes(shape, dtype, name, st.scope)
+        return decl_buffer(shape, dtype, name=name, scope=st.scope, strides=strides)
 
     # -- statements ---------------------------------------------------------------------------
     def run(self) -> S.Stmt:
@@ -119,7 +151,9 @@ class _Lowering:
         body = S.seq(*[self.stage_nest(st) for st in roots])
         for st in reversed(roots):
             if id(st) not in self.arg_stages:
-                body = S.Allocate(self.buffers[id(st)], body)
+                body = self.allocate(st, body)
+        for buf in self.root_scratch:
+            body = S.Allocate(buf, body)
         return body
 
     def attached_at(self, parent: Stage, iv: IterVar) -> list[Stage]:
@@ -151,30 +185,67 @@ class _Lowering:
 
     def stage_body(self, st: Stage, sb: StageBounds) -> tuple[S.Stmt, S.Stmt | None, int]:
         """The guarded update, the reduction's init (or None), and the index of the first
-        reduction leaf: the init goes just outside that loop."""
+        reduction leaf: the init goes just outside that loop. A multi-output stage stores
+        every output in the same iteration."""
         op = st.op
         assert isinstance(op, ComputeOp)
-        body = inlined_body(self.sch, st, self.bodies)
+        bodies = inlined_bodies(self.sch, st, self.bodies)
         loads = _LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
-        buf = self.buffers[id(st)]
-        store_idx = _lane_index(buf, tuple(self.store_index(st, iv) for iv in op.axis))
+        bufs = self.stage_buffers(st)
+        index = tuple(self.store_index(st, iv) for iv in op.axis)
+        store_idx = [_lane_index(buf, index) for buf in bufs]
         guards_all, guards_data = self.guards(st, sb)
-        if not isinstance(body, E.Reduce):
-            value = loads.visit(substitute(body, root_vars))
-            update = _guard(S.BufferStore(buf, value, store_idx), guards_all)
-            return update, None, len(st.leaf_iter_vars)
-        acc = E.BufferLoad(body.dtype, buf, store_idx)
-        update = self.reduce_update(st, sb, body, buf, store_idx, acc)
-        start = body.combiner.identity  # te.sum(..., init=X): X at the output's indices
-        if body.init is not None:
-            start = loads.visit(substitute(body.init, root_vars))
-        init = _guard(S.BufferStore(buf, start, store_idx), guards_data)
+        red = bodies[0]
+        if not isinstance(red, E.Reduce):
+            stores = [
+                S.BufferStore(buf, loads.visit(substitute(body, root_vars)), idx)
+                for body, buf, idx in zip(bodies, bufs, store_idx)
+            ]
+            return _guard(S.seq(*stores), guards_all), None, len(st.leaf_iter_vars)
+        update = self.reduce_updates(st, sb, red, bufs, store_idx)
+        starts = []
+        for body, identity in zip(bodies, red.identities):
+            assert isinstance(body, E.Reduce)  # te.sum(..., init=X): X at the output's indices
+            init = body.init
+            starts.append(identity if init is None else loads.visit(substitute(init, root_vars)))
+        inits = [S.BufferStore(b, v, idx) for b, v, idx in zip(bufs, starts, store_idx)]
         first_red = next(
             (n for n, iv in enumerate(st.leaf_iter_vars) if iv.kind is IterKind.REDUCE),
             len(st.leaf_iter_vars),
         )
-        return _guard(update, guards_all), init, first_red
+        return _guard(update, guards_all), _guard(S.seq(*inits), guards_data), first_red
+
+    def reduce_updates(
+        self,
+        st: Stage,
+        sb: StageBounds,
+        red: E.Reduce,
+        bufs: Sequence[Buffer],
+        indices: Sequence[tuple[E.PrimExpr, ...]],
+    ) -> S.Stmt:
+        """Every value of ``bufs[k][indices[k]] = combine(acc, sources)``, under the
+        reduction's ``where`` condition (not yet the split and region guards). A tuple
+        reducer reads all running values and sources into ``let`` variables first, so
+        that each value's update sees the others' values from before this step."""
+        if len(bufs) == 1:
+            acc = E.BufferLoad(bufs[0].dtype, bufs[0], indices[0])
+            return self.reduce_update(st, sb, red, bufs[0], indices[0], acc)
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        loads = _LoadRewriter(self)
+        root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
+        srcs = [loads.visit(substitute(x, root_vars)) for x in red.all_sources]
+        accs = [E.BufferLoad(b.dtype, b, idx) for b, idx in zip(bufs, indices)]
+        acc_vars = [E.Var(f"acc_{k}", a.dtype) for k, a in enumerate(accs)]
+        src_vars = [E.Var(f"src_{k}", x.dtype) for k, x in enumerate(srcs)]
+        new = red.combine(acc_vars, src_vars)
+        update: S.Stmt = S.seq(*[S.BufferStore(b, v, idx) for b, v, idx in zip(bufs, new, indices)])
+        for var, value in reversed(list(zip(acc_vars + src_vars, accs + srcs))):
+            update = S.LetStmt(var, value, update)
+        if red.condition is not None:
+            update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
+        return update
 
     def reduce_update(
         self,
@@ -192,14 +263,14 @@ class _Lowering:
         loads = _LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
         src = loads.visit(substitute(red.source, root_vars))
-        update: S.Stmt = S.BufferStore(buf, red.combiner(acc, src), index)
+        update: S.Stmt = S.BufferStore(buf, red.combine((acc,), (src,))[0], index)
         if red.condition is not None:
             update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
         return update
 
     def inlined(self, st: Stage) -> E.PrimExpr:
         """The stage's body with inlined producers substituted."""
-        return inlined_body(self.sch, st, self.bodies)
+        return inlined_bodies(self.sch, st, self.bodies)[0]
 
     @staticmethod
     def guarded(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
@@ -218,7 +289,7 @@ class _Lowering:
             stages = max(p.pipeline_stages, 2 if p.double_buffered else 1)
             if stages > 1:  # a fact for the GPU's inject_pipeline; CPU code ignores it
                 body = S.AttrStmt(buf.data, "pipeline_stages", E.const(stages), body)
-            body = S.Allocate(buf, body)
+            body = self.allocate(p, body)
         return body
 
     def make_for(self, st: Stage, iv: IterVar, sb: StageBounds, body: S.Stmt) -> S.Stmt:
@@ -314,9 +385,9 @@ class _LoadRewriter(Mutator):
     def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:
         indices = tuple(self.visit(i) for i in e.indices)
         st = self.lw.sch.stage_of(e.producer.op)
-        if st is None or id(st) not in self.lw.buffers:
+        buf = None if st is None else self.lw.buffer_of(st, e.producer.value_index)
+        if st is None or buf is None:
             raise LoweringError(f"tensor '{e.producer.name}' has no buffer (is it an argument?)")
-        buf = self.lw.buffers[id(st)]
         sb = self.lw.bounds.get(id(st))
         if sb is not None and not sb.full and id(st) not in self.lw.arg_stages:
             op = st.op

@@ -107,8 +107,15 @@ def compute(
     name: str = "compute",
     tag: str = "",
     attrs: dict[str, Any] | None = None,
-) -> Tensor:
-    """A tensor whose element at ``idx`` is ``fcompute(*idx)``."""
+) -> Any:
+    """A tensor whose element at ``idx`` is ``fcompute(*idx)``.
+
+    As in TVM, a lambda that returns a tuple (or list) of expressions makes one
+    operation with that many outputs, returned as a list of tensors (``op.output(k)``):
+    one loop nest computes them all, and the schedule has one stage for them. Such a
+    tuple holds either no reduction or the values of one tuple reduction (an argmax's
+    ``argmax((idx, val), axis=k)``).
+    """
     shp = _shape(shape, f"compute '{name}'")
     params = list(inspect.signature(fcompute).parameters.values())
     if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
@@ -121,12 +128,26 @@ def compute(
             f"{len(shp)} dimensions"
         )
     axis = tuple(IterVar(E.Var(n), E.Range.from_extent(s)) for n, s in zip(names, shp))
-    body = E.convert(fcompute(*[iv.var for iv in axis]))
+    result = fcompute(*[iv.var for iv in axis])
+    many = isinstance(result, (tuple, list))
+    bodies = [E.convert(b) for b in result] if many else [E.convert(result)]
+    if not bodies:
+        raise ArgumentError(f"compute '{name}': the lambda returned an empty tuple")
     reduce_axes: tuple[IterVar, ...] = ()
-    if isinstance(body, E.Reduce):
-        reduce_axes = tuple(body.axis)
-    _check_no_nested_reduce(body, name)
-    return ComputeOp(name, axis, reduce_axes, body, tag, tuple((attrs or {}).items())).output(0)
+    if isinstance(bodies[0], E.Reduce):
+        reduce_axes = tuple(bodies[0].axis)
+    for body in bodies:
+        _check_no_nested_reduce(body, name)
+    if len(bodies) > 1:
+        from ember.tir.te.multi_output import check_bodies
+
+        check_bodies(bodies, name)
+    op = ComputeOp(
+        name, axis, reduce_axes, bodies[0], tag, tuple((attrs or {}).items()), tuple(bodies[1:])
+    )
+    if many:
+        return [op.output(k) for k in range(op.num_outputs)]
+    return op.output(0)
 
 
 def _check_no_nested_reduce(body: E.PrimExpr, name: str) -> None:
@@ -152,6 +173,11 @@ def comm_reducer(
 ) -> Callable[..., E.PrimExpr]:
     """A custom commutative reducer: ``fcombine(x, y)`` with identity ``fidentity(dtype)``.
 
+    Called with a tuple of expressions (TVM's argmax: ``reducer((idx, val), axis=k)``)
+    it reduces tuples: ``fcombine`` then takes two tuples of variables and returns a
+    tuple, ``fidentity(*dtypes)`` returns one identity per value, and the call returns
+    one reduction per value for a multi-output ``te.compute`` (see :mod:`.multi_output`).
+
     Returns ``reducer(expr, axis, where=None, init=None)`` like ``te.sum``: a reduction
     of ``expr`` over ``axis`` counting only the points where ``where`` holds, starting
     from ``init`` (an expression of the output's indices) instead of the identity.
@@ -165,17 +191,18 @@ def comm_reducer(
         where: E.ExprLike | None = None,
         init: E.ExprLike | None = None,
         *more: E.ExprLike,
-    ) -> E.PrimExpr:
+    ) -> Any:
+        if isinstance(expr, (tuple, list)):
+            from ember.tir.te.multi_output import tuple_reduce
+
+            return tuple_reduce(name, fcombine, fidentity, expr, axis, where, init)
         if not isinstance(axis, (IterVar, list, tuple)):
             values = [v for v in (expr, axis, where, init, *more) if v is not None]
             return functools.reduce(lambda x, y: E.convert(fcombine(*E._promote(x, y))), values)
         if more:
             raise ArgumentError(f"{name}: unexpected arguments after init: {more!r}")
         src = E.convert(expr)
-        axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
-        for ax in axes:
-            if not isinstance(ax, IterVar) or ax.kind is not IterKind.REDUCE:
-                raise ArgumentError(f"{name}: axis must be made with te.reduce_axis, got {ax!r}")
+        axes = reduce_axes_of(name, axis)
         lhs, rhs = E.Var("x", src.dtype), E.Var("y", src.dtype)
         result = E.convert(fcombine(lhs, rhs))
         identity = E.convert(fidentity(src.dtype), src.dtype)
@@ -186,6 +213,15 @@ def comm_reducer(
 
     reducer.__name__ = name
     return reducer
+
+
+def reduce_axes_of(name: str, axis: Any) -> tuple[IterVar, ...]:
+    """A reducer's ``axis=`` argument (one reduce axis or a sequence) as a checked tuple."""
+    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+    for ax in axes:
+        if not isinstance(ax, IterVar) or ax.kind is not IterKind.REDUCE:
+            raise ArgumentError(f"{name}: axis must be made with te.reduce_axis, got {ax!r}")
+    return axes
 
 
 def min_value(dtype: str) -> E.PrimExpr:

@@ -99,7 +99,18 @@ class Operation:
     name: str
 
     def output(self, index: int = 0) -> Tensor:
+        if not 0 <= index < self.num_outputs:
+            raise ArgumentError(
+                f"'{self.name}' has {self.num_outputs} output(s); output({index}) does not exist"
+            )
         return Tensor(self, index)
+
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    def output_dtype(self, index: int) -> str:
+        return self.dtype  # type: ignore[attr-defined]
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
@@ -118,7 +129,12 @@ class PlaceholderOp(Operation):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ComputeOp(Operation):
-    """``out[axis...] = body``; ``body`` may be a ``Reduce`` over ``reduce_axis``."""
+    """``out[axis...] = body``; ``body`` may be a ``Reduce`` over ``reduce_axis``.
+
+    A compute whose lambda returns a tuple has several outputs of one shape, computed
+    by one loop nest: ``body`` is the first one's expression and ``extra_bodies`` the
+    others' (TVM keeps them all in ``body``; Ember's single-output code reads ``body``).
+    """
 
     name: str
     axis: tuple[IterVar, ...]
@@ -126,6 +142,19 @@ class ComputeOp(Operation):
     body: PrimExpr
     tag: str = ""
     attrs: tuple[tuple[str, Any], ...] = ()
+    extra_bodies: tuple[PrimExpr, ...] = ()
+
+    @property
+    def bodies(self) -> tuple[PrimExpr, ...]:
+        """Every output's expression, in output order."""
+        return (self.body, *self.extra_bodies)
+
+    @property
+    def num_outputs(self) -> int:
+        return 1 + len(self.extra_bodies)
+
+    def output_dtype(self, index: int) -> str:
+        return self.bodies[index].dtype
 
     @property
     def shape(self) -> tuple[PrimExpr, ...]:
@@ -146,7 +175,8 @@ class ComputeOp(Operation):
                 t = node.producer
                 found.setdefault((id(t.op), t.value_index), t)
 
-        post_order_visit(self.body, visit)
+        for body in self.bodies:
+            post_order_visit(body, visit)
         return tuple(found.values())
 
     def __repr__(self) -> str:
@@ -166,11 +196,14 @@ class Tensor:
 
     @property
     def dtype(self) -> str:
-        return self.op.dtype  # type: ignore[attr-defined]
+        return self.op.output_dtype(self.value_index)
 
     @property
     def name(self) -> str:
-        return self.op.name
+        """The op's name; ``name.v<k>`` for the k-th output of a multi-output op, as in TVM."""
+        if self.op.num_outputs == 1:
+            return self.op.name
+        return f"{self.op.name}.v{self.value_index}"
 
     @property
     def ndim(self) -> int:
