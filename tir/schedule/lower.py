@@ -229,14 +229,15 @@ class _Lowering:
         reducer reads all running values and sources into ``let`` variables first, so
         that each value's update sees the others' values from before this step."""
         if len(bufs) == 1:
-            acc = E.BufferLoad(bufs[0].dtype, bufs[0], indices[0])
+            acc = E.BufferLoad(red.dtype, bufs[0], indices[0])
             return self.reduce_update(st, sb, red, bufs[0], indices[0], acc)
         op = st.op
         assert isinstance(op, ComputeOp)
         loads = _LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
         srcs = [loads.visit(substitute(x, root_vars)) for x in red.all_sources]
-        accs = [E.BufferLoad(b.dtype, b, idx) for b, idx in zip(bufs, indices)]
+        dtypes = [x.dtype for x in red.all_sources]
+        accs = [E.BufferLoad(t, b, idx) for t, b, idx in zip(dtypes, bufs, indices)]
         acc_vars = [E.Var(f"acc_{k}", a.dtype) for k, a in enumerate(accs)]
         src_vars = [E.Var(f"src_{k}", x.dtype) for k, x in enumerate(srcs)]
         new = red.combine(acc_vars, src_vars)

@@ -47,7 +47,7 @@ class Stage:
         self.op = op
         self.origin_op = op
         self.schedule = schedule
-        self.scope = "global"
+        self._scope: str | None = None  # None: inferred where the stage is computed
         self.is_output = False
         self.attach = AttachKind.ROOT
         self.attach_stage: Stage | None = None
@@ -68,6 +68,30 @@ class Stage:
 
     def __repr__(self) -> str:
         return f"stage({self.op.name})"
+
+    @property
+    def scope(self) -> str:
+        """The storage scope: the one ``set_scope`` gave, else TVM's default for where the
+        stage is computed: ``local`` inside a loop bound to ``threadIdx`` (or a vthread),
+        ``shared`` inside one bound to ``blockIdx`` only, ``global`` elsewhere."""
+        if self._scope is not None:
+            return self._scope
+        rank = -1  # 0: blockIdx, 1: threadIdx (TVM's thread ranks)
+        st: Stage | None = self
+        while st is not None and st.attach is AttachKind.SCOPE and st.attach_stage is not None:
+            parent, ivar = st.attach_stage, st.attach_ivar
+            upto = parent.leaf_iter_vars.index(ivar) + 1 if ivar in parent.leaf_iter_vars else 0
+            for iv in parent.leaf_iter_vars[:upto]:
+                attr = parent.iter_attrs.get(iv)
+                tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
+                if tag:
+                    rank = max(rank, 0 if tag.startswith("blockIdx") else 1)
+            st = parent
+        return ("global", "shared", "local")[rank + 1]
+
+    @scope.setter
+    def scope(self, value: str) -> None:
+        self._scope = value
 
     # -- helpers ------------------------------------------------------------------------
     @property
@@ -403,6 +427,17 @@ class Schedule:
         from ember.tir.schedule.cache import cache_write
 
         return cache_write(self, tensor, scope)
+
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Any:
+        """Factor ``tensor``'s reduction over the loop ``axis`` into a new stage (TVM's
+        ``rfactor``); returns its tensor, or a list for a tuple reduction (see :mod:`.rfactor`).
+
+        ``ko, ki = s[B].split(k, factor=32); BF = s.rfactor(B, ki)``: ``BF[ki, i]`` sums over
+        ``ko``, and ``s[B]`` sums ``BF`` over its new ``op.reduce_axis[0]``.
+        """
+        from ember.tir.schedule.rfactor import rfactor
+
+        return rfactor(self, tensor, axis, factor_axis)
 
     def _insert_stage(
         self, op: Operation, after: Stage | None = None, before: Stage | None = None
