@@ -134,3 +134,9 @@ def _rows(idx: np.ndarray, val: np.ndarray, f: Callable[..., Pair]) -> tuple[np.
 def tie_heavy(shape: Sequence[int], rng: np.random.Generator, dtype: str = "float32") -> np.ndarray:
     """Random values from a handful of levels, so that most rows have tied maxima."""
     return rng.integers(-3, 4, size=tuple(shape)).astype(dtype)
+
+
+def inputs_for_argmax(m: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ids (so the winner is visible) and tie-heavy values."""
+    idx = rng.permutation(m * n).reshape(m, n).astype("int32") + 100
+    return idx, tie_heavy((m, n), rng)

@@ -43,7 +43,7 @@ from ember.tir.schedule.relations import (
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Tensor
 
 if TYPE_CHECKING:
-    from ember.tir.schedule.schedule import Schedule, Stage
+    from ember.tir.schedule.schedule import Schedule
 
 
 def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Any:
@@ -100,12 +100,12 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     sources = tuple(substitute(x, vsub) for x in red.all_sources)
     tuple_ = bool(red.sources)
     rf_bodies = [
-        E.Reduce(
-            x.dtype, red.combiner, x, rf_reduce, cond, None, sources if tuple_ else (), k
-        )
+        E.Reduce(x.dtype, red.combiner, x, rf_reduce, cond, None, sources if tuple_ else (), k)
         for k, x in enumerate(sources)
     ]
-    rf_op = ComputeOp(f"{op.name}.rf", rf_axis, rf_reduce, rf_bodies[0], "", (), tuple(rf_bodies[1:]))
+    rf_op = ComputeOp(
+        f"{op.name}.rf", rf_axis, rf_reduce, rf_bodies[0], "", (), tuple(rf_bodies[1:])
+    )
     repl_op = _replacement(op, rf_op, pos, extents[axis], axis.name)
 
     for other in sch.stages:  # readers of the old outputs read the new stage's
@@ -130,9 +130,7 @@ def _replacement(
     red = op.body
     assert isinstance(red, E.Reduce)
     rv = IterVar(E.Var(f"{axis_name}.v"), E.Range.from_extent(extent), IterKind.REDUCE)
-    axes = tuple(
-        IterVar(E.Var(iv.name, iv.var.dtype), iv.dom, IterKind.DATA_PAR) for iv in op.axis
-    )
+    axes = tuple(IterVar(E.Var(iv.name, iv.var.dtype), iv.dom, IterKind.DATA_PAR) for iv in op.axis)
     amap = {old.var: new.var for old, new in zip(op.axis, axes)}
     idx = [iv.var for iv in axes]
     idx.insert(pos, rv.var)
