@@ -18,7 +18,7 @@ import numpy as np
 
 from ember.codegen_cuda.dlpack import CUDA_DEVICE_TYPES, read_capsule
 from ember.errors import ArgumentError
-from ember.runtime.signature import FunctionSignature, ParamSpec
+from ember.runtime.signature import FunctionSignature, ParamSpec, dtype_text
 from ember.tir import dtype as dt
 
 
@@ -56,7 +56,9 @@ def _from_cuda_array_interface(where: str, p: ParamSpec, iface: dict[str, Any]) 
     want = dt.numpy_dtype(p.dtype)
     bf16 = p.dtype == "bfloat16" and got.itemsize == 2 and got.kind in ("V", "u")
     if got != want and not bf16:
-        raise ArgumentError(f"{where} expects dtype {want.name}, got {got.name} (on the GPU)")
+        raise ArgumentError(
+            f"{where} expects dtype {dtype_text(want)}, got {dtype_text(got)} (on the GPU)"
+        )
     _check_gpu_layout(where, p, shape, got.itemsize, iface.get("strides"))
     ptr, readonly = iface["data"]
     if p.written and readonly:
