@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build a matmul and a fused elementwise chain for the CPU")
     demo.add_argument("--size", type=_positive_int, default=1024, help="matmul size M=N=K")
-    demo.add_argument("--threads", type=_positive_int, default=None, help="CPU threads (default: all)")
+    demo.add_argument(
+        "--threads", type=_positive_int, default=None, help="CPU threads (default: all)"
+    )
     demo.set_defaults(fn=_cmd_demo)
     info = sub.add_parser("info", help="print versions, the host CPU, NVRTC and CUDA devices")
     info.set_defaults(fn=_cmd_info)

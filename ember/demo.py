@@ -13,7 +13,6 @@ import time
 
 import numpy as np
 
-
 _MIN_REPEAT_MS = 50.0
 
 

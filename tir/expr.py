@@ -476,7 +476,10 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
         return FloatImm(dtype, float(value))
     if dt.is_bool(dtype):
         return IntImm(dtype, int(bool(value)))
-    return IntImm(dtype, int(value))
+    try:
+        return IntImm(dtype, int(value))
+    except (OverflowError, ValueError) as e:  # inf or nan has no integer value
+        raise ArgumentError(f"cannot make a {dtype} constant of {value!r}: {e}") from e
 
 
 def convert(value: ExprLike, dtype: str | None = None) -> PrimExpr:
