@@ -33,7 +33,12 @@ def lower(
     disabled_passes: Sequence[str] = (),
     simple_mode: bool = False,
 ) -> Any:
-    """Lower a schedule to optimised TIR (a ``PrimFunc``)."""
+    """Lower a schedule to optimised TIR (a ``PrimFunc``).
+
+    TVM's ``lower`` returns an IRModule holding one function; Ember deliberately returns
+    the PrimFunc itself (what tests and passes work on). It still reads as TVM code
+    does: ``lower(s, args, name="f")["f"]`` is the function, ``IRModule.update`` and
+    ``IRModule({...})`` take it, and ``build`` accepts it."""
     from ember.tir.schedule.lower import schedule_to_primfunc
     from ember.tir.transform.pipeline import default_passes, run_passes
 
@@ -105,6 +110,13 @@ def _functions_to_build(
         if not len(inputs):
             raise ArgumentError("build: the IRModule holds no functions")
         return tgt, list(inputs.functions.values())
+    from ember.tir.schedule.schedule import Schedule
+
+    if not isinstance(inputs, Schedule):
+        raise ArgumentError(
+            "build takes a schedule (with args), a PrimFunc, an IRModule or a "
+            f"{{target: IRModule}} dict, got {type(inputs).__name__}"
+        )
     if args is None:
         raise ArgumentError("build: a schedule needs args, the tensors the function takes")
     return tgt, [lower(inputs, args, name, disabled_passes)]

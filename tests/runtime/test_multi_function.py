@@ -155,6 +155,8 @@ def test_bad_build_inputs() -> None:
     mod = _irmodule("llvm")
     with pytest.raises(ArgumentError, match="one target"):
         tvm.build({"llvm": mod, GPU: mod})
+    with pytest.raises(ArgumentError, match="build takes a schedule.*got list"):
+        tvm.build([mod["add"]], target="llvm")
     with pytest.raises(ArgumentError, match="needs args"):
         tvm.build(_add(8, "llvm")[0], target="llvm")
     with pytest.raises(ArgumentError, match="C identifier"):
