@@ -13,17 +13,6 @@ from ember import config
 from ember.errors import EmberError
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: a count of at least 1 (``--threads 0`` would mean no thread at all)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
 def host_cpu_model() -> str:
     """The CPU model the OS reports ("AMD EPYC 7B13"), or ``"unknown"``.
 
@@ -71,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ember", description="Ember deep-learning compiler")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build a matmul and a fused elementwise chain for the CPU")
-    demo.add_argument("--size", type=_positive_int, default=1024, help="matmul size M=N=K")
+    demo.add_argument("--size", type=int, default=1024, help="matmul size M=N=K")
     demo.add_argument(
-        "--threads", type=_positive_int, default=None, help="CPU threads (default: all)"
+        "--threads", type=int, default=None, help="CPU threads (default: all)"
     )
     demo.set_defaults(fn=_cmd_demo)
     info = sub.add_parser("info", help="print versions, the host CPU, NVRTC and CUDA devices")

@@ -50,10 +50,13 @@ def main(size: int = 1024, threads: int | None = None) -> int:
     from ember.tir.topi.elementwise import elementwise_chain_numpy
     from ember.tuner import create_task
 
+    # a user error (the CLI prints it and exits 1): 0 threads would mean no thread at all
     if size < 1:
         raise ArgumentError(f"ember demo: --size must be a positive integer, got {size}")
+    if threads is not None and threads < 1:
+        raise ArgumentError(f"ember demo: --threads must be a positive integer, got {threads}")
     if threads is not None:
-        set_num_threads(threads)  # raises ArgumentError for 0 or a negative count
+        set_num_threads(threads)
     rng = np.random.default_rng(0)
     M = N = K = size
     task = create_task("matmul.llvm", args=(M, N, K, "float32"), target="llvm")
