@@ -1,4 +1,4 @@
-"""Entry of the CUDA backend: a lowered GPU PrimFunc in, a :class:`CUDAModule` out.
+"""Entry of the CUDA backend: lowered GPU PrimFuncs in, one :class:`CUDAModule` out.
 
 ``build_cuda`` is what :func:`ember.build` calls for ``target="cuda"``. It cuts the
 function into kernels (``split_host_device``), lowers cross-thread reductions to
@@ -18,7 +18,7 @@ from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.transform.inject_pipeline import inject_pipeline
 from ember.codegen_cuda.transform.inject_sync import inject_sync
 from ember.codegen_cuda.transform.lower_thread_allreduce import lower_thread_allreduce
-from ember.codegen_cuda.transform.split_host_device import split_host_device
+from ember.codegen_cuda.transform.split_host_device import DeviceProgram, split_host_device
 from ember.codegen_cuda.transform.verify_gpu import verify_gpu
 from ember.errors import EmberError
 from ember.target import Target
@@ -36,8 +36,23 @@ def default_arch() -> str:
     return visible_arch() or DEFAULT_ARCH
 
 
-def build_cuda(func: S.PrimFunc, target: Target, disabled_passes: Sequence[str] = ()) -> CUDAModule:
+def build_cuda(
+    funcs: S.PrimFunc | Sequence[S.PrimFunc],
+    target: Target,
+    disabled_passes: Sequence[str] = (),
+) -> CUDAModule:
+    """Compile lowered functions into one CUDA module (one source, one NVRTC program);
+    each function is an entry point with its own kernels and launch list."""
     arch = target.arch or default_arch()
+    func_list = [funcs] if isinstance(funcs, S.PrimFunc) else list(funcs)
+    programs = [_device_program(f, arch, disabled_passes) for f in func_list]
+    fast_math = target.get("fast-math", "0") not in ("0", "")
+    module = CUDAModule(programs, arch, fast_math)
+    module.compile_if_available()
+    return module
+
+
+def _device_program(func: S.PrimFunc, arch: str, disabled_passes: Sequence[str]) -> DeviceProgram:
     program = split_host_device(func)
     kernels = []
     for kernel in program.kernels:
@@ -51,8 +66,4 @@ def build_cuda(func: S.PrimFunc, target: Target, disabled_passes: Sequence[str] 
             kernels.append(verify_gpu(kernel, arch))
         except EmberError as e:
             raise e.add_context(f"in kernel '{kernel.name}'") from None
-    program = dataclasses.replace(program, kernels=tuple(kernels))
-    fast_math = target.get("fast-math", "0") not in ("0", "")
-    module = CUDAModule(program, arch, fast_math)
-    module.compile_if_available()
-    return module
+    return dataclasses.replace(program, kernels=tuple(kernels))

@@ -12,12 +12,16 @@ from typing import Any
 
 _REDUCERS = ("sum", "max", "min", "comm_reducer", "max_value", "min_value")
 _EXPR = ("eq", "ne", "max_", "min_", "Var", "const")
+# TVM's node constructors that take the operands only (the dtype follows from them)
+_CONSTRUCTORS = {"Select": "select"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _REDUCERS:
         return getattr(importlib.import_module("ember.tir.te.operation"), name)
     op = importlib.import_module("ember.tir.op")
+    if name in _CONSTRUCTORS:
+        return getattr(op, _CONSTRUCTORS[name])
     if name in op.__all__:
         return getattr(op, name)
     if name in _EXPR:

@@ -202,6 +202,17 @@ class PrimFunc:
                 return v
         return default
 
+    def __getitem__(self, name: str) -> PrimFunc:
+        """``ember.lower(s, args, name="f")["f"]`` is the function itself.
+
+        TVM's ``lower`` returns an IRModule indexed by function name; Ember's returns
+        the PrimFunc, and this keeps TVM code that indexes the result working."""
+        if name != self.name:
+            from ember.errors import ArgumentError
+
+            raise ArgumentError(f"no function '{name}' here: this PrimFunc is '{self.name}'")
+        return self
+
     def with_body(self, body: Stmt) -> PrimFunc:
         return PrimFunc(self.name, self.params, body, self.attrs)
 

@@ -315,3 +315,25 @@ def test_dropping_any_barrier_or_shuffle_is_caught(rng, case):
         if np.allclose(b, want, rtol=1e-4, atol=1e-4):
             unnoticed.append(what)
     assert not unnoticed, f"dropping these went unnoticed: {unnoticed}"
+
+
+# -- the real device: the emulator's verdict checked against the hardware ------------------
+
+
+@pytest.mark.gpu
+@settings(max_examples=40, deadline=None)
+@given(case=schedules(), seed=st.integers(0, 2**16))
+def test_random_cross_thread_reductions_on_device(case, seed):
+    """The same random schedules launched on the GPU (warp shuffles and shared-memory trees
+    as the hardware runs them), against numpy."""
+    M, K, kind, rows, factor, ty = case
+    assume((K if factor is None else factor) * ty <= 1024)
+    s, (A, B) = reduction(M, K, kind, rows, factor, ty)
+    mod = ember.build(s, [A, B], target="cuda")
+    rng = np.random.default_rng(seed)
+    low, high = (0.5, 1.5) if kind == "prod" else (-1.0, 1.0)
+    a = random_array((M, K), A.dtype, rng, low, high)
+    b = np.full((M,), np.nan, dtype=B.dtype)
+    mod(a, b)
+    want = REDUCERS[kind][1](a.astype(np.float64))
+    assert_close(b, want, B.dtype, what=f"{kind} of {M}x{K} on the device")
