@@ -260,6 +260,10 @@ class PrimExpr:
     def astype(self, dtype: str) -> PrimExpr:
         return cast(dtype, self)
 
+    def equal(self, other: ExprLike) -> PrimExpr:
+        """``self == other`` as an expression (TVM's ``PrimExpr.equal``)."""
+        return eq(self, other)
+
     def __repr__(self) -> str:
         from ember.tir.printer import expr_to_str
 

@@ -265,3 +265,32 @@ def test_factor_axis_out_of_range_is_an_error():
     s = te.create_schedule(B.op)
     with pytest.raises(ScheduleError, match="factor_axis=3 is out of range"):
         s.rfactor(B, k, factor_axis=3)
+
+
+# -- what the TVM pattern leans on: inferred scopes, set_store_predicate ------------------------
+
+
+def test_a_stage_without_set_scope_takes_tvms_default_for_its_attach_point():
+    A, B, k = row_reduce(8, 64)
+    s = te.create_schedule(B.op)
+    BF = tvm_pattern(s, B, k, 32)
+    assert s[BF].scope == "local"  # under threadIdx.x
+    s[BF].compute_at(s[B], s[B].op.axis[0])  # under blockIdx.x only
+    assert s[BF].scope == "shared"
+    s[BF].compute_root()
+    assert s[BF].scope == "global"
+    s[BF].set_scope("global")
+    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    assert s[BF].scope == "global"  # an explicit scope stays
+
+
+def test_set_store_predicate_guards_the_stores(rng):
+    A = te.placeholder((7, 5), name="A")
+    C = te.compute((7, 5), lambda i, j: A[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    s[C].set_store_predicate(C.op.axis[0].var.equal(2) | (C.op.axis[1] > 2))
+    a = random_array((7, 5), "float32", rng)
+    c = np.full((7, 5), 9.0, "float32")
+    ember.build(s, [A, C])(a, c)
+    rows, cols = np.indices((7, 5))
+    assert_close(c, np.where((rows == 2) | (cols > 2), 2 * a, 9.0), "float32")

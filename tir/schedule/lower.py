@@ -196,6 +196,9 @@ class _Lowering:
         index = tuple(self.store_index(st, iv) for iv in op.axis)
         store_idx = [_lane_index(buf, index) for buf in bufs]
         guards_all, guards_data = self.guards(st, sb)
+        pred = self.store_predicate(st)
+        if pred is not None:  # set_store_predicate: around every store
+            guards_all, guards_data = [*guards_all, pred], [*guards_data, pred]
         red = bodies[0]
         if not isinstance(red, E.Reduce):
             stores = [
@@ -268,6 +271,15 @@ class _Lowering:
         if red.condition is not None:
             update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
         return update
+
+    @staticmethod
+    def store_predicate(st: Stage) -> E.PrimExpr | None:
+        """``set_store_predicate``'s condition, its thread axes (``tx.var``) read as the loops
+        bound to them."""
+        if st.store_predicate is None:
+            return None
+        vmap = {a.bind.var: iv.var for iv, a in st.iter_attrs.items() if a.bind is not None}
+        return substitute(st.store_predicate, vmap)
 
     def inlined(self, st: Stage) -> E.PrimExpr:
         """The stage's body with inlined producers substituted."""

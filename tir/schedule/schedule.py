@@ -55,6 +55,7 @@ class Stage:
         self._reset_axes()
         self.storage_align_: dict[int, tuple[int, int]] = {}
         self.double_buffered = False
+        self.store_predicate: E.PrimExpr | None = None
         self.pipeline_stages = 1
 
     def _reset_axes(self) -> None:
@@ -328,6 +329,12 @@ class Stage:
     def compute_root(self) -> None:
         self._compute_only("compute_root")
         self.attach, self.attach_stage, self.attach_ivar = AttachKind.ROOT, None, None
+
+    def set_store_predicate(self, predicate: E.ExprLike) -> None:
+        """Store the stage's values only where ``predicate`` holds (TVM's primitive; its
+        tutorial writes ``tx.var.equal(0)`` after a cross-thread reduction, where Ember
+        already lets one thread store)."""
+        self.store_predicate = E._as_bool(predicate)
 
     def set_scope(self, scope: str) -> None:
         if scope not in ("global", "shared", "local"):
