@@ -33,6 +33,7 @@ from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_lea
 from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.schedule.tuple_update import tuple_update
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
 from ember.tir.verify import undefined_vars
 
@@ -228,9 +229,8 @@ class _Lowering:
         indices: Sequence[tuple[E.PrimExpr, ...]],
     ) -> S.Stmt:
         """Every value of ``bufs[k][indices[k]] = combine(acc, sources)``, under the
-        reduction's ``where`` condition (not yet the split and region guards). A tuple
-        reducer reads all running values and sources into ``let`` variables first, so
-        that each value's update sees the others' values from before this step."""
+        reduction's ``where`` condition (not yet the split and region guards); a tuple
+        reducer's values all at once (:mod:`.tuple_update`)."""
         if len(bufs) == 1:
             acc = E.BufferLoad(red.dtype, bufs[0], indices[0])
             return self.reduce_update(st, sb, red, bufs[0], indices[0], acc)
@@ -238,18 +238,7 @@ class _Lowering:
         assert isinstance(op, ComputeOp)
         loads = _LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
-        srcs = [loads.visit(substitute(x, root_vars)) for x in red.all_sources]
-        dtypes = [x.dtype for x in red.all_sources]
-        accs = [E.BufferLoad(t, b, idx) for t, b, idx in zip(dtypes, bufs, indices)]
-        acc_vars = [E.Var(f"acc_{k}", a.dtype) for k, a in enumerate(accs)]
-        src_vars = [E.Var(f"src_{k}", x.dtype) for k, x in enumerate(srcs)]
-        new = red.combine(acc_vars, src_vars)
-        update: S.Stmt = S.seq(*[S.BufferStore(b, v, idx) for b, v, idx in zip(bufs, new, indices)])
-        for var, value in reversed(list(zip(acc_vars + src_vars, accs + srcs))):
-            update = S.LetStmt(var, value, update)
-        if red.condition is not None:
-            update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
-        return update
+        return tuple_update(red, bufs, indices, lambda x: loads.visit(substitute(x, root_vars)))
 
     def reduce_update(
         self,
