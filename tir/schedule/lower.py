@@ -32,7 +32,9 @@ from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.graph import check_attach_tree, inlined_body
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
+from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.te.scan import ScanOp
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
 from ember.tir.verify import undefined_vars
 
@@ -71,6 +73,7 @@ class _Lowering:
             self.params.append(buf)
             arg_stages.add(id(st))
         self.arg_stages = arg_stages
+        alias_scan_buffers(self)  # a scan's state, init and update live in its buffer
         for st in sch.stages:
             if st.is_output and id(st) not in arg_stages:
                 raise LoweringError(f"output '{st.name}' is missing from the argument list")
@@ -80,16 +83,14 @@ class _Lowering:
                         f"input tensor '{st.name}' is read but not in the argument list"
                     )
         check_attach_tree(sch)
-        self.bounds = infer_bounds(sch, self.bodies, arg_stages)
+        self.bounds = infer_bounds(sch, self.bodies, arg_stages, *scan_bounds(self))
         for st in sch.stages:
             if id(st) in self.bounds and id(st) not in self.buffers:
                 self.buffers[id(st)] = self._scratch_buffer(st)
 
     def _is_read(self, st: Stage) -> bool:
         for other in self.sch.stages:
-            if isinstance(other.op, ComputeOp) and any(
-                self.sch.stage_of(t.op) is st for t in other.op.input_tensors
-            ):
+            if any(self.sch.stage_of(t.op) is st for t in other.op.input_tensors):
                 return True
         return False
 
@@ -131,6 +132,8 @@ class _Lowering:
 
     def stage_nest(self, st: Stage) -> S.Stmt:
         """The stage's loops in leaf order around its store, with attached stages inside."""
+        if isinstance(st.op, ScanOp):
+            return scan_nest(self, st)
         sb = self.bounds[id(st)]
         if thread_reduce_leaves(st):
             return cross_thread_nest(self, st, sb)

@@ -18,6 +18,7 @@ from ember.tir.te.operation import (
     thread_axis,
     var,
 )
+from ember.tir.te.scan import ScanOp, scan
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "IterVar",
     "Operation",
     "PlaceholderOp",
+    "ScanOp",
     "Tensor",
     "comm_reducer",
     "compute",
@@ -38,6 +40,7 @@ __all__ = [
     "min_value",
     "placeholder",
     "reduce_axis",
+    "scan",
     "size_var",
     "sum",
     "thread_axis",
