@@ -65,6 +65,15 @@ class CPUArray:
             raise ArgumentError(f"copy_from: expected shape {self.shape}, got {src.shape}")
         self._data[...] = src
 
+    copyfrom = copy_from  # TVM's spelling
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """In-place writes, as numpy (TVM's NDArray takes ``a[:] = value``)."""
+        self._data[key] = np.asarray(value)
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)

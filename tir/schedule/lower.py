@@ -32,8 +32,10 @@ from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.graph import check_attach_tree, inlined_body
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
+from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.te.extern import ExternOp
 from ember.tir.te.scan import ScanOp
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
 from ember.tir.verify import undefined_vars
@@ -83,7 +85,10 @@ class _Lowering:
                         f"input tensor '{st.name}' is read but not in the argument list"
                     )
         check_attach_tree(sch)
-        self.bounds = infer_bounds(sch, self.bodies, arg_stages, *scan_bounds(self))
+        (seeds, fixed), (e_seeds, e_fixed) = scan_bounds(self), extern_bounds(self)
+        seeds.update(e_seeds)
+        fixed.update(e_fixed)
+        self.bounds = infer_bounds(sch, self.bodies, arg_stages, seeds, fixed)
         for st in sch.stages:
             if id(st) in self.bounds and id(st) not in self.buffers:
                 self.buffers[id(st)] = self._scratch_buffer(st)
@@ -134,6 +139,8 @@ class _Lowering:
         """The stage's loops in leaf order around its store, with attached stages inside."""
         if isinstance(st.op, ScanOp):
             return scan_nest(self, st)
+        if isinstance(st.op, ExternOp):
+            return extern_nest(self, st)
         sb = self.bounds[id(st)]
         if thread_reduce_leaves(st):
             return cross_thread_nest(self, st, sb)

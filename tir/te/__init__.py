@@ -18,12 +18,14 @@ from ember.tir.te.operation import (
     thread_axis,
     var,
 )
+from ember.tir.te.extern import ExternOp, extern
 from ember.tir.te.scan import ScanOp, scan
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor
 
 __all__ = [
     *_op.__all__,
     "ComputeOp",
+    "ExternOp",
     "IterVar",
     "Operation",
     "PlaceholderOp",
@@ -31,7 +33,8 @@ __all__ = [
     "Tensor",
     "comm_reducer",
     "compute",
-    "create_schedule",  # noqa: F405 - module __getattr__
+    "create_schedule",
+    "extern",  # noqa: F405 - module __getattr__
     "max",
     "max_expr",
     "max_value",
