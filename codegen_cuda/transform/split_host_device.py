@@ -121,6 +121,24 @@ def _host_steps(
             yield stmt, loops
 
 
+def _refuse_packed_calls(name: str, stmt: S.Stmt) -> None:
+    """A packed call runs Python on the host (TVM runs it in host code); a GPU program has
+    no host code between its launches that could call it."""
+    called: list[str] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, E.Call) and node.op is E.Intrinsic.CALL_PACKED:
+            called.append(str(getattr(node.args[0], "value", node.args[0])))
+
+    post_order_visit(stmt, visit)
+    if called:
+        raise LoweringError(
+            f"'{name}': call_packed('{called[0]}') (an extern stage) runs on the host, and a "
+            "CUDA program here is only kernel launches; build that stage for 'llvm' (a "
+            "separate function) or express it as a compute bound to GPU threads"
+        )
+
+
 def split_host_device(func: S.PrimFunc) -> DeviceProgram:
     workspaces, roots = _root_statements(func.body)
     candidates = list(func.buffers) + workspaces
@@ -129,6 +147,7 @@ def split_host_device(func: S.PrimFunc) -> DeviceProgram:
     kernels: list[S.PrimFunc] = []
     launches: list[Launch] = []
     for n, (stmt, loops) in enumerate(steps):
+        _refuse_packed_calls(func.name, stmt)
         sizes = func.size_vars() + tuple(var for var, _, _ in loops)
         if not thread_loops(stmt):
             raise LoweringError(

@@ -30,9 +30,9 @@ from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
+from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.graph import check_attach_tree, inlined_body
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
-from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.extern import ExternOp
