@@ -221,8 +221,8 @@ def call_packed(func_name: str, *args: Any) -> PrimExpr:
 
 __all__ = [
     "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atan2", "atanh",
-    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern",
-    "call_packed", "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
+    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern", "call_packed",
+    "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
     "exp", "exp2", "exp10", "floor", "floordiv", "floormod", "fma", "fmod", "hypot",
     "if_then_else", "isfinite", "isinf", "isnan", "log", "log1p", "log2", "log10",
     "logical_and", "logical_not", "logical_or", "nearbyint", "popcount", "pow", "power",

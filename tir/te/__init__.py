@@ -33,8 +33,8 @@ __all__ = [
     "Tensor",
     "comm_reducer",
     "compute",
-    "create_schedule",
-    "extern",  # noqa: F405 - module __getattr__
+    "create_schedule",  # noqa: F405 - module __getattr__
+    "extern",
     "max",
     "max_expr",
     "max_value",
