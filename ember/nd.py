@@ -67,6 +67,14 @@ class CPUArray:
 
     copyfrom = copy_from  # TVM's spelling
 
+    def copyto(self, target: Any) -> Any:
+        """Copy the contents into ``target`` (an array of this shape), as TVM's ``copyto``."""
+        if isinstance(target, CPUArray):
+            target.copy_from(self._data)
+        else:
+            np.copyto(target, self._data)
+        return target
+
     def __getitem__(self, key: Any) -> Any:
         return self._data[key]
 
