@@ -38,10 +38,15 @@ def default_passes() -> list[Pass]:
     from ember.tir.transform.simplify import simplify
     from ember.tir.transform.unroll_loops import unroll_loops
     from ember.tir.transform.vectorize_loops import vectorize_loops
+    from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
 
     return [
+        # before the simplifier folds constants: (io * 4 + ii) * 1000000007 must not
+        # become ii * 1000000007 + io * 4000000028 wrapped to int32
+        Pass("widen_index_dtypes", widen_index_dtypes),
         Pass("simplify", simplify),
         Pass("flatten_buffers", flatten_buffers),
+        Pass("widen_index_dtypes", widen_index_dtypes),  # the flat index's products
         Pass("simplify", simplify),
         Pass("loop_partition", loop_partition),
         Pass("simplify", simplify),
@@ -54,13 +59,14 @@ def default_passes() -> list[Pass]:
 PASS_NAMES = (
     "simplify",
     "flatten_buffers",
+    "widen_index_dtypes",
     "loop_partition",
     "vectorize_loops",
     "unroll_loops",
 )
 
 # Passes that cannot be skipped: later stages rely on what they guarantee.
-REQUIRED = frozenset({"flatten_buffers"})
+REQUIRED = frozenset({"flatten_buffers", "widen_index_dtypes"})
 
 
 def run_passes(
