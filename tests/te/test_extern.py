@@ -259,3 +259,13 @@ def test_error_extern_input_inlined():
     s[P].compute_inline()
     with pytest.raises(ember.ScheduleError, match="extern stage"):
         ember.lower(s, [A, B])
+
+
+def test_error_exporting_a_module_that_calls_back(tmp_path):
+    """The trampoline lives in this process's JIT: an exported library could not call it."""
+    A = te.placeholder((7,), name="A")
+    B = te.extern((7,), [A], lambda ins, outs: tir.call_packed("test.ext.never", ins[0], outs[0]))
+    mod = ember.build(te.create_schedule(B.op), [A, B], target="llvm")
+    with pytest.raises(ArgumentError, match="calls back into Python"):
+        mod.export_library(tmp_path / "ext.so")
+    assert not (tmp_path / "ext.so").exists()
