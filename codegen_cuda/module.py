@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen_cuda.transform.split_host_device import DeviceProgram
+from ember.codegen_cuda.transform.split_host_device import DeviceProgram, expand_launches
 from ember.errors import ArgumentError, DeviceError
 from ember.runtime.module import Function, Module
 from ember.runtime.signature import FunctionSignature, check_call, signature_for
@@ -126,10 +126,10 @@ class CUDAModule(Module):
             by_data[ws.data] = np.zeros(count, dtype=dt.numpy_dtype(ws.dtype))
         kernels = {k.name: k for k in program.kernels}
         profiles = []
-        for launch in program.launches:
+        for launch, values_k in expand_launches(program.launches, by_name):
             kernel = kernels[launch.kernel]
             args_k = [by_data[b.data] for b in launch.args] + [
-                by_name[v.name] for v in launch.sizes
+                values_k[v.name] for v in launch.sizes
             ]
             profiles.append(emulate(kernel, *args_k, check_races=check_races, profile=profile))
         return profiles if profile else None
@@ -188,8 +188,8 @@ class CUDAModule(Module):
         by_data = {b.data: p for b, p in zip(program.buffers, pointers)}
         for ws in program.workspaces:
             by_data[ws.data] = dev.workspace(ws, sizes)
-        for launch in program.launches:
-            dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream, sizes)
+        for launch, values in expand_launches(program.launches, dict(sizes or {})):
+            dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream, values)
 
     def _run_bound(self, name: str, bound: Any) -> None:
         from ember.codegen_cuda.runtime import synchronize

@@ -37,6 +37,7 @@ from ember.codegen_llvm.builder_utils import (
 from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, round_to_bfloat16
 from ember.codegen_llvm.externs import emit_extern_call
 from ember.codegen_llvm.intrinsics import emit_intrinsic
+from ember.codegen_llvm.packed import emit_packed_call
 from ember.errors import InternalError, LoweringError
 from ember.runtime.cpu import NUM_THREADS_SYMBOL
 from ember.tir import dtype as dt
@@ -255,6 +256,10 @@ class CodeGenLLVM(Visitor):
     def visit_Call(self, e: E.Call) -> ir.Value:
         if e.op is E.Intrinsic.IF_THEN_ELSE:
             return self._if_then_else(e)
+        if e.op is E.Intrinsic.CALL_PACKED:
+            return emit_packed_call(self, e)
+        if e.op is E.Intrinsic.PACK_ARRAY:
+            raise InternalError(f"pack_array outside a call_packed in '{self.func_name}'")
         if e.op in E.EXTERN_CALLS:
             return emit_extern_call(self.builder, e, [self.visit(a) for a in e.args[1:]])
         lanes = dt.lanes_of(e.dtype)

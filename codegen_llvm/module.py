@@ -20,7 +20,8 @@ from llvmlite import ir
 
 from ember.codegen_llvm import jit
 from ember.codegen_llvm.builder_utils import I8, PTR
-from ember.errors import InternalError
+from ember.codegen_llvm.packed import TRAMPOLINE
+from ember.errors import ArgumentError, InternalError
 from ember.runtime.cpu import METADATA_SYMBOL, NUM_THREADS_SYMBOL, CPUModule, native_prototype
 from ember.runtime.export import link_shared
 from ember.runtime.load import FORMAT, VERSION, metadata_digest
@@ -96,6 +97,12 @@ class LLVMModule(CPUModule):
 
     def export_library(self, path: str | Path) -> None:
         """Write a shared library that :func:`ember.runtime.load_module` loads in any process."""
+        if TRAMPOLINE in self._sources["ll"]:
+            raise ArgumentError(
+                "export_library: this module calls back into Python (call_packed / te.extern), "
+                "through a symbol that lives only in this process; build it in the process that "
+                "calls it instead of exporting it"
+            )
         payload = json.dumps(self.metadata())
         obj = jit.emit(self._sources["ll"], self.spec, "object", extra_ll=metadata_ir(payload))
         assert isinstance(obj, bytes)

@@ -14,6 +14,7 @@ from ember.errors import (
     InternalError,
     InvalidModelError,
     LoweringError,
+    PackedFuncError,
     RaceError,
     ScheduleError,
     UnsupportedOperatorError,
@@ -33,6 +34,10 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "build": ("ember.driver", "build"),
     "Target": ("ember.target", "Target"),
     "IRModule": ("ember.tir.ir_module", "IRModule"),
+    "register_func": ("ember.registry", "register_func"),
+    "get_global_func": ("ember.registry", "get_global_func"),
+    "remove_global_func": ("ember.registry", "remove_global_func"),
+    "list_global_func_names": ("ember.registry", "list_global_func_names"),
 }
 
 
@@ -59,6 +64,7 @@ __all__ = [
     "InternalError",
     "InvalidModelError",
     "LoweringError",
+    "PackedFuncError",
     "RaceError",
     "ScheduleError",
     "UnsupportedOperatorError",

@@ -65,6 +65,10 @@ class UnsupportedOperatorError(UserError):
     """A model uses operators Ember does not implement; lists all of them at once."""
 
 
+class PackedFuncError(UserError):
+    """A registered function called from compiled code (``call_packed``) raised; chained."""
+
+
 class InvalidModelError(UserError):
     """A model file that is malformed or inconsistent."""
 

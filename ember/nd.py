@@ -65,6 +65,23 @@ class CPUArray:
             raise ArgumentError(f"copy_from: expected shape {self.shape}, got {src.shape}")
         self._data[...] = src
 
+    copyfrom = copy_from  # TVM's spelling
+
+    def copyto(self, target: Any) -> Any:
+        """Copy the contents into ``target`` (an array of this shape), as TVM's ``copyto``."""
+        if isinstance(target, CPUArray):
+            target.copy_from(self._data)
+        else:
+            np.copyto(target, self._data)
+        return target
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """In-place writes, as numpy (TVM's NDArray takes ``a[:] = value``)."""
+        self._data[key] = np.asarray(value)
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)

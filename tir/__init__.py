@@ -17,6 +17,8 @@ _CONSTRUCTORS = {"Select": "select"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "decl_buffer":
+        return importlib.import_module("ember.tir.buffer").decl_buffer
     if name in _REDUCERS:
         return getattr(importlib.import_module("ember.tir.te.operation"), name)
     op = importlib.import_module("ember.tir.op")

@@ -118,6 +118,12 @@ class Intrinsic(enum.Enum):
     # call_pure_extern / call_extern); the pure one has no side effects.
     CALL_PURE_EXTERN = "call_pure_extern"
     CALL_EXTERN = "call_extern"
+    # ``(StringImm(name), *args)``: a function of the global registry (TVM's call_packed),
+    # called on the host; a buffer argument is a PACK_ARRAY. Result: an int32 status.
+    CALL_PACKED = "call_packed"
+    # ``(data, StringImm(dtype), *shape)``: a buffer handed to a packed call as an array
+    # (TVM's tvm_stack_make_array); only an argument of CALL_PACKED.
+    PACK_ARRAY = "pack_array"
     # The next ones are markers that carry no arithmetic value.
     LIKELY = "likely"  # a hint that a condition is usually true (loop partitioning)
 
@@ -126,7 +132,8 @@ WARP_SHUFFLES = frozenset({Intrinsic.WARP_SHUFFLE_XOR, Intrinsic.WARP_SHUFFLE_DO
 WARP_SIZE = 32  # lanes of a warp: what a full shuffle mask names
 EXTERN_CALLS = frozenset({Intrinsic.CALL_PURE_EXTERN, Intrinsic.CALL_EXTERN})
 # Calls a backend handles by their structure, not by a per-operator table entry.
-STRUCTURAL_CALLS = EXTERN_CALLS | {Intrinsic.IF_THEN_ELSE}
+PACKED_CALLS = frozenset({Intrinsic.CALL_PACKED, Intrinsic.PACK_ARRAY})
+STRUCTURAL_CALLS = EXTERN_CALLS | PACKED_CALLS | {Intrinsic.IF_THEN_ELSE}
 # Float arguments, bool result.
 FLOAT_PREDICATES = frozenset({Intrinsic.ISNAN, Intrinsic.ISINF, Intrinsic.ISFINITE})
 # Integer (and bool) operands; everything else but ABS and LIKELY takes floats.

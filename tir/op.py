@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import reduce
+from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
@@ -194,9 +195,33 @@ def call_extern(dtype: str, func_name: str, *args: ExprLike) -> PrimExpr:
     return _extern(I.CALL_EXTERN, dtype, func_name, args)
 
 
+def call_packed(func_name: str, *args: Any) -> PrimExpr:
+    """A call of the function registered as ``func_name`` (``ember.register_func``), as TVM's
+    ``tvm.tir.call_packed``: buffers (an extern stage's ``ins``/``outs``) arrive as arrays,
+    other arguments as scalars. It runs on the host (CPU code, the interpreter); its value
+    is an int32 status. A failing function raises ``PackedFuncError`` at the call site."""
+    from ember.tir.buffer import Buffer
+
+    if not isinstance(func_name, str) or not func_name:
+        raise ArgumentError(f"call_packed: the function name must be a str, got {func_name!r}")
+    operands: list[PrimExpr] = [E.StringImm(func_name)]
+    for a in args:
+        if isinstance(a, Buffer):
+            shape = tuple(E.convert(d) for d in a.shape)
+            operands.append(
+                E.Call("handle", I.PACK_ARRAY, (a.data, E.StringImm(a.dtype), *shape))
+            )
+            continue
+        value = E.convert(a)
+        if dt.lanes_of(value.dtype) != 1:
+            raise ArgumentError(f"call_packed: '{func_name}' takes scalars, got {value.dtype}")
+        operands.append(value)
+    return E.Call("int32", I.CALL_PACKED, tuple(operands))
+
+
 __all__ = [
     "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atan2", "atanh",
-    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern",
+    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern", "call_packed",
     "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
     "exp", "exp2", "exp10", "floor", "floordiv", "floormod", "fma", "fmod", "hypot",
     "if_then_else", "isfinite", "isinf", "isnan", "log", "log1p", "log2", "log10",

@@ -12,6 +12,7 @@ with no thread binding is an error: it would run on one GPU thread.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ember.codegen_cuda.transform.thread_info import launch_dims, launch_extents, thread_loops
@@ -21,12 +22,46 @@ from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
 from ember.tir.functor import free_vars, post_order_visit
 
+HostLoop = tuple[E.Var, E.PrimExpr, E.PrimExpr]  # (variable, min, extent) of a host loop
+
 
 @dataclass(frozen=True)
 class Launch:
     kernel: str
     args: tuple[Buffer, ...]  # parameters or workspaces, in the kernel's parameter order
     sizes: tuple[E.Var, ...] = ()  # then the sizes it takes by value, in order
+    # host loops around the launch, outermost first (a scan's time loop): the launch runs
+    # once per iteration, the loop variable passed by value like a size
+    loops: tuple[HostLoop, ...] = ()
+
+
+def expand_launches(
+    launches: Sequence[Launch], sizes: dict[str, int], depth: int = 0
+) -> Iterator[tuple[Launch, dict[str, int]]]:
+    """Every launch in the order the host makes them, with the sizes (and host loop
+    variables) of that launch; consecutive launches in one host loop run per iteration."""
+    from ember.runtime.sizes import eval_size, size_text
+
+    def value(e: E.PrimExpr, env: dict[str, int]) -> int:
+        text = size_text(e)
+        return text if isinstance(text, int) else eval_size(text, env)
+
+    i = 0
+    while i < len(launches):
+        if len(launches[i].loops) <= depth:
+            yield launches[i], sizes
+            i += 1
+            continue
+        var, lo, extent = launches[i].loops[depth]
+        j = i
+        while j < len(launches) and len(launches[j].loops) > depth and (
+            launches[j].loops[depth][0] is var
+        ):
+            j += 1
+        start = value(lo, sizes)
+        for t in range(start, start + value(extent, sizes)):
+            yield from expand_launches(launches[i:j], {**sizes, var.name: t}, depth + 1)
+        i = j
 
 
 @dataclass(frozen=True)
@@ -71,13 +106,49 @@ def _touched(stmt: S.Stmt) -> set[object]:
     return datas
 
 
+def _host_steps(
+    stmts: Sequence[S.Stmt], loops: tuple[HostLoop, ...] = ()
+) -> Iterator[tuple[S.Stmt, tuple[HostLoop, ...]]]:
+    """Root statements with the host loops around them: a loop marked ``host_loop`` (a
+    scan's time loop) around thread-bound nests stays on the host, as in TVM, so each
+    iteration is a launch and sees everything the previous one wrote."""
+    for stmt in stmts:
+        if isinstance(stmt, S.For) and stmt.annotation("host_loop") and thread_loops(stmt.body):
+            inner = list(stmt.body.stmts) if isinstance(stmt.body, S.SeqStmt) else [stmt.body]
+            loop = (stmt.loop_var, stmt.min, stmt.extent)
+            yield from _host_steps(inner, (*loops, loop))
+        else:
+            yield stmt, loops
+
+
+def _refuse_packed_calls(name: str, stmt: S.Stmt) -> None:
+    """A packed call runs Python on the host (TVM runs it in host code); a GPU program has
+    no host code between its launches that could call it."""
+    called: list[str] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, E.Call) and node.op is E.Intrinsic.CALL_PACKED:
+            called.append(str(getattr(node.args[0], "value", node.args[0])))
+
+    post_order_visit(stmt, visit)
+    if called:
+        raise LoweringError(
+            f"'{name}': call_packed('{called[0]}') (an extern stage) runs on the host, and a "
+            "CUDA program here is only kernel launches; build that stage for 'llvm' (a "
+            "separate function) or express it as a compute bound to GPU threads"
+        )
+
+
 def split_host_device(func: S.PrimFunc) -> DeviceProgram:
-    workspaces, stmts = _root_statements(func.body)
+    workspaces, roots = _root_statements(func.body)
     candidates = list(func.buffers) + workspaces
-    sizes = func.size_vars()
+    steps = list(_host_steps(roots))
+    stmts = [stmt for stmt, _ in steps]
     kernels: list[S.PrimFunc] = []
     launches: list[Launch] = []
-    for n, stmt in enumerate(stmts):
+    for n, (stmt, loops) in enumerate(steps):
+        _refuse_packed_calls(func.name, stmt)
+        sizes = func.size_vars() + tuple(var for var, _, _ in loops)
         if not thread_loops(stmt):
             raise LoweringError(
                 f"'{func.name}': a stage runs outside any GPU thread binding (root statement "
@@ -100,7 +171,7 @@ def split_host_device(func: S.PrimFunc) -> DeviceProgram:
         attrs = (("kernel", True), ("launch", launch), ("global_symbol", name))
         attrs += tuple((k, v) for k, v in func.attrs if k in ("fast_math", "target"))
         kernels.append(S.PrimFunc(name, args + scalars, stmt, attrs))
-        launches.append(Launch(name, args, scalars))
+        launches.append(Launch(name, args, scalars, loops))
     host_attrs = tuple((k, v) for k, v in func.attrs if k == "positive_vars")
     return DeviceProgram(
         func.name, func.params, tuple(workspaces), tuple(kernels), tuple(launches), host_attrs

@@ -27,6 +27,7 @@ from ember.runtime.signature import FunctionSignature, check_call
 
 NativeFn = Callable[..., int]
 OUT_OF_MEMORY = -1  # status of a native call whose temporary allocation failed
+PACKED_CALL_FAILED = -2  # a call_packed callback raised; ember.registry keeps the error
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,16 @@ class Module:
         """The error a nonzero native status code stands for."""
         if 0 < status <= len(sig.errors):
             return ArgumentError(f"{sig.name}: {sig.errors[status - 1]}")
+        if status == PACKED_CALL_FAILED:
+            from ember.errors import PackedFuncError
+            from ember.registry import take_pending
+
+            error = take_pending()
+            if isinstance(error, EmberError):
+                return error  # raised again at the call site, its cause chained
+            err = PackedFuncError(f"{sig.name}: a call_packed callback failed: {error!r}")
+            err.__cause__ = error
+            return err
         if status == OUT_OF_MEMORY:
             return DeviceError(f"{sig.name}: could not allocate a temporary buffer (out of memory)")
         return InternalError(f"{sig.name} returned the unknown status code {status}")

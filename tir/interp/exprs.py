@@ -206,6 +206,13 @@ class ExprCompiler:
             )
         if e.op is E.Intrinsic.IF_THEN_ELSE:
             return self._if_then_else(e)
+        if e.op in E.PACKED_CALLS:
+            if e.op is E.Intrinsic.PACK_ARRAY:
+                raise InternalError(f"{expr_to_str(e)} outside a call_packed")
+            from ember.tir.interp.packed import compile_call_packed
+
+            slot = lambda v: self.data_slot(_DataOnly(v))  # noqa: E731
+            return ("f", compile_call_packed(e, self.compile, slot))
         if e.op in E.EXTERN_CALLS:
             name = e.args[0]
             assert isinstance(name, E.StringImm)
@@ -271,6 +278,13 @@ class ExprCompiler:
                 f"buffer '{buf.name}' is neither a parameter nor allocated where it is used"
             )
         return self.scope.slot(buf.data)
+
+
+class _DataOnly:
+    """A buffer known only by its data variable (a packed call's array argument)."""
+
+    def __init__(self, data: E.Var) -> None:
+        self.data, self.name = data, data.name
 
 
 __all__ = ["ExprCompiler", "Scope", "scalar_constant"]

@@ -56,10 +56,20 @@ class StageBounds:
 
 
 def infer_bounds(
-    sch: Schedule, bodies: dict[int, E.PrimExpr], full_stages: set[int]
+    sch: Schedule,
+    bodies: dict[int, E.PrimExpr],
+    full_stages: set[int],
+    seeds: dict[int, StageBounds] | None = None,
+    fixed: dict[int, tuple[dict[IterVar, E.PrimExpr], dict[IterVar, E.PrimExpr]]] | None = None,
 ) -> dict[int, StageBounds]:
-    """Bounds of every computed stage, keyed by ``id(stage)``; consumers are done first."""
-    bounds: dict[int, StageBounds] = {}
+    """Bounds of every computed stage, keyed by ``id(stage)``; consumers are done first.
+
+    ``seeds`` are the bounds of stages that are not computes (a scan's time loop), and
+    ``fixed`` the root region (min, extent per axis) of stages whose owner decides what
+    they compute (a scan's update: one row per time step).
+    """
+    bounds: dict[int, StageBounds] = dict(seeds or {})
+    fixed = fixed or {}
     consumers = _consumers(sch, bodies)
     for st in reversed(sch.stages):
         if not isinstance(st.op, ComputeOp) or st.attach is AttachKind.INLINE:
@@ -67,7 +77,10 @@ def infer_bounds(
         op = st.op
         readers = consumers.get(id(st), [])
         root_arg = id(st) in full_stages and st.attach is AttachKind.ROOT
-        if root_arg or st.is_output or not readers:
+        if id(st) in fixed:
+            root_min, root_ext = (dict(d) for d in fixed[id(st)])
+            full, guards = False, {}
+        elif root_arg or st.is_output or not readers:
             root_min = {iv: iv.dom.min for iv in op.axis}  # type: ignore[union-attr]
             root_ext = {iv: iv.dom.extent for iv in op.axis}  # type: ignore[union-attr]
             full, guards = True, {}

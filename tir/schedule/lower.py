@@ -30,10 +30,14 @@ from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
+from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
+from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.schedule.tuple_update import tuple_update
+from ember.tir.te.extern import ExternOp
+from ember.tir.te.scan import ScanOp
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
 from ember.tir.verify import undefined_vars
 
@@ -73,6 +77,7 @@ class _Lowering:
             self.params.append(buf)
             arg_stages.add(id(st))
         self.arg_stages = arg_stages
+        alias_scan_buffers(self)  # a scan's state, init and update live in its buffer
         for st in sch.stages:
             if st.is_output and id(st) not in arg_stages:
                 raise LoweringError(f"output '{st.name}' is missing from the argument list")
@@ -82,12 +87,15 @@ class _Lowering:
                         f"input tensor '{st.name}' is read but not in the argument list"
                     )
         check_attach_tree(sch)
-        self.bounds = infer_bounds(sch, self.bodies, arg_stages)
+        (seeds, fixed), (e_seeds, e_fixed) = scan_bounds(self), extern_bounds(self)
+        seeds.update(e_seeds)
+        fixed.update(e_fixed)
+        self.bounds = infer_bounds(sch, self.bodies, arg_stages, seeds, fixed)
         self.root_scratch: list[Buffer] = []  # unpassed outputs of a multi-output argument
         for st in sch.stages:
             if id(st) not in self.bounds:
                 continue
-            for k in range(st.op.num_outputs):
+            for k in range(_num_outputs(st)):
                 if self.buffer_of(st, k) is not None:
                     continue
                 if id(st) in arg_stages:
@@ -98,18 +106,21 @@ class _Lowering:
                     self.set_buffer(st, k, self._scratch_buffer(st, k))
 
     def buffer_of(self, st: Stage, k: int = 0) -> Buffer | None:
-        """The buffer of the stage's ``k``-th output (None before it is made)."""
-        return self.buffers.get(id(st)) if k == 0 else self.more_buffers.get((id(st), k))
+        """The buffer of the stage's ``k``-th output (None before it is made); a scan or an
+        extern op keeps all its outputs in one buffer (see :mod:`.scan_lower`)."""
+        if k == 0 or _num_outputs(st) == 1:
+            return self.buffers.get(id(st))
+        return self.more_buffers.get((id(st), k))
 
     def set_buffer(self, st: Stage, k: int, buf: Buffer) -> None:
-        if k == 0:
+        if k == 0 or _num_outputs(st) == 1:
             self.buffers[id(st)] = buf
         else:
             self.more_buffers[(id(st), k)] = buf
 
     def stage_buffers(self, st: Stage) -> list[Buffer]:
         """One buffer per output of the stage, in output order."""
-        return [self.buffer_of(st, k) for k in range(st.op.num_outputs)]  # type: ignore[misc]
+        return [self.buffer_of(st, k) for k in range(_num_outputs(st))]  # type: ignore[misc]
 
     def allocate(self, st: Stage, body: S.Stmt) -> S.Stmt:
         """``body`` inside the allocations of every output of a stage that is no argument."""
@@ -119,9 +130,7 @@ class _Lowering:
 
     def _is_read(self, st: Stage) -> bool:
         for other in self.sch.stages:
-            if isinstance(other.op, ComputeOp) and any(
-                self.sch.stage_of(t.op) is st for t in other.op.input_tensors
-            ):
+            if any(self.sch.stage_of(t.op) is st for t in other.op.input_tensors):
                 return True
         return False
 
@@ -139,7 +148,7 @@ class _Lowering:
                 acc *= shape[d]
             strides = tuple(reversed(out))
         dtype = st.op.output_dtype(k)
-        name = st.op.output(k).name
+        name = st.op.output(k).name if _num_outputs(st) > 1 else st.name
         if dt.lanes_of(dtype) > 1 and not strides:
             return _decl_lanes(shape, dtype, name, st.scope)
         return decl_buffer(shape, dtype, name=name, scope=st.scope, strides=strides)
@@ -166,6 +175,10 @@ class _Lowering:
 
     def stage_nest(self, st: Stage) -> S.Stmt:
         """The stage's loops in leaf order around its store, with attached stages inside."""
+        if isinstance(st.op, ScanOp):
+            return scan_nest(self, st)
+        if isinstance(st.op, ExternOp):
+            return extern_nest(self, st)
         sb = self.bounds[id(st)]
         if thread_reduce_leaves(st):
             return cross_thread_nest(self, st, sb)
@@ -342,6 +355,11 @@ class _Lowering:
             if above:
                 data_g.append(value < dom.min + dom.extent)
         return data_g + reduce_g, data_g
+
+
+def _num_outputs(st: Stage) -> int:
+    """Outputs with a buffer each: a multi-output compute's (other ops share one buffer)."""
+    return st.op.num_outputs if isinstance(st.op, ComputeOp) else 1
 
 
 def _decl_lanes(

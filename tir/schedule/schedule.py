@@ -24,7 +24,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.schedule.relations import Fuse, Relation, Singleton, Split
 from ember.tir.stmt import ForKind
-from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Operation, PlaceholderOp, Tensor
+from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Operation, Tensor
 
 
 class AttachKind(enum.Enum):
@@ -61,8 +61,8 @@ class Stage:
     def _reset_axes(self) -> None:
         if isinstance(self.op, ComputeOp):
             self.all_iter_vars = list(self.op.axis) + list(self.op.reduce_axis)
-        else:
-            self.all_iter_vars = []
+        else:  # a scan's time axis, which the stages it runs are computed inside
+            self.all_iter_vars = list(getattr(self.op, "schedule_axes", ()))
         self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
         self.relations: list[Relation] = []
         self.iter_attrs: dict[IterVar, IterAttr] = {}
@@ -110,6 +110,11 @@ class Stage:
         return ScheduleError(text)
 
     def _leaf(self, axis: Any, what: str) -> IterVar:
+        if not isinstance(self.op, ComputeOp):
+            raise self._error(
+                f"{what} applies to compute stages; schedule the stages that '{self.name}' "
+                "runs instead (a scan's init and update)"
+            )
         if not isinstance(axis, IterVar):
             raise self._error(f"{what} expects an axis (IterVar) of this stage, got {axis!r}")
         if axis in self.leaf_iter_vars:
@@ -386,6 +391,9 @@ class Schedule:
             self._by_op[id(op)] = st
         for op in self.outputs:
             self._by_op[id(op)].is_output = True
+        from ember.tir.schedule.scan_lower import attach_scan_stages
+
+        attach_scan_stages(self)
 
     def __getitem__(self, key: Tensor | Operation) -> Stage:
         op = key.op if isinstance(key, Tensor) else key
@@ -485,7 +493,7 @@ def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> S
     out = []
     for o in ops:
         op = o.op if isinstance(o, Tensor) else o
-        if not isinstance(op, (ComputeOp, PlaceholderOp)):
+        if not isinstance(op, Operation):
             raise ScheduleError(f"create_schedule expects tensors or operations, got {o!r}")
         out.append(op)
     return Schedule(out)

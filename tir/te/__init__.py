@@ -4,6 +4,7 @@ from ember.tir import op as _op
 from ember.tir.expr import max_ as max_expr
 from ember.tir.expr import min_ as min_expr
 from ember.tir.op import *  # noqa: F403 - the element-wise functions, as tvm.te has tvm.tir's
+from ember.tir.te.extern import ExternOp, extern
 from ember.tir.te.operation import (
     comm_reducer,
     compute,
@@ -18,18 +19,22 @@ from ember.tir.te.operation import (
     thread_axis,
     var,
 )
+from ember.tir.te.scan import ScanOp, scan
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor
 
 __all__ = [
     *_op.__all__,
     "ComputeOp",
+    "ExternOp",
     "IterVar",
     "Operation",
     "PlaceholderOp",
+    "ScanOp",
     "Tensor",
     "comm_reducer",
     "compute",
     "create_schedule",  # noqa: F405 - module __getattr__
+    "extern",
     "max",
     "max_expr",
     "max_value",
@@ -38,6 +43,7 @@ __all__ = [
     "min_value",
     "placeholder",
     "reduce_axis",
+    "scan",
     "size_var",
     "sum",
     "thread_axis",
