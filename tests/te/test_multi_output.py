@@ -158,3 +158,21 @@ def test_tuple_reducer_nodes_compare_structurally():
     assert isinstance(r0.combiner, E.TupleReducer) and r0.combiner is r1.combiner
     assert r0.sources == r1.sources and (r0.value_index, r1.value_index) == (0, 1)
     assert structural_equal(r0, r0) and not structural_equal(r0, r1)
+
+
+def test_an_extern_reads_the_second_output(rng):
+    """te.extern's input placeholder for T1 is bound to T1's buffer, not T0's."""
+    from ember import tir
+
+    ember.register_func(
+        "test.mo.copy", lambda x, y: np.copyto(np.asarray(y), np.asarray(x)), override=True
+    )
+    try:
+        A, B, T0, T1 = two_outputs(5, 6)
+        E_ = te.extern(
+            (5, 6), [T1], lambda ins, outs: tir.call_packed("test.mo.copy", ins[0], outs[0])
+        )
+        s = te.create_schedule(E_.op)
+        check(s, [A, B, E_], lambda a, b: a * b, rng, n_inputs=2)
+    finally:
+        ember.remove_global_func("test.mo.copy")
