@@ -12,13 +12,14 @@ dtype semantics (:mod:`.exprs`), and a warp shuffle gathers across the 32 lanes
 of each warp, all of which must take part (:mod:`.warps`); memory accesses are
 bounds-checked per thread (:mod:`.memory`) and shared-memory accesses between
 barriers are checked for races (:mod:`.races`). A kernel compiles once into
-closures, cached per function object; :func:`emulate` checks the arguments and
-runs it, writing outputs into the caller's arrays.
+closures — the reference interpreter's closure compiler
+(:mod:`ember.tir.interp.closures`) with the SIMT handlers overridden — cached per
+function object; :func:`emulate` checks the arguments (as the interpreter does,
+:mod:`ember.tir.interp.binding`) and runs it, writing outputs into the caller's arrays.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -27,16 +28,11 @@ from ember.codegen_cuda.emulator.grid import CHUNK, chunks, launch_of
 from ember.codegen_cuda.emulator.memory import GlobalStorage
 from ember.codegen_cuda.emulator.profile import KernelProfile, Profiler
 from ember.codegen_cuda.emulator.stmts import StmtCompiler
-from ember.errors import ArgumentError, EmberError, InternalError
-from ember.tir import dtype as dt
+from ember.errors import EmberError, InternalError
 from ember.tir import expr as E
-from ember.tir.buffer import Buffer
-from ember.tir.interp.exprs import Scope
+from ember.tir.interp.binding import Arguments, FuncCache
+from ember.tir.interp.closures import Scope
 from ember.tir.stmt import PrimFunc
-
-_CACHE_SIZE = 128
-# keyed by id(func), holding the function so that its id is not reused while cached
-_cache: OrderedDict[int, tuple[PrimFunc, EmulatedKernel]] = OrderedDict()
 
 
 class EmulatedKernel:
@@ -48,14 +44,9 @@ class EmulatedKernel:
         scope = Scope()
         scope.define(E.Var("active_mask", "handle"))  # slot 0: grid.MASK
         scope.define(E.Var("chunk", "handle"))  # slot 1: grid.CHUNK
-        self.param_slots = [scope.define(b.data) for b in func.params]
-        # a shape variable takes its value from the first parameter that has it
-        self.shape_vars: list[tuple[int, int, int, E.Var]] = []
-        for p, buf in enumerate(func.params):
-            for d, extent in enumerate(buf.shape):
-                if isinstance(extent, E.Var) and not scope.is_defined(extent):
-                    self.shape_vars.append((p, d, scope.define(extent), extent))
         compiler = StmtCompiler(scope, self.grid, self.block)
+        self.args = Arguments(func, scope, f"kernel '{func.name}'")
+        self.args.compile_checks(compiler.exprs.compile)
         self.body = compiler.compile(func.body)
         self.sites = compiler.exprs.sites
         self.nslots = scope.size
@@ -63,19 +54,20 @@ class EmulatedKernel:
     def __call__(
         self, *arrays: Any, check_races: bool = True, profile: bool = False
     ) -> KernelProfile | None:
-        flat, copies = self._check(arrays)
+        bound: list[Any] = [None] * self.nslots
+        copies = self.args.bind(bound, arrays)
         name = self.func.name
         profiler = Profiler(name, self.sites) if profile else None
         try:
             with np.errstate(all="ignore"):
                 for chunk in chunks(self.grid, self.block, check_races):
                     chunk.profiler = profiler
-                    env: list[Any] = [None] * self.nslots
+                    env = list(bound)
                     env[CHUNK] = chunk
-                    for slot, buf, data in zip(self.param_slots, self.func.params, flat):
-                        env[slot] = GlobalStorage(buf.name, buf.dtype, data, self.sites)
-                    for p, d, slot, var in self.shape_vars:
-                        env[slot] = np.dtype(dt.numpy_dtype(var.dtype)).type(arrays[p].shape[d])
+                    for p in self.args.params:
+                        env[p.slot] = GlobalStorage(
+                            p.buf.name, p.buf.dtype, bound[p.slot], self.sites
+                        )
                     self.body(env)
         except EmberError as e:
             e.add_context(f"while emulating kernel '{name}'")
@@ -86,67 +78,15 @@ class EmulatedKernel:
             original[...] = work
         return profiler.profile if profiler is not None else None
 
-    def _check(self, arrays: tuple[Any, ...]) -> tuple[list[np.ndarray], list[Any]]:
-        params, name = self.func.params, self.func.name
-        if len(arrays) != len(params):
-            names = ", ".join(b.name for b in params)
-            raise ArgumentError(
-                f"kernel '{name}' takes {len(params)} arrays ({names}), got {len(arrays)}"
-            )
-        flat: list[np.ndarray] = []
-        copies: list[tuple[np.ndarray, np.ndarray]] = []
-        bound: dict[E.Var, int] = {}
-        for buf, arr in zip(params, arrays):
-            _check_array(name, buf, arr, bound)
-            if not (arr.flags.c_contiguous and arr.flags.writeable):
-                work = np.array(arr, order="C", copy=True)
-                if arr.flags.writeable:
-                    copies.append((arr, work))
-                arr = work
-            flat.append(arr.reshape(-1))
-        return flat, copies
 
-
-def _shape_str(buf: Buffer) -> str:
-    return "(" + ", ".join(repr(s) for s in buf.shape) + ")"
-
-
-def _check_array(kernel: str, buf: Buffer, arr: Any, bound: dict[E.Var, int]) -> None:
-    """Type, dtype and shape of one argument; symbolic extents must agree across arguments."""
-    where = f"argument '{buf.name}' of kernel '{kernel}'"
-    if not isinstance(arr, np.ndarray):
-        raise ArgumentError(f"{where} must be a numpy array, got {type(arr).__name__}")
-    npdt = dt.numpy_dtype(buf.dtype)
-    if arr.dtype != npdt:
-        hint = " (bfloat16 is passed as its uint16 bits)" if buf.dtype == "bfloat16" else ""
-        raise ArgumentError(f"{where} must have dtype {npdt.name}{hint}, got {arr.dtype.name}")
-    wrong = arr.ndim != len(buf.shape)
-    for extent, n in zip(buf.shape, arr.shape):
-        if isinstance(extent, E.IntImm):
-            wrong = wrong or extent.value != n
-        elif isinstance(extent, E.Var):
-            wrong = wrong or bound.setdefault(extent, n) != n
-    if wrong:
-        raise ArgumentError(f"{where} must have shape {_shape_str(buf)}, got {tuple(arr.shape)}")
+_cache: FuncCache[EmulatedKernel] = FuncCache(
+    128, "a device kernel PrimFunc", "kernel '{name}' for the emulator"
+)
 
 
 def compile_kernel(func: PrimFunc) -> EmulatedKernel:
     """Compile a device kernel for the emulator (cached per function object)."""
-    if not isinstance(func, PrimFunc):
-        raise ArgumentError(f"expected a device kernel PrimFunc, got {type(func).__name__}")
-    hit = _cache.get(id(func))
-    if hit is not None and hit[0] is func:
-        _cache.move_to_end(id(func))
-        return hit[1]
-    try:
-        kernel = EmulatedKernel(func)
-    except EmberError as e:
-        e.add_context(f"while compiling kernel '{func.name}' for the emulator")
-        raise
-    _cache[id(func)] = (func, kernel)
-    if len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
-    return kernel
+    return _cache.get(func, EmulatedKernel)
 
 
 def emulate(
