@@ -1,28 +1,24 @@
 """Entry of the CUDA backend: a lowered GPU PrimFunc in, a :class:`CUDAModule` out.
 
-``build_cuda`` is what :func:`ember.build` calls for ``target="cuda"``. It cuts the
-function into kernels (``split_host_device``), software-pipelines the shared
-stages marked for it (``inject_pipeline``), places barriers (``inject_sync``),
-checks the kernels against the architecture (``verify_gpu``), prints CUDA C and,
-when NVRTC is installed, compiles it right away so a compile error surfaces at
-build time. Without cuda-python the module still builds, prints and emulates.
+``build_cuda`` is what :func:`ember.build` calls for ``target="cuda"``. It runs
+the CUDA pass list (:mod:`.pipeline`: cut the function into kernels,
+software-pipeline the shared stages marked for it, place barriers, check the
+kernels against the architecture) through the common runner under a context
+carrying the architecture, prints CUDA C and, when NVRTC is installed, compiles
+it right away so a compile error surfaces at build time. Without cuda-python the
+module still builds, prints and emulates.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from ember.codegen_cuda.module import CUDAModule
-from ember.codegen_cuda.transform.inject_pipeline import inject_pipeline
-from ember.codegen_cuda.transform.inject_sync import inject_sync
-from ember.codegen_cuda.transform.split_host_device import split_host_device
-from ember.codegen_cuda.transform.verify_gpu import verify_gpu
-from ember.errors import EmberError
+from ember.codegen_cuda.pipeline import DEFAULT_ARCH, cuda_passes
 from ember.target import Target
 from ember.tir import stmt as S
-
-DEFAULT_ARCH = "sm_80"
+from ember.tir.transform.context import PassContext
+from ember.tir.transform.pipeline import run_passes
 
 
 def default_arch() -> str:
@@ -34,20 +30,15 @@ def default_arch() -> str:
     return visible_arch() or DEFAULT_ARCH
 
 
-def build_cuda(func: S.PrimFunc, target: Target, disabled_passes: Sequence[str] = ()) -> CUDAModule:
+def build_cuda(
+    func: S.PrimFunc,
+    target: Target,
+    disabled_passes: Sequence[str] = (),
+    ctx: PassContext | None = None,
+) -> CUDAModule:
     arch = target.arch or default_arch()
-    program = split_host_device(func)
-    kernels = []
-    for kernel in program.kernels:
-        try:
-            if "inject_pipeline" not in disabled_passes:
-                kernel = inject_pipeline(kernel, arch)
-            if "inject_sync" not in disabled_passes:
-                kernel = inject_sync(kernel)
-            kernels.append(verify_gpu(kernel, arch))
-        except EmberError as e:
-            raise e.add_context(f"in kernel '{kernel.name}'") from None
-    program = dataclasses.replace(program, kernels=tuple(kernels))
+    ctx = (ctx or PassContext.current()).with_disabled(disabled_passes).with_target(target, arch)
+    program = run_passes(func, cuda_passes(), ctx, first_step=50)
     fast_math = target.get("fast-math", "0") not in ("0", "")
     module = CUDAModule(program, arch, fast_math)
     module.compile_if_available()

@@ -33,7 +33,17 @@ def lower(
     disabled_passes: Sequence[str] = (),
     simple_mode: bool = False,
 ) -> Any:
-    """Lower a schedule to optimised TIR (a ``PrimFunc``)."""
+    """Lower a schedule to optimised TIR (a ``PrimFunc``).
+
+    The passes run under the current ``ember.transform.PassContext``; names in
+    ``disabled_passes`` (or the context's ``disabled_pass``) must be passes some
+    target may skip.
+    """
+    ctx = _context(disabled_passes, None)
+    return _lower(sch, args, name, ctx, simple_mode)
+
+
+def _lower(sch: Any, args: Sequence[Any], name: str, ctx: Any, simple_mode: bool = False) -> Any:
     from ember.tir.schedule.lower import schedule_to_primfunc
     from ember.tir.transform.pipeline import default_passes, run_passes
 
@@ -43,7 +53,7 @@ def lower(
         func = schedule_to_primfunc(sch, args, name)
         if simple_mode:
             return func
-        return run_passes(func, default_passes(), disabled_passes)
+        return run_passes(func, default_passes(ctx), ctx)
     except EmberError as e:
         raise e.add_context(f"while lowering '{name}'") from None
 
@@ -55,19 +65,46 @@ def build(
     name: str = "main",
     disabled_passes: Sequence[str] = (),
 ) -> Any:
-    """Compile a schedule for ``target``; returns a callable module."""
+    """Compile a schedule for ``target``; returns a callable module.
+
+    The passes run under the current ``ember.transform.PassContext`` (options,
+    user passes, instruments); ``disabled_passes`` adds to its ``disabled_pass``.
+    """
     tgt = Target.parse(target)
-    func = lower(sch, args, name, disabled_passes)
+    ctx = _context(disabled_passes, tgt)
+    func = _lower(sch, args, name, ctx)
     try:
         if tgt.kind == "llvm":
             from ember.codegen_llvm.build import build_llvm
 
-            return build_llvm([func], tgt, disabled_passes=disabled_passes)
+            return build_llvm([func], tgt, ctx=ctx)
         from ember.codegen_cuda.build import build_cuda
 
-        return build_cuda(func, tgt, disabled_passes=disabled_passes)
+        return build_cuda(func, tgt, ctx=ctx)
     except EmberError as e:
         raise e.add_context(f"while building '{name}' for {tgt}") from None
+
+
+def target_passes(target: Target | None) -> list[Any]:
+    """Every pass a build for ``target`` runs, in order (all targets' for None)."""
+    from ember.codegen_cuda.pipeline import cuda_passes
+    from ember.tir.transform.pipeline import default_passes
+
+    common = default_passes()
+    if target is None:
+        return [*common, *cuda_passes()]
+    return [*common, *(cuda_passes() if target.kind == "cuda" else [])]
+
+
+def _context(disabled_passes: Sequence[str], target: Target | None) -> Any:
+    """The current PassContext with ``disabled_passes`` added, its names checked."""
+    from ember.tir.transform.context import PassContext
+    from ember.tir.transform.pipeline import check_disabled
+
+    ctx = PassContext.current().with_disabled(disabled_passes)
+    where = str(target) if target is not None else "any target"
+    check_disabled(ctx, target_passes(target), where)
+    return ctx
 
 
 def _check_name(name: str) -> None:

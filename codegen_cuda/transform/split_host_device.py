@@ -12,6 +12,7 @@ with no thread binding is an error: it would run on one GPU thread.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ember.codegen_cuda.transform.thread_info import launch_dims, launch_extents, thread_loops
@@ -36,6 +37,11 @@ class DeviceProgram:
     workspaces: tuple[Buffer, ...]
     kernels: tuple[S.PrimFunc, ...]
     launches: tuple[Launch, ...]
+
+    def with_kernels(self, kernels: tuple[S.PrimFunc, ...]) -> DeviceProgram:
+        """The same program with its kernels replaced (a per-kernel pass keeps names and
+        parameters)."""
+        return dataclasses.replace(self, kernels=kernels)
 
 
 def _root_statements(body: S.Stmt) -> tuple[list[Buffer], list[S.Stmt]]:

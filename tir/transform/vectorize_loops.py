@@ -10,7 +10,8 @@ is affine in the variable becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
 with the loop, nested loops, conditions, an index that is not affine, a warp
 shuffle) the loop stays a serial loop — correct, and left to the backend's own
-vectorizer — or, with at most 8 iterations, an unrolled one.
+vectorizer — or, with at most 8 iterations, an unrolled one. With the context's
+``tir.disable_vectorize`` (as in TVM) every vectorized loop becomes a serial loop.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import Mutator, uses_var
+from ember.tir.transform.context import PassContext
 
 
 class _CannotVectorize(Exception):
@@ -182,6 +184,9 @@ def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt:
 
 
 class _Vectorize(Mutator):
+    def __init__(self, disabled: bool = False) -> None:
+        self.disabled = disabled
+
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
         if s.kind is not S.ForKind.VECTORIZED:
@@ -191,7 +196,7 @@ class _Vectorize(Mutator):
         serial = S.For(
             s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, s.thread_tag, s.annotations
         )
-        if not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
+        if self.disabled or not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
             return serial
         if not E.is_const_int(s.min, 0):
             return serial
@@ -206,5 +211,6 @@ class _Vectorize(Mutator):
             return serial
 
 
-def vectorize_loops(func: S.PrimFunc) -> S.PrimFunc:
-    return _Vectorize().visit_func(func)
+def vectorize_loops(func: S.PrimFunc, ctx: PassContext | None = None) -> S.PrimFunc:
+    disabled = ctx is not None and ctx.get("tir.disable_vectorize")
+    return _Vectorize(disabled).visit_func(func)
