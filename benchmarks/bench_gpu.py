@@ -12,7 +12,6 @@ occupancy of every kernel, as NVRTC reports them for sm_80 and sm_90.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -122,35 +121,57 @@ def cupy_peers() -> dict[str, Callable[..., Callable[[], object]]] | None:
     }
 
 
-def _time(run: Callable[[], object], sync: Callable[[], object], repeat: int = 20) -> float:
+def _time(run: Callable[[], object], elapsed_ms: Callable[[Callable[[], None]], float]) -> float:
+    """Seconds per run of the peer, timed as Ember's ``time_evaluator`` times itself: one
+    warm-up, then the median of 5 batches of 10 runs between two CUDA events (so neither
+    side's figure includes Python's launch overhead that the other's leaves out)."""
     run()
-    sync()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(repeat):
+
+    def batch() -> None:
+        for _ in range(10):
             run()
-        sync()
-        best = min(best, (time.perf_counter() - start) / repeat)
-    return best
+
+    return float(np.median([elapsed_ms(batch) / 10 / 1e3 for _ in range(5)]))
+
+
+def _torch_elapsed_ms(batch: Callable[[], None]) -> float:
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    batch()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _cupy_elapsed_ms(batch: Callable[[], None]) -> float:
+    import cupy as cp
+
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    batch()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
 
 
 def device_bench() -> None:
     rng = np.random.default_rng(0)
-    peers, label, to_dev, sync = None, "", None, None
+    peers, label, to_dev, elapsed = None, "", None, None
     table = torch_peers()
     if table is not None:
         import torch
 
         peers, label = table, "PyTorch (cuBLAS/cuDNN)"
-        to_dev, sync = (lambda x: torch.from_numpy(x).cuda()), torch.cuda.synchronize
+        to_dev, elapsed = (lambda x: torch.from_numpy(x).cuda()), _torch_elapsed_ms
     else:
         table = cupy_peers()
         if table is not None:
             import cupy as cp
 
             peers, label = table, "CuPy (cuBLAS)"
-            to_dev, sync = cp.asarray, cp.cuda.Device().synchronize
+            to_dev, elapsed = cp.asarray, _cupy_elapsed_ms
     print(f"peer: {label or 'none installed (pip install torch or cupy)'}")
     print("template args | ember GFLOP/s | peer GFLOP/s | ratio (peer time / ember time)")
     for name, args, flops_of in WORKLOADS:
@@ -162,7 +183,7 @@ def device_bench() -> None:
         line = f"{name} {args[:-1]} | {flops / t / 1e9:9.1f}"
         if peers is not None and name in peers:
             run = peers[name](args, *[to_dev(x) for x in arrays[:-1]])
-            tp = _time(run, sync)
+            tp = _time(run, elapsed)
             line += f" | {flops / tp / 1e9:9.1f} | {tp / t:.2f}x"
         print(line, flush=True)
 

@@ -1,12 +1,13 @@
-"""Entry of the CUDA backend: a lowered GPU PrimFunc in, a :class:`CUDAModule` out.
+"""Entry of the CUDA backend: lowered GPU PrimFuncs in, one :class:`CUDAModule` out.
 
-``build_cuda`` is what :func:`ember.build` calls for ``target="cuda"``. It runs
-the CUDA pass list (:mod:`.pipeline`: cut the function into kernels,
-software-pipeline the shared stages marked for it, place barriers, check the
-kernels against the architecture) through the common runner under a context
-carrying the architecture, prints CUDA C and, when NVRTC is installed, compiles
-it right away so a compile error surfaces at build time. Without cuda-python the
-module still builds, prints and emulates.
+``build_cuda`` is what :func:`ember.build` calls for ``target="cuda"``. For each
+function it runs the CUDA pass list (:mod:`.pipeline`: cut the function into
+kernels, lower cross-thread reductions, software-pipeline the shared stages
+marked for it, place barriers, check the kernels against the architecture)
+through the common runner under a context carrying the architecture; then it
+prints CUDA C and, when NVRTC is installed, compiles it right away so a compile
+error surfaces at build time. Without cuda-python the module still builds,
+prints and emulates.
 """
 
 from __future__ import annotations
@@ -31,15 +32,18 @@ def default_arch() -> str:
 
 
 def build_cuda(
-    func: S.PrimFunc,
+    funcs: S.PrimFunc | Sequence[S.PrimFunc],
     target: Target,
     disabled_passes: Sequence[str] = (),
     ctx: PassContext | None = None,
 ) -> CUDAModule:
+    """Compile lowered functions into one CUDA module (one source, one NVRTC program);
+    each function is an entry point with its own kernels and launch list."""
     arch = target.arch or default_arch()
     ctx = (ctx or PassContext.current()).with_disabled(disabled_passes).with_target(target, arch)
-    program = run_passes(func, cuda_passes(), ctx, first_step=50)
+    func_list = [funcs] if isinstance(funcs, S.PrimFunc) else list(funcs)
+    programs = [run_passes(f, cuda_passes(), ctx, first_step=50) for f in func_list]
     fast_math = target.get("fast-math", "0") not in ("0", "")
-    module = CUDAModule(program, arch, fast_math)
+    module = CUDAModule(programs, arch, fast_math)
     module.compile_if_available()
     return module

@@ -145,7 +145,7 @@ def empty(shape: Sequence[int] | int, dtype: Any = "float32") -> DeviceArray:
 
 def to_device(array: Any) -> DeviceArray:
     """A GPU copy of a host array (anything ``np.asarray`` takes)."""
-    host = np.ascontiguousarray(array)
+    host = np.require(array, requirements="C")  # keeps a rank-0 array's shape ()
     out = DeviceArray(host.shape, host.dtype)
     out.copy_from(host)
     return out

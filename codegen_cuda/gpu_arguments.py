@@ -29,13 +29,16 @@ class GpuArgument:
     pointer: int
     nbytes: int
     keep: Any = None  # a DLPack capsule (and its producer), held until the call ends
+    shape: tuple[int, ...] = ()  # binds the symbolic sizes of the call
 
 
 def _check_gpu_layout(
     where: str, p: ParamSpec, shape: tuple[int, ...], itemsize: int, strides: Any
 ) -> None:
     """Shape and C-contiguity (``strides`` in bytes, None for compact) of a GPU array."""
-    if shape != p.shape:
+    if len(shape) != len(p.shape) or any(
+        isinstance(want, int) and want != have for want, have in zip(p.shape, shape)
+    ):  # symbolic extents are bound and checked with the other arguments
         raise ArgumentError(f"{where} expects shape {p.shape}, got {shape} (on the GPU)")
     if strides is None or not any(n > 1 for n in shape):
         return
@@ -58,7 +61,8 @@ def _from_cuda_array_interface(where: str, p: ParamSpec, iface: dict[str, Any]) 
     ptr, readonly = iface["data"]
     if p.written and readonly:
         raise ArgumentError(f"{where} is written by the function but the GPU array is read-only")
-    return GpuArgument(int(ptr or 0), int(np.prod(shape, dtype=np.int64)) * got.itemsize)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * got.itemsize
+    return GpuArgument(int(ptr or 0), nbytes, shape=shape)
 
 
 def _from_dlpack(where: str, p: ParamSpec, x: Any) -> GpuArgument:
@@ -85,7 +89,7 @@ def _from_dlpack(where: str, p: ParamSpec, x: Any) -> GpuArgument:
     strides = None if view.strides is None else tuple(s * view.itemsize for s in view.strides)
     _check_gpu_layout(where, p, view.shape, view.itemsize, strides)
     nbytes = int(np.prod(view.shape, dtype=np.int64)) * view.itemsize
-    return GpuArgument(view.pointer, nbytes, keep=(x, view))
+    return GpuArgument(view.pointer, nbytes, keep=(x, view), shape=tuple(view.shape))
 
 
 def gpu_argument(sig: FunctionSignature, p: ParamSpec, x: Any) -> GpuArgument | None:

@@ -10,23 +10,34 @@ call raises ``DeviceError`` pointing at the emulator.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram
 from ember.errors import ArgumentError, DeviceError
-from ember.runtime.module import Module
-from ember.runtime.signature import FunctionSignature, check_arguments, param_specs
+from ember.runtime.module import Function, Module
+from ember.runtime.signature import FunctionSignature, check_call, signature_for
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 
 
 class CUDAModule(Module):
-    def __init__(self, program: DeviceProgram, arch: str, fast_math: bool = False) -> None:
-        host = _host_signature(program)
-        super().__init__([host])
-        self.program = program
+    """One CUDA source and NVRTC program holding the kernels of one or more host functions
+    (``programs``, in order; the first is what calling the module runs)."""
+
+    kind = "cuda"
+
+    def __init__(
+        self,
+        programs: DeviceProgram | Sequence[DeviceProgram],
+        arch: str,
+        fast_math: bool = False,
+    ) -> None:
+        progs = [programs] if isinstance(programs, DeviceProgram) else list(programs)
+        super().__init__([_host_signature(p) for p in progs])
+        self.programs: dict[str, DeviceProgram] = {p.name: p for p in progs}
         self.arch = arch
         self.fast_math = fast_math
         self._source: str | None = None
@@ -35,14 +46,28 @@ class CUDAModule(Module):
 
     # -- artifacts ---------------------------------------------------------------------------
     @property
+    def program(self) -> DeviceProgram:
+        """The entry function's program (the one calling the module runs)."""
+        return self.programs[self.entry_name]
+
+    @program.setter
+    def program(self, program: DeviceProgram) -> None:
+        self.programs[self.entry_name] = program
+
+    def program_of(self, func_name: str | None) -> DeviceProgram:
+        """The program of function ``func_name`` (the entry's for ``None``)."""
+        return self.programs[self.get_function(func_name or self.entry_name).name]
+
+    @property
     def kernels(self) -> tuple[Any, ...]:
-        return self.program.kernels
+        """Every kernel of every function, in order."""
+        return tuple(k for p in self.programs.values() for k in p.kernels)
 
     def cuda_source(self) -> str:
         if self._source is None:
             from ember.codegen_cuda.printer_cuda import print_module
 
-            self._source = print_module(list(self.program.kernels))
+            self._source = print_module(list(self.kernels))
         return self._source
 
     def compile(self) -> Any:
@@ -67,7 +92,7 @@ class CUDAModule(Module):
         if fmt == "ptx":
             return self.compile().ptx
         if fmt == "tir":
-            return "\n\n".join(repr(k) for k in self.program.kernels)
+            return "\n\n".join(repr(k) for k in self.kernels)
         raise ArgumentError(f"unknown source format {fmt!r}; use 'cuda', 'ptx' or 'tir'")
 
     def resource_usage(self) -> dict[str, Any]:
@@ -75,36 +100,61 @@ class CUDAModule(Module):
         return dict(self.compile().resources)
 
     # -- running ---------------------------------------------------------------------------------
-    def emulate(self, *args: Any, check_races: bool = True, profile: bool = False) -> Any:
-        """Run every kernel on the CPU with the SIMT emulator, writing outputs in place.
+    def emulate(
+        self,
+        *args: Any,
+        check_races: bool = True,
+        profile: bool = False,
+        func_name: str | None = None,
+    ) -> Any:
+        """Run a function's kernels on the CPU with the SIMT emulator, writing outputs in
+        place: the entry function's, or ``func_name``'s (also ``mod["name"].emulate(...)``).
 
         With ``profile=True`` it returns one ``KernelProfile`` per launch: global
         sectors per warp request (coalescing) and shared-memory bank conflicts.
         """
         from ember.codegen_cuda.emulator import emulate
 
-        arrays = check_arguments(self.signatures[0], args)
-        by_data = {b.data: a for b, a in zip(self.program.params, arrays)}
-        for ws in self.program.workspaces:
-            (size,) = ws.shape
-            assert isinstance(size, E.IntImm)
-            by_data[ws.data] = np.zeros(size.value, dtype=dt.numpy_dtype(ws.dtype))
-        kernels = {k.name: k for k in self.program.kernels}
+        program = self.program_of(func_name)
+        sig = self._signatures[program.name]
+        values, sizes = check_call(sig, args)
+        arrays = [a for p, a in zip(sig.params, values) if not p.scalar]
+        by_data = {b.data: a for b, a in zip(program.buffers, arrays)}
+        by_name = {n: v for (n, _), v in zip(sig.size_vars, sizes)}
+        for ws in program.workspaces:
+            count = workspace_elements(ws, by_name)
+            by_data[ws.data] = np.zeros(count, dtype=dt.numpy_dtype(ws.dtype))
+        kernels = {k.name: k for k in program.kernels}
         profiles = []
-        for launch in self.program.launches:
+        for launch in program.launches:
             kernel = kernels[launch.kernel]
-            arrays_k = [by_data[b.data] for b in launch.args]
-            profiles.append(emulate(kernel, *arrays_k, check_races=check_races, profile=profile))
+            args_k = [by_data[b.data] for b in launch.args] + [
+                by_name[v.name] for v in launch.sizes
+            ]
+            profiles.append(emulate(kernel, *args_k, check_races=check_races, profile=profile))
         return profiles if profile else None
 
     def __call__(self, *args: Any) -> None:
+        self.call_function(self.entry_name, args)
+
+    def call_function(self, name: str, args: Sequence[Any]) -> None:
+        """Run function ``name`` on ``args``: on the GPU, or emulated with EMBER_CUDA_EMULATE=1."""
         if os.environ.get("EMBER_CUDA_EMULATE", "") not in ("", "0"):
-            self.emulate(*args)
+            self.emulate(*args, func_name=name)
             return
         self._require_device("run")
         from ember.codegen_cuda.runtime import bind_arguments
 
-        self._run_bound(bind_arguments(self.signatures[0], args))
+        self._run_bound(name, bind_arguments(self._signatures[name], args))
+
+    def get_function(self, name: str) -> Any:
+        fn = self._functions.get(name)
+        if fn is None:
+            sig = self._signatures.get(name)
+            if sig is None:
+                super().get_function(name)  # raises, listing the names
+            fn = self._functions[name] = CUDAFunction(self, sig)
+        return fn
 
     def _require_device(self, what: str) -> None:
         from ember.codegen_cuda.device import _probe
@@ -121,25 +171,33 @@ class CUDAModule(Module):
         if self._device is None:
             from ember.codegen_cuda.runtime import DeviceModule
 
-            self._device = DeviceModule(self.compile(), self.program.kernels)
+            self._device = DeviceModule(self.compile(), self.kernels)
         return self._device
 
-    def _launch_all(self, pointers: list[int], stream: Any = 0) -> None:
-        """Launch every kernel in program order on ``pointers`` (one per parameter)."""
+    def _launch_all(
+        self,
+        name: str,
+        pointers: list[int],
+        stream: Any = 0,
+        sizes: dict[str, int] | None = None,
+    ) -> None:
+        """Launch function ``name``'s kernels in order on ``pointers`` (one per array
+        parameter) with the call's symbolic ``sizes``."""
         dev = self.device_module()
-        by_data = {b.data: p for b, p in zip(self.program.params, pointers)}
-        for ws in self.program.workspaces:
-            by_data[ws.data] = dev.workspace(ws)
-        for launch in self.program.launches:
-            dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream)
+        program = self.programs[name]
+        by_data = {b.data: p for b, p in zip(program.buffers, pointers)}
+        for ws in program.workspaces:
+            by_data[ws.data] = dev.workspace(ws, sizes)
+        for launch in program.launches:
+            dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream, sizes)
 
-    def _run_bound(self, bound: Any) -> None:
+    def _run_bound(self, name: str, bound: Any) -> None:
         from ember.codegen_cuda.runtime import synchronize
 
         try:
             self.device_module()
             bound.copy_in()
-            self._launch_all(bound.pointers)
+            self._launch_all(name, bound.pointers, sizes=bound.sizes)
             synchronize()
             bound.copy_out()
         finally:
@@ -152,7 +210,7 @@ class CUDAModule(Module):
         sig = self._signatures[name]
 
         def native(*pointers: int) -> int:
-            self._run_bound(bind_pointers(sig, pointers))
+            self._run_bound(name, bind_pointers(sig, pointers))
             return 0
 
         return native
@@ -189,7 +247,10 @@ class CUDAModule(Module):
                 self.device_module()
                 bound.copy_in()
                 result = time_launches(
-                    lambda: self._launch_all(bound.pointers), number, repeat, min_repeat_ms
+                    lambda: self._launch_all(sig.name, bound.pointers, sizes=bound.sizes),
+                    number,
+                    repeat,
+                    min_repeat_ms,
                 )
                 bound.copy_out()
             finally:
@@ -199,12 +260,49 @@ class CUDAModule(Module):
         return evaluate
 
     def __repr__(self) -> str:
-        names = ", ".join(k.name for k in self.program.kernels)
-        return f"CUDAModule({self.program.name}: {names}; {self.arch})"
+        funcs = "; ".join(
+            f"{p.name}: {', '.join(k.name for k in p.kernels)}" for p in self.programs.values()
+        )
+        return f"CUDAModule({funcs}; {self.arch})"
+
+
+class CUDAFunction(Function):
+    """One function of a CUDA module: ``f(*args)`` runs it (GPU, or the emulator with
+    EMBER_CUDA_EMULATE=1) and ``f.emulate(*args)`` runs it on the CPU. The device is
+    only required when it is run there."""
+
+    def __init__(self, module: CUDAModule, signature: FunctionSignature) -> None:
+        super().__init__(module, signature, native=None)  # type: ignore[arg-type]
+        self.cuda_module = module
+
+    @property  # type: ignore[override]
+    def native(self) -> Any:
+        if self._native is None:
+            self._native = self.cuda_module._native(self.name)
+        return self._native
+
+    @native.setter
+    def native(self, value: Any) -> None:
+        self._native = value
+
+    def __call__(self, *args: Any) -> None:
+        self.cuda_module.call_function(self.name, args)
+
+    def emulate(self, *args: Any, check_races: bool = True, profile: bool = False) -> Any:
+        return self.cuda_module.emulate(
+            *args, check_races=check_races, profile=profile, func_name=self.name
+        )
 
 
 def _host_signature(program: DeviceProgram) -> FunctionSignature:
-    from ember.tir import stmt as S
+    return signature_for(program.host_func(), program.name)
 
-    host = S.PrimFunc(program.name, program.params, S.seq(*[k.body for k in program.kernels]))
-    return FunctionSignature(program.name, param_specs(host, "CUDA"))
+
+def workspace_elements(ws: Any, sizes: dict[str, int]) -> int:
+    """Elements of a flattened workspace; a symbolic size is evaluated on this call's sizes."""
+    from ember.runtime.sizes import eval_size, size_text
+
+    (size,) = ws.shape
+    if isinstance(size, E.IntImm):
+        return size.value
+    return max(int(eval_size(str(size_text(size)), sizes)), 0)

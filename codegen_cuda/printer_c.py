@@ -187,6 +187,9 @@ class CPrinter:
             )
         return (f"{name}[{lane}]" if e in self._vector_vars else name), PRIMARY
 
+    def expr_SizeVar(self, e: E.Var, lane: int | None) -> Text:
+        return self.expr_Var(e, lane)
+
     def expr_IntImm(self, e: E.IntImm, lane: int | None) -> Text:
         return self.print_literal(e)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember.codegen_cuda.printer_c import PRIMARY, UNARY, Text
+from ember.codegen_cuda.printer_cuda_calls import print_structural_call
 from ember.codegen_cuda.printer_cuda_vector import CUDAVectorMemory
 from ember.codegen_cuda.shared_layout import SharedLayout, shared_layout
 from ember.codegen_cuda.transform.inject_pipeline import async_source
@@ -24,6 +25,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
+from ember.tir.structural import structural_equal
 
 TYPE_NAMES: dict[str, str] = {
     "bool": "bool",
@@ -47,19 +49,39 @@ I = E.Intrinsic  # noqa: E741 - short alias for the tables below
 # Math intrinsics: (float32 name, float64 name). float16/bfloat16 compute in float32.
 MATH_NAMES: dict[E.Intrinsic, tuple[str, str]] = {
     I.EXP: ("expf", "exp"),
+    I.EXP2: ("exp2f", "exp2"),
+    I.EXP10: ("exp10f", "exp10"),
     I.LOG: ("logf", "log"),
+    I.LOG2: ("log2f", "log2"),
+    I.LOG10: ("log10f", "log10"),
+    I.LOG1P: ("log1pf", "log1p"),
     I.SQRT: ("sqrtf", "sqrt"),
     I.RSQRT: ("rsqrtf", "rsqrt"),
-    I.TANH: ("tanhf", "tanh"),
     I.ERF: ("erff", "erf"),
-    I.POW: ("powf", "pow"),
     I.ABS: ("fabsf", "fabs"),
     I.FLOOR: ("floorf", "floor"),
     I.CEIL: ("ceilf", "ceil"),
-    I.ROUND: ("rintf", "rint"),  # half to even, as the interpreter and LLVM round
-    I.FMA: ("fmaf", "fma"),
+    I.TRUNC: ("truncf", "trunc"),
+    I.ROUND: ("roundf", "round"),  # halves away from zero, as TVM's round
+    I.NEARBYINT: ("rintf", "rint"),  # halves to even, as the interpreter and LLVM
     I.SIN: ("sinf", "sin"),
     I.COS: ("cosf", "cos"),
+    I.TAN: ("tanf", "tan"),
+    I.ASIN: ("asinf", "asin"),
+    I.ACOS: ("acosf", "acos"),
+    I.ATAN: ("atanf", "atan"),
+    I.SINH: ("sinhf", "sinh"),
+    I.COSH: ("coshf", "cosh"),
+    I.TANH: ("tanhf", "tanh"),
+    I.ASINH: ("asinhf", "asinh"),
+    I.ACOSH: ("acoshf", "acosh"),
+    I.ATANH: ("atanhf", "atanh"),
+    I.POW: ("powf", "pow"),
+    I.FMOD: ("fmodf", "fmod"),
+    I.ATAN2: ("atan2f", "atan2"),
+    I.HYPOT: ("hypotf", "hypot"),
+    I.COPYSIGN: ("copysignf", "copysign"),
+    I.FMA: ("fmaf", "fma"),
 }
 # Faster, less accurate float32 versions used only with fast-math.
 FAST_MATH_NAMES: dict[E.Intrinsic, str] = {
@@ -158,7 +180,7 @@ class CUDAPrinter(CUDAVectorMemory):
         self.fast_math = fast_math
         self.headers: set[str] = set()
         self.helpers: set[tuple[str, str]] = set()  # (helper kind, C type) used
-        self.launch: dict[str, int] = {}
+        self.launch: dict[str, int | E.PrimExpr] = {}
         self.shared = SharedLayout()
 
     # -- types and constants ----------------------------------------------------------
@@ -243,6 +265,9 @@ class CUDAPrinter(CUDAVectorMemory):
         if e.op in SHUFFLE_NAMES:
             value, offset = (self.expr(a, lane) for a in e.args)
             return f"{SHUFFLE_NAMES[e.op]}(0xffffffffu, {value}, {offset})", PRIMARY
+        structural = print_structural_call(self, e, lane)
+        if structural is not None:
+            return structural
         if not dt.is_float(base):
             if e.op is I.ABS and dt.is_int(base):
                 return f"{INT_ABS.get(base, 'abs')}({self.expr(e.args[0], lane)})", PRIMARY
@@ -324,6 +349,20 @@ class CUDAPrinter(CUDAVectorMemory):
                 f"loop '{s.loop_var.name}' is bound to '{tag}', which the kernel's launch "
                 "dimensions do not cover; 'split_host_device' should have recorded it"
             )
+        launch = self.launch[tag]
+        if not isinstance(launch, int):  # a symbolic grid extent: the launch is the loop's
+            if not structural_equal(s.extent, launch, map_free_vars=False):
+                raise InternalError(
+                    f"loop '{s.loop_var.name}' bound to {tag} has extent {s.extent!r}, not the "
+                    f"launch's {launch!r}"
+                )
+            name = self.names.bind(s.loop_var, s.loop_var.name)
+            ctype = self.type_name(s.loop_var.dtype)
+            value = tag if E.is_const_int(s.min, 0) else f"({ctype}){tag} + {self.expr(s.min)}"
+            self.line(f"{ctype} {name} = {value};")
+            self.learn(s.loop_var, E.Range(s.min, s.extent))
+            self.stmt(s.body)
+            return
         if not isinstance(s.extent, E.IntImm) or s.extent.value > self.launch[tag]:
             raise InternalError(
                 f"loop '{s.loop_var.name}' bound to {tag} has extent {s.extent!r}, more than "
@@ -441,16 +480,20 @@ class CUDAPrinter(CUDAVectorMemory):
                 stored.add(n.buffer.data)
 
         post_order_visit(func.body, visit)
-        datas = [b.data for b in func.params]
+        datas = [b.data for b in func.buffers]
         restrict = " __restrict__" if len(set(datas)) == len(datas) else ""
         out = []
-        for buf in func.params:
+        for var in func.size_vars():
+            self.names.bind(var, var.name)
+        for buf in func.buffers:
             if self.names.get(buf.data) is not None:
                 raise InternalError(f"buffer '{buf.name}' is passed twice to '{func.name}'")
             pname = self.names.bind(buf.data, buf.name)
             self._declared_dtype[buf.data] = buf.dtype
             const = "" if buf.data in stored else "const "
             out.append(f"{const}{self.type_name(dt.element_of(buf.dtype))}*{restrict} {pname}")
+        for var in func.size_vars():  # sizes by value, after the pointers (the launch order)
+            out.append(f"{self.type_name(var.dtype)} {self.names.get(var)}")
         return out
 
 

@@ -29,11 +29,12 @@ from typing import Any
 import numpy as np
 
 from ember.codegen_cuda.device import device_available
-from ember.codegen_cuda.gpu_arguments import check_gpu_overlap, gpu_argument
+from ember.codegen_cuda.gpu_arguments import GpuArgument, check_gpu_overlap, gpu_argument
 from ember.codegen_cuda.shared_layout import STATIC_SHARED_LIMIT, dynamic_shared_bytes
 from ember.errors import DeviceError
 from ember.runtime.module import TimingResult, repeat_batches
-from ember.runtime.signature import FunctionSignature, check_arguments
+from ember.runtime.signature import FunctionSignature, call_sizes, check_arguments
+from ember.runtime.sizes import eval_size, size_text
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -123,9 +124,10 @@ class DeviceBuffer:
 class BoundArguments:
     """Device pointers for one call, with the host arrays staged through device buffers."""
 
-    pointers: list[int]
+    pointers: list[int]  # one per array parameter
     staged: list[tuple[np.ndarray, DeviceBuffer, bool]] = field(default_factory=list)
     keep: list[Any] = field(default_factory=list)  # what GPU arguments need until the end
+    sizes: dict[str, int] = field(default_factory=dict)  # the call's symbolic sizes
 
     def copy_in(self) -> None:
         for array, buf, _ in self.staged:
@@ -144,37 +146,52 @@ class BoundArguments:
 
 
 def bind_arguments(sig: FunctionSignature, args: Sequence[Any]) -> BoundArguments:
-    """Check ``args`` and give each a device pointer (allocating for host arrays)."""
+    """Check ``args`` and give each array a device pointer (allocating for host arrays)."""
     if len(args) != len(sig.params):
         check_arguments(sig, args)  # raises the arity error
-    found = [gpu_argument(sig, p, x) for p, x in zip(sig.params, args)]
+    found = [None if p.scalar else gpu_argument(sig, p, x) for p, x in zip(sig.params, args)]
     gpu = {i: g for i, g in enumerate(found) if g is not None}
     check_gpu_overlap(sig, gpu)
     host_idx = [i for i, g in enumerate(found) if g is None]
     host_sig = FunctionSignature(sig.name, tuple(sig.params[i] for i in host_idx))
-    arrays = check_arguments(host_sig, [args[i] for i in host_idx])
-    bound = BoundArguments([0] * len(args))
+    host_values = check_arguments(host_sig, [args[i] for i in host_idx])
+    values: list[Any] = [None] * len(args)
     for i, g in gpu.items():
-        bound.pointers[i] = g.pointer
-        if g.keep is not None:
-            bound.keep.append(g.keep)
-    for i, array in zip(host_idx, arrays):
-        buf = DeviceBuffer(array.nbytes)
-        bound.staged.append((array, buf, sig.params[i].written))
-        bound.pointers[i] = buf.ptr
+        values[i] = g
+    for i, v in zip(host_idx, host_values):
+        values[i] = v
+    names = [n for n, _ in sig.size_vars]
+    sizes = call_sizes(sig, values)
+    arrays = [i for i, p in enumerate(sig.params) if not p.scalar]
+    bound = BoundArguments([0] * len(arrays), sizes=dict(zip(names, sizes)))
+    for k, i in enumerate(arrays):
+        value = values[i]
+        if isinstance(value, GpuArgument):
+            bound.pointers[k] = value.pointer
+            if value.keep is not None:
+                bound.keep.append(value.keep)
+            continue
+        buf = DeviceBuffer(value.nbytes)
+        bound.staged.append((value, buf, sig.params[i].written))
+        bound.pointers[k] = buf.ptr
     return bound
 
 
-def bind_pointers(sig: FunctionSignature, pointers: Sequence[int]) -> BoundArguments:
-    """Stage already-checked host data pointers (``Module``'s native-call convention)."""
+def bind_pointers(sig: FunctionSignature, native_args: Sequence[int]) -> BoundArguments:
+    """Stage already-checked host data (``Module``'s native-call convention: the arrays'
+    data pointers, then the values of the symbolic sizes)."""
+    specs = sig.arrays
+    pointers, size_values = native_args[: len(specs)], native_args[len(specs) :]
+    sizes = {n: int(v) for (n, _), v in zip(sig.size_vars, size_values)}
     arrays = []
-    for p, ptr in zip(sig.params, pointers):
+    for p, ptr in zip(specs, pointers):
         dtype = dt.numpy_dtype(p.dtype)
-        count = int(np.prod(p.shape, dtype=np.int64))
+        dims = [d if isinstance(d, int) else eval_size(d, sizes) for d in p.shape]
+        count = int(np.prod(dims, dtype=np.int64))
         raw = (ctypes.c_byte * (count * dtype.itemsize)).from_address(int(ptr)) if count else b""
         arrays.append(np.frombuffer(raw, dtype=dtype, count=count))
-    bound = BoundArguments([0] * len(arrays))
-    for i, (p, array) in enumerate(zip(sig.params, arrays)):
+    bound = BoundArguments([0] * len(arrays), sizes=sizes)
+    for i, (p, array) in enumerate(zip(specs, arrays)):
         buf = DeviceBuffer(array.nbytes)
         bound.staged.append((array, buf, p.written))
         bound.pointers[i] = buf.ptr
@@ -186,9 +203,13 @@ def bind_pointers(sig: FunctionSignature, pointers: Sequence[int]) -> BoundArgum
 class Kernel:
     name: str
     function: Any
-    grid: tuple[int, int, int]
+    grid: tuple[int | str, ...]  # a str: a size text evaluated on each call's sizes
     block: tuple[int, int, int]
     shared_bytes: int
+    sizes: tuple[tuple[str, str], ...] = ()  # (name, dtype) passed by value after the pointers
+
+    def grid_for(self, sizes: dict[str, int]) -> tuple[int, ...]:
+        return tuple(g if isinstance(g, int) else eval_size(g, sizes) for g in self.grid)
 
 
 def _load_image(compiled: Any) -> Any:
@@ -200,11 +221,13 @@ def _load_image(compiled: Any) -> Any:
     return call("cuModuleLoadData", compiled.ptx.encode() + b"\0")
 
 
-def _workspace_bytes(ws: Buffer) -> int:
+def _workspace_bytes(ws: Buffer, sizes: dict[str, int]) -> int:
     size = ws.flat_size() if len(ws.shape) != 1 else ws.shape[0]
-    if not isinstance(size, E.IntImm):
-        raise DeviceError(f"workspace '{ws.name}' has the symbolic size {size}")
-    return size.value * dt.bytes_of(ws.dtype)
+    if isinstance(size, E.IntImm):
+        return size.value * dt.bytes_of(ws.dtype)
+    text = size_text(size)
+    count = text if isinstance(text, int) else eval_size(text, sizes)
+    return max(count, 0) * dt.bytes_of(ws.dtype)
 
 
 class DeviceModule:
@@ -222,24 +245,42 @@ class DeviceModule:
             if shared > STATIC_SHARED_LIMIT:
                 call("cuFuncSetAttribute", handle, attr, shared)
             grid, block = func.attr("launch")
-            self.kernels[func.name] = Kernel(func.name, handle, tuple(grid), tuple(block), shared)
+            grid = tuple(g if isinstance(g, int) else size_text(g) for g in grid)
+            scalars = tuple((v.name, v.dtype) for v in func.size_vars())
+            self.kernels[func.name] = Kernel(func.name, handle, grid, tuple(block), shared, scalars)
         self._workspaces: dict[E.Var, DeviceBuffer] = {}
 
-    def workspace(self, ws: Buffer) -> int:
-        """The device pointer of a workspace, allocated on first use and kept."""
+    def workspace(self, ws: Buffer, sizes: dict[str, int] | None = None) -> int:
+        """The device pointer of a workspace, allocated on first use and kept (and grown
+        when a call's sizes need more)."""
+        nbytes = _workspace_bytes(ws, sizes or {})
         buf = self._workspaces.get(ws.data)
-        if buf is None:
-            buf = self._workspaces[ws.data] = DeviceBuffer(_workspace_bytes(ws))
+        if buf is None or buf.nbytes < nbytes:
+            if buf is not None:
+                buf.close()
+            buf = self._workspaces[ws.data] = DeviceBuffer(nbytes)
         return buf.ptr
 
-    def launch(self, name: str, pointers: Sequence[int], stream: Any = 0) -> None:
+    def launch(
+        self,
+        name: str,
+        pointers: Sequence[int],
+        stream: Any = 0,
+        sizes: dict[str, int] | None = None,
+    ) -> None:
         kernel = self.kernels[name]
-        values = [ctypes.c_void_p(int(p)) for p in pointers]
+        sizes = sizes or {}
+        values: list[Any] = [ctypes.c_void_p(int(p)) for p in pointers]
+        for n, dtype in kernel.sizes:
+            values.append((ctypes.c_int64 if dtype == "int64" else ctypes.c_int32)(sizes[n]))
+        grid = kernel.grid_for(sizes)
+        if min(grid) < 1:
+            return  # an empty grid (a size of 0): nothing to run
         params = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
         call(
             "cuLaunchKernel",
             kernel.function,
-            *kernel.grid,
+            *grid,
             *kernel.block,
             kernel.shared_bytes,
             stream,

@@ -17,7 +17,7 @@ from ember.codegen_llvm.codegen import codegen_module, function_symbol
 from ember.codegen_llvm.intrinsics import INTRINSICS
 from ember.codegen_llvm.module import LLVMModule
 from ember.errors import ArgumentError, EmberError, InternalError
-from ember.runtime.signature import FunctionSignature, param_specs
+from ember.runtime.signature import FunctionSignature, signature_for
 from ember.target import Target
 from ember.tir import stmt as S
 from ember.tir.transform.context import PassContext
@@ -47,9 +47,8 @@ def signature_of(func: S.PrimFunc) -> FunctionSignature:
     """Parameter names, static shapes and dtypes, and which parameters are written."""
     name = function_symbol(func)
     _check_name(name)
-    params = param_specs(func, "LLVM")
     symbol = native_symbol(name)
-    return FunctionSignature(name, params, symbol="" if symbol == name else symbol)
+    return signature_for(func, name, symbol="" if symbol == name else symbol)
 
 
 def _num_threads(target: Target) -> int | None:

@@ -25,6 +25,7 @@ from llvmlite import ir
 from ember.codegen_llvm import arith, memory
 from ember.codegen_llvm.builder_utils import (
     I32,
+    I64,
     PTR,
     declare,
     declare_intrinsic,
@@ -34,6 +35,7 @@ from ember.codegen_llvm.builder_utils import (
     splat,
 )
 from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, round_to_bfloat16
+from ember.codegen_llvm.externs import emit_extern_call
 from ember.codegen_llvm.intrinsics import emit_intrinsic
 from ember.errors import InternalError, LoweringError
 from ember.runtime.cpu import NUM_THREADS_SYMBOL
@@ -151,17 +153,21 @@ class CodeGenLLVM(Visitor):
     # -- functions -----------------------------------------------------------------------
     def add_function(self, func: S.PrimFunc, symbol: str | None = None) -> FunctionInfo:
         name = symbol or function_symbol(func)
-        fnty = ir.FunctionType(I32, [PTR] * len(func.params))
+        buffers, sizes = func.buffers, func.size_vars()
+        fnty = ir.FunctionType(I32, [PTR] * len(buffers) + [I64] * len(sizes))
         fn = ir.Function(self.module, fnty, name=name)
         fn.attributes.add("nounwind")
         state = FunctionState(fn, ir.IRBuilder(fn.append_basic_block("entry")))
-        for buf, arg in zip(func.params, fn.args):
+        for buf, arg in zip(buffers, fn.args):
             arg.name = buf.name
             if self.noalias:
                 arg.add_attribute("noalias")
             arg.add_attribute("nonnull")
             state.vars[buf.data] = arg
             state.align[buf.data] = dt.bytes_of(dt.element_of(buf.dtype))
+        for var, arg in zip(sizes, fn.args[len(buffers) :]):  # sizes come as int64
+            arg.name = var.name
+            state.vars[var] = emit_cast(state.builder, arg, "int64", var.dtype)
         self.errors, self.func_name, self.n_outlined = [], name, 0
         self.fast = ("fast",) if func.attr("fast_math", self.default_fast) else ()
         with self.function_state(state):
@@ -249,16 +255,50 @@ class CodeGenLLVM(Visitor):
         return emit_cast(self.builder, self.visit(e.value), e.value.dtype, e.dtype)
 
     def visit_Call(self, e: E.Call) -> ir.Value:
+        if e.op is E.Intrinsic.IF_THEN_ELSE:
+            return self._if_then_else(e)
+        if e.op in E.EXTERN_CALLS:
+            return emit_extern_call(self.builder, e, [self.visit(a) for a in e.args[1:]])
         lanes = dt.lanes_of(e.dtype)
+        # the arguments' type: the result's, but for isnan/clz... whose result differs
+        arg_dtype = e.args[0].dtype if e.op in E.OWN_RESULT_TYPE else e.dtype
         args = []
         for a in e.args:
             v = self.visit(a)
-            if dt.element_of(a.dtype) != dt.element_of(e.dtype) and e.op is not E.Intrinsic.LIKELY:
-                v = emit_cast(self.builder, v, a.dtype, e.dtype)
+            if (
+                dt.element_of(a.dtype) != dt.element_of(arg_dtype)
+                and e.op is not E.Intrinsic.LIKELY
+            ):
+                v = emit_cast(self.builder, v, a.dtype, arg_dtype)
             elif dt.lanes_of(a.dtype) < lanes:
                 v = splat(self.builder, v, lanes)
             args.append(v)
-        return emit_intrinsic(self.builder, e.op, args, e.dtype, fast=bool(self.fast))
+        return emit_intrinsic(
+            self.builder, e.op, args, e.dtype, fast=bool(self.fast), arg_dtype=arg_dtype
+        )
+
+    def _if_then_else(self, e: E.Call) -> ir.Value:
+        """A branch per side and a phi: the side not taken never runs (its loads may be out
+        of bounds). A vector one (its sides read no memory, see vectorize_loops) selects."""
+        cond, t, f = e.args
+        c = self.visit(cond)
+        if dt.lanes_of(e.dtype) > 1:
+            tv, fv = self._operands(t, f)
+            if dt.lanes_of(cond.dtype) == 1:
+                c = splat(self.builder, c, dt.lanes_of(e.dtype))
+            return self.builder.select(c, tv, fv)
+        b = self.builder
+        with b.if_else(c) as (then, otherwise):
+            with then:
+                tv = self.visit(t)
+                t_end = b.block
+            with otherwise:
+                fv = self.visit(f)
+                f_end = b.block
+        phi = b.phi(tv.type)
+        phi.add_incoming(tv, t_end)
+        phi.add_incoming(fv, f_end)
+        return phi
 
     def visit_Ramp(self, e: E.Ramp) -> ir.Value:
         b = self.builder

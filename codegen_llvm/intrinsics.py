@@ -7,9 +7,12 @@ function called lane by lane (``erf`` has no LLVM intrinsic), or a short
 formula (``sigmoid``, ``rsqrt``; ``exp`` and ``tanh`` of float32 vectors are
 inline polynomials from :mod:`.vecmath`, scalars call the C library). float32
 and float64 compute natively; float16 and bfloat16 compute in float32 and
-round back. ``ROUND`` rounds half
-to even, like numpy. A test checks that the table covers every intrinsic but
-the GPU's warp shuffles, which are a :class:`CompileError` here.
+round back. ``ROUND`` rounds halves away from zero (C's ``round``, TVM's), ``NEARBYINT``
+to even. Integer intrinsics (bit counts, shifts, bitwise operators, ``abs``) are in
+``INT_INTRINSICS``, the float tests (``isnan``...) in ``PREDICATES``. A test checks that
+the tables cover every intrinsic but the GPU's warp shuffles, which are a
+:class:`CompileError` here, and the calls ``codegen`` emits by their structure
+(``if_then_else``, extern calls).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from llvmlite import ir
 from ember.codegen_llvm.builder_utils import (
     F32,
     I1,
+    I32,
     declare,
     declare_intrinsic,
     element_type,
@@ -46,7 +50,6 @@ class IntrinsicRule:
     llvm: str | None = None  # "exp" -> llvm.exp.<type>
     libm: str | None = None  # "erf" -> erff / erf, called per lane
     formula: Formula | None = None
-    ints: bool = False  # also defined on integer dtypes
 
 
 def _call_llvm(b: ir.IRBuilder, name: str, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
@@ -98,32 +101,97 @@ def _sigmoid(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Valu
     return b.fdiv(one, b.fadd(one, e, flags=flags), flags=flags)
 
 
+def _fmod(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+    return b.frem(args[0], args[1], flags=flags)  # LLVM's frem is C's fmod
+
+
 INTRINSICS: dict[Intrinsic, IntrinsicRule] = {
     Intrinsic.EXP: IntrinsicRule(1, formula=_exp),
+    Intrinsic.EXP2: IntrinsicRule(1, llvm="exp2"),
+    Intrinsic.EXP10: IntrinsicRule(1, libm="exp10"),
     Intrinsic.LOG: IntrinsicRule(1, llvm="log"),
+    Intrinsic.LOG2: IntrinsicRule(1, llvm="log2"),
+    Intrinsic.LOG10: IntrinsicRule(1, llvm="log10"),
+    Intrinsic.LOG1P: IntrinsicRule(1, libm="log1p"),
     Intrinsic.SQRT: IntrinsicRule(1, llvm="sqrt"),
     Intrinsic.RSQRT: IntrinsicRule(1, formula=_rsqrt),
-    Intrinsic.TANH: IntrinsicRule(1, formula=_tanh),
     Intrinsic.ERF: IntrinsicRule(1, libm="erf"),
     Intrinsic.SIGMOID: IntrinsicRule(1, formula=_sigmoid),
-    Intrinsic.POW: IntrinsicRule(2, llvm="pow"),
-    Intrinsic.ABS: IntrinsicRule(1, llvm="fabs", ints=True),
+    Intrinsic.ABS: IntrinsicRule(1, llvm="fabs"),
     Intrinsic.FLOOR: IntrinsicRule(1, llvm="floor"),
     Intrinsic.CEIL: IntrinsicRule(1, llvm="ceil"),
-    Intrinsic.ROUND: IntrinsicRule(1, llvm="roundeven"),
-    Intrinsic.FMA: IntrinsicRule(3, llvm="fma"),
+    Intrinsic.TRUNC: IntrinsicRule(1, llvm="trunc"),
+    Intrinsic.ROUND: IntrinsicRule(1, llvm="round"),  # halves away from zero
+    Intrinsic.NEARBYINT: IntrinsicRule(1, llvm="roundeven"),  # halves to even
     Intrinsic.SIN: IntrinsicRule(1, llvm="sin"),
     Intrinsic.COS: IntrinsicRule(1, llvm="cos"),
-    Intrinsic.LIKELY: IntrinsicRule(1, formula=lambda b, args, flags: args[0], ints=True),
+    Intrinsic.TAN: IntrinsicRule(1, libm="tan"),
+    Intrinsic.ASIN: IntrinsicRule(1, libm="asin"),
+    Intrinsic.ACOS: IntrinsicRule(1, libm="acos"),
+    Intrinsic.ATAN: IntrinsicRule(1, libm="atan"),
+    Intrinsic.SINH: IntrinsicRule(1, libm="sinh"),
+    Intrinsic.COSH: IntrinsicRule(1, libm="cosh"),
+    Intrinsic.TANH: IntrinsicRule(1, formula=_tanh),
+    Intrinsic.ASINH: IntrinsicRule(1, libm="asinh"),
+    Intrinsic.ACOSH: IntrinsicRule(1, libm="acosh"),
+    Intrinsic.ATANH: IntrinsicRule(1, libm="atanh"),
+    Intrinsic.POW: IntrinsicRule(2, llvm="pow"),
+    Intrinsic.FMOD: IntrinsicRule(2, formula=_fmod),
+    Intrinsic.ATAN2: IntrinsicRule(2, libm="atan2"),
+    Intrinsic.HYPOT: IntrinsicRule(2, libm="hypot"),
+    Intrinsic.COPYSIGN: IntrinsicRule(2, llvm="copysign"),
+    Intrinsic.FMA: IntrinsicRule(3, llvm="fma"),
 }
 
 
-def _emit_int(b: ir.IRBuilder, op: Intrinsic, args: Sequence[ir.Value], dtype: str) -> ir.Value:
+def _int_abs(b: ir.IRBuilder, args: Sequence[ir.Value], signed: bool) -> ir.Value:
     (x,) = args
-    if op is Intrinsic.LIKELY or dt.is_uint(dtype) or dt.is_bool(dtype):
+    if not signed:
         return x
-    fn = declare_intrinsic(b.module, "llvm.abs", x.type, 1, [I1])
-    return b.call(fn, [x, ir.Constant(I1, 0)])
+    return b.call(declare_intrinsic(b.module, "llvm.abs", x.type, 1, [I1]), [x, ir.Constant(I1, 0)])
+
+
+def _clz(b: ir.IRBuilder, args: Sequence[ir.Value], signed: bool) -> ir.Value:
+    (x,) = args
+    n = b.call(declare_intrinsic(b.module, "llvm.ctlz", x.type, 1, [I1]), [x, ir.Constant(I1, 0)])
+    width, lanes = element_type(x.type).width, lanes_of_type(x.type)
+    i32 = ir.VectorType(I32, lanes) if lanes > 1 else I32
+    return n if width == 32 else (b.trunc(n, i32) if width > 32 else b.zext(n, i32))
+
+
+def _bitwise_not(b: ir.IRBuilder, args: Sequence[ir.Value], signed: bool) -> ir.Value:
+    return b.xor(args[0], splat_const(args[0].type, -1))
+
+
+IntFormula = Callable[[ir.IRBuilder, Sequence[ir.Value], bool], ir.Value]
+# Intrinsics of integer (and bool) operands; ``signed`` is the operands' signedness.
+INT_INTRINSICS: dict[Intrinsic, IntFormula] = {
+    Intrinsic.ABS: _int_abs,
+    Intrinsic.POPCOUNT: lambda b, a, s: b.call(
+        declare_intrinsic(b.module, "llvm.ctpop", a[0].type, 1), [a[0]]
+    ),
+    Intrinsic.CLZ: _clz,
+    Intrinsic.SHIFT_LEFT: lambda b, a, s: b.shl(a[0], a[1]),
+    Intrinsic.SHIFT_RIGHT: lambda b, a, s: b.ashr(a[0], a[1]) if s else b.lshr(a[0], a[1]),
+    Intrinsic.BITWISE_AND: lambda b, a, s: b.and_(a[0], a[1]),
+    Intrinsic.BITWISE_OR: lambda b, a, s: b.or_(a[0], a[1]),
+    Intrinsic.BITWISE_XOR: lambda b, a, s: b.xor(a[0], a[1]),
+    Intrinsic.BITWISE_NOT: _bitwise_not,
+}
+
+
+def _fabs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.call(declare_intrinsic(b.module, "llvm.fabs", x.type, 1), [x])
+
+
+Predicate = Callable[[ir.IRBuilder, ir.Value], ir.Value]
+# Float tests giving bools (i1); they hold under fast-math too, so no flags.
+PREDICATES: dict[Intrinsic, Predicate] = {
+    Intrinsic.ISNAN: lambda b, x: b.fcmp_unordered("uno", x, x),
+    Intrinsic.ISINF: lambda b, x: b.fcmp_ordered("==", _fabs(b, x), splat_const(x.type, _INF)),
+    Intrinsic.ISFINITE: lambda b, x: b.fcmp_ordered("<", _fabs(b, x), splat_const(x.type, _INF)),
+}
+_INF = float("inf")
 
 
 def _emit_rule(
@@ -138,28 +206,38 @@ def _emit_rule(
 
 
 def emit_intrinsic(
-    b: ir.IRBuilder, op: Intrinsic, args: Sequence[ir.Value], dtype: str, fast: bool = False
+    b: ir.IRBuilder,
+    op: Intrinsic,
+    args: Sequence[ir.Value],
+    dtype: str,
+    fast: bool = False,
+    arg_dtype: str | None = None,
 ) -> ir.Value:
-    """Emit ``op(args)`` for result ``dtype`` (all arguments already of that dtype)."""
-    rule = INTRINSICS.get(op)
+    """Emit ``op(args)`` for result ``dtype``; the arguments are of ``arg_dtype`` (which is
+    ``dtype`` except for the :data:`OWN_RESULT_TYPE` intrinsics: ``isnan``, ``clz``...)."""
+    arg_dtype = arg_dtype or dtype
     if op in WARP_SHUFFLES:
         raise CompileError(
             f"intrinsic '{op.value}' is a GPU warp shuffle: it exchanges values between the "
             "lanes of a warp, which CPU code does not have; build for a 'cuda' target"
         )
-    if rule is None:
-        raise CompileError(f"the LLVM backend has no rule for intrinsic '{op.value}'")
-    if len(args) != rule.arity:
-        raise CompileError(f"intrinsic '{op.value}' takes {rule.arity} arguments, got {len(args)}")
-    if not dt.is_float(dtype):
-        if not rule.ints:
-            raise CompileError(
-                f"intrinsic '{op.value}' is defined for floating-point types, not {dtype}; "
-                "cast the argument to float32 first"
-            )
-        return _emit_int(b, op, args, dtype)
     if op is Intrinsic.LIKELY:
         return args[0]
+    if not dt.is_float(arg_dtype):
+        if op not in INT_INTRINSICS:
+            raise CompileError(
+                f"intrinsic '{op.value}' is defined for floating-point types, not {arg_dtype}; "
+                "cast the argument to float32 first"
+            )
+        signed = not (dt.is_uint(arg_dtype) or dt.is_bool(arg_dtype))
+        return INT_INTRINSICS[op](b, args, signed)
+    if op in PREDICATES:
+        return PREDICATES[op](b, args[0])
+    rule = INTRINSICS.get(op)
+    if rule is None:
+        raise CompileError(f"intrinsic '{op.value}' is not defined for floating-point {dtype}")
+    if len(args) != rule.arity:
+        raise CompileError(f"intrinsic '{op.value}' takes {rule.arity} arguments, got {len(args)}")
     flags: Flags = ("fast",) if fast else ()
     base = dt.element_of(dtype)
     if base == "float16":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from ember.codegen_llvm.cpu_choices import check_cpu_and_features
 from ember.errors import CompileError, InternalError
 from ember.target import Target
 
@@ -57,6 +58,9 @@ class MachineSpec:
         if not level.isdigit() or not 0 <= int(level) <= 3:
             raise CompileError(f"-opt-level must be 0..3, got {level!r} in target '{target}'")
         triple = target.get("mtriple") or llvm.get_process_triple()
+        _init_llvm()
+        # an unknown CPU or a malformed feature aborts the process inside LLVM
+        check_cpu_and_features(triple, cpu if target.mcpu != "native" else "", mattr)
         return MachineSpec(triple, cpu, features, int(level))
 
     def has_feature(self, name: str) -> bool:

@@ -23,7 +23,7 @@ from ember.codegen_llvm.builder_utils import I8, PTR
 from ember.errors import InternalError
 from ember.runtime.cpu import METADATA_SYMBOL, NUM_THREADS_SYMBOL, CPUModule, native_prototype
 from ember.runtime.export import link_shared
-from ember.runtime.load import FORMAT, VERSION
+from ember.runtime.load import FORMAT, VERSION, metadata_digest
 from ember.runtime.signature import FunctionSignature
 from ember.target import Target
 
@@ -62,7 +62,7 @@ class LLVMModule(CPUModule):
             addr = engine.get_function_address(sig.native_symbol)
             if not addr:
                 raise InternalError(f"compiled module has no function '{sig.native_symbol}'")
-            entries[sig.name] = native_prototype(len(sig.params))(addr)
+            entries[sig.name] = native_prototype(sig)(addr)
         cell_addr = engine.get_global_value_address(NUM_THREADS_SYMBOL)
         cell = ctypes.c_int32.from_address(cell_addr) if cell_addr else None
         sources = {"ll": ll, "ll-unopt": ll_unopt}
@@ -82,7 +82,7 @@ class LLVMModule(CPUModule):
         return super().get_source(fmt)
 
     def metadata(self) -> dict:
-        return {
+        meta = {
             "format": FORMAT,
             "version": VERSION,
             "target": str(self.target),
@@ -91,6 +91,8 @@ class LLVMModule(CPUModule):
             "functions": [sig.to_json() for sig in self.signatures],
             "ll": self._sources["ll"],
         }
+        meta["sha256"] = metadata_digest(meta)
+        return meta
 
     def export_library(self, path: str | Path) -> None:
         """Write a shared library that :func:`ember.runtime.load_module` loads in any process."""

@@ -32,6 +32,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "lower": ("ember.driver", "lower"),
     "build": ("ember.driver", "build"),
     "Target": ("ember.target", "Target"),
+    "IRModule": ("ember.tir.ir_module", "IRModule"),
     "transform": ("ember.transform", None),
 }
 

@@ -35,6 +35,11 @@ def lower(
 ) -> Any:
     """Lower a schedule to optimised TIR (a ``PrimFunc``).
 
+    TVM's ``lower`` returns an IRModule holding one function; Ember deliberately returns
+    the PrimFunc itself (what tests and passes work on). It still reads as TVM code
+    does: ``lower(s, args, name="f")["f"]`` is the function, ``IRModule.update`` and
+    ``IRModule({...})`` take it, and ``build`` accepts it.
+
     The passes run under the current ``ember.transform.PassContext``; names in
     ``disabled_passes`` (or the context's ``disabled_pass``) must be passes some
     target may skip.
@@ -59,38 +64,84 @@ def _lower(sch: Any, args: Sequence[Any], name: str, ctx: Any, simple_mode: bool
 
 
 def build(
-    sch: Any,
-    args: Sequence[Any],
-    target: str | Target = "llvm",
+    inputs: Any,
+    args: Sequence[Any] | None = None,
+    target: str | Target | None = None,
     name: str = "main",
     disabled_passes: Sequence[str] = (),
 ) -> Any:
-    """Compile a schedule for ``target``; returns a callable module.
+    """Compile for ``target`` into one callable module; ``mod[name]`` fetches a function.
+
+    ``inputs`` is what TVM's ``tvm.build`` takes: a schedule (with ``args``), a
+    lowered PrimFunc, an :class:`~ember.tir.ir_module.IRModule` of several functions
+    (one module with several entry points; ``args`` and ``name`` are then unused),
+    or a ``{target: IRModule}`` dict. PrimFuncs and IRModules are taken as
+    ``ember.lower`` returns them: already through the target-independent passes.
 
     The passes run under the current ``ember.transform.PassContext`` (options,
     user passes, instruments); ``disabled_passes`` adds to its ``disabled_pass``.
     """
-    tgt = Target.parse(target)
+    tgt, inputs = _target_of(inputs, target)
     ctx = _context(disabled_passes, tgt)
-    func = _lower(sch, args, name, ctx)
+    funcs = _functions_to_build(inputs, args, name, ctx)
+    names = ", ".join(f"'{f.name}'" for f in funcs)
     try:
         if tgt.kind == "llvm":
             from ember.codegen_llvm.build import build_llvm
 
-            return build_llvm([func], tgt, ctx=ctx)
+            return build_llvm(funcs, tgt, ctx=ctx)
         from ember.codegen_cuda.build import build_cuda
 
-        return build_cuda(func, tgt, ctx=ctx)
+        return build_cuda(funcs, tgt, ctx=ctx)
     except EmberError as e:
-        raise e.add_context(f"while building '{name}' for {tgt}") from None
+        raise e.add_context(f"while building {names} for {tgt}") from None
 
 
-def target_passes(target: Target | None) -> list[Any]:
-    """Every pass a build for ``target`` runs, in order (all targets' for None)."""
+def _target_of(inputs: Any, target: str | Target | None) -> tuple[Target, Any]:
+    """The target to build for, and the inputs without a ``{target: IRModule}`` wrapping."""
+    if isinstance(inputs, dict):
+        if len(inputs) != 1:
+            raise ArgumentError(
+                "build: a {target: IRModule} dict must hold one target; Ember builds one "
+                f"module per target, got targets {[str(t) for t in inputs]}"
+            )
+        ((target_key, inputs),) = inputs.items()
+        if target is not None and str(Target.parse(target)) != str(Target.parse(target_key)):
+            raise ArgumentError(f"build: target '{target}' differs from the dict's '{target_key}'")
+        target = target_key
+    return Target.parse("llvm" if target is None else target), inputs
+
+
+def _functions_to_build(inputs: Any, args: Sequence[Any] | None, name: str, ctx: Any) -> list[Any]:
+    """The lowered functions ``build``'s inputs stand for."""
+    from ember.tir.ir_module import IRModule
+    from ember.tir.stmt import PrimFunc
+
+    if isinstance(inputs, PrimFunc):
+        return [inputs]
+    if isinstance(inputs, IRModule):
+        if not len(inputs):
+            raise ArgumentError("build: the IRModule holds no functions")
+        return list(inputs.functions.values())
+    from ember.tir.schedule.schedule import Schedule
+
+    if not isinstance(inputs, Schedule):
+        raise ArgumentError(
+            "build takes a schedule (with args), a PrimFunc, an IRModule or a "
+            f"{{target: IRModule}} dict, got {type(inputs).__name__}"
+        )
+    if args is None:
+        raise ArgumentError("build: a schedule needs args, the tensors the function takes")
+    return [_lower(inputs, args, name, ctx)]
+
+
+def target_passes(target: Target | None, ctx: Any = None) -> list[Any]:
+    """Every pass a build for ``target`` runs, in order (all targets' for None), with the
+    user passes of ``ctx`` (the current context when None)."""
     from ember.codegen_cuda.pipeline import cuda_passes
     from ember.tir.transform.pipeline import default_passes
 
-    common = default_passes()
+    common = default_passes(ctx)
     if target is None:
         return [*common, *cuda_passes()]
     return [*common, *(cuda_passes() if target.kind == "cuda" else [])]
@@ -103,7 +154,7 @@ def _context(disabled_passes: Sequence[str], target: Target | None) -> Any:
 
     ctx = PassContext.current().with_disabled(disabled_passes)
     where = str(target) if target is not None else "any target"
-    check_disabled(ctx, target_passes(target), where)
+    check_disabled(ctx, target_passes(target, ctx), where)
     return ctx
 
 

@@ -11,8 +11,12 @@ what went wrong deep inside. This module imports nothing else of Ember.
 from __future__ import annotations
 
 
-class EmberError(Exception):
-    """Base of every error Ember raises on purpose."""
+class EmberError(RuntimeError):
+    """Base of every error Ember raises on purpose.
+
+    A ``RuntimeError``, as TVM's ``TVMError`` is, so code written against TVM that
+    catches ``RuntimeError`` around a build or a call keeps working.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -38,7 +38,8 @@ class CPUArray:
     device = "cpu"
 
     def __init__(self, data: np.ndarray) -> None:
-        self._data = np.ascontiguousarray(data)
+        # np.require, not np.ascontiguousarray: the latter turns a rank-0 array into shape (1,)
+        self._data = np.require(data, requirements="C")
 
     @property
     def shape(self) -> tuple[int, ...]:

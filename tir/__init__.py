@@ -1,1 +1,35 @@
-"""ember.tir."""
+"""ember.tir: the loop IR, and the scalar functions TVM users call as ``tvm.tir.<name>``.
+
+The functions (``exp``, ``if_then_else``, ``bitwise_and``, ``call_pure_extern``, ...)
+and the reducers (``sum``, ``max``, ``min``, ``comm_reducer``) load on first use, so
+importing a submodule such as ``ember.tir.dtype`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+_REDUCERS = ("sum", "max", "min", "comm_reducer", "max_value", "min_value")
+_EXPR = ("eq", "ne", "max_", "min_", "Var", "const")
+# TVM's node constructors that take the operands only (the dtype follows from them)
+_CONSTRUCTORS = {"Select": "select"}
+
+
+def __getattr__(name: str) -> Any:
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # a submodule not imported yet (``from ember.tir import dtype`` asks here first):
+        # let the import system load it rather than importing ember.tir.op, which may be
+        # what is importing it right now
+        raise AttributeError(name)
+    if name in _REDUCERS:
+        return getattr(importlib.import_module("ember.tir.te.operation"), name)
+    op = importlib.import_module("ember.tir.op")
+    if name in _CONSTRUCTORS:
+        return getattr(op, _CONSTRUCTORS[name])
+    if name in op.__all__:
+        return getattr(op, name)
+    if name in _EXPR:
+        return getattr(importlib.import_module("ember.tir.expr"), name)
+    raise AttributeError(f"module 'ember.tir' has no attribute {name!r}")

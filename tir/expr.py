@@ -3,9 +3,12 @@
 Every node is a frozen, slotted dataclass with identity equality: two ``Var("i")``
 are different variables, and nodes can be dict keys without hashing whole trees.
 Structural comparison lives in :mod:`ember.tir.structural`. Operators on
-expressions build nodes (``a + b``, ``i // 4``, ``x < y``); ``==`` is *not*
-overloaded, use :func:`eq`. Python ints and floats are promoted to constants of
-the other operand's dtype, the way a user writes index arithmetic.
+expressions build nodes (``a + b``, ``i // 4``, ``x < y``, ``a == b``). As in TVM,
+the node ``a == b`` builds is truthy only when ``a`` and ``b`` are the same object
+(``a != b`` the reverse), so ``te.select(A[i] == 1, ...)`` compares values while
+expressions still work as dict keys and in ``x in list``; hashing is identity.
+Python ints and floats are promoted to constants of the other operand's dtype,
+the way a user writes index arithmetic.
 
 Closed families carry an enum operator (``BinOp(op=BinaryOp.ADD)``,
 ``Call(op=Intrinsic.EXP)``) so that backends, the interpreter and the
@@ -50,33 +53,96 @@ class CompareOp(enum.Enum):
 
 
 class Intrinsic(enum.Enum):
+    # -- floating point, one argument; computed in the argument's type ------------------------
     EXP = "exp"
+    EXP2 = "exp2"
+    EXP10 = "exp10"
     LOG = "log"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    LOG1P = "log1p"
     SQRT = "sqrt"
     RSQRT = "rsqrt"
-    TANH = "tanh"
     ERF = "erf"
     SIGMOID = "sigmoid"
-    POW = "pow"
-    ABS = "abs"
+    ABS = "abs"  # integers too
     FLOOR = "floor"
     CEIL = "ceil"
-    ROUND = "round"
-    FMA = "fma"
+    TRUNC = "trunc"
+    ROUND = "round"  # halves away from zero, as C's round and TVM's tir.round
+    NEARBYINT = "nearbyint"  # halves to even, as C's nearbyint / rint under the default mode
     SIN = "sin"
     COS = "cos"
+    TAN = "tan"
+    ASIN = "asin"
+    ACOS = "acos"
+    ATAN = "atan"
+    SINH = "sinh"
+    COSH = "cosh"
+    TANH = "tanh"
+    ASINH = "asinh"
+    ACOSH = "acosh"
+    ATANH = "atanh"
+    # -- floating point, two or three arguments -----------------------------------------------
+    POW = "pow"
+    FMOD = "fmod"  # C's fmod: the remainder of truncating division, the dividend's sign
+    ATAN2 = "atan2"
+    HYPOT = "hypot"
+    COPYSIGN = "copysign"
+    FMA = "fma"
+    # -- floating point to bool -----------------------------------------------------------------
+    ISNAN = "isnan"
+    ISINF = "isinf"
+    ISFINITE = "isfinite"
+    # -- integers (bool too for the bitwise ones) -----------------------------------------------
+    POPCOUNT = "popcount"
+    CLZ = "clz"  # leading zero bits, as an int32; clz(0) is the bit width
+    SHIFT_LEFT = "shift_left"
+    SHIFT_RIGHT = "shift_right"  # arithmetic on signed types, logical on unsigned
+    BITWISE_AND = "bitwise_and"
+    BITWISE_OR = "bitwise_or"
+    BITWISE_XOR = "bitwise_xor"
+    BITWISE_NOT = "bitwise_not"
     # Exchanges between the 32 lanes of a GPU warp, as CUDA's ``__shfl_xor_sync`` and
     # ``__shfl_down_sync`` with a full mask: ``(value, lane offset)`` gives the value of
     # lane ``lane ^ offset`` (``lane + offset``), or the lane's own one past the warp.
     # Every lane of the warp must execute them together, so only device code has them.
     WARP_SHUFFLE_XOR = "warp_shuffle_xor"
     WARP_SHUFFLE_DOWN = "warp_shuffle_down"
+    # -- control and foreign calls: every backend handles these by their structure ----------
+    # ``(cond, t, f)``: only the branch ``cond`` picks is evaluated (TVM's tir.if_then_else),
+    # unlike Select, so a guarded out-of-bounds read never happens.
+    IF_THEN_ELSE = "if_then_else"
+    # ``(StringImm(name), *args)``: a C / CUDA device function called by name (TVM's
+    # call_pure_extern / call_extern); the pure one has no side effects.
+    CALL_PURE_EXTERN = "call_pure_extern"
+    CALL_EXTERN = "call_extern"
     # The next ones are markers that carry no arithmetic value.
     LIKELY = "likely"  # a hint that a condition is usually true (loop partitioning)
 
 
 WARP_SHUFFLES = frozenset({Intrinsic.WARP_SHUFFLE_XOR, Intrinsic.WARP_SHUFFLE_DOWN})
 WARP_SIZE = 32  # lanes of a warp: what a full shuffle mask names
+EXTERN_CALLS = frozenset({Intrinsic.CALL_PURE_EXTERN, Intrinsic.CALL_EXTERN})
+# Calls a backend handles by their structure, not by a per-operator table entry.
+STRUCTURAL_CALLS = EXTERN_CALLS | {Intrinsic.IF_THEN_ELSE}
+# Float arguments, bool result.
+FLOAT_PREDICATES = frozenset({Intrinsic.ISNAN, Intrinsic.ISINF, Intrinsic.ISFINITE})
+# Integer (and bool) operands; everything else but ABS and LIKELY takes floats.
+INT_INTRINSICS = frozenset(
+    {
+        Intrinsic.POPCOUNT,
+        Intrinsic.CLZ,
+        Intrinsic.SHIFT_LEFT,
+        Intrinsic.SHIFT_RIGHT,
+        Intrinsic.BITWISE_AND,
+        Intrinsic.BITWISE_OR,
+        Intrinsic.BITWISE_XOR,
+        Intrinsic.BITWISE_NOT,
+    }
+)
+# Intrinsics whose result type is not their (first) argument's.
+OWN_RESULT_TYPE = FLOAT_PREDICATES | {Intrinsic.CLZ}
 
 
 class PrimExpr:
@@ -125,7 +191,17 @@ class PrimExpr:
     def __neg__(self) -> PrimExpr:
         return _binary(BinaryOp.SUB, const(0, self.dtype), self)
 
-    # -- comparisons (== and != stay identity; use eq()/ne()) ----------------------
+    # -- comparisons --------------------------------------------------------------
+    # `==` / `!=` build EQ / NE nodes whose truth value is object identity (see Compare).
+    # Defining __eq__ would drop the inherited identity hash, so it is restored here.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return _identity_compare(CompareOp.EQ, self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return _identity_compare(CompareOp.NE, self, other)
+
     def __lt__(self, other: Any) -> PrimExpr:
         return _compare(CompareOp.LT, self, other)
 
@@ -138,19 +214,46 @@ class PrimExpr:
     def __ge__(self, other: Any) -> PrimExpr:
         return _compare(CompareOp.GE, self, other)
 
+    # & | ^ ~ are logical on bools and bitwise on integers; << >> shift integers (TVM)
     def __and__(self, other: Any) -> PrimExpr:
-        return logical_and(self, other)
+        return _bitwise(Intrinsic.BITWISE_AND, self, other)
+
+    def __rand__(self, other: Any) -> PrimExpr:
+        return _bitwise(Intrinsic.BITWISE_AND, other, self)
 
     def __or__(self, other: Any) -> PrimExpr:
-        return logical_or(self, other)
+        return _bitwise(Intrinsic.BITWISE_OR, self, other)
+
+    def __ror__(self, other: Any) -> PrimExpr:
+        return _bitwise(Intrinsic.BITWISE_OR, other, self)
+
+    def __xor__(self, other: Any) -> PrimExpr:
+        return _bitwise(Intrinsic.BITWISE_XOR, self, other)
+
+    def __rxor__(self, other: Any) -> PrimExpr:
+        return _bitwise(Intrinsic.BITWISE_XOR, other, self)
 
     def __invert__(self) -> PrimExpr:
-        return logical_not(self)
+        if dt.is_bool(self.dtype):
+            return logical_not(self)
+        return int_call(Intrinsic.BITWISE_NOT, self)
+
+    def __lshift__(self, other: Any) -> PrimExpr:
+        return int_call(Intrinsic.SHIFT_LEFT, self, other)
+
+    def __rlshift__(self, other: Any) -> PrimExpr:
+        return int_call(Intrinsic.SHIFT_LEFT, other, self)
+
+    def __rshift__(self, other: Any) -> PrimExpr:
+        return int_call(Intrinsic.SHIFT_RIGHT, self, other)
+
+    def __rrshift__(self, other: Any) -> PrimExpr:
+        return int_call(Intrinsic.SHIFT_RIGHT, other, self)
 
     def __bool__(self) -> bool:
         raise TypeError(
-            "a symbolic expression has no truth value; build conditions with "
-            "te.if_then_else / te.select, and compare with ember.tir.eq()"
+            f"the symbolic expression {self!r} has no truth value; build conditions with "
+            "te.if_then_else / te.select (or te.all / te.any), not Python's if/and/or"
         )
 
     def astype(self, dtype: str) -> PrimExpr:
@@ -175,15 +278,27 @@ class Var(PrimExpr):
 
 
 @_node
+class SizeVar(Var):
+    """A variable known to be ``>= 0`` (TVM's ``te.size_var``): a size the analyzer may
+    assume non-negative when it simplifies or bounds expressions."""
+
+
+@_node
 class IntImm(PrimExpr):
     dtype: str
     value: int
+
+    def __int__(self) -> int:  # int(te.const(3)), shape entries; as TVM
+        return self.value
 
 
 @_node
 class FloatImm(PrimExpr):
     dtype: str
     value: float
+
+    def __float__(self) -> float:
+        return self.value
 
 
 @_node
@@ -202,10 +317,21 @@ class BinOp(PrimExpr):
 
 @_node
 class Compare(PrimExpr):
+    """``a op b``. ``bool()`` of an EQ / NE is "same object" / "not the same object"
+    (what lets ``x in list`` and dict lookups work on expressions, as in TVM); other
+    comparisons have no truth value."""
+
     dtype: str  # "bool", or "boolxN" for vectors
     op: CompareOp
     a: PrimExpr
     b: PrimExpr
+
+    def __bool__(self) -> bool:
+        if self.op is CompareOp.EQ:
+            return self.a is self.b
+        if self.op is CompareOp.NE:
+            return self.a is not self.b
+        return PrimExpr.__bool__(self)
 
 
 @_node
@@ -448,6 +574,22 @@ def _compare(op: CompareOp, a: ExprLike, b: ExprLike) -> PrimExpr:
     return Compare(dt.with_lanes("bool", dt.lanes_of(a.dtype)), op, a, b)
 
 
+def _identity_compare(op: CompareOp, a: PrimExpr, other: Any) -> Any:
+    """``a == other`` / ``a != other`` from the operators: an EQ / NE node whose truth
+    value is identity. Anything that is not an expression operand compares unequal."""
+    if isinstance(other, PrimExpr):
+        if other.dtype == a.dtype:  # the common case (`x in vars`), kept cheap
+            return Compare(dt.with_lanes("bool", dt.lanes_of(a.dtype)), op, a, other)
+    elif not isinstance(other, (bool, int, float)) and not (
+        hasattr(other, "dtype") and hasattr(other, "item")  # numpy scalar
+    ):
+        return NotImplemented  # None, strings, IterVars, tuples...: identity (unequal)
+    try:
+        return _compare(op, a, other)
+    except (ArgumentError, ValueError, TypeError):  # operands that cannot meet (vector lengths)
+        return NotImplemented
+
+
 def _as_bool(x: ExprLike) -> PrimExpr:
     x = convert(x)
     if not dt.is_bool(x.dtype):
@@ -476,6 +618,28 @@ def logical_or(a: ExprLike, b: ExprLike) -> PrimExpr:
 def logical_not(a: ExprLike) -> PrimExpr:
     a = _as_bool(a)
     return Not(a.dtype, a)
+
+
+def _bitwise(op: Intrinsic, a: ExprLike, b: ExprLike) -> PrimExpr:
+    """``&`` ``|`` ``^``: C's ``&&``/``||`` (logical) on two bools, bitwise on integers."""
+    x, y = _promote(a, b)
+    if dt.is_bool(x.dtype) and op is not Intrinsic.BITWISE_XOR:
+        return (logical_and if op is Intrinsic.BITWISE_AND else logical_or)(x, y)
+    return int_call(op, x, y)
+
+
+def int_call(op: Intrinsic, *args: ExprLike) -> PrimExpr:
+    """A bit intrinsic (:data:`INT_INTRINSICS`) of integer or bool operands."""
+    e = call(op, *args)
+    assert isinstance(e, Call)
+    for a in e.args:
+        if dt.is_float(a.dtype):
+            raise ArgumentError(
+                f"{op.value} works on integers, got an operand of type {a.dtype}: {a!r}"
+            )
+    if op is Intrinsic.CLZ:
+        return Call(dt.with_lanes("int32", dt.lanes_of(e.dtype)), op, e.args)
+    return e
 
 
 def min_(a: ExprLike, b: ExprLike) -> PrimExpr:
@@ -518,11 +682,21 @@ def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> PrimE
     return Select(t.dtype, cond, t, f)
 
 
+def if_then_else(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> PrimExpr:
+    """``cond ? t : f`` evaluating only the branch taken (a constant ``cond`` picks one)."""
+    c = _as_bool(cond)
+    if dt.lanes_of(c.dtype) != 1:
+        raise ArgumentError(f"if_then_else: the condition must be a scalar, got {c.dtype}")
+    t, f = _promote(true_value, false_value)
+    if isinstance(c, IntImm):
+        return t if c.value else f
+    return Call(t.dtype, Intrinsic.IF_THEN_ELSE, (c, t, f))
+
+
 def call(op: Intrinsic, *args: ExprLike, dtype: str | None = None) -> PrimExpr:
-    cargs = [convert(a) for a in args]
-    if len(cargs) == 2:
-        cargs = list(_promote(cargs[0], cargs[1]))
-    elif len(cargs) == 3:
+    # two operands promote as Python numbers meet expressions (`x << 2` keeps x's type)
+    cargs = [convert(a) for a in args] if len(args) != 2 else list(_promote(*args))
+    if len(cargs) == 3:
         x, y = _promote(cargs[0], cargs[1])
         x, z = _promote(x, cargs[2])
         y, _ = _promote(y, z)

@@ -194,6 +194,9 @@ class TIRPrinter(Visitor):
     def func(self, f: S.PrimFunc) -> str:
         params = []
         for b in f.params:
+            if isinstance(b, E.Var):
+                params.append(f"{self.expr(b)}: {b.dtype}")
+                continue
             shape = ", ".join(self.expr(x) for x in b.shape)
             params.append(f'{self.buffer(b)}: Buffer(({shape}), "{b.dtype}")')
         self.line(f"def {f.name}({', '.join(params)}):")

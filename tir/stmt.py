@@ -165,20 +165,53 @@ def seq(*stmts: Stmt | None) -> Stmt:
 class PrimFunc:
     """A function over buffers: what lowering produces and a code generator consumes.
 
-    ``params`` are the buffers in call order. ``attrs`` holds facts such as
+    ``params`` are the arguments in call order: buffers, and scalar variables (a
+    size or a split factor passed by value, as TVM's ``tvm.build(s, [A, B, n])``).
+    A variable in a buffer's shape that is not a parameter is bound from the
+    array passed for that buffer. ``attrs`` holds facts such as
     ``("global_symbol", "matmul")`` or ``("target", "llvm")`` as key/value pairs.
     """
 
     name: str
-    params: tuple[Buffer, ...]
+    params: tuple[Buffer | Var, ...]
     body: Stmt
     attrs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        """The buffer parameters, in call order."""
+        return tuple(p for p in self.params if isinstance(p, Buffer))
+
+    def size_vars(self) -> tuple[Var, ...]:
+        """Every scalar the function takes by value, in a fixed order: the scalar
+        parameters, then the variables of buffer shapes, each once. Code generators
+        pass these after the buffers' data pointers."""
+        from ember.tir.functor import free_vars
+
+        out: list[Var] = [p for p in self.params if isinstance(p, Var)]
+        for buf in self.buffers:
+            for extent in buf.shape:
+                for v in sorted(free_vars(extent), key=lambda v: v.name):
+                    if v not in out:
+                        out.append(v)
+        return tuple(out)
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:
             if k == key:
                 return v
         return default
+
+    def __getitem__(self, name: str) -> PrimFunc:
+        """``ember.lower(s, args, name="f")["f"]`` is the function itself.
+
+        TVM's ``lower`` returns an IRModule indexed by function name; Ember's returns
+        the PrimFunc, and this keeps TVM code that indexes the result working."""
+        if name != self.name:
+            from ember.errors import ArgumentError
+
+            raise ArgumentError(f"no function '{name}' here: this PrimFunc is '{self.name}'")
+        return self
 
     def with_body(self, body: Stmt) -> PrimFunc:
         return PrimFunc(self.name, self.params, body, self.attrs)

@@ -202,6 +202,12 @@ class _Comparer:
         if len(a.params) != len(b.params):
             raise _Mismatch("params", f"{len(a.params)} parameters != {len(b.params)}")
         for k, (x, y) in enumerate(zip(a.params, b.params)):
+            if isinstance(x, E.Var) or isinstance(y, E.Var):  # a scalar parameter
+                if not (isinstance(x, E.Var) and isinstance(y, E.Var)):
+                    raise _Mismatch(f"params[{k}]", "a scalar and a buffer")
+                if x not in self.vars:
+                    self.define_var(x, y, f"params[{k}]")
+                continue
             # symbolic extents of parameters are defined by them (bound at call time)
             for d, (u, v) in enumerate(zip(x.shape, y.shape)):
                 if isinstance(u, E.Var) and isinstance(v, E.Var) and u not in self.vars:

@@ -13,17 +13,15 @@ from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Visitor, free_vars
+from ember.tir.functor import Visitor
 
 
 class _Verify(Visitor):
     def __init__(self, func: S.PrimFunc) -> None:
         self.func = func
-        self.defined: set[E.Var] = set()
-        for b in func.params:
-            for s in b.shape:
-                self.defined |= free_vars(s)
+        self.defined: set[E.Var] = set(func.size_vars())
         self.problems: list[str] = []
+        self.undefined: list[E.Var] = []
 
     def define(self, v: E.Var, what: str) -> None:
         if v in self.defined:
@@ -33,6 +31,8 @@ class _Verify(Visitor):
     def visit_Var(self, v: E.Var) -> None:
         if v not in self.defined and v.dtype != "handle":
             self.problems.append(f"variable '{v.name}' is used outside its definition")
+            if v not in self.undefined:
+                self.undefined.append(v)
 
     def visit_For(self, s: S.For) -> None:
         self.visit(s.min)
@@ -96,3 +96,11 @@ def verify_well_formed(func: S.PrimFunc, after: str = "") -> None:
         where = f" after pass '{after}'" if after else ""
         listed = "\n  ".join(dict.fromkeys(v.problems))
         raise InternalError(f"ill-formed TIR in '{func.name}'{where}:\n  {listed}\n{func!r}")
+
+
+def undefined_vars(func: S.PrimFunc) -> list[E.Var]:
+    """Scalar variables the body uses that no parameter, shape, loop or let defines: on a
+    freshly lowered function, symbols (a size, a split factor) missing from the arguments."""
+    v = _Verify(func)
+    v.visit(func.body)
+    return v.undefined

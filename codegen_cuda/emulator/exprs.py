@@ -6,10 +6,11 @@ vector: the same in every thread) or *per-thread* (a ``(lanes,)`` array, or
 :mod:`.grid`). numpy broadcasting mixes the two, so thread-invariant index
 arithmetic stays scalar and cheap. The compiler is the reference interpreter's
 (:mod:`ember.tir.interp.closures`), with the handlers below overridden; the
-meaning of each operator comes from the interpreter's tables (:mod:`ember.tir.interp.ops`), so dtype
+meaning of each operator comes from the interpreter's tables
+(:mod:`ember.tir.interp.ops`), so dtype
 semantics (wrap-around, float16 rounding, C division, bfloat16 in float32)
-match the oracle. What SIMT adds: ``&&``/``||`` and ``Select`` evaluate their
-conditional operands only for the threads that need them (environment slot 0
+match the oracle. What SIMT adds: ``&&``/``||``, ``Select`` and ``if_then_else``
+evaluate their conditional operands only for the threads that need them (environment slot 0
 holds the active-thread mask, ``None`` when all are active), so a guarded load
 is never checked for the threads its guard excludes; integer division checks
 its divisor only in active threads. A warp shuffle gathers across the lanes of
@@ -126,6 +127,10 @@ class ExprCompiler(ExprCompilerBase):
             return np.where(_column(c) if np.ndim(t) == 2 or np.ndim(f) == 2 else c, t, f)
 
         return ("f", select)
+
+    def _if_then_else(self, e: E.Call) -> Operand:
+        """Per thread, like ``Select``: each side runs only for the threads that take it."""
+        return self._select(E.Select(e.dtype, *e.args))
 
     def _warp_shuffle(self, e: E.Call) -> Operand:
         fv, fo = (self.compile(a) for a in e.args)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.tir import expr as E
 from ember.tir.stmt import PrimFunc
 
 Dim3 = tuple[int, int, int]
@@ -30,8 +31,9 @@ TAGS = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in 
 MAX_LANES = 1 << 16  # lanes per chunk: big enough to amortise numpy calls, small for memory
 
 
-def launch_of(func: PrimFunc) -> tuple[Dim3, Dim3]:
-    """The ``launch`` attribute of a kernel, checked: ((gx, gy, gz), (bx, by, bz))."""
+def launch_of(func: PrimFunc) -> tuple[tuple[Any, Any, Any], Dim3]:
+    """The ``launch`` attribute of a kernel, checked: ((gx, gy, gz), (bx, by, bz)); a grid
+    extent is an ``int`` or an expression of the kernel's size parameters."""
     launch = func.attr("launch")
     if not func.attr("kernel", False) or launch is None:
         raise ArgumentError(
@@ -39,13 +41,19 @@ def launch_of(func: PrimFunc) -> tuple[Dim3, Dim3]:
             "attributes); the emulator runs the kernels split_host_device produces"
         )
     try:
-        grid, block = (tuple(int(x) for x in dims) for dims in launch)
+        grid_in, block_in = launch
+        # a grid extent may be symbolic (an expression of the kernel's size parameters)
+        grid = tuple(
+            x if isinstance(x, E.PrimExpr) and not isinstance(x, E.IntImm) else int(x)
+            for x in grid_in
+        )
+        block = tuple(int(x) for x in block_in)
     except (TypeError, ValueError) as e:
         raise ArgumentError(
             f"kernel '{func.name}' has a malformed launch attribute {launch!r}; "
             "expected ((gx, gy, gz), (bx, by, bz))"
         ) from e
-    if len(grid) != 3 or len(block) != 3 or min(grid + block) < 1:
+    if len(grid) != 3 or len(block) != 3 or min(x for x in grid + block if isinstance(x, int)) < 1:
         raise ArgumentError(
             f"kernel '{func.name}' has launch dimensions {launch!r}; expected three "
             "positive grid and three positive block dimensions"
@@ -81,6 +89,10 @@ class Chunk:
         }
         self._typed: dict[tuple[str, np.dtype], np.ndarray] = {}
         self.shared: dict[object, Any] = {}  # shared storage per allocation, reset at barriers
+        # barriers each block has passed, and each lane's launch-wide thread id: what the
+        # global-memory race trackers record
+        self.epoch = np.zeros(nblocks, dtype=np.int32)
+        self.thread_ids = lane.astype(np.int64) + first * self.threads
         # asynchronous copies (cp.async): issued but not committed, and committed groups in
         # issue order; the threads run in lock-step, so one queue serves all of them
         self.async_open: list[Any] = []
@@ -109,6 +121,16 @@ class Chunk:
         return f"block {self.block_of(lane)} thread {self.thread_of(lane)}"
 
 
+def describe_thread(grid: Dim3, block: Dim3, tid: int) -> str:
+    """Like :meth:`Chunk.describe` for a launch-wide thread id ``block * T + thread``."""
+    threads = block[0] * block[1] * block[2]
+    b, t = divmod(tid, threads)
+    gx, gy, _ = grid
+    bx, by, _ = block
+    where = (b % gx, (b // gx) % gy, b // (gx * gy))
+    return f"block {where} thread {(t % bx, (t // bx) % by, t // (bx * by))}"
+
+
 def chunks(grid: Dim3, block: Dim3, races: bool) -> Iterator[Chunk]:
     """The grid cut into chunks of whole blocks, in linear block order."""
     total = grid[0] * grid[1] * grid[2]
@@ -118,4 +140,4 @@ def chunks(grid: Dim3, block: Dim3, races: bool) -> Iterator[Chunk]:
         yield Chunk(grid, block, first, min(per, total - first), races)
 
 
-__all__ = ["CHUNK", "MASK", "MAX_LANES", "TAGS", "Chunk", "chunks", "launch_of"]
+__all__ = ["CHUNK", "MASK", "MAX_LANES", "TAGS", "Chunk", "chunks", "describe_thread", "launch_of"]

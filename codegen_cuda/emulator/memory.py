@@ -13,7 +13,8 @@ thread) or, for a vector access through a ``Ramp`` index, a ``(1, n)`` or
 Only the threads of the active mask (environment slot 0) access memory: an
 index that is out of bounds for an active thread raises :class:`ArgumentError`
 naming the buffer, the thread and the statement; inactive threads' indices are
-ignored. Shared accesses report to the allocation's :class:`RaceTracker`.
+ignored. Shared accesses report to the allocation's :class:`RaceTracker`, accesses
+to a global buffer the kernel writes to its :class:`GlobalRaceTracker`.
 bfloat16 is stored as ``uint16`` bits and computed in float32, as in the
 reference interpreter.
 """
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ember.codegen_cuda.emulator.grid import CHUNK, MASK, Chunk
-from ember.codegen_cuda.emulator.races import RaceTracker
+from ember.codegen_cuda.emulator.races import GlobalRaceTracker, RaceTracker
 from ember.errors import ArgumentError, InternalError
 from ember.tir import dtype as dt
 from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
@@ -99,13 +100,26 @@ class Storage:
 
 
 class GlobalStorage(Storage):
-    def __init__(self, name: str, dtype: str, data: np.ndarray, sites: Sequence[str]) -> None:
+    """A kernel argument; ``tracker`` (for a buffer the kernel writes, races checked) sees
+    every access of every thread of the launch."""
+
+    def __init__(
+        self,
+        name: str,
+        dtype: str,
+        data: np.ndarray,
+        sites: Sequence[str],
+        tracker: GlobalRaceTracker | None = None,
+    ) -> None:
         super().__init__(name, dtype, data.size, sites)
         self.data = data
+        self.tracker = tracker
 
     def load(self, idx: Any, env: Env, site: int) -> Any:
         idx = self.checked(idx, env, "load", site)
         self.profile(env, "load", idx, site)
+        if self.tracker is not None:
+            self.tracker.on_read(*_thread_accesses(idx, env, self.lane_shape(env, idx)), site)
         return _as_value(self.data[idx], self.bf16)
 
     def store(self, idx: Any, value: Any, env: Env, site: int) -> None:
@@ -114,7 +128,7 @@ class GlobalStorage(Storage):
         if self.bf16:
             value = float32_to_bf16(value)
         mask = env[MASK]
-        if mask is None and np.shape(value) in ((), np.shape(idx)):
+        if self.tracker is None and mask is None and np.shape(value) in ((), np.shape(idx)):
             self.data[idx] = value
             return
         full = self.lane_shape(env, idx, value)
@@ -122,7 +136,28 @@ class GlobalStorage(Storage):
         if mask is not None:
             m = np.broadcast_to(_lane_mask(mask, len(full) == 2), full)
             i, v = i[m], v[m]
+        if self.tracker is not None:
+            elems, tids, epochs = _thread_accesses(idx, env, full)
+            new = np.asarray(v).astype(self.data.dtype, copy=False).reshape(-1)
+            self.tracker.on_write(elems, tids, epochs, site, self.data, new)
         self.data[i] = v
+
+
+def _thread_accesses(
+    idx: Any, env: Env, full: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Elements, launch-wide thread ids and block epochs of the active threads' accesses
+    (``full``: the access's per-lane shape, as :meth:`Storage.lane_shape` gives it)."""
+    chunk: Chunk = env[CHUNK]
+    tids = chunk.thread_ids[:, None] if len(full) == 2 else chunk.thread_ids
+    epochs = chunk.epoch[chunk.lane_block]
+    epochs = epochs[:, None] if len(full) == 2 else epochs
+    e, t, p = (np.broadcast_to(x, full) for x in (np.asarray(idx, dtype=np.int64), tids, epochs))
+    mask = env[MASK]
+    if mask is None:
+        return e.reshape(-1), t.reshape(-1), p.reshape(-1)
+    m = np.broadcast_to(_lane_mask(mask, len(full) == 2), full)
+    return e[m], t[m], p[m]
 
 
 class BlockStorage(Storage):

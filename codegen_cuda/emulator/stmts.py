@@ -75,14 +75,19 @@ class StmtCompiler(StmtCompilerBase):
         if not E.is_const_int(s.min, 0):
             raise InternalError(f"a loop bound to {tag} must start at 0: `{head}`")
         launch = self.launch[tag]
-        if isinstance(s.extent, E.IntImm) and s.extent.value > launch:
+        if isinstance(s.extent, E.IntImm) and isinstance(launch, int) and s.extent.value > launch:
             raise InternalError(
                 f"`{head}` needs {s.extent.value} values of {tag} but the kernel is launched "
                 f"with {launch}; split_host_device sets the launch from these loops"
             )
         self.exprs.enter_site(head)
         f_ext = self.exprs.compile(s.extent)
-        full = isinstance(s.extent, E.IntImm) and s.extent.value == launch
+        if isinstance(launch, int):
+            full = isinstance(s.extent, E.IntImm) and s.extent.value == launch
+        else:  # a symbolic grid extent: the loop covers it when it is the same expression
+            from ember.tir.structural import structural_equal
+
+            full = structural_equal(s.extent, launch, map_free_vars=False)
         slot, body = self._scoped(s.loop_var, s.body)
         npdt = value_dtype(s.loop_var.dtype)
 
@@ -169,6 +174,10 @@ class StmtCompiler(StmtCompilerBase):
         def barrier(env: Env) -> None:
             chunk: Chunk = env[CHUNK]
             blocks = _blocks_at_barrier(chunk, env[MASK], sites[site])
+            if blocks is None:
+                chunk.epoch += 1
+            else:
+                chunk.epoch[blocks] += 1
             for storage in chunk.shared.values():
                 if storage.tracker is not None:
                     storage.tracker.reset(blocks)

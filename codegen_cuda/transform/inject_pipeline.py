@@ -21,6 +21,11 @@ on tile ``ko``, letting the loads of the next tiles overlap the arithmetic:
         commit
         compute on stage ko % S
 
+Stages computed at the same loop but not marked (TVM lets a schedule double-buffer
+only B's tile of a GEMM) are copied as before, tile ``ko`` in iteration ``ko``: after
+the marked fills are issued and before the compute, with the barrier ``inject_sync``
+gives any copy between it and its readers.
+
 On sm_80 and newer a fill is ``cp.async`` (``AsyncCopy``) with commit/wait
 groups, so the copy does not even pass through registers. On older GPUs the
 fill of the next tile is split at registers: its global loads are issued before
@@ -43,12 +48,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ember.codegen_cuda.transform.pipeline_registers import through_registers
 from ember.errors import LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith import Analyzer
-from ember.tir.buffer import Buffer, decl_buffer
+from ember.tir.buffer import Buffer
 from ember.tir.functor import Mutator, post_order_visit, substitute
 from ember.tir.transform.simplify import simplify_stmt
 
@@ -186,66 +192,6 @@ def _is_zero(e: E.PrimExpr) -> bool:
     return isinstance(e, (E.IntImm, E.FloatImm)) and e.value == 0
 
 
-class _Registers(Mutator):
-    """One fill through registers: ``load`` keeps the values a thread copies in a local
-    array (one slot per iteration of the fill's serial loops), ``store`` writes them to the
-    stage. Thread-bound loops are not slots: each thread has its own array."""
-
-    def __init__(self, reg: Buffer, strides: dict[E.Var, tuple[E.PrimExpr, int]], load: bool):
-        self.reg, self.strides, self.load = reg, strides, load
-
-    def visit_BufferStore(self, s: S.BufferStore) -> S.Stmt:
-        lanes = dt.lanes_of(s.value.dtype)
-        slot: E.PrimExpr = E.const(0)
-        for var, (lo, stride) in self.strides.items():
-            slot = slot + (var - lo) * (stride * lanes)
-        slot = Analyzer().simplify(slot)
-        index = (
-            E.Ramp(dt.with_lanes("int32", lanes), slot, E.const(1), lanes) if lanes > 1 else slot
-        )
-        if self.load:
-            return S.BufferStore(self.reg, s.value, (index,))
-        return S.BufferStore(s.buffer, E.BufferLoad(s.value.dtype, self.reg, (index,)), s.indices)
-
-
-_MAX_PREFETCH_ELEMS = 64  # per thread and fill; a bigger fill is copied directly
-
-
-def _through_registers(fill: S.Stmt, ana: Analyzer) -> tuple[Buffer, S.Stmt, S.Stmt] | None:
-    """``(registers, load, store)`` splitting ``fill`` (one store under serial and thread
-    loops) at its registers, or None when its shape or size does not allow it."""
-    stores: list[S.BufferStore] = []
-    serial: list[S.For] = []
-
-    def visit(n: object) -> None:
-        if isinstance(n, S.BufferStore):
-            stores.append(n)
-        elif isinstance(n, S.For) and n.kind is not S.ForKind.THREAD_BINDING:
-            serial.append(n)
-
-    post_order_visit(fill, visit)
-    if len(stores) != 1:
-        return None
-    store = stores[0]
-    slots, strides = 1, {}
-    with ana.scope():
-        for loop in reversed(serial):  # post-order: innermost first, so outermost last
-            ana.bind(loop.loop_var, E.Range(loop.min, loop.extent))
-        for loop in serial:  # innermost first: the fastest slot
-            hi = ana.const_int_bound(loop.extent)[1]
-            if not isinstance(hi, int) or hi < 1:
-                return None
-            strides[loop.loop_var] = (loop.min, slots)
-            slots *= hi
-    lanes = dt.lanes_of(store.value.dtype)
-    if slots * lanes > _MAX_PREFETCH_ELEMS:
-        return None
-    reg = decl_buffer((slots * lanes,), store.buffer.dtype, f"{store.buffer.name}.next", "local")
-    load = _Registers(reg, strides, True).visit(fill)
-    back = _Registers(reg, strides, False).visit(fill)
-    return reg, load, back
-
-
 def _peel(body: S.Stmt) -> tuple[list[S.Allocate], dict[E.Var, int], S.Stmt]:
     """The allocations at the top of a loop body, the stage counts of the marked ones,
     and what they wrap."""
@@ -278,6 +224,42 @@ def _reads_on_chip(s: S.Stmt) -> set[str]:
 
     post_order_visit(s, visit)
     return out
+
+
+def _reads(s: S.Stmt) -> set[E.Var]:
+    out: set[E.Var] = set()
+    post_order_visit(s, lambda n: out.add(n.buffer.data) if isinstance(n, E.BufferLoad) else None)
+    return out
+
+
+def _split_producers(
+    body: list[S.Stmt], marked: dict[E.Var, int], where: str
+) -> tuple[list[S.Stmt], list[S.Stmt]]:
+    """The fills of the pipelined stages, and the rest of the iteration in its order.
+
+    Other stages computed at the same loop need not be pipelined (TVM lets a schedule
+    double-buffer B's tile and not A's): their copies stay in the iteration, after the
+    pipelined fills are issued and before the compute, and keep the barriers
+    ``inject_sync`` gives any copy. A pipelined fill must be a copy from global memory,
+    and no statement may read a pipelined stage before its fill in the loop body.
+    """
+    writers = [i for i, x in enumerate(body) if _writes(x) & marked.keys()]
+    for i in writers:
+        on_chip = _reads_on_chip(body[i])
+        if on_chip or _writes(body[i]) - marked.keys():
+            raise LoweringError(
+                f"{where}: filling the stage also reads or writes other on-chip buffers "
+                f"({', '.join(sorted(on_chip)) or 'writes'}); only a copy from global "
+                "memory can be issued ahead of the iteration that uses it"
+            )
+    readers = [i for i, x in enumerate(body) if _reads(x) & marked.keys()]
+    if not writers or (readers and min(readers) < max(writers)):
+        raise LoweringError(
+            f"{where}: the stage is not filled in the loop before it is read; compute_at "
+            "it at the loop it should be pipelined over"
+        )
+    producers = [body[i] for i in writers]
+    return producers, [x for i, x in enumerate(body) if i not in writers]
 
 
 def _rebuild(
@@ -326,21 +308,7 @@ class _Pipeline(Mutator):
         names = ", ".join(a.buffer.name for a in allocs if a.buffer.data in marked)
         where = f"pipeline of {names} over loop '{s.loop_var.name}'"
         body = list(inner.stmts) if isinstance(inner, S.SeqStmt) else [inner]
-        writers = [i for i, x in enumerate(body) if _writes(x) & marked.keys()]
-        for i in writers:
-            on_chip = _reads_on_chip(body[i])
-            if on_chip or _writes(body[i]) - marked.keys():
-                raise LoweringError(
-                    f"{where}: filling the stage also reads or writes other on-chip buffers "
-                    f"({', '.join(sorted(on_chip)) or 'writes'}); only a copy from global "
-                    "memory can be issued ahead of the iteration that uses it"
-                )
-        if not writers or writers != list(range(len(writers))):
-            raise LoweringError(
-                f"{where}: the stage is not filled at the top of the loop; compute_at it at "
-                "the loop it should be pipelined over"
-            )
-        producers, consumers = body[: len(writers)], body[len(writers) :]
+        producers, consumers = _split_producers(body, marked, where)
 
         staged: dict[E.Var, tuple[Buffer, int]] = {}
         for a in allocs:
@@ -410,7 +378,7 @@ class _Pipeline(Mutator):
     def registers(self, fill: S.Stmt) -> tuple[list[Buffer], S.Stmt, S.Stmt] | None:
         """The next tile's fill split at registers, or None if some part cannot be."""
         parts = [
-            _through_registers(f, self.ana)
+            through_registers(f, self.ana)
             for f in (fill.stmts if isinstance(fill, S.SeqStmt) else (fill,))
         ]
         if any(p is None for p in parts):

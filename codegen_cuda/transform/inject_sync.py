@@ -132,7 +132,8 @@ class _Sync:
                     del self.allocation[s.buffer.data]
                 else:
                     self.allocation[s.buffer.data] = outer
-            extra = self.shared_reads(getattr(s, "value", None) or E.const(0))
+            value = getattr(s, "value", None)
+            extra = self.shared_reads(value) if value is not None else set()
             summ.head_r |= extra
             if body is s.body:
                 return s, summ

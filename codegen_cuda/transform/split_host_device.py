@@ -17,15 +17,17 @@ from dataclasses import dataclass
 
 from ember.codegen_cuda.transform.thread_info import launch_dims, launch_extents, thread_loops
 from ember.errors import LoweringError
+from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
-from ember.tir.functor import post_order_visit
+from ember.tir.functor import free_vars, post_order_visit
 
 
 @dataclass(frozen=True)
 class Launch:
     kernel: str
     args: tuple[Buffer, ...]  # parameters or workspaces, in the kernel's parameter order
+    sizes: tuple[E.Var, ...] = ()  # then the sizes it takes by value, in order
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,20 @@ class DeviceProgram:
     """What the host runs: allocate ``workspaces``, then launch kernels in order."""
 
     name: str
-    params: tuple[Buffer, ...]
+    params: tuple[Buffer | E.Var, ...]  # as the host function takes them
     workspaces: tuple[Buffer, ...]
     kernels: tuple[S.PrimFunc, ...]
     launches: tuple[Launch, ...]
+    attrs: tuple[tuple[str, object], ...] = ()  # the host function's (``positive_vars``)
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        return tuple(p for p in self.params if isinstance(p, Buffer))
+
+    def host_func(self) -> S.PrimFunc:
+        """The host function as one PrimFunc (for its signature)."""
+        body = S.seq(*[k.body for k in self.kernels])
+        return S.PrimFunc(self.name, self.params, body, self.attrs)
 
     def with_kernels(self, kernels: tuple[S.PrimFunc, ...]) -> DeviceProgram:
         """The same program with its kernels replaced (a per-kernel pass keeps names and
@@ -67,7 +79,8 @@ def _touched(stmt: S.Stmt) -> set[object]:
 
 def split_host_device(func: S.PrimFunc) -> DeviceProgram:
     workspaces, stmts = _root_statements(func.body)
-    candidates = list(func.params) + workspaces
+    candidates = list(func.buffers) + workspaces
+    sizes = func.size_vars()
     kernels: list[S.PrimFunc] = []
     launches: list[Launch] = []
     for n, stmt in enumerate(stmts):
@@ -80,8 +93,21 @@ def split_host_device(func: S.PrimFunc) -> DeviceProgram:
         extents = launch_extents(stmt, f"kernel '{name}'")
         used = _touched(stmt)
         args = tuple(b for b in candidates if b.data in used)
-        attrs = (("kernel", True), ("launch", launch_dims(extents)), ("global_symbol", name))
+        # the sizes the kernel needs (in its body, its buffers' shapes, its grid) by value
+        launch = launch_dims(extents)
+        mentioned = free_vars(stmt)
+        for b in args:
+            for extent in b.shape:
+                mentioned |= free_vars(extent)
+        for g in launch[0]:
+            if isinstance(g, E.PrimExpr):
+                mentioned |= free_vars(g)
+        scalars = tuple(v for v in sizes if v in mentioned)
+        attrs = (("kernel", True), ("launch", launch), ("global_symbol", name))
         attrs += tuple((k, v) for k, v in func.attrs if k in ("fast_math", "target"))
-        kernels.append(S.PrimFunc(name, args, stmt, attrs))
-        launches.append(Launch(name, args))
-    return DeviceProgram(func.name, func.params, tuple(workspaces), tuple(kernels), tuple(launches))
+        kernels.append(S.PrimFunc(name, args + scalars, stmt, attrs))
+        launches.append(Launch(name, args, scalars))
+    host_attrs = tuple((k, v) for k, v in func.attrs if k == "positive_vars")
+    return DeviceProgram(
+        func.name, func.params, tuple(workspaces), tuple(kernels), tuple(launches), host_attrs
+    )

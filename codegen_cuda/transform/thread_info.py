@@ -26,20 +26,34 @@ def thread_loops(node: S.Stmt) -> list[S.For]:
     return loops
 
 
-def launch_extents(node: S.Stmt, where: str) -> dict[str, int]:
-    """Extent of every bound tag; the loops of one tag must agree (``verify_gpu``'s rule)."""
-    extents: dict[str, int] = {}
+def launch_extents(node: S.Stmt, where: str) -> dict[str, int | E.PrimExpr]:
+    """Extent of every bound tag; the loops of one tag must agree (``verify_gpu``'s rule).
+
+    A ``blockIdx`` extent may be symbolic (``ceil(n / 64)``): the host computes the grid
+    from the sizes of each call. Block dimensions stay constant.
+    """
+    from ember.tir.structural import structural_equal
+
+    extents: dict[str, int | E.PrimExpr] = {}
     for loop in thread_loops(node):
         if loop.thread_tag not in TAGS:
             raise LoweringError(f"{where}: unsupported thread tag '{loop.thread_tag}'")
-        if not isinstance(loop.extent, E.IntImm):
+        symbolic_ok = loop.thread_tag.startswith("blockIdx")
+        if not isinstance(loop.extent, E.IntImm) and not symbolic_ok:
             raise LoweringError(
                 f"{where}: loop '{loop.loop_var.name}' bound to {loop.thread_tag} has a "
                 f"non-constant extent ({loop.extent!r}); split it by a constant first"
             )
-        ext = loop.extent.value
+        ext: int | E.PrimExpr = (
+            loop.extent.value if isinstance(loop.extent, E.IntImm) else loop.extent
+        )
         old = extents.setdefault(loop.thread_tag, ext)
-        if old != ext:
+        same = (
+            old == ext
+            if isinstance(old, int) or isinstance(ext, int)
+            else structural_equal(old, ext, map_free_vars=False)
+        )
+        if not same:
             raise LoweringError(
                 f"{where}: {loop.thread_tag} is bound twice with different extents "
                 f"({old} and {ext}, loop '{loop.loop_var.name}'); bind loops of equal extent"
@@ -47,7 +61,9 @@ def launch_extents(node: S.Stmt, where: str) -> dict[str, int]:
     return extents
 
 
-def launch_dims(extents: dict[str, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def launch_dims(
+    extents: dict[str, int | E.PrimExpr],
+) -> tuple[tuple[int | E.PrimExpr, ...], tuple[int | E.PrimExpr, ...]]:
     grid = tuple(extents.get(f"blockIdx.{a}", 1) for a in "xyz")
     block = tuple(extents.get(f"threadIdx.{a}", 1) for a in "xyz")
     return grid, block  # type: ignore[return-value]

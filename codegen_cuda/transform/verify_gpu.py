@@ -1,7 +1,9 @@
 """Pass ``verify_gpu``: reject kernels the GPU cannot run, before any compiler sees them.
 
 Expects: a kernel (attrs ``kernel`` and ``launch``) for an architecture.
-Guarantees: at most 1024 threads per block, shared memory within the
+Guarantees: at most 1024 threads per block, each block and grid dimension
+within CUDA's own limit (a launch past one fails at run time with an opaque
+"invalid argument", or on the emulator not at all), shared memory within the
 architecture's per-block limit, and per-thread local arrays within a budget;
 otherwise a ``LoweringError`` saying which limit, by how much, and what to change.
 """
@@ -15,6 +17,9 @@ from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
 
 MAX_THREADS_PER_BLOCK = 1024
+# CUDA's per-dimension limits (the same for every architecture since sm_30).
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 # Shared memory a block may use (bytes), with the opt-in carve-out.
 MAX_SHARED_PER_BLOCK = {
     "sm_70": 96 * 1024,
@@ -34,14 +39,28 @@ def _bytes(buf: object) -> int:
     return size.value * dt.bytes_of(buf.dtype)  # type: ignore[attr-defined]
 
 
+def _check_dims(
+    kernel: str, what: str, tag: str, dims: tuple[int, ...], limits: tuple[int, ...]
+) -> None:
+    for axis, size, limit in zip("xyz", dims, limits):
+        if isinstance(size, int) and size > limit:
+            raise LoweringError(
+                f"kernel '{kernel}' has {what}.{axis} = {size}; CUDA allows at most {limit}: "
+                f"bind fewer iterations to {tag}.{axis} (split the axis, or move work to "
+                f"another dimension)"
+            )
+
+
 def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
-    _, block = func.attr("launch")
+    grid, block = func.attr("launch")
     threads = block[0] * block[1] * block[2]
     if threads > MAX_THREADS_PER_BLOCK:
         raise LoweringError(
             f"kernel '{func.name}' uses {threads} threads per block ({block[0]}x{block[1]}x"
             f"{block[2]}); the limit is {MAX_THREADS_PER_BLOCK}: split the thread axes smaller"
         )
+    _check_dims(func.name, "blockDim", "threadIdx", block, MAX_BLOCK_DIM)
+    _check_dims(func.name, "gridDim", "blockIdx", grid, MAX_GRID_DIM)
     shared = 0
     local = 0
 

@@ -11,9 +11,10 @@ native code runs), the thread count published to the module's
 from __future__ import annotations
 
 import ctypes
-import shutil
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from ember.errors import ArgumentError
 from ember.runtime.module import Module, NativeFn
@@ -24,9 +25,11 @@ NUM_THREADS_SYMBOL = "__ember_num_threads"
 METADATA_SYMBOL = "__ember_metadata"
 
 
-def native_prototype(nparams: int) -> type:
-    """The ctypes type of ``int32 f(void*, ..., void*)``."""
-    return ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nparams))
+def native_prototype(sig: FunctionSignature) -> type:
+    """The ctypes type of ``int32 f(void*, ..., void*, int64, ..., int64)``: a data pointer
+    per array argument, then each symbolic size by value."""
+    pointers = [ctypes.c_void_p] * len(sig.arrays)
+    return ctypes.CFUNCTYPE(ctypes.c_int32, *pointers, *([ctypes.c_int64] * len(sig.size_vars)))
 
 
 class CPUModule(Module):
@@ -86,10 +89,11 @@ class SharedLibraryModule(CPUModule):
         fixed_threads: int | None,
         sources: Mapping[str, str],
         parallel: bool,
+        file: BinaryIO | None = None,
     ) -> None:
         entries = {}
         for sig in signatures:
-            entries[sig.name] = native_prototype(len(sig.params))((sig.native_symbol, lib))
+            entries[sig.name] = native_prototype(sig)((sig.native_symbol, lib))
         try:
             cell: ctypes.c_int32 | None = ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL)
         except ValueError:
@@ -97,8 +101,19 @@ class SharedLibraryModule(CPUModule):
         super().__init__(signatures, entries, cell, fixed_threads, sources, parallel)
         self.path = path
         self._lib = lib  # keeps the library mapped as long as the module lives
+        self._file = file  # the file loaded, still readable if ``path`` was replaced since
 
     def export_library(self, path: str | Path) -> None:
-        """Copy the library this module was loaded from."""
-        if Path(path).resolve() != self.path.resolve():
-            shutil.copyfile(self.path, path)
+        """Copy the library this module was loaded from (the file loaded, even if a newer
+        library has been exported to its path since)."""
+        from ember.runtime.export import check_output_path, install_file
+
+        out = check_output_path(path)
+        if self._file is None:
+            if out.resolve() != self.path.resolve():
+                install_file(self.path, out)
+            return
+        loaded = os.fstat(self._file.fileno())
+        if out.exists() and os.path.samestat(out.stat(), loaded):
+            return  # the file is already there
+        install_file(self._file, out)

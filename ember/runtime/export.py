@@ -4,6 +4,10 @@ Used by modules' ``export_library``: the code generator emits a relocatable
 object (with its metadata inside), and this links it with the runtime
 libraries it needs (``-lgomp`` for parallel loops, ``-lm`` for math
 functions) into a ``.so`` that :func:`ember.runtime.load_module` can open.
+
+The finished library is written to a fresh file beside ``path`` and renamed over
+it (:func:`install_file`), never rewritten in place: a process that has the old
+library mapped keeps running the old code instead of crashing on changed pages.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
-from ember.errors import CompileError
+from ember.errors import ArgumentError, CompileError
 
 
 def find_c_compiler() -> str:
@@ -31,8 +36,8 @@ def find_c_compiler() -> str:
 
 def link_shared(obj: bytes, path: str | Path, libs: Sequence[str] = ("gomp", "m")) -> None:
     """Write ``obj`` to a temporary file and link it into the shared library ``path``."""
+    out = check_output_path(path)  # before the link, so a bad path fails fast
     cc = find_c_compiler()
-    out = Path(path)
     with tempfile.TemporaryDirectory(prefix="ember-link-") as tmp:
         obj_path = Path(tmp) / "module.o"
         obj_path.write_bytes(obj)
@@ -43,5 +48,49 @@ def link_shared(obj: bytes, path: str | Path, libs: Sequence[str] = ("gomp", "m"
             raise CompileError(
                 f"linking {out.name} failed: {' '.join(cmd)}", log=proc.stdout + proc.stderr
             )
+        install_file(tmp_out, out)
+
+
+def check_output_path(path: str | Path) -> Path:
+    """``path`` as a file Ember may write, or an ArgumentError saying why not."""
+    out = Path(path)
+    if out.is_dir():
+        raise ArgumentError(
+            f"export_library: {out} is a directory; give a file path such as {out / 'module.so'}"
+        )
+    try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(tmp_out, out)
+    except OSError as e:
+        raise ArgumentError(
+            f"export_library: cannot create the folder {out.parent}: {e.strerror}"
+        ) from e
+    return out
+
+
+def install_file(src: str | Path | BinaryIO, path: str | Path) -> None:
+    """Copy ``src`` (a file name or an open binary file, read from its start) to ``path`` by
+    writing a temporary file in ``path``'s folder and renaming it into place (``os.replace``),
+    so the old file's inode (which may be mapped) stays intact."""
+    out = check_output_path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as e:
+        raise ArgumentError(f"export_library: cannot write to {out.parent}: {e.strerror}") from e
+    try:
+        with os.fdopen(fd, "wb") as dst:
+            if isinstance(src, (str, Path)):
+                with open(src, "rb") as f:
+                    shutil.copyfileobj(f, dst)
+            else:
+                src.seek(0)
+                shutil.copyfileobj(src, dst)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o755 & ~umask)
+        os.replace(tmp, out)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise ArgumentError(f"export_library: cannot write {out}: {e.strerror}") from e
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

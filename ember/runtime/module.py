@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, DeviceError, EmberError, InternalError
-from ember.runtime.signature import FunctionSignature, check_arguments
+from ember.runtime.signature import FunctionSignature, check_call
 
 NativeFn = Callable[..., int]
 OUT_OF_MEMORY = -1  # status of a native call whose temporary allocation failed
@@ -75,9 +75,11 @@ class Function:
         return self.signature.name
 
     def prepare(self, args: Sequence[Any]) -> tuple[list[np.ndarray], list[int]]:
-        """Check ``args``; returns the arrays (keep them alive) and their data pointers."""
-        arrays = check_arguments(self.signature, args)
-        return arrays, [a.ctypes.data for a in arrays]
+        """Check ``args``; returns the arrays (keep them alive) and the native arguments:
+        the arrays' data pointers, then the values of the symbolic sizes."""
+        values, sizes = check_call(self.signature, args)
+        arrays = [a for p, a in zip(self.signature.params, values) if not p.scalar]
+        return arrays, [a.ctypes.data for a in arrays] + sizes
 
     def invoke(self, pointers: Sequence[int]) -> None:
         """Call native code on already-checked pointers and raise on a failure status."""
@@ -119,10 +121,16 @@ class Module:
         """Hook run before each native call (e.g. publish the thread count)."""
 
     def get_source(self, fmt: str = "") -> str:
-        raise ArgumentError(f"a {self.kind} module keeps no source")
+        raise ArgumentError(f"{self._described()} keeps no source")
 
     def export_library(self, path: str | Path) -> None:
-        raise ArgumentError(f"a {self.kind} module cannot be exported")
+        raise ArgumentError(
+            f"export_library: {self._described()} cannot be exported; only CPU modules "
+            "(target 'llvm') are written to libraries"
+        )
+
+    def _described(self) -> str:
+        return "this module" if self.kind == Module.kind else f"a {self.kind} module"
 
     # -- functions -----------------------------------------------------------------------
     @property

@@ -24,12 +24,19 @@ from ember.tir import dtype as dt
 
 @dataclass(frozen=True)
 class ParamSpec:
+    """One argument: an array (``shape`` of ints and size texts, see :mod:`.sizes`) or,
+    with ``scalar``, an integer passed by value that must be at least ``minimum``."""
+
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]
     dtype: str
     written: bool  # the function stores into it
+    scalar: bool = False
+    minimum: int | None = None
 
     def describe(self) -> str:
+        if self.scalar:
+            return self.dtype
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
 
 
@@ -45,6 +52,13 @@ class FunctionSignature:
     params: tuple[ParamSpec, ...]
     errors: tuple[str, ...] = ()
     symbol: str = ""
+    # scalars the native function takes after the data pointers: name -> dtype, in order
+    size_vars: tuple[tuple[str, str], ...] = ()
+    positive: tuple[str, ...] = ()  # sizes used as divisors (symbolic split amounts): >= 1
+
+    @property
+    def arrays(self) -> tuple[ParamSpec, ...]:
+        return tuple(p for p in self.params if not p.scalar)
 
     @property
     def native_symbol(self) -> str:
@@ -54,21 +68,41 @@ class FunctionSignature:
         return {
             "name": self.name,
             "params": [
-                {"name": p.name, "shape": list(p.shape), "dtype": p.dtype, "written": p.written}
+                {
+                    "name": p.name,
+                    "shape": list(p.shape),
+                    "dtype": p.dtype,
+                    "written": p.written,
+                    "scalar": p.scalar,
+                    "minimum": p.minimum,
+                }
                 for p in self.params
             ],
             "errors": list(self.errors),
             "symbol": self.native_symbol,
+            "size_vars": [list(v) for v in self.size_vars],
+            "positive": list(self.positive),
         }
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> FunctionSignature:
         params = tuple(
-            ParamSpec(p["name"], tuple(int(s) for s in p["shape"]), p["dtype"], bool(p["written"]))
+            ParamSpec(
+                p["name"],
+                tuple(s if isinstance(s, str) else int(s) for s in p["shape"]),
+                p["dtype"],
+                bool(p["written"]),
+                bool(p.get("scalar", False)),
+                p.get("minimum"),
+            )
             for p in data["params"]
         )
         errors = tuple(data.get("errors", ()))
-        return FunctionSignature(data["name"], params, errors, data.get("symbol", ""))
+        size_vars = tuple((str(n), str(t)) for n, t in data.get("size_vars", ()))
+        positive = tuple(str(n) for n in data.get("positive", ()))
+        return FunctionSignature(
+            data["name"], params, errors, data.get("symbol", ""), size_vars, positive
+        )
 
 
 def _as_array(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
@@ -101,8 +135,11 @@ def _check_one(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
     if arr.dtype != want:
         hint = " (bfloat16 data is passed as its uint16 bits)" if p.dtype == "bfloat16" else ""
         raise ArgumentError(f"{where} expects dtype {want.name}{hint}, got {arr.dtype.name}")
-    if tuple(arr.shape) != p.shape:
-        raise ArgumentError(f"{where} expects shape {p.shape}, got {tuple(arr.shape)}")
+    if arr.ndim != len(p.shape) or any(
+        isinstance(want, int) and want != have for want, have in zip(p.shape, arr.shape)
+    ):
+        shape = "(" + ", ".join(map(str, p.shape)) + ("," if len(p.shape) == 1 else "") + ")"
+        raise ArgumentError(f"{where} expects shape {shape}, got {tuple(arr.shape)}")
     if not arr.flags.c_contiguous:
         raise ArgumentError(
             f"{where} must be C-contiguous (row-major without gaps); pass np.ascontiguousarray(x)"
@@ -114,35 +151,76 @@ def _check_one(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
     return arr
 
 
-def check_arguments(sig: FunctionSignature, args: Sequence[Any]) -> list[np.ndarray]:
-    """The arguments as checked arrays, or an ``ArgumentError`` saying what is wrong."""
+def _check_scalar(sig: FunctionSignature, p: ParamSpec, x: Any) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise ArgumentError(
+            f"{sig.name}: argument '{p.name}' is a {p.dtype} scalar; pass a Python int, "
+            f"got {type(x).__name__}"
+        )
+    if p.minimum is not None and int(x) < p.minimum:
+        raise ArgumentError(
+            f"{sig.name}: argument '{p.name}' must be at least {p.minimum} (it is a split "
+            f"factor or part count), got {int(x)}"
+        )
+    return int(x)
+
+
+def check_call(sig: FunctionSignature, args: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """The checked arguments (arrays, and ints for scalar parameters) and the values of
+    ``sig.size_vars`` they define, or an ``ArgumentError`` saying what is wrong."""
     if len(args) != len(sig.params):
         names = ", ".join(p.name for p in sig.params)
         raise ArgumentError(
             f"{sig.name}: expected {len(sig.params)} arguments ({names}), got {len(args)}"
         )
-    arrays = [_check_one(sig, p, x) for p, x in zip(sig.params, args)]
-    for i, p in enumerate(sig.params):
-        if not p.written or arrays[i].size == 0:
+    values = [
+        _check_scalar(sig, p, x) if p.scalar else _check_one(sig, p, x)
+        for p, x in zip(sig.params, args)
+    ]
+    sizes = call_sizes(sig, values)
+    arrays = [(p, a) for p, a in zip(sig.params, values) if not p.scalar]
+    for i, (p, a) in enumerate(arrays):
+        if not p.written or a.size == 0:
             continue
-        for j, q in enumerate(sig.params):
-            if j != i and arrays[j].size and np.may_share_memory(arrays[i], arrays[j]):
+        for j, (q, b) in enumerate(arrays):
+            if j != i and b.size and np.may_share_memory(a, b):
                 raise ArgumentError(
                     f"{sig.name}: output '{p.name}' overlaps argument '{q.name}'; compiled code "
                     "assumes outputs share no memory with other arguments, pass a separate array"
                 )
-    return arrays
+    return values, sizes
 
 
-__all__ = ["FunctionSignature", "ParamSpec", "check_arguments"]
+def call_sizes(sig: FunctionSignature, values: Sequence[Any]) -> list[int]:
+    """The values of ``sig.size_vars`` that checked arguments (arrays or anything with a
+    ``shape``; ints for scalars) define, consistent and within range, else ArgumentError."""
+    if not sig.size_vars:
+        return []
+    from ember.runtime.sizes import bind_sizes
+
+    names = [n for n, _ in sig.size_vars]
+    sizes = bind_sizes(sig.name, sig.params, values, names, dict(sig.size_vars))
+    for n, v in zip(names, sizes):
+        if n in sig.positive and v < 1:
+            raise ArgumentError(
+                f"{sig.name}: {n} = {v}, but it is a split factor or part count and must "
+                "be at least 1"
+            )
+    return sizes
 
 
-def param_specs(func: Any, backend: str) -> tuple[ParamSpec, ...]:
-    """Names, static shapes, dtypes of a PrimFunc's parameters, and which it writes.
+def check_arguments(sig: FunctionSignature, args: Sequence[Any]) -> list[Any]:
+    """The checked arguments: arrays, and ints for scalar parameters (see :func:`check_call`)."""
+    return check_call(sig, args)[0]
 
-    ``backend`` names the code generator in the error for a symbolic shape.
-    """
-    from ember.errors import LoweringError
+
+__all__ = ["FunctionSignature", "ParamSpec", "call_sizes", "check_arguments", "check_call"]
+
+
+def param_specs(func: Any, backend: str = "") -> tuple[ParamSpec, ...]:
+    """Names, shapes (ints and size texts), dtypes of a PrimFunc's parameters, which it
+    writes, and for scalars the least value they take (1 for a symbolic split amount)."""
+    from ember.runtime.sizes import size_text
     from ember.tir import expr as E
     from ember.tir import stmt as S
     from ember.tir.functor import post_order_visit
@@ -154,15 +232,47 @@ def param_specs(func: Any, backend: str) -> tuple[ParamSpec, ...]:
             written.add(node.buffer.data)
 
     post_order_visit(func.body, visit)
+    positive = set(func.attr("positive_vars", ()))
     params = []
-    for buf in func.params:
-        shape = []
-        for extent in buf.shape:
-            if not isinstance(extent, E.IntImm):
-                raise LoweringError(
-                    f"parameter '{buf.name}' of '{func.name}' has the symbolic shape "
-                    f"{tuple(buf.shape)}; the {backend} backend needs static shapes"
-                )
-            shape.append(extent.value)
-        params.append(ParamSpec(buf.name, tuple(shape), buf.dtype, buf.data in written))
+    for p in func.params:
+        if isinstance(p, E.Var):
+            minimum = 1 if p in positive else None
+            params.append(ParamSpec(p.name, (), p.dtype, False, True, minimum))
+            continue
+        shape = tuple(size_text(extent) for extent in p.shape)
+        params.append(ParamSpec(p.name, shape, p.dtype, p.data in written))
     return tuple(params)
+
+
+def size_var_specs(func: Any) -> tuple[tuple[str, str], ...]:
+    """``func.size_vars()`` as (name, dtype) pairs; two different variables may not share
+    a name, since the signature refers to sizes by name. ``positive_names`` gives the
+    ones that must be at least 1."""
+    from ember.errors import LoweringError
+
+    out: dict[str, str] = {}
+    seen: dict[str, Any] = {}
+    for v in func.size_vars():
+        if v.name in seen and seen[v.name] is not v:
+            raise LoweringError(
+                f"'{func.name}' has two different size variables named '{v.name}'; give "
+                "each te.var its own name"
+            )
+        seen[v.name] = v
+        out[v.name] = v.dtype
+    return tuple(out.items())
+
+
+def positive_names(func: Any) -> tuple[str, ...]:
+    return tuple(v.name for v in func.attr("positive_vars", ()))
+
+
+def signature_for(func: Any, name: str, symbol: str = "") -> FunctionSignature:
+    """The whole call contract of a lowered PrimFunc (shared by the CPU and CUDA modules)."""
+    return FunctionSignature(
+        name,
+        param_specs(func),
+        symbol=symbol,
+        size_vars=size_var_specs(func),
+        positive=positive_names(func),
+    )

@@ -110,12 +110,17 @@ def strided_gather(n: int = 256) -> S.PrimFunc:
 
 
 UNARY = (I.EXP, I.LOG, I.SQRT, I.RSQRT, I.TANH, I.ERF, I.SIGMOID, I.ABS, I.FLOOR, I.CEIL)
-UNARY += (I.ROUND, I.SIN, I.COS)
+UNARY += (I.ROUND, I.NEARBYINT, I.TRUNC, I.SIN, I.COS, I.TAN, I.ASIN, I.ACOS, I.ATAN)
+UNARY += (I.SINH, I.COSH, I.ASINH, I.ACOSH, I.ATANH, I.EXP2, I.EXP10, I.LOG2, I.LOG10, I.LOG1P)
+BINARY = (I.FMOD, I.ATAN2, I.HYPOT, I.COPYSIGN)
+# what `intrinsics` writes, in order: op(x) or op(x, y) with y = x reversed
+INTRINSIC_OPS = UNARY + BINARY + (I.POW, I.FMA, "min", "max", "floordiv", "floormod")
+INTRINSIC_OPS += ("truncdiv", "truncmod")
 
 
 def intrinsics(dtype: str = "float32", n: int = 256) -> S.PrimFunc:
     """One output per intrinsic (and MIN/MAX, float floordiv/floormod) over one input."""
-    ops = UNARY + (I.POW, I.FMA, "min", "max", "floordiv", "floormod", "truncdiv", "truncmod")
+    ops = INTRINSIC_OPS
     ib = IRBuilder()
     X = ib.param((n,), dtype, name="X")
     Y = ib.param((len(ops) * n,), dtype, name="Y")
@@ -127,6 +132,8 @@ def intrinsics(dtype: str = "float32", n: int = 256) -> S.PrimFunc:
                 value = E.call(I.POW, E.call(I.ABS, x), y)
             elif op == I.FMA:
                 value = E.call(I.FMA, x, y, x)
+            elif op in BINARY:
+                value = E.call(op, x, y)
             elif isinstance(op, E.Intrinsic):
                 value = E.call(op, x)
             else:

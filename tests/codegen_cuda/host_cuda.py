@@ -41,7 +41,11 @@ extern "C" void ember_set_index(unsigned bx, unsigned by, unsigned bz,
 #define __align__(n) alignas(n)
 #define __syncthreads() ((void)0)
 #define __trap() abort()
-using std::min; using std::max;
+using std::min; using std::max; using std::isnan; using std::isinf; using std::isfinite;
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
 typedef _Float16 half;
 inline half __float2half(float x) { return (half)x; }
 inline float __half2float(half x) { return (float)x; }

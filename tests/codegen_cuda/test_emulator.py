@@ -379,7 +379,7 @@ def test_shared_out_of_bounds_is_an_error() -> None:
 def test_argument_errors(rng: np.random.Generator) -> None:
     func = scale_add(100)
     a = rng.standard_normal(100).astype("float32")
-    with pytest.raises(ArgumentError, match=r"takes 3 arrays \(A, B, C\), got 2"):
+    with pytest.raises(ArgumentError, match=r"takes 3 arguments \(A, B, C\), got 2"):
         emulate(func, a, a)
     with pytest.raises(ArgumentError, match=r"argument 'B' .* dtype float32, got float64"):
         emulate(func, a, a.astype("float64"), a)

@@ -371,8 +371,16 @@ def test_tables_are_complete():
     from ember.tir.dtype import SCALAR_DTYPES
 
     assert set(TYPE_NAMES) == set(SCALAR_DTYPES)
-    formulas = {E.Intrinsic.SIGMOID, E.Intrinsic.LIKELY}
-    assert set(MATH_NAMES) | set(SHUFFLE_NAMES) | formulas == set(E.Intrinsic)
+    from ember.codegen_cuda.printer_cuda_calls import (
+        BIT_COUNT_NAMES,
+        BIT_SYNTAX,
+        PREDICATE_NAMES,
+    )
+
+    formulas = {E.Intrinsic.SIGMOID, E.Intrinsic.LIKELY, E.Intrinsic.BITWISE_NOT}
+    printed = set(MATH_NAMES) | set(SHUFFLE_NAMES) | formulas | E.STRUCTURAL_CALLS
+    printed |= set(BIT_SYNTAX) | set(PREDICATE_NAMES) | set(BIT_COUNT_NAMES)
+    assert printed == set(E.Intrinsic)
     special = {"MIN", "MAX", "FLOORDIV", "FLOORMOD", "TRUNCDIV", "TRUNCMOD"}
     assert {op.name for op in BINARY_SYNTAX} | special == {op.name for op in E.BinaryOp}
 

@@ -55,34 +55,51 @@ def test_strided_gather(rng, tmp_path):
     np.testing.assert_array_equal(b, a[::2])
 
 
-def _expected(x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
-    with np.errstate(all="ignore"):
-        unary = [
-            np.exp(x),
-            np.log(x),
-            np.sqrt(x),
-            1 / np.sqrt(x),
-            np.tanh(x),
-            np.vectorize(math.erf)(x),
-            1 / (1 + np.exp(-x)),
-            np.abs(x),
-            np.floor(x),
-            np.ceil(x),
-            np.rint(x),
-            np.sin(x),
-            np.cos(x),
-        ]
-        binary = [
-            np.power(np.abs(x), y),
-            x * y + x,
-            np.minimum(x, y),
-            np.maximum(x, y),
-            np.floor(x / y),
-            x - np.floor(x / y) * y,
-            np.trunc(x / y),
-            np.fmod(x, y),
-        ]
-    return unary + binary
+I = E.Intrinsic  # noqa: E741
+# numpy meaning of each output of K.intrinsics: f(x, y), y being x reversed
+_REFERENCE = {
+    I.EXP: lambda x, y: np.exp(x),
+    I.LOG: lambda x, y: np.log(x),
+    I.SQRT: lambda x, y: np.sqrt(x),
+    I.RSQRT: lambda x, y: 1 / np.sqrt(x),
+    I.TANH: lambda x, y: np.tanh(x),
+    I.ERF: lambda x, y: np.vectorize(math.erf)(x),
+    I.SIGMOID: lambda x, y: 1 / (1 + np.exp(-x)),
+    I.ABS: lambda x, y: np.abs(x),
+    I.FLOOR: lambda x, y: np.floor(x),
+    I.CEIL: lambda x, y: np.ceil(x),
+    I.ROUND: lambda x, y: np.trunc(x + np.copysign(0.5, x)),  # halves away from zero
+    I.NEARBYINT: lambda x, y: np.rint(x),  # halves to even
+    I.TRUNC: lambda x, y: np.trunc(x),
+    I.SIN: lambda x, y: np.sin(x),
+    I.COS: lambda x, y: np.cos(x),
+    I.TAN: lambda x, y: np.tan(x),
+    I.ASIN: lambda x, y: np.arcsin(x),
+    I.ACOS: lambda x, y: np.arccos(x),
+    I.ATAN: lambda x, y: np.arctan(x),
+    I.SINH: lambda x, y: np.sinh(x),
+    I.COSH: lambda x, y: np.cosh(x),
+    I.ASINH: lambda x, y: np.arcsinh(x),
+    I.ACOSH: lambda x, y: np.arccosh(x),
+    I.ATANH: lambda x, y: np.arctanh(x),
+    I.EXP2: lambda x, y: np.exp2(x),
+    I.EXP10: lambda x, y: 10.0**x,
+    I.LOG2: lambda x, y: np.log2(x),
+    I.LOG10: lambda x, y: np.log10(x),
+    I.LOG1P: lambda x, y: np.log1p(x),
+    I.FMOD: lambda x, y: np.fmod(x, y),
+    I.ATAN2: lambda x, y: np.arctan2(x, y),
+    I.HYPOT: lambda x, y: np.hypot(x, y),
+    I.COPYSIGN: lambda x, y: np.copysign(x, y),
+    I.POW: lambda x, y: np.power(np.abs(x), y),
+    I.FMA: lambda x, y: x * y + x,
+    "min": np.minimum,
+    "max": np.maximum,
+    "floordiv": lambda x, y: np.floor(x / y),
+    "floormod": lambda x, y: x - np.floor(x / y) * y,
+    "truncdiv": lambda x, y: np.trunc(x / y),
+    "truncmod": np.fmod,
+}
 
 
 @pytest.mark.parametrize(
@@ -91,13 +108,16 @@ def _expected(x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
 def test_intrinsics(rng, tmp_path, dtype, rtol):
     n = 256
     x = (rng.uniform(0.3, 3, n) * rng.choice([-1, 1], n)).astype(dtype)
-    x[:4] = [0.5, 1.5, 2.5, -0.5]  # round half to even
-    out = np.full(21 * n, np.nan, dtype)
+    x[:6] = [0.5, 1.5, 2.5, -0.5, -2.5, 3.5]  # ties: round goes away from zero, rint to even
+    ops = K.INTRINSIC_OPS
+    out = np.full(len(ops) * n, np.nan, dtype)
     run_on_host(K.intrinsics(dtype, n), [x, out], tmp_path)
     wide = x.astype("float64")
-    for k, want in enumerate(_expected(wide, wide[::-1])):
+    for k, op in enumerate(ops):
+        with np.errstate(all="ignore"):
+            want = _REFERENCE[op](wide, wide[::-1]).astype(dtype)
         got = out[k * n : (k + 1) * n].astype("float64")
-        np.testing.assert_allclose(got, want.astype(dtype), rtol=rtol, atol=rtol, err_msg=f"#{k}")
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=f"{op}")
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
@@ -174,9 +194,11 @@ def test_bf16_intrinsics(rng, tmp_path):
     n = 256
     x_f32 = (rng.uniform(0.3, 3, n) * rng.choice([-1, 1], n)).astype("float32")
     x = float32_to_bf16(x_f32)
-    out = np.zeros(21 * n, "uint16")
+    out = np.zeros(len(K.INTRINSIC_OPS) * n, "uint16")
     run_on_host(K.intrinsics(dtype, n), [x, out], tmp_path)
     wide = bf16_to_float32(x).astype("float64")
-    for k, want in enumerate(_expected(wide, wide[::-1])):
+    for k, op in enumerate(K.INTRINSIC_OPS):
+        with np.errstate(all="ignore"):
+            want = _REFERENCE[op](wide, wide[::-1])
         got = bf16_to_float32(out[k * n : (k + 1) * n])
-        np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2, err_msg=f"#{k}")
+        np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2, err_msg=f"{op}")

@@ -28,7 +28,9 @@ from ember.codegen_cuda.emulator import emulate
 from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, Launch
 from ember.runtime.module import TimingResult
+from ember.runtime.sizes import eval_size, size_text
 from ember.tir import dtype as dt
+from ember.tir import expr as E
 from tests.codegen_cuda import handmade_kernels as hk
 from tests.codegen_cuda.gpu_schedules import elementwise, tiled_matmul
 
@@ -107,15 +109,29 @@ class FakeDriver:
     def cuLaunchKernel(self, func: str, *rest: Any) -> tuple[Any, ...]:
         gx, gy, gz, bx, by, bz, shared, stream, params, extra = rest
         kernel = self.kernels[func]
-        assert kernel.attr("launch") == ((gx, gy, gz), (bx, by, bz)) and extra == 0
         slots = (ctypes.c_void_p * len(kernel.params)).from_address(params)
-        arrays = []
+        sizes = {}  # symbolic sizes come by value after the pointers, in their own width
+        for p, slot in zip(kernel.params, slots):
+            if isinstance(p, E.Var):
+                width = ctypes.c_int64 if p.dtype == "int64" else ctypes.c_int32
+                sizes[p.name] = width.from_address(slot).value
+
+        def value(x: Any) -> int:
+            return x if isinstance(x, int) else eval_size(str(size_text(x)), sizes)
+
+        grid, block = kernel.attr("launch")
+        assert tuple(map(value, grid)) == (gx, gy, gz) and tuple(block) == (bx, by, bz)
+        assert extra == 0
+        args: list[Any] = []
         for buf, slot in zip(kernel.params, slots):
+            if isinstance(buf, E.Var):
+                args.append(sizes[buf.name])
+                continue
             ptr = ctypes.c_void_p.from_address(slot).value
             raw = self.at(ptr)
-            shape = tuple(int(s.value) for s in buf.shape)
-            arrays.append(raw.view(dt.numpy_dtype(buf.dtype))[: int(np.prod(shape))].reshape(shape))
-        emulate(kernel, *arrays)
+            shape = tuple(value(s.value if isinstance(s, E.IntImm) else s) for s in buf.shape)
+            args.append(raw.view(dt.numpy_dtype(buf.dtype))[: int(np.prod(shape))].reshape(shape))
+        emulate(kernel, *args)
         return self._ok("cuLaunchKernel")
 
     def at(self, ptr: int) -> np.ndarray:
@@ -764,3 +780,24 @@ def test_ember_nd_arrays_on_the_gpu(fake, rng):
     mod(a_dev, b_dev)
     assert (b_dev.device, b_dev.shape) == ("cuda", (300,))
     np.testing.assert_allclose(b_dev.numpy(), a * 2 + 1, rtol=1e-6)
+
+
+def test_symbolic_sizes_are_launch_parameters_and_grid(fake, rng):
+    """Sizes travel by value after the pointers; the grid and the workspace follow each call."""
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((n,), lambda i: B[n - 1 - i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    for T in (B, C):
+        bx, tx = s[T].split(s[T].op.axis[0], factor=64)
+        s[T].bind(bx, "blockIdx.x")
+        s[T].bind(tx, "threadIdx.x")
+    mod = _module((s, [A, C, n]), fake)
+    for size in (5, 300, 64, 129):
+        a = rng.uniform(-1, 1, size).astype("float32")
+        c = np.full(size, np.nan, "float32")
+        mod(a, c, size)
+        np.testing.assert_allclose(c, (a[::-1] + 1) * 2, rtol=1e-6)
+    with pytest.raises(ember.ArgumentError, match=r"argument 'A' has 5 elements"):
+        mod(np.zeros(5, "float32"), np.zeros(5, "float32"), 6)

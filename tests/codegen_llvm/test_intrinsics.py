@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ember.codegen_llvm.intrinsics import INTRINSICS
+from ember.codegen_llvm.intrinsics import INT_INTRINSICS, INTRINSICS, PREDICATES
 from ember.errors import CompileError
 from ember.tir import expr as E
 from ember.tir.expr import Intrinsic
@@ -36,17 +36,41 @@ REFERENCE = {
     Intrinsic.ABS: (np.abs, (-4, 4)),
     Intrinsic.FLOOR: (np.floor, (-4, 4)),
     Intrinsic.CEIL: (np.ceil, (-4, 4)),
-    Intrinsic.ROUND: (np.round, (-4, 4)),
+    Intrinsic.ROUND: (lambda x: np.trunc(x + np.copysign(0.5, x)), (-4, 4)),  # ties away
+    Intrinsic.NEARBYINT: (np.round, (-4, 4)),  # ties to even
+    Intrinsic.TRUNC: (np.trunc, (-4, 4)),
+    Intrinsic.EXP2: (np.exp2, (-4, 4)),
+    Intrinsic.EXP10: (lambda x: 10.0**x, (-2, 2)),
+    Intrinsic.LOG2: (np.log2, (0.05, 8)),
+    Intrinsic.LOG10: (np.log10, (0.05, 8)),
+    Intrinsic.LOG1P: (np.log1p, (-0.9, 8)),
+    Intrinsic.TAN: (np.tan, (-1.4, 1.4)),
+    Intrinsic.ASIN: (np.arcsin, (-0.99, 0.99)),
+    Intrinsic.ACOS: (np.arccos, (-0.99, 0.99)),
+    Intrinsic.ATAN: (np.arctan, (-6, 6)),
+    Intrinsic.SINH: (np.sinh, (-4, 4)),
+    Intrinsic.COSH: (np.cosh, (-4, 4)),
+    Intrinsic.ASINH: (np.arcsinh, (-6, 6)),
+    Intrinsic.ACOSH: (np.arccosh, (1.01, 8)),
+    Intrinsic.ATANH: (np.arctanh, (-0.95, 0.95)),
+    Intrinsic.FMOD: (np.fmod, (-6, 6)),
+    Intrinsic.ATAN2: (np.arctan2, (-4, 4)),
+    Intrinsic.HYPOT: (np.hypot, (-4, 4)),
+    Intrinsic.COPYSIGN: (np.copysign, (-4, 4)),
     Intrinsic.FMA: (lambda a, b, c: a * b + c, (-4, 4)),
     Intrinsic.SIN: (np.sin, (-6, 6)),
     Intrinsic.COS: (np.cos, (-6, 6)),
     Intrinsic.LIKELY: (lambda x: x, (-4, 4)),
 }
-CPU_INTRINSICS = [op for op in Intrinsic if op not in E.WARP_SHUFFLES]
+# float intrinsics of float results; the integer and predicate ones: tests/tir/test_intrinsics_all
+CPU_INTRINSICS = [op for op in INTRINSICS] + [Intrinsic.LIKELY]
 
 
 def test_table_covers_every_intrinsic():
-    assert set(INTRINSICS) == set(CPU_INTRINSICS)
+    structural = E.WARP_SHUFFLES | E.STRUCTURAL_CALLS | {Intrinsic.LIKELY}
+    assert set(INTRINSICS) | set(INT_INTRINSICS) | set(PREDICATES) | structural == set(Intrinsic)
+    assert set(INT_INTRINSICS) == E.INT_INTRINSICS | {Intrinsic.ABS}
+    assert set(PREDICATES) == E.FLOAT_PREDICATES
     assert set(REFERENCE) == set(CPU_INTRINSICS)
     for op, rule in INTRINSICS.items():
         assert sum(x is not None for x in (rule.llvm, rule.libm, rule.formula)) == 1, op
@@ -54,9 +78,9 @@ def test_table_covers_every_intrinsic():
 
 def _inputs(op, dtype, n, rng):
     ref, (lo, hi) = REFERENCE[op]
-    arity = INTRINSICS[op].arity
+    arity = INTRINSICS[op].arity if op in INTRINSICS else 1
     xs = [rand(n, dtype, rng, lo, hi) for _ in range(arity)]
-    if op is Intrinsic.ROUND:  # exact halves exercise ties-to-even
+    if op in (Intrinsic.ROUND, Intrinsic.NEARBYINT):  # exact halves exercise the ties
         halves = (np.arange(n) % 9 - 4 + 0.5).astype(np.float32)
         xs[0] = rand(n, dtype, rng, 0, 0)  # placeholder of the right dtype
         xs[0][:] = (

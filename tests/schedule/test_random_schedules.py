@@ -20,19 +20,22 @@ SETTINGS = settings(
 
 
 def _random_loops(draw, s, stage, allow_parallel=True):
-    """Split some leaves, permute them, maybe fuse a pair, annotate the innermost."""
+    """Maybe add a unit loop (``fuse()``), split some leaves, permute some of them (TVM's
+    partial ``reorder``), maybe fuse a pair (given in either order), annotate the innermost."""
+    if draw(st.integers(0, 3)) == 0:
+        stage.fuse()
     for iv in list(stage.leaf_iter_vars):
         if draw(st.booleans()):
             stage.split(iv, factor=draw(st.integers(1, 6)))
     leaves = list(stage.leaf_iter_vars)
     order = draw(st.permutations(leaves))
-    stage.reorder(*order)
+    stage.reorder(*order[: draw(st.integers(0, len(order)))])
     leaves = list(stage.leaf_iter_vars)
     if len(leaves) >= 2 and draw(st.booleans()):
         n = draw(st.integers(0, len(leaves) - 2))
         a, b = leaves[n], leaves[n + 1]
         if a.kind == b.kind:
-            stage.fuse(a, b)
+            stage.fuse(*((b, a) if draw(st.booleans()) else (a, b)))
     leaves = list(stage.leaf_iter_vars)
     inner = leaves[-1]
     choice = draw(st.sampled_from(["none", "vec", "unroll"]))

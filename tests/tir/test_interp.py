@@ -218,7 +218,7 @@ def _copy_func(shape: tuple[int, ...], dtype: str = "float32") -> S.PrimFunc:
 def test_argument_count_type_dtype_and_shape_are_checked():
     func = _copy_func((4,))
     a = np.ones(4, dtype="float32")
-    with pytest.raises(ArgumentError, match="'copy' takes 2 arrays \\(A, B\\), got 1"):
+    with pytest.raises(ArgumentError, match="'copy' takes 2 arguments \\(A, B\\), got 1"):
         run(func, a)
     with pytest.raises(ArgumentError, match="'B' of 'copy' must be a numpy array, got list"):
         run(func, a, [0.0] * 4)

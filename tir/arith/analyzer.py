@@ -116,6 +116,11 @@ class Analyzer:
                 if isinstance(dim, E.Var) and dim not in self._state.var_bounds:
                     self.bind_bound(dim, (0, POS_INF))
 
+    def bind_positive(self, variables: Iterable[E.Var]) -> None:
+        """Each of ``variables`` is ``>= 1`` (a symbolic split factor the runtime checks)."""
+        for v in variables:
+            self.bind_bound(v, (1, POS_INF))
+
     def value_of(self, var: E.Var) -> E.PrimExpr:
         """The expression ``var`` was bound to, or ``var`` itself."""
         return self._state.var_values.get(var, var)

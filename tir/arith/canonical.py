@@ -66,6 +66,24 @@ def _const_quotient(r: LinearForm, c: int, ana: Analyzer) -> int | None:
     return None
 
 
+def _split_divisors(r: LinearForm, c: int) -> list[int]:
+    """The divisors ``g`` of ``c`` worth trying in :func:`_small_remainder`, largest first.
+
+    Only the set of terms whose coefficient ``g`` divides matters, and for each such set the
+    largest ``g`` that gives it is the gcd of ``c`` and those coefficients; so the gcds of
+    ``c`` with every subset of coefficients cover every case (and the first that works is
+    the largest ``g`` that works). A handful of numbers, where trying every divisor below
+    ``c`` took one step per integer and hung on ``x % 2147483647``. ``r`` holds no term
+    whose coefficient ``c`` divides (:func:`_split_by_divisor` moved those), so every gcd is
+    below ``c``.
+    """
+    found: set[int] = set()
+    for _, coef in r.terms.values():
+        d = gcd(c, coef)
+        found |= {d} | {gcd(d, f) for f in found}
+    return sorted((g for g in found if 2 <= g < c), reverse=True)
+
+
 def _small_remainder(
     r: LinearForm, c: int, ana: Analyzer
 ) -> tuple[LinearForm, LinearForm, int] | None:
@@ -75,7 +93,7 @@ def _small_remainder(
     offset of a vector split (``(x*4 + f) // 8`` with ``0 <= f < 4``) drops out of the
     quotient.
     """
-    for g in sorted((d for d in range(2, c) if c % d == 0), reverse=True):
+    for g in _split_divisors(r, c):
         big, small = LinearForm(r.dtype), LinearForm(r.dtype)
         for key, (atom, coef) in r.terms.items():
             (big if coef % g == 0 else small).add_term(

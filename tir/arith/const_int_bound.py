@@ -207,7 +207,10 @@ class ConstIntBound:
         if isinstance(e, E.IntImm):
             return (e.value, e.value)
         if isinstance(e, E.Var):
-            return intersect(self.var_bounds.get(e, EVERYTHING), dtype_bound(e.dtype))
+            known = self.var_bounds.get(e, EVERYTHING)
+            if isinstance(e, E.SizeVar):
+                known = intersect(known, (0, POS_INF))
+            return intersect(known, dtype_bound(e.dtype))
         if isinstance(e, E.BinOp):
             if dt.is_float(e.dtype) or e.op is BinaryOp.DIV:
                 return EVERYTHING

@@ -1,13 +1,15 @@
 """Arguments and caching shared by the two TIR executors (interpreter and SIMT emulator).
 
-Both take a ``PrimFunc`` and numpy arrays, one per parameter. :class:`Arguments`
-decides once, when the function is compiled, how each parameter is checked and
-bound: a constant extent must match, a free shape variable takes its value from
-the first parameter that has it, and any other extent expression is evaluated
+Both take a ``PrimFunc`` and its arguments in call order: a numpy array per
+buffer parameter, an integer per scalar parameter (a size passed by value).
+:class:`Arguments` decides once, when the function is compiled, how each
+parameter is checked and bound: scalar parameters are bound first (a shape may
+name one), a constant extent must match, a free shape variable takes its value
+from the first buffer that has it, and any other extent expression is evaluated
 and compared after all variables are bound. At call time it checks type, dtype
 and shape, puts each array's flat view in its parameter's slot (a copy when the
 array is not contiguous and writeable, written back afterwards) and binds the
-shape variables. :class:`FuncCache` keeps one compiled object per function.
+scalars and shape variables. :class:`FuncCache` keeps one compiled object per function.
 """
 
 from __future__ import annotations
@@ -44,7 +46,13 @@ class Arguments:
 
     def __init__(self, func: PrimFunc, scope: Scope, label: str) -> None:
         self.label = label
-        self.params = [_Param(b, scope.define(b.data)) for b in func.params]
+        self.func_params = func.params
+        # scalar parameters first, so that a shape naming one checks against its value
+        self.scalars = [
+            (k, scope.define(v), v) for k, v in enumerate(func.params) if isinstance(v, E.Var)
+        ]
+        self.positions = [k for k, b in enumerate(func.params) if isinstance(b, Buffer)]
+        self.params = [_Param(b, scope.define(b.data)) for b in func.buffers]
         for p in self.params:
             for extent in p.buf.shape:
                 if isinstance(extent, E.IntImm):
@@ -62,12 +70,20 @@ class Arguments:
     def bind(self, env: Env, arrays: tuple[Any, ...]) -> list[tuple[np.ndarray, Any]]:
         """Check ``arrays`` and bind them into ``env``; the (caller's, working) copies to write
         back after the run."""
-        label = self.label
-        if len(arrays) != len(self.params):
-            names = ", ".join(p.buf.name for p in self.params)
+        label, params = self.label, self.func_params
+        if len(arrays) != len(params):
+            names = ", ".join(p.name for p in params)
             raise ArgumentError(
-                f"{label} takes {len(self.params)} arrays ({names}), got {len(arrays)}"
+                f"{label} takes {len(params)} arguments ({names}), got {len(arrays)}"
             )
+        for k, slot, var in self.scalars:
+            value = arrays[k]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ArgumentError(
+                    f"argument '{var.name}' of {label} must be an integer, got {value!r}"
+                )
+            env[slot] = np.int64(value).astype(dt.numpy_dtype(var.dtype))
+        arrays = tuple(arrays[k] for k in self.positions)
         copies: list[tuple[np.ndarray, Any]] = []
         for p, arr in zip(self.params, arrays):
             _check_array(label, p, arr)

@@ -29,7 +29,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.bf16 import round_to_bf16
-from ember.tir.interp.ops import COMPARE, INTRINSICS, cast_fn, value_dtype
+from ember.tir.interp.ops import COMPARE, INTRINSICS, cast_fn, extern_fn, value_dtype
 from ember.tir.printer import expr_to_str, stmt_to_str
 
 Env = list
@@ -125,6 +125,7 @@ class ExprCompilerBase:
         self.scope = scope
         self._table: dict[type, Callable[[Any], Operand]] = {
             E.Var: self._var,
+            E.SizeVar: self._var,
             E.IntImm: self._const,
             E.FloatImm: self._const,
             E.StringImm: lambda e: ("c", e.value),
@@ -192,8 +193,15 @@ class ExprCompilerBase:
             return self.operand(e.args[0])
         if e.op in E.WARP_SHUFFLES:
             return self._warp_shuffle(e)
-        fn = INTRINSICS[e.op]
-        args = [self.compile(a) for a in e.args]
+        if e.op is E.Intrinsic.IF_THEN_ELSE:
+            return self._if_then_else(e)
+        if e.op in E.EXTERN_CALLS:
+            name = e.args[0]
+            assert isinstance(name, E.StringImm)
+            fn, operands = extern_fn(name.value), e.args[1:]
+        else:
+            fn, operands = INTRINSICS[e.op], e.args
+        args = [self.compile(a) for a in operands]
         if len(args) == 1:
             (f0,) = args
             call: Fn = lambda env: fn(f0(env))  # noqa: E731
@@ -202,7 +210,7 @@ class ExprCompilerBase:
             call = lambda env: fn(f0(env), f1(env))  # noqa: E731
         else:
             call = lambda env: fn(*[f(env) for f in args])  # noqa: E731
-        if e.args and value_dtype(e.dtype) != value_dtype(e.args[0].dtype):
+        if operands and value_dtype(e.dtype) != value_dtype(operands[0].dtype):
             conv, inner = cast_fn(e.dtype), call
             call = lambda env: conv(inner(env))  # noqa: E731
         return ("f", call)
@@ -239,6 +247,10 @@ class ExprCompilerBase:
         raise NotImplementedError
 
     def _warp_shuffle(self, e: E.Call) -> Operand:
+        raise NotImplementedError
+
+    def _if_then_else(self, e: E.Call) -> Operand:
+        """``if_then_else(c, t, f)``: like ``Select``, but only the side taken is evaluated."""
         raise NotImplementedError
 
 

@@ -69,6 +69,13 @@ class ExprCompiler(ExprCompilerBase):
             "kernel with the CUDA emulator (ember.codegen_cuda.emulator.emulate)"
         )
 
+    def _if_then_else(self, e: E.Call) -> Operand:
+        """Only the branch taken is evaluated: the guarded read of a padding never happens."""
+        fc, ft, ff = (self.compile(x) for x in e.args)
+        if dt.lanes_of(e.dtype) > 1:  # vectorized only when the branches read no memory
+            return ("f", lambda env: np.where(fc(env), ft(env), ff(env)))
+        return ("f", lambda env: ft(env) if fc(env) else ff(env))
+
     def _ramp(self, e: E.Ramp) -> Operand:
         iota = np.arange(e.lanes, dtype=value_dtype(e.dtype))
         ob, os_ = self.operand(e.base), self.operand(e.stride)

@@ -8,7 +8,9 @@ float32, float16 rounds every operation to float16, integers wrap around (the
 interpreter runs under ``np.errstate(all="ignore")``). The tables below add what
 numpy spells differently from C: truncating division, division by zero of
 integers (an error here, undefined behaviour in C), casts to bool and
-bfloat16, an exactly rounded ``fma`` and ``erf`` (numpy has none).
+bfloat16, an exactly rounded ``fma`` and ``erf`` (numpy has none), C's ``round``
+(halves away from zero), ``clz``, and the C math library functions that
+``call_pure_extern`` may name.
 
 Every operator of :class:`BinaryOp`, :class:`CompareOp` and :class:`Intrinsic`
 has an entry; ``tests/tir/test_interp.py`` checks that the tables are complete.
@@ -24,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import InternalError
+from ember.errors import ArgumentError, InternalError
 from ember.tir import dtype as dt
 from ember.tir.bf16 import round_to_bf16
 from ember.tir.expr import BinaryOp, CompareOp, Intrinsic
@@ -217,24 +219,123 @@ def _likely(x: Value) -> Value:
     return x
 
 
+def _round_half_away(x: Value) -> Value:
+    """C's ``round``: halves away from zero (numpy's ``round`` goes to even)."""
+    r = np.trunc(x)
+    frac = np.asarray(x - r)  # exact
+    with np.errstate(invalid="ignore"):  # inf - inf
+        away = np.abs(frac) >= 0.5
+    return _like(np.where(away, r + np.sign(x), r), x)
+
+
+def _exp10(x: Value) -> Value:
+    return np.power(np.asarray(x).dtype.type(10), x)
+
+
+def _unsigned(x: Value) -> np.ndarray:
+    a = np.asarray(x)
+    return a.view(np.dtype(f"uint{a.dtype.itemsize * 8}")) if a.dtype != np.bool_ else a
+
+
+def _popcount(x: Value) -> Value:
+    return _like(np.bitwise_count(_unsigned(x)), x)
+
+
+def _clz(x: Value) -> Value:
+    """Leading zero bits as int32 (the bit width for 0, as llvm.ctlz and CUDA's __clz)."""
+    u = _unsigned(x)
+    bits = u.dtype.itemsize * 8
+    length = np.zeros(u.shape, np.int32)
+    for k in range(bits):
+        length = np.where((u >> u.dtype.type(k)) != 0, np.int32(k + 1), length)
+    out = (bits - length).astype(np.int32)
+    return out if isinstance(x, np.ndarray) else out[()]
+
+
+def _bitwise_not(x: Value) -> Value:
+    return np.logical_not(x) if np.asarray(x).dtype == np.bool_ else np.invert(x)
+
+
 INTRINSICS: dict[Intrinsic, Callable[..., Value]] = {
     Intrinsic.EXP: np.exp,
+    Intrinsic.EXP2: np.exp2,
+    Intrinsic.EXP10: _exp10,
     Intrinsic.LOG: np.log,
+    Intrinsic.LOG2: np.log2,
+    Intrinsic.LOG10: np.log10,
+    Intrinsic.LOG1P: np.log1p,
     Intrinsic.SQRT: np.sqrt,
     Intrinsic.RSQRT: _rsqrt,
-    Intrinsic.TANH: np.tanh,
     Intrinsic.ERF: _erf,
     Intrinsic.SIGMOID: _sigmoid,
-    Intrinsic.POW: np.power,
     Intrinsic.ABS: np.abs,
     Intrinsic.FLOOR: np.floor,
     Intrinsic.CEIL: np.ceil,
-    Intrinsic.ROUND: np.rint,  # half to even, as ONNX Round, llvm.rint and CUDA rintf
-    Intrinsic.FMA: _fma,
+    Intrinsic.TRUNC: np.trunc,
+    Intrinsic.ROUND: _round_half_away,
+    Intrinsic.NEARBYINT: np.rint,  # half to even, as ONNX Round, llvm.nearbyint, CUDA rintf
     Intrinsic.SIN: np.sin,
     Intrinsic.COS: np.cos,
+    Intrinsic.TAN: np.tan,
+    Intrinsic.ASIN: np.arcsin,
+    Intrinsic.ACOS: np.arccos,
+    Intrinsic.ATAN: np.arctan,
+    Intrinsic.SINH: np.sinh,
+    Intrinsic.COSH: np.cosh,
+    Intrinsic.TANH: np.tanh,
+    Intrinsic.ASINH: np.arcsinh,
+    Intrinsic.ACOSH: np.arccosh,
+    Intrinsic.ATANH: np.arctanh,
+    Intrinsic.POW: np.power,
+    Intrinsic.FMOD: np.fmod,
+    Intrinsic.ATAN2: np.arctan2,
+    Intrinsic.HYPOT: np.hypot,
+    Intrinsic.COPYSIGN: np.copysign,
+    Intrinsic.FMA: _fma,
+    Intrinsic.ISNAN: np.isnan,
+    Intrinsic.ISINF: np.isinf,
+    Intrinsic.ISFINITE: np.isfinite,
+    Intrinsic.POPCOUNT: _popcount,
+    Intrinsic.CLZ: _clz,
+    Intrinsic.SHIFT_LEFT: np.left_shift,
+    Intrinsic.SHIFT_RIGHT: np.right_shift,  # arithmetic for signed numpy integers, as C
+    Intrinsic.BITWISE_AND: np.bitwise_and,
+    Intrinsic.BITWISE_OR: np.bitwise_or,
+    Intrinsic.BITWISE_XOR: np.bitwise_xor,
+    Intrinsic.BITWISE_NOT: _bitwise_not,
     Intrinsic.LIKELY: _likely,
 }
+
+# C math library functions that call_pure_extern / call_extern may name, as numpy
+# functions; the float32 ones carry an "f" suffix (expf) and compute in the argument type.
+_LIBM: dict[str, Callable[..., Value]] = {
+    "exp": np.exp, "exp2": np.exp2, "exp10": _exp10, "expm1": np.expm1, "log": np.log,
+    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt, "cbrt": np.cbrt,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "erf": _erf,
+    "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "round": _round_half_away, "rint": np.rint, "nearbyint": np.rint, "pow": np.power,
+    "fmod": np.fmod, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
+    "fmin": np.fmin, "fmax": np.fmax, "fma": _fma,
+}  # fmt: skip
+EXTERN_FUNCTIONS: dict[str, Callable[..., Value]] = {
+    **_LIBM,
+    **{name + "f": fn for name, fn in _LIBM.items()},
+}
+
+
+def extern_fn(name: str) -> Callable[..., Value]:
+    """The numpy meaning of the C function ``name`` (an :class:`ArgumentError` if unknown)."""
+    fn = EXTERN_FUNCTIONS.get(name)
+    if fn is None:
+        raise ArgumentError(
+            f"call_pure_extern: the reference interpreter does not know the C function "
+            f"'{name}'; it knows the C math library: {', '.join(sorted(_LIBM))} "
+            "(and their float 'f' versions)"
+        )
+    return fn
+
 
 # -- casts ----------------------------------------------------------------------------------
 
@@ -256,4 +357,13 @@ def cast_fn(dtype: str) -> Callable[[Value], Value]:
     return lambda v: v.astype(target)
 
 
-__all__ = ["COMPARE", "INTRINSICS", "Value", "binary_fn", "cast_fn", "value_dtype"]
+__all__ = [
+    "COMPARE",
+    "EXTERN_FUNCTIONS",
+    "INTRINSICS",
+    "extern_fn",
+    "Value",
+    "binary_fn",
+    "cast_fn",
+    "value_dtype",
+]

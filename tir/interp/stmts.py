@@ -10,6 +10,7 @@ Barriers do nothing. Stores and allocations go through :mod:`.memory`.
 
 from __future__ import annotations
 
+from ember.errors import LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.interp import memory
@@ -50,6 +51,13 @@ class StmtCompiler(StmtCompilerBase):
         ):
             # TVM-style thread binding: the attribute defines the thread index
             return self._serial_loop(node, E.const(0, node.dtype), s.value, s.body)
+        if s.key == "thread_allreduce":
+            # threads run one after another here, so they cannot meet to combine values
+            raise LoweringError(
+                f"the interpreter cannot run a cross-thread reduction ({node!r}): its "
+                "threads run one at a time; run it on the GPU or the CUDA emulator "
+                "(build for 'cuda' and call .emulate)"
+            )
         return self.compile(s.body)
 
 

@@ -44,7 +44,7 @@ class StageBounds:
 
     root_min: dict[IterVar, E.PrimExpr]
     extents: dict[IterVar, E.PrimExpr]  # root and derived axes; every loop starts at 0
-    alloc_shape: tuple[int, ...] = ()
+    alloc_shape: tuple[int | E.PrimExpr, ...] = ()  # an expression: a symbolic size
     full: bool = False  # computed over the whole tensor (region min is 0)
     root_value: dict[IterVar, E.PrimExpr] = field(default_factory=dict)
     root_offset: dict[IterVar, E.PrimExpr] = field(default_factory=dict)  # value - region min
@@ -66,7 +66,8 @@ def infer_bounds(
             continue
         op = st.op
         readers = consumers.get(id(st), [])
-        if id(st) in full_stages or st.is_output or not readers:
+        root_arg = id(st) in full_stages and st.attach is AttachKind.ROOT
+        if root_arg or st.is_output or not readers:
             root_min = {iv: iv.dom.min for iv in op.axis}  # type: ignore[union-attr]
             root_ext = {iv: iv.dom.extent for iv in op.axis}  # type: ignore[union-attr]
             full, guards = True, {}
@@ -259,16 +260,29 @@ def _loads_of(body: E.PrimExpr, sch: Schedule, producer: Stage) -> list[E.Produc
     return out
 
 
-def _alloc_shape(st: Stage, sb: StageBounds, bounds: dict[int, StageBounds]) -> tuple[int, ...]:
+def _mentions_any(e: E.PrimExpr, names: set[E.Var]) -> bool:
+    from ember.tir.functor import uses_var
+
+    return uses_var(e, lambda v: v in names)
+
+
+def _alloc_shape(
+    st: Stage, sb: StageBounds, bounds: dict[int, StageBounds]
+) -> tuple[int | E.PrimExpr, ...]:
     op = st.op
     assert isinstance(op, ComputeOp)
     ana = Analyzer()
     for owner, iv in outer_path(st):
         ana.bind(iv.var, E.Range(E.const(0), bounds[id(owner)].extents[iv]))
-    shape = []
+    shape: list[int | E.PrimExpr] = []
+    loop_vars = {iv.var for _, iv in outer_path(st)}
     for iv in op.axis:
         ext = sb.extents[iv]
         lo, hi = ana.const_int_bound(ext)
+        if (not isinstance(hi, int) or hi > 2**40) and not _mentions_any(ext, loop_vars):
+            # a symbolic size (``n``): allocated at run time with that many elements
+            shape.append(ana.simplify(ext))
+            continue
         if not isinstance(hi, int) or hi > 2**40:
             raise LoweringError(
                 f"stage '{st.name}': cannot bound the extent of axis '{iv.name}' ({ext!r}) by a "

@@ -37,9 +37,10 @@ class _Inline(Mutator):
     def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
         src = self.visit(e.source)
         cond = self.visit(e.condition) if e.condition is not None else None
-        if src is e.source and cond is e.condition:
+        init = self.visit(e.init) if e.init is not None else None
+        if src is e.source and cond is e.condition and init is e.init:
             return e
-        return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, e.init)
+        return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, init)
 
 
 def inlined_body(sch: Schedule, st: Stage, memo: dict[int, E.PrimExpr]) -> E.PrimExpr:

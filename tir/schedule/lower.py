@@ -4,10 +4,18 @@ For each stage the leaf axes become ``For`` loops in leaf order; each original
 axis is rebuilt from the leaves through the split/fuse relations; a split that
 does not divide its extent adds a ``likely`` guard around the body, which
 ``loop_partition`` later removes from all but the tail. A reduction writes its
-identity just outside its outermost reduction loop. A stage computed at a
+identity just outside its outermost reduction loop; one whose reduction axis is
+bound to threads is a cross-thread reduction (:mod:`.cross_thread`). A stage computed at a
 loop is emitted at the top of that loop's body, inside an ``Allocate`` of its
 buffer. Reads of tensors become buffer loads, offset by the region the
 producing stage computed at that point.
+
+The argument list is taken as TVM takes it: tensors and scalar ``te.var``s
+(sizes, split factors) in call order; an intermediate left out is allocated
+inside the function, an input the schedule never reads is still a parameter,
+and a stage whose tensor is an argument may be computed at another stage's
+loop, writing its parameter buffer there. A tensor of a vector dtype
+(``float32x4``) gets a buffer of its elements with an innermost lane dimension.
 """
 
 from __future__ import annotations
@@ -15,15 +23,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember.errors import LoweringError, ScheduleError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
+from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.graph import check_attach_tree, inlined_body
-from ember.tir.schedule.relations import Split, pass_up_values, split_is_exact
+from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
+from ember.tir.verify import undefined_vars
 
 
 class _Lowering:
@@ -31,22 +42,31 @@ class _Lowering:
         self.sch = sch
         self.bodies: dict[int, E.PrimExpr] = {}
         self.buffers: dict[int, Buffer] = {}  # id(stage) -> buffer
-        self.params: list[Buffer] = []
+        self.params: list[Buffer | E.Var] = []
         arg_stages: set[int] = set()
         for t in args:
+            if isinstance(t, E.Var):  # a scalar argument: a size or a split factor
+                if t in self.params:
+                    raise LoweringError(f"variable '{t.name}' is passed twice in the arguments")
+                self.params.append(t)
+                continue
             if not isinstance(t, Tensor):
-                raise LoweringError(f"arguments must be tensors, got {t!r}")
+                raise LoweringError(f"arguments must be tensors or te.var scalars, got {t!r}")
             st = sch.stage_of(t.op)
+            if st is None and isinstance(t.op, PlaceholderOp):
+                # an input the schedule never reads is still a parameter, as in TVM
+                self.params.append(_decl_lanes(t.shape, t.dtype, t.name))
+                continue
             if st is None:
                 raise LoweringError(f"argument '{t.name}' is not part of the schedule")
             if id(st) in self.buffers:
                 raise LoweringError(f"tensor '{t.name}' is passed twice in the argument list")
-            if st.attach is not AttachKind.ROOT:
+            if st.attach is AttachKind.INLINE:
                 raise ScheduleError(
-                    f"stage '{st.name}' is a function argument, so it must be computed at the "
-                    "root (not inlined or computed at another stage)"
+                    f"stage '{st.name}' is a function argument, so it cannot be inlined; "
+                    "its values must be stored in the argument's buffer"
                 )
-            buf = decl_buffer(t.shape, t.dtype, name=t.name)
+            buf = _decl_lanes(t.shape, t.dtype, t.name)
             self.buffers[id(st)] = buf
             self.params.append(buf)
             arg_stages.add(id(st))
@@ -86,7 +106,10 @@ class _Lowering:
                 out.append(acc)
                 acc *= shape[d]
             strides = tuple(reversed(out))
-        return decl_buffer(shape, st.op.dtype, name=st.name, scope=st.scope, strides=strides)  # type: ignore[attr-defined]
+        dtype = st.op.dtype  # type: ignore[attr-defined]
+        if dt.lanes_of(dtype) > 1 and not strides:
+            return _decl_lanes(shape, dtype, st.name, st.scope)
+        return decl_buffer(shape, dtype, name=st.name, scope=st.scope, strides=strides)
 
     # -- statements ---------------------------------------------------------------------------
     def run(self) -> S.Stmt:
@@ -109,6 +132,8 @@ class _Lowering:
     def stage_nest(self, st: Stage) -> S.Stmt:
         """The stage's loops in leaf order around its store, with attached stages inside."""
         sb = self.bounds[id(st)]
+        if thread_reduce_leaves(st):
+            return cross_thread_nest(self, st, sb)
         update, init, first_red = self.stage_body(st, sb)
         leaves = st.leaf_iter_vars
         if init is not None:
@@ -133,23 +158,52 @@ class _Lowering:
         loads = _LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
         buf = self.buffers[id(st)]
-        store_idx = tuple(self.store_index(st, iv) for iv in op.axis)
+        store_idx = _lane_index(buf, tuple(self.store_index(st, iv) for iv in op.axis))
         guards_all, guards_data = self.guards(st, sb)
         if not isinstance(body, E.Reduce):
             value = loads.visit(substitute(body, root_vars))
             update = _guard(S.BufferStore(buf, value, store_idx), guards_all)
             return update, None, len(st.leaf_iter_vars)
-        src = loads.visit(substitute(body.source, root_vars))
-        acc = E.BufferLoad(buf.dtype, buf, store_idx)
-        update: S.Stmt = S.BufferStore(buf, body.combiner(acc, src), store_idx)
-        if body.condition is not None:
-            update = S.IfThenElse(loads.visit(substitute(body.condition, root_vars)), update)
-        init = _guard(S.BufferStore(buf, body.combiner.identity, store_idx), guards_data)
+        acc = E.BufferLoad(body.dtype, buf, store_idx)
+        update = self.reduce_update(st, sb, body, buf, store_idx, acc)
+        start = body.combiner.identity  # te.sum(..., init=X): X at the output's indices
+        if body.init is not None:
+            start = loads.visit(substitute(body.init, root_vars))
+        init = _guard(S.BufferStore(buf, start, store_idx), guards_data)
         first_red = next(
             (n for n, iv in enumerate(st.leaf_iter_vars) if iv.kind is IterKind.REDUCE),
             len(st.leaf_iter_vars),
         )
         return _guard(update, guards_all), init, first_red
+
+    def reduce_update(
+        self,
+        st: Stage,
+        sb: StageBounds,
+        red: E.Reduce,
+        buf: Buffer,
+        index: tuple[E.PrimExpr, ...],
+        acc: E.PrimExpr,
+    ) -> S.Stmt:
+        """``buf[index] = combine(acc, source)`` at the leaves' values, under the reduction's
+        ``where`` condition (not yet the split and region guards)."""
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        loads = _LoadRewriter(self)
+        root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
+        src = loads.visit(substitute(red.source, root_vars))
+        update: S.Stmt = S.BufferStore(buf, red.combiner(acc, src), index)
+        if red.condition is not None:
+            update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
+        return update
+
+    def inlined(self, st: Stage) -> E.PrimExpr:
+        """The stage's body with inlined producers substituted."""
+        return inlined_body(self.sch, st, self.bodies)
+
+    @staticmethod
+    def guarded(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
+        return _guard(body, conds)
 
     def with_attached(self, st: Stage, iv: IterVar, inner: S.Stmt) -> S.Stmt:
         """Prepend the stages computed at loop ``iv`` of ``st`` to ``inner``."""
@@ -159,6 +213,8 @@ class _Lowering:
         body = S.seq(*[self.stage_nest(p) for p in attached], inner)
         for p in reversed(attached):
             buf = self.buffers[id(p)]
+            if id(p) in self.arg_stages:
+                continue  # an argument computed here writes into its parameter buffer
             stages = max(p.pipeline_stages, 2 if p.double_buffered else 1)
             if stages > 1:  # a fact for the GPU's inject_pipeline; CPU code ignores it
                 body = S.AttrStmt(buf.data, "pipeline_stages", E.const(stages), body)
@@ -185,7 +241,8 @@ class _Lowering:
 
     def store_index(self, st: Stage, iv: IterVar) -> E.PrimExpr:
         sb = self.bounds[id(st)]
-        return sb.root_value[iv] if sb.full else sb.root_offset[iv]
+        whole = sb.full or id(st) in self.arg_stages  # its buffer spans the whole tensor
+        return sb.root_value[iv] if whole else sb.root_offset[iv]
 
     def guards(self, st: Stage, sb: StageBounds) -> tuple[list[E.PrimExpr], list[E.PrimExpr]]:
         """Guards for every update, and the subset that also applies to a reduction's init.
@@ -198,7 +255,7 @@ class _Lowering:
         reduce_g: list[E.PrimExpr] = []
         data_g: list[E.PrimExpr] = []
         for rel in st.relations:
-            if isinstance(rel, Split) and not split_is_exact(rel, sb.extents):
+            if isinstance(rel, Split) and split_needs_guard(rel, sb.extents):
                 cond = values[rel.parent] < sb.extents[rel.parent]
                 (reduce_g if rel.parent.kind is IterKind.REDUCE else data_g).append(cond)
         for iv, full_ext in sb.thread_extents.items():
@@ -212,6 +269,31 @@ class _Lowering:
             if above:
                 data_g.append(value < dom.min + dom.extent)
         return data_g + reduce_g, data_g
+
+
+def _decl_lanes(
+    shape: Sequence[E.ExprLike], dtype: str, name: str, scope: str = "global"
+) -> Buffer:
+    """A buffer for a tensor of ``dtype``; a vector dtype (``float32x4``, TVM allows it in
+    placeholders and computes) is stored as its elements with one more, innermost
+    dimension of the lane count, so every backend sees an ordinary vector access."""
+    lanes = dt.lanes_of(dtype)
+    if lanes == 1:
+        return decl_buffer(tuple(shape), dtype, name=name, scope=scope)
+    return decl_buffer((*shape, lanes), dt.element_of(dtype), name=name, scope=scope)
+
+
+def _lane_index(
+    buf: Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | None = None
+) -> tuple[E.PrimExpr, ...]:
+    """Indices into a buffer from :func:`_decl_lanes`: all lanes of the element."""
+    if len(indices) == len(buf.shape):
+        return indices
+    lanes = buf.shape[-1]
+    assert isinstance(lanes, E.IntImm)
+    base = indices[-1].dtype if indices else "int32"
+    ramp = E.Ramp(dt.with_lanes(base, lanes.value), E.const(0, base), E.const(1, base), lanes.value)
+    return (*indices, ramp)
 
 
 def _guard(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
@@ -236,15 +318,38 @@ class _LoadRewriter(Mutator):
             raise LoweringError(f"tensor '{e.producer.name}' has no buffer (is it an argument?)")
         buf = self.lw.buffers[id(st)]
         sb = self.lw.bounds.get(id(st))
-        if sb is not None and not sb.full:
+        if sb is not None and not sb.full and id(st) not in self.lw.arg_stages:
             op = st.op
             assert isinstance(op, ComputeOp)
             indices = tuple(i - sb.root_min[iv] for i, iv in zip(indices, op.axis))
-        return E.BufferLoad(buf.dtype, buf, indices)
+        return E.BufferLoad(e.dtype, buf, _lane_index(buf, indices, e.dtype))
 
 
 def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.PrimFunc:
     """Loop nests for the whole schedule, before any optimisation pass."""
     lw = _Lowering(sch, args)
     body = lw.run()
-    return S.PrimFunc(name, tuple(lw.params), body, (("global_symbol", name),))
+    attrs: tuple[tuple[str, object], ...] = (("global_symbol", name),)
+    divisors = _symbolic_split_amounts(sch)
+    if divisors:  # the runtime refuses a call where one of these is below 1
+        attrs += (("positive_vars", divisors),)
+    func = S.PrimFunc(name, tuple(lw.params), body, attrs)
+    missing = undefined_vars(func)
+    if missing:
+        names = ", ".join(f"'{v.name}'" for v in missing)
+        raise LoweringError(
+            f"'{name}' uses the variable(s) {names}, which no argument defines; pass each one "
+            "in the argument list (ember.build(s, [A, B, n])) or use it in an argument's shape"
+        )
+    return func
+
+
+def _symbolic_split_amounts(sch: Schedule) -> tuple[E.Var, ...]:
+    """Variables that are a split's factor or part count: loops divide by them."""
+    out: list[E.Var] = []
+    for st in sch.stages:
+        for rel in st.relations:
+            for amount in (rel.factor, rel.nparts) if isinstance(rel, Split) else ():
+                if isinstance(amount, E.Var) and amount not in out:
+                    out.append(amount)
+    return tuple(out)

@@ -19,8 +19,10 @@ class Split:
     parent: IterVar
     outer: IterVar
     inner: IterVar
-    factor: int | None  # exactly one of factor / nparts is set
-    nparts: int | None
+    factor: int | E.PrimExpr | None  # exactly one of factor / nparts is set; an
+    nparts: int | E.PrimExpr | None  # expression is a symbolic amount (a scalar argument)
+    # TVM's ``disable_predication``: the user promises the tail needs no guard.
+    disable_predication: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -30,13 +32,26 @@ class Fuse:
     fused: IterVar
 
 
-Relation = Split | Fuse
+@dataclass(frozen=True, slots=True, eq=False)
+class Singleton:
+    """A new loop of extent 1 made by ``fuse()`` of no axes (TVM's ``Singleton``)."""
+
+    iv: IterVar
 
 
-def ceildiv(a: E.PrimExpr, b: int) -> E.PrimExpr:
+Relation = Split | Fuse | Singleton
+
+
+def ceildiv(a: E.PrimExpr, b: int | E.PrimExpr) -> E.PrimExpr:
+    if isinstance(b, E.PrimExpr):
+        return (a + b - 1) // b
     if isinstance(a, E.IntImm):
         return E.const(-(-a.value // b), a.dtype)
     return (a + (b - 1)) // b
+
+
+def _amount(value: int | E.PrimExpr, dtype: str) -> E.PrimExpr:
+    return value if isinstance(value, E.PrimExpr) else E.const(value, dtype)
 
 
 def pass_down_extents(
@@ -49,11 +64,13 @@ def pass_down_extents(
             parent = out[rel.parent]
             if rel.factor is not None:
                 out[rel.outer] = ceildiv(parent, rel.factor)
-                out[rel.inner] = E.const(rel.factor, parent.dtype)
+                out[rel.inner] = _amount(rel.factor, parent.dtype)
             else:
                 assert rel.nparts is not None
-                out[rel.outer] = E.const(rel.nparts, parent.dtype)
+                out[rel.outer] = _amount(rel.nparts, parent.dtype)
                 out[rel.inner] = ceildiv(parent, rel.nparts)
+        elif isinstance(rel, Singleton):
+            out[rel.iv] = E.const(1, rel.iv.var.dtype)
         else:
             out[rel.fused] = out[rel.outer] * out[rel.inner]
     return out
@@ -69,7 +86,7 @@ def pass_up_values(
     for rel in reversed(relations):
         if isinstance(rel, Split):
             out[rel.parent] = out[rel.outer] * extents[rel.inner] + out[rel.inner]
-        else:
+        elif isinstance(rel, Fuse):
             fused = out[rel.fused]
             inner_ext = extents[rel.inner]
             out[rel.outer] = fused // inner_ext
@@ -84,4 +101,10 @@ def split_is_exact(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
         return False
     divisor = rel.factor if rel.factor is not None else rel.nparts
     assert divisor is not None
-    return parent.value % divisor == 0
+    return isinstance(divisor, int) and parent.value % divisor == 0
+
+
+def split_needs_guard(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
+    """A split leaves tail iterations to guard unless it is exact or the user turned the
+    guard off (``disable_predication=True``, as in TVM: they promise the tail is safe)."""
+    return not rel.disable_predication and not split_is_exact(rel, extents)

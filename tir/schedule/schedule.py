@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.errors import ScheduleError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
-from ember.tir.functor import Mutator
-from ember.tir.schedule.relations import Fuse, Relation, Split
+from ember.tir.schedule.relations import Fuse, Relation, Singleton, Split
 from ember.tir.stmt import ForKind
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Operation, PlaceholderOp, Tensor
 
@@ -107,23 +107,32 @@ class Stage:
 
     # -- loop structure ------------------------------------------------------------------
     def split(
-        self, axis: IterVar, factor: int | None = None, nparts: int | None = None
+        self,
+        axis: IterVar,
+        factor: E.ExprLike | None = None,
+        nparts: E.ExprLike | None = None,
+        disable_predication: bool = False,
     ) -> tuple[IterVar, IterVar]:
         """``for i in range(n)`` -> ``for i_outer: for i_inner in range(factor)``.
 
         With ``nparts`` the outer loop has that extent instead. A factor that does
-        not divide the extent is allowed; lowering guards the tail iterations.
+        not divide the extent is allowed; lowering guards the tail iterations unless
+        ``disable_predication=True`` (TVM's flag: the user promises the tail
+        iterations are harmless, e.g. the buffers are padded, and gets no guard). The
+        amount may be symbolic (a ``te.var`` the function takes as an argument); an
+        integral float (``64 / 2``) counts as that integer, as in TVM.
         """
         iv = self._leaf(axis, "split")
         if (factor is None) == (nparts is None):
             raise self._error("split takes exactly one of factor= or nparts=", iv)
-        value = factor if factor is not None else nparts
-        if isinstance(value, E.IntImm):
-            value = value.value
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        value = _split_amount(factor if factor is not None else nparts)
+        if value is None:
             which = "factor" if factor is not None else "nparts"
+            given = factor if factor is not None else nparts
             raise self._error(
-                f"split of axis '{iv.name}': {which} must be a positive integer, got {value!r}", iv
+                f"split of axis '{iv.name}': {which} must be a positive integer (or an integer "
+                f"variable passed as an argument), got {given!r}",
+                iv,
             )
         kind = iv.kind if iv.kind is IterKind.REDUCE else IterKind.DATA_PAR
         outer = IterVar(E.Var(f"{iv.name}_outer"), None, kind)
@@ -134,32 +143,44 @@ class Stage:
             inner,
             value if factor is not None else None,
             value if nparts is not None else None,
+            bool(disable_predication),
         )
         self._replace_leaf(iv, [outer, inner], rel)
         return outer, inner
 
     def fuse(self, *axes: IterVar) -> IterVar:
-        """Merge adjacent loops (outer first) into one loop over their product."""
+        """Merge adjacent loops (outer first) into one loop over their product.
+
+        As in TVM: one axis is returned unchanged; no axes make a new outermost loop
+        of extent 1 (``singleton``); two neighbours given inner first are fused in
+        loop order. Unlike TVM, a data axis and a reduction axis cannot be fused.
+        """
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
         if not axes:
-            raise self._error("fuse needs at least one axis")
+            unit = IterVar(E.Var("singleton"), E.Range.from_extent(1), IterKind.DATA_PAR)
+            self.relations.append(Singleton(unit))
+            self.all_iter_vars.append(unit)
+            self.leaf_iter_vars.insert(0, unit)
+            return unit
         ivs = [self._leaf(a, "fuse") for a in axes]
         result = ivs[0]
         for nxt in ivs[1:]:
-            pos_a = self.leaf_iter_vars.index(result)
-            pos_b = self.leaf_iter_vars.index(nxt)
+            outer, inner = result, nxt
+            pos_a = self.leaf_iter_vars.index(outer)
+            pos_b = self.leaf_iter_vars.index(inner)
+            if pos_b + 1 == pos_a:  # given inner first: TVM fuses them in loop order
+                outer, inner, pos_a, pos_b = inner, outer, pos_b, pos_a
             if pos_b != pos_a + 1:
                 raise self._error(
-                    f"fuse: axes '{result.name}' and '{nxt.name}' are not adjacent loops "
+                    f"fuse: axes '{outer.name}' and '{inner.name}' are not adjacent loops "
                     "(outer first); reorder them first",
-                    nxt,
+                    inner,
                 )
-            if (result.kind is IterKind.REDUCE) != (nxt.kind is IterKind.REDUCE):
-                raise self._error("fuse: cannot fuse a reduction axis with a data axis", nxt)
-            fused = IterVar(E.Var(f"{result.name}_{nxt.name}_fused"), None, result.kind)
-            rel = Fuse(result, nxt, fused)
-            self.relations.append(rel)
+            if (outer.kind is IterKind.REDUCE) != (inner.kind is IterKind.REDUCE):
+                raise self._error("fuse: cannot fuse a reduction axis with a data axis", inner)
+            fused = IterVar(E.Var(f"{outer.name}_{inner.name}_fused"), None, outer.kind)
+            self.relations.append(Fuse(outer, inner, fused))
             self.all_iter_vars.append(fused)
             self.leaf_iter_vars[pos_a : pos_b + 1] = [fused]
             result = fused
@@ -172,7 +193,11 @@ class Stage:
         self.relations.append(rel)
 
     def reorder(self, *axes: IterVar) -> None:
-        """Put the given loops in this order, in the positions they occupied together."""
+        """Put the given loops in this order, in the positions they occupied together.
+
+        As in TVM, the axes need not be adjacent or complete (the others keep their
+        places), no axes or one axis change nothing, and an axis given twice is an error.
+        """
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
         ivs = [self._leaf(a, "reorder") for a in axes]
@@ -224,11 +249,12 @@ class Stage:
 
         iv = self._leaf(axis, "bind")
         if isinstance(thread, str):
-            thread = thread_axis(thread)
+            try:
+                thread = thread_axis(thread)
+            except ScheduleError as e:
+                raise self._error(f"bind: {e.message}", iv) from e
         if not isinstance(thread, IterVar) or thread.kind is not IterKind.THREAD:
             raise self._error(f"bind: expected a thread axis (te.thread_axis), got {thread!r}", iv)
-        if iv.kind is IterKind.REDUCE and not thread.thread_tag.startswith("threadIdx"):
-            raise self._error(f"bind: reduction axis '{iv.name}' can only bind to threadIdx", iv)
         for other, attr in self.iter_attrs.items():
             if (
                 attr.bind is not None
@@ -364,46 +390,19 @@ class Schedule:
         self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]
     ) -> Tensor:
         """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of the original."""
-        from ember.tir.te.operation import compute
+        from ember.tir.schedule.cache import cache_read
 
-        src = self[tensor]
-        cache = compute(
-            tensor.shape, lambda *idx: tensor[tuple(idx)], name=f"{tensor.name}.{scope}"
-        )
-        reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
-        for rs in reader_stages:
-            if not isinstance(rs.op, ComputeOp) or not any(
-                t == tensor for t in rs.op.input_tensors
-            ):
-                raise rs._error(f"cache_read: stage '{rs.name}' does not read '{tensor.name}'")
-        for rs in reader_stages:
-            self._rewrite_op(rs, _replace_tensor(rs.op, tensor, cache))
-        st = self._insert_stage(cache.op, after=src)
-        st.set_scope(scope)
-        return cache
+        return cache_read(self, tensor, scope, readers)
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute ``tensor`` into a ``scope`` buffer, then copy it out; returns the cache tensor.
 
-        The stage of ``tensor`` becomes the copy, with fresh axes: take
-        ``s[tensor].op.axis`` again after calling this.
+        As in TVM, ``tensor``'s stage becomes the copy and keeps ``tensor.op.axis``; the
+        cache stage gets fresh data axes and the reduce axes (see :mod:`.cache`).
         """
-        from ember.tir.te.operation import compute
+        from ember.tir.schedule.cache import cache_write
 
-        st = self[tensor]
-        op = st._compute_only("cache_write")
-        if st.relations or st.iter_attrs:
-            raise st._error("cache_write must come before other primitives on the stage")
-        cache_op = ComputeOp(
-            f"{op.name}.{scope}", op.axis, op.reduce_axis, op.body, op.tag, op.attrs
-        )
-        cache = cache_op.output(0)
-        copy = compute(op.shape, lambda *idx: cache[tuple(idx)], name=op.name, tag=op.tag)
-        cache_stage = self._insert_stage(cache_op, before=st)
-        cache_stage.set_scope(scope)
-        self._rewrite_op(st, copy.op)
-        st._reset_axes()
-        return cache
+        return cache_write(self, tensor, scope)
 
     def _insert_stage(
         self, op: Operation, after: Stage | None = None, before: Stage | None = None
@@ -418,25 +417,6 @@ class Schedule:
         """Give stage ``st`` a new operation; the old one still finds the stage."""
         st.op = new_op
         self._by_op[id(new_op)] = st
-
-
-def _replace_tensor(op: ComputeOp, old: Tensor, new: Tensor) -> ComputeOp:
-    class _Replace(Mutator):
-        def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:
-            e2 = self.generic_visit(e)
-            if e2.producer == old:
-                return E.ProducerLoad(e2.dtype, new, e2.indices)
-            return e2
-
-        def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
-            src = self.visit(e.source)
-            cond = self.visit(e.condition) if e.condition is not None else None
-            if src is e.source and cond is e.condition:
-                return e
-            return E.Reduce(e.dtype, e.combiner, src, e.axis, cond, e.init)
-
-    body = _Replace().visit(op.body)
-    return ComputeOp(op.name, op.axis, op.reduce_axis, body, op.tag, op.attrs)
 
 
 def _topo_order(outputs: Sequence[Operation]) -> list[Operation]:
@@ -467,3 +447,20 @@ def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> S
             raise ScheduleError(f"create_schedule expects tensors or operations, got {o!r}")
         out.append(op)
     return Schedule(out)
+
+
+def _split_amount(value: object) -> int | E.PrimExpr | None:
+    """A split factor or part count: a positive int, or an integer expression; None if bad."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, E.FloatImm) and value.value == int(value.value):
+        value = int(value.value)
+    if isinstance(value, E.IntImm):
+        value = value.value
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, E.PrimExpr) and dt.is_int(value.dtype) and dt.lanes_of(value.dtype) == 1:
+        return value
+    return None

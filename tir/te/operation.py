@@ -8,11 +8,12 @@ as in TVM, so that lowering knows where the initial value goes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, ScheduleError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
@@ -20,14 +21,30 @@ from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Ten
 ShapeLike = Sequence[E.ExprLike]
 
 
+def as_index(value: E.ExprLike, what: str) -> E.PrimExpr:
+    """``value`` as an integer expression; an integral float (``1024 / 16`` in Python 3) is
+    taken as that integer, as TVM does, and any other float is an ``ArgumentError``."""
+    if isinstance(value, float) or (
+        isinstance(value, E.FloatImm) and dt.lanes_of(value.dtype) == 1
+    ):
+        number = value if isinstance(value, float) else value.value
+        if not float(number).is_integer():
+            raise ArgumentError(f"{what} must be an integer, got the float {number!r}")
+        return E.const(int(number), "int32")
+    if hasattr(value, "dtype") and hasattr(value, "item") and not isinstance(value, E.PrimExpr):
+        return as_index(value.item(), what)  # a numpy scalar
+    out = E.convert(value)
+    if not dt.is_int(out.dtype):
+        raise ArgumentError(f"{what} must be an integer, got {out!r}")
+    return out
+
+
 def _shape(shape: ShapeLike | E.ExprLike, what: str) -> tuple[E.PrimExpr, ...]:
     if not isinstance(shape, (tuple, list)):
         shape = (shape,)
     out = []
     for s in shape:
-        s = E.convert(s)
-        if not dt.is_int(s.dtype):
-            raise ArgumentError(f"shape of {what} must be integers, got {s!r}")
+        s = as_index(s, f"shape of {what}")
         if isinstance(s, E.IntImm) and s.value <= 0:
             raise ArgumentError(f"shape of {what} must be positive, got {s.value}")
         out.append(s)
@@ -35,8 +52,13 @@ def _shape(shape: ShapeLike | E.ExprLike, what: str) -> tuple[E.PrimExpr, ...]:
 
 
 def var(name: str = "v", dtype: str = "int32") -> E.Var:
-    """A symbolic scalar, e.g. a shape size."""
+    """A symbolic scalar, e.g. a shape size or a split factor passed as an argument."""
     return E.Var(name, dt.check_dtype(dtype))
+
+
+def size_var(name: str = "size", dtype: str = "int32") -> E.SizeVar:
+    """A symbolic size: like :func:`var`, and known to be ``>= 0``."""
+    return E.SizeVar(name, dt.check_dtype(dtype))
 
 
 def placeholder(
@@ -52,9 +74,9 @@ def _as_range(dom: Any) -> E.Range:
     if isinstance(dom, E.Range):
         return dom
     if isinstance(dom, (tuple, list)) and len(dom) == 2:
-        lo, hi = E.convert(dom[0]), E.convert(dom[1])
+        lo, hi = as_index(dom[0], "range start"), as_index(dom[1], "range end")
         return E.Range(lo, hi - lo)
-    return E.Range.from_extent(dom)
+    return E.Range.from_extent(as_index(dom, "range extent"))
 
 
 def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
@@ -62,11 +84,18 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     return IterVar(E.Var(name), _as_range(dom), IterKind.REDUCE)
 
 
-def thread_axis(tag: str, dom: Any = None, name: str | None = None) -> IterVar:
-    """A GPU thread axis such as ``"threadIdx.x"`` for ``bind``."""
+def thread_axis(tag: Any = None, dom: Any = None, name: str | None = None) -> IterVar:
+    """A GPU thread axis such as ``"threadIdx.x"`` for ``bind``.
+
+    Takes Ember's ``thread_axis("threadIdx.x", (0, 32))`` and TVM's range-first
+    ``thread_axis((0, 32), "threadIdx.x")`` alike: whichever argument is a string is the tag.
+    """
+    if not isinstance(tag, str) and isinstance(dom, str):
+        tag, dom = dom, tag
     valid = {f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz"} | {"vthread"}
     if tag not in valid:
-        raise ArgumentError(f"unknown thread tag {tag!r}; expected one of {sorted(valid)}")
+        # a schedule-level mistake (the tag names where a loop runs), reported as such
+        raise ScheduleError(f"unknown thread tag {tag!r}; expected one of {sorted(valid)}")
     return IterVar(
         E.Var(name or tag), _as_range(dom) if dom is not None else None, IterKind.THREAD, tag
     )
@@ -123,12 +152,25 @@ def comm_reducer(
 ) -> Callable[..., E.PrimExpr]:
     """A custom commutative reducer: ``fcombine(x, y)`` with identity ``fidentity(dtype)``.
 
-    Returns a function ``reducer(expr, axis, where=None)`` like ``te.sum``.
+    Returns ``reducer(expr, axis, where=None, init=None)`` like ``te.sum``: a reduction
+    of ``expr`` over ``axis`` counting only the points where ``where`` holds, starting
+    from ``init`` (an expression of the output's indices) instead of the identity.
+    As in TVM, called with expressions instead of an axis (``te.max(a, b)``,
+    ``te.sum(a, b, c)``) it combines them directly.
     """
 
     def reducer(
-        expr: E.ExprLike, axis: IterVar | Sequence[IterVar], where: E.ExprLike | None = None
+        expr: E.ExprLike,
+        axis: Any,
+        where: E.ExprLike | None = None,
+        init: E.ExprLike | None = None,
+        *more: E.ExprLike,
     ) -> E.PrimExpr:
+        if not isinstance(axis, (IterVar, list, tuple)):
+            values = [v for v in (expr, axis, where, init, *more) if v is not None]
+            return functools.reduce(lambda x, y: E.convert(fcombine(*E._promote(x, y))), values)
+        if more:
+            raise ArgumentError(f"{name}: unexpected arguments after init: {more!r}")
         src = E.convert(expr)
         axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
         for ax in axes:
@@ -138,8 +180,9 @@ def comm_reducer(
         result = E.convert(fcombine(lhs, rhs))
         identity = E.convert(fidentity(src.dtype), src.dtype)
         combiner = E.CommReducer(name, lhs, rhs, result, identity)
-        cond = None if where is None else E.convert(where)
-        return E.Reduce(src.dtype, combiner, src, axes, cond)
+        cond = None if where is None else E._as_bool(where)
+        start = None if init is None else E.cast(src.dtype, init)
+        return E.Reduce(src.dtype, combiner, src, axes, cond, start)
 
     reducer.__name__ = name
     return reducer
@@ -170,45 +213,24 @@ max = comm_reducer(E.max_, min_value, name="max")  # noqa: A001
 min = comm_reducer(E.min_, max_value, name="min")  # noqa: A001
 
 
-# -- elementwise helpers -------------------------------------------------------------------
-
-
-def if_then_else(cond: E.ExprLike, t: E.ExprLike, f: E.ExprLike) -> E.PrimExpr:
-    return E.select(cond, t, f)
-
-
-select = if_then_else
-
-
-def _unary(op: E.Intrinsic) -> Callable[[E.ExprLike], E.PrimExpr]:
-    def fn(x: E.ExprLike) -> E.PrimExpr:
-        x = E.convert(x)
-        if op is not E.Intrinsic.ABS and not dt.is_float(x.dtype):
-            raise ArgumentError(f"{op.value} needs a floating-point argument, got {x.dtype}")
-        return E.call(op, x)
-
-    fn.__name__ = op.value
-    return fn
-
-
-exp = _unary(E.Intrinsic.EXP)
-log = _unary(E.Intrinsic.LOG)
-sqrt = _unary(E.Intrinsic.SQRT)
-rsqrt = _unary(E.Intrinsic.RSQRT)
-tanh = _unary(E.Intrinsic.TANH)
-erf = _unary(E.Intrinsic.ERF)
-sigmoid = _unary(E.Intrinsic.SIGMOID)
-abs = _unary(E.Intrinsic.ABS)  # noqa: A001
-floor = _unary(E.Intrinsic.FLOOR)
-ceil = _unary(E.Intrinsic.CEIL)
-round = _unary(E.Intrinsic.ROUND)  # noqa: A001
-sin = _unary(E.Intrinsic.SIN)
-cos = _unary(E.Intrinsic.COS)
-
-
-def pow(x: E.ExprLike, y: E.ExprLike) -> E.PrimExpr:  # noqa: A001
-    return E.call(E.Intrinsic.POW, x, y)
-
-
-def fma(a: E.ExprLike, b: E.ExprLike, c: E.ExprLike) -> E.PrimExpr:
-    return E.call(E.Intrinsic.FMA, a, b, c)
+# The element-wise math, bit and logic functions (exp, if_then_else, bitwise_and, ...) are
+# ember.tir.op's; ember.te re-exports them, as tvm.te does tvm.tir's.
+from ember.tir.op import (  # noqa: E402, F401 - re-exported for `operation as te` callers
+    abs,
+    ceil,
+    cos,
+    erf,
+    exp,
+    floor,
+    fma,
+    if_then_else,
+    log,
+    pow,
+    round,
+    rsqrt,
+    select,
+    sigmoid,
+    sin,
+    sqrt,
+    tanh,
+)

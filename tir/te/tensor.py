@@ -77,6 +77,20 @@ class IterVar:
     def __ge__(self, o: Any) -> PrimExpr:
         return self.var >= o
 
+    # `iv == 0` builds an EQ node as TVM does; between iteration variables (schedule code's
+    # `iv in stage.leaf_iter_vars`) and with other objects it stays identity.
+    __hash__ = object.__hash__
+
+    def __eq__(self, o: Any) -> Any:  # type: ignore[override]
+        if isinstance(o, IterVar) or not isinstance(o, (PrimExpr, bool, int, float)):
+            return self is o
+        return self.var == o
+
+    def __ne__(self, o: Any) -> Any:  # type: ignore[override]
+        if isinstance(o, IterVar) or not isinstance(o, (PrimExpr, bool, int, float)):
+            return self is not o
+        return self.var != o
+
 
 class Operation:
     """Base of tensor-producing operations."""

@@ -324,7 +324,8 @@ def _is_constant(ana: Analyzer, e: E.PrimExpr) -> bool:
 def loop_partition(func: S.PrimFunc) -> S.PrimFunc:
     """``func`` with likely-guarded loops split into guard-free main parts and guarded tails."""
     pass_ = _Partition()
-    pass_.ana.bind_shapes(func.params)
+    pass_.ana.bind_shapes(func.buffers)
+    pass_.ana.bind_positive(func.attr("positive_vars", ()))
     return pass_.visit_func(func)
 
 

@@ -128,7 +128,8 @@ class _Simplify(Mutator):
 def simplify(func: S.PrimFunc) -> S.PrimFunc:
     """``func`` with every expression simplified and dead statements removed."""
     pass_ = _Simplify()
-    pass_.ana.bind_shapes(func.params)
+    pass_.ana.bind_shapes(func.buffers)
+    pass_.ana.bind_positive(func.attr("positive_vars", ()))
     return pass_.visit_func(func)
 
 

@@ -9,9 +9,15 @@ on the loop stays around them): the loop variable becomes
 is affine in the variable becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
 with the loop, nested loops, conditions, an index that is not affine, a warp
-shuffle) the loop stays a serial loop — correct, and left to the backend's own
-vectorizer — or, with at most 8 iterations, an unrolled one. With the context's
-``tir.disable_vectorize`` (as in TVM) every vectorized loop becomes a serial loop.
+shuffle, an ``if_then_else`` whose sides read memory, a call of a C function)
+the loop stays a serial loop — correct, and left to the backend's own
+vectorizer — or, with at most 8 iterations, an unrolled one. An ``if_then_else``
+whose sides only compute becomes a vector select. A loop longer than
+``MAX_LANES`` becomes a serial loop over vector chunks of ``MAX_LANES`` lanes and a
+shorter vector tail: LLVM aborts on a vector of 100003 lanes (a constant with more
+operands than a DAG node holds), and no machine has registers that wide anyway.
+With the context's ``tir.disable_vectorize`` (as in TVM) every vectorized loop
+becomes a serial loop.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, uses_var
+from ember.tir.functor import Mutator, post_order_visit, substitute, uses_var
 from ember.tir.transform.context import PassContext
 
 
@@ -28,6 +34,7 @@ class _CannotVectorize(Exception):
 
 
 _UNROLL_FALLBACK = 8  # a loop this short that cannot be vectorized is unrolled instead
+MAX_LANES = 64  # the widest vector emitted; longer loops are cut into chunks of this many
 
 
 def _lanes(e: E.PrimExpr) -> int:
@@ -104,6 +111,12 @@ class _VectorizeExpr(Mutator):
         return E.Cast(dt.with_lanes(e.dtype, _lanes(v)), v)
 
     def visit_Call(self, e: E.Call) -> E.PrimExpr:
+        if e.op in E.EXTERN_CALLS and uses_var(e, lambda v: v is self.var):
+            raise _CannotVectorize  # a C function of scalars
+        if e.op is E.Intrinsic.IF_THEN_ELSE and uses_var(e, lambda v: v is self.var):
+            if _reads_memory(e.args[1]) or _reads_memory(e.args[2]):
+                raise _CannotVectorize  # a vector of guarded loads would read every lane
+            return self.visit(E.Select(e.dtype, *e.args))  # no side effects: both may run
         args = tuple(self.visit(a) for a in e.args)
         if all(a is b for a, b in zip(args, e.args)):
             return e
@@ -130,6 +143,12 @@ class _VectorizeExpr(Mutator):
 
     def visit_Broadcast(self, e: E.Broadcast) -> E.PrimExpr:
         raise _CannotVectorize
+
+
+def _reads_memory(e: E.PrimExpr) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, E.BufferLoad) else None)
+    return bool(found)
 
 
 def _ramp_addsub(op: E.BinaryOp, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
@@ -183,6 +202,34 @@ def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt:
     raise _CannotVectorize
 
 
+def _vectorize_in_chunks(body: S.Stmt, var: E.Var, extent: int, annotations: tuple) -> S.Stmt:
+    """``for var in 0..extent: body`` as a serial loop over ``extent // MAX_LANES`` vector
+    chunks of ``MAX_LANES`` lanes, then one vector (or scalar) tail of the rest."""
+    chunks, tail = divmod(extent, MAX_LANES)
+    outer = E.Var(f"{var.name}_chunk", var.dtype)
+    lane = E.Var(f"{var.name}_lane", var.dtype)
+    start = outer * E.const(MAX_LANES, var.dtype)
+    chunk = _vectorize_body(substitute(body, {var: start + lane}), lane, MAX_LANES)
+    parts: list[S.Stmt] = [
+        S.For(
+            outer,
+            E.const(0, var.dtype),
+            E.const(chunks, var.dtype),
+            S.ForKind.SERIAL,
+            chunk,
+            "",
+            annotations,
+        )
+    ]
+    if tail:
+        rest = E.const(chunks * MAX_LANES, var.dtype)
+        if tail == 1:
+            parts.append(substitute(body, {var: rest}))
+        else:
+            parts.append(_vectorize_body(substitute(body, {var: rest + lane}), lane, tail))
+    return parts[0] if len(parts) == 1 else S.SeqStmt(tuple(parts))
+
+
 class _Vectorize(Mutator):
     def __init__(self, disabled: bool = False) -> None:
         self.disabled = disabled
@@ -201,6 +248,8 @@ class _Vectorize(Mutator):
         if not E.is_const_int(s.min, 0):
             return serial
         try:
+            if s.extent.value > MAX_LANES:
+                return _vectorize_in_chunks(body, s.loop_var, s.extent.value, s.annotations)
             return _vectorize_body(body, s.loop_var, s.extent.value)
         except _CannotVectorize:
             if s.extent.value <= _UNROLL_FALLBACK:

@@ -32,6 +32,7 @@ def test_small_remainder_keeps_values():
     for xv, fv in itertools.product(range(16), range(4)):
         env = {x: E.const(xv), f: E.const(fv)}
         for e, s in zip(exprs, simplified):
-            assert Analyzer().simplify(substitute(e, env)).value == Analyzer().simplify(
-                substitute(s, env)
-            ).value
+            assert (
+                Analyzer().simplify(substitute(e, env)).value
+                == Analyzer().simplify(substitute(s, env)).value
+            )

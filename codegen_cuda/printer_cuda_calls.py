@@ -1,0 +1,110 @@
+"""CUDA C for the calls the math-function table does not cover: bits, float tests,
+``if_then_else`` and C functions called by name.
+
+Used by :meth:`ember.codegen_cuda.printer_cuda.CUDAPrinter.print_call`. Bitwise
+operators and shifts print as C operators; C promotes integers narrower than
+``int`` before operating, so their result is cast back to the operand type (TIR
+says an ``int8`` shift wraps in 8 bits). ``popcount`` and ``clz`` use CUDA's
+``__popc``/``__clz`` (``ll`` versions for 64 bits) on the zero-extended bits.
+``if_then_else`` is C's conditional operator, which evaluates only the branch
+taken. An extern call prints the function's name and arguments unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ember.codegen_cuda.printer_c import COND, PRIMARY, UNARY, Text
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+
+if TYPE_CHECKING:
+    from ember.codegen_cuda.printer_cuda import CUDAPrinter
+
+I = E.Intrinsic  # noqa: E741
+SHIFT, BIT_AND, BIT_XOR, BIT_OR = 11, 8, 7, 6  # C precedences (see printer_c)
+BIT_SYNTAX: dict[E.Intrinsic, tuple[str, int]] = {
+    I.SHIFT_LEFT: ("<<", SHIFT),
+    I.SHIFT_RIGHT: (">>", SHIFT),  # arithmetic on signed types, as TIR says
+    I.BITWISE_AND: ("&", BIT_AND),
+    I.BITWISE_XOR: ("^", BIT_XOR),
+    I.BITWISE_OR: ("|", BIT_OR),
+}
+# float test -> CUDA function (float and double overloads; half computes in float)
+PREDICATE_NAMES: dict[E.Intrinsic, str] = {
+    I.ISNAN: "isnan",
+    I.ISINF: "isinf",
+    I.ISFINITE: "isfinite",
+}
+BIT_COUNT_NAMES: dict[E.Intrinsic, tuple[str, str]] = {  # (32-bit, 64-bit)
+    I.POPCOUNT: ("__popc", "__popcll"),
+    I.CLZ: ("__clz", "__clzll"),
+}
+
+
+def _narrow(p: CUDAPrinter, dtype: str, text: str, prec: int) -> Text:
+    """``text`` of C type int (after promotion) back in ``dtype`` when that is narrower."""
+    base = dt.element_of(dtype)
+    if dt.bits_of(base) >= 32 and not dt.is_bool(base):
+        return text, prec
+    return f"({p.type_name(base)})({text})", UNARY
+
+
+def print_bits(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+    """Shifts, bitwise operators and bit counts of integer (and bool) operands."""
+    base = dt.element_of(e.args[0].dtype)
+    if e.op in BIT_SYNTAX:
+        op, prec = BIT_SYNTAX[e.op]
+        return _narrow(p, e.dtype, p.binary(op, prec, e.args[0], e.args[1], lane)[0], prec)
+    if e.op is I.BITWISE_NOT:
+        if dt.is_bool(base):
+            return "!" + p.wrap(p.print(e.args[0], lane), UNARY), UNARY
+        return _narrow(p, e.dtype, "~" + p.wrap(p.print(e.args[0], lane), UNARY), UNARY)
+    bits = dt.bits_of(base)
+    narrow, wide = BIT_COUNT_NAMES[e.op]
+    x = p.wrap(p.print(e.args[0], lane), UNARY)
+    if bits == 64:
+        arg = f"(unsigned long long){x}" if e.op is I.POPCOUNT else f"(long long){x}"
+        text = f"{wide}({arg})"
+    else:
+        unsigned = p.type_name(f"uint{bits}") if bits < 32 else None
+        bits_of_x = f"({unsigned}){x}" if unsigned else x
+        arg = f"(unsigned int){bits_of_x}" if e.op is I.POPCOUNT else f"(int){bits_of_x}"
+        text = f"{narrow}({arg})"
+        if e.op is I.CLZ and bits < 32:
+            return f"({text} - {32 - bits})", PRIMARY
+    if e.op is I.CLZ:
+        return text, PRIMARY  # an int, the int32 clz gives
+    return f"({p.type_name(base)}){text}", UNARY
+
+
+def print_predicate(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+    return f"{PREDICATE_NAMES[e.op]}({p.to_float(e.args[0], lane)})", PRIMARY
+
+
+def print_if_then_else(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+    """``c ? t : f``: C evaluates only the branch taken."""
+    cond, t, f = e.args
+    c = p.wrap(p.print(cond, lane), UNARY)
+    a = p.wrap(p.print(t, lane), COND + 1)
+    b = p.wrap(p.print(f, lane), COND)
+    return f"{c} ? {a} : {b}", COND
+
+
+def print_extern(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+    name = e.args[0]
+    assert isinstance(name, E.StringImm)
+    return f"{name.value}({', '.join(p.expr(a, lane) for a in e.args[1:])})", PRIMARY
+
+
+def print_structural_call(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text | None:
+    """The call printed by one of the functions above, or None for a math-table call."""
+    if e.op is I.IF_THEN_ELSE:
+        return print_if_then_else(p, e, lane)
+    if e.op in E.EXTERN_CALLS:
+        return print_extern(p, e, lane)
+    if e.op in E.FLOAT_PREDICATES:
+        return print_predicate(p, e, lane)
+    if e.op in E.INT_INTRINSICS:
+        return print_bits(p, e, lane)
+    return None

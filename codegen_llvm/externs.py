@@ -1,0 +1,59 @@
+"""Calls of C functions by name (``call_pure_extern`` / ``call_extern``) in LLVM IR.
+
+Used by :mod:`ember.codegen_llvm.codegen` for ``Call`` nodes of
+:data:`ember.tir.expr.EXTERN_CALLS`. The function is declared with the types of
+the call (the arguments' register types, the result's) and resolved when the
+module is JIT-compiled, from the process and the C math library, which is loaded
+here so that ``expf``, ``exp10``... are found whatever Python itself links. A
+name that neither defines is a :class:`CompileError` at build time: calling an
+unresolved symbol would otherwise abort the process when the module loads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from collections.abc import Sequence
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ember.codegen_llvm.builder_utils import declare, reg_type
+from ember.errors import CompileError
+from ember.tir import expr as E
+
+
+@functools.cache
+def _load_libm() -> None:
+    path = ctypes.util.find_library("m")
+    if path:
+        try:
+            llvm.load_library_permanently(path)
+        except RuntimeError:
+            pass  # then only what the process already has resolves
+
+
+def symbol_exists(name: str) -> bool:
+    """Whether JIT code can call the C function ``name``."""
+    _load_libm()
+    return llvm.address_of_symbol(name) is not None or hasattr(ctypes.CDLL(None), name)
+
+
+def emit_extern_call(b: ir.IRBuilder, e: E.Call, args: Sequence[ir.Value]) -> ir.Value:
+    """``name(args)`` for the call ``e`` whose first argument is the name."""
+    name = e.args[0]
+    assert isinstance(name, E.StringImm)
+    if not symbol_exists(name.value):
+        raise CompileError(
+            f"{e.op.value}: no C function '{name.value}' is defined in this process or the C "
+            "math library, so CPU code cannot call it; check the name (float versions of "
+            "libm functions end in 'f': 'expf')"
+        )
+    fn = declare(b.module, name.value, reg_type(e.dtype), [a.type for a in args])
+    if list(fn.function_type.args) != [a.type for a in args]:
+        raise CompileError(
+            f"{e.op.value}: '{name.value}' is called with different argument types in one "
+            f"module ({fn.function_type} and {[str(a.type) for a in args]})"
+        )
+    return b.call(fn, list(args))

@@ -1,0 +1,97 @@
+"""TVM-compatible corners of the public API: the error base class, rank-0 arrays, thread axes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember import te
+
+
+def test_ember_error_is_runtime_error() -> None:
+    assert issubclass(ember.EmberError, RuntimeError)
+    # a call with a wrong shape is caught by code written for TVM's TVMError
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: A[i] + 1.0, name="B")
+    mod = ember.build(te.create_schedule(B.op), [A, B], target="llvm")
+    with pytest.raises(RuntimeError, match="shape"):
+        mod(np.ones(5, "float32"), np.ones(4, "float32"))
+
+
+def test_argument_error_stays_a_value_error() -> None:
+    assert issubclass(ember.ArgumentError, ValueError)
+    assert issubclass(ember.ArgumentError, RuntimeError)
+
+
+def test_nd_array_rank0_keeps_shape(rng: np.random.Generator) -> None:
+    x = np.float32(rng.uniform(1, 2))
+    arr = ember.nd.array(x)
+    assert arr.shape == ()
+    assert arr.numpy().shape == ()
+    assert arr.numpy() == x
+    assert ember.nd.array(np.array(7, "int32")).shape == ()
+
+
+@pytest.mark.parametrize("range_first", [False, True])
+def test_thread_axis_both_argument_orders(range_first: bool) -> None:
+    tx = (
+        te.thread_axis((0, 32), "threadIdx.x")
+        if range_first
+        else te.thread_axis("threadIdx.x", (0, 32))
+    )
+    assert tx.thread_tag == "threadIdx.x"
+    assert tx.dom is not None and tx.dom.extent.value == 32
+
+
+@pytest.mark.parametrize("range_first", [False, True])
+def test_ranged_thread_axis_on_reduction_stage(range_first: bool, rng: np.random.Generator) -> None:
+    """A ranged thread axis bound to a data axis of a stage that reduces (emulated vs numpy)."""
+    n, m = 45, 37
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k] * A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    bo, bi = s[B].split(s[B].op.axis[0], factor=32)
+    s[B].bind(bo, te.thread_axis("blockIdx.x"))
+    tx = (
+        te.thread_axis((0, 32), "threadIdx.x")
+        if range_first
+        else te.thread_axis("threadIdx.x", (0, 32))
+    )
+    s[B].bind(bi, tx)
+    mod = ember.build(s, [A, B], target="cuda -arch=sm_80")
+    a = rng.uniform(-1, 1, (n, m)).astype("float32")
+    b = rng.uniform(-1, 1, n).astype("float32")
+    mod.emulate(a, b)
+    np.testing.assert_allclose(b, (a * a).sum(1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dom", [None, (0, 32)])
+def test_reduction_bound_to_thread_is_a_cross_thread_reduction(
+    rng: np.random.Generator, dom: tuple[int, int] | None
+) -> None:
+    """A reduction axis bound to threads is TVM's cross-thread allreduce (it once stored
+    each thread's partial sum, a wrong answer): every row sums all 64 terms."""
+    A = te.placeholder((64, 64), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    B = te.compute((64,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(k, factor=32)
+    s[B].bind(ki, te.thread_axis("threadIdx.x", dom))
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    mod = ember.build(s, [A, B], target="cuda -arch=sm_80")
+    a = rng.uniform(-1, 1, (64, 64)).astype("float32")
+    b = np.full(64, np.nan, "float32")
+    mod.emulate(a, b)
+    np.testing.assert_allclose(b, a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_thread_tag_is_a_schedule_error() -> None:
+    with pytest.raises(ember.ScheduleError, match="unknown thread tag 'threadIdx.w'"):
+        te.thread_axis("threadIdx.w")
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    with pytest.raises(ember.ScheduleError, match="'B': bind: unknown thread tag 'blockidx.x'"):
+        s[B].bind(s[B].op.axis[0], "blockidx.x")

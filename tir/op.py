@@ -1,0 +1,206 @@
+"""The scalar functions TVM users call as ``tir.<name>`` / ``te.<name>``: math, bits, logic.
+
+Each builds an expression node (mostly a :class:`~ember.tir.expr.Call` of an
+:class:`~ember.tir.expr.Intrinsic`) after checking its operands' types, so a
+misuse is an :class:`ArgumentError` where the user wrote it, not a compile error
+later. Semantics follow TVM <= 0.19: ``round`` rounds halves away from zero and
+``nearbyint`` to even; rounding functions return an integer argument unchanged;
+``isnan``/``isinf`` of an integer are ``False`` and ``isfinite`` ``True``;
+``clz`` gives an int32; ``if_then_else`` evaluates only the branch taken while
+``select`` may evaluate both. ``call_pure_extern`` / ``call_extern`` call a C
+(CPU) or CUDA device function by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import reduce
+
+from ember.errors import ArgumentError
+from ember.tir import dtype as dt
+from ember.tir import expr as E
+from ember.tir.expr import (
+    ExprLike,
+    Intrinsic,
+    PrimExpr,
+    cast,
+    const,
+    floordiv,
+    floormod,
+    if_then_else,
+    logical_and,
+    logical_not,
+    logical_or,
+    select,
+    truncdiv,
+    truncmod,
+)
+
+I = Intrinsic  # noqa: E741 - short alias for the tables below
+
+
+def _float_fn(op: Intrinsic, ints_pass_through: bool = False) -> Callable[..., PrimExpr]:
+    def fn(*args: ExprLike) -> PrimExpr:
+        e = E.call(op, *args)
+        assert isinstance(e, E.Call)
+        if not dt.is_float(e.dtype):
+            if ints_pass_through and len(args) == 1:
+                return e.args[0]  # floor / round ... of an integer is the integer (TVM)
+            raise ArgumentError(
+                f"{op.value} needs floating-point arguments, got {e.dtype}; "
+                f"cast first, e.g. {op.value}(x.astype('float32'))"
+            )
+        return e
+
+    fn.__name__ = op.value
+    fn.__doc__ = f"``{op.value}`` of floating-point arguments (element-wise on vectors)."
+    return fn
+
+
+exp = _float_fn(I.EXP)
+exp2 = _float_fn(I.EXP2)
+exp10 = _float_fn(I.EXP10)
+log = _float_fn(I.LOG)
+log2 = _float_fn(I.LOG2)
+log10 = _float_fn(I.LOG10)
+log1p = _float_fn(I.LOG1P)
+sqrt = _float_fn(I.SQRT)
+rsqrt = _float_fn(I.RSQRT)
+erf = _float_fn(I.ERF)
+sigmoid = _float_fn(I.SIGMOID)
+sin = _float_fn(I.SIN)
+cos = _float_fn(I.COS)
+tan = _float_fn(I.TAN)
+asin = _float_fn(I.ASIN)
+acos = _float_fn(I.ACOS)
+atan = _float_fn(I.ATAN)
+sinh = _float_fn(I.SINH)
+cosh = _float_fn(I.COSH)
+tanh = _float_fn(I.TANH)
+asinh = _float_fn(I.ASINH)
+acosh = _float_fn(I.ACOSH)
+atanh = _float_fn(I.ATANH)
+floor = _float_fn(I.FLOOR, ints_pass_through=True)
+ceil = _float_fn(I.CEIL, ints_pass_through=True)
+trunc = _float_fn(I.TRUNC, ints_pass_through=True)
+round = _float_fn(I.ROUND, ints_pass_through=True)  # noqa: A001
+nearbyint = _float_fn(I.NEARBYINT, ints_pass_through=True)
+pow = _float_fn(I.POW)  # noqa: A001
+power = pow
+fmod = _float_fn(I.FMOD)
+atan2 = _float_fn(I.ATAN2)
+hypot = _float_fn(I.HYPOT)
+copysign = _float_fn(I.COPYSIGN)
+fma = _float_fn(I.FMA)
+
+
+def abs(x: ExprLike) -> PrimExpr:  # noqa: A001
+    """``|x|``; an unsigned integer or a bool is returned unchanged."""
+    x = E.convert(x)
+    if dt.is_uint(x.dtype) or dt.is_bool(x.dtype):
+        return x
+    return E.call(I.ABS, x)
+
+
+def _predicate(op: Intrinsic, on_ints: bool) -> Callable[[ExprLike], PrimExpr]:
+    def fn(x: ExprLike) -> PrimExpr:
+        x = E.convert(x)
+        result = dt.with_lanes("bool", dt.lanes_of(x.dtype))
+        if not dt.is_float(x.dtype):
+            return const(on_ints, result)  # an integer is never NaN nor infinite (TVM)
+        return E.Call(result, op, (x,))
+
+    fn.__name__ = op.value
+    fn.__doc__ = f"``{op.value}(x)`` as a bool."
+    return fn
+
+
+isnan = _predicate(I.ISNAN, False)
+isinf = _predicate(I.ISINF, False)
+isfinite = _predicate(I.ISFINITE, True)
+
+
+def popcount(x: ExprLike) -> PrimExpr:
+    """The number of set bits of an integer, in its type."""
+    return E.int_call(I.POPCOUNT, x)
+
+
+def clz(x: ExprLike) -> PrimExpr:
+    """Leading zero bits of an integer (as an int32); ``clz(0)`` is the bit width."""
+    return E.int_call(I.CLZ, x)
+
+
+def shift_left(x: ExprLike, y: ExprLike) -> PrimExpr:
+    return E.int_call(I.SHIFT_LEFT, x, y)
+
+
+def shift_right(x: ExprLike, y: ExprLike) -> PrimExpr:
+    """Arithmetic shift for signed types, logical for unsigned ones (as C and TVM)."""
+    return E.int_call(I.SHIFT_RIGHT, x, y)
+
+
+def bitwise_and(x: ExprLike, y: ExprLike) -> PrimExpr:
+    return E.int_call(I.BITWISE_AND, x, y)
+
+
+def bitwise_or(x: ExprLike, y: ExprLike) -> PrimExpr:
+    return E.int_call(I.BITWISE_OR, x, y)
+
+
+def bitwise_xor(x: ExprLike, y: ExprLike) -> PrimExpr:
+    return E.int_call(I.BITWISE_XOR, x, y)
+
+
+def bitwise_not(x: ExprLike) -> PrimExpr:
+    return E.int_call(I.BITWISE_NOT, x)
+
+
+def all(*conds: ExprLike) -> PrimExpr:  # noqa: A001
+    """The conjunction of one or more bool conditions (``te.all(i >= 1, i < n)``)."""
+    if not conds:
+        raise ArgumentError("all: expected at least one condition")
+    return reduce(logical_and, conds[1:], E.convert(conds[0]))
+
+
+def any(*conds: ExprLike) -> PrimExpr:  # noqa: A001
+    """The disjunction of one or more bool conditions."""
+    if not conds:
+        raise ArgumentError("any: expected at least one condition")
+    return reduce(logical_or, conds[1:], E.convert(conds[0]))
+
+
+def _extern(op: Intrinsic, dtype: str, func_name: str, args: tuple[ExprLike, ...]) -> PrimExpr:
+    if not isinstance(func_name, str) or not func_name.isidentifier():
+        raise ArgumentError(
+            f"{op.value}: the function name must be a C identifier, got {func_name!r}"
+        )
+    operands = tuple(E.convert(a) for a in args)
+    for a in operands:
+        if dt.lanes_of(a.dtype) != 1:
+            raise ArgumentError(f"{op.value}: '{func_name}' takes scalars, got {a.dtype}")
+    return E.Call(dt.check_dtype(dtype), op, (E.StringImm(func_name), *operands))
+
+
+def call_pure_extern(dtype: str, func_name: str, *args: ExprLike) -> PrimExpr:
+    """A call of the side-effect-free C / CUDA function ``func_name`` returning ``dtype``.
+
+    On the CPU the symbol must be in the process (libm is); CUDA prints the call by name.
+    """
+    return _extern(I.CALL_PURE_EXTERN, dtype, func_name, args)
+
+
+def call_extern(dtype: str, func_name: str, *args: ExprLike) -> PrimExpr:
+    """Like :func:`call_pure_extern`, for a function that may have side effects."""
+    return _extern(I.CALL_EXTERN, dtype, func_name, args)
+
+
+__all__ = [
+    "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atan2", "atanh",
+    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern",
+    "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
+    "exp", "exp2", "exp10", "floor", "floordiv", "floormod", "fma", "fmod", "hypot",
+    "if_then_else", "isfinite", "isinf", "isnan", "log", "log1p", "log2", "log10",
+    "logical_and", "logical_not", "logical_or", "nearbyint", "popcount", "pow", "power",
+    "round", "rsqrt", "select", "shift_left", "shift_right", "sigmoid", "sin", "sinh",
+    "sqrt", "tan", "tanh", "trunc", "truncdiv", "truncmod",
+]  # fmt: skip
