@@ -8,11 +8,17 @@ This module imports nothing else of Ember but its errors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ember.errors import ArgumentError
 
 KINDS = ("llvm", "cuda")
+
+# kind -> a function that imports that target's built-in schedule templates. The
+# package root (ember/__init__.py), which may import every layer, fills it; the
+# tuner calls it on first lookup, so the tuner never names a code generator.
+TEMPLATE_LOADERS: dict[str, Callable[[], None]] = {}
 _OPTIONS = {
     "llvm": ("mcpu", "mattr", "mtriple", "num-threads", "fast-math", "opt-level"),
     "cuda": ("arch", "max-threads-per-block", "max-shared-memory-per-block"),
