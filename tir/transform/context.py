@@ -22,14 +22,14 @@ from ember.errors import ArgumentError
 
 @dataclasses.dataclass(frozen=True)
 class UnrollConfig:
-    """``tir.UnrollLoop``, as TVM spells it.
+    """``tir.UnrollLoop``, as TVM spells it (the rule is in :mod:`.unroll_loops`).
 
-    A serial loop with a constant extent is unrolled automatically when the number
-    of statements it runs (its extent times the steps of its body) is at most
-    ``auto_max_step`` and it has at most ``auto_max_depth`` loops inside it, or
-    when its extent is at most ``auto_max_extent``. ``explicit_unroll=False``
-    leaves loops marked for unrolling as loops with an unroll hint for the
-    backend compiler (LLVM, NVRTC) instead of copying their bodies in TIR.
+    ``auto_max_step``: unroll a serial loop when the statements it runs (extent
+    times its body's) are at most this; ``auto_max_extent``: or when its extent is
+    at most this; ``auto_max_depth``: but only with at most this many unrolled
+    loops inside. ``explicit_unroll=False`` leaves loops to unroll as loops with an
+    unroll hint for the backend compiler (LLVM, NVRTC) instead of copying their
+    bodies in TIR.
     """
 
     auto_max_step: int = 0

@@ -6,10 +6,11 @@ decorates a function of a PrimFunc, the module it belongs to and the current
 returns a :class:`Pass`. It joins the lowering of every build inside
 ``PassContext(config={"tir.add_lower_pass": [(phase, pass), ...]})`` after the
 built-in phase it names (see :mod:`.pipeline`), and is skipped when its
-``opt_level`` is above the context's. Ember has no ``IRModule``: ``mod`` is a
-dict from the function's name to the function, enough for the usual
-``mod``-ignoring passes. A user pass that returns something other than a
-PrimFunc raises :class:`ArgumentError` naming the pass.
+``opt_level`` is above the context's. ``mod`` is an
+:class:`~ember.tir.ir_module.IRModule` holding the function alone: Ember's
+passes see one function at a time, so the module gives a pass no other
+function to read. A user pass that returns something other than a PrimFunc
+raises :class:`ArgumentError` naming the pass.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.errors import ArgumentError
+from ember.tir.ir_module import IRModule
 from ember.tir.stmt import PrimFunc
 from ember.tir.transform.context import PassContext
 from ember.tir.transform.pipeline import Pass
@@ -61,7 +63,7 @@ def as_pass(p: Any) -> Pass:
 
 def _adapt(call: UserPassFn, pass_name: str) -> Callable[[PrimFunc, PassContext], PrimFunc]:
     def run(func: PrimFunc, ctx: PassContext) -> PrimFunc:
-        out = call(func, {func.name: func}, ctx)
+        out = call(func, IRModule({func.name: func}), ctx)
         if not isinstance(out, PrimFunc):
             raise ArgumentError(
                 f"user pass '{pass_name}' returned {type(out).__name__}; a prim_func_pass "
