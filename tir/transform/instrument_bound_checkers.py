@@ -7,9 +7,10 @@ access checks ``0 <= index < size`` (the buffer's flat size; a ``Ramp`` index
 checks its first and last lane), so an out-of-bounds access stops the function
 with an error naming the buffer instead of touching memory it does not own (the
 LLVM module raises it as :class:`ember.errors.ArgumentError`; the CUDA emulator
-too). A load that runs only under a condition — a ``Select`` branch, the right
-operand of ``&&``/``||`` — is checked only where that condition holds, so a
-guarded read of padding is not an error. Accesses whose index uses a variable
+too). A load that runs only under a condition — a side of ``if_then_else``, the
+right operand of ``&&``/``||`` — is checked only where that condition holds, so
+a guarded read of padding is not an error. Both sides of a ``Select`` are
+evaluated (as in TVM), so both are checked. Accesses whose index uses a variable
 bound by a ``Let`` expression inside the statement are not checked (the check
 stands before the statement, where that variable does not exist yet); lowering
 does not produce such indices. Checks the simplifier proves true are dropped.
@@ -40,14 +41,14 @@ class _Collect(Visitor):
         self.visit(e)
         self.guards.pop()
 
-    def visit_Select(self, e: E.Select) -> None:
-        self.visit(e.cond)
-        if dt.lanes_of(e.cond.dtype) > 1:  # per-lane conditions: both sides are evaluated
-            self.visit(e.true_value)
-            self.visit(e.false_value)
+    def visit_Call(self, e: E.Call) -> None:
+        if e.op is not E.Intrinsic.IF_THEN_ELSE or dt.lanes_of(e.dtype) > 1:
+            self.generic_visit(e)  # a vector if_then_else evaluates both sides
             return
-        self.guarded(e.cond, e.true_value)
-        self.guarded(E.logical_not(e.cond), e.false_value)
+        cond, then, other = e.args
+        self.visit(cond)
+        self.guarded(cond, then)
+        self.guarded(E.logical_not(cond), other)
 
     def visit_BinOp(self, e: E.BinOp) -> None:
         if e.op in (E.BinaryOp.AND, E.BinaryOp.OR) and dt.lanes_of(e.dtype) == 1:
