@@ -75,9 +75,9 @@ def describe() -> list[str]:
     """Lines for ``ember info``: NVRTC, the driver's devices, or why there are none."""
     lines = []
     try:
-        from ember.codegen_cuda.nvrtc import nvrtc_version
+        from ember.codegen_cuda.nvrtc import nvrtc_version, supported_archs
 
-        lines.append(f"nvrtc {nvrtc_version()}")
+        lines.append(f"nvrtc {nvrtc_version()}, compiles for {', '.join(supported_archs())}")
     except Exception as e:  # noqa: BLE001 - report, do not fail
         lines.append(f"nvrtc: unavailable ({e})")
     version = driver_version()

@@ -25,12 +25,8 @@ import numpy as np
 
 from ember.codegen_cuda.dlpack import KDL_CUDA, make_capsule
 from ember.codegen_cuda.runtime import DeviceBuffer
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, DLPackExportError
 from ember.tir import dtype as dt
-
-
-class DLPackExportError(ArgumentError, BufferError):
-    """A DLPack request this array cannot serve (a BufferError, as consumers expect)."""
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ember.codegen_cuda.dlpack import CUDA_DEVICE_TYPES, read_capsule
 from ember.errors import ArgumentError
-from ember.runtime.signature import FunctionSignature, ParamSpec
+from ember.runtime.signature import FunctionSignature, ParamSpec, dtype_text
 from ember.tir import dtype as dt
 
 
@@ -56,7 +56,9 @@ def _from_cuda_array_interface(where: str, p: ParamSpec, iface: dict[str, Any]) 
     want = dt.numpy_dtype(p.dtype)
     bf16 = p.dtype == "bfloat16" and got.itemsize == 2 and got.kind in ("V", "u")
     if got != want and not bf16:
-        raise ArgumentError(f"{where} expects dtype {want.name}, got {got.name} (on the GPU)")
+        raise ArgumentError(
+            f"{where} expects dtype {dtype_text(want)}, got {dtype_text(got)} (on the GPU)"
+        )
     _check_gpu_layout(where, p, shape, got.itemsize, iface.get("strides"))
     ptr, readonly = iface["data"]
     if p.written and readonly:
@@ -74,7 +76,7 @@ def _from_dlpack(where: str, p: ParamSpec, x: Any) -> GpuArgument:
             capsule = x.__dlpack__(stream=None)
         except TypeError:
             capsule = x.__dlpack__()  # a producer older than the stream keyword
-    except (BufferError, TypeError, ValueError, RuntimeError) as e:
+    except Exception as e:  # noqa: BLE001 - a producer's __dlpack__ may raise anything
         raise ArgumentError(f"{where}: its __dlpack__() failed: {type(e).__name__}: {e}") from e
     view = read_capsule(capsule, where)
     kind, ordinal = view.device

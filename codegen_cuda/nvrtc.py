@@ -100,6 +100,35 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+@lru_cache(maxsize=1)
+def supported_archs() -> tuple[str, ...]:
+    """The ``sm_XX`` architectures this NVRTC compiles for (``nvrtcGetSupportedArchs``).
+
+    Each CUDA release drops old architectures (CUDA 13 no longer builds sm_70), so
+    the list comes from the installed library rather than from a table here.
+    """
+    nvrtc = _import_nvrtc()
+    (archs,) = _check(nvrtc, nvrtc.nvrtcGetSupportedArchs(), "list its architectures")
+    return tuple(f"sm_{int(a)}" for a in archs)
+
+
+def check_arch(arch: str) -> None:
+    """Refuse an architecture this NVRTC cannot compile for, listing the ones it can.
+
+    ``sm_90a`` and ``compute_90`` count as 90: the suffix selects features, not a
+    different base architecture.
+    """
+    if not isinstance(arch, str) or not _ARCH.match(arch):
+        raise ArgumentError(f"unknown CUDA architecture {arch!r}; expected e.g. 'sm_80' or 'sm_90'")
+    number = int(re.sub(r"\D", "", arch))
+    supported = supported_archs()
+    if f"sm_{number}" not in supported:
+        raise ArgumentError(
+            f"the installed NVRTC {nvrtc_version()} cannot compile for {arch}; "
+            f"it supports {', '.join(supported)}"
+        )
+
+
 def format_compile_error(source: str, log: str, arch: str, name: str = PROGRAM_NAME) -> str:
     """The compiler's errors, each followed by the source lines around it, the line marked."""
     lines = source.splitlines()
@@ -185,8 +214,7 @@ def compile_cuda(
     use_cache: bool = True,
 ) -> CompiledCuda:
     """Compile ``source`` for ``arch`` ("sm_80", "sm_90"; "compute_XX" gives PTX only)."""
-    if not isinstance(arch, str) or not _ARCH.match(arch):
-        raise ArgumentError(f"unknown CUDA architecture {arch!r}; expected e.g. 'sm_80' or 'sm_90'")
+    check_arch(arch)
     opts = _options(arch, fast_math, tuple(options))
     path = config.cache_dir() / "cuda" / _cache_key(source, arch, opts)
     cached = _load_cached(path) if use_cache else None

@@ -7,7 +7,9 @@ operators and shifts print as C operators; C promotes integers narrower than
 says an ``int8`` shift wraps in 8 bits). ``popcount`` and ``clz`` use CUDA's
 ``__popc``/``__clz`` (``ll`` versions for 64 bits) on the zero-extended bits.
 ``if_then_else`` is C's conditional operator, which evaluates only the branch
-taken. An extern call prints the function's name and arguments unchanged.
+taken (a vector one with one condition for all lanes: an ``if`` around whole-vector
+loads, see ``printer_cuda_vector``). An extern call prints the function's name and
+arguments unchanged.
 """
 
 from __future__ import annotations
@@ -83,8 +85,12 @@ def print_predicate(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
 
 
 def print_if_then_else(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
-    """``c ? t : f``: C evaluates only the branch taken."""
+    """``c ? t : f``: C evaluates only the branch taken. A vector one with a scalar
+    condition becomes an ``if``/``else`` filling a lane array before the statement, so
+    a whole-vector load in a side stays inside its branch."""
     cond, t, f = e.args
+    if lane is not None and dt.lanes_of(e.dtype) > 1 and dt.lanes_of(cond.dtype) == 1:
+        return p.print_guarded_vector(e, lane)
     c = p.wrap(p.print(cond, lane), UNARY)
     a = p.wrap(p.print(t, lane), COND + 1)
     b = p.wrap(p.print(f, lane), COND)

@@ -77,6 +77,46 @@ class CUDAVectorMemory(CPrinter):
             self._hoisted[id(e)] = name
         return (f"{name}.{LANE_FIELDS[lane]}" if fields else f"{name}[{lane}]"), PRIMARY
 
+    def print_guarded_vector(self, e: E.Call, lane: int) -> Text:
+        """A lane of ``if_then_else(c, t, f)`` on vectors with one scalar condition ``c``.
+
+        The lanes are filled by an ``if (c) {...} else {...}`` hoisted before the
+        statement, each branch with the whole-vector loads its side needs, so a
+        padded fetch reads ``float4``s only where the whole vector is in bounds and
+        never touches memory outside (a ``c ? A_v.x : 0`` would load ``A_v`` first).
+        """
+        name = self._hoisted.get(id(e))
+        if name is None:
+            cond, t, f = e.args
+            lanes = dt.lanes_of(e.dtype)
+            c = self.expr(cond)
+            name = self.names.fresh("guarded")
+            ctype = self.type_name(dt.element_of(e.dtype))
+            self.hoist(f"__align__(16) {ctype} {name}[{lanes}];")
+            self.hoist(f"if ({c}) {{")
+            self._hoist_lanes(name, t, lanes)
+            self.hoist("} else {")
+            self._hoist_lanes(name, f, lanes)
+            self.hoist("}")
+            self._hoisted[id(e)] = name
+        return f"{name}[{lane}]", PRIMARY
+
+    def _hoist_lanes(self, name: str, side: E.PrimExpr, lanes: int) -> None:
+        """Hoist ``name[k] = side[k];`` for each lane, after the loads ``side`` hoists
+        (kept inside the branch: they are not visible to the rest of the statement)."""
+        outer_pending, outer_hoisted = self._pending, self._hoisted
+        self._pending, self._hoisted = [], {}
+        try:
+            values = [self.expr(side, k) for k in range(lanes)]
+            inner = self._pending
+        finally:
+            self._pending, self._hoisted = outer_pending, outer_hoisted
+        unit = self.indent_unit
+        for decl in inner:
+            self.hoist(unit + decl)
+        for k, value in enumerate(values):
+            self.hoist(f"{unit}{name}[{k}] = {value};")
+
     def print_vector_store(self, s: S.BufferStore) -> bool:
         index = self.flat_index(s.buffer, s.indices)
         access = self._vector_access(s.buffer, index)

@@ -279,13 +279,12 @@ class CodeGenLLVM(Visitor):
 
     def _if_then_else(self, e: E.Call) -> ir.Value:
         """A branch per side and a phi: the side not taken never runs (its loads may be out
-        of bounds). A vector one (its sides read no memory, see vectorize_loops) selects."""
+        of bounds), for vectors too when the condition is one scalar. A per-lane condition
+        (its sides read no memory, see vectorize_loops) selects."""
         cond, t, f = e.args
         c = self.visit(cond)
-        if dt.lanes_of(e.dtype) > 1:
+        if dt.lanes_of(cond.dtype) > 1:
             tv, fv = self._operands(t, f)
-            if dt.lanes_of(cond.dtype) == 1:
-                c = splat(self.builder, c, dt.lanes_of(e.dtype))
             return self.builder.select(c, tv, fv)
         b = self.builder
         with b.if_else(c) as (then, otherwise):

@@ -13,6 +13,25 @@ from ember import config
 from ember.errors import EmberError
 
 
+def host_cpu_model() -> str:
+    """The CPU model the OS reports ("AMD EPYC 7B13"), or ``"unknown"``.
+
+    LLVM's ``get_host_cpu_name`` is a tuning guess (an AMD EPYC host can read
+    ``rocketlake`` under a hypervisor), so ``ember info`` prints both.
+    """
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def _cmd_demo(ns: argparse.Namespace) -> int:
     from ember.demo import main as demo_main
 
@@ -25,7 +44,9 @@ def _cmd_info(ns: argparse.Namespace) -> int:
     import ember
 
     print(f"ember {ember.__version__}")
-    print(f"llvm {'.'.join(map(str, llvm.llvm_version_info))}, host cpu {llvm.get_host_cpu_name()}")
+    version = ".".join(map(str, llvm.llvm_version_info))
+    print(f"llvm {version}, host cpu {llvm.get_host_cpu_name()} (LLVM's guess)")
+    print(f"cpu model: {host_cpu_model()}")
     feats = llvm.get_host_cpu_features()
     print("avx512f:", "yes" if feats.get("avx512f") else "no")
     from ember.codegen_cuda.device import describe
@@ -40,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build a matmul and a fused elementwise chain for the CPU")
     demo.add_argument("--size", type=int, default=1024, help="matmul size M=N=K")
-    demo.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    demo.add_argument(
+        "--threads", type=int, default=None, help="CPU threads (default: all)"
+    )
     demo.set_defaults(fn=_cmd_demo)
     info = sub.add_parser("info", help="print versions, the host CPU, NVRTC and CUDA devices")
     info.set_defaults(fn=_cmd_info)

@@ -54,6 +54,13 @@ class ArgumentError(UserError, ValueError):
     """A call with the wrong number, shape, dtype, layout or device of arguments."""
 
 
+class DLPackExportError(ArgumentError, BufferError):
+    """A DLPack request an Ember array cannot serve (device, stream, byte order, copy).
+
+    Also a ``BufferError``, which is what DLPack consumers catch.
+    """
+
+
 class UnsupportedOperatorError(UserError):
     """A model uses operators Ember does not implement; lists all of them at once."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, DLPackExportError
 from ember.tir import dtype as dt
 
 _CPU = ("cpu", "llvm")
@@ -71,7 +71,15 @@ class CPUArray:
         return self._data if dtype is None else self._data.astype(dtype, copy=False)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
-        return self._data.__dlpack__(**kwargs)
+        """numpy's capsule; a request numpy refuses (a stream, another device, a
+        non-native byte order) is a ``DLPackExportError`` saying which."""
+        try:
+            return self._data.__dlpack__(**kwargs)
+        except (BufferError, RuntimeError, TypeError, ValueError) as e:
+            raise DLPackExportError(
+                f"CPUArray(shape={self.shape}, dtype={self.dtype_name}) cannot be exported "
+                f"through DLPack with {kwargs or 'no options'}: {e}"
+            ) from e
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._data.__dlpack_device__()  # type: ignore[no-any-return]

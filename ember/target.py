@@ -8,6 +8,7 @@ This module imports nothing else of Ember but its errors.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +20,9 @@ KINDS = ("llvm", "cuda")
 # package root (ember/__init__.py), which may import every layer, fills it; the
 # tuner calls it on first lookup, so the tuner never names a code generator.
 TEMPLATE_LOADERS: dict[str, Callable[[], None]] = {}
+
+# sm_80, sm_90a, sm_100f, compute_90: two or more digits (major and minor version)
+_CUDA_ARCH = re.compile(r"^(sm|compute)_[1-9]\d+[af]?$")
 _OPTIONS = {
     "llvm": ("mcpu", "mattr", "mtriple", "num-threads", "fast-math", "opt-level"),
     "cuda": ("arch", "max-threads-per-block", "max-shared-memory-per-block"),
@@ -56,6 +60,11 @@ class Target:
                     + ", ".join(f"-{o}" for o in _OPTIONS[kind])
                 )
             opts[key] = value or "1"
+        if kind == "cuda" and "arch" in opts and not _CUDA_ARCH.match(opts["arch"]):
+            raise ArgumentError(
+                f"-arch={opts['arch']} in {text!r} is not a CUDA architecture; expected "
+                "sm_<major><minor> such as sm_75, sm_80, sm_90 or sm_90a"
+            )
         return Target(kind, tuple(sorted(opts.items())))
 
     def get(self, key: str, default: str | None = None) -> str | None:

@@ -466,8 +466,9 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
     """A constant of ``dtype`` (inferred from the Python type when omitted)."""
     if dtype is None:
         dtype = (
-            "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
-        )
+            "bool" if isinstance(value, bool) else _int_dtype(value) if isinstance(value, int)
+            else "float32"
+        )  # fmt: skip
     dtype = dt.check_dtype(dtype)
     if dt.lanes_of(dtype) > 1:
         scalar = const(value, dt.element_of(dtype))
@@ -476,7 +477,10 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
         return FloatImm(dtype, float(value))
     if dt.is_bool(dtype):
         return IntImm(dtype, int(bool(value)))
-    return IntImm(dtype, int(value))
+    try:
+        return IntImm(dtype, int(value))
+    except (OverflowError, ValueError) as e:  # inf or nan has no integer value
+        raise ArgumentError(f"cannot make a {dtype} constant of {value!r}: {e}") from e
 
 
 def convert(value: ExprLike, dtype: str | None = None) -> PrimExpr:
@@ -503,19 +507,31 @@ def _unwrap_iter_var(x: Any) -> Any:
 def _promote(a: ExprLike, b: ExprLike) -> tuple[PrimExpr, PrimExpr]:
     a, b = _unwrap_iter_var(a), _unwrap_iter_var(b)
     if isinstance(a, PrimExpr) and not isinstance(b, PrimExpr):
-        return a, _const_like(b, a.dtype)
-    if isinstance(b, PrimExpr) and not isinstance(a, PrimExpr):
-        return _const_like(a, b.dtype), b
+        b = _const_like(b, a.dtype)
+    elif isinstance(b, PrimExpr) and not isinstance(a, PrimExpr):
+        a = _const_like(a, b.dtype)
     a, b = convert(a), convert(b)
     if a.dtype == b.dtype:
         return a, b
     return _unify(a, b)
 
 
+def _int_dtype(value: int) -> str:
+    """A Python int's dtype, as TVM converts it: int32, or int64 where int32 cannot hold it."""
+    return "int32" if -(1 << 31) <= value < (1 << 31) else "int64"
+
+
 def _const_like(value: ExprLike, dtype: str) -> PrimExpr:
     if isinstance(value, float) and not dt.is_float(dtype):
         # 2.5 * i: the float wins
         return const(value, "float32")
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and dtype == "int32"
+        and _int_dtype(value) == "int64"
+    ):
+        return const(value, "int64")  # i + 2**40 widens i, as in TVM
     return const(value, dtype)
 
 

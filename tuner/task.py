@@ -15,11 +15,17 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
-from ember.errors import ConfigError, EmberError
+from ember.errors import ArgumentError, ConfigError, EmberError
 from ember.target import Target
 from ember.tuner.knob import is_int
 from ember.tuner.space import Config, ConfigEntity, ConfigSpace, FallbackConfig
-from ember.tuner.template import TemplateInfo, lookup_template, split_name, using_config
+from ember.tuner.template import (
+    TemplateInfo,
+    check_template_args,
+    lookup_template,
+    split_name,
+    using_config,
+)
 
 
 def _key_arg(value: Any, where: str) -> Any:
@@ -54,7 +60,10 @@ class Task:
         _, kind = split_name(name)
         self.template: TemplateInfo = lookup_template(name)
         self.name = name
+        if not isinstance(args, (tuple, list)):
+            raise ArgumentError(f"create_task('{name}'): args must be a tuple, got {args!r}")
         self.args = tuple(args)
+        check_template_args(name, self.template.func, self.args)
         self.target = Target.parse(kind if target is None else target)
         if self.target.kind != kind:
             raise ConfigError(

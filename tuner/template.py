@@ -13,13 +13,14 @@ Calling a decorated template directly runs it with the fallback config; records
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ember.errors import ConfigError
+from ember.errors import ArgumentError, ConfigError
 from ember.target import KINDS, TEMPLATE_LOADERS
 from ember.tuner.space import Config, FallbackConfig
 
@@ -76,6 +77,7 @@ def template(name: str, *, override: bool = False) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def run_with_fallback(*args: Any, **kwargs: Any) -> Any:
+            check_template_args(name, func, args, kwargs)
             with using_config(config_for_direct_call(name, args)):
                 return func(*args, **kwargs)
 
@@ -83,6 +85,31 @@ def template(name: str, *, override: bool = False) -> Callable[[F], F]:
         return run_with_fallback  # type: ignore[return-value]
 
     return register
+
+
+def check_template_args(
+    name: str, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+) -> None:
+    """Refuse arguments that do not fit the template's parameters before it runs.
+
+    Without this a wrong count escapes from deep inside the template as a bare
+    ``TypeError``; the ``ArgumentError`` shows the signature to call it with.
+    """
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return
+    try:
+        signature.bind(*args, **(kwargs or {}))
+    except TypeError as e:
+        raise ArgumentError(
+            f"template '{name}' takes arguments {_parameters(signature)}, "
+            f"got {len(args)} argument(s) {tuple(args)!r}: {e}"
+        ) from None
+
+
+def _parameters(signature: inspect.Signature) -> str:
+    return "(" + ", ".join(p.name for p in signature.parameters.values()) + ")"
 
 
 def _qualname(func: Callable[..., Any]) -> str:

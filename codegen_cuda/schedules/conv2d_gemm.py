@@ -28,6 +28,7 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
+from ember.tir.topi.nn import positive_pair
 from ember.tuner.template import get_config, template
 
 
@@ -40,8 +41,8 @@ def conv2d_nchw_gemm_cuda(
     N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
     stride: int = 1, padding: int = 0, dilation: int = 1, dtype: str = "float32",
 ) -> tuple[Schedule, list[Any]]:  # fmt: skip
-    sh, sw = _pair(stride)
-    dh, dw = _pair(dilation)
+    sh, sw = positive_pair(stride, "stride", "conv2d_nchw_gemm")
+    dh, dw = positive_pair(dilation, "dilation", "conv2d_nchw_gemm")
     ph, pw = _pair(padding)
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1

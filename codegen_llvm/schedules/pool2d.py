@@ -54,7 +54,7 @@ def _pads(padding: int | tuple[int, ...]) -> Pads:
     return pads  # type: ignore[return-value]
 
 
-def _padded(X: Tensor, pads: Pads, fill: float) -> Tensor:
+def _padded(X: Tensor, pads: Pads, fill: E.PrimExpr) -> Tensor:
     """X padded with ``fill``; the inside test is ``likely``, so partitioning drops it."""
     N, C, H, W = (int(s.value) for s in X.shape)  # type: ignore[attr-defined]
     pt, pl, pb, pr = pads
@@ -65,7 +65,7 @@ def _padded(X: Tensor, pads: Pads, fill: float) -> Tensor:
         )
         hh = E.max_(E.min_(h - pt, H - 1), 0)
         ww = E.max_(E.min_(w - pl, W - 1), 0)
-        return E.select(likely(inside), X[n, c, hh, ww], E.const(fill, X.dtype))
+        return E.select(likely(inside), X[n, c, hh, ww], fill)
 
     return te.compute((N, C, H + pt + pb, W + pl + pr), f, name="pool_pad", tag="pad")
 
@@ -76,7 +76,9 @@ def _pool(
     """``(padded input, window reduction, output)``; the last two are one tensor for max."""
     N, C, H, W = (int(s.value) for s in X.shape)  # type: ignore[attr-defined]
     (kh, kw), (sh, sw) = kernel, stride
-    P = _padded(X, pads, float("-inf") if kind == "max" else 0.0) if any(pads) else X
+    # max pools pad with the dtype's lowest value: -inf, or INT_MIN for integers
+    fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
+    P = _padded(X, pads, fill) if any(pads) else X
     OH = (H + pads[0] + pads[2] - kh) // sh + 1
     OW = (W + pads[1] + pads[3] - kw) // sw + 1
     ry = te.reduce_axis((0, kh), name="ry")

@@ -111,7 +111,7 @@ def _as_array(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
     if hasattr(x, "__dlpack__"):
         try:
             return np.from_dlpack(x)
-        except (BufferError, TypeError, RuntimeError) as e:
+        except Exception as e:  # noqa: BLE001 - a producer's __dlpack__ may raise anything
             raise ArgumentError(
                 f"{sig.name}: argument '{p.name}' ({type(x).__name__}) cannot be viewed as a CPU "
                 f"array through DLPack: {e}"
@@ -126,6 +126,24 @@ def _expected_dtype(p: ParamSpec) -> np.dtype:
     return dt.numpy_dtype(p.dtype)
 
 
+def dtype_text(d: np.dtype) -> str:
+    """A dtype's name, with its byte order when that is what differs (``>f4`` is
+    "float32 (big-endian)", which a native float32 parameter does not accept)."""
+    if d.byteorder in ("=", "|") or d.isnative:
+        return d.name
+    return f"{d.name} ({'big' if d.byteorder == '>' else 'little'}-endian)"
+
+
+def _byte_order_fix(want: np.dtype, got: np.dtype) -> str:
+    if got.isnative or got.newbyteorder("=") != want:
+        return ""
+    return "; convert it with arr.astype(arr.dtype.newbyteorder('='))"
+
+
+def _hint(p: ParamSpec) -> str:
+    return " (bfloat16 data is passed as its uint16 bits)" if p.dtype == "bfloat16" else ""
+
+
 def _check_one(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
     arr = _as_array(sig, p, x)
     where = f"{sig.name}: argument '{p.name}'"
@@ -133,8 +151,10 @@ def _check_one(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
         arr = arr.view(np.uint16)  # ml_dtypes' bfloat16 has the same bits
     want = _expected_dtype(p)
     if arr.dtype != want:
-        hint = " (bfloat16 data is passed as its uint16 bits)" if p.dtype == "bfloat16" else ""
-        raise ArgumentError(f"{where} expects dtype {want.name}{hint}, got {arr.dtype.name}")
+        raise ArgumentError(
+            f"{where} expects dtype {dtype_text(want)}{_hint(p)}, got {dtype_text(arr.dtype)}"
+            + _byte_order_fix(want, arr.dtype)
+        )
     if arr.ndim != len(p.shape) or any(
         isinstance(want, int) and want != have for want, have in zip(p.shape, arr.shape)
     ):

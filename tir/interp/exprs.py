@@ -72,7 +72,7 @@ class ExprCompiler(ExprCompilerBase):
     def _if_then_else(self, e: E.Call) -> Operand:
         """Only the branch taken is evaluated: the guarded read of a padding never happens."""
         fc, ft, ff = (self.compile(x) for x in e.args)
-        if dt.lanes_of(e.dtype) > 1:  # vectorized only when the branches read no memory
+        if dt.lanes_of(e.args[0].dtype) > 1:  # per-lane test: the branches read no memory
             return ("f", lambda env: np.where(fc(env), ft(env), ff(env)))
         return ("f", lambda env: ft(env) if fc(env) else ff(env))
 

@@ -16,6 +16,15 @@ def _dims(t: Tensor, n: int, what: str) -> tuple[int, ...]:
     return tuple(int(s.value) if isinstance(s, E.IntImm) else s for s in t.shape)  # type: ignore[misc]
 
 
+def positive_pair(value: object, what: str, op: str) -> tuple[int, int]:
+    """``value`` as a pair of ints of at least 1; anything else names ``what`` in an error."""
+    pair = (value, value) if isinstance(value, int) else value
+    ok = isinstance(pair, (tuple, list)) and len(pair) == 2
+    if not ok or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in pair):
+        raise ArgumentError(f"{op}: {what} must be a positive int or a pair of them, got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
 def matmul(A: Tensor, B: Tensor, name: str = "C", out_dtype: str | None = None) -> Tensor:
     """``C[i, j] = sum_k A[i, k] * B[k, j]`` (numpy's ``A @ B``)."""
     M, K = _dims(A, 2, "matmul")
@@ -65,7 +74,9 @@ def batch_matmul(A: Tensor, B: Tensor, name: str = "C") -> Tensor:
     )
 
 
-def pad(X: Tensor, pads: tuple[int, ...], value: float = 0.0, name: str = "pad") -> Tensor:
+def pad(
+    X: Tensor, pads: tuple[int, ...], value: float | E.PrimExpr = 0.0, name: str = "pad"
+) -> Tensor:
     """Pad the last two dimensions of an NCHW tensor by (top, left, bottom, right)."""
     N, C, H, W = _dims(X, 4, "pad")
     pt, pl, pb, pr = pads
@@ -78,7 +89,8 @@ def pad(X: Tensor, pads: tuple[int, ...], value: float = 0.0, name: str = "pad")
         )
         hh = E.max_(E.min_(h - pt, H - 1), 0)
         ww = E.max_(E.min_(w - pl, W - 1), 0)
-        return E.select(inside, X[n, c, hh, ww], E.const(value, X.dtype))
+        fill = value if isinstance(value, E.PrimExpr) else E.const(value, X.dtype)
+        return E.select(inside, X[n, c, hh, ww], fill)
 
     return te.compute((N, C, H + pt + pb, W + pl + pr), f, name=name, tag="pad")
 
@@ -96,8 +108,8 @@ def conv2d_nchw(
     O, C2, KH, KW = _dims(Wt, 4, "conv2d")
     if C != C2:
         raise ArgumentError(f"conv2d: input has {C} channels, weights expect {C2}")
-    sh, sw = (stride, stride) if isinstance(stride, int) else stride
-    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    sh, sw = positive_pair(stride, "stride", "conv2d")
+    dh, dw = positive_pair(dilation, "dilation", "conv2d")
     pads = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
     if len(pads) == 2:
         pads = (pads[0], pads[1], pads[0], pads[1])
@@ -130,6 +142,7 @@ def depthwise_conv2d_nchw(
         raise ArgumentError(
             f"depthwise_conv2d: weights must be {C}x1xKHxKW for {C} channels, got {list(Wt.shape)}"
         )
+    positive_pair(stride, "stride", "depthwise_conv2d")
     P = pad(X, (padding,) * 4, name=f"{name}_pad")
     OH = (H + 2 * padding - KH) // stride + 1
     OW = (W + 2 * padding - KW) // stride + 1
@@ -157,14 +170,17 @@ def pool2d(
 ) -> Tensor:
     """Max or average pooling over NCHW; average divides by the full window (count_include_pad)."""
     N, C, H, W = _dims(X, 4, "pool2d")
-    kh, kw = kernel
-    sh, sw = stride
+    kh, kw = positive_pair(kernel, "kernel", "pool2d")
+    sh, sw = positive_pair(stride, "stride", "pool2d")
     if kind not in ("max", "avg"):
         raise ArgumentError(f"pool2d: kind must be 'max' or 'avg', got {kind!r}")
-    fill = float("-inf") if kind == "max" else 0.0
+    # max pooling pads with the dtype's lowest value (-inf, or INT_MIN for integers)
+    fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
     P = pad(X, padding, value=fill, name=f"{name}_pad")
     OH = (H + padding[0] + padding[2] - kh) // sh + 1
     OW = (W + padding[1] + padding[3] - kw) // sw + 1
+    if OH <= 0 or OW <= 0:
+        raise ArgumentError(f"pool2d: output would be empty ({OH}x{OW})")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     reducer = te.max if kind == "max" else te.sum

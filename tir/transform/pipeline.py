@@ -69,13 +69,18 @@ def default_passes(ctx: PassContext | None = None) -> list[Pass]:
     from ember.tir.transform.simplify import simplify
     from ember.tir.transform.unroll_loops import unroll_loops
     from ember.tir.transform.vectorize_loops import vectorize_loops
+    from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
 
     user = user_passes_by_phase(ctx or PassContext.current())
     return [
         *user[0],
-        # phase 1: one index per access
+        # phase 1: one index per access. Index types widen before the simplifier folds
+        # constants: (io * 4 + ii) * 1000000007 must not become ii * 1000000007 +
+        # io * 4000000028 wrapped to int32
+        Pass("widen_index_dtypes", widen_index_dtypes, required=True),
         Pass("simplify", simplify),
         Pass("flatten_buffers", flatten_buffers, required=True),
+        Pass("widen_index_dtypes", widen_index_dtypes, required=True),  # flat index products
         Pass("simplify", simplify),
         *user[1],
         # phase 2: loop transformations

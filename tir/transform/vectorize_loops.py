@@ -9,10 +9,14 @@ on the loop stays around them): the loop variable becomes
 is affine in the variable becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
 with the loop, nested loops, conditions, an index that is not affine, a warp
-shuffle, an ``if_then_else`` whose sides read memory, a call of a C function)
+shuffle, an ``if_then_else`` whose sides read memory under a condition that
+differs between lanes, a call of a C function)
 the loop stays a serial loop — correct, and left to the backend's own
 vectorizer — or, with at most 8 iterations, an unrolled one. An ``if_then_else``
-whose sides only compute becomes a vector select. A loop longer than
+whose sides only compute becomes a vector select; one whose sides read memory
+under a lane-invariant condition becomes a vector ``if_then_else`` with that
+scalar condition, which every backend evaluates lazily (a padded fetch reads the
+whole vector only where all of it is in bounds). A loop longer than
 ``MAX_LANES`` becomes a serial loop over vector chunks of ``MAX_LANES`` lanes and a
 shorter vector tail: LLVM aborts on a vector of 100003 lanes (a constant with more
 operands than a DAG node holds), and no machine has registers that wide anyway.
@@ -114,9 +118,18 @@ class _VectorizeExpr(Mutator):
         if e.op in E.EXTERN_CALLS and uses_var(e, lambda v: v is self.var):
             raise _CannotVectorize  # a C function of scalars
         if e.op is E.Intrinsic.IF_THEN_ELSE and uses_var(e, lambda v: v is self.var):
-            if _reads_memory(e.args[1]) or _reads_memory(e.args[2]):
-                raise _CannotVectorize  # a vector of guarded loads would read every lane
-            return self.visit(E.Select(e.dtype, *e.args))  # no side effects: both may run
+            cond, t, f = e.args
+            if not (_reads_memory(t) or _reads_memory(f)):
+                return self.visit(E.Select(e.dtype, *e.args))  # no side effects: both may run
+            if uses_var(cond, lambda v: v is self.var):
+                raise _CannotVectorize  # lanes differ in bounds: each lane guards its own load
+            # one test for all lanes (a padding on an outer axis): the whole vector is read
+            # only where the whole vector is in bounds; backends keep the branch lazy
+            vt, vf = self.visit(t), self.visit(f)
+            n = max(_lanes(vt), _lanes(vf))
+            return E.Call(
+                dt.with_lanes(e.dtype, n), e.op, (cond, _broadcast(vt, n), _broadcast(vf, n))
+            )
         args = tuple(self.visit(a) for a in e.args)
         if all(a is b for a, b in zip(args, e.args)):
             return e
