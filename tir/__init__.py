@@ -19,10 +19,10 @@ _CONSTRUCTORS = {"Select": "select"}
 
 def __getattr__(name: str) -> Any:
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        # a submodule not imported yet (``from ember.tir import dtype`` asks here first):
-        # let the import system load it rather than importing ember.tir.op, which may be
-        # what is importing it right now
-        raise AttributeError(name)
+        # a submodule not imported yet (``ember.tir.transform``; ``from ember.tir import
+        # dtype`` asks here first): load it, not ember.tir.op, which may be what is
+        # importing it right now
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _REDUCERS:
         return getattr(importlib.import_module("ember.tir.te.operation"), name)
     op = importlib.import_module("ember.tir.op")

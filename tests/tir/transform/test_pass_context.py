@@ -245,3 +245,18 @@ def test_any_config_keeps_the_numbers(n, factor, disable, step):
     with PassContext(config=cfg):
         mod = ember.build(s, args, target="llvm")
     _run_llvm(mod, n, rng)
+
+
+def test_the_tvm_spellings_reach_the_same_objects():
+    assert ember.transform.PassContext is ember.tir.transform.PassContext is PassContext
+    assert ember.transform.prim_func_pass is ember.tir.transform.prim_func_pass
+
+
+def test_importing_an_ir_module_first_works_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    code = "from ember.tir.expr import const; import ember; print(ember.tir.transform.PassContext)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "PassContext" in out.stdout
