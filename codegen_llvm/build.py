@@ -20,6 +20,7 @@ from ember.errors import ArgumentError, EmberError, InternalError
 from ember.runtime.signature import FunctionSignature, signature_for
 from ember.target import Target
 from ember.tir import stmt as S
+from ember.tir.transform.context import PassContext
 
 # Symbols generated code calls; a kernel of the same name would capture those calls.
 _RESERVED = frozenset(
@@ -63,12 +64,20 @@ def build_llvm(
     funcs: Sequence[S.PrimFunc] | S.PrimFunc,
     target: Target | str = "llvm",
     disabled_passes: Sequence[str] = (),
+    ctx: PassContext | None = None,
 ) -> LLVMModule:
     """Compile PrimFuncs for the CPU; the first one is what calling the module runs.
 
-    ``disabled_passes`` is accepted for symmetry with other targets; the LLVM
-    backend has no passes of its own yet.
+    The LLVM target has no TIR passes of its own, so ``disabled_passes`` names none
+    of them; from the pass context it reads ``tir.noalias`` (buffer arguments are
+    ``noalias`` unless it is False, as in TVM).
     """
+    ctx = ctx or PassContext.current()
+    if disabled_passes:
+        raise ArgumentError(
+            f"the llvm target has no passes of its own to disable, got {list(disabled_passes)}; "
+            "disable lowering passes through ember.build or ember.lower"
+        )
     tgt = Target.parse(target)
     if tgt.kind != "llvm":
         raise ArgumentError(f"build_llvm compiles for target 'llvm', got '{tgt}'")
@@ -83,7 +92,11 @@ def build_llvm(
     fast = (tgt.get("fast-math") or "0").lower() in ("1", "true")
     try:
         module, infos = codegen_module(
-            func_list, fast_math=fast, name="_".join(names)[:64], symbols=symbols
+            func_list,
+            fast_math=fast,
+            name="_".join(names)[:64],
+            symbols=symbols,
+            noalias=ctx.get("tir.noalias"),
         )
     except EmberError as e:
         e.add_context(f"while generating LLVM IR for {', '.join(names)}")

@@ -88,9 +88,10 @@ def function_symbol(func: S.PrimFunc) -> str:
 class CodeGenLLVM(Visitor):
     """Visits TIR and appends LLVM IR through the current :class:`FunctionState`'s builder."""
 
-    def __init__(self, module: ir.Module, fast_math: bool = False) -> None:
+    def __init__(self, module: ir.Module, fast_math: bool = False, noalias: bool = True) -> None:
         self.module = module
         self.default_fast = fast_math
+        self.noalias = noalias  # buffer arguments do not overlap (PassContext "tir.noalias")
         self.fast: tuple[str, ...] = ()
         self._state: FunctionState | None = None
         self.errors: list[str] = []
@@ -160,7 +161,8 @@ class CodeGenLLVM(Visitor):
         state = FunctionState(fn, ir.IRBuilder(fn.append_basic_block("entry")))
         for buf, arg in zip(buffers, fn.args):
             arg.name = buf.name
-            arg.add_attribute("noalias")
+            if self.noalias:
+                arg.add_attribute("noalias")
             arg.add_attribute("nonnull")
             state.vars[buf.data] = arg
             state.align[buf.data] = dt.bytes_of(dt.element_of(buf.dtype))
@@ -403,10 +405,12 @@ def codegen_module(
     fast_math: bool = False,
     name: str = "ember",
     symbols: Sequence[str] | None = None,
+    noalias: bool = True,
 ) -> tuple[ir.Module, list[FunctionInfo]]:
-    """Emit every PrimFunc into one LLVM module (under ``symbols`` if given)."""
+    """Emit every PrimFunc into one LLVM module (under ``symbols`` if given); ``noalias``
+    marks buffer arguments as not overlapping."""
     module = ir.Module(name=name)
-    cg = CodeGenLLVM(module, fast_math=fast_math)
+    cg = CodeGenLLVM(module, fast_math=fast_math, noalias=noalias)
     names = list(symbols) if symbols is not None else [function_symbol(f) for f in funcs]
     infos = [cg.add_function(f, s) for f, s in zip(funcs, names)]
     return module, infos

@@ -106,7 +106,8 @@ def _emit_body(cg: CodeGenLLVM, loop: S.For, captured: list[E.Var], name: str) -
     for v, arg in zip(captured, fn.args):
         arg.name = v.name
         if v.dtype == "handle":
-            arg.add_attribute("noalias")
+            if cg.noalias:
+                arg.add_attribute("noalias")
             arg.add_attribute("nonnull")
         state.vars[v] = arg
         if v in cg.state.align:

@@ -19,8 +19,22 @@ from ember.errors import (
     ScheduleError,
     UnsupportedOperatorError,
 )
+from ember.target import TEMPLATE_LOADERS
 
 __version__ = "0.1.0"
+
+
+def _llvm_templates() -> None:
+    import ember.codegen_llvm.schedules  # noqa: F401
+
+
+def _cuda_templates() -> None:
+    import ember.codegen_cuda.schedules  # noqa: F401
+
+
+# The tuner finds each target's built-in templates through these, without importing
+# code generators itself (the layering test checks it).
+TEMPLATE_LOADERS.update(llvm=_llvm_templates, cuda=_cuda_templates)
 
 # name -> (module, attribute or None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -38,6 +52,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "get_global_func": ("ember.registry", "get_global_func"),
     "remove_global_func": ("ember.registry", "remove_global_func"),
     "list_global_func_names": ("ember.registry", "list_global_func_names"),
+    "transform": ("ember.transform", None),
 }
 
 

@@ -38,7 +38,17 @@ def lower(
     TVM's ``lower`` returns an IRModule holding one function; Ember deliberately returns
     the PrimFunc itself (what tests and passes work on). It still reads as TVM code
     does: ``lower(s, args, name="f")["f"]`` is the function, ``IRModule.update`` and
-    ``IRModule({...})`` take it, and ``build`` accepts it."""
+    ``IRModule({...})`` take it, and ``build`` accepts it.
+
+    The passes run under the current ``ember.transform.PassContext``; names in
+    ``disabled_passes`` (or the context's ``disabled_pass``) must be passes some
+    target may skip.
+    """
+    ctx = _context(disabled_passes, None)
+    return _lower(sch, args, name, ctx, simple_mode)
+
+
+def _lower(sch: Any, args: Sequence[Any], name: str, ctx: Any, simple_mode: bool = False) -> Any:
     from ember.tir.schedule.lower import schedule_to_primfunc
     from ember.tir.transform.pipeline import default_passes, run_passes
 
@@ -48,7 +58,7 @@ def lower(
         func = schedule_to_primfunc(sch, args, name)
         if simple_mode:
             return func
-        return run_passes(func, default_passes(), disabled_passes)
+        return run_passes(func, default_passes(ctx), ctx)
     except EmberError as e:
         raise e.add_context(f"while lowering '{name}'") from None
 
@@ -67,32 +77,28 @@ def build(
     (one module with several entry points; ``args`` and ``name`` are then unused),
     or a ``{target: IRModule}`` dict. PrimFuncs and IRModules are taken as
     ``ember.lower`` returns them: already through the target-independent passes.
+
+    The passes run under the current ``ember.transform.PassContext`` (options,
+    user passes, instruments); ``disabled_passes`` adds to its ``disabled_pass``.
     """
-    tgt, funcs = _functions_to_build(inputs, args, target, name, disabled_passes)
+    tgt, inputs = _target_of(inputs, target)
+    ctx = _context(disabled_passes, tgt)
+    funcs = _functions_to_build(inputs, args, name, ctx)
     names = ", ".join(f"'{f.name}'" for f in funcs)
     try:
         if tgt.kind == "llvm":
             from ember.codegen_llvm.build import build_llvm
 
-            return build_llvm(funcs, tgt, disabled_passes=disabled_passes)
+            return build_llvm(funcs, tgt, ctx=ctx)
         from ember.codegen_cuda.build import build_cuda
 
-        return build_cuda(funcs, tgt, disabled_passes=disabled_passes)
+        return build_cuda(funcs, tgt, ctx=ctx)
     except EmberError as e:
         raise e.add_context(f"while building {names} for {tgt}") from None
 
 
-def _functions_to_build(
-    inputs: Any,
-    args: Sequence[Any] | None,
-    target: str | Target | None,
-    name: str,
-    disabled_passes: Sequence[str],
-) -> tuple[Target, list[Any]]:
-    """The target and the lowered functions ``build``'s inputs stand for."""
-    from ember.tir.ir_module import IRModule
-    from ember.tir.stmt import PrimFunc
-
+def _target_of(inputs: Any, target: str | Target | None) -> tuple[Target, Any]:
+    """The target to build for, and the inputs without a ``{target: IRModule}`` wrapping."""
     if isinstance(inputs, dict):
         if len(inputs) != 1:
             raise ArgumentError(
@@ -103,13 +109,20 @@ def _functions_to_build(
         if target is not None and str(Target.parse(target)) != str(Target.parse(target_key)):
             raise ArgumentError(f"build: target '{target}' differs from the dict's '{target_key}'")
         target = target_key
-    tgt = Target.parse("llvm" if target is None else target)
+    return Target.parse("llvm" if target is None else target), inputs
+
+
+def _functions_to_build(inputs: Any, args: Sequence[Any] | None, name: str, ctx: Any) -> list[Any]:
+    """The lowered functions ``build``'s inputs stand for."""
+    from ember.tir.ir_module import IRModule
+    from ember.tir.stmt import PrimFunc
+
     if isinstance(inputs, PrimFunc):
-        return tgt, [inputs]
+        return [inputs]
     if isinstance(inputs, IRModule):
         if not len(inputs):
             raise ArgumentError("build: the IRModule holds no functions")
-        return tgt, list(inputs.functions.values())
+        return list(inputs.functions.values())
     from ember.tir.schedule.schedule import Schedule
 
     if not isinstance(inputs, Schedule):
@@ -119,7 +132,30 @@ def _functions_to_build(
         )
     if args is None:
         raise ArgumentError("build: a schedule needs args, the tensors the function takes")
-    return tgt, [lower(inputs, args, name, disabled_passes)]
+    return [_lower(inputs, args, name, ctx)]
+
+
+def target_passes(target: Target | None, ctx: Any = None) -> list[Any]:
+    """Every pass a build for ``target`` runs, in order (all targets' for None), with the
+    user passes of ``ctx`` (the current context when None)."""
+    from ember.codegen_cuda.pipeline import cuda_passes
+    from ember.tir.transform.pipeline import default_passes
+
+    common = default_passes(ctx)
+    if target is None:
+        return [*common, *cuda_passes()]
+    return [*common, *(cuda_passes() if target.kind == "cuda" else [])]
+
+
+def _context(disabled_passes: Sequence[str], target: Target | None) -> Any:
+    """The current PassContext with ``disabled_passes`` added, its names checked."""
+    from ember.tir.transform.context import PassContext
+    from ember.tir.transform.pipeline import check_disabled
+
+    ctx = PassContext.current().with_disabled(disabled_passes)
+    where = str(target) if target is not None else "any target"
+    check_disabled(ctx, target_passes(target, ctx), where)
+    return ctx
 
 
 def _check_name(name: str) -> None:

@@ -9,11 +9,18 @@ This module imports nothing else of Ember but its errors.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ember.errors import ArgumentError
 
 KINDS = ("llvm", "cuda")
+
+# kind -> a function that imports that target's built-in schedule templates. The
+# package root (ember/__init__.py), which may import every layer, fills it; the
+# tuner calls it on first lookup, so the tuner never names a code generator.
+TEMPLATE_LOADERS: dict[str, Callable[[], None]] = {}
+
 # sm_80, sm_90a, sm_100f, compute_90: two or more digits (major and minor version)
 _CUDA_ARCH = re.compile(r"^(sm|compute)_[1-9]\d+[af]?$")
 _OPTIONS = {

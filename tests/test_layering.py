@@ -26,6 +26,13 @@ FORBIDDEN = {
         "ember.cli",
         "ember.runtime",
     ),
+    "ember.tuner": (
+        "ember.codegen_llvm",
+        "ember.codegen_cuda",
+        "ember.frontend",
+        "ember.driver",
+        "ember.cli",
+    ),
     "ember.codegen_llvm": ("ember.codegen_cuda", "ember.frontend", "ember.driver", "ember.cli"),
     "ember.codegen_cuda": ("ember.codegen_llvm", "ember.frontend", "ember.driver", "ember.cli"),
     "ember.errors": ("ember.",),
@@ -52,6 +59,39 @@ def _imports(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.append(node.module)
     return out
+
+
+def _dynamic_imports(path: Path) -> list[str]:
+    """Calls that import a module named at run time (importlib.import_module, __import__)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name in ("import_module", "__import__"):
+            out.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_lower_layers_import_no_module_by_string():
+    """A string import would hide an upward edge from the check above (the tuner once
+    imported ``ember.codegen_<kind>.schedules`` that way); only same-package lazy
+    attribute loading in ``__init__`` files may name a module at run time."""
+    problems = []
+    for name, path in _modules():
+        if not name.startswith(("ember.tuner", "ember.tir", "ember.codegen_llvm")):
+            continue
+        if path.name == "__init__.py":
+            continue
+        problems += [f"{name} {call}" for call in _dynamic_imports(path)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_layering_checks_see_a_string_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import importlib\nimportlib.import_module(f'ember.codegen_{k}.schedules')\n")
+    assert _dynamic_imports(bad)
 
 
 def test_layers_do_not_import_upwards():

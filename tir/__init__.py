@@ -8,6 +8,7 @@ importing a submodule such as ``ember.tir.dtype`` stays light.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 _REDUCERS = ("sum", "max", "min", "comm_reducer", "max_value", "min_value")
@@ -19,6 +20,11 @@ _CONSTRUCTORS = {"Select": "select"}
 def __getattr__(name: str) -> Any:
     if name == "decl_buffer":
         return importlib.import_module("ember.tir.buffer").decl_buffer
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # a submodule not imported yet (``ember.tir.transform``; ``from ember.tir import
+        # dtype`` asks here first): load it, not ember.tir.op, which may be what is
+        # importing it right now
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _REDUCERS:
         return getattr(importlib.import_module("ember.tir.te.operation"), name)
     op = importlib.import_module("ember.tir.op")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ember.errors import ArgumentError, ConfigError
-from ember.target import KINDS
+from ember.target import KINDS, TEMPLATE_LOADERS
 from ember.tuner.space import Config, FallbackConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -136,15 +136,12 @@ def lookup_template(name: str) -> TemplateInfo:
 
 
 def _load_builtin_templates(kind: str) -> bool:
-    """Import the target's template package (``ember.codegen_<kind>.schedules``) on first use."""
-    import importlib
-
-    try:
-        importlib.import_module(f"ember.codegen_{kind}.schedules")
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith(f"ember.codegen_{kind}.schedules"):
-            return False
-        raise
+    """Load the target's built-in templates on first use, through the loader the package
+    root registered in ``ember.target.TEMPLATE_LOADERS`` (False when there is none)."""
+    loader = TEMPLATE_LOADERS.get(kind)
+    if loader is None:
+        return False
+    loader()
     return True
 
 

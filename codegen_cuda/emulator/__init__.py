@@ -13,13 +13,15 @@ of each warp, all of which must take part (:mod:`.warps`); memory accesses are
 bounds-checked per thread (:mod:`.memory`); shared-memory accesses between
 barriers, and accesses to the global buffers a kernel writes over the whole
 launch, are checked for races (:mod:`.races`). A kernel compiles once into
-closures, cached per function object; :func:`emulate` checks the arguments and
-runs it, writing outputs into the caller's arrays.
+closures — the reference interpreter's closure compiler
+(:mod:`ember.tir.interp.closures`) with the SIMT handlers overridden — cached per
+function object; :func:`emulate` checks the arguments (as the interpreter does,
+:mod:`ember.tir.interp.binding`: arrays, and integers for sizes passed by value)
+and runs it, writing outputs into the caller's arrays.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -30,21 +32,16 @@ from ember.codegen_cuda.emulator.profile import KernelProfile, Profiler
 from ember.codegen_cuda.emulator.races import GlobalRaceTracker
 from ember.codegen_cuda.emulator.stmts import StmtCompiler
 from ember.errors import ArgumentError, EmberError, InternalError
-from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.buffer import Buffer
 from ember.tir.functor import post_order_visit
-from ember.tir.interp.exprs import Scope
+from ember.tir.interp.binding import Arguments, FuncCache
+from ember.tir.interp.closures import Scope
 from ember.tir.stmt import PrimFunc
-
-_CACHE_SIZE = 128
-# keyed by id(func), holding the function so that its id is not reused while cached
-_cache: OrderedDict[int, tuple[PrimFunc, EmulatedKernel]] = OrderedDict()
 
 
 class EmulatedKernel:
-    """A device kernel compiled to closures; call it with numpy arrays."""
+    """A device kernel compiled to closures; call it with numpy arrays (and integer sizes)."""
 
     def __init__(self, func: PrimFunc) -> None:
         self.func = func
@@ -52,20 +49,10 @@ class EmulatedKernel:
         scope = Scope()
         scope.define(E.Var("active_mask", "handle"))  # slot 0: grid.MASK
         scope.define(E.Var("chunk", "handle"))  # slot 1: grid.CHUNK
-        # scalar parameters (sizes passed by value) first: a shape naming one is checked
-        self.scalars = [
-            (k, scope.define(v), v) for k, v in enumerate(func.params) if isinstance(v, E.Var)
-        ]
-        self.positions = [k for k, b in enumerate(func.params) if isinstance(b, Buffer)]
-        self.buffers = func.buffers
-        self.param_slots = [scope.define(b.data) for b in self.buffers]
-        # a shape variable takes its value from the first parameter that has it
-        self.shape_vars: list[tuple[int, int, int, E.Var]] = []
-        for p, buf in enumerate(self.buffers):
-            for d, extent in enumerate(buf.shape):
-                if isinstance(extent, E.Var) and not scope.is_defined(extent):
-                    self.shape_vars.append((p, d, scope.define(extent), extent))
         compiler = StmtCompiler(scope, self.grid, self.block)
+        self.args = Arguments(func, scope, f"kernel '{func.name}'")
+        self.args.compile_checks(compiler.exprs.compile)
+        # a symbolic grid extent is evaluated per call, once the sizes are bound
         self.grid_fns = [
             compiler.exprs.compile(g) if isinstance(g, E.PrimExpr) else None for g in self.grid
         ]
@@ -77,30 +64,23 @@ class EmulatedKernel:
     def __call__(
         self, *arrays: Any, check_races: bool = True, profile: bool = False
     ) -> KernelProfile | None:
+        bound: list[Any] = [None] * self.nslots
+        copies = self.args.bind(bound, arrays)
         name = self.func.name
-        scalars = self._scalars(arrays)
-        arrays = tuple(arrays[k] for k in self.positions)
-        flat, copies = self._check(arrays, scalars)
+        flat = [bound[p.slot] for p in self.args.params]
         profiler = Profiler(name, self.sites) if profile else None
         try:
             with np.errstate(all="ignore"):
-                sizes = list(scalars.items())
-                for p, d, slot, var in self.shape_vars:
-                    sizes.append(
-                        (slot, np.dtype(dt.numpy_dtype(var.dtype)).type(arrays[p].shape[d]))
-                    )
-                grid = self._grid(sizes)
+                grid = self._grid(bound)
                 trackers = self._global_trackers(grid, flat) if check_races else [None] * len(flat)
                 for chunk in chunks(grid, self.block, check_races):
                     chunk.profiler = profiler
-                    env: list[Any] = [None] * self.nslots
+                    env = list(bound)
                     env[CHUNK] = chunk
-                    for slot, buf, data, tracker in zip(
-                        self.param_slots, self.buffers, flat, trackers
-                    ):
-                        env[slot] = GlobalStorage(buf.name, buf.dtype, data, self.sites, tracker)
-                    for slot, value in sizes:
-                        env[slot] = value
+                    for p, data, tracker in zip(self.args.params, flat, trackers):
+                        env[p.slot] = GlobalStorage(
+                            p.buf.name, p.buf.dtype, data, self.sites, tracker
+                        )
                     self.body(env)
         except EmberError as e:
             e.add_context(f"while emulating kernel '{name}'")
@@ -121,81 +101,20 @@ class EmulatedKernel:
             return describe_thread(grid, self.block, tid)
 
         return [
-            GlobalRaceTracker(buf.name, data.size, threads, self.sites, describe)
-            if p in self.written
+            GlobalRaceTracker(p.buf.name, data.size, threads, self.sites, describe)
+            if k in self.written
             else None
-            for p, (buf, data) in enumerate(zip(self.buffers, flat))
+            for k, (p, data) in enumerate(zip(self.args.params, flat))
         ]
 
-    def _scalars(self, args: tuple[Any, ...]) -> dict[int, Any]:
-        """Slot -> value of each scalar parameter, after checking the argument count."""
-        params, name = self.func.params, self.func.name
-        if len(args) != len(params):
-            names = ", ".join(b.name for b in params)
-            raise ArgumentError(
-                f"kernel '{name}' takes {len(params)} arguments ({names}), got {len(args)}"
-            )
-        out = {}
-        for k, slot, var in self.scalars:
-            value = args[k]
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ArgumentError(
-                    f"argument '{var.name}' of kernel '{name}' must be an integer, got {value!r}"
-                )
-            out[slot] = np.dtype(dt.numpy_dtype(var.dtype)).type(value)
-        return out
-
-    def _grid(self, sizes: list[tuple[int, Any]]) -> tuple[int, int, int]:
-        """The launch grid for this call: symbolic extents evaluated on the sizes."""
+    def _grid(self, env: list[Any]) -> tuple[int, int, int]:
+        """The launch grid for this call: symbolic extents evaluated on the bound sizes."""
         if all(f is None for f in self.grid_fns):
             return self.grid  # type: ignore[return-value]
-        env: list[Any] = [None] * self.nslots
-        for slot, value in sizes:
-            env[slot] = value
         grid = tuple(int(g) if f is None else int(f(env)) for g, f in zip(self.grid, self.grid_fns))
         if min(grid) < 0:
             raise ArgumentError(f"kernel '{self.func.name}' has the negative grid {grid}")
         return grid  # type: ignore[return-value]
-
-    def _check(
-        self, arrays: tuple[Any, ...], scalars: dict[int, Any]
-    ) -> tuple[list[np.ndarray], list[Any]]:
-        params, name = self.buffers, self.func.name
-        flat: list[np.ndarray] = []
-        copies: list[tuple[np.ndarray, np.ndarray]] = []
-        bound: dict[E.Var, int] = {var: int(scalars[slot]) for _, slot, var in self.scalars}
-        for buf, arr in zip(params, arrays):
-            _check_array(name, buf, arr, bound)
-            if not (arr.flags.c_contiguous and arr.flags.writeable):
-                work = np.array(arr, order="C", copy=True)
-                if arr.flags.writeable:
-                    copies.append((arr, work))
-                arr = work
-            flat.append(arr.reshape(-1))
-        return flat, copies
-
-
-def _shape_str(buf: Buffer) -> str:
-    return "(" + ", ".join(repr(s) for s in buf.shape) + ")"
-
-
-def _check_array(kernel: str, buf: Buffer, arr: Any, bound: dict[E.Var, int]) -> None:
-    """Type, dtype and shape of one argument; symbolic extents must agree across arguments."""
-    where = f"argument '{buf.name}' of kernel '{kernel}'"
-    if not isinstance(arr, np.ndarray):
-        raise ArgumentError(f"{where} must be a numpy array, got {type(arr).__name__}")
-    npdt = dt.numpy_dtype(buf.dtype)
-    if arr.dtype != npdt:
-        hint = " (bfloat16 is passed as its uint16 bits)" if buf.dtype == "bfloat16" else ""
-        raise ArgumentError(f"{where} must have dtype {npdt.name}{hint}, got {arr.dtype.name}")
-    wrong = arr.ndim != len(buf.shape)
-    for extent, n in zip(buf.shape, arr.shape):
-        if isinstance(extent, E.IntImm):
-            wrong = wrong or extent.value != n
-        elif isinstance(extent, E.Var):
-            wrong = wrong or bound.setdefault(extent, n) != n
-    if wrong:
-        raise ArgumentError(f"{where} must have shape {_shape_str(buf)}, got {tuple(arr.shape)}")
 
 
 def _written_params(func: PrimFunc) -> set[int]:
@@ -210,23 +129,14 @@ def _written_params(func: PrimFunc) -> set[int]:
     return {p for p, buf in enumerate(func.buffers) if buf.data in stored}
 
 
+_cache: FuncCache[EmulatedKernel] = FuncCache(
+    128, "a device kernel PrimFunc", "kernel '{name}' for the emulator"
+)
+
+
 def compile_kernel(func: PrimFunc) -> EmulatedKernel:
     """Compile a device kernel for the emulator (cached per function object)."""
-    if not isinstance(func, PrimFunc):
-        raise ArgumentError(f"expected a device kernel PrimFunc, got {type(func).__name__}")
-    hit = _cache.get(id(func))
-    if hit is not None and hit[0] is func:
-        _cache.move_to_end(id(func))
-        return hit[1]
-    try:
-        kernel = EmulatedKernel(func)
-    except EmberError as e:
-        e.add_context(f"while compiling kernel '{func.name}' for the emulator")
-        raise
-    _cache[id(func)] = (func, kernel)
-    if len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
-    return kernel
+    return _cache.get(func, EmulatedKernel)
 
 
 def emulate(

@@ -4,11 +4,13 @@ A value is *uniform* (a numpy scalar, or a ``(1, n)`` array for an n-lane
 vector: the same in every thread) or *per-thread* (a ``(lanes,)`` array, or
 ``(lanes, n)`` for vectors), one entry per lane of the chunk (see
 :mod:`.grid`). numpy broadcasting mixes the two, so thread-invariant index
-arithmetic stays scalar and cheap. The meaning of each operator comes from the
-reference interpreter's tables (:mod:`ember.tir.interp.ops`), so dtype
+arithmetic stays scalar and cheap. The compiler is the reference interpreter's
+(:mod:`ember.tir.interp.closures`), with the handlers below overridden; the
+meaning of each operator comes from the interpreter's tables
+(:mod:`ember.tir.interp.ops`), so dtype
 semantics (wrap-around, float16 rounding, C division, bfloat16 in float32)
-match the oracle. What SIMT adds: ``&&``/``||``, ``Select`` and ``if_then_else`` evaluate their
-conditional operands only for the threads that need them (environment slot 0
+match the oracle. What SIMT adds: ``&&``/``||``, ``Select`` and ``if_then_else``
+evaluate their conditional operands only for the threads that need them (environment slot 0
 holds the active-thread mask, ``None`` when all are active), so a guarded load
 is never checked for the threads its guard excludes; integer division checks
 its divisor only in active threads. A warp shuffle gathers across the lanes of
@@ -27,19 +29,9 @@ from ember.codegen_cuda.emulator.warps import shuffle
 from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
-from ember.tir.interp.exprs import Scope, scalar_constant
-from ember.tir.interp.ops import (
-    COMPARE,
-    INTRINSICS,
-    binary_fn,
-    cast_fn,
-    extern_fn,
-    value_dtype,
-)
+from ember.tir.interp.closures import Env, ExprCompilerBase, Fn, Operand, Scope
+from ember.tir.interp.ops import binary_fn, value_dtype
 from ember.tir.printer import expr_to_str
-
-Env = list
-Fn = Callable[[Env], Any]
 
 _INT_DIVISION = (
     E.BinaryOp.DIV,
@@ -76,29 +68,16 @@ def _safe_division(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], A
     return divide
 
 
-class ExprCompiler:
+class ExprCompiler(ExprCompilerBase):
     """Compiles expressions; ``site`` is the printed statement being compiled, for messages."""
 
+    engine = "SIMT emulator"
+
     def __init__(self, scope: Scope) -> None:
-        self.scope = scope
+        super().__init__(scope)
+        del self._table[E.StringImm]  # device code has no strings
         self.sites: list[str] = []
         self.site = -1
-        self._table: dict[type, Callable[[Any], Fn]] = {
-            E.Var: self._var,
-            E.SizeVar: self._var,
-            E.IntImm: self._const,
-            E.FloatImm: self._const,
-            E.BinOp: self._binop,
-            E.Compare: self._compare,
-            E.Not: self._not,
-            E.Select: self._select,
-            E.Cast: self._cast,
-            E.Call: self._call,
-            E.Ramp: self._ramp,
-            E.Broadcast: self._broadcast,
-            E.Let: self._let,
-            E.BufferLoad: self._load,
-        }
 
     def enter_site(self, text: str) -> int:
         """Make ``text`` (a printed statement) the site of the accesses compiled next."""
@@ -106,53 +85,29 @@ class ExprCompiler:
         self.site = len(self.sites) - 1
         return self.site
 
-    def compile(self, e: E.PrimExpr) -> Fn:
-        handler = self._table.get(type(e))
-        if handler is None:
-            raise InternalError(
-                f"{type(e).__name__} reached the SIMT emulator: {expr_to_str(e)}; "
-                "lowering should have replaced it"
-            )
-        return handler(e)
-
-    def _var(self, v: E.Var) -> Fn:
-        if not self.scope.is_defined(v):
-            raise InternalError(
-                f"variable '{v.name}' is used outside the loop or let that defines it"
-            )
-        slot = self.scope.slot(v)
-        return lambda env: env[slot]
-
-    def _const(self, e: E.IntImm | E.FloatImm) -> Fn:
-        value = scalar_constant(e.value, e.dtype)
-        return lambda env: value
-
-    def _binop(self, e: E.BinOp) -> Fn:
-        fa, fb = self.compile(e.a), self.compile(e.b)
+    def _binop(self, e: E.BinOp) -> Operand:
         if e.op in (E.BinaryOp.AND, E.BinaryOp.OR) and dt.lanes_of(e.dtype) == 1:
-            return _short_circuit(e.op is E.BinaryOp.AND, fa, fb)
+            fa, fb = self.compile(e.a), self.compile(e.b)
+            return ("f", _short_circuit(e.op is E.BinaryOp.AND, fa, fb))
         if e.op is E.BinaryOp.MIN:
-            return lambda env: np.minimum(fa(env), fb(env))
+            return self._binary(np.minimum, e.a, e.b)
         if e.op is E.BinaryOp.MAX:
-            return lambda env: np.maximum(fa(env), fb(env))
+            return self._binary(np.maximum, e.a, e.b)
         fn = binary_fn(e.op, e.dtype, lambda: expr_to_str(e))
         if e.op in _INT_DIVISION and not dt.is_float(e.dtype):
             divide = _safe_division(fn)
-            return lambda env: divide(fa(env), fb(env), env[MASK])
-        return lambda env: fn(fa(env), fb(env))
+            fa, fb = self.compile(e.a), self.compile(e.b)
+            return ("f", lambda env: divide(fa(env), fb(env), env[MASK]))
+        return self._binary(fn, e.a, e.b)
 
-    def _compare(self, e: E.Compare) -> Fn:
-        fn, fa, fb = COMPARE[e.op], self.compile(e.a), self.compile(e.b)
-        return lambda env: fn(fa(env), fb(env))
-
-    def _not(self, e: E.Not) -> Fn:
+    def _not(self, e: E.Not) -> Operand:
         fa = self.compile(e.a)
-        return lambda env: np.logical_not(fa(env))
+        return ("f", lambda env: np.logical_not(fa(env)))
 
-    def _select(self, e: E.Select) -> Fn:
+    def _select(self, e: E.Select) -> Operand:
         fc, ft, ff = (self.compile(x) for x in (e.cond, e.true_value, e.false_value))
         if dt.lanes_of(e.cond.dtype) > 1:  # a per-lane vector condition: both sides run
-            return lambda env: np.where(fc(env), ft(env), ff(env))
+            return ("f", lambda env: np.where(fc(env), ft(env), ff(env)))
 
         def select(env: Env) -> Any:
             c = fc(env)
@@ -171,43 +126,23 @@ class ExprCompiler:
             env[MASK] = mask
             return np.where(_column(c) if np.ndim(t) == 2 or np.ndim(f) == 2 else c, t, f)
 
-        return select
+        return ("f", select)
 
-    def _cast(self, e: E.Cast) -> Fn:
-        conv, f = cast_fn(e.dtype), self.compile(e.value)
-        return lambda env: conv(f(env))
+    def _if_then_else(self, e: E.Call) -> Operand:
+        """Per thread, like ``Select``: each side runs only for the threads that take it."""
+        return self._select(E.Select(e.dtype, *e.args))
 
-    def _call(self, e: E.Call) -> Fn:
-        if e.op is E.Intrinsic.LIKELY:
-            return self.compile(e.args[0])
-        if e.op in E.WARP_SHUFFLES:
-            return self._shuffle(e)
-        if e.op is E.Intrinsic.IF_THEN_ELSE:  # a Select evaluates its sides per thread, too
-            return self._select(E.Select(e.dtype, *e.args))
-        if e.op in E.EXTERN_CALLS:
-            name = e.args[0]
-            assert isinstance(name, E.StringImm)
-            fn, operands = extern_fn(name.value), e.args[1:]
-        else:
-            fn, operands = INTRINSICS[e.op], e.args
-        args = tuple(self.compile(a) for a in operands)
-        call: Fn = lambda env: fn(*[f(env) for f in args])  # noqa: E731
-        if operands and value_dtype(e.dtype) != value_dtype(operands[0].dtype):
-            conv, inner = cast_fn(e.dtype), call
-            call = lambda env: conv(inner(env))  # noqa: E731
-        return call
-
-    def _shuffle(self, e: E.Call) -> Fn:
+    def _warp_shuffle(self, e: E.Call) -> Operand:
         fv, fo = (self.compile(a) for a in e.args)
         op, site = e.op, self.sites[self.site] if self.sites else expr_to_str(e)
-        return lambda env: shuffle(env[CHUNK], env[MASK], op, fv(env), fo(env), site)
+        return ("f", lambda env: shuffle(env[CHUNK], env[MASK], op, fv(env), fo(env), site))
 
-    def _ramp(self, e: E.Ramp) -> Fn:
+    def _ramp(self, e: E.Ramp) -> Operand:
         iota = np.arange(e.lanes, dtype=value_dtype(e.dtype)).reshape(1, -1)
         fb, fs = self.compile(e.base), self.compile(e.stride)
-        return lambda env: _column(fb(env)) + _column(fs(env)) * iota
+        return ("f", lambda env: _column(fb(env)) + _column(fs(env)) * iota)
 
-    def _broadcast(self, e: E.Broadcast) -> Fn:
+    def _broadcast(self, e: E.Broadcast) -> Operand:
         npdt, lanes, f = value_dtype(e.dtype), e.lanes, self.compile(e.value)
 
         def broadcast(env: Env) -> Any:
@@ -216,21 +151,9 @@ class ExprCompiler:
                 return np.full((1, lanes), v, dtype=npdt)
             return np.broadcast_to(np.asarray(v, dtype=npdt)[:, None], (v.shape[0], lanes))
 
-        return broadcast
+        return ("f", broadcast)
 
-    def _let(self, e: E.Let) -> Fn:
-        fv = self.compile(e.value)
-        slot = self.scope.define(e.var)
-        fb = self.compile(e.body)
-        self.scope.undefine(e.var)
-
-        def let(env: Env) -> Any:
-            env[slot] = fv(env)
-            return fb(env)
-
-        return let
-
-    def _load(self, e: E.BufferLoad) -> Fn:
+    def _load(self, e: E.BufferLoad) -> Operand:
         if len(e.indices) != 1:
             raise InternalError(
                 f"load of '{e.buffer.name}' with {len(e.indices)} indices reached the emulator; "
@@ -239,15 +162,8 @@ class ExprCompiler:
         slot, site = self.data_slot(e.buffer), self.site
         fi = self.compile(e.indices[0])
         if dt.lanes_of(e.dtype) > 1:
-            return lambda env: env[slot].load(_vector_shape(fi(env)), env, site)
-        return lambda env: env[slot].load(fi(env), env, site)
-
-    def data_slot(self, buf: Any) -> int:
-        if not self.scope.is_defined(buf.data):
-            raise InternalError(
-                f"buffer '{buf.name}' is neither a parameter nor allocated where it is used"
-            )
-        return self.scope.slot(buf.data)
+            return ("f", lambda env: env[slot].load(_vector_shape(fi(env)), env, site))
+        return ("f", lambda env: env[slot].load(fi(env), env, site))
 
 
 def _short_circuit(is_and: bool, fa: Fn, fb: Fn) -> Fn:

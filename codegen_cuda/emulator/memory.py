@@ -32,10 +32,9 @@ from ember.codegen_cuda.emulator.races import GlobalRaceTracker, RaceTracker
 from ember.errors import ArgumentError, InternalError
 from ember.tir import dtype as dt
 from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
+from ember.tir.interp.memory import fresh_storage
 
 Env = list
-_BF16_NAN_BITS = 0x7FC1
-_INT_FILL_BYTE = 0xA5
 
 
 def _as_value(raw: Any, bf16: bool) -> Any:
@@ -173,7 +172,7 @@ class BlockStorage(Storage):
         ncols = chunk.nblocks if self.shared else chunk.lanes
         self.cols = chunk.lane_block if self.shared else chunk.lane_ids
         self.ncols = ncols
-        self.data = _fresh(dtype, (size, ncols))
+        self.data = fresh_storage(dtype, (size, ncols))
         self.tracker: RaceTracker | None = None
         if self.shared and chunk.check_races:
             self.tracker = RaceTracker(name, size, ncols, sites, chunk.describe)
@@ -275,21 +274,6 @@ class PendingCopy:
         if tracker is not None and self.elems is not None:
             tracker.on_land(self.elems, self.lanes, self.site)  # type: ignore[arg-type]
         self.storage.data[self.rows, self.cols] = self.values
-
-
-def _fresh(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """New storage filled so that reading what nobody wrote shows: NaN or a byte pattern."""
-    base = dt.element_of(dtype)
-    npdt = dt.numpy_dtype(base)
-    if base == "bfloat16":
-        return np.full(shape, _BF16_NAN_BITS, dtype=npdt)
-    if dt.is_float(base):
-        return np.full(shape, np.nan, dtype=npdt)
-    if base == "bool":
-        return np.ones(shape, dtype=npdt)
-    arr = np.empty(shape, dtype=npdt)
-    arr.view(np.uint8)[...] = _INT_FILL_BYTE
-    return arr
 
 
 def allocation_size(buf: Any) -> int:

@@ -25,75 +25,38 @@ import numpy as np
 from ember.codegen_cuda.emulator.exprs import ExprCompiler, narrow
 from ember.codegen_cuda.emulator.grid import CHUNK, MASK, TAGS, Chunk, Dim3
 from ember.codegen_cuda.emulator.memory import BlockStorage, allocation_size
-from ember.errors import ArgumentError, InternalError, RaceError
+from ember.errors import InternalError, RaceError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.interp.exprs import Scope
+from ember.tir.interp.closures import Env, Fn, Scope, StmtCompilerBase
 from ember.tir.interp.ops import value_dtype
 from ember.tir.printer import expr_to_str, stmt_to_str
 
-Env = list
-Fn = Callable[[Env], Any]
 
-_PRECOMPUTED_LOOP_LIMIT = 1 << 16  # loops up to this extent keep their values in a tuple
+class StmtCompiler(StmtCompilerBase):
+    engine = "SIMT emulator"
 
-
-class StmtCompiler:
     def __init__(self, scope: Scope, grid: Dim3, block: Dim3) -> None:
-        self.scope = scope
-        self.exprs = ExprCompiler(scope)
+        super().__init__(scope, ExprCompiler(scope))
+        self.exprs: ExprCompiler
         self.launch = dict(zip(TAGS, (*grid, *block)))
-        self._table: dict[type, Callable[[Any], Fn]] = {
-            S.For: self._for,
-            S.BufferStore: self._store,
-            S.SeqStmt: self._seq,
-            S.IfThenElse: self._if,
-            S.LetStmt: self._let,
-            S.Allocate: self._allocate,
-            S.AttrStmt: lambda s: self.compile(s.body),
-            S.AssertStmt: self._assert,
-            S.Evaluate: self._evaluate,
-            S.Barrier: self._barrier,
-            S.AsyncCopy: self._async_copy,
-            S.AsyncCommit: self._async_commit,
-            S.AsyncWait: self._async_wait,
-        }
+        self._table[S.Barrier] = self._barrier
+        self._table[S.AsyncCopy] = self._async_copy
+        self._table[S.AsyncCommit] = self._async_commit
+        self._table[S.AsyncWait] = self._async_wait
 
-    def compile(self, s: S.Stmt) -> Fn:
-        handler = self._table.get(type(s))
-        if handler is None:
-            raise InternalError(f"the SIMT emulator cannot run {type(s).__name__}")
-        return handler(s)
-
-    def _scoped(self, var: E.Var, body_stmt: S.Stmt) -> tuple[int, Fn]:
-        slot = self.scope.define(var)
-        body = self.compile(body_stmt)
-        self.scope.undefine(var)
-        return slot, body
+    def enter_site(self, text: Callable[[], str]) -> None:
+        self.exprs.enter_site(text())
 
     # -- loops ------------------------------------------------------------------------
     def _for(self, s: S.For) -> Fn:
         if s.kind is S.ForKind.THREAD_BINDING:
             return self._thread_loop(s)
         self.exprs.enter_site(_for_head(s))
-        f_lo, f_ext = self.exprs.compile(s.min), self.exprs.compile(s.extent)
-        slot, body = self._scoped(s.loop_var, s.body)
-        npdt = value_dtype(s.loop_var.dtype)
-        if (
-            isinstance(s.min, E.IntImm)
-            and isinstance(s.extent, E.IntImm)
-            and s.extent.value <= _PRECOMPUTED_LOOP_LIMIT
-        ):
-            values = tuple(np.arange(s.min.value, s.min.value + s.extent.value, dtype=npdt))
+        return self._serial_loop(s.loop_var, s.min, s.extent, s.body)
 
-            def run_const(env: Env) -> None:
-                for v in values:
-                    env[slot] = v
-                    body(env)
-
-            return run_const
-
+    def _dynamic_loop(self, slot: int, body: Fn, f_lo: Fn, f_ext: Fn, npdt: np.dtype) -> Fn:
         def run(env: Env) -> None:
             lo, ext = f_lo(env), f_ext(env)
             if np.ndim(lo) == 0 and np.ndim(ext) == 0:
@@ -259,17 +222,6 @@ class StmtCompiler:
         return wait
 
     # -- control flow ---------------------------------------------------------------
-    def _seq(self, s: S.SeqStmt) -> Fn:
-        fns = tuple(self.compile(x) for x in s.stmts)
-        if len(fns) == 1:
-            return fns[0]
-
-        def run(env: Env) -> None:
-            for f in fns:
-                f(env)
-
-        return run
-
     def _if(self, s: S.IfThenElse) -> Fn:
         self.exprs.enter_site(f"if {expr_to_str(s.condition)}:")
         cond = self.exprs.compile(s.condition)
@@ -293,40 +245,12 @@ class StmtCompiler:
 
         return run
 
-    def _let(self, s: S.LetStmt) -> Fn:
-        self.exprs.enter_site(f"{expr_to_str(s.var)} = {expr_to_str(s.value)}")
-        value = self.exprs.compile(s.value)
-        slot, body = self._scoped(s.var, s.body)
-
-        def run(env: Env) -> None:
-            env[slot] = value(env)
-            body(env)
-
-        return run
-
-    def _assert(self, s: S.AssertStmt) -> Fn:
-        self.exprs.enter_site(f"assert {expr_to_str(s.condition)}")
-        cond = self.exprs.compile(s.condition)
-        body, message = self.compile(s.body), s.message
-
-        def run(env: Env) -> None:
-            c = cond(env)
-            mask = env[MASK]
-            failed = not c if np.ndim(c) == 0 else not np.all(c if mask is None else c | ~mask)
-            if failed:
-                raise ArgumentError(message)
-            body(env)
-
-        return run
-
-    def _evaluate(self, s: S.Evaluate) -> Fn:
-        self.exprs.enter_site(stmt_to_str(s))
-        value = self.exprs.compile(s.value)
-
-        def run(env: Env) -> None:
-            value(env)
-
-        return run
+    def _holds(self, c: Any, env: Env) -> bool:
+        """An assertion holds when it holds in every active thread."""
+        if np.ndim(c) == 0:
+            return bool(c)
+        mask = env[MASK]
+        return bool(np.all(c if mask is None else c | ~mask))
 
 
 def _for_head(s: S.For) -> str:

@@ -12,6 +12,7 @@ with no thread binding is an error: it would run on one GPU thread.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -54,8 +55,10 @@ def expand_launches(
             continue
         var, lo, extent = launches[i].loops[depth]
         j = i
-        while j < len(launches) and len(launches[j].loops) > depth and (
-            launches[j].loops[depth][0] is var
+        while (
+            j < len(launches)
+            and len(launches[j].loops) > depth
+            and (launches[j].loops[depth][0] is var)
         ):
             j += 1
         start = value(lo, sizes)
@@ -83,6 +86,11 @@ class DeviceProgram:
         """The host function as one PrimFunc (for its signature)."""
         body = S.seq(*[k.body for k in self.kernels])
         return S.PrimFunc(self.name, self.params, body, self.attrs)
+
+    def with_kernels(self, kernels: tuple[S.PrimFunc, ...]) -> DeviceProgram:
+        """The same program with its kernels replaced (a per-kernel pass keeps names and
+        parameters)."""
+        return dataclasses.replace(self, kernels=kernels)
 
 
 def _root_statements(body: S.Stmt) -> tuple[list[Buffer], list[S.Stmt]]:

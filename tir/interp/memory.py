@@ -206,24 +206,36 @@ def compile_allocation(buf: Buffer, compile_expr: CompileExpr) -> Fn:
     size_expr = buf.flat_size()
     const_size = _int_or_none(size_expr)
     size_fn = compile_expr(size_expr)
-    npdt = dt.numpy_dtype(buf.dtype)
-    base = dt.element_of(buf.dtype)
 
     def allocate(env: Env) -> np.ndarray:
         size = const_size if const_size is not None else int(size_fn(env))
         if size < 0:
             raise InternalError(f"allocation of buffer '{buf.name}' with negative size {size}")
-        if base == "bfloat16":
-            return np.full(size, _BF16_NAN_BITS, dtype=npdt)
-        if dt.is_float(base):
-            return np.full(size, np.nan, dtype=npdt)
-        if base == "bool":
-            return np.ones(size, dtype=npdt)
-        arr = np.empty(size, dtype=npdt)
-        arr.view(np.uint8)[:] = _INT_FILL_BYTE
-        return arr
+        return fresh_storage(buf.dtype, (size,))
 
     return allocate
 
 
-__all__ = ["compile_allocation", "compile_load", "compile_locate", "compile_store"]
+def fresh_storage(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """New storage filled so that reading what nobody wrote shows: NaN or a byte pattern
+    (shared with the SIMT emulator's shared and local memory)."""
+    base = dt.element_of(dtype)
+    npdt = dt.numpy_dtype(base)
+    if base == "bfloat16":
+        return np.full(shape, _BF16_NAN_BITS, dtype=npdt)
+    if dt.is_float(base):
+        return np.full(shape, np.nan, dtype=npdt)
+    if base == "bool":
+        return np.ones(shape, dtype=npdt)
+    arr = np.empty(shape, dtype=npdt)
+    arr.view(np.uint8)[...] = _INT_FILL_BYTE
+    return arr
+
+
+__all__ = [
+    "compile_allocation",
+    "compile_load",
+    "compile_locate",
+    "compile_store",
+    "fresh_storage",
+]

@@ -20,6 +20,8 @@ whole vector only where all of it is in bounds). A loop longer than
 ``MAX_LANES`` becomes a serial loop over vector chunks of ``MAX_LANES`` lanes and a
 shorter vector tail: LLVM aborts on a vector of 100003 lanes (a constant with more
 operands than a DAG node holds), and no machine has registers that wide anyway.
+With the context's ``tir.disable_vectorize`` (as in TVM) every vectorized loop
+becomes a serial loop.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import Mutator, post_order_visit, substitute, uses_var
+from ember.tir.transform.context import PassContext
 
 
 class _CannotVectorize(Exception):
@@ -241,6 +244,9 @@ def _vectorize_in_chunks(body: S.Stmt, var: E.Var, extent: int, annotations: tup
 
 
 class _Vectorize(Mutator):
+    def __init__(self, disabled: bool = False) -> None:
+        self.disabled = disabled
+
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
         if s.kind is not S.ForKind.VECTORIZED:
@@ -250,7 +256,7 @@ class _Vectorize(Mutator):
         serial = S.For(
             s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, s.thread_tag, s.annotations
         )
-        if not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
+        if self.disabled or not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
             return serial
         if not E.is_const_int(s.min, 0):
             return serial
@@ -267,5 +273,6 @@ class _Vectorize(Mutator):
             return serial
 
 
-def vectorize_loops(func: S.PrimFunc) -> S.PrimFunc:
-    return _Vectorize().visit_func(func)
+def vectorize_loops(func: S.PrimFunc, ctx: PassContext | None = None) -> S.PrimFunc:
+    disabled = ctx is not None and ctx.get("tir.disable_vectorize")
+    return _Vectorize(disabled).visit_func(func)
