@@ -31,6 +31,7 @@ class HistoryBest:
         records = list(records)
         self.best = best_records(records, device)
         self.by_workload: dict[tuple[str, str], Record] = {}
+        self._configs: dict[str, ConfigEntity] = {}  # task key -> config, for direct calls
         for rec in self.best.values():
             key = (rec.workload_key, Target.parse(rec.target).kind)
             old = self.by_workload.get(key)
@@ -54,7 +55,12 @@ class HistoryBest:
         rec = self.by_workload.get((workload_key(name, args), kind))
         if rec is None:
             return None
-        return self.config_for_task(create_task(name, args, rec.target))
+        if rec.task_key not in self._configs:  # collect the space once per task
+            cfg = self.config_for_task(create_task(name, args, rec.target))
+            if cfg is None:
+                return None
+            self._configs[rec.task_key] = cfg
+        return self._configs[rec.task_key]
 
 
 def _stack() -> list[HistoryBest]:
