@@ -3,7 +3,8 @@ processes (which import a task's template module) find them.
 
 ``tiny_add.llvm``: ``C = A + 1`` with a 3-way split, an ordered knob, a boolean knob
 and a constraint (inner tile <= 16). ``fault.llvm``: a knob ``mode`` whose candidates
-behave well, abort the process, hang, or compute the wrong values.
+behave well, abort the runner, hang, compute the wrong values, make a schedule the
+compiler refuses, or abort the builder.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import ember
 from ember import te, tir
-from ember.tuner import get_config, template
+from ember.tuner import ConfigEntity, get_config, template
 
 LAST: dict[str, object] = {}  # template name -> the config its last run saw
 
@@ -43,7 +44,7 @@ def _hang(x, y):
 
 ember.register_func("tests.tuner.abort", _abort, override=True)
 ember.register_func("tests.tuner.hang", _hang, override=True)
-MODES = ["ok", "crash", "hang", "wrong", "bad_schedule"]
+MODES = ["ok", "crash", "hang", "wrong", "bad_schedule", "crash_build"]
 
 
 @template("fault.llvm", override=True, reference=lambda a: a * 2 + 1)
@@ -51,6 +52,8 @@ def fault(n: int):
     cfg = get_config()
     cfg.define_knob("mode", MODES, default="ok")
     mode = cfg["mode"].val
+    if mode == "crash_build" and isinstance(cfg, ConfigEntity):
+        os.abort()  # the builder process dies while instantiating this config
     A = te.placeholder((n,), "float32", name="A")
     if mode in ("crash", "hang"):
         name = "tests.tuner.abort" if mode == "crash" else "tests.tuner.hang"

@@ -29,10 +29,10 @@ def _mode(task, mode):
 
 def test_each_fault_gets_its_kind_and_the_measurer_goes_on():
     task = create_task("fault.llvm", args=(37,))
-    modes = ["ok", "crash", "ok", "hang", "wrong", "bad_schedule", "ok"]
+    modes = ["ok", "crash", "ok", "hang", "wrong", "bad_schedule", "crash_build", "ok"]
     with LocalMeasurer(MeasureOption(timeout=2.0, number=2, repeat=2, min_repeat_ms=0)) as m:
         results = m.measure(task, [_mode(task, mode) for mode in modes])
-        assert m.restarts == 2  # the crash and the hang
+        assert m.restarts == 3  # the runner's crash and hang, the builder's crash
     kinds = [r.error for r in results]
     assert kinds == [
         ErrorKind.OK,
@@ -41,11 +41,13 @@ def test_each_fault_gets_its_kind_and_the_measurer_goes_on():
         ErrorKind.TIMEOUT,
         ErrorKind.WRONG_RESULT,
         ErrorKind.INVALID_CONFIG,
+        ErrorKind.CRASH,
         ErrorKind.OK,
     ]
     assert "SIGABRT" in results[1].message
     assert "differ from the reference" in results[4].message
     assert "factor must be a positive integer" in results[5].message
+    assert results[6].message.startswith("build: ") and "SIGABRT" in results[6].message
     assert all(r.cost > 0 and len(r.costs) == 2 for r in results if r.ok)
 
 
@@ -55,11 +57,11 @@ def test_tuning_finishes_despite_faults(tmp_path):
     option = MeasureOption(timeout=2.0, number=1, repeat=1, min_repeat_ms=0, jobs=2)
     result = tune(task, n_trials=10, records=log, measure=option, sampler="grid", seed=0)
     assert result.stopped == "space_exhausted"
-    assert len(result.trials) == 4 and result.rejected == 1  # bad_schedule: not a trial
-    assert result.errors == {"crash": 1, "timeout": 1, "wrong_result": 1}
+    assert len(result.trials) == 5 and result.rejected == 1  # bad_schedule: not a trial
+    assert result.errors == {"crash": 2, "timeout": 1, "wrong_result": 1}
     assert result.best_config == fallback_entity(task)
     kinds = sorted(r.error for r in read_records(log))
-    assert kinds == ["crash", "ok", "timeout", "wrong_result"]
+    assert kinds == ["crash", "crash", "ok", "timeout", "wrong_result"]
 
 
 def _fixed_cost(m, task, cfg):
