@@ -73,15 +73,16 @@ def test_worker_timing_does_not_see_the_parents_numpy():
     cfg = fallback_entity(task)
     big = np.random.default_rng(0).uniform(-1, 1, (1024, 1024)).astype("float32")
     option = MeasureOption(number=20, repeat=5, min_repeat_ms=5)
+    quiet, after = [], []
     with LocalMeasurer(option) as m:
-        quiet = min(_fixed_cost(m, task, cfg) for _ in range(3))
-        after = []
-        for _ in range(3):
+        _fixed_cost(m, task, cfg)  # start the workers
+        for _ in range(4):  # interleaved, so load from elsewhere hits both alike
+            quiet.append(_fixed_cost(m, task, cfg))
             (big @ big).sum()  # OpenBLAS in the parent, just before the run
             after.append(_fixed_cost(m, task, cfg))
     # Timed in the parent itself, the kernel runs about 2x slower after the numpy call
     # (7 us -> 14 us on the dev machine); in the worker it does not.
-    assert quiet > 0 and min(after) < 1.6 * quiet, (quiet, after)
+    assert min(quiet) > 0 and min(after) < 1.6 * min(quiet), (quiet, after)
 
 
 def test_measure_option_checks_its_fields():
@@ -104,8 +105,10 @@ def test_a_small_real_tuning_run(tmp_path, rng):
     assert sum(r.ok for r in recs) >= 10
     # re-measured side by side, the best is no slower than the fallback (within noise)
     with LocalMeasurer(MeasureOption(number=20, repeat=5, min_repeat_ms=5)) as m:
-        fb, best = m.measure(task, [fallback_entity(task), result.best_config])
-    assert best.ok and fb.ok and best.cost <= fb.cost * 1.3
+        pairs = [m.measure(task, [fallback_entity(task), result.best_config]) for _ in range(3)]
+    assert all(r.ok for pair in pairs for r in pair)
+    fb, best = (min(pair[k].cost for pair in pairs) for k in (0, 1))
+    assert best <= fb * 1.3, (fb, best)
     # apply_history_best: the task and a direct template call use the best config
     a = rng.uniform(-1, 1, (64, 40)).astype("float32")
     b = rng.uniform(-1, 1, (40, 48)).astype("float32")
