@@ -21,6 +21,8 @@ at ``timeout`` seconds, or after ``max_attempts`` proposals.
 from __future__ import annotations
 
 import math
+import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -33,6 +35,26 @@ from ember.tuner.result import ErrorKind, Measurer, MeasureResult
 from ember.tuner.space import ConfigEntity
 
 SAMPLERS = ("tpe", "random", "cmaes", "grid")
+OWNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a trial, for resume
+
+
+def _abandoned(owner: Any) -> bool:
+    """Whether the process that asked for a trial is gone (unknown owners count as gone;
+    an owner on another host cannot be checked and does not)."""
+    if not isinstance(owner, str) or ":" not in owner:
+        return True
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -152,13 +174,16 @@ class Search:
 
     def restore(self) -> None:
         """Take up a study that already holds trials (``resume``): its measured trials
-        count, and a trial left RUNNING by a killed run is failed (its candidate lost)."""
+        count, and a trial left RUNNING by a run that was killed is failed (its candidate
+        is lost). Trials of live processes, or of other hosts (a shared database), are
+        left alone."""
         from optuna.trial import TrialState
 
         for t in self.study.get_trials(deepcopy=False):
             index = t.user_attrs.get("config_index")
             if t.state == TrialState.RUNNING:
-                self.study.tell(t.number, state=TrialState.FAIL)
+                if _abandoned(t.user_attrs.get("owner")):
+                    self.study.tell(t.number, state=TrialState.FAIL)
                 continue
             if index is None:
                 continue
@@ -213,6 +238,7 @@ class Search:
             len(batch) < want and not self._why_stop(limit) and not self._batch_exhausts(in_batch)
         ):
             trial = self.study.ask()
+            trial.set_user_attr("owner", OWNER)
             self.attempts += 1
             cfg = self.encoding.suggest(trial)
             self.seen.add(cfg.index)

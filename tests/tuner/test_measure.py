@@ -124,3 +124,17 @@ def test_a_small_real_tuning_run(tmp_path, rng):
     c = np.full((64, 48), np.nan, "float32")
     ember.build(direct_s, direct_args, target="llvm")(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_verify_gpu_rejections_are_invalid_configs(tmp_path):
+    """A CUDA config that passes the template's constraints but not ``verify_gpu`` (too
+    much shared memory for sm_75) is an invalid config, not a compile error."""
+    from ember.tune_worker import _Worker
+    from ember.tuner.measure import task_spec
+
+    task = create_task("matmul.cuda", args=(256, 256, 256, "float32"), target="cuda -arch=sm_75")
+    space = task.config_space
+    cfg = space.from_choices({n: len(k) - 1 for n, k in space.knobs.items()})
+    assert cfg.is_valid()
+    reply = _Worker().build(task_spec(task), cfg.to_json(), str(tmp_path / "x.so"))
+    assert reply["error"] == "invalid_config" and "verify_gpu" in reply["message"]

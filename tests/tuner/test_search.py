@@ -4,6 +4,9 @@ first, seeds, early stopping, samplers, transfer and resume. No processes here."
 from __future__ import annotations
 
 import math
+import socket
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -216,16 +219,28 @@ def test_resume_from_a_journal(task, tmp_path):
 
     storage = JournalStorage(JournalFileBackend(str(log) + ".journal"))
     study = optuna.load_study(study_name=f"ember-{task.key}", storage=storage)
-    stale = study.ask()
+    stale = study.ask()  # no owner: abandoned
+    dead = study.ask()
+    dead.set_user_attr("owner", f"{socket.gethostname()}:{_dead_pid()}")
+    elsewhere = study.ask()
+    elsewhere.set_user_attr("owner", "another-host:1")
     second = FakeMeasurer()
     result = tune(task, n_trials=10, records=log, measure=second, seed=0, resume=True)
     assert len(second.calls) == 4 and len(result.trials) == 10
     assert not {c.index for c in second.calls} & {c.index for c in first.calls}
-    assert result.study.trials[stale.number].state.name == "FAIL"
+    states = {t.number: t.state.name for t in result.study.trials}
+    assert states[stale.number] == states[dead.number] == "FAIL"
+    assert states[elsewhere.number] == "RUNNING"  # may be a live run on a shared database
     assert len(read_records(log)) == 10
     again = FakeMeasurer()
     tune(task, n_trials=3, records=log, measure=again, seed=0)  # no resume: a fresh study
     assert again.calls[0] == fallback_entity(task)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 def test_bad_arguments(task):
