@@ -98,8 +98,7 @@ def apply_history_best(
     records measured on this device; ``"host"`` (default) means this machine's CPU for
     CPU records, None any device. Records of older template versions are skipped.
     """
-    recs = read_records(records, target)
-    recs = [r for r in recs if _current_version(r.template) == r.template_version]
+    recs = read_records(records, target, versions=_current_version)
     if device == "host":
         here = host_device_name()
         recs = [r for r in recs if Target.parse(r.target).kind != "llvm" or r.device == here]

@@ -18,7 +18,7 @@ import os
 import statistics
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -136,15 +136,17 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 def read_records(
     paths: str | Path | Iterable[str | Path],
     target: str | Target | None = None,
-    versions: dict[str, int] | None = None,
+    versions: Mapping[str, int] | Callable[[str], int | None] | None = None,
 ) -> list[Record]:
     """Every readable record of ``paths``, in file order.
 
     A line that does not parse (a truncated last line) is skipped; with ``target``,
     records of other targets are skipped, and with ``versions`` (template name ->
-    current version) records of older template versions. Each kind of skip gives one
+    current version, a mapping or a function giving None for unknown templates)
+    records of other template versions. Each kind of skip gives one
     :class:`RecordWarning` with a count.
     """
+    current = versions.get if isinstance(versions, Mapping) else versions
     if isinstance(paths, (str, Path)):
         paths = [paths]
     want = None if target is None else str(Target.parse(target))
@@ -161,10 +163,7 @@ def read_records(
                 continue
             if want is not None and rec.target != want:
                 skipped["other target"] += 1
-            elif (
-                versions
-                and versions.get(rec.template, rec.template_version) != rec.template_version
-            ):
+            elif current is not None and current(rec.template) not in (None, rec.template_version):
                 skipped["older template version"] += 1
             else:
                 out.append(rec)

@@ -139,7 +139,11 @@ def test_apply_history_best_for_tasks_and_direct_calls(tmp_path):
         w.write(_record(a, _valid(a, 7), 1e-3))
         w.write(_record(a, _valid(a, 9), 0.5e-3, device="another cpu"))
         w.write(_record(b, _valid(b, 2), 0.0, error="timeout"))
-    with apply_history_best(path):
+        w.write(_record(a, _valid(a, 11), 0.1e-3, version=0))  # fastest, but stale
+    with (
+        pytest.warns(RecordWarning, match="1 line.*older template version"),
+        apply_history_best(path),
+    ):
         a.instantiate()
         assert templates.LAST["tiny_add"] == _valid(a, 7)
         tiny_add(48)  # a config of an equal space (the task is rebuilt for the call)
@@ -150,6 +154,6 @@ def test_apply_history_best_for_tasks_and_direct_calls(tmp_path):
         assert isinstance(templates.LAST["tiny_add"], FallbackConfig)
     tiny_add(48)
     assert isinstance(templates.LAST["tiny_add"], FallbackConfig)
-    with apply_history_best(path, device=None):
+    with pytest.warns(RecordWarning), apply_history_best(path, device=None):
         a.instantiate()
         assert templates.LAST["tiny_add"] == _valid(a, 9)

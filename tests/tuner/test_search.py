@@ -250,3 +250,40 @@ def test_bad_arguments(task):
         tune(task, n_trials=3, sampler="annealing", measure=FakeMeasurer())
     with pytest.raises(ArgumentError, match="measure"):
         tune(task, n_trials=3, measure=object())
+
+
+SLOW_RUN = """
+import sys, time
+from tests.tuner.test_search import FakeMeasurer
+from ember.tuner import create_task, tune
+
+class Slow(FakeMeasurer):
+    def measure(self, task, configs):
+        time.sleep(0.05)
+        return super().measure(task, configs)
+
+tune(create_task("tiny_add.llvm", (48,)), n_trials=300, records=sys.argv[1], measure=Slow())
+"""
+
+
+def test_a_sigkilled_run_resumes_losing_at_most_the_candidate_in_flight(task, tmp_path):
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    log = tmp_path / "killed.jsonl"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(log)], cwd=root)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not log.exists() or log.read_text().count("\n") < 8):
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    written = len(read_records(log))
+    assert 8 <= written < 300
+    fake = FakeMeasurer()
+    result = tune(task, n_trials=written + 5, records=log, measure=fake, resume=True)
+    assert len(result.trials) == written + 5
+    assert len(fake.calls) in (5, 4)  # 4 when the killed run had told a trial it had not logged
+    assert len(read_records(log)) >= written + 4
