@@ -34,6 +34,11 @@ def add_parsers(sub: Any) -> None:
     tune.add_argument("--sampler", default="tpe", choices=["tpe", "random", "cmaes", "grid"])
     tune.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     tune.add_argument("--jobs", type=int, default=1, help="parallel builds")
+    tune.add_argument("--number", type=int, default=10, help="runs per timed batch")
+    tune.add_argument("--repeat", type=int, default=3, help="timed batches (median reported)")
+    tune.add_argument("--min-repeat-ms", type=float, default=0.0, dest="min_repeat_ms")
+    tune.add_argument("--run-timeout", type=float, default=10.0, dest="run_timeout",
+                      help="seconds one candidate's run may take")  # fmt: skip
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--early-stopping", type=int, default=None, dest="early_stopping")
     tune.add_argument("--transfer", nargs="*", default=None, help="records of other shapes")
@@ -79,15 +84,24 @@ def make_task(op: str, shape: tuple[int, ...], dtype: str, target: str) -> Any:
 
 
 def _check_counts(ns: argparse.Namespace) -> None:
-    for name in ("trials", "jobs"):
+    for name in ("trials", "jobs", "number", "repeat"):
         if getattr(ns, name) < 1:
             raise ArgumentError(f"--{name} must be >= 1, got {getattr(ns, name)}")
     if ns.timeout is not None and ns.timeout <= 0:
         raise ArgumentError(f"--timeout must be > 0, got {ns.timeout}")
 
 
+def _measure_option(ns: argparse.Namespace) -> Any:
+    from ember.tuner import MeasureOption
+
+    return MeasureOption(
+        number=ns.number, repeat=ns.repeat, min_repeat_ms=ns.min_repeat_ms,
+        timeout=ns.run_timeout, jobs=ns.jobs,
+    )  # fmt: skip
+
+
 def cmd_tune(ns: argparse.Namespace) -> int:
-    from ember.tuner import MeasureOption, tune
+    from ember.tuner import tune
 
     _check_counts(ns)
     task = make_task(ns.op, parse_shape(ns.shape), ns.dtype, ns.target)
@@ -95,7 +109,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     with display:
         result = tune(
             task, n_trials=ns.trials, records=ns.log, sampler=ns.sampler, seed=ns.seed,
-            timeout=ns.timeout, storage=ns.storage, measure=MeasureOption(jobs=ns.jobs),
+            timeout=ns.timeout, storage=ns.storage, measure=_measure_option(ns),
             early_stopping=ns.early_stopping, resume=ns.resume, transfer=ns.transfer,
             on_trial=display.update,
         )  # fmt: skip

@@ -45,14 +45,18 @@ from ember.tuner.workers import Reply, WorkerProcess
 class MeasureOption:
     """How candidates are measured (AutoTVM's ``number``/``repeat``/``min_repeat_ms``).
 
+    The defaults are AutoTVM's for CPUs: ``min_repeat_ms=0``. A batch lengthened for a
+    microsecond kernel can run thousands of calls, which on a loaded machine (parallel
+    loops stall when a core is taken) may overrun ``timeout``; raise it with care.
+
     ``timeout``: seconds a run may take (timing included); ``build_timeout``: seconds a
     build may take; ``jobs``: builder processes; ``rtol``/``atol``: the result check
     for floats (integers must match exactly); ``check``: compare with the reference.
     """
 
-    number: int = 5
+    number: int = 10
     repeat: int = 3
-    min_repeat_ms: float = 10.0
+    min_repeat_ms: float = 0.0
     timeout: float = 10.0
     build_timeout: float = 60.0
     jobs: int = 1

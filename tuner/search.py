@@ -106,7 +106,10 @@ def make_sampler(name: str, seed: int | None, encoding: SpaceEncoding) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if name == "tpe":
-            return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=10)
+            # constant_liar: trials asked together (a batch of parallel builds) spread out
+            return optuna.samplers.TPESampler(
+                seed=seed, multivariate=True, n_startup_trials=10, constant_liar=True
+            )
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
         if name == "cmaes":
