@@ -71,7 +71,7 @@ def fallback_entity(task: Any) -> ConfigEntity | None:
 
 def open_storage(storage: Any, records: str | Path | None) -> Any:
     """An Optuna storage: None -> a journal file beside ``records`` (in memory without
-    records); a URL (``postgresql://``, ``sqlite://``) passes through; a path that is
+    records); a URL (``postgresql://``, ``sqlite://``) opens a database storage; a path that is
     not a URL names a journal file; a storage object is used as is."""
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -83,9 +83,14 @@ def open_storage(storage: Any, records: str | Path | None) -> Any:
     if not isinstance(storage, (str, Path)):
         return storage
     text = str(storage)
-    if "://" in text:
-        return text
-    return JournalStorage(JournalFileBackend(text))
+    try:
+        if "://" in text:
+            from optuna.storages import RDBStorage
+
+            return RDBStorage(text)
+        return JournalStorage(JournalFileBackend(text))
+    except Exception as e:  # a missing driver, a refused connection, an unwritable file
+        raise ArgumentError(f"cannot open the Optuna storage '{text}': {e}") from e
 
 
 def create_study(

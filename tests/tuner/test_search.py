@@ -250,6 +250,16 @@ def test_bad_arguments(task):
         tune(task, n_trials=3, sampler="annealing", measure=FakeMeasurer())
     with pytest.raises(ArgumentError, match="measure"):
         tune(task, n_trials=3, measure=object())
+    with pytest.raises(ArgumentError, match="cannot open the Optuna storage"):
+        tune(task, n_trials=3, measure=FakeMeasurer(), storage="nosuchdb://x")
+
+
+def test_a_database_url_passes_through(task, tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    first = tune(task, n_trials=4, measure=FakeMeasurer(), storage=url)
+    again = tune(task, n_trials=6, measure=FakeMeasurer(), storage=url, resume=True)
+    assert len(first.trials) == 4 and len(again.trials) == 6
+    assert (tmp_path / "study.db").exists()
 
 
 SLOW_RUN = """
