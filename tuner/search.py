@@ -20,13 +20,17 @@ at ``timeout`` seconds, or after ``max_attempts`` proposals.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
+import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ember.errors import ConfigError
@@ -34,7 +38,9 @@ from ember.tuner.encode import SpaceEncoding
 from ember.tuner.result import ErrorKind, Measurer, MeasureResult
 from ember.tuner.space import ConfigEntity
 
+_log = logging.getLogger("ember.tuner")
 SAMPLERS = ("tpe", "random", "cmaes", "grid")
+OWNERLESS_GRACE = 60.0  # seconds a RUNNING trial may lack its owner attribute
 OWNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a trial, for resume
 
 
@@ -55,6 +61,13 @@ def _abandoned(owner: Any) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def _just_asked(trial: Any) -> bool:
+    """A trial another process asked for a moment ago, before it could name its owner."""
+    if trial.user_attrs.get("owner") is not None or trial.datetime_start is None:
+        return False
+    return (datetime.now() - trial.datetime_start).total_seconds() < OWNERLESS_GRACE
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,51 @@ def _GridSampler(grid: dict[str, list[int]], seed: int | None) -> Any:  # noqa: 
     return _grid_class()(grid, seed=seed)
 
 
+class _Heartbeat:
+    """Records a heartbeat for every trial this process is measuring, on storages that
+    keep them (``RDBStorage(heartbeat_interval=...)``), so that a worker killed on any
+    host leaves trials that the other workers fail and retry once the grace period ends.
+    Optuna beats only inside ``study.optimize``; the search asks and tells itself."""
+
+    def __init__(self, storage: Any, interval: float) -> None:
+        self.storage, self.interval = storage, interval
+        self.trial_ids: set[int] = set()
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        threading.Thread(target=self._beat, name="ember-heartbeat", daemon=True).start()
+
+    @classmethod
+    def start(cls, study: Any) -> _Heartbeat | None:
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        storage = getattr(study, "_storage", None)
+        if storage is None or not is_heartbeat_enabled(storage):
+            return None
+        return cls(storage, float(storage.get_heartbeat_interval()))
+
+    def watch(self, trial: Any) -> None:
+        with self.lock:
+            self.trial_ids.add(trial._trial_id)
+        self.storage.record_heartbeat(trial._trial_id)
+
+    def forget(self, trial: Any) -> None:
+        with self.lock:
+            self.trial_ids.discard(trial._trial_id)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.interval):
+            with self.lock:
+                ids = list(self.trial_ids)
+            for trial_id in ids:
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception:  # the trial finished meanwhile, or the database blinked
+                    _log.debug("heartbeat for trial %s failed", trial_id, exc_info=True)
+
+
 @dataclass
 class SearchOptions:
     n_trials: int
@@ -168,6 +226,9 @@ class Search:
         self.state = state or SearchState(options.n_trials)
         self.known: dict[int, MeasureResult] = {}
         self.seen: set[int] = set()
+        self.taken_in: set[int] = set()  # trial numbers already accounted for
+        self.elsewhere: set[int] = set()  # configs being measured by another process
+        self.heartbeat = _Heartbeat.start(study)
         self.attempts = 0
 
     def enqueue(self, configs: Sequence[ConfigEntity]) -> None:
@@ -176,18 +237,40 @@ class Search:
             self.study.enqueue_trial(self.encoding.encode(cfg), skip_if_exists=True)
 
     def restore(self) -> None:
-        """Take up a study that already holds trials (``resume``): its measured trials
-        count, and a trial left RUNNING by a run that was killed is failed (its candidate
-        is lost). Trials of live processes, or of other hosts (a shared database), are
-        left alone."""
+        """Take in the study's trials that this search has not seen yet.
+
+        Called once when a run resumes a study, and before each batch (so that several
+        processes tuning one study on a shared database see each other's work): measured
+        trials count towards ``n_trials`` and are never measured again; a trial RUNNING in
+        another live process keeps its config taken; a trial left RUNNING by a killed
+        process on this host is failed (its candidate is lost); with heartbeats on, Optuna
+        fails trials whose heartbeat went stale (a killed worker on another host) and its
+        retry callback asks for them again.
+        """
         from optuna.trial import TrialState
 
+        if self.heartbeat is not None:
+            from optuna.storages import fail_stale_trials
+
+            fail_stale_trials(self.study)
+        self.elsewhere.clear()
         for t in self.study.get_trials(deepcopy=False):
+            if t.number in self.taken_in:
+                continue
             index = t.user_attrs.get("config_index")
             if t.state == TrialState.RUNNING:
-                if _abandoned(t.user_attrs.get("owner")):
+                owner = t.user_attrs.get("owner")
+                if owner == OWNER:
+                    continue
+                if _abandoned(owner) and not _just_asked(t):
                     self.study.tell(t.number, state=TrialState.FAIL)
+                elif index is not None:
+                    self.seen.add(index)
+                    self.elsewhere.add(index)
                 continue
+            if t.state == TrialState.WAITING:
+                continue
+            self.taken_in.add(t.number)
             if index is None:
                 continue
             self.seen.add(index)
@@ -205,12 +288,20 @@ class Search:
         opt, state = self.opt, self.state
         limit = opt.max_attempts or 20 * opt.n_trials + 200
         while not state.stopped:
+            self.restore()
             batch = self._propose(min(opt.jobs, opt.n_trials - state.measured), limit)
             if batch:
+                for trial, _ in batch:
+                    if self.heartbeat is not None:
+                        self.heartbeat.watch(trial)
                 results = self.measurer.measure(self.task, [cfg for _, cfg in batch])
                 for (trial, cfg), result in zip(batch, results):
                     self._tell(trial, cfg, result)
+                    if self.heartbeat is not None:
+                        self.heartbeat.forget(trial)
             state.stopped = state.stopped or self._why_stop(limit)
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         return state
 
     def _why_stop(self, limit: int) -> str:
@@ -240,13 +331,16 @@ class Search:
         while (
             len(batch) < want and not self._why_stop(limit) and not self._batch_exhausts(in_batch)
         ):
-            trial = self.study.ask()
+            with warnings.catch_warnings():  # Optuna warns that ask/tell does not beat itself
+                warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+                trial = self.study.ask()
+            self.taken_in.add(trial.number)
             trial.set_user_attr("owner", OWNER)
             self.attempts += 1
             cfg = self.encoding.suggest(trial)
             self.seen.add(cfg.index)
             trial.set_user_attr("config_index", cfg.index)
-            if cfg.index in self.known or cfg.index in in_batch:
+            if cfg.index in self.known or cfg.index in in_batch or cfg.index in self.elsewhere:
                 self._tell_known(trial, cfg)
             elif not cfg.is_valid():
                 trial.set_user_attr("error", ErrorKind.INVALID_CONFIG.value)

@@ -85,24 +85,58 @@ def open_storage(storage: Any, records: str | Path | None) -> Any:
     text = str(storage)
     try:
         if "://" in text:
-            from optuna.storages import RDBStorage
-
-            return RDBStorage(text)
+            return _database_storage(text)
         return JournalStorage(JournalFileBackend(text))
     except Exception as e:  # a missing driver, a refused connection, an unwritable file
         raise ArgumentError(f"cannot open the Optuna storage '{text}': {e}") from e
 
 
+HEARTBEAT_INTERVAL = 10  # seconds between a running trial's heartbeats
+GRACE_PERIOD = 60  # a trial silent this long belongs to a dead worker: failed, retried
+
+
+def _database_storage(url: str) -> Any:
+    """A database storage for many runners tuning one study: heartbeats mark the trials a
+    live worker is measuring; one silent past the grace period (its worker was killed) is
+    failed and asked again once by the next worker that looks."""
+    import time
+    import warnings
+
+    from optuna.exceptions import ExperimentalWarning
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return RDBStorage(
+                    url,
+                    heartbeat_interval=HEARTBEAT_INTERVAL,
+                    grace_period=GRACE_PERIOD,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+                )
+        except Exception:
+            # Runners started together race to create the schema of an empty database;
+            # the loser finds it made on the next try.
+            if attempt == 2:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def create_study(
     task: Any, storage: Any, sampler: Any, study_name: str | None, resume: bool
 ) -> tuple[Any, bool]:
-    """The study, and whether it is fresh. Without ``resume`` a study of the same name is
-    replaced (the records file keeps its lines)."""
+    """The study, and whether it is fresh. Without ``resume`` a study of the same name in a
+    journal file is replaced (the records file keeps its lines); a study in a database is
+    always joined, since other runners may be tuning it now."""
     import optuna
+    from optuna.storages import RDBStorage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     name = study_name or f"ember-{task.key}"
     exists = storage is not None and name in optuna.get_all_study_names(storage)
+    resume = resume or isinstance(storage, RDBStorage)
     if exists and not resume:
         _log.info("replacing the existing study '%s' (pass resume=True to continue it)", name)
         optuna.delete_study(study_name=name, storage=storage)
