@@ -33,6 +33,7 @@ INTERP_LIMIT = 1 << 16  # tensor elements up to which the interpreter computes r
 
 def serve(conn: Any, role: str = "worker") -> None:
     """Answer requests on ``conn`` until it closes or a ``None`` arrives."""
+    _die_with_parent()
     import ember.driver  # noqa: F401  (load the compiler before the first deadline)
     import ember.runtime  # noqa: F401
     from ember.tuner.records import host_device_name
@@ -52,6 +53,18 @@ def serve(conn: Any, role: str = "worker") -> None:
         except Exception as e:  # a worker answers; the tuner decides what a failure means
             reply = {"error": "runtime", "message": _describe(e)}
         conn.send(reply)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when the tuner dies (even by SIGKILL), so a worker
+    stuck in a hanging candidate does not outlive it; elsewhere, a closed pipe ends it."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _describe(e: BaseException) -> str:
