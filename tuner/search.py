@@ -30,7 +30,6 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from ember.errors import ConfigError
@@ -40,7 +39,6 @@ from ember.tuner.space import ConfigEntity
 
 _log = logging.getLogger("ember.tuner")
 SAMPLERS = ("tpe", "random", "cmaes", "grid")
-OWNERLESS_GRACE = 60.0  # seconds a RUNNING trial may lack its owner attribute
 OWNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a trial, for resume
 
 
@@ -61,13 +59,6 @@ def _abandoned(owner: Any) -> bool:
     except PermissionError:
         return False
     return False
-
-
-def _just_asked(trial: Any) -> bool:
-    """A trial another process asked for a moment ago, before it could name its owner."""
-    if trial.user_attrs.get("owner") is not None or trial.datetime_start is None:
-        return False
-    return (datetime.now() - trial.datetime_start).total_seconds() < OWNERLESS_GRACE
 
 
 @dataclass(frozen=True)
@@ -262,7 +253,10 @@ class Search:
                 owner = t.user_attrs.get("owner")
                 if owner == OWNER:
                     continue
-                if _abandoned(owner) and not _just_asked(t):
+                # On a database the owner is written just after the ask, so a trial without
+                # one may be another worker's of a moment ago: heartbeats judge it there.
+                shared_and_young = owner is None and self.heartbeat is not None
+                if _abandoned(owner) and not shared_and_young:
                     self.study.tell(t.number, state=TrialState.FAIL)
                 elif index is not None:
                     self.seen.add(index)
