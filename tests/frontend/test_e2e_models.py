@@ -1,0 +1,86 @@
+"""Small whole models through from_onnx + ember.compile, against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.frontend.onnx_models import check_against_ort, helper, make_model
+
+
+def _cnn(rng: np.random.Generator, batch: int, h: int, w: int):
+    weights = {
+        "W1": rng.standard_normal((8, 3, 3, 3)).astype("float32") * 0.3,
+        "B1": rng.standard_normal(8).astype("float32"),
+        "W2": rng.standard_normal((12, 8, 3, 3)).astype("float32") * 0.2,
+        "B2": rng.standard_normal(12).astype("float32"),
+        "FC": rng.standard_normal((10, 12)).astype("float32"),
+        "FB": rng.standard_normal(10).astype("float32"),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "W1", "B1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        n("Relu", ["c1"], ["r1"], name="relu1"),
+        n("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        n("Conv", ["p1", "W2", "B2"], ["c2"], name="conv2", strides=[2, 2], pads=[0, 1, 1, 0]),
+        n("Relu", ["c2"], ["r2"], name="relu2"),
+        n("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+        n("Flatten", ["g"], ["f"], name="flatten"),
+        n("Gemm", ["f", "FC", "FB"], ["logits"], name="fc", transB=1),
+        n("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
+    ]
+    x = rng.standard_normal((batch, 3, h, w)).astype("float32")
+    return make_model(nodes, {"x": x}, ["probs"], weights), {"x": x}
+
+
+@pytest.mark.parametrize("batch,h,w", [(1, 16, 16), (3, 13, 11)])
+def test_small_cnn_matches_onnxruntime(rng, batch, h, w):
+    model, inputs = _cnn(rng, batch, h, w)
+    (probs,) = check_against_ort(model, inputs, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_mlp_with_shape_subgraph_matches_onnxruntime(rng):
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape folds to a constant at import."""
+    n = helper.make_node
+    w1 = rng.standard_normal((20, 33)).astype("float32")
+    b1 = rng.standard_normal(33).astype("float32")
+    w2 = rng.standard_normal((33, 7)).astype("float32")
+    nodes = [
+        n("Shape", ["x"], ["s"], name="shape"),
+        n("Gather", ["s", "zero"], ["batch"], name="take_batch", axis=0),
+        n("Unsqueeze", ["batch", "axes0"], ["batch1"], name="unsq"),
+        n("Concat", ["batch1", "minus1"], ["target"], name="cat", axis=0),
+        n("Reshape", ["x", "target"], ["flat"], name="flatten"),
+        n("MatMul", ["flat", "w1"], ["h0"], name="mm1"),
+        n("Add", ["h0", "b1"], ["h1"], name="bias1"),
+        n("Tanh", ["h1"], ["h2"], name="act"),
+        n("MatMul", ["h2", "w2"], ["y0"], name="mm2"),
+        n("Sigmoid", ["y0"], ["y"], name="out"),
+    ]
+    consts = {
+        "w1": w1,
+        "b1": b1,
+        "w2": w2,
+        "zero": np.array(0, dtype=np.int64),
+        "axes0": np.array([0], dtype=np.int64),
+        "minus1": np.array([-1], dtype=np.int64),
+    }
+    x = rng.standard_normal((5, 4, 5)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y"], consts)
+    check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-5)
+
+    import ember
+
+    graph = ember.frontend.from_onnx(model)
+    assert [nd.op for nd in graph.nodes] == [
+        "reshape",
+        "matmul",
+        "add",
+        "tanh",
+        "matmul",
+        "sigmoid",
+    ]
+    assert graph.values["target"].shape == (2,)
+    np.testing.assert_array_equal(graph.params["target"], [5, -1])
+    assert graph.values["flat"].shape == (5, 20)

@@ -1,0 +1,120 @@
+"""N-D max and average pooling over channel-first layouts, with ONNX's options.
+
+Pads (asymmetric), strides, dilations and ``ceil_mode`` are as ONNX defines them;
+positions outside the input never count: max pooling ignores them, average pooling
+divides by the number of real elements (``count_include_pad=False``) or by the
+window clipped to the padded extent (``True``). Global pooling is a window the
+size of the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ember.errors import ArgumentError
+from ember.tir import expr as E
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
+from ember.tir.topi.transform import static_shape
+
+
+def pool_out_size(size: int, k: int, s: int, d: int, lo: int, hi: int, ceil_mode: bool) -> int:
+    span = size + lo + hi - d * (k - 1) - 1
+    out = -(-span // s) + 1 if ceil_mode else span // s + 1
+    if ceil_mode and (out - 1) * s >= size + lo:  # the last window must start inside
+        out -= 1
+    return out
+
+
+def pool_nd(
+    X: Tensor,
+    kind: str,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int] | None = None,
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+    name: str = "pool",
+) -> Tensor:
+    """Pool the spatial dims of ``X`` (N, C, *spatial); ``kind`` is "max" or "avg"."""
+    xs = static_shape(X)
+    nsp = len(xs) - 2
+    if nsp < 1 or len(kernel) != nsp:
+        raise ArgumentError(f"pool: kernel {list(kernel)} does not fit input {list(xs)}")
+    if kind not in ("max", "avg"):
+        raise ArgumentError(f"pool: kind must be 'max' or 'avg', got {kind!r}")
+    dil = list(dilations or [1] * nsp)
+    lo, hi = list(pads[:nsp]), list(pads[nsp:])
+    sp = xs[2:]
+    out_sp = [
+        pool_out_size(sp[d], kernel[d], strides[d], dil[d], lo[d], hi[d], ceil_mode)
+        for d in range(nsp)
+    ]
+    if any(s <= 0 for s in out_sp):
+        raise ArgumentError(f"pool: output would be empty ({out_sp})")
+    rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
+
+    def window(n: E.PrimExpr, c: E.PrimExpr, y: Sequence[E.PrimExpr]) -> E.PrimExpr:
+        pos = [y[d] * strides[d] + rs[d] * dil[d] - lo[d] for d in range(nsp)]
+        inside = None
+        for d in range(nsp):
+            ok = E.logical_and(pos[d] >= 0, pos[d] < sp[d])
+            inside = ok if inside is None else E.logical_and(inside, ok)
+        clamped = [E.max_(E.min_(p, sp[d] - 1), 0) for d, p in enumerate(pos)]
+        fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
+        return E.select(inside, X[(n, c, *clamped)], fill)
+
+    reducer = te.max if kind == "max" else te.sum
+    red = te.compute(
+        (*xs[:2], *out_sp),
+        lambda *i: reducer(window(i[0], i[1], i[2:]), axis=tuple(rs)),
+        name=name if kind == "max" else f"{name}_sum",
+        tag=f"pool_{kind}",
+    )
+    if kind == "max":
+        return red
+
+    def count(y: Sequence[E.PrimExpr]) -> E.PrimExpr:
+        """Taps of the window that count: real elements, or padded extent if included."""
+        total: E.PrimExpr = E.const(1, "int32")
+        for d in range(nsp):
+            start = y[d] * strides[d] - lo[d]
+            first, stop = (-lo[d], sp[d] + hi[d]) if count_include_pad else (0, sp[d])
+            # taps start + m*dil (0 <= m < k) with first <= tap < stop
+            m_lo = E.max_((first - start + dil[d] - 1) // dil[d], 0)
+            m_hi = E.min_((stop - start + dil[d] - 1) // dil[d], kernel[d])
+            total = total * E.max_(m_hi - m_lo, 1)
+        return total
+
+    return te.compute(
+        red.shape,
+        lambda *i: red[i] / E.cast(X.dtype, count(i[2:])),
+        name=name,
+        tag="pool_avg",
+    )
+
+
+def softmax_axis(X: Tensor, axis: int, log: bool = False, name: str = "softmax") -> Tensor:
+    """Softmax (or log-softmax) of an N-D tensor along ``axis``, stabilised by the maximum."""
+    xs = static_shape(X)
+    n = xs[axis]
+    k1 = te.reduce_axis((0, n), name="k1")
+    k2 = te.reduce_axis((0, n), name="k2")
+    red_shape = xs[:axis] + xs[axis + 1 :]
+
+    def at(i: Sequence[E.PrimExpr], k: E.PrimExpr) -> tuple[E.PrimExpr, ...]:
+        return (*i[:axis], k, *i[axis:])
+
+    mx = te.compute(red_shape, lambda *i: te.max(X[at(i, k1)], axis=k1), name=f"{name}_max")
+    sm = te.compute(
+        red_shape, lambda *i: te.sum(te.exp(X[at(i, k2)] - mx[i]), axis=k2), name=f"{name}_sum"
+    )
+
+    def out(*i: E.PrimExpr) -> E.PrimExpr:
+        r = (*i[:axis], *i[axis + 1 :])
+        if log:
+            return X[i] - mx[r] - te.log(sm[r])
+        return te.exp(X[i] - mx[r]) / sm[r]
+
+    return te.compute(xs, out, name=name, tag="softmax")
