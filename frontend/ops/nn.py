@@ -21,7 +21,7 @@ from ember.tir import topi
 from ember.tir.topi.conv import conv_out_size
 from ember.tir.topi.pool import pool_out_size
 
-Types = Sequence[TensorType | None]
+Types = Sequence[TensorType]
 
 
 def _dim_out(size: Any, fn: Any) -> Any:
@@ -30,7 +30,6 @@ def _dim_out(size: Any, fn: Any) -> Any:
 
 def _infer_conv(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x, w = types[0], types[1]
-    assert x is not None and w is not None
     nsp = x.ndim - 2
     if nsp < 1 or w.ndim != x.ndim:
         raise ArgumentError(f"conv: input {x} and weights {w} ranks do not fit")
@@ -63,7 +62,6 @@ def conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_pool(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x = types[0]
-    assert x is not None
     k, s, p, d = attrs["kernel"], attrs["strides"], attrs["pads"], attrs["dilations"]
     nsp = len(k)
     if x.ndim != nsp + 2:
@@ -107,7 +105,6 @@ def avg_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_matmul(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     a, b = types[0], types[1]
-    assert a is not None and b is not None
     if a.ndim == 0 or b.ndim == 0:
         raise ArgumentError("matmul: operands must have at least one dimension")
     sa = (1, *a.shape) if a.ndim == 1 else a.shape
@@ -126,7 +123,6 @@ def matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_gemm(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     a, b = types[0], types[1]
-    assert a is not None and b is not None
     if a.ndim != 2 or b.ndim != 2:
         raise ArgumentError(f"gemm: A and B must be 2-D, got {a} and {b}")
     m = a.shape[1] if attrs["trans_a"] else a.shape[0]
@@ -143,7 +139,6 @@ def gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_softmax(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x = types[0]
-    assert x is not None
     if not 0 <= attrs["axis"] < max(x.ndim, 1):
         raise ArgumentError(f"softmax: axis {attrs['axis']} is out of range for {x}")
     return [x]

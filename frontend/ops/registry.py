@@ -8,8 +8,10 @@ A graph :class:`~ember.frontend.graph.Node` names an Ember op (``"conv2d"``,
   schedules read it: ELEMWISE/BROADCAST/INJECTIVE get the injective schedule,
   COMM_REDUCE/OUT_ELEMWISE_FUSABLE the reduction one).
 - ``infer(types, attrs) -> list[TensorType]``: the shape and dtype rule. It gets
-  one :class:`TensorType` per input (``None`` for an omitted optional input) and
-  the node's attributes, and returns the output types. It raises
+  one :class:`TensorType` per input and the node's attributes, and returns the
+  output types. Optional inputs are trailing: an op taking 2 to 3 inputs sees 2
+  when the bias is absent (a converter never passes a hole in the middle; it
+  passes a constant or an attribute instead). It raises
   :class:`ember.ArgumentError` for inputs the op cannot take (the importer adds
   which ONNX node it was). Symbolic dims (strings) may pass through it.
 - ``compute(inputs, attrs) -> list[te.Tensor]``: the tensor expression, built from
@@ -60,7 +62,7 @@ from ember.errors import ArgumentError, InternalError
 from ember.frontend.graph import TensorType
 from ember.frontend.op_kinds import OpKind
 
-InferFn = Callable[[Sequence[TensorType | None], dict[str, Any]], list[TensorType]]
+InferFn = Callable[[Sequence[TensorType], dict[str, Any]], list[TensorType]]
 ComputeFn = Callable[[Sequence[Any], dict[str, Any]], list[Any]]
 
 
@@ -76,9 +78,7 @@ class OpDef:
     num_outputs: int = 1
     doc: str = ""
 
-    def infer_types(
-        self, types: Sequence[TensorType | None], attrs: dict[str, Any]
-    ) -> list[TensorType]:
+    def infer_types(self, types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         """``infer`` with the arity checked first, so rules can unpack their inputs."""
         lo, hi = self.num_inputs
         if not lo <= len(types) <= hi:
@@ -133,9 +133,8 @@ def list_ops() -> list[str]:
 # ---- shape rules shared by many ops -------------------------------------------------
 
 
-def same_as_input(types: Sequence[TensorType | None], attrs: dict[str, Any]) -> list[TensorType]:
+def same_as_input(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     """The output has the first input's shape and dtype (unary elementwise ops)."""
-    assert types[0] is not None
     return [types[0]]
 
 
@@ -155,16 +154,13 @@ def broadcast_shapes(a: Sequence[Any], b: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def broadcast_same_dtype(
-    types: Sequence[TensorType | None], attrs: dict[str, Any]
-) -> list[TensorType]:
+def broadcast_same_dtype(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     """Output shape broadcast over all inputs; all inputs must share one dtype."""
     shape: tuple[Any, ...] = ()
-    dtypes = {t.dtype for t in types if t is not None}
+    dtypes = {t.dtype for t in types}
     if len(dtypes) != 1:
         raise ArgumentError(f"inputs have different dtypes {sorted(dtypes)}")
     for t in types:
-        assert t is not None
         shape = broadcast_shapes(shape, t.shape)
     return [TensorType(shape, dtypes.pop())]
 

@@ -16,12 +16,11 @@ from ember.frontend.op_kinds import INJECTIVE
 from ember.frontend.ops.registry import register_op
 from ember.tir import topi
 
-Types = Sequence[TensorType | None]
+Types = Sequence[TensorType]
 
 
 def _infer_reshape(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x = types[0]
-    assert x is not None
     shape = attrs["shape"]
     if x.is_static and x.size != TensorType(shape, x.dtype).size:
         raise ArgumentError(f"reshape: cannot reshape {x} into {list(shape)}")
@@ -35,7 +34,6 @@ def reshape(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_transpose(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x = types[0]
-    assert x is not None
     perm = attrs["perm"]
     if sorted(perm) != list(range(x.ndim)):
         raise ArgumentError(f"transpose: perm {list(perm)} is not a permutation of {x.ndim} axes")
@@ -50,10 +48,8 @@ def transpose(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 def _infer_concat(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     axis = attrs["axis"]
     first = types[0]
-    assert first is not None
     total: Any = 0
     for t in types:
-        assert t is not None
         same = t.ndim == first.ndim and t.dtype == first.dtype
         if not same or any(
             a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis
@@ -75,7 +71,6 @@ def concat(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_gather(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x, idx = types[0], types[1]
-    assert x is not None and idx is not None
     axis = attrs["axis"]
     if not idx.dtype.startswith("int"):
         raise ArgumentError(f"gather: indices must be integers, got {idx.dtype}")
