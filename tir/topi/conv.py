@@ -14,6 +14,7 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.pool import padded_read
 from ember.tir.topi.transform import static_shape
 
 
@@ -59,17 +60,8 @@ def conv_nd(
     def f(n: E.PrimExpr, o: E.PrimExpr, *y: E.PrimExpr) -> E.PrimExpr:
         c = rc if groups == 1 else (o // og) * Cg + rc
         pos = [y[d] * strides[d] + rs[d] * dilations[d] - lo[d] for d in range(nsp)]
-        inside = None
-        for d in range(nsp):
-            if lo[d] == 0 and hi[d] == 0:
-                continue
-            ok = E.logical_and(pos[d] >= 0, pos[d] < spatial[d])
-            inside = ok if inside is None else E.logical_and(inside, ok)
-        if inside is None:
-            val = X[(n, c, *pos)]
-        else:
-            clamped = [E.max_(E.min_(p, spatial[d] - 1), 0) for d, p in enumerate(pos)]
-            val = E.select(inside, X[(n, c, *clamped)], E.const(0, X.dtype))
+        padded = any(lo) or any(hi)
+        val = padded_read(X, (n, c), pos, E.const(0, X.dtype)) if padded else X[(n, c, *pos)]
         return te.sum(val * W[(o, rc, *rs)], axis=(rc, *rs))
 
     out = te.compute(

@@ -10,6 +10,8 @@ size of the input.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir import expr as E
@@ -24,6 +26,54 @@ def pool_out_size(size: int, k: int, s: int, d: int, lo: int, hi: int, ceil_mode
     if ceil_mode and (out - 1) * s >= size + lo:  # the last window must start inside
         out -= 1
     return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """A sliding window over the spatial dims: sizes, strides, dilations, begin/end pads."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dil: tuple[int, ...]
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+    def taps(self, y: Sequence[E.PrimExpr], r: Sequence[Any]) -> list[E.PrimExpr]:
+        """Input positions of tap ``r`` of the window at output ``y`` (may be in the padding)."""
+        return [y[d] * self.strides[d] + r[d] * self.dil[d] - self.lo[d] for d in range(len(y))]
+
+    def count(self, y: Sequence[E.PrimExpr], include_pad: bool) -> E.PrimExpr:
+        """Taps of the window that count: real elements, or the padded extent if included."""
+        total: E.PrimExpr = E.const(1, "int32")
+        for d in range(len(y)):
+            start, dil = y[d] * self.strides[d] - self.lo[d], self.dil[d]
+            first, stop = (
+                (-self.lo[d], self.sizes[d] + self.hi[d]) if include_pad else (0, self.sizes[d])
+            )
+            # taps start + m*dil (0 <= m < k) with first <= tap < stop
+            m_lo = E.max_((first - start + dil - 1) // dil, 0)
+            m_hi = E.min_((stop - start + dil - 1) // dil, self.kernel[d])
+            total = total * E.max_(m_hi - m_lo, 1)
+        return total
+
+
+def padded_read(
+    X: Tensor, lead: Sequence[E.PrimExpr], pos: Sequence[E.PrimExpr], fill: E.PrimExpr
+) -> E.PrimExpr:
+    """``X[*lead, *pos]``, or ``fill`` where ``pos`` falls outside X's trailing dims.
+
+    The index is clamped as well, so the load stays in bounds whichever branch a
+    vectorized select evaluates.
+    """
+    sizes = static_shape(X)[len(lead) :]
+    inside = None
+    for p, n in zip(pos, sizes):
+        ok = E.logical_and(p >= 0, p < n)
+        inside = ok if inside is None else E.logical_and(inside, ok)
+    clamped = [E.max_(E.min_(p, n - 1), 0) for p, n in zip(pos, sizes)]
+    value = X[(*lead, *clamped)]
+    return value if inside is None else E.select(inside, value, fill)
 
 
 def pool_nd(
@@ -44,52 +94,28 @@ def pool_nd(
         raise ArgumentError(f"pool: kernel {list(kernel)} does not fit input {list(xs)}")
     if kind not in ("max", "avg"):
         raise ArgumentError(f"pool: kind must be 'max' or 'avg', got {kind!r}")
-    dil = list(dilations or [1] * nsp)
-    lo, hi = list(pads[:nsp]), list(pads[nsp:])
-    sp = xs[2:]
+    dil = tuple(dilations or (1,) * nsp)
+    w = Window(tuple(kernel), tuple(strides), dil, tuple(pads[:nsp]), tuple(pads[nsp:]), xs[2:])
     out_sp = [
-        pool_out_size(sp[d], kernel[d], strides[d], dil[d], lo[d], hi[d], ceil_mode)
+        pool_out_size(w.sizes[d], kernel[d], strides[d], dil[d], w.lo[d], w.hi[d], ceil_mode)
         for d in range(nsp)
     ]
     if any(s <= 0 for s in out_sp):
         raise ArgumentError(f"pool: output would be empty ({out_sp})")
     rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
-
-    def window(n: E.PrimExpr, c: E.PrimExpr, y: Sequence[E.PrimExpr]) -> E.PrimExpr:
-        pos = [y[d] * strides[d] + rs[d] * dil[d] - lo[d] for d in range(nsp)]
-        inside = None
-        for d in range(nsp):
-            ok = E.logical_and(pos[d] >= 0, pos[d] < sp[d])
-            inside = ok if inside is None else E.logical_and(inside, ok)
-        clamped = [E.max_(E.min_(p, sp[d] - 1), 0) for d, p in enumerate(pos)]
-        fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
-        return E.select(inside, X[(n, c, *clamped)], fill)
-
+    fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
     reducer = te.max if kind == "max" else te.sum
     red = te.compute(
         (*xs[:2], *out_sp),
-        lambda *i: reducer(window(i[0], i[1], i[2:]), axis=tuple(rs)),
+        lambda *i: reducer(padded_read(X, i[:2], w.taps(i[2:], rs), fill), axis=tuple(rs)),
         name=name if kind == "max" else f"{name}_sum",
         tag=f"pool_{kind}",
     )
     if kind == "max":
         return red
-
-    def count(y: Sequence[E.PrimExpr]) -> E.PrimExpr:
-        """Taps of the window that count: real elements, or padded extent if included."""
-        total: E.PrimExpr = E.const(1, "int32")
-        for d in range(nsp):
-            start = y[d] * strides[d] - lo[d]
-            first, stop = (-lo[d], sp[d] + hi[d]) if count_include_pad else (0, sp[d])
-            # taps start + m*dil (0 <= m < k) with first <= tap < stop
-            m_lo = E.max_((first - start + dil[d] - 1) // dil[d], 0)
-            m_hi = E.min_((stop - start + dil[d] - 1) // dil[d], kernel[d])
-            total = total * E.max_(m_hi - m_lo, 1)
-        return total
-
     return te.compute(
         red.shape,
-        lambda *i: red[i] / E.cast(X.dtype, count(i[2:])),
+        lambda *i: red[i] / E.cast(X.dtype, w.count(i[2:], count_include_pad)),
         name=name,
         tag="pool_avg",
     )
