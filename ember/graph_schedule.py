@@ -34,6 +34,20 @@ def _stages_kept(s: Schedule, outputs: list[Any]) -> list[Any]:
     return kept
 
 
+def _schedule_reduction_cpu(st: Any, axes: list[Any]) -> None:
+    """Outer spatial axes in parallel; the reduction outside a vector of the last axis, so
+    each vector lane accumulates its own output (conv rows, matmul columns)."""
+    *outer, last = axes
+    red = list(st.op.reduce_axis)
+    if int(last.dom.extent.value) >= VECTOR:
+        lo, li = st.split(last, factor=VECTOR)
+        st.reorder(*outer, lo, *red, li)
+        st.vectorize(li)
+        outer = [*outer, lo] if not outer else outer
+    if outer:
+        st.parallel(st.fuse(*outer) if len(outer) > 1 else outer[0])
+
+
 def schedule_cpu(outputs: list[Any]) -> Schedule:
     s = create_schedule([t.op for t in outputs])
     for st in _stages_kept(s, outputs):
@@ -41,7 +55,7 @@ def schedule_cpu(outputs: list[Any]) -> Schedule:
         if not axes:
             continue
         if st.op.reduce_axis:
-            st.parallel(st.fuse(*axes) if len(axes) > 1 else axes[0])
+            _schedule_reduction_cpu(st, axes)
             continue
         *outer, last = axes
         lo, li = st.split(last, factor=VECTOR)
