@@ -17,6 +17,7 @@ from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te.tensor import ComputeOp
 
 VECTOR = 8
+ROWS = 4
 THREADS = 256
 
 
@@ -34,18 +35,23 @@ def _stages_kept(s: Schedule, outputs: list[Any]) -> list[Any]:
     return kept
 
 
-def _schedule_reduction_cpu(st: Any, axes: list[Any]) -> None:
-    """Outer spatial axes in parallel; the reduction outside a vector of the last axis, so
-    each vector lane accumulates its own output (conv rows, matmul columns)."""
-    *outer, last = axes
-    red = list(st.op.reduce_axis)
-    if int(last.dom.extent.value) >= VECTOR:
-        lo, li = st.split(last, factor=VECTOR)
-        st.reorder(*outer, lo, *red, li)
-        st.vectorize(li)
-        outer = [*outer, lo] if not outer else outer
-    if outer:
-        st.parallel(st.fuse(*outer) if len(outer) > 1 else outer[0])
+def _schedule_reduction_cpu(s: Schedule, st: Any, axes: list[Any]) -> None:
+    """A register tile of ROWS x VECTOR outputs accumulates in a local buffer with the
+    reduction outside it (each vector lane its own output: conv rows, matmul columns);
+    the leading axes and the row blocks run in parallel."""
+    *lead, i, j = axes
+    acc = s.cache_write(st.op.output(0), "local")
+    jo, ji = st.split(j, factor=VECTOR)
+    io, ii = st.split(i, factor=ROWS)
+    st.reorder(*lead, io, jo, ii, ji)
+    st.vectorize(ji)
+    st.parallel(st.fuse(*lead, io) if lead else io)
+    s[acc].compute_at(st, jo)
+    *_, ic, jc = s[acc].op.axis
+    s[acc].reorder(*s[acc].op.reduce_axis, ic, jc)
+    # no unroll(ic): LLVM miscompiled an unrolled local accumulator under a max reduction
+    # with padding selects (see the report of branch fecore); the vector lanes suffice.
+    s[acc].vectorize(jc)
 
 
 def schedule_cpu(outputs: list[Any]) -> Schedule:
@@ -55,7 +61,10 @@ def schedule_cpu(outputs: list[Any]) -> Schedule:
         if not axes:
             continue
         if st.op.reduce_axis:
-            _schedule_reduction_cpu(st, axes)
+            if len(axes) >= 2 and st.op.num_outputs == 1:
+                _schedule_reduction_cpu(s, st, axes)
+            else:
+                st.parallel(st.fuse(*axes) if len(axes) > 1 else axes[0])
             continue
         *outer, last = axes
         lo, li = st.split(last, factor=VECTOR)
