@@ -19,6 +19,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="run every case, not only supported ops")
     ap.add_argument("--op", action="append", default=[], help="only cases using this op type")
+    ap.add_argument(
+        "--target", default="llvm", help="llvm, or cuda (set EMBER_CUDA_EMULATE=1 without a GPU)"
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     args = ap.parse_args()
 
@@ -34,7 +37,7 @@ def main() -> None:
             continue
         if not args.all and not (ops and ops <= supported):
             continue
-        r = run_case(name)
+        r = run_case(name, target=args.target)
         results.append(r)
         if args.verbose and r.status != "pass":
             print(f"{r.name:60s} {r.status:12s} {r.detail[:100]}")

@@ -51,3 +51,22 @@ def test_node_case(case: str) -> None:
         assert result.status != "pass", f"{case} passes now: remove it from EXPECTED_FAILURES"
         pytest.xfail(EXPECTED_FAILURES[case])
     assert result.status == "pass", f"{result.status}: {result.detail}"
+
+
+CUDA_EXPECTED_FAILURES = {
+    **EXPECTED_FAILURES,
+    "test_matmul_1d_1d": "a 0-d output has no axis to bind to GPU threads",
+}
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("case", CASES)
+def test_node_case_cuda_emulated(case: str, monkeypatch) -> None:
+    """The same cases for target="cuda" (generic thread-binding schedule), in the emulator."""
+    pytest.importorskip("cuda")
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    result = run_case(case, target="cuda")
+    if case in CUDA_EXPECTED_FAILURES:
+        assert result.status != "pass", f"{case} passes now: remove it from the expected failures"
+        pytest.xfail(CUDA_EXPECTED_FAILURES[case])
+    assert result.status == "pass", f"{result.status}: {result.detail}"
