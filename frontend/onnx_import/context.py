@@ -57,6 +57,7 @@ class GraphBuilder:
     ) -> list[str]:
         """Add ``op`` (typed, or folded to params when every input is constant)."""
         definition = get_op(op)
+        definition.check_attrs(attrs)
         types = [self.values[i].type for i in inputs]
         out_types = definition.infer_types(types, attrs)
         base = where[0] or op

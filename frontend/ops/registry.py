@@ -78,6 +78,15 @@ class OpDef:
     num_outputs: int = 1
     doc: str = ""
 
+    def check_attrs(self, attrs: dict[str, Any]) -> None:
+        """Attributes must be plain hashable values (they key the kernel cache)."""
+        for key, value in attrs.items():
+            if not _plain(value):
+                raise InternalError(
+                    f"op '{self.name}': attribute '{key}' = {value!r} is not a plain value "
+                    "(int, float, str, bool, None or tuples of them); normalize it in the converter"
+                )
+
     def infer_types(self, types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         """``infer`` with the arity checked first, so rules can unpack their inputs."""
         lo, hi = self.num_inputs
@@ -90,6 +99,12 @@ class OpDef:
                 f"op '{self.name}' inferred {len(out)} outputs, declares {self.num_outputs}"
             )
         return out
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 _OPS: dict[str, OpDef] = {}

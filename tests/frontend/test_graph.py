@@ -95,3 +95,12 @@ def test_converter_rules_are_per_opset():
     assert old is not None and new is not None and old.fn is not new.fn
     assert find_converter("Add", "", 6) is None  # the legacy broadcast attribute form
     assert find_converter("Relu", "com.microsoft", 1) is None
+
+
+def test_attributes_must_be_plain_values():
+    reshape = get_op("reshape")
+    reshape.check_attrs({"shape": (2, 3)})
+    with pytest.raises(InternalError, match="attribute 'shape'"):
+        reshape.check_attrs({"shape": [2, 3]})
+    with pytest.raises(InternalError, match="normalize it in the converter"):
+        reshape.check_attrs({"shape": np.array([2, 3])})
