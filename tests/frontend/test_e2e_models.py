@@ -84,3 +84,33 @@ def test_mlp_with_shape_subgraph_matches_onnxruntime(rng):
     assert graph.values["target"].shape == (2,)
     np.testing.assert_array_equal(graph.params["target"], [5, -1])
     assert graph.values["flat"].shape == (5, 20)
+
+
+def test_residual_blocks_with_intermediate_outputs(rng):
+    """Branches and joins (a value read by two nodes, an output also read later) exercise
+    the memory plan: a buffer is reused only after its last reader."""
+    n = helper.make_node
+    c = 6
+    weights = {f"w{k}": rng.standard_normal((c, c, 3, 3)).astype("float32") * 0.2 for k in range(4)}
+    nodes = [n("Relu", ["x"], ["a0"], name="in")]
+    prev = "a0"
+    for blk in range(2):
+        nodes += [
+            n("Conv", [prev, f"w{2 * blk}"], [f"c{blk}a"], name=f"conv{blk}a", pads=[1, 1, 1, 1]),
+            n("Relu", [f"c{blk}a"], [f"r{blk}"], name=f"relu{blk}"),
+            n(
+                "Conv",
+                [f"r{blk}", f"w{2 * blk + 1}"],
+                [f"c{blk}b"],
+                name=f"conv{blk}b",
+                pads=[1, 1, 1, 1],
+            ),
+            n("Add", [f"c{blk}b", prev], [f"s{blk}"], name=f"skip{blk}"),
+            n("Relu", [f"s{blk}"], [f"a{blk + 1}"], name=f"out{blk}"),
+        ]
+        prev = f"a{blk + 1}"
+    nodes.append(n("GlobalAveragePool", [prev], ["pooled"], name="gap"))
+    x = rng.standard_normal((2, c, 9, 7)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["pooled", "a1"], weights)
+    outs = check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-5)
+    assert [o.shape for o in outs] == [(2, c, 1, 1), (2, c, 9, 7)]
