@@ -19,6 +19,22 @@ from ember.tir.te.tensor import ComputeOp
 VECTOR = 8
 ROWS = 4
 THREADS = 256
+# Below this many multiply-adds (or elements moved) a stage runs on one thread: waking
+# the thread pool costs more than the work.
+PARALLEL_MIN_WORK = 1 << 15
+
+
+def _work(st: Any) -> int:
+    """Loop iterations of a stage: output elements times the reduction's extent."""
+    n = 1
+    for iv in (*st.op.axis, *st.op.reduce_axis):
+        n *= int(iv.dom.extent.value)
+    return n
+
+
+def _parallel(st: Any, axis: Any, work: int | None = None) -> None:
+    if (_work(st) if work is None else work) >= PARALLEL_MIN_WORK:
+        st.parallel(axis)
 
 
 def _stages_kept(s: Schedule, outputs: list[Any]) -> list[Any]:
@@ -40,12 +56,13 @@ def _schedule_reduction_cpu(s: Schedule, st: Any, axes: list[Any]) -> None:
     reduction outside it (each vector lane its own output: conv rows, matmul columns);
     the leading axes and the row blocks run in parallel."""
     *lead, i, j = axes
+    work = _work(st)  # before cache_write turns the stage into a copy
     acc = s.cache_write(st.op.output(0), "local")
     jo, ji = st.split(j, factor=VECTOR)
     io, ii = st.split(i, factor=ROWS)
     st.reorder(*lead, io, jo, ii, ji)
     st.vectorize(ji)
-    st.parallel(st.fuse(*lead, io) if lead else io)
+    _parallel(st, st.fuse(*lead, io) if lead else io, work)
     s[acc].compute_at(st, jo)
     *_, ic, jc = s[acc].op.axis
     s[acc].reorder(*s[acc].op.reduce_axis, ic, jc)
@@ -64,12 +81,12 @@ def schedule_cpu(outputs: list[Any]) -> Schedule:
             if len(axes) >= 2 and st.op.num_outputs == 1:
                 _schedule_reduction_cpu(s, st, axes)
             else:
-                st.parallel(st.fuse(*axes) if len(axes) > 1 else axes[0])
+                _parallel(st, st.fuse(*axes) if len(axes) > 1 else axes[0])
             continue
         *outer, last = axes
         lo, li = st.split(last, factor=VECTOR)
         st.vectorize(li)
-        st.parallel(st.fuse(*outer) if outer else lo)
+        _parallel(st, st.fuse(*outer) if outer else lo)
     return s
 
 
