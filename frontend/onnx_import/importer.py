@@ -47,7 +47,9 @@ def load_model(model: Any) -> Any:
                 data = f.read()
         except OSError as e:
             raise InvalidModelError(f"cannot read ONNX model '{model}': {e}") from e
-        model = _parse(onnx, data, str(model))
+        path = model
+        model = _parse(onnx, data, str(path))
+        _load_external_data(model, str(path))
     elif isinstance(model, (bytes, bytearray)):
         model = _parse(onnx, bytes(model), "<bytes>")
     elif not isinstance(model, onnx.ModelProto):
@@ -59,6 +61,18 @@ def load_model(model: Any) -> Any:
     except Exception as e:  # onnx.checker.ValidationError and friends
         raise InvalidModelError(f"the ONNX model is not valid: {e}") from e
     return model
+
+
+def _load_external_data(model: Any, path: str) -> None:
+    """Initializers kept in files beside the model (models over 2 GB) are read in."""
+    from onnx import external_data_helper as ext
+
+    if not any(ext.uses_external_data(t) for t in model.graph.initializer):
+        return
+    try:
+        ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except Exception as e:  # missing or short data files
+        raise InvalidModelError(f"cannot read the external data of '{path}': {e}") from e
 
 
 def _parse(onnx: Any, data: bytes, where: str) -> Any:
@@ -101,20 +115,47 @@ def check_supported(model: Any) -> None:
         )
 
 
-def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
+SUPPORTED_DTYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+)  # fmt: skip
+
+
+def _elem_dtype(vi: Any) -> str:
     from onnx import helper
 
-    tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
         raise UnsupportedOperatorError(
-            f"input '{vi.name}' is not a tensor (sequences and maps are unsupported)"
+            f"input '{vi.name}' is not a tensor (sequences, maps and optionals are unsupported)"
         )
-    dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
-    dims: list[Any] = []
-    for k, d in enumerate(tt.shape.dim):
-        dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or f"{vi.name}_d{k}"))
-    if vi.name in shapes:
-        fixed = tuple(int(s) for s in shapes[vi.name])
+    elem = vi.type.tensor_type.elem_type
+    try:
+        dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(elem)))
+    except (KeyError, TypeError, ValueError):
+        dtype = f"ONNX type {elem}"
+    if dtype not in SUPPORTED_DTYPES:
+        raise UnsupportedOperatorError(
+            f"input '{vi.name}' has dtype {dtype}, which Ember does not support"
+        )
+    return dtype
+
+
+def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
+    """An input's type; ``shapes[name]`` fixes its symbolic dims (and must fit the known ones)."""
+    dtype = _elem_dtype(vi)
+    tt = vi.type.tensor_type
+    fixed = tuple(int(s) for s in shapes[vi.name]) if vi.name in shapes else None
+    if not tt.HasField("shape"):
+        if fixed is None:
+            raise ArgumentError(
+                f"input '{vi.name}' has no shape in the model; pass shapes={{'{vi.name}': ...}}"
+            )
+        return TensorType(fixed, dtype)
+    dims: list[Any] = [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or f"{vi.name}_d{k}")
+        for k, d in enumerate(tt.shape.dim)
+    ]
+    if fixed is not None:
         if len(fixed) != len(dims) or any(
             isinstance(a, int) and a != b for a, b in zip(dims, fixed)
         ):

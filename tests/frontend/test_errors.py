@@ -115,3 +115,36 @@ def test_symbolic_input_needs_shapes(rng):
         ember.frontend.from_onnx(model, shapes={"x": (3, 5)})
     with pytest.raises(ember.ArgumentError, match="unknown inputs"):
         ember.frontend.from_onnx(model, shapes={"y": (3, 4)})
+
+
+def test_unsupported_input_dtype():
+    from onnx import TensorProto
+
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"], name="i")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.STRING, [2])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ember.UnsupportedOperatorError, match="input 'x' has dtype object"):
+        ember.frontend.from_onnx(model)
+
+
+def test_external_data_is_loaded_and_missing_data_is_invalid(tmp_path, rng):
+    import onnx
+
+    x = rng.standard_normal((3, 40)).astype("float32")
+    w = rng.standard_normal((40, 50)).astype("float32")
+    model = make_model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], {"x": x}, ["y"], {"w": w}
+    )
+    path = tmp_path / "big.onnx"
+    onnx.save_model(
+        model, str(path), save_as_external_data=True, location="w.bin", size_threshold=0
+    )
+    lib = ember.compile(str(path))
+    np.testing.assert_allclose(lib.run({"x": x})[0], x @ w, rtol=1e-4, atol=1e-4)
+    (tmp_path / "w.bin").write_bytes(b"\\0" * 10)
+    with pytest.raises(ember.InvalidModelError, match="external data"):
+        ember.frontend.from_onnx(str(path))
