@@ -38,13 +38,16 @@ def _parallel(st: Any, axis: Any, work: int | None = None) -> None:
 
 
 def _stages_kept(s: Schedule, outputs: list[Any]) -> list[Any]:
-    """Inline every compute without a reduction that is not an output; return the rest."""
+    """Inline every compute without a reduction that is not an output; return the rest.
+
+    Padding stages stay: a reduction reading a padded copy indexes it affinely and
+    vectorizes, where an inlined bounds test per tap would not."""
     out_ops = {id(t.op) for t in outputs}
     kept = []
     for st in s.stages:
         if not isinstance(st.op, ComputeOp):
             continue
-        if id(st.op) in out_ops or st.op.reduce_axis:
+        if id(st.op) in out_ops or st.op.reduce_axis or st.op.tag == "pad":
             kept.append(st)
         else:
             st.compute_inline()

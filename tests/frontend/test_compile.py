@@ -87,10 +87,10 @@ def test_kernel_direct(rng):
 @pytest.mark.nvrtc
 def test_cuda_target_through_the_emulator(rng, monkeypatch):
     pytest.importorskip("cuda")
-    from tests.frontend.test_e2e_models import _cnn
+    from ember.frontend.testing.models import small_cnn
 
     monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
-    model, inputs = _cnn(rng, 1, 8, 7)
+    model, inputs = small_cnn(rng, 1, 8, 7)
     lib = ember.compile(model, target="cuda")
     assert lib.target.startswith("cuda")
     got = lib.run(inputs)[0]

@@ -5,37 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ember.frontend.testing.models import mlp, small_cnn
 from tests.frontend.onnx_models import check_against_ort, helper, make_model
-
-
-def _cnn(rng: np.random.Generator, batch: int, h: int, w: int):
-    weights = {
-        "W1": rng.standard_normal((8, 3, 3, 3)).astype("float32") * 0.3,
-        "B1": rng.standard_normal(8).astype("float32"),
-        "W2": rng.standard_normal((12, 8, 3, 3)).astype("float32") * 0.2,
-        "B2": rng.standard_normal(12).astype("float32"),
-        "FC": rng.standard_normal((10, 12)).astype("float32"),
-        "FB": rng.standard_normal(10).astype("float32"),
-    }
-    n = helper.make_node
-    nodes = [
-        n("Conv", ["x", "W1", "B1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-        n("Relu", ["c1"], ["r1"], name="relu1"),
-        n("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
-        n("Conv", ["p1", "W2", "B2"], ["c2"], name="conv2", strides=[2, 2], pads=[0, 1, 1, 0]),
-        n("Relu", ["c2"], ["r2"], name="relu2"),
-        n("GlobalAveragePool", ["r2"], ["g"], name="gap"),
-        n("Flatten", ["g"], ["f"], name="flatten"),
-        n("Gemm", ["f", "FC", "FB"], ["logits"], name="fc", transB=1),
-        n("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
-    ]
-    x = rng.standard_normal((batch, 3, h, w)).astype("float32")
-    return make_model(nodes, {"x": x}, ["probs"], weights), {"x": x}
 
 
 @pytest.mark.parametrize("batch,h,w", [(1, 16, 16), (3, 13, 11)])
 def test_small_cnn_matches_onnxruntime(rng, batch, h, w):
-    model, inputs = _cnn(rng, batch, h, w)
+    model, inputs = small_cnn(rng, batch, h, w)
     (probs,) = check_against_ort(model, inputs, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
 
@@ -114,3 +90,8 @@ def test_residual_blocks_with_intermediate_outputs(rng):
     model = make_model(nodes, {"x": x}, ["pooled", "a1"], weights)
     outs = check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-5)
     assert [o.shape for o in outs] == [(2, c, 1, 1), (2, c, 9, 7)]
+
+
+def test_mlp_builder_matches_onnxruntime(rng):
+    model, inputs = mlp(rng, batch=5, sizes=(33, 17, 9, 4))
+    check_against_ort(model, inputs, rtol=1e-4, atol=1e-5)

@@ -22,6 +22,28 @@ def conv_out_size(size: int, k: int, stride: int, dil: int, pad_lo: int, pad_hi:
     return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
 
 
+def pad_spatial(
+    X: Tensor, lo: Sequence[int], hi: Sequence[int], name: str = "pad", value: float = 0.0
+) -> Tensor:
+    """``X`` with its trailing dims padded by ``lo``/``hi`` elements of ``value``.
+
+    A separate stage (tag ``"pad"``): the convolution that reads it then indexes affinely,
+    so its inner loop vectorizes; a schedule may still inline it.
+    """
+    if not any(lo) and not any(hi):
+        return X
+    xs = static_shape(X)
+    lead = len(xs) - len(lo)
+    shape = (*xs[:lead], *(n + a + b for n, a, b in zip(xs[lead:], lo, hi)))
+    fill = E.const(value, X.dtype)
+
+    def f(*i: E.PrimExpr) -> E.PrimExpr:
+        pos = [p - a for p, a in zip(i[lead:], lo)]
+        return padded_read(X, i[:lead], pos, fill)
+
+    return te.compute(shape, f, name=name, tag="pad")
+
+
 def conv_nd(
     X: Tensor,
     W: Tensor,
@@ -34,7 +56,8 @@ def conv_nd(
 ) -> Tensor:
     """``out[n, o, *y] = sum_{c, *r} X[n, g*Cg + c, *(y*s + r*d - pad)] * W[o, c, *r] (+ b[o])``.
 
-    ``pads`` is ONNX's ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``.
+    ``pads`` is ONNX's ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``; padding is a
+    separate stage (:func:`pad_spatial`).
     """
     xs, ws = static_shape(X), static_shape(W)
     nsp = len(xs) - 2
@@ -57,12 +80,12 @@ def conv_nd(
     rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
     og = O // groups
 
+    P = pad_spatial(X, lo, hi, name=f"{name}_pad")
+
     def f(n: E.PrimExpr, o: E.PrimExpr, *y: E.PrimExpr) -> E.PrimExpr:
         c = rc if groups == 1 else (o // og) * Cg + rc
-        pos = [y[d] * strides[d] + rs[d] * dilations[d] - lo[d] for d in range(nsp)]
-        padded = any(lo) or any(hi)
-        val = padded_read(X, (n, c), pos, E.const(0, X.dtype)) if padded else X[(n, c, *pos)]
-        return te.sum(val * W[(o, rc, *rs)], axis=(rc, *rs))
+        pos = [y[d] * strides[d] + rs[d] * dilations[d] for d in range(nsp)]
+        return te.sum(P[(n, c, *pos)] * W[(o, rc, *rs)], axis=(rc, *rs))
 
     out = te.compute(
         (N, O, *out_sp), lambda *i: f(*i), name=name if bias is None else f"{name}_nb", tag="conv"
