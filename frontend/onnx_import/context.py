@@ -100,9 +100,11 @@ def _attr_value(a: Any) -> Any:
 class ConvertContext:
     """One ONNX node as its converter sees it."""
 
-    def __init__(self, node: Any, env: dict[str, str], builder: GraphBuilder, opset: int) -> None:
+    def __init__(
+        self, node: Any, name: str, env: dict[str, str], builder: GraphBuilder, opset: int
+    ) -> None:
         self.node = node
-        self.name = node.name
+        self.name = name  # the ONNX node's name, or "<op_type>_<index>" when it has none
         self.op_type = node.op_type
         self.opset = opset
         self.num_outputs = len(node.output)

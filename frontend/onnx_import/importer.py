@@ -188,22 +188,25 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
             f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
         )
     opsets = _opsets(proto)
-    for node in g.node:
-        _convert_node(node, env, b, opsets)
+    for index, node in enumerate(g.node):
+        _convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
     outputs = [_bind_output(o.name, env, b) for o in g.output]
     name = g.name or "main"
     return Graph(inputs, outputs, b.nodes, b.params, b.values, name=name).verify()
 
 
-def _convert_node(node: Any, env: dict[str, str], b: GraphBuilder, opsets: dict[str, int]) -> None:
+def _convert_node(
+    node: Any, name: str, env: dict[str, str], b: GraphBuilder, opsets: dict[str, int]
+) -> None:
+    """Run ``node``'s converter; its outputs take the ONNX names where they are new values."""
     domain = "" if node.domain == "ai.onnx" else node.domain
     opset = opsets.get(domain, 1)
     rule = find_converter(node.op_type, domain, opset)
     assert rule is not None  # check_supported ran first
-    ctx = ConvertContext(node, env, b, opset)
+    ctx = ConvertContext(node, name, env, b, opset)
     start = len(b.nodes)
     known = set(b.values)
-    where = f"while converting ONNX node '{node.name}' ({node.op_type})"
+    where = f"while converting ONNX node '{name}' ({node.op_type})"
     try:
         results = rule.fn(ctx)
     except EmberError as e:

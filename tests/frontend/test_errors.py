@@ -148,3 +148,15 @@ def test_external_data_is_loaded_and_missing_data_is_invalid(tmp_path, rng):
     (tmp_path / "w.bin").write_bytes(b"\\0" * 10)
     with pytest.raises(ember.InvalidModelError, match="external data"):
         ember.frontend.from_onnx(str(path))
+
+
+def test_unnamed_nodes_are_named_by_type_and_position(rng):
+    x = rng.standard_normal((2, 3)).astype("float32")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Reshape", ["a", "s"], ["y"]),
+    ]
+    model = make_model(nodes, {"x": x}, ["y"], {"s": np.array([4, 2], "int64")})
+    with pytest.raises(ember.ArgumentError, match="ONNX node 'Reshape_1' \\(Reshape\\)"):
+        ember.frontend.from_onnx(model)
+    assert model.graph.node[1].name == ""  # the user's model is not modified
