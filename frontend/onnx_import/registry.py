@@ -25,9 +25,15 @@ returns one Ember value name per ONNX output::
 :class:`TensorType`, ``ctx.constant(i)`` its data (a clear error if it is not a
 constant), ``ctx.attr(name, default)`` an attribute (lists come back as tuples),
 ``ctx.emit(op, inputs, attrs)`` adds an Ember op and returns its output names
-(folding it right away when all inputs are constants), and ``ctx.const(array)``
-adds a constant. Converters live in ``ops_<family>.py``, listed in
-``onnx_import/__init__.py``.
+(folding it right away when all inputs are constants; ``ctx.emit1`` for one output),
+and ``ctx.const(array)`` adds a constant. Also: ``ctx.has_input(i)`` (optional
+inputs), ``ctx.inputs()`` (all given ones), ``ctx.is_constant(i)``,
+``ctx.has_attr(name)``, ``ctx.type_of(value)``, ``ctx.value_of(value)`` (data of a
+constant value, else None), ``ctx.name``, ``ctx.op_type``, ``ctx.opset``,
+``ctx.num_outputs``. Raise :class:`ember.ArgumentError` for a form Ember cannot
+take (the importer adds "while converting ONNX node 'n' (Op)"), saying "not
+supported" when it is a missing feature rather than a bad model. Converters live
+in ``ops_<family>.py``, listed in ``onnx_import/__init__.py``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The Ember operator registry: what a graph op is, and how to add one.
 
-A graph :class:`~ember.frontend.graph.Node` names an Ember op (``"conv2d"``,
+A graph :class:`~ember.frontend.graph.Node` names an Ember op (``"conv"``,
 ``"add"``); this table says what that op means. Each op has
 
-- ``name``: lower-case, unique (``"max_pool2d"``); the graph printer shows it.
+- ``name``: lower-case, unique (``"max_pool"``); the graph printer shows it.
 - ``kind``: its :class:`~ember.frontend.op_kinds.OpKind` (fusion and the generic
   schedules read it: ELEMWISE/BROADCAST/INJECTIVE get the injective schedule,
   COMM_REDUCE/OUT_ELEMWISE_FUSABLE the reduction one).
@@ -18,12 +18,16 @@ A graph :class:`~ember.frontend.graph.Node` names an Ember op (``"conv2d"``,
   one ``te.Tensor`` per input (placeholders, or an earlier op's outputs when ops are
   fused). It holds no schedule. Put the arithmetic in a pure function in
   ``tir/topi/`` and call it from here, so tuned templates and the graph share it.
+  It may build several stages: the generic schedules (``ember/graph_schedule.py``)
+  inline every stage without a reduction except those tagged ``"pad"``, and keep
+  reductions at the root.
 - ``num_inputs``: (min, max) inputs it takes; ``num_outputs`` (default 1).
 
 Attributes are normalized by the converter before they reach the op: plain
 hashable values only (int, float, str, bool, tuples of them; never lists or numpy
 arrays), every attribute the op reads present (no defaults hidden in ``compute``),
-so ``(op, attrs, input types)`` is a complete cache key for the kernel. An op's
+so ``(op, attrs, input types)`` is a complete cache key for the kernel (emitting a
+node checks this, see :meth:`OpDef.check_attrs`). An op's
 inputs are tensors only; anything that must be known at compile time (a reshape's
 target shape, pads) is an attribute.
 
@@ -46,10 +50,12 @@ with ``tir/topi/elementwise.py`` holding the compute::
 
 then list the module in ``frontend/ops/__init__.py`` (importing it registers the
 ops), add an ONNX converter (see ``frontend/onnx_import/registry.py``), and test
-against onnxruntime in ``tests/frontend/ops/``. The compiler finds the op by name
-through :func:`get_op`; nothing else needs editing. For a custom shape rule, write
-``infer`` as a function of ``(types, attrs)`` returning ``[TensorType(shape, dtype)]``
-(see ``frontend/ops/transform.py`` for reshape and concat).
+against onnxruntime in ``tests/frontend/ops/`` with ``tests/frontend/onnx_models.py``
+(``check_against_ort(single_node("LeakyRelu", {"x": x}, alpha=0.2), {"x": x})``);
+``tests/frontend/test_node_suite.py`` picks up ONNX's node tests of the new op type.
+The compiler finds the op by name through :func:`get_op`; nothing else needs editing.
+For a custom shape rule, write ``infer`` as a function of ``(types, attrs)`` returning
+``[TensorType(shape, dtype)]`` (see ``frontend/ops/transform.py`` for reshape and concat).
 """
 
 from __future__ import annotations
