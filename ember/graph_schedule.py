@@ -74,8 +74,16 @@ def _schedule_reduction_cpu(s: Schedule, st: Any, axes: list[Any]) -> None:
     s[acc].vectorize(jc)
 
 
+def _output_ops(outputs: list[Any]) -> list[Any]:
+    """The operations behind ``outputs``, each once (a tuple reduction has several outputs)."""
+    ops: dict[int, Any] = {}
+    for t in outputs:
+        ops.setdefault(id(t.op), t.op)
+    return list(ops.values())
+
+
 def schedule_cpu(outputs: list[Any]) -> Schedule:
-    s = create_schedule([t.op for t in outputs])
+    s = create_schedule(_output_ops(outputs))
     for st in _stages_kept(s, outputs):
         axes = list(st.op.axis)
         if not axes:
@@ -94,7 +102,7 @@ def schedule_cpu(outputs: list[Any]) -> Schedule:
 
 
 def schedule_cuda(outputs: list[Any]) -> Schedule:
-    s = create_schedule([t.op for t in outputs])
+    s = create_schedule(_output_ops(outputs))
     for st in _stages_kept(s, outputs):
         axes = list(st.op.axis)
         fused = st.fuse(*axes) if len(axes) > 1 else (axes[0] if axes else None)

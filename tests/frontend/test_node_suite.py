@@ -15,8 +15,6 @@ from ember.frontend.testing.node_suite import list_cases, node_test_root, run_ca
 EXPECTED_FAILURES = {
     "test_identity_opt": "optional-typed inputs are not supported",
     "test_identity_sequence": "sequence-typed inputs are not supported",
-    "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output is not supported",
-    "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output is not supported",
     "test_reshape_allowzero_reordered": "zero-size tensors are not supported",
 }
 

@@ -28,7 +28,7 @@ from ember.tir.topi.nn import (
     reduce_rows,
     softmax,
 )
-from ember.tir.topi.pool import pool_nd, softmax_axis
+from ember.tir.topi.pool import max_pool_with_indices, pool_nd, softmax_axis
 from ember.tir.topi.transform import concatenate, reshape, take, transpose
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "layer_norm",
     "matmul",
     "matmul_nd",
+    "max_pool_with_indices",
     "pool2d",
     "pool_nd",
     "reduce_rows",

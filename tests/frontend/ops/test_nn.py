@@ -139,3 +139,19 @@ def test_softmax(rng, op, opset, axis, shape):
     x = _f32(rng, *shape) * 3
     model = single_node(op, {"x": x}, opset=opset, axis=axis)
     check_against_ort(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "attrs,shape",
+    [
+        ({"kernel_shape": [2, 2], "strides": [2, 2]}, (2, 3, 7, 6)),
+        ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "storage_order": 1}, (1, 2, 5, 7)),
+        ({"kernel_shape": [3, 2], "strides": [2, 1], "ceil_mode": 1}, (1, 2, 8, 5)),
+        ({"kernel_shape": [3], "strides": [2], "pads": [1, 1]}, (2, 2, 11)),
+    ],
+)
+def test_max_pool_indices(rng, attrs, shape):
+    """Values on a coarse grid, so windows hold ties: the first maximum's index wins."""
+    x = rng.integers(-3, 4, size=shape).astype("float32")
+    model = single_node("MaxPool", {"x": x}, n_outputs=2, **attrs)
+    check_against_ort(model, {"x": x})
