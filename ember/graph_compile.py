@@ -44,10 +44,16 @@ def _import(model: Any, shapes: Any) -> Graph:
     return from_onnx(model, shapes)
 
 
+def _nothing(*arrays: Any) -> None:
+    """The kernel of a node whose outputs have no elements: there is nothing to write."""
+
+
 def _node_step(graph: Graph, node: Any, tgt: Target) -> Step:
     from ember.kernels import get_kernel
 
     in_types = [graph.values[i].type for i in node.inputs]
+    if all(graph.values[o].type.size == 0 for o in node.outputs):
+        return Step(_nothing, node.inputs, node.outputs, node.where())  # empty results
     try:
         kernel = get_kernel(node.op, node.attrs, in_types, tgt)
     except EmberError as e:

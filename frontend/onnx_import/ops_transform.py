@@ -151,6 +151,9 @@ def concat(ctx: ConvertContext) -> list[str]:
         ctx.attr("axis", 1) if ctx.opset < 4 else ctx.attr("axis"), ndim, "Concat axis"
     )
     values = ctx.inputs()
+    # empty pieces add nothing (and a kernel cannot take a tensor without elements)
+    nonempty = [v for v in values if not (ctx.type_of(v).is_static and ctx.type_of(v).size == 0)]
+    values = nonempty or values[:1]
     if len(values) == 1:
         return values
     return ctx.emit("concat", values, {"axis": axis})

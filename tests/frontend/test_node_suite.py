@@ -15,7 +15,6 @@ from ember.frontend.testing.node_suite import list_cases, node_test_root, run_ca
 EXPECTED_FAILURES = {
     "test_identity_opt": "optional-typed inputs are not supported",
     "test_identity_sequence": "sequence-typed inputs are not supported",
-    "test_reshape_allowzero_reordered": "zero-size tensors are not supported",
 }
 
 

@@ -124,3 +124,11 @@ def test_identity_of_an_input_keeps_the_onnx_output_name(rng):
     out = lib.run({"x": x})[0]
     np.testing.assert_array_equal(out, x)
     assert out is not x
+
+
+def test_zero_size_tensors(rng):
+    x = rng.standard_normal((0, 3, 4)).astype("float32")
+    model = single_node("Reshape", {"x": x}, {"shape": _i64([3, 4, 0])}, opset=14, allowzero=1)
+    check_against_ort(model, {"x": x})
+    inputs = {"a": _f32(rng, 2, 0), "b": _f32(rng, 2, 3), "c": _f32(rng, 2, 0)}
+    check_against_ort(single_node("Concat", inputs, axis=1), inputs)
