@@ -20,12 +20,14 @@ from ember.target import Target
 
 def compile(
     model: Any, target: str | Target = "llvm", records: Any = None, shapes: Any = None
-) -> CompiledModel:  # noqa: A001
+) -> CompiledModel:
     """Compile ``model`` for ``target`` ("llvm" or "cuda"); ``shapes`` fixes symbolic input dims.
 
     ``records`` (tuning logs) is accepted for the tuner's ``apply_history_best`` and
     not yet used: every kernel takes the generic schedule.
     """
+    if isinstance(model, Graph) and shapes:
+        raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
     graph = model if isinstance(model, Graph) else _import(model, shapes)
     tgt = Target.parse(target)
     for v in graph.inputs:

@@ -96,3 +96,12 @@ def test_cuda_target_through_the_emulator(rng, monkeypatch):
     got = lib.run(inputs)[0]
     want = ember.compile(model, target="llvm").run(inputs)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_shapes_with_a_graph_and_bad_targets_are_argument_errors(rng):
+    model, _ = _chain(rng)
+    graph = ember.frontend.from_onnx(model)
+    with pytest.raises(ember.ArgumentError, match="shapes= applies when importing"):
+        ember.compile(graph, shapes={"x": (3, 50)})
+    with pytest.raises(ember.ArgumentError, match="unknown target kind"):
+        ember.compile(graph, target="tpu")
