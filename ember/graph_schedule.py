@@ -6,7 +6,9 @@ a reduction stay at the root and run their spatial axes in parallel; an output
 without a reduction fuses its outer axes into one parallel loop and vectorizes an
 inner split of its last axis (kept apart so broadcast reads stay affine in the
 vector lane). On CUDA every stage that stays fuses its axes and splits them by
-256 onto blockIdx.x / threadIdx.x, one thread per output element.
+256 onto blockIdx.x / threadIdx.x, one thread per output element; a reduction to a
+scalar splits its reduction over the 256 threads of one block (a cross-thread
+reduction), and ``ember.kernels`` gives a 0-d output an axis of one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.tir.schedule.schedule import Schedule, create_schedule
+from ember.tir.te.operation import thread_axis
 from ember.tir.te.tensor import ComputeOp
 
 VECTOR = 8
@@ -105,9 +108,13 @@ def schedule_cuda(outputs: list[Any]) -> Schedule:
     s = create_schedule(_output_ops(outputs))
     for st in _stages_kept(s, outputs):
         axes = list(st.op.axis)
-        fused = st.fuse(*axes) if len(axes) > 1 else (axes[0] if axes else None)
-        if fused is None:
+        if not axes:  # a reduction to a scalar: one block's threads reduce together
+            red = list(st.op.reduce_axis)
+            if red:
+                _, tx = st.split(st.fuse(*red) if len(red) > 1 else red[0], factor=THREADS)
+                st.bind(tx, thread_axis("threadIdx.x"))
             continue
+        fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
         bx, tx = st.split(fused, factor=THREADS)
         st.bind(bx, "blockIdx.x")
         st.bind(tx, "threadIdx.x")

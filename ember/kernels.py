@@ -28,10 +28,18 @@ class Kernel:
     out_types: tuple[TensorType, ...]
     module: Any
     target: str
+    # outputs the module writes as shape (1,) though they are 0-d (a GPU thread needs an axis)
+    scalar_outputs: tuple[int, ...] = ()
 
     def __call__(self, *arrays: Any) -> None:
         # A CUDA module runs on the GPU, or in the SIMT emulator with EMBER_CUDA_EMULATE=1;
         # without either it raises DeviceError saying so.
+        if self.scalar_outputs:
+            args = list(arrays)
+            for k in self.scalar_outputs:
+                pos = len(self.in_types) + k
+                args[pos] = args[pos].reshape(1)  # a view: the kernel writes the caller's array
+            arrays = tuple(args)
         self.module(*arrays)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -70,13 +78,22 @@ def get_kernel(
     if hit is not None:
         return hit
     placeholders, outs = op_to_te(op, attrs, in_types)
+    out_types = tuple(TensorType(tuple(int(d.value) for d in t.shape), t.dtype) for t in outs)
+    scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0) if tgt.kind == "cuda" else ()
+    outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
     sch = schedule_generic(outs, tgt.kind)
     name = f"k_{op}_{len(_CACHE)}"
     module = build(sch, [*placeholders, *outs], target=tgt, name=name)
-    out_types = tuple(TensorType(tuple(int(d.value) for d in t.shape), t.dtype) for t in outs)
-    kern = Kernel(op, tuple(in_types), out_types, module, tgt.kind)
+    kern = Kernel(op, tuple(in_types), out_types, module, tgt.kind, scalars)
     _CACHE[key] = kern
     return kern
+
+
+def _as_vector(t: Any) -> Any:
+    """A 0-d tensor as shape (1,), so a GPU kernel has an axis to put a thread on."""
+    from ember.tir.te import operation as te
+
+    return te.compute((1,), lambda i: t[()], name=f"{t.op.name}_1", tag="injective")
 
 
 def clear_cache() -> None:

@@ -105,3 +105,23 @@ def test_shapes_with_a_graph_and_bad_targets_are_argument_errors(rng):
         ember.compile(graph, shapes={"x": (3, 50)})
     with pytest.raises(ember.ArgumentError, match="unknown target kind"):
         ember.compile(graph, target="tpu")
+
+
+@pytest.mark.nvrtc
+def test_cuda_scalar_outputs(rng, monkeypatch):
+    """0-d results on the GPU: a reduction to a scalar across one block's threads, and a
+    0-d gather, both written through a (1,)-shaped view of the caller's array."""
+    pytest.importorskip("cuda")
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    a, b = (rng.standard_normal(700).astype("float32") for _ in range(2))
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["a", "b"], ["dot"], name="dot"),
+        n("Gather", ["a", "i"], ["pick"], name="pick", axis=0),
+        n("Mul", ["dot", "pick"], ["y"], name="mul"),
+    ]
+    model = make_model(nodes, {"a": a, "b": b}, ["y", "dot"], {"i": np.array(5, "int64")})
+    got = ember.compile(model, target="cuda").run({"a": a, "b": b})
+    assert got[0].shape == () and got[1].shape == ()
+    np.testing.assert_allclose(got[1], a @ b, rtol=1e-4)
+    np.testing.assert_allclose(got[0], (a @ b) * a[5], rtol=1e-4)

@@ -50,10 +50,7 @@ def test_node_case(case: str) -> None:
     assert result.status == "pass", f"{result.status}: {result.detail}"
 
 
-CUDA_EXPECTED_FAILURES = {
-    **EXPECTED_FAILURES,
-    "test_matmul_1d_1d": "a 0-d output has no axis to bind to GPU threads",
-}
+CUDA_EXPECTED_FAILURES = {**EXPECTED_FAILURES}
 
 
 @pytest.mark.nvrtc
