@@ -63,7 +63,12 @@ def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarr
 
 
 class CompiledModel:
-    """A compiled graph: ``run(inputs) -> outputs`` (numpy arrays)."""
+    """A compiled graph: ``run(inputs) -> outputs`` (numpy arrays).
+
+    Inputs may be numpy arrays or anything ``np.asarray`` reads (``ember.nd`` arrays).
+    One run at a time per model: the intermediates live in buffers the model owns,
+    so threads running the same model concurrently need a model each.
+    """
 
     def __init__(self, graph: Graph, steps: list[Step], target: str) -> None:
         self.graph = graph
