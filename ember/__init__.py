@@ -65,6 +65,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "remove_global_func": ("ember.registry", "remove_global_func"),
     "list_global_func_names": ("ember.registry", "list_global_func_names"),
     "transform": ("ember.transform", None),
+    "compile": ("ember.graph_compile", "compile"),
+    "CompiledModel": ("ember.executor", "CompiledModel"),
 }
 
 

@@ -35,6 +35,17 @@ FORBIDDEN = {
     ),
     "ember.codegen_llvm": ("ember.codegen_cuda", "ember.frontend", "ember.driver", "ember.cli"),
     "ember.codegen_cuda": ("ember.codegen_llvm", "ember.frontend", "ember.driver", "ember.cli"),
+    # The frontend sits above TE/TIR and beside the code generators: it never builds code
+    # itself except through ember.kernels (constant folding of large tensors, imported lazily).
+    "ember.frontend": (
+        "ember.codegen_llvm",
+        "ember.codegen_cuda",
+        "ember.tuner",
+        "ember.driver",
+        "ember.cli",
+        "ember.graph_compile",
+        "ember.executor",
+    ),
     "ember.errors": ("ember.",),
     "ember.config": ("ember.tir", "ember.codegen", "ember.tuner", "ember.frontend", "ember.driver"),
     "ember.target": ("ember.tir", "ember.codegen", "ember.tuner", "ember.frontend", "ember.driver"),

@@ -6,7 +6,18 @@ returns the output tensor; schedules live with the targets
 maps its nodes onto these functions.
 """
 
-from ember.tir.topi.elementwise import broadcast_binary, elementwise_chain
+from ember.tir.topi.conv import conv_nd
+from ember.tir.topi.elementwise import (
+    broadcast_binary,
+    copy,
+    elementwise_chain,
+    exp,
+    relu,
+    sigmoid,
+    tanh,
+    unary,
+)
+from ember.tir.topi.linalg import gemm, matmul_nd
 from ember.tir.topi.nn import (
     batch_matmul,
     conv2d_nchw,
@@ -17,16 +28,34 @@ from ember.tir.topi.nn import (
     reduce_rows,
     softmax,
 )
+from ember.tir.topi.pool import max_pool_with_indices, pool_nd, softmax_axis
+from ember.tir.topi.transform import concatenate, reshape, take, transpose
 
 __all__ = [
     "batch_matmul",
     "broadcast_binary",
+    "concatenate",
     "conv2d_nchw",
+    "conv_nd",
+    "copy",
     "dense",
     "elementwise_chain",
+    "exp",
+    "gemm",
     "layer_norm",
     "matmul",
+    "matmul_nd",
+    "max_pool_with_indices",
     "pool2d",
+    "pool_nd",
     "reduce_rows",
+    "relu",
+    "reshape",
+    "sigmoid",
     "softmax",
+    "softmax_axis",
+    "take",
+    "tanh",
+    "transpose",
+    "unary",
 ]

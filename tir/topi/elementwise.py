@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from ember.errors import ArgumentError
 from ember.tir import expr as E
+from ember.tir import op as _op
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 
@@ -61,3 +62,28 @@ def elementwise_chain_numpy(x, bias):  # noqa: ANN001, ANN201
         * z
         * (1 + np.tanh(np.float32(0.7978845608028654) * (z + np.float32(0.044715) * z * z * z)))
     )
+
+
+def unary(X: Tensor, fn: Callable[[E.PrimExpr], E.PrimExpr], name: str) -> Tensor:
+    """``fn`` applied to every element of ``X`` (an activation, exp, a copy)."""
+    return te.compute(X.shape, lambda *i: fn(X[i]), name=name, tag="elementwise")
+
+
+def relu(X: Tensor, name: str = "relu") -> Tensor:
+    return unary(X, lambda x: E.max_(x, E.const(0, X.dtype)), name)
+
+
+def sigmoid(X: Tensor, name: str = "sigmoid") -> Tensor:
+    return unary(X, _op.sigmoid, name)
+
+
+def tanh(X: Tensor, name: str = "tanh") -> Tensor:
+    return unary(X, _op.tanh, name)
+
+
+def exp(X: Tensor, name: str = "exp") -> Tensor:
+    return unary(X, _op.exp, name)
+
+
+def copy(X: Tensor, name: str = "copy") -> Tensor:
+    return unary(X, lambda x: x, name)

@@ -1,0 +1,100 @@
+"""Graph kernels: one compiled module per (op, attrs, input types, target), cached per process.
+
+``ember.graph_compile`` asks for a kernel per node; the importer's constant folding
+asks for one when a constant is too large for the interpreter. A kernel is the
+op's compute (``frontend/to_te.py``) under the target's generic schedule
+(``ember/graph_schedule.py``), built with :func:`ember.build`. It is called with the
+input arrays followed by preallocated output arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ember.frontend.graph import TensorType
+from ember.target import Target
+
+
+@dataclass
+class Kernel:
+    """A built kernel and what it takes and gives."""
+
+    op: str
+    in_types: tuple[TensorType, ...]
+    out_types: tuple[TensorType, ...]
+    module: Any
+    target: str
+    # outputs the module writes as shape (1,) though they are 0-d (a GPU thread needs an axis)
+    scalar_outputs: tuple[int, ...] = ()
+
+    def __call__(self, *arrays: Any) -> None:
+        # A CUDA module runs on the GPU, or in the SIMT emulator with EMBER_CUDA_EMULATE=1;
+        # without either it raises DeviceError saying so.
+        if self.scalar_outputs:
+            args = list(arrays)
+            for k in self.scalar_outputs:
+                pos = len(self.in_types) + k
+                args[pos] = args[pos].reshape(1)  # a view: the kernel writes the caller's array
+            arrays = tuple(args)
+        self.module(*arrays)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Allocate outputs, run, return them (for folding and tests)."""
+        outs = [np.empty(t.shape, dtype=t.dtype) for t in self.out_types]
+        self(*inputs, *outs)
+        return outs
+
+
+_CACHE: dict[tuple[Any, ...], Kernel] = {}
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+def kernel_key(
+    op: str, attrs: dict[str, Any], in_types: Sequence[TensorType], target: str
+) -> tuple[Any, ...]:
+    return (op, tuple(sorted((k, _freeze(v)) for k, v in attrs.items())), tuple(in_types), target)
+
+
+def get_kernel(
+    op: str, attrs: dict[str, Any], in_types: Sequence[TensorType], target: str | Target = "llvm"
+) -> Kernel:
+    """The compiled kernel of ``op`` on ``in_types`` for ``target`` (built once per process)."""
+    from ember.driver import build
+    from ember.frontend.to_te import op_to_te
+    from ember.graph_schedule import schedule_generic
+
+    tgt = Target.parse(target)
+    key = kernel_key(op, attrs, in_types, str(tgt))
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    placeholders, outs = op_to_te(op, attrs, in_types)
+    out_types = tuple(TensorType(tuple(int(d.value) for d in t.shape), t.dtype) for t in outs)
+    scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0) if tgt.kind == "cuda" else ()
+    outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
+    sch = schedule_generic(outs, tgt.kind)
+    name = f"k_{op}_{len(_CACHE)}"
+    module = build(sch, [*placeholders, *outs], target=tgt, name=name)
+    kern = Kernel(op, tuple(in_types), out_types, module, tgt.kind, scalars)
+    _CACHE[key] = kern
+    return kern
+
+
+def _as_vector(t: Any) -> Any:
+    """A 0-d tensor as shape (1,), so a GPU kernel has an axis to put a thread on."""
+    from ember.tir.te import operation as te
+
+    return te.compute((1,), lambda i: t[()], name=f"{t.op.name}_1", tag="injective")
+
+
+def clear_cache() -> None:
+    _CACHE.clear()

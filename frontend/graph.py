@@ -1,0 +1,199 @@
+"""The graph IR: typed values, operator nodes and the graph the compiler consumes.
+
+The ONNX importer (and later ``nn``) produces a :class:`Graph`; passes rewrite it;
+``ember.compile`` turns each node (or fused group of nodes) into a kernel. A value
+is a name with a :class:`TensorType` (a shape of ints, or strings for symbolic
+dims, and a numpy dtype name). A node names an Ember op (``frontend/ops``), its
+input and output values, and normalized attributes: plain hashable Python values
+(ints, floats, strings, tuples), so ``(op, attrs, input types)`` keys a kernel
+cache. ``params`` holds every constant (initializers, folded subgraphs) by value
+name. Nodes are kept in topological order; :meth:`Graph.verify` checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ember.errors import InternalError
+
+Dim = int | str
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """Shape and dtype of a value; a string dim is symbolic (``"batch"``)."""
+
+    shape: tuple[Dim, ...]
+    dtype: str
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements; only for static shapes."""
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+
+@dataclass(frozen=True)
+class Value:
+    """A named tensor in the graph: a graph input, a param or a node output."""
+
+    name: str
+    type: TensorType
+
+    @property
+    def shape(self) -> tuple[Dim, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+
+@dataclass
+class Node:
+    """One Ember op applied to values. ``name``/``op_type`` are the ONNX node's, for errors.
+
+    ``group`` is the fused group this node belongs to (None until a fusion pass runs).
+    """
+
+    op: str
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    op_type: str = ""
+    group: int | None = None
+
+    def where(self) -> str:
+        """How an error names this node: "ONNX node 'conv1' (Conv)"."""
+        return f"ONNX node '{self.name}' ({self.op_type or self.op})"
+
+    def attr_key(self) -> tuple[tuple[str, Any], ...]:
+        return tuple(sorted(self.attrs.items()))
+
+
+@dataclass
+class Graph:
+    """A dataflow graph: ``inputs`` -> ``nodes`` (topological) -> ``outputs``.
+
+    ``values`` types every value by name (inputs, params and node outputs);
+    ``params`` holds the constants' data.
+    """
+
+    inputs: list[Value]
+    outputs: list[Value]
+    nodes: list[Node]
+    params: dict[str, np.ndarray]
+    values: dict[str, Value]
+    name: str = "main"
+
+    @property
+    def input_names(self) -> list[str]:
+        return [v.name for v in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [v.name for v in self.outputs]
+
+    def producers(self) -> dict[str, Node]:
+        return {out: n for n in self.nodes for out in n.outputs}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        users: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                users.setdefault(i, []).append(n)
+        return users
+
+    def verify(self) -> Graph:
+        """Check names are defined before use, typed, unique; raise InternalError if not."""
+        defined = set(self.params) | {v.name for v in self.inputs}
+        problems = [f"param '{p}' has no type" for p in self.params if p not in self.values]
+        problems += [
+            f"input '{v.name}' is also a param" for v in self.inputs if v.name in self.params
+        ]
+        for n in self.nodes:
+            for i in n.inputs:
+                if i not in defined:
+                    problems.append(f"node '{n.name}' ({n.op}) reads '{i}' before it is defined")
+            for o in n.outputs:
+                if o in defined:
+                    problems.append(f"node '{n.name}' ({n.op}) redefines '{o}'")
+                if o not in self.values:
+                    problems.append(f"node '{n.name}' ({n.op}) output '{o}' has no type")
+                defined.add(o)
+        problems += [
+            f"output '{v.name}' is never defined" for v in self.outputs if v.name not in defined
+        ]
+        if problems:
+            raise InternalError("invalid graph:\n  " + "\n  ".join(problems))
+        return self
+
+    def __str__(self) -> str:
+        return format_graph(self)
+
+
+def _fmt_attr(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_fmt_attr(x) for x in v) + "]"
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def format_node(n: Node, values: dict[str, Value]) -> str:
+    outs = ", ".join(f"%{o}: {values[o].type}" if o in values else f"%{o}" for o in n.outputs)
+    attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(n.attrs.items()))
+    args = ", ".join(f"%{i}" for i in n.inputs)
+    tail = f"  # {n.op_type} '{n.name}'" if n.name else ""
+    return f"{outs} = {n.op}({args}{', ' if args and attrs else ''}{attrs}){tail}"
+
+
+def format_graph(g: Graph) -> str:
+    """Readable text: signature, params, then nodes, indented under their fused group."""
+    sig = ", ".join(f"%{v.name}: {v.type}" for v in g.inputs)
+    lines = [f"graph {g.name}({sig}) {{"]
+    for p, arr in g.params.items():
+        lines.append(
+            f"  param %{p}: {g.values[p].type}" + (f" = {arr.tolist()}" if arr.size <= 8 else "")
+        )
+    group = None
+    for n in g.nodes:
+        if n.group is not None and n.group != group:
+            lines.append(f"  group {n.group}:")
+        group = n.group
+        indent = "    " if n.group is not None else "  "
+        lines.append(indent + format_node(n, g.values))
+    lines.append(f"  return {', '.join('%' + v.name for v in g.outputs)}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def topological_order(nodes: Iterable[Node], available: set[str]) -> list[Node]:
+    """Nodes sorted so each comes after its inputs' producers (stable); raises on a cycle."""
+    pending, done, order = list(nodes), set(available), []
+    while pending:
+        ready = [n for n in pending if all(i in done for i in n.inputs)]
+        if not ready:
+            names = ", ".join(f"'{n.name}'" for n in pending[:5])
+            raise InternalError(f"graph has a cycle or an undefined value among nodes {names}")
+        for n in ready:
+            order.append(n)
+            done.update(n.outputs)
+        taken = {id(n) for n in ready}
+        pending = [n for n in pending if id(n) not in taken]
+    return order

@@ -1,0 +1,16 @@
+"""ONNX import: ``from_onnx`` and the converters (importing this registers them all)."""
+
+from ember.frontend.onnx_import import ops_elementwise, ops_nn, ops_transform
+from ember.frontend.onnx_import.importer import from_onnx, load_model
+from ember.frontend.onnx_import.registry import converter, find_converter, supported_op_types
+
+__all__ = [
+    "converter",
+    "find_converter",
+    "from_onnx",
+    "load_model",
+    "ops_elementwise",
+    "ops_nn",
+    "ops_transform",
+    "supported_op_types",
+]

@@ -1,0 +1,242 @@
+"""ONNX -> Ember graph: load and check the model, then convert node by node.
+
+``from_onnx`` takes a path, bytes or a ``ModelProto``. It rejects a malformed model
+with :class:`InvalidModelError`, lists every operator it cannot convert in one
+:class:`UnsupportedOperatorError`, turns initializers and ``Constant`` nodes into
+params, fixes symbolic input dims from ``shapes``, and runs each node's converter
+(``onnx_import/registry.py``) in order; converters fold constant subgraphs as they
+go, so what reaches the compiler is the data path only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.errors import (
+    ArgumentError,
+    EmberError,
+    InternalError,
+    InvalidModelError,
+    UnsupportedOperatorError,
+)
+from ember.frontend.graph import Graph, TensorType, Value
+from ember.frontend.onnx_import.context import ConvertContext, GraphBuilder
+from ember.frontend.onnx_import.registry import find_converter
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as e:
+        raise EmberError(
+            "importing ONNX models needs the 'onnx' package: pip install ember[onnx]"
+        ) from e
+    return onnx
+
+
+def load_model(model: Any) -> Any:
+    """A checked ``ModelProto`` from a path, bytes or a ModelProto."""
+    onnx = _onnx()
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            with open(model, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise InvalidModelError(f"cannot read ONNX model '{model}': {e}") from e
+        path = model
+        model = _parse(onnx, data, str(path))
+        _load_external_data(model, str(path))
+    elif isinstance(model, (bytes, bytearray)):
+        model = _parse(onnx, bytes(model), "<bytes>")
+    elif not isinstance(model, onnx.ModelProto):
+        raise ArgumentError(
+            f"expected an ONNX path, bytes or ModelProto, got {type(model).__name__}"
+        )
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:  # onnx.checker.ValidationError and friends
+        raise InvalidModelError(f"the ONNX model is not valid: {e}") from e
+    return model
+
+
+def _load_external_data(model: Any, path: str) -> None:
+    """Initializers kept in files beside the model (models over 2 GB) are read in."""
+    from onnx import external_data_helper as ext
+
+    if not any(ext.uses_external_data(t) for t in model.graph.initializer):
+        return
+    try:
+        ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except Exception as e:  # missing or short data files
+        raise InvalidModelError(f"cannot read the external data of '{path}': {e}") from e
+
+
+def _parse(onnx: Any, data: bytes, where: str) -> Any:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as e:  # google.protobuf.message.DecodeError
+        raise InvalidModelError(
+            f"'{where}' is not an ONNX model (truncated or corrupt): {e}"
+        ) from e
+    if not model.HasField("graph"):
+        raise InvalidModelError(f"'{where}' holds no ONNX graph (truncated or not an ONNX file)")
+    return model
+
+
+def _opsets(model: Any) -> dict[str, int]:
+    out = {}
+    for imp in model.opset_import:
+        out["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
+    return out
+
+
+def check_supported(model: Any) -> None:
+    """Raise one UnsupportedOperatorError naming every op type Ember cannot convert."""
+    opsets = _opsets(model)
+    missing: dict[str, list[str]] = {}
+    for i, node in enumerate(model.graph.node):
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        version = opsets.get(domain, 1)
+        if find_converter(node.op_type, domain, version) is None:
+            key = f"{domain + '.' if domain else ''}{node.op_type} (opset {version})"
+            missing.setdefault(key, []).append(node.name or f"#{i}")
+    if missing:
+        lines = [
+            f"  {k}: {', '.join(repr(n) for n in names)}" for k, names in sorted(missing.items())
+        ]
+        raise UnsupportedOperatorError(
+            f"the model uses {len(missing)} operator type(s) Ember does not support:\n"
+            + "\n".join(lines)
+        )
+
+
+SUPPORTED_DTYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+)  # fmt: skip
+
+
+def _elem_dtype(vi: Any) -> str:
+    from onnx import helper
+
+    if not vi.type.HasField("tensor_type"):
+        raise UnsupportedOperatorError(
+            f"input '{vi.name}' is not a tensor (sequences, maps and optionals are unsupported)"
+        )
+    elem = vi.type.tensor_type.elem_type
+    try:
+        dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(elem)))
+    except (KeyError, TypeError, ValueError):
+        dtype = f"ONNX type {elem}"
+    if dtype not in SUPPORTED_DTYPES:
+        raise UnsupportedOperatorError(
+            f"input '{vi.name}' has dtype {dtype}, which Ember does not support"
+        )
+    return dtype
+
+
+def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
+    """An input's type; ``shapes[name]`` fixes its symbolic dims (and must fit the known ones)."""
+    dtype = _elem_dtype(vi)
+    tt = vi.type.tensor_type
+    fixed = tuple(int(s) for s in shapes[vi.name]) if vi.name in shapes else None
+    if not tt.HasField("shape"):
+        if fixed is None:
+            raise ArgumentError(
+                f"input '{vi.name}' has no shape in the model; pass shapes={{'{vi.name}': ...}}"
+            )
+        return TensorType(fixed, dtype)
+    dims: list[Any] = [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or f"{vi.name}_d{k}")
+        for k, d in enumerate(tt.shape.dim)
+    ]
+    if fixed is not None:
+        if len(fixed) != len(dims) or any(
+            isinstance(a, int) and a != b for a, b in zip(dims, fixed)
+        ):
+            raise ArgumentError(
+                f"shapes['{vi.name}'] = {list(fixed)} does not fit the model's {dims}"
+            )
+        dims = list(fixed)
+    return TensorType(tuple(dims), dtype)
+
+
+def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """Import an ONNX model as an Ember :class:`Graph` (see the module docstring)."""
+    from onnx import numpy_helper
+
+    proto = load_model(model)
+    check_supported(proto)
+    g = proto.graph
+    shapes = dict(shapes or {})
+    reserved = {v for n in g.node for v in (*n.input, *n.output)} | {i.name for i in g.input}
+    b = GraphBuilder(reserved)
+    env: dict[str, str] = {}
+    for init in g.initializer:
+        env[init.name] = b.add_param(init.name, numpy_helper.to_array(init))
+    inputs = [b.add_input(vi.name, _value_type(vi, shapes)) for vi in g.input if vi.name not in env]
+    for vi in inputs:
+        env[vi.name] = vi.name
+    unknown = set(shapes) - {v.name for v in inputs}
+    if unknown:
+        raise ArgumentError(
+            f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
+        )
+    opsets = _opsets(proto)
+    for index, node in enumerate(g.node):
+        _convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
+    outputs = [_bind_output(o.name, env, b) for o in g.output]
+    name = g.name or "main"
+    return Graph(inputs, outputs, b.nodes, b.params, b.values, name=name).verify()
+
+
+def _convert_node(
+    node: Any, name: str, env: dict[str, str], b: GraphBuilder, opsets: dict[str, int]
+) -> None:
+    """Run ``node``'s converter; its outputs take the ONNX names where they are new values."""
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    opset = opsets.get(domain, 1)
+    rule = find_converter(node.op_type, domain, opset)
+    assert rule is not None  # check_supported ran first
+    ctx = ConvertContext(node, name, env, b, opset)
+    start = len(b.nodes)
+    known = set(b.values)
+    where = f"while converting ONNX node '{name}' ({node.op_type})"
+    try:
+        results = rule.fn(ctx)
+    except EmberError as e:
+        raise e.add_context(where) from None
+    except Exception as e:
+        raise InternalError(
+            f"converter for {node.op_type} failed: {type(e).__name__}: {e}"
+        ).add_context(where) from e
+    if len(results) < len([o for o in node.output if o]):
+        raise InternalError(
+            f"converter for {node.op_type} returned {len(results)} outputs"
+        ).add_context(where)
+    for onnx_name, value in zip(node.output, results):
+        if not onnx_name:
+            continue
+        if value not in known and onnx_name not in b.values:
+            b.rename(value, onnx_name, start)
+            value = onnx_name
+        env[onnx_name] = value
+
+
+def _bind_output(name: str, env: dict[str, str], b: GraphBuilder) -> Value:
+    """The graph output ``name``, copied under its ONNX name when it aliases another value
+    (an Identity of an input, an output listed twice)."""
+    if name not in env:
+        raise InvalidModelError(f"graph output '{name}' is not produced by any node")
+    value = env[name]
+    if value != name and name not in b.values:
+        start = len(b.nodes)
+        (copy,) = b.emit("copy", [value], {}, (f"output_{name}", "Identity"))
+        b.rename(copy, name, start)
+        value = name
+    return b.values[value]

@@ -1,0 +1,168 @@
+"""Converters for ONNX neural-network ops: Conv, pooling, MatMul, Gemm, Softmax.
+
+Padding attributes are resolved here (``auto_pad`` SAME_UPPER/SAME_LOWER/VALID into
+explicit begin/end pads), so the Ember ops see one form.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import ArgumentError
+from ember.frontend.onnx_import.context import ConvertContext
+from ember.frontend.onnx_import.registry import converter
+from ember.frontend.ops.registry import normalize_axis
+
+
+def _spatial(ctx: ConvertContext) -> tuple[int, ...]:
+    t = ctx.type(0)
+    if t.ndim < 3 or not all(isinstance(d, int) for d in t.shape[2:]):
+        raise ArgumentError(
+            f"{ctx.op_type}: input must be N x C x spatial with static spatial dims, got {t}"
+        )
+    return tuple(int(d) for d in t.shape[2:])
+
+
+def resolve_pads(
+    ctx: ConvertContext,
+    sizes: tuple[int, ...],
+    kernel: tuple[int, ...],
+    strides: tuple[int, ...],
+    dil: tuple[int, ...],
+) -> tuple[int, ...]:
+    """ONNX's pads as (begin..., end...), with ``auto_pad`` worked out."""
+    n = len(sizes)
+    auto = ctx.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        pads = tuple(int(p) for p in ctx.attr("pads", (0,) * (2 * n)))
+        if len(pads) != 2 * n:
+            raise ArgumentError(f"{ctx.op_type}: pads {list(pads)} should have {2 * n} values")
+        return pads
+    if auto == "VALID":
+        return (0,) * (2 * n)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ArgumentError(f"{ctx.op_type}: unknown auto_pad {auto!r}")
+    begin, end = [], []
+    for s, k, st, d in zip(sizes, kernel, strides, dil):
+        out = -(-s // st)
+        total = max((out - 1) * st + (k - 1) * d + 1 - s, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto == "SAME_UPPER" else big)
+        end.append(big if auto == "SAME_UPPER" else small)
+    return (*begin, *end)
+
+
+@converter("Conv", since=1)
+def conv(ctx: ConvertContext) -> list[str]:
+    sizes = _spatial(ctx)
+    n = len(sizes)
+    w = ctx.type(1)
+    kernel = tuple(int(k) for k in ctx.attr("kernel_shape", w.shape[2:]))
+    strides = tuple(int(s) for s in ctx.attr("strides", (1,) * n))
+    dil = tuple(int(d) for d in ctx.attr("dilations", (1,) * n))
+    attrs = {
+        "strides": strides,
+        "pads": resolve_pads(ctx, sizes, kernel, strides, dil),
+        "dilations": dil,
+        "group": int(ctx.attr("group", 1)),
+    }
+    return ctx.emit("conv", ctx.inputs(), attrs)
+
+
+def _pool(ctx: ConvertContext, op: str) -> list[str]:
+    sizes = _spatial(ctx)
+    n = len(sizes)
+    kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
+    strides = tuple(int(s) for s in ctx.attr("strides", (1,) * n))
+    dil = tuple(int(d) for d in ctx.attr("dilations", (1,) * n))
+    attrs = {
+        "kernel": kernel,
+        "strides": strides,
+        "pads": resolve_pads(ctx, sizes, kernel, strides, dil),
+        "dilations": dil,
+        "ceil_mode": bool(ctx.attr("ceil_mode", 0)),
+    }
+    if op == "avg_pool":
+        attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
+    elif ctx.num_outputs > 1 and ctx.node.output[1]:
+        attrs["storage_order"] = int(ctx.attr("storage_order", 0))
+        return ctx.emit("max_pool_with_indices", [ctx.input(0)], attrs)
+    return ctx.emit(op, [ctx.input(0)], attrs)
+
+
+@converter("MaxPool", since=1)
+def max_pool(ctx: ConvertContext) -> list[str]:
+    return _pool(ctx, "max_pool")
+
+
+@converter("AveragePool", since=1)
+def average_pool(ctx: ConvertContext) -> list[str]:
+    return _pool(ctx, "avg_pool")
+
+
+def _global_pool(ctx: ConvertContext, op: str) -> list[str]:
+    sizes = _spatial(ctx)
+    n = len(sizes)
+    attrs = {
+        "kernel": sizes,
+        "strides": (1,) * n,
+        "pads": (0,) * (2 * n),
+        "dilations": (1,) * n,
+        "ceil_mode": False,
+    }
+    if op == "avg_pool":
+        attrs["count_include_pad"] = False
+    return ctx.emit(op, [ctx.input(0)], attrs)
+
+
+@converter("GlobalAveragePool", since=1)
+def global_average_pool(ctx: ConvertContext) -> list[str]:
+    return _global_pool(ctx, "avg_pool")
+
+
+@converter("GlobalMaxPool", since=1)
+def global_max_pool(ctx: ConvertContext) -> list[str]:
+    return _global_pool(ctx, "max_pool")
+
+
+@converter("MatMul", since=1)
+def matmul(ctx: ConvertContext) -> list[str]:
+    return ctx.emit("matmul", [ctx.input(0), ctx.input(1)])
+
+
+@converter("Gemm", since=7)
+def gemm(ctx: ConvertContext) -> list[str]:
+    attrs = {
+        "alpha": float(ctx.attr("alpha", 1.0)),
+        "beta": float(ctx.attr("beta", 1.0)),
+        "trans_a": bool(ctx.attr("transA", 0)),
+        "trans_b": bool(ctx.attr("transB", 0)),
+    }
+    return ctx.emit("gemm", ctx.inputs(), attrs)
+
+
+def _softmax(ctx: ConvertContext, op: str) -> list[str]:
+    t = ctx.type(0)
+    if ctx.opset >= 13:
+        axis = normalize_axis(ctx.attr("axis", -1), t.ndim, f"{ctx.op_type} axis")
+        return ctx.emit(op, [ctx.input(0)], {"axis": axis})
+    # opsets 1-12: flatten to 2-D at ``axis`` and normalise each row
+    axis = normalize_axis(ctx.attr("axis", 1), max(t.ndim, 1), f"{ctx.op_type} axis")
+    if not t.is_static:
+        raise ArgumentError(f"{ctx.op_type}: needs a static input shape, got {t}")
+    src = tuple(int(d) for d in t.shape)
+    rows, cols = int(np.prod(src[:axis], dtype=np.int64)), int(np.prod(src[axis:], dtype=np.int64))
+    x = ctx.input(0)
+    flat = ctx.emit1("reshape", [x], {"shape": (rows, cols)}) if src != (rows, cols) else x
+    y = ctx.emit1(op, [flat], {"axis": 1})
+    return ctx.emit("reshape", [y], {"shape": src}) if src != (rows, cols) else [y]
+
+
+@converter("Softmax", since=1)
+def softmax(ctx: ConvertContext) -> list[str]:
+    return _softmax(ctx, "softmax")
+
+
+@converter("LogSoftmax", since=1)
+def log_softmax(ctx: ConvertContext) -> list[str]:
+    return _softmax(ctx, "log_softmax")

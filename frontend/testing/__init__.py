@@ -1,0 +1,1 @@
+"""Test helpers shipped with the frontend (the ONNX backend node-test runner)."""

@@ -1,0 +1,91 @@
+"""Small ONNX models built with onnx.helper from seeded random weights, for tests and benchmarks.
+
+Each builder returns ``(model, inputs)``: a checked ``ModelProto`` and a feed dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def build_model(
+    nodes: list[Any],
+    inputs: dict[str, np.ndarray],
+    outputs: list[str],
+    initializers: dict[str, np.ndarray],
+    opset: int = 17,
+) -> Any:
+    """A model over ``nodes``; output types come from onnx's shape inference."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = helper.make_graph(
+        nodes,
+        "model",
+        [
+            helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for k, v in inputs.items()
+        ],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = min(model.ir_version, 10)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    del model.graph.output[:]
+    model.graph.output.extend(inferred.graph.output)
+    return model
+
+
+def small_cnn(
+    rng: np.random.Generator, batch: int = 1, h: int = 16, w: int = 16
+) -> tuple[Any, dict]:
+    """Conv-Relu-MaxPool-Conv-Relu-GlobalAveragePool-Flatten-Gemm-Softmax, 10 classes."""
+    from onnx import helper
+
+    weights = {
+        "W1": rng.standard_normal((8, 3, 3, 3)).astype("float32") * 0.3,
+        "B1": rng.standard_normal(8).astype("float32"),
+        "W2": rng.standard_normal((12, 8, 3, 3)).astype("float32") * 0.2,
+        "B2": rng.standard_normal(12).astype("float32"),
+        "FC": rng.standard_normal((10, 12)).astype("float32"),
+        "FB": rng.standard_normal(10).astype("float32"),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "W1", "B1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        n("Relu", ["c1"], ["r1"], name="relu1"),
+        n("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        n("Conv", ["p1", "W2", "B2"], ["c2"], name="conv2", strides=[2, 2], pads=[0, 1, 1, 0]),
+        n("Relu", ["c2"], ["r2"], name="relu2"),
+        n("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+        n("Flatten", ["g"], ["f"], name="flatten"),
+        n("Gemm", ["f", "FC", "FB"], ["logits"], name="fc", transB=1),
+        n("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
+    ]
+    x = rng.standard_normal((batch, 3, h, w)).astype("float32")
+    return build_model(nodes, {"x": x}, ["probs"], weights), {"x": x}
+
+
+def mlp(
+    rng: np.random.Generator, batch: int = 64, sizes: tuple[int, ...] = (512, 1024, 256)
+) -> tuple[Any, dict]:
+    """MatMul-Add-Relu layers, the last without bias and activation."""
+    from onnx import helper
+
+    n = helper.make_node
+    weights: dict[str, np.ndarray] = {}
+    nodes, prev = [], "x"
+    for k, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        weights[f"w{k}"] = (rng.standard_normal((a, b)) / np.sqrt(a)).astype("float32")
+        nodes.append(n("MatMul", [prev, f"w{k}"], [f"h{k}"], name=f"fc{k}"))
+        prev = f"h{k}"
+        if k < len(sizes) - 2:
+            weights[f"b{k}"] = rng.standard_normal(b).astype("float32")
+            nodes.append(n("Add", [prev, f"b{k}"], [f"hb{k}"], name=f"bias{k}"))
+            nodes.append(n("Relu", [f"hb{k}"], [f"a{k}"], name=f"relu{k}"))
+            prev = f"a{k}"
+    x = rng.standard_normal((batch, sizes[0])).astype("float32")
+    return build_model(nodes, {"x": x}, [prev], weights), {"x": x}

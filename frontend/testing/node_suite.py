@@ -1,0 +1,138 @@
+"""Runs ONNX's backend node tests (``onnx/backend/test/data/node/test_*``) through Ember.
+
+Each case is a one-node model with inputs and expected outputs as TensorProto
+files. :func:`run_case` imports and compiles it with ``ember.compile`` and compares
+with the expected outputs (exact for integers and booleans), classifying the
+outcome: ``pass``, ``unsupported`` (an op or form Ember rejects as unsupported),
+``error`` (any other error) or ``mismatch`` (wrong numbers or shapes). The pytest
+suite and ``benchmarks/onnx_node_suite.py`` both use it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+RTOL = 1e-4
+ATOL = 1e-4
+
+
+@dataclass
+class CaseResult:
+    name: str
+    op_types: tuple[str, ...]
+    status: str  # pass | unsupported | error | mismatch
+    detail: str = ""
+
+
+def node_test_root() -> Path:
+    import onnx
+
+    return Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
+
+
+def list_cases() -> list[str]:
+    return sorted(p.name for p in node_test_root().iterdir() if (p / "model.onnx").exists())
+
+
+def load_case(name: str) -> tuple[object, list[np.ndarray], list[np.ndarray]]:
+    """The model, inputs and expected outputs of case ``name`` (test data set 0)."""
+    import onnx
+    from onnx import numpy_helper
+
+    root = node_test_root() / name
+    model = onnx.load(str(root / "model.onnx"))
+
+    def read(pattern: str) -> list[np.ndarray]:
+        files = sorted(
+            glob.glob(str(root / "test_data_set_0" / pattern)),
+            key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]),
+        )
+        out = []
+        for f in files:
+            t = onnx.TensorProto()
+            t.ParseFromString(Path(f).read_bytes())
+            out.append(numpy_helper.to_array(t))
+        return out
+
+    return model, read("input_*.pb"), read("output_*.pb")
+
+
+def compare(got: np.ndarray, want: np.ndarray) -> str:
+    """Empty when ``got`` matches ``want``, else why not."""
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)} != expected {list(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype} != expected {want.dtype}"
+    if want.dtype.kind in "iub":
+        bad = int(np.sum(got != want))
+        return f"{bad} elements differ" if bad else ""
+    if not np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True):
+        err = np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+        return f"max abs error {err:.3g}"
+    return ""
+
+
+def run_case(name: str, target: str = "llvm") -> CaseResult:
+    import ember
+
+    try:
+        model, inputs, expected = load_case(name)
+    except Exception as e:  # optional/sequence inputs onnx's own reader cannot turn into arrays
+        return CaseResult(name, (), "unsupported", f"test data is not plain tensors: {e}")
+    ops = tuple(sorted({n.op_type for n in model.graph.node}))  # type: ignore[attr-defined]
+    frozen: list[str] = []
+    try:
+        try:
+            lib = ember.compile(model, target=target)
+        except ember.ArgumentError as e:
+            if "must be a constant" not in str(e):
+                raise
+            # Ember needs shape-like inputs at compile time; the suite feeds them as graph
+            # inputs, so freeze the integer ones into initializers and compile again.
+            model, inputs, frozen = freeze_integer_inputs(model, inputs)
+            lib = ember.compile(model, target=target)
+        outs = lib.run(inputs[: len(lib.input_names)])
+    except ember.UnsupportedOperatorError as e:
+        return CaseResult(name, ops, "unsupported", str(e).splitlines()[-1].strip())
+    except ember.EmberError as e:
+        kind = "unsupported" if "not supported" in str(e) else "error"
+        return CaseResult(name, ops, kind, f"{type(e).__name__}: {str(e).splitlines()[0]}")
+    except Exception as e:  # a crash is a bug to report, not a reason to stop the suite
+        tb = traceback.format_exc(limit=-2).strip().splitlines()[-1]
+        return CaseResult(name, ops, "error", f"crash {type(e).__name__}: {e} ({tb})")
+    if len(outs) != len(expected):
+        return CaseResult(name, ops, "mismatch", f"{len(outs)} outputs, expected {len(expected)}")
+    for k, (g, w) in enumerate(zip(outs, expected)):
+        why = compare(g, w)
+        if why:
+            return CaseResult(name, ops, "mismatch", f"output {k}: {why}")
+    return CaseResult(name, ops, "pass", f"frozen constant inputs {frozen}" if frozen else "")
+
+
+def freeze_integer_inputs(
+    model: object, inputs: list[np.ndarray]
+) -> tuple[object, list[np.ndarray], list[str]]:
+    """A copy of ``model`` whose integer inputs are initializers holding the given data."""
+    from onnx import numpy_helper
+
+    m = type(model)()  # type: ignore[operator]
+    m.CopyFrom(model)  # type: ignore[attr-defined]
+    names = [i.name for i in m.graph.input]
+    keep, rest, frozen = [], [], []
+    for vi, arr in zip(list(m.graph.input), inputs):
+        if arr.dtype.kind in "iu":
+            m.graph.initializer.append(numpy_helper.from_array(arr, vi.name))
+            frozen.append(vi.name)
+        else:
+            keep.append(vi)
+            rest.append(arr)
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    assert len(names) >= len(keep)
+    return m, rest, frozen

@@ -1,0 +1,28 @@
+"""The frontend's benchmark scripts run (on a small selection) and print their tables."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_node_suite_script_prints_a_per_op_table(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["onnx_node_suite.py", "--op", "Relu", "--op", "Flatten"])
+    runpy.run_path(str(BENCH / "onnx_node_suite.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "Relu" in out and "Flatten" in out
+    assert "10/10 cases pass (100.0%)" in out
+
+
+@pytest.mark.slow
+def test_model_benchmark_script_checks_and_times(monkeypatch, capsys):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setattr(sys, "argv", ["onnx_models.py", "--number", "1", "--repeat", "1"])
+    runpy.run_path(str(BENCH / "onnx_models.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "cnn 8x3x64x64" in out and "mlp 64x512-1024-256" in out

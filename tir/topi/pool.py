@@ -1,0 +1,199 @@
+"""N-D max and average pooling over channel-first layouts, with ONNX's options.
+
+Pads (asymmetric), strides, dilations and ``ceil_mode`` are as ONNX defines them;
+positions outside the input never count: max pooling ignores them, average pooling
+divides by the number of real elements (``count_include_pad=False``) or by the
+window clipped to the padded extent (``True``). Global pooling is a window the
+size of the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.tir import expr as E
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
+from ember.tir.topi.transform import static_shape
+
+
+def pool_out_size(size: int, k: int, s: int, d: int, lo: int, hi: int, ceil_mode: bool) -> int:
+    span = size + lo + hi - d * (k - 1) - 1
+    out = -(-span // s) + 1 if ceil_mode else span // s + 1
+    if ceil_mode and (out - 1) * s >= size + lo:  # the last window must start inside
+        out -= 1
+    return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """A sliding window over the spatial dims: sizes, strides, dilations, begin/end pads."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dil: tuple[int, ...]
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+    def taps(self, y: Sequence[E.PrimExpr], r: Sequence[Any]) -> list[E.PrimExpr]:
+        """Input positions of tap ``r`` of the window at output ``y`` (may be in the padding)."""
+        return [y[d] * self.strides[d] + r[d] * self.dil[d] - self.lo[d] for d in range(len(y))]
+
+    def count(self, y: Sequence[E.PrimExpr], include_pad: bool) -> E.PrimExpr:
+        """Taps of the window that count: real elements, or the padded extent if included."""
+        total: E.PrimExpr = E.const(1, "int32")
+        for d in range(len(y)):
+            start, dil = y[d] * self.strides[d] - self.lo[d], self.dil[d]
+            first, stop = (
+                (-self.lo[d], self.sizes[d] + self.hi[d]) if include_pad else (0, self.sizes[d])
+            )
+            # taps start + m*dil (0 <= m < k) with first <= tap < stop
+            m_lo = E.max_((first - start + dil - 1) // dil, 0)
+            m_hi = E.min_((stop - start + dil - 1) // dil, self.kernel[d])
+            total = total * E.max_(m_hi - m_lo, 1)
+        return total
+
+
+def padded_read(
+    X: Tensor, lead: Sequence[E.PrimExpr], pos: Sequence[E.PrimExpr], fill: E.PrimExpr
+) -> E.PrimExpr:
+    """``X[*lead, *pos]``, or ``fill`` where ``pos`` falls outside X's trailing dims.
+
+    The index is clamped as well, so the load stays in bounds whichever branch a
+    vectorized select evaluates.
+    """
+    sizes = static_shape(X)[len(lead) :]
+    inside = None
+    for p, n in zip(pos, sizes):
+        ok = E.logical_and(p >= 0, p < n)
+        inside = ok if inside is None else E.logical_and(inside, ok)
+    clamped = [E.max_(E.min_(p, n - 1), 0) for p, n in zip(pos, sizes)]
+    value = X[(*lead, *clamped)]
+    return value if inside is None else E.select(inside, value, fill)
+
+
+def pool_nd(
+    X: Tensor,
+    kind: str,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int] | None = None,
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+    name: str = "pool",
+) -> Tensor:
+    """Pool the spatial dims of ``X`` (N, C, *spatial); ``kind`` is "max" or "avg"."""
+    xs = static_shape(X)
+    nsp = len(xs) - 2
+    if nsp < 1 or len(kernel) != nsp:
+        raise ArgumentError(f"pool: kernel {list(kernel)} does not fit input {list(xs)}")
+    if kind not in ("max", "avg"):
+        raise ArgumentError(f"pool: kind must be 'max' or 'avg', got {kind!r}")
+    dil = tuple(dilations or (1,) * nsp)
+    w = Window(tuple(kernel), tuple(strides), dil, tuple(pads[:nsp]), tuple(pads[nsp:]), xs[2:])
+    out_sp = [
+        pool_out_size(w.sizes[d], kernel[d], strides[d], dil[d], w.lo[d], w.hi[d], ceil_mode)
+        for d in range(nsp)
+    ]
+    if any(s <= 0 for s in out_sp):
+        raise ArgumentError(f"pool: output would be empty ({out_sp})")
+    rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
+    fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
+    reducer = te.max if kind == "max" else te.sum
+    red = te.compute(
+        (*xs[:2], *out_sp),
+        lambda *i: reducer(padded_read(X, i[:2], w.taps(i[2:], rs), fill), axis=tuple(rs)),
+        name=name if kind == "max" else f"{name}_sum",
+        tag=f"pool_{kind}",
+    )
+    if kind == "max":
+        return red
+    return te.compute(
+        red.shape,
+        lambda *i: red[i] / E.cast(X.dtype, w.count(i[2:], count_include_pad)),
+        name=name,
+        tag="pool_avg",
+    )
+
+
+def _argmax_combine(x: Any, y: Any) -> tuple[E.PrimExpr, E.PrimExpr]:
+    # x is the accumulator: on a tie the earlier tap (in window order) keeps its index
+    keep = x[1] >= y[1]
+    return E.select(keep, x[0], y[0]), E.select(keep, x[1], y[1])
+
+
+def _argmax_identity(idx_dtype: str, val_dtype: str) -> tuple[E.PrimExpr, E.PrimExpr]:
+    return E.const(-1, idx_dtype), te.min_value(val_dtype)
+
+
+def max_pool_with_indices(
+    X: Tensor,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int] | None = None,
+    ceil_mode: bool = False,
+    column_major: bool = False,
+    name: str = "max_pool",
+) -> list[Tensor]:
+    """Max pooling that also returns, as int64, where each maximum is in ``X`` flattened
+    (row-major, or with the spatial dims column-major when ``column_major``): ONNX
+    MaxPool's ``Indices``. Ties keep the first tap in window order."""
+    xs = static_shape(X)
+    nsp = len(xs) - 2
+    dil = tuple(dilations or (1,) * nsp)
+    w = Window(tuple(kernel), tuple(strides), dil, tuple(pads[:nsp]), tuple(pads[nsp:]), xs[2:])
+    out_sp = [
+        pool_out_size(w.sizes[d], kernel[d], strides[d], dil[d], w.lo[d], w.hi[d], ceil_mode)
+        for d in range(nsp)
+    ]
+    if any(s <= 0 for s in out_sp):
+        raise ArgumentError(f"pool: output would be empty ({out_sp})")
+    rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
+    argmax = te.comm_reducer(_argmax_combine, _argmax_identity, name="argmax")
+    order = list(reversed(range(nsp))) if column_major else list(range(nsp))
+
+    def flat_index(n: E.PrimExpr, c: E.PrimExpr, pos: Sequence[E.PrimExpr]) -> E.PrimExpr:
+        flat = E.cast("int64", n) * xs[1] + E.cast("int64", c)
+        for d in order:
+            flat = flat * w.sizes[d] + E.cast("int64", pos[d])
+        return flat
+
+    def f(*i: E.PrimExpr) -> Any:
+        pos = w.taps(i[2:], rs)
+        val = padded_read(X, i[:2], pos, te.min_value(X.dtype))
+        return argmax((flat_index(i[0], i[1], pos), val), axis=tuple(rs))
+
+    values_and_indices = te.compute((*xs[:2], *out_sp), f, name=name, tag="pool_max")
+    idx, val = values_and_indices
+    return [val, idx]
+
+
+def softmax_axis(X: Tensor, axis: int, log: bool = False, name: str = "softmax") -> Tensor:
+    """Softmax (or log-softmax) of an N-D tensor along ``axis``, stabilised by the maximum."""
+    xs = static_shape(X)
+    n = xs[axis]
+    k1 = te.reduce_axis((0, n), name="k1")
+    k2 = te.reduce_axis((0, n), name="k2")
+    red_shape = xs[:axis] + xs[axis + 1 :]
+
+    def at(i: Sequence[E.PrimExpr], k: E.PrimExpr) -> tuple[E.PrimExpr, ...]:
+        return (*i[:axis], k, *i[axis:])
+
+    mx = te.compute(red_shape, lambda *i: te.max(X[at(i, k1)], axis=k1), name=f"{name}_max")
+    sm = te.compute(
+        red_shape, lambda *i: te.sum(te.exp(X[at(i, k2)] - mx[i]), axis=k2), name=f"{name}_sum"
+    )
+
+    def out(*i: E.PrimExpr) -> E.PrimExpr:
+        r = (*i[:axis], *i[axis + 1 :])
+        if log:
+            return X[i] - mx[r] - te.log(sm[r])
+        return te.exp(X[i] - mx[r]) / sm[r]
+
+    return te.compute(xs, out, name=name, tag="softmax")
