@@ -147,6 +147,7 @@ def compile_ir(ll: str, spec: MachineSpec) -> tuple[str, llvm.ExecutionEngine]:
     optimized = str(mod)
     if "GOMP_parallel" in optimized:
         load_libgomp()
+    load_compiler_runtime()
     try:
         engine = llvm.create_mcjit_compiler(mod, target_machine(spec, for_jit=True))
         engine.finalize_object()
@@ -175,6 +176,21 @@ def emit(ll: str, spec: MachineSpec, kind: str, extra_ll: str = "") -> bytes | s
         return tm.emit_assembly(mod)
     except RuntimeError as e:
         raise CompileError(f"LLVM failed to emit {kind}", source=ll, log=str(e)) from e
+
+
+@functools.cache
+def load_compiler_runtime() -> None:
+    """Make the compiler-runtime helpers LLVM calls (``__truncdfhf2`` for a double to half
+    cast, 128-bit division) resolvable by JIT code.
+
+    They live in libgcc_s, which a Python process does not always load; MCJIT binds an
+    unresolved symbol to address 0, so a missing helper would crash at the first call.
+    """
+    path = ctypes.util.find_library("gcc_s") or "libgcc_s.so.1"
+    try:
+        llvm.load_library_permanently(path)
+    except RuntimeError:
+        pass  # then the process's own copy, if any, is what resolves
 
 
 @functools.cache

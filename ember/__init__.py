@@ -19,6 +19,7 @@ from ember.errors import (
     ScheduleError,
     UnsupportedOperatorError,
 )
+from ember.registry import register_func
 from ember.target import TEMPLATE_LOADERS
 
 __version__ = "0.1.0"
@@ -35,6 +36,17 @@ def _cuda_templates() -> None:
 # The tuner finds each target's built-in templates through these, without importing
 # code generators itself (the layering test checks it).
 TEMPLATE_LOADERS.update(llvm=_llvm_templates, cuda=_cuda_templates)
+
+
+def _tuner_worker(conn: Any, role: str = "worker") -> None:
+    from ember.tune_worker import serve
+
+    serve(conn, role)
+
+
+# The tuner's measuring processes run this (it builds candidates, which the tuner may
+# not import); a module-level function, so a spawned process can find it by name.
+register_func("tuner.worker", _tuner_worker, override=True)
 
 # name -> (module, attribute or None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {

@@ -1,4 +1,5 @@
-"""The ``ember`` command line: ``ember demo`` and ``ember info``.
+"""The ``ember`` command line: ``ember demo``, ``ember info``, ``ember tune`` and
+``ember records`` (the last two in :mod:`ember.tune_cli`).
 
 A user error prints its message and exits 1; ``EMBER_DEBUG=1`` shows the traceback.
 """
@@ -61,12 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build a matmul and a fused elementwise chain for the CPU")
     demo.add_argument("--size", type=int, default=1024, help="matmul size M=N=K")
-    demo.add_argument(
-        "--threads", type=int, default=None, help="CPU threads (default: all)"
-    )
+    demo.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     demo.set_defaults(fn=_cmd_demo)
     info = sub.add_parser("info", help="print versions, the host CPU, NVRTC and CUDA devices")
     info.set_defaults(fn=_cmd_info)
+    from ember.tune_cli import add_parsers
+
+    add_parsers(sub)
     ns = parser.parse_args(argv)
     try:
         return int(ns.fn(ns) or 0)
@@ -75,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"ember: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("ember: interrupted (a tuning run continues with --resume)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

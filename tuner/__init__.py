@@ -3,13 +3,21 @@
 A template (``@template("dense.llvm")``) builds a schedule from the knobs it defines
 on ``get_config()``; ``create_task`` collects those knobs into a :class:`ConfigSpace`
 and ``Task.instantiate(config)`` builds the schedule for one config, or for the
-fallback defaults. This package sits above ``ember.tir`` and the code generators.
+fallback defaults. ``tune(task, ...)`` searches the space with Optuna, measuring
+candidates in isolated worker processes (:mod:`ember.tuner.measure`) and appending
+records (:mod:`ember.tuner.records`); ``apply_history_best(records)`` makes tasks and
+direct template calls use the best recorded configs. This package sits above
+``ember.tir`` and reaches code generators only through registries.
 """
 
+from ember.tuner.dispatch import apply_history_best
 from ember.tuner.entity import AnnotateEntity, OtherOptionEntity, ReorderEntity, SplitEntity
 from ember.tuner.knob import AnnotateKnob, Knob, OtherKnob, ReorderKnob, SplitKnob
+from ember.tuner.measure import LocalMeasurer, MeasureOption
+from ember.tuner.records import Record, RecordWriter, best_records, read_records
+from ember.tuner.result import ErrorKind, MeasureResult
 from ember.tuner.space import Config, ConfigEntity, ConfigSpace, FallbackConfig
-from ember.tuner.task import Task, create_task, workload_key
+from ember.tuner.task import Task, create_task, task_key, workload_key
 from ember.tuner.template import (
     TemplateInfo,
     get_config,
@@ -18,8 +26,21 @@ from ember.tuner.template import (
     template,
     using_config,
 )
+from ember.tuner.tune import TuneResult, tune
 
 __all__ = [
+    "ErrorKind",
+    "LocalMeasurer",
+    "MeasureOption",
+    "MeasureResult",
+    "Record",
+    "RecordWriter",
+    "TuneResult",
+    "apply_history_best",
+    "best_records",
+    "read_records",
+    "task_key",
+    "tune",
     "AnnotateEntity",
     "AnnotateKnob",
     "Config",

@@ -10,6 +10,7 @@ fallback when none is given). ``workload_key`` is a stable string naming the wor
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from numbers import Real
@@ -53,6 +54,15 @@ def workload_key(name: str, args: tuple[Any, ...]) -> str:
     return json.dumps([name, body], separators=(",", ":"))
 
 
+def task_key(name: str, args: tuple[Any, ...], target: str | Target, version: int = 1) -> str:
+    """A short stable hash naming template ``name`` (at ``version``) on ``args`` for
+    ``target``: the same in every process and on every machine, the key of records."""
+    body = json.dumps(
+        [workload_key(name, args), str(Target.parse(target)), int(version)], separators=(",", ":")
+    )
+    return hashlib.sha256(body.encode()).hexdigest()[:20]
+
+
 class Task:
     """A template applied to workload arguments for one target, with its config space."""
 
@@ -71,6 +81,7 @@ class Task:
                 f"but the task's target is '{self.target}'"
             )
         self.workload_key = workload_key(name, self.args)
+        self.key = task_key(name, self.args, self.target, self.template.version)
         self.config_space = self._collect_space()
 
     def _collect_space(self) -> ConfigSpace:
@@ -81,7 +92,8 @@ class Task:
     def instantiate(self, config: Any = None) -> tuple[Any, list[Any]]:
         """``(schedule, tensors)`` for ``config``.
 
-        ``config``: None (the fallback), a ``ConfigEntity`` of this task's space, a
+        ``config``: None (the best record of an enclosing ``apply_history_best`` block,
+        else the fallback), a ``ConfigEntity`` of this task's space, a
         ``FallbackConfig``, a dict ``{knob: choice index}`` or a config index. A config
         that breaks one of the template's constraints raises ``ConfigError``.
         """
@@ -96,7 +108,10 @@ class Task:
 
     def _resolve(self, config: Any) -> Config:
         if config is None:
-            return FallbackConfig()
+            from ember.tuner.dispatch import best_config_for
+
+            best = best_config_for(self)
+            return FallbackConfig() if best is None else best
         if isinstance(config, ConfigEntity):
             if config.space is not self.config_space:
                 raise ConfigError(

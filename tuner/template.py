@@ -29,10 +29,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class TemplateInfo:
-    """A registered template: its ``"<op>.<target>"`` name and the undecorated function."""
+    """A registered template: its ``"<op>.<target>"`` name and the undecorated function.
+
+    ``version`` goes into task keys, so records tuned before a template changed its
+    schedule are not reused for it (bump it when the knobs' meaning changes).
+    ``reference``, optional, computes the template's outputs from its input arrays with
+    numpy (``reference(*inputs) -> array or tuple``): the measurer checks every
+    candidate against it, independently of any schedule.
+    """
 
     name: str
     func: Callable[..., Any]
+    version: int = 1
+    reference: Callable[..., Any] | None = None
 
     @property
     def op(self) -> str:
@@ -57,13 +66,24 @@ def split_name(name: Any) -> tuple[str, str]:
     return op, kind
 
 
-def template(name: str, *, override: bool = False) -> Callable[[F], F]:
+def template(
+    name: str,
+    *,
+    override: bool = False,
+    version: int = 1,
+    reference: Callable[..., Any] | None = None,
+) -> Callable[[F], F]:
     """Register the decorated function as schedule template ``name`` ("<op>.<target>").
 
     Registering a name twice is an error unless ``override=True`` or it is the same
-    function again (a module that was re-imported).
+    function again (a module that was re-imported). ``version`` and ``reference``: see
+    :class:`TemplateInfo`.
     """
     split_name(name)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ConfigError(f"template '{name}': version must be a positive int, got {version!r}")
+    if reference is not None and not callable(reference):
+        raise ConfigError(f"template '{name}': reference must be callable, got {reference!r}")
 
     def register(func: F) -> F:
         old = _REGISTRY.get(name)
@@ -73,7 +93,7 @@ def template(name: str, *, override: bool = False) -> Callable[[F], F]:
                 f"template '{name}' is already registered by {_qualname(old.func)}; "
                 "pass override=True to replace it"
             )
-        _REGISTRY[name] = TemplateInfo(name, func)
+        _REGISTRY[name] = TemplateInfo(name, func, version, reference)
 
         @functools.wraps(func)
         def run_with_fallback(*args: Any, **kwargs: Any) -> Any:
@@ -116,8 +136,18 @@ def _qualname(func: Callable[..., Any]) -> str:
     return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
 
 
+# Resolvers consulted, innermost first, for the config of a template run without a chosen
+# config; ``apply_history_best`` (:mod:`ember.tuner.dispatch`) pushes one per block.
+DIRECT_CALL_RESOLVERS: list[Callable[[str, tuple[Any, ...]], Config | None]] = []
+
+
 def config_for_direct_call(name: str, args: tuple[Any, ...]) -> Config:
-    """The config a template called directly (not through a task) runs with: the fallback."""
+    """The config a template called directly (not through a task) runs with: the best
+    record of an enclosing ``apply_history_best`` block, else the fallback."""
+    for resolve in reversed(DIRECT_CALL_RESOLVERS):
+        cfg = resolve(name, args)
+        if cfg is not None:
+            return cfg
     return FallbackConfig()
 
 

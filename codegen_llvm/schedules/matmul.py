@@ -134,13 +134,21 @@ def _gemm(M: int, N: int, K: int, dtype: str, transposed: bool) -> tuple[Schedul
     return s, [A, B, C]
 
 
-@template("matmul.llvm")
+def _matmul_reference(a: Any, b: Any) -> Any:
+    return a @ b
+
+
+def _dense_reference(x: Any, w: Any) -> Any:
+    return x @ w.T
+
+
+@template("matmul.llvm", reference=_matmul_reference)
 def matmul_llvm(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
     """``C = A @ B`` with A of shape (M, K) and B of shape (K, N)."""
     return _gemm(M, N, K, dtype, transposed=False)
 
 
-@template("dense.llvm")
+@template("dense.llvm", reference=_dense_reference)
 def dense_llvm(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
     """``Y = X @ W.T`` with X of shape (M, K) and weights W of shape (N, K)."""
     return _gemm(M, N, K, dtype, transposed=True)

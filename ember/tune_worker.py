@@ -1,0 +1,265 @@
+"""The tuner's worker process: prepares tasks, builds candidates, runs and checks them.
+
+The tuner (``ember.tuner``) may not import the compiler driver, so the process that
+builds and runs candidates lives here, on top, and the package root registers
+:func:`serve` as the global function ``"tuner.worker"``; the tuner's
+:mod:`ember.tuner.workers` starts it in ``spawn``-ed processes and sends requests:
+
+- ``("prepare", spec, workdir, seed, check)``: random inputs (seeded) and reference
+  outputs of the task, saved as ``.npy`` files (see :mod:`ember.tuner.measure` for
+  where the reference comes from);
+- ``("build", spec, config, lib_path)``: instantiate the config and build it, exported
+  to ``lib_path`` (``{"lib": None}`` when the module cannot be exported);
+- ``("run", spec, config, lib_path, workdir, timing)``: load (or build) the candidate,
+  time it, then check its output once.
+
+Answers are dicts; an error is ``{"error": <ErrorKind value>, "message": ...}``.
+``None`` asks the worker to exit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+INTERP_LIMIT = 1 << 16  # tensor elements up to which the interpreter computes references
+
+
+def serve(conn: Any, role: str = "worker") -> None:
+    """Answer requests on ``conn`` until it closes or a ``None`` arrives."""
+    _die_with_parent()
+    import ember.driver  # noqa: F401  (load the compiler before the first deadline)
+    import ember.runtime  # noqa: F401
+    from ember.tuner.records import host_device_name
+
+    conn.send({"device": host_device_name(), "role": role})
+    worker = _Worker()
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        kind, *rest = request
+        try:
+            reply = getattr(worker, kind)(*rest)
+        except Exception as e:  # a worker answers; the tuner decides what a failure means
+            reply = {"error": "runtime", "message": _describe(e)}
+        conn.send(reply)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when the tuner dies (even by SIGKILL), so a worker
+    stuck in a hanging candidate does not outlive it; elsewhere, a closed pipe ends it."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _describe(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    if not hasattr(e, "add_context"):  # a bare Python error: where it came from helps
+        text += "\n" + "".join(traceback.format_tb(e.__traceback__)[-3:])
+    return text[-2000:]
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.tasks: dict[str, Any] = {}
+        self.inputs: dict[str, tuple[list[np.ndarray], dict[str, Any]]] = {}
+
+    def task(self, spec: dict[str, Any]) -> Any:
+        if spec["key"] not in self.tasks:
+            from ember.tuner import create_task
+
+            module = spec.get("module", "")
+            if module and module not in ("__main__", "__mp_main__") and module not in sys.modules:
+                importlib.import_module(module)  # registers templates defined outside Ember
+            self.tasks[spec["key"]] = create_task(spec["name"], tuple(spec["args"]), spec["target"])
+        return self.tasks[spec["key"]]
+
+    # -- prepare -------------------------------------------------------------------------
+
+    def prepare(self, spec: dict[str, Any], workdir: str, seed: int, check: bool) -> dict:
+        from ember.tuner.space import FallbackConfig
+
+        task = self.task(spec)
+        _, tensors = task.instantiate(FallbackConfig())
+        roles = [_is_input(t) for t in tensors]
+        rng = np.random.default_rng(seed)
+        arrays = [_random(t, rng) if is_in else _empty(t) for t, is_in in zip(tensors, roles)]
+        out = Path(workdir)
+        for i, (a, is_in) in enumerate(zip(arrays, roles)):
+            if is_in:
+                np.save(out / f"arg{i}.npy", a)
+        shapes = [[list(a.shape), str(a.dtype)] for a in arrays]
+        (out / "shapes.json").write_text(json.dumps(shapes))
+        meta = {"roles": roles, "check": check}
+        if check:
+            for i, expected in _reference(task, tensors, arrays, roles).items():
+                np.save(out / f"expected{i}.npy", expected)
+        (out / "meta.json").write_text(json.dumps(meta))
+        return {"ok": True}
+
+    # -- build ---------------------------------------------------------------------------
+
+    def build(self, spec: dict[str, Any], config: dict, lib: str) -> dict:
+        mod = self._compile(spec, config)
+        if isinstance(mod, dict):
+            return mod
+        from ember.errors import ArgumentError
+
+        try:
+            mod.export_library(lib)
+        except ArgumentError:  # calls back into Python: the runner builds it itself
+            return {"lib": None}
+        return {"lib": lib}
+
+    def _compile(self, spec: dict[str, Any], config: dict) -> Any:
+        import ember
+        from ember.errors import EmberError
+        from ember.tuner.space import ConfigEntity
+
+        task = self.task(spec)
+        try:
+            cfg = ConfigEntity.from_json(config, task.config_space)
+            sch, tensors = task.instantiate(cfg)
+        except EmberError as e:
+            return {"error": "invalid_config", "message": _describe(e)}
+        try:
+            return ember.build(sch, tensors, target=task.target)
+        except EmberError as e:
+            kind = "invalid_config" if "verify_gpu" in str(e) else "compile"
+            return {"error": kind, "message": _describe(e)}
+        except Exception as e:
+            return {"error": "compile", "message": _describe(e)}
+
+    # -- run -----------------------------------------------------------------------------
+
+    def run(self, spec: dict, config: dict, lib: str | None, workdir: str, timing: dict) -> dict:
+        from ember.errors import EmberError
+
+        if lib:
+            from ember.runtime import load_module
+
+            mod = load_module(lib)
+        else:
+            mod = self._compile(spec, config)
+            if isinstance(mod, dict):
+                return mod
+        inputs, meta = self._inputs(workdir)
+        args = [
+            a.copy() if is_in else np.full_like(a, _sentinel(a.dtype))
+            for a, is_in in zip(inputs, meta["roles"])
+        ]
+        try:
+            evaluate = mod.time_evaluator(
+                number=timing["number"],
+                repeat=timing["repeat"],
+                min_repeat_ms=timing["min_repeat_ms"],
+            )
+            result = evaluate(*args)
+        except EmberError as e:
+            return {"error": "runtime", "message": _describe(e)}
+        if meta["check"]:
+            wrong = _check(args, workdir, meta["roles"], timing["rtol"], timing["atol"])
+            if wrong:
+                return {"error": "wrong_result", "message": wrong}
+        return {"costs": list(result.results)}
+
+    def _inputs(self, workdir: str) -> tuple[list[np.ndarray], dict]:
+        if workdir not in self.inputs:
+            meta = json.loads((Path(workdir) / "meta.json").read_text())
+            shapes = json.loads((Path(workdir) / "shapes.json").read_text())
+            arrays = []
+            for i, is_in in enumerate(meta["roles"]):
+                if is_in:
+                    arrays.append(np.load(Path(workdir) / f"arg{i}.npy"))
+                else:
+                    arrays.append(np.empty(shapes[i][0], dtype=shapes[i][1]))
+            self.inputs[workdir] = (arrays, meta)
+        return self.inputs[workdir]
+
+
+def _is_input(tensor: Any) -> bool:
+    return type(tensor.op).__name__ == "PlaceholderOp"
+
+
+def _shape(tensor: Any) -> tuple[int, ...]:
+    return tuple(int(getattr(d, "value", d)) for d in tensor.shape)
+
+
+def _empty(tensor: Any) -> np.ndarray:
+    return np.zeros(_shape(tensor), dtype=str(tensor.dtype))
+
+
+def _random(tensor: Any, rng: np.random.Generator) -> np.ndarray:
+    dtype = np.dtype(str(tensor.dtype))
+    shape = _shape(tensor)
+    if dtype.kind == "f":
+        return rng.uniform(-1.0, 1.0, shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    return rng.integers(1, 8, shape).astype(dtype)
+
+
+def _sentinel(dtype: np.dtype) -> Any:
+    return np.nan if dtype.kind == "f" else (np.iinfo(dtype).max if dtype.kind in "iu" else 0)
+
+
+def _reference(task: Any, tensors: list, arrays: list, roles: list) -> dict[int, np.ndarray]:
+    """Expected outputs, by position in the template's tensor list."""
+    import ember
+
+    outputs = [i for i, is_in in enumerate(roles) if not is_in]
+    reference = task.template.reference
+    if reference is not None:
+        got = reference(*[a for a, is_in in zip(arrays, roles) if is_in])
+        got = got if isinstance(got, (tuple, list)) else [got]
+        return {i: np.asarray(g, dtype=arrays[i].dtype) for i, g in zip(outputs, got)}
+    sch, tensors = task.instantiate(_fallback())
+    work = [a.copy() for a in arrays]
+    if sum(a.size for a in arrays) <= INTERP_LIMIT:
+        from ember.tir.interp import run
+
+        run(ember.lower(sch, tensors), *work)
+    else:
+        ember.build(sch, tensors, target=task.target)(*work)
+    return {i: work[i] for i in outputs}
+
+
+def _fallback() -> Any:
+    from ember.tuner.space import FallbackConfig
+
+    return FallbackConfig()
+
+
+def _check(args: list, workdir: str, roles: list, rtol: float, atol: float) -> str:
+    for i, is_in in enumerate(roles):
+        if is_in:
+            continue
+        expected = np.load(Path(workdir) / f"expected{i}.npy")
+        got = args[i]
+        if got.dtype.kind == "f":
+            scale = max(1.0, float(np.max(np.abs(expected))) if expected.size else 1.0)
+            bad = ~np.isclose(got, expected, rtol=rtol, atol=atol * scale)
+        else:
+            bad = got != expected
+        if np.any(bad):
+            where = tuple(int(k) for k in np.argwhere(bad)[0])
+            return (
+                f"output #{i}: {int(np.sum(bad))} of {got.size} values differ from the "
+                f"reference; first at {where}: {got[where]!r} != {expected[where]!r}"
+            )
+    return ""

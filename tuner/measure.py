@@ -1,0 +1,207 @@
+"""Measuring candidates in isolated processes: parallel builds, one runner, checked results.
+
+Sits under ``tune`` (:mod:`ember.tuner.tune`) and over the worker processes
+(:mod:`ember.tuner.workers`). For a batch of configs of one task, a
+:class:`LocalMeasurer`
+
+1. prepares the task once, in a builder process: random inputs (seeded, never zeros)
+   and the reference outputs, saved as ``.npy`` files. The reference is the template's
+   numpy ``reference`` when it has one; otherwise the template's *fallback* schedule
+   run by the reference interpreter (``ember.tir.interp``) for small tasks, or built
+   by the compiler for large ones. Either way it does not depend on the candidate's
+   schedule;
+2. builds the candidates in ``jobs`` builder processes at once, each exported as a
+   shared library (a module that calls back into Python cannot be exported and is
+   built by the runner instead);
+3. runs them one by one in a single runner process that does nothing else (no numpy
+   BLAS, no builds of others' code: a kernel timed just after an OpenBLAS call runs
+   slower for tens of milliseconds), with AutoTVM's timing: one warm-up call, then
+   ``repeat`` batches of ``number`` calls, each batch lengthened to at least
+   ``min_repeat_ms``; the cost is the median batch's seconds per call;
+4. checks the output of the last timed call against the reference, once per candidate.
+
+A worker that overruns ``timeout`` (``build_timeout`` for builds) is killed, one that
+crashes is noticed; both are restarted and the candidate gets its :class:`ErrorKind`.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ember.errors import ArgumentError, CompileError
+from ember.tuner.result import ErrorKind, MeasureResult
+from ember.tuner.space import ConfigEntity
+from ember.tuner.workers import Reply, WorkerProcess
+
+
+@dataclass(frozen=True)
+class MeasureOption:
+    """How candidates are measured (AutoTVM's ``number``/``repeat``/``min_repeat_ms``).
+
+    The defaults are AutoTVM's for CPUs: ``min_repeat_ms=0``. A batch lengthened for a
+    microsecond kernel can run thousands of calls, which on a loaded machine (parallel
+    loops stall when a core is taken) may overrun ``timeout``; raise it with care.
+
+    ``timeout``: seconds a run may take (timing included); ``build_timeout``: seconds a
+    build may take; ``jobs``: builder processes; ``rtol``/``atol``: the result check
+    for floats (integers must match exactly); ``check``: compare with the reference.
+    """
+
+    number: int = 10
+    repeat: int = 3
+    min_repeat_ms: float = 0.0
+    timeout: float = 10.0
+    build_timeout: float = 60.0
+    jobs: int = 1
+    check: bool = True
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("number", "repeat", "jobs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ArgumentError(f"MeasureOption: {name} must be a positive int, got {value!r}")
+        for name in ("min_repeat_ms", "timeout", "build_timeout", "rtol", "atol"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ArgumentError(f"MeasureOption: {name} must be >= 0, got {value!r}")
+        if self.timeout <= 0 or self.build_timeout <= 0:
+            raise ArgumentError("MeasureOption: timeout and build_timeout must be positive")
+
+
+def task_spec(task: Any) -> dict[str, Any]:
+    """What a worker needs to rebuild ``task``: the template's module (imported there, so
+    templates registered outside Ember work), name, arguments and target."""
+    return {
+        "module": getattr(task.template.func, "__module__", ""),
+        "name": task.name,
+        "args": task.args,
+        "target": str(task.target),
+        "key": task.key,
+    }
+
+
+class LocalMeasurer:
+    """Builds and runs candidates on this machine in worker processes."""
+
+    def __init__(self, option: MeasureOption | None = None) -> None:
+        self.option = option or MeasureOption()
+        self.jobs = self.option.jobs
+        self._builders = [WorkerProcess("builder") for _ in range(self.jobs)]
+        self._runner = WorkerProcess("runner")
+        self._dir = Path(tempfile.mkdtemp(prefix="ember-tune-"))
+        self._prepared: dict[str, Path] = {}
+        self._lock = threading.Lock()
+        self._count = 0
+
+    @property
+    def device_name(self) -> str:
+        if not self._runner.hello:
+            self._runner.start()
+        return str(self._runner.hello.get("device", "unknown"))
+
+    @property
+    def restarts(self) -> int:
+        return self._runner.restarts + sum(b.restarts for b in self._builders)
+
+    def measure(self, task: Any, configs: list[ConfigEntity]) -> list[MeasureResult]:
+        workdir = self._prepare(task)
+        spec = task_spec(task)
+        free: queue.SimpleQueue[WorkerProcess] = queue.SimpleQueue()
+        for builder in self._builders:
+            free.put(builder)
+
+        def build(cfg: ConfigEntity) -> MeasureResult | dict[str, Any]:
+            builder = free.get()
+            try:
+                return self._build(builder, spec, cfg, workdir)
+            finally:
+                free.put(builder)
+
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            builds = list(pool.map(build, configs))
+        results = []
+        for cfg, built in zip(configs, builds):
+            if isinstance(built, MeasureResult):
+                results.append(built)
+            else:
+                results.append(self._run(spec, cfg, built, workdir))
+        return results
+
+    def _prepare(self, task: Any) -> Path:
+        if task.key in self._prepared:
+            return self._prepared[task.key]
+        workdir = self._dir / task.key
+        workdir.mkdir(parents=True, exist_ok=True)
+        request = ("prepare", task_spec(task), str(workdir), self.option.seed, self.option.check)
+        reply = self._builders[0].call(request, self.option.build_timeout * 5)
+        if reply.status != "ok" or reply.value.get("error"):
+            detail = reply.value.get("message") if reply.status == "ok" else reply.value
+            raise CompileError(
+                f"cannot prepare inputs and reference outputs of task '{task.name}' "
+                f"{task.args}: {detail}"
+            )
+        self._prepared[task.key] = workdir
+        return workdir
+
+    def _build(
+        self, builder: WorkerProcess, spec: dict[str, Any], cfg: ConfigEntity, workdir: Path
+    ) -> MeasureResult | dict[str, Any]:
+        with self._lock:
+            self._count += 1
+            lib = workdir / f"cand{self._count}.so"
+        reply = builder.call(("build", spec, cfg.to_json(), str(lib)), self.option.build_timeout)
+        if reply.status != "ok":
+            kind = ErrorKind.TIMEOUT if reply.status == "timeout" else ErrorKind.CRASH
+            return MeasureResult.failed(kind, f"build: {reply.value}", build_s=reply.seconds)
+        value = reply.value
+        if value.get("error"):
+            return MeasureResult.failed(
+                ErrorKind(value["error"]), value.get("message", ""), build_s=reply.seconds
+            )
+        value["build_s"] = reply.seconds
+        return value
+
+    def _run(
+        self, spec: dict[str, Any], cfg: ConfigEntity, built: dict[str, Any], workdir: Path
+    ) -> MeasureResult:
+        timing = asdict(self.option)
+        request = ("run", spec, cfg.to_json(), built.get("lib"), str(workdir), timing)
+        reply: Reply = self._runner.call(request, self.option.timeout)
+        build_s = float(built.get("build_s", 0.0))
+        if built.get("lib"):
+            Path(built["lib"]).unlink(missing_ok=True)
+        if reply.status != "ok":
+            kind = ErrorKind.TIMEOUT if reply.status == "timeout" else ErrorKind.CRASH
+            return MeasureResult.failed(
+                kind, str(reply.value), build_s=build_s, run_s=reply.seconds
+            )
+        value = reply.value
+        if value.get("error"):
+            return MeasureResult.failed(
+                ErrorKind(value["error"]),
+                value.get("message", ""),
+                build_s=build_s,
+                run_s=reply.seconds,
+            )
+        return MeasureResult(tuple(value["costs"]), ErrorKind.OK, "", build_s, reply.seconds)
+
+    def close(self) -> None:
+        for worker in [*self._builders, self._runner]:
+            worker.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalMeasurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

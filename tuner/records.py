@@ -1,0 +1,185 @@
+"""Tuning records: one JSON line per measured candidate, appended and flushed as it lands.
+
+Written by ``tune`` (:mod:`ember.tuner.tune`), read by ``apply_history_best``
+(:mod:`ember.tuner.dispatch`), transfer seeding and ``ember records``. A line holds the
+task key (:func:`ember.tuner.task.task_key`: a hash of template name, arguments,
+target and template version), the template name, workload key and arguments, the
+config (:meth:`ConfigEntity.to_json`), the costs in seconds (one per repeat, empty on
+error), the error kind, target, device name, Ember version, format version and a
+timestamp. Lines are self-contained, so files can be concatenated (``merge``), and a
+line cut short by a killed run is skipped when read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ember.errors import ArgumentError
+from ember.target import Target
+
+FORMAT_VERSION = 1
+
+
+class RecordWarning(UserWarning):
+    """Lines of a records file that were skipped (truncated, another target, stale)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    task_key: str
+    template: str
+    workload_key: str
+    template_version: int
+    target: str
+    config: dict[str, Any]
+    costs: tuple[float, ...]
+    error: str
+    device: str
+    ember_version: str
+    message: str = ""
+    timestamp: float = field(default_factory=time.time)
+    format: int = FORMAT_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.error == "ok" and bool(self.costs)
+
+    @property
+    def cost(self) -> float:
+        return statistics.median(self.costs) if self.ok else math.inf
+
+    def to_line(self) -> str:
+        data = asdict(self)
+        data["costs"] = list(self.costs)
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Record:
+        known = {k: data[k] for k in Record.__dataclass_fields__ if k in data}
+        known["costs"] = tuple(float(c) for c in known.get("costs", ()))
+        return Record(**known)
+
+
+def host_device_name() -> str:
+    """The CPU model the OS reports, the device name of CPU records."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def ember_version() -> str:
+    import ember
+
+    return str(getattr(ember, "__version__", "unknown"))
+
+
+class RecordWriter:
+    """Appends records to a file, one flushed line each (a killed run loses nothing
+    that was measured before the line was written)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as e:
+            raise ArgumentError(f"cannot open records file '{path}' for appending: {e}") from e
+        if self._file.tell() > 0:
+            self._end_partial_line()
+
+    def _end_partial_line(self) -> None:
+        """Start on a fresh line when the file ends in a line cut short."""
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                self._file.write("\n")
+
+    def write(self, record: Record) -> None:
+        self._file.write(record.to_line() + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            yield from enumerate(f, start=1)
+    except OSError as e:
+        raise ArgumentError(f"cannot read records file '{path}': {e}") from e
+
+
+def read_records(
+    paths: str | Path | Iterable[str | Path],
+    target: str | Target | None = None,
+    versions: Mapping[str, int] | Callable[[str], int | None] | None = None,
+) -> list[Record]:
+    """Every readable record of ``paths``, in file order.
+
+    A line that does not parse (a truncated last line) is skipped; with ``target``,
+    records of other targets are skipped, and with ``versions`` (template name ->
+    current version, a mapping or a function giving None for unknown templates)
+    records of other template versions. Each kind of skip gives one
+    :class:`RecordWarning` with a count.
+    """
+    current = versions.get if isinstance(versions, Mapping) else versions
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    want = None if target is None else str(Target.parse(target))
+    out: list[Record] = []
+    skipped = {"unreadable": 0, "other target": 0, "older template version": 0}
+    for path in paths:
+        for _, line in _lines(Path(path)):
+            if not line.strip():
+                continue
+            try:
+                rec = Record.from_dict(json.loads(line))
+            except (ValueError, TypeError, KeyError):
+                skipped["unreadable"] += 1
+                continue
+            if want is not None and rec.target != want:
+                skipped["other target"] += 1
+            elif current is not None and current(rec.template) not in (None, rec.template_version):
+                skipped["older template version"] += 1
+            else:
+                out.append(rec)
+    for why, count in skipped.items():
+        if count:
+            warnings.warn(f"records: skipped {count} line(s): {why}", RecordWarning, stacklevel=2)
+    return out
+
+
+def best_records(records: Iterable[Record], device: str | None = None) -> dict[str, Record]:
+    """The fastest valid record per task key (of ``device`` only, when given)."""
+    best: dict[str, Record] = {}
+    for rec in records:
+        if not rec.ok or (device is not None and rec.device != device):
+            continue
+        old = best.get(rec.task_key)
+        if old is None or rec.cost < old.cost:
+            best[rec.task_key] = rec
+    return best

@@ -1,0 +1,64 @@
+"""What one measurement of one config gives: its costs or the kind of error it met.
+
+Shared by the measurers (:mod:`ember.tuner.measure`), the search loop
+(:mod:`ember.tuner.search`) and the records (:mod:`ember.tuner.records`); this module
+holds only plain values, no processes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from ember.tuner.space import ConfigEntity
+
+
+class ErrorKind(str, Enum):
+    """Why a candidate has no cost. ``INVALID_CONFIG`` is turned down before any build
+    (the space's constraints, the template, or ``verify_gpu``) and is not a measured trial."""
+
+    OK = "ok"
+    INVALID_CONFIG = "invalid_config"
+    COMPILE = "compile"
+    RUNTIME = "runtime"
+    TIMEOUT = "timeout"
+    WRONG_RESULT = "wrong_result"
+    CRASH = "crash"
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Seconds per run, one entry per repeat (empty on error), and what went wrong."""
+
+    costs: tuple[float, ...] = ()
+    error: ErrorKind = ErrorKind.OK
+    message: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is ErrorKind.OK and bool(self.costs)
+
+    @property
+    def cost(self) -> float:
+        """The median of the repeats; ``inf`` for a failed candidate."""
+        return statistics.median(self.costs) if self.ok else math.inf
+
+    @staticmethod
+    def failed(error: ErrorKind, message: str, **kw: float) -> MeasureResult:
+        return MeasureResult((), error, message[-2000:], **kw)
+
+
+class Measurer(Protocol):
+    """Measures a batch of configs of one task (in parallel where it can)."""
+
+    device_name: str
+
+    def measure(self, task: object, configs: list[ConfigEntity]) -> list[MeasureResult]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,377 @@
+"""The search loop: Optuna proposes configs, a measurer times them, Optuna learns.
+
+Sits between the encoding (:mod:`ember.tuner.encode`), a measurer
+(:mod:`ember.tuner.measure`, or a fake one in tests) and ``tune``
+(:mod:`ember.tuner.tune`), which makes the study and writes records. It uses Optuna's
+ask-and-tell interface rather than ``study.optimize`` so that a batch of ``jobs``
+candidates can be built in parallel and so that what counts as a trial stays ours:
+
+- a config the space's constraints (or the template, or ``verify_gpu``) turn down is
+  told to Optuna as PRUNED (TPE then ranks it with the bad trials) and is never built;
+- a config seen before is told its known value and not measured again;
+- ``n_trials`` counts *measured* candidates: built and run, whatever the outcome. A
+  candidate that failed (compile, runtime, timeout, wrong result, crash) is told as
+  FAIL and also counts.
+
+The loop ends after ``n_trials`` measured candidates, after ``early_stopping``
+measured candidates without a better cost, when the space (or the grid) is exhausted,
+at ``timeout`` seconds, or after ``max_attempts`` proposals.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.errors import ConfigError
+from ember.tuner.encode import SpaceEncoding
+from ember.tuner.result import ErrorKind, Measurer, MeasureResult
+from ember.tuner.space import ConfigEntity
+
+_log = logging.getLogger("ember.tuner")
+SAMPLERS = ("tpe", "random", "cmaes", "grid")
+OWNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a trial, for resume
+
+
+def _abandoned(owner: Any) -> bool:
+    """Whether the process that asked for a trial is gone (unknown owners count as gone;
+    an owner on another host cannot be checked and does not)."""
+    if not isinstance(owner, str) or ":" not in owner:
+        return True
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One measured candidate, in measuring order (``number`` counts from 0)."""
+
+    number: int
+    config: ConfigEntity
+    result: MeasureResult
+    best_cost: float
+
+
+@dataclass
+class SearchState:
+    """Progress of one search; ``trials`` is the history for convergence plots."""
+
+    n_trials: int
+    trials: list[TrialRecord] = field(default_factory=list)
+    rejected: int = 0
+    duplicates: int = 0
+    errors: Counter = field(default_factory=Counter)
+    best_config: ConfigEntity | None = None
+    best_cost: float = math.inf
+    since_best: int = 0
+    stopped: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def measured(self) -> int:
+        return len(self.trials)
+
+    def add(self, config: ConfigEntity, result: MeasureResult) -> TrialRecord:
+        self.errors[result.error] += 0 if result.ok else 1
+        if result.ok and result.cost < self.best_cost:
+            self.best_cost, self.best_config, self.since_best = result.cost, config, 0
+        else:
+            self.since_best += 1
+        record = TrialRecord(self.measured, config, result, self.best_cost)
+        self.trials.append(record)
+        return record
+
+
+def make_sampler(name: str, seed: int | None, encoding: SpaceEncoding) -> Any:
+    """The Optuna sampler ``name``, seeded."""
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
+            # constant_liar: trials asked together (a batch of parallel builds) spread out
+            return optuna.samplers.TPESampler(
+                seed=seed, multivariate=True, n_startup_trials=10, constant_liar=True
+            )
+        if name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        if name == "cmaes":
+            return optuna.samplers.CmaEsSampler(
+                seed=seed, warn_independent_sampling=False, n_startup_trials=5
+            )
+        if name == "grid":
+            return _GridSampler(encoding.grid(), seed=seed)
+    raise ConfigError(f"unknown sampler {name!r}; expected one of {SAMPLERS}")
+
+
+def _grid_class() -> type:
+    import optuna
+
+    class GridSampler(optuna.samplers.GridSampler):
+        """Optuna's grid sampler, minus its ``study.stop()`` (which only works inside
+        ``study.optimize``); the loop asks ``is_exhausted`` instead."""
+
+        def after_trial(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return GridSampler
+
+
+def _GridSampler(grid: dict[str, list[int]], seed: int | None) -> Any:  # noqa: N802
+    return _grid_class()(grid, seed=seed)
+
+
+class _Heartbeat:
+    """Records a heartbeat for every trial this process is measuring, on storages that
+    keep them (``RDBStorage(heartbeat_interval=...)``), so that a worker killed on any
+    host leaves trials that the other workers fail and retry once the grace period ends.
+    Optuna beats only inside ``study.optimize``; the search asks and tells itself."""
+
+    def __init__(self, storage: Any, interval: float) -> None:
+        self.storage, self.interval = storage, interval
+        self.trial_ids: set[int] = set()
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        threading.Thread(target=self._beat, name="ember-heartbeat", daemon=True).start()
+
+    @classmethod
+    def start(cls, study: Any) -> _Heartbeat | None:
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        storage = getattr(study, "_storage", None)
+        if storage is None or not is_heartbeat_enabled(storage):
+            return None
+        return cls(storage, float(storage.get_heartbeat_interval()))
+
+    def watch(self, trial: Any) -> None:
+        with self.lock:
+            self.trial_ids.add(trial._trial_id)
+        self.storage.record_heartbeat(trial._trial_id)
+
+    def forget(self, trial: Any) -> None:
+        with self.lock:
+            self.trial_ids.discard(trial._trial_id)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.interval):
+            with self.lock:
+                ids = list(self.trial_ids)
+            for trial_id in ids:
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception:  # the trial finished meanwhile, or the database blinked
+                    _log.debug("heartbeat for trial %s failed", trial_id, exc_info=True)
+
+
+@dataclass
+class SearchOptions:
+    n_trials: int
+    jobs: int = 1
+    early_stopping: int | None = None
+    timeout: float | None = None
+    max_attempts: int | None = None
+
+
+Callback = Callable[[SearchState, TrialRecord | None], None]
+
+
+class Search:
+    """One task's search over one study; ``run`` drives it to the end."""
+
+    def __init__(
+        self,
+        task: Any,
+        study: Any,
+        measurer: Measurer,
+        options: SearchOptions,
+        on_trial: Callback | None = None,
+        state: SearchState | None = None,
+    ) -> None:
+        self.task, self.study, self.measurer, self.opt = task, study, measurer, options
+        self.encoding = SpaceEncoding(task.config_space)
+        self.on_trial = on_trial
+        self.state = state or SearchState(options.n_trials)
+        self.known: dict[int, MeasureResult] = {}
+        self.seen: set[int] = set()
+        self.taken_in: set[int] = set()  # trial numbers already accounted for
+        self.elsewhere: set[int] = set()  # configs being measured by another process
+        self.heartbeat = _Heartbeat.start(study)
+        self.attempts = 0
+
+    def enqueue(self, configs: Sequence[ConfigEntity]) -> None:
+        """Measure these configs first, in order (the fallback, transferred configs)."""
+        for cfg in configs:
+            self.study.enqueue_trial(self.encoding.encode(cfg), skip_if_exists=True)
+
+    def restore(self) -> None:
+        """Take in the study's trials that this search has not seen yet.
+
+        Called once when a run resumes a study, and before each batch (so that several
+        processes tuning one study on a shared database see each other's work): measured
+        trials count towards ``n_trials`` and are never measured again; a trial RUNNING in
+        another live process keeps its config taken; a trial left RUNNING by a killed
+        process on this host is failed (its candidate is lost); with heartbeats on, Optuna
+        fails trials whose heartbeat went stale (a killed worker on another host) and its
+        retry callback asks for them again.
+        """
+        from optuna.trial import TrialState
+
+        if self.heartbeat is not None:
+            from optuna.storages import fail_stale_trials
+
+            fail_stale_trials(self.study)
+        self.elsewhere.clear()
+        for t in self.study.get_trials(deepcopy=False):
+            if t.number in self.taken_in:
+                continue
+            index = t.user_attrs.get("config_index")
+            if t.state == TrialState.RUNNING:
+                owner = t.user_attrs.get("owner")
+                if owner == OWNER:
+                    continue
+                # On a database the owner is written just after the ask, so a trial without
+                # one may be another worker's of a moment ago: heartbeats judge it there.
+                shared_and_young = owner is None and self.heartbeat is not None
+                if _abandoned(owner) and not shared_and_young:
+                    self.study.tell(t.number, state=TrialState.FAIL)
+                elif index is not None:
+                    self.seen.add(index)
+                    self.elsewhere.add(index)
+                continue
+            if t.state == TrialState.WAITING:
+                continue
+            self.taken_in.add(t.number)
+            if index is None:
+                continue
+            self.seen.add(index)
+            if not t.user_attrs.get("measured"):
+                continue
+            if t.state == TrialState.COMPLETE:
+                result = MeasureResult((float(t.value),))
+            else:
+                error = ErrorKind(t.user_attrs.get("error", ErrorKind.CRASH.value))
+                result = MeasureResult.failed(error, "from an earlier run")
+            self.known[index] = result
+            self.state.add(self.task.config_space.get(index), result)
+
+    def run(self) -> SearchState:
+        opt, state = self.opt, self.state
+        limit = opt.max_attempts or 20 * opt.n_trials + 200
+        while not state.stopped:
+            self.restore()
+            batch = self._propose(min(opt.jobs, opt.n_trials - state.measured), limit)
+            if batch:
+                for trial, _ in batch:
+                    if self.heartbeat is not None:
+                        self.heartbeat.watch(trial)
+                results = self.measurer.measure(self.task, [cfg for _, cfg in batch])
+                for (trial, cfg), result in zip(batch, results):
+                    self._tell(trial, cfg, result)
+                    if self.heartbeat is not None:
+                        self.heartbeat.forget(trial)
+            state.stopped = state.stopped or self._why_stop(limit)
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        return state
+
+    def _why_stop(self, limit: int) -> str:
+        opt, state = self.opt, self.state
+        if state.measured >= opt.n_trials:
+            return "n_trials"
+        if opt.early_stopping is not None and state.since_best >= opt.early_stopping:
+            return "early_stopping"
+        if opt.timeout is not None and time.monotonic() - state.started > opt.timeout:
+            return "timeout"
+        if len(self.seen) >= len(self.task.config_space) or self._grid_exhausted():
+            return "space_exhausted"
+        if self.attempts >= limit:
+            return "max_attempts"
+        return ""
+
+    def _grid_exhausted(self) -> bool:
+        check = getattr(self.study.sampler, "is_exhausted", None)
+        return bool(check and check(self.study))
+
+    def _propose(self, want: int, limit: int) -> list[tuple[Any, ConfigEntity]]:
+        """Ask until ``want`` new, valid configs are in hand (or a stop condition holds)."""
+        from optuna.trial import TrialState
+
+        batch: list[tuple[Any, ConfigEntity]] = []
+        in_batch: set[int] = set()
+        while (
+            len(batch) < want and not self._why_stop(limit) and not self._batch_exhausts(in_batch)
+        ):
+            with warnings.catch_warnings():  # Optuna warns that ask/tell does not beat itself
+                warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+                trial = self.study.ask()
+            self.taken_in.add(trial.number)
+            trial.set_user_attr("owner", OWNER)
+            self.attempts += 1
+            cfg = self.encoding.suggest(trial)
+            self.seen.add(cfg.index)
+            trial.set_user_attr("config_index", cfg.index)
+            if cfg.index in self.known or cfg.index in in_batch or cfg.index in self.elsewhere:
+                self._tell_known(trial, cfg)
+            elif not cfg.is_valid():
+                trial.set_user_attr("error", ErrorKind.INVALID_CONFIG.value)
+                self.study.tell(trial, state=TrialState.PRUNED)
+                self.state.rejected += 1
+            else:
+                in_batch.add(cfg.index)
+                batch.append((trial, cfg))
+        return batch
+
+    def _batch_exhausts(self, in_batch: set[int]) -> bool:
+        return bool(in_batch) and len(self.seen) >= len(self.task.config_space)
+
+    def _tell_known(self, trial: Any, cfg: ConfigEntity) -> None:
+        from optuna.trial import TrialState
+
+        self.state.duplicates += 1
+        known = self.known.get(cfg.index)
+        if known is not None and known.ok:
+            self.study.tell(trial, known.cost)
+        else:  # failed before, or still in this batch: nothing to learn twice
+            self.study.tell(trial, state=TrialState.PRUNED)
+
+    def _tell(self, trial: Any, cfg: ConfigEntity, result: MeasureResult) -> None:
+        from optuna.trial import TrialState
+
+        self.known[cfg.index] = result
+        trial.set_user_attr("error", result.error.value)
+        if result.error is ErrorKind.INVALID_CONFIG:  # the template refused it in the builder
+            self.study.tell(trial, state=TrialState.PRUNED)
+            self.state.rejected += 1
+            return
+        trial.set_user_attr("measured", True)
+        if result.ok:
+            self.study.tell(trial, result.cost)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+        record = self.state.add(cfg, result)
+        if self.on_trial is not None:
+            self.on_trial(self.state, record)

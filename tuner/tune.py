@@ -1,0 +1,308 @@
+"""``tune(task, ...)``: search a task's config space, measure candidates, write records.
+
+The top of the tuner: makes the Optuna study (in memory, in a journal file beside the
+records, or at a storage URL such as ``postgresql://...``), seeds it with the
+template's fallback config and any transferred configs, runs the search
+(:mod:`ember.tuner.search`) with a measurer (:mod:`ember.tuner.measure`, or any object
+with ``measure(task, configs)``), and appends one record per measured candidate
+(:mod:`ember.tuner.records`). ``resume=True`` continues a study: its measured trials
+count towards ``n_trials`` and a trial left running by a killed run is failed, so a
+SIGKILLed run loses at most the candidates in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.tuner.records import Record, RecordWriter, ember_version
+from ember.tuner.result import Measurer
+from ember.tuner.search import (
+    SAMPLERS,
+    Search,
+    SearchOptions,
+    SearchState,
+    TrialRecord,
+    make_sampler,
+)
+from ember.tuner.space import ConfigEntity
+from ember.tuner.transfer import transfer_configs
+
+_log = logging.getLogger("ember.tuner")
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found. ``trials``: every measured candidate, in order, each with
+    the best cost so far (the convergence curve)."""
+
+    task: Any
+    best_config: ConfigEntity | None
+    best_cost: float
+    trials: list[TrialRecord]
+    rejected: int
+    duplicates: int
+    stopped: str
+    study: Any
+
+    @property
+    def errors(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in self.trials:
+            if not t.result.ok:
+                counts[t.result.error.value] = counts.get(t.result.error.value, 0) + 1
+        return counts
+
+
+def fallback_entity(task: Any) -> ConfigEntity | None:
+    """The template's defaults as a config of its space (None where a default lies outside
+    the knob's candidates, or breaks a constraint)."""
+    knobs = task.config_space.knobs
+    if any(k.default_index is None for k in knobs.values()):
+        return None
+    cfg = task.config_space.from_choices({n: k.default_index for n, k in knobs.items()})
+    return cfg if cfg.is_valid() else None
+
+
+def open_storage(storage: Any, records: str | Path | None) -> Any:
+    """An Optuna storage: None -> a journal file beside ``records`` (in memory without
+    records); a URL (``postgresql://``, ``sqlite://``) opens a database storage; a path that is
+    not a URL names a journal file; a storage object is used as is."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    if storage is None:
+        if records is None:
+            return None
+        storage = str(records) + ".journal"
+    if not isinstance(storage, (str, Path)):
+        return storage
+    text = str(storage)
+    try:
+        if "://" in text:
+            return _database_storage(text)
+        return JournalStorage(JournalFileBackend(text))
+    except Exception as e:  # a missing driver, a refused connection, an unwritable file
+        raise ArgumentError(f"cannot open the Optuna storage '{text}': {e}") from e
+
+
+HEARTBEAT_INTERVAL = 10  # seconds between a running trial's heartbeats
+GRACE_PERIOD = 60  # a trial silent this long belongs to a dead worker: failed, retried
+
+
+def _database_storage(url: str) -> Any:
+    """A database storage for many runners tuning one study: heartbeats mark the trials a
+    live worker is measuring; one silent past the grace period (its worker was killed) is
+    failed and asked again once by the next worker that looks."""
+    import time
+    import warnings
+
+    from optuna.exceptions import ExperimentalWarning
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return RDBStorage(
+                    url,
+                    heartbeat_interval=HEARTBEAT_INTERVAL,
+                    grace_period=GRACE_PERIOD,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+                )
+        except Exception:
+            # Runners started together race to create the schema of an empty database;
+            # the loser finds it made on the next try.
+            if attempt == 2:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def create_study(
+    task: Any, storage: Any, sampler: Any, study_name: str | None, resume: bool
+) -> tuple[Any, bool]:
+    """The study, and whether it is fresh. Without ``resume`` a study of the same name in a
+    journal file is replaced (the records file keeps its lines); a study in a database is
+    always joined, since other runners may be tuning it now."""
+    import optuna
+    from optuna.storages import RDBStorage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    name = study_name or f"ember-{task.key}"
+    exists = storage is not None and name in optuna.get_all_study_names(storage)
+    resume = resume or isinstance(storage, RDBStorage)
+    if exists and not resume:
+        _log.info("replacing the existing study '%s' (pass resume=True to continue it)", name)
+        optuna.delete_study(study_name=name, storage=storage)
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        sampler=sampler,
+        direction="minimize",
+        load_if_exists=resume,
+    )
+    study.set_user_attr("task_key", task.key)
+    return study, not (exists and resume)
+
+
+def _check(n_trials: int, sampler: str, early_stopping: int | None) -> None:
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+        raise ArgumentError(f"tune: n_trials must be a positive int, got {n_trials!r}")
+    if sampler not in SAMPLERS:
+        raise ArgumentError(f"tune: unknown sampler {sampler!r}; expected one of {SAMPLERS}")
+    if early_stopping is not None and (
+        isinstance(early_stopping, bool)
+        or not isinstance(early_stopping, int)
+        or early_stopping < 1
+    ):
+        raise ArgumentError(f"tune: early_stopping must be a positive int, got {early_stopping!r}")
+
+
+def tune(
+    task: Any,
+    n_trials: int = 200,
+    records: str | Path | None = None,
+    sampler: str = "tpe",
+    seed: int | None = 0,
+    timeout: float | None = None,
+    storage: Any = None,
+    measure: Any = None,
+    early_stopping: int | None = None,
+    resume: bool = False,
+    study_name: str | None = None,
+    transfer: Sequence[str | Path] | Iterable[Record] | None = None,
+    on_trial: Callable[[SearchState, TrialRecord | None], None] | None = None,
+) -> TuneResult:
+    """Tune ``task``; ``n_trials`` counts measured candidates (configs turned down before
+    a build, and repeats of a config already measured, do not count).
+
+    ``measure``: a :class:`~ember.tuner.measure.MeasureOption` (default ``MeasureOption()``:
+    isolated worker processes) or any measurer object. ``transfer``: records (paths) of
+    the same template at other shapes whose best configs are tried first.
+    """
+    _check(n_trials, sampler, early_stopping)
+    measurer, owned = _measurer(measure)
+    writer = RecordWriter(records) if records is not None else None
+    try:
+        search = _make_search(
+            task,
+            n_trials,
+            sampler,
+            seed,
+            timeout,
+            storage,
+            records,
+            measurer,
+            early_stopping,
+            resume,
+            study_name,
+            transfer,
+        )
+        search.on_trial = _recorder(task, measurer, writer, on_trial)
+        state = search.run()
+    finally:
+        if writer is not None:
+            writer.close()
+        if owned:
+            measurer.close()
+    return TuneResult(
+        task,
+        state.best_config,
+        state.best_cost,
+        state.trials,
+        state.rejected,
+        state.duplicates,
+        state.stopped,
+        search.study,
+    )
+
+
+def _measurer(measure: Any) -> tuple[Measurer, bool]:
+    from ember.tuner.measure import LocalMeasurer, MeasureOption
+
+    if measure is None or isinstance(measure, MeasureOption):
+        return LocalMeasurer(measure or MeasureOption()), True
+    if not callable(getattr(measure, "measure", None)):
+        raise ArgumentError(
+            f"tune: measure must be a MeasureOption or a measurer, got {type(measure).__name__}"
+        )
+    return measure, False
+
+
+def _make_search(
+    task: Any,
+    n_trials: int,
+    sampler: str,
+    seed: int | None,
+    timeout: float | None,
+    storage: Any,
+    records: Any,
+    measurer: Measurer,
+    early_stopping: int | None,
+    resume: bool,
+    study_name: str | None,
+    transfer: Any,
+) -> Search:
+    from ember.tuner.encode import SpaceEncoding
+
+    sampler_obj = make_sampler(sampler, seed, SpaceEncoding(task.config_space))
+    study, fresh = create_study(
+        task, open_storage(storage, records), sampler_obj, study_name, resume
+    )
+    jobs = int(getattr(measurer, "jobs", 1) or 1)
+    options = SearchOptions(n_trials, jobs, early_stopping, timeout)
+    search = Search(task, study, measurer, options)
+    if fresh:
+        seeds = [c for c in [fallback_entity(task)] if c is not None]
+        if transfer is not None:
+            seeds += [c for c in transfer_configs(task, transfer) if c not in seeds]
+        search.enqueue(seeds)
+    else:
+        search.restore()
+    return search
+
+
+def _recorder(
+    task: Any,
+    measurer: Measurer,
+    writer: RecordWriter | None,
+    user: Callable[[SearchState, TrialRecord | None], None] | None,
+) -> Callable[[SearchState, TrialRecord | None], None]:
+    version = ember_version()
+    device = str(getattr(measurer, "device_name", "unknown"))
+
+    def on_trial(state: SearchState, trial: TrialRecord | None) -> None:
+        if writer is not None and trial is not None:
+            r = trial.result
+            writer.write(
+                Record(
+                    task.key,
+                    task.name,
+                    task.workload_key,
+                    task.template.version,
+                    str(task.target),
+                    trial.config.to_json(),
+                    tuple(r.costs),
+                    r.error.value,
+                    device,
+                    version,
+                    r.message,
+                )
+            )
+        if user is not None:
+            user(state, trial)
+
+    return on_trial
+
+
+def best_cost_text(cost: float) -> str:
+    return "-" if math.isinf(cost) else f"{cost * 1e3:.4f} ms"
+
+
+__all__ = ["TuneResult", "fallback_entity", "tune"]

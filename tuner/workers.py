@@ -1,0 +1,135 @@
+"""Worker processes for measuring: one request at a time over a pipe, with a deadline.
+
+Used by :mod:`ember.tuner.measure`. A :class:`WorkerProcess` is a ``spawn``-started
+process running the worker entry point that the package root registers as the global
+function ``"tuner.worker"`` (``ember/tune_worker.py``: it builds and runs candidates,
+which the tuner itself may not import). A request that overruns its deadline gets the
+process killed; a process that dies (a segfault, ``os.abort``) is noticed by the
+closed pipe. Either way the next request starts a fresh process, so a bad candidate
+never takes the tuner down.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+import time
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from ember.errors import InternalError
+from ember.registry import get_global_func
+
+STARTUP_TIMEOUT_S = 120.0  # importing Ember and LLVM in a fresh process; not a candidate's time
+# A spawned process normally re-imports the parent's main script, which re-runs a script
+# without an ``if __name__ == "__main__"`` guard (and its tuning) in every worker. Workers
+# start with a bare ``__main__`` instead, as TVM's popen workers do; so templates must be
+# defined in importable modules, not in the script itself.
+_MAIN_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """``status``: "ok" (``value`` is the worker's answer), "timeout" or "crash"."""
+
+    status: str
+    value: Any = None
+    seconds: float = 0.0
+
+
+class WorkerProcess:
+    """One isolated worker; restarted on demand after a kill or a crash."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._ctx = multiprocessing.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self.hello: dict[str, Any] = {}
+        self.restarts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def start(self) -> None:
+        entry = get_global_func("tuner.worker")
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=entry, args=(child, self.role), daemon=True)
+        with _MAIN_LOCK:  # the worker must not re-run the user's script (see _bare_main)
+            saved = sys.modules["__main__"]
+            sys.modules["__main__"] = types.ModuleType("__main__")
+            try:
+                proc.start()
+            finally:
+                sys.modules["__main__"] = saved
+        child.close()
+        self._proc, self._conn = proc, parent
+        if not parent.poll(STARTUP_TIMEOUT_S):
+            self.kill()
+            raise InternalError(f"the {self.role} worker did not start in {STARTUP_TIMEOUT_S} s")
+        try:
+            self.hello = parent.recv()
+        except EOFError as e:
+            code = proc.exitcode
+            self.kill()
+            raise InternalError(f"the {self.role} worker died while starting (exit {code})") from e
+
+    def call(self, request: tuple[Any, ...], timeout: float) -> Reply:
+        """Send ``request`` and wait up to ``timeout`` seconds for the answer."""
+        if not self.alive:
+            self.kill()
+            self.start()
+        start = time.perf_counter()
+        try:
+            self._conn.send(request)
+            ready = self._conn.poll(timeout)
+            value = self._conn.recv() if ready else None
+        except (EOFError, OSError):
+            code = None
+            if self._proc is not None:
+                self._proc.join(2)
+                code = self._proc.exitcode
+            self.kill()
+            self.restarts += 1
+            return Reply("crash", _exit_text(code), time.perf_counter() - start)
+        if not ready:
+            self.kill()
+            self.restarts += 1
+            return Reply("timeout", f"no answer in {timeout:g} s", time.perf_counter() - start)
+        return Reply("ok", value, time.perf_counter() - start)
+
+    def kill(self) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+
+    def close(self) -> None:
+        """Ask the worker to exit, then make sure it did."""
+        if self.alive:
+            try:
+                self._conn.send(None)
+                self._proc.join(2)
+            except OSError:
+                pass
+        self.kill()
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "the worker process died"
+    if code < 0:
+        import signal
+
+        try:
+            return f"the worker process was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the worker process was killed by signal {-code}"
+    return f"the worker process exited with status {code}"
