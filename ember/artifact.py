@@ -196,7 +196,8 @@ def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
         raise InvalidModelError(f"{p} is not an Ember model file (or it is truncated): {e}") from e
     if manifest.get("format") != FORMAT:
-        raise InvalidModelError(f"{p} is not an Ember model file (format {manifest.get('format')!r})")
+        fmt = manifest.get("format")
+        raise InvalidModelError(f"{p} is not an Ember model file (format {fmt!r})")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise InvalidModelError(
             f"{p} was written by Ember {manifest.get('ember_version')} in format version "

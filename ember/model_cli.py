@@ -190,4 +190,3 @@ def _cmd_inspect(ns: argparse.Namespace) -> int:
     if ns.graph:
         print(graph)
     return 0
-
