@@ -66,6 +66,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "list_global_func_names": ("ember.registry", "list_global_func_names"),
     "transform": ("ember.transform", None),
     "compile": ("ember.graph_compile", "compile"),
+    "load": ("ember.artifact", "load_model"),
     "CompiledModel": ("ember.executor", "CompiledModel"),
 }
 

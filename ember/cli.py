@@ -66,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     demo.set_defaults(fn=_cmd_demo)
     info = sub.add_parser("info", help="print versions, the host CPU, NVRTC and CUDA devices")
     info.set_defaults(fn=_cmd_info)
+    from ember.model_cli import add_parsers as add_model_parsers
     from ember.tune_cli import add_parsers
 
+    add_model_parsers(sub)
     add_parsers(sub)
     ns = parser.parse_args(argv)
     try:

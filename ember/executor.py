@@ -147,6 +147,13 @@ class CompiledModel:
 
     __call__ = run
 
+    def export(self, path: Any) -> None:
+        """Write this model to one ``.ember`` file that :func:`ember.load` reads in any
+        process (see :mod:`ember.artifact`)."""
+        from ember.artifact import export_model
+
+        export_model(self, path)
+
     def benchmark(
         self,
         inputs: Mapping[str, Any] | Sequence[Any] | None = None,

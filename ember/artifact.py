@@ -1,0 +1,268 @@
+"""Compiled-model artifacts: ``CompiledModel.export(path)`` and ``ember.load(path)``.
+
+One ``.ember`` file holds everything a fresh process needs to run a compiled model:
+a zip archive with
+
+- ``manifest.json``: format version, Ember version, target, the SHA-256 of every
+  other member, and the kernel table (which library serves which step);
+- ``graph.json``: the graph (values with types, nodes with their attributes) and
+  the steps (kernel, values read, values written);
+- ``params.npz``: the constants, written and read without pickle;
+- ``kernels/k<i>.so``: one shared library per distinct kernel
+  (``Module.export_library``).
+
+``load`` checks the format version and every hash before it opens a library, so a
+tampered or truncated file is refused with :class:`~ember.errors.InvalidModelError`
+instead of being loaded into the process. Libraries are unpacked into a cache folder
+named by the archive's content hash, since the dynamic loader needs files.
+CUDA models are not exported yet (their modules have no library form).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ember.errors import ArgumentError, InvalidModelError
+
+FORMAT = "ember-model"
+FORMAT_VERSION = 1
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _attr_to_json(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return {"tuple": [_attr_to_json(x) for x in v]}
+    if isinstance(v, float) and not np.isfinite(v):
+        return {"float": repr(v)}
+    return v
+
+
+def _attr_from_json(v: Any) -> Any:
+    if isinstance(v, dict) and "tuple" in v:
+        return tuple(_attr_from_json(x) for x in v["tuple"])
+    if isinstance(v, dict) and "float" in v:
+        return float(v["float"])
+    return v
+
+
+def graph_to_json(graph: Any) -> dict[str, Any]:
+    """The graph as plain JSON data (params travel separately)."""
+    return {
+        "name": graph.name,
+        "values": {n: [list(v.type.shape), v.type.dtype] for n, v in graph.values.items()},
+        "inputs": graph.input_names,
+        "outputs": graph.output_names,
+        "params": sorted(graph.params),
+        "nodes": [
+            {
+                "op": n.op,
+                "name": n.name,
+                "op_type": n.op_type,
+                "inputs": list(n.inputs),
+                "outputs": list(n.outputs),
+                "attrs": {k: _attr_to_json(v) for k, v in n.attrs.items()},
+                "group": n.group,
+            }
+            for n in graph.nodes
+        ],
+    }
+
+
+def graph_from_json(data: dict[str, Any], params: dict[str, np.ndarray]) -> Any:
+    from ember.frontend.graph import Graph, Node, TensorType, Value
+
+    values = {n: Value(n, TensorType(tuple(s), d)) for n, (s, d) in data["values"].items()}
+    nodes = [
+        Node(
+            n["op"],
+            n["name"],
+            tuple(n["inputs"]),
+            tuple(n["outputs"]),
+            {k: _attr_from_json(v) for k, v in n["attrs"].items()},
+            n["op_type"],
+            n["group"],
+        )
+        for n in data["nodes"]
+    ]
+    graph = Graph(
+        [values[n] for n in data["inputs"]],
+        [values[n] for n in data["outputs"]],
+        nodes,
+        params,
+        values,
+        data["name"],
+    )
+    return graph.verify()
+
+
+def _params_bytes(params: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    # npz keys are the value names; positional order is kept in graph.json
+    np.savez(buf, **{f"p{i}": params[n] for i, n in enumerate(sorted(params))})
+    return buf.getvalue()
+
+
+def export_model(model: Any, path: str | Path) -> None:
+    """Write ``model`` (a CompiledModel for target llvm) to one ``.ember`` file."""
+    if not str(model.target).startswith("llvm"):
+        raise ArgumentError(
+            f"export: only CPU models (target 'llvm') can be exported yet, this one is for "
+            f"'{model.target}'"
+        )
+    from ember.graph_compile import _nothing as empty_step
+
+    members: dict[str, bytes] = {}
+    kernel_ids: dict[int, int] = {}
+    steps = []
+    with tempfile.TemporaryDirectory(prefix="ember-export-") as tmp:
+        for st in model.steps:
+            if st.kernel is empty_step or st.kernel is _nothing:  # empty outputs: no work
+                steps.append(
+                    {"kernel": None, "inputs": st.inputs, "outputs": st.outputs, "where": st.where}
+                )
+                continue
+            module = getattr(st.kernel, "module", None)
+            if module is None:
+                raise ArgumentError(f"export: the step of {st.where} has no library form yet")
+            if id(module) not in kernel_ids:
+                k = kernel_ids[id(module)] = len(kernel_ids)
+                lib = Path(tmp) / f"k{k}.so"
+                module.export_library(lib)
+                members[f"kernels/k{k}.so"] = lib.read_bytes()
+            steps.append(
+                {
+                    "kernel": kernel_ids[id(module)],
+                    "inputs": st.inputs,
+                    "outputs": st.outputs,
+                    "where": st.where,
+                }
+            )
+    members["graph.json"] = json.dumps(
+        {"graph": graph_to_json(model.graph), "steps": steps}, sort_keys=True
+    ).encode()
+    members["params.npz"] = _params_bytes(model.graph.params)
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "ember_version": _ember_version(),
+        "target": str(model.target),
+        "sha256": {name: _sha256(data) for name, data in sorted(members.items())},
+    }
+    _write_atomically(Path(path), manifest, members)
+
+
+def _ember_version() -> str:
+    import ember
+
+    return str(ember.__version__)
+
+
+def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+    if path.is_dir():
+        raise ArgumentError(f"export: {path} is a directory; give a file path such as model.ember")
+    part = path.with_name(path.name + ".part")
+    try:
+        with zipfile.ZipFile(part, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr("manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
+            for name, data in sorted(members.items()):
+                z.writestr(name, data)
+        os.replace(part, path)
+    except OSError as e:
+        part.unlink(missing_ok=True)
+        raise ArgumentError(f"export: cannot write {path}: {e.strerror or e}") from e
+
+
+def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The manifest and the members of an artifact, every hash checked."""
+    p = Path(path)
+    if not p.is_file():
+        raise ArgumentError(f"load: no file {p}")
+    try:
+        with zipfile.ZipFile(p) as z:
+            manifest = json.loads(z.read("manifest.json"))
+            members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
+        raise InvalidModelError(f"{p} is not an Ember model file (or it is truncated): {e}") from e
+    if manifest.get("format") != FORMAT:
+        fmt = manifest.get("format")
+        raise InvalidModelError(f"{p} is not an Ember model file (format {fmt!r})")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise InvalidModelError(
+            f"{p} was written by Ember {manifest.get('ember_version')} in format version "
+            f"{manifest.get('format_version')}; this Ember ({_ember_version()}) reads version "
+            f"{FORMAT_VERSION}: compile the model again"
+        )
+    hashes = manifest.get("sha256", {})
+    if set(hashes) != set(members):
+        raise InvalidModelError(f"{p}: its members do not match its manifest (tampered?)")
+    for name, data in members.items():
+        if _sha256(data) != hashes[name]:
+            raise InvalidModelError(f"{p}: '{name}' does not match its hash (tampered or corrupt)")
+    return manifest, members
+
+
+def load_model(path: str | Path) -> Any:
+    """The CompiledModel stored in ``path`` by :func:`export_model`."""
+    from ember.executor import CompiledModel, Step
+    from ember.runtime import load_module
+
+    manifest, members = read_archive(path)
+    body = json.loads(members["graph.json"])
+    names = body["graph"]["params"]
+    with np.load(io.BytesIO(members["params.npz"]), allow_pickle=False) as z:
+        params = {n: z[f"p{i}"] for i, n in enumerate(names)}
+    graph = graph_from_json(body["graph"], params)
+    folder = _unpack_kernels(members)
+    modules: dict[int, Any] = {}
+    steps = []
+    for st in body["steps"]:
+        k = st["kernel"]
+        if k is None:
+            kernel: Any = _nothing
+        else:
+            if k not in modules:
+                modules[k] = load_module(folder / f"k{k}.so")
+            kernel = _LoadedKernel(modules[k])
+        steps.append(Step(kernel, tuple(st["inputs"]), tuple(st["outputs"]), st["where"]))
+    return CompiledModel(graph, steps, manifest["target"])
+
+
+class _LoadedKernel:
+    """A kernel read back from an artifact: its library module, called like a Kernel."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def __call__(self, *arrays: Any) -> None:
+        self.module(*arrays)
+
+
+def _nothing(*arrays: Any) -> None:
+    """The step of a node whose outputs have no elements."""
+
+
+def _unpack_kernels(members: dict[str, bytes]) -> Path:
+    """The kernels' libraries as files, in a cache folder named by their content."""
+    libs = {n: d for n, d in members.items() if n.startswith("kernels/")}
+    digest = _sha256(b"".join(_sha256(d).encode() for _, d in sorted(libs.items())))
+    folder = Path(tempfile.gettempdir()) / "ember-models" / digest[:32]
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in libs.items():
+        target = folder / Path(name).name
+        if not target.exists() or _sha256(target.read_bytes()) != _sha256(data):
+            part = target.with_name(target.name + f".{os.getpid()}.part")
+            part.write_bytes(data)
+            os.replace(part, target)
+    return folder
