@@ -10,22 +10,30 @@ passes (folding, fusion) will run between import and kernel building.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, EmberError, InternalError
 from ember.executor import CompiledModel, Step
 from ember.frontend.graph import Graph
 from ember.target import Target
 
 
 def compile(
-    model: Any, target: str | Target = "llvm", records: Any = None, shapes: Any = None
+    model: Any,
+    target: str | Target = "llvm",
+    records: Any = None,
+    shapes: Any = None,
+    graph_passes: Sequence[Any] | None = None,
 ) -> CompiledModel:
     """Compile ``model`` for ``target`` ("llvm" or "cuda"); ``shapes`` fixes symbolic input dims.
 
     ``records`` (tuning logs) is accepted for the tuner's ``apply_history_best`` and
-    not yet used: every kernel takes the generic schedule.
+    not yet used: every kernel takes the generic schedule. ``graph_passes`` replaces
+    ``ember.frontend.passes.DEFAULT_PASSES`` (``()`` compiles one kernel per node).
     """
+    from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
+
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
     graph = model if isinstance(model, Graph) else _import(model, shapes)
@@ -36,8 +44,34 @@ def compile(
                 f"input '{v.name}' has symbolic shape {v.type}; "
                 "pass shapes={name: shape} to compile or from_onnx"
             )
-    steps = [_node_step(graph, node, tgt) for node in graph.nodes]
+    graph = run_graph_passes(graph, DEFAULT_PASSES if graph_passes is None else graph_passes)
+    steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
     return CompiledModel(graph, steps, str(tgt))
+
+
+def _groups(graph: Graph) -> list[list[Any]]:
+    """The nodes of each fused group (a node without a group is a group of its own), the
+    groups in an order that runs each after the groups it reads from (topological over
+    groups; ties by first node)."""
+    members: dict[Any, list[Any]] = {}
+    for k, node in enumerate(graph.nodes):
+        key = ("g", node.group) if node.group is not None else ("n", k)
+        members.setdefault(key, []).append(node)
+    keys = list(members)
+    group_of = {o: key for key, nodes in members.items() for n in nodes for o in n.outputs}
+    needs = {
+        key: {group_of[i] for n in nodes for i in n.inputs if i in group_of} - {key}
+        for key, nodes in members.items()
+    }
+    order: list[list[Any]] = []
+    done: set[Any] = set()
+    while len(order) < len(keys):
+        ready = [k for k in keys if k not in done and needs[k] <= done]
+        if not ready:
+            raise InternalError("fused groups depend on each other in a cycle")
+        done.add(ready[0])
+        order.append(members[ready[0]])
+    return order
 
 
 def _import(model: Any, shapes: Any) -> Graph:
@@ -48,6 +82,28 @@ def _import(model: Any, shapes: Any) -> Graph:
 
 def _nothing(*arrays: Any) -> None:
     """The kernel of a node whose outputs have no elements: there is nothing to write."""
+
+
+def _group_step(graph: Graph, nodes: list[Any], tgt: Target) -> Step:
+    from ember.kernels import get_group_kernel
+
+    if len(nodes) == 1:
+        return _node_step(graph, nodes[0], tgt)
+    made = {o for n in nodes for o in n.outputs}
+    inputs = list(dict.fromkeys(i for n in nodes for i in n.inputs if i not in made))
+    inside = {id(n) for n in nodes}
+    read_outside = {i for n in graph.nodes if id(n) not in inside for i in n.inputs}
+    read_outside |= set(graph.output_names)
+    outputs = [o for n in nodes for o in n.outputs if o in read_outside]
+    where = f"fused group of {', '.join(n.where() for n in nodes)}"
+    types = {v: graph.values[v].type for v in (*inputs, *made)}
+    if all(types[o].size == 0 for o in outputs):
+        return Step(_nothing, tuple(inputs), tuple(outputs), where)
+    try:
+        kernel = get_group_kernel(nodes, inputs, outputs, types, tgt)
+    except EmberError as e:
+        raise e.add_context(f"while compiling the {where}") from None
+    return Step(kernel, tuple(inputs), tuple(outputs), where)
 
 
 def _node_step(graph: Graph, node: Any, tgt: Target) -> Step:

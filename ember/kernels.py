@@ -98,3 +98,73 @@ def _as_vector(t: Any) -> Any:
 
 def clear_cache() -> None:
     _CACHE.clear()
+
+
+def group_to_te(
+    nodes: Sequence[Any], inputs: Sequence[str], outputs: Sequence[str], types: dict[str, Any]
+) -> tuple[list[Any], list[Any]]:
+    """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
+    node's compute is fed the tensors of the nodes before it, not placeholders."""
+    from ember.errors import EmberError, InternalError
+    from ember.frontend.ops.registry import get_op
+    from ember.tir.te import operation as te
+
+    env = {
+        v: te.placeholder(types[v].shape, dtype=types[v].dtype, name=f"in{i}")
+        for i, v in enumerate(inputs)
+    }
+    placeholders = [env[v] for v in inputs]
+    for node in nodes:
+        try:
+            outs = get_op(node.op).compute([env[i] for i in node.inputs], node.attrs)
+        except EmberError as e:
+            raise e.add_context(f"while computing {node.where()}") from None
+        except Exception as e:
+            raise InternalError(f"compute of op '{node.op}' failed: {e}") from e
+        env.update(zip(node.outputs, outs))
+    return placeholders, [env[v] for v in outputs]
+
+
+def group_key(
+    nodes: Sequence[Any], inputs: Sequence[str], outputs: Sequence[str], types: dict[str, Any]
+) -> tuple[Any, ...]:
+    """A cache key naming a group's computation without its value names."""
+    local = {v: k for k, v in enumerate(inputs)}
+    body = []
+    for node in nodes:
+        refs = tuple(local[i] for i in node.inputs)
+        for o in node.outputs:
+            local[o] = len(local)
+        body.append(kernel_key(node.op, node.attrs, (), "")[:2] + (refs,))
+    return (tuple(body), tuple(types[v] for v in inputs), tuple(local[o] for o in outputs))
+
+
+def get_group_kernel(
+    nodes: Sequence[Any],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    types: dict[str, Any],
+    target: str | Target = "llvm",
+) -> Kernel:
+    """The compiled kernel of a fused group (one node is a group of one)."""
+    from ember.driver import build
+    from ember.graph_schedule import schedule_generic
+
+    tgt = Target.parse(target)
+    key = ("group", group_key(nodes, inputs, outputs, types), str(tgt))
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    placeholders, outs = group_to_te(nodes, inputs, outputs, types)
+    sch = schedule_generic(outs, tgt.kind)
+    ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
+    module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
+    kern = Kernel(
+        "+".join(n.op for n in nodes),
+        tuple(types[v] for v in inputs),
+        tuple(types[v] for v in outputs),
+        module,
+        tgt.kind,
+    )
+    _CACHE[key] = kern
+    return kern

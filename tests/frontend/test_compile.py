@@ -25,9 +25,14 @@ def _chain(rng, n_relu: int = 4, shape=(3, 50)):
 
 def test_same_workload_compiles_once(rng):
     model, x = _chain(rng)
-    lib = ember.compile(model)
+    lib = ember.compile(model, graph_passes=())  # one kernel per node
     kernels = {id(st.kernel) for st in lib.steps}
     assert len(lib.steps) == 5 and len(kernels) == 3  # sigmoid, tanh, add
+    before = len(_CACHE)
+    ember.compile(model, graph_passes=())
+    assert len(_CACHE) == before
+    fused = ember.compile(model)  # the chain fuses into one kernel, cached as well
+    assert len(fused.steps) == 1
     before = len(_CACHE)
     ember.compile(model)
     assert len(_CACHE) == before
@@ -35,7 +40,7 @@ def test_same_workload_compiles_once(rng):
 
 def test_memory_plan_reuses_dead_buffers(rng):
     model, x = _chain(rng, n_relu=6)
-    lib = ember.compile(model)
+    lib = ember.compile(model, graph_passes=())  # unfused: every intermediate in memory
     views, total = plan_memory(lib.graph, lib.steps)
     assert set(views) == {f"h{k}" for k in range(6)}
     one = 3 * 50 * 4
@@ -57,7 +62,7 @@ def test_outputs_are_fresh_arrays_each_run(rng):
 
 def test_compiled_model_metadata_and_benchmark(rng):
     model, x = _chain(rng)
-    lib = ember.compile(model)
+    lib = ember.compile(model, graph_passes=())
     assert lib.input_names == ["x"] and lib.output_names == ["y"]
     assert lib.input_shapes == [(3, 50)] and lib.output_shapes == [(3, 50)]
     assert lib.input_dtypes == ["float32"] and lib.output_dtypes == ["float32"]

@@ -1,0 +1,48 @@
+"""Graph passes, each a pure function ``Graph -> Graph`` in its own module.
+
+``ember.compile`` runs :data:`DEFAULT_PASSES` in this order between import and
+kernel building; ``run_graph_passes`` verifies the graph after each one.
+(Constant folding happens during import, where each node is made.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ember.errors import EmberError, InternalError
+from ember.frontend.graph import Graph
+from ember.frontend.passes.eliminate_common_subexpr import eliminate_common_subexpr
+from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
+from ember.frontend.passes.fold_batch_norm import fold_batch_norm
+from ember.frontend.passes.fuse_ops import fuse_ops
+
+GraphPass = Callable[[Graph], Graph]
+
+DEFAULT_PASSES: tuple[GraphPass, ...] = (
+    eliminate_common_subexpr,
+    fold_batch_norm,
+    eliminate_dead_code,
+    fuse_ops,
+)
+
+
+def run_graph_passes(graph: Graph, passes: Sequence[GraphPass] = DEFAULT_PASSES) -> Graph:
+    for p in passes:
+        try:
+            graph = p(graph)
+        except EmberError:
+            raise
+        except Exception as e:
+            raise InternalError(f"graph pass '{p.__name__}' failed: {e}") from e
+        graph.verify()
+    return graph
+
+
+__all__ = [
+    "DEFAULT_PASSES",
+    "eliminate_common_subexpr",
+    "eliminate_dead_code",
+    "fold_batch_norm",
+    "fuse_ops",
+    "run_graph_passes",
+]
