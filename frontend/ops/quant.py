@@ -27,9 +27,20 @@ Types = Sequence[TensorType]
 INT8 = ("int8", "uint8")
 
 
+def _check_params(types: Types, attrs: dict[str, Any]) -> None:
+    """Scales and zero points fit the data per tensor, per axis or per block."""
+    x = types[0]
+    for t in types[1:]:
+        if x.is_static and t.is_static:
+            quant.param_layout(t.shape, x.shape, attrs["axis"], attrs["block_size"])
+    if len(types) > 2 and types[1].shape != types[2].shape:
+        raise ArgumentError(f"the scale {types[1]} and zero point {types[2]} differ in shape")
+
+
 def _infer_quantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     if attrs["out_dtype"] not in quant.QRANGE:
         raise ArgumentError(f"quantize_linear: cannot quantize to {attrs['out_dtype']}")
+    _check_params(types, attrs)
     return [TensorType(types[0].shape, attrs["out_dtype"])]
 
 
@@ -43,6 +54,7 @@ def quantize_linear(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 
 def _infer_dequantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    _check_params(types, attrs)
     return [TensorType(types[0].shape, attrs["out_dtype"])]
 
 

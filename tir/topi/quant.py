@@ -36,34 +36,42 @@ Index = Sequence[E.PrimExpr]
 Reader = Callable[[Index], E.PrimExpr]
 
 
-def param_reader(P: Tensor, shape: Sequence[int], axis: int, block_size: int = 0) -> Reader:
-    """How an element at index ``i`` of a ``shape`` tensor finds its scale or zero point.
-
-    One element: per tensor. 1-D with ``shape[axis]`` elements: per axis. Same rank
-    as the data with ``ceil(shape[axis] / block_size)`` along ``axis``: per block.
-    """
-    ps = static_shape(P)
+def param_layout(ps: Sequence[int], shape: Sequence[int], axis: int, block_size: int = 0) -> str:
+    """``"tensor"``, ``"axis"`` or ``"block"``: how a scale or zero point of shape ``ps``
+    spreads over data of ``shape``. One element: per tensor. 1-D with ``shape[axis]``
+    elements: per axis. Same rank as the data with ``ceil(shape[axis] / block_size)``
+    along ``axis``: per block. Anything else raises ArgumentError."""
     size = 1
     for d in ps:
         size *= d
-    zero = E.const(0, "int32")
     if size == 1 and block_size == 0:
-        return lambda i: P[(zero,) * len(ps)]
+        return "tensor"
     if block_size > 0:
         nblk = -(-shape[axis] // block_size)
         want = tuple(nblk if d == axis else n for d, n in enumerate(shape))
-        if ps != want:
+        if tuple(ps) != want:
             raise ArgumentError(
                 f"a blocked scale or zero point for data {list(shape)}, axis {axis} and "
                 f"block_size {block_size} must have shape {list(want)}, got {list(ps)}"
             )
-        return lambda i: P[tuple(ix // block_size if d == axis else ix for d, ix in enumerate(i))]
+        return "block"
     if len(ps) == 1 and len(shape) > 0 and ps[0] == shape[axis]:
-        return lambda i: P[(i[axis],)]
+        return "axis"
     raise ArgumentError(
         f"a scale or zero point of shape {list(ps)} fits neither per-tensor nor per-axis "
         f"(axis {axis} of {list(shape)}) quantization"
     )
+
+
+def param_reader(P: Tensor, shape: Sequence[int], axis: int, block_size: int = 0) -> Reader:
+    """How an element at index ``i`` of a ``shape`` tensor finds its scale or zero point."""
+    ps = static_shape(P)
+    layout = param_layout(ps, shape, axis, block_size)
+    if layout == "tensor":
+        return lambda i: P[(E.const(0, "int32"),) * len(ps)]
+    if layout == "block":
+        return lambda i: P[tuple(ix // block_size if d == axis else ix for d, ix in enumerate(i))]
+    return lambda i: P[(i[axis],)]
 
 
 def _f32(v: E.PrimExpr) -> E.PrimExpr:
