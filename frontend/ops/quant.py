@@ -33,8 +33,13 @@ def _check_params(types: Types, attrs: dict[str, Any]) -> None:
     for t in types[1:]:
         if x.is_static and t.is_static:
             quant.param_layout(t.shape, x.shape, attrs["axis"], attrs["block_size"])
-    if len(types) > 2 and types[1].shape != types[2].shape:
+    if len(types) > 2 and types[1].shape != types[2].shape and _many(types[1]) and _many(types[2]):
         raise ArgumentError(f"the scale {types[1]} and zero point {types[2]} differ in shape")
+
+
+def _many(t: TensorType) -> bool:
+    """More than one element (a scalar scale of shape [1] and a 0-d zero point agree)."""
+    return any(d != 1 for d in t.shape)
 
 
 def _infer_quantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

@@ -68,7 +68,7 @@ QTYPES = {
 
 
 def random_q(rng: np.random.Generator, shape: Sequence[int], dtype: str) -> np.ndarray:
-    lo, hi = QTYPES.get(dtype, (-(2**20), 2**20))
+    lo, hi = QTYPES.get(dtype, (-(2**31), 2**31 - 1))  # int32: float conversion rounds
     return rng.integers(lo, hi, size=tuple(shape), endpoint=True).astype(dtype)
 
 
