@@ -165,3 +165,19 @@ def test_fused_qdq_cnn_matches_onnxruntime_integer_path(tmp_path, per_channel):
         for k, (g, w) in enumerate(zip(got, literal.run(None, {"x": x}))):
             if k:
                 assert np.abs(g.astype(np.int32) - w.astype(np.int32)).max() <= 1
+
+
+@pytest.mark.nvrtc
+def test_qdq_cnn_on_cuda_emulated(tmp_path, monkeypatch):
+    """The QDQ graph and its fused form for target="cuda", run in the SIMT emulator."""
+    pytest.importorskip("cuda")
+    import ember
+    from ember.frontend.onnx_import.qdq_fuse import fuse_qdq
+
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    q = _quantize(_float_cnn(np.random.default_rng(0)), tmp_path, per_channel=True)
+    x = np.random.default_rng(5).standard_normal(SHAPE).astype("float32")
+    for model, ref in [(q, _ort(q, optimize=False)), (fuse_qdq(q), _ort(q, optimize=True))]:
+        got = ember.compile(model, target="cuda").run({"x": x})
+        for g, w in zip(got, ref.run(None, {"x": x})):
+            np.testing.assert_array_equal(g, w)
