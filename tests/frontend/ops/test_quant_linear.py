@@ -27,7 +27,7 @@ def _scale(rng, shape):
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16"])
-@pytest.mark.parametrize("opset", [10, 13, 19, 21])
+@pytest.mark.parametrize("opset", [10, 13, 19, 21, 23, 25])
 def test_quantize_per_tensor(rng, dtype, opset):
     if dtype.endswith("16") and opset < 21:
         pytest.skip("16-bit types arrive in opset 21")
@@ -97,7 +97,7 @@ def test_quantize_float16_input(rng):
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "int32"])
-@pytest.mark.parametrize("opset", [10, 13, 19, 21])
+@pytest.mark.parametrize("opset", [10, 13, 19, 21, 23, 25])
 def test_dequantize_per_tensor(rng, dtype, opset):
     if dtype.endswith("16") and opset < 21:
         pytest.skip("16-bit types arrive in opset 21")
