@@ -33,7 +33,7 @@ def _check_params(types: Types, attrs: dict[str, Any]) -> None:
     for t in types[1:]:
         if x.is_static and t.is_static:
             quant.param_layout(t.shape, x.shape, attrs["axis"], attrs["block_size"])
-    if len(types) > 2 and types[1].shape != types[2].shape and _many(types[1]) and _many(types[2]):
+    if len(types) > 2 and _many(types[1]) != _many(types[2]):
         raise ArgumentError(f"the scale {types[1]} and zero point {types[2]} differ in shape")
 
 
