@@ -169,24 +169,16 @@ def shift_to_int32(X: Tensor, zp_at: Reader | None, name: str) -> Tensor:
     return te.compute(X.shape, f, name=name, tag="elementwise")
 
 
-def _row_col_reader(
-    zp: Tensor | None, shape: tuple[int, ...], dim: int, what: str
-) -> Reader | None:
-    """A matmul operand's zero point: one value, or one per row of A / column of B."""
-    if zp is None:
-        return None
-    zs = static_shape(zp)
-    n = 1
-    for d in zs:
-        n *= d
-    if n == 1:
-        return param_reader(zp, shape, 0)
-    if len(zs) == 1 and len(shape) >= 2 and zs[0] == shape[dim]:
-        return lambda i: zp[(i[dim],)]
-    raise ArgumentError(
-        f"{what} zero point of shape {list(zs)} must be a scalar or have one value per "
-        f"{'row' if what == 'A' else 'column'} ({shape[dim] if len(shape) >= 2 else 1})"
-    )
+def vector_reader(P: Tensor, dim: int | None, size: int, what: str, per: str = "") -> Reader:
+    """A parameter of an integer product: one value for every element, or ``size`` values
+    indexed along ``dim`` (a row or column of a matmul, a conv's output channel)."""
+    ps = static_shape(P)
+    if _numel(P) == 1:
+        return lambda i: P[(E.const(0, "int32"),) * len(ps)]
+    if dim is not None and ps == (size,):
+        return lambda i: P[(i[dim],)]
+    also = f" or have {size} values, one per {per}" if dim is not None else ""
+    raise ArgumentError(f"{what} of shape {list(ps)} must be a scalar{also}")
 
 
 def matmul_integer(
@@ -195,8 +187,15 @@ def matmul_integer(
     """``(A - a_zp) @ (B - b_zp)`` accumulated exactly in int32 (numpy matmul broadcasting);
     ``a_zp`` per tensor or per row of A, ``b_zp`` per tensor or per column of B."""
     sa, sb = static_shape(A), static_shape(B)
-    a32 = shift_to_int32(A, _row_col_reader(a_zp, sa, len(sa) - 2, "A"), f"{name}_a")
-    b32 = shift_to_int32(B, _row_col_reader(b_zp, sb, len(sb) - 1, "B"), f"{name}_b")
+    a_at = b_at = None
+    if a_zp is not None:
+        rows = (len(sa) - 2, sa[-2]) if len(sa) >= 2 else (None, 1)
+        a_at = vector_reader(a_zp, *rows, "A's zero point", "row")
+    if b_zp is not None:
+        cols = (len(sb) - 1, sb[-1]) if len(sb) >= 2 else (None, 1)
+        b_at = vector_reader(b_zp, *cols, "B's zero point", "column")
+    a32 = shift_to_int32(A, a_at, f"{name}_a")
+    b32 = shift_to_int32(B, b_at, f"{name}_b")
     return matmul_nd(a32, b32, name=name)
 
 
@@ -213,13 +212,11 @@ def conv_integer(
 ) -> Tensor:
     """``conv(X - x_zp, W - w_zp)`` in int32; ``x_zp`` per tensor, ``w_zp`` per tensor or
     per output channel. Padding reads 0 after the shift, i.e. the zero point."""
-    xs, ws = static_shape(X), static_shape(W)
-    x_at = None
-    if x_zp is not None:
-        if len(static_shape(x_zp)) > 1 or _numel(x_zp) != 1:
-            raise ArgumentError(f"the input zero point must be a scalar, got {list(x_zp.shape)}")
-        x_at = param_reader(x_zp, xs, 1)
-    w_at = param_reader(w_zp, ws, 0) if w_zp is not None else None
+    ws = static_shape(W)
+    x_at = vector_reader(x_zp, None, 1, "the input zero point") if x_zp is not None else None
+    w_at = None
+    if w_zp is not None:
+        w_at = vector_reader(w_zp, 0, ws[0], "the weight zero point", "output channel")
     x32 = shift_to_int32(X, x_at, f"{name}_x")
     w32 = shift_to_int32(W, w_at, f"{name}_w")
     return conv_nd(x32, w32, None, strides, pads, dilations, groups, name=name)
@@ -230,17 +227,6 @@ def _numel(t: Tensor) -> int:
     for d in static_shape(t):
         n *= d
     return n
-
-
-def _out_reader(P: Tensor, out_shape: tuple[int, ...], dim: int | None, what: str) -> Reader:
-    """A scale or zero point of a product's output element: one value, or one per output
-    index along ``dim`` (the row or column of a matmul, the channel of a conv)."""
-    ps = static_shape(P)
-    if _numel(P) == 1:
-        return lambda i: P[(E.const(0, "int32"),) * len(ps)]
-    if dim is not None and len(ps) == 1 and ps[0] == out_shape[dim]:
-        return lambda i: P[(i[dim],)]
-    raise ArgumentError(f"{what} of shape {list(ps)} must be a scalar or 1-D per {'row/column'}")
 
 
 def _multiplier(in_a: Reader, in_b: Reader, y_scale: Reader) -> Reader:
@@ -264,16 +250,15 @@ def qlinear_matmul(
     sa, sb = static_shape(A), static_shape(B)
     acc = matmul_integer(A, B, a_zp, b_zp, name=f"{name}_acc")
     out = static_shape(acc)
-    row = (
-        len(out) - 2 if len(sa) >= 2 and len(sb) >= 2 else (len(out) - 1 if len(sa) >= 2 else None)
-    )
-    col = len(out) - 1 if len(sb) >= 2 else None
+    r = len(out)  # a 1-D operand's unit axis is dropped from the output: no row or column
+    row = (r - 2 if len(sb) >= 2 else r - 1) if len(sa) >= 2 else None
+    col = r - 1 if len(sb) >= 2 else None
     mult = _multiplier(
-        _out_reader(a_scale, out, row, "a_scale"),
-        _out_reader(b_scale, out, col, "b_scale"),
-        _out_reader(y_scale, out, None, "y_scale"),
+        vector_reader(a_scale, row, out[row] if row is not None else 1, "a_scale", "row"),
+        vector_reader(b_scale, col, out[col] if col is not None else 1, "b_scale", "column"),
+        vector_reader(y_scale, None, 1, "y_scale"),
     )
-    zp = _out_reader(y_zp, out, None, "y_zero_point")
+    zp = vector_reader(y_zp, None, 1, "y_zero_point")
     return requantize(acc, mult, zp, y_zp.dtype, name=name)
 
 
@@ -305,11 +290,11 @@ def qlinear_conv(
             out, lambda *i: plain[i] + _i32(bias[(i[1],)]), name=f"{name}_bias", tag="broadcast"
         )
     mult = _multiplier(
-        _out_reader(x_scale, out, None, "x_scale"),
-        _out_reader(w_scale, out, 1, "w_scale"),
-        _out_reader(y_scale, out, None, "y_scale"),
+        vector_reader(x_scale, None, 1, "x_scale"),
+        vector_reader(w_scale, 1, out[1], "w_scale", "output channel"),
+        vector_reader(y_scale, None, 1, "y_scale"),
     )
-    zp = _out_reader(y_zp, out, None, "y_zero_point")
+    zp = vector_reader(y_zp, None, 1, "y_zero_point")
     return requantize(acc, mult, zp, y_zp.dtype, name=name)
 
 
