@@ -43,23 +43,16 @@ def _axis_and_block(ctx: ConvertContext) -> tuple[int, int]:
     block = int(ctx.attr("block_size", 0)) if ctx.opset >= 21 else 0
     if block < 0:
         raise ArgumentError(f"{ctx.op_type} node '{ctx.name}': block_size {block} is negative")
-    if block == 0 and _numel(ctx.type(1).shape) == 1:
+    per_tensor = all(d == 1 for d in ctx.type(1).shape)  # a symbolic dim counts as many
+    if block == 0 and per_tensor:
         return 0, 0  # per tensor: the axis is ignored (its default 1 may not even exist)
-    axis = int(ctx.attr("axis", 1)) if ctx.opset >= 13 else 1
-    axis = normalize_axis(axis, ndim, f"{ctx.op_type} node '{ctx.name}': axis")
-    if ctx.opset < 13 and _numel(ctx.type(1).shape) != 1:
+    if ctx.opset < 13:
         raise ArgumentError(
             f"{ctx.op_type} node '{ctx.name}': opset {ctx.opset} quantizes per tensor only; "
             f"the scale has shape {list(ctx.type(1).shape)}"
         )
+    axis = normalize_axis(int(ctx.attr("axis", 1)), ndim, f"{ctx.op_type} node '{ctx.name}': axis")
     return axis, block
-
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d if isinstance(d, int) else 2
-    return n
 
 
 def _params(ctx: ConvertContext) -> list[str]:
