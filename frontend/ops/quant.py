@@ -19,8 +19,7 @@ from typing import Any
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
 from ember.frontend.op_kinds import BROADCAST, COMM_REDUCE, OUT_ELEMWISE_FUSABLE
-from ember.frontend.ops.nn import _infer_conv, _infer_matmul
-from ember.frontend.ops.registry import register_op
+from ember.frontend.ops.registry import get_op, register_op
 from ember.tir.topi import quant
 
 Types = Sequence[TensorType]
@@ -93,7 +92,7 @@ def _int8_operands(types: Types, which: Sequence[int], op: str) -> None:
 
 def _infer_matmul_integer(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     _int8_operands(types, (0, 1), "matmul_integer")
-    return [TensorType(_infer_matmul(types, attrs)[0].shape, "int32")]
+    return [TensorType(get_op("matmul").infer(types[:2], attrs)[0].shape, "int32")]
 
 
 @register_op("matmul_integer", OUT_ELEMWISE_FUSABLE, infer=_infer_matmul_integer, num_inputs=(2, 4))
@@ -105,7 +104,7 @@ def matmul_integer(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_conv_integer(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     _int8_operands(types, (0, 1), "conv_integer")
-    return [TensorType(_infer_conv(types, attrs)[0].shape, "int32")]
+    return [TensorType(get_op("conv").infer(types[:2], attrs)[0].shape, "int32")]
 
 
 def _conv_args(attrs: dict[str, Any]) -> tuple[Any, ...]:
@@ -121,7 +120,7 @@ def conv_integer(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 def _infer_qlinear_matmul(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     _int8_operands(types, (0, 3, 7), "qlinear_matmul")
-    shape = _infer_matmul([types[0], types[3]], attrs)[0].shape
+    shape = get_op("matmul").infer([types[0], types[3]], attrs)[0].shape
     return [TensorType(shape, types[7].dtype)]
 
 
@@ -134,7 +133,7 @@ def _infer_qlinear_conv(types: Types, attrs: dict[str, Any]) -> list[TensorType]
     _int8_operands(types, (0, 3, 7), "qlinear_conv")
     if len(types) > 8 and types[8].dtype != "int32":
         raise ArgumentError(f"qlinear_conv: the bias must be int32, got {types[8]}")
-    shape = _infer_conv([types[0], types[3]], attrs)[0].shape
+    shape = get_op("conv").infer([types[0], types[3]], attrs)[0].shape
     return [TensorType(shape, types[7].dtype)]
 
 
