@@ -222,3 +222,22 @@ def test_qlinear_conv_space(k, stride, dil, pad, size, seed):
         rng, (1, 3, size, size + 1), (2, 3, k, k), attrs, "uint8", "int8", "uint8", False, True
     )
     check_exact(model, feeds)
+
+
+def test_conv_integer_per_channel_weight_zero_point(rng):
+    """Per-output-channel weight zero points (onnxruntime's ConvInteger takes a scalar): the
+    reference is onnxruntime's float Conv of the shifted operands, exact because every sum
+    stays below 2**24."""
+    import ember
+    from tests.frontend.onnx_models import run_ort, single_node
+
+    x = random_q(rng, (2, 3, 7, 6), "uint8")
+    w = random_q(rng, (4, 3, 3, 3), "uint8")
+    zx, zw = random_zp(rng, (), "uint8"), random_zp(rng, (4,), "uint8")
+    attrs = {"pads": [1, 0, 1, 2], "strides": [2, 1]}
+    model = node_model("ConvInteger", {"x": x}, {"w": w, "zx": zx, "zw": zw}, opset=10, **attrs)
+    (got,) = ember.compile(model).run({"x": x})
+    xf = (x.astype(np.int32) - zx).astype(np.float32)
+    wf = (w.astype(np.int32) - zw[:, None, None, None]).astype(np.float32)
+    (want,) = run_ort(single_node("Conv", {"x": xf}, {"w": wf}, **attrs), {"x": xf})
+    np.testing.assert_array_equal(got, want.astype(np.int32))
