@@ -29,6 +29,16 @@ from ember.tir.topi.nn import (
     softmax,
 )
 from ember.tir.topi.pool import max_pool_with_indices, pool_nd, softmax_axis
+from ember.tir.topi.quant import (
+    conv_integer,
+    dequantize_linear,
+    dynamic_qparams,
+    matmul_integer,
+    qlinear_conv,
+    qlinear_matmul,
+    quantize_linear,
+    requantize,
+)
 from ember.tir.topi.transform import concatenate, reshape, take, transpose
 
 __all__ = [
@@ -36,20 +46,28 @@ __all__ = [
     "broadcast_binary",
     "concatenate",
     "conv2d_nchw",
+    "conv_integer",
     "conv_nd",
     "copy",
     "dense",
+    "dequantize_linear",
+    "dynamic_qparams",
     "elementwise_chain",
     "exp",
     "gemm",
     "layer_norm",
     "matmul",
+    "matmul_integer",
     "matmul_nd",
     "max_pool_with_indices",
     "pool2d",
     "pool_nd",
+    "qlinear_conv",
+    "qlinear_matmul",
+    "quantize_linear",
     "reduce_rows",
     "relu",
+    "requantize",
     "reshape",
     "sigmoid",
     "softmax",

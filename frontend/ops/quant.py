@@ -1,0 +1,143 @@
+"""Quantization ops: quantize, dequantize, dynamic range, integer and requantized products.
+
+Attributes (set by the converters, every one present):
+- ``quantize_linear`` / ``dequantize_linear``: axis (non-negative int), block_size (int,
+  0 when not blocked), out_dtype (str: the quantized type, or the float type produced).
+- ``conv_integer`` / ``qlinear_conv``: strides, pads (begin..., end...), dilations
+  (tuples), group (int), as ``conv``.
+- ``dynamic_qparams``, ``matmul_integer``, ``qlinear_matmul``: none.
+
+Zero points arrive as tensors of the quantized dtype (a converter makes a zero constant
+when ONNX omits one), so a kernel never guesses a type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.frontend.graph import TensorType
+from ember.frontend.op_kinds import BROADCAST, COMM_REDUCE, OUT_ELEMWISE_FUSABLE
+from ember.frontend.ops.registry import get_op, register_op
+from ember.tir.topi import quant
+
+Types = Sequence[TensorType]
+INT8 = ("int8", "uint8")
+
+
+def _check_params(types: Types, attrs: dict[str, Any]) -> None:
+    """Scales and zero points fit the data per tensor, per axis or per block."""
+    x = types[0]
+    for t in types[1:]:
+        if x.is_static and t.is_static:
+            quant.param_layout(t.shape, x.shape, attrs["axis"], attrs["block_size"])
+    if len(types) > 2 and _many(types[1]) != _many(types[2]):
+        raise ArgumentError(f"the scale {types[1]} and zero point {types[2]} differ in shape")
+
+
+def _many(t: TensorType) -> bool:
+    """More than one element (a scalar scale of shape [1] and a 0-d zero point agree)."""
+    return any(d != 1 for d in t.shape)
+
+
+def _infer_quantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    if attrs["out_dtype"] not in quant.QRANGE:
+        raise ArgumentError(f"quantize_linear: cannot quantize to {attrs['out_dtype']}")
+    _check_params(types, attrs)
+    return [TensorType(types[0].shape, attrs["out_dtype"])]
+
+
+@register_op("quantize_linear", BROADCAST, infer=_infer_quantize, num_inputs=(2, 3))
+def quantize_linear(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    zp = inputs[2] if len(inputs) > 2 else None
+    a = attrs
+    return [
+        quant.quantize_linear(inputs[0], inputs[1], zp, a["axis"], a["block_size"], a["out_dtype"])
+    ]
+
+
+def _infer_dequantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    _check_params(types, attrs)
+    return [TensorType(types[0].shape, attrs["out_dtype"])]
+
+
+@register_op("dequantize_linear", BROADCAST, infer=_infer_dequantize, num_inputs=(2, 3))
+def dequantize_linear(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    zp = inputs[2] if len(inputs) > 2 else None
+    a = attrs
+    return [
+        quant.dequantize_linear(
+            inputs[0], inputs[1], zp, a["axis"], a["block_size"], a["out_dtype"]
+        )
+    ]
+
+
+def _infer_qparams(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    if types[0].dtype != "float32":
+        raise ArgumentError(f"dynamic_qparams: the input must be float32, got {types[0]}")
+    return [TensorType((), "float32"), TensorType((), "uint8")]
+
+
+@register_op("dynamic_qparams", COMM_REDUCE, infer=_infer_qparams, num_outputs=2)
+def dynamic_qparams(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    return list(quant.dynamic_qparams(inputs[0]))
+
+
+def _int8_operands(types: Types, which: Sequence[int], op: str) -> None:
+    for k in which:
+        if types[k].dtype not in INT8:
+            raise ArgumentError(f"{op}: input {k} must be int8 or uint8, got {types[k]}")
+
+
+def _infer_matmul_integer(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    _int8_operands(types, (0, 1), "matmul_integer")
+    return [TensorType(get_op("matmul").infer(types[:2], attrs)[0].shape, "int32")]
+
+
+@register_op("matmul_integer", OUT_ELEMWISE_FUSABLE, infer=_infer_matmul_integer, num_inputs=(2, 4))
+def matmul_integer(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    a_zp = inputs[2] if len(inputs) > 2 else None
+    b_zp = inputs[3] if len(inputs) > 3 else None
+    return [quant.matmul_integer(inputs[0], inputs[1], a_zp, b_zp)]
+
+
+def _infer_conv_integer(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    _int8_operands(types, (0, 1), "conv_integer")
+    return [TensorType(get_op("conv").infer(types[:2], attrs)[0].shape, "int32")]
+
+
+def _conv_args(attrs: dict[str, Any]) -> tuple[Any, ...]:
+    return attrs["strides"], attrs["pads"], attrs["dilations"], attrs["group"]
+
+
+@register_op("conv_integer", OUT_ELEMWISE_FUSABLE, infer=_infer_conv_integer, num_inputs=(2, 4))
+def conv_integer(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    x_zp = inputs[2] if len(inputs) > 2 else None
+    w_zp = inputs[3] if len(inputs) > 3 else None
+    return [quant.conv_integer(inputs[0], inputs[1], x_zp, w_zp, *_conv_args(attrs))]
+
+
+def _infer_qlinear_matmul(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    _int8_operands(types, (0, 3, 7), "qlinear_matmul")
+    shape = get_op("matmul").infer([types[0], types[3]], attrs)[0].shape
+    return [TensorType(shape, types[7].dtype)]
+
+
+@register_op("qlinear_matmul", OUT_ELEMWISE_FUSABLE, infer=_infer_qlinear_matmul, num_inputs=8)
+def qlinear_matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    return [quant.qlinear_matmul(*inputs)]
+
+
+def _infer_qlinear_conv(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    _int8_operands(types, (0, 3, 7), "qlinear_conv")
+    if len(types) > 8 and types[8].dtype != "int32":
+        raise ArgumentError(f"qlinear_conv: the bias must be int32, got {types[8]}")
+    shape = get_op("conv").infer([types[0], types[3]], attrs)[0].shape
+    return [TensorType(shape, types[7].dtype)]
+
+
+@register_op("qlinear_conv", OUT_ELEMWISE_FUSABLE, infer=_infer_qlinear_conv, num_inputs=(8, 9))
+def qlinear_conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    bias = inputs[8] if len(inputs) > 8 else None
+    return [quant.qlinear_conv(*inputs[:8], bias, *_conv_args(attrs))]
