@@ -47,6 +47,10 @@ def _import(model: Any, shapes: Any) -> Graph:
 def _node_step(graph: Graph, node: Any, tgt: Target) -> Step:
     from ember.kernels import get_kernel
 
+    if node.subgraphs:  # If / Loop: runs on the host over compiled subgraphs
+        from ember.control_flow import control_step
+
+        return control_step(graph, node, tgt)
     in_types = [graph.values[i].type for i in node.inputs]
     try:
         kernel = get_kernel(node.op, node.attrs, in_types, tgt)
