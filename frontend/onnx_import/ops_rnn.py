@@ -186,12 +186,14 @@ def _direction(ctx: ConvertContext, layer: Layer, d: int, reverse: bool) -> tupl
     else:
         extra = [rbh] if rbh is not None else []
     lens = [layer.lens] if layer.lens is not None else []
+    per_dir = len(DEFAULT_ACTS[layer.kind])
+    attrs = {**layer.attrs, "activations": layer.attrs["activations"][d * per_dir :][:per_dir]}
     by_time: dict[int, str] = {}
     for s in range(layer.steps):
         t = layer.steps - 1 - s if reverse and layer.lens is None else s
         tidx = ctx.const(np.array([t], dtype=np.int64))
         outs = ctx.emit(
-            f"{layer.kind}_cell", [xp, tidx, states[0], *states[1:], rt, *extra, *lens], layer.attrs
+            f"{layer.kind}_cell", [xp, tidx, states[0], *states[1:], rt, *extra, *lens], attrs
         )
         states = outs[: len(states)]
         by_time[t] = outs[len(states)]
