@@ -49,22 +49,39 @@ class Scope(dict):
         elif value in self.captures:
             inner = self.captures[value]
         else:
-            inner = self.inner_b.add_input(self.inner_b.fresh(key), self.outer_b.values[value].type)
+            inner = self.inner_b.add_input(
+                self.inner_b.fresh(key), self.outer_b.values[value].type
+            ).name
             self.captures[value] = inner
         self[key] = inner
         return inner
 
 
-def _convert_nodes(
-    graph: Any, env: dict[str, str], b: GraphBuilder, opsets: dict[str, int]
-) -> None:
+def _names_read(node: Any) -> list[str]:
+    """Every name ``node`` reads, its subgraphs' (at any depth) included."""
+    from ember.frontend.onnx_import.importer import subgraphs_of
+
+    names = list(node.input)
+    for sub in subgraphs_of(node):
+        for inner in sub.node:
+            names += _names_read(inner)
+    return names
+
+
+def _convert_nodes(graph: Any, env: Scope, b: GraphBuilder, opsets: dict[str, int]) -> None:
+    from onnx import numpy_helper
+
     from ember.frontend.onnx_import.importer import convert_node
 
     for init in graph.initializer:
-        from onnx import numpy_helper
-
         env[init.name] = b.add_param(b.fresh(init.name), numpy_helper.to_array(init))
     for node in graph.node:
+        if env.inner_b is not None:
+            # Capture outer values before the node converts: the importer renames a value
+            # first seen during a conversion (as a captured one would be) to the node's output.
+            for name in _names_read(node):
+                if name and not dict.__contains__(env, name) and name in env.outer:
+                    env[name]
         convert_node(node, env, b, opsets)
 
 
