@@ -1,6 +1,16 @@
 """The Ember operator library; importing it registers every op family (see ``registry``)."""
 
-from ember.frontend.ops import elementwise, nn, rnn, transform
+from ember.frontend.ops import control_flow, elementwise, nn, rnn, transform
 from ember.frontend.ops.registry import OpDef, get_op, list_ops, register_op
 
-__all__ = ["OpDef", "elementwise", "get_op", "list_ops", "nn", "register_op", "rnn", "transform"]
+__all__ = [
+    "OpDef",
+    "control_flow",
+    "elementwise",
+    "get_op",
+    "list_ops",
+    "nn",
+    "register_op",
+    "rnn",
+    "transform",
+]

@@ -217,3 +217,18 @@ def test_loop_scan_stopping_early_raises_at_run_time() -> None:
     inputs["flag"] = np.array(False)
     with pytest.raises(ember.ArgumentError, match="Loop ran 1 iterations"):
         lib.run(inputs)
+
+
+@pytest.mark.nvrtc
+def test_if_and_host_loop_on_cuda_emulated(monkeypatch) -> None:
+    """The subgraphs compile for the model's target: CUDA kernels, run in the emulator."""
+    pytest.importorskip("cuda")
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    model, inputs = _if_model()
+    lib = ember.compile(model, target="cuda")
+    for flag in (True, False):
+        inputs["cond"] = np.array(flag)
+        np.testing.assert_allclose(lib.run(inputs)[0], run_ort(model, inputs)[0], rtol=1e-5)
+    model, inputs = _sum_model()
+    lib = ember.compile(model, target="cuda")
+    np.testing.assert_allclose(lib.run(inputs)[0], run_ort(model, inputs)[0], rtol=1e-5)

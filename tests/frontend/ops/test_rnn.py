@@ -221,3 +221,15 @@ def test_symbolic_time_axis_is_rejected() -> None:
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"
     with pytest.raises(ember.ArgumentError, match="static 3-D float tensor"):
         ember.frontend.from_onnx(model)
+
+
+@pytest.mark.nvrtc
+def test_bidirectional_lstm_with_lens_on_cuda_emulated(monkeypatch) -> None:
+    pytest.importorskip("cuda")
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    rng = np.random.default_rng(12)
+    inputs = _inputs(rng, "LSTM", 3, 2, 3, 4, 2, lens=np.array([3, 2]), initial=True, peep=True)
+    model = _model("LSTM", inputs, 3, hidden_size=4, direction="bidirectional")
+    got = ember.compile(model, target="cuda").run(inputs)
+    for g, w in zip(got, run_ort(model, inputs)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-5)
