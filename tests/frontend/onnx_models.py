@@ -16,6 +16,8 @@ DTYPES = {
     "int64": TensorProto.INT64,
     "int32": TensorProto.INT32,
     "bool": TensorProto.BOOL,
+    "float64": TensorProto.DOUBLE,
+    "float16": TensorProto.FLOAT16,
 }
 
 

@@ -161,8 +161,9 @@ def test_loop_cumulative_product(trip: int, form: str) -> None:
 
 def test_loop_scan_needs_a_constant_trip_count() -> None:
     model, _ = _cumprod_model(3, runtime_trip=True)
-    with pytest.raises(ember.ArgumentError, match="must be a constant"):
+    with pytest.raises(ember.ArgumentError, match="must be a constant") as info:
         ember.frontend.from_onnx(model)
+    assert "ONNX node 'loop' (Loop)" in str(info.value)
 
 
 def _sum_model(with_scan: bool = False):

@@ -233,3 +233,20 @@ def test_bidirectional_lstm_with_lens_on_cuda_emulated(monkeypatch) -> None:
     got = ember.compile(model, target="cuda").run(inputs)
     for g, w in zip(got, run_ort(model, inputs)):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+def test_other_float_dtypes_follow_float32(dtype: str) -> None:
+    """onnxruntime's CPU recurrent kernels take float32 only: the float32 run is the
+    reference for a float64 / float16 model of the same layer."""
+    rng = np.random.default_rng(13)
+    inputs = _inputs(rng, "GRU", 4, 2, 3, 5, 2, lens=np.array([4, 3]), initial=True)
+    attrs = {"hidden_size": 5, "direction": "bidirectional"}
+    want = run_ort(_model("GRU", inputs, 2, **attrs), inputs)
+    cast = {k: v.astype(dtype) if v.dtype == np.float32 else v for k, v in inputs.items()}
+    model = _model("GRU", cast, 2, **attrs)
+    got = ember.compile(model).run(cast)
+    tol = 1e-5 if dtype == "float64" else 2e-2
+    for g, w in zip(got, want):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=tol, atol=tol)
