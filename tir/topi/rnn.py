@@ -7,7 +7,8 @@ loop, biases folded in) and reads the row of its step through ``tidx`` (a 1-elem
 int tensor), so all steps share one compiled kernel. It returns the new state and
 ``y``, the step's slice of the layer output ``Y`` shaped ``[1, 1, B, H]`` so the
 steps concatenate without reshapes. When ``lens`` (``[B]`` sequence lengths) is
-given, a batch row past its length keeps its state and writes zeros to ``y``.
+given, a batch row past its length keeps its state and writes zeros to ``y`` (a row
+of length 0 ends with a zero state, as in onnxruntime).
 
 Activations are ``(name, alpha, beta)`` triples with ONNX's lower-cased names;
 ``clip`` (0 for none) bounds every gate's input before its activation.
@@ -86,6 +87,12 @@ def _active(tidx: Tensor, lens: Tensor | None, b: Expr) -> Expr | None:
     return E.cast("int32", tidx[0]) < E.cast("int32", lens[b])
 
 
+def _held(tidx: Tensor, prev: Expr) -> Expr:
+    """The state of a row past its length: kept, except that a sequence of length 0 ends
+    with a zero state (as onnxruntime gives); only such a row is inactive at step 0."""
+    return E.select(E.cast("int32", tidx[0]).equal(0), _c(0.0, prev), prev)
+
+
 def _step_outputs(
     new: Callable[[Expr, Expr], Expr], h: Tensor, tidx: Tensor, lens: Tensor | None, name: str
 ) -> tuple[Tensor, Tensor]:
@@ -94,7 +101,7 @@ def _step_outputs(
 
     def state(b: Expr, j: Expr) -> Expr:
         live = _active(tidx, lens, b)
-        return new(b, j) if live is None else E.select(live, new(b, j), h[b, j])
+        return new(b, j) if live is None else E.select(live, new(b, j), _held(tidx, h[b, j]))
 
     h_new = te.compute((batch, hidden), state, name=f"{name}_h")
 
@@ -138,7 +145,7 @@ def lstm_cell(
         )
         value = forget * c[b, j] + i * activate(gate(b, j, 3), g, clip)
         live = _active(tidx, lens, b)
-        return value if live is None else E.select(live, value, c[b, j])
+        return value if live is None else E.select(live, value, _held(tidx, c[b, j]))
 
     c_new = te.compute((batch, hidden), cell, name="lstm_c")
 

@@ -83,12 +83,14 @@ def test_bidirectional_lstm_odd_sequence() -> None:
     _check("LSTM", inputs, 3, hidden_size=6, direction="bidirectional")
 
 
+@pytest.mark.parametrize("lens", [(5, 2, 4, 1), (3, 0, 5, 2)], ids=["short", "empty_row"])
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
-def test_runtime_sequence_lens(op: str, direction: str) -> None:
+def test_runtime_sequence_lens(op: str, direction: str, lens: tuple[int, ...]) -> None:
+    """Rows shorter than T keep their state; a row of length 0 ends with zero states."""
     rng = np.random.default_rng(3)
     dirs = 2 if direction == "bidirectional" else 1
-    lens = np.array([5, 2, 4, 1])
+    lens = np.array(lens)
     inputs = _inputs(rng, op, 5, 4, 3, 4, dirs, lens=lens, initial=True)
     _check(op, inputs, 3 if op == "LSTM" else 2, hidden_size=4, direction=direction)
 
