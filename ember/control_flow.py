@@ -1,4 +1,4 @@
-"""Host steps for control-flow nodes: ``if`` and ``loop`` over compiled subgraphs.
+"""Host steps for control-flow nodes: ``if``, ``loop`` and ``scan`` over compiled subgraphs.
 
 ``ember.graph_compile`` hands a node with ``subgraphs`` (made by
 ``frontend/onnx_import/ops_control_flow.py``) to :func:`control_step`. Each subgraph
@@ -6,7 +6,8 @@ is compiled by ``ember.compile`` into its own CompiledModel; the step is a Pytho
 callable with a kernel's calling convention (inputs, then preallocated outputs), so
 the executor runs it like any kernel: an ``if`` reads its condition on the host and
 runs one branch, a ``loop`` runs its body until the trip count or the condition
-ends it. Results are copied into the executor's output arrays.
+ends it, a ``scan`` runs its body on each slice of its scan inputs and stacks what
+it gives. Results are copied into the executor's output arrays.
 """
 
 from __future__ import annotations
@@ -76,6 +77,38 @@ class LoopStep:
             np.copyto(dst, np.stack(parts))
 
 
+class ScanStep:
+    """``scan``: inputs (*states, *scan inputs, *captured), outputs (*states, *scans)."""
+
+    def __init__(self, body: CompiledModel, spec: dict[str, Any], num_inputs: int) -> None:
+        self.body = body
+        self.spec = spec
+        self.num_inputs = num_inputs
+
+    def __call__(self, *arrays: Any) -> None:
+        sp = self.spec
+        n, n_x = sp["num_states"], len(sp["in_axes"])
+        states = list(arrays[:n])
+        xs = arrays[n : n + n_x]
+        captured = list(arrays[n + n_x : self.num_inputs])
+        outs = arrays[self.num_inputs :]
+        length = sp["length"]
+        elems: list[list[np.ndarray]] = [[] for _ in outs[n:]]
+        for i in range(length):
+            slices = [
+                np.take(x, length - 1 - i if d else i, axis=a)
+                for x, a, d in zip(xs, sp["in_axes"], sp["in_dirs"])
+            ]
+            res = self.body.run([*states, *slices, *captured])
+            states = res[:n]
+            for k, e in enumerate(res[n:]):
+                elems[k].append(e)
+        for dst, src in zip(outs[:n], states):
+            np.copyto(dst, src)
+        for dst, parts, a, d in zip(outs[n:], elems, sp["out_axes"], sp["out_dirs"]):
+            np.copyto(dst, np.stack(parts[::-1] if d else parts, axis=a))
+
+
 def control_step(graph: Graph, node: Node, tgt: Target) -> Step:
     """The host step of control-flow ``node``, its subgraphs compiled for ``tgt``."""
     from ember.graph_compile import compile as compile_graph
@@ -86,6 +119,8 @@ def control_step(graph: Graph, node: Node, tgt: Target) -> Step:
         kernel = IfStep(subs["then_branch"], subs["else_branch"])
     elif node.op == "loop":
         kernel = LoopStep(subs["body"], node.attrs, len(node.inputs))
+    elif node.op == "scan":
+        kernel = ScanStep(subs["body"], node.attrs, len(node.inputs))
     else:
         raise InternalError(f"node '{node.name}' ({node.op}) has subgraphs but is no control flow")
     return Step(kernel, node.inputs, node.outputs, node.where())

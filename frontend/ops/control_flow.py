@@ -1,4 +1,4 @@
-"""Control-flow ops: ``if`` and ``loop``, registered so every graph node names a known op.
+"""Control-flow ops: ``if``, ``loop`` and ``scan``, registered so every graph node names a known op.
 
 They have no compute: the ONNX converters (``onnx_import/ops_control_flow.py``) type
 them from their subgraphs (``Node.subgraphs``) and add them with
@@ -30,3 +30,4 @@ def _host_only(name: str) -> Any:
 
 _host_only("if")
 _host_only("loop")
+_host_only("scan")

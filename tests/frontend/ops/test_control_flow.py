@@ -233,3 +233,46 @@ def test_if_and_host_loop_on_cuda_emulated(monkeypatch) -> None:
     model, inputs = _sum_model()
     lib = ember.compile(model, target="cuda")
     np.testing.assert_allclose(lib.run(inputs)[0], run_ort(model, inputs)[0], rtol=1e-5)
+
+
+def _scan_model(length: int):
+    """Scan over x [4, T] along axis 1 and y [T, 4] backwards: s = s * w + x_t (w an outer
+    value), scan outputs s + y_t stacked on axis 1 and s stacked in reverse order."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["s_in", "w"], ["sw"]),
+            helper.make_node("Add", ["sw", "x_t"], ["s_out"]),
+            helper.make_node("Add", ["s_out", "y_t"], ["o1"]),
+            helper.make_node("Identity", ["s_out"], ["o2"]),
+        ],
+        "body",
+        [_vi("s_in", F, [4]), _vi("x_t", F, [4]), _vi("y_t", F, [4])],
+        [_vi("s_out", F, [4]), _vi("o1", F, [4]), _vi("o2", F, [4])],
+    )
+    node = helper.make_node(
+        "Scan",
+        ["s0", "x", "y"],
+        ["s", "out1", "out2"],
+        body=body,
+        num_scan_inputs=2,
+        scan_input_axes=[1, 0],
+        scan_input_directions=[0, 1],
+        scan_output_axes=[1, 0],
+        scan_output_directions=[0, 1],
+    )
+    rng = np.random.default_rng(4)
+    inputs = {
+        "s0": rng.standard_normal(4).astype(np.float32),
+        "x": rng.standard_normal((4, length)).astype(np.float32),
+        "y": rng.standard_normal((length, 4)).astype(np.float32),
+        "w": (0.5 + 0.5 * rng.random(4)).astype(np.float32),
+    }
+    return make_model([node], inputs, ["s", "out1", "out2"], opset=16), inputs
+
+
+@pytest.mark.parametrize(("length", "form"), [(5, "unrolled"), (23, "host")])
+def test_scan_axes_and_directions(length: int, form: str) -> None:
+    model, inputs = _scan_model(length)
+    graph = ember.frontend.from_onnx(model)
+    assert any(n.op == "scan" for n in graph.nodes) == (form == "host")
+    check_against_ort(model, inputs)
