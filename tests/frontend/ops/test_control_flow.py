@@ -276,3 +276,62 @@ def test_scan_axes_and_directions(length: int, form: str) -> None:
     graph = ember.frontend.from_onnx(model)
     assert any(n.op == "scan" for n in graph.nodes) == (form == "host")
     check_against_ort(model, inputs)
+
+
+def test_host_loop_with_a_runtime_if_in_its_body() -> None:
+    """The If inside the body reads the body's carried value, the body's input and a value
+    two scopes out (``scale``); Loop and If both run on the host."""
+    then_g = _graph([helper.make_node("Mul", ["acc_in", "scale"], ["t"])], "t", ["t"])
+    else_g = _graph([helper.make_node("Sub", ["acc_in", "step"], ["e"])], "e", ["e"])
+    body = helper.make_graph(
+        [
+            helper.make_node("If", ["flag"], ["picked"], then_branch=then_g, else_branch=else_g),
+            helper.make_node("Add", ["picked", "step"], ["acc_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [_vi("i", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("acc_in")],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("acc_out", F, [3, 2])],
+    )
+    node = helper.make_node("Loop", ["M", "", "a0"], ["acc"], body=body)
+    rng = np.random.default_rng(5)
+    inputs = {
+        "M": np.array(4, np.int64),
+        "a0": rng.standard_normal((3, 2)).astype(np.float32),
+        "step": rng.standard_normal((3, 2)).astype(np.float32),
+        "scale": rng.standard_normal((3, 2)).astype(np.float32),
+        "flag": np.array(True),
+    }
+    model = _typed(make_model([node], inputs, ["acc"], opset=13), {"acc": [3, 2]})
+    lib = ember.compile(model)
+    assert [n.op for n in lib.graph.nodes] == ["loop"]
+    for m, flag in [(4, True), (6, False), (1, True)]:
+        inputs.update(M=np.array(m, np.int64), flag=np.array(flag))
+        np.testing.assert_allclose(lib.run(inputs)[0], run_ort(model, inputs)[0], rtol=1e-5)
+
+
+def test_unrolled_loop_whose_carried_value_grows() -> None:
+    """Concat makes the carried value longer each iteration: only unrolling can compile it."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Concat", ["v_in", "piece"], ["v_out"], axis=0),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [_vi("i", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []),
+         _vi("v_in", F, ["n"])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("v_out", F, ["m"])],
+    )  # fmt: skip
+    node = helper.make_node("Loop", ["M", "", "v0"], ["v"], body=body)
+    rng = np.random.default_rng(6)
+    inputs = {
+        "v0": rng.standard_normal(2).astype(np.float32),
+        "piece": rng.standard_normal(3).astype(np.float32),
+    }
+    model = make_model([node], inputs, ["v"], {"M": np.array(3, np.int64)}, opset=13)
+    model = _typed(model, {"v": [11]})
+    (got,) = ember.compile(model).run(inputs)
+    np.testing.assert_array_equal(got, np.concatenate([inputs["v0"], *[inputs["piece"]] * 3]))
+    runtime = make_model([node], {**inputs, "M": np.array(3, np.int64)}, ["v"], opset=13)
+    with pytest.raises(ember.ArgumentError, match="changes the shapes of its carried values"):
+        ember.frontend.from_onnx(_typed(runtime, {"v": [11]}))
