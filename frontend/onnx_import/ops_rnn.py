@@ -119,6 +119,12 @@ def _layer(ctx: ConvertContext, kind: str, directions: int) -> Layer:
     _check_shape(ctx, 2, (directions, g * hidden, hidden), "R")
     if ctx.has_input(3):
         _check_shape(ctx, 3, (directions, 2 * g * hidden), "B")
+    state = (batch, directions, hidden) if layout else (directions, batch, hidden)
+    for i, what in ((5, "initial_h"), (6, "initial_c")):
+        if ctx.has_input(i) and (i == 5 or kind == "lstm"):
+            _check_shape(ctx, i, state, what)
+    if kind == "lstm" and ctx.has_input(7):
+        _check_shape(ctx, 7, (directions, 3 * hidden), "P")
     clip = ctx.attr("clip", None)
     if clip is not None and not float(clip) > 0:
         raise ArgumentError(f"{ctx.op_type}: clip must be positive, got {clip}")

@@ -252,3 +252,19 @@ def test_other_float_dtypes_follow_float32(dtype: str) -> None:
     for g, w in zip(got, want):
         assert g.dtype == dtype
         np.testing.assert_allclose(g.astype(np.float32), w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "phrase"),
+    [("W", (1, 12, 5), "W has shape [1, 12, 5], expected [1, 12, 4]"),
+     ("B", (1, 17), "B has shape [1, 17], expected [1, 24]"),
+     ("initial_h", (1, 3, 3), "initial_h has shape [1, 3, 3], expected [1, 2, 3]")],
+)  # fmt: skip
+def test_bad_input_shapes_raise(name: str, shape: tuple[int, ...], phrase: str) -> None:
+    rng = np.random.default_rng(14)
+    inputs = _inputs(rng, "LSTM", 3, 2, 4, 3, 1, initial=True)
+    inputs[name] = rng.standard_normal(shape).astype(np.float32)
+    model = _model("LSTM", inputs, 1, hidden_size=3)
+    with pytest.raises(ember.ArgumentError, match="ONNX node 'lstm_node'") as info:
+        ember.frontend.from_onnx(model)
+    assert phrase in str(info.value)
