@@ -166,7 +166,7 @@ def format_node(n: Node, values: dict[str, Value]) -> str:
     tail = f"  # {n.op_type} '{n.name}'" if n.name else ""
     line = f"{outs} = {n.op}({args}{', ' if args and attrs else ''}{attrs}){tail}"
     for key, sub in n.subgraphs.items():
-        line += f"\n  {key}: " + format_graph(sub).replace("\n", "\n  ")
+        line += f"\n    {key}: " + format_graph(sub).replace("\n", "\n    ")
     return line
 
 
