@@ -61,6 +61,7 @@ def test_if_runtime_condition(flag: bool) -> None:
     graph = ember.frontend.from_onnx(model)
     (node,) = [n for n in graph.nodes if n.op == "if"]
     assert set(node.subgraphs) == {"then_branch", "else_branch"}
+    assert "    then_branch: graph then(" in str(graph)  # printed under the node
     inputs["cond"] = np.array(flag)
     check_against_ort(model, inputs)
 
