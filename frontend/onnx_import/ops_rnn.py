@@ -86,8 +86,17 @@ def _take(ctx: ConvertContext, value: str, index: Any, axis: int) -> str:
     )
 
 
+CONCAT_FAN_IN = 32
+
+
 def _concat(ctx: ConvertContext, values: Sequence[str], axis: int) -> str:
-    return values[0] if len(values) == 1 else ctx.emit1("concat", list(values), {"axis": axis})
+    """Concatenate in a tree of at most ``CONCAT_FAN_IN`` inputs per node: an element of a
+    concat selects among all of its inputs, so one wide concat of T steps costs O(T^2)."""
+    values = list(values)
+    while len(values) > CONCAT_FAN_IN:
+        chunks = [values[k : k + CONCAT_FAN_IN] for k in range(0, len(values), CONCAT_FAN_IN)]
+        values = [_concat(ctx, c, axis) for c in chunks]
+    return values[0] if len(values) == 1 else ctx.emit1("concat", values, {"axis": axis})
 
 
 def _zeros(ctx: ConvertContext, shape: tuple[int, ...], dtype: str) -> str:

@@ -268,3 +268,12 @@ def test_bad_input_shapes_raise(name: str, shape: tuple[int, ...], phrase: str) 
     with pytest.raises(ember.ArgumentError, match="ONNX node 'lstm_node'") as info:
         ember.frontend.from_onnx(model)
     assert phrase in str(info.value)
+
+
+def test_long_sequence_concatenates_in_a_tree() -> None:
+    rng = np.random.default_rng(15)
+    inputs = _inputs(rng, "RNN", 70, 2, 3, 4, 2, lens=np.array([70, 41]))
+    model = _model("RNN", inputs, 2, hidden_size=4, direction="bidirectional")
+    widest = max(len(n.inputs) for n in ember.frontend.from_onnx(model).nodes if n.op == "concat")
+    assert widest <= 32
+    check_against_ort(model, inputs, rtol=1e-4, atol=2e-5)
