@@ -109,6 +109,10 @@ def _group_step(graph: Graph, nodes: list[Any], tgt: Target) -> Step:
 def _node_step(graph: Graph, node: Any, tgt: Target) -> Step:
     from ember.kernels import get_kernel
 
+    if node.subgraphs:  # If / Loop: runs on the host over compiled subgraphs
+        from ember.control_flow import control_step
+
+        return control_step(graph, node, tgt)
     in_types = [graph.values[i].type for i in node.inputs]
     if all(graph.values[o].type.size == 0 for o in node.outputs):
         return Step(_nothing, node.inputs, node.outputs, node.where())  # empty results

@@ -68,6 +68,9 @@ class Node:
     """One Ember op applied to values. ``name``/``op_type`` are the ONNX node's, for errors.
 
     ``group`` is the fused group this node belongs to (None until a fusion pass runs).
+    ``subgraphs`` holds the bodies of a control-flow node (``if``: then/else, ``loop``:
+    body), each a Graph whose inputs line up with what the host step feeds it; the
+    compiler runs such a node on the host (``ember/control_flow.py``), not as a kernel.
     """
 
     op: str
@@ -77,6 +80,7 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     op_type: str = ""
     group: int | None = None
+    subgraphs: dict[str, Graph] = field(default_factory=dict)
 
     def where(self) -> str:
         """How an error names this node: "ONNX node 'conv1' (Conv)"."""
@@ -160,7 +164,10 @@ def format_node(n: Node, values: dict[str, Value]) -> str:
     attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(n.attrs.items()))
     args = ", ".join(f"%{i}" for i in n.inputs)
     tail = f"  # {n.op_type} '{n.name}'" if n.name else ""
-    return f"{outs} = {n.op}({args}{', ' if args and attrs else ''}{attrs}){tail}"
+    line = f"{outs} = {n.op}({args}{', ' if args and attrs else ''}{attrs}){tail}"
+    for key, sub in n.subgraphs.items():
+        line += f"\n    {key}: " + format_graph(sub).replace("\n", "\n    ")
+    return line
 
 
 def format_graph(g: Graph) -> str:

@@ -1,6 +1,13 @@
 """ONNX import: ``from_onnx`` and the converters (importing this registers them all)."""
 
-from ember.frontend.onnx_import import ops_elementwise, ops_nn, ops_quant, ops_transform
+from ember.frontend.onnx_import import (
+    ops_control_flow,
+    ops_elementwise,
+    ops_nn,
+    ops_quant,
+    ops_rnn,
+    ops_transform,
+)
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.onnx_import.registry import converter, find_converter, supported_op_types
 
@@ -9,9 +16,11 @@ __all__ = [
     "find_converter",
     "from_onnx",
     "load_model",
+    "ops_control_flow",
     "ops_elementwise",
     "ops_nn",
     "ops_quant",
+    "ops_rnn",
     "ops_transform",
     "supported_op_types",
 ]

@@ -72,6 +72,20 @@ class GraphBuilder:
         self.nodes.append(Node(op, where[0], tuple(inputs), tuple(names), dict(attrs), where[1]))
         return names
 
+    def add_node(
+        self,
+        node: Node,
+        out_types: Sequence[TensorType],
+    ) -> list[str]:
+        """Append a node that no op definition types or folds (a control-flow node whose
+        ``subgraphs`` the host runs); its outputs get fresh names and ``out_types``."""
+        names = [self.fresh(node.name or node.op) for _ in out_types]
+        for n, t in zip(names, out_types):
+            self.values[n] = Value(n, t)
+        node.outputs = tuple(names)
+        self.nodes.append(node)
+        return names
+
     def rename(self, old: str, new: str, since_node: int) -> None:
         """Give a value made by the current conversion (nodes from ``since_node``) its ONNX name."""
         self.taken.add(new)
@@ -101,12 +115,19 @@ class ConvertContext:
     """One ONNX node as its converter sees it."""
 
     def __init__(
-        self, node: Any, name: str, env: dict[str, str], builder: GraphBuilder, opset: int
+        self,
+        node: Any,
+        name: str,
+        env: dict[str, str],
+        builder: GraphBuilder,
+        opset: int,
+        opsets: dict[str, int] | None = None,
     ) -> None:
         self.node = node
         self.name = name  # the ONNX node's name, or "<op_type>_<index>" when it has none
         self.op_type = node.op_type
         self.opset = opset
+        self.opsets = dict(opsets) if opsets is not None else {"": opset}
         self.num_outputs = len(node.output)
         self._env = env
         self._b = builder
@@ -175,6 +196,16 @@ class ConvertContext:
 
     def type_of(self, value: str) -> TensorType:
         return self._b.values[value].type
+
+    # ---- scopes, for converters of nodes with subgraphs (If, Loop) ------------------
+    @property
+    def env(self) -> dict[str, str]:
+        """ONNX name -> Ember value of everything visible here (a subgraph reads outer names)."""
+        return self._env
+
+    @property
+    def builder(self) -> GraphBuilder:
+        return self._b
 
     def value_of(self, value: str) -> np.ndarray | None:
         """The data of an Ember value if it is a constant, else None."""

@@ -95,11 +95,32 @@ def _opsets(model: Any) -> dict[str, int]:
     return out
 
 
+def subgraphs_of(node: Any) -> list[Any]:
+    """The GraphProtos in a node's attributes (If's branches, Loop's and Scan's bodies)."""
+    out = []
+    for a in node.attribute:
+        if a.HasField("g"):
+            out.append(a.g)
+        out.extend(a.graphs)
+    return out
+
+
+def _all_nodes(graph: Any) -> list[Any]:
+    """The graph's nodes and, depth first, those of every subgraph."""
+    out = []
+    for node in graph.node:
+        out.append(node)
+        for sub in subgraphs_of(node):
+            out.extend(_all_nodes(sub))
+    return out
+
+
 def check_supported(model: Any) -> None:
-    """Raise one UnsupportedOperatorError naming every op type Ember cannot convert."""
+    """Raise one UnsupportedOperatorError naming every op type Ember cannot convert
+    (in the main graph and in every subgraph)."""
     opsets = _opsets(model)
     missing: dict[str, list[str]] = {}
-    for i, node in enumerate(model.graph.node):
+    for i, node in enumerate(_all_nodes(model.graph)):
         domain = "" if node.domain == "ai.onnx" else node.domain
         version = opsets.get(domain, 1)
         if find_converter(node.op_type, domain, version) is None:
@@ -174,7 +195,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     check_supported(proto)
     g = proto.graph
     shapes = dict(shapes or {})
-    reserved = {v for n in g.node for v in (*n.input, *n.output)} | {i.name for i in g.input}
+    reserved = {v for n in _all_nodes(g) for v in (*n.input, *n.output)} | {i.name for i in g.input}
     b = GraphBuilder(reserved)
     env: dict[str, str] = {}
     for init in g.initializer:
@@ -189,21 +210,22 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
         )
     opsets = _opsets(proto)
     for index, node in enumerate(g.node):
-        _convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
+        convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
     outputs = [_bind_output(o.name, env, b) for o in g.output]
     name = g.name or "main"
     return Graph(inputs, outputs, b.nodes, b.params, b.values, name=name).verify()
 
 
-def _convert_node(
+def convert_node(
     node: Any, name: str, env: dict[str, str], b: GraphBuilder, opsets: dict[str, int]
 ) -> None:
-    """Run ``node``'s converter; its outputs take the ONNX names where they are new values."""
+    """Convert one ONNX node into ``b``, binding its outputs in ``env`` (also used for the
+    nodes of subgraphs, with their own env and builder); ``name`` is how errors call it."""
     domain = "" if node.domain == "ai.onnx" else node.domain
     opset = opsets.get(domain, 1)
     rule = find_converter(node.op_type, domain, opset)
     assert rule is not None  # check_supported ran first
-    ctx = ConvertContext(node, name, env, b, opset)
+    ctx = ConvertContext(node, name, env, b, opset, opsets)
     start = len(b.nodes)
     known = set(b.values)
     where = f"while converting ONNX node '{name}' ({node.op_type})"

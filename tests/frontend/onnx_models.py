@@ -11,7 +11,14 @@ onnx = __import__("pytest").importorskip("onnx")
 ort = __import__("pytest").importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-DTYPES = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64, "int32": TensorProto.INT32}
+DTYPES = {
+    "float32": TensorProto.FLOAT,
+    "int64": TensorProto.INT64,
+    "int32": TensorProto.INT32,
+    "bool": TensorProto.BOOL,
+    "float64": TensorProto.DOUBLE,
+    "float16": TensorProto.FLOAT16,
+}
 
 
 def tensor_info(name: str, shape: Sequence[Any] | None, dtype: str = "float32") -> Any:

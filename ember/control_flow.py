@@ -1,0 +1,126 @@
+"""Host steps for control-flow nodes: ``if``, ``loop`` and ``scan`` over compiled subgraphs.
+
+``ember.graph_compile`` hands a node with ``subgraphs`` (made by
+``frontend/onnx_import/ops_control_flow.py``) to :func:`control_step`. Each subgraph
+is compiled by ``ember.compile`` into its own CompiledModel; the step is a Python
+callable with a kernel's calling convention (inputs, then preallocated outputs), so
+the executor runs it like any kernel: an ``if`` reads its condition on the host and
+runs one branch, a ``loop`` runs its body until the trip count or the condition
+ends it, a ``scan`` runs its body on each slice of its scan inputs and stacks what
+it gives. Results are copied into the executor's output arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.errors import ArgumentError, InternalError
+from ember.executor import CompiledModel, Step
+from ember.frontend.graph import Graph, Node
+from ember.target import Target
+
+
+def _flag(array: Any) -> bool:
+    return bool(np.asarray(array).reshape(-1)[0])
+
+
+class IfStep:
+    """``if``: inputs (cond, *captured), outputs those of the branch taken."""
+
+    def __init__(self, then_model: CompiledModel, else_model: CompiledModel) -> None:
+        self.then_model = then_model
+        self.else_model = else_model
+        self.num_inputs = 1 + len(then_model.input_names)
+
+    def __call__(self, *arrays: Any) -> None:
+        model = self.then_model if _flag(arrays[0]) else self.else_model
+        results = model.run(list(arrays[1 : self.num_inputs]))
+        for dst, src in zip(arrays[self.num_inputs :], results):
+            np.copyto(dst, src)
+
+
+class LoopStep:
+    """``loop``: inputs ([trip], [cond], *carried, *captured), outputs (*carried, *scans)."""
+
+    def __init__(self, body: CompiledModel, attrs: dict[str, Any], num_inputs: int) -> None:
+        self.body = body
+        self.has_trip = bool(attrs["has_trip"])
+        self.has_cond = bool(attrs["has_cond"])
+        self.num_carried = int(attrs["num_carried"])
+        self.num_inputs = num_inputs
+
+    def __call__(self, *arrays: Any) -> None:
+        ins, outs = list(arrays[: self.num_inputs]), arrays[self.num_inputs :]
+        trip = int(np.asarray(ins.pop(0)).reshape(-1)[0]) if self.has_trip else None
+        cond = _flag(ins.pop(0)) if self.has_cond else True
+        n = self.num_carried
+        values, captured = ins[:n], ins[n:]
+        scans: list[list[np.ndarray]] = [[] for _ in outs[n:]]
+        i = 0
+        while cond and (trip is None or i < trip):
+            res = self.body.run([np.array(i, dtype=np.int64), np.array(cond), *values, *captured])
+            cond = _flag(res[0])
+            values = res[1 : 1 + n]
+            for k, s in enumerate(res[1 + n :]):
+                scans[k].append(s)
+            i += 1
+        for dst, src in zip(outs[:n], values):
+            np.copyto(dst, src)
+        for dst, parts in zip(outs[n:], scans):
+            if len(parts) != dst.shape[0]:
+                raise ArgumentError(
+                    f"Loop ran {len(parts)} iterations, but its scan outputs were compiled for "
+                    f"{dst.shape[0]} (Ember's shapes are static)"
+                )
+            np.copyto(dst, np.stack(parts))
+
+
+class ScanStep:
+    """``scan``: inputs (*states, *scan inputs, *captured), outputs (*states, *scans)."""
+
+    def __init__(self, body: CompiledModel, spec: dict[str, Any], num_inputs: int) -> None:
+        self.body = body
+        self.spec = spec
+        self.num_inputs = num_inputs
+
+    def __call__(self, *arrays: Any) -> None:
+        sp = self.spec
+        n, n_x = sp["num_states"], len(sp["in_axes"])
+        states = list(arrays[:n])
+        xs = arrays[n : n + n_x]
+        captured = list(arrays[n + n_x : self.num_inputs])
+        outs = arrays[self.num_inputs :]
+        length = sp["length"]
+        elems: list[list[np.ndarray]] = [[] for _ in outs[n:]]
+        for i in range(length):
+            slices = [
+                np.take(x, length - 1 - i if d else i, axis=a)
+                for x, a, d in zip(xs, sp["in_axes"], sp["in_dirs"])
+            ]
+            res = self.body.run([*states, *slices, *captured])
+            states = res[:n]
+            for k, e in enumerate(res[n:]):
+                elems[k].append(e)
+        for dst, src in zip(outs[:n], states):
+            np.copyto(dst, src)
+        for dst, parts, a, d in zip(outs[n:], elems, sp["out_axes"], sp["out_dirs"]):
+            np.copyto(dst, np.stack(parts[::-1] if d else parts, axis=a))
+
+
+def control_step(graph: Graph, node: Node, tgt: Target) -> Step:
+    """The host step of control-flow ``node``, its subgraphs compiled for ``tgt``."""
+    from ember.graph_compile import compile as compile_graph
+
+    subs = {k: compile_graph(g, tgt) for k, g in node.subgraphs.items()}
+    kernel: Any
+    if node.op == "if":
+        kernel = IfStep(subs["then_branch"], subs["else_branch"])
+    elif node.op == "loop":
+        kernel = LoopStep(subs["body"], node.attrs, len(node.inputs))
+    elif node.op == "scan":
+        kernel = ScanStep(subs["body"], node.attrs, len(node.inputs))
+    else:
+        raise InternalError(f"node '{node.name}' ({node.op}) has subgraphs but is no control flow")
+    return Step(kernel, node.inputs, node.outputs, node.where())

@@ -1,0 +1,275 @@
+"""Converters for ONNX control flow: If, Loop and Scan.
+
+An If whose condition is a constant at import is replaced by its taken branch,
+inlined. Otherwise it becomes an ``if`` node holding both branches as Graphs
+(``Node.subgraphs``); the compiler runs it on the host (``ember/control_flow.py``).
+Both branches must give outputs of the same static types.
+
+A Loop whose trip count is a constant, whose condition starts true and that the
+body passes through unchanged (or sets to a constant true), runs exactly that many
+times: it is unrolled when small (``UNROLL_LIMIT`` body nodes in all) or when its
+carried values change shape between iterations. Any other Loop becomes a ``loop``
+node over its body Graph, iterated on the host. Scan outputs are stacked along a
+new first axis; since Ember's shapes are static, a Loop with scan outputs needs a
+constant trip count, and at run time it must run exactly that many iterations.
+
+Scan (opset 9 on) is unrolled over its static scan length when small, else it
+becomes a host ``scan`` node that slices its inputs and stacks its outputs. Scan 8
+(a leading batch axis) runs one such scan per batch row; its sequence_lens must be a
+constant of full lengths.
+
+Every opset form from 1 on converts the same way: later forms only admit sequence
+and optional types, which Ember does not support.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.errors import ArgumentError
+from ember.frontend.graph import Graph, Node, TensorType
+from ember.frontend.onnx_import.context import ConvertContext
+from ember.frontend.onnx_import.registry import converter
+from ember.frontend.onnx_import.subgraph import import_subgraph, inline_subgraph, with_inputs
+
+UNROLL_LIMIT = 64
+FORMS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
+SCAN_FORMS = (9, 11, 16, 19, 21, 23, 24, 25)
+
+
+def _scalar_bool(ctx: ConvertContext, i: int, what: str) -> None:
+    t = ctx.type(i)
+    if t.dtype != "bool" or not t.is_static or t.size != 1:
+        raise ArgumentError(f"{ctx.op_type}: {what} must be a single bool, got {t}")
+
+
+def convert_if(ctx: ConvertContext) -> list[str]:
+    then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
+    _scalar_bool(ctx, 0, "the condition")
+    if ctx.is_constant(0):
+        return inline_subgraph(ctx, then_g if bool(ctx.constant(0).reshape(-1)[0]) else else_g)
+    then_sub, then_caps = import_subgraph(ctx, then_g)
+    else_sub, else_caps = import_subgraph(ctx, else_g)
+    order = list(dict.fromkeys([*then_caps, *else_caps]))
+    types = {v: ctx.type_of(v) for v in order}
+    then_sub = with_inputs(then_sub, then_caps, order, types).verify()
+    else_sub = with_inputs(else_sub, else_caps, order, types).verify()
+    then_t = [v.type for v in then_sub.outputs]
+    else_t = [v.type for v in else_sub.outputs]
+    if then_t != else_t:
+        raise ArgumentError(
+            f"If: the branches give outputs of different types ({', '.join(map(str, then_t))} "
+            f"vs {', '.join(map(str, else_t))}); Ember compiles static shapes only"
+        )
+    node = Node(
+        "if",
+        ctx.name,
+        (ctx.input(0), *order),
+        (),
+        {},
+        ctx.op_type,
+        subgraphs={"then_branch": then_sub, "else_branch": else_sub},
+    )
+    return ctx.builder.add_node(node, then_t)
+
+
+def _body_keeps_cond(body: Graph) -> bool:
+    """Whether the body's condition output is its condition input or a constant true."""
+    out = body.outputs[0].name
+    if out == body.inputs[1].name:
+        return True
+    return out in body.params and bool(np.all(body.params[out]))
+
+
+def convert_loop(ctx: ConvertContext) -> list[str]:
+    body_g = ctx.attr("body")
+    n_carried = ctx.num_inputs - 2
+    n_scan = len(body_g.output) - 1 - n_carried
+    if n_carried < 0 or n_scan < 0:
+        raise ArgumentError(
+            f"Loop: {ctx.num_inputs} inputs and a body of {len(body_g.output)} outputs do not fit"
+        )
+    if ctx.has_input(1):
+        _scalar_bool(ctx, 1, "the condition")
+    trip = int(ctx.constant(0).reshape(-1)[0]) if ctx.is_constant(0) else None
+    cond = bool(ctx.constant(1).reshape(-1)[0]) if ctx.is_constant(1) else not ctx.has_input(1)
+    carried = [ctx.input(2 + k) for k in range(n_carried)]
+    formal = [TensorType((), "int64"), TensorType((), "bool"), *(ctx.type_of(v) for v in carried)]
+    body, captures = import_subgraph(ctx, body_g, formal)
+    steady = [v.type for v in body.outputs[1 : 1 + n_carried]] == formal[2:]
+    fixed = trip is not None and _body_keeps_cond(body) and (cond or not ctx.has_input(1))
+    if fixed and (not steady or trip * max(len(body_g.node), 1) <= UNROLL_LIMIT):
+        return _unroll(ctx, body_g, carried, n_scan, trip if cond else 0)  # type: ignore[arg-type]
+    if not steady:
+        raise ArgumentError(
+            "Loop: the body changes the shapes of its carried values; Ember can only unroll "
+            "such a loop, which needs a constant trip count and no data-dependent condition"
+        )
+    if n_scan and trip is None:
+        if ctx.has_input(0):
+            ctx.constant(0)  # raises: the trip count must be a constant
+        raise ArgumentError("Loop: scan outputs need a trip count (their shape must be static)")
+    scan_types = [
+        TensorType((trip, *v.type.shape), v.type.dtype) for v in body.outputs[1 + n_carried :]
+    ]
+    given = [ctx.input(i) for i in (0, 1) if ctx.has_input(i)]
+    node = Node(
+        "loop",
+        ctx.name,
+        (*given, *carried, *captures),
+        (),
+        {"has_trip": ctx.has_input(0), "has_cond": ctx.has_input(1), "num_carried": n_carried},
+        ctx.op_type,
+        subgraphs={"body": body},
+    )
+    return ctx.builder.add_node(node, [*formal[2:], *scan_types])
+
+
+def _unroll(
+    ctx: ConvertContext, body_g: Any, carried: list[str], n_scan: int, trip: int
+) -> list[str]:
+    names = [vi.name for vi in body_g.input]
+    scans: list[list[str]] = [[] for _ in range(n_scan)]
+    values = list(carried)
+    for i in range(trip):
+        bindings = {
+            names[0]: ctx.const(np.array(i, dtype=np.int64)),
+            names[1]: ctx.const(np.array(True)),
+            **dict(zip(names[2:], values)),
+        }
+        outs = inline_subgraph(ctx, body_g, bindings)
+        values = outs[1 : 1 + len(carried)]
+        for k, s in enumerate(outs[1 + len(carried) :]):
+            t = ctx.type_of(s)
+            scans[k].append(ctx.emit1("reshape", [s], {"shape": (1, *t.shape)}))
+    if n_scan and trip == 0:
+        raise ArgumentError("Loop: zero iterations give empty scan outputs, which Ember lacks")
+    stacked = [p[0] if len(p) == 1 else ctx.emit1("concat", p, {"axis": 0}) for p in scans]
+    return [*values, *stacked]
+
+
+for _since, _until in zip(FORMS, (*(v - 1 for v in FORMS[1:]), 1 << 30)):
+    converter("If", since=_since, until=_until)(convert_if)
+    converter("Loop", since=_since, until=_until)(convert_loop)
+
+
+def _axes(ctx: ConvertContext, name: str, ranks: list[int]) -> list[int]:
+    given = ctx.attr(name, None)
+    axes = [0] * len(ranks) if given is None else [int(a) for a in given]
+    if len(axes) != len(ranks):
+        raise ArgumentError(f"Scan: '{name}' has {len(axes)} entries, expected {len(ranks)}")
+    out = []
+    for a, r in zip(axes, ranks):
+        if not -r <= a < r:
+            raise ArgumentError(f"Scan: axis {a} in '{name}' is out of range for rank {r}")
+        out.append(a % r)
+    return out
+
+
+def _scan_spec(ctx: ConvertContext, states: list[str], xs: list[str], n_out: int) -> dict:
+    """Scan's attributes, normalized, and the scan length every scan input must share."""
+    in_axes = _axes(ctx, "scan_input_axes", [ctx.type_of(x).ndim for x in xs])
+    lengths = {ctx.type_of(x).shape[a] for x, a in zip(xs, in_axes)}
+    if len(lengths) != 1 or not all(isinstance(n, int) for n in lengths):
+        raise ArgumentError(f"Scan: the scan inputs have lengths {sorted(map(str, lengths))}")
+    dirs = ctx.attr("directions" if ctx.opset < 9 else "scan_input_directions", None)
+    dirs = dirs or (0,) * len(xs)
+    out_dirs = ctx.attr("scan_output_directions", None) or (0,) * n_out
+    return {
+        "num_states": len(states),
+        "length": lengths.pop(),
+        "in_axes": tuple(in_axes),
+        "in_dirs": tuple(int(d) for d in dirs),
+        "out_dirs": tuple(int(d) for d in out_dirs),
+    }
+
+
+def convert_scan(ctx: ConvertContext) -> list[str]:
+    """Scan (opset 9 on)."""
+    n_in = int(ctx.attr("num_scan_inputs"))
+    values = ctx.inputs()
+    return _scan(ctx, values[: len(values) - n_in], values[len(values) - n_in :])
+
+
+def convert_scan_8(ctx: ConvertContext) -> list[str]:
+    """Scan 8: every input has a leading batch axis; each batch row is a Scan 9 of its own
+    (scan axis 0 after the row is taken), and the rows' results are stacked again."""
+    n_in = int(ctx.attr("num_scan_inputs"))
+    values = [ctx.input(i) for i in range(1, ctx.num_inputs)]
+    batch = ctx.type_of(values[0]).shape[0]
+    if ctx.has_input(0):
+        lens = ctx.constant(0)
+        length = ctx.type_of(values[-1]).shape[1]
+        if not np.all(lens == length):
+            raise ArgumentError(f"Scan: sequence_lens {lens.tolist()} shorter than {length}")
+    rows: list[list[str]] = []
+    for b in range(batch):
+        idx = ctx.const(np.array(b, dtype=np.int64))
+        row = [ctx.emit1("gather", [v, idx], {"axis": 0}) for v in values]
+        rows.append(_scan(ctx, row[: len(row) - n_in], row[len(row) - n_in :]))
+    outs = []
+    for k in range(len(rows[0])):
+        shape = ctx.type_of(rows[0][k]).shape
+        parts = [ctx.emit1("reshape", [r[k]], {"shape": (1, *shape)}) for r in rows]
+        outs.append(parts[0] if batch == 1 else ctx.emit1("concat", parts, {"axis": 0}))
+    return outs
+
+
+def _scan(ctx: ConvertContext, states: list[str], xs: list[str]) -> list[str]:
+    """Unrolled when small, else a host ``scan`` node over the body."""
+    body_g = ctx.attr("body")
+    n_out = len(body_g.output) - len(states)
+    spec = _scan_spec(ctx, states, xs, n_out)
+    slice_types = []
+    for x, a in zip(xs, spec["in_axes"]):
+        t = ctx.type_of(x)
+        slice_types.append(TensorType(t.shape[:a] + t.shape[a + 1 :], t.dtype))
+    body, captures = import_subgraph(ctx, body_g, [*map(ctx.type_of, states), *slice_types])
+    elems = [v.type for v in body.outputs[len(states) :]]
+    ranks = [t.ndim + 1 for t in elems]
+    spec["out_axes"] = tuple(_axes(ctx, "scan_output_axes", ranks))
+    if spec["length"] * max(len(body_g.node), 1) <= UNROLL_LIMIT:
+        return _unroll_scan(ctx, body_g, states, xs, spec)
+    out_types = []
+    for t, a in zip(elems, spec["out_axes"]):
+        out_types.append(TensorType((*t.shape[:a], spec["length"], *t.shape[a:]), t.dtype))
+    node = Node(
+        "scan",
+        ctx.name,
+        (*states, *xs, *captures),
+        (),
+        spec,
+        ctx.op_type,
+        subgraphs={"body": body},
+    )
+    return ctx.builder.add_node(node, [*(ctx.type_of(s) for s in states), *out_types])
+
+
+def _unroll_scan(
+    ctx: ConvertContext, body_g: Any, states: list[str], xs: list[str], spec: dict
+) -> list[str]:
+    names = [vi.name for vi in body_g.input]
+    n, length = len(states), spec["length"]
+    parts: list[list[str]] = [[] for _ in body_g.output[n:]]
+    for i in range(length):
+        slices = []
+        for x, a, d in zip(xs, spec["in_axes"], spec["in_dirs"]):
+            idx = ctx.const(np.array(length - 1 - i if d else i, dtype=np.int64))
+            slices.append(ctx.emit1("gather", [x, idx], {"axis": a}))
+        outs = inline_subgraph(ctx, body_g, dict(zip(names, [*states, *slices])))
+        states = outs[:n]
+        for k, (e, a) in enumerate(zip(outs[n:], spec["out_axes"])):
+            shape = ctx.type_of(e).shape
+            parts[k].append(ctx.emit1("reshape", [e], {"shape": (*shape[:a], 1, *shape[a:])}))
+    stacked = []
+    for p, a, d in zip(parts, spec["out_axes"], spec["out_dirs"]):
+        p = p[::-1] if d else p
+        stacked.append(p[0] if len(p) == 1 else ctx.emit1("concat", p, {"axis": a}))
+    return [*states, *stacked]
+
+
+for _since, _until in zip(SCAN_FORMS, (*(v - 1 for v in SCAN_FORMS[1:]), 1 << 30)):
+    converter("Scan", since=_since, until=_until)(convert_scan)
+converter("Scan", since=8, until=8)(convert_scan_8)
