@@ -67,26 +67,17 @@ def kernel_key(
 def get_kernel(
     op: str, attrs: dict[str, Any], in_types: Sequence[TensorType], target: str | Target = "llvm"
 ) -> Kernel:
-    """The compiled kernel of ``op`` on ``in_types`` for ``target`` (built once per process)."""
-    from ember.driver import build
-    from ember.frontend.to_te import op_to_te
-    from ember.graph_schedule import schedule_generic
+    """The compiled kernel of ``op`` on ``in_types`` for ``target`` (built once per process):
+    a group of one node, for folding and for graphs compiled without fusion."""
+    from ember.frontend.graph import Node
+    from ember.frontend.ops.registry import get_op
 
-    tgt = Target.parse(target)
-    key = kernel_key(op, attrs, in_types, str(tgt))
-    hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    placeholders, outs = op_to_te(op, attrs, in_types)
-    out_types = tuple(TensorType(tuple(int(d.value) for d in t.shape), t.dtype) for t in outs)
-    scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0) if tgt.kind == "cuda" else ()
-    outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
-    sch = schedule_generic(outs, tgt.kind)
-    name = f"k_{op}_{len(_CACHE)}"
-    module = build(sch, [*placeholders, *outs], target=tgt, name=name)
-    kern = Kernel(op, tuple(in_types), out_types, module, tgt.kind, scalars)
-    _CACHE[key] = kern
-    return kern
+    out_types = get_op(op).infer_types(in_types, attrs)
+    ins = tuple(f"in{i}" for i in range(len(in_types)))
+    outs = tuple(f"out{k}" for k in range(len(out_types)))
+    node = Node(op, op, ins, outs, dict(attrs), op)
+    types = {**dict(zip(ins, in_types)), **dict(zip(outs, out_types))}
+    return get_group_kernel([node], ins, outs, types, target)
 
 
 def _as_vector(t: Any) -> Any:
@@ -156,6 +147,8 @@ def get_group_kernel(
     if hit is not None:
         return hit
     placeholders, outs = group_to_te(nodes, inputs, outputs, types)
+    scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0) if tgt.kind == "cuda" else ()
+    outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
     sch = schedule_generic(outs, tgt.kind)
     ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
     module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
@@ -165,6 +158,7 @@ def get_group_kernel(
         tuple(types[v] for v in outputs),
         module,
         tgt.kind,
+        scalars,
     )
     _CACHE[key] = kern
     return kern

@@ -74,9 +74,6 @@ def test_node_case(case: str) -> None:
 
 CUDA_EXPECTED_FAILURES = {
     **EXPECTED_FAILURES,
-    "test_dynamicquantizelinear": "0-d scale and zero point cannot bind threads",
-    "test_dynamicquantizelinear_max_adjusted": "0-d scale and zero point cannot bind threads",
-    "test_dynamicquantizelinear_min_adjusted": "0-d scale and zero point cannot bind threads",
     "test_scan9_scalar": "the unrolled Scan takes 0-d slices (a gather to a scalar), and a 0-d "
     "output has no axis to bind to GPU threads",
 }
