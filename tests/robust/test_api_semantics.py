@@ -95,3 +95,31 @@ def test_unknown_thread_tag_is_a_schedule_error() -> None:
     s = te.create_schedule(B.op)
     with pytest.raises(ember.ScheduleError, match="'B': bind: unknown thread tag 'blockidx.x'"):
         s[B].bind(s[B].op.axis[0], "blockidx.x")
+
+
+def test_tvm_node_constructors_and_index_division() -> None:
+    """``tvm.tir.IntImm(dtype, value)`` and friends, and ``indexdiv``/``indexmod`` (floor
+    division and modulo of indices), spelled as TVM scripts spell them."""
+    from ember import tir
+    from ember.tir import expr as E
+
+    five = tir.IntImm("int64", 5)
+    assert isinstance(five, E.IntImm) and five.dtype == "int64" and int(five) == 5
+    half = tir.FloatImm("float32", 0.5)
+    assert isinstance(half, E.FloatImm) and float(half) == 0.5
+    x = tir.Var("x", "int32")
+    assert isinstance(tir.Cast("float32", x), E.Cast) and tir.Cast("float32", x).dtype == "float32"
+    assert isinstance(tir.SizeVar("n", "int32"), E.SizeVar)
+    assert tir.StringImm("hi").value == "hi"
+    # TVM's index division rounds down: on negative values that differs from C's
+    rng = np.random.default_rng(8)
+    a = rng.integers(-50, 50, 37).astype("int32")
+    b = rng.choice([-7, -3, 2, 5], 37).astype("int32")
+    A = te.placeholder((37,), name="A", dtype="int32")
+    B = te.placeholder((37,), name="B", dtype="int32")
+    C = te.compute(
+        (37,), lambda i: tir.indexdiv(A[i], B[i]) * 1000 + te.indexmod(A[i], B[i]), name="C"
+    )
+    out = np.zeros(37, "int32")
+    ember.build(te.create_schedule(C.op), [A, B, C], target="llvm")(a, b, out)
+    np.testing.assert_array_equal(out, np.floor_divide(a, b) * 1000 + np.mod(a, b))
