@@ -24,7 +24,8 @@ _CPU = ("cpu", "llvm")
 _CUDA = ("cuda", "cuda:0", "gpu")
 
 
-def _device_kind(device: str) -> str:
+def device_kind(device: str) -> str:
+    """'cpu' or 'cuda' for a device name users pass (``'llvm'``, ``'cuda:0'``, ...)."""
     if not isinstance(device, str) or device.lower() not in _CPU + _CUDA:
         raise ArgumentError(
             f"unknown device {device!r}; use 'cpu' (or 'llvm') or 'cuda' (or 'cuda:0')"
@@ -107,7 +108,7 @@ class CPUArray:
 
 def array(data: Any, device: str = "cpu") -> Any:
     """``data`` (anything numpy can read) copied onto ``device``."""
-    kind = _device_kind(device)
+    kind = device_kind(device)
     host = np.array(data, copy=True, order="C")
     if kind == "cpu":
         return CPUArray(host)
@@ -118,7 +119,7 @@ def array(data: Any, device: str = "cpu") -> Any:
 
 def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu") -> Any:
     """An array of ``shape`` and ``dtype`` on ``device``, its contents not set."""
-    kind = _device_kind(device)
+    kind = device_kind(device)
     if kind == "cuda":
         from ember.codegen_cuda.device_array import empty as device_empty
 
