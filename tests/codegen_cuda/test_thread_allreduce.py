@@ -209,6 +209,20 @@ def test_a_vectorized_axis_around_a_cross_thread_reduction_is_refused():
         ember.lower(s, [A, B])
 
 
+@pytest.mark.parametrize("tag", ["blockIdx.y", "vthread"])
+def test_a_reduction_axis_on_blocks_or_virtual_threads_is_refused(tag):
+    """Blocks (and virtual threads) cannot meet to combine partials: this once lowered to
+    a kernel where block 0 stored its own partial sum, silently wrong."""
+    A = te.placeholder((3, 10), name="A")
+    k = te.reduce_axis((0, 10), name="k")
+    B = te.compute((3,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(s[B].op.axis[0], "blockIdx.x")
+    s[B].bind(s[B].split(k, factor=4)[1], tag)
+    with pytest.raises(ScheduleError, match=f"'k_inner' is bound to {tag}.*threadIdx"):
+        ember.build(s, [A, B], target="cuda")
+
+
 def test_an_unbound_thread_tag_around_the_reduction_is_refused():
     """threadIdx.y varies in the block (a staging copy binds it) but not around the
     reduction: its threads would share the reduction's slots."""
