@@ -33,6 +33,31 @@ def device_kind(device: str) -> str:
     return "cpu" if device.lower() in _CPU else "cuda"
 
 
+def device(dev_type: str, dev_id: int = 0) -> str:
+    """TVM's ``tvm.device("cuda", 0)``: Ember names devices by kind, ``'cpu'`` or ``'cuda'``.
+
+    A target string works as in TVM (``device("llvm -mcpu=znver3")`` is the CPU). Ember
+    drives one device of each kind, so ``dev_id`` must be 0.
+    """
+    head = dev_type.split()[0] if isinstance(dev_type, str) and dev_type.split() else dev_type
+    kind = device_kind(head)
+    if isinstance(dev_id, bool) or not isinstance(dev_id, (int, np.integer)) or dev_id != 0:
+        raise ArgumentError(
+            f"device: Ember uses device 0 of each kind; got {kind} device {dev_id!r}"
+        )
+    return kind
+
+
+def cpu(dev_id: int = 0) -> str:
+    """TVM's ``tvm.cpu(0)``: the name ``'cpu'``."""
+    return device("cpu", dev_id)
+
+
+def cuda(dev_id: int = 0) -> str:
+    """TVM's ``tvm.cuda(0)``: the name ``'cuda'``."""
+    return device("cuda", dev_id)
+
+
 class CPUArray:
     """An array in host memory, owned by Ember: a C-contiguous numpy array inside."""
 
@@ -130,4 +155,4 @@ def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu
     return CPUArray(np.empty(dims, dt.numpy_dtype(dt.check_dtype(dtype))))
 
 
-__all__ = ["CPUArray", "array", "empty"]
+__all__ = ["CPUArray", "array", "cpu", "cuda", "device", "device_kind", "empty"]

@@ -123,3 +123,31 @@ def test_tvm_node_constructors_and_index_division() -> None:
     out = np.zeros(37, "int32")
     ember.build(te.create_schedule(C.op), [A, B, C], target="llvm")(a, b, out)
     np.testing.assert_array_equal(out, np.floor_divide(a, b) * 1000 + np.mod(a, b))
+
+
+def test_tvm_device_helpers_and_target_host(rng: np.random.Generator) -> None:
+    """The TVM vector-add tutorial's spellings: ``tvm.device(tgt.kind.name, 0)``,
+    ``tvm.cpu(0)``, ``build(..., target_host="llvm")``, ``time_evaluator(name, dev)``."""
+    assert ember.cpu(0) == ember.cpu() == ember.device("llvm", 0) == "cpu"
+    assert ember.device("llvm -mcpu=x86-64") == "cpu"
+    assert ember.cuda(0) == ember.device("cuda") == "cuda"
+    with pytest.raises(ember.ArgumentError, match="device 0 of each kind"):
+        ember.cuda(1)
+    with pytest.raises(ember.ArgumentError, match="unknown device 'tpu'"):
+        ember.device("tpu")
+
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    fadd = ember.build(s, [A, B, C], target="llvm", target_host="llvm", name="myadd")
+    dev = ember.device("llvm", 0)
+    a = ember.nd.array(rng.uniform(size=1025).astype(A.dtype), dev)
+    b = ember.nd.array(rng.uniform(size=1025).astype(B.dtype), dev)
+    c = ember.nd.array(np.zeros(1025, dtype=C.dtype), dev)
+    fadd(a, b, c)
+    np.testing.assert_allclose(c.numpy(), a.numpy() + b.numpy())
+    assert fadd.time_evaluator(fadd.entry_name, dev, number=2)(a, b, c).mean > 0
+    with pytest.raises(ember.ArgumentError, match="target_host must be an llvm target"):
+        ember.build(s, [A, B, C], target="llvm", target_host="cuda")
