@@ -9,7 +9,7 @@ import pytest
 
 import ember
 from ember import te
-from ember.errors import ArgumentError, ScheduleError
+from ember.errors import ArgumentError, LoweringError, ScheduleError
 from ember.tir import expr as E
 from ember.tir.interp import run
 from ember.tir.structural import structural_equal
@@ -267,3 +267,31 @@ def test_init_on_a_cross_thread_reduction_is_a_schedule_error():
     R = te.compute((4,), lambda i: te.sum(X[i, k], axis=k, init=1.0), name="R")
     with pytest.raises(ScheduleError, match="explicit init value cannot be bound to threads"):
         ember.build(_rows_on_threads(R, k, 16), [X, R], target="cuda")
+
+
+# -- mistakes a new TVM user makes -------------------------------------------------------------
+
+
+def test_python_truth_of_an_expression_is_an_ember_error():
+    x = te.var("x")
+    with pytest.raises(ember.EmberError, match="no truth value") as info:
+        if x < 3:
+            pass
+    assert isinstance(info.value, (ArgumentError, TypeError, ValueError))
+
+
+def test_a_reducer_without_an_axis_is_an_argument_error():
+    A = te.placeholder((4, 3), "float32", name="A")
+    for reducer in (te.sum, te.max, te.min):
+        with pytest.raises(ArgumentError, match=r"give the reduction axis"):
+            reducer(A[0, 0])
+    with pytest.raises(ArgumentError, match=r"sum: give the reduction axis"):
+        te.compute((4,), lambda i: te.sum(A[i, 0]))
+
+
+def test_a_reduce_axis_outside_a_reducer_names_the_fix():
+    A = te.placeholder((4, 3), "float32", name="A")
+    k = te.reduce_axis((0, 3), name="k")
+    B = te.compute((4,), lambda i: A[i, k], name="B")
+    with pytest.raises(LoweringError, match=r"'k'.*reduce_axis must be used inside a reducer"):
+        ember.lower(te.create_schedule(B.op), [A, B])
