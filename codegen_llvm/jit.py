@@ -8,7 +8,10 @@ the host has it; ``-mattr`` adds features; ``-opt-level`` picks the pipeline
 that does not parse or verify is Ember's bug and raises :class:`IRVerifyError`
 (an ``InternalError``) carrying the ``.ll``; a failure inside LLVM's code
 generation raises ``CompileError`` with the source and LLVM's message.
-Parallel loops call libgomp, loaded into the process once on first use.
+Parallel loops call libgomp, loaded into the process once on first use. The
+compiler's runtime helpers (libgcc's ``__truncdfhf2`` for a float64 -> float16
+cast on CPUs without AVX512-FP16, ...) are made resolvable once, before the first
+JIT: a helper MCJIT cannot find is called through a null address.
 """
 
 from __future__ import annotations
@@ -145,6 +148,7 @@ def compile_ir(ll: str, spec: MachineSpec) -> tuple[str, llvm.ExecutionEngine]:
     mod = parse_and_verify(ll, spec)
     optimize(mod, spec)
     optimized = str(mod)
+    load_compiler_runtime()
     if "GOMP_parallel" in optimized:
         load_libgomp()
     try:
@@ -175,6 +179,25 @@ def emit(ll: str, spec: MachineSpec, kind: str, extra_ll: str = "") -> bytes | s
         return tm.emit_assembly(mod)
     except RuntimeError as e:
         raise CompileError(f"LLVM failed to emit {kind}", source=ll, log=str(e)) from e
+
+
+@functools.cache
+def load_compiler_runtime() -> str | None:
+    """Make libgcc's helpers global symbols for the JIT; returns the library, or None.
+
+    The process usually maps ``libgcc_s`` already, but as a private dependency whose
+    symbols MCJIT does not see; without it the machine code LLVM emits for some casts
+    would jump to address 0.
+    """
+    for path in (ctypes.util.find_library("gcc_s"), "libgcc_s.so.1"):
+        if not path:
+            continue
+        try:
+            llvm.load_library_permanently(path)
+            return path
+        except RuntimeError:
+            continue
+    return None
 
 
 @functools.cache
