@@ -217,12 +217,15 @@ class CUDAModule(Module):
 
     def time_evaluator(
         self,
+        func_name: str | None = None,
+        dev: Any = None,
         number: int = 10,
         repeat: int = 3,
         min_repeat_ms: float = 0,
-        func_name: str | None = None,
     ) -> Any:
         """``f(*args) -> TimingResult``: seconds per run of all kernels, timed by CUDA events.
+
+        The leading ``func_name, dev`` are TVM's (``mod.time_evaluator(mod.entry_name, dev)``).
 
         Arguments are copied to the device once; one warm-up run, then ``repeat``
         batches of ``number`` runs between two events (lengthened to at least
@@ -236,9 +239,10 @@ class CUDAModule(Module):
                 "the device"
             )
         from ember.codegen_cuda.runtime import bind_arguments, time_launches
-        from ember.runtime.module import check_timing_args
+        from ember.runtime.module import check_timing_args, check_timing_device
 
         check_timing_args(number, repeat, min_repeat_ms)
+        check_timing_device(dev, "cuda")
         sig = self.get_function(func_name or self.entry_name).signature
 
         def evaluate(*args: Any) -> Any:

@@ -8,7 +8,10 @@ the host has it; ``-mattr`` adds features; ``-opt-level`` picks the pipeline
 that does not parse or verify is Ember's bug and raises :class:`IRVerifyError`
 (an ``InternalError``) carrying the ``.ll``; a failure inside LLVM's code
 generation raises ``CompileError`` with the source and LLVM's message.
-Parallel loops call libgomp, loaded into the process once on first use.
+Parallel loops call libgomp, loaded into the process once on first use. The
+compiler's runtime helpers (libgcc's ``__truncdfhf2`` for a float64 -> float16
+cast on CPUs without AVX512-FP16, ...) are made resolvable once, before the first
+JIT: a helper MCJIT cannot find is called through a null address.
 """
 
 from __future__ import annotations
@@ -145,9 +148,9 @@ def compile_ir(ll: str, spec: MachineSpec) -> tuple[str, llvm.ExecutionEngine]:
     mod = parse_and_verify(ll, spec)
     optimize(mod, spec)
     optimized = str(mod)
+    load_compiler_runtime()
     if "GOMP_parallel" in optimized:
         load_libgomp()
-    load_compiler_runtime()
     try:
         engine = llvm.create_mcjit_compiler(mod, target_machine(spec, for_jit=True))
         engine.finalize_object()
@@ -179,18 +182,22 @@ def emit(ll: str, spec: MachineSpec, kind: str, extra_ll: str = "") -> bytes | s
 
 
 @functools.cache
-def load_compiler_runtime() -> None:
-    """Make the compiler-runtime helpers LLVM calls (``__truncdfhf2`` for a double to half
-    cast, 128-bit division) resolvable by JIT code.
+def load_compiler_runtime() -> str | None:
+    """Make libgcc's helpers global symbols for the JIT; returns the library, or None.
 
-    They live in libgcc_s, which a Python process does not always load; MCJIT binds an
-    unresolved symbol to address 0, so a missing helper would crash at the first call.
+    The process usually maps ``libgcc_s`` already, but as a private dependency whose
+    symbols MCJIT does not see; without it the machine code LLVM emits for some casts
+    would jump to address 0.
     """
-    path = ctypes.util.find_library("gcc_s") or "libgcc_s.so.1"
-    try:
-        llvm.load_library_permanently(path)
-    except RuntimeError:
-        pass  # then the process's own copy, if any, is what resolves
+    for path in (ctypes.util.find_library("gcc_s"), "libgcc_s.so.1"):
+        if not path:
+            continue
+        try:
+            llvm.load_library_permanently(path)
+            return path
+        except RuntimeError:
+            continue
+    return None
 
 
 @functools.cache

@@ -69,6 +69,8 @@ def build(
     target: str | Target | None = None,
     name: str = "main",
     disabled_passes: Sequence[str] = (),
+    *,
+    target_host: str | Target | None = None,
 ) -> Any:
     """Compile for ``target`` into one callable module; ``mod[name]`` fetches a function.
 
@@ -80,7 +82,9 @@ def build(
 
     The passes run under the current ``ember.transform.PassContext`` (options,
     user passes, instruments); ``disabled_passes`` adds to its ``disabled_pass``.
+    ``target_host`` is accepted as TVM scripts pass it; the host is always this CPU.
     """
+    _check_target_host(target_host)
     tgt, inputs = _target_of(inputs, target)
     ctx = _context(disabled_passes, tgt)
     funcs = _functions_to_build(inputs, args, name, ctx)
@@ -95,6 +99,18 @@ def build(
         return build_cuda(funcs, tgt, ctx=ctx)
     except EmberError as e:
         raise e.add_context(f"while building {names} for {tgt}") from None
+
+
+def _check_target_host(target_host: str | Target | None) -> None:
+    """TVM's ``target_host``: Ember's host code runs in this process, so only llvm fits."""
+    if target_host is None:
+        return
+    host = Target.parse(target_host)
+    if host.kind != "llvm":
+        raise ArgumentError(
+            f"build: target_host must be an llvm target (the host code runs on this CPU), "
+            f"got '{host}'"
+        )
 
 
 def _target_of(inputs: Any, target: str | Target | None) -> tuple[Target, Any]:

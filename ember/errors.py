@@ -61,6 +61,13 @@ class DLPackExportError(ArgumentError, BufferError):
     """
 
 
+class SymbolicTruthError(ArgumentError, TypeError):
+    """Python asked a symbolic expression for a bool (``if x < n:``, ``and``/``or``/``not``).
+
+    Also a ``TypeError``, which Python code expects from a value with no truth value.
+    """
+
+
 class UnsupportedOperatorError(UserError):
     """A model uses operators Ember does not implement; lists all of them at once."""
 
@@ -113,6 +120,7 @@ __all__ = [
     "LoweringError",
     "RaceError",
     "ScheduleError",
+    "SymbolicTruthError",
     "SystemError_",
     "UnsupportedOperatorError",
     "UserError",

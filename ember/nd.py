@@ -24,12 +24,38 @@ _CPU = ("cpu", "llvm")
 _CUDA = ("cuda", "cuda:0", "gpu")
 
 
-def _device_kind(device: str) -> str:
+def device_kind(device: str) -> str:
+    """'cpu' or 'cuda' for a device name users pass (``'llvm'``, ``'cuda:0'``, ...)."""
     if not isinstance(device, str) or device.lower() not in _CPU + _CUDA:
         raise ArgumentError(
             f"unknown device {device!r}; use 'cpu' (or 'llvm') or 'cuda' (or 'cuda:0')"
         )
     return "cpu" if device.lower() in _CPU else "cuda"
+
+
+def device(dev_type: str, dev_id: int = 0) -> str:
+    """TVM's ``tvm.device("cuda", 0)``: Ember names devices by kind, ``'cpu'`` or ``'cuda'``.
+
+    A target string works as in TVM (``device("llvm -mcpu=znver3")`` is the CPU). Ember
+    drives one device of each kind, so ``dev_id`` must be 0.
+    """
+    head = dev_type.split()[0] if isinstance(dev_type, str) and dev_type.split() else dev_type
+    kind = device_kind(head)
+    if isinstance(dev_id, bool) or not isinstance(dev_id, (int, np.integer)) or dev_id != 0:
+        raise ArgumentError(
+            f"device: Ember uses device 0 of each kind; got {kind} device {dev_id!r}"
+        )
+    return kind
+
+
+def cpu(dev_id: int = 0) -> str:
+    """TVM's ``tvm.cpu(0)``: the name ``'cpu'``."""
+    return device("cpu", dev_id)
+
+
+def cuda(dev_id: int = 0) -> str:
+    """TVM's ``tvm.cuda(0)``: the name ``'cuda'``."""
+    return device("cuda", dev_id)
 
 
 class CPUArray:
@@ -107,7 +133,7 @@ class CPUArray:
 
 def array(data: Any, device: str = "cpu") -> Any:
     """``data`` (anything numpy can read) copied onto ``device``."""
-    kind = _device_kind(device)
+    kind = device_kind(device)
     host = np.array(data, copy=True, order="C")
     if kind == "cpu":
         return CPUArray(host)
@@ -118,7 +144,7 @@ def array(data: Any, device: str = "cpu") -> Any:
 
 def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu") -> Any:
     """An array of ``shape`` and ``dtype`` on ``device``, its contents not set."""
-    kind = _device_kind(device)
+    kind = device_kind(device)
     if kind == "cuda":
         from ember.codegen_cuda.device_array import empty as device_empty
 
@@ -129,4 +155,4 @@ def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu
     return CPUArray(np.empty(dims, dt.numpy_dtype(dt.check_dtype(dtype))))
 
 
-__all__ = ["CPUArray", "array", "empty"]
+__all__ = ["CPUArray", "array", "cpu", "cuda", "device", "device_kind", "empty"]

@@ -12,7 +12,11 @@ import importlib.util
 from typing import Any
 
 _REDUCERS = ("sum", "max", "min", "comm_reducer", "max_value", "min_value")
-_EXPR = ("eq", "ne", "max_", "min_", "Var", "const")
+# with TVM's node constructors of the same argument order (``IntImm("int32", 5)``)
+_EXPR = (
+    "eq", "ne", "max_", "min_", "const",
+    "Var", "SizeVar", "IntImm", "FloatImm", "StringImm", "Cast",
+)  # fmt: skip
 # TVM's node constructors that take the operands only (the dtype follows from them)
 _CONSTRUCTORS = {"Select": "select"}
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, SymbolicTruthError
 from ember.tir import dtype as dt
 
 if TYPE_CHECKING:
@@ -259,7 +259,7 @@ class PrimExpr:
         return int_call(Intrinsic.SHIFT_RIGHT, other, self)
 
     def __bool__(self) -> bool:
-        raise TypeError(
+        raise SymbolicTruthError(
             f"the symbolic expression {self!r} has no truth value; build conditions with "
             "te.if_then_else / te.select (or te.all / te.any), not Python's if/and/or"
         )

@@ -182,6 +182,17 @@ def _extern(op: Intrinsic, dtype: str, func_name: str, args: tuple[ExprLike, ...
     return E.Call(dt.check_dtype(dtype), op, (E.StringImm(func_name), *operands))
 
 
+def indexdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """TVM's division of non-negative indices: Ember lowers it as floor division, which
+    agrees with truncation where both sides are non-negative and simplifies best."""
+    return floordiv(a, b)
+
+
+def indexmod(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The remainder that goes with :func:`indexdiv` (floor modulo)."""
+    return floormod(a, b)
+
+
 def call_pure_extern(dtype: str, func_name: str, *args: ExprLike) -> PrimExpr:
     """A call of the side-effect-free C / CUDA function ``func_name`` returning ``dtype``.
 
@@ -208,9 +219,7 @@ def call_packed(func_name: str, *args: Any) -> PrimExpr:
     for a in args:
         if isinstance(a, Buffer):
             shape = tuple(E.convert(d) for d in a.shape)
-            operands.append(
-                E.Call("handle", I.PACK_ARRAY, (a.data, E.StringImm(a.dtype), *shape))
-            )
+            operands.append(E.Call("handle", I.PACK_ARRAY, (a.data, E.StringImm(a.dtype), *shape)))
             continue
         value = E.convert(a)
         if dt.lanes_of(value.dtype) != 1:
@@ -224,7 +233,8 @@ __all__ = [
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern", "call_packed",
     "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
     "exp", "exp2", "exp10", "floor", "floordiv", "floormod", "fma", "fmod", "hypot",
-    "if_then_else", "isfinite", "isinf", "isnan", "log", "log1p", "log2", "log10",
+    "if_then_else", "indexdiv", "indexmod", "isfinite", "isinf", "isnan", "log", "log1p",
+    "log2", "log10",
     "logical_and", "logical_not", "logical_or", "nearbyint", "popcount", "pow", "power",
     "round", "rsqrt", "select", "shift_left", "shift_right", "sigmoid", "sin", "sinh",
     "sqrt", "tan", "tanh", "trunc", "truncdiv", "truncmod",

@@ -185,18 +185,21 @@ class Module:
     # -- timing --------------------------------------------------------------------------
     def time_evaluator(
         self,
+        func_name: str | None = None,
+        dev: Any = None,
         number: int = 10,
         repeat: int = 3,
         min_repeat_ms: float = 0,
-        func_name: str | None = None,
     ) -> Callable[..., TimingResult]:
         """A function ``f(*args) -> TimingResult`` timing ``number`` calls per repeat.
 
-        Arguments are checked once; then one warm-up call, then ``repeat`` timed
-        batches of the bare native call. With ``min_repeat_ms``, a batch is
-        lengthened until it lasts at least that long.
+        The leading ``func_name, dev`` are TVM's (``mod.time_evaluator(mod.entry_name,
+        dev, number=...)``). Arguments are checked once; then one warm-up call, then
+        ``repeat`` timed batches of the bare native call. With ``min_repeat_ms``, a batch
+        is lengthened until it lasts at least that long.
         """
         check_timing_args(number, repeat, min_repeat_ms)
+        check_timing_device(dev, "cpu")
         fn = self.get_function(func_name or self.entry_name)
 
         def evaluate(*args: Any) -> TimingResult:
@@ -218,6 +221,19 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<ember {self.kind} module: {', '.join(self._signatures)}>"
+
+
+def check_timing_device(dev: Any, kind: str) -> None:
+    """``dev`` of a TVM-style ``time_evaluator`` call: None, or a device of the module's kind."""
+    if dev is None:
+        return
+    from ember.nd import device_kind
+
+    if device_kind(dev) != kind:
+        raise ArgumentError(
+            f"time_evaluator: a {kind} module cannot be timed on device {dev!r}; "
+            f"pass {kind!r} or None"
+        )
 
 
 def check_timing_args(number: int, repeat: int, min_repeat_ms: float) -> None:

@@ -398,6 +398,13 @@ def test_time_evaluator_with_events(fake, rng):
         mod.time_evaluator(number=0)
     with pytest.raises(ember.ArgumentError, match="min_repeat_ms"):
         mod.time_evaluator(min_repeat_ms=-1)
+    # TVM's spelling: the function name and the device first
+    b[:] = np.nan
+    tvm_style = mod.time_evaluator(mod.entry_name, "cuda", number=1, repeat=2)(a, b)
+    assert len(tvm_style.results) == 2
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+    with pytest.raises(ember.ArgumentError, match="cuda module cannot be timed on device 'cpu'"):
+        mod.time_evaluator(mod.entry_name, "cpu")
 
 
 # -- DLPack in -------------------------------------------------------------------------------

@@ -209,6 +209,20 @@ def test_a_vectorized_axis_around_a_cross_thread_reduction_is_refused():
         ember.lower(s, [A, B])
 
 
+@pytest.mark.parametrize("tag", ["blockIdx.y", "vthread"])
+def test_a_reduction_axis_on_blocks_or_virtual_threads_is_refused(tag):
+    """Blocks (and virtual threads) cannot meet to combine partials: this once lowered to
+    a kernel where block 0 stored its own partial sum, silently wrong."""
+    A = te.placeholder((3, 10), name="A")
+    k = te.reduce_axis((0, 10), name="k")
+    B = te.compute((3,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(s[B].op.axis[0], "blockIdx.x")
+    s[B].bind(s[B].split(k, factor=4)[1], tag)
+    with pytest.raises(ScheduleError, match=f"'k_inner' is bound to {tag}.*threadIdx"):
+        ember.build(s, [A, B], target="cuda")
+
+
 def test_an_unbound_thread_tag_around_the_reduction_is_refused():
     """threadIdx.y varies in the block (a staging copy binds it) but not around the
     reduction: its threads would share the reduction's slots."""
@@ -282,6 +296,9 @@ MUTATION_CASES = [
     (7, 33, "threadIdx.y", 8, 4),  # sub-warp butterfly
     (7, 50, "threadIdx.y", 24, 3),  # shared tree
     (5, 37, "blockIdx.x", 16, 1),
+    (2, 200, "threadIdx.y", 64, 2),  # two warps per row, two rows: shared slots per row
+    (3, 1000, "blockIdx.x", 1024, 1),  # 32 warps
+    (4, 45, "blockIdx.x", None, 1),  # the whole axis: a partial second warp
 ]
 
 
@@ -337,3 +354,50 @@ def test_random_cross_thread_reductions_on_device(case, seed):
     mod(a, b)
     want = REDUCERS[kind][1](a.astype(np.float64))
     assert_close(b, want, B.dtype, what=f"{kind} of {M}x{K} on the device")
+
+
+@pytest.mark.parametrize(("K", "factor", "ty"), [(100, 64, 1), (77, 24, 2), (50, 8, 3)])
+def test_dropping_any_barrier_or_shuffle_of_a_tuple_allreduce_is_caught(rng, K, factor, ty):
+    """The same for argmax, whose all-reduce moves (index, value) pairs: each shuffle of
+    either value, and each barrier, is needed."""
+    from tests.te.reducers import argmax
+
+    M = 5
+    idx = te.placeholder((M, K), name="idx", dtype="int32")
+    val = te.placeholder((M, K), name="val")
+    k = te.reduce_axis((0, K), name="k")
+    T0, T1 = te.compute((M,), lambda i: argmax((idx[i, k], val[i, k]), axis=k), name="T")
+    s = te.create_schedule(T0.op)
+    io, ii = s[T0].split(s[T0].op.axis[0], factor=ty)
+    s[T0].bind(io, "blockIdx.x")
+    s[T0].bind(ii, "threadIdx.y")
+    s[T0].bind(s[T0].split(k, factor=factor)[1], "threadIdx.x")
+    mod = ember.build(s, [idx, val, T0, T1], target="cuda -arch=sm_80")
+    (kernel,) = mod.program.kernels
+    ix = np.tile(np.arange(K, dtype="int32"), (M, 1))
+    v = rng.permutation(M * K).reshape(M, K).astype("float32")  # no ties
+    want = (v.argmax(axis=1), v.max(axis=1))
+
+    def outputs(module: Any) -> tuple[np.ndarray, np.ndarray]:
+        t0, t1 = np.full(M, 77, "int32"), np.full(M, np.nan, "float32")
+        module.emulate(ix, v, t0, t1)
+        return t0, t1
+
+    got = outputs(mod)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    barriers = _count(kernel, lambda n: isinstance(n, S.Barrier))
+    shuffles = _count(kernel, lambda n: isinstance(n, E.Call) and n.op in E.WARP_SHUFFLES)
+    assert barriers + shuffles > 0
+    mutants = [(f"barrier {i}", _DropBarrier(i).visit_func(kernel)) for i in range(barriers)]
+    mutants += [(f"shuffle {i}", _DropShuffle(i).visit_func(kernel)) for i in range(shuffles)]
+    unnoticed = []
+    for what, broken in mutants:
+        program = dataclasses.replace(mod.program, kernels=(broken,))
+        try:
+            got = outputs(CUDAModule(program, mod.arch))
+        except RaceError:
+            continue
+        if (got[0] == want[0]).all() and (got[1] == want[1]).all():
+            unnoticed.append(what)
+    assert not unnoticed, f"dropping these went unnoticed: {unnoticed}"

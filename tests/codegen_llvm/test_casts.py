@@ -128,3 +128,41 @@ def test_low_precision_constants_are_rounded(low, rng):
         with np.errstate(over="ignore"):
             want = x * np.float16(0.1) + np.float16(1e6)  # 1e6 overflows float16: inf
     np.testing.assert_array_equal(out, want)
+
+
+_FRESH_PROCESS_CAST = """
+import sys
+import numpy as np
+import ember
+from ember import te
+
+A = te.placeholder((37,), "float64", name="A")
+B = te.compute((37,), lambda i: A[i].astype("float16"), name="B")
+mod = ember.build(te.create_schedule(B.op), [A, B], target="llvm")
+x = np.random.default_rng(0).uniform(-70000, 70000, 37)
+out = np.zeros(37, "float16")
+mod(x, out)
+np.testing.assert_array_equal(out, x.astype("float16"))
+mod.export_library(sys.argv[1])
+loaded = ember.runtime.load_module(sys.argv[1])
+out[:] = 0
+loaded(x, out)
+np.testing.assert_array_equal(out, x.astype("float16"))
+print("ok")
+"""
+
+
+def test_float64_to_float16_in_a_fresh_process(tmp_path):
+    """On CPUs without AVX512-FP16 LLVM calls libgcc's ``__truncdfhf2`` for this cast. In
+    a fresh process that symbol was not visible to the JIT, which then called address 0
+    (a segfault that other tests hid by loading libgcc first)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS_CAST, str(tmp_path / "cast.so")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

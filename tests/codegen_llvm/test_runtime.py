@@ -194,6 +194,20 @@ def test_time_evaluator_checks_arguments(add_mod, rng):
         add_mod.time_evaluator(min_repeat_ms=-1)
 
 
+def test_time_evaluator_takes_tvms_leading_name_and_device(add_mod, rng):
+    """``mod.time_evaluator(mod.entry_name, dev, number=...)`` as TVM scripts call it."""
+    a, b, out = _args(rng)
+    result = add_mod.time_evaluator(add_mod.entry_name, "cpu", number=2, repeat=2)(a, b, out)
+    assert len(result.results) == 2 and result.mean > 0
+    assert add_mod.time_evaluator(add_mod.entry_name, "llvm", 1, 1)(a, b, out).mean > 0
+    with pytest.raises(ArgumentError, match="cpu module cannot be timed on device 'cuda'"):
+        add_mod.time_evaluator(add_mod.entry_name, "cuda")
+    with pytest.raises(ArgumentError, match="unknown device 'tpu'"):
+        add_mod.time_evaluator(add_mod.entry_name, "tpu")
+    with pytest.raises(ArgumentError, match="no function 'nope'"):
+        add_mod.time_evaluator("nope", "cpu")
+
+
 def test_get_source(add_mod):
     assert "define" in add_mod.get_source()
     assert "define" in add_mod.get_source("ll") and "define" in add_mod.get_source("ll-unopt")

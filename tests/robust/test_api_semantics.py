@@ -95,3 +95,59 @@ def test_unknown_thread_tag_is_a_schedule_error() -> None:
     s = te.create_schedule(B.op)
     with pytest.raises(ember.ScheduleError, match="'B': bind: unknown thread tag 'blockidx.x'"):
         s[B].bind(s[B].op.axis[0], "blockidx.x")
+
+
+def test_tvm_node_constructors_and_index_division() -> None:
+    """``tvm.tir.IntImm(dtype, value)`` and friends, and ``indexdiv``/``indexmod`` (floor
+    division and modulo of indices), spelled as TVM scripts spell them."""
+    from ember import tir
+    from ember.tir import expr as E
+
+    five = tir.IntImm("int64", 5)
+    assert isinstance(five, E.IntImm) and five.dtype == "int64" and int(five) == 5
+    half = tir.FloatImm("float32", 0.5)
+    assert isinstance(half, E.FloatImm) and float(half) == 0.5
+    x = tir.Var("x", "int32")
+    assert isinstance(tir.Cast("float32", x), E.Cast) and tir.Cast("float32", x).dtype == "float32"
+    assert isinstance(tir.SizeVar("n", "int32"), E.SizeVar)
+    assert tir.StringImm("hi").value == "hi"
+    # TVM's index division rounds down: on negative values that differs from C's
+    rng = np.random.default_rng(8)
+    a = rng.integers(-50, 50, 37).astype("int32")
+    b = rng.choice([-7, -3, 2, 5], 37).astype("int32")
+    A = te.placeholder((37,), name="A", dtype="int32")
+    B = te.placeholder((37,), name="B", dtype="int32")
+    C = te.compute(
+        (37,), lambda i: tir.indexdiv(A[i], B[i]) * 1000 + te.indexmod(A[i], B[i]), name="C"
+    )
+    out = np.zeros(37, "int32")
+    ember.build(te.create_schedule(C.op), [A, B, C], target="llvm")(a, b, out)
+    np.testing.assert_array_equal(out, np.floor_divide(a, b) * 1000 + np.mod(a, b))
+
+
+def test_tvm_device_helpers_and_target_host(rng: np.random.Generator) -> None:
+    """The TVM vector-add tutorial's spellings: ``tvm.device(tgt.kind.name, 0)``,
+    ``tvm.cpu(0)``, ``build(..., target_host="llvm")``, ``time_evaluator(name, dev)``."""
+    assert ember.cpu(0) == ember.cpu() == ember.device("llvm", 0) == "cpu"
+    assert ember.device("llvm -mcpu=x86-64") == "cpu"
+    assert ember.cuda(0) == ember.device("cuda") == "cuda"
+    with pytest.raises(ember.ArgumentError, match="device 0 of each kind"):
+        ember.cuda(1)
+    with pytest.raises(ember.ArgumentError, match="unknown device 'tpu'"):
+        ember.device("tpu")
+
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    fadd = ember.build(s, [A, B, C], target="llvm", target_host="llvm", name="myadd")
+    dev = ember.device("llvm", 0)
+    a = ember.nd.array(rng.uniform(size=1025).astype(A.dtype), dev)
+    b = ember.nd.array(rng.uniform(size=1025).astype(B.dtype), dev)
+    c = ember.nd.array(np.zeros(1025, dtype=C.dtype), dev)
+    fadd(a, b, c)
+    np.testing.assert_allclose(c.numpy(), a.numpy() + b.numpy())
+    assert fadd.time_evaluator(fadd.entry_name, dev, number=2)(a, b, c).mean > 0
+    with pytest.raises(ember.ArgumentError, match="target_host must be an llvm target"):
+        ember.build(s, [A, B, C], target="llvm", target_host="cuda")

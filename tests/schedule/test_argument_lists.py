@@ -103,3 +103,24 @@ def test_inlined_argument_stage_is_still_an_error():
     s[B].compute_inline()
     with pytest.raises(ScheduleError, match=r"stage 'B' is a function argument.*cannot be inlined"):
         ember.lower(s, [A, B, C])
+
+
+def test_left_out_intermediate_unused_input_and_float_factors_in_the_emulator(rng):
+    """The three rules above on CUDA: B is left out (a global workspace between its kernel
+    and C's), X is never read but stays a parameter, the factors are integral floats."""
+    A, B, C = _chain(rows=1000 / 8)
+    X = te.placeholder((5,), name="X")
+    s = te.create_schedule(C.op)
+    for stage in (B, C):
+        fused = s[stage].fuse(*s[stage].op.axis)
+        bx, tx = s[stage].split(fused, factor=64.0)
+        s[stage].bind(bx, "blockIdx.x")
+        s[stage].bind(tx, "threadIdx.x")
+    mod = ember.build(s, [A, X, C], target=CUDA)
+    assert len(mod.program.kernels) == 2
+    a = random_array((125, 13), "float32", rng)
+    c = np.full_like(a, np.nan)
+    mod.emulate(a, random_array((5,), "float32", rng), c)
+    assert_close(c, _reference(a)[1], "float32")
+    with pytest.raises(ArgumentError, match=r"'X'.*\(5,\)"):
+        mod.emulate(a, np.zeros(4, "float32"), c)

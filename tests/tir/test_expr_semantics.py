@@ -1,5 +1,6 @@
 """TVM's expression semantics: == / != nodes, int(IntImm), te.max(a, b), all/any, reducer
-init= and where=, operator type errors."""
+init= and where= (interpreter, llvm and the CUDA emulator, cross-thread included),
+operator type errors."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import pytest
 
 import ember
 from ember import te
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, LoweringError, ScheduleError
 from ember.tir import expr as E
 from ember.tir.interp import run
 from ember.tir.structural import structural_equal
-from tests.numerics import check, random_array
+from tests.numerics import assert_close, check, random_array
 
 # -- == and != ------------------------------------------------------------------------------
 
@@ -214,3 +215,83 @@ def test_if_then_else_with_a_constant_condition_picks_a_side():
     assert te.if_then_else(True, x, y) is x and te.if_then_else(E.const(False), x, y) is y
     with pytest.raises(ArgumentError, match="boolean condition"):
         te.if_then_else(x, x, y)
+
+
+# -- init= and where= through the CUDA emulator ------------------------------------------------
+
+
+def _rows_on_threads(R, k=None, factor=None):
+    """Rows on blockIdx.x x threadIdx.y; the reduction serial, or split and its inner part
+    on threadIdx.x (a cross-thread reduction)."""
+    s = te.create_schedule(R.op)
+    io, ii = s[R].split(R.op.axis[0], factor=2)
+    s[R].bind(io, "blockIdx.x")
+    s[R].bind(ii, "threadIdx.y")
+    if factor is not None:
+        s[R].bind(s[R].split(k, factor=factor)[1], "threadIdx.x")
+    return s
+
+
+@pytest.mark.parametrize(("m", "n"), [(5, 17), (7, 33)])
+def test_init_and_where_in_the_emulator(rng, m, n):
+    X = te.placeholder((m, n), "float32", name="X")
+    I0 = te.placeholder((m,), "float32", name="I0")
+    k = te.reduce_axis((0, n), name="k")
+    R = te.compute(
+        (m,), lambda i: te.sum(X[i, k] * 2.0, axis=k, where=X[i, k] > 0.25, init=I0[i]), name="R"
+    )
+    x, i0 = random_array((m, n), "float32", rng), random_array((m,), "float32", rng)
+    got = np.full(m, np.nan, "float32")
+    ember.build(_rows_on_threads(R), [X, I0, R], target="cuda -arch=sm_80").emulate(x, i0, got)
+    assert_close(got, i0 + np.where(x > 0.25, 2.0 * x, 0).sum(axis=1), "float32")
+
+
+@pytest.mark.parametrize("factor", [8, 32, 48])
+def test_where_on_a_cross_thread_reduction(rng, factor):
+    m, n = 7, 45
+    X = te.placeholder((m, n), "float32", name="X")
+    k = te.reduce_axis((0, n), name="k")
+    R = te.compute((m,), lambda i: te.max(X[i, k], axis=k, where=k % 3 != 1), name="R")
+    x = random_array((m, n), "float32", rng)
+    got = np.full(m, np.nan, "float32")
+    mod = ember.build(_rows_on_threads(R, k, factor), [X, R], target="cuda -arch=sm_80")
+    mod.emulate(x, got)  # race checks on
+    assert_close(got, x[:, np.arange(n) % 3 != 1].max(axis=1), "float32")
+
+
+def test_init_on_a_cross_thread_reduction_is_a_schedule_error():
+    """TVM refuses it too (``Cannot perform cross_thread_reduction for reductions with
+    init``): every thread would fold the init value in."""
+    X = te.placeholder((4, 40), "float32", name="X")
+    k = te.reduce_axis((0, 40), name="k")
+    R = te.compute((4,), lambda i: te.sum(X[i, k], axis=k, init=1.0), name="R")
+    with pytest.raises(ScheduleError, match="explicit init value cannot be bound to threads"):
+        ember.build(_rows_on_threads(R, k, 16), [X, R], target="cuda")
+
+
+# -- mistakes a new TVM user makes -------------------------------------------------------------
+
+
+def test_python_truth_of_an_expression_is_an_ember_error():
+    x = te.var("x")
+    with pytest.raises(ember.EmberError, match="no truth value") as info:
+        if x < 3:
+            pass
+    assert isinstance(info.value, (ArgumentError, TypeError, ValueError))
+
+
+def test_a_reducer_without_an_axis_is_an_argument_error():
+    A = te.placeholder((4, 3), "float32", name="A")
+    for reducer in (te.sum, te.max, te.min):
+        with pytest.raises(ArgumentError, match=r"give the reduction axis"):
+            reducer(A[0, 0])
+    with pytest.raises(ArgumentError, match=r"sum: give the reduction axis"):
+        te.compute((4,), lambda i: te.sum(A[i, 0]))
+
+
+def test_a_reduce_axis_outside_a_reducer_names_the_fix():
+    A = te.placeholder((4, 3), "float32", name="A")
+    k = te.reduce_axis((0, 3), name="k")
+    B = te.compute((4,), lambda i: A[i, k], name="B")
+    with pytest.raises(LoweringError, match=r"'k'.*reduce_axis must be used inside a reducer"):
+        ember.lower(te.create_schedule(B.op), [A, B])

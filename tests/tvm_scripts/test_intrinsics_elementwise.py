@@ -1,6 +1,9 @@
 """An intrinsic-heavy elementwise program as TVM users write it: ``te.exp``, ``te.log``,
 ``te.sqrt``, ``te.tanh``, ``te.sigmoid``, ``te.fmod``, ``tvm.tir.atan2``, ``te.isnan``,
-``te.popcount`` and shifts on integers, ``te.if_then_else`` guarding a read,
+``te.popcount`` and shifts on integers, ``tvm.tir.clz`` and the bitwise functions,
+hyperbolic and exp2/exp10/log2/log10/log1p, ``hypot``/``copysign``, ``isinf``/
+``isfinite``, ``call_pure_extern``/``call_extern`` of C math functions,
+``te.if_then_else`` guarding a read,
 ``tvm.tir.Select`` / ``te.select`` on ``==``, floor and truncating division. Each
 expression is built on ``llvm`` (split/vectorize) and for CUDA (fused, split and
 bound) and run in the emulator, against numpy on random data with odd sizes.
@@ -34,6 +37,21 @@ def _with_nans(rng, shape):
     x = _floats(rng, shape)
     x[rng.random(shape) < 0.3] = np.nan
     return x
+
+
+def _with_specials(rng, shape):
+    x = _floats(rng, shape)
+    pick = rng.random(shape)
+    x[pick < 0.15] = np.inf
+    x[(pick >= 0.15) & (pick < 0.3)] = -np.inf
+    x[(pick >= 0.3) & (pick < 0.4)] = np.nan
+    return x
+
+
+def _clz32(x):
+    """Leading zero bits of the 32-bit pattern, from its bit length (independent of clz)."""
+    u = x.view(np.uint32).astype(np.int64)
+    return np.array([32 - int(v).bit_length() for v in u], dtype=np.int32)
 
 
 def _popcount32(x):
@@ -81,6 +99,106 @@ CASES = {
         lambda A, B: lambda i: (A[i] >> B[i]) + ((A[i] & 0xFFF) << B[i]),
         lambda a, b: (a >> b) + ((a & 0xFFF) << b),
         "int32",
+    ),
+    "clz_bitwise_functions": (
+        (_ints, _ints),
+        lambda A, B: (
+            lambda i: (
+                tvm.tir.clz(A[i])
+                + tvm.tir.bitwise_xor(A[i], B[i])
+                + tvm.tir.bitwise_and(tvm.tir.bitwise_not(A[i]), tvm.tir.bitwise_or(B[i], 7))
+                + tvm.tir.shift_left(A[i] & 0xFF, 3)
+                + tvm.tir.shift_right(B[i], 5)
+            )
+        ),
+        lambda a, b: _clz32(a) + (a ^ b) + (~a & (b | 7)) + ((a & 0xFF) << 3) + (b >> 5),
+        "int32",
+    ),
+    "hyperbolic_exp_log_family": (
+        (lambda rng, shape: _floats(rng, shape, -2.0, 2.0),),
+        lambda A: (
+            lambda i: (
+                te.sinh(A[i])
+                + te.cosh(A[i])
+                + te.asinh(A[i])
+                + te.atanh(A[i] * 0.45)
+                + te.acosh(te.abs(A[i]) + 1.0)
+                + te.exp2(A[i])
+                + te.exp10(A[i] * 0.5)
+                + te.log2(te.abs(A[i]) + 0.5)
+                + te.log10(te.abs(A[i]) + 0.5)
+                + te.log1p(te.abs(A[i]))
+                + te.nearbyint(A[i] * 4.0)
+                + te.trunc(A[i] * 3.0)
+            )
+        ),
+        lambda a: (
+            np.sinh(a)
+            + np.cosh(a)
+            + np.arcsinh(a)
+            + np.arctanh(a * np.float32(0.45))
+            + np.arccosh(np.abs(a) + 1)
+            + np.exp2(a)
+            + 10.0 ** (a * np.float32(0.5))
+            + np.log2(np.abs(a) + 0.5)
+            + np.log10(np.abs(a) + 0.5)
+            + np.log1p(np.abs(a))
+            + np.rint(a * np.float32(4.0))
+            + np.trunc(a * np.float32(3.0))
+        ),
+        "float32",
+    ),
+    "hypot_copysign_trig": (
+        (_floats, _floats),
+        lambda A, B: (
+            lambda i: (
+                tvm.tir.hypot(A[i], B[i])
+                + tvm.tir.copysign(A[i], B[i])
+                + te.sin(A[i]) * te.cos(B[i])
+                + te.atan(A[i])
+                + te.tan(A[i] * 0.4)
+                + te.asin(A[i] * 0.3)
+                + te.acos(B[i] * 0.3)
+            )
+        ),
+        lambda a, b: (
+            np.hypot(a, b)
+            + np.copysign(a, b)
+            + np.sin(a) * np.cos(b)
+            + np.arctan(a)
+            + np.tan(a * np.float32(0.4))
+            + np.arcsin(a * np.float32(0.3))
+            + np.arccos(b * np.float32(0.3))
+        ),
+        "float32",
+    ),
+    "isinf_isfinite": (
+        (_with_specials,),
+        lambda A: (
+            lambda i: (
+                te.if_then_else(te.isinf(A[i]), 1.0, 0.0)
+                + te.if_then_else(te.isfinite(A[i]), 10.0, 0.0)
+                + te.if_then_else(te.isnan(A[i]), 100.0, 0.0)
+            )
+        ),
+        lambda a: (
+            np.where(np.isinf(a), 1.0, 0.0)
+            + np.where(np.isfinite(a), 10.0, 0.0)
+            + np.where(np.isnan(a), 100.0, 0.0)
+        ),
+        "float32",
+    ),
+    "call_pure_extern_and_call_extern": (
+        (_floats, lambda rng, shape: _floats(rng, shape, 0.5, 2.0)),
+        lambda A, B: (
+            lambda i: (
+                tvm.tir.call_pure_extern("float32", "expf", A[i])
+                + tvm.tir.call_pure_extern("float32", "powf", B[i], A[i])
+                + tvm.tir.call_extern("float32", "fabsf", A[i])
+            )
+        ),
+        lambda a, b: np.exp(a) + np.power(b, a) + np.abs(a),
+        "float32",
     ),
     "eq_select": (
         (_small_ints, _small_ints),
@@ -158,3 +276,7 @@ def test_the_cases_reach_both_branches(rng):
     assert 0 < np.isnan(a).sum() < N
     a, b = _small_ints(rng, (N,)), _small_ints(rng, (N,))
     assert 0 < (a == np.mod(b, 3)).sum() < N
+    x = _with_specials(rng, (N,))
+    for kind in (np.isinf, np.isnan, np.isfinite):
+        assert 0 < kind(x).sum() < N
+    assert 0 < (_ints(rng, (N,)) < 0).sum() < N  # clz sees both signs

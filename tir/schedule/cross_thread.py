@@ -118,6 +118,15 @@ def cross_thread_nest(lw: _Lowering, st: Stage, sb: StageBounds) -> S.Stmt:
                 iv,
             )
     tags = tuple(_tag(st, iv) for iv in threads)
+    for iv, tag in zip(threads, tags):
+        if not tag.startswith("threadIdx."):
+            # the threads of one block meet at a barrier; blocks and virtual threads do not
+            raise st._error(
+                f"cross-thread reduction: reduction axis '{iv.name}' is bound to {tag}, but "
+                "only the threads of one block can combine partial results; bind it to "
+                "threadIdx.x/y/z (rfactor, then bind the factored axis) or keep it serial",
+                iv,
+            )
     serial = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE and not _bound(st, iv)]
     outer = [iv for iv in st.leaf_iter_vars if not any(iv is s for s in serial)]
     bufs = lw.stage_buffers(st)  # a tuple reducer (argmax) has one output per value

@@ -430,7 +430,8 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
         names = ", ".join(f"'{v.name}'" for v in missing)
         raise LoweringError(
             f"'{name}' uses the variable(s) {names}, which no argument defines; pass each one "
-            "in the argument list (ember.build(s, [A, B, n])) or use it in an argument's shape"
+            "in the argument list (ember.build(s, [A, B, n])) or use it in an argument's shape; "
+            "a te.reduce_axis must be used inside a reducer (te.sum(..., axis=k))"
         )
     return func
 

@@ -187,11 +187,16 @@ def comm_reducer(
 
     def reducer(
         expr: E.ExprLike,
-        axis: Any,
+        axis: Any = None,
         where: E.ExprLike | None = None,
         init: E.ExprLike | None = None,
         *more: E.ExprLike,
     ) -> Any:
+        if axis is None:
+            raise ArgumentError(
+                f"{name}: give the reduction axis (te.{name}(expr, axis=k)) or several "
+                f"expressions to combine (te.{name}(a, b)); got only {expr!r}"
+            )
         if isinstance(expr, (tuple, list)):
             from ember.tir.te.multi_output import tuple_reduce
 
