@@ -1,6 +1,13 @@
 """ONNX import: ``from_onnx`` and the converters (importing this registers them all)."""
 
-from ember.frontend.onnx_import import ops_elementwise, ops_nn, ops_transform
+from ember.frontend.onnx_import import (
+    ops_elementwise,
+    ops_gather,
+    ops_indexing,
+    ops_nn,
+    ops_resize,
+    ops_transform,
+)
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.onnx_import.registry import converter, find_converter, supported_op_types
 
@@ -10,7 +17,10 @@ __all__ = [
     "from_onnx",
     "load_model",
     "ops_elementwise",
+    "ops_gather",
+    "ops_indexing",
     "ops_nn",
+    "ops_resize",
     "ops_transform",
     "supported_op_types",
 ]

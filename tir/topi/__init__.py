@@ -6,6 +6,7 @@ returns the output tensor; schedules live with the targets
 maps its nodes onto these functions.
 """
 
+from ember.tir.topi import indexing, resize, scatter
 from ember.tir.topi.conv import conv_nd
 from ember.tir.topi.elementwise import (
     broadcast_binary,
@@ -42,6 +43,7 @@ __all__ = [
     "elementwise_chain",
     "exp",
     "gemm",
+    "indexing",
     "layer_norm",
     "matmul",
     "matmul_nd",
@@ -50,6 +52,8 @@ __all__ = [
     "reduce_rows",
     "relu",
     "reshape",
+    "resize",
+    "scatter",
     "sigmoid",
     "softmax",
     "softmax_axis",
