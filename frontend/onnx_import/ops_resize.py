@@ -100,7 +100,7 @@ def _emit(
             f"{ctx.op_type} '{ctx.name}': output {sizes} is a zero-size tensor"
         )
     dtype = ctx.type(0).dtype
-    wdtype = "float64" if dtype == "float64" else "float32"
+    wdtype = "float32" if dtype in ("float32", "float16") else "float64"
     axes, layout, tables = [], [], []
     for a, (n_in, n_out) in enumerate(zip(src, sizes)):
         if n_in == n_out and scales[a] == 1.0 and opts["coord"] != "tf_crop_and_resize":

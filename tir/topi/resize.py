@@ -13,14 +13,16 @@ extrapolation value).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir import op as _op
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.transform import static_shape
@@ -134,6 +136,36 @@ def resize_taps(
     return AxisTaps(idx, weight, inside)
 
 
+def _round_saturate(v: E.PrimExpr, dtype: str) -> E.PrimExpr:
+    """Integer outputs as ONNX's reference makes them: rounded half to even, then clamped
+    to the type's range (onnxruntime truncates instead)."""
+    away = _op.round(v)  # halves away from zero
+    half = _op.abs(v - _op.floor(v) - 0.5) < 1e-11  # a half, up to the taps' rounding error
+    even = _op.round(v * 0.5) * 2.0
+    nearest = E.select(half, even, away)
+    lo, hi = te.min_value(dtype), te.max_value(dtype)
+    return E.max_(E.min_(nearest, E.cast(v.dtype, hi)), E.cast(v.dtype, lo))
+
+
+def _interpolate(
+    X: Tensor, axes: list[int], taps: list[list[tuple[Any, Any]]], idx: list[Any]
+) -> E.PrimExpr:
+    """Interpolate along the last listed axis, of interpolations along the ones before it:
+    the first axis innermost, the order (and so the rounding) of ONNX's separable reference."""
+    if not axes:
+        return X[tuple(idx)]
+    total: E.PrimExpr | None = None
+    for pos, w in taps[-1]:
+        sub = list(idx)
+        sub[axes[-1]] = pos
+        value = _interpolate(X, axes[:-1], taps[:-1], sub)
+        if w is not None:
+            value = (value if value.dtype == w.dtype else E.cast(w.dtype, value)) * w
+        total = value if total is None else total + value
+    assert total is not None
+    return total
+
+
 def resize(
     X: Tensor,
     axes: Sequence[int],
@@ -164,19 +196,9 @@ def resize(
                     for t in range(taps)
                 ]
             )
-        total: E.PrimExpr | None = None
-        for combo in itertools.product(*per_axis):
-            idx = list(o)
-            term_w: E.PrimExpr | None = None
-            for a, (pos, w) in zip(axes, combo):
-                idx[a] = pos
-                if w is not None:
-                    term_w = w if term_w is None else term_w * w
-            value = X[tuple(idx)]
-            if term_w is not None:
-                value = E.cast(term_w.dtype, value) * term_w
-            total = value if total is None else total + value
-        assert total is not None
+        total = _interpolate(X, list(axes), per_axis, list(o))
+        if total.dtype != X.dtype and not dt.is_float(X.dtype):
+            total = _round_saturate(total, X.dtype)
         if total.dtype != X.dtype:
             total = E.cast(X.dtype, total)
         for m in masks:

@@ -172,3 +172,26 @@ def test_interpolating_taps_sum_to_one_and_stay_in_range(n_in, scale, mode):
 def test_coordinate_modes_are_all_known():
     for coord in COORD_MODES:
         resize_taps(4, 6, 1.5, "linear", coord, roi=(0.1, 0.9))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32"])
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_integer_data_rounds_like_the_onnx_reference(rng, dtype, mode):
+    """Integer outputs are rounded half to even and saturated, as ONNX's reference does
+    (onnxruntime truncates, and has no cubic for integers), so the reference checks them."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = (rng.standard_normal((1, 2, 5, 4)) * 60 + 20).clip(-128, 255).astype(dtype)
+    slots = [("x", x), None, ("=sc", _scales(1, 1, 1.6, 2.5))]
+    model = node_model("Resize", slots, opset=13, mode=mode)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ember.compile(model, target="llvm").run({"x": x})[0]
+    assert got.dtype == want.dtype
+    # Where the exact value is a half, float noise (ours, or the reference's) picks the side.
+    xf = x.astype(np.float64)
+    fmodel = node_model("Resize", [("x", xf), *slots[1:]], opset=13, mode=mode)
+    exact = ReferenceEvaluator(fmodel).run(None, {"x": xf})[0]
+    tie = np.abs(exact - np.floor(exact) - 0.5) < 1e-9
+    diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+    assert np.all(diff[~tie] == 0) and np.all(diff[tie] <= 1)
+    assert (~tie).sum() > 0.9 * tie.size
