@@ -181,3 +181,50 @@ def test_compress(rng, axis):
 def test_trilu(rng, upper, k):
     x = _f32(rng, 2, 5, 4)
     check("Trilu", [("x", x), ("=k", i64(k)) if k is not None else None], opset=14, upper=upper)
+
+
+def _chain_model(x):
+    """Slice -> Pad (reflect) -> Add -> Tile -> Transpose -> DepthToSpace: injective ops that
+    fuse with each other and with elementwise ones."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(v, k)
+        for k, v in {
+            "s": i64(1, 0), "e": i64(-1, 100), "a": i64(2, 3), "t": i64(1, 2),
+            "p": i64(0, 0, 1, 2, 0, 0, 2, 1), "r": i64(1, 2, 1, 1),
+            "b": np.float32(0.25).reshape(1),
+        }.items()
+    ]  # fmt: skip
+    nodes = [
+        helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y1"]),
+        helper.make_node("Pad", ["y1", "p"], ["y2"], mode="reflect"),
+        helper.make_node("Add", ["y2", "b"], ["y3"]),
+        helper.make_node("Tile", ["y3", "r"], ["y4"]),
+        helper.make_node("Transpose", ["y4"], ["y5"], perm=[0, 1, 3, 2]),
+        helper.make_node("DepthToSpace", ["y5"], ["y"], blocksize=2, mode="CRD"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 4)],
+        inits,
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("target", ["llvm", pytest.param("cuda", marks=pytest.mark.nvrtc)])
+def test_chain_of_injective_ops_fuses_and_matches(rng, monkeypatch, target):
+    from tests.frontend.onnx_models import run_ort
+
+    if target == "cuda":
+        pytest.importorskip("cuda")
+        monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    x = _f32(rng, 1, 2, 7, 9)
+    model = _chain_model(x)
+    want = run_ort(model, {"x": x})[0]
+    got = ember.compile(model, target=target).run({"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
