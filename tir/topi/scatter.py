@@ -128,14 +128,80 @@ def cumsum(X: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
     return te.compute(src, f, name="cumsum")
 
 
+# Up to this k, TopK picks the best remaining element k times (O(k*n)); above it, it
+# ranks every element against every other (O(n*n)) once.
+SELECT_MAX_K = 8
+
+
 def topk(X: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
     """ONNX TopK (sorted): the ``k`` largest (or smallest) along ``axis`` and their int64
-    positions; equal values keep their order. Each element's rank is the count of elements
-    that beat it; the output at rank ``r`` is the element whose rank is ``r``."""
-    src = static_shape(X)
-    n = src[axis]
+    positions; equal values keep their order (the lower position first)."""
+    n = static_shape(X)[axis]
     if not 0 <= k <= n:
         raise ArgumentError(f"topk: k={k} is out of range for an axis of size {n}")
+    if k <= SELECT_MAX_K:
+        return _topk_select(X, k, axis, largest)
+    return _topk_rank(X, k, axis, largest)
+
+
+def _topk_select(X: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
+    """Pass ``p`` reduces to the best ``(value, position)`` that comes after pass ``p-1``'s
+    in the output order; a last compute lays the ``k`` picks along ``axis``."""
+    src = static_shape(X)
+    keep = (*src[:axis], 1, *src[axis + 1 :])
+
+    def better(va: E.PrimExpr, ia: E.PrimExpr, vb: E.PrimExpr, ib: E.PrimExpr) -> E.PrimExpr:
+        wins = va > vb if largest else va < vb
+        return E.logical_or(wins, E.logical_and(E.eq(va, vb), ia < ib))
+
+    def combine(a: tuple, b: tuple) -> tuple:
+        pick = better(a[1], a[0], b[1], b[0])
+        return E.select(pick, a[0], b[0]), E.select(pick, a[1], b[1])
+
+    def identity(ti: str, tv: str) -> tuple:
+        worst = te.min_value(tv) if largest else te.max_value(tv)
+        return E.const(src[axis], ti), worst
+
+    best = te.comm_reducer(combine, identity, name="topk_best")
+    picks: list[tuple[Tensor, Tensor]] = []
+
+    def pick(p: int) -> object:
+        j = te.reduce_axis((0, src[axis]), f"j{p}")
+
+        def f(*q: E.PrimExpr) -> object:
+            at = (*q[:axis], j.var, *q[axis + 1 :])
+            cond = None
+            if p:
+                pi, pv = picks[p - 1]
+                cond = better(pv[q], pi[q], X[at], j.var)
+            return best((j.var, X[at]), axis=j, where=cond)
+
+        return f
+
+    for p in range(k):
+        picks.append(tuple(te.compute(keep, pick(p), name=f"topk_pick{p}")))  # type: ignore[arg-type]
+
+    def lay(which: int, dtype: str):  # noqa: ANN202
+        def f(*o: E.PrimExpr) -> E.PrimExpr:
+            q = (*o[:axis], 0, *o[axis + 1 :])
+            value: E.PrimExpr = E.cast(dtype, picks[k - 1][which][q])
+            for p in reversed(range(k - 1)):
+                value = E.select(E.eq(o[axis], p), E.cast(dtype, picks[p][which][q]), value)
+            return value
+
+        return f
+
+    out_shape = (*src[:axis], k, *src[axis + 1 :])
+    values = te.compute(out_shape, lay(1, X.dtype), name="topk_values", tag="injective")
+    where = te.compute(out_shape, lay(0, "int64"), name="topk_index", tag="injective")
+    return values, where
+
+
+def _topk_rank(X: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
+    """Each element's rank is the count of elements that beat it; the output at rank ``r``
+    is the element whose rank is ``r``."""
+    src = static_shape(X)
+    n = src[axis]
     j = te.reduce_axis((0, n), "j")
 
     def rank(*p: E.PrimExpr) -> E.PrimExpr:

@@ -120,8 +120,15 @@ def test_topk_ties_keep_order_and_opset_1(rng):
     check("TopK", [("x", _f32(rng, 3, 7))], n_outputs=2, opset=1, k=2)
 
 
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_large_k_ranks_every_element(rng, largest):
+    """k above SELECT_MAX_K takes the O(n*n) ranking path instead of k selection passes."""
+    x = rng.integers(-5, 5, (3, 14)).astype(np.float32)
+    check("TopK", [("x", x), ("=k", i64(11))], n_outputs=2, opset=11, largest=largest)
+
+
 @settings(max_examples=10, deadline=None)
-@given(st.integers(1, 9), st.integers(1, 4), st.booleans(), st.data())
+@given(st.integers(1, 12), st.integers(1, 4), st.booleans(), st.data())
 def test_topk_property(n, rows, largest, data):
     k = data.draw(st.integers(1, n))
     x = np.random.default_rng(n).integers(-4, 4, (rows, n)).astype(np.float32)
