@@ -84,7 +84,8 @@ def _plan(ctx: ConvertContext, src: tuple[int, ...]) -> tuple[list[int], list[fl
 
 
 def _roi(ctx: ConvertContext, n: int, axes: list[int]) -> list[tuple[float, float]]:
-    roi = _floats(ctx, 1) if ctx.opset >= 11 else None
+    crop = ctx.attr("coordinate_transformation_mode", "") == "tf_crop_and_resize"
+    roi = _floats(ctx, 1) if ctx.opset >= 11 and crop else None  # read only where it is used
     out = [(0.0, 1.0)] * n
     if roi is not None and len(roi) == 2 * len(axes):
         for k, a in enumerate(axes):

@@ -195,3 +195,9 @@ def test_resize_integer_data_rounds_like_the_onnx_reference(rng, dtype, mode):
     diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
     assert np.all(diff[~tie] == 0) and np.all(diff[tie] <= 1)
     assert (~tie).sum() > 0.9 * tie.size
+
+
+def test_resize_roi_at_run_time_is_ignored_unless_cropping(rng):
+    x = _f32(rng, 1, 1, 3, 4)
+    roi = np.array([0, 0, 0, 0, 1, 1, 1, 1], np.float32)
+    check("Resize", [("x", x), ("roi", roi), ("=sc", _scales(1, 1, 2, 2))], opset=13)
