@@ -208,7 +208,9 @@ def call_packed(func_name: str, *args: Any) -> PrimExpr:
     for a in args:
         if isinstance(a, Buffer):
             shape = tuple(E.convert(d) for d in a.shape)
-            operands.append(E.Call("handle", I.PACK_ARRAY, (a.data, E.StringImm(a.dtype), *shape)))
+            operands.append(
+                E.Call("handle", I.PACK_ARRAY, (a.data, E.StringImm(a.dtype), *shape))
+            )
             continue
         value = E.convert(a)
         if dt.lanes_of(value.dtype) != 1:
