@@ -134,9 +134,9 @@ def _compile_freezing(
 
 
 def freeze_integer_inputs(
-    model: object, inputs: list[np.ndarray], names: set[str] | None = None
+    model: object, inputs: list[np.ndarray], only: set[str] | None = None
 ) -> tuple[object, list[np.ndarray], list[str]]:
-    """A copy of ``model`` whose integer inputs (or, given ``names``, those inputs) are
+    """A copy of ``model`` whose integer inputs (or, given ``only``, the inputs it names) are
     initializers holding the given data."""
     from onnx import numpy_helper
 
@@ -145,7 +145,7 @@ def freeze_integer_inputs(
     names = [i.name for i in m.graph.input]
     keep, rest, frozen = [], [], []
     for vi, arr in zip(list(m.graph.input), inputs):
-        if (arr.dtype.kind in "iu") if names is None else (vi.name in names):
+        if (arr.dtype.kind in "iu") if only is None else (vi.name in only):
             m.graph.initializer.append(numpy_helper.from_array(arr, vi.name))
             frozen.append(vi.name)
         else:
