@@ -48,7 +48,7 @@ def scatter_elements(ctx: ConvertContext) -> list[str]:
     return ctx.emit("scatter_elements", [ctx.input(0), ctx.input(1), ctx.input(2)], attrs)
 
 
-@converter("Scatter", since=9, until=10)
+@converter("Scatter", since=9, until=10)  # deprecated at 11 (ScatterElements' old name)
 def scatter(ctx: ConvertContext) -> list[str]:
     return scatter_elements(ctx)
 

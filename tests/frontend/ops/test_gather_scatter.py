@@ -72,6 +72,10 @@ def test_scatter_opset_9(rng):
     x = _f32(rng, 4, 3)
     idx = np.array([[1, 0, 2], [3, 2, 0]], dtype=np.int64)
     check("Scatter", [("x", x), ("i", idx), ("u", _f32(rng, 2, 3))], opset=9, axis=0)
+    check("Scatter", [("x", x), ("i", -idx), ("u", _f32(rng, 2, 3))], opset=10, axis=-2)
+    deprecated = node_model("Scatter", [("x", x), ("i", idx), ("u", _f32(rng, 2, 3))], opset=11)
+    with pytest.raises(ember.InvalidModelError, match="deprecated"):
+        ember.compile(deprecated, target="llvm")
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max"])

@@ -101,6 +101,7 @@ def test_resize_opset_10_and_upsample(rng):
     check("Resize", [("x", x), ("=sc", _scales(1, 1, 2, 1.5))], opset=10, mode="linear")
     check("Upsample", [("x", x), ("=sc", _scales(1, 1, 2, 3))], opset=9, mode="nearest")
     check("Upsample", [("x", x), ("=sc", _scales(1, 1, 3, 2))], opset=9, mode="linear")
+    check("Upsample", [("x", x)], opset=7, mode="nearest", scales=[1.0, 1.0, 2.0, 2.0])
 
 
 def test_resize_antialias_is_unsupported(rng):
