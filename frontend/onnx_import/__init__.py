@@ -3,8 +3,11 @@
 from ember.frontend.onnx_import import (
     ops_control_flow,
     ops_elementwise,
+    ops_gather,
+    ops_indexing,
     ops_nn,
     ops_quant,
+    ops_resize,
     ops_rnn,
     ops_transform,
 )
@@ -18,8 +21,11 @@ __all__ = [
     "load_model",
     "ops_control_flow",
     "ops_elementwise",
+    "ops_gather",
+    "ops_indexing",
     "ops_nn",
     "ops_quant",
+    "ops_resize",
     "ops_rnn",
     "ops_transform",
     "supported_op_types",

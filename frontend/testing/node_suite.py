@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,15 +89,7 @@ def run_case(name: str, target: str = "llvm") -> CaseResult:
     ops = tuple(sorted({n.op_type for n in model.graph.node}))  # type: ignore[attr-defined]
     frozen: list[str] = []
     try:
-        try:
-            lib = ember.compile(model, target=target)
-        except ember.ArgumentError as e:
-            if "must be a constant" not in str(e):
-                raise
-            # Ember needs shape-like inputs at compile time; the suite feeds them as graph
-            # inputs, so freeze the integer ones into initializers and compile again.
-            model, inputs, frozen = freeze_integer_inputs(model, inputs)
-            lib = ember.compile(model, target=target)
+        lib, model, inputs, frozen = _compile_freezing(model, inputs, target)
         outs = lib.run(inputs[: len(lib.input_names)])
     except ember.UnsupportedOperatorError as e:
         return CaseResult(name, ops, "unsupported", str(e).splitlines()[-1].strip())
@@ -115,10 +108,36 @@ def run_case(name: str, target: str = "llvm") -> CaseResult:
     return CaseResult(name, ops, "pass", f"frozen constant inputs {frozen}" if frozen else "")
 
 
+def _compile_freezing(
+    model: object, inputs: list[np.ndarray], target: str
+) -> tuple[object, object, list[np.ndarray], list[str]]:
+    """Compile ``model``; Ember needs shape-like inputs at compile time, and the suite feeds
+    them as graph inputs, so on "must be a constant" freeze the integer inputs into
+    initializers, then any other input an error names (float scales, a bool condition),
+    and compile again."""
+    import ember
+
+    frozen: list[str] = []
+    for attempt in range(len(inputs) + 2):
+        try:
+            return ember.compile(model, target=target), model, inputs, frozen
+        except ember.ArgumentError as e:
+            named = re.search(r"input \d+ \('([^']+)'\) must be a constant", str(e))
+            if "must be a constant" not in str(e) or (attempt and not named):
+                raise
+            only = None if attempt == 0 else {named.group(1)}  # type: ignore[union-attr]
+            model, inputs, more = freeze_integer_inputs(model, inputs, only)
+            if attempt and not more:
+                raise
+            frozen += more
+    raise AssertionError("unreachable")
+
+
 def freeze_integer_inputs(
-    model: object, inputs: list[np.ndarray]
+    model: object, inputs: list[np.ndarray], only: set[str] | None = None
 ) -> tuple[object, list[np.ndarray], list[str]]:
-    """A copy of ``model`` whose integer inputs are initializers holding the given data."""
+    """A copy of ``model`` whose integer inputs (or, given ``only``, the inputs it names) are
+    initializers holding the given data."""
     from onnx import numpy_helper
 
     m = type(model)()  # type: ignore[operator]
@@ -126,7 +145,7 @@ def freeze_integer_inputs(
     names = [i.name for i in m.graph.input]
     keep, rest, frozen = [], [], []
     for vi, arr in zip(list(m.graph.input), inputs):
-        if arr.dtype.kind in "iu":
+        if (arr.dtype.kind in "iu") if only is None else (vi.name in only):
             m.graph.initializer.append(numpy_helper.from_array(arr, vi.name))
             frozen.append(vi.name)
         else:

@@ -6,6 +6,7 @@ returns the output tensor; schedules live with the targets
 maps its nodes onto these functions.
 """
 
+from ember.tir.topi import indexing, resize, scatter
 from ember.tir.topi.conv import conv_nd
 from ember.tir.topi.elementwise import (
     broadcast_binary,
@@ -55,6 +56,7 @@ __all__ = [
     "elementwise_chain",
     "exp",
     "gemm",
+    "indexing",
     "layer_norm",
     "matmul",
     "matmul_integer",
@@ -69,6 +71,8 @@ __all__ = [
     "relu",
     "requantize",
     "reshape",
+    "resize",
+    "scatter",
     "sigmoid",
     "softmax",
     "softmax_axis",

@@ -1,0 +1,249 @@
+"""Converters for ONNX slicing and padding ops: Slice, Split, Pad, Tile, Expand,
+DepthToSpace, SpaceToDepth, Compress, Trilu.
+
+Each resolves ONNX's many argument forms (attributes that became inputs, negative and
+out-of-range starts clamped as Python slices clamp, omitted axes) into the one
+resolved form the Ember op takes; arguments that set a shape must be constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import ArgumentError, UnsupportedOperatorError
+from ember.frontend.onnx_import.context import ConvertContext
+from ember.frontend.onnx_import.ops_transform import _reshape, _static
+from ember.frontend.onnx_import.registry import converter
+from ember.frontend.ops.registry import normalize_axis
+
+
+def const_ints(ctx: ConvertContext, i: int) -> tuple[int, ...]:
+    """Constant input ``i`` as a tuple of Python ints."""
+    return tuple(int(v) for v in np.asarray(ctx.constant(i)).reshape(-1))
+
+
+def emit_slice(
+    ctx: ConvertContext,
+    value: str,
+    src: tuple[int, ...],
+    ranges: dict[int, tuple[int, int, int]],
+) -> str:
+    """Slice ``value`` with ``(start, end, step)`` per axis (Python slice semantics)."""
+    begin, step, shape = [0] * len(src), [1] * len(src), list(src)
+    for axis, (s, e, st) in ranges.items():
+        if st == 0:
+            raise ArgumentError(f"{ctx.op_type} '{ctx.name}': a slice step of 0 on axis {axis}")
+        lo, _, _ = slice(s, e, st).indices(src[axis])
+        begin[axis], step[axis] = lo, st
+        shape[axis] = len(range(*slice(s, e, st).indices(src[axis])))
+    if 0 in shape:
+        raise UnsupportedOperatorError(
+            f"{ctx.op_type} '{ctx.name}': the result {shape} is a zero-size tensor, "
+            "which Ember does not support"
+        )
+    if tuple(shape) == src and all(b == 0 for b in begin) and all(s == 1 for s in step):
+        return value
+    attrs = {"begin": tuple(begin), "step": tuple(step), "shape": tuple(shape)}
+    return ctx.emit1("slice", [value], attrs)
+
+
+def _slice(
+    ctx: ConvertContext,
+    starts: tuple[int, ...],
+    ends: tuple[int, ...],
+    axes: tuple[int, ...] | None,
+    steps: tuple[int, ...] | None,
+) -> list[str]:
+    src = _static(ctx, 0)
+    axes = tuple(range(len(starts))) if axes is None else axes
+    steps = (1,) * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ArgumentError(
+            f"Slice '{ctx.name}': starts {list(starts)}, ends {list(ends)}, axes {list(axes)} "
+            f"and steps {list(steps)} differ in length"
+        )
+    ranges = {}
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        axis = normalize_axis(a, len(src), "Slice axis")
+        if axis in ranges:
+            raise ArgumentError(f"Slice '{ctx.name}': axis {a} repeats")
+        ranges[axis] = (s, e, st)
+    return [emit_slice(ctx, ctx.input(0), src, ranges)]
+
+
+@converter("Slice", since=1, until=9)
+def slice_1(ctx: ConvertContext) -> list[str]:
+    axes = ctx.attr("axes", None)
+    return _slice(ctx, ctx.attr("starts"), ctx.attr("ends"), axes, None)
+
+
+@converter("Slice", since=10)
+def slice_10(ctx: ConvertContext) -> list[str]:
+    axes = const_ints(ctx, 3) if ctx.has_input(3) else None
+    steps = const_ints(ctx, 4) if ctx.has_input(4) else None
+    return _slice(ctx, const_ints(ctx, 1), const_ints(ctx, 2), axes, steps)
+
+
+def _split(ctx: ConvertContext, sizes: tuple[int, ...] | None) -> list[str]:
+    src = _static(ctx, 0)
+    axis = normalize_axis(ctx.attr("axis", 0), len(src), "Split axis")
+    n = src[axis]
+    if sizes is None:
+        parts = ctx.num_outputs
+        if ctx.opset >= 18 and ctx.has_attr("num_outputs"):
+            parts = int(ctx.attr("num_outputs"))
+            chunk = -(-n // parts)
+            sizes = tuple(min(chunk, max(n - k * chunk, 0)) for k in range(parts))
+        elif n % parts:
+            raise ArgumentError(f"Split '{ctx.name}': {n} does not split into {parts} equal parts")
+        else:
+            sizes = (n // parts,) * parts
+    if sum(sizes) != n or len(sizes) != ctx.num_outputs or any(s < 0 for s in sizes):
+        raise ArgumentError(
+            f"Split '{ctx.name}': sizes {list(sizes)} do not split {n} into "
+            f"{ctx.num_outputs} outputs"
+        )
+    outs, at = [], 0
+    for s in sizes:
+        outs.append(emit_slice(ctx, ctx.input(0), src, {axis: (at, at + s, 1)}))
+        at += s
+    return outs
+
+
+@converter("Split", since=1, until=12)
+def split_1(ctx: ConvertContext) -> list[str]:
+    if ctx.has_input(1):
+        return _split(ctx, const_ints(ctx, 1))
+    split = ctx.attr("split", None)
+    return _split(ctx, tuple(split) if split else None)
+
+
+@converter("Split", since=13)
+def split_13(ctx: ConvertContext) -> list[str]:
+    if ctx.has_input(1) and ctx.has_attr("num_outputs"):
+        raise ArgumentError(f"Split '{ctx.name}': give either the split input or num_outputs")
+    return _split(ctx, const_ints(ctx, 1) if ctx.has_input(1) else None)
+
+
+PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _pad(ctx: ConvertContext, pads: tuple[int, ...], value: float | int) -> list[str]:
+    mode = ctx.attr("mode", "constant")
+    if mode not in PAD_MODES or (mode == "wrap" and ctx.opset < 19):
+        raise ArgumentError(f"Pad '{ctx.name}': unknown mode {mode!r}")
+    src = _static(ctx, 0)
+    if len(pads) != 2 * len(src):
+        raise ArgumentError(f"Pad '{ctx.name}': pads {list(pads)} need {2 * len(src)} entries")
+    if not any(pads):
+        return [ctx.input(0)]
+    dtype = ctx.type(0).dtype
+    value = bool(value) if dtype == "bool" else float(value) if "float" in dtype else int(value)
+    attrs = {"pads": pads, "mode": mode, "value": value}
+    return ctx.emit("pad", [ctx.input(0)], attrs)
+
+
+@converter("Pad", since=1, until=1)
+def pad_1(ctx: ConvertContext) -> list[str]:
+    return _pad(ctx, tuple(ctx.attr("paddings")), ctx.attr("value", 0.0))
+
+
+@converter("Pad", since=2, until=10)
+def pad_2(ctx: ConvertContext) -> list[str]:
+    return _pad(ctx, tuple(ctx.attr("pads")), ctx.attr("value", 0.0))
+
+
+@converter("Pad", since=11)
+def pad_11(ctx: ConvertContext) -> list[str]:
+    pads = const_ints(ctx, 1)
+    value = ctx.constant(2).reshape(-1)[0].item() if ctx.has_input(2) else 0
+    if ctx.opset >= 18 and ctx.has_input(3):
+        ndim = ctx.type(0).ndim
+        axes = [normalize_axis(a, ndim, "Pad axis") for a in const_ints(ctx, 3)]
+        if len(pads) != 2 * len(axes):
+            raise ArgumentError(f"Pad '{ctx.name}': pads {list(pads)} do not fit axes {axes}")
+        full = [0] * (2 * ndim)
+        for k, a in enumerate(axes):
+            full[a], full[ndim + a] = pads[k], pads[len(axes) + k]
+        pads = tuple(full)
+    return _pad(ctx, pads, value)
+
+
+@converter("Tile", since=6)
+def tile(ctx: ConvertContext) -> list[str]:
+    reps = const_ints(ctx, 1)
+    if all(r == 1 for r in reps) and len(reps) == ctx.type(0).ndim:
+        return [ctx.input(0)]
+    return ctx.emit("tile", [ctx.input(0)], {"repeats": reps})
+
+
+@converter("Expand", since=8)
+def expand(ctx: ConvertContext) -> list[str]:
+    from ember.frontend.ops.registry import broadcast_shapes
+
+    src = _static(ctx, 0)
+    shape = broadcast_shapes(src, const_ints(ctx, 1))  # ONNX Expand broadcasts both ways
+    if shape == src:
+        return [ctx.input(0)]
+    return ctx.emit("expand", [ctx.input(0)], {"shape": tuple(int(d) for d in shape)})
+
+
+def _blocks(ctx: ConvertContext) -> tuple[int, tuple[int, int, int, int]]:
+    src = _static(ctx, 0)
+    bs = int(ctx.attr("blocksize"))
+    if len(src) != 4 or bs < 1:
+        raise ArgumentError(f"{ctx.op_type} '{ctx.name}': needs a 4-D input and blocksize >= 1")
+    return bs, src  # type: ignore[return-value]
+
+
+def _permute(ctx: ConvertContext, shape: tuple[int, ...], perm: tuple[int, ...]) -> str:
+    (x,) = _reshape(ctx, ctx.input(0), shape)
+    return ctx.emit1("transpose", [x], {"perm": perm})
+
+
+@converter("DepthToSpace", since=1)
+def depth_to_space(ctx: ConvertContext) -> list[str]:
+    bs, (b, c, h, w) = _blocks(ctx)
+    if c % (bs * bs):
+        raise ArgumentError(f"DepthToSpace '{ctx.name}': {c} channels do not divide by {bs}^2")
+    c2 = c // (bs * bs)
+    if ctx.attr("mode", "DCR") == "CRD":
+        x = _permute(ctx, (b, c2, bs, bs, h, w), (0, 1, 4, 2, 5, 3))
+    else:
+        x = _permute(ctx, (b, bs, bs, c2, h, w), (0, 3, 4, 1, 5, 2))
+    return _reshape(ctx, x, (b, c2, h * bs, w * bs))
+
+
+@converter("SpaceToDepth", since=1)
+def space_to_depth(ctx: ConvertContext) -> list[str]:
+    bs, (b, c, h, w) = _blocks(ctx)
+    if h % bs or w % bs:
+        raise ArgumentError(f"SpaceToDepth '{ctx.name}': {h}x{w} does not divide by {bs}")
+    x = _permute(ctx, (b, c, h // bs, bs, w // bs, bs), (0, 3, 5, 1, 2, 4))
+    return _reshape(ctx, x, (b, c * bs * bs, h // bs, w // bs))
+
+
+@converter("Compress", since=9)
+def compress(ctx: ConvertContext) -> list[str]:
+    src = _static(ctx, 0)
+    cond = np.asarray(ctx.constant(1)).reshape(-1).astype(bool)
+    value = ctx.input(0)
+    if ctx.has_attr("axis"):
+        axis = normalize_axis(ctx.attr("axis"), len(src), "Compress axis")
+    else:
+        axis, src = 0, (int(np.prod(src, dtype=np.int64)),)
+        (value,) = _reshape(ctx, value, src)
+    if len(cond) > src[axis]:
+        raise ArgumentError(f"Compress '{ctx.name}': condition is longer than axis {axis}")
+    keep = np.nonzero(cond)[0].astype(np.int64)
+    if keep.size == 0:
+        raise UnsupportedOperatorError(
+            f"Compress '{ctx.name}': an all-false condition gives a zero-size tensor"
+        )
+    return ctx.emit("gather", [value, ctx.const(keep)], {"axis": axis})
+
+
+@converter("Trilu", since=14)
+def trilu(ctx: ConvertContext) -> list[str]:
+    k = const_ints(ctx, 1)[0] if ctx.has_input(1) else 0
+    return ctx.emit("trilu", [ctx.input(0)], {"k": k, "upper": bool(ctx.attr("upper", 1))})
