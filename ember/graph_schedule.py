@@ -40,15 +40,16 @@ def _parallel(st: Any, axis: Any, work: int | None = None) -> None:
         st.parallel(axis)
 
 
-def _stages_kept(s: Schedule, outputs: list[Any]) -> list[Any]:
+def _stages_kept(s: Schedule, outputs: list[Any], done: set[int] = frozenset()) -> list[Any]:
     """Inline every compute without a reduction that is not an output; return the rest.
+    Stages a template scheduled (``done``) are left as they are.
 
     Padding stages stay: a reduction reading a padded copy indexes it affinely and
     vectorizes, where an inlined bounds test per tap would not."""
     out_ops = {id(t.op) for t in outputs}
     kept = []
     for st in s.stages:
-        if not isinstance(st.op, ComputeOp):
+        if not isinstance(st.op, ComputeOp) or id(st.op) in done:
             continue
         if id(st.op) in out_ops or st.op.reduce_axis or st.op.tag == "pad":
             kept.append(st)
@@ -77,6 +78,20 @@ def _schedule_reduction_cpu(s: Schedule, st: Any, axes: list[Any]) -> None:
     s[acc].vectorize(jc)
 
 
+def _schedule_dense_packed(s: Schedule, st: Any) -> None:
+    """The ``matmul.llvm`` template's register-blocked micro-kernel over pre-packed weight
+    panels (``frontend/passes/pack_dense_weights.py``): mr rows x nr lanes accumulate in
+    registers, k unrolled by 4, column blocks of two panels run in parallel with the rows."""
+    from ember.codegen_llvm.schedules.matmul import GemmTiles, schedule_gemm
+
+    *lead, i, _ = st.op.axis
+    rows = int(i.dom.extent.value)
+    nr = int(dict(st.op.attrs)["nr"])
+    many = rows >= 2 or bool(lead)
+    tiles = GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if many else 1)
+    schedule_gemm(s, st.op.output(0), None, tiles)
+
+
 def _output_ops(outputs: list[Any]) -> list[Any]:
     """The operations behind ``outputs``, each once (a tuple reduction has several outputs)."""
     ops: dict[int, Any] = {}
@@ -85,14 +100,65 @@ def _output_ops(outputs: list[Any]) -> list[Any]:
     return list(ops.values())
 
 
+def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
+    """Apply the template schedules a strategy compute asked for (by its tag); returns the
+    ids of the ops they scheduled. A ``conv2d_nchw_flat`` stage needs one output of the
+    convolution's NCHW shape that reads it (its copy, maybe with an epilogue inlined)."""
+    from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
+
+    done: set[int] = set()
+    for st in list(s.stages):
+        if not (isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchw_flat"):
+            continue
+        conv = st.op.output(0)
+        xf = st.op.input_tensors[0]
+        out = _sole_nchw_output(outputs, conv)
+        if out is None:  # the generic schedules take it; the flat input stays a stage
+            continue
+        for inner in s.stages:
+            if (
+                isinstance(inner.op, ComputeOp)
+                and inner.op is not out.op
+                and not (inner.op.reduce_axis or inner.op is xf.op)
+            ):
+                inner.compute_inline()
+        before = {id(x.op) for x in s.stages}
+        schedule_conv2d_flat(s, out, conv)
+        made = {id(x.op) for x in s.stages} - before  # the accumulator's cache stage
+        done |= {id(st.op), id(xf.op), id(out.op)} | made
+    return done
+
+
+def _sole_nchw_output(outputs: list[Any], conv: Any) -> Any:
+    if len(outputs) != 1 or outputs[0].ndim != 4:
+        return None
+    out = outputs[0]
+    reduces = [t for t in _producers(out) if getattr(t.op, "reduce_axis", ())]
+    return out if [t.op for t in reduces] == [conv.op] else None
+
+
+def _producers(t: Any) -> list[Any]:
+    seen: dict[int, Any] = {}
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        for p in getattr(cur.op, "input_tensors", ()):
+            if id(p.op) not in seen:
+                seen[id(p.op)] = p
+                stack.append(p)
+    return list(seen.values())
+
+
 def schedule_cpu(outputs: list[Any]) -> Schedule:
     s = create_schedule(_output_ops(outputs))
-    for st in _stages_kept(s, outputs):
+    for st in _stages_kept(s, outputs, _template_stages(s, outputs)):
         axes = list(st.op.axis)
         if not axes:
             continue
         if st.op.reduce_axis:
-            if len(axes) >= 2 and st.op.num_outputs == 1:
+            if st.op.tag == "dense_packed":
+                _schedule_dense_packed(s, st)
+            elif len(axes) >= 2 and st.op.num_outputs == 1:
                 _schedule_reduction_cpu(s, st, axes)
             else:
                 _parallel(st, st.fuse(*axes) if len(axes) > 1 else axes[0])

@@ -92,10 +92,15 @@ def clear_cache() -> None:
 
 
 def group_to_te(
-    nodes: Sequence[Any], inputs: Sequence[str], outputs: Sequence[str], types: dict[str, Any]
+    nodes: Sequence[Any],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    types: dict[str, Any],
+    target_kind: str = "llvm",
 ) -> tuple[list[Any], list[Any]]:
     """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
-    node's compute is fed the tensors of the nodes before it, not placeholders."""
+    node's compute is fed the tensors of the nodes before it, not placeholders. A node
+    takes the target's strategy compute (a tuned template's) where one applies."""
     from ember.errors import EmberError, InternalError
     from ember.frontend.ops.registry import get_op
     from ember.tir.te import operation as te
@@ -107,13 +112,24 @@ def group_to_te(
     placeholders = [env[v] for v in inputs]
     for node in nodes:
         try:
-            outs = get_op(node.op).compute([env[i] for i in node.inputs], node.attrs)
+            args = [env[i] for i in node.inputs]
+            outs = _strategy(target_kind, node.op, args, node.attrs)
+            if outs is None:
+                outs = get_op(node.op).compute(args, node.attrs)
         except EmberError as e:
             raise e.add_context(f"while computing {node.where()}") from None
         except Exception as e:
             raise InternalError(f"compute of op '{node.op}' failed: {e}") from e
         env.update(zip(node.outputs, outs))
     return placeholders, [env[v] for v in outputs]
+
+
+def _strategy(kind: str, op: str, args: list[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    if kind != "llvm":
+        return None
+    from ember.codegen_llvm.schedules.strategy import compute_for
+
+    return compute_for(op, args, attrs)
 
 
 def group_key(
@@ -146,7 +162,7 @@ def get_group_kernel(
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    placeholders, outs = group_to_te(nodes, inputs, outputs, types)
+    placeholders, outs = group_to_te(nodes, inputs, outputs, types, tgt.kind)
     scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0) if tgt.kind == "cuda" else ()
     outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
     sch = schedule_generic(outs, tgt.kind)

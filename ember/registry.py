@@ -107,9 +107,7 @@ def call_packed_func(name: str, args: Sequence[Any]) -> None:
     try:
         fn(*values)
     except Exception as e:
-        raise PackedFuncError(
-            f"packed function '{name}' raised {type(e).__name__}: {e}"
-        ) from e
+        raise PackedFuncError(f"packed function '{name}' raised {type(e).__name__}: {e}") from e
 
 
 def _as_array(value: Any) -> Any:

@@ -119,7 +119,8 @@ def _flat_input(X: Tensor, g: _Geometry, length: int) -> Tensor:
         ww = E.max_(E.min_(w, g.W - 1), 0)
         return E.select(inside, X[n, c, hh, ww], E.const(0, X.dtype))
 
-    return te.compute((g.N, g.C, g.sh, g.sw, length), f, name="X_flat")
+    # tagged as a padding stage: graph schedules keep it apart rather than inline it
+    return te.compute((g.N, g.C, g.sh, g.sw, length), f, name="X_flat", tag="pad")
 
 
 def _divisors(n: int, cap: int) -> list[int]:
@@ -167,17 +168,39 @@ def conv2d_nchw_llvm(
     """``out[n, o, y, x] = sum_{c, ky, kx} X[n, c, y*sh + ky*dh - pt, x*sw + kx*dw - pl] *
     Wt[o, c, ky, kx]`` with zero padding; X is (N, C, H, W), Wt is (O, C, KH, KW)."""
     g = _Geometry(N, C, H, W, O, KH, KW, stride, padding, dilation)
-    oc_bn, vec, rows, unroll_kernel = _define_knobs(g, dtype)
-    # A row block covers ``span`` grid positions; the grid is long enough for the last
-    # block's last vector tile to be a whole one, so tiles never need a shorter vector.
-    span = (rows - 1) * g.Wq + g.OW
-    grid = (-(-g.OH // rows) - 1) * rows * g.Wq + -(-span // vec) * vec
+    knobs = _define_knobs(g, dtype)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((O, C, KH, KW), dtype, name="W")
+    out = conv2d_flat(X, Wt, None, g, *knobs)
+    conv = out.op.input_tensors[0]
+    s = create_schedule(out.op)
+    _schedule(s, out, conv, conv.op.input_tensors[0], *knobs, g.OW)
+    return s, [X, Wt, out]
+
+
+def conv2d_flat(
+    X: Tensor,
+    Wt: Tensor,
+    bias: Tensor | None,
+    g: _Geometry,
+    oc_bn: int,
+    vec: int,
+    rows: int,
+    unroll_kernel: bool,
+) -> Tensor:
+    """The template's compute on given tensors: the flat, phase-split input ``X_flat``,
+    the convolution on the flat grid ``conv_flat`` (tagged ``conv2d_nchw_flat``, its knobs
+    in the op's attrs for :func:`schedule_conv2d_flat`), and the NCHW copy ``conv`` (plus
+    ``bias[o]`` when given)."""
+    span = (rows - 1) * g.Wq + g.OW
+    # A row block covers ``span`` grid positions; the grid is long enough for the last
+    # block's last vector tile to be a whole one, so tiles never need a shorter vector.
+    grid = (-(-g.OH // rows) - 1) * rows * g.Wq + -(-span // vec) * vec
     Xf = _flat_input(X, g, grid + g.max_offset)
-    rc = te.reduce_axis((0, C), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
+    rc = te.reduce_axis((0, g.C), name="rc")
+    ry = te.reduce_axis((0, g.KH), name="ry")
+    rx = te.reduce_axis((0, g.KW), name="rx")
+    O = g.O
 
     def body(n, ob, oi, f):  # noqa: ANN001, ANN202
         py, px, off = g.tap(ry.var, rx.var)
@@ -188,16 +211,54 @@ def conv2d_nchw_llvm(
             Xf[n, rc.var, py, px, f + off] * Wt[o, rc.var, ry.var, rx.var], axis=(rc, ry, rx)
         )
 
-    conv = te.compute((N, -(-O // oc_bn), oc_bn, grid), body, name="conv_flat")
-    out = te.compute(
-        (N, O, g.OH, g.OW),
-        lambda n, o, y, x: conv[n, o // oc_bn, o % oc_bn, y * g.Wq + x],
-        name="conv",
-        tag="conv2d_nchw",
+    knobs = {"oc_bn": oc_bn, "vec": vec, "rows": rows, "unroll_kernel": unroll_kernel, "OW": g.OW}
+    conv = te.compute(
+        (g.N, -(-O // oc_bn), oc_bn, grid),
+        body,
+        name="conv_flat",
+        tag="conv2d_nchw_flat",
+        attrs=knobs,
     )
-    s = create_schedule(out.op)
-    _schedule(s, out, conv, Xf, oc_bn, vec, rows, unroll_kernel, g.OW)
-    return s, [X, Wt, out]
+
+    def copy(n, o, y, x):  # noqa: ANN001, ANN202
+        value = conv[n, o // oc_bn, o % oc_bn, y * g.Wq + x]
+        return value + bias[o] if bias is not None else value
+
+    return te.compute((g.N, O, g.OH, g.OW), copy, name="conv", tag="conv2d_nchw")
+
+
+def schedule_conv2d_flat(s: Schedule, out: Tensor, conv: Tensor) -> None:
+    """The template's schedule for ``conv`` (a ``conv_flat`` stage) whose NCHW result
+    reaches ``out``, an output stage of shape (N, O, OH, OW) into which the copy (and any
+    elementwise epilogue) is inlined."""
+    knobs = dict(conv.op.attrs)
+    Xf = conv.op.input_tensors[0]
+    _schedule(
+        s,
+        out,
+        conv,
+        Xf,
+        knobs["oc_bn"],
+        knobs["vec"],
+        knobs["rows"],
+        knobs["unroll_kernel"],
+        knobs["OW"],
+    )
+
+
+def conv2d_geometry(X: Tensor, Wt: Tensor, strides: Any, pads: Any, dilations: Any) -> _Geometry:
+    N, C, H, W = (int(d.value) for d in X.shape)  # type: ignore[attr-defined]
+    O, _, KH, KW = (int(d.value) for d in Wt.shape)  # type: ignore[attr-defined]
+    return _Geometry(N, C, H, W, O, KH, KW, tuple(strides), tuple(pads), tuple(dilations))
+
+
+def conv2d_default_knobs(g: _Geometry, dtype: str) -> tuple[int, int, int, bool]:
+    """The template's fallback knobs for ``g`` (what a graph uses until it is tuned)."""
+    from ember.tuner.space import FallbackConfig
+    from ember.tuner.template import using_config
+
+    with using_config(FallbackConfig()):
+        return _define_knobs(g, dtype)
 
 
 def _schedule(

@@ -142,6 +142,19 @@ def matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     return [topi.matmul_nd(inputs[0], inputs[1])]
 
 
+def _infer_dense_packed(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    a, w = types[0], types[1]
+    if a.ndim < 2 or w.ndim != 3 or a.shape[-1] != w.shape[1] or a.dtype != w.dtype:
+        raise ArgumentError(f"dense_packed: input {a} and weight panels {w} do not fit")
+    return [TensorType((*a.shape[:-1], attrs["n"]), a.dtype)]
+
+
+@register_op("dense_packed", OUT_ELEMWISE_FUSABLE, infer=_infer_dense_packed, num_inputs=2)
+def dense_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """``A @ W`` with constant weights pre-packed into panels (``pack_dense_weights``)."""
+    return [topi.dense_packed(inputs[0], inputs[1], attrs["n"])]
+
+
 def _infer_gemm(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     a, b = types[0], types[1]
     if a.ndim != 2 or b.ndim != 2:

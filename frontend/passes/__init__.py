@@ -15,12 +15,14 @@ from ember.frontend.passes.eliminate_common_subexpr import eliminate_common_sube
 from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
 from ember.frontend.passes.fold_batch_norm import fold_batch_norm
 from ember.frontend.passes.fuse_ops import fuse_ops
+from ember.frontend.passes.pack_dense_weights import pack_dense_weights
 
 GraphPass = Callable[[Graph], Graph]
 
 DEFAULT_PASSES: tuple[GraphPass, ...] = (
     eliminate_common_subexpr,
     fold_batch_norm,
+    pack_dense_weights,
     eliminate_dead_code,
     fuse_ops,
 )
@@ -44,5 +46,6 @@ __all__ = [
     "eliminate_dead_code",
     "fold_batch_norm",
     "fuse_ops",
+    "pack_dense_weights",
     "run_graph_passes",
 ]

@@ -18,7 +18,7 @@ from ember.tir.topi.elementwise import (
     tanh,
     unary,
 )
-from ember.tir.topi.linalg import gemm, matmul_nd
+from ember.tir.topi.linalg import dense_packed, gemm, matmul_nd
 from ember.tir.topi.nn import (
     batch_matmul,
     conv2d_nchw,
@@ -51,6 +51,7 @@ __all__ = [
     "conv_nd",
     "copy",
     "dense",
+    "dense_packed",
     "dequantize_linear",
     "dynamic_qparams",
     "elementwise_chain",

@@ -103,3 +103,20 @@ def gemm(
         return p + c
 
     return te.compute((M, N), out, name=name, tag="broadcast")
+
+
+def dense_packed(A: Tensor, packed: Tensor, n: int, name: str = "dense_packed") -> Tensor:
+    """``A @ W`` with ``W`` (K x n) stored as panels ``packed[p, k, z] = W[k, p*nr + z]``
+    (zero past ``n``), the layout the CPU GEMM micro-kernel reads with unit stride.
+    Leading axes of ``A`` are batch axes."""
+    sa, sp = static_shape(A), static_shape(packed)
+    if len(sa) < 2 or len(sp) != 3 or sa[-1] != sp[1] or sp[0] * sp[2] < n:
+        raise ArgumentError(f"dense_packed: A {list(sa)} and panels {list(sp)} do not fit")
+    nr = sp[2]
+    k = te.reduce_axis((0, sa[-1]), name="k")
+
+    def f(*i: E.PrimExpr) -> E.PrimExpr:
+        *lead, row, col = i
+        return te.sum(A[(*lead, row, k)] * packed[col // nr, k, col % nr], axis=k)
+
+    return te.compute((*sa[:-1], n), f, name=name, tag="dense_packed", attrs={"nr": nr})

@@ -1,0 +1,104 @@
+"""Products with constant weights run on pre-packed panels (``pack_dense_weights``): the
+rewrite is checked on the graph, and every form against onnxruntime on odd shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import ember
+from ember.frontend.passes import pack_dense_weights
+from ember.frontend.passes.pack_dense_weights import pack_panels
+from tests.frontend.onnx_models import check_against_ort, make_model
+
+pytest.importorskip("onnxruntime")
+
+
+def _matmul(rng, a_shape, n):
+    k = a_shape[-1]
+    w = rng.standard_normal((k, n)).astype("float32")
+    x = rng.standard_normal(a_shape).astype("float32")
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    return make_model([node], {"x": x}, ["y"], {"w": w}), {"x": x}
+
+
+def test_panels_hold_the_weights_with_zeros_past_n():
+    w = np.arange(15, dtype="float32").reshape(3, 5)
+    p = pack_panels(w, 4)
+    assert p.shape == (2, 3, 4)
+    np.testing.assert_array_equal(p[0], w[:, :4])
+    np.testing.assert_array_equal(p[1][:, 0], w[:, 4])
+    assert not p[1][:, 1:].any()
+
+
+def test_the_rewrite_on_the_graph():
+    model, _ = _matmul(np.random.default_rng(0), (7, 13), 70)
+    g = ember.frontend.from_onnx(model)
+    packed = pack_dense_weights(g).verify()
+    (node,) = packed.nodes
+    assert node.op == "dense_packed" and node.attrs == {"n": 70}
+    assert packed.params[node.inputs[1]].shape == (2, 13, 64)
+    assert "w" not in packed.params  # the unpacked copy is gone
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(
+    st.lists(st.integers(1, 5), min_size=0, max_size=2),
+    st.integers(1, 37),
+    st.integers(1, 41),
+    st.integers(1, 150),
+)
+def test_matmul_with_constant_weights(batch, m, k, n):
+    model, feeds = _matmul(np.random.default_rng(m * k + n), (*batch, m, k), n)
+    check_against_ort(model, feeds, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "trans_b, alpha, beta, c_shape",
+    [
+        (1, 1.0, 1.0, (19,)),
+        (0, 1.0, 0.5, (1, 19)),
+        (1, 1.0, 2.0, (9, 19)),
+        (1, 0.5, 1.0, (19,)),
+        (0, 1.0, 1.0, None),
+    ],
+)
+def test_gemm_forms(trans_b, alpha, beta, c_shape):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((9, 23)).astype("float32")
+    w = rng.standard_normal((19, 23) if trans_b else (23, 19)).astype("float32")
+    inits = {"w": w}
+    ins = ["x", "w"]
+    if c_shape is not None:
+        inits["c"] = rng.standard_normal(c_shape).astype("float32")
+        ins.append("c")
+    node = helper.make_node("Gemm", ins, ["y"], name="g", transB=trans_b, alpha=alpha, beta=beta)
+    model = make_model([node], {"x": x}, ["y"], inits)
+    check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-4)
+    ops = [n.op for n in ember.compile(model).graph.nodes]
+    assert ("dense_packed" in ops) == (alpha == 1.0)
+
+
+def test_weights_that_are_inputs_are_not_packed():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 8)).astype("float32")
+    w = rng.standard_normal((8, 3)).astype("float32")
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": x, "w": w}, ["y"])
+    check_against_ort(model, {"x": x, "w": w})
+    assert [n.op for n in ember.compile(model).graph.nodes] == ["matmul"]
+
+
+@pytest.mark.nvrtc
+def test_packed_weights_on_cuda_in_the_emulator(monkeypatch):
+    pytest.importorskip("cuda")
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    model, feeds = _matmul(np.random.default_rng(6), (2, 5, 17), 33)
+    lib = ember.compile(model, target="cuda -arch=sm_80")
+    assert [n.op for n in lib.graph.nodes] == ["dense_packed"]
+    want = feeds["x"] @ np.asarray(
+        [i.float_data or np.frombuffer(i.raw_data, "float32") for i in model.graph.initializer][0]
+    ).reshape(17, 33)
+    np.testing.assert_allclose(lib.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
