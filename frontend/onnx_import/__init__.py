@@ -1,6 +1,6 @@
 """ONNX import: ``from_onnx`` and the converters (importing this registers them all)."""
 
-from ember.frontend.onnx_import import ops_elementwise, ops_nn, ops_reduce, ops_transform
+from ember.frontend.onnx_import import ops_elementwise, ops_nn, ops_norm, ops_reduce, ops_transform
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.onnx_import.registry import converter, find_converter, supported_op_types
 
@@ -11,6 +11,7 @@ __all__ = [
     "load_model",
     "ops_elementwise",
     "ops_nn",
+    "ops_norm",
     "ops_reduce",
     "ops_transform",
     "supported_op_types",
