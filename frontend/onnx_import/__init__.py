@@ -1,6 +1,14 @@
 """ONNX import: ``from_onnx`` and the converters (importing this registers them all)."""
 
-from ember.frontend.onnx_import import ops_elementwise, ops_nn, ops_norm, ops_reduce, ops_transform
+from ember.frontend.onnx_import import (
+    ops_elementwise,
+    ops_linalg,
+    ops_nn,
+    ops_norm,
+    ops_reduce,
+    ops_spatial,
+    ops_transform,
+)
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.onnx_import.registry import converter, find_converter, supported_op_types
 
@@ -10,9 +18,11 @@ __all__ = [
     "from_onnx",
     "load_model",
     "ops_elementwise",
+    "ops_linalg",
     "ops_nn",
     "ops_norm",
     "ops_reduce",
+    "ops_spatial",
     "ops_transform",
     "supported_op_types",
 ]

@@ -7,6 +7,8 @@ before that it is an attribute. No axes means every axis, unless
 
 from __future__ import annotations
 
+import numpy as np
+
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
@@ -76,3 +78,27 @@ def _arg_rule(op_type: str, kind: str) -> None:
 
 _arg_rule("ArgMax", "max")
 _arg_rule("ArgMin", "min")
+
+
+@converter("Hardmax", since=13)
+def hardmax_13(ctx: ConvertContext) -> list[str]:
+    axis = normalize_axis(int(ctx.attr("axis", -1)), ctx.type(0).ndim, "Hardmax axis")
+    return ctx.emit("hardmax", [ctx.input(0)], {"axis": axis})
+
+
+@converter("Hardmax", since=1, until=12)
+def hardmax_1(ctx: ConvertContext) -> list[str]:
+    """Opsets 1-12 flatten the input to 2-D at ``axis`` and take each row's hardmax."""
+    t = ctx.type(0)
+    axis = normalize_axis(int(ctx.attr("axis", 1)), max(t.ndim, 1), "Hardmax axis")
+    if not t.is_static:
+        raise ArgumentError(f"Hardmax: needs a static input shape, got {t}")
+    src = tuple(int(d) for d in t.shape)
+    rows = int(np.prod(src[:axis], dtype=np.int64))
+    cols = int(np.prod(src[axis:], dtype=np.int64))
+    x = ctx.input(0)
+    if src == (rows, cols):
+        return ctx.emit("hardmax", [x], {"axis": 1})
+    flat = ctx.emit1("reshape", [x], {"shape": (rows, cols)})
+    y = ctx.emit1("hardmax", [flat], {"axis": 1})
+    return ctx.emit("reshape", [y], {"shape": src})

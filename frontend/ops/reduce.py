@@ -5,6 +5,7 @@ Attributes (set by the converters, every one present):
   ints, at least one), keepdims (bool). The output has the input's dtype.
 - ``arg_reduce``: kind ("max"/"min"), axis (non-negative), keepdims, select_last
   (bools). The output is int64.
+- ``hardmax``: axis (non-negative): 1 at the first maximum along it, 0 elsewhere.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
-from ember.frontend.op_kinds import COMM_REDUCE
+from ember.frontend.op_kinds import COMM_REDUCE, OPAQUE
 from ember.frontend.ops.registry import register_op
 from ember.tir.topi import reduce as topi_reduce
 
@@ -54,3 +55,15 @@ def arg_reduce(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
             inputs[0], a["kind"], a["axis"], a["keepdims"], a["select_last"], name="argreduce"
         )
     ]
+
+
+def _infer_hardmax(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x = types[0]
+    if not 0 <= attrs["axis"] < x.ndim:
+        raise ArgumentError(f"hardmax: axis {attrs['axis']} is out of range for {x}")
+    return [x]
+
+
+@register_op("hardmax", OPAQUE, infer=_infer_hardmax)
+def hardmax(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    return [topi_reduce.hardmax(inputs[0], attrs["axis"])]

@@ -151,9 +151,7 @@ def lp_normalize(X: Tensor, axis: int, p: int, name: str = "lpnorm") -> Tensor:
     return te.compute(xs, out, name=name, tag="norm")
 
 
-def lrn(
-    X: Tensor, size: int, alpha: float, beta: float, bias: float, name: str = "lrn"
-) -> Tensor:
+def lrn(X: Tensor, size: int, alpha: float, beta: float, bias: float, name: str = "lrn") -> Tensor:
     """``x / (bias + alpha/size * sum of x^2 over a window of channels) ** beta``; the window
     around channel c is [c - (size-1)//2, c + ceil((size-1)/2)], clipped to the channels."""
     xs = static_shape(X)

@@ -49,7 +49,7 @@ def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> 
     return tuple(s for d, s in enumerate(shape) if d not in axes)
 
 
-def _full_index(
+def full_index(
     ndim: int, axes: Sequence[int], keepdims: bool, out: Sequence[E.PrimExpr], red: Sequence
 ) -> tuple:
     """The input index of output index ``out`` at reduction point ``red``."""
@@ -79,7 +79,7 @@ def _reduce_stage(
     out_shape = reduced_shape(xs, axes, keepdims)
 
     def f(*i: E.PrimExpr) -> E.PrimExpr:
-        value = X[_full_index(len(xs), axes, keepdims, i, rs)]
+        value = X[full_index(len(xs), axes, keepdims, i, rs)]
         return reducer(term(value, i), axis=tuple(rs))
 
     return te.compute(out_shape, f, name=name, tag="reduce")
@@ -185,7 +185,7 @@ def arg_reduce(
     out_shape = reduced_shape(xs, (axis,), keepdims)
 
     def f(*i: E.PrimExpr) -> E.PrimExpr:
-        full = _full_index(len(xs), (axis,), keepdims, i, (k,))
+        full = full_index(len(xs), (axis,), keepdims, i, (k,))
         at_ext = (*full[:axis], E.const(0, "int32"), *full[axis + 1 :])
         hit = X[full] == ext[at_ext]
         kk = E.cast("int64", k)
@@ -194,3 +194,16 @@ def arg_reduce(
         return te.min(E.select(hit, kk, E.const(n, "int64")), axis=k)
 
     return te.compute(out_shape, f, name=name, tag="reduce")
+
+
+def hardmax(X: Tensor, axis: int, name: str = "hardmax") -> Tensor:
+    """1 at the first maximum along ``axis``, 0 elsewhere."""
+    xs = static_shape(X)
+    idx = arg_reduce(X, "max", axis, True, name=f"{name}_arg")
+    one, zero = E.const(1, X.dtype), E.const(0, X.dtype)
+
+    def f(*i: E.PrimExpr) -> E.PrimExpr:
+        at = (*i[:axis], E.const(0, "int32"), *i[axis + 1 :])
+        return E.select(E.cast("int64", i[axis]) == idx[at], one, zero)
+
+    return te.compute(xs, f, name=name, tag="hardmax")

@@ -1,0 +1,30 @@
+"""Linear-algebra ops beyond matmul: ``einsum``.
+
+Attributes: ``einsum``: equation (str, as ONNX gives it). Inputs: one or more
+tensors of one dtype. The equation is lowered to one compute by ``topi.einsum``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.frontend.graph import TensorType
+from ember.frontend.op_kinds import OUT_ELEMWISE_FUSABLE
+from ember.frontend.ops.registry import register_op
+from ember.tir.topi import einsum as topi_einsum
+
+
+def _infer_einsum(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    if not all(t.is_static for t in types):
+        raise ArgumentError("einsum: inputs need static shapes")
+    if len({t.dtype for t in types}) != 1:
+        raise ArgumentError(f"einsum: inputs have different dtypes {[t.dtype for t in types]}")
+    spec = topi_einsum.parse_einsum(attrs["equation"], [t.shape for t in types])
+    return [TensorType(tuple(spec.sizes[lab] for lab in spec.output), types[0].dtype)]
+
+
+@register_op("einsum", OUT_ELEMWISE_FUSABLE, infer=_infer_einsum, num_inputs=(1, 64))
+def einsum(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    return [topi_einsum.einsum(attrs["equation"], inputs)]
