@@ -13,6 +13,7 @@ from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
 from ember.frontend.ops.registry import normalize_axis
+from ember.tir.topi.reduce import reduced_shape
 
 # ONNX op -> (Ember kind, first opset taking axes as an input)
 REDUCE_OPS = {
@@ -36,10 +37,39 @@ def _emit_reduce(ctx: ConvertContext, kind: str, axes: tuple[int, ...] | None) -
     if axes is None or not axes:
         axes = tuple(range(t.ndim))
     norm = tuple(sorted({normalize_axis(int(a), t.ndim, f"{ctx.op_type} axis") for a in axes}))
-    if any(t.shape[a] == 0 for a in norm):
-        raise ArgumentError(f"{ctx.op_type}: reducing an empty axis of {t} is not supported")
     keepdims = bool(ctx.attr("keepdims", 1))
+    if any(t.shape[a] == 0 for a in norm):
+        return [_empty_reduction(ctx, kind, norm, keepdims)]
     return ctx.emit("reduce", [ctx.input(0)], {"kind": kind, "axes": norm, "keepdims": keepdims})
+
+
+# the value of a reduction over no elements (ONNX's reference: the reducer's identity)
+EMPTY_VALUE = {
+    "sum": 0.0,
+    "mean": float("nan"),
+    "max": float("-inf"),
+    "min": float("inf"),
+    "prod": 1.0,
+    "l1": 0.0,
+    "l2": 0.0,
+    "sum_square": 0.0,
+    "log_sum": float("-inf"),
+    "log_sum_exp": float("-inf"),
+}
+
+
+def _empty_reduction(ctx: ConvertContext, kind: str, axes: tuple[int, ...], keepdims: bool) -> str:
+    """A reduction over an empty axis is a constant: the reducer's identity, shape known."""
+    t = ctx.type(0)
+    if not t.is_static:
+        raise ArgumentError(f"{ctx.op_type}: an empty reduction needs a static shape, got {t}")
+    shape = reduced_shape(tuple(int(d) for d in t.shape), axes, keepdims)
+    dtype = np.dtype(t.dtype)
+    value = EMPTY_VALUE[kind]
+    if dtype.kind in "iub" and not np.isfinite(value):
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        value = 0 if info is None else (info.min if value < 0 else info.max)
+    return ctx.const(np.full(shape, value, dtype=dtype))
 
 
 def _reduce_rules(op_type: str, kind: str, input_since: int) -> None:

@@ -7,6 +7,8 @@ maps its nodes onto these functions.
 """
 
 from ember.tir.topi.conv import conv_nd
+from ember.tir.topi.conv_transpose import conv_transpose_nd
+from ember.tir.topi.einsum import einsum
 from ember.tir.topi.elementwise import (
     broadcast_binary,
     copy,
@@ -18,6 +20,7 @@ from ember.tir.topi.elementwise import (
     unary,
 )
 from ember.tir.topi.linalg import gemm, matmul_nd
+from ember.tir.topi.lppool import lp_pool_nd
 from ember.tir.topi.nn import (
     batch_matmul,
     conv2d_nchw,
@@ -28,25 +31,37 @@ from ember.tir.topi.nn import (
     reduce_rows,
     softmax,
 )
+from ember.tir.topi.norm import batch_norm, lp_normalize, lrn, normalize
 from ember.tir.topi.pool import pool_nd, softmax_axis
+from ember.tir.topi.reduce import arg_reduce, hardmax, reduce_axes
 from ember.tir.topi.transform import concatenate, reshape, take, transpose
 
 __all__ = [
+    "arg_reduce",
     "batch_matmul",
+    "batch_norm",
     "broadcast_binary",
     "concatenate",
     "conv2d_nchw",
     "conv_nd",
+    "conv_transpose_nd",
     "copy",
     "dense",
+    "einsum",
     "elementwise_chain",
     "exp",
     "gemm",
+    "hardmax",
     "layer_norm",
+    "lp_normalize",
+    "lp_pool_nd",
+    "lrn",
     "matmul",
     "matmul_nd",
+    "normalize",
     "pool2d",
     "pool_nd",
+    "reduce_axes",
     "reduce_rows",
     "relu",
     "reshape",
