@@ -13,7 +13,8 @@ from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
 from ember.frontend.op_kinds import OUT_ELEMWISE_FUSABLE
 from ember.frontend.ops.registry import register_op
-from ember.tir.topi import einsum as topi_einsum
+from ember.tir.topi.einsum import einsum as einsum_compute
+from ember.tir.topi.einsum import parse_einsum
 
 
 def _infer_einsum(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -21,10 +22,10 @@ def _infer_einsum(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Te
         raise ArgumentError("einsum: inputs need static shapes")
     if len({t.dtype for t in types}) != 1:
         raise ArgumentError(f"einsum: inputs have different dtypes {[t.dtype for t in types]}")
-    spec = topi_einsum.parse_einsum(attrs["equation"], [t.shape for t in types])
+    spec = parse_einsum(attrs["equation"], [t.shape for t in types])
     return [TensorType(tuple(spec.sizes[lab] for lab in spec.output), types[0].dtype)]
 
 
 @register_op("einsum", OUT_ELEMWISE_FUSABLE, infer=_infer_einsum, num_inputs=(1, 64))
 def einsum(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
-    return [topi_einsum.einsum(attrs["equation"], inputs)]
+    return [einsum_compute(attrs["equation"], inputs)]
