@@ -70,8 +70,6 @@ def conv(ctx: ConvertContext) -> list[str]:
 
 
 def _pool(ctx: ConvertContext, op: str) -> list[str]:
-    if ctx.num_outputs > 1:
-        raise ArgumentError(f"{ctx.op_type}: the Indices output is not supported")
     sizes = _spatial(ctx)
     n = len(sizes)
     kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
@@ -86,13 +84,15 @@ def _pool(ctx: ConvertContext, op: str) -> list[str]:
     }
     if op == "avg_pool":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
-    elif ctx.attr("storage_order", 0) != 0:
-        raise ArgumentError("MaxPool: storage_order=1 only affects Indices, which is unsupported")
     return ctx.emit(op, [ctx.input(0)], attrs)
 
 
 @converter("MaxPool", since=1)
 def max_pool(ctx: ConvertContext) -> list[str]:
+    if ctx.num_outputs > 1 and ctx.node.output[1]:
+        from ember.frontend.onnx_import.ops_spatial import max_pool_with_indices
+
+        return max_pool_with_indices(ctx)
     return _pool(ctx, "max_pool")
 
 

@@ -130,3 +130,46 @@ def global_lp_pool(ctx: ConvertContext) -> list[str]:
     if attrs["p"] <= 0:
         raise ArgumentError(f"GlobalLpPool: p must be positive, got {attrs['p']}")
     return ctx.emit("lp_pool", [ctx.input(0)], attrs)
+
+
+def max_pool_with_indices(ctx: ConvertContext) -> list[str]:
+    """MaxPool with its second output (called by the MaxPool converter in ``ops_nn``)."""
+    sizes = _static_spatial(ctx, 0)
+    n = len(sizes)
+    kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
+    strides = _ints(ctx, "strides", (1,) * n)
+    dil = _ints(ctx, "dilations", (1,) * n)
+    order = int(ctx.attr("storage_order", 0))
+    if order not in (0, 1):
+        raise ArgumentError(f"MaxPool: storage_order must be 0 or 1, got {order}")
+    attrs = {
+        "kernel": kernel,
+        "strides": strides,
+        "pads": resolve_pads(ctx, sizes, kernel, strides, dil),
+        "dilations": dil,
+        "ceil_mode": bool(ctx.attr("ceil_mode", 0)),
+        "storage_order": order,
+    }
+    return ctx.emit("max_pool_indices", [ctx.input(0)], attrs)
+
+
+@converter("MaxUnpool", since=9)
+def max_unpool(ctx: ConvertContext) -> list[str]:
+    sizes = _static_spatial(ctx, 0)
+    n = len(sizes)
+    kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
+    if len(kernel) != n:
+        raise ArgumentError(f"MaxUnpool: kernel_shape {list(kernel)} does not fit {n} dims")
+    strides = _ints(ctx, "strides", (1,) * n)
+    pads = _ints(ctx, "pads", (0,) * (2 * n))
+    if ctx.has_input(2):
+        shape = tuple(int(v) for v in ctx.constant(2).reshape(-1))
+        if len(shape) != n + 2:
+            raise ArgumentError(f"MaxUnpool: output_shape {list(shape)} needs {n + 2} values")
+        out = shape[2:]
+    else:
+        out = tuple(
+            (sizes[d] - 1) * strides[d] + kernel[d] - pads[d] - pads[n + d] for d in range(n)
+        )
+    attrs = {"kernel": kernel, "strides": strides, "pads": pads, "out_spatial": out}
+    return ctx.emit("max_unpool", [ctx.input(0), ctx.input(1)], attrs)

@@ -17,8 +17,6 @@ EXPECTED_FAILURES = {
     "test_batchnorm_example_training_mode": "BatchNormalization training mode is not supported",
     "test_identity_opt": "optional-typed inputs are not supported",
     "test_identity_sequence": "sequence-typed inputs are not supported",
-    "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output is not supported",
-    "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output is not supported",
     "test_reduce_sum_empty_set_non_reduced_axis_zero": "zero-size tensors are not supported",
     "test_reduce_sum_square_empty_set_expanded": "zero-size tensors are not supported",
     "test_reshape_allowzero_reordered": "zero-size tensors are not supported",

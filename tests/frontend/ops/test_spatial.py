@@ -131,3 +131,78 @@ def test_lp_pool_18_dilations_ceil_mode_against_numpy(rng):
 def test_global_lp_pool(rng, shape, p):
     x = _f32(rng, *shape)
     check_against_ort(single_node("GlobalLpPool", {"x": x}, p=p), {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+INDICES_CASES = [
+    ({"kernel_shape": [2, 2], "strides": [2, 2]}, (2, 3, 6, 5)),
+    ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (1, 2, 5, 7)),
+    ({"kernel_shape": [3, 2], "strides": [2, 1], "storage_order": 1}, (1, 2, 7, 5)),
+    (
+        {"kernel_shape": [2, 2], "dilations": [2, 1], "ceil_mode": 1, "strides": [2, 2]},
+        (1, 1, 7, 6),
+    ),
+    ({"kernel_shape": [3], "strides": [2], "pads": [1, 1]}, (2, 2, 9)),
+    ({"kernel_shape": [2, 2, 2], "strides": [1, 2, 2]}, (1, 2, 3, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("attrs,shape", INDICES_CASES)
+def test_max_pool_indices(rng, attrs, shape):
+    x = _f32(rng, *shape)
+    model = single_node("MaxPool", {"x": x}, n_outputs=2, opset=12, **attrs)
+    check_against_ort(model, {"x": x})
+
+
+def test_max_pool_int8_and_storage_order_without_indices(rng):
+    from onnx import TensorProto
+
+    x = rng.integers(-128, 127, size=(1, 2, 5, 6)).astype("int8")
+    model = single_node(
+        "MaxPool", {"x": x.astype("float32")}, opset=12, kernel_shape=[2, 3], storage_order=1
+    )
+    for vi in (model.graph.input[0], model.graph.output[0]):
+        vi.type.tensor_type.elem_type = TensorProto.INT8
+    check_against_ort(model, {"x": x})
+
+
+@pytest.mark.parametrize(
+    "shape,k,s", [((1, 2, 6, 4), 2, 2), ((2, 1, 7, 5), 3, 2), ((1, 3, 8), 2, 2)]
+)
+def test_max_unpool_inverts_max_pool(rng, shape, k, s):
+    """MaxPool's values and indices fed to MaxUnpool, against onnxruntime."""
+    from onnx import helper
+
+    from tests.frontend.onnx_models import make_model
+
+    x = _f32(rng, *shape)
+    nsp = len(shape) - 2
+    pool = helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[k] * nsp, strides=[s] * nsp)
+    unpool = helper.make_node(
+        "MaxUnpool", ["v", "i"], ["y"], kernel_shape=[k] * nsp, strides=[s] * nsp
+    )
+    check_against_ort(make_model([pool, unpool], {"x": x}, ["y"], opset=12), {"x": x})
+
+
+def test_max_unpool_output_shape_pads_with_zeros(rng):
+    x = _f32(rng, 1, 1, 2, 3)
+    # flat in the implied 4 x 4, each inside its own 2 x 2 window (as MaxPool gives them)
+    idx = np.array([[[[0, 6, 3], [9, 14, 15]]]], dtype=np.int64)
+    shape = np.array([1, 1, 5, 6], dtype=np.int64)
+    model = single_node(
+        "MaxUnpool",
+        {"x": x},
+        {"i": idx, "shape": shape},
+        opset=11,
+        kernel_shape=[2, 2],
+        strides=[2, 1],
+    )
+    from onnx import TensorProto, helper
+
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("y0", TensorProto.FLOAT, [1, 1, 5, 6]))
+    got = ember.compile(model, target="llvm").run({"x": x})[0]
+    want = np.zeros((1, 1, 5, 6), dtype=np.float32)
+    implied = np.zeros(16, dtype=np.float32)
+    implied[idx.ravel()] = x.ravel()
+    want[0, 0, :4, :4] = implied.reshape(4, 4)
+    np.testing.assert_array_equal(got, want)
