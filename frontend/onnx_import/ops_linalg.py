@@ -1,4 +1,4 @@
-"""Converter for Einsum (opset 12): the equation goes to the ``einsum`` op as it is."""
+"""Converters for Einsum (opset 12: the equation goes to the ``einsum`` op as it is) and Det."""
 
 from __future__ import annotations
 
@@ -13,3 +13,8 @@ def einsum(ctx: ConvertContext) -> list[str]:
     if not isinstance(equation, str) or not equation.strip():
         raise ArgumentError(f"Einsum: equation must be a non-empty string, got {equation!r}")
     return ctx.emit("einsum", ctx.inputs(), {"equation": equation.replace(" ", "")})
+
+
+@converter("Det", since=11)
+def det(ctx: ConvertContext) -> list[str]:
+    return ctx.emit("det", [ctx.input(0)])

@@ -99,3 +99,21 @@ def test_einsum_ellipsis_right_aligns_like_numpy():
     assert spec.inputs[1] == (".1", "j", "k")
     assert tuple(spec.sizes[lab] for lab in spec.output) == (2, 3, 4, 2)
     assert spec.reduced == ("j",)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (2, 3, 3), (2, 1, 4, 4)])
+def test_det(rng, shape):
+    from onnx import helper
+
+    x = rng.standard_normal(shape).astype("float32")
+    node = helper.make_node("Det", ["x"], ["y"], name="det_node")
+    check_against_ort(make_model([node], {"x": x}, ["y"], opset=11), {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def test_det_too_large_is_rejected(rng):
+    from onnx import helper
+
+    x = rng.standard_normal((6, 6)).astype("float32")
+    node = helper.make_node("Det", ["x"], ["y"], name="det_node")
+    with pytest.raises(ember.ArgumentError, match="det_node"):
+        ember.compile(make_model([node], {"x": x}, ["y"], opset=11), target="llvm")
