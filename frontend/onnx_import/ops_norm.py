@@ -17,7 +17,10 @@ from ember.frontend.ops.registry import normalize_axis
 
 
 def _acc(ctx: ConvertContext, dtype: str) -> str:
-    """The stash/accumulation dtype: float32 (stash_type 1, the default) or the input's."""
+    """The stash/accumulation dtype: float32 (stash_type 1, the default) or the input's;
+    float64 inputs keep float64 (as onnxruntime does), never losing precision."""
+    if dtype == "float64":
+        return dtype
     return "float32" if int(ctx.attr("stash_type", 1)) == 1 else dtype
 
 

@@ -74,3 +74,47 @@ def test_large_arg_max_and_einsum(rng):
     b = rng.standard_normal((8, 40, 29)).astype("float32")
     model = single_node("Einsum", {"a": a, "b": b}, opset=12, equation="bij,bjk->bik")
     check_against_ort(model, {"a": a, "b": b}, rtol=1e-4, atol=1e-4)
+
+
+def _retype(model, names, dtype):
+    """Set the element type of the named graph inputs/outputs/initializers to ``dtype``."""
+    from onnx import helper, numpy_helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    for vi in [*model.graph.input, *model.graph.output]:
+        if vi.name in names:
+            vi.type.tensor_type.elem_type = elem
+    for k, init in enumerate(model.graph.initializer):
+        arr = numpy_helper.to_array(init)
+        if arr.dtype == np.float32:
+            model.graph.initializer[k].CopyFrom(
+                numpy_helper.from_array(arr.astype(dtype), init.name)
+            )
+    return model
+
+
+TOL = {"float16": (1e-2, 1e-2), "float64": (1e-6, 1e-8)}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+@pytest.mark.parametrize(
+    "op,consts,attrs",
+    [
+        ("ReduceLogSumExp", {"axes": np.array([1])}, {}),
+        ("ReduceMean", {"axes": np.array([0, 2])}, {"keepdims": 0}),
+        ("ReduceL2", {"axes": np.array([2])}, {}),
+        ("LayerNormalization", {"s": np.linspace(0.5, 1.5, 6, dtype="float32")}, {}),
+        ("ArgMin", {}, {"axis": 1}),
+        ("Hardmax", {}, {"axis": 2}),
+        ("LpNormalization", {}, {"axis": 1}),
+    ],
+)
+def test_half_and_double(rng, dtype, op, consts, attrs):
+    """16-bit floats accumulate in float32; float64 stays float64."""
+    if op == "Hardmax" and dtype == "float64":
+        pytest.skip("onnxruntime has no float64 Hardmax kernel")
+    x = rng.standard_normal((5, 7, 6)).astype(dtype)
+    model = single_node(op, {"x": x.astype("float32")}, consts, opset=18, **attrs)
+    model = _retype(model, {"x", "y0"} if not op.startswith("Arg") else {"x"}, dtype)
+    rtol, atol = TOL[dtype]
+    check_against_ort(model, {"x": x}, rtol=rtol, atol=atol)
