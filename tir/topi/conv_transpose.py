@@ -54,22 +54,37 @@ def conv_transpose_nd(
         raise ArgumentError(f"conv_transpose: output size {list(out_spatial)} is not valid")
     Cg = C // groups
     rc = te.reduce_axis((0, Cg), name="rc")
-    rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
+    # with dilation 1 only every stride-th tap reaches an input; a "phase" axis j walks
+    # just those (tap r = (y + pad) % s + s * j), cutting the reduction by the stride
+    phased = [strides[d] > 1 and dilations[d] == 1 and pads_begin[d] >= 0 for d in range(nsp)]
+    extents = [-(-kernel[d] // strides[d]) if phased[d] else kernel[d] for d in range(nsp)]
+    rs = [te.reduce_axis((0, extents[d]), name=f"r{d}") for d in range(nsp)]
     zero = E.const(0, X.dtype)
+
+    def tap(d: int, y: E.PrimExpr) -> tuple[E.PrimExpr, E.PrimExpr, E.PrimExpr]:
+        """(kernel tap, input position, validity) of reduction step rs[d] at output y."""
+        s, t = strides[d], y + pads_begin[d]
+        if phased[d]:
+            r = t % s + rs[d] * s
+            q = t // s - rs[d]
+            ok = E.logical_and(r < kernel[d], E.logical_and(q >= 0, q < spatial[d]))
+            return E.min_(r, kernel[d] - 1), q, ok
+        t = t - rs[d] * dilations[d]
+        q = t // s if s > 1 else t
+        ok = E.logical_and(t >= 0, q < spatial[d])
+        if s > 1:
+            ok = E.logical_and(ok, t % s == 0)
+        return rs[d], q, ok
 
     def f(n: E.PrimExpr, o: E.PrimExpr, *y: E.PrimExpr) -> E.PrimExpr:
         c = rc if groups == 1 else (o // Og) * Cg + rc
-        ok = None
-        qs = []
+        ok, qs, taps = None, [], []
         for d in range(nsp):
-            t = y[d] + pads_begin[d] - rs[d] * dilations[d]
-            q = t // strides[d] if strides[d] > 1 else t
-            cond = E.logical_and(t >= 0, q < spatial[d])
-            if strides[d] > 1:
-                cond = E.logical_and(cond, t % strides[d] == 0)
+            r, q, cond = tap(d, y[d])
             ok = cond if ok is None else E.logical_and(ok, cond)
             qs.append(E.max_(E.min_(q, spatial[d] - 1), 0))
-        w = W[(c, o % Og if groups > 1 else o, *rs)]
+            taps.append(r)
+        w = W[(c, o % Og if groups > 1 else o, *taps)]
         return te.sum(E.select(ok, X[(n, c, *qs)] * w, zero), axis=(rc, *rs))
 
     O = Og * groups
