@@ -13,7 +13,7 @@ elementwise stage; ``lp_normalize`` divides by the L1/L2 norm along one axis;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ember.errors import ArgumentError
 from ember.tir import expr as E
@@ -45,6 +45,22 @@ def _as(dtype: str, v: E.PrimExpr) -> E.PrimExpr:
     return v if v.dtype == dtype else E.cast(dtype, v)
 
 
+def _moment(X: Tensor, axes: tuple[int, ...], acc: str, term: Callable, name: str) -> Tensor:
+    """``mean over axes of term(x, kept index)`` in ``acc``, the reduced axes kept as 1."""
+    xs = static_shape(X)
+    count = 1
+    for a in axes:
+        count *= xs[a]
+    rs = [te.reduce_axis((0, xs[d]), name=f"k{d}") for d in axes]
+    kept = tuple(1 if d in axes else s for d, s in enumerate(xs))
+
+    def f(*i: E.PrimExpr) -> E.PrimExpr:
+        v = _as(acc, X[full_index(len(xs), axes, True, i, rs)])
+        return te.sum(term(v, i) * E.const(1.0 / count, acc), axis=tuple(rs))
+
+    return te.compute(kept, f, name=name)
+
+
 def normalize(
     X: Tensor,
     axes: Sequence[int],
@@ -64,27 +80,13 @@ def normalize(
     for t, what in ((scale, "scale"), (bias, "bias")):
         if t is not None:
             _check_broadcast(t, xs, what)
-    count = 1
-    for a in axes:
-        count *= xs[a]
-    inv_n = 1.0 / count
     kept = tuple(1 if d in axes else s for d, s in enumerate(xs))
-
-    def moment(term, stage: str) -> Tensor:  # noqa: ANN001
-        rs = [te.reduce_axis((0, xs[d]), name=f"k{d}") for d in axes]
-
-        def f(*i: E.PrimExpr) -> E.PrimExpr:
-            v = _as(acc, X[full_index(len(xs), axes, True, i, rs)])
-            return te.sum(term(v, i) * E.const(inv_n, acc), axis=tuple(rs))
-
-        return te.compute(kept, f, name=f"{name}_{stage}")
-
     if center:
-        mean = moment(lambda v, i: v, "mean")
-        var = moment(lambda v, i: (v - mean[i]) * (v - mean[i]), "var")
+        mean = _moment(X, axes, acc, lambda v, i: v, f"{name}_mean")
+        var = _moment(X, axes, acc, lambda v, i: (v - mean[i]) * (v - mean[i]), f"{name}_var")
     else:
         mean = te.compute(kept, lambda *i: E.const(0, acc), name=f"{name}_mean")
-        var = moment(lambda v, i: v * v, "ms")
+        var = _moment(X, axes, acc, lambda v, i: v * v, f"{name}_ms")
     inv = te.compute(kept, lambda *i: te.rsqrt(var[i] + E.const(eps, acc)), name=f"{name}_inv")
 
     def out(*i: E.PrimExpr) -> E.PrimExpr:
@@ -97,8 +99,7 @@ def normalize(
             y = y + _as(acc, broadcast_read(bias, i))
         return _as(X.dtype, y)
 
-    y = te.compute(xs, out, name=name, tag="norm")
-    return [y, mean, inv]
+    return [te.compute(xs, out, name=name, tag="norm"), mean, inv]
 
 
 def batch_norm(

@@ -68,22 +68,27 @@ def max_pool_with_indices(
     rowmajor = te.compute(values.shape, first, name=f"{name}_argmax")
     if storage_order == 0 or nsp == 1:
         return [values, rowmajor]
+    return [values, _column_major(rowmajor, xs[2:], f"{name}_indices")]
+
+
+def _column_major(flat_idx: Tensor, spatial: Sequence[int], name: str) -> Tensor:
+    """Row-major flat indices re-expressed with the spatial part column-major."""
     plane = 1
-    for n in xs[2:]:
+    for n in spatial:
         plane *= n
 
-    def colmajor(*i: E.PrimExpr) -> E.PrimExpr:
-        flat = rowmajor[i]
+    def f(*i: E.PrimExpr) -> E.PrimExpr:
+        flat = flat_idx[i]
         out, rest = flat - flat % plane, flat % plane
-        for d in reversed(range(nsp)):  # peel the row-major digits, place them column-major
+        for d in reversed(range(len(spatial))):  # peel row-major digits, place column-major
             lower = 1
-            for n in xs[2 : 2 + d]:
+            for n in spatial[:d]:
                 lower *= n
-            out = out + (rest % xs[2 + d]) * lower
-            rest = rest // xs[2 + d]
+            out = out + (rest % spatial[d]) * lower
+            rest = rest // spatial[d]
         return out
 
-    return [values, te.compute(values.shape, colmajor, name=f"{name}_indices")]
+    return te.compute(flat_idx.shape, f, name=name)
 
 
 def max_unpool(

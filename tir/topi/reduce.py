@@ -85,66 +85,74 @@ def _reduce_stage(
     return te.compute(out_shape, f, name=name, tag="reduce")
 
 
-def reduce_axes(
-    X: Tensor, kind: str, axes: Sequence[int], keepdims: bool, name: str = "reduce"
-) -> Tensor:
-    """Reduce ``X`` over ``axes`` with ``kind`` (see the module docstring)."""
-    xs = static_shape(X)
-    axes = tuple(sorted(set(axes)))
+def _check(xs: tuple[int, ...], kind: str, axes: tuple[int, ...]) -> None:
     if kind not in REDUCE_KINDS:
         raise ArgumentError(f"reduce: unknown kind {kind!r}; expected one of {REDUCE_KINDS}")
     if any(not 0 <= a < len(xs) for a in axes):
         raise ArgumentError(f"reduce: axes {list(axes)} out of range for shape {list(xs)}")
     if any(xs[a] == 0 for a in axes):
         raise ArgumentError(f"reduce: cannot reduce an empty axis of shape {list(xs)}")
-    out_dtype = X.dtype
-    acc = acc_dtype(out_dtype)
-    count = 1
-    for a in axes:
-        count *= xs[a]
 
-    def cast(v: E.PrimExpr) -> E.PrimExpr:
-        return v if v.dtype == acc else E.cast(acc, v)
 
+# the value each kind accumulates from one (already widened) element
+_TERMS: dict[str, Callable[[E.PrimExpr], E.PrimExpr]] = {
+    "sum": lambda v: v,
+    "mean": lambda v: v,
+    "log_sum": lambda v: v,
+    "prod": lambda v: v,
+    "l1": lambda v: te.abs(v),
+    "l2": lambda v: v * v,
+    "sum_square": lambda v: v * v,
+}
+
+
+def reduce_axes(
+    X: Tensor, kind: str, axes: Sequence[int], keepdims: bool, name: str = "reduce"
+) -> Tensor:
+    """Reduce ``X`` over ``axes`` with ``kind`` (see the module docstring)."""
+    xs = static_shape(X)
+    axes = tuple(sorted(set(axes)))
+    _check(xs, kind, axes)
+    acc = acc_dtype(X.dtype)
     if kind in ("max", "min"):
         red = te.max if kind == "max" else te.min
         return _reduce_stage(X, axes, keepdims, lambda v, i: v, red, name)
     if kind == "log_sum_exp":
-        mx = _reduce_stage(X, axes, keepdims, lambda v, i: cast(v), te.max, f"{name}_max")
-        # all -inf would make x - max NaN; shift by 0 there instead
-        safe = te.compute(
-            mx.shape,
-            lambda *i: E.select(tir_op.isinf(mx[i]), E.const(0, acc), mx[i]),
-            name=f"{name}_shift",
-        )
-        sm = _reduce_stage(
-            X, axes, keepdims, lambda v, i: te.exp(cast(v) - safe[i]), te.sum, f"{name}_sum"
-        )
-        return te.compute(
-            sm.shape, lambda *i: _back(te.log(sm[i]) + safe[i], out_dtype), name=name, tag="reduce"
-        )
-    terms: dict[str, Callable[[E.PrimExpr, tuple], E.PrimExpr]] = {
-        "sum": lambda v, i: cast(v),
-        "mean": lambda v, i: cast(v),
-        "log_sum": lambda v, i: cast(v),
-        "prod": lambda v, i: cast(v),
-        "l1": lambda v, i: te.abs(cast(v)),
-        "l2": lambda v, i: cast(v) * cast(v),
-        "sum_square": lambda v, i: cast(v) * cast(v),
-    }
+        return _log_sum_exp(X, axes, keepdims, acc, name)
+    count = 1
+    for a in axes:
+        count *= xs[a]
+    term = _TERMS[kind]
     red = prod if kind == "prod" else te.sum
-    total = _reduce_stage(X, axes, keepdims, terms[kind], red, f"{name}_acc")
+    total = _reduce_stage(X, axes, keepdims, lambda v, i: term(_back(v, acc)), red, f"{name}_acc")
     finish: dict[str, Callable[[E.PrimExpr], E.PrimExpr]] = {
         "mean": lambda v: _mean(v, count),
-        "l2": lambda v: _sqrt(v),
-        "log_sum": lambda v: te.log(v),
+        "l2": _sqrt,
+        "log_sum": te.log,
     }
     post = finish.get(kind)
-    if post is None and acc == out_dtype:
+    if post is None and acc == X.dtype:
         return total
     post = post or (lambda v: v)
     return te.compute(
-        total.shape, lambda *i: _back(post(total[i]), out_dtype), name=name, tag="reduce"
+        total.shape, lambda *i: _back(post(total[i]), X.dtype), name=name, tag="reduce"
+    )
+
+
+def _log_sum_exp(X: Tensor, axes: tuple[int, ...], keepdims: bool, acc: str, name: str) -> Tensor:
+    """``log(sum(exp(x - m))) + m`` with m the maximum, so large inputs do not overflow."""
+    mx = _reduce_stage(X, axes, keepdims, lambda v, i: _back(v, acc), te.max, f"{name}_max")
+    # all -inf would make x - max NaN; shift by 0 there instead
+    safe = te.compute(
+        mx.shape,
+        lambda *i: E.select(tir_op.isinf(mx[i]), E.const(0, acc), mx[i]),
+        name=f"{name}_shift",
+    )
+    sm = _reduce_stage(
+        X, axes, keepdims, lambda v, i: te.exp(_back(v, acc) - safe[i]), te.sum, f"{name}_sum"
+    )
+    return te.compute(
+        sm.shape, lambda *i: _back(te.log(sm[i]) + safe[i], X.dtype), name=name, tag="reduce"
     )
 
 
