@@ -208,3 +208,29 @@ def test_max_unpool_output_shape_pads_with_zeros(rng):
     implied[idx.ravel()] = x.ravel()
     want[0, 0, :4, :4] = implied.reshape(4, 4)
     np.testing.assert_array_equal(got, want)
+
+
+@st.composite
+def window_case(draw):
+    nsp = draw(st.integers(1, 2))
+    k = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    s = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    pads = [draw(st.integers(0, k[i % nsp] // 2)) for i in range(2 * nsp)]
+    size = [draw(st.integers(k[i], k[i] + 5)) for i in range(nsp)]
+    return nsp, k, s, pads, size, draw(st.integers(0, 99))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(window_case(), st.sampled_from([1, 2, 3]), st.integers(0, 1))
+def test_window_ops_property(case, p, storage_order):
+    """LpPool and MaxPool-with-Indices over random windows, against onnxruntime."""
+    nsp, k, s, pads, size, seed = case
+    rng = np.random.default_rng(seed)
+    x = _f32(rng, 2, 3, *size)
+    attrs = {"kernel_shape": k, "strides": s, "pads": pads}
+    check_against_ort(
+        single_node("LpPool", {"x": x}, opset=11, p=p, **attrs), {"x": x}, rtol=1e-4, atol=1e-5
+    )
+    order = storage_order if nsp == 2 else 0
+    model = single_node("MaxPool", {"x": x}, n_outputs=2, opset=12, storage_order=order, **attrs)
+    check_against_ort(model, {"x": x})
