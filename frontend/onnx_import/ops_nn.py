@@ -84,14 +84,15 @@ def _pool(ctx: ConvertContext, op: str) -> list[str]:
     }
     if op == "avg_pool":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
-    elif ctx.num_outputs > 1 and ctx.node.output[1]:
-        attrs["storage_order"] = int(ctx.attr("storage_order", 0))
-        return ctx.emit("max_pool_with_indices", [ctx.input(0)], attrs)
     return ctx.emit(op, [ctx.input(0)], attrs)
 
 
 @converter("MaxPool", since=1)
 def max_pool(ctx: ConvertContext) -> list[str]:
+    if ctx.num_outputs > 1 and ctx.node.output[1]:
+        from ember.frontend.onnx_import.ops_spatial import max_pool_with_indices
+
+        return max_pool_with_indices(ctx)
     return _pool(ctx, "max_pool")
 
 

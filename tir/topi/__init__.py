@@ -8,6 +8,8 @@ maps its nodes onto these functions.
 
 from ember.tir.topi import indexing, resize, scatter
 from ember.tir.topi.conv import conv_nd
+from ember.tir.topi.conv_transpose import conv_transpose_nd
+from ember.tir.topi.einsum import einsum
 from ember.tir.topi.elementwise import (
     broadcast_binary,
     copy,
@@ -19,6 +21,7 @@ from ember.tir.topi.elementwise import (
     unary,
 )
 from ember.tir.topi.linalg import dense_packed, gemm, matmul_nd
+from ember.tir.topi.lppool import lp_pool_nd
 from ember.tir.topi.nn import (
     batch_matmul,
     conv2d_nchw,
@@ -29,6 +32,7 @@ from ember.tir.topi.nn import (
     reduce_rows,
     softmax,
 )
+from ember.tir.topi.norm import batch_norm, lp_normalize, lrn, normalize
 from ember.tir.topi.pool import max_pool_with_indices, pool_nd, softmax_axis
 from ember.tir.topi.quant import (
     conv_integer,
@@ -40,34 +44,45 @@ from ember.tir.topi.quant import (
     quantize_linear,
     requantize,
 )
+from ember.tir.topi.reduce import arg_reduce, hardmax, reduce_axes
 from ember.tir.topi.transform import concatenate, reshape, take, transpose
 
 __all__ = [
+    "arg_reduce",
     "batch_matmul",
+    "batch_norm",
     "broadcast_binary",
     "concatenate",
     "conv2d_nchw",
     "conv_integer",
     "conv_nd",
+    "conv_transpose_nd",
     "copy",
     "dense",
     "dense_packed",
     "dequantize_linear",
     "dynamic_qparams",
+    "einsum",
     "elementwise_chain",
     "exp",
     "gemm",
+    "hardmax",
     "indexing",
     "layer_norm",
+    "lp_normalize",
+    "lp_pool_nd",
+    "lrn",
     "matmul",
     "matmul_integer",
     "matmul_nd",
     "max_pool_with_indices",
+    "normalize",
     "pool2d",
     "pool_nd",
     "qlinear_conv",
     "qlinear_matmul",
     "quantize_linear",
+    "reduce_axes",
     "reduce_rows",
     "relu",
     "requantize",

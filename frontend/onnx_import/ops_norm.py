@@ -1,0 +1,165 @@
+"""Converters for ONNX normalizations onto the ``normalize`` family of Ember ops.
+
+LayerNormalization, RMSNormalization, InstanceNormalization, MeanVarianceNormalization
+map to ``normalize`` over their axes (scale/bias reshaped to broadcast against x);
+GroupNormalization reshapes x to (N, G, C/G, spatial) around it. BatchNormalization
+is inference only: its training mode (running statistics as outputs) is rejected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import ArgumentError
+from ember.frontend.onnx_import.context import ConvertContext
+from ember.frontend.onnx_import.registry import converter
+from ember.frontend.ops.registry import normalize_axis
+
+
+def _acc(ctx: ConvertContext, dtype: str) -> str:
+    """The stash/accumulation dtype: float32 (stash_type 1, the default) or the input's;
+    float64 inputs keep float64 (as onnxruntime does), never losing precision."""
+    if dtype == "float64":
+        return dtype
+    return "float32" if int(ctx.attr("stash_type", 1)) == 1 else dtype
+
+
+def _static(ctx: ConvertContext, i: int = 0) -> tuple[int, ...]:
+    t = ctx.type(i)
+    if not t.is_static:
+        raise ArgumentError(f"{ctx.op_type}: needs a static input shape, got {t}")
+    return tuple(int(d) for d in t.shape)
+
+
+def _reshape(ctx: ConvertContext, value: str, shape: tuple[int, ...]) -> str:
+    if tuple(ctx.type_of(value).shape) == shape:
+        return value
+    return ctx.emit1("reshape", [value], {"shape": shape})
+
+
+@converter("BatchNormalization", since=1)
+def batch_norm(ctx: ConvertContext) -> list[str]:
+    if ctx.num_outputs > 1 or ctx.attr("training_mode", 0):
+        raise ArgumentError("BatchNormalization: training mode is not supported (inference only)")
+    if ctx.opset < 9 and not ctx.attr("spatial", 1):
+        raise ArgumentError("BatchNormalization: spatial=0 (per-activation) is not supported")
+    attrs = {"eps": float(ctx.attr("epsilon", 1e-5))}
+    return ctx.emit("batch_norm", [ctx.input(i) for i in range(5)], attrs)
+
+
+def _layer_norm(ctx: ConvertContext, center: bool) -> list[str]:
+    t = ctx.type(0)
+    axis = normalize_axis(int(ctx.attr("axis", -1)), t.ndim, f"{ctx.op_type} axis")
+    attrs = {
+        "axes": tuple(range(axis, t.ndim)),
+        "eps": float(ctx.attr("epsilon", 1e-5)),
+        "center": center,
+        "acc": _acc(ctx, t.dtype),
+    }
+    stats = ctx.num_outputs > 1
+    return ctx.emit("normalize_stats" if stats else "normalize", ctx.inputs(), attrs)
+
+
+@converter("LayerNormalization", since=17)
+def layer_norm(ctx: ConvertContext) -> list[str]:
+    return _layer_norm(ctx, center=True)
+
+
+@converter("RMSNormalization", since=23)
+def rms_norm(ctx: ConvertContext) -> list[str]:
+    if ctx.num_outputs > 1:
+        raise ArgumentError("RMSNormalization has one output")
+    return _layer_norm(ctx, center=False)
+
+
+def _per_channel(ctx: ConvertContext, i: int, ndim: int) -> str:
+    """Input ``i`` of shape [C] reshaped to broadcast over axis 1 of an ``ndim``-D tensor."""
+    (c,) = _static(ctx, i)
+    return _reshape(ctx, ctx.input(i), (c,) + (1,) * (ndim - 2))
+
+
+@converter("InstanceNormalization", since=1)
+def instance_norm(ctx: ConvertContext) -> list[str]:
+    xs = _static(ctx)
+    if len(xs) < 3:
+        raise ArgumentError(f"InstanceNormalization: input must be N x C x spatial, got {xs}")
+    attrs = {
+        "axes": tuple(range(2, len(xs))),
+        "eps": float(ctx.attr("epsilon", 1e-5)),
+        "center": True,
+        "acc": _acc(ctx, ctx.type(0).dtype),
+    }
+    scale, bias = _per_channel(ctx, 1, len(xs)), _per_channel(ctx, 2, len(xs))
+    return ctx.emit("normalize", [ctx.input(0), scale, bias], attrs)
+
+
+def _group_norm(ctx: ConvertContext, per_channel: bool) -> list[str]:
+    xs = _static(ctx)
+    groups = int(ctx.attr("num_groups"))
+    if len(xs) < 2 or groups < 1 or xs[1] % groups:
+        raise ArgumentError(f"GroupNormalization: {xs[1:2]} channels and num_groups={groups}")
+    n, c = xs[:2]
+    spatial = int(np.prod(xs[2:], dtype=np.int64))
+    cg = c // groups
+    x = _reshape(ctx, ctx.input(0), (n, groups, cg, spatial))
+    param_shape = (groups, cg, 1) if per_channel else (groups, 1, 1)
+    want = c if per_channel else groups
+    params = []
+    for i in (1, 2):
+        if _static(ctx, i) != (want,):
+            raise ArgumentError(
+                f"GroupNormalization: input {i} must have shape [{want}], got {ctx.type(i)}"
+            )
+        params.append(_reshape(ctx, ctx.input(i), param_shape))
+    attrs = {
+        "axes": (2, 3),
+        "eps": float(ctx.attr("epsilon", 1e-5)),
+        "center": True,
+        "acc": _acc(ctx, ctx.type(0).dtype),
+    }
+    y = ctx.emit1("normalize", [x, *params], attrs)
+    return [_reshape(ctx, y, xs)]
+
+
+@converter("GroupNormalization", since=18, until=20)
+def group_norm_18(ctx: ConvertContext) -> list[str]:
+    return _group_norm(ctx, per_channel=False)
+
+
+@converter("GroupNormalization", since=21)
+def group_norm_21(ctx: ConvertContext) -> list[str]:
+    return _group_norm(ctx, per_channel=True)
+
+
+@converter("MeanVarianceNormalization", since=9)
+def mean_variance_norm(ctx: ConvertContext) -> list[str]:
+    t = ctx.type(0)
+    axes = ctx.attr("axes", (0, 2, 3))
+    what = "MeanVarianceNormalization axis"
+    norm = tuple(sorted({normalize_axis(int(a), t.ndim, what) for a in axes}))
+    attrs = {"axes": norm, "eps": 1e-9, "center": True, "acc": _acc(ctx, t.dtype)}
+    return ctx.emit("normalize", [ctx.input(0)], attrs)
+
+
+@converter("LpNormalization", since=1)
+def lp_normalization(ctx: ConvertContext) -> list[str]:
+    t = ctx.type(0)
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        raise ArgumentError(f"LpNormalization: p must be 1 or 2, got {p}")
+    axis = normalize_axis(int(ctx.attr("axis", -1)), t.ndim, "LpNormalization axis")
+    return ctx.emit("lp_normalize", [ctx.input(0)], {"axis": axis, "p": p})
+
+
+@converter("LRN", since=1)
+def lrn(ctx: ConvertContext) -> list[str]:
+    size = int(ctx.attr("size"))
+    if size < 1:
+        raise ArgumentError(f"LRN: size must be positive, got {size}")
+    attrs = {
+        "size": size,
+        "alpha": float(ctx.attr("alpha", 1e-4)),
+        "beta": float(ctx.attr("beta", 0.75)),
+        "bias": float(ctx.attr("bias", 1.0)),
+    }
+    return ctx.emit("lrn", [ctx.input(0)], attrs)

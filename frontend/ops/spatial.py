@@ -1,0 +1,118 @@
+"""Spatial ops beyond conv and pooling: transposed convolution and Lp pooling.
+
+Attributes (set by the converters, every one present):
+- ``conv_transpose``: strides, pads_begin, dilations, out_spatial (tuples; the
+  converter resolves output_shape/output_padding/auto_pad into the begin pads and
+  the output size), group (int). Inputs x, w (C x O/group x kernel), optional bias.
+- ``lp_pool``: p (float), kernel, strides, pads (begin..., end...), dilations
+  (tuples), ceil_mode (bool).
+- ``max_pool_indices``: max_pool's attributes plus storage_order (0/1); outputs the
+  values and their int64 flat indices (ONNX MaxPool's Indices).
+- ``max_unpool``: kernel, strides, pads (begin..., end...), out_spatial. Inputs x and
+  the int64 indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.frontend.graph import TensorType
+from ember.frontend.op_kinds import OPAQUE, OUT_ELEMWISE_FUSABLE
+from ember.frontend.ops.registry import register_op
+from ember.tir.topi import conv_transpose as topi_ct
+from ember.tir.topi import lppool as topi_lp
+from ember.tir.topi import pool_indices as topi_pi
+from ember.tir.topi.pool import pool_out_size
+
+Types = Sequence[TensorType]
+
+
+def _infer_conv_transpose(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x, w = types[0], types[1]
+    nsp = x.ndim - 2
+    if nsp < 1 or w.ndim != x.ndim or len(attrs["out_spatial"]) != nsp:
+        raise ArgumentError(f"conv_transpose: input {x} and weights {w} ranks do not fit")
+    if x.shape[1] != w.shape[0] or not isinstance(w.shape[1], int):
+        raise ArgumentError(f"conv_transpose: input {x} and weights {w} channels do not fit")
+    return [TensorType((x.shape[0], w.shape[1] * attrs["group"], *attrs["out_spatial"]), x.dtype)]
+
+
+@register_op("conv_transpose", OUT_ELEMWISE_FUSABLE, infer=_infer_conv_transpose, num_inputs=(2, 3))
+def conv_transpose(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    a = attrs
+    bias = inputs[2] if len(inputs) > 2 else None
+    return [
+        topi_ct.conv_transpose_nd(
+            inputs[0],
+            inputs[1],
+            bias,
+            a["strides"],
+            a["pads_begin"],
+            a["dilations"],
+            a["out_spatial"],
+            a["group"],
+        )
+    ]
+
+
+def _infer_window(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x = types[0]
+    k, s, p, d = attrs["kernel"], attrs["strides"], attrs["pads"], attrs["dilations"]
+    nsp = len(k)
+    if x.ndim != nsp + 2 or not all(isinstance(n, int) for n in x.shape[2:]):
+        raise ArgumentError(f"pool: a {nsp}-D kernel needs a static {nsp + 2}-D input, got {x}")
+    sp = [
+        pool_out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[nsp + i], attrs["ceil_mode"])
+        for i in range(nsp)
+    ]
+    return [TensorType((*x.shape[:2], *sp), x.dtype)]
+
+
+@register_op("lp_pool", OUT_ELEMWISE_FUSABLE, infer=_infer_window)
+def lp_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    a = attrs
+    return [
+        topi_lp.lp_pool_nd(
+            inputs[0], a["p"], a["kernel"], a["strides"], a["pads"], a["dilations"], a["ceil_mode"]
+        )
+    ]
+
+
+def _infer_pool_indices(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    (out,) = _infer_window(types, attrs)
+    return [out, TensorType(out.shape, "int64")]
+
+
+@register_op("max_pool_indices", OPAQUE, infer=_infer_pool_indices, num_outputs=2)
+def max_pool_indices(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    a = attrs
+    return topi_pi.max_pool_with_indices(
+        inputs[0],
+        a["kernel"],
+        a["strides"],
+        a["pads"],
+        a["dilations"],
+        a["ceil_mode"],
+        a["storage_order"],
+    )
+
+
+def _infer_unpool(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x, idx = types
+    if idx.shape != x.shape or idx.dtype != "int64":
+        raise ArgumentError(f"max_unpool: indices {idx} must be int64 of the shape of {x}")
+    if len(attrs["out_spatial"]) != x.ndim - 2:
+        raise ArgumentError(f"max_unpool: output size {attrs['out_spatial']} does not fit {x}")
+    return [TensorType((*x.shape[:2], *attrs["out_spatial"]), x.dtype)]
+
+
+@register_op("max_unpool", OPAQUE, infer=_infer_unpool, num_inputs=2)
+def max_unpool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    a = attrs
+    return [
+        topi_pi.max_unpool(
+            inputs[0], inputs[1], a["kernel"], a["strides"], a["pads"], a["out_spatial"]
+        )
+    ]
