@@ -4,7 +4,6 @@ Attributes (set by the converters, every one present):
 - ``conv``: strides, pads (begin..., end...), dilations (tuples), group (int).
 - ``max_pool`` / ``avg_pool``: kernel, strides, pads, dilations (tuples), ceil_mode,
   and for avg_pool count_include_pad (bools).
-- ``max_pool_with_indices``: as max_pool, and storage_order (0 or 1).
 - ``matmul``: none. ``gemm``: alpha, beta (floats), trans_a, trans_b (bools).
 - ``softmax`` / ``log_softmax``: axis (non-negative int).
 """
@@ -85,26 +84,6 @@ def max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
             inputs[0], "max", a["kernel"], a["strides"], a["pads"], a["dilations"], a["ceil_mode"]
         )
     ]
-
-
-def _infer_pool_indices(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
-    (out,) = _infer_pool(types, attrs)
-    return [out, TensorType(out.shape, "int64")]
-
-
-@register_op("max_pool_with_indices", OPAQUE, infer=_infer_pool_indices, num_outputs=2)
-def max_pool_with_indices(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
-    """Also ``storage_order`` (0 row-major, 1 column-major) for the indices."""
-    a = attrs
-    return topi.max_pool_with_indices(
-        inputs[0],
-        a["kernel"],
-        a["strides"],
-        a["pads"],
-        a["dilations"],
-        a["ceil_mode"],
-        column_major=a["storage_order"] == 1,
-    )
 
 
 @register_op("avg_pool", OUT_ELEMWISE_FUSABLE, infer=_infer_pool)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
-from ember.frontend.op_kinds import INJECTIVE, OUT_ELEMWISE_FUSABLE
+from ember.frontend.op_kinds import OUT_ELEMWISE_FUSABLE
 from ember.frontend.ops.registry import register_op
 from ember.tir.topi import rnn as topi_rnn
 
@@ -118,22 +118,3 @@ def rnn_cell(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     xp, tidx, h, rt = inputs[:4]
     (act,) = attrs["activations"]
     return topi_rnn.rnn_cell(xp, tidx, h, rt, _lens(inputs, 4), act, attrs["clip"])
-
-
-def _infer_reverse_sequence(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
-    x, lens = types
-    t_axis, b_axis = attrs["time_axis"], attrs["batch_axis"]
-    if t_axis == b_axis or not (0 <= t_axis < x.ndim and 0 <= b_axis < x.ndim):
-        raise ArgumentError(
-            f"reverse_sequence: time axis {t_axis} and batch axis {b_axis} must be two axes of {x}"
-        )
-    if lens.shape != (x.shape[b_axis],) or not lens.dtype.startswith(("int", "uint")):
-        raise ArgumentError(f"reverse_sequence: lengths {lens} must be [{x.shape[b_axis]}] ints")
-    return [x]
-
-
-@register_op("reverse_sequence", INJECTIVE, infer=_infer_reverse_sequence, num_inputs=2)
-def reverse_sequence(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
-    return [
-        topi_rnn.reverse_sequence(inputs[0], inputs[1], attrs["time_axis"], attrs["batch_axis"])
-    ]

@@ -33,7 +33,7 @@ from ember.tir.topi.nn import (
     softmax,
 )
 from ember.tir.topi.norm import batch_norm, lp_normalize, lrn, normalize
-from ember.tir.topi.pool import max_pool_with_indices, pool_nd, softmax_axis
+from ember.tir.topi.pool import pool_nd, softmax_axis
 from ember.tir.topi.quant import (
     conv_integer,
     dequantize_linear,
@@ -75,7 +75,6 @@ __all__ = [
     "matmul",
     "matmul_integer",
     "matmul_nd",
-    "max_pool_with_indices",
     "normalize",
     "pool2d",
     "pool_nd",

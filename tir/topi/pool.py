@@ -131,49 +131,6 @@ def _argmax_identity(idx_dtype: str, val_dtype: str) -> tuple[E.PrimExpr, E.Prim
     return E.const(-1, idx_dtype), te.min_value(val_dtype)
 
 
-def max_pool_with_indices(
-    X: Tensor,
-    kernel: Sequence[int],
-    strides: Sequence[int],
-    pads: Sequence[int],
-    dilations: Sequence[int] | None = None,
-    ceil_mode: bool = False,
-    column_major: bool = False,
-    name: str = "max_pool",
-) -> list[Tensor]:
-    """Max pooling that also returns, as int64, where each maximum is in ``X`` flattened
-    (row-major, or with the spatial dims column-major when ``column_major``): ONNX
-    MaxPool's ``Indices``. Ties keep the first tap in window order."""
-    xs = static_shape(X)
-    nsp = len(xs) - 2
-    dil = tuple(dilations or (1,) * nsp)
-    w = Window(tuple(kernel), tuple(strides), dil, tuple(pads[:nsp]), tuple(pads[nsp:]), xs[2:])
-    out_sp = [
-        pool_out_size(w.sizes[d], kernel[d], strides[d], dil[d], w.lo[d], w.hi[d], ceil_mode)
-        for d in range(nsp)
-    ]
-    if any(s <= 0 for s in out_sp):
-        raise ArgumentError(f"pool: output would be empty ({out_sp})")
-    rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
-    argmax = te.comm_reducer(_argmax_combine, _argmax_identity, name="argmax")
-    order = list(reversed(range(nsp))) if column_major else list(range(nsp))
-
-    def flat_index(n: E.PrimExpr, c: E.PrimExpr, pos: Sequence[E.PrimExpr]) -> E.PrimExpr:
-        flat = E.cast("int64", n) * xs[1] + E.cast("int64", c)
-        for d in order:
-            flat = flat * w.sizes[d] + E.cast("int64", pos[d])
-        return flat
-
-    def f(*i: E.PrimExpr) -> Any:
-        pos = w.taps(i[2:], rs)
-        val = padded_read(X, i[:2], pos, te.min_value(X.dtype))
-        return argmax((flat_index(i[0], i[1], pos), val), axis=tuple(rs))
-
-    values_and_indices = te.compute((*xs[:2], *out_sp), f, name=name, tag="pool_max")
-    idx, val = values_and_indices
-    return [val, idx]
-
-
 def softmax_axis(X: Tensor, axis: int, log: bool = False, name: str = "softmax") -> Tensor:
     """Softmax (or log-softmax) of an N-D tensor along ``axis``, stabilised by the maximum."""
     xs = static_shape(X)

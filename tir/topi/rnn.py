@@ -222,18 +222,3 @@ def rnn_cell(
 
     h_new, y = _step_outputs(hidden_state, h, tidx, lens, "rnn")
     return [h_new, y]
-
-
-def reverse_sequence(x: Tensor, lens: Tensor, time_axis: int, batch_axis: int) -> Tensor:
-    """ONNX ReverseSequence: row ``b`` reversed over its first ``lens[b]`` steps, the rest kept."""
-    shape = _dims(x)
-
-    def f(*i: Expr) -> Expr:
-        t, b = i[time_axis], i[batch_axis]
-        n = E.cast("int32", lens[b])
-        src = list(i)
-        back = E.max_(E.min_(n - 1 - t, shape[time_axis] - 1), 0)  # lens past T are clamped
-        src[time_axis] = E.select(t < n, back, t)
-        return x[tuple(src)]
-
-    return te.compute(shape, f, name="reverse_sequence", tag="injective")
