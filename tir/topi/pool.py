@@ -121,16 +121,6 @@ def pool_nd(
     )
 
 
-def _argmax_combine(x: Any, y: Any) -> tuple[E.PrimExpr, E.PrimExpr]:
-    # x is the accumulator: on a tie the earlier tap (in window order) keeps its index
-    keep = x[1] >= y[1]
-    return E.select(keep, x[0], y[0]), E.select(keep, x[1], y[1])
-
-
-def _argmax_identity(idx_dtype: str, val_dtype: str) -> tuple[E.PrimExpr, E.PrimExpr]:
-    return E.const(-1, idx_dtype), te.min_value(val_dtype)
-
-
 def softmax_axis(X: Tensor, axis: int, log: bool = False, name: str = "softmax") -> Tensor:
     """Softmax (or log-softmax) of an N-D tensor along ``axis``, stabilised by the maximum."""
     xs = static_shape(X)
