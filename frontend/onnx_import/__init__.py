@@ -1,6 +1,12 @@
 """ONNX import: ``from_onnx`` and the converters (importing this registers them all)."""
 
-from ember.frontend.onnx_import import ops_elementwise, ops_nn, ops_transform
+from ember.frontend.onnx_import import (
+    ops_broadcast,
+    ops_elementwise,
+    ops_math,
+    ops_nn,
+    ops_transform,
+)
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.onnx_import.registry import converter, find_converter, supported_op_types
 
@@ -9,7 +15,9 @@ __all__ = [
     "find_converter",
     "from_onnx",
     "load_model",
+    "ops_broadcast",
     "ops_elementwise",
+    "ops_math",
     "ops_nn",
     "ops_transform",
     "supported_op_types",

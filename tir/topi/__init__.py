@@ -6,6 +6,7 @@ returns the output tensor; schedules live with the targets
 maps its nodes onto these functions.
 """
 
+from ember.tir.topi import activation, broadcast
 from ember.tir.topi.conv import conv_nd
 from ember.tir.topi.elementwise import (
     broadcast_binary,
@@ -32,6 +33,8 @@ from ember.tir.topi.pool import pool_nd, softmax_axis
 from ember.tir.topi.transform import concatenate, reshape, take, transpose
 
 __all__ = [
+    "activation",
+    "broadcast",
     "batch_matmul",
     "broadcast_binary",
     "concatenate",
