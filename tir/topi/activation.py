@@ -105,17 +105,22 @@ def selu(X: Tensor, alpha: float, gamma: float, name: str = "selu") -> Tensor:
 
 
 def celu(X: Tensor, alpha: float, name: str = "celu") -> Tensor:
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``: one term is zero on each side
+    of 0, so a select does it (and keeps a NaN, which ``fmax`` would drop)."""
 
     def f(x: E.PrimExpr) -> E.PrimExpr:
-        neg = (_op.exp(x / alpha) - 1.0) * alpha
-        return E.max_(x, _zero(x)) + E.min_(neg, _zero(x))
+        return E.select(x > _zero(x), x, (_op.exp(x / alpha) - 1.0) * alpha)
 
     return unary(X, f, name)
 
 
+def _clamp(x: E.PrimExpr, lo: E.PrimExpr, hi: E.PrimExpr) -> E.PrimExpr:
+    """``x`` clamped to ``[lo, hi]`` by compare-and-select, so a NaN stays NaN."""
+    return E.select(x < lo, lo, E.select(x > hi, hi, x))
+
+
 def _hard_sigmoid(x: E.PrimExpr, alpha: float, beta: float) -> E.PrimExpr:
-    return E.max_(E.min_(x * alpha + beta, E.const(1, x.dtype)), _zero(x))
+    return _clamp(x * alpha + beta, _zero(x), E.const(1, x.dtype))
 
 
 def hard_sigmoid(X: Tensor, alpha: float, beta: float, name: str = "hard_sigmoid") -> Tensor:
@@ -167,13 +172,14 @@ def shrink(X: Tensor, lambd: float, bias: float, name: str = "shrink") -> Tensor
 
 
 def clip(X: Tensor, lo: float | None, hi: float | None, name: str = "clip") -> Tensor:
-    """``min(max(x, lo), hi)`` with either bound optional (absent: unbounded)."""
+    """``min(max(x, lo), hi)`` with either bound optional (absent: unbounded). A NaN stays
+    NaN (compare-and-select, not C's ``fmax``, which would return the bound)."""
 
     def f(x: E.PrimExpr) -> E.PrimExpr:
         if lo is not None:
-            x = E.max_(x, E.const(lo, x.dtype))
+            x = E.select(x < lo, E.const(lo, x.dtype), x)
         if hi is not None:
-            x = E.min_(x, E.const(hi, x.dtype))
+            x = E.select(x > hi, E.const(hi, x.dtype), x)
         return x
 
     return unary(X, f, name)

@@ -95,10 +95,26 @@ BINARY: dict[str, Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]] = {
     "prelu": lambda x, s: E.select(x < E.const(0, x.dtype), x * s, x),
 }
 
+
+def nan_max(x: E.PrimExpr, y: E.PrimExpr) -> E.PrimExpr:
+    """``max`` that returns NaN when either operand is NaN (as numpy and onnxruntime; the
+    plain ``max_`` is C's ``fmax``, which drops a NaN)."""
+    if not dt.is_float(x.dtype):
+        return E.max_(x, y)
+    return E.select(E.logical_or(x > y, _op.isnan(x)), x, y)
+
+
+def nan_min(x: E.PrimExpr, y: E.PrimExpr) -> E.PrimExpr:
+    """``min`` propagating NaN, as :func:`nan_max`."""
+    if not dt.is_float(x.dtype):
+        return E.min_(x, y)
+    return E.select(E.logical_or(x < y, _op.isnan(x)), x, y)
+
+
 # Associative rules folded over any number of inputs.
 VARIADIC: dict[str, Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]] = {
-    "max": E.max_,
-    "min": E.min_,
+    "max": nan_max,
+    "min": nan_min,
     "sum": lambda x, y: x + y,
 }
 

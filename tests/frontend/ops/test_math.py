@@ -189,6 +189,13 @@ def test_activation(rng, op, opset, attrs):
     check_against_ort(single_node(op, {"x": x}, opset=opset, **attrs), {"x": x}, 2e-6, 2e-6)
 
 
+@pytest.mark.parametrize("op", [*ACTIVATIONS, "Softplus", "Softsign", "HardSwish", "Mish"])
+def test_activation_nan_inf(rng, op):
+    """NaN stays NaN and infinities saturate as onnxruntime has them."""
+    x = _with_specials(rng, (4, 7))
+    check_against_ort(single_node(op, {"x": x}, opset=20), {"x": x}, 2e-6, 2e-6)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "float64"])
 def test_shrink_other_types(rng, dtype):
     x = rng.integers(-10, 10, size=(4, 6)).astype(dtype)
@@ -255,6 +262,13 @@ def test_clip_runtime_bounds(rng, lo, hi, as_inputs):
 def test_clip_other_types(rng, dtype):
     x = rng.integers(0 if dtype == "uint8" else -50, 50, size=(4, 9)).astype(dtype)
     model, feeds = _clip_model(x, 3, 20, 13)
+    check_against_ort(model, feeds)
+
+
+@pytest.mark.parametrize("runtime", [False, True])
+def test_clip_keeps_nan(rng, runtime):
+    x = _with_specials(rng, (3, 8))
+    model, feeds = _clip_model(x, -0.5, 2.0, 13, ("lo", "hi") if runtime else ())
     check_against_ort(model, feeds)
 
 
