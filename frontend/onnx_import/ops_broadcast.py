@@ -5,8 +5,8 @@ The Ember ops are in ``frontend/ops/broadcast.py``. Forms before opset 7 that
 broadcast only under an explicit ``broadcast`` attribute are not converted;
 the variadic ops are taken from opset 6 (same shapes there, a special case of
 broadcasting). Dropout is converted for inference: its output is its input and
-its mask all ones; a constant ``training_mode`` of true with a nonzero ratio is
-refused, since it asks for random numbers.
+its mask a constant (all ones from opset 12); a constant ``training_mode`` of
+true with a nonzero ratio is refused, since it asks for random numbers.
 """
 
 from __future__ import annotations
@@ -130,8 +130,9 @@ def cast_like(ctx: ConvertContext) -> list[str]:
 
 @converter("Dropout", since=6, until=11)
 def dropout_6(ctx: ConvertContext) -> list[str]:
-    # the mask is the input's type before opset 10, bool from 10
-    return _dropout_outputs(ctx, "bool" if ctx.opset >= 10 else ctx.type(0).dtype)
+    """Before opset 12 the spec leaves the inference mask unsaid; onnxruntime gives zeros
+    (false), so Ember does too. The mask has the input's type before 10, bool from 10."""
+    return _dropout_outputs(ctx, "bool" if ctx.opset >= 10 else ctx.type(0).dtype, 0)
 
 
 @converter("Dropout", since=12)
@@ -145,10 +146,10 @@ def dropout_12(ctx: ConvertContext) -> list[str]:
                 f"Dropout in training mode (ratio {ratio}) draws random numbers; "
                 "Ember compiles inference only and this is not supported"
             )
-    return _dropout_outputs(ctx, "bool")
+    return _dropout_outputs(ctx, "bool", 1)  # 12+: "the mask will contain all ones"
 
 
-def _dropout_outputs(ctx: ConvertContext, mask_dtype: str) -> list[str]:
+def _dropout_outputs(ctx: ConvertContext, mask_dtype: str, fill: int) -> list[str]:
     outs = [ctx.input(0)]
     if ctx.num_outputs > 1 and ctx.node.output[1]:
         t = ctx.type(0)
@@ -157,6 +158,6 @@ def _dropout_outputs(ctx: ConvertContext, mask_dtype: str) -> list[str]:
                 f"Dropout: the mask output of a tensor of symbolic shape {list(t.shape)} "
                 "is not supported"
             )
-        mask = np.ones(tuple(int(d) for d in t.shape), dtype=dt.numpy_dtype(mask_dtype))
+        mask = np.full(tuple(int(d) for d in t.shape), fill, dtype=dt.numpy_dtype(mask_dtype))
         outs.append(ctx.const(mask))
     return outs
