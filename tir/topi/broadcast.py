@@ -74,6 +74,17 @@ def _xor(x: E.PrimExpr, y: E.PrimExpr) -> E.PrimExpr:
     return E.ne(x, y)
 
 
+def _shift(left: bool) -> Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]:
+    """A shift by the bit width or more gives 0 (as C's promoted shift of a narrow unsigned
+    type does), where LLVM's would be undefined."""
+
+    def f(x: E.PrimExpr, y: E.PrimExpr) -> E.PrimExpr:
+        shifted = (_op.shift_left if left else _op.shift_right)(x, y)
+        return E.select(y < dt.bits_of(x.dtype), shifted, E.const(0, x.dtype))
+
+    return f
+
+
 # Scalar rules of the binary operators, by Ember op name.
 BINARY: dict[str, Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]] = {
     "pow": _pow,
@@ -90,8 +101,8 @@ BINARY: dict[str, Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]] = {
     "bitwise_and": _op.bitwise_and,
     "bitwise_or": _op.bitwise_or,
     "bitwise_xor": _op.bitwise_xor,
-    "shift_left": _op.shift_left,
-    "shift_right": _op.shift_right,
+    "shift_left": _shift(True),
+    "shift_right": _shift(False),
     "prelu": lambda x, s: E.select(x < E.const(0, x.dtype), x * s, x),
 }
 

@@ -85,6 +85,8 @@ def test_bit_shift(rng, direction, dtype):
     bits = np.iinfo(dtype).bits
     a = rng.integers(0, np.iinfo(dtype).max, size=(2, 7), dtype=dtype, endpoint=True)
     b = rng.integers(0, bits, size=(7,)).astype(dtype)
+    if bits < 32:  # C promotes narrow types: a shift by the width or more gives 0
+        b[:2] = [bits, bits + 3]
     model = single_node("BitShift", {"a": a, "b": b}, opset=11, direction=direction)
     check_against_ort(model, {"a": a, "b": b})
 
