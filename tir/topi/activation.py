@@ -75,7 +75,7 @@ MATH: dict[str, Fn] = {
     "isnan": _op.isnan,
     "logical_not": E.logical_not,
     "bitwise_not": _op.bitwise_not,
-    "neg": lambda x: -x,
+    "neg": lambda x: x * -1.0 if dt.is_float(x.dtype) else -x,  # -(+0.0) is -0.0
     "reciprocal": lambda x: 1.0 / x,
     "softsign": lambda x: x / (1.0 + _op.abs(x)),
     "hard_swish": lambda x: x * _hard_sigmoid(x, 1.0 / 6.0, 0.5),
@@ -92,13 +92,14 @@ def _zero(x: E.PrimExpr) -> E.PrimExpr:
 
 
 def sign(X: Tensor, name: str = "sign") -> Tensor:
-    """-1, 0 or 1 in ``X``'s type (0 for NaN, as onnxruntime); unsigned types never give -1."""
+    """-1, 0 or 1 in ``X``'s type (NaN for NaN, as onnxruntime); unsigned types never give -1."""
 
     def f(x: E.PrimExpr) -> E.PrimExpr:
         one = E.const(1, x.dtype)
         if dt.is_uint(x.dtype):
             return E.select(x > _zero(x), one, _zero(x))
-        neg = E.select(x < _zero(x), E.const(-1, x.dtype), _zero(x))
+        rest = E.select(_op.isnan(x), x, _zero(x))  # isnan is False for integers
+        neg = E.select(x < _zero(x), E.const(-1, x.dtype), rest)
         return E.select(x > _zero(x), one, neg)
 
     return unary(X, f, name)

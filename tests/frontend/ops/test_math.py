@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ember
-from tests.frontend.onnx_models import check_against_ort, helper, make_model, single_node
+from tests.frontend.onnx_models import (
+    check_against_ort,
+    helper,
+    make_model,
+    run_ort,
+    single_node,
+)
 
 SHAPES = [(7,), (3, 5, 9), (2, 1, 3, 17)]
 # op -> (low, high) of its random inputs: inside the domain, away from poles
@@ -101,6 +107,20 @@ def test_erf_float32_accuracy():
     want = np.array([math.erf(float(v)) for v in x[:-3]])
     np.testing.assert_allclose(got[:-3], want, rtol=3e-7, atol=1e-37)
     assert np.isnan(got[-3]) and got[-2] == 1 and got[-1] == -1
+
+
+SPECIALS = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, 2.5, -2.5, 0.5, -1e-30], "float32")
+
+
+@pytest.mark.parametrize(
+    "op", ["Sign", "Relu", "Neg", "Abs", "Round", "Floor", "Ceil", "Reciprocal", "Sqrt", "Log"]
+)
+def test_nan_inf_signed_zero(op):
+    """NaN, infinities and the sign of zero come out as onnxruntime has them."""
+    got = check_against_ort(single_node(op, {"x": SPECIALS}), {"x": SPECIALS})[0]
+    want = run_ort(single_node(op, {"x": SPECIALS}), {"x": SPECIALS})[0]
+    real = ~np.isnan(want)  # a NaN's sign bit means nothing
+    np.testing.assert_array_equal(np.signbit(got[real]), np.signbit(want[real]))
 
 
 def test_round_halves_to_even(rng):
