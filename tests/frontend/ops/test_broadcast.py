@@ -142,6 +142,20 @@ def test_mod_integers(rng, fmod, dtype):
     np.testing.assert_array_equal(got[0], want)
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    a=st.lists(st.integers(-1000, 1000), min_size=1, max_size=12),
+    b=st.integers(-40, 40).filter(lambda v: v != 0),
+    fmod=st.integers(0, 1),
+)
+def test_mod_property(a, b, fmod):
+    """Any signs: the remainder follows the divisor (fmod=0) or the dividend (fmod=1)."""
+    x, y = np.array(a, "int32"), np.array([b], "int32")
+    model = single_node("Mod", {"a": x, "b": y}, opset=13, fmod=fmod)
+    got = check_against_ort(model, {"a": x, "b": y})[0]
+    np.testing.assert_array_equal(got, np.fmod(x, y) if fmod else np.mod(x, y))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("opset", [10, 13])
 def test_mod_float_fmod(rng, dtype, opset):

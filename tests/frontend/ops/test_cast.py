@@ -179,3 +179,43 @@ def test_errors_name_the_node(case):
     message = str(info.value)
     assert needle in message, message
     assert "_node" in message, message  # which ONNX node it was
+
+
+# ---- constant folding ----------------------------------------------------------------
+
+FOLD_CASES = {
+    "pow": ([("Pow", ["a", "b"], {})], ["a", "b"]),
+    "mod": ([("Mod", ["a", "b"], {"fmod": 0})], ["a", "b"]),
+    "where": ([("Equal", ["a", "b"], {}), ("Where", ["n0", "a", "b"], {})], ["a", "b"]),
+    "cast": ([("Cast", ["f"], {"to": 7})], ["f"]),
+    "isnan": ([("IsNaN", ["f"], {}), ("Cast", ["n0"], {"to": 1})], ["f"]),
+    "clip": ([("Clip", ["f", "lo", "hi"], {})], ["f", "lo", "hi"]),
+    "gelu": ([("Gelu", ["f"], {"approximate": "tanh"})], ["f"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLD_CASES))
+def test_constant_inputs_fold(rng, case):
+    """Ops whose inputs are all initializers fold at import (through the interpreter), as
+    shape subgraphs need; the folded values match onnxruntime."""
+    steps, used = FOLD_CASES[case]
+    data = {
+        "a": rng.integers(-9, 9, (3, 4)).astype("int64"),
+        "b": rng.integers(1, 5, (4,)).astype("int64"),
+        "f": rng.uniform(-2, 2, (3, 4)).astype("float32"),
+        "lo": np.array(-0.5, "float32"),
+        "hi": np.array(0.5, "float32"),
+    }
+    nodes = [
+        helper.make_node(op, ins, [f"n{k}"], name=f"fold_{k}", **attrs)
+        for k, (op, ins, attrs) in enumerate(steps)
+    ]
+    last = f"n{len(steps) - 1}"
+    nodes += [
+        helper.make_node("Cast", [last], ["c"], to=CODES["float32"]),
+        helper.make_node("Add", ["x", "c"], ["y"], name="add_node"),
+    ]
+    x = rng.standard_normal((3, 4)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y"], {k: data[k] for k in used}, opset=20)
+    assert len(ember.frontend.from_onnx(model).nodes) == 1  # only the Add is left
+    check_against_ort(model, {"x": x}, rtol=1e-6, atol=1e-6)
