@@ -158,11 +158,23 @@ def hard_sigmoid(X: Tensor, alpha: float, beta: float, name: str = "hard_sigmoid
     return unary(X, lambda x: _hard_sigmoid(x, alpha, beta), name)
 
 
+# log1p(u) = 2 atanh(s) with s = u / (2 + u), for u in [0, 1] (s <= 1/3): the odd series
+# 2 s (1 + s^2/3 + s^4/5 + ...) to s^12, exact in relative terms as u -> 0 and vectorizable
+# (libm's log1pf is a scalar call).
+_ATANH_SERIES = tuple(1.0 / (2 * k + 1) for k in range(7))
+
+
+def _log1p_unit(u: E.PrimExpr) -> E.PrimExpr:
+    s = u / (u + 2.0)
+    return _horner(s * s, _ATANH_SERIES) * s * 2.0
+
+
 def _softplus(x: E.PrimExpr) -> E.PrimExpr:
-    # log(1 + exp(x)) overflows for large x; x + log1p(exp(-x)) is the same number there
-    return E.select(
-        x > _zero(x), x + _op.log1p(_op.exp(-x)), _op.log1p(_op.exp(x))
-    )  # fmt: skip
+    """``log(1 + exp(x))`` as ``max(x, 0) + log1p(exp(-|x|))``, which never overflows."""
+    pos = E.select(x > _zero(x), x, E.select(_op.isnan(x), x, _zero(x)))
+    u = _op.exp(-_op.abs(x))
+    tail = _log1p_unit(u) if x.dtype == "float32" else _op.log1p(u)
+    return pos + tail
 
 
 def softplus(X: Tensor, name: str = "softplus") -> Tensor:
