@@ -172,6 +172,8 @@ class CUDAPrinter(CUDAVectorMemory):
             "max",
             "abs",
             DYNAMIC_SHARED,
+            # math is printed by its C name (pow, fmod, isnan): a buffer must not shadow one
+            *(op.value for op in E.Intrinsic),
         ]
     )
 

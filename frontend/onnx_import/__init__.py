@@ -1,11 +1,13 @@
 """ONNX import: ``from_onnx`` and the converters (importing this registers them all)."""
 
 from ember.frontend.onnx_import import (
+    ops_broadcast,
     ops_control_flow,
     ops_elementwise,
     ops_gather,
     ops_indexing,
     ops_linalg,
+    ops_math,
     ops_nn,
     ops_norm,
     ops_quant,
@@ -23,11 +25,13 @@ __all__ = [
     "find_converter",
     "from_onnx",
     "load_model",
+    "ops_broadcast",
     "ops_control_flow",
     "ops_elementwise",
     "ops_gather",
     "ops_indexing",
     "ops_linalg",
+    "ops_math",
     "ops_nn",
     "ops_norm",
     "ops_quant",

@@ -1,10 +1,12 @@
 """The Ember operator library; importing it registers every op family (see ``registry``)."""
 
 from ember.frontend.ops import (
+    broadcast,
     control_flow,
     elementwise,
     indexing,
     linalg,
+    math,
     nn,
     norm,
     quant,
@@ -16,12 +18,14 @@ from ember.frontend.ops import (
 from ember.frontend.ops.registry import OpDef, get_op, list_ops, register_op
 
 __all__ = [
+    "broadcast",
     "control_flow",
     "elementwise",
     "get_op",
     "indexing",
     "linalg",
     "list_ops",
+    "math",
     "nn",
     "norm",
     "OpDef",

@@ -22,7 +22,8 @@ DTYPES = {
 
 
 def tensor_info(name: str, shape: Sequence[Any] | None, dtype: str = "float32") -> Any:
-    return helper.make_tensor_value_info(name, DTYPES[dtype], shape)
+    code = DTYPES.get(dtype) or helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    return helper.make_tensor_value_info(name, code, shape)
 
 
 def make_model(

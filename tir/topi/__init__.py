@@ -6,7 +6,7 @@ returns the output tensor; schedules live with the targets
 maps its nodes onto these functions.
 """
 
-from ember.tir.topi import indexing, resize, scatter
+from ember.tir.topi import activation, broadcast, indexing, resize, scatter
 from ember.tir.topi.conv import conv_nd
 from ember.tir.topi.conv_transpose import conv_transpose_nd
 from ember.tir.topi.einsum import einsum
@@ -48,9 +48,11 @@ from ember.tir.topi.reduce import arg_reduce, hardmax, reduce_axes
 from ember.tir.topi.transform import concatenate, reshape, take, transpose
 
 __all__ = [
+    "activation",
     "arg_reduce",
     "batch_matmul",
     "batch_norm",
+    "broadcast",
     "broadcast_binary",
     "concatenate",
     "conv2d_nchw",

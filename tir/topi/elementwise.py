@@ -70,7 +70,8 @@ def unary(X: Tensor, fn: Callable[[E.PrimExpr], E.PrimExpr], name: str) -> Tenso
 
 
 def relu(X: Tensor, name: str = "relu") -> Tensor:
-    return unary(X, lambda x: E.max_(x, E.const(0, X.dtype)), name)
+    """``max(x, 0)`` by compare-and-select, so a NaN stays NaN (as numpy and onnxruntime)."""
+    return unary(X, lambda x: E.select(x < E.const(0, X.dtype), E.const(0, X.dtype), x), name)
 
 
 def sigmoid(X: Tensor, name: str = "sigmoid") -> Tensor:
