@@ -21,11 +21,14 @@ def _param_key(array) -> tuple:  # noqa: ANN001
 
 
 def eliminate_common_subexpr(graph: Graph) -> Graph:
+    outputs = set(graph.output_names)
     rename: dict[str, str] = {}
     first_param: dict[tuple, str] = {}
     for name, array in graph.params.items():
+        if name in outputs:  # an output keeps its name, even as a copy of another constant
+            rename[name] = name
+            continue
         rename[name] = first_param.setdefault(_param_key(array), name)
-    outputs = set(graph.output_names)
     seen: dict[tuple, Node] = {}
     kept: list[Node] = []
     for node in graph.nodes:

@@ -81,6 +81,13 @@ def test_common_subexpressions_merge_nodes_and_equal_params():
     assert set(after.params) == {"c1"}
 
 
+def test_a_constant_output_equal_to_another_constant_stays():
+    c = np.ones((4, 6), "float32")
+    before = graph([node("add", ["x", "c1"], "a")], ["a", "c2"], {"c1": c, "c2": c.copy()})
+    after = eliminate_common_subexpr(before).verify()
+    assert set(after.params) == {"c1", "c2"}
+
+
 def test_a_duplicate_that_is_an_output_stays():
     before = graph([node("relu", ["x"], "a"), node("relu", ["x"], "b")], ["a", "b"])
     assert shape(eliminate_common_subexpr(before)) == shape(before)

@@ -196,9 +196,6 @@ EXPECTED_FAILURES = {
     "test_range_bfloat16_type_positive_delta": "bfloat16 is not supported",
     "test_batchnorm_epsilon_training_mode": "BatchNormalization training mode is not supported",
     "test_batchnorm_example_training_mode": "BatchNormalization training mode is not supported",
-    "test_reduce_sum_empty_set_non_reduced_axis_zero": "zero-size tensors are not supported",
-    "test_reduce_sum_square_empty_set_expanded": "zero-size tensors are not supported",
-    "test_reshape_allowzero_reordered": "zero-size tensors are not supported",
     "test_resize_downsample_scales_cubic_antialias": "Resize antialias=1 is not supported",
     "test_resize_downsample_scales_linear_antialias": "Resize antialias=1 is not supported",
     "test_resize_downsample_sizes_cubic_antialias": "Resize antialias=1 is not supported",
@@ -251,11 +248,6 @@ def test_node_case(case: str) -> None:
 
 CUDA_EXPECTED_FAILURES = {
     **EXPECTED_FAILURES,
-    "test_scan9_scalar": "the unrolled Scan takes 0-d slices (a gather to a scalar), and a 0-d "
-    "output has no axis to bind to GPU threads",
-    "test_det_2d": "a 0-d output has no axis to bind to GPU threads",
-    "test_einsum_inner_prod": "a 0-d output has no axis to bind to GPU threads",
-    "test_einsum_scalar": "a 0-d output has no axis to bind to GPU threads",
 }
 
 
