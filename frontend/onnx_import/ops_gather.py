@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.errors import ArgumentError, UnsupportedOperatorError
+from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.ops_indexing import const_ints
 from ember.frontend.onnx_import.ops_transform import _reshape, _static
@@ -117,11 +117,7 @@ def topk_10(ctx: ConvertContext) -> list[str]:
 
 
 def _nonempty(ctx: ConvertContext, shape: tuple[int, ...]) -> None:
-    if any(d == 0 for d in shape):
-        raise UnsupportedOperatorError(
-            f"{ctx.op_type} '{ctx.name}': the result {list(shape)} is a zero-size tensor, "
-            "which Ember does not support"
-        )
+    """Zero-size results are values like any other (the executor runs no kernel for them)."""
 
 
 @converter("Size", since=1)

@@ -36,11 +36,6 @@ def emit_slice(
         lo, _, _ = slice(s, e, st).indices(src[axis])
         begin[axis], step[axis] = lo, st
         shape[axis] = len(range(*slice(s, e, st).indices(src[axis])))
-    if 0 in shape:
-        raise UnsupportedOperatorError(
-            f"{ctx.op_type} '{ctx.name}': the result {shape} is a zero-size tensor, "
-            "which Ember does not support"
-        )
     if tuple(shape) == src and all(b == 0 for b in begin) and all(s == 1 for s in step):
         return value
     attrs = {"begin": tuple(begin), "step": tuple(step), "shape": tuple(shape)}
