@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_tuner.py`` (the issue's tasks: matmul.llvm at
 128x3072x768, 1024^3 and 2048^3 over its whole 1,152-config space; hours on a small
-machine) or ``--quick`` (smaller shapes, a 192-config product sub-space, 60 trials). Each space is
+machine) or ``--quick`` (smaller shapes, a 192-config product sub-space, 60 trials;
+with ``--whole-space`` all 1,152 configs and 200 trials). Each space is
 swept once with the tuner's own isolated measuring workers and cached on disk
 (``--cache``, one JSON file per task key and thread count, resumed where a killed
 sweep stopped). The sweep is then the cost oracle: ``--seeds`` TPE and random
@@ -62,7 +63,7 @@ def sweep(task: Any, indices: list[int], cache: Path, option: Any, threads: str)
     """Measure every config in ``indices`` once (or read them from the cache file)."""
     from ember.tuner import LocalMeasurer
 
-    path = cache / f"{task.key}-threads{threads}.json"
+    path = cache_path(cache, task, threads)
     data = json.loads(path.read_text()) if path.exists() else {}
     data.setdefault("costs", {})
     data.update(template=task.name, args=list(task.args), threads=threads)
@@ -83,6 +84,25 @@ def sweep(task: Any, indices: list[int], cache: Path, option: Any, threads: str)
             path.write_text(json.dumps(data))
     print(f"  swept in {time.time() - start:.0f} s -> {path}")
     return data
+
+
+def cache_path(cache: Path, task: Any, threads: str) -> Path:
+    return cache / f"{task.key}-threads{threads}.json"
+
+
+def refine(task: Any, data: dict, path: Path, option: Any, top: int = 8) -> None:
+    """Re-measure the sweep's ``top`` fastest configs (three interleaved rounds, the best
+    round each): one noisy lucky run must not set the bar that every search is judged
+    against. Cached with the sweep."""
+    ranked = sorted((c, k) for k, c in data["costs"].items() if c is not None)
+    keys = [k for _, k in ranked[:top]]
+    # the fresh costs replace the sweep's (a lucky sweep run is exactly what this undoes)
+    if not keys or set(keys) <= set(data.get("refined", {})):
+        return
+    fresh = remeasure(task, [int(k) for k in keys], option)
+    data.setdefault("refined", {}).update({k: t for k, t in zip(keys, fresh) if not math.isinf(t)})
+    data["costs"].update(data["refined"])
+    path.write_text(json.dumps(data))
 
 
 class Oracle:
@@ -222,6 +242,8 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller shapes, a sub-space")
     p.add_argument("--trials", type=int, default=None, help="default 200 (--quick: 60)")
+    p.add_argument("--whole-space", action="store_true", help="--quick shapes, all 1,152 configs")
+    p.add_argument("--shapes", default="", help="only these, e.g. 64x1536x384,256x256x256")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--jobs", type=int, default=2, help="parallel builds while sweeping")
     p.add_argument("--threads", default="", help="EMBER_NUM_THREADS and OpenBLAS threads")
@@ -232,14 +254,17 @@ def parse() -> argparse.Namespace:
 def main() -> None:
     args = parse()
     # A quick sub-space holds 192 configs: 60 trials is the issue's 200 of 1,152 scaled down.
-    args.trials = args.trials or (60 if args.quick else 200)
+    sub_space = args.quick and not args.whole_space
+    args.trials = args.trials or (60 if sub_space else 200)
     if args.threads:
         os.environ["EMBER_NUM_THREADS"] = args.threads  # the workers inherit it
         os.environ["OPENBLAS_NUM_THREADS"] = args.threads  # the numpy child too
     from ember.tuner import MeasureOption, create_task
 
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
-    subspace = QUICK_SUBSPACE if args.quick else None
+    if args.shapes:
+        shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
+    subspace = QUICK_SUBSPACE if sub_space else None
     option = MeasureOption(number=5, repeat=3, jobs=args.jobs, timeout=60.0)
     print(f"bench_tuner: {'quick' if args.quick else 'full'}; threads {args.threads or 'all'}; "
           f"{args.trials} trials x {args.seeds} seeds; cache {args.cache}")  # fmt: skip
@@ -247,7 +272,9 @@ def main() -> None:
     for shape in shapes:
         task = create_task("matmul.llvm", args=(*shape, "float32"))
         indices = space_indices(task, subspace)
-        data = sweep(task, indices, Path(args.cache), option, args.threads or "all")
+        threads = args.threads or "all"
+        data = sweep(task, indices, Path(args.cache), option, threads)
+        refine(task, data, cache_path(Path(args.cache), task, threads), option)
         data["swept"] = {str(i) for i in indices}
         tasks.append(task)
         results.append(report_task(shape, task, data, args))
