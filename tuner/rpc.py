@@ -174,6 +174,8 @@ def _service_class(measurers: _Measurers) -> type:
                 out = measurers.measure(json.loads(spec), json.loads(configs), json.loads(option))
             except EmberError as e:
                 return json.dumps({"error": f"{type(e).__name__}: {e}"})
+            except Exception as e:  # a malformed request: answered, never raised across
+                return json.dumps({"error": f"bad request: {type(e).__name__}: {e}"})
             return json.dumps({"results": out})
 
     return MeasureService
@@ -284,10 +286,12 @@ class RemoteMeasurer:
         spec = json.dumps(task_spec(task))
         payload = json.dumps([c.to_json() for c in configs])
         option = json.dumps(asdict(self.option))
+        import rpyc
+
         try:
-            self._conn._config["sync_request_timeout"] = self._deadline(len(configs))
-            reply = json.loads(self._conn.root.measure(spec, payload, option))
-        except (EOFError, OSError, TimeoutError) as e:
+            call = rpyc.timed(self._conn.root.measure, self._deadline(len(configs)))
+            reply = json.loads(call(spec, payload, option).value)
+        except (EOFError, OSError, TimeoutError) as e:  # TimeoutError: the deadline passed
             self._drop()
             self.restarts += 1
             text = f"lost {self.where} while measuring: {type(e).__name__}: {e}"

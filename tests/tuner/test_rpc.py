@@ -154,3 +154,19 @@ def test_dry_run_reports_wrong_results(tmp_path):
         results = m.measure(task, configs)
     assert [r.error.value for r in results] == ["ok", "wrong_result"]
     assert dry_run(task, 1, MeasureOption(timeout=5.0)).counts == {"ok": 1}
+
+
+def test_a_task_the_server_sees_differently_is_a_clear_error(server):
+    """Client and server disagreeing on a task's key (other Ember or template versions)
+    get a DeviceError naming both keys, not a wrong measurement."""
+    from types import SimpleNamespace
+
+    task = create_task("matmul.llvm", args=(8, 8, 8, "float32"))
+    fake = SimpleNamespace(
+        template=task.template, name=task.name, args=task.args, target=task.target, key="0" * 20
+    )
+    cfg = task.config_space.get(0)
+    with RemoteMeasurer(server.address, TOKEN, OPTION) as remote:
+        with pytest.raises(DeviceError, match="different Ember or template versions"):
+            remote.measure(fake, [cfg])
+        assert remote.measure(task, [cfg])[0].ok  # the connection is still good
