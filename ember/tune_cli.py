@@ -43,7 +43,16 @@ def add_parsers(sub: Any) -> None:
     tune.add_argument("--early-stopping", type=int, default=None, dest="early_stopping")
     tune.add_argument("--transfer", nargs="*", default=None, help="records of other shapes")
     tune.add_argument("--plot", default=None, help="write a convergence plot (PNG)")
+    tune.add_argument("--rpc", default=None, metavar="HOST:PORT",
+                      help="measure on the host running `ember rpc-server`")  # fmt: skip
+    tune.add_argument("--token", default=None,
+                      help="the rpc-server's token (default: $EMBER_RPC_TOKEN)")  # fmt: skip
+    tune.add_argument("--dry-run", action="store_true", dest="dry_run",
+                      help="build and check configs, no timing (CUDA: emulated)")  # fmt: skip
     tune.set_defaults(fn=cmd_tune)
+    from ember.rpc_cli import add_rpc_parser
+
+    add_rpc_parser(sub)
     rec = sub.add_parser("records", help="show, pick the best of, or merge records files")
     rsub = rec.add_subparsers(dest="records_command", required=True)
     show = rsub.add_parser("show", help="print records")
@@ -101,23 +110,36 @@ def _measure_option(ns: argparse.Namespace) -> Any:
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
-    from ember.tuner import tune
+    from ember.rpc_cli import cmd_dry_run, measurer_for
 
     _check_counts(ns)
     task = make_task(ns.op, parse_shape(ns.shape), ns.dtype, ns.target)
-    display = LiveDisplay(task, ns.trials)
-    with display:
-        result = tune(
-            task, n_trials=ns.trials, records=ns.log, sampler=ns.sampler, seed=ns.seed,
-            timeout=ns.timeout, storage=ns.storage, measure=_measure_option(ns),
-            early_stopping=ns.early_stopping, resume=ns.resume, transfer=ns.transfer,
-            on_trial=display.update,
-        )  # fmt: skip
+    measure, owned = measurer_for(ns, task, _measure_option(ns))
+    try:
+        if ns.dry_run:
+            return cmd_dry_run(ns, task, measure)
+        result = _run_tune(ns, task, measure)
+    finally:
+        if owned:
+            measure.close()
     print_summary(result, ns.log)
     if ns.plot:
         plot_convergence(result, ns.plot)
         print(f"convergence plot: {ns.plot}")
     return 0
+
+
+def _run_tune(ns: argparse.Namespace, task: Any, measure: Any) -> Any:
+    from ember.tuner import tune
+
+    display = LiveDisplay(task, ns.trials)
+    with display:
+        return tune(
+            task, n_trials=ns.trials, records=ns.log, sampler=ns.sampler, seed=ns.seed,
+            timeout=ns.timeout, storage=ns.storage, measure=measure,
+            early_stopping=ns.early_stopping, resume=ns.resume, transfer=ns.transfer,
+            on_trial=display.update,
+        )  # fmt: skip
 
 
 def _ms(cost: float) -> str:

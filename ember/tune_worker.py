@@ -74,6 +74,17 @@ def _describe(e: BaseException) -> str:
     return text[-2000:]
 
 
+def task_from_spec(spec: dict[str, Any]) -> Any:
+    """The task a :func:`ember.tuner.measure.task_spec` describes, importing the template's
+    module first (templates defined outside Ember register on import)."""
+    from ember.tuner import create_task
+
+    module = spec.get("module", "")
+    if module and module not in ("__main__", "__mp_main__") and module not in sys.modules:
+        importlib.import_module(module)
+    return create_task(spec["name"], tuple(spec["args"]), spec["target"])
+
+
 class _Worker:
     def __init__(self) -> None:
         self.tasks: dict[str, Any] = {}
@@ -81,12 +92,7 @@ class _Worker:
 
     def task(self, spec: dict[str, Any]) -> Any:
         if spec["key"] not in self.tasks:
-            from ember.tuner import create_task
-
-            module = spec.get("module", "")
-            if module and module not in ("__main__", "__mp_main__") and module not in sys.modules:
-                importlib.import_module(module)  # registers templates defined outside Ember
-            self.tasks[spec["key"]] = create_task(spec["name"], tuple(spec["args"]), spec["target"])
+            self.tasks[spec["key"]] = task_from_spec(spec)
         return self.tasks[spec["key"]]
 
     # -- prepare -------------------------------------------------------------------------
@@ -120,6 +126,8 @@ class _Worker:
             return mod
         from ember.errors import ArgumentError
 
+        if not hasattr(mod, "export_library"):  # a CUDA module: the runner builds it again
+            return {"lib": None}
         try:
             mod.export_library(lib)
         except ArgumentError:  # calls back into Python: the runner builds it itself
@@ -163,6 +171,8 @@ class _Worker:
             a.copy() if is_in else np.full_like(a, _sentinel(a.dtype))
             for a, is_in in zip(inputs, meta["roles"])
         ]
+        if timing.get("dry_run"):
+            return self._check_once(mod, args, workdir, meta, timing)
         try:
             evaluate = mod.time_evaluator(
                 number=timing["number"],
@@ -177,6 +187,23 @@ class _Worker:
             if wrong:
                 return {"error": "wrong_result", "message": wrong}
         return {"costs": list(result.results)}
+
+    def _check_once(self, mod: Any, args: list, workdir: str, meta: dict, timing: dict) -> dict:
+        """One untimed run (a CUDA module on the SIMT emulator) and the result check."""
+        from ember.errors import EmberError
+
+        try:
+            if hasattr(mod, "emulate"):
+                mod.emulate(*args)
+            else:
+                mod(*args)
+        except EmberError as e:
+            return {"error": "runtime", "message": _describe(e)}
+        if meta["check"]:
+            wrong = _check(args, workdir, meta["roles"], timing["rtol"], timing["atol"])
+            if wrong:
+                return {"error": "wrong_result", "message": wrong}
+        return {"costs": []}
 
     def _inputs(self, workdir: str) -> tuple[list[np.ndarray], dict]:
         if workdir not in self.inputs:

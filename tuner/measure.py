@@ -64,6 +64,7 @@ class MeasureOption:
     rtol: float = 1e-3
     atol: float = 1e-4
     seed: int = 0
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         for name in ("number", "repeat", "jobs"):
@@ -193,7 +194,8 @@ class LocalMeasurer:
                 build_s=build_s,
                 run_s=reply.seconds,
             )
-        return MeasureResult(tuple(value["costs"]), ErrorKind.OK, "", build_s, reply.seconds)
+        message = "checked, not timed (dry run)" if self.option.dry_run else ""
+        return MeasureResult(tuple(value["costs"]), ErrorKind.OK, message, build_s, reply.seconds)
 
     def close(self) -> None:
         for worker in [*self._builders, self._runner]:

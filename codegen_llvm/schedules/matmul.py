@@ -9,7 +9,9 @@ unrolled by ``ku``), then copied out. Tiles are grouped into ``nc``-wide column
 blocks so one block of packed B stays in the L2 cache while every row block of A
 streams past it; the block loop (fused with any batch axes) runs in parallel.
 Shapes that the tiles do not divide are handled by the guards lowering adds and
-loop partitioning confines to the edge tiles.
+loop partitioning confines to the edge tiles. A one-row ``matmul`` (a GEMV) may
+instead stream B in memory order with K split across threads
+(:mod:`ember.codegen_llvm.schedules.gemv`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ember.codegen_llvm.schedules.gemv import define_gemv_knobs, schedule_gemv_stream
 from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
@@ -113,10 +116,11 @@ def _gemm(M: int, N: int, K: int, dtype: str, transposed: bool) -> tuple[Schedul
     # panel. A few rows (a GEMV, a small batch) read B's rows in place instead.
     # ``dense`` always packs: its B rows run along k, not along the vector lanes.
     cfg.define_knob("pack", [True, False], default=transposed or M >= 4 * tiles.mr)
+    stream, k_split = define_gemv_knobs(M) if not transposed else (False, 1)
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((N, K) if transposed else (K, N), dtype, name="B")
     k = te.reduce_axis((0, K), name="k")
-    if cfg["pack"].val or transposed:
+    if (cfg["pack"].val or transposed) and not stream:
         packed = pack_panels(B, nr, transposed)
 
         def body(i, j):  # noqa: ANN001, ANN202
@@ -130,7 +134,10 @@ def _gemm(M: int, N: int, K: int, dtype: str, transposed: bool) -> tuple[Schedul
 
     C = te.compute((M, N), body, name="C", tag="dense" if transposed else "matmul")
     s = create_schedule(C.op)
-    schedule_gemm(s, C, packed, tiles)
+    if stream:
+        schedule_gemv_stream(s, C, nr, tiles.ku, k_split)
+    else:
+        schedule_gemm(s, C, packed, tiles)
     return s, [A, B, C]
 
 
