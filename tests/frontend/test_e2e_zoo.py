@@ -50,3 +50,22 @@ def test_model_compiles_for_cuda(name):
         st.kernel.module.get_source("ptx") for st in lib.steps if hasattr(st.kernel, "module")
     ]
     assert sources and all(".entry" in s for s in sources)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("name", ["mlp", "conv_block"])
+def test_small_models_run_in_the_cuda_emulator(name, monkeypatch):
+    """The MLP and a conv block compiled for CUDA run in the SIMT emulator (race checks on)
+    and match onnxruntime."""
+    pytest.importorskip("cuda")
+    from ember.frontend.testing.models import mlp, small_cnn
+
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    rng = np.random.default_rng(12)
+    if name == "mlp":
+        model, feeds = mlp(rng, batch=5, sizes=(37, 48, 10))
+    else:
+        model, feeds = small_cnn(rng, batch=1, h=11, w=9)
+    lib = ember.compile(model, target="cuda -arch=sm_80")
+    for got, want in zip(lib.run(feeds), _reference(model, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
