@@ -182,7 +182,7 @@ def test_large_tensor_kernel_indexes_in_64_bits() -> None:
     assert "long long i_j_fused_inner = threadIdx.x;" in src
     cpu = te.create_schedule(B.op)
     ll = ember.build(cpu, [A, B], target="llvm").get_source("ll-unopt")
-    assert "mul nsw i64" in ll and "getelementptr inbounds float, ptr %\"A\", i64" in ll
+    assert "mul nsw i64" in ll and 'getelementptr inbounds float, ptr %"A", i64' in ll
 
 
 @pytest.mark.nvrtc
