@@ -137,9 +137,7 @@ def _check_state(name: str, i: int, ini: Tensor, upd: Tensor, st: Tensor) -> Non
         if not isinstance(t.op, ComputeOp):
             raise ArgumentError(f"{where}: {what} must be a te.compute, got {t.op!r}")
         if t.dtype != st.dtype:
-            raise ArgumentError(
-                f"{where}: {what} has dtype {t.dtype} but the state has {st.dtype}"
-            )
+            raise ArgumentError(f"{where}: {what} has dtype {t.dtype} but the state has {st.dtype}")
         if t.ndim != st.ndim:
             raise ArgumentError(
                 f"{where}: {what} has {t.ndim} dimensions but the state has {st.ndim}"
