@@ -12,25 +12,7 @@ import traceback
 
 from ember import config
 from ember.errors import EmberError
-
-
-def host_cpu_model() -> str:
-    """The CPU model the OS reports ("AMD EPYC 7B13"), or ``"unknown"``.
-
-    LLVM's ``get_host_cpu_name`` is a tuning guess (an AMD EPYC host can read
-    ``rocketlake`` under a hypervisor), so ``ember info`` prints both.
-    """
-    import platform
-
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+from ember.target import host_cpu_model
 
 
 def _cmd_demo(ns: argparse.Namespace) -> int:

@@ -84,3 +84,19 @@ class Target:
 
 def as_target(target: str | Target) -> Target:
     return Target.parse(target)
+
+
+def host_cpu_model() -> str:
+    """The CPU model the OS reports ("AMD EPYC 7B13"), or ``"unknown"``: ``ember info``
+    prints it beside LLVM's guess, and the tuner records it as the device of CPU records."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ember.errors import ArgumentError
-from ember.target import Target
+from ember.target import Target, host_cpu_model
 
 FORMAT_VERSION = 1
 
@@ -71,17 +71,7 @@ class Record:
 
 def host_device_name() -> str:
     """The CPU model the OS reports, the device name of CPU records."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine() or "unknown"
+    return host_cpu_model()
 
 
 def ember_version() -> str:

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
+from ember.frontend.testing.models import build_model  # noqa: E402
 from tests.frontend.onnx_models import run_ort  # noqa: E402
 
 
@@ -28,22 +29,7 @@ def node_model(
     names = list(order) if order is not None else [*inputs, *consts]
     outs = [f"y{k}" for k in range(n_outputs)]
     node = helper.make_node(op_type, names, outs, name=f"{op_type.lower()}_node", **attrs)
-    g = helper.make_graph(
-        [node],
-        "test",
-        [
-            helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-            for k, v in inputs.items()
-        ],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
-        [numpy_helper.from_array(v, k) for k, v in consts.items()],
-    )
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = min(model.ir_version, 10)
-    inferred = onnx.shape_inference.infer_shapes(model)
-    del model.graph.output[:]
-    model.graph.output.extend(inferred.graph.output)
-    return model
+    return build_model([node], inputs, outs, consts, opset)
 
 
 def check_exact(model: Any, inputs: dict[str, np.ndarray], target: str = "llvm") -> list[Any]:
