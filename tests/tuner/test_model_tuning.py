@@ -172,7 +172,7 @@ def test_tuned_records_are_used_and_results_match_onnxruntime(tmp_path):
 
 
 def test_records_of_another_target_are_not_used(tmp_path):
-    from ember.tuner import RecordWriter, Record
+    from ember.tuner import Record, RecordWriter
 
     model, feeds = two_convs(np.random.default_rng(4))
     task = ember.extract_tasks(model)[0].task
