@@ -51,7 +51,7 @@ def two_convs(rng, c: int = 4, h: int = 9, w: int = 7):
         "W2": rng.standard_normal((c, c, 3, 3)).astype("float32") * 0.3,
         "B2": rng.standard_normal(c).astype("float32"),
         "W3": rng.standard_normal((6, c, 3, 3)).astype("float32") * 0.3,
-        "FC": rng.standard_normal((5, 6 * 5 * 4)).astype("float32") * 0.1,
+        "FC": rng.standard_normal((5, 6 * ((h + 1) // 2) * ((w + 1) // 2))).astype("float32") * 0.1,
     }
     n = helper.make_node
     nodes = [
@@ -188,3 +188,35 @@ def test_records_of_another_target_are_not_used(tmp_path):
         other = ember.compile(model, records=log)
     assert plain.steps[0].kernel is other.steps[0].kernel  # the fallback kernel, cached
     np.testing.assert_allclose(other.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_cli_tunes_a_model_and_compiles_with_the_records(tmp_path, capsys):
+    """Real measurement, on tiny shapes with one trial per task (the fallback configs)."""
+    import onnx
+
+    from ember.cli import main
+
+    model, feeds = two_convs(np.random.default_rng(5), c=3, h=6, w=5)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    log = tmp_path / "rec.jsonl"
+    argv = ["tune", str(path), "--trials", "3", "--log", str(log), "--number", "1", "--repeat", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "3 task(s)" in out and "model tuning summary" in out
+    recs = read_records(log)
+    assert {r.task_key for r in recs} == {t.task.key for t in ember.extract_tasks(model)}
+    assert all(r.ok for r in recs), [r.message for r in recs if not r.ok]
+    artifact = tmp_path / "m.ember"
+    assert main(["compile", str(path), "--records", str(log), "-o", str(artifact)]) == 0
+    got = ember.load(artifact).run(feeds)[0]
+    np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_cli_model_errors_exit_1(tmp_path, capsys):
+    from ember.cli import main
+
+    assert main(["tune", str(tmp_path / "x.onnx"), "--op", "matmul"]) == 1
+    assert "not both" in capsys.readouterr().err
+    assert main(["tune", "--trials", "2"]) == 1
+    assert "--op and one --shape" in capsys.readouterr().err
