@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ember
 from ember.errors import ArgumentError
@@ -121,6 +123,19 @@ def test_split_trials_is_proportional_to_weight(weights, n, want):
     assert split_trials(weights, n) == want
 
 
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=8), st.integers(1, 500))
+@settings(max_examples=200, deadline=None)
+def test_split_trials_property(weights, n):
+    shares = split_trials(weights, n)
+    assert len(shares) == len(weights) and min(shares) >= 1
+    assert sum(shares) == max(n, len(weights))
+    # a heavier task never gets fewer trials than a lighter one
+    for a, b in zip(weights, shares):
+        for c, d in zip(weights, shares):
+            if a > c:
+                assert b >= d
+
+
 def test_tune_tasks_rejects_bad_input():
     with pytest.raises(ArgumentError, match="n_trials"):
         tune_tasks([], n_trials=0)
@@ -220,3 +235,44 @@ def test_cli_model_errors_exit_1(tmp_path, capsys):
     assert "not both" in capsys.readouterr().err
     assert main(["tune", "--trials", "2"]) == 1
     assert "--op and one --shape" in capsys.readouterr().err
+
+
+def _write_record(log, task, choices):
+    from ember.tuner import Record, RecordWriter
+
+    cfg = task.config_space.from_choices(choices)
+    with RecordWriter(log) as wr:
+        wr.write(
+            Record(task.key, task.name, task.workload_key, task.template.version, "llvm",
+                   cfg.to_json(), (1e-6,), "ok", host_device_name(), "0")
+        )  # fmt: skip
+    return cfg
+
+
+@pytest.mark.parametrize(("nr", "applies"), [(32, True), (64, False)])
+def test_dense_packed_takes_a_matmul_records_tiles_when_its_panels_fit(tmp_path, nr, applies):
+    """The MLP's first GEMM (N=20) is packed in 32-wide panels: a record with nr=32 gives
+    its mr/ku/nc_panels, one with another nr is ignored; both still match onnxruntime."""
+    from ember.codegen_llvm.schedules.matmul import GemmTiles
+    from ember.graph_schedule import _recorded_tiles
+
+    model, feeds = models.mlp(np.random.default_rng(6), batch=5, sizes=(12, 20, 7))
+    task = ember.extract_tasks(model)[0].task
+    assert task.args == (5, 20, 12, "float32")
+    knobs = task.config_space.knobs
+    want = {"mr": 2, "nr": nr, "ku": 2, "nc_panels": 4, "pack": True}
+    choices = {n: k.default_index for n, k in knobs.items()}
+    for name, value in want.items():
+        values = [knobs[name].entity(i).val for i in range(len(knobs[name]))]
+        choices[name] = values.index(value)
+    log = tmp_path / "mm.jsonl"
+    _write_record(log, task, choices)
+    default = GemmTiles(mr=4, nr=32, ku=4, nc_panels=2)
+    with apply_history_best(log):
+        got = _recorded_tiles(task.args, default)
+    if applies:
+        assert got == GemmTiles(mr=2, nr=32, ku=2, nc_panels=4)
+    else:
+        assert got == default
+    compiled = ember.compile(model, records=log)
+    np.testing.assert_allclose(compiled.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
