@@ -69,6 +69,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "list_global_func_names": ("ember.registry", "list_global_func_names"),
     "transform": ("ember.transform", None),
     "compile": ("ember.graph_compile", "compile"),
+    "extract_tasks": ("ember.model_tuning", "extract_tasks"),
     "load": ("ember.artifact", "load_model"),
     "CompiledModel": ("ember.executor", "CompiledModel"),
 }

@@ -28,8 +28,10 @@ def compile(
 ) -> CompiledModel:
     """Compile ``model`` for ``target`` ("llvm" or "cuda"); ``shapes`` fixes symbolic input dims.
 
-    ``records`` (tuning logs) is accepted for the tuner's ``apply_history_best`` and
-    not yet used: every kernel takes the generic schedule. ``graph_passes`` replaces
+    ``records`` (a tuning records file or files): kernels whose node has a tuning task
+    (convolutions on the ``conv2d_nchw.llvm`` template) take the best recorded config
+    of their task for this target, else the template's fallback; an enclosing
+    ``apply_history_best`` block works the same way. ``graph_passes`` replaces
     ``ember.frontend.passes.DEFAULT_PASSES`` (``()`` compiles one kernel per node).
     """
     from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
@@ -45,8 +47,20 @@ def compile(
                 "pass shapes={name: shape} to compile or from_onnx"
             )
     graph = run_graph_passes(graph, DEFAULT_PASSES if graph_passes is None else graph_passes)
-    steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
+    with _records(records, tgt):
+        steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
     return CompiledModel(graph, steps, str(tgt))
+
+
+def _records(records: Any, tgt: Target) -> Any:
+    """A block using the best records of ``records`` for ``tgt`` (nothing without any)."""
+    import contextlib
+
+    if records is None:
+        return contextlib.nullcontext()
+    from ember.tuner.dispatch import apply_history_best
+
+    return apply_history_best(records, target=tgt)
 
 
 def _groups(graph: Graph) -> list[list[Any]]:

@@ -81,15 +81,42 @@ def _schedule_reduction_cpu(s: Schedule, st: Any, axes: list[Any]) -> None:
 def _schedule_dense_packed(s: Schedule, st: Any) -> None:
     """The ``matmul.llvm`` template's register-blocked micro-kernel over pre-packed weight
     panels (``frontend/passes/pack_dense_weights.py``): mr rows x nr lanes accumulate in
-    registers, k unrolled by 4, column blocks of two panels run in parallel with the rows."""
+    registers, k unrolled by ku, column blocks of nc_panels panels run in parallel with the
+    rows. The tiles are the matmul task's best record's (:func:`_recorded_tiles`), else
+    4 rows, k unrolled by 4 and blocks of two panels."""
     from ember.codegen_llvm.schedules.matmul import GemmTiles, schedule_gemm
 
-    *lead, i, _ = st.op.axis
+    *lead, i, j = st.op.axis
     rows = int(i.dom.extent.value)
     nr = int(dict(st.op.attrs)["nr"])
     many = rows >= 2 or bool(lead)
     tiles = GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if many else 1)
+    m = rows
+    for ax in lead:
+        m *= int(ax.dom.extent.value)
+    k = int(st.op.reduce_axis[0].dom.extent.value)
+    tiles = _recorded_tiles((m, int(j.dom.extent.value), k, "float32"), tiles)
     schedule_gemm(s, st.op.output(0), None, tiles)
+
+
+def _recorded_tiles(args: tuple[Any, ...], default: Any) -> Any:
+    """The tiles of the ``matmul.llvm`` record for ``args`` in an enclosing
+    ``apply_history_best`` block, where it packs B in panels of the width the weights
+    were packed with (a record that streams B or packs other panels does not apply)."""
+    from dataclasses import replace
+
+    from ember.tuner.space import ConfigEntity
+    from ember.tuner.template import config_for_direct_call
+
+    cfg = config_for_direct_call("matmul.llvm", args)
+    if not isinstance(cfg, ConfigEntity):
+        return default
+    values = {name: cfg[name].val for name in cfg.choices}
+    if not values.get("pack") or values.get("gemv", "tile") != "tile":
+        return default
+    if values.get("nr") != default.nr:
+        return default
+    return replace(default, mr=values["mr"], ku=values["ku"], nc_panels=values["nc_panels"])
 
 
 def _output_ops(outputs: list[Any]) -> list[Any]:

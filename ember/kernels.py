@@ -156,9 +156,10 @@ def get_group_kernel(
     """The compiled kernel of a fused group (one node is a group of one)."""
     from ember.driver import build
     from ember.graph_schedule import schedule_generic
+    from ember.tuner.dispatch import active_fingerprint
 
     tgt = Target.parse(target)
-    key = ("group", group_key(nodes, inputs, outputs, types), str(tgt))
+    key = ("group", group_key(nodes, inputs, outputs, types), str(tgt), active_fingerprint())
     hit = _CACHE.get(key)
     if hit is not None:
         return hit

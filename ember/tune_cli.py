@@ -1,5 +1,6 @@
 """``ember tune`` and ``ember records``: the tuner from the command line.
 
+``ember tune model.onnx`` tunes a model's tasks (:mod:`ember.tune_model_cli`);
 ``ember tune --op matmul --shape 1024,1024,1024`` makes the task of template
 ``<op>.<target kind>`` on the shape (and ``--dtype`` when the template takes one),
 tunes it (:func:`ember.tuner.tune`) with a live ``rich`` display of the trial, the
@@ -22,9 +23,13 @@ from ember.errors import ArgumentError
 
 
 def add_parsers(sub: Any) -> None:
-    tune = sub.add_parser("tune", help="tune a schedule template for one shape")
-    tune.add_argument("--op", required=True, help="template op, e.g. matmul, dense, conv2d_nchw")
-    tune.add_argument("--shape", required=True, help="comma-separated ints, e.g. 1024,1024,1024")
+    tune = sub.add_parser("tune", help="tune a schedule template for one shape, or a model")
+    tune.add_argument("model", nargs="?", default=None,
+                      help="an .onnx model: tune every task of its kernels")  # fmt: skip
+    tune.add_argument("--op", default=None, help="template op, e.g. matmul, dense, conv2d_nchw")
+    tune.add_argument("--shape", action="append", default=[],
+                      help="with --op: comma-separated ints, e.g. 1024,1024,1024; with a "
+                      "model: NAME=D0,D1,... fixing an input's shape (repeatable)")  # fmt: skip
     tune.add_argument("--dtype", default="float32")
     tune.add_argument("--target", default="llvm")
     tune.add_argument("--trials", type=int, default=200, help="measured candidates")
@@ -113,7 +118,13 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     from ember.rpc_cli import cmd_dry_run, measurer_for
 
     _check_counts(ns)
-    task = make_task(ns.op, parse_shape(ns.shape), ns.dtype, ns.target)
+    if ns.model is not None:
+        from ember.tune_model_cli import cmd_tune_model
+
+        return cmd_tune_model(ns, _measure_option(ns))
+    if ns.op is None or len(ns.shape) != 1:
+        raise ArgumentError("ember tune: pass a model, or --op and one --shape")
+    task = make_task(ns.op, parse_shape(ns.shape[0]), ns.dtype, ns.target)
     measure, owned = measurer_for(ns, task, _measure_option(ns))
     try:
         if ns.dry_run:

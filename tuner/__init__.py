@@ -5,7 +5,9 @@ on ``get_config()``; ``create_task`` collects those knobs into a :class:`ConfigS
 and ``Task.instantiate(config)`` builds the schedule for one config, or for the
 fallback defaults. ``tune(task, ...)`` searches the space with Optuna, measuring
 candidates in isolated worker processes (:mod:`ember.tuner.measure`) and appending
-records (:mod:`ember.tuner.records`); ``apply_history_best(records)`` makes tasks and
+records (:mod:`ember.tuner.records`); ``tune_tasks`` splits one budget between the
+tasks of a model (``ember.extract_tasks``, which lives above the graph compiler);
+``apply_history_best(records)`` makes tasks and
 direct template calls use the best recorded configs. This package sits above
 ``ember.tir`` and reaches code generators only through registries.
 """
@@ -27,6 +29,7 @@ from ember.tuner.template import (
     using_config,
 )
 from ember.tuner.tune import TuneResult, tune
+from ember.tuner.tune_tasks import split_trials, tune_tasks
 
 __all__ = [
     "ErrorKind",
@@ -41,6 +44,8 @@ __all__ = [
     "read_records",
     "task_key",
     "tune",
+    "tune_tasks",
+    "split_trials",
     "AnnotateEntity",
     "AnnotateKnob",
     "Config",

@@ -9,6 +9,7 @@ there is none. Blocks nest; the innermost with a record for the task wins.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -37,6 +38,10 @@ class HistoryBest:
             old = self.by_workload.get(key)
             if old is None or rec.cost < old.cost:
                 self.by_workload[key] = rec
+        # names the configs this block hands out, for caches of what was built with them
+        self.fingerprint = hash(
+            tuple(sorted((k, json.dumps(r.config, sort_keys=True)) for k, r in self.best.items()))
+        )
 
     def config_for_task(self, task: Any) -> ConfigEntity | None:
         rec = self.best.get(task.key)
@@ -67,6 +72,12 @@ def _stack() -> list[HistoryBest]:
     if not hasattr(_LOCAL, "stack"):
         _LOCAL.stack = []
     return _LOCAL.stack  # type: ignore[no-any-return]
+
+
+def active_fingerprint() -> tuple[int, ...]:
+    """What the enclosing ``apply_history_best`` blocks choose, as a cache-key part: a
+    kernel built inside a block may differ from one built outside it or in another."""
+    return tuple(h.fingerprint for h in _stack() if h.best)
 
 
 def best_config_for(task: Any) -> ConfigEntity | None:

@@ -1,0 +1,83 @@
+"""``ember.extract_tasks``: the tuning tasks behind a model's graph kernels.
+
+Sits on top, beside ``ember.compile``: it imports the model the same way (ONNX path,
+``ModelProto`` or :class:`~ember.frontend.graph.Graph`), runs the same graph passes,
+and asks the target's strategy (``codegen_llvm/schedules/strategy.py``) which template
+task each node's kernel takes: convolutions the conv strategy takes become
+``conv2d_nchw.llvm`` tasks, ``dense_packed`` GEMMs ``matmul.llvm`` tasks. The tuner
+cannot do this itself (it never imports the graph compiler or a code generator), so
+the result is a plain list that :func:`ember.tuner.tune_tasks` takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.target import Target
+
+
+@dataclass
+class ModelTask:
+    """A distinct tuning task of a model and how many of its kernels use it."""
+
+    task: Any
+    weight: int
+    nodes: list[str]
+
+
+def extract_tasks(
+    model: Any,
+    target: str | Target = "llvm",
+    shapes: Any = None,
+    graph_passes: Sequence[Any] | None = None,
+) -> list[ModelTask]:
+    """The distinct template tasks behind ``model``'s kernels for ``target``, in graph
+    order, each with its weight (the number of nodes that run it). Only CPU (``llvm``)
+    targets have a strategy table; another target gives ``ArgumentError``."""
+    from ember.frontend.graph import Graph
+    from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
+    from ember.tuner.task import create_task
+
+    tgt = Target.parse(target)
+    if tgt.kind != "llvm":
+        raise ArgumentError(
+            f"extract_tasks: only llvm targets have tunable graph kernels, not {tgt}"
+        )
+    if isinstance(model, Graph) and shapes:
+        raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
+    if isinstance(model, Graph):
+        graph = model
+    else:
+        from ember.frontend.onnx_import.importer import from_onnx
+
+        graph = from_onnx(model, shapes)
+    graph = run_graph_passes(graph, DEFAULT_PASSES if graph_passes is None else graph_passes)
+    found: dict[tuple[str, str], ModelTask] = {}
+    for node, name, args in _node_tasks(graph):
+        from ember.tuner.task import workload_key
+
+        key = (name, workload_key(name, args))
+        if key not in found:
+            found[key] = ModelTask(create_task(name, args, tgt), 0, [])
+        found[key].weight += 1
+        found[key].nodes.append(node.name)
+    return list(found.values())
+
+
+def _node_tasks(graph: Any) -> list[tuple[Any, str, tuple[Any, ...]]]:
+    from ember.codegen_llvm.schedules.strategy import task_for
+
+    out = []
+    for node in graph.nodes:
+        if node.subgraphs:
+            continue  # If/Loop bodies are compiled on their own; not tuned here
+        in_types = [graph.values[i].type for i in node.inputs]
+        if any(not t.is_static for t in in_types):
+            continue
+        hit = task_for(node.op, in_types, node.attrs)
+        if hit is not None:
+            out.append((node, *hit))
+    return out

@@ -1,0 +1,69 @@
+"""``ember tune model.onnx``: tune every template task behind a model's graph kernels.
+
+``ember.tune_cli`` hands a ``tune`` command that names a model here: the tasks come
+from :func:`ember.model_tuning.extract_tasks` (``--shape NAME=D0,D1,...`` fixes
+symbolic input dims), :func:`ember.tuner.tune_tasks` splits ``--trials`` between them
+in proportion to how many kernels run each, appending to ``--log``, and a table
+summarises each task's fallback and best cost. ``ember compile model.onnx --records
+LOG`` then builds the model with the best configs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ember.errors import ArgumentError
+
+
+def _ms(cost: float) -> str:
+    return "-" if math.isinf(cost) else f"{cost * 1e3:.4f} ms"
+
+
+def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
+    from ember.model_cli import parse_shapes
+    from ember.model_tuning import extract_tasks
+    from ember.tuner import LocalMeasurer, tune_tasks
+
+    if ns.op is not None:
+        raise ArgumentError("ember tune: pass a model or --op, not both")
+    if ns.dry_run or ns.rpc or ns.plot or ns.transfer or ns.storage or ns.resume:
+        raise ArgumentError(
+            "ember tune MODEL: --dry-run, --rpc, --plot, --transfer, --storage and --resume "
+            "apply to tuning one --op only"
+        )
+    tasks = extract_tasks(ns.model, ns.target, parse_shapes(ns.shape) or None)
+    if not tasks:
+        print(f"{ns.model}: no tunable kernels for {ns.target}")
+        return 0
+    print(f"{ns.model}: {len(tasks)} task(s), {ns.trials} trial(s) split by weight")
+
+    def started(k: int, task: Any, trials: int) -> None:
+        print(f"[{k + 1}/{len(tasks)}] {task.name}{task.args}: {trials} trial(s)", flush=True)
+
+    with LocalMeasurer(measure_option) as measurer:
+        results = tune_tasks(
+            tasks, n_trials=ns.trials, records=ns.log, measure=measurer, sampler=ns.sampler,
+            seed=ns.seed, early_stopping=ns.early_stopping, on_task=started,
+            timeout=ns.timeout,
+        )  # fmt: skip
+    print_model_summary(tasks, results, ns.log)
+    return 0
+
+
+def print_model_summary(tasks: list[Any], results: list[Any], log: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"model tuning summary (records: {log or 'not written'})")
+    for col in ("task", "weight", "trials", "fallback", "best", "speedup"):
+        table.add_column(col)
+    for mt, res in zip(tasks, results):
+        fallback = res.trials[0].result.cost if res.trials else math.inf
+        speedup = fallback / res.best_cost if math.isfinite(res.best_cost) else math.nan
+        table.add_row(
+            f"{mt.task.name}{mt.task.args}", str(mt.weight), str(len(res.trials)),
+            _ms(fallback), _ms(res.best_cost), "-" if math.isnan(speedup) else f"{speedup:.2f}x",
+        )  # fmt: skip
+    Console(width=160).print(table)
