@@ -60,7 +60,8 @@ def conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _infer_pool(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+def infer_pool_window(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    """The shape rule of every windowed op (pools, LpPool, MaxPool with indices)."""
     x = types[0]
     k, s, p, d = attrs["kernel"], attrs["strides"], attrs["pads"], attrs["dilations"]
     nsp = len(k)
@@ -76,7 +77,7 @@ def _infer_pool(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     return [TensorType((*x.shape[:2], *sp), x.dtype)]
 
 
-@register_op("max_pool", OUT_ELEMWISE_FUSABLE, infer=_infer_pool)
+@register_op("max_pool", OUT_ELEMWISE_FUSABLE, infer=infer_pool_window)
 def max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     a = attrs
     return [
@@ -86,7 +87,7 @@ def max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     ]
 
 
-@register_op("avg_pool", OUT_ELEMWISE_FUSABLE, infer=_infer_pool)
+@register_op("avg_pool", OUT_ELEMWISE_FUSABLE, infer=infer_pool_window)
 def avg_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     a = attrs
     return [

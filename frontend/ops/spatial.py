@@ -20,11 +20,11 @@ from typing import Any
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
 from ember.frontend.op_kinds import OPAQUE, OUT_ELEMWISE_FUSABLE
+from ember.frontend.ops.nn import infer_pool_window
 from ember.frontend.ops.registry import register_op
 from ember.tir.topi import conv_transpose as topi_ct
 from ember.tir.topi import lppool as topi_lp
 from ember.tir.topi import pool_indices as topi_pi
-from ember.tir.topi.pool import pool_out_size
 
 Types = Sequence[TensorType]
 
@@ -58,16 +58,10 @@ def conv_transpose(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 
 def _infer_window(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
-    x = types[0]
-    k, s, p, d = attrs["kernel"], attrs["strides"], attrs["pads"], attrs["dilations"]
-    nsp = len(k)
-    if x.ndim != nsp + 2 or not all(isinstance(n, int) for n in x.shape[2:]):
+    x, nsp = types[0], len(attrs["kernel"])
+    if not all(isinstance(n, int) for n in x.shape[2:]):
         raise ArgumentError(f"pool: a {nsp}-D kernel needs a static {nsp + 2}-D input, got {x}")
-    sp = [
-        pool_out_size(x.shape[2 + i], k[i], s[i], d[i], p[i], p[nsp + i], attrs["ceil_mode"])
-        for i in range(nsp)
-    ]
-    return [TensorType((*x.shape[:2], *sp), x.dtype)]
+    return infer_pool_window(types, attrs)
 
 
 @register_op("lp_pool", OUT_ELEMWISE_FUSABLE, infer=_infer_window)

@@ -13,7 +13,7 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
-from ember.tir.topi.pool import Window, padded_read, pool_out_size
+from ember.tir.topi.pool import Window, padded_read
 from ember.tir.topi.transform import static_shape
 
 
@@ -36,12 +36,7 @@ def lp_pool_nd(
         raise ArgumentError(f"lp_pool: p must be positive, got {p}")
     dil = tuple(dilations)
     w = Window(tuple(kernel), tuple(strides), dil, tuple(pads[:nsp]), tuple(pads[nsp:]), xs[2:])
-    out_sp = [
-        pool_out_size(w.sizes[d], kernel[d], strides[d], dil[d], w.lo[d], w.hi[d], ceil_mode)
-        for d in range(nsp)
-    ]
-    if any(s <= 0 for s in out_sp):
-        raise ArgumentError(f"lp_pool: output would be empty ({out_sp})")
+    out_sp = w.out_sizes(ceil_mode, "lp_pool")
     rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
     zero = E.const(0, X.dtype)
 

@@ -39,6 +39,18 @@ class Window:
     hi: tuple[int, ...]
     sizes: tuple[int, ...]
 
+    def out_sizes(self, ceil_mode: bool, op: str) -> list[int]:
+        """Output positions per spatial dim; an empty output is an ``ArgumentError``."""
+        out = [
+            pool_out_size(n, k, s, d, lo, hi, ceil_mode)
+            for n, k, s, d, lo, hi in zip(
+                self.sizes, self.kernel, self.strides, self.dil, self.lo, self.hi
+            )
+        ]
+        if any(n <= 0 for n in out):
+            raise ArgumentError(f"{op}: output would be empty ({out})")
+        return out
+
     def taps(self, y: Sequence[E.PrimExpr], r: Sequence[Any]) -> list[E.PrimExpr]:
         """Input positions of tap ``r`` of the window at output ``y`` (may be in the padding)."""
         return [y[d] * self.strides[d] + r[d] * self.dil[d] - self.lo[d] for d in range(len(y))]
@@ -96,12 +108,7 @@ def pool_nd(
         raise ArgumentError(f"pool: kind must be 'max' or 'avg', got {kind!r}")
     dil = tuple(dilations or (1,) * nsp)
     w = Window(tuple(kernel), tuple(strides), dil, tuple(pads[:nsp]), tuple(pads[nsp:]), xs[2:])
-    out_sp = [
-        pool_out_size(w.sizes[d], kernel[d], strides[d], dil[d], w.lo[d], w.hi[d], ceil_mode)
-        for d in range(nsp)
-    ]
-    if any(s <= 0 for s in out_sp):
-        raise ArgumentError(f"pool: output would be empty ({out_sp})")
+    out_sp = w.out_sizes(ceil_mode, "pool")
     rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
     fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
     reducer = te.max if kind == "max" else te.sum
