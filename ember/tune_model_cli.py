@@ -2,8 +2,9 @@
 
 ``ember.tune_cli`` hands a ``tune`` command that names a model here: the tasks come
 from :func:`ember.model_tuning.extract_tasks` (``--shape NAME=D0,D1,...`` fixes
-symbolic input dims), :func:`ember.tuner.tune_tasks` splits ``--trials`` between them
-in proportion to how many kernels run each, appending to ``--log``, and a table
+symbolic input dims), :func:`ember.tuner.tune_tasks` spends ``--trials`` on them in
+rounds, each to the task whose weighted cost (how many kernels run it times its best
+cost) is expected to drop most, appending to ``--log``, and a table
 summarises each task's fallback and best cost. ``ember compile model.onnx --records
 LOG`` then builds the model with the best configs.
 """
@@ -37,10 +38,10 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
     if not tasks:
         print(f"{ns.model}: no tunable kernels for {ns.target}")
         return 0
-    print(f"{ns.model}: {len(tasks)} task(s), {ns.trials} trial(s) split by weight")
+    print(f"{ns.model}: {len(tasks)} task(s), {ns.trials} trial(s), in rounds by gain")
 
     def started(k: int, task: Any, trials: int) -> None:
-        print(f"[{k + 1}/{len(tasks)}] {task.name}{task.args}: {trials} trial(s)", flush=True)
+        print(f"[{k + 1}/{len(tasks)}] {task.name}{task.args}: {trials} more trial(s)", flush=True)
 
     with LocalMeasurer(measure_option) as measurer:
         results = tune_tasks(

@@ -152,7 +152,9 @@ def test_tuned_records_are_used_and_results_match_onnxruntime(tmp_path):
     tasks = ember.extract_tasks(model)
     log = tmp_path / "tune.jsonl"
     fake = FakeMeasurer()
-    results = tune_tasks(tasks, n_trials=16, records=log, measure=fake, sampler="random")
+    results = tune_tasks(
+        tasks, n_trials=16, records=log, measure=fake, sampler="random", schedule="weight"
+    )
     assert [r.task.key for r in results] == [t.task.key for t in tasks]
     assert [len(r.trials) for r in results] == [8, 4, 4]  # weights 2, 1, 1
     assert {r.task_key for r in read_records(log)} == {t.task.key for t in tasks}
