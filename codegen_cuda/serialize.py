@@ -73,8 +73,8 @@ def launch_table(module: CUDAModule) -> list[dict[str, Any]]:
                 "grid": [_extent(g) for g in grid],
                 "block": [int(b) for b in block],
                 "dynamic_shared_bytes": dynamic_shared_bytes(func),
-                "args": [[b.name, b.dtype] for b in func.buffers]
-                + [[v.name, v.dtype] for v in func.size_vars()],
+                "args": [[b.name, b.dtype, "pointer"] for b in func.buffers]
+                + [[v.name, v.dtype, "value"] for v in func.size_vars()],
             }
         )
     return table
