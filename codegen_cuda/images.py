@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ember.errors import ArgumentError, DeviceError
 
 DEFAULT_EXPORT_ARCHS = ("sm_80", "sm_90")
-_ARCH = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
+_ARCH = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")  # sm_90a, sm_100f: arch-specific
 
 
 def arch_parts(arch: str) -> tuple[int, int, str]:
@@ -89,16 +89,18 @@ def build_images(source: str, archs: Sequence[str], fast_math: bool, ptx: bool) 
 def cubin_runs_on(cubin_arch: str, device_arch: str) -> bool:
     major, minor, suffix = arch_parts(cubin_arch)
     d_major, d_minor, _ = arch_parts(device_arch)
-    if suffix:
+    if suffix == "a":  # arch-specific: that capability only
         return (major, minor) == (d_major, d_minor)
-    return major == d_major and minor <= d_minor
+    return major == d_major and minor <= d_minor  # plain and family-specific ("f")
 
 
 def ptx_runs_on(ptx_arch: str, device_arch: str) -> bool:
     major, minor, suffix = arch_parts(ptx_arch)
     d_major, d_minor, _ = arch_parts(device_arch)
-    if suffix:
+    if suffix == "a":
         return (major, minor) == (d_major, d_minor)
+    if suffix == "f":
+        return major == d_major and minor <= d_minor
     return (major, minor) <= (d_major, d_minor)
 
 
