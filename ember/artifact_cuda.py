@@ -18,16 +18,18 @@ module the archive holds
 
 The manifest's ``cuda`` section lists the architectures, the PTX's, the NVRTC version
 and per module its members and launch table (grid, block, dynamic shared bytes and
-argument signature of every kernel), which must match the TIR's on load. Every
-member is covered by the manifest's SHA-256 table, so a changed cubin byte is refused
-before anything is loaded. With a GPU, loading picks each module's image for the
-device (its cubin, a compatible older cubin of the same family, else the PTX) and
-says clearly when none fits; without one the model loads and runs in the emulator
-(``EMBER_CUDA_EMULATE=1``), and a plain run raises ``DeviceError`` saying so.
+argument signature of every kernel), which must match the TIR's on load; the section
+carries its own SHA-256. Every member is covered by the manifest's SHA-256 table, so
+a changed cubin byte is refused before anything is loaded. With a GPU, loading picks
+each module's image for the device (its cubin, a compatible older cubin of the same
+family, else the PTX) and says clearly when none fits; without one the model loads
+and runs in the emulator (``EMBER_CUDA_EMULATE=1``), and a plain run raises
+``DeviceError`` saying so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -97,12 +99,20 @@ class CudaPacker:
     def manifest_section(self) -> dict[str, Any]:
         from ember.codegen_cuda.nvrtc import nvrtc_version
 
-        return {
+        section = {
             "archs": self.archs or [],
             "ptx_arch": self.ptx_arch,
             "nvrtc": nvrtc_version() if self.modules else None,
             "modules": self.modules,
         }
+        return {**section, "sha256": section_digest(section)}
+
+
+def section_digest(section: dict[str, Any]) -> str:
+    """The SHA-256 of the section's canonical JSON (its own ``sha256`` left out), so the
+    image table and launch metadata are as tamper-evident as the members."""
+    body = {k: v for k, v in section.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 class CudaLoader:
@@ -112,6 +122,10 @@ class CudaLoader:
         section = manifest.get("cuda")
         if not isinstance(section, dict) or not isinstance(section.get("modules"), list):
             raise InvalidModelError(f"{path}: a CUDA model without its 'cuda' manifest section")
+        if section.get("sha256") != section_digest(section):
+            raise InvalidModelError(
+                f"{path}: the manifest's 'cuda' section does not match its hash (tampered?)"
+            )
         self.section = section
         self.members = members
         self.path = path
@@ -166,4 +180,4 @@ class CudaLoader:
         return module
 
 
-__all__ = ["CudaLoader", "CudaPacker", "emulating"]
+__all__ = ["CudaLoader", "CudaPacker", "emulating", "section_digest"]

@@ -175,7 +175,17 @@ def _change_tir_constant(manifest, members):
 
 
 def _change_launch_table(manifest, members):
-    manifest["cuda"]["modules"][0]["launches"][0]["block"][0] += 32
+    """The launch table changed and the section's digest recomputed: the TIR disagrees."""
+    from ember.artifact_cuda import section_digest
+
+    cuda = manifest["cuda"]
+    cuda["modules"][0]["launches"][0]["block"][0] += 32
+    cuda["sha256"] = section_digest(cuda)
+
+
+def _swap_cubin_names(manifest, members):
+    cubin = manifest["cuda"]["modules"][0]["cubin"]
+    cubin["sm_80"], cubin["sm_90"] = cubin["sm_90"], cubin["sm_80"]
 
 
 @pytest.mark.parametrize(
@@ -184,6 +194,7 @@ def _change_launch_table(manifest, members):
         (_flip_cubin_byte, False, "does not match its hash"),
         (_change_tir_constant, True, "does not print to the stored CUDA source"),
         (_change_launch_table, False, "launch table disagrees"),
+        (_swap_cubin_names, False, "'cuda' section does not match its hash"),
     ],
 )
 def test_a_changed_cuda_artifact_is_refused(exported, tmp_path, change, rehash, phrase):
@@ -192,6 +203,17 @@ def test_a_changed_cuda_artifact_is_refused(exported, tmp_path, change, rehash, 
     _rewrite(models["mlp"][4], bad, change, rehash)
     with pytest.raises(ember.InvalidModelError, match=phrase):
         ember.load(bad)
+
+
+def test_a_version_1_cpu_artifact_still_loads(tmp_path):
+    from ember.frontend.testing.models import mlp
+
+    model, feeds = mlp(np.random.default_rng(2), batch=2, sizes=(5, 6, 3))
+    compiled = ember.compile(model)
+    art, old = tmp_path / "m.ember", tmp_path / "old.ember"
+    compiled.export(art)
+    _rewrite(art, old, lambda manifest, _: manifest.update(format_version=1))
+    np.testing.assert_array_equal(ember.load(old).run(feeds)[0], compiled.run(feeds)[0])
 
 
 def _pretend_device(monkeypatch, arch: str | None) -> None:
@@ -343,4 +365,4 @@ def test_on_a_gpu_the_loaded_model_matches_onnxruntime(exported, monkeypatch, fo
         loaded = ember.load(art)
         got = loaded.run(feeds)[0]
         np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want[0], rtol=1e-4, atol=1e-5)
