@@ -104,13 +104,15 @@ def _cmd_compile(ns: argparse.Namespace) -> int:
 
     src = Path(ns.model)
     out = Path(ns.output) if ns.output else src.with_suffix(".ember")
+    archs = [a.strip() for a in ns.arch.split(",") if a.strip()] if ns.arch else None
+    if archs is not None and not ns.target.startswith("cuda"):
+        raise ArgumentError(f"--arch applies to CUDA models only (--target cuda), not {ns.target}")
     start = time.perf_counter()
     _progress(f"importing {src.name} ...")
     graph = ember.frontend.from_onnx(str(src), parse_shapes(ns.shape) or None)
     _progress(f"compiling {len(graph.nodes)} nodes for {ns.target} ...")
     model = ember.compile(graph, target=ns.target, records=ns.records)
     _progress(f"writing {out} ...")
-    archs = [a.strip() for a in ns.arch.split(",") if a.strip()] if ns.arch else None
     model.export(out, archs=archs)
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
