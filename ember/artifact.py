@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, InvalidModelError
+from ember.errors import ArgumentError, EmberError, InvalidModelError
 
 FORMAT = "ember-model"
 FORMAT_VERSION = 2
@@ -134,9 +134,6 @@ class _LibraryPacker:
             module.export_library(lib)
             self.members[f"kernels/k{k}.so"] = lib.read_bytes()
         return self._ids[id(module)]
-
-    def manifest_section(self) -> dict[str, Any]:
-        return {}
 
 
 def _target_kind(target: str) -> str:
@@ -273,7 +270,10 @@ def load_model(path: str | Path) -> Any:
 
 def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> Any:
     """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
-    kind = _target_kind(str(manifest.get("target", "")))
+    try:
+        kind = _target_kind(str(manifest.get("target", "")))
+    except EmberError as e:
+        raise InvalidModelError(f"{path}: the manifest's target is not one Ember knows") from e
     if kind == "cuda":
         from ember.artifact_cuda import CudaLoader
 

@@ -366,3 +366,19 @@ def test_on_a_gpu_the_loaded_model_matches_onnxruntime(exported, monkeypatch, fo
         got = loaded.run(feeds)[0]
         np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(got, want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_model_lowered_for_sm_90_stores_sm_90_images(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    model, feeds = _mlp(np.random.default_rng(4))
+    compiled = ember.compile(model, target="cuda -arch=sm_90")
+    art = tmp_path / "sm90.ember"
+    compiled.export(art)
+    manifest, _ = _members(art)
+    assert manifest["cuda"]["archs"] == ["sm_90"] and manifest["cuda"]["ptx_arch"] == "compute_90"
+    np.testing.assert_array_equal(ember.load(art).run(feeds)[0], compiled.run(feeds)[0])
+    with pytest.raises(ember.ArgumentError, match="lowered for sm_90"):
+        compiled.export(tmp_path / "b.ember", archs=["sm_80", "sm_90"])
+    _pretend_device(monkeypatch, "sm_86")
+    with pytest.raises(ember.DeviceError, match=r"\(sm_86\).*cubins for sm_90"):
+        ember.load(art)
