@@ -4,6 +4,9 @@
 ``ember run model.ember --input x=x.npy --output out.npz`` runs it (and times it with
 ``--bench N``); ``ember inspect`` prints what a model holds: inputs and outputs, the
 ops and their counts, the graph, and for an ONNX file the operators Ember lacks.
+CUDA models (``--target cuda``, cubins for ``--arch``) run on a GPU, or with
+``ember run --emulate`` in the SIMT emulator; without either ``run`` says so, and
+``inspect`` shows their images and kernel launches.
 ``ember/cli.py`` wires these parsers in; errors surface as ``EmberError``.
 """
 
@@ -246,7 +249,8 @@ def _cmd_inspect(ns: argparse.Namespace) -> int:
         from ember.artifact import read_archive
 
         manifest, _ = read_archive(path)
-        graph = _load_any(path).graph
+        with _emulator(True):  # runs nothing: no GPU image need fit this machine's device
+            graph = _load_any(path).graph
         print(f"{path}: a compiled Ember model for {manifest['target']}")
         _print_cuda_section(manifest.get("cuda"))
     else:
