@@ -78,6 +78,11 @@ class CUDAModule(Module):
             self._compiled = compile_cuda(self.cuda_source(), self.arch, fast_math=self.fast_math)
         return self._compiled
 
+    def use_compiled(self, compiled: Any) -> None:
+        """Take NVRTC output made elsewhere (a cubin and PTX read from a model artifact)
+        instead of compiling the source here; the GPU runtime loads what it is given."""
+        self._compiled = compiled
+
     def compile_if_available(self) -> None:
         """Compile now when NVRTC is installed, so errors show at build time."""
         try:

@@ -8,14 +8,17 @@ a zip archive with
 - ``graph.json``: the graph (values with types, nodes with their attributes) and
   the steps (kernel, values read, values written);
 - ``params.npz``: the constants, written and read without pickle;
-- ``kernels/k<i>.so``: one shared library per distinct kernel
-  (``Module.export_library``).
+- ``kernels/k<i>.so``: for CPU models, one shared library per distinct kernel
+  (``Module.export_library``); CUDA models hold per kernel module its TIR, CUDA
+  source, cubins and PTX instead, and a ``cuda`` manifest section
+  (:mod:`ember.artifact_cuda`).
 
 ``load`` checks the format version and every hash before it opens a library, so a
 tampered or truncated file is refused with :class:`~ember.errors.InvalidModelError`
 instead of being loaded into the process. Libraries are unpacked into a cache folder
 named by the archive's content hash, since the dynamic loader needs files.
-CUDA models are not exported yet (their modules have no library form).
+Format version 2 added CUDA models; version 1 files (CPU only, otherwise the same)
+are still read.
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, InvalidModelError
+from ember.errors import ArgumentError, EmberError, InvalidModelError
 
 FORMAT = "ember-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 
 
 def _sha256(data: bytes) -> str:
@@ -114,41 +119,50 @@ def _params_bytes(params: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def export_model(model: Any, path: str | Path) -> None:
-    """Write ``model`` (a CompiledModel for target llvm) to one ``.ember`` file."""
-    if not str(model.target).startswith("llvm"):
-        raise ArgumentError(
-            f"export: only CPU models (target 'llvm') can be exported yet, this one is for "
-            f"'{model.target}'"
-        )
-    from ember.graph_compile import _nothing as empty_step
+class _LibraryPacker:
+    """The CPU kernels of a model as shared libraries, one per distinct module."""
 
-    members: dict[str, bytes] = {}
-    kernel_ids: dict[int, int] = {}
-    steps = []
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.members: dict[str, bytes] = {}
+        self._ids: dict[int, int] = {}
+
+    def add(self, module: Any, where: str) -> int:
+        if id(module) not in self._ids:
+            k = self._ids[id(module)] = len(self._ids)
+            lib = self.folder / f"k{k}.so"
+            module.export_library(lib)
+            self.members[f"kernels/k{k}.so"] = lib.read_bytes()
+        return self._ids[id(module)]
+
+
+def _target_kind(target: str) -> str:
+    from ember.target import Target
+
+    return Target.parse(target).kind
+
+
+def export_model(
+    model: Any, path: str | Path, archs: Sequence[str] | None = None, ptx: bool = True
+) -> None:
+    """Write ``model`` (a CompiledModel for target llvm or cuda) to one ``.ember`` file.
+
+    For CUDA, ``archs`` lists the ``sm_XX`` to store cubins for (see
+    :mod:`ember.artifact_cuda`) and ``ptx=False`` leaves the PTX out."""
+    kind = _target_kind(str(model.target))
+    if kind not in ("llvm", "cuda"):
+        raise ArgumentError(f"export: models for '{model.target}' cannot be exported")
+    if kind != "cuda" and (archs is not None or not ptx):
+        raise ArgumentError("export: archs= and ptx= apply to CUDA models only")
     with tempfile.TemporaryDirectory(prefix="ember-export-") as tmp:
-        for st in model.steps:
-            if st.kernel is empty_step or st.kernel is _nothing:  # empty outputs: no work
-                steps.append(
-                    {"kernel": None, "inputs": st.inputs, "outputs": st.outputs, "where": st.where}
-                )
-                continue
-            module = getattr(st.kernel, "module", None)
-            if module is None:
-                raise ArgumentError(f"export: the step of {st.where} has no library form yet")
-            if id(module) not in kernel_ids:
-                k = kernel_ids[id(module)] = len(kernel_ids)
-                lib = Path(tmp) / f"k{k}.so"
-                module.export_library(lib)
-                members[f"kernels/k{k}.so"] = lib.read_bytes()
-            steps.append(
-                {
-                    "kernel": kernel_ids[id(module)],
-                    "inputs": st.inputs,
-                    "outputs": st.outputs,
-                    "where": st.where,
-                }
-            )
+        if kind == "cuda":
+            from ember.artifact_cuda import CudaPacker
+
+            packer: Any = CudaPacker(archs, ptx)
+        else:
+            packer = _LibraryPacker(Path(tmp))
+        steps = [_step_entry(st, packer) for st in model.steps]
+    members = dict(packer.members)
     members["graph.json"] = json.dumps(
         {"graph": graph_to_json(model.graph), "steps": steps}, sort_keys=True
     ).encode()
@@ -160,7 +174,24 @@ def export_model(model: Any, path: str | Path) -> None:
         "target": str(model.target),
         "sha256": {name: _sha256(data) for name, data in sorted(members.items())},
     }
+    if kind == "cuda":
+        manifest["cuda"] = packer.manifest_section()
     _write_atomically(Path(path), manifest, members)
+
+
+def _step_entry(st: Any, packer: Any) -> dict[str, Any]:
+    from ember.graph_compile import _nothing as empty_step
+
+    entry: dict[str, Any] = {"inputs": st.inputs, "outputs": st.outputs, "where": st.where}
+    if st.kernel is empty_step or st.kernel is _nothing:  # empty outputs: no work
+        return {"kernel": None, **entry}
+    module = getattr(st.kernel, "module", None)
+    if module is None:
+        raise ArgumentError(f"export: the step of {st.where} has no library form yet")
+    scalars = list(getattr(st.kernel, "scalar_outputs", ()))
+    if scalars:  # 0-d outputs a CUDA kernel writes through a (1,)-shaped view
+        entry["scalar_outputs"] = scalars
+    return {"kernel": packer.add(module, st.where), **entry}
 
 
 def _ember_version() -> str:
@@ -198,11 +229,11 @@ def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     if manifest.get("format") != FORMAT:
         fmt = manifest.get("format")
         raise InvalidModelError(f"{p} is not an Ember model file (format {fmt!r})")
-    if manifest.get("format_version") != FORMAT_VERSION:
+    if manifest.get("format_version") not in READ_VERSIONS:
         raise InvalidModelError(
             f"{p} was written by Ember {manifest.get('ember_version')} in format version "
-            f"{manifest.get('format_version')}; this Ember ({_ember_version()}) reads version "
-            f"{FORMAT_VERSION}: compile the model again"
+            f"{manifest.get('format_version')}; this Ember ({_ember_version()}) reads versions "
+            f"{', '.join(map(str, READ_VERSIONS))}: compile the model again"
         )
     hashes = manifest.get("sha256", {})
     if set(hashes) != set(members):
@@ -216,36 +247,65 @@ def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
 def load_model(path: str | Path) -> Any:
     """The CompiledModel stored in ``path`` by :func:`export_model`."""
     from ember.executor import CompiledModel, Step
-    from ember.runtime import load_module
 
     manifest, members = read_archive(path)
-    body = json.loads(members["graph.json"])
-    names = body["graph"]["params"]
-    with np.load(io.BytesIO(members["params.npz"]), allow_pickle=False) as z:
-        params = {n: z[f"p{i}"] for i, n in enumerate(names)}
+    try:
+        body = json.loads(members["graph.json"])
+        names = body["graph"]["params"]
+        with np.load(io.BytesIO(members["params.npz"]), allow_pickle=False) as z:
+            params = {n: z[f"p{i}"] for i, n in enumerate(names)}
+    except (KeyError, ValueError, OSError) as e:
+        raise InvalidModelError(f"{path}: unreadable graph or params: {e}") from e
     graph = graph_from_json(body["graph"], params)
-    folder = _unpack_kernels(members)
-    modules: dict[int, Any] = {}
+    modules = _module_source(manifest, members, Path(path))
     steps = []
     for st in body["steps"]:
         k = st["kernel"]
-        if k is None:
-            kernel: Any = _nothing
-        else:
-            if k not in modules:
-                modules[k] = load_module(folder / f"k{k}.so")
-            kernel = _LoadedKernel(modules[k])
+        kernel: Any = _nothing
+        if k is not None:
+            kernel = _LoadedKernel(modules(k), len(st["inputs"]), st.get("scalar_outputs", ()))
         steps.append(Step(kernel, tuple(st["inputs"]), tuple(st["outputs"]), st["where"]))
     return CompiledModel(graph, steps, manifest["target"])
 
 
-class _LoadedKernel:
-    """A kernel read back from an artifact: its library module, called like a Kernel."""
+def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> Any:
+    """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
+    try:
+        kind = _target_kind(str(manifest.get("target", "")))
+    except EmberError as e:
+        raise InvalidModelError(f"{path}: the manifest's target is not one Ember knows") from e
+    if kind == "cuda":
+        from ember.artifact_cuda import CudaLoader
 
-    def __init__(self, module: Any) -> None:
+        return CudaLoader(manifest, members, path).module
+    from ember.runtime import load_module
+
+    folder = _unpack_kernels(members)
+    modules: dict[int, Any] = {}
+
+    def module(k: int) -> Any:
+        if k not in modules:
+            modules[k] = load_module(folder / f"k{k}.so")
+        return modules[k]
+
+    return module
+
+
+class _LoadedKernel:
+    """A kernel read back from an artifact: its module, called like a Kernel (0-d outputs
+    a CUDA kernel writes as shape (1,) are passed as such views)."""
+
+    def __init__(self, module: Any, n_inputs: int, scalar_outputs: Sequence[int] = ()) -> None:
         self.module = module
+        self.n_inputs = n_inputs
+        self.scalar_outputs = tuple(scalar_outputs)
 
     def __call__(self, *arrays: Any) -> None:
+        if self.scalar_outputs:
+            args = list(arrays)
+            for k in self.scalar_outputs:
+                args[self.n_inputs + k] = args[self.n_inputs + k].reshape(1)
+            arrays = tuple(args)
         self.module(*arrays)
 
 

@@ -147,12 +147,13 @@ class CompiledModel:
 
     __call__ = run
 
-    def export(self, path: Any) -> None:
+    def export(self, path: Any, archs: Sequence[str] | None = None, ptx: bool = True) -> None:
         """Write this model to one ``.ember`` file that :func:`ember.load` reads in any
-        process (see :mod:`ember.artifact`)."""
+        process (see :mod:`ember.artifact`); for CUDA, ``archs`` picks the cubins stored
+        and ``ptx=False`` leaves out the PTX (:mod:`ember.artifact_cuda`)."""
         from ember.artifact import export_model
 
-        export_model(self, path)
+        export_model(self, path, archs, ptx)
 
     def benchmark(
         self,
