@@ -158,7 +158,9 @@ def _offset(x: E.ExprLike, what: str, multiple: int = 1) -> E.PrimExpr:
 
 
 def _call(op: E.Intrinsic, *args: E.ExprLike) -> E.Call:
-    return E.Call("handle", op, tuple(a if isinstance(a, E.PrimExpr) else E.convert(a) for a in args))
+    return E.Call(
+        "handle", op, tuple(a if isinstance(a, E.PrimExpr) else E.convert(a) for a in args)
+    )
 
 
 def ptx_mma(

@@ -146,7 +146,9 @@ def run_store(env: Env, args: list[Any], site: int, text: str) -> None:
     frag, index, dst, off, stride, layout = args
     chunk: Chunk = env[CHUNK]
     check_whole_warps(chunk, env[MASK], text, "wmma::store_matrix_sync")
-    tile = _frag(frag, "tvm_store_matrix_sync's fragment").fragment(_uniform(index, env, text), text)
+    tile = _frag(frag, "tvm_store_matrix_sync's fragment").fragment(
+        _uniform(index, env, text), text
+    )
     addr, row, col, warp = _tile_addresses(env, dst, off, _uniform(stride, env, text), layout, text)
     dst.store(addr, tile[row, col, warp], env, site)
 

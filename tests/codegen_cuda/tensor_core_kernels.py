@@ -82,34 +82,53 @@ def ldmatrix_gemm(
     dtype: str = "float16",
     barrier: bool = True,
     mutate: str = "",
+    copy: str = "sync",
 ) -> S.PrimFunc:
     """C (f32) = A @ B with 64 x 64 block tiles: shared A and B (whole K), ldmatrix.x4 for A,
     ldmatrix.x4.trans for B, mma.sync m16n8k16; ``layout``: plain, pad or swizzle.
 
     ``mutate``: "swap_a" swaps two of A's fragment registers (matrices 1 and 2 of the
-    ldmatrix); "swizzle_one_side" swizzles the stores but not the ldmatrix addresses."""
+    ldmatrix); "swizzle_one_side" swizzles the stores but not the ldmatrix addresses.
+    ``copy``: "sync" (plain stores), "async" (cp.async, commit, wait) or "async_nowait"."""
     ib = IRBuilder()
     A = ib.param((M * K,), dtype, name="A")
     B = ib.param((K * N,), dtype, name="B")
     C = ib.param((M * N,), "float32", name="C")
     load_layout = "plain" if mutate == "swizzle_one_side" else layout
-    with _bind(ib, N // TILE, "blockIdx.x", "bx") as bx, _bind(ib, M // TILE, "blockIdx.y", "by") as by:
+    with (
+        _bind(ib, N // TILE, "blockIdx.x", "bx") as bx,
+        _bind(ib, M // TILE, "blockIdx.y", "by") as by,
+    ):
         As = ib.allocate((_smem_size(layout, TILE, K),), dtype, scope="shared", name="A_shared")
         Bs = ib.allocate((_smem_size(layout, K, TILE),), dtype, scope="shared", name="B_shared")
         with _bind(ib, 128, "threadIdx.x", "tx") as tx:
-            with ib.for_range(0, TILE * K // 128, name="i") as i:
-                e = i * 128 + tx
+            v = 1 if copy == "sync" else 8  # cp.async copies 16 bytes: 8 elements
+            with ib.for_range(0, TILE * K // 128 // v, name="i") as i:
+                e = (i * 128 + tx) * v
                 r, c = e // K, e % K
-                ib.store(As, _smem_index(layout, r, c, K), A[(by * TILE + r) * K + c])
-            with ib.for_range(0, K * TILE // 128, name="j") as j:
-                e = j * 128 + tx
+                _fill(ib, v, As, _smem_index(layout, r, c, K), A, (by * TILE + r) * K + c)
+            with ib.for_range(0, K * TILE // 128 // v, name="j") as j:
+                e = (j * 128 + tx) * v
                 r, c = e // TILE, e % TILE
-                ib.store(Bs, _smem_index(layout, r, c, TILE), B[r * N + bx * TILE + c])
+                _fill(ib, v, Bs, _smem_index(layout, r, c, TILE), B, r * N + bx * TILE + c)
+            if copy != "sync":
+                ib.emit(S.AsyncCommit())
+            if copy == "async":
+                ib.emit(S.AsyncWait(0))
             if barrier:
                 ib.barrier()
             _warp_mma(ib, As, Bs, C, tx, bx, by, N, K, load_layout, dtype, mutate)
     grid = (N // TILE, M // TILE, 1)
     return _kernel(ib, f"ldmatrix_gemm_{layout}", grid, (128, 1, 1))
+
+
+def _fill(ib: IRBuilder, v: int, dst, at, src, src_at) -> None:
+    """``dst[at] = src[src_at]``, or ``v`` elements from there with one cp.async."""
+    if v == 1:
+        ib.store(dst, at, src[src_at])
+        return
+    load = src[E.Ramp(f"int32x{v}", src_at, E.const(1), v)]
+    ib.emit(S.AsyncCopy(S.BufferStore(dst, load, (E.Ramp(f"int32x{v}", at, E.const(1), v),))))
 
 
 def _warp_mma(ib, As, Bs, C, tx, bx, by, N, K, layout, dtype, mutate) -> None:
@@ -155,7 +174,10 @@ def wmma_gemm(M: int, N: int, K: int, dtype: str = "float16", acc: str = "float3
     B = ib.param((K * N,), dtype, name="B")
     C = ib.param((M * N,), acc, name="C")
     lda, ldb = K + 8, TILE + 8
-    with _bind(ib, N // TILE, "blockIdx.x", "bx") as bx, _bind(ib, M // TILE, "blockIdx.y", "by") as by:
+    with (
+        _bind(ib, N // TILE, "blockIdx.x", "bx") as bx,
+        _bind(ib, M // TILE, "blockIdx.y", "by") as by,
+    ):
         As = ib.allocate((TILE * lda,), dtype, scope="shared", name="A_shared")
         Bs = ib.allocate((K * ldb,), dtype, scope="shared", name="B_shared")
         with _bind(ib, 128, "threadIdx.x", "tx") as tx:
