@@ -331,8 +331,14 @@ def read_pointers(call: E.Call) -> tuple[E.Var, ...]:
     return tuple(call.args[k] for k in _READ[call.op])  # type: ignore[misc]
 
 
+def tensor_core_pointers(call: E.Call) -> tuple[E.Var, ...]:
+    """Every buffer pointer a tensor-core call reads or writes."""
+    return (written_pointer(call), *read_pointers(call))
+
+
 __all__ = [
     "MMA_TYPES",
+    "tensor_core_pointers",
     "read_pointers",
     "written_pointer",
     "WMMA_SCOPES",

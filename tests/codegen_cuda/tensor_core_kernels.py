@@ -167,7 +167,9 @@ def _warp_mma(ib, As, Bs, C, tx, bx, by, N, K, layout, dtype, mutate) -> None:
                     ib.store(C, row * N + col, acc[(mi * 4 + nj) * 4 + 2 * r + j])
 
 
-def wmma_gemm(M: int, N: int, K: int, dtype: str = "float16", acc: str = "float32"):
+def wmma_gemm(
+    M: int, N: int, K: int, dtype: str = "float16", acc: str = "float32", barrier: bool = True
+):
     """C = A @ B with 64 x 64 block tiles, padded shared A and B, 2 x 2 wmma tiles per warp."""
     ib = IRBuilder()
     A = ib.param((M * K,), dtype, name="A")
@@ -187,7 +189,8 @@ def wmma_gemm(M: int, N: int, K: int, dtype: str = "float16", acc: str = "float3
             with ib.for_range(0, K * TILE // 128, name="j") as j:
                 e = j * 128 + tx
                 ib.store(Bs, e // TILE * ldb + e % TILE, B[e // TILE * N + bx * TILE + e % TILE])
-            ib.barrier()
+            if barrier:
+                ib.barrier()
             wm, wn = tx // 32 // 2, tx // 32 % 2
             fa = ib.allocate((2 * 256,), dtype, scope="wmma.matrix_a", name="a_frag")
             fb = ib.allocate((2 * 256,), dtype, scope="wmma.matrix_b", name="b_frag")

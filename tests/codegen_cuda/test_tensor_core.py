@@ -148,6 +148,29 @@ def test_cp_async_stage_then_ldmatrix():
         emulate(K.ldmatrix_gemm(64, 64, 64, "swizzle", copy="async", barrier=False), a, b, c)
 
 
+@pytest.mark.parametrize("kernel", ["ldmatrix", "wmma"])
+def test_device_passes_see_tensor_core_pointers(kernel):
+    """split_host_device passes C (written only by wmma's store) to the kernel, and
+    inject_sync puts the missing barrier before ldmatrix / load_matrix_sync."""
+    from ember.codegen_cuda.transform.inject_sync import inject_sync
+    from ember.codegen_cuda.transform.split_host_device import split_host_device
+    from ember.tir.stmt import PrimFunc
+
+    build = K.ldmatrix_gemm if kernel == "ldmatrix" else K.wmma_gemm
+    raw = build(64, 64, 64, barrier=False)
+    host = PrimFunc("gemm", raw.params, raw.body, ())
+    (device,) = split_host_device(host).kernels
+    assert [b.name for b in device.buffers] == ["A", "B", "C"]
+    a, b, ref = _gemm_inputs()
+    c = np.zeros(64 * 64, np.float32)
+    with pytest.raises(RaceError):
+        emulate(device, a, b, c)
+    synced = inject_sync(device)
+    assert "__syncthreads" in print_kernel(synced)
+    emulate(synced, a, b, c)
+    np.testing.assert_allclose(c.reshape(64, 64), ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     "layout, conflicted", [("plain", True), ("pad", False), ("swizzle", False)]
 )
