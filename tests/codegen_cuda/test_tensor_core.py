@@ -8,6 +8,8 @@ With a float16 accumulator each mma rounds to fp16 (2^-11 relative): atol = 0.05
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -348,3 +350,31 @@ def test_nvrtc_compiles_without_spills(name, arch):
     usage = compile_cuda(print_kernel(func), arch).resources[func.name]
     assert usage.spill_bytes == 0 and usage.local_bytes == 0, usage
     assert usage.registers <= 128
+
+
+@pytest.mark.parametrize("kernel", ["ldmatrix", "wmma"])
+def test_full_cuda_build(kernel):
+    """The target-independent passes and the CUDA pass list (split_host_device, inject_sync,
+    verify_gpu) carry tensor-core kernels through unchanged in meaning."""
+    from ember.codegen_cuda.build import build_cuda
+    from ember.target import Target
+    from ember.tir.stmt import PrimFunc
+    from ember.tir.transform.context import PassContext
+    from ember.tir.transform.pipeline import default_passes, run_passes
+
+    build = K.ldmatrix_gemm if kernel == "ldmatrix" else K.wmma_gemm
+    raw = build(64, 128, 64, barrier=False)
+    ctx = PassContext.current()
+    lowered = run_passes(PrimFunc("gemm", raw.params, raw.body, ()), default_passes(ctx), ctx)
+    mod = build_cuda(lowered, Target("cuda"))
+    (program,) = mod.programs.values()
+    (device,) = program.kernels
+    rng = np.random.default_rng(11)
+    a, a64 = _inputs(rng, 64 * 64, "float16")
+    b, b64 = _inputs(rng, 64 * 128, "float16")
+    c = np.zeros(64 * 128, np.float32)
+    emulate(device, a, b, c)
+    ref = a64.reshape(64, 64) @ b64.reshape(64, 128)
+    np.testing.assert_allclose(c.reshape(64, 128), ref, rtol=1e-4, atol=1e-4)
+    if importlib.util.find_spec("cuda") is not None:  # NVRTC installed
+        assert mod.resource_usage()["gemm_kernel"].spill_bytes == 0
