@@ -189,7 +189,7 @@ def test_ldmatrix_bank_conflicts(layout, conflicted):
 
 
 # -- warp-collective rules --------------------------------------------------------------------
-def _one_warp(body, threads: int = 32, guard: bool = False):
+def _one_warp(body, threads: int = 32, guard: int = 0):
     ib = IRBuilder()
     out = ib.param((64,), "float32", name="out")
     with ib.for_range(0, 1, kind="thread_binding", thread_tag="blockIdx.x", name="bx"):
@@ -201,7 +201,7 @@ def _one_warp(body, threads: int = 32, guard: bool = False):
                 for r in range(n):
                     ib.store(buf, r, E.const(0.0, buf.dtype))
             if guard:
-                with ib.if_then_else(tx < 16):
+                with ib.if_then_else(tx < guard):
                     body(ib, fa, fb, fc)
             else:
                 body(ib, fa, fb, fc)
@@ -213,10 +213,24 @@ def _mma(ib, fa, fb, fc):
     ib.evaluate(tc.ptx_mma("m16n8k16", "float16", "float32", fa, 0, fb, 0, fc, 0))
 
 
-@pytest.mark.parametrize("threads, guard", [(32, True), (48, False)])
+@pytest.mark.parametrize("threads, guard", [(32, 16), (48, 0)])
 def test_mma_needs_the_whole_warp(threads, guard):
     with pytest.raises(RaceError, match="mma.sync with a partial warp"):
         emulate(_one_warp(_mma, threads, guard), np.zeros(64, np.float32))
+
+
+def test_mma_in_whole_warps_of_a_branch():
+    """A thread-dependent branch that keeps whole warps is fine: warp 1 does not run it."""
+
+    def body(ib, fa, fb, fc):
+        for buf, n in ((fa, 8), (fb, 4)):
+            for r in range(n):
+                ib.store(buf, r, E.const(1.0, "float16"))
+        _mma(ib, fa, fb, fc)
+
+    out = np.full(64, -1.0, np.float32)
+    emulate(_one_warp(body, 64, 32), out)
+    np.testing.assert_array_equal(out, [16.0] * 32 + [0.0] * 32)  # k = 16 ones
 
 
 def test_wmma_fragment_is_opaque():
@@ -378,3 +392,24 @@ def test_full_cuda_build(kernel):
     np.testing.assert_allclose(c.reshape(64, 128), ref, rtol=1e-4, atol=1e-4)
     if importlib.util.find_spec("cuda") is not None:  # NVRTC installed
         assert mod.resource_usage()["gemm_kernel"].spill_bytes == 0
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    mt=st.integers(1, 2),
+    nt=st.integers(1, 2),
+    k16=st.integers(1, 5),
+    route=st.sampled_from(["wmma", "plain", "pad"]),
+    seed=st.integers(0, 2**16),
+)
+def test_gemm_property(mt, nt, k16, route, seed):
+    """Any tile-multiple shape, either route, random data: the product numpy computes."""
+    M, N, Kd = 64 * mt, 64 * nt, 16 * k16
+    rng = np.random.default_rng(seed)
+    a, a64 = _inputs(rng, M * Kd, "float16")
+    b, b64 = _inputs(rng, Kd * N, "float16")
+    c = np.zeros(M * N, np.float32)
+    func = K.wmma_gemm(M, N, Kd) if route == "wmma" else K.ldmatrix_gemm(M, N, Kd, route)
+    emulate(func, a, b, c)
+    ref = a64.reshape(M, Kd) @ b64.reshape(Kd, N)
+    np.testing.assert_allclose(c.reshape(M, N), ref, rtol=1e-4, atol=1e-4)
