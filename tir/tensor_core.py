@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.buffer import Buffer
 
@@ -239,6 +240,8 @@ def tvm_fill_fragment(frag: Buffer, index: E.ExprLike, value: E.ExprLike) -> E.C
     """Every element of accumulator fragment ``index`` of ``frag`` set to ``value``."""
     data = _wmma_frag(frag, "tvm_fill_fragment: the fragment", "wmma.accumulator")
     v = E.convert(value, frag.dtype) if isinstance(value, (int, float)) else value
+    if v.dtype != frag.dtype:
+        v = E.cast(frag.dtype, v)
     return _call(I.TVM_FILL_FRAGMENT, data, *_mnk(16, 16, 16, "fill"), _offset(index, "index"), v)
 
 
@@ -255,7 +258,7 @@ def tvm_load_matrix_sync(
     data = _wmma_frag(frag, f"{what}: the fragment")
     _data(src, f"{what}: the source", ("global", "shared"), (frag.dtype,))
     args = (_offset(index, "index"), src.data, _offset(src_offset, "offset"))
-    stride_e = _offset(stride, f"{what}: the stride", 8)
+    stride_e = _offset(stride, f"{what}: the stride", 16 // dt.bytes_of(frag.dtype))
     return _call(I.TVM_LOAD_MATRIX_SYNC, data, *_mnk(16, 16, 16, what), *args, stride_e,
                  _layout(layout, what))  # fmt: skip
 
@@ -297,7 +300,7 @@ def tvm_store_matrix_sync(
     data = _wmma_frag(frag, f"{what}: the fragment", "wmma.accumulator")
     _data(dst, f"{what}: the destination", ("global", "shared"), (frag.dtype,))
     args = (_offset(index, "index"), dst.data, _offset(dst_offset, "offset"))
-    stride_e = _offset(stride, f"{what}: the stride", 4)
+    stride_e = _offset(stride, f"{what}: the stride", 16 // dt.bytes_of(frag.dtype))
     return _call(I.TVM_STORE_MATRIX_SYNC, data, *_mnk(16, 16, 16, what), *args, stride_e,
                  _layout(layout, what))  # fmt: skip
 

@@ -213,3 +213,23 @@ def wmma_gemm(
                     at = (by * TILE + wm * 32 + mi * 16) * N + bx * TILE + wn * 32 + nj * 16
                     ib.evaluate(tc.tvm_store_matrix_sync(fc, mi * 2 + nj, C, at, N))
     return _kernel(ib, f"wmma_gemm_{dtype}_{acc}", (N // TILE, M // TILE, 1), (128, 1, 1))
+
+
+def wmma_single(a_layout: str, b_layout: str) -> S.PrimFunc:
+    """One warp: D = A @ B + C on one 16 x 16 tile, A and B read in the given layouts, C
+    loaded row-major into the accumulator, D stored column-major."""
+    ib = IRBuilder()
+    A = ib.param((256,), "float16", name="A")
+    B = ib.param((256,), "float16", name="B")
+    C = ib.param((256,), "float32", name="C")
+    D = ib.param((256,), "float32", name="D")
+    with _bind(ib, 1, "blockIdx.x", "bx"), _bind(ib, 32, "threadIdx.x", "tx"):
+        fa = ib.allocate((256,), "float16", scope="wmma.matrix_a", name="fa")
+        fb = ib.allocate((256,), "float16", scope="wmma.matrix_b", name="fb")
+        fc = ib.allocate((256,), "float32", scope="wmma.accumulator", name="fc")
+        ib.evaluate(tc.tvm_load_matrix_sync(fa, 0, A, 0, 16, a_layout))
+        ib.evaluate(tc.tvm_load_matrix_sync(fb, 0, B, 0, 16, b_layout))
+        ib.evaluate(tc.tvm_load_matrix_sync(fc, 0, C, 0, 16, "row_major"))
+        ib.evaluate(tc.tvm_mma_sync(fc, 0, fa, 0, fb, 0, fc, 0))
+        ib.evaluate(tc.tvm_store_matrix_sync(fc, 0, D, 0, 16, "col_major"))
+    return _kernel(ib, "wmma_one", (1, 1, 1), (32, 1, 1))

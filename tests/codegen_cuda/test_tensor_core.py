@@ -338,6 +338,7 @@ KERNELS = {
     "wmma_gemm": lambda: K.wmma_gemm(64, 64, 64),
     "wmma_gemm_f16acc": lambda: K.wmma_gemm(64, 64, 64, "float16", "float16"),
     "wmma_gemm_bf16": lambda: K.wmma_gemm(64, 64, 64, "bfloat16", "float32"),
+    "wmma_col_major": lambda: K.wmma_single("col_major", "col_major"),
 }
 
 
@@ -413,3 +414,24 @@ def test_gemm_property(mt, nt, k16, route, seed):
     emulate(func, a, b, c)
     ref = a64.reshape(M, Kd) @ b64.reshape(Kd, N)
     np.testing.assert_allclose(c.reshape(M, N), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("a_layout", ["row_major", "col_major"])
+@pytest.mark.parametrize("b_layout", ["row_major", "col_major"])
+def test_wmma_layouts_and_accumulator_load(a_layout, b_layout):
+    """D = A @ B + C, A and B read in either layout, C loaded, D stored column-major."""
+    func = K.wmma_single(a_layout, b_layout)
+    rng = np.random.default_rng(3)
+    a, a64 = _inputs(rng, 256, "float16")
+    b, b64 = _inputs(rng, 256, "float16")
+    c = rng.standard_normal(256).astype(np.float32)
+    d = np.zeros(256, np.float32)
+    emulate(func, a, b, c, d)
+    ma = a64.reshape(16, 16) if a_layout == "row_major" else a64.reshape(16, 16).T
+    mb = b64.reshape(16, 16) if b_layout == "row_major" else b64.reshape(16, 16).T
+    ref = ma @ mb + c.reshape(16, 16)
+    np.testing.assert_allclose(d.reshape(16, 16).T, ref, rtol=1e-4, atol=1e-4)
+    src = print_kernel(func)
+    assert f"nvcuda::wmma::{a_layout}> fa[1]" in src
+    assert "load_matrix_sync(fc[0], C, 16, nvcuda::wmma::mem_row_major)" in src
+    assert "nvcuda::wmma::mem_col_major" in src
