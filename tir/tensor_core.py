@@ -24,6 +24,7 @@ offset (Ember has no ``tvm_access_ptr``):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -123,6 +124,23 @@ def mma_layout(spec: MmaSpec, operand: str) -> tuple[np.ndarray, np.ndarray]:
             return np.concatenate([2 * t + j, 2 * t + 8 + j], axis=1), np.broadcast_to(g, (32, 4))
         return np.concatenate([t, t + 4], axis=1), np.concatenate([g, g], axis=1)
     raise ArgumentError(f"mma_layout: operand must be 'a', 'b' or 'c', not {operand!r}")
+
+
+def lane_coords(spec: MmaSpec, operand: str, lane: Any, reg: int) -> tuple[Any, Any]:
+    """(row, col) of element ``reg`` of ``operand``'s fragment in ``lane`` (a PrimExpr, such
+    as ``threadIdx.x % 32``, or an int): what a kernel indexes memory with to fill
+    fragments or store the accumulator (TVM's ``mma_store``), as :func:`mma_layout`."""
+    g, t = lane // 4, lane % 4
+    pair, j = reg // 2, reg % 2
+    if operand == "c":
+        return g + 8 * pair, 2 * t + j
+    if spec.in_dtype == "tf32":
+        if operand == "a":
+            return g + 8 * (reg % 2), t + 4 * (reg // 2)
+        return t + 4 * reg, g
+    if operand == "a":
+        return g + 8 * (pair % 2), 2 * t + j + 8 * (pair // 2)
+    return 2 * t + j + 8 * pair, g
 
 
 def ldmatrix_layout(trans: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -346,6 +364,7 @@ __all__ = [
     "written_pointer",
     "WMMA_SCOPES",
     "MmaSpec",
+    "lane_coords",
     "ldmatrix_layout",
     "mma_layout",
     "mma_spec",

@@ -435,3 +435,22 @@ def test_wmma_layouts_and_accumulator_load(a_layout, b_layout):
     assert f"nvcuda::wmma::{a_layout}> fa[1]" in src
     assert "load_matrix_sync(fc[0], C, 16, nvcuda::wmma::mem_row_major)" in src
     assert "nvcuda::wmma::mem_col_major" in src
+
+
+@pytest.mark.parametrize(
+    "shape, in_dtype", [("m16n8k16", "float16"), ("m16n8k16", "bfloat16"), ("m16n8k8", "tf32")]
+)
+def test_lane_coords_agree_with_the_layout_table(shape, in_dtype):
+    spec = tc.mma_spec(shape, in_dtype, "float32")
+    for operand, n in (("a", spec.a_elems), ("b", spec.b_elems), ("c", spec.c_elems)):
+        rows, cols = tc.mma_layout(spec, operand)
+        got = [[tc.lane_coords(spec, operand, lane, r) for r in range(n)] for lane in range(32)]
+        assert np.array_equal(np.array(got), np.stack([rows, cols], axis=-1))
+        # every element of the matrix is held by exactly one (lane, register)
+        shape_ = {"a": (spec.m, spec.k), "b": (spec.k, spec.n), "c": (spec.m, spec.n)}[operand]
+        hits = np.zeros(shape_, int)
+        np.add.at(hits, (rows, cols), 1)
+        assert (hits == 1).all()
+    tx = E.Var("tx", "int32")
+    row, col = tc.lane_coords(spec, "c", tx % 32, 3)
+    assert isinstance(row, E.PrimExpr) and isinstance(col, E.PrimExpr)
