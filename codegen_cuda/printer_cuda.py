@@ -17,6 +17,12 @@ from collections.abc import Sequence
 
 from ember.codegen_cuda.printer_c import PRIMARY, UNARY, Text
 from ember.codegen_cuda.printer_cuda_calls import print_structural_call
+from ember.codegen_cuda.printer_cuda_mma import (
+    fragment_count,
+    fragment_layouts,
+    print_fragment_allocation,
+    print_tensor_core,
+)
 from ember.codegen_cuda.printer_cuda_vector import CUDAVectorMemory
 from ember.codegen_cuda.shared_layout import SharedLayout, shared_layout
 from ember.codegen_cuda.transform.inject_pipeline import async_source
@@ -26,6 +32,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
 from ember.tir.structural import structural_equal
+from ember.tir.tensor_core import WMMA_SCOPES, written_pointer
 
 TYPE_NAMES: dict[str, str] = {
     "bool": "bool",
@@ -184,6 +191,8 @@ class CUDAPrinter(CUDAVectorMemory):
         self.helpers: set[tuple[str, str]] = set()  # (helper kind, C type) used
         self.launch: dict[str, int | E.PrimExpr] = {}
         self.shared = SharedLayout()
+        self.fragment_layouts: dict[E.Var, str] = {}  # wmma matrix_a/b fragment -> layout
+        self.fragment_scopes: dict[E.Var, str] = {}
 
     # -- types and constants ----------------------------------------------------------
     def type_name(self, dtype: str) -> str:
@@ -382,8 +391,18 @@ class CUDAPrinter(CUDAVectorMemory):
         else:
             self.stmt(s.body)
 
+    def stmt_Evaluate(self, s: S.Evaluate) -> None:
+        if isinstance(s.value, E.Call) and s.value.op in E.TENSOR_CORE_CALLS:
+            print_tensor_core(self, s.value)
+            return
+        super().stmt_Evaluate(s)
+
     def print_allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
+        if buf.scope in WMMA_SCOPES:
+            self.line(print_fragment_allocation(self, buf, fragment_count(buf)))
+            self.stmt(s.body)
+            return
         if buf.scope not in ("shared", "local"):
             raise InternalError(
                 f"allocation of '{buf.name}' in scope '{buf.scope}' inside a kernel; "
@@ -462,6 +481,7 @@ class CUDAPrinter(CUDAVectorMemory):
         name = self.names.fresh(func.attr("global_symbol") or func.name)
         params = self._params(func)
         self.shared = shared_layout(func)
+        self.fragment_layouts = fragment_layouts(func.body)
         if self.shared.dynamic:  # the runtime reads this line's number (resources.py too)
             self.line(f"// {name}: {self.shared.total_bytes} bytes of dynamic shared memory")
         self.line(f'extern "C" __global__ void __launch_bounds__({threads}) {name}(')
@@ -480,6 +500,8 @@ class CUDAPrinter(CUDAVectorMemory):
         def visit(n: object) -> None:
             if isinstance(n, S.BufferStore):
                 stored.add(n.buffer.data)
+            elif isinstance(n, E.Call) and n.op in E.TENSOR_CORE_CALLS:
+                stored.add(written_pointer(n))  # type: ignore[arg-type]
 
         post_order_visit(func.body, visit)
         datas = [b.data for b in func.buffers]

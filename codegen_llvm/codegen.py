@@ -38,7 +38,7 @@ from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, roun
 from ember.codegen_llvm.externs import emit_extern_call
 from ember.codegen_llvm.intrinsics import emit_intrinsic
 from ember.codegen_llvm.packed import emit_packed_call
-from ember.errors import InternalError, LoweringError
+from ember.errors import CompileError, InternalError, LoweringError
 from ember.runtime.cpu import NUM_THREADS_SYMBOL
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -264,6 +264,11 @@ class CodeGenLLVM(Visitor):
             raise InternalError(f"pack_array outside a call_packed in '{self.func_name}'")
         if e.op in E.EXTERN_CALLS:
             return emit_extern_call(self.builder, e, [self.visit(a) for a in e.args[1:]])
+        if e.op in E.TENSOR_CORE_CALLS:
+            raise CompileError(
+                f"'{e.op.value}' in '{self.func_name}' is a CUDA tensor-core intrinsic; "
+                "only CUDA kernels (and the SIMT emulator) run it"
+            )
         lanes = dt.lanes_of(e.dtype)
         # the arguments' type: the result's, but for isnan/clz... whose result differs
         arg_dtype = e.args[0].dtype if e.op in E.OWN_RESULT_TYPE else e.dtype

@@ -126,10 +126,30 @@ class Intrinsic(enum.Enum):
     PACK_ARRAY = "pack_array"
     # The next ones are markers that carry no arithmetic value.
     LIKELY = "likely"  # a hint that a condition is usually true (loop partitioning)
+    # -- tensor cores (CUDA device code only; built and documented in tir.tensor_core) --------
+    # Warp-collective statements on per-lane fragment registers (``local`` arrays) or on
+    # opaque ``wmma.*`` fragments; their arguments are buffer pointers, offsets and
+    # StringImm options, as TVM's intrinsics of the same names.
+    PTX_MMA = "ptx_mma"
+    PTX_LDMATRIX = "ptx_ldmatrix"
+    TVM_FILL_FRAGMENT = "tvm_fill_fragment"
+    TVM_LOAD_MATRIX_SYNC = "tvm_load_matrix_sync"
+    TVM_MMA_SYNC = "tvm_mma_sync"
+    TVM_STORE_MATRIX_SYNC = "tvm_store_matrix_sync"
 
 
 WARP_SHUFFLES = frozenset({Intrinsic.WARP_SHUFFLE_XOR, Intrinsic.WARP_SHUFFLE_DOWN})
 WARP_SIZE = 32  # lanes of a warp: what a full shuffle mask names
+TENSOR_CORE_CALLS = frozenset(
+    {
+        Intrinsic.PTX_MMA,
+        Intrinsic.PTX_LDMATRIX,
+        Intrinsic.TVM_FILL_FRAGMENT,
+        Intrinsic.TVM_LOAD_MATRIX_SYNC,
+        Intrinsic.TVM_MMA_SYNC,
+        Intrinsic.TVM_STORE_MATRIX_SYNC,
+    }
+)
 EXTERN_CALLS = frozenset({Intrinsic.CALL_PURE_EXTERN, Intrinsic.CALL_EXTERN})
 # Calls a backend handles by their structure, not by a per-operator table entry.
 PACKED_CALLS = frozenset({Intrinsic.CALL_PACKED, Intrinsic.PACK_ARRAY})

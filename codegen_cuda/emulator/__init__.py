@@ -38,6 +38,7 @@ from ember.tir.functor import post_order_visit
 from ember.tir.interp.binding import Arguments, FuncCache
 from ember.tir.interp.closures import Scope
 from ember.tir.stmt import PrimFunc
+from ember.tir.tensor_core import written_pointer
 
 
 class EmulatedKernel:
@@ -124,6 +125,8 @@ def _written_params(func: PrimFunc) -> set[int]:
     def visit(node: object) -> None:
         if isinstance(node, S.BufferStore):
             stored.add(node.buffer.data)
+        elif isinstance(node, E.Call) and node.op in E.TENSOR_CORE_CALLS:
+            stored.add(written_pointer(node))
 
     post_order_visit(func.body, visit)
     return {p for p, buf in enumerate(func.buffers) if buf.data in stored}

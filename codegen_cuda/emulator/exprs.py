@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ember.codegen_cuda.emulator.grid import CHUNK, MASK
+from ember.codegen_cuda.emulator.tensor_core import tensor_core_runner
 from ember.codegen_cuda.emulator.warps import shuffle
 from ember.errors import InternalError
 from ember.tir import dtype as dt
@@ -136,6 +137,19 @@ class ExprCompiler(ExprCompilerBase):
         fv, fo = (self.compile(a) for a in e.args)
         op, site = e.op, self.sites[self.site] if self.sites else expr_to_str(e)
         return ("f", lambda env: shuffle(env[CHUNK], env[MASK], op, fv(env), fo(env), site))
+
+    def _tensor_core_call(self, e: E.Call) -> Operand:
+        """A warp-collective tensor-core statement (:mod:`.mma`, :mod:`.wmma`); returns 0."""
+        site = self.site
+        text = self.sites[site] if self.sites else expr_to_str(e)
+        runner = tensor_core_runner(e, site, text)
+        fns = [self.compile(a) for a in e.args if not isinstance(a, E.StringImm)]
+
+        def run(env: Env) -> Any:
+            runner(env, [f(env) for f in fns])
+            return np.int32(0)
+
+        return ("f", run)
 
     def _ramp(self, e: E.Ramp) -> Operand:
         iota = np.arange(e.lanes, dtype=value_dtype(e.dtype)).reshape(1, -1)

@@ -177,9 +177,10 @@ class BlockStorage(Storage):
         if self.shared and chunk.check_races:
             self.tracker = RaceTracker(name, size, ncols, sites, chunk.describe)
 
-    def load(self, idx: Any, env: Env, site: int) -> Any:
+    def load(self, idx: Any, env: Env, site: int, kind: str = "load") -> Any:
+        """``kind``: how the profile counts it ("load", or "ldmatrix" for its row reads)."""
         idx = self.checked(idx, env, "load", site)
-        self.profile(env, "load", idx, site)
+        self.profile(env, kind, idx, site)
         vector = np.ndim(idx) == 2
         if self.tracker is not None:
             elems, lanes = self._accesses(idx, env, vector)

@@ -41,6 +41,7 @@ class KernelProfile:
     global_stores: dict[str, AccessStats] = field(default_factory=dict)
     shared_loads: dict[str, AccessStats] = field(default_factory=dict)
     shared_stores: dict[str, AccessStats] = field(default_factory=dict)
+    ldmatrix: dict[str, AccessStats] = field(default_factory=dict)  # warp instructions
 
     def _total(self, table: dict[str, AccessStats], what: str) -> int:
         return sum(getattr(s, what) for s in table.values())
@@ -75,10 +76,17 @@ class KernelProfile:
         return self._total(self.shared_stores, "requests")
 
     @property
+    def ldmatrix_bank_conflicts(self) -> int:
+        """Extra wavefronts of ``ldmatrix`` row reads, counted per phase of 8 rows."""
+        return self._total(self.ldmatrix, "conflicts")
+
+    @property
     def shared_bank_conflicts(self) -> int:
-        """Extra wavefronts over all shared requests (0 when conflict-free)."""
-        return self._total(self.shared_loads, "conflicts") + self._total(
-            self.shared_stores, "conflicts"
+        """Extra wavefronts over all shared requests, ``ldmatrix`` too (0 when conflict-free)."""
+        return (
+            self._total(self.shared_loads, "conflicts")
+            + self._total(self.shared_stores, "conflicts")
+            + self.ldmatrix_bank_conflicts
         )
 
     def __str__(self) -> str:
@@ -94,6 +102,7 @@ class KernelProfile:
             ("global store", self.global_stores, "sectors"),
             ("shared load", self.shared_loads, "conflicts"),
             ("shared store", self.shared_stores, "conflicts"),
+            ("ldmatrix", self.ldmatrix, "conflicts"),
         ):
             for site, st in table.items():
                 ratio = getattr(st, per) / st.requests if st.requests else 0.0
@@ -127,7 +136,8 @@ class Profiler:
             return
         w = np.broadcast_to(warp[:, None], idx.shape)[active]  # (active lanes, width)
         a = idx[active]
-        table = getattr(self.profile, f"{scope}_{kind}s")
+        # ldmatrix rows: 16 bytes per lane, so its phases are the 8-lane groups below
+        table = getattr(self.profile, "ldmatrix" if kind == "ldmatrix" else f"{scope}_{kind}s")
         stats = table.setdefault(self.sites[site], AccessStats())
         stats.requests += int(np.unique(w[:, 0]).size)
         if scope == "global":

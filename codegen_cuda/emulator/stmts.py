@@ -25,6 +25,7 @@ import numpy as np
 from ember.codegen_cuda.emulator.exprs import ExprCompiler, narrow
 from ember.codegen_cuda.emulator.grid import CHUNK, MASK, TAGS, Chunk, Dim3
 from ember.codegen_cuda.emulator.memory import BlockStorage, allocation_size
+from ember.codegen_cuda.emulator.wmma import FragmentStorage
 from ember.errors import InternalError, RaceError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -32,6 +33,7 @@ from ember.tir import stmt as S
 from ember.tir.interp.closures import Env, Fn, Scope, StmtCompilerBase
 from ember.tir.interp.ops import value_dtype
 from ember.tir.printer import expr_to_str, stmt_to_str
+from ember.tir.tensor_core import WMMA_SCOPES
 
 
 class StmtCompiler(StmtCompilerBase):
@@ -137,14 +139,21 @@ class StmtCompiler(StmtCompilerBase):
 
     def _allocate(self, s: S.Allocate) -> Fn:
         buf = s.buffer
-        if buf.scope not in ("shared", "local"):
+        if buf.scope not in ("shared", "local", *WMMA_SCOPES):
             raise InternalError(
                 f"allocation of '{buf.name}' in scope {buf.scope!r} inside a kernel; the "
-                "emulator runs 'shared' and 'local' allocations"
+                "emulator runs 'shared', 'local' and wmma fragment allocations"
             )
         size = allocation_size(buf)
         sites = self.exprs.sites
         slot, body = self._scoped(buf.data, s.body)
+        if buf.scope in WMMA_SCOPES:
+
+            def run_fragment(env: Env) -> None:
+                env[slot] = FragmentStorage(buf.name, buf.dtype, size, buf.scope, env[CHUNK])
+                body(env)
+
+            return run_fragment
         if buf.scope == "local":
 
             def run_local(env: Env) -> None:

@@ -26,8 +26,11 @@ from ember.tir import expr as E
 WARP = E.WARP_SIZE
 
 
-def check_whole_warps(chunk: Chunk, mask: np.ndarray | None, site: str) -> None:
-    """Raise unless each warp that has an active lane has all 32 lanes, all active."""
+def check_whole_warps(
+    chunk: Chunk, mask: np.ndarray | None, site: str, what: str = "warp shuffle"
+) -> None:
+    """Raise unless each warp that has an active lane has all 32 lanes, all active
+    (``what``: the warp-collective operation, for the message)."""
     threads = chunk.threads
     padded = -(-threads // WARP) * WARP  # lanes a block's warps would have
     if mask is None and padded == threads:
@@ -48,10 +51,11 @@ def check_whole_warps(chunk: Chunk, mask: np.ndarray | None, site: str) -> None:
         if w * WARP + away < threads
         else f"the block has only {threads} threads, so the warp lacks lane {away}"
     )
+    need = "a full-mask __shfl_*_sync" if what == "warp shuffle" else f"{what} (.sync.aligned)"
     raise RaceError(
-        f"warp shuffle with a partial warp: `{site}` is executed by {chunk.describe(first + here)}"
-        f" but {missing}; a full-mask __shfl_*_sync needs all {WARP} lanes of the warp (keep "
-        "shuffles out of thread-dependent conditions, and use blocks of whole warps)"
+        f"{what} with a partial warp: `{site}` is executed by {chunk.describe(first + here)}"
+        f" but {missing}; {need} needs all {WARP} lanes of the warp (keep warp-collective "
+        "operations out of thread-dependent conditions, and use blocks of whole warps)"
     )
 
 

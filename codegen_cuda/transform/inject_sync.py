@@ -21,6 +21,7 @@ from ember.errors import LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit, uses_var
+from ember.tir.tensor_core import read_pointers, written_pointer
 
 # A shared access: the buffer's pointer, the allocation it lives in (loop partitioning
 # copies an allocation: each copy is its own __shared__ array), the key of its
@@ -75,6 +76,7 @@ class _Sync:
         self.block = dict(zip("xyz", block))
         self.thread_vars: dict[E.Var, str] = {}
         self.allocation: dict[E.Var, int] = {}  # pointer -> id of the Allocate in scope
+        self.shared: set[E.Var] = set()  # pointers of shared allocations
 
     def divergent_cond(self, cond: E.PrimExpr) -> bool:
         return uses_var(cond, lambda v: v in self.thread_vars)
@@ -102,6 +104,11 @@ class _Sync:
         post_order_visit(node, visit)
         return out
 
+    def pointer_accesses(self, pointers: tuple[E.Var, ...]) -> set[Access]:
+        """Shared memory a tensor-core call reaches through pointers: any element, any
+        thread's (ldmatrix and wmma hand rows between the lanes of a warp)."""
+        return {(p, self.allocation.get(p, 0), None, None) for p in pointers if p in self.shared}
+
     def run(self, s: S.Stmt, divergent: bool) -> tuple[S.Stmt, _Summary]:
         if isinstance(s, S.BufferStore):
             r = self.shared_reads(s.value) | set().union(*(self.shared_reads(i) for i in s.indices))
@@ -126,6 +133,8 @@ class _Sync:
             if isinstance(s, S.Allocate):
                 outer = self.allocation.get(s.buffer.data)
                 self.allocation[s.buffer.data] = id(s)
+                if s.buffer.scope == "shared":
+                    self.shared.add(s.buffer.data)
             body, summ = self.run(s.body, divergent)
             if isinstance(s, S.Allocate):
                 if outer is None:
@@ -141,8 +150,11 @@ class _Sync:
             fields["body"] = body
             return type(s)(**fields), summ
         if isinstance(s, S.Evaluate):
-            r = self.shared_reads(s.value)
-            return s, _Summary(r, set(), set(r), set())
+            r, w = self.shared_reads(s.value), set()
+            if isinstance(s.value, E.Call) and s.value.op in E.TENSOR_CORE_CALLS:
+                r |= self.pointer_accesses(read_pointers(s.value))
+                w = self.pointer_accesses((written_pointer(s.value),))
+            return s, _Summary(r, w, set(r), set(w))
         raise LoweringError(f"inject_sync: unexpected statement {type(s).__name__}")
 
     def seq(self, s: S.SeqStmt, divergent: bool) -> tuple[S.Stmt, _Summary]:

@@ -22,6 +22,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
 from ember.tir.functor import free_vars, post_order_visit
+from ember.tir.tensor_core import tensor_core_pointers
 
 HostLoop = tuple[E.Var, E.PrimExpr, E.PrimExpr]  # (variable, min, extent) of a host loop
 
@@ -109,6 +110,8 @@ def _touched(stmt: S.Stmt) -> set[object]:
         buf = getattr(node, "buffer", None)
         if isinstance(buf, Buffer):
             datas.add(buf.data)
+        elif isinstance(node, E.Call) and node.op in E.TENSOR_CORE_CALLS:
+            datas.update(tensor_core_pointers(node))  # memory reached through pointers
 
     post_order_visit(stmt, visit)
     return datas

@@ -16,7 +16,7 @@ from ember.tir.interp import stmts as interp_stmts
 # what a SIMT emulator must do differently: masked per-thread values and memory
 EXPR_OVERRIDES = {
     "__init__", "_binop", "_not", "_select", "_if_then_else",
-    "_warp_shuffle", "_ramp", "_broadcast", "_load",
+    "_warp_shuffle", "_tensor_core_call", "_ramp", "_broadcast", "_load",
 }  # fmt: skip
 STMT_OVERRIDES = {
     "__init__", "enter_site", "_for", "_dynamic_loop", "_store", "_allocate", "_if", "_holds",

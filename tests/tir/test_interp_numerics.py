@@ -23,8 +23,10 @@ I = E.Intrinsic
 
 
 def test_operator_tables_are_complete():
-    # shuffles need lock-step warps; if_then_else and extern calls are compiled by structure
-    assert set(INTRINSICS) == set(I) - E.WARP_SHUFFLES - E.STRUCTURAL_CALLS
+    # shuffles and tensor-core calls need lock-step warps; if_then_else and extern calls
+    # are compiled by structure
+    warp = E.WARP_SHUFFLES | E.TENSOR_CORE_CALLS
+    assert set(INTRINSICS) == set(I) - warp - E.STRUCTURAL_CALLS
     assert set(COMPARE) == set(E.CompareOp)
     for op in E.BinaryOp:
         for dtype in ("float32", "float16", "float64", "int32", "int8", "uint8", "int64"):

@@ -197,6 +197,8 @@ class ExprCompilerBase:
             return self._if_then_else(e)
         if e.op in E.PACKED_CALLS:
             return self._packed_call(e)
+        if e.op in E.TENSOR_CORE_CALLS:
+            return self._tensor_core_call(e)
         if e.op in E.EXTERN_CALLS:
             name = e.args[0]
             assert isinstance(name, E.StringImm)
@@ -254,6 +256,13 @@ class ExprCompilerBase:
     def _if_then_else(self, e: E.Call) -> Operand:
         """``if_then_else(c, t, f)``: like ``Select``, but only the side taken is evaluated."""
         raise NotImplementedError
+
+    def _tensor_core_call(self, e: E.Call) -> Operand:
+        """``ptx_mma``, ``ptx_ldmatrix``, ``tvm_*_matrix_sync``...: warp-collective, GPU only."""
+        raise InternalError(
+            f"{expr_to_str(e)} reached the {self.engine}; tensor-core intrinsics run in CUDA "
+            "kernels and the SIMT emulator only"
+        )
 
     def _packed_call(self, e: E.Call) -> Operand:
         """``call_packed``: a call back into the function registry (host code only)."""
