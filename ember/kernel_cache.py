@@ -72,13 +72,13 @@ def load(name: str) -> Any | None:
     from ember.runtime.load import load_module
 
     folder = entry_path(name)
+    if not folder.is_dir():
+        STATS["miss"] += 1
+        return None
     try:
         meta = json.loads((folder / META).read_text())
         digest = _sha256_file(folder / LIBRARY)
-    except FileNotFoundError:
-        STATS["miss"] += 1
-        return None
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # a file missing or unreadable: the entry is not whole
         return _discard(folder)
     if not isinstance(meta, dict) or meta.get("sha256") != digest:
         return _discard(folder)
