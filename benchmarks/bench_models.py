@@ -5,9 +5,9 @@ Run: ``python benchmarks/bench_models.py`` (``--models resnet18,bert`` for a sub
 random weights (``frontend/testing/zoo.py``, ``models.py``); Ember's output is
 checked against onnxruntime's before anything is timed. Compile time is cold: the
 in-process kernel cache is emptied first and the disk cache is off
-(``benchmarks/bench_compile_cache.py`` times a warm compile). Latency is the best of ``--repeat`` batches of
-``--number`` runs; the ratio is onnxruntime time / Ember time, so above 1 Ember is
-faster. Timings on a shared machine move with its load: rerun on a quiet one.
+(``benchmarks/bench_compile_cache.py`` times a warm compile). Latency is the best of
+``--repeat`` batches of ``--number`` runs; the ratio is onnxruntime time / Ember time,
+so above 1 Ember is faster. Timings on a shared machine move with its load: rerun on a quiet one.
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2", help="thread counts to time")
     args = ap.parse_args()
 
-    import ember
     from ember.kernels import clear_cache
     from ember.runtime.threads import set_num_threads
 
