@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ember import kernel_cache
 from ember.dynamic_model import DynamicModel, symbolic_source
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.executor import CompiledModel, Step
@@ -54,6 +55,7 @@ def compile(
     graph = run_graph_passes(graph, DEFAULT_PASSES if graph_passes is None else graph_passes)
     with _records(records, tgt):
         steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
+    kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
     return CompiledModel(graph, steps, str(tgt))
 
 

@@ -2,14 +2,16 @@
 lowering and LLVM.
 
 ``ember/kernels.py`` asks here before building a graph kernel for an ``llvm`` target and
-stores what it built. An entry is the kernel's shared library, written by the module's own
-``export_library`` (the form artifacts store CPU kernels in, ``ember/artifact.py``) and read
-back by ``ember.runtime.load_module``. It lives under ``config.cache_dir()/kernels`` in a
-folder named by a SHA-256 of the in-process cache key (op or fused group, attributes, input
-types, target, tuning-records fingerprint), the Ember version, the library format and the
-resolved CPU (triple, name, features), so another machine's or another version's code is
-never picked up. Like the NVRTC cache (``codegen_cuda/nvrtc.py``) an entry is written into a
-fresh folder and renamed into place, so concurrent processes never see half an entry; a
+stores what it built. An entry is the kernel's shared library, the form artifacts store CPU
+kernels in (the module's ``export_object`` linked by ``runtime.export.link_shared``, as
+``export_library`` does), read back by ``ember.runtime.load_module``. It lives under
+``config.cache_dir()/kernels`` in a folder named by a SHA-256 of the in-process cache key
+(op or fused group, attributes, input types, target, tuning-records fingerprint), the Ember
+version, the library format and the resolved CPU (triple, name, features), so another
+machine's or another version's code is never picked up. Libraries are linked on a worker
+thread while the compile goes on; ``ember.compile`` waits for them (:func:`flush`) before it
+returns. Like the NVRTC cache (``codegen_cuda/nvrtc.py``) an entry is written into a fresh
+folder and renamed into place, so concurrent processes never see half an entry; a
 ``meta.json`` beside the library holds the library's SHA-256, and an entry whose library does
 not match it (or will not load) is deleted and rebuilt, never loaded.
 ``EMBER_CACHE_DIR=""`` or ``EMBER_DISK_CACHE=0`` turns the cache off (``ember.config``).
@@ -17,11 +19,14 @@ not match it (or will not load) is deleted and rebuilt, never loaded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -98,22 +103,57 @@ def _discard(folder: Path) -> None:
 
 
 def store(name: str, module: Any) -> None:
-    """Write ``module``'s library as entry ``name``; a module with no library form (one that
-    calls back into Python) or an unwritable cache folder is skipped: the cache only saves
-    time, it never fails a compile."""
-    folder = entry_path(name)
+    """Write ``module``'s library as entry ``name``. Its object code is emitted now and linked
+    on a worker thread (the linker is a separate process, so that overlaps the next kernel's
+    compile); :func:`flush` waits for what is pending. A module with no library form (one
+    that calls back into Python) or an unwritable cache folder is skipped: the cache only
+    saves time, it never fails a compile."""
+    try:
+        obj = module.export_object()
+    except (EmberError, AttributeError):
+        return
+    with _LOCK:
+        _PENDING.append(_linker().submit(_write_entry, entry_path(name), obj))
+
+
+def flush() -> None:
+    """Wait until every entry :func:`store` was given is written (or skipped)."""
+    with _LOCK:
+        pending = list(_PENDING)
+        _PENDING.clear()
+    for future in pending:
+        future.result()
+
+
+_LOCK = threading.Lock()
+_PENDING: list[Future[None]] = []
+
+
+@functools.cache
+def _linker() -> ThreadPoolExecutor:
+    # one worker: entries are written in order, and the linker never crowds out the compile
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-kernel-cache")
+
+
+def _write_entry(folder: Path, obj: bytes) -> None:
+    """Link ``obj`` into a fresh folder beside ``folder`` and rename it into place, so a
+    reader never sees half an entry (another process may win the rename: then its entry
+    stays)."""
+    from ember.runtime.export import link_shared
+
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
     except OSError:
         return
     try:
-        module.export_library(tmp / LIBRARY)
+        link_shared(obj, tmp / LIBRARY)
         meta = {"sha256": _sha256_file(tmp / LIBRARY), "layout": LAYOUT}
         (tmp / META).write_text(json.dumps(meta))
         os.replace(tmp, folder)
-        STATS["stored"] += 1
-    except (EmberError, OSError):  # no library form, or another process stored it first
+        with _LOCK:
+            STATS["stored"] += 1
+    except (EmberError, OSError):  # no C compiler, a full disk, or a lost race
         pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
