@@ -58,7 +58,7 @@ class OnnxSource:
 def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[list[Value], ...]:
     """The graph inputs (symbolic dims kept unless ``shapes`` fixes them) and outputs as the
     model declares them, without importing the nodes (which may need static shapes)."""
-    from ember.frontend.onnx_import.importer import _elem_dtype, _value_type
+    from ember.frontend.onnx_import.importer import _value_type
 
     known = {i.name for i in proto.graph.initializer}
     inputs = [
@@ -69,14 +69,22 @@ def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[lis
         raise ArgumentError(
             f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
         )
-    outputs = []
-    for vi in proto.graph.output:
-        try:
-            t = _value_type(vi, {})
-        except EmberError:  # no declared shape: the rank is unknown until specialized
-            t = TensorType(("?",), _elem_dtype(vi))
-        outputs.append(Value(vi.name, t))
-    return inputs, outputs
+    return inputs, [Value(vi.name, _declared_type(vi)) for vi in proto.graph.output]
+
+
+def _declared_type(vi: Any) -> TensorType:
+    """An output's type as the model declares it; ``?`` for what it leaves out (known once
+    a size is compiled)."""
+    from ember.frontend.onnx_import.importer import _elem_dtype, _value_type
+
+    try:
+        return _value_type(vi, {})
+    except EmberError:
+        pass
+    try:
+        return TensorType(("?",), _elem_dtype(vi))
+    except EmberError:
+        return TensorType(("?",), "?")
 
 
 class GraphSource:
