@@ -25,6 +25,7 @@ those sizes at once and compiles others on first use.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -121,7 +122,7 @@ class GraphSource:
         return Graph(
             [values[v.name] for v in g.inputs],
             [values[v.name] for v in g.outputs],
-            list(g.nodes),
+            [replace(n, attrs=dict(n.attrs)) for n in g.nodes],  # passes may edit nodes
             g.params,
             values,
             g.name,
