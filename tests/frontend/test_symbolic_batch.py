@@ -248,3 +248,46 @@ def test_cli_compile_inspect_and_run_keep_the_symbol(tmp_path, capsys):
     np.save(tmp_path / "x.npy", x)
     assert cli_main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}"]) == 0
     assert "float32[3, 10]" in capsys.readouterr().out
+
+
+def _view_flatten() -> object:
+    """PyTorch's ``x.view(x.size(0), -1) @ w``: the batch read at run time by Shape/Gather."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    n = helper.make_node
+    w = np.random.default_rng(10).standard_normal((24, 5)).astype("float32")
+    consts = {
+        "zero": np.array(0, dtype="int64"),
+        "minus1": np.array([-1], dtype="int64"),
+        "axes0": np.array([0], dtype="int64"),
+        "w": w,
+    }
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Gather", ["s", "zero"], ["b"], axis=0),
+        n("Unsqueeze", ["b", "axes0"], ["b1"]),
+        n("Concat", ["b1", "minus1"], ["shape"], axis=0),
+        n("Reshape", ["x", "shape"], ["flat"]),
+        n("MatMul", ["flat", "w"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "view",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_shape_subgraph_reading_the_batch_folds_for_each_size():
+    model = _view_flatten()
+    compiled = ember.compile(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 3, 7):
+        x = np.random.default_rng(batch).standard_normal((batch, 2, 3, 4)).astype("float32")
+        np.testing.assert_allclose(
+            compiled.run({"x": x})[0], sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5
+        )
