@@ -74,8 +74,11 @@ def decl_buffer(
     scope: str = "global",
     data: Var | None = None,
     strides: tuple[ExprLike, ...] = (),
+    elem_offset: ExprLike | None = None,
 ) -> Buffer:
-    """Declare a buffer; a fresh pointer variable unless ``data`` is given."""
+    """Declare a buffer; a fresh pointer variable unless ``data`` is given. ``elem_offset``
+    (elements from ``data`` to the buffer's first element) makes a view into memory that
+    starts elsewhere, e.g. a tensor intrinsic's operand bound inside a bigger tensor."""
     dtype = dt.check_dtype(dtype)
     shape_t = tuple(convert(s) for s in shape)
     return Buffer(
@@ -85,4 +88,5 @@ def decl_buffer(
         data=data if data is not None else Var(name, "handle"),
         scope=scope,
         strides=tuple(convert(s) for s in strides),
+        elem_offset=None if elem_offset is None else convert(elem_offset),
     )
