@@ -9,7 +9,8 @@ rewritten relative to the region it reads, must equal the intrinsic's computatio
 (after simplification). A mismatch is a :class:`ScheduleError` that prints both.
 
 Each buffer of the intrinsic is then bound to the real buffer: same data pointer,
-the real buffer's trailing strides, and the flat offset of the region's first
+the real buffer's trailing strides (a buffer declared in a scope other than
+``global`` must be bound to one in that scope), and the flat offset of the region's first
 element as ``elem_offset``; symbolic strides or offsets the intrinsic declared are
 substituted. A reduction whose reduce loops all lie inside the region takes the
 intrinsic's body. One with reduce loops outside takes ``update`` in the nest and
@@ -188,7 +189,7 @@ def _bind(st: Stage, decl: Buffer, real: Buffer, start: tuple, vmap: dict) -> No
         offset = offset + idx * stride
     offset = ana.simplify(offset)
     mine = strides[len(strides) - decl.ndim :]
-    if decl.dtype != real.dtype or decl.scope != real.scope:
+    if decl.dtype != real.dtype or decl.scope not in ("global", real.scope):
         raise st._error(
             f"tensorize: intrinsic buffer '{decl.name}' is {decl.dtype} in '{decl.scope}', "
             f"the tensor's buffer {real.dtype} in '{real.scope}'"
