@@ -1,7 +1,8 @@
 """CPU template ``matmul_int8.llvm``: ``C = A @ B`` for u8 A, s8 B and int32 C, on VNNI.
 
-The GEMM of quantized models (ONNX ``MatMulInteger``). B is packed as TVM's x86
-int8 dense packs it, ``Bp[N/16, K/4, 16, 4]``: for one 16-column panel, each
+The GEMM of quantized models (ONNX ``MatMulInteger``, whose weights are constants):
+the template takes B packed (:func:`pack_b` in numpy, :func:`pack_int8_weights` in
+TE) as TVM's x86 int8 dense packs it, ``Bp[N/16, K/4, 16, 4]``: for one 16-column panel, each
 group of 4 k steps is 64 contiguous bytes, one ``vpdpbusd`` operand, and a
 panel's k groups follow each other, so the micro-kernel streams one panel
 sequentially (the ``(K/4, N/16, 16, 4)`` order would put a page between
@@ -27,7 +28,7 @@ from ember.codegen_llvm.tensor_intrinsics import (
 from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
-from ember.tir.te.tensor import Tensor
+from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tuner.template import get_config, template
 
 
@@ -39,8 +40,7 @@ def pack_int8_weights(B: Tensor, N: int, K: int) -> Tensor:
         value = B[E.min_(k, K - 1), E.min_(n, N - 1)]
         return E.select(E.logical_and(k < K, n < N), value, E.const(0, "int8"))
 
-    shape = (-(-N // VNNI_LANES), -(-K // VNNI_GROUP), VNNI_LANES, VNNI_GROUP)
-    return te.compute(shape, f, name="B_packed")
+    return te.compute(packed_shape(N, K), f, name="B_packed")
 
 
 def int8_gemm(A: Tensor, Bp: Tensor, M: int, N: int, K: int) -> tuple[Tensor, Tensor]:
@@ -88,9 +88,8 @@ def schedule_int8_gemm(s: Schedule, Cp: Tensor, C: Tensor, mr: int, nb: int) -> 
     s[Cp].unroll(cx)
     s[Cp].tensorize(cz, dot_16x1x16_uint8_int8_int32())
     for st in s.stages:
-        if st.op.name in ("B_packed", "A_padded"):
-            lead = st.op.axis[0]
-            s[st.op].parallel(lead)
+        if isinstance(st.op, ComputeOp) and st.op.name in ("B_packed", "A_padded"):
+            st.parallel(st.op.axis[0])
 
 
 def define_int8_knobs(M: int, N: int) -> tuple[int, int]:
@@ -103,20 +102,42 @@ def define_int8_knobs(M: int, N: int) -> tuple[int, int]:
     return cfg["mr"].val, cfg["nb"].val
 
 
-def _reference(a: Any, b: Any) -> Any:
+def packed_shape(N: int, K: int) -> tuple[int, int, int, int]:
+    """The shape of packed B: ``(ceil(N/16), ceil(K/4), 16, 4)``."""
+    return (-(-N // VNNI_LANES), -(-K // VNNI_GROUP), VNNI_LANES, VNNI_GROUP)
+
+
+def pack_b(b: Any) -> Any:
+    """numpy: B (K, N) int8 -> packed ``Bp[N/16, K/4, 16, 4]`` (zero padded), as the
+    template takes it; constant weights are packed once, when the model is compiled."""
     import numpy as np
 
-    return a.astype(np.int32) @ b.astype(np.int32)
+    K, N = b.shape
+    x, g, _, _ = packed_shape(N, K)
+    padded = np.zeros((g * VNNI_GROUP, x * VNNI_LANES), np.int8)
+    padded[:K, :N] = b
+    return np.ascontiguousarray(
+        padded.reshape(g, VNNI_GROUP, x, VNNI_LANES).transpose(2, 0, 3, 1)
+    )
+
+
+def _reference(a: Any, bp: Any) -> Any:
+    import numpy as np
+
+    x, g, lanes, group = bp.shape
+    b = bp.transpose(1, 3, 0, 2).reshape(g * group, x * lanes)[: a.shape[1]]
+    n = x * lanes
+    return (a.astype(np.int32) @ b.astype(np.int32))[:, :n]
 
 
 @template("matmul_int8.llvm", reference=_reference)
 def matmul_int8_llvm(M: int, N: int, K: int) -> tuple[Schedule, list[Any]]:
-    """``C = A @ B`` with A (M, K) uint8, B (K, N) int8 and C int32, B packed in the kernel."""
+    """``C = A @ B`` with A (M, K) uint8, B (K, N) int8 given packed (:func:`pack_b`, shape
+    :func:`packed_shape`) and C (M, N) int32."""
     mr, nb = define_int8_knobs(M, N)
     A = te.placeholder((M, K), "uint8", name="A")
-    B = te.placeholder((K, N), "int8", name="B")
-    Bp = pack_int8_weights(B, N, K)
+    Bp = te.placeholder(packed_shape(N, K), "int8", name="B_packed")
     Cp, C = int8_gemm(A, Bp, M, N, K)
     s = create_schedule(C.op)
     schedule_int8_gemm(s, Cp, C, mr, nb)
-    return s, [A, B, C]
+    return s, [A, Bp, C]
