@@ -219,7 +219,7 @@ class _Lowering:
                 "tensorize: a split inside the tensorized loops does not divide its axis; "
                 "pad the tensors to a multiple of the intrinsic's shape"
             )
-        outer_red = reduce_outside(st, pos)
+        outer_red = reduce_outside(st, sb, pos)
         if init is None or not outer_red:
             if body is None:
                 raise st._error(f"tensorize: '{intrin.name}' has no body, only an update")

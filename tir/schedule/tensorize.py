@@ -288,9 +288,13 @@ def _start_of(rel: _Relative, t: Tensor) -> tuple[Tensor, tuple[E.PrimExpr, ...]
     raise ScheduleError(f"tensorize: the intrinsic's input '{t.name}' is never read")
 
 
-def reduce_outside(st: Stage, pos: int) -> list[IterVar]:
-    """The stage's reduce loops outside the tensorized region."""
-    return [iv for iv in st.leaf_iter_vars[:pos] if iv.kind is IterKind.REDUCE]
+def reduce_outside(st: Stage, sb: StageBounds, pos: int) -> list[IterVar]:
+    """The stage's reduce loops outside the tensorized region (but those of one iteration)."""
+    return [
+        iv
+        for iv in st.leaf_iter_vars[:pos]
+        if iv.kind is IterKind.REDUCE and not E.is_const_int(sb.extents[iv], 1)
+    ]
 
 
 def tensorized_leaf(st: Stage) -> int | None:
