@@ -28,7 +28,7 @@ from ember.codegen_llvm.tensor_intrinsics import (
 from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
-from ember.tir.te.tensor import ComputeOp, Tensor
+from ember.tir.te.tensor import ComputeOp, PlaceholderOp, Tensor
 from ember.tuner.template import get_config, template
 
 
@@ -46,12 +46,14 @@ def pack_int8_weights(B: Tensor, N: int, K: int) -> Tensor:
 def int8_gemm(A: Tensor, Bp: Tensor, M: int, N: int, K: int) -> tuple[Tensor, Tensor]:
     """The partial sums ``Cp[m, x, z]`` over packed B and the int32 output ``C[m, n]``."""
     groups = -(-K // VNNI_GROUP)
-    if K % VNNI_GROUP:
+    if K % VNNI_GROUP or not isinstance(A.op, PlaceholderOp):
+        # the intrinsic reads A's buffer: a computed A (a fused producer) stays a stage
         src = A
         A = te.compute(
             (M, groups * VNNI_GROUP),
             lambda m, k: E.select(k < K, src[m, E.min_(k, K - 1)], E.const(0, "uint8")),
             name="A_padded",
+            tag="pad",
         )
     g = te.reduce_axis((0, groups), name="g")
     q = te.reduce_axis((0, VNNI_GROUP), name="q")
@@ -62,6 +64,8 @@ def int8_gemm(A: Tensor, Bp: Tensor, M: int, N: int, K: int) -> tuple[Tensor, Te
             axis=[g, q],
         ),
         name="C_panels",
+        tag="matmul_int8_panels",
+        attrs={"task_args": (M, N, K)},
     )
     C = te.compute(
         (M, N), lambda m, n: Cp[m, n // VNNI_LANES, n % VNNI_LANES], name="C", tag="matmul_int8"
@@ -69,8 +73,12 @@ def int8_gemm(A: Tensor, Bp: Tensor, M: int, N: int, K: int) -> tuple[Tensor, Te
     return Cp, C
 
 
-def schedule_int8_gemm(s: Schedule, Cp: Tensor, C: Tensor, mr: int, nb: int) -> None:
-    """Tiles of ``mr`` rows x ``nb`` panels, in parallel; the VNNI dot innermost."""
+def schedule_int8_gemm(
+    s: Schedule, Cp: Tensor, C: Tensor, mr: int, nb: int, copies: bool = True
+) -> None:
+    """Tiles of ``mr`` rows x ``nb`` panels, in parallel; the VNNI dot innermost. ``C`` is
+    the (M, N) output reading ``Cp`` (maybe with an epilogue inlined); ``copies``: also
+    parallelize the packing and padding stages (the graph schedules those itself)."""
     m, n = s[C].op.axis
     no, ni = s[C].split(n, factor=VNNI_LANES * nb)
     mo, mi = s[C].split(m, factor=mr)
@@ -87,7 +95,7 @@ def schedule_int8_gemm(s: Schedule, Cp: Tensor, C: Tensor, mr: int, nb: int) -> 
     s[Cp].unroll(cm)
     s[Cp].unroll(cx)
     s[Cp].tensorize(cz, dot_16x1x16_uint8_int8_int32())
-    for st in s.stages:
+    for st in s.stages if copies else ():
         if isinstance(st.op, ComputeOp) and st.op.name in ("B_packed", "A_padded"):
             st.parallel(st.op.axis[0])
 
