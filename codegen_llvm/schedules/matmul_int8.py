@@ -124,9 +124,7 @@ def pack_b(b: Any) -> Any:
     x, g, _, _ = packed_shape(N, K)
     padded = np.zeros((g * VNNI_GROUP, x * VNNI_LANES), np.int8)
     padded[:K, :N] = b
-    return np.ascontiguousarray(
-        padded.reshape(g, VNNI_GROUP, x, VNNI_LANES).transpose(2, 0, 3, 1)
-    )
+    return np.ascontiguousarray(padded.reshape(g, VNNI_GROUP, x, VNNI_LANES).transpose(2, 0, 3, 1))
 
 
 def _reference(a: Any, bp: Any) -> Any:

@@ -61,7 +61,9 @@ def pack_int8_weights(graph: Graph) -> Graph:
         params[pname] = packed
         values[pname] = Value(pname, TensorType(tuple(packed.shape), "int8"))
         attrs = {"n": int(w.shape[1]), "k": int(w.shape[0])}
-        nodes.append(replace(node, op="matmul_int8_packed", inputs=(node.inputs[0], pname), attrs=attrs))
+        nodes.append(
+            replace(node, op="matmul_int8_packed", inputs=(node.inputs[0], pname), attrs=attrs)
+        )
     if len(params) == len(graph.params):
         return graph
     live = {i for nd in nodes for i in nd.inputs} | set(graph.output_names)

@@ -38,7 +38,11 @@ def _model(a_shape, b: np.ndarray, zps: bool = False, epilogue: bool = False):  
         nodes,
         "mmi",
         [helper.make_tensor_value_info("a", TensorProto.UINT8, [M, K])],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT if epilogue else TensorProto.INT32, [M, N])],
+        [
+            helper.make_tensor_value_info(
+                "c", TensorProto.FLOAT if epilogue else TensorProto.INT32, [M, N]
+            )
+        ],
         initializer=inits,
     )
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
@@ -79,7 +83,12 @@ def test_nonzero_zero_point_is_left_alone() -> None:
 
 @pytest.mark.parametrize(
     "M, N, K, zps, epilogue",
-    [(5, 33, 19, False, False), (64, 64, 64, True, True), (3, 16, 4, True, False), (1, 7, 130, False, True)],
+    [
+        (5, 33, 19, False, False),
+        (64, 64, 64, True, True),
+        (3, 16, 4, True, False),
+        (1, 7, 130, False, True),
+    ],
 )
 def test_against_onnxruntime(M: int, N: int, K: int, zps: bool, epilogue: bool) -> None:
     a, b = _operands(M, N, K, M + N + K)

@@ -33,7 +33,9 @@ def gemv_intrin(m: int, l: int, parts: str = "reset", strided: bool = True):  # 
     binds = {}
     if strided:
         s1 = te.var("s1")
-        binds[b] = decl_buffer(b.shape, "float32", name="B", strides=(s1, 1), elem_offset=te.var("o"))
+        binds[b] = decl_buffer(
+            b.shape, "float32", name="B", strides=(s1, 1), elem_offset=te.var("o")
+        )
 
     def fcompute(ins, outs):  # noqa: ANN001, ANN202
         aa, bb = ins
@@ -187,8 +189,12 @@ def test_call_extern_gets_pointer_and_offset() -> None:
     assert E.const_value(call.args[-1]) == 16  # B's row stride
     # the offsets are i*16 (A), jo*16*16 (B), i*32 + jo*16 (C): check them at i=2, jo=1
     loop_vars = {}
-    post_order_visit(func.body, lambda n: loop_vars.setdefault(n.loop_var.name, n.loop_var)
-                     if hasattr(n, "loop_var") else None)
+    post_order_visit(
+        func.body,
+        lambda n: (
+            loop_vars.setdefault(n.loop_var.name, n.loop_var) if hasattr(n, "loop_var") else None
+        ),
+    )
     from ember.tir.arith.analyzer import Analyzer
 
     at = {loop_vars["i"]: E.const(2), loop_vars["j_outer"]: E.const(1)}

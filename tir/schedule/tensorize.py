@@ -8,12 +8,14 @@ axes set to the region's start plus the intrinsic's axes and each tensor read
 rewritten relative to the region it reads, must equal the intrinsic's computation
 (after simplification). A mismatch is a :class:`ScheduleError` that prints both.
 
-Each buffer of the intrinsic is then bound to the real buffer: same data pointer,
-the real buffer's trailing strides (a buffer declared in a scope other than
-``global`` must be bound to one in that scope), and the flat offset of the region's first
-element as ``elem_offset``; symbolic strides or offsets the intrinsic declared are
-substituted. A reduction whose reduce loops all lie inside the region takes the
-intrinsic's body. One with reduce loops outside takes ``update`` in the nest and
+Each buffer of the intrinsic is then bound to the real buffer: dtype and scope
+checked (a buffer declared in a scope other than ``global`` must be bound to one in
+that scope), its declared strides equal to the real buffer's trailing strides or
+symbolic (their values substituted), its ``elem_offset`` variable given the flat
+offset of the region's first element and its pointer the real one; its accesses
+become accesses of the real buffer, shifted by the region's start.
+
+A reduction whose reduce loops all lie inside the region takes the intrinsic's body. One with reduce loops outside takes ``update`` in the nest and
 ``reset`` where the stage's init would go (just outside its first reduce loop); an
 intrinsic without ``reset`` runs its body on the first iteration of the outer reduce
 loops and ``update`` on the others (TVM's two routes).

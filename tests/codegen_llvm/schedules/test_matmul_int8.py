@@ -24,8 +24,8 @@ from ember.codegen_llvm.tensor_intrinsics import VPDPBUSD_512, has_vnni
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.op import call_llvm_pure_intrin, reinterpret
-from ember.tir.te import operation as te
 from ember.tir.schedule.schedule import create_schedule
+from ember.tir.te import operation as te
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
 
 needs_vnni = pytest.mark.skipif(not has_vnni(), reason="host CPU has no AVX-512 VNNI")
