@@ -271,3 +271,24 @@ def test_tensorize_argument_errors() -> None:
 def test_gemv_tensorize_property(M: int, nblocks: int, kblocks: int, kf: int, parts: str) -> None:
     A, B, C = dense_program(M, 16 * nblocks, kf * kblocks)
     run_dense(schedule_gemv(C, 16, kf, gemv_intrin(16, kf, parts)), A, B, C, seed=M)
+
+
+def test_fragment_scope_must_match() -> None:
+    """An intrinsic whose buffers are declared in a fragment scope binds only to stages in
+    that scope (TVM checks the scope as it binds)."""
+    x = te.placeholder((8,), name="x")
+    y = te.placeholder((8,), name="y")
+    z = te.compute((8,), lambda i: x[i] + y[i], name="z")
+    intrin = decl_tensor_intrin(
+        z.op,
+        lambda ins, outs: te.call_extern("int32", "f", outs[0].data),
+        name="frag",
+        default_buffer_params={"scope": "wmma.accumulator"},
+    )
+    X = te.placeholder((4, 8), name="X")
+    Y = te.placeholder((4, 8), name="Y")
+    Z = te.compute((4, 8), lambda i, j: X[i, j] + Y[i, j], name="Z")
+    s = te.create_schedule(Z.op)
+    s[Z].tensorize(Z.op.axis[1], intrin)
+    with pytest.raises(ScheduleError, match="wmma.accumulator"):
+        ember.lower(s, [X, Y, Z])

@@ -359,8 +359,13 @@ class Stage:
         self.store_predicate = E._as_bool(predicate)
 
     def set_scope(self, scope: str) -> None:
-        if scope not in ("global", "shared", "local"):
-            raise self._error(f"unknown storage scope {scope!r}; use 'global', 'shared' or 'local'")
+        """Store the stage in ``scope`` (:data:`ember.tir.scopes.STORAGE_SCOPES`: ``global``,
+        ``shared``, ``warp``, ``local``, or a ``wmma`` fragment)."""
+        from ember.tir.scopes import STORAGE_SCOPES
+
+        if scope not in STORAGE_SCOPES:
+            names = ", ".join(repr(x) for x in STORAGE_SCOPES)
+            raise self._error(f"unknown storage scope {scope!r}; use one of {names}")
         self.scope = scope
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
