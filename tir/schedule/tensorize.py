@@ -16,9 +16,10 @@ offset of the region's first element and its pointer the real one; its accesses
 become accesses of the real buffer, shifted by the region's start.
 
 A reduction whose reduce loops all lie inside the region takes the intrinsic's
-body. One with reduce loops outside takes ``update`` in the nest and ``reset`` where the stage's init would go (just outside its first reduce loop); an
-intrinsic without ``reset`` runs its body on the first iteration of the outer reduce
-loops and ``update`` on the others (TVM's two routes).
+body. One with reduce loops outside takes ``update`` in the nest and ``reset`` where
+the stage's init would go (just outside its first reduce loop); an intrinsic without
+``reset`` runs its body on the first iteration of the outer reduce loops and
+``update`` on the others (TVM's two routes).
 """
 
 from __future__ import annotations
