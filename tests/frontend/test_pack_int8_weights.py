@@ -73,12 +73,49 @@ def test_the_rewrite_on_the_graph() -> None:
     assert "b" not in packed.params
 
 
-def test_nonzero_zero_point_is_left_alone() -> None:
+def test_nonzero_weight_zero_point_is_left_alone() -> None:
     a, b = _operands(3, 5, 4, 1)
     model = _model(a.shape, b, zps=True)
-    model.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(3, np.uint8), "za"))
+    model.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.array(3, np.int8), "zb"))
     g = ember.frontend.from_onnx(model)
     assert [n.op for n in pack_int8_weights(g).nodes] == ["matmul_integer"]
+
+
+@pytest.mark.parametrize("M, N, K", [(6, 21, 13), (33, 64, 96)])
+def test_activation_zero_point(M: int, N: int, K: int) -> None:
+    """A nonzero a_zp is subtracted as ``a_zp * colsum(W)`` after the packed product."""
+    a, b = _operands(M, N, K, 2)
+    model = _model(a.shape, b, zps=True)
+    model.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(131, np.uint8), "za"))
+    g = pack_int8_weights(ember.frontend.from_onnx(model)).verify()
+    assert [n.op for n in g.nodes] == ["matmul_int8_packed", "cast", "multiply", "subtract"]
+    (got,) = ember.compile(model, target="llvm").run({"a": a})
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"a": a})
+    np.testing.assert_array_equal(got, want)
+
+
+def test_dynamic_activation_zero_point() -> None:
+    """DynamicQuantizeLinear's zero point (computed at run time) feeding MatMulInteger."""
+    M, K, N = 9, 30, 40
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+        helper.make_node("MatMulInteger", ["q", "b", "z"], ["c"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "dq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [M, K])],
+        [helper.make_tensor_value_info("c", TensorProto.INT32, [M, N])],
+        initializer=[numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (got,) = ember.compile(model, target="llvm").run({"x": x})
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize(
