@@ -20,7 +20,6 @@ loop, writing its parameter buffer there. A tensor of a vector dtype
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from ember.errors import LoweringError, ScheduleError
@@ -28,7 +27,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
-from ember.tir.functor import Mutator, substitute, uses_var
+from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
@@ -36,7 +35,7 @@ from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
 from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
-from ember.tir.schedule.tensorize import reduce_outside, tensorize_parts, tensorized_leaf
+from ember.tir.schedule.tensorize import tensorized_leaf, tensorized_stage
 from ember.tir.schedule.tuple_update import tuple_update
 from ember.tir.te.extern import ExternOp
 from ember.tir.te.scan import ScanOp
@@ -188,7 +187,7 @@ class _Lowering:
         leaves = st.leaf_iter_vars
         pos = tensorized_leaf(st)
         if pos is not None:
-            update, init, leaves = self.tensorized(st, sb, pos, init, first_red)
+            update, init, leaves = tensorized_stage(self, st, sb, pos, init)
         if init is not None:
             for iv in reversed(leaves[first_red:]):
                 if iv.kind is not IterKind.REDUCE:
@@ -201,40 +200,6 @@ class _Lowering:
             if n > 0:
                 nest = self.with_attached(st, leaves[n - 1], nest)
         return nest
-
-    def tensorized(
-        self, st: Stage, sb: StageBounds, pos: int, init: S.Stmt | None, first_red: int
-    ) -> tuple[S.Stmt, S.Stmt | None, list[IterVar]]:
-        """The update and init of a stage whose loops from leaf ``pos`` inward are a tensor
-        intrinsic (see :mod:`.tensorize`), and its remaining loops."""
-        intrin = st.iter_attrs[st.leaf_iter_vars[pos]].tensor_intrin
-        for iv in st.leaf_iter_vars[pos:-1]:
-            if self.attached_at(st, iv):
-                raise st._error(f"tensorize: a stage is computed at '{iv.name}', inside the region")
-        body, reset, update = tensorize_parts(self, st, sb, pos, intrin)
-        data_g, all_g = self.guards(st, sb)[1], self.guards(st, sb)[0]
-        inner = {iv.var for iv in st.leaf_iter_vars[pos:]}
-        if any(uses_var(g, lambda v: v in inner) for g in all_g):
-            raise st._error(
-                "tensorize: a split inside the tensorized loops does not divide its axis; "
-                "pad the tensors to a multiple of the intrinsic's shape"
-            )
-        outer_red = reduce_outside(st, sb, pos)
-        if init is None or not outer_red:
-            if body is None:
-                raise st._error(f"tensorize: '{intrin.name}' has no body, only an update")
-            return self.guarded(body, all_g), None, st.leaf_iter_vars[:pos]
-        if update is None:
-            raise st._error(
-                f"tensorize: a reduce loop is outside the tensorized region, and "
-                f"'{intrin.name}' has no reduce_update"
-            )
-        if reset is not None:
-            return self.guarded(update, all_g), self.guarded(reset, data_g), st.leaf_iter_vars[:pos]
-        if body is None:
-            raise st._error(f"tensorize: '{intrin.name}' has neither body nor reset")
-        first = functools.reduce(E.logical_and, [iv.var == 0 for iv in outer_red])
-        return self.guarded(S.IfThenElse(first, body, update), all_g), None, st.leaf_iter_vars[:pos]
 
     def stage_body(self, st: Stage, sb: StageBounds) -> tuple[S.Stmt, S.Stmt | None, int]:
         """The guarded update, the reduction's init (or None), and the index of the first

@@ -24,6 +24,7 @@ the stage's init would go (just outside its first reduce loop); an intrinsic wit
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import ScheduleError
@@ -31,7 +32,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith.analyzer import Analyzer
 from ember.tir.buffer import Buffer
-from ember.tir.functor import Mutator, post_order_visit, substitute
+from ember.tir.functor import Mutator, post_order_visit, substitute, uses_var
 from ember.tir.printer import expr_to_str
 from ember.tir.schedule.graph import inlined_bodies
 from ember.tir.structural import structural_equal
@@ -307,3 +308,38 @@ def tensorized_leaf(st: Stage) -> int | None:
         if attr is not None and attr.tensor_intrin is not None:
             return n
     return None
+
+
+def tensorized_stage(
+    lw: _Lowering, st: Stage, sb: StageBounds, pos: int, init: S.Stmt | None
+) -> tuple[S.Stmt, S.Stmt | None, list[IterVar]]:
+    """The update and init of a stage whose loops from leaf ``pos`` inward are a tensor
+    intrinsic (see :mod:`.tensorize`), and its remaining loops."""
+    intrin = st.iter_attrs[st.leaf_iter_vars[pos]].tensor_intrin
+    for iv in st.leaf_iter_vars[pos:-1]:
+        if lw.attached_at(st, iv):
+            raise st._error(f"tensorize: a stage is computed at '{iv.name}', inside the region")
+    body, reset, update = tensorize_parts(lw, st, sb, pos, intrin)
+    all_g, data_g = lw.guards(st, sb)
+    inner = {iv.var for iv in st.leaf_iter_vars[pos:]}
+    if any(uses_var(g, lambda v: v in inner) for g in all_g):
+        raise st._error(
+            "tensorize: a split inside the tensorized loops does not divide its axis; "
+            "pad the tensors to a multiple of the intrinsic's shape"
+        )
+    outer_red = reduce_outside(st, sb, pos)
+    if init is None or not outer_red:
+        if body is None:
+            raise st._error(f"tensorize: '{intrin.name}' has no body, only an update")
+        return lw.guarded(body, all_g), None, st.leaf_iter_vars[:pos]
+    if update is None:
+        raise st._error(
+            f"tensorize: a reduce loop is outside the tensorized region, and "
+            f"'{intrin.name}' has no reduce_update"
+        )
+    if reset is not None:
+        return lw.guarded(update, all_g), lw.guarded(reset, data_g), st.leaf_iter_vars[:pos]
+    if body is None:
+        raise st._error(f"tensorize: '{intrin.name}' has neither body nor reset")
+    first = functools.reduce(E.logical_and, [iv.var == 0 for iv in outer_red])
+    return lw.guarded(S.IfThenElse(first, body, update), all_g), None, st.leaf_iter_vars[:pos]
