@@ -292,3 +292,97 @@ def test_fragment_scope_must_match() -> None:
     s[Z].tensorize(Z.op.axis[1], intrin)
     with pytest.raises(ScheduleError, match="wmma.accumulator"):
         ember.lower(s, [X, Y, Z])
+
+
+def gemm_intrin(m: int, n: int, l: int, offset_factor: int = 1):  # noqa: E741, ANN201
+    """A 2-D tile ``c[i, j] = sum_k a[i, k] * b[k, j]``, all buffers with symbolic strides."""
+    a = te.placeholder((m, l), name="a")
+    b = te.placeholder((l, n), name="b")
+    k = te.reduce_axis((0, l), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+    binds = {
+        t: decl_buffer(
+            t.shape,
+            "float32",
+            name=t.name,
+            strides=(te.var(f"{t.name}_s"), 1),
+            offset_factor=offset_factor,
+        )
+        for t in (a, b, c)
+    }
+
+    def fcompute(ins, outs):  # noqa: ANN001, ANN202
+        aa, bb = ins
+        cc = outs[0]
+
+        def loops(init: bool, acc: bool):  # noqa: ANN202
+            ib = IRBuilder()
+            with ib.for_range(0, m, name="i") as i:
+                with ib.for_range(0, n, name="j") as j:
+                    if init:
+                        ib.store(cc, (i, j), 0.0)
+                    if acc:
+                        with ib.for_range(0, l, name="r") as r:
+                            ib.store(cc, (i, j), cc[i, j] + aa[i, r] * bb[r, j])
+            return ib.get()
+
+        return loops(True, True), loops(True, False), loops(False, True)
+
+    return decl_tensor_intrin(c.op, fcompute, name="gemm_tile", binds=binds)
+
+
+@pytest.mark.parametrize("batch", [0, 3])
+def test_gemm_tile_intrinsic(batch: int) -> None:
+    """A 2-D intrinsic over a (batch) matmul: the batch axis stays outside (extent 1 in
+    the region), rows and columns tiled 4 x 16, k split by 8 outside the region."""
+    M, N, L = 12, 32, 24
+    lead = (batch,) if batch else ()
+    A = te.placeholder((*lead, M, L), name="A")
+    B = te.placeholder((*lead, L, N), name="B")
+    k = te.reduce_axis((0, L), name="k")
+    C = te.compute(
+        (*lead, M, N), lambda *ij: te.sum(A[(*ij[:-1], k)] * B[(*ij[:-2], k, ij[-1])], axis=k)
+    )
+    s = te.create_schedule(C.op)
+    *b, i, j = C.op.axis
+    io, ii = s[C].split(i, factor=4)
+    jo, ji = s[C].split(j, factor=16)
+    ko, ki = s[C].split(k, factor=8)
+    s[C].reorder(*b, io, jo, ko, ii, ji, ki)
+    s[C].tensorize(ii, gemm_intrin(4, 16, 8))
+    f = ember.build(s, [A, B, C], "llvm")
+    rng = np.random.default_rng(batch)
+    a = rng.standard_normal((*lead, M, L)).astype("float32")
+    bb = rng.standard_normal((*lead, L, N)).astype("float32")
+    c = np.full((*lead, M, N), np.nan, "float32")
+    f(a, bb, c)
+    np.testing.assert_allclose(c, a @ bb, rtol=1e-4, atol=1e-4)
+
+
+def test_interleaved_loops_are_refused() -> None:
+    """The region must be a dense block: an inner split part outside it is an error."""
+    A, B, C = dense_program(4, 32, 32)
+    s = te.create_schedule(C.op)
+    i, j = C.op.axis
+    (k,) = C.op.reduce_axis
+    jo, ji = s[C].split(j, factor=16)
+    s[C].reorder(i, ji, k, jo)
+    s[C].tensorize(k, gemv_intrin(16, 32, "body"))
+    with pytest.raises(ScheduleError, match="tensorize"):
+        ember.lower(s, [A, B, C])
+
+
+def test_fixed_offset_buffer_binds_only_at_the_start() -> None:
+    """A buffer declared without an offset variable (TVM's offset_factor=0) starts at 0."""
+    A2 = te.placeholder((8, 8), name="A2")
+    B2 = te.placeholder((8, 32), name="B2")
+    k = te.reduce_axis((0, 8), name="k")
+    C2 = te.compute((8, 32), lambda i, j: te.sum(A2[i, k] * B2[k, j], axis=k), name="C2")
+    s = te.create_schedule(C2.op)
+    i, j = C2.op.axis
+    io, ii = s[C2].split(i, factor=4)
+    jo, ji = s[C2].split(j, factor=16)
+    s[C2].reorder(io, jo, ii, ji)
+    s[C2].tensorize(ii, gemm_intrin(4, 16, 8, offset_factor=0))
+    with pytest.raises(ScheduleError, match="fixed offset"):
+        ember.lower(s, [A2, B2, C2])
