@@ -53,6 +53,24 @@ def _session(model: object, threads: int) -> object:
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 
+def graph_passes(spec: str) -> tuple[object, ...] | None:
+    """The passes ``--graph-passes`` names (None: the target's defaults)."""
+    if not spec:
+        return None
+    from ember import frontend
+    from ember.conv_layout import default_graph_passes
+
+    chosen: list[object] = []
+    for name in spec.split(","):
+        if name == "default":
+            chosen += default_graph_passes("llvm")
+        elif name.startswith("-"):
+            chosen = [p for p in chosen if getattr(p, "__name__", "") != name[1:]]
+        else:
+            chosen.append(getattr(frontend.passes, name))
+    return tuple(chosen)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="", help="comma-separated subset of the models")
@@ -60,12 +78,20 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", default="1,2", help="thread counts to time")
+    ap.add_argument(
+        "--graph-passes",
+        default="",
+        help="comma-separated graph pass names from ember.frontend.passes replacing the "
+        "target's defaults; 'default' stands for those, '-name' drops one "
+        "(e.g. default,-alter_conv_layout)",
+    )
     args = ap.parse_args()
 
     import ember
     from ember.kernels import clear_cache
     from ember.runtime.threads import set_num_threads
 
+    passes = graph_passes(args.graph_passes)
     table = models(args.quick)
     chosen = [m for m in args.models.split(",") if m] or list(table)
     threads = [int(t) for t in args.threads.split(",")]
@@ -77,7 +103,7 @@ def main() -> None:
         model, inputs = table[name](np.random.default_rng(0))
         clear_cache()
         start = time.perf_counter()
-        lib = ember.compile(model, target="llvm")
+        lib = ember.compile(model, target="llvm", graph_passes=passes)
         compile_s = time.perf_counter() - start
         want = _session(model, max(threads)).run(None, inputs)
         for got, ref in zip(lib.run(inputs), want):
