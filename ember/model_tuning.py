@@ -37,8 +37,8 @@ def extract_tasks(
     """The distinct template tasks behind ``model``'s kernels for ``target``, in graph
     order, each with its weight (the number of nodes that run it). Only CPU (``llvm``)
     targets have a strategy table; another target gives ``ArgumentError``."""
-    from ember.frontend.graph import Graph
     from ember.conv_layout import default_graph_passes
+    from ember.frontend.graph import Graph
     from ember.frontend.passes import run_graph_passes
     from ember.tuner.task import create_task
 
