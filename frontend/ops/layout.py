@@ -6,6 +6,7 @@ moves CPU convolutions to the NCHW[c] layout (``tir/topi/conv_nchwc.py``).
 Attributes (every one present):
 - ``layout_transform``: ``src`` and ``dst`` channel blocks (0 means plain NCHW), and
   ``channels``, the logical channel count (blocked lanes past it are zero).
+- ``max_pool_nchwc``: those of ``max_pool`` (2-D), on an NCHW[c] input.
 - ``conv_nchwc``: ``strides``, ``dilations`` (pairs), ``pads`` (top, left, bottom,
   right), ``in_channels`` and ``channels``, the logical input and output channel
   counts (what a tuning task of the NCHW workload needs). Inputs: the blocked input
@@ -21,6 +22,7 @@ from typing import Any
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
 from ember.frontend.op_kinds import INJECTIVE, OUT_ELEMWISE_FUSABLE
+from ember.frontend.ops.nn import infer_pool_window
 from ember.frontend.ops.registry import register_op
 from ember.tir import topi
 from ember.tir.topi.conv import conv_out_size
@@ -66,3 +68,22 @@ def conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     bias = inputs[2] if len(inputs) > 2 else None
     a = attrs
     return [topi.conv2d_nchwc(inputs[0], inputs[1], bias, a["strides"], a["pads"], a["dilations"])]
+
+
+def _infer_max_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x = types[0]
+    if x.ndim != 5 or len(attrs["kernel"]) != 2:
+        raise ArgumentError(f"max_pool_nchwc: input {x} is not NCHWc, or the pool is not 2-D")
+    (out,) = infer_pool_window([TensorType(x.shape[:4], x.dtype)], attrs)
+    return [TensorType((*out.shape, x.shape[4]), x.dtype)]
+
+
+@register_op("max_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_max_pool_nchwc)
+def max_pool_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """2-D max pooling on a channel-blocked tensor, lane by lane."""
+    a = attrs
+    return [
+        topi.max_pool2d_nchwc(
+            inputs[0], a["kernel"], a["strides"], a["pads"], a["dilations"], a["ceil_mode"]
+        )
+    ]

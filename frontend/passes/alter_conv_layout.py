@@ -5,12 +5,13 @@ where each float32 2-D NCHW convolution with one group, constant weights and a
 workload the chooser takes becomes ``conv_nchwc`` on ``[N, C/cb, H, W, cb]``
 activations with its weights (and bias) blocked once, here, at compile time
 (``tir/topi/conv_nchwc.py``). Blocked values stay blocked through what can read
-them lane for lane: unary elementwise ops, and ``add``/``subtract``/``multiply``
-of two blocked tensors of one block or of a blocked tensor and a per-channel or
-scalar constant (re-laid out too). ``layout_transform`` nodes appear only at the
-boundaries: where an NCHW value enters a blocked conv, where a blocked value
-reaches an op that needs NCHW (pooling, flatten, reshape, a graph output), once
-per value. This is TVM's AlterOpLayout for x86 ``conv2d_NCHWc``.
+them lane for lane: unary elementwise ops, 2-D max pooling (``max_pool_nchwc``),
+and ``add``/``subtract``/``multiply`` of two blocked tensors of one block or of a
+blocked tensor and a per-channel or scalar constant (re-laid out too).
+``layout_transform`` nodes appear only at the boundaries: where an NCHW value
+enters a blocked conv, where a blocked value reaches an op that needs NCHW
+(global pooling, flatten, reshape, a graph output), once per value. This is
+TVM's AlterOpLayout for x86 ``conv2d_NCHWc``.
 
 The blocks come from a chooser, ``(ConvWorkload) -> (ic_bn, oc_bn) | None`` (None
 keeps the conv in NCHW): :func:`default_blocks` unless :func:`alter_conv_layout_with`
@@ -199,7 +200,9 @@ class _Rewriter:
             return False
         block = next(self.blocked[i][1] for i in node.inputs if i in self.blocked)
         padded = t.shape[1] % block != 0
-        if len(node.inputs) == 1 and get_op(node.op).kind == ELEMWISE:
+        if node.op == "max_pool" and len(node.attrs["kernel"]) == 2:
+            args, node = [self.blocked[node.inputs[0]][0]], replace(node, op="max_pool_nchwc")
+        elif len(node.inputs) == 1 and get_op(node.op).kind == ELEMWISE:
             if padded and node.op not in FINITE_AT_ZERO:
                 return False
             args = [self.blocked[node.inputs[0]][0]]

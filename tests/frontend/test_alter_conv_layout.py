@@ -80,28 +80,41 @@ def test_a_conv_chain_stays_blocked_up_to_flatten(rng):  # noqa: ANN001
 
 def test_blocks_pad_channels_and_constants_are_relaid(rng):  # noqa: ANN001
     """20 output channels in blocks of 16 (zero lanes past 20), a per-channel Mul, a
-    blocked graph output and a pool that needs NCHW: one transform back, shared."""
+    max pool run blocked (ceil mode, padding), and two graph outputs transformed back
+    at the end; a global pool needs NCHW: the transform back is made once, shared."""
     weights = {"W": _w(rng, 20, 5, 3, 3), "S": _w(rng, 1, 20, 1, 1)}
     nodes = [
         n("Conv", ["x", "W"], ["c"], name="conv", pads=[0, 1, 1, 0], strides=[2, 1]),
         n("Mul", ["c", "S"], ["m"], name="scale"),
         n("Sigmoid", ["m"], ["y"], name="act"),
-        n("MaxPool", ["y"], ["p"], name="pool", kernel_shape=[2, 2]),
+        n(
+            "MaxPool",
+            ["y"],
+            ["p"],
+            name="pool",
+            kernel_shape=[3, 2],
+            pads=[1, 0, 0, 1],
+            ceil_mode=1,
+        ),
+        n("GlobalAveragePool", ["y"], ["g"], name="gap"),
     ]
     x = rng.standard_normal((2, 5, 8, 7)).astype("float32")
-    model = make_model(nodes, {"x": x}, ["y", "p"], weights)
+    model = make_model(nodes, {"x": x}, ["y", "p", "g"], weights)
     after = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
     assert [nd.op for nd in after.nodes] == [
         "layout_transform",
         "conv_nchwc",
         "multiply",
         "sigmoid",
+        "max_pool_nchwc",
         "layout_transform",
-        "max_pool",
+        "avg_pool",
+        "layout_transform",
     ]
     assert after.params["S_nchw16c"].shape == (1, 2, 1, 1, 16)
     assert not after.params["S_nchw16c"][0, 1, 0, 0, 4:].any()  # lanes past 20
-    assert after.nodes[4].outputs == ("y",)  # the graph output, made once
+    assert after.nodes[5].outputs == ("y",)  # for the global pool and the graph output
+    assert after.nodes[7].outputs == ("p",)
     want = run_ort(model, {"x": x})
     got = ember.compile(after, graph_passes=[fuse_ops]).run({"x": x})
     for g, w in zip(got, want):
@@ -165,6 +178,6 @@ def test_resnet18_quick_matches_onnxruntime():
     blocked = [nd for nd in lib.graph.nodes if nd.op == "conv_nchwc"]
     assert len(blocked) == 20  # every conv of ResNet-18
     transforms = [nd for nd in lib.graph.nodes if nd.op == "layout_transform"]
-    assert len(transforms) == 4  # input, around the max pool, before the global pool
+    assert len(transforms) == 2  # the input, and before the global pool
     want = run_ort(model, inputs)
     np.testing.assert_allclose(lib.run(inputs)[0], want[0], rtol=1e-4, atol=1e-4)

@@ -155,3 +155,34 @@ def conv2d_nchwc(
         name="conv_nchwc_bias",
         tag="broadcast",
     )
+
+
+def max_pool2d_nchwc(
+    X: Tensor,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    ceil_mode: bool = False,
+) -> Tensor:
+    """2-D max pooling of an NCHW[c] tensor, each lane its own channel (the same windows
+    as ``pool_nd``; ``pads`` is ``(top, left, bottom, right)``)."""
+    from ember.tir.topi.pool import Window
+
+    xs = static_shape(X)
+    if len(xs) != 5 or len(kernel) != 2:
+        raise ArgumentError(f"max_pool2d_nchwc: input {list(xs)} is not NCHWc, or not 2-D")
+    w = Window(tuple(kernel), tuple(strides), tuple(dilations), tuple(pads[:2]), tuple(pads[2:]),
+               xs[2:4])  # fmt: skip
+    oh, ow = w.out_sizes(ceil_mode, "max_pool2d_nchwc")
+    ry = te.reduce_axis((0, kernel[0]), name="ry")
+    rx = te.reduce_axis((0, kernel[1]), name="rx")
+
+    def f(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
+        h, v = w.taps((y, x), (ry, rx))
+        inside = E.logical_and(E.logical_and(h >= 0, h < xs[2]), E.logical_and(v >= 0, v < xs[3]))
+        hh, vv = E.max_(E.min_(h, xs[2] - 1), 0), E.max_(E.min_(v, xs[3] - 1), 0)
+        value = E.select(inside, X[n, c, hh, vv, i], te.min_value(X.dtype))
+        return te.max(value, axis=(ry, rx))
+
+    return te.compute((xs[0], xs[1], oh, ow, xs[4]), f, name="max_pool_nchwc", tag="pool_max")
