@@ -181,3 +181,31 @@ def test_resnet18_quick_matches_onnxruntime():
     assert len(transforms) == 2  # the input, and before the global pool
     want = run_ort(model, inputs)
     np.testing.assert_allclose(lib.run(inputs)[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_records_override_the_layout(monkeypatch):  # noqa: ANN001
+    """A ``conv2d_NCHWc.llvm`` record chooses the blocks; a ``conv2d_nchw.llvm`` record
+    alone keeps the conv in NCHW; with neither, the measured rule."""
+    import importlib
+
+    from ember.conv_layout import tuned_blocks
+    from ember.tuner import create_task
+
+    tt = importlib.import_module("ember.tuner.template")
+
+    w = ConvWorkload(1, 16, 9, 11, 32, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1))
+    space = create_task("conv2d_NCHWc.llvm", w.args, "llvm").config_space
+    picked = next(
+        cfg
+        for cfg in (space.get(i) for i in range(len(space)))
+        if cfg["ic_bn"].val == 8 and cfg["oc_bn"].val == 16
+    )
+    nchw = create_task("conv2d_nchw.llvm", w.args, "llvm").config_space.get(0)
+    records = {}
+    resolver = lambda name, args: records.get(name) if args == w.args else None  # noqa: E731
+    monkeypatch.setattr(tt, "DIRECT_CALL_RESOLVERS", [*tt.DIRECT_CALL_RESOLVERS, resolver])
+    assert tuned_blocks(w) == default_blocks(w) == (16, 32)
+    records["conv2d_nchw.llvm"] = nchw
+    assert tuned_blocks(w) is None
+    records["conv2d_NCHWc.llvm"] = picked
+    assert tuned_blocks(w) == (8, 16)
