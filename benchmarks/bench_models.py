@@ -1,7 +1,8 @@
 """Whole models through ``ember.compile`` beside onnxruntime, at 1 and 2 threads.
 
 Run: ``python benchmarks/bench_models.py`` (``--models resnet18,bert`` for a subset,
-``--quick`` for small inputs). Each model is built with onnx.helper from seeded
+``--quick`` for small inputs, ``--graph-passes default,-alter_conv_layout`` to compile
+without a pass). Each model is built with onnx.helper from seeded
 random weights (``frontend/testing/zoo.py``, ``models.py``); Ember's output is
 checked against onnxruntime's before anything is timed. Compile time is cold: the
 kernel cache is emptied first. Latency is the best of ``--repeat`` batches of
