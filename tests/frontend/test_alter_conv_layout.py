@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import helper
 
 import ember
@@ -209,3 +211,38 @@ def test_records_override_the_layout(monkeypatch):  # noqa: ANN001
     assert tuned_blocks(w) is None
     records["conv2d_NCHWc.llvm"] = picked
     assert tuned_blocks(w) == (8, 16)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(
+    c=st.integers(1, 20),
+    o=st.integers(16, 40),
+    hw=st.tuples(st.integers(4, 11), st.integers(4, 11)),
+    k=st.sampled_from([1, 3]),
+    stride=st.integers(1, 2),
+    tail=st.sampled_from(["relu", "add", "pool"]),
+)
+def test_random_blocked_graphs_match_onnxruntime(c, o, hw, k, stride, tail):  # noqa: ANN001
+    """conv -> relu -> conv (+ a residual add or a max pool) on random workloads, with
+    and without padded channel blocks, through ember.compile against onnxruntime."""
+    rng = np.random.default_rng(c * 1000 + o * 10 + k)
+    p = k // 2
+    weights = {"W1": _w(rng, o, c, k, k), "B1": _w(rng, o), "W2": _w(rng, o, o, 3, 3)}
+    nodes = [
+        n("Conv", ["x", "W1", "B1"], ["c1"], pads=[p] * 4, strides=[stride] * 2),
+        n("Relu", ["c1"], ["r1"]),
+        n("Conv", ["r1", "W2"], ["c2"], pads=[1, 1, 1, 1]),
+    ]
+    if tail == "add":
+        nodes.append(n("Add", ["c2", "r1"], ["y"]))
+    elif tail == "pool":
+        nodes.append(n("MaxPool", ["c2"], ["y"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]))
+    else:
+        nodes.append(n("Relu", ["c2"], ["y"]))
+    x = rng.standard_normal((1, c, *hw)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y"], weights)
+    lib = ember.compile(model, target="llvm")
+    assert sum(nd.op == "conv_nchwc" for nd in lib.graph.nodes) == 2
+    np.testing.assert_allclose(
+        lib.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4
+    )
