@@ -110,8 +110,8 @@ class _Rewriter:
     """The new graph being built: which values have a blocked twin, which NCHW values
     exist, and the nodes emitted so far."""
 
-    def __init__(self, graph: Graph, choose: BlockChooser) -> None:
-        self.graph, self.choose = graph, choose
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
         self.params, self.values = dict(graph.params), dict(graph.values)
         self.nodes: list[Node] = []
         self.blocked: dict[str, tuple[str, int]] = {}  # NCHW name -> (blocked name, block)
@@ -148,7 +148,7 @@ class _Rewriter:
         n, c, h, w = t.shape
         name = self.add_value(
             self.fresh(f"{v}_nchw{block}c"), (n, blocks(c, block), h, w, block), t.dtype
-        )  # type: ignore[arg-type]  # noqa: E501
+        )  # type: ignore[arg-type]
         if v in self.blocked:  # blocked with another block: re-block without NCHW
             src, s = self.blocked[v]
             self.transform(node, src, name, s, block, c)  # type: ignore[arg-type]
@@ -162,7 +162,7 @@ class _Rewriter:
         if v in self.plain:
             return
         src, block = self.blocked[v]
-        self.transform(node, src, v, block, 0, self.values[v].type.shape[1])  # type: ignore[arg-type]  # noqa: E501
+        self.transform(node, src, v, block, 0, self.values[v].type.shape[1])  # type: ignore[arg-type]
         self.plain.add(v)
 
     def conv(self, node: Node, w: ConvWorkload, ic_bn: int, oc_bn: int) -> None:
@@ -219,7 +219,7 @@ class _Rewriter:
         n, c, h, w = t.shape
         ob = self.add_value(
             self.fresh(f"{out}_nchw{block}c"), (n, blocks(c, block), h, w, block), t.dtype
-        )  # type: ignore[arg-type]  # noqa: E501
+        )  # type: ignore[arg-type]
         self.nodes.append(replace(node, inputs=tuple(args), outputs=(ob,)))  # type: ignore[arg-type]
         self.blocked[out] = (ob, block)
         return True
@@ -264,7 +264,7 @@ def alter_conv_layout_with(choose: BlockChooser) -> Callable[[Graph], Graph]:
     """The pass with blocks from ``choose`` (``(ConvWorkload) -> (ic_bn, oc_bn) | None``)."""
 
     def alter_conv_layout(graph: Graph) -> Graph:
-        r = _Rewriter(graph, choose)
+        r = _Rewriter(graph)
         for node in graph.nodes:
             w = _workload(node, graph)
             picked = choose(w) if w is not None else None
