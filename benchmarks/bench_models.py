@@ -1,7 +1,8 @@
 """Whole models through ``ember.compile`` beside onnxruntime, at 1 and 2 threads.
 
 Run: ``python benchmarks/bench_models.py`` (``--models resnet18,bert`` for a subset,
-``--quick`` for small inputs). Each model is built with onnx.helper from seeded
+``--quick`` for small inputs, ``--graph-passes default,-alter_conv_layout`` to compile
+without a pass). Each model is built with onnx.helper from seeded
 random weights (``frontend/testing/zoo.py``, ``models.py``); Ember's output is
 checked against onnxruntime's before anything is timed. Compile time is cold: the
 in-process kernel cache is emptied first and the disk cache is off
@@ -34,14 +35,14 @@ def _best(fn: Callable[[], object], number: int, repeat: int) -> float:
     return min(times)
 
 
-def _cold_compile(model: object) -> object:
+def _cold_compile(model: object, passes: tuple[object, ...] | None) -> object:
     """``ember.compile`` with the disk kernel cache off, so no earlier run's kernels count."""
     import ember
 
     saved = os.environ.get("EMBER_DISK_CACHE")
     os.environ["EMBER_DISK_CACHE"] = "0"
     try:
-        return ember.compile(model, target="llvm")
+        return ember.compile(model, target="llvm", graph_passes=passes)
     finally:
         if saved is None:
             del os.environ["EMBER_DISK_CACHE"]
@@ -70,6 +71,24 @@ def _session(model: object, threads: int) -> object:
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
 
+def graph_passes(spec: str) -> tuple[object, ...] | None:
+    """The passes ``--graph-passes`` names (None: the target's defaults)."""
+    if not spec:
+        return None
+    from ember import frontend
+    from ember.conv_layout import default_graph_passes
+
+    chosen: list[object] = []
+    for name in spec.split(","):
+        if name == "default":
+            chosen += default_graph_passes("llvm")
+        elif name.startswith("-"):
+            chosen = [p for p in chosen if getattr(p, "__name__", "") != name[1:]]
+        else:
+            chosen.append(getattr(frontend.passes, name))
+    return tuple(chosen)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="", help="comma-separated subset of the models")
@@ -77,11 +96,19 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", default="1,2", help="thread counts to time")
+    ap.add_argument(
+        "--graph-passes",
+        default="",
+        help="comma-separated graph pass names from ember.frontend.passes replacing the "
+        "target's defaults; 'default' stands for those, '-name' drops one "
+        "(e.g. default,-alter_conv_layout)",
+    )
     args = ap.parse_args()
 
     from ember.kernels import clear_cache
     from ember.runtime.threads import set_num_threads
 
+    passes = graph_passes(args.graph_passes)
     table = models(args.quick)
     chosen = [m for m in args.models.split(",") if m] or list(table)
     threads = [int(t) for t in args.threads.split(",")]
@@ -93,7 +120,7 @@ def main() -> None:
         model, inputs = table[name](np.random.default_rng(0))
         clear_cache()
         start = time.perf_counter()
-        lib = _cold_compile(model)
+        lib = _cold_compile(model, passes)
         compile_s = time.perf_counter() - start
         want = _session(model, max(threads)).run(None, inputs)
         for got, ref in zip(lib.run(inputs), want):

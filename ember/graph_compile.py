@@ -38,10 +38,12 @@ def compile(
     ``records`` (a tuning records file or files): kernels whose node has a tuning task
     (convolutions on the ``conv2d_nchw.llvm`` template) take the best recorded config
     of their task for this target, else the template's fallback; an enclosing
-    ``apply_history_best`` block works the same way. ``graph_passes`` replaces
-    ``ember.frontend.passes.DEFAULT_PASSES`` (``()`` compiles one kernel per node).
+    ``apply_history_best`` block works the same way (a ``conv2d_NCHWc.llvm`` record
+    also chooses its convolution's channel blocks). ``graph_passes`` replaces
+    ``ember.conv_layout.default_graph_passes(target)`` (``()`` compiles one kernel per node).
     """
-    from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
+    from ember.conv_layout import default_graph_passes
+    from ember.frontend.passes import run_graph_passes
 
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
@@ -52,8 +54,9 @@ def compile(
     if source is not None:  # a symbolic dim: compiled per size on first use
         return DynamicModel(source, str(tgt), records, graph_passes)
     graph = model if isinstance(model, Graph) else _import(model, shapes)
-    graph = run_graph_passes(graph, DEFAULT_PASSES if graph_passes is None else graph_passes)
+    passes = default_graph_passes(tgt.kind) if graph_passes is None else graph_passes
     with _records(records, tgt):
+        graph = run_graph_passes(graph, passes)
         steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
     kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
     return CompiledModel(graph, steps, str(tgt))

@@ -135,6 +135,8 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
 
     done: set[int] = _int8_template(s, outputs)
     for st in list(s.stages):
+        if isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchwc":
+            done |= _template_nchwc(s, outputs, st.op.output(0))
         if not (isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchw_flat"):
             continue
         conv = st.op.output(0)
@@ -184,6 +186,29 @@ def _int8_template(s: Schedule, outputs: list[Any]) -> set[int]:
         mr, nb = define_int8_knobs(args[0], args[1])
     schedule_int8_gemm(s, cp, out, mr, nb, copies=False)
     return {id(cp.op), id(out.op)} | {id(op) for op in between}
+
+
+def _template_nchwc(s: Schedule, outputs: list[Any], conv: Any) -> set[int]:
+    """The ``conv2d_NCHWc.llvm`` schedule for a blocked convolution whose group has one
+    5-D output reading it (the epilogue inlined there); the ops it scheduled."""
+    from ember.codegen_llvm.schedules.conv2d_nchwc import schedule_conv2d_nchwc
+
+    pad = conv.op.input_tensors[0]
+    if len(outputs) != 1 or outputs[0].ndim != 5:
+        return set()
+    out = outputs[0]
+    reduces = [t for t in _producers(out) if getattr(t.op, "reduce_axis", ())]
+    if out.op is not conv.op and [t.op for t in reduces] != [conv.op]:
+        return set()
+    keep = {id(out.op), id(conv.op), id(pad.op)}
+    for inner in s.stages:
+        if isinstance(inner.op, ComputeOp) and id(inner.op) not in keep:
+            inner.compute_inline()
+    before = {id(x.op) for x in s.stages}
+    schedule_conv2d_nchwc(s, out, conv)
+    made = {id(x.op) for x in s.stages} - before
+    kept = {id(out.op), id(conv.op)} | made
+    return kept | ({id(pad.op)} if getattr(pad.op, "tag", "") == "pad" else set())
 
 
 def _sole_nchw_output(outputs: list[Any], conv: Any) -> Any:

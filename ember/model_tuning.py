@@ -37,8 +37,9 @@ def extract_tasks(
     """The distinct template tasks behind ``model``'s kernels for ``target``, in graph
     order, each with its weight (the number of nodes that run it). Only CPU (``llvm``)
     targets have a strategy table; another target gives ``ArgumentError``."""
+    from ember.conv_layout import default_graph_passes
     from ember.frontend.graph import Graph
-    from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
+    from ember.frontend.passes import run_graph_passes
     from ember.tuner.task import create_task
 
     tgt = Target.parse(target)
@@ -54,7 +55,8 @@ def extract_tasks(
         from ember.frontend.onnx_import.importer import from_onnx
 
         graph = from_onnx(model, shapes)
-    graph = run_graph_passes(graph, DEFAULT_PASSES if graph_passes is None else graph_passes)
+    passes = default_graph_passes(tgt.kind) if graph_passes is None else graph_passes
+    graph = run_graph_passes(graph, passes)
     found: dict[tuple[str, str], ModelTask] = {}
     for node, name, args in _node_tasks(graph):
         from ember.tuner.task import workload_key

@@ -3,6 +3,7 @@
 from ember.codegen_llvm.schedules import (
     batch_matmul,
     conv2d,
+    conv2d_nchwc,
     elementwise,
     layer_norm,
     matmul,
@@ -15,6 +16,7 @@ from ember.codegen_llvm.schedules import (
 __all__ = [
     "batch_matmul",
     "conv2d",
+    "conv2d_nchwc",
     "elementwise",
     "layer_norm",
     "matmul",

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember.codegen_llvm.schedules import conv2d
+from ember.codegen_llvm.schedules import conv2d, conv2d_nchwc
 
 CONV_TEMPLATE = "conv2d_nchw.llvm"
+NCHWC_TEMPLATE = conv2d_nchwc.TEMPLATE
 MATMUL_TEMPLATE = "matmul.llvm"
 
 Strategy = Callable[[Sequence[Any], dict[str, Any]], list[Any] | None]
@@ -64,17 +65,49 @@ def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     return [conv2d.conv2d_flat(x, w, bias, g, *knobs)]
 
 
+def nchwc_task_args(
+    x_shape: Sequence[int], x_dtype: str, w_shape: Sequence[int], attrs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """The ``conv2d_NCHWc.llvm`` arguments (the NCHW workload) of a ``conv_nchwc`` node."""
+    N, _, H, W, _ = (int(d) for d in x_shape)
+    KH, KW = int(w_shape[2]), int(w_shape[3])
+    geometry = (tuple(attrs["strides"]), tuple(attrs["pads"]), tuple(attrs["dilations"]))
+    return (N, attrs["in_channels"], H, W, attrs["channels"], KH, KW, *geometry, x_dtype)
+
+
+def _conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """Blocked convolutions: the ``conv2d_NCHWc.llvm`` compute with the register tile of
+    the task's best record (the fallback's without one); the blocks are the graph's."""
+    from ember.tir.topi.conv_nchwc import conv2d_nchwc as compute
+    from ember.tuner.template import config_for_direct_call
+
+    x, w = inputs[0], inputs[1]
+    if str(x.dtype) not in ("float32", "float64"):
+        return None
+    args = nchwc_task_args(_dims(x), str(x.dtype), _dims(w), attrs)
+    g = conv2d._Geometry(*args[:-1])
+    knobs = conv2d_nchwc.nchwc_knobs(g, args[-1], config_for_direct_call(NCHWC_TEMPLATE, args))
+    bias = inputs[2] if len(inputs) > 2 else None
+    a = attrs
+    extra = conv2d_nchwc.knob_attrs(knobs)
+    return [compute(x, w, bias, a["strides"], a["pads"], a["dilations"], extra)]
+
+
 def task_for(
     op: str, in_types: Sequence[Any], attrs: dict[str, Any]
 ) -> tuple[str, tuple[Any, ...]] | None:
     """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
     ``in_types`` (objects with ``shape`` and ``dtype``), or None where no template
-    applies: convolutions the conv strategy takes, and ``dense_packed`` GEMMs as
+    applies: convolutions the conv strategy takes, blocked ``conv_nchwc`` ones as
+    ``conv2d_NCHWc.llvm`` of their NCHW workload, and ``dense_packed`` GEMMs as
     ``matmul.llvm`` of ``(M, N, K)`` with M the product of the leading dims."""
     if op == "conv":
         x, w = in_types[0], in_types[1]
         args = conv_task_args(x.shape, str(x.dtype), w.shape, str(w.dtype), attrs)
         return None if args is None else (CONV_TEMPLATE, args)
+    if op == "conv_nchwc" and str(in_types[0].dtype) == "float32":
+        x, w = in_types[0], in_types[1]
+        return NCHWC_TEMPLATE, nchwc_task_args(x.shape, "float32", w.shape, attrs)
     if op == "dense_packed" and str(in_types[0].dtype) == "float32":
         a = tuple(int(d) for d in in_types[0].shape)
         m = 1
@@ -97,7 +130,11 @@ def _int8_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | No
     return [int8_gemm(a, p, M, int(attrs["n"]), K)[1]]
 
 
-STRATEGIES: dict[str, Strategy] = {"conv": _conv, "matmul_int8_packed": _int8_packed}
+STRATEGIES: dict[str, Strategy] = {
+    "conv": _conv,
+    "conv_nchwc": _conv_nchwc,
+    "matmul_int8_packed": _int8_packed,
+}
 
 
 def compute_for(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from ember.errors import EmberError, InternalError
 from ember.frontend.graph import Graph
+from ember.frontend.passes.alter_conv_layout import alter_conv_layout, alter_conv_layout_with
 from ember.frontend.passes.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
 from ember.frontend.passes.fold_batch_norm import fold_batch_norm
@@ -44,6 +45,8 @@ def run_graph_passes(graph: Graph, passes: Sequence[GraphPass] = DEFAULT_PASSES)
 
 __all__ = [
     "DEFAULT_PASSES",
+    "alter_conv_layout",
+    "alter_conv_layout_with",
     "eliminate_common_subexpr",
     "eliminate_dead_code",
     "fold_batch_norm",

@@ -77,7 +77,7 @@ class _Groups:
         self.parent = list(range(len(kinds)))
         self.members: dict[int, set[int]] = {k: {k} for k in range(len(kinds))}
         self.anchor = [k if k > INJECTIVE else None for k in kinds]
-        self.users, self.preds = users, preds
+        self.users, self.preds, self.kinds = users, preds, kinds
 
     def find(self, a: int) -> int:
         while self.parent[a] != a:
@@ -89,7 +89,13 @@ class _Groups:
         roots = {self.find(m) for m in nodes}
         anchors = [self.anchor[r] for r in roots if self.anchor[r] is not None]
         union = set().union(*(self.members[r] for r in roots))
-        return len(anchors) <= 1 and len(union) <= MAX_GROUP and self._convex(union)
+        if len(anchors) > 1 or len(union) > MAX_GROUP:
+            return False
+        if anchors == [OUT_ELEMWISE_FUSABLE]:
+            # an epilogue holds elementwise and broadcast ops only (not a layout transform)
+            if sum(self.kinds[m] > BROADCAST for m in union) > 1:
+                return False
+        return self._convex(union)
 
     def _convex(self, group: set[int]) -> bool:
         """No node outside ``group`` is reached from it and reaches back into it."""

@@ -1,0 +1,164 @@
+"""CPU template ``conv2d_NCHWc.llvm``: direct convolution on channel-blocked tensors.
+
+The input is ``[N, C/cb, H, W, cb]``, the weights ``[O/ob, C/cb, KH, KW, cb, ob]``
+and the output ``[N, O/ob, OH, OW, ob]`` (``tir/topi/conv_nchwc.py``). With the
+output-channel block innermost, the micro-kernel is an outer product: for each
+input channel and kernel tap, one ``ob``-wide vector of weights (unit stride) is
+multiplied by ``ow_bn`` broadcast input pixels into an ``ow_bn x ob`` tile of
+accumulators held in registers (``ow_bn`` unrolled, ``ob`` vectorized). No row is
+too short to vectorize, whatever the image width, and no padding columns are
+computed: what limits the NCHW template (``conv2d.py``) in late layers. The loop
+over (batch, channel block, output row) runs in parallel; any elementwise epilogue
+(bias, ReLU, a residual add) is inlined into the output stage, written from
+registers. This is TVM's x86 ``conv2d_NCHWc`` and AlterOpLayout pairing; the graph
+pass ``alter_conv_layout`` chooses the blocks with :func:`nchwc_knobs`.
+
+Knobs: ``ic_bn`` / ``oc_bn`` (the layout: channel blocks, zero-padded past C and
+O), ``ow_bn`` (the register tile's width) and ``unroll_kernel``. The template is
+called with the NCHW workload, like ``conv2d_nchw.llvm``, so a tuning record of
+either applies to the same convolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry
+from ember.tir import dtype as dt
+from ember.tir.schedule.schedule import Schedule, create_schedule
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
+from ember.tir.topi.conv_nchwc import blocks, conv2d_nchwc
+from ember.tuner.template import get_config, template
+
+TEMPLATE = "conv2d_NCHWc.llvm"
+REGISTER_BYTES = 64  # one AVX-512 register
+ACC_REGISTERS = 24  # of 32: room for the weight vectors and the broadcasts
+DEFAULT_ACC_REGISTERS = 16
+OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
+
+
+@dataclass(frozen=True)
+class NchwcKnobs:
+    ic_bn: int
+    oc_bn: int
+    ow_bn: int
+    unroll_kernel: bool
+
+
+def channel_block(channels: int, lanes: int) -> int:
+    """The default block of ``channels``: two registers' ``lanes``, one, or half of one,
+    whichever divides them first (two registers of output channels halve the input
+    broadcasts per multiply-add), else all of them when fewer than a register, else
+    one register (the last block zero-padded)."""
+    for b in (2 * lanes, lanes, lanes // 2):
+        if b and channels % b == 0:
+            return b
+    return channels if channels < lanes else lanes
+
+
+def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
+    cfg = get_config()
+    lanes = REGISTER_BYTES // dt.bytes_of(dtype)
+    ic_default, oc_default = channel_block(g.C, lanes), channel_block(g.O, lanes)
+    ics = sorted({ic_default, *(b for b in (4, 8, 16, 32, 64) if b <= max(g.C, 4))})
+    ocs = sorted({oc_default, *(b for b in (8, 16, 32, 64) if b <= max(g.O, 8))})
+    # measured on the ResNet-18 layers: about 16 accumulator registers is the sweet spot
+    regs_per_px = blocks(oc_default, lanes)
+    fits = [t for t in OW_TILES if t <= g.OW and t * regs_per_px <= DEFAULT_ACC_REGISTERS]
+    dividing = [t for t in fits if g.OW % t == 0]
+    ow_default = max(dividing) if dividing and max(dividing) >= 4 else max(fits)
+    cfg.define_knob("ic_bn", ics, default=ic_default)
+    cfg.define_knob("oc_bn", ocs, default=oc_default)
+    cfg.define_knob("ow_bn", [t for t in OW_TILES if t <= g.OW], default=ow_default)
+    cfg.define_knob("unroll_kernel", [True, False], default=True)
+    cfg.add_constraint(
+        lambda c: c["ow_bn"].val * blocks(c["oc_bn"].val, lanes) <= ACC_REGISTERS,
+        "the accumulator tile fits the vector registers",
+    )
+    return NchwcKnobs(
+        cfg["ic_bn"].val, cfg["oc_bn"].val, cfg["ow_bn"].val, cfg["unroll_kernel"].val
+    )
+
+
+def nchwc_knobs(g: _Geometry, dtype: str, cfg: Any) -> NchwcKnobs:
+    """The knobs ``cfg`` (a recorded config of this template's task for ``g``, or a
+    ``FallbackConfig``) chooses."""
+    from ember.tuner.template import using_config
+
+    with using_config(cfg):
+        return _define_knobs(g, dtype)
+
+
+@template(TEMPLATE)
+def conv2d_nchwc_llvm(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    O: int,
+    KH: int,
+    KW: int,
+    stride: Any = 1,
+    padding: Padding = 0,
+    dilation: Any = 1,
+    dtype: str = "float32",
+) -> tuple[Schedule, list[Any]]:
+    """The NCHW convolution ``(N, C, H, W) * (O, C, KH, KW)`` computed in NCHW[ic_bn]c
+    with weights ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn]``; the tensors are the blocked
+    input, blocked weights and blocked output (lanes past C and O padded)."""
+    g = _Geometry(N, C, H, W, O, KH, KW, stride, padding, dilation)
+    k = _define_knobs(g, dtype)
+    X = te.placeholder((N, blocks(C, k.ic_bn), H, W, k.ic_bn), dtype, name="X")
+    Wt = te.placeholder(
+        (blocks(O, k.oc_bn), blocks(C, k.ic_bn), KH, KW, k.ic_bn, k.oc_bn), dtype, name="W"
+    )
+    pads = _pads_of(g)
+    out = conv2d_nchwc(X, Wt, None, (g.sh, g.sw), pads, (g.dh, g.dw), knob_attrs(k))
+    s = create_schedule(out.op)
+    schedule_conv2d_nchwc(s, out, out)
+    return s, [X, Wt, out]
+
+
+def _pads_of(g: _Geometry) -> tuple[int, int, int, int]:
+    """``(top, left, bottom, right)`` recovered from the geometry's output size."""
+    pb = (g.OH - 1) * g.sh + g.dh * (g.KH - 1) + 1 - g.H - g.pt
+    pr = (g.OW - 1) * g.sw + g.dw * (g.KW - 1) + 1 - g.W - g.pl
+    return g.pt, g.pl, max(pb, 0), max(pr, 0)
+
+
+def knob_attrs(k: NchwcKnobs) -> dict[str, Any]:
+    """The schedule knobs as a compute's attrs (read back by :func:`schedule_conv2d_nchwc`)."""
+    return {"ow_bn": k.ow_bn, "unroll_kernel": k.unroll_kernel}
+
+
+def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
+    """Schedule the ``conv2d_nchwc`` reduction ``conv`` whose result reaches ``out``, a
+    stage of the same 5-D shape into which the copy (and any elementwise epilogue) is
+    inlined; ``out`` may be ``conv`` itself. Every other stage between them must have
+    been inlined already."""
+    attrs = dict(conv.op.attrs)
+    ow_bn, unroll = int(attrs.get("ow_bn", 8)), bool(attrs.get("unroll_kernel", True))
+    pad = conv.op.input_tensors[0]
+    acc = s.cache_write(conv, "local")
+    if out.op is not conv.op:
+        s[conv].compute_inline()
+    n, o, y, x, oi = s[out].op.axis
+    ow_bn = min(ow_bn, int(x.dom.extent.value))
+    xo, xi = s[out].split(x, factor=ow_bn)
+    s[out].reorder(n, o, y, xo, xi, oi)
+    s[out].vectorize(oi)
+    s[out].parallel(s[out].fuse(n, o, y))
+    s[acc].compute_at(s[out], xo)
+    _, _, _, ax, ai = s[acc].op.axis
+    rc, ry, rx, ri = s[acc].op.reduce_axis
+    s[acc].reorder(rc, ry, rx, ri, ax, ai)
+    if unroll:
+        s[acc].unroll(ry)
+        s[acc].unroll(rx)
+    s[acc].unroll(ax)
+    s[acc].vectorize(ai)
+    if getattr(pad.op, "tag", "") == "pad":
+        pn, pc, ph, _, _ = s[pad].op.axis
+        s[pad].parallel(s[pad].fuse(pn, pc, ph))

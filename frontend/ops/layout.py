@@ -1,0 +1,89 @@
+"""Channel-blocked layout ops: ``layout_transform`` and ``conv_nchwc``.
+
+The ONNX importer never makes these; the ``alter_conv_layout`` pass does, when it
+moves CPU convolutions to the NCHW[c] layout (``tir/topi/conv_nchwc.py``).
+
+Attributes (every one present):
+- ``layout_transform``: ``src`` and ``dst`` channel blocks (0 means plain NCHW), and
+  ``channels``, the logical channel count (blocked lanes past it are zero).
+- ``max_pool_nchwc``: those of ``max_pool`` (2-D), on an NCHW[c] input.
+- ``conv_nchwc``: ``strides``, ``dilations`` (pairs), ``pads`` (top, left, bottom,
+  right), ``in_channels`` and ``channels``, the logical input and output channel
+  counts (what a tuning task of the NCHW workload needs). Inputs: the blocked input
+  ``[N, C/cb, H, W, cb]``, the weights already blocked at compile time ``[O/ob,
+  C/cb, KH, KW, cb, ob]`` and an optional bias ``[O/ob, ob]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.errors import ArgumentError
+from ember.frontend.graph import TensorType
+from ember.frontend.op_kinds import INJECTIVE, OUT_ELEMWISE_FUSABLE
+from ember.frontend.ops.nn import infer_pool_window
+from ember.frontend.ops.registry import register_op
+from ember.tir import topi
+from ember.tir.topi.conv import conv_out_size
+from ember.tir.topi.conv_nchwc import blocks
+
+Types = Sequence[TensorType]
+
+
+def _infer_layout_transform(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x = types[0]
+    src, dst, channels = attrs["src"], attrs["dst"], attrs["channels"]
+    ok = x.ndim == (5 if src else 4) and (not src or x.shape[4] == src)
+    if not ok or (isinstance(x.shape[1], int) and x.shape[1] * max(src, 1) < channels):
+        raise ArgumentError(f"layout_transform: input {x} is not NCHW[{src}]c of {channels}")
+    n, _, h, w = x.shape[:4]
+    if dst == 0:
+        return [TensorType((n, channels, h, w), x.dtype)]
+    return [TensorType((n, blocks(channels, dst), h, w, dst), x.dtype)]
+
+
+@register_op("layout_transform", INJECTIVE, infer=_infer_layout_transform)
+def layout_transform(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """NCHW <-> NCHW[c] (or one block size to another), zero-padding the last block."""
+    return [topi.layout_transform(inputs[0], attrs["src"], attrs["dst"], attrs["channels"])]
+
+
+def _infer_conv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x, w = types[0], types[1]
+    if x.ndim != 5 or w.ndim != 6 or x.shape[1] != w.shape[1] or x.shape[4] != w.shape[4]:
+        raise ArgumentError(f"conv_nchwc: input {x} and blocked weights {w} do not fit")
+    if len(types) > 2 and types[2].shape != (w.shape[0], w.shape[5]):
+        raise ArgumentError(f"conv_nchwc: bias {types[2]} does not fit weights {w}")
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs["strides"], attrs["dilations"], attrs["pads"]
+    h, wd = x.shape[2], x.shape[3]
+    oh = conv_out_size(h, w.shape[2], sh, dh, pt, pb) if isinstance(h, int) else h
+    ow = conv_out_size(wd, w.shape[3], sw, dw, pl, pr) if isinstance(wd, int) else wd
+    return [TensorType((x.shape[0], w.shape[0], oh, ow, w.shape[5]), x.dtype)]
+
+
+@register_op("conv_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_conv_nchwc, num_inputs=(2, 3))
+def conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A 2-D convolution on channel-blocked tensors with pre-blocked weights."""
+    bias = inputs[2] if len(inputs) > 2 else None
+    a = attrs
+    return [topi.conv2d_nchwc(inputs[0], inputs[1], bias, a["strides"], a["pads"], a["dilations"])]
+
+
+def _infer_max_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x = types[0]
+    if x.ndim != 5 or len(attrs["kernel"]) != 2:
+        raise ArgumentError(f"max_pool_nchwc: input {x} is not NCHWc, or the pool is not 2-D")
+    (out,) = infer_pool_window([TensorType(x.shape[:4], x.dtype)], attrs)
+    return [TensorType((*out.shape, x.shape[4]), x.dtype)]
+
+
+@register_op("max_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_max_pool_nchwc)
+def max_pool_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """2-D max pooling on a channel-blocked tensor, lane by lane."""
+    a = attrs
+    return [
+        topi.max_pool2d_nchwc(
+            inputs[0], a["kernel"], a["strides"], a["pads"], a["dilations"], a["ceil_mode"]
+        )
+    ]

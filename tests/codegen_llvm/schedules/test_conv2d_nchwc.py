@@ -1,0 +1,153 @@
+"""The blocked convolution: ``conv2d_nchwc`` (compute), ``layout_transform`` and the
+``conv2d_NCHWc.llvm`` template, against a numpy NCHW convolution on blocked random data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ember
+from ember.codegen_llvm.schedules.conv2d_nchwc import conv2d_nchwc_llvm, schedule_conv2d_nchwc
+from ember.errors import ArgumentError
+from ember.tir import expr as E
+from ember.tir.schedule.schedule import create_schedule
+from ember.tir.te import operation as te
+from ember.tir.topi.conv_nchwc import conv2d_nchwc, layout_transform, pack_nchwc_weights
+from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.codegen_llvm.schedules.test_conv2d import conv_ref
+
+
+def block(x: np.ndarray, cb: int) -> np.ndarray:
+    """NCHW -> NCHW[cb]c with zeros past C (numpy, independent of the computes)."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, -(-c // cb), h, w, cb), x.dtype)
+    for ch in range(c):
+        out[:, ch // cb, :, :, ch % cb] = x[:, ch]
+    return out
+
+
+def unblock(y: np.ndarray, channels: int) -> np.ndarray:
+    n, _, h, w, cb = y.shape
+    return np.stack([y[:, ch // cb, :, :, ch % cb] for ch in range(channels)], axis=1)
+
+
+def _run(s, tensors, arrays):  # noqa: ANN001, ANN202
+    mod = ember.build(s, tensors, target="llvm")
+    out = np.full([int(d.value) for d in tensors[-1].shape], np.nan, dtype="float32")
+    mod(*arrays, out)
+    return out
+
+
+def _template_case(rng, shape, stride, pad, dilation, cfg=None, task=None):  # noqa: ANN001, ANN202
+    N, C, H, W, O, KH, KW = shape
+    if cfg is None:
+        s, tensors = conv2d_nchwc_llvm(*shape, stride, pad, dilation)
+    else:
+        s, tensors = task.instantiate(cfg)
+    icb, ocb = int(tensors[0].shape[4].value), int(tensors[1].shape[5].value)
+    x = rng.standard_normal((N, C, H, W)).astype("float32")
+    w = rng.standard_normal((O, C, KH, KW)).astype("float32")
+    got = _run(s, tensors, [block(x, icb), pack_nchwc_weights(w, icb, ocb)])
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(
+        unblock(got, O), conv_ref(x, w, stride, pad, dilation), rtol=1e-4, atol=1e-3
+    )
+    # lanes past O hold zeros (the next blocked conv multiplies them by zero weights)
+    assert not unblock(got, got.shape[1] * ocb)[:, O:].any()
+
+
+CASES = [
+    # N, C, H, W, O, KH, KW, stride, padding, dilation
+    ((1, 3, 7, 9, 5, 3, 3), 2, 1, 1),
+    ((2, 13, 11, 9, 20, 3, 3), 1, 1, 1),
+    ((1, 64, 15, 13, 64, 3, 3), 1, 1, 1),
+    ((1, 13, 10, 7, 33, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2)),
+    ((1, 32, 9, 9, 48, 1, 1), 2, 0, 1),
+    ((1, 3, 23, 21, 64, 7, 7), 2, 3, 1),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_template_fallback(case, rng):  # noqa: ANN001
+    _template_case(rng, *case)
+
+
+@pytest.mark.parametrize("case", CASES[1:4], ids=str)
+def test_template_sampled_configs(case, rng):  # noqa: ANN001
+    shape, stride, pad, dilation = case
+    task = task_of("conv2d_NCHWc.llvm", *shape, stride, pad, dilation, "float32")
+    for cfg in sampled_configs(task, 3, seed=len(task.config_space)):
+        _template_case(rng, shape, stride, pad, dilation, cfg, task)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(
+    c=st.integers(1, 20),
+    o=st.integers(1, 40),
+    hw=st.tuples(st.integers(3, 12), st.integers(3, 12)),
+    k=st.sampled_from([1, 2, 3]),
+    stride=st.integers(1, 2),
+    pad=st.integers(0, 2),
+    pick=st.integers(0, 10**6),
+)
+def test_template_random_configs(c, o, hw, k, stride, pad, pick):  # noqa: ANN001
+    """Any legal config of the template on any small workload matches numpy."""
+    h, w = hw
+    if h + 2 * pad < k or w + 2 * pad < k:
+        return
+    task = task_of("conv2d_NCHWc.llvm", 1, c, h, w, o, k, k, stride, pad, 1, "float32")
+    (cfg,) = sampled_configs(task, 1, seed=pick)
+    _template_case(np.random.default_rng(pick), (1, c, h, w, o, k, k), stride, pad, 1, cfg, task)
+
+
+def test_compute_with_bias_and_epilogue(rng):  # noqa: ANN001
+    """The compute with a bias and a ReLU inlined into the template's output stage."""
+    x = rng.standard_normal((1, 13, 9, 11)).astype("float32")
+    wt = rng.standard_normal((20, 13, 3, 3)).astype("float32")
+    b = rng.standard_normal(20).astype("float32")
+    X = te.placeholder((1, 1, 9, 11, 16), "float32", name="X")
+    Wt = te.placeholder((2, 1, 3, 3, 16, 16), "float32", name="W")
+    B = te.placeholder((2, 16), "float32", name="B")
+    conv = conv2d_nchwc(X, Wt, B, (2, 1), (1, 1, 1, 1), (1, 1), {"ow_bn": 4})
+    out = te.compute(conv.shape, lambda *i: E.max_(conv[i], E.const(0.0, "float32")), name="relu")
+    s = create_schedule(out.op)
+    s[conv].compute_inline()  # the bias stage; the reduction is conv's input
+    reduction = conv.op.input_tensors[0]
+    schedule_conv2d_nchwc(s, out, reduction)
+    bb = np.zeros(32, "float32")
+    bb[:20] = b
+    got = _run(
+        s, [X, Wt, B, out], [block(x, 16), pack_nchwc_weights(wt, 16, 16), bb.reshape(2, 16)]
+    )
+    want = np.maximum(conv_ref(x, wt, (2, 1), 1, 1) + b[None, :, None, None], 0)
+    np.testing.assert_allclose(unblock(got, 20), want, rtol=1e-4, atol=1e-3)
+    text = str(ember.lower(s, [X, Wt, B, out]))
+    assert "parallel(" in text
+
+
+@pytest.mark.parametrize(
+    "src,dst,c", [(0, 16, 13), (0, 3, 3), (16, 0, 13), (8, 16, 20), (16, 8, 32)]
+)
+def test_layout_transform(src, dst, c, rng):  # noqa: ANN001
+    x = rng.standard_normal((2, c, 5, 7)).astype("float32")
+    given_ = x if src == 0 else block(x, src)
+    X = te.placeholder(given_.shape, "float32", name="X")
+    Y = layout_transform(X, src, dst, c)
+    s = create_schedule(Y.op)
+    out = np.full([int(d.value) for d in Y.shape], np.nan, dtype="float32")
+    ember.build(s, [X, Y], target="llvm")(given_, out)
+    np.testing.assert_array_equal(out, x if dst == 0 else block(x, dst))
+
+
+def test_errors():
+    with pytest.raises(ArgumentError, match="output would be"):
+        conv2d_nchwc_llvm(1, 2, 2, 2, 3, 5, 5, 1, 0, 1)
+    X = te.placeholder((1, 2, 8, 8, 16), "float32", name="X")
+    with pytest.raises(ArgumentError, match="do not fit"):
+        conv2d_nchwc(
+            X, te.placeholder((1, 3, 3, 3, 16, 16), "float32"), None, (1, 1), (0,) * 4, (1, 1)
+        )
+    with pytest.raises(ArgumentError, match="is not NCHW"):
+        layout_transform(X, 8, 0, 16)

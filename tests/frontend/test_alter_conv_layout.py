@@ -1,0 +1,248 @@
+"""``alter_conv_layout``: Before/Expected on small graphs, and models through
+``ember.compile`` (where ``llvm`` runs the pass by default) against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import ember
+from ember.conv_layout import default_graph_passes
+from ember.frontend.passes import (
+    DEFAULT_PASSES,
+    alter_conv_layout,
+    alter_conv_layout_with,
+    fuse_ops,
+    run_graph_passes,
+)
+from ember.frontend.passes.alter_conv_layout import ConvWorkload, default_blocks
+from ember.tir.topi.conv_nchwc import pack_nchwc_weights
+from tests.frontend.onnx_models import make_model, run_ort
+
+pytest.importorskip("onnxruntime")
+n = helper.make_node
+
+
+def _w(rng, *shape):  # noqa: ANN001, ANN202
+    return (rng.standard_normal(shape) * 0.2).astype("float32")
+
+
+def conv_chain(rng, c=13, o=32, h=9, w=11):  # noqa: ANN001, ANN202
+    """conv-relu-conv-add(residual)-relu-flatten: a blocked chain ending at a boundary."""
+    weights = {"W1": _w(rng, o, c, 3, 3), "B1": _w(rng, o), "W2": _w(rng, o, o, 3, 3)}
+    nodes = [
+        n("Conv", ["x", "W1", "B1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        n("Relu", ["c1"], ["r1"], name="relu1"),
+        n("Conv", ["r1", "W2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        n("Add", ["c2", "r1"], ["s"], name="add"),
+        n("Relu", ["s"], ["r2"], name="relu2"),
+        n("Flatten", ["r2"], ["f"], name="flatten"),
+    ]
+    x = rng.standard_normal((1, c, h, w)).astype("float32")
+    return make_model(nodes, {"x": x}, ["f"], weights), {"x": x}
+
+
+def ops(g):  # noqa: ANN001, ANN202
+    return [(nd.op, nd.inputs, nd.outputs) for nd in g.nodes]
+
+
+def test_a_conv_chain_stays_blocked_up_to_flatten(rng):  # noqa: ANN001
+    model, _ = conv_chain(rng)
+    before = ember.frontend.from_onnx(model)
+    after = run_graph_passes(before, [alter_conv_layout])
+    w1, b1, w2 = "W1_nchwc", "B1_nchwc", "W2_nchwc"
+    assert ops(after) == [
+        ("layout_transform", ("x",), ("x_nchw13c",)),
+        ("conv_nchwc", ("x_nchw13c", w1, b1), ("c1_nchw32c",)),
+        ("relu", ("c1_nchw32c",), ("r1_nchw32c",)),
+        ("conv_nchwc", ("r1_nchw32c", w2), ("c2_nchw32c",)),
+        ("add", ("c2_nchw32c", "r1_nchw32c"), ("s_nchw32c",)),
+        ("relu", ("s_nchw32c",), ("r2_nchw32c",)),
+        ("layout_transform", ("r2_nchw32c",), ("r2",)),
+        ("reshape", ("r2",), ("f",)),
+    ]
+    first, *_, back, _ = after.nodes
+    assert first.attrs == {"src": 0, "dst": 13, "channels": 13}
+    assert back.attrs == {"src": 32, "dst": 0, "channels": 32}
+    assert after.nodes[1].attrs == {
+        "strides": (1, 1),
+        "pads": (1, 1, 1, 1),
+        "dilations": (1, 1),
+        "in_channels": 13,
+        "channels": 32,
+    }
+    np.testing.assert_array_equal(after.params[w1], pack_nchwc_weights(before.params["W1"], 13, 32))
+    assert after.params[b1].shape == (1, 32) and after.params[w2].shape == (1, 1, 3, 3, 32, 32)
+    assert set(after.params) == {w1, b1, w2}  # the NCHW weights are gone
+    assert after.values["c2_nchw32c"].shape == (1, 1, 9, 11, 32)
+
+
+def test_blocks_pad_channels_and_constants_are_relaid(rng):  # noqa: ANN001
+    """20 output channels in blocks of 16 (zero lanes past 20), a per-channel Mul, a
+    max pool run blocked (ceil mode, padding), and two graph outputs transformed back
+    at the end; a global pool needs NCHW: the transform back is made once, shared."""
+    weights = {"W": _w(rng, 20, 5, 3, 3), "S": _w(rng, 1, 20, 1, 1)}
+    nodes = [
+        n("Conv", ["x", "W"], ["c"], name="conv", pads=[0, 1, 1, 0], strides=[2, 1]),
+        n("Mul", ["c", "S"], ["m"], name="scale"),
+        n("Sigmoid", ["m"], ["y"], name="act"),
+        n(
+            "MaxPool",
+            ["y"],
+            ["p"],
+            name="pool",
+            kernel_shape=[3, 2],
+            pads=[1, 0, 0, 1],
+            ceil_mode=1,
+        ),
+        n("GlobalAveragePool", ["y"], ["g"], name="gap"),
+    ]
+    x = rng.standard_normal((2, 5, 8, 7)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y", "p", "g"], weights)
+    after = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
+    assert [nd.op for nd in after.nodes] == [
+        "layout_transform",
+        "conv_nchwc",
+        "multiply",
+        "sigmoid",
+        "max_pool_nchwc",
+        "layout_transform",
+        "avg_pool",
+        "layout_transform",
+    ]
+    assert after.params["S_nchw16c"].shape == (1, 2, 1, 1, 16)
+    assert not after.params["S_nchw16c"][0, 1, 0, 0, 4:].any()  # lanes past 20
+    assert after.nodes[5].outputs == ("y",)  # for the global pool and the graph output
+    assert after.nodes[7].outputs == ("p",)
+    want = run_ort(model, {"x": x})
+    got = ember.compile(after, graph_passes=[fuse_ops]).run({"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_convs_it_does_not_take_stay(rng):  # noqa: ANN001
+    """Few output channels (the rule), groups, and float64 keep their NCHW conv."""
+    weights = {"W": _w(rng, 8, 4, 3, 3), "G": _w(rng, 32, 2, 3, 3)}
+    nodes = [
+        n("Conv", ["x", "W"], ["a"], name="narrow"),
+        n("Conv", ["x", "G"], ["b"], name="grouped", group=2),
+    ]
+    x = rng.standard_normal((1, 4, 6, 6)).astype("float32")
+    g = ember.frontend.from_onnx(make_model(nodes, {"x": x}, ["a", "b"], weights))
+    assert alter_conv_layout(g) is g
+    assert default_blocks(ConvWorkload(1, 4, 6, 6, 8, 3, 3, (1, 1), (0,) * 4, (1, 1))) is None
+
+
+def test_a_chooser_picks_the_blocks_and_mismatches_reblock(rng):  # noqa: ANN001
+    """A chooser's blocks; a conv reading a blocked value keeps its block."""
+    model, inputs = conv_chain(rng, c=16, o=32)
+    g = ember.frontend.from_onnx(model)
+    after = run_graph_passes(g, [alter_conv_layout_with(lambda w: (8, 16))])
+    convs = [nd for nd in after.nodes if nd.op == "conv_nchwc"]
+    assert [after.params[c.inputs[1]].shape[4:] for c in convs] == [(8, 16), (16, 16)]
+    got = ember.compile(after, graph_passes=[fuse_ops]).run(inputs)
+    np.testing.assert_allclose(got[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_an_epilogue_keeps_its_layout_transform_out(rng):  # noqa: ANN001
+    """fuse_ops: the transform back to NCHW is not fused into the conv's epilogue."""
+    model, _ = conv_chain(rng)
+    g = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout, fuse_ops])
+    group = {nd.outputs[0]: nd.group for nd in g.nodes}
+    assert group["r2_nchw32c"] == group["s_nchw32c"] == group["c2_nchw32c"]
+    assert group["r2"] != group["r2_nchw32c"]
+
+
+@pytest.mark.parametrize("shape", [(13, 32, 9, 11), (3, 64, 15, 14), (64, 64, 7, 9)], ids=str)
+def test_chain_through_compile_matches_onnxruntime(shape, rng):  # noqa: ANN001
+    model, inputs = conv_chain(rng, *shape)
+    lib = ember.compile(model, target="llvm")
+    assert "conv_nchwc" in {nd.op for nd in lib.graph.nodes}
+    np.testing.assert_allclose(lib.run(inputs)[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_default_passes_per_target():
+    assert alter_conv_layout.__name__ == "alter_conv_layout"
+    names = [p.__name__ for p in default_graph_passes("llvm")]
+    assert names.index("alter_conv_layout") < names.index("fuse_ops")
+    assert default_graph_passes("cuda") == DEFAULT_PASSES
+
+
+@pytest.mark.slow
+def test_resnet18_quick_matches_onnxruntime():
+    from ember.frontend.testing import zoo
+
+    model, inputs = zoo.resnet18(np.random.default_rng(0), 1, 64)
+    lib = ember.compile(model, target="llvm")
+    blocked = [nd for nd in lib.graph.nodes if nd.op == "conv_nchwc"]
+    assert len(blocked) == 20  # every conv of ResNet-18
+    transforms = [nd for nd in lib.graph.nodes if nd.op == "layout_transform"]
+    assert len(transforms) == 2  # the input, and before the global pool
+    want = run_ort(model, inputs)
+    np.testing.assert_allclose(lib.run(inputs)[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_records_override_the_layout(monkeypatch):  # noqa: ANN001
+    """A ``conv2d_NCHWc.llvm`` record chooses the blocks; a ``conv2d_nchw.llvm`` record
+    alone keeps the conv in NCHW; with neither, the measured rule."""
+    import importlib
+
+    from ember.conv_layout import tuned_blocks
+    from ember.tuner import create_task
+
+    tt = importlib.import_module("ember.tuner.template")
+
+    w = ConvWorkload(1, 16, 9, 11, 32, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1))
+    space = create_task("conv2d_NCHWc.llvm", w.args, "llvm").config_space
+    picked = next(
+        cfg
+        for cfg in (space.get(i) for i in range(len(space)))
+        if cfg["ic_bn"].val == 8 and cfg["oc_bn"].val == 16
+    )
+    nchw = create_task("conv2d_nchw.llvm", w.args, "llvm").config_space.get(0)
+    records = {}
+    resolver = lambda name, args: records.get(name) if args == w.args else None  # noqa: E731
+    monkeypatch.setattr(tt, "DIRECT_CALL_RESOLVERS", [*tt.DIRECT_CALL_RESOLVERS, resolver])
+    assert tuned_blocks(w) == default_blocks(w) == (16, 32)
+    records["conv2d_nchw.llvm"] = nchw
+    assert tuned_blocks(w) is None
+    records["conv2d_NCHWc.llvm"] = picked
+    assert tuned_blocks(w) == (8, 16)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(
+    c=st.integers(1, 20),
+    o=st.integers(16, 40),
+    hw=st.tuples(st.integers(4, 11), st.integers(4, 11)),
+    k=st.sampled_from([1, 3]),
+    stride=st.integers(1, 2),
+    tail=st.sampled_from(["relu", "add", "pool"]),
+)
+def test_random_blocked_graphs_match_onnxruntime(c, o, hw, k, stride, tail):  # noqa: ANN001
+    """conv -> relu -> conv (+ a residual add or a max pool) on random workloads, with
+    and without padded channel blocks, through ember.compile against onnxruntime."""
+    rng = np.random.default_rng(c * 1000 + o * 10 + k)
+    p = k // 2
+    weights = {"W1": _w(rng, o, c, k, k), "B1": _w(rng, o), "W2": _w(rng, o, o, 3, 3)}
+    nodes = [
+        n("Conv", ["x", "W1", "B1"], ["c1"], pads=[p] * 4, strides=[stride] * 2),
+        n("Relu", ["c1"], ["r1"]),
+        n("Conv", ["r1", "W2"], ["c2"], pads=[1, 1, 1, 1]),
+    ]
+    if tail == "add":
+        nodes.append(n("Add", ["c2", "r1"], ["y"]))
+    elif tail == "pool":
+        nodes.append(n("MaxPool", ["c2"], ["y"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]))
+    else:
+        nodes.append(n("Relu", ["c2"], ["y"]))
+    x = rng.standard_normal((1, c, *hw)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y"], weights)
+    lib = ember.compile(model, target="llvm")
+    assert sum(nd.op == "conv_nchwc" for nd in lib.graph.nodes) == 2
+    np.testing.assert_allclose(
+        lib.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4
+    )

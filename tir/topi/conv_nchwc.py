@@ -1,0 +1,188 @@
+"""Blocked-channel (NCHWc) convolution and the layout transforms around it.
+
+The CPU convolutions vectorize best over output channels when a block of them is
+the innermost, unit-stride axis: ``NCHW[c]`` stores a 4-D ``[N, C, H, W]`` tensor
+as ``[N, ceil(C/cb), H, W, cb]`` (channel ``c`` at block ``c // cb``, lane ``c %
+cb``; lanes past C are zero). These are the pure computes: the graph op
+``conv_nchwc`` (``frontend/ops/layout.py``), the ``conv2d_NCHWc.llvm`` template and
+the ``alter_conv_layout`` pass all build on them. Weights are blocked once, at
+compile time, by :func:`pack_nchwc_weights` (numpy), into ``[ceil(O/ob),
+ceil(C/cb), KH, KW, cb, ob]``, zero past C and O, so padded lanes contribute
+nothing and produce zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember.errors import ArgumentError
+from ember.tir import expr as E
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
+from ember.tir.topi.conv import conv_out_size
+from ember.tir.topi.transform import static_shape
+
+
+def blocks(channels: int, block: int) -> int:
+    """Number of ``block``-lane channel blocks covering ``channels``."""
+    return -(-channels // block)
+
+
+def layout_transform(X: Tensor, src: int, dst: int, channels: int) -> Tensor:
+    """``X`` (4-D NCHW when ``src`` is 0, else NCHW[src]c) in NCHW (``dst`` 0) or
+    NCHW[dst]c, holding ``channels`` logical channels; blocked lanes past them are zero."""
+    shape = static_shape(X)
+    want = 4 if src == 0 else 5
+    if len(shape) != want or (src and shape[4] != src) or shape[1] * max(src, 1) < channels:
+        raise ArgumentError(
+            f"layout_transform: input {list(shape)} is not NCHW"
+            f"{f'[{src}]c' if src else ''} with {channels} channels"
+        )
+    N, _, H, W = shape[:4]
+
+    def read(n: E.PrimExpr, c: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr) -> E.PrimExpr:
+        return X[n, c, h, w] if src == 0 else X[n, c // src, h, w, c % src]
+
+    if dst == 0:
+        return te.compute(
+            (N, channels, H, W),
+            lambda n, c, h, w: read(n, c, h, w),
+            name="to_nchw",
+            tag="injective",
+        )
+
+    def f(
+        n: E.PrimExpr, cb: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr, ci: E.PrimExpr
+    ) -> E.PrimExpr:
+        c = cb * dst + ci
+        if channels % dst == 0:
+            return read(n, c, h, w)
+        return E.select(c < channels, read(n, E.min_(c, channels - 1), h, w), E.const(0, X.dtype))
+
+    return te.compute(
+        (N, blocks(channels, dst), H, W, dst), f, name=f"to_nchw{dst}c", tag="injective"
+    )
+
+
+def pack_nchwc_weights(w: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
+    """OIHW weights as ``[O/ob, C/cb, KH, KW, cb, ob]``, zero past O and C."""
+    O, C, KH, KW = w.shape
+    ob, cb = blocks(O, oc_bn), blocks(C, ic_bn)
+    padded = np.zeros((ob * oc_bn, cb * ic_bn, KH, KW), dtype=w.dtype)
+    padded[:O, :C] = w
+    blocked = padded.reshape(ob, oc_bn, cb, ic_bn, KH, KW).transpose(0, 2, 4, 5, 3, 1)
+    return np.ascontiguousarray(blocked)
+
+
+def pack_nchwc_bias(b: np.ndarray, oc_bn: int) -> np.ndarray:
+    """A per-channel vector as ``[O/ob, ob]``, zero past O."""
+    ob = blocks(b.shape[0], oc_bn)
+    padded = np.zeros(ob * oc_bn, dtype=b.dtype)
+    padded[: b.shape[0]] = b
+    return padded.reshape(ob, oc_bn)
+
+
+def _pad_blocked(X: Tensor, pads: Sequence[int]) -> Tensor:
+    """NCHWc input zero-padded in H and W, a stage of its own (tag ``pad``) so the
+    convolution reads it affinely."""
+    if not any(pads):
+        return X
+    N, CB, H, W, cb = static_shape(X)
+    pt, pl, pb, pr = pads
+
+    def f(n: E.PrimExpr, c: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr, i: E.PrimExpr) -> E.PrimExpr:
+        y, x = h - pt, w - pl
+        inside = E.logical_and(E.logical_and(y >= 0, y < H), E.logical_and(x >= 0, x < W))
+        yy, xx = E.max_(E.min_(y, H - 1), 0), E.max_(E.min_(x, W - 1), 0)
+        return E.select(inside, X[n, c, yy, xx, i], E.const(0, X.dtype))
+
+    return te.compute((N, CB, H + pt + pb, W + pl + pr, cb), f, name="nchwc_pad", tag="pad")
+
+
+def conv2d_nchwc(
+    X: Tensor,
+    Wt: Tensor,
+    bias: Tensor | None,
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    attrs: dict | None = None,
+) -> Tensor:
+    """``out[n, ob, y, x, oi] = sum_{cb, ky, kx, ci} Xpad[n, cb, y*sh + ky*dh, x*sw +
+    kx*dw, ci] * Wt[ob, cb, ky, kx, ci, oi] (+ bias[ob, oi])``.
+
+    X is ``[N, C/cb, H, W, cb]``, Wt ``[O/ob, C/cb, KH, KW, cb, ob]``, bias ``[O/ob, ob]``;
+    ``pads`` is ``(top, left, bottom, right)``. The reduction stage is tagged
+    ``conv2d_nchwc`` and carries ``attrs`` (a template's knobs) for its schedule.
+    """
+    xs, ws = static_shape(X), static_shape(Wt)
+    if len(xs) != 5 or len(ws) != 6 or xs[1] != ws[1] or xs[4] != ws[4]:
+        raise ArgumentError(
+            f"conv2d_nchwc: input {list(xs)} and blocked weights {list(ws)} do not fit"
+        )
+    N, CB, H, W, cb = xs
+    OB, _, KH, KW, _, ob = ws
+    (sh, sw), (dh, dw) = tuple(strides), tuple(dilations)
+    pt, pl, pb, pr = pads
+    OH = conv_out_size(H, KH, sh, dh, pt, pb)
+    OW = conv_out_size(W, KW, sw, dw, pl, pr)
+    if OH <= 0 or OW <= 0:
+        raise ArgumentError(f"conv2d_nchwc: output would be empty ({OH}x{OW})")
+    P = _pad_blocked(X, pads)
+    rc = te.reduce_axis((0, CB), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    ri = te.reduce_axis((0, cb), name="ri")
+
+    def body(n: E.PrimExpr, o: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, oi: E.PrimExpr):  # noqa: ANN202
+        pix = P[n, rc, y * sh + ry * dh, x * sw + rx * dw, ri]
+        return te.sum(pix * Wt[o, rc, ry, rx, ri, oi], axis=(rc, ry, rx, ri))
+
+    conv = te.compute(
+        (N, OB, OH, OW, ob), body, name="conv_nchwc", tag="conv2d_nchwc", attrs=attrs or {}
+    )
+    if bias is None:
+        return conv
+    if static_shape(bias) != (OB, ob):
+        raise ArgumentError(
+            f"conv2d_nchwc: bias must have shape [{OB}, {ob}], got {list(static_shape(bias))}"
+        )
+    return te.compute(
+        conv.shape,
+        lambda n, o, y, x, i: conv[n, o, y, x, i] + bias[o, i],
+        name="conv_nchwc_bias",
+        tag="broadcast",
+    )
+
+
+def max_pool2d_nchwc(
+    X: Tensor,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    ceil_mode: bool = False,
+) -> Tensor:
+    """2-D max pooling of an NCHW[c] tensor, each lane its own channel (the same windows
+    as ``pool_nd``; ``pads`` is ``(top, left, bottom, right)``)."""
+    from ember.tir.topi.pool import Window
+
+    xs = static_shape(X)
+    if len(xs) != 5 or len(kernel) != 2:
+        raise ArgumentError(f"max_pool2d_nchwc: input {list(xs)} is not NCHWc, or not 2-D")
+    w = Window(tuple(kernel), tuple(strides), tuple(dilations), tuple(pads[:2]), tuple(pads[2:]),
+               xs[2:4])  # fmt: skip
+    oh, ow = w.out_sizes(ceil_mode, "max_pool2d_nchwc")
+    ry = te.reduce_axis((0, kernel[0]), name="ry")
+    rx = te.reduce_axis((0, kernel[1]), name="rx")
+
+    def f(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
+        h, v = w.taps((y, x), (ry, rx))
+        inside = E.logical_and(E.logical_and(h >= 0, h < xs[2]), E.logical_and(v >= 0, v < xs[3]))
+        hh, vv = E.max_(E.min_(h, xs[2] - 1), 0), E.max_(E.min_(v, xs[3] - 1), 0)
+        value = E.select(inside, X[n, c, hh, vv, i], te.min_value(X.dtype))
+        return te.max(value, axis=(ry, rx))
+
+    return te.compute((xs[0], xs[1], oh, ow, xs[4]), f, name="max_pool_nchwc", tag="pool_max")
