@@ -3,6 +3,7 @@
 from ember.codegen_llvm.schedules import (
     batch_matmul,
     conv2d,
+    depthwise_conv2d,
     elementwise,
     layer_norm,
     matmul,
@@ -14,6 +15,7 @@ from ember.codegen_llvm.schedules import (
 __all__ = [
     "batch_matmul",
     "conv2d",
+    "depthwise_conv2d",
     "elementwise",
     "layer_norm",
     "matmul",
