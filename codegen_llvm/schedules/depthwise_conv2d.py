@@ -215,9 +215,15 @@ def schedule_depthwise_flat(s: Schedule, out: Tensor, conv: Tensor) -> None:
         _flat_tiles(s, out, conv, acc, block, x, knobs)
     # the block's padded input, just before the convolution reads it
     s[Xf].compute_at(s[out], block)
-    _, col = s[Xf].split(s[Xf].op.axis[4], factor=knobs["Wq"])  # no div/mod of the index
+    _, _, py, px, flat = s[Xf].op.axis
+    row, col = s[Xf].split(flat, factor=knobs["Wq"])  # no div/mod of the index
     if knobs["sw"] == 1:
         s[Xf].vectorize(col)
+    else:
+        # the column phases innermost and unrolled: each input row is read once, in
+        # order, and LLVM's vectorizer turns the strided reads into shuffled vectors
+        s[Xf].reorder(py, row, col, px)
+        s[Xf].unroll(px)
 
 
 def _taps(s: Schedule, acc: Tensor, lanes: Any, rows: Any, unroll: bool) -> None:
