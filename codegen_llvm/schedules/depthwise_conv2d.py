@@ -1,22 +1,25 @@
-"""CPU template for ``depthwise_conv2d_nchw``: one small 2-D filter per channel, vectorized
-over flattened image rows.
+"""CPU template for ``depthwise_conv2d_nchw``: one small 2-D filter per channel.
 
 A depthwise convolution (a grouped convolution with one input channel per group;
 output channel ``o`` reads input channel ``o // multiplier``) has no reduction over
 channels, so the ``conv2d_nchw.llvm`` register tile, which reuses each input vector
-for many output channels, finds nothing to reuse: here the work is ``KH*KW`` loads and
-multiply-adds per output vector, and the cost is memory traffic and the latency of one
-accumulator chain per vector. So this template computes the convolution on the same
-flat, phase-split grid as ``conv2d.py`` (every tap an affine, unit-stride read, rows of
-7 or 14 outputs packed into full vectors), with ``vec`` grid positions per register tile
-(several AVX-512 registers: independent accumulator chains), and does it one block of
-``cb`` channels at a time: the padded input of the block, its flat result and the NCHW
-copy (with the graph's epilogue: bias, Clip, a residual add) are made inside the block's
-iteration of the parallel loop over (batch, channel block), so the padded copy is still
-in cache when the convolution reads it and the result when it is copied out.
+for many output channels, finds nothing to reuse: the work is ``KH*KW`` loads and
+multiply-adds per output vector, and the cost is memory traffic and load bandwidth.
+The input is padded into the flat, phase-split layout of ``conv2d.py`` (row ``r`` of
+phase ``(py, px)`` at ``r * Wq``, so every tap is an affine, unit-stride read even with
+strides) one block of ``cb`` channels at a time, inside the parallel loop over (batch,
+channel block), so it is still in cache when the convolution reads it. With ``rows >
+0`` (the default) a register tile is ``rows`` output rows of ``vec`` lanes,
+accumulated over the unrolled taps straight into the output stage (with the graph's
+epilogue: bias, Clip, a residual add): an input vector is loaded once for all the
+kernel rows that use it. With ``rows == 0`` tiles of ``vec`` positions run along the
+flat grid (rows of 7 or 14 packed into full vectors) into a per-block buffer that is
+then copied out. The padding test is ``likely``, so loop partitioning leaves the
+interior of the padded copy a plain (vector, or for strides interleaved) copy.
 
-Knobs: ``cb`` (channels per parallel block), ``vec`` (grid positions per register tile),
-``unroll_kernel`` (unroll the taps). The fallback suits a 2-core AVX-512 machine.
+Knobs: ``cb`` (channels per parallel block), ``vec`` (lanes per tile), ``rows``
+(output rows per tile, 0 for the flat grid), ``unroll_kernel`` (unroll the taps).
+The fallback was measured on a 2-core AVX-512 (Zen 4) machine.
 """
 
 from __future__ import annotations
@@ -58,11 +61,14 @@ def _geometry(
     padding: Padding,
     dilation: IntPair,
 ) -> _Geometry:
-    if not isinstance(multiplier, int) or multiplier < 1:
+    if isinstance(multiplier, bool) or not isinstance(multiplier, int) or multiplier < 1:
         raise ArgumentError(
             f"{TEMPLATE}: the channel multiplier must be a positive int, got {multiplier!r}"
         )
-    return _Geometry(N, C, H, W, C * multiplier, KH, KW, stride, padding, dilation)
+    try:
+        return _Geometry(N, C, H, W, C * multiplier, KH, KW, stride, padding, dilation)
+    except ArgumentError as e:  # the shared geometry names the conv2d template
+        raise ArgumentError(str(e).replace("conv2d_nchw.llvm", TEMPLATE)) from e
 
 
 def geometry_of(args: tuple[Any, ...]) -> _Geometry:
