@@ -6,7 +6,9 @@ reusable byte buffers: a buffer returns to the pool after the last step that
 reads its value, and a step's outputs are placed before its inputs are released,
 so a kernel never reads and writes the same memory. Graph outputs get fresh
 arrays on every run (a caller keeps what ``run`` returned); params and inputs are
-read where they are.
+read where they are. A CPU kernel that reads and writes only params and planned
+buffers is bound to them on the first run (``Kernel.bind``): its arguments are
+checked once, not on every run.
 """
 
 from __future__ import annotations
