@@ -31,12 +31,11 @@ from ember.codegen_llvm.schedules.conv2d import (
     IntPair,
     Padding,
     _divisors,
+    _flat_input,
     _Geometry,
 )
-from ember.codegen_llvm.schedules.reduce import likely
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
@@ -122,24 +121,6 @@ def depthwise_conv2d_nchw_llvm(
     s = create_schedule(out.op)
     schedule_depthwise_flat(s, out, out.op.input_tensors[0])
     return s, [X, Wt, out]
-
-
-def _flat_input(X: Tensor, g: _Geometry, length: int) -> Tensor:
-    """``Xf[n, c, py, px, l] = Xpad[n, c, (l // Wq)*sh + py, (l % Wq)*sw + px]`` as in
-    ``conv2d.py``, but with the inside test ``likely``: once the schedule splits ``l``
-    into (row, column), loop partitioning cuts the padding off and the interior is a
-    plain (unit-stride: vector) copy."""
-
-    def f(n, c, py, px, l):  # noqa: ANN001, ANN202
-        h = (l // g.Wq) * g.sh + py - g.pt
-        w = (l % g.Wq) * g.sw + px - g.pl
-        inside = E.logical_and(E.logical_and(h >= 0, h < g.H), E.logical_and(w >= 0, w < g.W))
-        hh = E.max_(E.min_(h, g.H - 1), 0)
-        ww = E.max_(E.min_(w, g.W - 1), 0)
-        return E.select(likely(inside), X[n, c, hh, ww], E.const(0, X.dtype))
-
-    # tagged as a padding stage: graph schedules keep it apart rather than inline it
-    return te.compute((g.N, g.C, g.sh, g.sw, length), f, name="X_flat", tag="pad")
 
 
 def depthwise_flat(
