@@ -6,7 +6,9 @@ reusable byte buffers: a buffer returns to the pool after the last step that
 reads its value, and a step's outputs are placed before its inputs are released,
 so a kernel never reads and writes the same memory. Graph outputs get fresh
 arrays on every run (a caller keeps what ``run`` returned); params and inputs are
-read where they are.
+read where they are. A CPU kernel that reads and writes only params and planned
+buffers is bound to them on the first run (``Kernel.bind``): its arguments are
+checked once, not on every run.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class CompiledModel:
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self._views, self.workspace_bytes = plan_memory(graph, steps)
         self._base: dict[str, np.ndarray] = {**graph.params, **self._views}
+        self._bound: list[Any] | None = None
 
     @property
     def input_shapes(self) -> list[tuple[Any, ...]]:
@@ -138,14 +141,31 @@ class CompiledModel:
             if v not in env:
                 fresh[v] = np.empty(t.shape, dtype=t.dtype)
         env.update(fresh)
-        for st in self.steps:
+        for st, bound in zip(self.steps, self._bound_calls()):
             try:
-                st.kernel(*[env[v] for v in st.inputs], *[env[v] for v in st.outputs])
+                if bound is not None:
+                    bound()
+                else:
+                    st.kernel(*[env[v] for v in st.inputs], *[env[v] for v in st.outputs])
             except EmberError as e:
                 raise e.add_context(f"while running {st.where}") from None
         return [fresh[v] if v in fresh else np.array(env[v], copy=True) for v in self.output_names]
 
     __call__ = run
+
+    def _bound_calls(self) -> list[Any]:
+        """Per step, its kernel bound to its arrays (see ``Kernel.bind``) where it reads
+        and writes only params and planned buffers, which never move; else None (its
+        arguments include an input or output of the run). Made on the first run."""
+        if self._bound is None:
+            bound = []
+            for st in self.steps:
+                names = (*st.inputs, *st.outputs)
+                bind = getattr(st.kernel, "bind", None)
+                fixed = bind is not None and all(v in self._base for v in names)
+                bound.append(bind(*[self._base[v] for v in names]) if fixed else None)
+            self._bound = bound
+        return self._bound
 
     def export(self, path: Any, archs: Sequence[str] | None = None, ptx: bool = True) -> None:
         """Write this model to one ``.ember`` file that :func:`ember.load` reads in any

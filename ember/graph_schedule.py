@@ -129,16 +129,20 @@ def _output_ops(outputs: list[Any]) -> list[Any]:
 
 def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     """Apply the template schedules a strategy compute asked for (by its tag); returns the
-    ids of the ops they scheduled. A ``conv2d_nchw_flat`` stage needs one output of the
-    convolution's NCHW shape that reads it (its copy, maybe with an epilogue inlined)."""
+    ids of the ops they scheduled. A ``conv2d_nchw_flat`` (or depthwise) stage needs one
+    output of the convolution's NCHW shape that reads it (its copy, maybe with an
+    epilogue inlined)."""
     from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
+    from ember.codegen_llvm.schedules.depthwise_conv2d import TAG, schedule_depthwise_flat
 
+    schedules = {"conv2d_nchw_flat": schedule_conv2d_flat, TAG: schedule_depthwise_flat}
     done: set[int] = _int8_template(s, outputs)
     for st in list(s.stages):
         if isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchwc":
             done |= _template_nchwc(s, outputs, st.op.output(0))
-        if not (isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchw_flat"):
+        if not (isinstance(st.op, ComputeOp) and st.op.tag in schedules):
             continue
+        apply = schedules[st.op.tag]
         conv = st.op.output(0)
         xf = st.op.input_tensors[0]
         out = _sole_nchw_output(outputs, conv)
@@ -152,7 +156,7 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
             ):
                 inner.compute_inline()
         before = {id(x.op) for x in s.stages}
-        schedule_conv2d_flat(s, out, conv)
+        apply(s, out, conv)
         made = {id(x.op) for x in s.stages} - before  # the accumulator's cache stage
         done |= {id(st.op), id(xf.op), id(out.op)} | made
     return done

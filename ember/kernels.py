@@ -43,6 +43,22 @@ class Kernel:
             arrays = tuple(args)
         self.module(*arrays)
 
+    def bind(self, *arrays: Any) -> Any:
+        """This kernel's call on ``arrays`` as a function of no arguments, the arguments
+        checked now rather than on every call (they cost more than a small kernel's
+        run): for arrays that stay where they are, as the executor's planned buffers
+        and params do. None where the module is not a CPU one (call it the usual way)."""
+        if self.scalar_outputs or not str(self.target).startswith("llvm"):
+            return None
+        fn = self.module.get_function(self.module.entry_name)
+        kept, pointers = fn.prepare(arrays)
+
+        def call() -> None:
+            fn.invoke(pointers)
+
+        call.arrays = kept  # type: ignore[attr-defined]  # the pointers point into these
+        return call
+
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Allocate outputs, run, return them (for folding and tests)."""
         outs = [np.empty(t.shape, dtype=t.dtype) for t in self.out_types]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.codegen_llvm.schedules.reduce import likely
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -117,7 +118,7 @@ def _flat_input(X: Tensor, g: _Geometry, length: int) -> Tensor:
         inside = E.logical_and(E.logical_and(h >= 0, h < g.H), E.logical_and(w >= 0, w < g.W))
         hh = E.max_(E.min_(h, g.H - 1), 0)
         ww = E.max_(E.min_(w, g.W - 1), 0)
-        return E.select(inside, X[n, c, hh, ww], E.const(0, X.dtype))
+        return E.select(likely(inside), X[n, c, hh, ww], E.const(0, X.dtype))
 
     # tagged as a padding stage: graph schedules keep it apart rather than inline it
     return te.compute((g.N, g.C, g.sh, g.sw, length), f, name="X_flat", tag="pad")
@@ -142,7 +143,11 @@ def _define_knobs(g: _Geometry, dtype: str) -> tuple[int, int, int, bool]:
     long_enough = [r for r in row_cands if (r - 1) * g.Wq + g.OW >= 8 * vec_default]
     cfg.define_knob("oc_bn", ocs, default=oc_default)
     cfg.define_knob("vec", vecs, default=vec_default)
-    cfg.define_knob("rows", row_cands, default=min(long_enough) if long_enough else g.OH)
+    # a block of whole vector tiles has no partial tail at all (measured 2x faster on 1x1
+    # convs at 56x56: 8 rows of 56 in 32-lane tiles rather than 7)
+    whole = [r for r in long_enough if ((r - 1) * g.Wq + g.OW) % vec_default == 0]
+    rows_default = min(whole or long_enough) if long_enough else g.OH
+    cfg.define_knob("rows", row_cands, default=rows_default)
     cfg.define_knob("unroll_kernel", [True, False], default=True)
     cfg.add_constraint(
         lambda c: c["oc_bn"].val * c["vec"].val <= ACC_REGISTERS * per_reg,
@@ -174,7 +179,7 @@ def conv2d_nchw_llvm(
     out = conv2d_flat(X, Wt, None, g, *knobs)
     conv = out.op.input_tensors[0]
     s = create_schedule(out.op)
-    _schedule(s, out, conv, conv.op.input_tensors[0], *knobs, g.OW)
+    _schedule(s, out, conv, conv.op.input_tensors[0], *knobs, g.OW, g.Wq, g.sw)
     return s, [X, Wt, out]
 
 
@@ -212,6 +217,7 @@ def conv2d_flat(
         )
 
     knobs = {"oc_bn": oc_bn, "vec": vec, "rows": rows, "unroll_kernel": unroll_kernel, "OW": g.OW}
+    knobs.update(Wq=g.Wq, sw=g.sw)
     conv = te.compute(
         (g.N, -(-O // oc_bn), oc_bn, grid),
         body,
@@ -243,6 +249,8 @@ def schedule_conv2d_flat(s: Schedule, out: Tensor, conv: Tensor) -> None:
         knobs["rows"],
         knobs["unroll_kernel"],
         knobs["OW"],
+        knobs["Wq"],
+        knobs["sw"],
     )
 
 
@@ -278,6 +286,8 @@ def _schedule(
     rows: int,
     unroll_kernel: bool,
     OW: int,
+    Wq: int,
+    sw: int,
 ) -> None:
     acc = s.cache_write(conv, "local")
     # the output: parallel over (batch, channel block, row block); rows copied as vectors
@@ -309,5 +319,14 @@ def _schedule(
     s[acc].unroll(ai)
     s[acc].vectorize(af)
     # the flat, phase-split input: once, in parallel over (batch, channel)
-    xn, xc, _, _, _ = s[Xf].op.axis
+    xn, xc, py, px, flat = s[Xf].op.axis
     s[Xf].parallel(s[Xf].fuse(xn, xc))
+    # rows of the padded input: no div/mod per element; partitioning drops the padding
+    # test (``likely``) from the interior, a vector copy at unit stride, and with a
+    # stride the column phases go innermost so LLVM reads each input row in order
+    row, col = s[Xf].split(flat, factor=Wq)
+    if sw == 1:
+        s[Xf].vectorize(col)
+    else:
+        s[Xf].reorder(py, row, col, px)
+        s[Xf].unroll(px)

@@ -4,8 +4,9 @@
 compute (``frontend/ops``): an entry returns the tensors of a tuned template's
 compute on the given tensors, or None where the template does not apply to the
 workload. The matching schedule is applied by ``ember.graph_schedule`` from the
-tag the compute carries (``conv2d_nchw_flat``, ``matmul_int8``), so the graph's elementwise tail is
-inlined into the template's output stage: a fused epilogue.
+tag the compute carries (``conv2d_nchw_flat``, ``depthwise_conv2d_nchw_flat``,
+``conv2d_nchwc``, ``matmul_int8``), so the graph's elementwise tail is inlined into the
+template's output stage: a fused epilogue.
 
 :func:`task_for` names the tuning task behind a node (template name and arguments):
 the conv strategy reads its knobs with the config an enclosing ``apply_history_best``
@@ -18,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember.codegen_llvm.schedules import conv2d, conv2d_nchwc
+from ember.codegen_llvm.schedules import conv2d, conv2d_nchwc, depthwise_conv2d
 
 CONV_TEMPLATE = "conv2d_nchw.llvm"
 NCHWC_TEMPLATE = conv2d_nchwc.TEMPLATE
+DEPTHWISE_TEMPLATE = depthwise_conv2d.TEMPLATE
 MATMUL_TEMPLATE = "matmul.llvm"
 
 Strategy = Callable[[Sequence[Any], dict[str, Any]], list[Any] | None]
@@ -44,13 +46,34 @@ def conv_task_args(
     return (N, C, H, W, O, KH, KW, *geometry, "float32")
 
 
+def depthwise_task_args(
+    x_shape: Sequence[int],
+    x_dtype: str,
+    w_shape: Sequence[int],
+    w_dtype: str,
+    attrs: dict[str, Any],
+) -> tuple[Any, ...] | None:
+    """The ``depthwise_conv2d_nchw.llvm`` arguments of a convolution, or None where the
+    template does not take it: 2-D NCHW float32 with one input channel per group
+    (``group == C``), each group making ``multiplier = O // C`` output channels."""
+    if len(x_shape) != 4 or x_dtype != "float32" or w_dtype != "float32":
+        return None
+    N, C, H, W = (int(d) for d in x_shape)
+    O, per_group, KH, KW = (int(d) for d in w_shape)
+    if attrs["group"] == 1 or attrs["group"] != C or per_group != 1 or O % C:
+        return None
+    geometry = (tuple(attrs["strides"]), tuple(attrs["pads"]), tuple(attrs["dilations"]))
+    return (N, C, H, W, O // C, KH, KW, *geometry, "float32")
+
+
 def _dims(t: Any) -> tuple[int, ...]:
     return tuple(int(getattr(d, "value", d)) for d in t.shape)
 
 
 def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """2-D NCHW float32 convolutions without groups: the ``conv2d_nchw.llvm`` template,
-    with the knobs of the task's best record where one applies."""
+    with the knobs of the task's best record where one applies; depthwise ones: the
+    depthwise template."""
     from ember.tuner.template import config_for_direct_call
 
     x, w = inputs[0], inputs[1]
@@ -59,7 +82,7 @@ def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
         return None
     args = conv_task_args(_dims(x), x.dtype, _dims(w), w.dtype, attrs)
     if args is None:
-        return None
+        return _depthwise(x, w, bias, attrs)
     g = conv2d.conv2d_geometry(x, w, attrs["strides"], attrs["pads"], attrs["dilations"])
     knobs = conv2d.conv2d_knobs(g, x.dtype, config_for_direct_call(CONV_TEMPLATE, args))
     return [conv2d.conv2d_flat(x, w, bias, g, *knobs)]
@@ -93,18 +116,36 @@ def _conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | Non
     return [compute(x, w, bias, a["strides"], a["pads"], a["dilations"], extra)]
 
 
+def _depthwise(x: Any, w: Any, bias: Any, attrs: dict[str, Any]) -> list[Any] | None:
+    """Depthwise convolutions: the ``depthwise_conv2d_nchw.llvm`` template, with the
+    knobs of the task's best record where one applies."""
+    from ember.tuner.template import config_for_direct_call
+
+    args = depthwise_task_args(_dims(x), x.dtype, _dims(w), w.dtype, attrs)
+    if args is None:
+        return None
+    g = depthwise_conv2d.geometry_of(args)
+    cfg = config_for_direct_call(DEPTHWISE_TEMPLATE, args)
+    knobs = depthwise_conv2d.depthwise_knobs(g, args[4], x.dtype, cfg)
+    return [depthwise_conv2d.depthwise_flat(x, w, bias, g, *knobs)]
+
+
 def task_for(
     op: str, in_types: Sequence[Any], attrs: dict[str, Any]
 ) -> tuple[str, tuple[Any, ...]] | None:
     """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
     ``in_types`` (objects with ``shape`` and ``dtype``), or None where no template
-    applies: convolutions the conv strategy takes, blocked ``conv_nchwc`` ones as
+    applies: convolutions the conv strategy takes (``conv2d_nchw.llvm``, or
+    ``depthwise_conv2d_nchw.llvm`` for depthwise ones), blocked ``conv_nchwc`` ones as
     ``conv2d_NCHWc.llvm`` of their NCHW workload, and ``dense_packed`` GEMMs as
     ``matmul.llvm`` of ``(M, N, K)`` with M the product of the leading dims."""
     if op == "conv":
         x, w = in_types[0], in_types[1]
         args = conv_task_args(x.shape, str(x.dtype), w.shape, str(w.dtype), attrs)
-        return None if args is None else (CONV_TEMPLATE, args)
+        if args is not None:
+            return CONV_TEMPLATE, args
+        args = depthwise_task_args(x.shape, str(x.dtype), w.shape, str(w.dtype), attrs)
+        return None if args is None else (DEPTHWISE_TEMPLATE, args)
     if op == "conv_nchwc" and str(in_types[0].dtype) == "float32":
         x, w = in_types[0], in_types[1]
         return NCHWC_TEMPLATE, nchwc_task_args(x.shape, "float32", w.shape, attrs)
