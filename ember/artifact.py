@@ -248,6 +248,10 @@ class _LoadedKernel:
     def __call__(self, *arrays: Any) -> None:
         self.module(*arrays)
 
+    def bind(self, arrays: Any) -> Any:
+        """The arrays checked once (see ``Kernel.bind``); the module is a CPU library."""
+        return self.module.get_function(self.module.entry_name).bind(arrays)
+
 
 def _nothing(*arrays: Any) -> None:
     """The step of a node whose outputs have no elements."""

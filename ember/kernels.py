@@ -9,6 +9,7 @@ input arrays followed by preallocated output arrays.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,16 @@ class Kernel:
                 args[pos] = args[pos].reshape(1)  # a view: the kernel writes the caller's array
             arrays = tuple(args)
         self.module(*arrays)
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> Any:
+        """A call of this kernel on ``arrays`` (inputs, then outputs) taking no arguments:
+        a CPU kernel checks them once, now (:meth:`ember.runtime.module.Function.bind`);
+        a GPU kernel, which may move them, checks them on each call."""
+        from ember.runtime.cpu import CPUModule
+
+        if isinstance(self.module, CPUModule) and not self.scalar_outputs:
+            return self.module.get_function(self.module.entry_name).bind(arrays)
+        return functools.partial(self, *arrays)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Allocate outputs, run, return them (for folding and tests)."""
