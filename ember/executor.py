@@ -202,9 +202,7 @@ class CompiledModel:
         repeat: int = 3,
     ) -> dict[str, float]:
         """Seconds per run: median, mean, min over ``repeat`` batches of ``number`` runs."""
-        if inputs is None:
-            rng = np.random.default_rng(0)
-            inputs = [rng.standard_normal(t.shape).astype(t.dtype) for t in self.input_types]
+        inputs = self._example(inputs)
         self.run(inputs)
         times = []
         for _ in range(repeat):
@@ -217,6 +215,24 @@ class CompiledModel:
             "mean": float(np.mean(times)),
             "min": float(min(times)),
         }
+
+    def profile(
+        self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, number: int = 10
+    ) -> Any:
+        """Median seconds of each step (a fused group's kernel or a host step) and of a
+        whole run, over ``number`` runs: an :class:`ember.profiling.ModelProfile`
+        (``print(model.profile())`` shows a table)."""
+        from ember.profiling import profile_calls
+
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise ArgumentError(f"profile: number must be a positive integer, got {number!r}")
+        return profile_calls(self, self._example(inputs), number)
+
+    def _example(self, inputs: Mapping[str, Any] | Sequence[Any] | None) -> Any:
+        if inputs is not None:
+            return inputs
+        rng = np.random.default_rng(0)
+        return [rng.standard_normal(t.shape).astype(t.dtype) for t in self.input_types]
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{n}: {t}" for n, t in zip(self.input_names, self.input_types))

@@ -132,9 +132,14 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     ids of the ops they scheduled. A ``conv2d_nchw_flat`` stage needs one output of the
     convolution's NCHW shape that reads it (its copy, maybe with an epilogue inlined)."""
     from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
+    from ember.codegen_llvm.schedules.pool2d import GRAPH_MAX_TAG, schedule_max_pool2d_graph
 
     done: set[int] = set()
     for st in list(s.stages):
+        if isinstance(st.op, ComputeOp) and st.op.tag == GRAPH_MAX_TAG:
+            if [t.op for t in outputs] == [st.op]:  # the pool is the output: no epilogue
+                done |= schedule_max_pool2d_graph(s, st.op.output(0))
+            continue
         if not (isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchw_flat"):
             continue
         conv = st.op.output(0)
