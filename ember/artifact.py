@@ -147,6 +147,7 @@ def export_model(model: Any, path: str | Path) -> None:
                     "inputs": st.inputs,
                     "outputs": st.outputs,
                     "where": st.where,
+                    "op": str(getattr(st.kernel, "op", "kernel")),
                 }
             )
     members["graph.json"] = json.dumps(
@@ -234,7 +235,7 @@ def load_model(path: str | Path) -> Any:
         else:
             if k not in modules:
                 modules[k] = load_module(folder / f"k{k}.so")
-            kernel = _LoadedKernel(modules[k])
+            kernel = _LoadedKernel(modules[k], str(st.get("op", "kernel")))
         steps.append(Step(kernel, tuple(st["inputs"]), tuple(st["outputs"]), st["where"]))
     return CompiledModel(graph, steps, manifest["target"])
 
@@ -242,8 +243,9 @@ def load_model(path: str | Path) -> Any:
 class _LoadedKernel:
     """A kernel read back from an artifact: its library module, called like a Kernel."""
 
-    def __init__(self, module: Any) -> None:
+    def __init__(self, module: Any, op: str = "kernel") -> None:
         self.module = module
+        self.op = op  # the ops of its fused group, as profiles name them
 
     def __call__(self, *arrays: Any) -> None:
         self.module(*arrays)

@@ -52,6 +52,13 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--random", action="store_true", help="feed seeded random inputs")
     r.add_argument("--output", help="write the outputs to this .npz file")
     r.add_argument("--bench", type=int, default=0, metavar="N", help="also time N runs")
+    r.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time each kernel (fused group) over N runs and print a table",
+    )
     r.set_defaults(fn=_cmd_run)
 
     i = sub.add_parser(
@@ -146,8 +153,9 @@ def _random_array(rng: Any, shape: tuple[int, ...], dtype: str) -> Any:
 def _cmd_run(ns: argparse.Namespace) -> int:
     import numpy as np
 
-    if ns.bench < 0:
-        raise ArgumentError(f"--bench must be 0 or more, got {ns.bench}")
+    for flag, value in (("--bench", ns.bench), ("--profile", ns.profile)):
+        if value < 0:
+            raise ArgumentError(f"{flag} must be 0 or more, got {value}")
     model = _load_any(ns.model)
     feeds = _read_inputs(model, ns.input, ns.random)
     outs = model.run(feeds)
@@ -162,6 +170,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     if ns.bench:
         t = model.benchmark(feeds, number=ns.bench, repeat=3)
         print(f"latency: median {t['median'] * 1e3:.3f} ms, min {t['min'] * 1e3:.3f} ms")
+    if ns.profile:
+        print(model.profile(feeds, number=ns.profile))
     return 0
 
 

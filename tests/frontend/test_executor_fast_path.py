@@ -138,3 +138,16 @@ def test_graph_output_that_is_an_input_and_a_param() -> None:
     y, same = lib.run({"x": x})
     np.testing.assert_allclose(y, x + c, rtol=1e-6)
     np.testing.assert_array_equal(same, x)
+
+
+def test_profile_times_every_step(cnn) -> None:
+    _, inputs, lib = cnn
+    prof = lib.profile(inputs, number=3)
+    assert [s.where for s in prof.steps] == [st_.where for st_ in lib.steps]
+    assert all(s.seconds > 0 for s in prof.steps) and prof.total > 0
+    assert sum(s.seconds for s in prof.steps) <= 3 * prof.total  # medians, not a bound
+    assert set(prof.by_ops()) == {s.ops for s in prof.steps}
+    text = prof.table(top=2)
+    assert len(text.splitlines()) == 1 + 2 + 2 and "outside kernels" in text
+    with pytest.raises(ArgumentError, match="number"):
+        lib.profile(inputs, number=0)
