@@ -160,9 +160,10 @@ class CompiledModel:
     def _load_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> None:
         """Validate every input first, then copy them into the model's input buffers."""
         arrays = []
-        for name, t, value in zip(self.input_names, self.input_types, self._given(inputs)):
+        given = self._given(inputs)
+        for name, t, buf, value in zip(self.input_names, self.input_types, self._inputs, given):
             arr = np.asarray(value)
-            if str(arr.dtype) != t.dtype:
+            if arr.dtype != buf.dtype:
                 raise ArgumentError(f"input '{name}' must be {t.dtype}, got {arr.dtype}")
             if arr.shape != t.shape:
                 raise ArgumentError(
