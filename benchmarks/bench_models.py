@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ember.frontend.testing import zoo
-from ember.frontend.testing.models import mlp, small_cnn
+from ember.frontend.testing.models import mlp, small_cnn, speech_lstm
 
 
 def _best(fn: Callable[[], object], number: int, repeat: int, clock: Callable[[], float]) -> float:
@@ -59,6 +59,7 @@ def models(quick: bool) -> dict[str, Callable[[np.random.Generator], tuple[objec
         "bert": lambda rng: zoo.bert_encoder(rng, 1, seq, layers=4, hidden=256, heads=4),
         "cnn": lambda rng: small_cnn(rng, 8, 64, 64),
         "mlp": lambda rng: mlp(rng, 64, (512, 1024, 256)),
+        "speech": lambda rng: speech_lstm(),  # tiny: per-call overhead
     }
 
 

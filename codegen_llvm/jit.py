@@ -203,6 +203,9 @@ def load_compiler_runtime() -> str | None:
 @functools.cache
 def load_libgomp() -> str:
     """Make ``GOMP_parallel`` and ``omp_*`` resolvable by JIT code; returns the library used."""
+    from ember.runtime.threads import prepare_openmp
+
+    prepare_openmp()
     found = ctypes.util.find_library("gomp")
     candidates = [c for c in (*LIBGOMP_CANDIDATES, found) if c]
     errors = []

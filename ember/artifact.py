@@ -23,6 +23,7 @@ are still read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -183,6 +184,7 @@ def _step_entry(st: Any, packer: Any) -> dict[str, Any]:
     from ember.graph_compile import _nothing as empty_step
 
     entry: dict[str, Any] = {"inputs": st.inputs, "outputs": st.outputs, "where": st.where}
+    entry["op"] = str(getattr(st.kernel, "op", "kernel"))
     if st.kernel is empty_step or st.kernel is _nothing:  # empty outputs: no work
         return {"kernel": None, **entry}
     module = getattr(st.kernel, "module", None)
@@ -263,7 +265,12 @@ def load_model(path: str | Path) -> Any:
         k = st["kernel"]
         kernel: Any = _nothing
         if k is not None:
-            kernel = _LoadedKernel(modules(k), len(st["inputs"]), st.get("scalar_outputs", ()))
+            kernel = _LoadedKernel(
+                modules(k),
+                len(st["inputs"]),
+                st.get("scalar_outputs", ()),
+                str(st.get("op", "kernel")),
+            )
         steps.append(Step(kernel, tuple(st["inputs"]), tuple(st["outputs"]), st["where"]))
     return CompiledModel(graph, steps, manifest["target"])
 
@@ -295,10 +302,13 @@ class _LoadedKernel:
     """A kernel read back from an artifact: its module, called like a Kernel (0-d outputs
     a CUDA kernel writes as shape (1,) are passed as such views)."""
 
-    def __init__(self, module: Any, n_inputs: int, scalar_outputs: Sequence[int] = ()) -> None:
+    def __init__(
+        self, module: Any, n_inputs: int, scalar_outputs: Sequence[int] = (), op: str = "kernel"
+    ) -> None:
         self.module = module
         self.n_inputs = n_inputs
         self.scalar_outputs = tuple(scalar_outputs)
+        self.op = op  # the ops of its fused group, as profiles name them
 
     def __call__(self, *arrays: Any) -> None:
         if self.scalar_outputs:
@@ -307,6 +317,15 @@ class _LoadedKernel:
                 args[self.n_inputs + k] = args[self.n_inputs + k].reshape(1)
             arrays = tuple(args)
         self.module(*arrays)
+
+    def bind(self, arrays: Any) -> Any:
+        """The arrays checked once where the module is a CPU library (see ``Kernel.bind``);
+        a CUDA module checks them on each call."""
+        from ember.runtime.cpu import CPUModule
+
+        if isinstance(self.module, CPUModule) and not self.scalar_outputs:
+            return self.module.get_function(self.module.entry_name).bind(arrays)
+        return functools.partial(self, *arrays)
 
 
 def _nothing(*arrays: Any) -> None:

@@ -4,23 +4,24 @@
 reads and writes). The plan gives every intermediate value a view into a few
 reusable byte buffers: a buffer returns to the pool after the last step that
 reads its value, and a step's outputs are placed before its inputs are released,
-so a kernel never reads and writes the same memory. Graph outputs get fresh
-arrays on every run (a caller keeps what ``run`` returned); params and inputs are
-read where they are. A CPU kernel that reads and writes only params and planned
-buffers is bound to them on the first run (``Kernel.bind``): its arguments are
-checked once, not on every run.
+so a kernel never reads and writes the same memory. Inputs and outputs get
+buffers of the model's own too (inputs are copied in, outputs copied out), so the
+arrays of every step are fixed when the model is built: each kernel checks its
+arrays once then (shape, dtype, contiguity, alignment, overlap) and ``run`` calls
+it without the per-call checks, which cost more than a small kernel runs.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
 
 
@@ -64,12 +65,46 @@ def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarr
     return views, total
 
 
+def _owned_arrays(graph: Graph, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every array a kernel reads or writes: params (C-contiguous and aligned), the planned
+    intermediates, and a buffer of the model's own for each input and each output."""
+    env: dict[str, np.ndarray] = {
+        n: np.require(p, requirements=["C", "A"]) for n, p in graph.params.items()
+    }
+    env.update(views)
+    for v in (*graph.inputs, *graph.outputs):
+        if v.name not in env:
+            env[v.name] = np.empty(v.type.shape, dtype=v.type.dtype)
+    return env
+
+
+def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:
+    """``st`` with its arrays fixed: a kernel that can bind (a CPU kernel) checks them now
+    and is then called unchecked; any other step (host control flow, a GPU kernel,
+    nothing to do) is called with them and checks what it needs each time."""
+    arrays = [env[v] for v in (*st.inputs, *st.outputs)]
+    bind = getattr(st.kernel, "bind", None)
+    if bind is None:
+        return functools.partial(st.kernel, *arrays)
+    try:
+        return bind(arrays)
+    except EmberError as e:
+        raise InternalError(
+            f"the memory plan gives {st.where} arrays its kernel refuses: {e}"
+        ) from e
+
+
 class CompiledModel:
     """A compiled graph: ``run(inputs) -> outputs`` (numpy arrays).
 
     Inputs may be numpy arrays or anything ``np.asarray`` reads (``ember.nd`` arrays).
-    One run at a time per model: the intermediates live in buffers the model owns,
-    so threads running the same model concurrently need a model each.
+    Every array a kernel touches is owned by the model: params, the planned
+    intermediates, and one buffer per input and per output. So each kernel's arguments
+    are checked once, here, and bound (:meth:`ember.runtime.module.Function.bind`);
+    ``run`` validates the user's inputs, copies them into the input buffers, calls the
+    bound kernels without further checks and returns copies of the outputs.
+    One run at a time per model: threads running the same model concurrently need a
+    model each.
     """
 
     def __init__(self, graph: Graph, steps: list[Step], target: str) -> None:
@@ -81,8 +116,9 @@ class CompiledModel:
         self.input_types: list[TensorType] = [v.type for v in graph.inputs]
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self._views, self.workspace_bytes = plan_memory(graph, steps)
-        self._base: dict[str, np.ndarray] = {**graph.params, **self._views}
-        self._bound: list[Any] | None = None
+        self._env = _owned_arrays(graph, self._views)
+        self._inputs = [self._env[n] for n in self.input_names]
+        self._calls = [_bind_step(st, self._env) for st in steps]
 
     @property
     def input_shapes(self) -> list[tuple[Any, ...]]:
@@ -100,7 +136,7 @@ class CompiledModel:
     def output_dtypes(self) -> list[str]:
         return [t.dtype for t in self.output_types]
 
-    def _bind_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
+    def _given(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
         if isinstance(inputs, Mapping):
             unknown = sorted(set(inputs) - set(self.input_names))
             if unknown:
@@ -112,60 +148,46 @@ class CompiledModel:
                 raise ArgumentError(
                     f"missing input(s) {missing}; the model takes {self.input_names}"
                 )
-            given = [inputs[n] for n in self.input_names]
-        else:
-            given = list(inputs)
-            if len(given) != len(self.input_names):
-                raise ArgumentError(
-                    f"the model takes {len(self.input_names)} inputs {self.input_names}, "
-                    f"got {len(given)}"
-                )
-        bound = {}
-        for name, t, value in zip(self.input_names, self.input_types, given):
+            return [inputs[n] for n in self.input_names]
+        given = list(inputs)
+        if len(given) != len(self.input_names):
+            raise ArgumentError(
+                f"the model takes {len(self.input_names)} inputs {self.input_names}, "
+                f"got {len(given)}"
+            )
+        return given
+
+    def _load_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> None:
+        """Validate every input first, then copy them into the model's input buffers."""
+        arrays = []
+        given = self._given(inputs)
+        for name, t, buf, value in zip(self.input_names, self.input_types, self._inputs, given):
             arr = np.asarray(value)
-            if str(arr.dtype) != t.dtype:
+            if arr.dtype != buf.dtype:
                 raise ArgumentError(f"input '{name}' must be {t.dtype}, got {arr.dtype}")
             if arr.shape != t.shape:
                 raise ArgumentError(
                     f"input '{name}' must have shape {list(t.shape)}, got {list(arr.shape)}"
                 )
-            bound[name] = np.require(arr, requirements="C")
-        return bound
+            arrays.append(arr)
+        for buf, arr in zip(self._inputs, arrays):
+            np.copyto(buf, arr)
+
+    def _call_steps(self) -> None:
+        k = 0
+        try:
+            for k, call in enumerate(self._calls):  # noqa: B007 - k names a failing step
+                call()
+        except EmberError as e:
+            raise e.add_context(f"while running {self.steps[k].where}") from None
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Run the model on ``inputs`` (a dict by name, or a list in ``input_names`` order)."""
-        env = dict(self._base)
-        env.update(self._bind_inputs(inputs))
-        fresh = {}
-        for v, t in zip(self.output_names, self.output_types):
-            if v not in env:
-                fresh[v] = np.empty(t.shape, dtype=t.dtype)
-        env.update(fresh)
-        for st, bound in zip(self.steps, self._bound_calls()):
-            try:
-                if bound is not None:
-                    bound()
-                else:
-                    st.kernel(*[env[v] for v in st.inputs], *[env[v] for v in st.outputs])
-            except EmberError as e:
-                raise e.add_context(f"while running {st.where}") from None
-        return [fresh[v] if v in fresh else np.array(env[v], copy=True) for v in self.output_names]
+        self._load_inputs(inputs)
+        self._call_steps()
+        return [np.array(self._env[v], copy=True) for v in self.output_names]
 
     __call__ = run
-
-    def _bound_calls(self) -> list[Any]:
-        """Per step, its kernel bound to its arrays (see ``Kernel.bind``) where it reads
-        and writes only params and planned buffers, which never move; else None (its
-        arguments include an input or output of the run). Made on the first run."""
-        if self._bound is None:
-            bound = []
-            for st in self.steps:
-                names = (*st.inputs, *st.outputs)
-                bind = getattr(st.kernel, "bind", None)
-                fixed = bind is not None and all(v in self._base for v in names)
-                bound.append(bind(*[self._base[v] for v in names]) if fixed else None)
-            self._bound = bound
-        return self._bound
 
     def export(self, path: Any, archs: Sequence[str] | None = None, ptx: bool = True) -> None:
         """Write this model to one ``.ember`` file that :func:`ember.load` reads in any
@@ -182,9 +204,7 @@ class CompiledModel:
         repeat: int = 3,
     ) -> dict[str, float]:
         """Seconds per run: median, mean, min over ``repeat`` batches of ``number`` runs."""
-        if inputs is None:
-            rng = np.random.default_rng(0)
-            inputs = [rng.standard_normal(t.shape).astype(t.dtype) for t in self.input_types]
+        inputs = self._example(inputs)
         self.run(inputs)
         times = []
         for _ in range(repeat):
@@ -197,6 +217,24 @@ class CompiledModel:
             "mean": float(np.mean(times)),
             "min": float(min(times)),
         }
+
+    def profile(
+        self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, number: int = 10
+    ) -> Any:
+        """Median seconds of each step (a fused group's kernel or a host step) and of a
+        whole run, over ``number`` runs: an :class:`ember.profiling.ModelProfile`
+        (``print(model.profile())`` shows a table)."""
+        from ember.profiling import profile_calls
+
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise ArgumentError(f"profile: number must be a positive integer, got {number!r}")
+        return profile_calls(self, self._example(inputs), number)
+
+    def _example(self, inputs: Mapping[str, Any] | Sequence[Any] | None) -> Any:
+        if inputs is not None:
+            return inputs
+        rng = np.random.default_rng(0)
+        return [rng.standard_normal(t.shape).astype(t.dtype) for t in self.input_types]
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{n}: {t}" for n, t in zip(self.input_names, self.input_types))

@@ -134,10 +134,15 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     epilogue inlined)."""
     from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
     from ember.codegen_llvm.schedules.depthwise_conv2d import TAG, schedule_depthwise_flat
+    from ember.codegen_llvm.schedules.pool2d import GRAPH_MAX_TAG, schedule_max_pool2d_graph
 
     schedules = {"conv2d_nchw_flat": schedule_conv2d_flat, TAG: schedule_depthwise_flat}
     done: set[int] = _int8_template(s, outputs)
     for st in list(s.stages):
+        if isinstance(st.op, ComputeOp) and st.op.tag == GRAPH_MAX_TAG:
+            if [t.op for t in outputs] == [st.op]:  # the pool is the output: no epilogue
+                done |= schedule_max_pool2d_graph(s, st.op.output(0))
+            continue
         if isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchwc":
             done |= _template_nchwc(s, outputs, st.op.output(0))
         if not (isinstance(st.op, ComputeOp) and st.op.tag in schedules):

@@ -10,6 +10,7 @@ input arrays followed by preallocated output arrays.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,21 +44,15 @@ class Kernel:
             arrays = tuple(args)
         self.module(*arrays)
 
-    def bind(self, *arrays: Any) -> Any:
-        """This kernel's call on ``arrays`` as a function of no arguments, the arguments
-        checked now rather than on every call (they cost more than a small kernel's
-        run): for arrays that stay where they are, as the executor's planned buffers
-        and params do. None where the module is not a CPU one (call it the usual way)."""
-        if self.scalar_outputs or not str(self.target).startswith("llvm"):
-            return None
-        fn = self.module.get_function(self.module.entry_name)
-        kept, pointers = fn.prepare(arrays)
+    def bind(self, arrays: Sequence[np.ndarray]) -> Any:
+        """A call of this kernel on ``arrays`` (inputs, then outputs) taking no arguments:
+        a CPU kernel checks them once, now (:meth:`ember.runtime.module.Function.bind`);
+        a GPU kernel, which may move them, checks them on each call."""
+        from ember.runtime.cpu import CPUModule
 
-        def call() -> None:
-            fn.invoke(pointers)
-
-        call.arrays = kept  # type: ignore[attr-defined]  # the pointers point into these
-        return call
+        if isinstance(self.module, CPUModule) and not self.scalar_outputs:
+            return self.module.get_function(self.module.entry_name).bind(arrays)
+        return functools.partial(self, *arrays)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Allocate outputs, run, return them (for folding and tests)."""

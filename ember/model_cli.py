@@ -68,6 +68,13 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="run a CUDA model in the SIMT emulator on the CPU (slow; for machines without a GPU)",
     )
+    r.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time each kernel (fused group) over N runs and print a table",
+    )
     r.set_defaults(fn=_cmd_run)
 
     i = sub.add_parser(
@@ -168,8 +175,9 @@ def _random_array(rng: Any, shape: tuple[int, ...], dtype: str) -> Any:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
-    if ns.bench < 0:
-        raise ArgumentError(f"--bench must be 0 or more, got {ns.bench}")
+    for flag, value in (("--bench", ns.bench), ("--profile", ns.profile)):
+        if value < 0:
+            raise ArgumentError(f"{flag} must be 0 or more, got {value}")
     with _emulator(ns.emulate):
         model = _load_any(ns.model)
         _check_cuda_mode(model, ns.model, ns.emulate)
@@ -229,6 +237,8 @@ def _run_and_report(model: Any, feeds: dict[str, Any], ns: argparse.Namespace) -
         t = model.benchmark(feeds, number=ns.bench, repeat=3)
         how = " (in the emulator: says nothing about a GPU)" if ns.emulate else ""
         print(f"latency: median {t['median'] * 1e3:.3f} ms, min {t['min'] * 1e3:.3f} ms{how}")
+    if ns.profile:
+        print(model.profile(feeds, number=ns.profile))
 
 
 def _print_cuda_section(cuda: Any) -> None:

@@ -171,10 +171,25 @@ def _int8_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | No
     return [int8_gemm(a, p, M, int(attrs["n"]), K)[1]]
 
 
+def _max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """2-D NCHW float32 max pooling without dilation or ceil mode: ``pool2d.llvm``'s compute
+    (the graph schedule applies its schedule where the pool is the kernel's output)."""
+    from ember.codegen_llvm.schedules.pool2d import max_pool2d_graph
+
+    x = inputs[0]
+    kernel, strides, pads = attrs["kernel"], attrs["strides"], attrs["pads"]
+    if x.ndim != 4 or x.dtype != "float32" or len(kernel) != 2 or attrs["ceil_mode"]:
+        return None
+    if any(d != 1 for d in attrs["dilations"]):
+        return None
+    return [max_pool2d_graph(x, tuple(kernel), tuple(strides), tuple(pads))]
+
+
 STRATEGIES: dict[str, Strategy] = {
     "conv": _conv,
     "conv_nchwc": _conv_nchwc,
     "matmul_int8_packed": _int8_packed,
+    "max_pool": _max_pool,
 }
 
 

@@ -26,6 +26,7 @@ from ember.errors import ArgumentError
 from ember.runtime.cpu import METADATA_SYMBOL, SharedLibraryModule
 from ember.runtime.module import Module
 from ember.runtime.signature import FunctionSignature
+from ember.runtime.threads import prepare_openmp
 
 FORMAT = "ember-cpu-library"
 VERSION = 2  # 2: the metadata carries "sha256", a hash of the rest of it
@@ -118,6 +119,7 @@ def load_module(path: str | Path) -> Module:
     if not p.is_file():
         raise ArgumentError(f"cannot load module: no file {p}")
     try:
+        prepare_openmp()  # the library may bring libgomp in
         lib, handle = _dlopen(p)
     except OSError as e:
         raise ArgumentError(f"cannot load module {p}: {e}") from e

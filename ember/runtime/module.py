@@ -94,9 +94,40 @@ class Function:
         self.invoke(pointers)
         del arrays
 
+    def bind(self, args: Sequence[Any]) -> BoundCall:
+        """``args`` checked once, now, and a call that runs native code on them again and
+        again without checking (see :class:`BoundCall`)."""
+        arrays, pointers = self.prepare(args)
+        return BoundCall(self, arrays, pointers)
+
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.describe()}" for p in self.signature.params)
         return f"<ember function {self.name}({params})>"
+
+
+class BoundCall:
+    """A function with its arguments checked once: ``call()`` runs it on the same arrays.
+
+    The checks are about memory, not contents: shapes, dtypes, contiguity, alignment,
+    writability and overlap of the arrays. A numpy array never moves or shrinks its
+    memory while referenced, and this object keeps the arrays, so the pointers taken at
+    :meth:`Function.bind` stay valid and checked for as long as it lives. Whoever binds
+    must own the arrays (a graph executor binds its memory plan), since writes to
+    them from elsewhere race with the kernel.
+    """
+
+    __slots__ = ("function", "arrays", "pointers")
+
+    def __init__(self, function: Function, arrays: list[np.ndarray], pointers: list[int]) -> None:
+        self.function = function
+        self.arrays = arrays  # keeps the memory behind ``pointers`` alive
+        self.pointers = tuple(pointers)
+
+    def __call__(self) -> None:
+        self.function.invoke(self.pointers)
+
+    def __repr__(self) -> str:
+        return f"<bound call of {self.function.name}>"
 
 
 class Module:
@@ -273,4 +304,4 @@ def repeat_batches(
     return TimingResult(tuple(results))
 
 
-__all__ = ["Function", "Module", "TimingResult", "check_timing_args", "repeat_batches"]
+__all__ = ["BoundCall", "Function", "Module", "TimingResult", "check_timing_args", "repeat_batches"]

@@ -9,6 +9,15 @@ libgomp's thread pool does not survive ``fork()``: a child forked after the
 parent ran a parallel loop on several threads hangs in its first parallel
 loop. So in such a child parallel loops run on one thread (use the ``spawn``
 or ``forkserver`` start method of multiprocessing to get threads there).
+
+libgomp's threads spin after a parallel loop, waiting for the next one, for
+300,000 rounds by default (about a millisecond). On a machine busier than its
+cores, a spinning thread takes the core a working thread needs: ResNet-18 at two
+threads ran 6 to 20 times slower than at one on a loaded two-core machine. Before
+Ember first loads libgomp, :func:`prepare_openmp` shortens the spin to
+``OPENMP_SPINCOUNT`` rounds (tens of microseconds: the gap between an executor's
+kernels is a few), unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``.
+It cannot change a libgomp another library loaded first.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import os
 from ember import config
 from ember.errors import ArgumentError
 
+OPENMP_SPINCOUNT = 2000
 _explicit: int | None = None
 _pool_started = False  # this process ran a parallel loop on more than one thread
 _forked_after_pool = False  # we are a child forked after that: the pool is unusable
@@ -52,6 +62,12 @@ def note_parallel_launch(n: int) -> None:
     global _pool_started
     if n > 1:
         _pool_started = True
+
+
+def prepare_openmp() -> None:
+    """Set libgomp's spin count for Ember (see the module notes); call before loading it."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = str(OPENMP_SPINCOUNT)
 
 
 def _after_fork_in_child() -> None:

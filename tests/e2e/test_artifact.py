@@ -141,12 +141,14 @@ def test_cli_compile_and_run_match_the_python_api(cnn, tmp_path, capsys):
     out = tmp_path / "out.npz"
     code = cli_main(
         ["run", str(art), "--input", f"x={folder / 'x.npy'}", "--output", str(out), "--bench", "2"]
+        + ["--profile", "2"]
     )
     assert code == 0
     with np.load(out) as z:
         np.testing.assert_array_equal(z["probs"], compiled.run(feeds)[0])
     printed = capsys.readouterr().out
     assert "latency" in printed and "probs: float32[2, 10]" in printed
+    assert "outside kernels" in printed and "conv" in printed  # the --profile table
 
 
 def test_cli_inspect(cnn, tmp_path, capsys):
@@ -182,6 +184,7 @@ def test_cli_inspect(cnn, tmp_path, capsys):
         (["compile", "M", "--shape", "x"], "--shape"),
         (["run", "M", "--input", "x"], "--input"),
         (["run", "M", "--bench", "-1"], "--bench"),
+        (["run", "M", "--profile", "-1"], "--profile"),
     ],
 )
 def test_cli_user_errors_exit_1(cnn, argv, phrase, capsys):

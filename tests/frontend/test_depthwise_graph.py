@@ -160,8 +160,8 @@ def test_a_short_real_tuning_run(tmp_path, rng):  # noqa: ANN001
 
 
 def test_runs_on_new_inputs_through_bound_kernels():
-    """The executor binds the kernels that touch only planned buffers and params once;
-    new inputs (and fresh outputs) still reach the others on every run."""
+    """The executor binds every kernel to its own arrays once; new inputs are copied in and
+    reach the kernels on every run."""
     from onnx import helper
 
     rng = np.random.default_rng(11)
@@ -178,5 +178,3 @@ def test_runs_on_new_inputs_through_bound_kernels():
         x = np.random.default_rng(seed).standard_normal((1, 13, 15, 15)).astype("float32")
         got = compiled.run({"x": x})[0]
         np.testing.assert_allclose(got, _ort(model, {"x": x}), rtol=1e-4, atol=1e-4)
-    # the first step reads the input and the last writes the output: only the middle is bound
-    assert [b is not None for b in compiled._bound_calls()] == [False, True, False]

@@ -239,3 +239,46 @@ def test_random_dags_fuse_into_convex_groups_that_compute_the_same(ops, n_out):
     for a, b in zip(fused, plain):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
     check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+def test_residual_add_and_relu_fuse_into_the_second_conv_epilogue():
+    """Before: conv-relu-conv-add(x)-relu, a ResNet basic block. Expected: two groups,
+    [conv, relu] and [conv, add, relu], the second on the conv template with the add
+    and relu inlined into its output stage (no stage of their own)."""
+    from onnx import helper
+
+    from ember.frontend.testing.models import build_model
+    from ember.graph_schedule import _template_stages
+    from ember.kernels import group_to_te
+    from ember.tir.schedule.schedule import AttachKind, create_schedule
+    from ember.tir.te.tensor import ComputeOp
+    from tests.frontend.onnx_models import check_against_ort
+
+    rng = np.random.default_rng(7)
+    c = 6
+    w = {f"w{k}": (rng.standard_normal((c, c, 3, 3)) / 5).astype("float32") for k in range(2)}
+    conv = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", **conv),
+        helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+        helper.make_node("Conv", ["r0", "w1"], ["c1"], name="conv1", **conv),
+        helper.make_node("Add", ["c1", "x"], ["s"], name="residual"),
+        helper.make_node("Relu", ["s"], ["y"], name="relu1"),
+    ]
+    x = rng.standard_normal((1, c, 9, 11)).astype("float32")
+    model = build_model(nodes, {"x": x}, ["y"], w)
+    g = fuse_ops(ember.frontend.from_onnx(model))
+    assert [n.op for n in g.nodes] == ["conv", "relu", "conv", "add", "relu"]
+    groups = [n.group for n in g.nodes]
+    assert groups[0] == groups[1] != groups[2] == groups[3] == groups[4]
+    block = g.nodes[2:]
+    types = {v: g.values[v].type for v in ("r0", "w1", "x", "c1", "s", "y")}
+    _, outs = group_to_te(block, ["r0", "w1", "x"], ["y"], types)
+    s = create_schedule([outs[0].op])
+    done = _template_stages(s, outs)
+    assert id(outs[0].op) in done  # the template's output stage is the add + relu
+    kept = [st for st in s.stages if id(st.op) not in done and isinstance(st.op, ComputeOp)]
+    assert all(st.attach == AttachKind.INLINE for st in kept), [st.op.name for st in kept]
+    lib = ember.compile(model)
+    assert [st.kernel.op for st in lib.steps] == ["conv+relu", "conv+add+relu"]
+    check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-5)
