@@ -9,6 +9,7 @@ from ember.codegen_llvm.schedules import (
     pool2d,
     reduce,
     softmax,
+    winograd,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "pool2d",
     "reduce",
     "softmax",
+    "winograd",
 ]
