@@ -129,12 +129,19 @@ def _output_ops(outputs: list[Any]) -> list[Any]:
 
 def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     """Apply the template schedules a strategy compute asked for (by its tag); returns the
-    ids of the ops they scheduled. A ``conv2d_nchw_flat`` stage needs one output of the
-    convolution's NCHW shape that reads it (its copy, maybe with an epilogue inlined)."""
+    ids of the ops they scheduled. A ``conv2d_nchw_flat`` stage (or a Winograd GEMM,
+    ``winograd_gemm``) needs one output of the convolution's NCHW shape that reads it
+    (its copy, maybe with an epilogue inlined)."""
     from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
+    from ember.codegen_llvm.schedules.winograd import schedule_winograd_output
 
     done: set[int] = set()
     for st in list(s.stages):
+        if isinstance(st.op, ComputeOp) and st.op.tag == "winograd_gemm":
+            out = _sole_nchw_output(outputs, st.op.output(0))
+            if out is not None:  # else the generic schedules take every stage
+                done |= schedule_winograd_output(s, out)
+            continue
         if not (isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchw_flat"):
             continue
         conv = st.op.output(0)

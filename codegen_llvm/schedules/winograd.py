@@ -295,9 +295,38 @@ def conv2d_winograd_llvm(
     U = winograd_weights(Wt, m, tiles.nr)
     out = winograd_conv(X, U, None, g, tiles)
     s = create_schedule(out.op)
-    (M,) = [t for t in _producers(out) if getattr(t.op, "tag", "") == "winograd_gemm"]
-    for st in s.stages:
-        if getattr(st.op, "tag", "") == "conv2d_winograd" and st.op is not out.op:
-            st.compute_inline()
-    schedule_winograd(s, out, M)
+    schedule_winograd_output(s, out)
     return s, [X, Wt, out]
+
+
+def schedule_winograd_output(s: Schedule, out: Tensor) -> set[int]:
+    """Schedule a Winograd convolution ending in ``out`` (of shape (N, O, OH, OW)): its
+    NCHW stage and any elementwise stages between it and ``out`` are inlined into
+    ``out`` (a fused epilogue: bias, residual add, ReLU), the rest as the template
+    does. Returns the ids of the ops scheduled."""
+    (M,) = [t for t in _producers(out) if getattr(t.op, "tag", "") == "winograd_gemm"]
+    V, U = M.op.input_tensors
+    inner = {id(op) for op in (M.op, V.op, V.op.input_tensors[0].op, U.op)}
+    inner |= {id(t.op) for t in _producers(out) if getattr(t.op, "tag", "") == "winograd_output"}
+    for st in list(s.stages):
+        op = st.op
+        if isinstance(op, ComputeOp) and op is not out.op and id(op) not in inner:
+            if not op.reduce_axis:
+                st.compute_inline()
+    before = {id(st.op) for st in s.stages}
+    schedule_winograd(s, out, M)
+    return inner | {id(out.op)} | ({id(st.op) for st in s.stages} - before)
+
+
+def winograd_for_call(
+    X: Tensor, Wt: Tensor, bias: Tensor | None, args: tuple[Any, ...], cfg: Any
+) -> Tensor:
+    """The template's compute on given tensors (a graph's convolution), with the knobs
+    ``cfg`` (a record's config, or a ``FallbackConfig``) chooses for the task ``args``."""
+    from ember.tuner.template import using_config
+
+    N, C, H, W, O, padding, _ = args
+    with using_config(cfg):
+        m, tiles = define_winograd_knobs(N, C, H, W, O)
+    g = WinogradShape(N, C, H, W, O, padding, m)
+    return winograd_conv(X, winograd_weights(Wt, m, tiles.nr), bias, g, tiles)
