@@ -1,6 +1,7 @@
 """ResNet-18's 64->64 3x3 layer at 56x56: direct and Winograd templates beside onnxruntime.
 
-Run: ``python benchmarks/bench_conv.py [--threads 2] [--trials 0] [--configs m=4,mr=4,...]``.
+Run: ``python benchmarks/bench_conv.py [--threads 2] [--trials 0] [--configs m=4,mr=4,...]``
+(``--shape N,C,H,W,O`` for another 3x3 stride-1 pad-1 layer).
 In one process, with one thread count for everyone (``EMBER_NUM_THREADS`` and
 onnxruntime's ``intra_op_num_threads``), it builds ``conv2d_nchw.llvm``'s fallback,
 ``conv2d_winograd.llvm``'s fallback (weight transform included in its time) and any
@@ -20,8 +21,6 @@ import time
 from typing import Any
 
 import numpy as np
-
-SHAPE = (1, 64, 56, 56, 64)  # N, C, H, W, O; 3x3, stride 1, pad 1
 
 
 def ort_session(w: np.ndarray, x_shape: tuple[int, ...], threads: int) -> Any:
@@ -82,14 +81,16 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trials", type=int, default=0, help="tune the Winograd task first")
     p.add_argument("--configs", nargs="*", default=[], help="Winograd configs, k=v,k=v")
+    p.add_argument("--tune-timeout", type=float, default=None, help="seconds for tuning")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--number", type=int, default=10)
     p.add_argument("--records", default="bench_conv.jsonl")
+    p.add_argument("--shape", default="1,64,56,56,64", help="N,C,H,W,O (3x3, stride 1, pad 1)")
     args = p.parse_args()
     os.environ["EMBER_NUM_THREADS"] = str(args.threads)
     from ember.tuner import FallbackConfig, MeasureOption, create_task, tune
 
-    N, C, H, W, O = SHAPE
+    N, C, H, W, O = (int(d) for d in args.shape.split(","))
     direct = create_task("conv2d_nchw.llvm", args=(N, C, H, W, O, 3, 3, 1, 1, 1, "float32"))
     wino = create_task("conv2d_winograd.llvm", args=(N, C, H, W, O, 1, "float32"))
     rng = np.random.default_rng(0)
@@ -100,8 +101,17 @@ def main() -> None:
     candidates += [(f"winograd {c}", wino, parse_config(wino, c)) for c in args.configs]
     if args.trials:
         option = MeasureOption(number=5, repeat=3, timeout=60.0, build_timeout=300.0)
-        result = tune(wino, n_trials=args.trials, records=args.records, seed=0, measure=option)
-        candidates.append((f"winograd tuned {args.trials}", wino, result.best_config))
+        result = tune(
+            wino,
+            n_trials=args.trials,
+            records=args.records,
+            seed=0,
+            measure=option,
+            timeout=args.tune_timeout,
+        )
+        done = len(result.trials)
+        print(f"  tuned: {done} trials, best {result.best_cost * 1e3:.3f} ms {result.best_config}")
+        candidates.append((f"winograd tuned ({done} trials)", wino, result.best_config))
     sess = ort_session(w, x.shape, args.threads)
     ref = sess.run(None, {"x": x})[0]
     runners = {"onnxruntime Conv": lambda: sess.run(None, {"x": x})}
@@ -116,7 +126,9 @@ def main() -> None:
             run()
             best[name] = min(best[name], best_ms(run, args.number))
     ort_ms, fb_ms = best["onnxruntime Conv"], best["direct fallback"]
-    print(f"\nconv 3x3 {SHAPE} pad 1, {args.threads} threads (best of {args.rounds} rounds)")
+    print(
+        f"\nconv 3x3 {(N, C, H, W, O)} pad 1, {args.threads} threads (best of {args.rounds} rounds)"
+    )
     for name, ms in best.items():
         print(f"  {name:<28} {ms:7.3f} ms  vs direct fallback {fb_ms / ms:5.2f}x  "
               f"vs onnxruntime {ort_ms / ms:5.2f}x")  # fmt: skip

@@ -23,11 +23,13 @@ from ember.codegen_llvm.schedules import conv2d, winograd
 
 CONV_TEMPLATE = "conv2d_nchw.llvm"
 WINOGRAD_TEMPLATE = "conv2d_winograd.llvm"
-# Winograd by default where both channel counts reach this (and the layer is 3x3,
-# stride 1, no dilation): benchmarks/bench_conv.py measured it faster than the direct
-# template on ResNet-18's 64->64 layer at 56x56; with few channels the transforms,
-# not the GEMM, dominate and the direct template wins.
+# Winograd by default where both channel counts and the output's height and width reach
+# these (3x3, stride 1, no dilation). benchmarks/bench_conv.py on ResNet-18's layers
+# (1 thread, fallback configs, vs the direct template's fallback): 64ch at 56x56 3.7x,
+# 128ch at 28x28 5.5x, 256ch at 14x14 0.98x, 512ch at 7x7 0.24x. The weight transform
+# runs in the kernel, so on small images it (C * O * 36 values) outweighs the saving.
 WINOGRAD_MIN_CHANNELS = 32
+WINOGRAD_MIN_SIZE = 16
 MATMUL_TEMPLATE = "matmul.llvm"
 
 Strategy = Callable[[Sequence[Any], dict[str, Any]], list[Any] | None]
@@ -63,7 +65,8 @@ def winograd_task_args(conv_args: tuple[Any, ...]) -> tuple[Any, ...] | None:
 def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
     """The template (and its arguments) a convolution runs on: a tuning record decides
     (a Winograd record first, then a direct one); without records, Winograd for 3x3
-    stride-1 layers with at least ``WINOGRAD_MIN_CHANNELS`` input and output channels."""
+    stride-1 layers with at least ``WINOGRAD_MIN_CHANNELS`` input and output channels
+    and outputs at least ``WINOGRAD_MIN_SIZE`` high and wide."""
     from ember.tuner.space import FallbackConfig
     from ember.tuner.template import config_for_direct_call
 
@@ -74,8 +77,10 @@ def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
         return WINOGRAD_TEMPLATE, wargs
     if not isinstance(config_for_direct_call(CONV_TEMPLATE, conv_args), FallbackConfig):
         return CONV_TEMPLATE, conv_args
-    C, O = conv_args[1], conv_args[4]
-    if min(C, O) >= WINOGRAD_MIN_CHANNELS:
+    C, H, W, O, pads = conv_args[1], conv_args[2], conv_args[3], conv_args[4], conv_args[8]
+    pads = pads * 2 if len(pads) == 2 else pads
+    OH, OW = H + pads[0] + pads[2] - 2, W + pads[1] + pads[3] - 2
+    if min(C, O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE:
         return WINOGRAD_TEMPLATE, wargs
     return CONV_TEMPLATE, conv_args
 
