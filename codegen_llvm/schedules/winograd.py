@@ -14,8 +14,9 @@ and the transformed weights, framed by cheap linear transforms:
    over ``c``; the tile position loops are unrolled, so the coefficients fold and
    the row sums are shared between positions);
 3. ``U[e1, e2, ob, c, z] = (G g_{o,c} G^T)[e1, e2]`` for ``o = ob * nr + z``: the
-   weights, transformed straight into the GEMM's packed panels (a graph with
-   constant weights may pass them already transformed: ``conv2d_winograd_weights``);
+   weights, transformed straight into the GEMM's packed panels, on every call (a
+   graph's constant weights are not yet transformed at compile time; that costs
+   ``36 C O`` values per call, which is why the strategy keeps small images direct);
 4. ``M[e1, e2, t, o] = sum_c V[e1, e2, t, c] * U[e1, e2, o, c]``: the batched GEMM,
    scheduled by the matmul template's register-blocked micro-kernel and knobs;
 5. ``Y[n, y, x, o] = (A^T M_{t,o} A)[y % m, x % m]`` channels-last, then ``conv``,
@@ -241,7 +242,7 @@ def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:
     e1, e2, t, c = s[V].op.axis
     co, ci = s[V].split(c, factor=TRANSFORM_VECTOR)
     _unrolled_positions(s[V], [t, co], [e1, e2], ci)
-    if isinstance(U.op, ComputeOp):  # not when the weights come transformed
+    if isinstance(U.op, ComputeOp):  # a placeholder U (pre-transformed) needs nothing
         e1, e2, ob, c, z = s[U].op.axis
         _unrolled_positions(s[U], [ob, c], [e1, e2], z)
     (Yt,) = [t for t in _producers(out) if getattr(t.op, "tag", "") == "winograd_output"]
