@@ -129,12 +129,13 @@ def _output_ops(outputs: list[Any]) -> list[Any]:
 
 def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     """Apply the template schedules a strategy compute asked for (by its tag); returns the
-    ids of the ops they scheduled. A ``conv2d_nchw_flat`` (or depthwise) stage needs one
-    output of the convolution's NCHW shape that reads it (its copy, maybe with an
-    epilogue inlined)."""
+    ids of the ops they scheduled. A ``conv2d_nchw_flat`` or depthwise stage (or a Winograd GEMM,
+    ``winograd_gemm``) needs one output of the convolution's NCHW shape that reads it
+    (its copy, maybe with an epilogue inlined)."""
     from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
     from ember.codegen_llvm.schedules.depthwise_conv2d import TAG, schedule_depthwise_flat
     from ember.codegen_llvm.schedules.pool2d import GRAPH_MAX_TAG, schedule_max_pool2d_graph
+    from ember.codegen_llvm.schedules.winograd import schedule_winograd_output
 
     schedules = {"conv2d_nchw_flat": schedule_conv2d_flat, TAG: schedule_depthwise_flat}
     done: set[int] = _int8_template(s, outputs)
@@ -142,6 +143,11 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
         if isinstance(st.op, ComputeOp) and st.op.tag == GRAPH_MAX_TAG:
             if [t.op for t in outputs] == [st.op]:  # the pool is the output: no epilogue
                 done |= schedule_max_pool2d_graph(s, st.op.output(0))
+            continue
+        if isinstance(st.op, ComputeOp) and st.op.tag == "winograd_gemm":
+            out = _sole_nchw_output(outputs, st.op.output(0))
+            if out is not None:  # else the generic schedules take every stage
+                done |= schedule_winograd_output(s, out)
             continue
         if isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchwc":
             done |= _template_nchwc(s, outputs, st.op.output(0))

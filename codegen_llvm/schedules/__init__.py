@@ -12,6 +12,7 @@ from ember.codegen_llvm.schedules import (
     pool2d,
     reduce,
     softmax,
+    winograd,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "pool2d",
     "reduce",
     "softmax",
+    "winograd",
 ]

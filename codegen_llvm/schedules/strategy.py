@@ -9,7 +9,8 @@ tag the compute carries (``conv2d_nchw_flat``, ``depthwise_conv2d_nchw_flat``,
 template's output stage: a fused epilogue.
 
 :func:`task_for` names the tuning task behind a node (template name and arguments):
-the conv strategy reads its knobs with the config an enclosing ``apply_history_best``
+the conv strategy (direct or Winograd, :func:`choose_conv_task`) reads its knobs with
+the config an enclosing ``apply_history_best``
 block records for that task (the template's fallback without one), and
 ``ember.model_tuning.extract_tasks`` lists the same tasks for tuning.
 """
@@ -19,11 +20,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember.codegen_llvm.schedules import conv2d, conv2d_nchwc, depthwise_conv2d
+from ember.codegen_llvm.schedules import conv2d, conv2d_nchwc, depthwise_conv2d, winograd
 
 CONV_TEMPLATE = "conv2d_nchw.llvm"
 NCHWC_TEMPLATE = conv2d_nchwc.TEMPLATE
 DEPTHWISE_TEMPLATE = depthwise_conv2d.TEMPLATE
+WINOGRAD_TEMPLATE = "conv2d_winograd.llvm"
+# Winograd by default where both channel counts and the output's height and width reach
+# these (3x3, stride 1, no dilation). benchmarks/bench_conv.py on ResNet-18's layers
+# (1 thread, fallback configs, vs the direct template's fallback): 64ch at 56x56 3.7x,
+# 128ch at 28x28 5.5x, 256ch at 14x14 0.98x, 512ch at 7x7 0.24x. The weight transform
+# runs in the kernel, so on small images it (C * O * 36 values) outweighs the saving.
+WINOGRAD_MIN_CHANNELS = 32
+WINOGRAD_MIN_SIZE = 16
 MATMUL_TEMPLATE = "matmul.llvm"
 
 Strategy = Callable[[Sequence[Any], dict[str, Any]], list[Any] | None]
@@ -66,14 +75,47 @@ def depthwise_task_args(
     return (N, C, H, W, O // C, KH, KW, *geometry, "float32")
 
 
+def winograd_task_args(conv_args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The ``conv2d_winograd.llvm`` arguments of a convolution given by its
+    ``conv2d_nchw.llvm`` arguments, or None where Winograd does not apply (not 3x3,
+    stride or dilation not 1)."""
+    N, C, H, W, O, KH, KW, strides, pads, dilations, dtype = conv_args
+    if (KH, KW) != (3, 3) or tuple(strides) != (1, 1) or tuple(dilations) != (1, 1):
+        return None
+    return (N, C, H, W, O, tuple(pads), dtype)
+
+
+def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """The template (and its arguments) a convolution runs on: a tuning record decides
+    (a Winograd record first, then a direct one); without records, Winograd for 3x3
+    stride-1 layers with at least ``WINOGRAD_MIN_CHANNELS`` input and output channels
+    and outputs at least ``WINOGRAD_MIN_SIZE`` high and wide."""
+    from ember.tuner.space import FallbackConfig
+    from ember.tuner.template import config_for_direct_call
+
+    wargs = winograd_task_args(conv_args)
+    if wargs is None:
+        return CONV_TEMPLATE, conv_args
+    if not isinstance(config_for_direct_call(WINOGRAD_TEMPLATE, wargs), FallbackConfig):
+        return WINOGRAD_TEMPLATE, wargs
+    if not isinstance(config_for_direct_call(CONV_TEMPLATE, conv_args), FallbackConfig):
+        return CONV_TEMPLATE, conv_args
+    C, H, W, O, pads = conv_args[1], conv_args[2], conv_args[3], conv_args[4], conv_args[8]
+    pads = pads * 2 if len(pads) == 2 else pads
+    OH, OW = H + pads[0] + pads[2] - 2, W + pads[1] + pads[3] - 2
+    if min(C, O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE:
+        return WINOGRAD_TEMPLATE, wargs
+    return CONV_TEMPLATE, conv_args
+
+
 def _dims(t: Any) -> tuple[int, ...]:
     return tuple(int(getattr(d, "value", d)) for d in t.shape)
 
 
 def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
-    """2-D NCHW float32 convolutions without groups: the ``conv2d_nchw.llvm`` template,
-    with the knobs of the task's best record where one applies; depthwise ones: the
-    depthwise template."""
+    """2-D NCHW float32 convolutions without groups: the ``conv2d_nchw.llvm`` or (see
+    :func:`choose_conv_task`) ``conv2d_winograd.llvm`` template, with the knobs of the
+    task's best record where one applies; depthwise ones: the depthwise template."""
     from ember.tuner.template import config_for_direct_call
 
     x, w = inputs[0], inputs[1]
@@ -83,6 +125,9 @@ def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     args = conv_task_args(_dims(x), x.dtype, _dims(w), w.dtype, attrs)
     if args is None:
         return _depthwise(x, w, bias, attrs)
+    name, targs = choose_conv_task(args)
+    if name == WINOGRAD_TEMPLATE:
+        return [winograd.winograd_for_call(x, w, bias, targs, config_for_direct_call(name, targs))]
     g = conv2d.conv2d_geometry(x, w, attrs["strides"], attrs["pads"], attrs["dilations"])
     knobs = conv2d.conv2d_knobs(g, x.dtype, config_for_direct_call(CONV_TEMPLATE, args))
     return [conv2d.conv2d_flat(x, w, bias, g, *knobs)]
@@ -143,7 +188,7 @@ def task_for(
         x, w = in_types[0], in_types[1]
         args = conv_task_args(x.shape, str(x.dtype), w.shape, str(w.dtype), attrs)
         if args is not None:
-            return CONV_TEMPLATE, args
+            return choose_conv_task(args)
         args = depthwise_task_args(x.shape, str(x.dtype), w.shape, str(w.dtype), attrs)
         return None if args is None else (DEPTHWISE_TEMPLATE, args)
     if op == "conv_nchwc" and str(in_types[0].dtype) == "float32":

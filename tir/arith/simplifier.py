@@ -92,8 +92,11 @@ class Simplifier(Mutator):
 
     def visit_Select(self, e: E.Select) -> E.PrimExpr:
         cond = self.visit(e.cond)
-        if isinstance(cond, E.IntImm):
-            return self.visit(e.true_value if cond.value else e.false_value)
+        # a vectorized select keeps its scalar condition in a broadcast: fold that too,
+        # before visiting the branch that is dropped (unrolled select chains stay cheap)
+        known = cond.value if isinstance(cond, E.Broadcast) else cond
+        if isinstance(known, E.IntImm):
+            return self.visit(e.true_value if known.value else e.false_value)
         tv, fv = self.visit(e.true_value), self.visit(e.false_value)
         if cond is e.cond and tv is e.true_value and fv is e.false_value:
             return self.rewrite(e)

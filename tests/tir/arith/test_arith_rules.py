@@ -139,3 +139,14 @@ def test_rules_decline_when_conditions_fail() -> None:
     period = rule_named("vector: ramp // c within one period")[0]
     crossing = E.BinOp("int32x4", B.FLOORDIV, _ramp(n * 8 + 6, 1), _bc(E.const(8)))
     assert period.apply(crossing, ana) is None
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_vector_select_on_broadcast_constant_folds(known: bool) -> None:
+    """A vectorized select keeps its scalar condition in a broadcast (an unrolled select
+    chain after vectorization); it folds to the chosen branch like a scalar one."""
+    x = E.Var("x", "float32x4")
+    y = E.Var("y", "float32x4")
+    cond = E.Broadcast("boolx4", E.const(known, "bool"), 4)
+    got = Analyzer().simplify(E.Select("float32x4", cond, x, y))
+    assert got is (x if known else y)
