@@ -136,6 +136,27 @@ def test_convs_it_does_not_take_stay(rng):  # noqa: ANN001
     assert default_blocks(ConvWorkload(1, 4, 6, 6, 8, 3, 3, (1, 1), (0,) * 4, (1, 1))) is None
 
 
+def test_a_graph_with_depthwise_convs_stays_nchw(rng):  # noqa: ANN001
+    """An inverted-residual block (1x1 expand, depthwise 3x3, 1x1 project): the 1x1 convs
+    alone would be blocked, but each would need a layout transform on both sides of the
+    NCHW depthwise conv, so the graph is left as it is."""
+    weights = {"E": _w(rng, 32, 16, 1, 1), "D": _w(rng, 32, 1, 3, 3), "P": _w(rng, 16, 32, 1, 1)}
+    nodes = [
+        n("Conv", ["x", "E"], ["e"], name="expand"),
+        n("Relu", ["e"], ["er"], name="relu"),
+        n("Conv", ["er", "D"], ["d"], name="dw", group=32, pads=[1, 1, 1, 1]),
+        n("Conv", ["d", "P"], ["p"], name="project"),
+        n("Add", ["p", "x"], ["y"], name="residual"),
+    ]
+    x = rng.standard_normal((1, 16, 9, 9)).astype("float32")
+    g = ember.frontend.from_onnx(make_model(nodes, {"x": x}, ["y"], weights))
+    assert alter_conv_layout(g) is g
+    without_dw = ember.frontend.from_onnx(
+        make_model([nodes[0], nodes[1]], {"x": x}, ["er"], {"E": weights["E"]})
+    )
+    assert any(nd.op == "conv_nchwc" for nd in alter_conv_layout(without_dw).nodes)
+
+
 def test_a_chooser_picks_the_blocks_and_mismatches_reblock(rng):  # noqa: ANN001
     """A chooser's blocks; a conv reading a blocked value keeps its block."""
     model, inputs = conv_chain(rng, c=16, o=32)
