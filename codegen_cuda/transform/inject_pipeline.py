@@ -56,6 +56,7 @@ from ember.tir import stmt as S
 from ember.tir.arith import Analyzer
 from ember.tir.buffer import Buffer
 from ember.tir.functor import Mutator, post_order_visit, substitute
+from ember.tir.tensor_core import TENSOR_CORE_OPS, tensor_core_pointers
 from ember.tir.transform.simplify import simplify_stmt
 
 PIPELINE_KEY = "pipeline_stages"
@@ -135,6 +136,19 @@ class _Restage(Mutator):
     def _index(self, buf: Buffer, index: E.PrimExpr) -> tuple[Buffer, E.PrimExpr]:
         new, size = self.staged[buf.data]
         return new, _with_stage(index, _stage_term(self.e, self.stages, size))
+
+    def visit_Call(self, e: E.Call) -> E.PrimExpr:
+        """A tensor-core call reaching a staged buffer through a pointer (``ldmatrix``'s
+        source, a wmma load or store) takes the stage in the element offset after it."""
+        e = self.generic_visit(e)
+        if e.op not in TENSOR_CORE_OPS:
+            return e
+        args = list(e.args)
+        for n, arg in enumerate(args[:-1]):
+            if isinstance(arg, E.Var) and arg in self.staged and arg in tensor_core_pointers(e):
+                size = self.staged[arg][1]
+                args[n + 1] = _with_stage(args[n + 1], _stage_term(self.e, self.stages, size))
+        return E.Call(e.dtype, e.op, tuple(args))
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> E.PrimExpr:
         indices = tuple(self.visit(i) for i in e.indices)

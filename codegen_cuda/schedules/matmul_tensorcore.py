@@ -1,0 +1,273 @@
+"""GPU templates ``matmul_tensorcore.cuda`` and ``batch_matmul_tensorcore.cuda``: fp16/bf16
+GEMM on the tensor cores (``ldmatrix`` + ``mma.sync`` m16n8k16), with a fused epilogue.
+
+The computation is staged as a CUTLASS-style kernel, in TE, as TVM's tensor-core
+schedules do:
+
+    AP, BP  (shared)  the operand tiles, padded with zeros to whole tiles (odd shapes),
+                      pipelined over K (``cp.async`` on sm_80+, ``stages`` deep)
+    CF      (warp)    each warp's WM x WN fp32 (or fp16) accumulator, tensorized per K
+                      step with ``mma_step_intrin`` (ldmatrix + mma.sync) and its reset
+    CS      (shared)  the block's accumulators, written by each lane (``store_intrin``)
+    C       (global)  ``epilogue(CS[i, j], j)``: bias, activation, cast; every thread of
+                      the block stores coalesced, guarded at the matrix edge
+
+:func:`schedule_tensorcore_gemm` schedules these five stages for whoever built them:
+the matmul templates here and the implicit-GEMM convolution
+(``conv2d_nhwc_tensorcore.cuda``), whose A is a virtual im2col. The shared operand
+tiles keep ``ldmatrix`` free of bank conflicts by padding each row by 16 bytes
+(``storage_align``), the ``layout`` knob's ``pad``; ``plain`` leaves them unpadded
+(for comparison in the profile).
+
+Knobs: ``bm``/``bn`` block tile, ``wm``/``wn`` warp tile (``(bm/wm) * (bn/wn)`` warps),
+``ks`` K step, ``stages`` of the shared pipeline, ``layout``. Configurations whose
+warp tile does not divide the block tile are pruned from the space; those over the
+architecture's shared memory or register limits are rejected by ``verify_gpu``
+before anything is compiled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ember.codegen_cuda.schedules.tensorcore_intrin import mma_step_intrin, store_intrin
+from ember.errors import ArgumentError
+from ember.tir import expr as E
+from ember.tir import op as tirop
+from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
+from ember.tuner.template import get_config, template
+
+IN_DTYPES = ("float16", "bfloat16")
+ACTIVATIONS = ("none", "relu", "gelu")
+Epilogue = Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]  # (accumulator, column) -> value
+
+
+def define_tensorcore_knobs() -> dict[str, Any]:
+    """The knobs every tensor-core GEMM template shares, as values."""
+    cfg = get_config()
+    cfg.define_knob("bm", [32, 64, 128], default=128)
+    cfg.define_knob("bn", [32, 64, 128], default=64)
+    cfg.define_knob("wm", [16, 32, 64], default=64)
+    cfg.define_knob("wn", [16, 32, 64], default=32)
+    cfg.define_knob("ks", [16, 32, 64], default=32)
+    cfg.define_knob("stages", [1, 2, 3, 4], default=3)
+    cfg.define_knob("layout", ["pad", "plain"], default="pad")
+    cfg.add_constraint(
+        lambda c: c["bm"].val % c["wm"].val == 0 and c["bn"].val % c["wn"].val == 0,
+        "the warp tile divides the block tile",
+    )
+    cfg.add_constraint(
+        lambda c: (c["bm"].val // c["wm"].val) * (c["bn"].val // c["wn"].val) <= 16,
+        "at most 16 warps per block",
+    )
+    return {k: cfg[k].val for k in ("bm", "bn", "wm", "wn", "ks", "stages", "layout")}
+
+
+def round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def activation_fn(name: str) -> Callable[[E.PrimExpr], E.PrimExpr]:
+    """The activation of a fused epilogue, on fp32 (or fp16) values."""
+    if name == "none":
+        return lambda x: x
+    if name == "relu":
+        return lambda x: E.max_(x, E.const(0, x.dtype))
+    if name == "gelu":  # exact GELU: x * Phi(x)
+        return lambda x: x * (tirop.erf(x * E.const(0.7071067811865476, x.dtype)) + 1) * 0.5
+    raise ArgumentError(f"tensor-core epilogue: activation must be one of {ACTIVATIONS}: {name!r}")
+
+
+def make_epilogue(
+    acc_dtype: str, out_dtype: str, bias: Tensor | None, activation: str
+) -> Epilogue:
+    """``cast(out_dtype, act(acc + bias[col]))``: the tail a frontend fuses into a GEMM."""
+    act = activation_fn(activation)
+
+    def epilogue(acc: E.PrimExpr, col: E.PrimExpr) -> E.PrimExpr:
+        x = acc if bias is None else acc + bias[col].astype(acc_dtype)
+        x = act(x)
+        return x if out_dtype == acc_dtype else x.astype(out_dtype)
+
+    return epilogue
+
+
+def padded_operand(
+    X: Tensor, shape: tuple[int, ...], name: str
+) -> Tensor:
+    """``X`` extended with zeros to ``shape`` (its trailing two dims rounded up to tiles);
+    the read index is clamped so that no lane ever loads outside ``X``."""
+    real = tuple(int(E.const_value(d)) for d in X.shape)
+    if real == shape:
+        return te.compute(shape, lambda *i: X[i], name=name)
+    zero = E.const(0, X.dtype)
+
+    def fetch(*idx: E.PrimExpr) -> E.PrimExpr:
+        inside = None
+        safe = []
+        for i, n, p in zip(idx, real, shape):
+            if n == p:
+                safe.append(i)
+                continue
+            cond = i < n
+            inside = cond if inside is None else E.logical_and(inside, cond)
+            safe.append(E.min_(i, n - 1))
+        return te.select(inside, X[tuple(safe)], zero)
+
+    return te.compute(shape, fetch, name=name)
+
+
+def gemm_stages(
+    AP: Tensor, BP: Tensor, out_shape: tuple[int, ...], acc_dtype: str, trans_b: bool,
+    epilogue: Epilogue,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """CF (the padded product), CS (its shared copy) and C (the epilogue, ``out_shape``)."""
+    *batch, Mp, Kp = (int(E.const_value(d)) for d in AP.shape)
+    Np = int(E.const_value(BP.shape[-2 if trans_b else -1]))
+    k = te.reduce_axis((0, Kp), name="k")
+    nb = len(batch)
+
+    def prod(*idx: E.PrimExpr) -> E.PrimExpr:
+        *b, i, j = idx
+        bb = tuple(b) if len(BP.shape) == nb + 2 else ()
+        bval = BP[(*bb, j, k)] if trans_b else BP[(*bb, k, j)]
+        return te.sum(AP[(*b, i, k)].astype(acc_dtype) * bval.astype(acc_dtype), axis=k)
+
+    CF = te.compute((*batch, Mp, Np), prod, name="CF")
+    CS = te.compute((*batch, Mp, Np), lambda *i: CF[i], name="CS")
+    C = te.compute(out_shape, lambda *i: epilogue(CS[i], i[-1]), name="C")
+    return CF, CS, C
+
+
+def _bind_threads(stage: Stage, axis: Any, wz: int, wy: int) -> None:
+    """Split ``axis`` into threadIdx.z x threadIdx.y x threadIdx.x (32) and bind them."""
+    rest, inner = stage.split(axis, factor=32 * wy * wz)
+    zy, tx = stage.split(inner, factor=32)
+    tz, ty = stage.split(zy, factor=wy)
+    stage.bind(tz, "threadIdx.z")
+    stage.bind(ty, "threadIdx.y")
+    stage.bind(tx, "threadIdx.x")
+    del rest
+
+
+def _fetch(stage: Stage, vector: int, wz: int, wy: int) -> None:
+    fused = stage.fuse(*stage.op.axis)
+    if vector > 1:
+        fused, lanes = stage.split(fused, factor=vector)
+        stage.vectorize(lanes)
+    _bind_threads(stage, fused, wz, wy)
+
+
+def schedule_tensorcore_gemm(
+    s: Schedule, AP: Tensor, BP: Tensor, CF: Tensor, CS: Tensor, C: Tensor,
+    knobs: dict[str, Any], trans_b: bool = False, vectors: tuple[int, int, int] = (8, 8, 1),
+) -> None:  # fmt: skip
+    """Schedule the five stages of a tensor-core GEMM (see the module docstring).
+
+    ``vectors``: elements per access of the A fetch, the B fetch and the C store (1 where
+    a row of the global tensor does not start aligned). A leading batch axis of ``C`` is
+    ``blockIdx.z``."""
+    bm, bn, wm, wn, ks = (knobs[k] for k in ("bm", "bn", "wm", "wn", "ks"))
+    wy, wz = bm // wm, bn // wn
+    in_dtype, acc_dtype = AP.dtype, CF.dtype
+    for stage, scope in ((AP, "shared"), (BP, "shared"), (CF, "warp"), (CS, "shared")):
+        s[stage].set_scope(scope)
+
+    *batch, i, j = s[C].op.axis
+    by, ii = s[C].split(i, factor=bm)
+    bx, jj = s[C].split(j, factor=bn)
+    s[C].reorder(*batch, by, bx, ii, jj)
+    for b in batch:
+        s[C].bind(b, "blockIdx.z")
+    s[C].bind(by, "blockIdx.y")
+    s[C].bind(bx, "blockIdx.x")
+    fused = s[C].fuse(ii, jj)
+    if vectors[2] > 1:
+        fused, lanes = s[C].split(fused, factor=vectors[2])
+        s[C].vectorize(lanes)
+    _bind_threads(s[C], fused, wz, wy)
+
+    s[CS].compute_at(s[C], bx)
+    *_, ci, cj = s[CS].op.axis
+    wi, ti = s[CS].split(ci, factor=wm)
+    wj, tj = s[CS].split(cj, factor=wn)
+    s[CS].reorder(wi, wj, ti, tj)
+    s[CS].bind(wi, "threadIdx.y")
+    s[CS].bind(wj, "threadIdx.z")
+    s[CS].tensorize(ti, store_intrin(wm, wn, acc_dtype))
+
+    s[CF].compute_at(s[CS], wj)
+    *_, fi, fj = s[CF].op.axis
+    ko, ki = s[CF].split(s[CF].op.reduce_axis[0], factor=ks)
+    s[CF].reorder(ko, fi, fj, ki)
+    s[CF].tensorize(fi, mma_step_intrin(wm, wn, ks, in_dtype, acc_dtype, trans_b))
+
+    rows = {AP: ks, BP: ks if trans_b else bn}
+    for stage, vec in ((AP, vectors[0]), (BP, vectors[1])):
+        s[stage].compute_at(s[CF], ko)
+        s[stage].pipeline(knobs["stages"])
+        _fetch(s[stage], vec, wz, wy)
+        if knobs["layout"] == "pad":  # 16 bytes per row: 8 rows of a phase in 8 bank groups
+            s[stage].storage_align(s[stage].op.axis[-2], rows[stage], 8)
+
+
+def _check_dtypes(dtype: str, acc_dtype: str, out_dtype: str) -> None:
+    if dtype not in IN_DTYPES:
+        raise ArgumentError(f"tensor-core GEMM: inputs must be one of {IN_DTYPES}, not {dtype}")
+    if acc_dtype not in ("float32", "float16") or (acc_dtype == "float16" != dtype):
+        raise ArgumentError(
+            f"tensor-core GEMM: {dtype} inputs accumulate in float32"
+            f"{' or float16' if dtype == 'float16' else ''}, not {acc_dtype}"
+        )
+    if out_dtype not in ("float32", "float16", "bfloat16"):
+        raise ArgumentError(f"tensor-core GEMM: out_dtype {out_dtype} is not a float type")
+
+
+def _gemm(
+    batch: tuple[int, ...], M: int, N: int, K: int, dtype: str, out_dtype: str,
+    trans_b: bool, bias: bool, activation: str, acc_dtype: str,
+) -> tuple[Schedule, list[Any]]:  # fmt: skip
+    _check_dtypes(dtype, acc_dtype, out_dtype)
+    if min(M, N, K, *batch) < 1:
+        raise ArgumentError(f"tensor-core GEMM: sizes must be positive, got {batch, M, N, K}")
+    knobs = define_tensorcore_knobs()
+    Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
+    A = te.placeholder((*batch, M, K), dtype, name="A")
+    B = te.placeholder((*batch, N, K) if trans_b else (*batch, K, N), dtype, name="B")
+    Bias = te.placeholder((N,), dtype, name="bias") if bias else None
+    AP = padded_operand(A, (*batch, Mp, Kp), "AP")
+    BP = padded_operand(B, (*batch, Np, Kp) if trans_b else (*batch, Kp, Np), "BP")
+    epi = make_epilogue(acc_dtype, out_dtype, Bias, activation)
+    CF, CS, C = gemm_stages(AP, BP, (*batch, M, N), acc_dtype, trans_b, epi)
+    s = create_schedule(C.op)
+    for padded, real in ((AP, A), (BP, B)):
+        s[padded].set_scope("shared")
+    vec_a = 8 if K % 8 == 0 and Kp == K else 1
+    vec_b = 8 if (K if trans_b else N) % 8 == 0 and (Kp == K if trans_b else Np == N) else 1
+    vec_c = 4 if M % knobs["bm"] == 0 and N % knobs["bn"] == 0 else 1
+    schedule_tensorcore_gemm(s, AP, BP, CF, CS, C, knobs, trans_b, (vec_a, vec_b, vec_c))
+    return s, [A, B, *([Bias] if Bias is not None else []), C]
+
+
+@template("matmul_tensorcore.cuda")
+def matmul_tensorcore_cuda(
+    M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float32",
+    trans_b: bool = False, bias: bool = False, activation: str = "none",
+    acc_dtype: str = "float32",
+) -> tuple[Schedule, list[Any]]:  # fmt: skip
+    """``C = act(A @ B + bias)`` cast to ``out_dtype``; A ``[M, K]``, B ``[K, N]`` (``[N, K]``
+    with ``trans_b``), bias ``[N]`` in the input dtype; arguments ``A, B[, bias], C``."""
+    return _gemm((), M, N, K, dtype, out_dtype, trans_b, bias, activation, acc_dtype)
+
+
+@template("batch_matmul_tensorcore.cuda")
+def batch_matmul_tensorcore_cuda(
+    batch: int, M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float32",
+    trans_b: bool = False, bias: bool = False, activation: str = "none",
+    acc_dtype: str = "float32",
+) -> tuple[Schedule, list[Any]]:  # fmt: skip
+    """``C[b] = act(A[b] @ B[b] + bias)``: the matmul kernel, one grid layer per batch."""
+    return _gemm((batch,), M, N, K, dtype, out_dtype, trans_b, bias, activation, acc_dtype)

@@ -1,0 +1,186 @@
+"""Tensor intrinsics for the tensor-core templates: a warp's GEMM step and its accumulator.
+
+The templates tensorize three warp-level loop nests with what this module declares
+(``te.decl_tensor_intrin``): the ``WM x WN`` accumulator tile of one warp over one
+``KS`` step of K (``ldmatrix`` from shared memory into fragments, then ``mma.sync``
+m16n8k16 per 16 x 8 sub-tile), its reset to zero, and its copy to a shared tile
+(each lane stores the elements the PTX ISA gives it, :func:`lane_coords`). The
+accumulator stage lives in the ``warp`` scope: ``WM * WN`` elements held by the warp
+together, ``WM * WN / 32`` per lane. Every access of it here is per lane (a register
+index below ``WM * WN / 32``), which ``lower_warp_memory`` relies on when it turns the
+warp buffer into a per-thread ``local`` array of that size.
+
+The shared operands may sit anywhere in their tiles with any row stride (padded
+rows), so their buffers take symbolic strides and offsets; ``swizzle`` says the
+tiles are stored with the XOR layout of :func:`swizzle_index`, which the ``ldmatrix``
+addresses then follow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir import tensor_core as tc
+from ember.tir.buffer import Buffer, decl_buffer
+from ember.tir.ir_builder import IRBuilder
+from ember.tir.te import operation as te
+from ember.tir.te.tensor_intrin import TensorIntrin, decl_tensor_intrin
+
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+
+
+def swizzle_index(row: Any, col: Any, width: int) -> Any:
+    """Element offset of (row, col) in a row-major half-precision tile ``width`` wide whose
+    16-byte chunks are XOR-permuted per row so that the 8 rows an ``ldmatrix`` phase reads
+    at one column fall in 8 different 16-byte bank groups (``width`` a power of two >= 16:
+    a 128-byte line holds ``128 / (2 * width)`` rows or one row holds several lines)."""
+    chunks = width // 8
+    rows_per_line = max(1, 8 // chunks)
+    mask = min(chunks, 8) - 1
+    chunk = (col // 8) ^ ((row // rows_per_line) & mask)
+    return row * width + chunk * 8 + col % 8
+
+
+def _operand(name: str, shape: tuple[int, int], dtype: str, scope: str) -> Buffer:
+    return decl_buffer(
+        shape,
+        dtype,
+        name=name,
+        scope=scope,
+        strides=(E.Var(f"{name}_s0", "int32"), 1),
+        elem_offset=E.Var(f"{name}_elem_offset", "int32"),
+    )
+
+
+def _lane_loop(ib: IRBuilder):  # noqa: ANN202
+    return ib.for_range(0, 32, name="lane", kind="thread_binding", thread_tag="threadIdx.x")
+
+
+def _acc_view(acc: Buffer, wm: int, wn: int) -> Buffer:
+    """The lane's registers of the warp accumulator, for ``ptx_mma``'s pointer argument."""
+    return decl_buffer((wm * wn // 32,), acc.dtype, name="acc_regs", scope="local", data=acc.data)
+
+
+def _reg(acc: Buffer, wn: int, index: Any) -> tuple[Any, Any]:
+    """2-D indices of ``acc`` whose flat index is the per-lane register ``index``."""
+    return index // wn, index % wn
+
+
+def mma_step_intrin(
+    wm: int, wn: int, ks: int, in_dtype: str, acc_dtype: str,
+    trans_b: bool = False, swizzle: bool = False, tile_widths: tuple[int, int] = (0, 0),
+) -> TensorIntrin:  # fmt: skip
+    """``C[WM, WN] += A[WM, KS] @ B`` for one warp (``B`` is ``[KS, WN]``, or ``[WN, KS]``
+    with ``trans_b``); ``reset`` zeroes ``C``. ``tile_widths`` are the shared A and B
+    tiles' row lengths when ``swizzle`` (the XOR depends on the tile's own row)."""
+    A = te.placeholder((wm, ks), in_dtype, name="A")
+    B = te.placeholder((wn, ks) if trans_b else (ks, wn), in_dtype, name="B")
+    k = te.reduce_axis((0, ks), name="k")
+
+    def body(i: E.PrimExpr, j: E.PrimExpr) -> E.PrimExpr:
+        b = B[j, k] if trans_b else B[k, j]
+        return te.sum(A[i, k].astype(acc_dtype) * b.astype(acc_dtype), axis=k)
+
+    C = te.compute((wm, wn), body, name="C")
+    binds = {
+        A: _operand("A", A.shape, in_dtype, "shared"),
+        B: _operand("B", B.shape, in_dtype, "shared"),
+        C: decl_buffer((wm, wn), acc_dtype, name="C", scope="warp",
+                       elem_offset=E.Var("C_elem_offset", "int32")),  # fmt: skip
+    }
+
+    def fcompute(ins: list[Buffer], outs: list[Buffer]) -> tuple[Any, Any, Any]:
+        a, b = ins
+        (c,) = outs
+        args = (a, b, c, wm, wn, ks, in_dtype, acc_dtype, trans_b, swizzle, tile_widths)
+        body = S.seq(fill_body(c, wm, wn, 0.0), _update(*args))
+        return body, fill_body(c, wm, wn, 0.0), _update(*args)
+
+    name = f"mma_{wm}x{wn}x{ks}_{in_dtype}_{acc_dtype}{'_tb' if trans_b else ''}"
+    return decl_tensor_intrin(C.op, fcompute, name=name, binds=binds)
+
+
+def _shared_at(buf: Buffer, row: Any, col: Any, swizzle: bool, width: int) -> Any:
+    """Element offset (from the buffer's data) of (row, col) of a shared operand."""
+    if not swizzle:
+        return buf.elem_offset + row * buf.strides[0] + col
+    # the operand starts at (r0, c0) of a swizzled tile ``width`` wide
+    r0, c0 = buf.elem_offset // width, buf.elem_offset % width
+    return swizzle_index(r0 + row, c0 + col, width) + (buf.elem_offset - r0 * width - c0)
+
+
+def _update(a, b, c, wm, wn, ks, in_dtype, acc_dtype, trans_b, swizzle, widths):  # noqa: ANN001, ANN202
+    mt, nt = wm // MMA_M, wn // MMA_N
+    ib = IRBuilder()
+    with _lane_loop(ib) as lane:
+        fa = ib.allocate((8 * mt,), in_dtype, scope="local", name="a_frag")
+        fb = ib.allocate((4 * nt,), in_dtype, scope="local", name="b_frag")
+        regs = _acc_view(c, wm, wn)
+        for kk in range(ks // MMA_K):
+            for mi in range(mt):  # x4: rows 0-15 at k 0-7 (lanes 0-15), at k 8-15 (16-31)
+                row, col = mi * 16 + lane % 16, kk * 16 + lane // 16 * 8
+                src = _shared_at(a, row, col, swizzle, widths[0])
+                ib.evaluate(tc.ptx_ldmatrix(False, 4, fa, mi * 8, a, src))
+            for nj in range(nt // 2):  # x4: two n8 tiles by the two k halves
+                if trans_b:
+                    row = nj * 16 + lane // 16 * 8 + lane % 8
+                    col = kk * 16 + lane // 8 % 2 * 8
+                    src = _shared_at(b, row, col, swizzle, widths[1])
+                    ib.evaluate(tc.ptx_ldmatrix(False, 4, fb, nj * 8, b, src))
+                else:
+                    row, col = kk * 16 + lane % 16, nj * 16 + lane // 16 * 8
+                    src = _shared_at(b, row, col, swizzle, widths[1])
+                    ib.evaluate(tc.ptx_ldmatrix(True, 4, fb, nj * 8, b, src))
+            for mi in range(mt):
+                for nj in range(nt):
+                    at = (mi * nt + nj) * 4
+                    ib.evaluate(
+                        tc.ptx_mma("m16n8k16", in_dtype, acc_dtype, fa, mi * 8, fb, nj * 4,
+                                   regs, at)
+                    )  # fmt: skip
+    return ib.get()
+
+
+def fill_body(c: Buffer, wm: int, wn: int, value: float) -> Any:
+    """Every register of the lane's share of the warp accumulator set to ``value``."""
+    ib = IRBuilder()
+    with _lane_loop(ib):
+        for r in range(wm * wn // 32):
+            ib.emit(_store(c, _reg(c, wn, r), E.const(value, c.dtype)))
+    return ib.get()
+
+
+def _store(buf: Buffer, idx: tuple, value: E.PrimExpr) -> Any:
+    return S.BufferStore(buf, value, tuple(E.convert(i) if isinstance(i, int) else i for i in idx))
+
+
+def store_intrin(wm: int, wn: int, acc_dtype: str) -> TensorIntrin:
+    """``S[WM, WN] = C[WM, WN]``: the warp accumulator copied to a shared tile, each lane
+    writing its own elements at the (row, col) of the mma accumulator layout."""
+    C = te.placeholder((wm, wn), acc_dtype, name="C")
+    Sh = te.compute((wm, wn), lambda i, j: C[i, j], name="S")
+    spec = tc.mma_spec("m16n8k16", "float16", acc_dtype)
+    binds = {
+        C: decl_buffer((wm, wn), acc_dtype, name="C", scope="warp",
+                       elem_offset=E.Var("C_elem_offset", "int32")),  # fmt: skip
+        Sh: _operand("S", (wm, wn), acc_dtype, "shared"),
+    }
+    nt = wn // MMA_N
+
+    def fcompute(ins: list[Buffer], outs: list[Buffer]) -> Any:
+        (c,), (sh,) = ins, outs
+        ib = IRBuilder()
+        with _lane_loop(ib) as lane:
+            for r in range(wm * wn // 32):
+                tile, reg = r // 4, r % 4
+                row, col = tc.lane_coords(spec, "c", lane, reg)
+                row, col = row + tile // nt * MMA_M, col + tile % nt * MMA_N
+                ib.emit(_store(sh, (row, col), c[_reg(c, wn, r)]))
+        return ib.get()
+
+    return decl_tensor_intrin(Sh.op, fcompute, name=f"mma_store_{wm}x{wn}", binds=binds)
+
+
+__all__ = ["mma_step_intrin", "store_intrin", "swizzle_index", "fill_body"]
