@@ -3,6 +3,7 @@
 from ember.codegen_cuda.schedules import (
     conv2d,
     conv2d_gemm,
+    conv2d_tensorcore,
     elementwise,
     matmul,
     matmul_tensorcore,
@@ -13,6 +14,7 @@ from ember.codegen_cuda.schedules import (
 __all__ = [
     "conv2d",
     "conv2d_gemm",
+    "conv2d_tensorcore",
     "elementwise",
     "matmul",
     "matmul_tensorcore",

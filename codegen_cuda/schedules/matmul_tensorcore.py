@@ -121,10 +121,9 @@ def padded_operand(
 
 
 def gemm_stages(
-    AP: Tensor, BP: Tensor, out_shape: tuple[int, ...], acc_dtype: str, trans_b: bool,
-    epilogue: Epilogue,
-) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    """CF (the padded product), CS (its shared copy) and C (the epilogue, ``out_shape``)."""
+    AP: Tensor, BP: Tensor, acc_dtype: str, trans_b: bool
+) -> tuple[Tensor, Tensor]:
+    """CF (the padded product, in ``acc_dtype``) and CS (its shared copy)."""
     *batch, Mp, Kp = (int(E.const_value(d)) for d in AP.shape)
     Np = int(E.const_value(BP.shape[-2 if trans_b else -1]))
     k = te.reduce_axis((0, Kp), name="k")
@@ -138,8 +137,7 @@ def gemm_stages(
 
     CF = te.compute((*batch, Mp, Np), prod, name="CF")
     CS = te.compute((*batch, Mp, Np), lambda *i: CF[i], name="CS")
-    C = te.compute(out_shape, lambda *i: epilogue(CS[i], i[-1]), name="C")
-    return CF, CS, C
+    return CF, CS
 
 
 def _bind_threads(stage: Stage, axis: Any, wz: int, wy: int) -> None:
@@ -241,10 +239,9 @@ def _gemm(
     AP = padded_operand(A, (*batch, Mp, Kp), "AP")
     BP = padded_operand(B, (*batch, Np, Kp) if trans_b else (*batch, Kp, Np), "BP")
     epi = make_epilogue(acc_dtype, out_dtype, Bias, activation)
-    CF, CS, C = gemm_stages(AP, BP, (*batch, M, N), acc_dtype, trans_b, epi)
+    CF, CS = gemm_stages(AP, BP, acc_dtype, trans_b)
+    C = te.compute((*batch, M, N), lambda *i: epi(CS[i], i[-1]), name="C")
     s = create_schedule(C.op)
-    for padded, real in ((AP, A), (BP, B)):
-        s[padded].set_scope("shared")
     vec_a = 8 if K % 8 == 0 and Kp == K else 1
     vec_b = 8 if (K if trans_b else N) % 8 == 0 and (Kp == K if trans_b else Np == N) else 1
     vec_c = 4 if M % knobs["bm"] == 0 and N % knobs["bn"] == 0 else 1
