@@ -15,9 +15,11 @@ schedules do:
 :func:`schedule_tensorcore_gemm` schedules these five stages for whoever built them:
 the matmul templates here and the implicit-GEMM convolution
 (``conv2d_nhwc_tensorcore.cuda``), whose A is a virtual im2col. The shared operand
-tiles keep ``ldmatrix`` free of bank conflicts by padding each row by 16 bytes
-(``storage_align``), the ``layout`` knob's ``pad``; ``plain`` leaves them unpadded
-(for comparison in the profile).
+tiles keep ``ldmatrix`` free of bank conflicts, by the ``layout`` knob: ``swizzle``
+(the default) XOR-permutes the 16-byte chunks of each row (the ``smem_swizzle``
+pragma, applied to writers and readers alike by ``codegen_cuda/transform/swizzle_shared.py``),
+``pad`` adds 16 bytes to each row (``storage_align``), ``plain`` does neither (for
+comparison in the profile).
 
 Knobs: ``bm``/``bn`` block tile, ``wm``/``wn`` warp tile (``(bm/wm) * (bn/wn)`` warps),
 ``ks`` K step, ``stages`` of the shared pipeline, ``layout``. Configurations whose
@@ -54,7 +56,7 @@ def define_tensorcore_knobs() -> dict[str, Any]:
     cfg.define_knob("wn", [16, 32, 64], default=32)
     cfg.define_knob("ks", [16, 32, 64], default=32)
     cfg.define_knob("stages", [1, 2, 3, 4], default=3)
-    cfg.define_knob("layout", ["pad", "plain"], default="pad")
+    cfg.define_knob("layout", ["swizzle", "pad", "plain"], default="swizzle")
     cfg.add_constraint(
         lambda c: c["bm"].val % c["wm"].val == 0 and c["bn"].val % c["wn"].val == 0,
         "the warp tile divides the block tile",
@@ -140,7 +142,7 @@ def gemm_stages(
     return CF, CS
 
 
-def _bind_threads(stage: Stage, axis: Any, wz: int, wy: int) -> None:
+def _bind_threads(stage: Stage, axis: Any, wz: int, wy: int) -> Any:
     """Split ``axis`` into threadIdx.z x threadIdx.y x threadIdx.x (32) and bind them."""
     rest, inner = stage.split(axis, factor=32 * wy * wz)
     zy, tx = stage.split(inner, factor=32)
@@ -149,14 +151,15 @@ def _bind_threads(stage: Stage, axis: Any, wz: int, wy: int) -> None:
     stage.bind(ty, "threadIdx.y")
     stage.bind(tx, "threadIdx.x")
     del rest
+    return tx
 
 
-def _fetch(stage: Stage, vector: int, wz: int, wy: int) -> None:
+def _fetch(stage: Stage, vector: int, wz: int, wy: int) -> Any:
     fused = stage.fuse(*stage.op.axis)
     if vector > 1:
         fused, lanes = stage.split(fused, factor=vector)
         stage.vectorize(lanes)
-    _bind_threads(stage, fused, wz, wy)
+    return _bind_threads(stage, fused, wz, wy)
 
 
 def schedule_tensorcore_gemm(
@@ -207,9 +210,11 @@ def schedule_tensorcore_gemm(
     for stage, vec in ((AP, vectors[0]), (BP, vectors[1])):
         s[stage].compute_at(s[CF], ko)
         s[stage].pipeline(knobs["stages"])
-        _fetch(s[stage], vec, wz, wy)
+        tx = _fetch(s[stage], vec, wz, wy)
         if knobs["layout"] == "pad":  # 16 bytes per row: 8 rows of a phase in 8 bank groups
             s[stage].storage_align(s[stage].op.axis[-2], rows[stage], 8)
+        elif knobs["layout"] == "swizzle":  # the same, by permuting 16-byte chunks per row
+            s[stage].pragma(tx, "smem_swizzle", rows[stage])
 
 
 def _check_dtypes(dtype: str, acc_dtype: str, out_dtype: str) -> None:

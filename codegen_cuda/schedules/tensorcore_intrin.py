@@ -11,9 +11,9 @@ index below ``WM * WN / 32``), which ``lower_warp_memory`` relies on when it tur
 warp buffer into a per-thread ``local`` array of that size.
 
 The shared operands may sit anywhere in their tiles with any row stride (padded
-rows), so their buffers take symbolic strides and offsets; ``swizzle`` says the
-tiles are stored with the XOR layout of :func:`swizzle_index`, which the ``ldmatrix``
-addresses then follow.
+rows), so their buffers take symbolic strides and offsets. A tile stored with the XOR
+layout (``codegen_cuda/transform/swizzle_shared.py``) needs nothing here: that pass
+permutes the ``ldmatrix`` addresses as it permutes the tile's writes.
 """
 
 from __future__ import annotations
@@ -29,18 +29,6 @@ from ember.tir.te import operation as te
 from ember.tir.te.tensor_intrin import TensorIntrin, decl_tensor_intrin
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
-
-
-def swizzle_index(row: Any, col: Any, width: int) -> Any:
-    """Element offset of (row, col) in a row-major half-precision tile ``width`` wide whose
-    16-byte chunks are XOR-permuted per row so that the 8 rows an ``ldmatrix`` phase reads
-    at one column fall in 8 different 16-byte bank groups (``width`` a power of two >= 16:
-    a 128-byte line holds ``128 / (2 * width)`` rows or one row holds several lines)."""
-    chunks = width // 8
-    rows_per_line = max(1, 8 // chunks)
-    mask = min(chunks, 8) - 1
-    chunk = (col // 8) ^ ((row // rows_per_line) & mask)
-    return row * width + chunk * 8 + col % 8
 
 
 def _operand(name: str, shape: tuple[int, int], dtype: str, scope: str) -> Buffer:
@@ -69,12 +57,10 @@ def _reg(acc: Buffer, wn: int, index: Any) -> tuple[Any, Any]:
 
 
 def mma_step_intrin(
-    wm: int, wn: int, ks: int, in_dtype: str, acc_dtype: str,
-    trans_b: bool = False, swizzle: bool = False, tile_widths: tuple[int, int] = (0, 0),
-) -> TensorIntrin:  # fmt: skip
+    wm: int, wn: int, ks: int, in_dtype: str, acc_dtype: str, trans_b: bool = False
+) -> TensorIntrin:
     """``C[WM, WN] += A[WM, KS] @ B`` for one warp (``B`` is ``[KS, WN]``, or ``[WN, KS]``
-    with ``trans_b``); ``reset`` zeroes ``C``. ``tile_widths`` are the shared A and B
-    tiles' row lengths when ``swizzle`` (the XOR depends on the tile's own row)."""
+    with ``trans_b``); ``reset`` zeroes ``C``."""
     A = te.placeholder((wm, ks), in_dtype, name="A")
     B = te.placeholder((wn, ks) if trans_b else (ks, wn), in_dtype, name="B")
     k = te.reduce_axis((0, ks), name="k")
@@ -94,7 +80,7 @@ def mma_step_intrin(
     def fcompute(ins: list[Buffer], outs: list[Buffer]) -> tuple[Any, Any, Any]:
         a, b = ins
         (c,) = outs
-        args = (a, b, c, wm, wn, ks, in_dtype, acc_dtype, trans_b, swizzle, tile_widths)
+        args = (a, b, c, wm, wn, ks, in_dtype, acc_dtype, trans_b)
         body = S.seq(fill_body(c, wm, wn, 0.0), _update(*args))
         return body, fill_body(c, wm, wn, 0.0), _update(*args)
 
@@ -102,16 +88,13 @@ def mma_step_intrin(
     return decl_tensor_intrin(C.op, fcompute, name=name, binds=binds)
 
 
-def _shared_at(buf: Buffer, row: Any, col: Any, swizzle: bool, width: int) -> Any:
-    """Element offset (from the buffer's data) of (row, col) of a shared operand."""
-    if not swizzle:
-        return buf.elem_offset + row * buf.strides[0] + col
-    # the operand starts at (r0, c0) of a swizzled tile ``width`` wide
-    r0, c0 = buf.elem_offset // width, buf.elem_offset % width
-    return swizzle_index(r0 + row, c0 + col, width) + (buf.elem_offset - r0 * width - c0)
+def _shared_at(buf: Buffer, row: Any, col: Any) -> Any:
+    """Element offset (from the buffer's data) of (row, col) of a shared operand: row-major
+    as the schedule laid it out (a swizzled tile is permuted later, by its pass)."""
+    return buf.elem_offset + row * buf.strides[0] + col
 
 
-def _update(a, b, c, wm, wn, ks, in_dtype, acc_dtype, trans_b, swizzle, widths):  # noqa: ANN001, ANN202
+def _update(a, b, c, wm, wn, ks, in_dtype, acc_dtype, trans_b):  # noqa: ANN001, ANN202
     mt, nt = wm // MMA_M, wn // MMA_N
     ib = IRBuilder()
     with _lane_loop(ib) as lane:
@@ -121,17 +104,17 @@ def _update(a, b, c, wm, wn, ks, in_dtype, acc_dtype, trans_b, swizzle, widths):
         for kk in range(ks // MMA_K):
             for mi in range(mt):  # x4: rows 0-15 at k 0-7 (lanes 0-15), at k 8-15 (16-31)
                 row, col = mi * 16 + lane % 16, kk * 16 + lane // 16 * 8
-                src = _shared_at(a, row, col, swizzle, widths[0])
+                src = _shared_at(a, row, col)
                 ib.evaluate(tc.ptx_ldmatrix(False, 4, fa, mi * 8, a, src))
             for nj in range(nt // 2):  # x4: two n8 tiles by the two k halves
                 if trans_b:
                     row = nj * 16 + lane // 16 * 8 + lane % 8
                     col = kk * 16 + lane // 8 % 2 * 8
-                    src = _shared_at(b, row, col, swizzle, widths[1])
+                    src = _shared_at(b, row, col)
                     ib.evaluate(tc.ptx_ldmatrix(False, 4, fb, nj * 8, b, src))
                 else:
                     row, col = kk * 16 + lane % 16, nj * 16 + lane // 16 * 8
-                    src = _shared_at(b, row, col, swizzle, widths[1])
+                    src = _shared_at(b, row, col)
                     ib.evaluate(tc.ptx_ldmatrix(True, 4, fb, nj * 8, b, src))
             for mi in range(mt):
                 for nj in range(nt):
@@ -183,4 +166,4 @@ def store_intrin(wm: int, wn: int, acc_dtype: str) -> TensorIntrin:
     return decl_tensor_intrin(Sh.op, fcompute, name=f"mma_store_{wm}x{wn}", binds=binds)
 
 
-__all__ = ["mma_step_intrin", "store_intrin", "swizzle_index", "fill_body"]
+__all__ = ["mma_step_intrin", "store_intrin", "fill_body"]

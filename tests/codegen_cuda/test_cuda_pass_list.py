@@ -35,6 +35,7 @@ def test_the_list_is_literal_and_ordered():
         "split_host_device",
         "lower_thread_allreduce",
         "lower_warp_memory",
+        "swizzle_shared",
         "inject_pipeline",
         "inject_sync",
         "verify_gpu",
@@ -43,6 +44,7 @@ def test_the_list_is_literal_and_ordered():
         "split_host_device",
         "lower_thread_allreduce",
         "lower_warp_memory",
+        "swizzle_shared",
         "verify_gpu",
     ]
     assert cuda_passes()[0].scope == "module"

@@ -144,16 +144,35 @@ def test_conv2d_nhwc_bias_relu_fp16_out(rng):
 
 
 def test_ldmatrix_conflict_free_at_default_config(rng):
-    """Padded tiles: no ldmatrix bank conflict; unpadded ones conflict (the check can fail)."""
+    """Swizzled (the default) and padded tiles: no ldmatrix bank conflict; plain ones
+    conflict (so the count can fail)."""
     a, b = half(rng, (128, 64)), half(rng, (64, 128))
     conflicts = {}
-    for layout in ("pad", "plain"):
+    for layout in ("swizzle", "pad", "plain"):
         mod = build(TC, (128, 128, 64), layout=layout)
         c = np.zeros((128, 128), "float32")
         (prof,) = mod.emulate(a, b, c, profile=True)
         conflicts[layout] = prof.ldmatrix_bank_conflicts
         np.testing.assert_allclose(c, a.astype("f8") @ b.astype("f8"), rtol=1e-4, atol=1e-4)
-    assert conflicts["pad"] == 0 and conflicts["plain"] > 0, conflicts
+    assert conflicts["swizzle"] == conflicts["pad"] == 0 < conflicts["plain"], conflicts
+    src = build(TC, (128, 128, 64)).get_source()
+    assert "^" in src and "ldmatrix" in src and "mma.sync.aligned.m16n8k16" in src
+
+
+@pytest.mark.parametrize("side", ["store", "load"])
+def test_swizzle_on_one_side_only_gives_a_wrong_result(rng, monkeypatch, side):
+    """Mutation: the XOR layout applied to the tile's writes only, or its ldmatrix reads."""
+    from functools import partial
+
+    from ember.codegen_cuda import pipeline
+    from ember.codegen_cuda.transform.swizzle_shared import swizzle_shared
+
+    monkeypatch.setattr(pipeline, "swizzle_shared", partial(swizzle_shared, sides=(side,)))
+    c, want = run_matmul(rng, 64, 64, 64, bm=64, bn=64, wm=32, wn=32, ks=32, layout="swizzle")
+    assert not np.allclose(c, want, rtol=1e-2, atol=1e-2)
+    monkeypatch.undo()
+    c, want = run_matmul(rng, 64, 64, 64, bm=64, bn=64, wm=32, wn=32, ks=32, layout="swizzle")
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
 
 
 def test_wrong_lane_mapping_gives_a_wrong_result(rng, monkeypatch):
