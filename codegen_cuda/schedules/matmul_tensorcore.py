@@ -199,6 +199,8 @@ def schedule_tensorcore_gemm(
     s[CS].bind(wi, "threadIdx.y")
     s[CS].bind(wj, "threadIdx.z")
     s[CS].tensorize(ti, store_intrin(wm, wn, acc_dtype))
+    # rows 8 words apart: a lane quad's 8 row groups fall in 4 bank octets, not 1
+    s[CS].storage_align(ci, bn, 8)
 
     s[CF].compute_at(s[CS], wj)
     *_, fi, fj = s[CF].op.axis
