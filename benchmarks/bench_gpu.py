@@ -215,9 +215,7 @@ def tensorcore_table() -> None:
     )
     for name, args, small in TENSORCORE:
         mod = build(name, small, "sm_80")
-        inputs = [
-            rng.uniform(-1, 1, p.shape).astype(p.dtype) for p in mod.signatures[0].params
-        ]
+        inputs = [rng.uniform(-1, 1, p.shape).astype(p.dtype) for p in mod.signatures[0].params]
         (prof,) = mod.emulate(*inputs, profile=True)
         for arch in ("sm_80", "sm_90"):
             use = next(iter(build(name, args, arch).resource_usage().values()))

@@ -83,9 +83,7 @@ def activation_fn(name: str) -> Callable[[E.PrimExpr], E.PrimExpr]:
     raise ArgumentError(f"tensor-core epilogue: activation must be one of {ACTIVATIONS}: {name!r}")
 
 
-def make_epilogue(
-    acc_dtype: str, out_dtype: str, bias: Tensor | None, activation: str
-) -> Epilogue:
+def make_epilogue(acc_dtype: str, out_dtype: str, bias: Tensor | None, activation: str) -> Epilogue:
     """``cast(out_dtype, act(acc + bias[col]))``: the tail a frontend fuses into a GEMM."""
     act = activation_fn(activation)
 
@@ -97,9 +95,7 @@ def make_epilogue(
     return epilogue
 
 
-def padded_operand(
-    X: Tensor, shape: tuple[int, ...], name: str
-) -> Tensor:
+def padded_operand(X: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
     """``X`` extended with zeros to ``shape`` (its trailing two dims rounded up to tiles);
     the read index is clamped so that no lane ever loads outside ``X``."""
     real = tuple(int(E.const_value(d)) for d in X.shape)
@@ -122,9 +118,7 @@ def padded_operand(
     return te.compute(shape, fetch, name=name)
 
 
-def gemm_stages(
-    AP: Tensor, BP: Tensor, acc_dtype: str, trans_b: bool
-) -> tuple[Tensor, Tensor]:
+def gemm_stages(AP: Tensor, BP: Tensor, acc_dtype: str, trans_b: bool) -> tuple[Tensor, Tensor]:
     """CF (the padded product, in ``acc_dtype``) and CS (its shared copy)."""
     *batch, Mp, Kp = (int(E.const_value(d)) for d in AP.shape)
     Np = int(E.const_value(BP.shape[-2 if trans_b else -1]))

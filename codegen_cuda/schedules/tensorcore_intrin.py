@@ -73,8 +73,9 @@ def mma_step_intrin(
     binds = {
         A: _operand("A", A.shape, in_dtype, "shared"),
         B: _operand("B", B.shape, in_dtype, "shared"),
-        C: decl_buffer((wm, wn), acc_dtype, name="C", scope="warp",
-                       elem_offset=E.Var("C_elem_offset", "int32")),  # fmt: skip
+        C: decl_buffer(
+            (wm, wn), acc_dtype, name="C", scope="warp", elem_offset=E.Var("C_elem_offset", "int32")
+        ),  # fmt: skip
     }
 
     def fcompute(ins: list[Buffer], outs: list[Buffer]) -> tuple[Any, Any, Any]:
@@ -146,8 +147,9 @@ def store_intrin(wm: int, wn: int, acc_dtype: str) -> TensorIntrin:
     Sh = te.compute((wm, wn), lambda i, j: C[i, j], name="S")
     spec = tc.mma_spec("m16n8k16", "float16", acc_dtype)
     binds = {
-        C: decl_buffer((wm, wn), acc_dtype, name="C", scope="warp",
-                       elem_offset=E.Var("C_elem_offset", "int32")),  # fmt: skip
+        C: decl_buffer(
+            (wm, wn), acc_dtype, name="C", scope="warp", elem_offset=E.Var("C_elem_offset", "int32")
+        ),  # fmt: skip
         Sh: _operand("S", (wm, wn), acc_dtype, "shared"),
     }
     nt = wn // MMA_N

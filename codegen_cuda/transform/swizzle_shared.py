@@ -53,6 +53,7 @@ def _marked(func: S.PrimFunc) -> dict[E.Var, int]:
             return
         for key, value in n.annotations or ():
             if key == PRAGMA:
+
                 def store(m: object, w: int = int(value)) -> None:
                     if isinstance(m, S.BufferStore) and m.buffer.scope == "shared":
                         found[m.buffer.data] = w

@@ -68,13 +68,21 @@ def conv_ref(x: np.ndarray, w: np.ndarray, KH: int, KW: int, stride: int, pad: i
     out = np.zeros((N, OH, OW, w.shape[1]))
     for kh in range(KH):
         for kw in range(KW):
-            win = xp[:, kh : kh + stride * (OH - 1) + 1 : stride, kw : kw + stride * (OW - 1) + 1 : stride]
+            win = xp[
+                :,
+                kh : kh + stride * (OH - 1) + 1 : stride,
+                kw : kw + stride * (OW - 1) + 1 : stride,
+            ]
             out += np.einsum("nhwc,co->nhwo", win, w4[kh, kw])
     return out.reshape(N * OH * OW, -1)
 
 
-def run_matmul(rng, M, N, K, trans_b=False, bias=False, act="none", out="float32",
-               dtype="float16", acc="float32", batch=None, **knobs):  # noqa: ANN001, ANN201
+def run_matmul(
+    rng: np.random.Generator, M: int, N: int, K: int, trans_b: bool = False,
+    bias: bool = False, act: str = "none", out: str = "float32", dtype: str = "float16",
+    acc: str = "float32", batch: int | None = None, **knobs: object,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Build, emulate on random inputs and return (result, float64 reference)."""
     lead = () if batch is None else (batch,)
     name = TC if batch is None else BTC
     mod = build(name, (*lead, M, N, K, dtype, out, trans_b, bias, act, acc), **knobs)
@@ -215,9 +223,15 @@ SHAPES = {
     TC: st.tuples(st.integers(1, 40), st.integers(1, 40), st.integers(1, 48)),
     BTC: st.tuples(st.integers(1, 2), st.integers(1, 24), st.integers(1, 24), st.integers(1, 40)),
     CTC: st.tuples(
-        st.integers(1, 2), st.integers(3, 6), st.integers(3, 6), st.integers(1, 12),
-        st.integers(1, 20), st.sampled_from([1, 3]), st.sampled_from([1, 3]),
-        st.sampled_from([1, 2]), st.sampled_from([0, 1]),
+        st.integers(1, 2),
+        st.integers(3, 6),
+        st.integers(3, 6),
+        st.integers(1, 12),
+        st.integers(1, 20),
+        st.sampled_from([1, 3]),
+        st.sampled_from([1, 3]),
+        st.sampled_from([1, 2]),
+        st.sampled_from([0, 1]),
     ),  # fmt: skip
 }
 # small block tiles keep the emulation short
