@@ -33,7 +33,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ember.codegen_cuda.schedules.tensorcore_intrin import mma_step_intrin, store_intrin
+from ember.codegen_cuda.schedules.tensorcore_intrin import (
+    mma_step_intrin,
+    store_intrin,
+    wmma_step_intrin,
+    wmma_store_intrin,
+)
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir import op as tirop
@@ -57,6 +62,7 @@ def define_tensorcore_knobs() -> dict[str, Any]:
     cfg.define_knob("ks", [16, 32, 64], default=32)
     cfg.define_knob("stages", [1, 2, 3, 4], default=3)
     cfg.define_knob("layout", ["swizzle", "pad", "plain"], default="swizzle")
+    cfg.define_knob("route", ["mma", "wmma"], default="mma")
     cfg.add_constraint(
         lambda c: c["bm"].val % c["wm"].val == 0 and c["bn"].val % c["wn"].val == 0,
         "the warp tile divides the block tile",
@@ -65,7 +71,12 @@ def define_tensorcore_knobs() -> dict[str, Any]:
         lambda c: (c["bm"].val // c["wm"].val) * (c["bn"].val // c["wn"].val) <= 16,
         "at most 16 warps per block",
     )
-    return {k: cfg[k].val for k in ("bm", "bn", "wm", "wn", "ks", "stages", "layout")}
+    cfg.add_constraint(
+        lambda c: c["route"].val == "mma" or c["layout"].val != "swizzle",
+        "wmma loads read row-major tiles (no swizzle)",
+    )
+    names = ("bm", "bn", "wm", "wn", "ks", "stages", "layout", "route")
+    return {k: cfg[k].val for k in names}
 
 
 def round_up(x: int, m: int) -> int:
@@ -168,7 +179,9 @@ def schedule_tensorcore_gemm(
     bm, bn, wm, wn, ks = (knobs[k] for k in ("bm", "bn", "wm", "wn", "ks"))
     wy, wz = bm // wm, bn // wn
     in_dtype, acc_dtype = AP.dtype, CF.dtype
-    for stage, scope in ((AP, "shared"), (BP, "shared"), (CF, "warp"), (CS, "shared")):
+    wmma = knobs["route"] == "wmma"
+    acc_scope = "wmma.accumulator" if wmma else "warp"
+    for stage, scope in ((AP, "shared"), (BP, "shared"), (CF, acc_scope), (CS, "shared")):
         s[stage].set_scope(scope)
 
     *batch, i, j = s[C].op.axis
@@ -192,7 +205,7 @@ def schedule_tensorcore_gemm(
     s[CS].reorder(wi, wj, ti, tj)
     s[CS].bind(wi, "threadIdx.y")
     s[CS].bind(wj, "threadIdx.z")
-    s[CS].tensorize(ti, store_intrin(wm, wn, acc_dtype))
+    s[CS].tensorize(ti, (wmma_store_intrin if wmma else store_intrin)(wm, wn, acc_dtype))
     # rows 8 words apart: a lane quad's 8 row groups fall in 4 bank octets, not 1
     s[CS].storage_align(ci, bn, 8)
 
@@ -200,7 +213,8 @@ def schedule_tensorcore_gemm(
     *_, fi, fj = s[CF].op.axis
     ko, ki = s[CF].split(s[CF].op.reduce_axis[0], factor=ks)
     s[CF].reorder(ko, fi, fj, ki)
-    s[CF].tensorize(fi, mma_step_intrin(wm, wn, ks, in_dtype, acc_dtype, trans_b))
+    step = wmma_step_intrin if wmma else mma_step_intrin
+    s[CF].tensorize(fi, step(wm, wn, ks, in_dtype, acc_dtype, trans_b))
 
     rows = {AP: ks, BP: ks if trans_b else bn}
     for stage, vec in ((AP, vectors[0]), (BP, vectors[1])):

@@ -168,4 +168,97 @@ def store_intrin(wm: int, wn: int, acc_dtype: str) -> TensorIntrin:
     return decl_tensor_intrin(Sh.op, fcompute, name=f"mma_store_{wm}x{wn}", binds=binds)
 
 
-__all__ = ["mma_step_intrin", "store_intrin", "fill_body"]
+# -- the wmma route: the same two intrinsics on opaque 16 x 16 fragments --------------------------
+WMMA = 16
+
+
+def _acc_decl(wm: int, wn: int, acc_dtype: str, scope: str) -> Buffer:
+    offset = E.Var("C_elem_offset", "int32")
+    return decl_buffer((wm, wn), acc_dtype, name="C", scope=scope, elem_offset=offset)
+
+
+def wmma_step_intrin(
+    wm: int, wn: int, ks: int, in_dtype: str, acc_dtype: str, trans_b: bool = False
+) -> TensorIntrin:
+    """:func:`mma_step_intrin`'s computation with ``wmma::load_matrix_sync`` / ``mma_sync``
+    (m16n16k16) on a ``wmma.accumulator`` tile of ``(WM / 16) * (WN / 16)`` fragments."""
+    A = te.placeholder((wm, ks), in_dtype, name="A")
+    B = te.placeholder((wn, ks) if trans_b else (ks, wn), in_dtype, name="B")
+    k = te.reduce_axis((0, ks), name="k")
+
+    def body(i: E.PrimExpr, j: E.PrimExpr) -> E.PrimExpr:
+        b = B[j, k] if trans_b else B[k, j]
+        return te.sum(A[i, k].astype(acc_dtype) * b.astype(acc_dtype), axis=k)
+
+    C = te.compute((wm, wn), body, name="C")
+    binds = {
+        A: _operand("A", A.shape, in_dtype, "shared"),
+        B: _operand("B", B.shape, in_dtype, "shared"),
+        C: _acc_decl(wm, wn, acc_dtype, "wmma.accumulator"),
+    }
+    mt, nt = wm // WMMA, wn // WMMA
+
+    def fill(c: Buffer) -> Any:
+        ib = IRBuilder()
+        for f in range(mt * nt):
+            ib.evaluate(tc.tvm_fill_fragment(c, f, 0.0))
+        return ib.get()
+
+    def update(a: Buffer, b: Buffer, c: Buffer) -> Any:
+        ib = IRBuilder()
+        fa = ib.allocate((256 * mt,), in_dtype, scope="wmma.matrix_a", name="a_frag")
+        fb = ib.allocate((256 * nt,), in_dtype, scope="wmma.matrix_b", name="b_frag")
+        sa, sb = a.strides[0], b.strides[0]
+        for kk in range(ks // WMMA):
+            for mi in range(mt):
+                at = a.elem_offset + mi * WMMA * sa + kk * WMMA
+                ib.evaluate(tc.tvm_load_matrix_sync(fa, mi, a, at, sa, "row_major"))
+            for nj in range(nt):
+                if trans_b:  # B^T rows are n: B is its column-major view
+                    at, layout = b.elem_offset + nj * WMMA * sb + kk * WMMA, "col_major"
+                else:
+                    at, layout = b.elem_offset + kk * WMMA * sb + nj * WMMA, "row_major"
+                ib.evaluate(tc.tvm_load_matrix_sync(fb, nj, b, at, sb, layout))
+            for mi in range(mt):
+                for nj in range(nt):
+                    f = mi * nt + nj
+                    ib.evaluate(tc.tvm_mma_sync(c, f, fa, mi, fb, nj, c, f))
+        return ib.get()
+
+    def fcompute(ins: list[Buffer], outs: list[Buffer]) -> tuple[Any, Any, Any]:
+        (a, b), (c,) = ins, outs
+        return S.seq(fill(c), update(a, b, c)), fill(c), update(a, b, c)
+
+    name = f"wmma_{wm}x{wn}x{ks}_{in_dtype}_{acc_dtype}{'_tb' if trans_b else ''}"
+    return decl_tensor_intrin(C.op, fcompute, name=name, binds=binds)
+
+
+def wmma_store_intrin(wm: int, wn: int, acc_dtype: str) -> TensorIntrin:
+    """``S[WM, WN] = C[WM, WN]`` by ``wmma::store_matrix_sync``, fragment by fragment."""
+    C = te.placeholder((wm, wn), acc_dtype, name="C")
+    Sh = te.compute((wm, wn), lambda i, j: C[i, j], name="S")
+    binds = {
+        C: _acc_decl(wm, wn, acc_dtype, "wmma.accumulator"),
+        Sh: _operand("S", (wm, wn), acc_dtype, "shared"),
+    }
+    nt = wn // WMMA
+
+    def fcompute(ins: list[Buffer], outs: list[Buffer]) -> Any:
+        (c,), (sh,) = ins, outs
+        ib = IRBuilder()
+        ss = sh.strides[0]
+        for f in range(wm // WMMA * nt):
+            at = sh.elem_offset + f // nt * WMMA * ss + f % nt * WMMA
+            ib.evaluate(tc.tvm_store_matrix_sync(c, f, sh, at, ss, "row_major"))
+        return ib.get()
+
+    return decl_tensor_intrin(Sh.op, fcompute, name=f"wmma_store_{wm}x{wn}", binds=binds)
+
+
+__all__ = [
+    "fill_body",
+    "mma_step_intrin",
+    "store_intrin",
+    "wmma_step_intrin",
+    "wmma_store_intrin",
+]

@@ -62,6 +62,7 @@ from ember.tir.transform.simplify import simplify_stmt
 PIPELINE_KEY = "pipeline_stages"
 _ASYNC_BYTES = (4, 8, 16)  # the sizes one cp.async moves
 _STAGE_ALIGN_BYTES = 16  # each stage starts 16-byte aligned, for vector copies
+_FRAGMENT_ALIGN_BYTES = 32  # a stage tensor-core calls read: wmma loads want 256-bit pointers
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,17 @@ def _peel(body: S.Stmt) -> tuple[list[S.Allocate], dict[E.Var, int], S.Stmt]:
             return allocs, marked, body
 
 
+def _tensor_core_pointers(s: S.Stmt) -> set[E.Var]:
+    out: set[E.Var] = set()
+
+    def visit(n: object) -> None:
+        if isinstance(n, E.Call) and n.op in TENSOR_CORE_OPS:
+            out.update(tensor_core_pointers(n))
+
+    post_order_visit(s, visit)
+    return out
+
+
 def _writes(s: S.Stmt) -> set[E.Var]:
     out: set[E.Var] = set()
     post_order_visit(s, lambda n: out.add(n.buffer.data) if isinstance(n, S.BufferStore) else None)
@@ -325,6 +337,7 @@ class _Pipeline(Mutator):
         producers, consumers = _split_producers(body, marked, where)
 
         staged: dict[E.Var, tuple[Buffer, int]] = {}
+        fragment_sources = _tensor_core_pointers(inner)
         for a in allocs:
             if a.buffer.data not in marked:
                 continue
@@ -336,7 +349,10 @@ class _Pipeline(Mutator):
             (size,) = a.buffer.shape
             if not isinstance(size, E.IntImm):
                 raise LoweringError(f"{where}: '{a.buffer.name}' has the non-constant size {size}")
-            align = max(1, _STAGE_ALIGN_BYTES // dt.bytes_of(a.buffer.dtype))
+            nbytes = (
+                _FRAGMENT_ALIGN_BYTES if a.buffer.data in fragment_sources else _STAGE_ALIGN_BYTES
+            )
+            align = max(1, nbytes // dt.bytes_of(a.buffer.dtype))
             padded = -(-size.value // align) * align
             b = a.buffer
             new = Buffer(

@@ -122,6 +122,26 @@ def test_matmul_fp16_accumulation(rng):
     np.testing.assert_allclose(c.astype("float64"), want, atol=K * 2**-10)
 
 
+@pytest.mark.parametrize(
+    ("trans_b", "layout", "acc"), [(False, "pad", "float32"), (True, "plain", "float16")]
+)
+def test_matmul_wmma_route(rng, trans_b, layout, acc):
+    c, want = run_matmul(
+        rng, 37, 45, 50, trans_b=trans_b, out=acc, acc=acc, route="wmma", layout=layout,
+        bm=64, bn=32, wm=32, wn=16, ks=16, stages=2,
+    )  # fmt: skip
+    np.testing.assert_allclose(c.astype("float64"), want, atol=1e-4 if acc == "float32" else 0.05)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_wmma_route_compiles_without_spills(arch):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    mod = build(TC, (4096, 4096, 4096), arch, route="wmma", layout="pad")
+    for u in mod.resource_usage().values():
+        assert u.registers <= 255 and u.local_bytes == 0 and u.spill_bytes == 0, u
+
+
 def test_batch_matmul_on_grid_z(rng):
     c, want = run_matmul(rng, 19, 21, 35, batch=3, bm=32, bn=32, wm=16, wn=32, ks=16)
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
