@@ -104,7 +104,7 @@ def conv2d_nhwc_tensorcore_cuda(
     BP = padded_operand(Wt, (Kp, Op), "BP")
     epi = make_epilogue(acc_dtype, out_dtype, Bias, activation)
     CF, CS = gemm_stages(AP, BP, acc_dtype, False)
-    Y = te.compute((M, O), lambda m, o: epi(CS[m, o], o), name="Y")
+    Y = te.compute((M, O), lambda m, o: epi(CS[m, o], (m, o)), name="Y")
     s = create_schedule(Y.op)
     vec_b = 8 if O % 8 == 0 and Op == O else 1
     schedule_tensorcore_gemm(s, AP, BP, CF, CS, Y, knobs, False, (1, vec_b, 1))

@@ -49,7 +49,8 @@ from ember.tuner.template import get_config, template
 
 IN_DTYPES = ("float16", "bfloat16")
 ACTIVATIONS = ("none", "relu", "gelu")
-Epilogue = Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]  # (accumulator, column) -> value
+# (accumulator value, output indices) -> the output value
+Epilogue = Callable[[E.PrimExpr, tuple[E.PrimExpr, ...]], E.PrimExpr]
 
 
 def define_tensorcore_knobs() -> dict[str, Any]:
@@ -98,8 +99,8 @@ def make_epilogue(acc_dtype: str, out_dtype: str, bias: Tensor | None, activatio
     """``cast(out_dtype, act(acc + bias[col]))``: the tail a frontend fuses into a GEMM."""
     act = activation_fn(activation)
 
-    def epilogue(acc: E.PrimExpr, col: E.PrimExpr) -> E.PrimExpr:
-        x = acc if bias is None else acc + bias[col].astype(acc_dtype)
+    def epilogue(acc: E.PrimExpr, idx: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
+        x = acc if bias is None else acc + bias[idx[-1]].astype(acc_dtype)
         x = act(x)
         return x if out_dtype == acc_dtype else x.astype(out_dtype)
 
@@ -239,6 +240,31 @@ def _check_dtypes(dtype: str, acc_dtype: str, out_dtype: str) -> None:
         raise ArgumentError(f"tensor-core GEMM: out_dtype {out_dtype} is not a float type")
 
 
+def tensorcore_gemm(
+    A: Tensor, B: Tensor, epilogue: Epilogue | None = None, trans_b: bool = False,
+    acc_dtype: str = "float32", name: str = "C",
+) -> tuple[Schedule, Tensor]:  # fmt: skip
+    """``C[..., i, j] = epilogue(sum_k A[..., i, k] * B[..., k, j], (..., i, j))`` on the tensor
+    cores, scheduled; for use inside a template (it defines the knobs). ``A`` is ``[M, K]``
+    or ``[batch, M, K]``, ``B`` likewise ``[K, N]`` (``[N, K]`` with ``trans_b``); the
+    epilogue may read any other tensors (a bias, a residual), which stay inputs of ``C``."""
+    *batch, M, K = (int(E.const_value(d)) for d in A.shape)
+    N = int(E.const_value(B.shape[-2 if trans_b else -1]))
+    knobs = define_tensorcore_knobs()
+    Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
+    AP = padded_operand(A, (*batch, Mp, Kp), "AP")
+    BP = padded_operand(B, (*batch, Np, Kp) if trans_b else (*batch, Kp, Np), "BP")
+    CF, CS = gemm_stages(AP, BP, acc_dtype, trans_b)
+    epi = epilogue or (lambda acc, idx: acc)
+    C = te.compute((*batch, M, N), lambda *i: epi(CS[i], i), name=name)
+    s = create_schedule(C.op)
+    vec_a = 8 if K % 8 == 0 and Kp == K else 1
+    vec_b = 8 if (K if trans_b else N) % 8 == 0 and (Kp == K if trans_b else Np == N) else 1
+    vec_c = 4 if M % knobs["bm"] == 0 and N % knobs["bn"] == 0 else 1
+    schedule_tensorcore_gemm(s, AP, BP, CF, CS, C, knobs, trans_b, (vec_a, vec_b, vec_c))
+    return s, C
+
+
 def _gemm(
     batch: tuple[int, ...], M: int, N: int, K: int, dtype: str, out_dtype: str,
     trans_b: bool, bias: bool, activation: str, acc_dtype: str,
@@ -246,21 +272,11 @@ def _gemm(
     _check_dtypes(dtype, acc_dtype, out_dtype)
     if min(M, N, K, *batch) < 1:
         raise ArgumentError(f"tensor-core GEMM: sizes must be positive, got {batch, M, N, K}")
-    knobs = define_tensorcore_knobs()
-    Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
     A = te.placeholder((*batch, M, K), dtype, name="A")
     B = te.placeholder((*batch, N, K) if trans_b else (*batch, K, N), dtype, name="B")
     Bias = te.placeholder((N,), dtype, name="bias") if bias else None
-    AP = padded_operand(A, (*batch, Mp, Kp), "AP")
-    BP = padded_operand(B, (*batch, Np, Kp) if trans_b else (*batch, Kp, Np), "BP")
     epi = make_epilogue(acc_dtype, out_dtype, Bias, activation)
-    CF, CS = gemm_stages(AP, BP, acc_dtype, trans_b)
-    C = te.compute((*batch, M, N), lambda *i: epi(CS[i], i[-1]), name="C")
-    s = create_schedule(C.op)
-    vec_a = 8 if K % 8 == 0 and Kp == K else 1
-    vec_b = 8 if (K if trans_b else N) % 8 == 0 and (Kp == K if trans_b else Np == N) else 1
-    vec_c = 4 if M % knobs["bm"] == 0 and N % knobs["bn"] == 0 else 1
-    schedule_tensorcore_gemm(s, AP, BP, CF, CS, C, knobs, trans_b, (vec_a, vec_b, vec_c))
+    s, C = tensorcore_gemm(A, B, epi, trans_b, acc_dtype)
     return s, [A, B, *([Bias] if Bias is not None else []), C]
 
 

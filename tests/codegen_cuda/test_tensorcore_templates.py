@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ember
+from ember import te
 from ember.tuner import create_task
 
 TC = "matmul_tensorcore.cuda"
@@ -109,6 +110,43 @@ def test_matmul_fused_epilogue(rng, act, out, trans_b):
     c, want = run_matmul(rng, 37, 53, 29, trans_b=trans_b, bias=True, act=act, out=out)
     tol = 2e-3 if out == "float16" else 1e-4
     np.testing.assert_allclose(c.astype("float64"), want, rtol=tol, atol=tol)
+
+
+def test_tensorcore_gemm_takes_any_epilogue(rng):
+    """A fused tail reading another tensor (a residual), as a frontend's fused group would."""
+    from ember.codegen_cuda.schedules.matmul_tensorcore import tensorcore_gemm
+    from ember.tuner.space import FallbackConfig
+    from ember.tuner.template import using_config
+
+    M, N, K = 29, 38, 45
+    A = te.placeholder((M, K), "float16", name="A")
+    B = te.placeholder((K, N), "float16", name="B")
+    R = te.placeholder((M, N), "float32", name="R")
+    with using_config(FallbackConfig()):
+        s, C = tensorcore_gemm(A, B, lambda acc, idx: acc * 0.5 + R[idx])
+    mod = ember.build(s, [A, B, R, C], target="cuda -arch=sm_80")
+    a, b = half(rng, (M, K)), half(rng, (K, N))
+    r = rng.uniform(-1, 1, (M, N)).astype("float32")
+    c = np.full((M, N), np.nan, "float32")
+    mod.emulate(a, b, r, c)
+    want = 0.5 * (a.astype("f8") @ b.astype("f8")) + r
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "match"),
+    [
+        (TC, (8, 8, 8, "float32"), "inputs must be one of"),
+        (TC, (8, 8, 8, "bfloat16", "float32", False, False, "none", "float16"), "accumulate"),
+        (TC, (8, 8, 8, "float16", "float32", False, False, "tanh"), "activation"),
+        (TC, (0, 8, 8), "positive"),
+        (CTC, (1, 2, 2, 3, 4, 5, 5), "empty"),
+        (CTC, (1, 5, 5, 3, 4, 3, 3, 1, -1), "padding"),
+    ],
+)
+def test_bad_arguments_are_argument_errors(name, args, match):
+    with pytest.raises(ember.ArgumentError, match=match):
+        create_task(name, args=args, target="cuda").instantiate()
 
 
 def test_matmul_bf16_inputs(rng):
