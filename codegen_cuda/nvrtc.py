@@ -216,6 +216,7 @@ def compile_cuda(
     """Compile ``source`` for ``arch`` ("sm_80", "sm_90"; "compute_XX" gives PTX only)."""
     check_arch(arch)
     opts = _options(arch, fast_math, tuple(options))
+    use_cache = use_cache and config.disk_cache_enabled()
     path = config.cache_dir() / "cuda" / _cache_key(source, arch, opts)
     cached = _load_cached(path) if use_cache else None
     if cached is not None:

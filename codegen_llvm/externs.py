@@ -6,7 +6,9 @@ the call (the arguments' register types, the result's) and resolved when the
 module is JIT-compiled, from the process and the C math library, which is loaded
 here so that ``expf``, ``exp10``... are found whatever Python itself links. A
 name that neither defines is a :class:`CompileError` at build time: calling an
-unresolved symbol would otherwise abort the process when the module loads.
+unresolved symbol would otherwise abort the process when the module loads. A name
+that starts with ``llvm.`` is an LLVM intrinsic (``call_llvm_pure_intrin``), and
+``reinterpret`` is a bitcast.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from llvmlite import ir
 from ember.codegen_llvm.builder_utils import declare, reg_type
 from ember.errors import CompileError
 from ember.tir import expr as E
+from ember.tir.op import REINTERPRET_NAME
 
 
 @functools.cache
@@ -44,6 +47,11 @@ def emit_extern_call(b: ir.IRBuilder, e: E.Call, args: Sequence[ir.Value]) -> ir
     """``name(args)`` for the call ``e`` whose first argument is the name."""
     name = e.args[0]
     assert isinstance(name, E.StringImm)
+    if name.value == REINTERPRET_NAME:
+        return b.bitcast(args[0], reg_type(e.dtype))
+    if name.value.startswith("llvm."):  # an LLVM intrinsic: declared by name, no symbol
+        fn = declare(b.module, name.value, reg_type(e.dtype), [a.type for a in args])
+        return b.call(fn, list(args))
     if not symbol_exists(name.value):
         raise CompileError(
             f"{e.op.value}: no C function '{name.value}' is defined in this process or the C "

@@ -97,6 +97,12 @@ class LLVMModule(CPUModule):
 
     def export_library(self, path: str | Path) -> None:
         """Write a shared library that :func:`ember.runtime.load_module` loads in any process."""
+        link_shared(self.export_object(), path)
+
+    def export_object(self) -> bytes:
+        """The object code ``export_library`` links: the functions and their metadata. The
+        disk kernel cache emits it at once and links it on a worker thread, since LLVM's
+        context is not safe to share across threads but the linker is a separate process."""
         if TRAMPOLINE in self._sources["ll"]:
             raise ArgumentError(
                 "export_library: this module calls back into Python (call_packed / te.extern), "
@@ -106,4 +112,4 @@ class LLVMModule(CPUModule):
         payload = json.dumps(self.metadata())
         obj = jit.emit(self._sources["ll"], self.spec, "object", extra_ll=metadata_ir(payload))
         assert isinstance(obj, bytes)
-        link_shared(obj, path)
+        return obj

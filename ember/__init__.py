@@ -70,7 +70,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "transform": ("ember.transform", None),
     "compile": ("ember.graph_compile", "compile"),
     "extract_tasks": ("ember.model_tuning", "extract_tasks"),
-    "load": ("ember.artifact", "load_model"),
+    "load": ("ember.artifact_dynamic", "load"),
     "CompiledModel": ("ember.executor", "CompiledModel"),
 }
 

@@ -215,8 +215,8 @@ def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, b
         raise ArgumentError(f"export: cannot write {path}: {e.strerror or e}") from e
 
 
-def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest and the members of an artifact, every hash checked."""
+def read_archive(path: str | Path, fmt: str = FORMAT) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The manifest and the members of an artifact of format ``fmt``, every hash checked."""
     p = Path(path)
     if not p.is_file():
         raise ArgumentError(f"load: no file {p}")
@@ -226,9 +226,9 @@ def read_archive(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
             members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
         raise InvalidModelError(f"{p} is not an Ember model file (or it is truncated): {e}") from e
-    if manifest.get("format") != FORMAT:
-        fmt = manifest.get("format")
-        raise InvalidModelError(f"{p} is not an Ember model file (format {fmt!r})")
+    if manifest.get("format") != fmt:
+        found = manifest.get("format")
+        raise InvalidModelError(f"{p} is not an Ember model file (format {found!r})")
     if manifest.get("format_version") not in READ_VERSIONS:
         raise InvalidModelError(
             f"{p} was written by Ember {manifest.get('ember_version')} in format version "

@@ -37,6 +37,19 @@ def num_threads() -> int | None:
 
 
 def cache_dir() -> Path:
-    """``EMBER_CACHE_DIR``: compiled-kernel cache (default ``~/.cache/ember``)."""
+    """``EMBER_CACHE_DIR``: where compiled kernels are cached on disk (NVRTC output and
+    CPU kernel libraries); default ``$XDG_CACHE_HOME/ember``, else ``~/.cache/ember``."""
     value = os.environ.get("EMBER_CACHE_DIR")
-    return Path(value) if value else Path.home() / ".cache" / "ember"
+    if value:
+        return Path(value)
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ember"
+
+
+def disk_cache_enabled() -> bool:
+    """Whether compiled kernels are cached on disk: off with ``EMBER_CACHE_DIR=""`` (set but
+    empty) or ``EMBER_DISK_CACHE=0``; on otherwise."""
+    if os.environ.get("EMBER_CACHE_DIR") == "":
+        return False
+    value = os.environ.get("EMBER_DISK_CACHE", "1").strip()
+    return value not in ("0", "false", "False", "off")

@@ -1,7 +1,8 @@
 """``ember.compile``: a model (Graph, ONNX ModelProto or path) to a runnable CompiledModel.
 
 The flow, top to bottom: import the model (``frontend/onnx_import``) unless it is
-already a :class:`~ember.frontend.graph.Graph`; check its shapes are static; build
+already a :class:`~ember.frontend.graph.Graph`; hand a model whose inputs keep a
+symbolic dim to ``ember/dynamic_model.py`` (compiled per size on first use); build
 one kernel per node (``ember/kernels.py``: the op's compute under the target's
 generic schedule, cached per workload); hand the kernels to the executor
 (``ember/executor.py``), which plans memory once and calls them in order. Graph
@@ -13,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ember import kernel_cache
+from ember.dynamic_model import DynamicModel, symbolic_source
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.executor import CompiledModel, Step
 from ember.frontend.graph import Graph
@@ -25,8 +28,12 @@ def compile(
     records: Any = None,
     shapes: Any = None,
     graph_passes: Sequence[Any] | None = None,
-) -> CompiledModel:
+) -> CompiledModel | DynamicModel:
     """Compile ``model`` for ``target`` ("llvm" or "cuda"); ``shapes`` fixes symbolic input dims.
+
+    An input dim left symbolic (a batch ``"N"``) gives a :class:`~ember.dynamic_model.
+    DynamicModel` instead: it runs on any size of that dim, compiling (and caching) a
+    CompiledModel per size on its first run (see ``ember/dynamic_model.py`` for why).
 
     ``records`` (a tuning records file or files): kernels whose node has a tuning task
     (convolutions on the ``conv2d_nchw.llvm`` template) take the best recorded config
@@ -38,17 +45,17 @@ def compile(
 
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
-    graph = model if isinstance(model, Graph) else _import(model, shapes)
     tgt = Target.parse(target)
-    for v in graph.inputs:
-        if not v.type.is_static:
-            raise ArgumentError(
-                f"input '{v.name}' has symbolic shape {v.type}; "
-                "pass shapes={name: shape} to compile or from_onnx"
-            )
+    if not isinstance(model, Graph):
+        model = _load_onnx(model)
+    source = symbolic_source(model, shapes)
+    if source is not None:  # a symbolic dim: compiled per size on first use
+        return DynamicModel(source, str(tgt), records, graph_passes)
+    graph = model if isinstance(model, Graph) else _import(model, shapes)
     graph = run_graph_passes(graph, DEFAULT_PASSES if graph_passes is None else graph_passes)
     with _records(records, tgt):
         steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
+    kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
     return CompiledModel(graph, steps, str(tgt))
 
 
@@ -86,6 +93,12 @@ def _groups(graph: Graph) -> list[list[Any]]:
         done.add(ready[0])
         order.append(members[ready[0]])
     return order
+
+
+def _load_onnx(model: Any) -> Any:
+    from ember.frontend.onnx_import.importer import load_model
+
+    return load_model(model)
 
 
 def _import(model: Any, shapes: Any) -> Graph:

@@ -133,7 +133,7 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     convolution's NCHW shape that reads it (its copy, maybe with an epilogue inlined)."""
     from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
 
-    done: set[int] = set()
+    done: set[int] = _int8_template(s, outputs)
     for st in list(s.stages):
         if not (isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchw_flat"):
             continue
@@ -154,6 +154,36 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
         made = {id(x.op) for x in s.stages} - before  # the accumulator's cache stage
         done |= {id(st.op), id(xf.op), id(out.op)} | made
     return done
+
+
+def _int8_template(s: Schedule, outputs: list[Any]) -> set[int]:
+    """The VNNI int8 GEMM (``matmul_int8_panels``, from the CPU strategy): its single
+    (M, N) output, with the stages between them inlined, gets ``matmul_int8.llvm``'s
+    schedule with the knobs of that task's best record in an enclosing
+    ``apply_history_best`` (else the defaults); A's padded copy is left to the generic
+    schedule."""
+    from ember.codegen_llvm.schedules.matmul_int8 import define_int8_knobs, schedule_int8_gemm
+    from ember.tuner.template import config_for_direct_call, using_config
+
+    panels = [st for st in s.stages if getattr(st.op, "tag", "") == "matmul_int8_panels"]
+    if len(panels) != 1 or len(outputs) != 1 or outputs[0].ndim != 2:
+        return set()
+    cp, out = panels[0].op.output(0), outputs[0]
+    if [t.op for t in _producers(out) if getattr(t.op, "reduce_axis", ())] != [cp.op]:
+        return set()
+    before = {id(t.op) for t in _producers(cp)}
+    between = [
+        t.op
+        for t in _producers(out)
+        if isinstance(t.op, ComputeOp) and id(t.op) not in before and t.op is not cp.op
+    ]
+    for op in between:
+        s[op].compute_inline()
+    args = dict(cp.op.attrs)["task_args"]
+    with using_config(config_for_direct_call("matmul_int8.llvm", args)):
+        mr, nb = define_int8_knobs(args[0], args[1])
+    schedule_int8_gemm(s, cp, out, mr, nb, copies=False)
+    return {id(cp.op), id(out.op)} | {id(op) for op in between}
 
 
 def _sole_nchw_output(outputs: list[Any], conv: Any) -> Any:

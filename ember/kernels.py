@@ -1,4 +1,5 @@
-"""Graph kernels: one compiled module per (op, attrs, input types, target), cached per process.
+"""Graph kernels: one compiled module per (op, attrs, input types, target), cached per process
+and, for CPU targets, on disk across processes (``ember/kernel_cache.py``).
 
 ``ember.graph_compile`` asks for a kernel per node; the importer's constant folding
 asks for one when a constant is too large for the interpreter. A kernel is the
@@ -154,6 +155,7 @@ def get_group_kernel(
     target: str | Target = "llvm",
 ) -> Kernel:
     """The compiled kernel of a fused group (one node is a group of one)."""
+    from ember import kernel_cache
     from ember.driver import build
     from ember.graph_schedule import schedule_generic
     from ember.tuner.dispatch import active_fingerprint
@@ -163,12 +165,19 @@ def get_group_kernel(
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    placeholders, outs = group_to_te(nodes, inputs, outputs, types, tgt.kind)
-    scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0) if tgt.kind == "cuda" else ()
-    outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
-    sch = schedule_generic(outs, tgt.kind)
-    ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
-    module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
+    disk = kernel_cache.entry_key(key, tgt) if kernel_cache.enabled(tgt) else None
+    module = kernel_cache.load(disk) if disk else None
+    scalars: tuple[int, ...] = ()
+    if module is None:
+        placeholders, outs = group_to_te(nodes, inputs, outputs, types, tgt.kind)
+        if tgt.kind == "cuda":
+            scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
+        outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
+        sch = schedule_generic(outs, tgt.kind)
+        ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
+        module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
+        if disk:
+            kernel_cache.store(disk, module)
     kern = Kernel(
         "+".join(n.op for n in nodes),
         tuple(types[v] for v in inputs),

@@ -111,16 +111,20 @@ def _cmd_compile(ns: argparse.Namespace) -> int:
     if archs is not None and not ns.target.startswith("cuda"):
         raise ArgumentError(f"--arch applies to CUDA models only (--target cuda), not {ns.target}")
     start = time.perf_counter()
-    _progress(f"importing {src.name} ...")
-    graph = ember.frontend.from_onnx(str(src), parse_shapes(ns.shape) or None)
-    _progress(f"compiling {len(graph.nodes)} nodes for {ns.target} ...")
-    model = ember.compile(graph, target=ns.target, records=ns.records)
+    _progress(f"compiling {src.name} for {ns.target} ...")
+    model = ember.compile(str(src), ns.target, ns.records, parse_shapes(ns.shape) or None)
     _progress(f"writing {out} ...")
     model.export(out, archs=archs)
     if sys.stderr.isatty():
         print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
     took = time.perf_counter() - start
-    print(f"compiled {src} -> {out}: {len(model.steps)} kernels, {took:.1f} s")
+    if hasattr(model, "symbols"):  # symbolic dims: kernels are compiled per size when run
+        print(
+            f"prepared {src} -> {out} with symbolic dims {model.symbols} (compiled per size on "
+            f"first run; fix them with --shape to compile now), {took:.1f} s"
+        )
+    else:
+        print(f"compiled {src} -> {out}: {len(model.steps)} kernels, {took:.1f} s")
     return 0
 
 
@@ -147,8 +151,9 @@ def _read_inputs(model: Any, items: list[str], random: bool) -> dict[str, Any]:
     if random:
         rng = np.random.default_rng(0)
         for name, t in zip(model.input_names, model.input_types):
-            if name not in feeds:
-                feeds[name] = _random_array(rng, t.shape, t.dtype)
+            if name not in feeds:  # a symbolic dim (the batch) is 1
+                shape = tuple(d if isinstance(d, int) else 1 for d in t.shape)
+                feeds[name] = _random_array(rng, shape, t.dtype)
     return feeds
 
 
@@ -246,26 +251,31 @@ def _print_cuda_section(cuda: Any) -> None:
 def _cmd_inspect(ns: argparse.Namespace) -> int:
     path = ns.model
     if path.endswith(".ember"):
-        from ember.artifact import read_archive
+        import json
+        import zipfile
 
-        manifest, _ = read_archive(path)
         with _emulator(True):  # runs nothing: no GPU image need fit this machine's device
-            graph = _load_any(path).graph
-        print(f"{path}: a compiled Ember model for {manifest['target']}")
+            model = _load_any(path)
+        with zipfile.ZipFile(path) as z:  # load checked it: names and hashes match
+            manifest = json.loads(z.read("manifest.json"))
+        print(f"{path}: a compiled Ember model for {manifest.get('target', '?')}")
         _print_cuda_section(manifest.get("cuda"))
+        graph, inputs, outputs = _described(model)
     else:
-        import ember
-
         try:
-            graph = ember.frontend.from_onnx(path)
+            graph, inputs, outputs = _onnx_described(path)
         except UnsupportedOperatorError as e:
             print(f"{path}: Ember cannot compile this model yet.\n{e}")
             return 1
         print(f"{path}: an ONNX model Ember can compile")
-    for v in graph.inputs:
+    for v in inputs:
         print(f"  input  {v.name}: {v.type}")
-    for v in graph.outputs:
+    for v in outputs:
         print(f"  output {v.name}: {v.type}")
+    symbols = list(dict.fromkeys(d for v in inputs for d in v.type.shape if isinstance(d, str)))
+    if symbols:
+        sizes = ", ".join(f"{s}=1" for s in symbols)
+        print(f"  symbolic dims {symbols}: compiled per size on first use (ops below at {sizes})")
     counts = Counter(n.op for n in graph.nodes)
     print(f"  {len(graph.nodes)} ops, {len(graph.params)} constants:")
     for op, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -273,3 +283,35 @@ def _cmd_inspect(ns: argparse.Namespace) -> int:
     if ns.graph:
         print(graph)
     return 0
+
+
+def _described(model: Any) -> tuple[Any, list[Any], list[Any]]:
+    """A loaded model's graph (for a symbolic one, a compiled size's, else its size 1) and
+    its inputs and outputs as it declares them."""
+    from ember.frontend.graph import Value
+
+    if not hasattr(model, "symbols"):
+        return model.graph, model.graph.inputs, model.graph.outputs
+    if model.specializations:
+        graph = next(iter(model.specializations.values())).graph
+    else:
+        graph = model.source.specialize({s: 1 for s in model.symbols})
+    inputs = [Value(n, t) for n, t in zip(model.input_names, model.input_types)]
+    outputs = [Value(n, t) for n, t in zip(model.output_names, model.output_types)]
+    return graph, inputs, outputs
+
+
+def _onnx_described(path: str) -> tuple[Any, list[Any], list[Any]]:
+    """An ONNX file's graph (its symbolic dims set to 1 where the importer needs static
+    shapes) and its inputs with their symbolic dims kept."""
+    import ember
+    from ember.dynamic_model import symbolic_source
+    from ember.frontend.onnx_import.importer import load_model
+
+    source = symbolic_source(load_model(path), None)
+    if source is None:
+        graph = ember.frontend.from_onnx(path)
+        return graph, graph.inputs, graph.outputs
+    symbols = {d for v in source.inputs for d in v.type.shape if isinstance(d, str)}
+    graph = source.specialize({s: 1 for s in symbols})
+    return graph, source.inputs, source.outputs

@@ -1,13 +1,23 @@
-"""Test settings shared by the whole suite: IR verification on, fixed seeds, GPU skips."""
+"""Test settings shared by the whole suite: IR verification on, fixed seeds, GPU skips, and a
+private kernel cache folder per test process (``EMBER_CACHE_DIR``), so runs and parallel
+workers never read each other's (or the user's) cached kernels."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("EMBER_VERIFY_IR", "1")
+_CACHE_DIR = tempfile.mkdtemp(prefix="ember-test-cache-")
+os.environ["EMBER_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture

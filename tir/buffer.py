@@ -74,8 +74,15 @@ def decl_buffer(
     scope: str = "global",
     data: Var | None = None,
     strides: tuple[ExprLike, ...] = (),
+    elem_offset: ExprLike | None = None,
+    offset_factor: int = 0,
 ) -> Buffer:
-    """Declare a buffer; a fresh pointer variable unless ``data`` is given."""
+    """Declare a buffer; a fresh pointer variable unless ``data`` is given. ``elem_offset``
+    (elements from ``data`` to the buffer's first element) makes a view into memory that
+    starts elsewhere, e.g. a tensor intrinsic's operand bound inside a bigger tensor; as
+    in TVM, ``offset_factor`` > 0 without one makes it a fresh variable (bindable anywhere)."""
+    if elem_offset is None and offset_factor:
+        elem_offset = Var(f"{name}_elem_offset", "int32")
     dtype = dt.check_dtype(dtype)
     shape_t = tuple(convert(s) for s in shape)
     return Buffer(
@@ -85,4 +92,5 @@ def decl_buffer(
         data=data if data is not None else Var(name, "handle"),
         scope=scope,
         strides=tuple(convert(s) for s in strides),
+        elem_offset=None if elem_offset is None else convert(elem_offset),
     )

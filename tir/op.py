@@ -206,6 +206,34 @@ def call_extern(dtype: str, func_name: str, *args: ExprLike) -> PrimExpr:
     return _extern(I.CALL_EXTERN, dtype, func_name, args)
 
 
+# The name under which :func:`reinterpret` travels as a pure extern call (CPU code only).
+REINTERPRET_NAME = "llvm.ember.reinterpret"
+
+
+def call_llvm_pure_intrin(dtype: str, name: str, *args: ExprLike) -> PrimExpr:
+    """A side-effect-free LLVM intrinsic by name (TVM's ``call_llvm_pure_intrin``), e.g.
+    ``llvm.x86.avx512.vpdpbusd.512``; vector operands are allowed. CPU code only: the
+    tensor intrinsics of :mod:`ember.codegen_llvm.tensor_intrinsics` are made of these."""
+    if not isinstance(name, str) or not name.startswith("llvm.") or name == REINTERPRET_NAME:
+        raise ArgumentError(f"call_llvm_pure_intrin: expected an 'llvm.*' name, got {name!r}")
+    operands = tuple(E.convert(a) for a in args)
+    return E.Call(dt.check_dtype(dtype), I.CALL_PURE_EXTERN, (E.StringImm(name), *operands))
+
+
+def reinterpret(dtype: str, value: ExprLike) -> PrimExpr:
+    """The bits of ``value`` read as ``dtype`` of the same total width (TVM's
+    ``tir.reinterpret``): ``uint8x4`` -> ``int32``, ``int32x16`` -> ``int8x64``. CPU code only."""
+    v = E.convert(value)
+    dtype = dt.check_dtype(dtype)
+
+    def bits(d: str) -> int:
+        return dt.bytes_of(dt.element_of(d)) * 8 * dt.lanes_of(d)
+
+    if bits(dtype) != bits(v.dtype) or "bool" in (dt.element_of(dtype), dt.element_of(v.dtype)):
+        raise ArgumentError(f"reinterpret: {v.dtype} and {dtype} differ in width")
+    return E.Call(dtype, I.CALL_PURE_EXTERN, (E.StringImm(REINTERPRET_NAME), v))
+
+
 def call_packed(func_name: str, *args: Any) -> PrimExpr:
     """A call of the function registered as ``func_name`` (``ember.register_func``), as TVM's
     ``tvm.tir.call_packed``: buffers (an extern stage's ``ins``/``outs``) arrive as arrays,
@@ -230,11 +258,12 @@ def call_packed(func_name: str, *args: Any) -> PrimExpr:
 
 __all__ = [
     "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atan2", "atanh",
-    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern", "call_packed",
+    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern",
+    "call_llvm_pure_intrin", "call_packed",
     "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
     "exp", "exp2", "exp10", "floor", "floordiv", "floormod", "fma", "fmod", "hypot",
     "if_then_else", "indexdiv", "indexmod", "isfinite", "isinf", "isnan", "log", "log1p",
-    "log2", "log10",
+    "log2", "log10", "reinterpret",
     "logical_and", "logical_not", "logical_or", "nearbyint", "popcount", "pow", "power",
     "round", "rsqrt", "select", "shift_left", "shift_right", "sigmoid", "sin", "sinh",
     "sqrt", "tan", "tanh", "trunc", "truncdiv", "truncmod",

@@ -4,7 +4,10 @@ Expects: a kernel (attrs ``kernel`` and ``launch``) for an architecture.
 Guarantees: at most 1024 threads per block, each block and grid dimension
 within CUDA's own limit (a launch past one fails at run time with an opaque
 "invalid argument", or on the emulator not at all), shared memory within the
-architecture's per-block limit, and per-thread local arrays within a budget;
+architecture's per-block limit, and per-thread local arrays within a budget, where
+``warp`` buffers and ``wmma`` fragments count per warp (a 32nd of their size per
+lane), fragments hold whole 16x16 tiles of a tensor-core type and warp buffers a
+multiple of 32 elements;
 otherwise a ``LoweringError`` saying which limit, by how much, and what to change.
 """
 
@@ -15,6 +18,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
+from ember.tir.scopes import FRAGMENT_DTYPES, FRAGMENT_ELEMENTS, WARP_SIZE, is_fragment, is_per_warp
 
 MAX_THREADS_PER_BLOCK = 1024
 # CUDA's per-dimension limits (the same for every architecture since sm_30).
@@ -51,6 +55,31 @@ def _check_dims(
             )
 
 
+def _check_warp_storage(kernel: str, buf: object) -> None:
+    """A fragment holds whole 16x16 tiles of a type the tensor cores take; warp memory
+    spreads evenly over the 32 lanes."""
+    (size,) = buf.shape  # type: ignore[attr-defined]
+    n = size.value if isinstance(size, E.IntImm) else 0
+    scope, name, dtype = buf.scope, buf.name, buf.dtype  # type: ignore[attr-defined]
+    if is_fragment(scope):
+        if dtype not in FRAGMENT_DTYPES[scope]:
+            raise LoweringError(
+                f"kernel '{kernel}': fragment '{name}' in '{scope}' holds {dtype}; it takes "
+                f"{', '.join(FRAGMENT_DTYPES[scope])}"
+            )
+        if n % FRAGMENT_ELEMENTS:
+            raise LoweringError(
+                f"kernel '{kernel}': fragment '{name}' in '{scope}' has {n} elements, not a "
+                f"whole number of 16x16 tiles ({FRAGMENT_ELEMENTS} each): a wmma fragment is "
+                "computed per warp, not per thread; tile its stage by 16 x 16"
+            )
+    elif n % WARP_SIZE:
+        raise LoweringError(
+            f"kernel '{kernel}': warp buffer '{name}' has {n} elements, not a multiple of "
+            f"the {WARP_SIZE} lanes that hold it"
+        )
+
+
 def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
     grid, block = func.attr("launch")
     threads = block[0] * block[1] * block[2]
@@ -67,10 +96,14 @@ def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
     def visit(node: object) -> None:
         nonlocal shared, local
         if isinstance(node, S.Allocate):
-            if node.buffer.scope == "shared":
-                shared += _bytes(node.buffer)
-            elif node.buffer.scope == "local":
-                local += _bytes(node.buffer)
+            buf = node.buffer
+            if buf.scope == "shared":
+                shared += _bytes(buf)
+            elif buf.scope == "local":
+                local += _bytes(buf)
+            elif is_per_warp(buf.scope):  # a warp's 32 lanes hold it between them
+                _check_warp_storage(func.name, buf)
+                local += -(-_bytes(buf) // WARP_SIZE)
 
     post_order_visit(func.body, visit)
     limit = MAX_SHARED_PER_BLOCK.get(arch, 48 * 1024)

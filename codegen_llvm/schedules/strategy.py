@@ -4,7 +4,7 @@
 compute (``frontend/ops``): an entry returns the tensors of a tuned template's
 compute on the given tensors, or None where the template does not apply to the
 workload. The matching schedule is applied by ``ember.graph_schedule`` from the
-tag the compute carries (``conv2d_nchw_flat``), so the graph's elementwise tail is
+tag the compute carries (``conv2d_nchw_flat``, ``matmul_int8``), so the graph's elementwise tail is
 inlined into the template's output stage: a fused epilogue.
 
 :func:`task_for` names the tuning task behind a node (template name and arguments):
@@ -84,7 +84,20 @@ def task_for(
     return None
 
 
-STRATEGIES: dict[str, Strategy] = {"conv": _conv}
+def _int8_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """``matmul_int8_packed`` (u8 x packed s8 -> s32): the ``matmul_int8.llvm`` compute,
+    tensorized to AVX-512 VNNI by its schedule, where the host CPU has VNNI."""
+    from ember.codegen_llvm.schedules.matmul_int8 import int8_gemm
+    from ember.codegen_llvm.tensor_intrinsics import has_vnni
+
+    a, p = inputs
+    if not has_vnni() or a.ndim != 2 or a.dtype != "uint8" or p.dtype != "int8":
+        return None
+    M, K = _dims(a)
+    return [int8_gemm(a, p, M, int(attrs["n"]), K)[1]]
+
+
+STRATEGIES: dict[str, Strategy] = {"conv": _conv, "matmul_int8_packed": _int8_packed}
 
 
 def compute_for(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:

@@ -6,6 +6,7 @@ Attributes (set by the converters, every one present):
 - ``conv_integer`` / ``qlinear_conv``: strides, pads (begin..., end...), dilations
   (tuples), group (int), as ``conv``.
 - ``dynamic_qparams``, ``matmul_integer``, ``qlinear_matmul``: none.
+- ``matmul_int8_packed`` (made by ``pack_int8_weights``): n, k (ints: W's columns, rows).
 
 Zero points arrive as tensors of the quantized dtype (a converter makes a zero constant
 when ONNX omits one), so a kernel never guesses a type.
@@ -100,6 +101,22 @@ def matmul_integer(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     a_zp = inputs[2] if len(inputs) > 2 else None
     b_zp = inputs[3] if len(inputs) > 3 else None
     return [quant.matmul_integer(inputs[0], inputs[1], a_zp, b_zp)]
+
+
+def _infer_matmul_int8_packed(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    a, p = types
+    if a.ndim != 2 or a.dtype != "uint8" or p.dtype != "int8" or p.ndim != 4:
+        raise ArgumentError(f"matmul_int8_packed: input {a} and packed weights {p} do not fit")
+    return [TensorType((a.shape[0], attrs["n"]), "int32")]
+
+
+@register_op(
+    "matmul_int8_packed", OUT_ELEMWISE_FUSABLE, infer=_infer_matmul_int8_packed, num_inputs=2
+)
+def matmul_int8_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """``A @ W`` in int32 with u8 A and s8 weights packed ``P[N/16, K/4, 16, 4]``
+    (``pack_int8_weights``); the CPU strategy gives it to the VNNI kernel."""
+    return [quant.matmul_int8_packed(inputs[0], inputs[1], attrs["n"], attrs["k"])]
 
 
 def _infer_conv_integer(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

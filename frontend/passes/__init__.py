@@ -16,6 +16,7 @@ from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
 from ember.frontend.passes.fold_batch_norm import fold_batch_norm
 from ember.frontend.passes.fuse_ops import fuse_ops
 from ember.frontend.passes.pack_dense_weights import pack_dense_weights
+from ember.frontend.passes.pack_int8_weights import pack_int8_weights
 
 GraphPass = Callable[[Graph], Graph]
 
@@ -23,6 +24,7 @@ DEFAULT_PASSES: tuple[GraphPass, ...] = (
     eliminate_common_subexpr,
     fold_batch_norm,
     pack_dense_weights,
+    pack_int8_weights,
     eliminate_dead_code,
     fuse_ops,
 )
@@ -47,5 +49,6 @@ __all__ = [
     "fold_batch_norm",
     "fuse_ops",
     "pack_dense_weights",
+    "pack_int8_weights",
     "run_graph_passes",
 ]

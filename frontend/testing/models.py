@@ -89,3 +89,20 @@ def mlp(
             prev = f"a{k}"
     x = rng.standard_normal((batch, sizes[0])).astype("float32")
     return build_model(nodes, {"x": x}, [prev], weights), {"x": x}
+
+
+def symbolic_batch(model: Any, dim: str = "N") -> Any:
+    """``model`` with dim 0 of every graph input and output renamed to the symbol ``dim``,
+    as PyTorch's ``dynamic_axes={"x": {0: dim}}`` exports it (a copy; weights unchanged)."""
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    known = {i.name for i in out.graph.initializer}
+    for vi in [*out.graph.input, *out.graph.output]:
+        if vi.name in known or not vi.type.tensor_type.HasField("shape"):
+            continue
+        first = vi.type.tensor_type.shape.dim[0]
+        first.Clear()
+        first.dim_param = dim
+    return out

@@ -171,3 +171,13 @@ def test_importing_the_backend_does_not_import_cuda():
         "assert not [m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("off", [("EMBER_CACHE_DIR", ""), ("EMBER_DISK_CACHE", "0")])
+def test_the_disk_cache_switches_turn_the_nvrtc_cache_off(monkeypatch, off):
+    _needs_nvrtc()
+    monkeypatch.setenv(*off)
+    source = print_kernel(K.elementwise(333, 64))
+    assert not compile_cuda(source, "sm_80").from_cache
+    assert not compile_cuda(source, "sm_80").from_cache

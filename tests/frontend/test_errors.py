@@ -96,7 +96,7 @@ def test_bad_reshape_target_names_the_node(rng):
     assert "'reshape_node' (Reshape)" in str(info.value)
 
 
-def test_symbolic_input_needs_shapes(rng):
+def test_symbolic_input_runs_per_size_or_takes_shapes(rng):
     n = helper.make_node("Relu", ["x"], ["y"], name="r")
     from onnx import TensorProto
 
@@ -107,8 +107,12 @@ def test_symbolic_input_needs_shapes(rng):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
     )
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(ember.ArgumentError, match="symbolic"):
-        ember.compile(model)
+    dynamic = ember.compile(model)  # a symbolic batch: compiled per size on first use
+    assert dynamic.input_shapes == [("batch", 4)]
+    x5 = rng.standard_normal((5, 4)).astype("float32")
+    np.testing.assert_array_equal(dynamic.run({"x": x5})[0], np.maximum(x5, 0))
+    with pytest.raises(ember.ArgumentError, match=r"must have shape \[batch, 4\]"):
+        dynamic.run({"x": x5[:, :3].copy()})
     lib = ember.compile(model, shapes={"x": (3, 4)})
     x = rng.standard_normal((3, 4)).astype("float32")
     np.testing.assert_array_equal(lib.run({"x": x})[0], np.maximum(x, 0))

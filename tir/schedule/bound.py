@@ -9,15 +9,18 @@ clipped to the tensor's shape, which keeps guarded tail iterations from
 reading out of bounds. A buffer for the stage is sized by the constant upper
 bound of each region's extent.
 
-A ``local`` stage that reads only ``shared`` and ``local`` stages (a GPU thread's
-register tile) is not clipped: at an edge tile it computes its whole constant
+A ``local`` stage (or a ``wmma`` fragment) that reads only on-chip stages (a GPU
+thread's register tile) is not clipped: at an edge tile it computes its whole constant
 region, the part outside the tensor from on-chip values nobody wrote, which
 stay in registers and are never stored. Its reads stay inside the producers'
 allocations, which cover the same unclipped region, and its loops keep constant
 trip counts, so the tile stays in registers instead of local memory.
 
 GPU scopes widen the relaxation: a ``shared`` stage serves every thread of its
-block, so thread-index loops outside its attach point are relaxed too. A stage
+block, so thread-index loops outside its attach point are relaxed too; a ``warp``
+stage serves the lanes of its warp (``threadIdx.x``); ``local`` stages and ``wmma``
+fragments relax none (:func:`ember.tir.scopes.thread_rank_relaxed`). A fragment,
+like a register tile, is computed whole. A stage
 that exchanges values between lanes (a warp shuffle) must run in every lane
 that takes part, not only in those whose results are read: an axis it binds
 directly to a ``threadIdx`` axis is computed over its whole range.
@@ -35,6 +38,7 @@ from ember.tir.functor import post_order_visit, substitute
 from ember.tir.schedule.graph import inlined_bodies, loop_path, outer_path
 from ember.tir.schedule.relations import pass_down_extents, pass_up_values
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.scopes import ON_CHIP_SCOPES, is_fragment, thread_rank_relaxed
 from ember.tir.te.tensor import ComputeOp, IterVar
 
 
@@ -88,7 +92,8 @@ def infer_bounds(
             root_min, root_ext, guards = _region(sch, st, readers, bodies, bounds)
             full = False
             own = inlined_bodies(sch, st, bodies)
-            if st.scope == "local" and all(_reads_only_on_chip(sch, b) for b in own):
+            tile = st.scope == "local" or is_fragment(st.scope)
+            if tile and all(_reads_only_on_chip(sch, b) for b in own):
                 guards = {}  # a register tile computed whole: see the module docstring
             if any(_shuffles_lanes(b) for b in own):
                 _whole_thread_axes(st, root_min, root_ext, guards)
@@ -142,9 +147,7 @@ def _relaxed_loops(producer: Stage, consumer: Stage) -> list[tuple[Stage, IterVa
         tag = attr.bind.thread_tag if attr is not None and attr.bind is not None else ""
         if not tag:
             continue
-        if producer.scope == "global" or (
-            producer.scope == "shared" and tag.startswith("threadIdx")
-        ):
+        if thread_rank_relaxed(producer.scope, tag):
             relaxed.append((st, iv))
     return relaxed
 
@@ -212,7 +215,7 @@ def _reads_only_on_chip(sch: Schedule, body: E.PrimExpr) -> bool:
         nonlocal ok
         if isinstance(node, E.ProducerLoad):
             producer = sch.stage_of(node.producer.op)
-            ok = ok and producer is not None and producer.scope in ("shared", "local")
+            ok = ok and producer is not None and producer.scope in ON_CHIP_SCOPES
 
     post_order_visit(body, visit)
     return ok

@@ -35,6 +35,7 @@ from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
 from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
 from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.schedule.tensorize import tensorized_leaf, tensorized_stage
 from ember.tir.schedule.tuple_update import tuple_update
 from ember.tir.te.extern import ExternOp
 from ember.tir.te.scan import ScanOp
@@ -184,6 +185,9 @@ class _Lowering:
             return cross_thread_nest(self, st, sb)
         update, init, first_red = self.stage_body(st, sb)
         leaves = st.leaf_iter_vars
+        pos = tensorized_leaf(st)
+        if pos is not None:
+            update, init, leaves = tensorized_stage(self, st, sb, pos, init)
         if init is not None:
             for iv in reversed(leaves[first_red:]):
                 if iv.kind is not IterKind.REDUCE:

@@ -38,6 +38,7 @@ class IterAttr:
     kind: ForKind = ForKind.SERIAL
     bind: IterVar | None = None
     pragmas: list[tuple[str, Any]] = field(default_factory=list)
+    tensor_intrin: Any = None  # a TensorIntrin that replaces the loops from here inward
 
 
 class Stage:
@@ -299,6 +300,22 @@ class Stage:
         attr.kind = ForKind.THREAD_BINDING
         attr.bind = thread
 
+    def tensorize(self, axis: IterVar, intrin: Any) -> None:
+        """Replace the loops from ``axis`` inward by the tensor intrinsic ``intrin``
+        (``te.decl_tensor_intrin``); lowering checks that they compute what it does
+        (:mod:`ember.tir.schedule.tensorize`)."""
+        from ember.tir.te.tensor_intrin import TensorIntrin
+
+        iv = self._leaf(axis, "tensorize")
+        if not isinstance(intrin, TensorIntrin):
+            raise self._error(
+                f"tensorize expects a te.decl_tensor_intrin result, got {intrin!r}", iv
+            )
+        attr = self._attr(iv)
+        if attr.bind is not None:
+            raise self._error(f"tensorize: axis '{iv.name}' is bound to a thread axis", iv)
+        attr.tensor_intrin = intrin
+
     # -- where the stage is computed ------------------------------------------------------------
     def compute_at(self, parent: Stage, axis: IterVar) -> None:
         """Compute this stage inside ``parent``'s loop ``axis``, just the region needed there."""
@@ -342,8 +359,13 @@ class Stage:
         self.store_predicate = E._as_bool(predicate)
 
     def set_scope(self, scope: str) -> None:
-        if scope not in ("global", "shared", "local"):
-            raise self._error(f"unknown storage scope {scope!r}; use 'global', 'shared' or 'local'")
+        """Store the stage in ``scope`` (:data:`ember.tir.scopes.STORAGE_SCOPES`: ``global``,
+        ``shared``, ``warp``, ``local``, or a ``wmma`` fragment)."""
+        from ember.tir.scopes import STORAGE_SCOPES
+
+        if scope not in STORAGE_SCOPES:
+            names = ", ".join(repr(x) for x in STORAGE_SCOPES)
+            raise self._error(f"unknown storage scope {scope!r}; use one of {names}")
         self.scope = scope
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:

@@ -199,6 +199,19 @@ def matmul_integer(
     return matmul_nd(a32, b32, name=name)
 
 
+def matmul_int8_packed(A: Tensor, P: Tensor, N: int, K: int, name: str = "matmul_int8") -> Tensor:
+    """``A @ W`` in int32 for u8 A (M, K) and s8 W given packed, ``P[x, g, z, q] =
+    W[4g + q, 16x + z]`` (the layout of the VNNI kernel, which the CPU uses instead)."""
+    M = static_shape(A)[0]
+    k = te.reduce_axis((0, K), name="k")
+
+    def body(m, n):  # noqa: ANN001, ANN202
+        w = P[n // 16, k // 4, n % 16, k % 4]
+        return te.sum(A[m, k].astype("int32") * w.astype("int32"), axis=k)
+
+    return te.compute((M, N), body, name=name)
+
+
 def conv_integer(
     X: Tensor,
     W: Tensor,

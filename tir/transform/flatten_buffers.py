@@ -3,7 +3,8 @@
 Expects: loads and stores with one index per buffer dimension.
 Guarantees: every ``BufferLoad``/``BufferStore`` has exactly one index, computed
 from the buffer's strides (row-major, or the padded strides ``storage_align``
-chose); allocations are of 1-D buffers. A flattened buffer keeps its ``data``
+chose) plus its ``elem_offset`` (a view bound inside another buffer, e.g. by
+``tensorize``); allocations are of 1-D buffers. A flattened buffer keeps its ``data``
 pointer variable, which is how code generators know a parameter's flat view
 is the parameter. Parameters keep their declared shapes so callers are still
 checked against them.
@@ -22,7 +23,7 @@ class _Flatten(Mutator):
         self.flat: dict[int, Buffer] = {}
 
     def buffer(self, b: Buffer) -> Buffer:
-        if b.ndim == 1 and not b.strides:
+        if b.ndim == 1 and not b.strides and b.elem_offset is None:
             return b
         fb = self.flat.get(id(b))
         if fb is None:
@@ -32,9 +33,11 @@ class _Flatten(Mutator):
         return fb
 
     def index(self, b: Buffer, indices: tuple[E.PrimExpr, ...]) -> tuple[E.PrimExpr, ...]:
-        if len(indices) == 1 and not b.strides:
+        if len(indices) == 1 and not b.strides and b.elem_offset is None:
             return indices
         flat: E.PrimExpr | None = None
+        if b.elem_offset is not None and not E.is_const_int(b.elem_offset, 0):
+            flat = b.elem_offset
         for idx, stride in zip(indices, b.row_major_strides()):
             term = idx if E.is_const_int(stride, 1) else idx * stride
             flat = term if flat is None else flat + term

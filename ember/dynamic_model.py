@@ -1,0 +1,280 @@
+"""Models with symbolic input dims (a batch ``"N"``): compiled per concrete size on first use.
+
+``ember.compile`` returns a :class:`DynamicModel` when an input keeps a symbolic dim (a
+string such as ``"N"`` or ``"batch_size"``, as PyTorch writes for ``dynamic_axes``) and
+``shapes=`` does not fix it. The design is specialization, not symbolic kernels: the
+first run with a new binding of the symbols (``{"N": 3}``) imports the model again with
+those sizes, runs the graph passes and compiles it (:func:`ember.compile` with static
+shapes), and keeps that :class:`~ember.executor.CompiledModel`, with its own memory
+plan, for every later run of the same sizes. Why: the tuned templates
+(``conv2d_nchw.llvm``, ``matmul.llvm``) and several importer rules (Flatten, Reshape,
+shape subgraphs) need static sizes, and a kernel compiled for its sizes is the fast one.
+A new size costs one compile, which the disk kernel cache (``ember/kernel_cache.py``)
+makes cheap for kernels whose sizes do not change with the batch (across processes too).
+
+The model is kept as its source: the ONNX bytes (imported again per binding, so every
+importer rule sees static shapes), or an Ember Graph whose node types are re-inferred
+through each op's shape rule. ``input_shapes`` reports the symbolic dims; outputs are
+typed as the model declares them (``?`` where it does not). Inputs are checked before
+anything compiles: a wrong name, rank, static dim or dtype, or one symbol given two sizes,
+raises :class:`~ember.errors.ArgumentError`. ``export`` writes the source plus every
+specialization compiled so far (``ember/artifact_dynamic.py``), so a loaded model runs
+those sizes at once and compiles others on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ember.errors import ArgumentError, EmberError
+from ember.frontend.graph import Graph, TensorType, Value
+
+Binding = tuple[tuple[str, int], ...]
+
+
+class OnnxSource:
+    """An ONNX model, imported again with static shapes for each binding."""
+
+    kind = "onnx"
+
+    def __init__(self, proto: Any, shapes: Mapping[str, Sequence[int]]) -> None:
+        from ember.frontend.onnx_import.importer import check_supported
+
+        self.data: bytes = proto.SerializeToString()
+        self.shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
+        check_supported(proto)  # an unsupported operator is reported now, not on first run
+        self.inputs, self.outputs = onnx_signature(proto, self.shapes)
+
+    def specialize(self, binding: Mapping[str, int]) -> Graph:
+        from ember.frontend.onnx_import.importer import from_onnx
+
+        shapes = {v.name: _concrete(v.type, binding) for v in self.inputs}
+        return from_onnx(self.data, shapes)
+
+
+def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[list[Value], ...]:
+    """The graph inputs (symbolic dims kept unless ``shapes`` fixes them) and outputs as the
+    model declares them, without importing the nodes (which may need static shapes)."""
+    from ember.frontend.onnx_import.importer import _value_type
+
+    known = {i.name for i in proto.graph.initializer}
+    inputs = [
+        Value(vi.name, _value_type(vi, shapes)) for vi in proto.graph.input if vi.name not in known
+    ]
+    unknown = set(shapes) - {v.name for v in inputs}
+    if unknown:
+        raise ArgumentError(
+            f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
+        )
+    return inputs, [Value(vi.name, _declared_type(vi)) for vi in proto.graph.output]
+
+
+def _declared_type(vi: Any) -> TensorType:
+    """An output's type as the model declares it; ``?`` for what it leaves out (known once
+    a size is compiled)."""
+    from ember.frontend.onnx_import.importer import _elem_dtype, _value_type
+
+    try:
+        return _value_type(vi, {})
+    except EmberError:
+        pass
+    try:
+        return TensorType(("?",), _elem_dtype(vi))
+    except EmberError:
+        return TensorType(("?",), "?")
+
+
+class GraphSource:
+    """An Ember Graph with symbolic input dims; each binding re-infers every node's types."""
+
+    kind = "graph"
+
+    def __init__(self, graph: Graph) -> None:
+        for n in graph.nodes:
+            if n.subgraphs:
+                raise ArgumentError(
+                    f"{n.where()} holds subgraphs, which are not re-typed for a new batch size; "
+                    "compile this graph with static input shapes"
+                )
+        self.graph = graph
+        self.inputs, self.outputs = list(graph.inputs), list(graph.outputs)
+
+    def specialize(self, binding: Mapping[str, int]) -> Graph:
+        from ember.frontend.ops.registry import get_op
+
+        g = self.graph
+        values = {
+            n: Value(n, TensorType(_concrete(v.type, binding), v.dtype))
+            for n, v in g.values.items()
+            if n in g.params or n in g.input_names
+        }
+        for node in g.nodes:
+            in_types = [values[i].type for i in node.inputs]
+            try:
+                outs = get_op(node.op).infer_types(in_types, node.attrs)
+            except EmberError as e:
+                raise e.add_context(f"while re-typing {node.where()} for {dict(binding)}") from None
+            values.update((o, Value(o, t)) for o, t in zip(node.outputs, outs))
+        return Graph(
+            [values[v.name] for v in g.inputs],
+            [values[v.name] for v in g.outputs],
+            [replace(n, attrs=dict(n.attrs)) for n in g.nodes],  # passes may edit nodes
+            g.params,
+            values,
+            g.name,
+        ).verify()
+
+
+def _concrete(t: TensorType, binding: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(binding[d] if isinstance(d, str) else d for d in t.shape)
+
+
+class DynamicModel:
+    """A model with symbolic input dims, run like a :class:`~ember.executor.CompiledModel`
+    (``run``, ``__call__``, ``benchmark``, ``export``, input and output names and types);
+    see the module docstring for how sizes are specialized."""
+
+    def __init__(
+        self, source: Any, target: str, records: Any = None, graph_passes: Any = None
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.records = records
+        self.graph_passes = graph_passes
+        self.input_names = [v.name for v in source.inputs]
+        self.output_names = [v.name for v in source.outputs]
+        self.input_types: list[TensorType] = [v.type for v in source.inputs]
+        self.output_types: list[TensorType] = [v.type for v in source.outputs]
+        self.specializations: dict[Binding, Any] = {}
+
+    input_shapes = property(lambda self: [t.shape for t in self.input_types])
+    output_shapes = property(lambda self: [t.shape for t in self.output_types])
+    input_dtypes = property(lambda self: [t.dtype for t in self.input_types])
+    output_dtypes = property(lambda self: [t.dtype for t in self.output_types])
+
+    @property
+    def symbols(self) -> list[str]:
+        """The symbolic dims, in the order the inputs first name them."""
+        dims = (d for t in self.input_types for d in t.shape if isinstance(d, str))
+        return list(dict.fromkeys(dims))
+
+    def specialize(self, binding: Mapping[str, int] | None = None, **sizes: int) -> Any:
+        """The CompiledModel for these sizes (``specialize(N=8)``), compiled on first use:
+        call it ahead of time to keep a compile out of the first run of a size."""
+        given = {**(binding or {}), **sizes}
+        missing = [s for s in self.symbols if s not in given]
+        extra = sorted(set(given) - set(self.symbols))
+        if missing or extra:
+            raise ArgumentError(
+                f"specialize needs a size for each symbolic dim {self.symbols}; "
+                f"missing {missing}, unknown {extra}"
+            )
+        bad = {k: v for k, v in given.items() if not isinstance(v, (int, np.integer)) or v < 0}
+        if bad:
+            raise ArgumentError(f"symbolic dim sizes must be non-negative integers, got {bad}")
+        key: Binding = tuple((s, int(given[s])) for s in self.symbols)
+        model = self.specializations.get(key)
+        if model is None:
+            from ember.graph_compile import compile as compile_graph
+
+            try:
+                graph = self.source.specialize(dict(key))
+            except EmberError as e:
+                raise e.add_context(f"while specializing the model for {dict(key)}") from None
+            model = compile_graph(graph, self.target, self.records, None, self.graph_passes)
+            self.specializations[key] = model
+        return model
+
+    def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
+        """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
+        static dim, rank and dtype is checked first."""
+        given = _in_order(self.input_names, inputs)
+        sizes: dict[str, int] = {}
+        arrays = []
+        for name, t, value in zip(self.input_names, self.input_types, given):
+            before = dict(sizes)
+            arr = np.asarray(value)
+            if str(arr.dtype) != t.dtype:
+                raise ArgumentError(f"input '{name}' must be {t.dtype}, got {arr.dtype}")
+            fits = arr.ndim == t.ndim and all(
+                d == n if isinstance(d, int) else sizes.setdefault(d, n) == n
+                for d, n in zip(t.shape, arr.shape)
+            )
+            if not fits:
+                raise ArgumentError(
+                    f"input '{name}' must have shape [{', '.join(map(str, t.shape))}], got "
+                    f"{list(arr.shape)}" + _bound_note(t, before)
+                )
+            arrays.append(arr)
+        return tuple((s, sizes[s]) for s in self.symbols), arrays
+
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
+        """Run on ``inputs`` (a dict by name or a list), compiling for their sizes if new."""
+        key, arrays = self.bind(inputs)
+        return self.specialize(dict(key)).run(arrays)
+
+    __call__ = run
+
+    def benchmark(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any] | None = None,
+        number: int = 10,
+        repeat: int = 3,
+    ) -> dict[str, float]:
+        """Seconds per run as ``CompiledModel.benchmark``; without ``inputs``, every symbolic
+        dim is 1 and the data is random."""
+        if inputs is None:
+            model = self.specialize({s: 1 for s in self.symbols})
+            return model.benchmark(None, number, repeat)
+        key, arrays = self.bind(inputs)
+        return self.specialize(dict(key)).benchmark(arrays, number, repeat)
+
+    def export(self, path: Any, archs: Any = None, ptx: bool = True) -> None:
+        """Write the source and the specializations so far to one ``.ember`` file
+        (``archs``/``ptx``: the GPU images of a CUDA model's sizes, as
+        :meth:`CompiledModel.export` takes them)."""
+        from ember.artifact_dynamic import export_dynamic
+
+        export_dynamic(self, path, archs, ptx)
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{n}: {t}" for n, t in zip(self.input_names, self.input_types))
+        sizes = ", ".join(str(dict(k)) for k in self.specializations) or "none yet"
+        return f"DynamicModel({sig}) on {self.target}, compiled for: {sizes}"
+
+
+def _bound_note(t: TensorType, sizes: Mapping[str, int]) -> str:
+    bound = {d: sizes[d] for d in t.shape if isinstance(d, str) and d in sizes}
+    return f" (with {bound} from the inputs before it)" if bound else ""
+
+
+def _in_order(names: list[str], inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
+    """``inputs`` as a list in ``names`` order; a wrong, missing or extra name raises."""
+    if isinstance(inputs, Mapping):
+        unknown = sorted(set(inputs) - set(names))
+        if unknown:
+            raise ArgumentError(f"unknown input name(s) {unknown}; the model takes {names}")
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise ArgumentError(f"missing input(s) {missing}; the model takes {names}")
+        return [inputs[n] for n in names]
+    given = list(inputs)
+    if len(given) != len(names):
+        raise ArgumentError(f"the model takes {len(names)} inputs {names}, got {len(given)}")
+    return given
+
+
+def symbolic_source(model: Any, shapes: Mapping[str, Sequence[int]] | None) -> Any | None:
+    """A source for :class:`DynamicModel` when ``model`` (an ONNX ModelProto or a Graph)
+    keeps a symbolic input dim after ``shapes``; None when every input is static."""
+    if isinstance(model, Graph):
+        static = all(v.type.is_static for v in model.inputs)
+        return None if static else GraphSource(model)
+    inputs, _ = onnx_signature(model, dict(shapes or {}))
+    if all(v.type.is_static for v in inputs):
+        return None
+    return OnnxSource(model, dict(shapes or {}))

@@ -1,0 +1,159 @@
+"""A disk cache of compiled CPU kernels, so a model compiled again in a new process skips
+lowering and LLVM.
+
+``ember/kernels.py`` asks here before building a graph kernel for an ``llvm`` target and
+stores what it built. An entry is the kernel's shared library, the form artifacts store CPU
+kernels in (the module's ``export_object`` linked by ``runtime.export.link_shared``, as
+``export_library`` does), read back by ``ember.runtime.load_module``. It lives under
+``config.cache_dir()/kernels`` in a folder named by a SHA-256 of the in-process cache key
+(op or fused group, attributes, input types, target, tuning-records fingerprint), the Ember
+version, the library format and the resolved CPU (triple, name, features), so another
+machine's or another version's code is never picked up. Libraries are linked on a worker
+thread while the compile goes on; ``ember.compile`` waits for them (:func:`flush`) before it
+returns. Like the NVRTC cache (``codegen_cuda/nvrtc.py``) an entry is written into a fresh
+folder and renamed into place, so concurrent processes never see half an entry; a
+``meta.json`` beside the library holds the library's SHA-256, and an entry whose library does
+not match it (or will not load) is deleted and rebuilt, never loaded.
+``EMBER_CACHE_DIR=""`` or ``EMBER_DISK_CACHE=0`` turns the cache off (``ember.config``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ember import config
+from ember.errors import EmberError
+from ember.target import Target
+
+LIBRARY = "kernel.so"
+META = "meta.json"
+LAYOUT = 1  # bump when the entry layout changes
+
+# lookups and stores in this process, by outcome (tests and reports read them)
+STATS: dict[str, int] = {"hit": 0, "miss": 0, "corrupt": 0, "stored": 0}
+
+
+def enabled(target: Target) -> bool:
+    return target.kind == "llvm" and config.disk_cache_enabled()
+
+
+def _machine(target: Target) -> list[str]:
+    from ember.codegen_llvm.jit import MachineSpec
+
+    spec = MachineSpec.from_target(target)
+    return [spec.triple, spec.cpu, spec.features, str(spec.opt_level)]
+
+
+def entry_key(key: tuple[Any, ...], target: Target) -> str:
+    """The hex name of ``key``'s entry: the in-process key plus what makes code portable."""
+    import ember
+    from ember.runtime.load import VERSION
+
+    payload = json.dumps(
+        [LAYOUT, repr(key), str(target), ember.__version__, VERSION, *_machine(target)]
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def entry_path(name: str) -> Path:
+    return config.cache_dir() / "kernels" / name[:2] / name
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load(name: str) -> Any | None:
+    """The cached module of entry ``name``, or None (absent, or corrupt and now removed)."""
+    from ember.runtime.load import load_module
+
+    folder = entry_path(name)
+    if not folder.is_dir():
+        STATS["miss"] += 1
+        return None
+    try:
+        meta = json.loads((folder / META).read_text())
+        digest = _sha256_file(folder / LIBRARY)
+    except (OSError, ValueError):  # a file missing or unreadable: the entry is not whole
+        return _discard(folder)
+    if not isinstance(meta, dict) or meta.get("sha256") != digest:
+        return _discard(folder)
+    try:
+        module = load_module(folder / LIBRARY)
+    except (EmberError, OSError):
+        return _discard(folder)
+    STATS["hit"] += 1
+    return module
+
+
+def _discard(folder: Path) -> None:
+    """Remove a corrupt entry (best effort: another process may be doing the same)."""
+    STATS["corrupt"] += 1
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
+
+
+def store(name: str, module: Any) -> None:
+    """Write ``module``'s library as entry ``name``. Its object code is emitted now and linked
+    on a worker thread (the linker is a separate process, so that overlaps the next kernel's
+    compile); :func:`flush` waits for what is pending. A module with no library form (one
+    that calls back into Python) or an unwritable cache folder is skipped: the cache only
+    saves time, it never fails a compile."""
+    try:
+        obj = module.export_object()
+    except (EmberError, AttributeError):
+        return
+    with _LOCK:
+        _PENDING.append(_linker().submit(_write_entry, entry_path(name), obj))
+
+
+def flush() -> None:
+    """Wait until every entry :func:`store` was given is written (or skipped)."""
+    with _LOCK:
+        pending = list(_PENDING)
+        _PENDING.clear()
+    for future in pending:
+        future.result()
+
+
+_LOCK = threading.Lock()
+_PENDING: list[Future[None]] = []
+
+
+@functools.cache
+def _linker() -> ThreadPoolExecutor:
+    # one worker: entries are written in order, and the linker never crowds out the compile
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-kernel-cache")
+
+
+def _write_entry(folder: Path, obj: bytes) -> None:
+    """Link ``obj`` into a fresh folder beside ``folder`` and rename it into place, so a
+    reader never sees half an entry (another process may win the rename: then its entry
+    stays)."""
+    from ember.runtime.export import link_shared
+
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    except OSError:
+        return
+    try:
+        link_shared(obj, tmp / LIBRARY)
+        meta = {"sha256": _sha256_file(tmp / LIBRARY), "layout": LAYOUT}
+        (tmp / META).write_text(json.dumps(meta))
+        os.replace(tmp, folder)
+        with _LOCK:
+            STATS["stored"] += 1
+    except (EmberError, OSError):  # no C compiler, a full disk, or a lost race
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
