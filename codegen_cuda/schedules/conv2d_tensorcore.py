@@ -6,7 +6,9 @@ pixel, ``k = (kh * KW + kw) * C + c`` the reduction index (the channel innermost
 that a run of ``k`` is a run of contiguous input channels) and ``A`` the im2col
 matrix of the zero-padded NHWC input. ``A`` is never built: its shared tile is a
 stage whose elements read the input straight from global memory (zero outside the
-image, and in the rows and columns that round the GEMM up to whole tiles). The
+image, and in the rows and columns that round the GEMM up to whole tiles); when the
+channels come in runs of 8 (and K fills whole K steps), each 16-byte piece of a row
+lies in one (kh, kw) tap and is one zero-filling ``cp.async``. The
 weights come as the ``[KH * KW * C, O]`` matrix (a frontend packs them once). Everything
 after the operands is :func:`~.matmul_tensorcore.schedule_tensorcore_gemm`: the same
 stages, knobs and epilogue. The output is the NHWC tensor ``[N, OH, OW, O]`` as its
@@ -107,5 +109,6 @@ def conv2d_nhwc_tensorcore_cuda(
     Y = te.compute((M, O), lambda m, o: epi(CS[m, o], (m, o)), name="Y")
     s = create_schedule(Y.op)
     vec_b = 8 if O % 8 == 0 and Op == O else 1
-    schedule_tensorcore_gemm(s, AP, BP, CF, CS, Y, knobs, False, (1, vec_b, 1))
+    vec_a = 8 if C % 8 == 0 and Kp == K else 1
+    schedule_tensorcore_gemm(s, AP, BP, CF, CS, Y, knobs, False, (vec_a, vec_b, 1))
     return s, [X, Wt, *([Bias] if Bias is not None else []), Y]

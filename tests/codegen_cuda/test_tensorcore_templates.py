@@ -207,6 +207,8 @@ def test_conv2d_nhwc_bias_relu_fp16_out(rng):
     y = np.full(want.shape, np.nan, "float16")
     mod.emulate(x, w, bias, y)
     np.testing.assert_allclose(y.astype("float64"), want, rtol=2e-3, atol=2e-3)
+    # channels in runs of 8: the im2col tile is fetched by 16-byte zero-filling cp.async
+    assert "cp_async_zfill_16(&AP" in mod.get_source()
 
 
 def test_ldmatrix_conflict_free_at_default_config(rng):
