@@ -6,8 +6,8 @@ rounded inputs, independently of Ember. Tolerance: the tensor cores multiply fp1
 exactly and add in fp32, so a sum of ``K`` products of values in [-1, 1] is off by at
 most about ``K * 2**-24 * sum|a*b|`` (below 1e-5 at these sizes): ``atol=1e-4,
 rtol=1e-4`` for fp32 results; an fp16 result adds half an fp16 ulp (``2**-11``
-relative): ``rtol=2e-3``; fp16 accumulation rounds every partial sum to fp16:
-``atol = K * 2**-10``.
+relative): ``rtol=2e-3``, a bf16 one ``2**-8``; fp16 accumulation rounds every
+partial sum to fp16: ``atol = K * 2**-10``.
 """
 
 from __future__ import annotations
@@ -152,6 +152,18 @@ def test_bad_arguments_are_argument_errors(name, args, match):
 def test_matmul_bf16_inputs(rng):
     c, want = run_matmul(rng, 33, 40, 48, dtype="bfloat16", ks=16, stages=2)
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_bf16_in_and_out_with_bias_relu(rng):
+    """bf16 results round to 8 significant bits: ``rtol=2**-8``."""
+    M, N, K = 37, 53, 29
+    mod = build(TC, (M, N, K, "bfloat16", "bfloat16", False, True, "relu"))
+    a, b, bias = (half(rng, shape, "bfloat16") for shape in ((M, K), (K, N), (N,)))
+    c = np.zeros((M, N), np.uint16)
+    mod.emulate(bits(a, "bfloat16"), bits(b, "bfloat16"), bits(bias, "bfloat16"), c)
+    got = (c.astype(np.uint32) << 16).view(np.float32)
+    want = epilogue(a.astype("f8") @ b.astype("f8"), bias, "relu")
+    np.testing.assert_allclose(got, want, rtol=2**-8, atol=1e-6)
 
 
 def test_matmul_fp16_accumulation(rng):
