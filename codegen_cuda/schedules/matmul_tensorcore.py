@@ -177,14 +177,28 @@ def schedule_tensorcore_gemm(
     ``vectors``: elements per access of the A fetch, the B fetch and the C store (1 where
     a row of the global tensor does not start aligned). A leading batch axis of ``C`` is
     ``blockIdx.z``."""
-    bm, bn, wm, wn, ks = (knobs[k] for k in ("bm", "bn", "wm", "wn", "ks"))
-    wy, wz = bm // wm, bn // wn
-    in_dtype, acc_dtype = AP.dtype, CF.dtype
     wmma = knobs["route"] == "wmma"
     acc_scope = "wmma.accumulator" if wmma else "warp"
     for stage, scope in ((AP, "shared"), (BP, "shared"), (CF, acc_scope), (CS, "shared")):
         s[stage].set_scope(scope)
+    bx = _schedule_output(s, C, knobs, vectors[2])
+    ko = _schedule_warps(s, CF, CS, C, bx, knobs, AP.dtype, trans_b)
+    wy, wz = knobs["bm"] // knobs["wm"], knobs["bn"] // knobs["wn"]
+    rows = {AP: knobs["ks"], BP: knobs["ks"] if trans_b else knobs["bn"]}
+    for stage, vec in ((AP, vectors[0]), (BP, vectors[1])):
+        s[stage].compute_at(s[CF], ko)
+        s[stage].pipeline(knobs["stages"])
+        tx = _fetch(s[stage], vec, wz, wy)
+        if knobs["layout"] == "pad":  # 16 bytes per row: 8 rows of a phase in 8 bank groups
+            s[stage].storage_align(s[stage].op.axis[-2], rows[stage], 8)
+        elif knobs["layout"] == "swizzle":  # the same, by permuting 16-byte chunks per row
+            s[stage].pragma(tx, "smem_swizzle", rows[stage])
 
+
+def _schedule_output(s: Schedule, C: Tensor, knobs: dict[str, Any], vector: int) -> Any:
+    """Block tiles of C on the grid, each stored by all the block's threads; gives the
+    block's column axis (where the block's stages are computed)."""
+    bm, bn = knobs["bm"], knobs["bn"]
     *batch, i, j = s[C].op.axis
     by, ii = s[C].split(i, factor=bm)
     bx, jj = s[C].split(j, factor=bn)
@@ -194,11 +208,21 @@ def schedule_tensorcore_gemm(
     s[C].bind(by, "blockIdx.y")
     s[C].bind(bx, "blockIdx.x")
     fused = s[C].fuse(ii, jj)
-    if vectors[2] > 1:
-        fused, lanes = s[C].split(fused, factor=vectors[2])
+    if vector > 1:
+        fused, lanes = s[C].split(fused, factor=vector)
         s[C].vectorize(lanes)
-    _bind_threads(s[C], fused, wz, wy)
+    _bind_threads(s[C], fused, bn // knobs["wn"], bm // knobs["wm"])
+    return bx
 
+
+def _schedule_warps(
+    s: Schedule, CF: Tensor, CS: Tensor, C: Tensor, bx: Any, knobs: dict[str, Any],
+    in_dtype: str, trans_b: bool,
+) -> Any:  # fmt: skip
+    """Warp tiles of the block's accumulator (threadIdx.y, threadIdx.z), each a tensorized
+    K loop and a tensorized copy to the shared tile; gives the K-step loop."""
+    wm, wn, ks, acc_dtype = knobs["wm"], knobs["wn"], knobs["ks"], CF.dtype
+    wmma = knobs["route"] == "wmma"
     s[CS].compute_at(s[C], bx)
     *_, ci, cj = s[CS].op.axis
     wi, ti = s[CS].split(ci, factor=wm)
@@ -208,7 +232,7 @@ def schedule_tensorcore_gemm(
     s[CS].bind(wj, "threadIdx.z")
     s[CS].tensorize(ti, (wmma_store_intrin if wmma else store_intrin)(wm, wn, acc_dtype))
     # rows 8 words apart: a lane quad's 8 row groups fall in 4 bank octets, not 1
-    s[CS].storage_align(ci, bn, 8)
+    s[CS].storage_align(ci, knobs["bn"], 8)
 
     s[CF].compute_at(s[CS], wj)
     *_, fi, fj = s[CF].op.axis
@@ -216,16 +240,7 @@ def schedule_tensorcore_gemm(
     s[CF].reorder(ko, fi, fj, ki)
     step = wmma_step_intrin if wmma else mma_step_intrin
     s[CF].tensorize(fi, step(wm, wn, ks, in_dtype, acc_dtype, trans_b))
-
-    rows = {AP: ks, BP: ks if trans_b else bn}
-    for stage, vec in ((AP, vectors[0]), (BP, vectors[1])):
-        s[stage].compute_at(s[CF], ko)
-        s[stage].pipeline(knobs["stages"])
-        tx = _fetch(s[stage], vec, wz, wy)
-        if knobs["layout"] == "pad":  # 16 bytes per row: 8 rows of a phase in 8 bank groups
-            s[stage].storage_align(s[stage].op.axis[-2], rows[stage], 8)
-        elif knobs["layout"] == "swizzle":  # the same, by permuting 16-byte chunks per row
-            s[stage].pragma(tx, "smem_swizzle", rows[stage])
+    return ko
 
 
 def _check_dtypes(dtype: str, acc_dtype: str, out_dtype: str) -> None:

@@ -204,33 +204,35 @@ def wmma_step_intrin(
             ib.evaluate(tc.tvm_fill_fragment(c, f, 0.0))
         return ib.get()
 
-    def update(a: Buffer, b: Buffer, c: Buffer) -> Any:
-        ib = IRBuilder()
-        fa = ib.allocate((256 * mt,), in_dtype, scope="wmma.matrix_a", name="a_frag")
-        fb = ib.allocate((256 * nt,), in_dtype, scope="wmma.matrix_b", name="b_frag")
-        sa, sb = a.strides[0], b.strides[0]
-        for kk in range(ks // WMMA):
-            for mi in range(mt):
-                at = a.elem_offset + mi * WMMA * sa + kk * WMMA
-                ib.evaluate(tc.tvm_load_matrix_sync(fa, mi, a, at, sa, "row_major"))
-            for nj in range(nt):
-                if trans_b:  # B^T rows are n: B is its column-major view
-                    at, layout = b.elem_offset + nj * WMMA * sb + kk * WMMA, "col_major"
-                else:
-                    at, layout = b.elem_offset + kk * WMMA * sb + nj * WMMA, "row_major"
-                ib.evaluate(tc.tvm_load_matrix_sync(fb, nj, b, at, sb, layout))
-            for mi in range(mt):
-                for nj in range(nt):
-                    f = mi * nt + nj
-                    ib.evaluate(tc.tvm_mma_sync(c, f, fa, mi, fb, nj, c, f))
-        return ib.get()
-
     def fcompute(ins: list[Buffer], outs: list[Buffer]) -> tuple[Any, Any, Any]:
         (a, b), (c,) = ins, outs
-        return S.seq(fill(c), update(a, b, c)), fill(c), update(a, b, c)
+        args = (a, b, c, mt, nt, ks, in_dtype, trans_b)
+        return S.seq(fill(c), _wmma_update(*args)), fill(c), _wmma_update(*args)
 
     name = f"wmma_{wm}x{wn}x{ks}_{in_dtype}_{acc_dtype}{'_tb' if trans_b else ''}"
     return decl_tensor_intrin(C.op, fcompute, name=name, binds=binds)
+
+
+def _wmma_update(a, b, c, mt, nt, ks, in_dtype, trans_b):  # noqa: ANN001, ANN202
+    ib = IRBuilder()
+    fa = ib.allocate((256 * mt,), in_dtype, scope="wmma.matrix_a", name="a_frag")
+    fb = ib.allocate((256 * nt,), in_dtype, scope="wmma.matrix_b", name="b_frag")
+    sa, sb = a.strides[0], b.strides[0]
+    for kk in range(ks // WMMA):
+        for mi in range(mt):
+            at = a.elem_offset + mi * WMMA * sa + kk * WMMA
+            ib.evaluate(tc.tvm_load_matrix_sync(fa, mi, a, at, sa, "row_major"))
+        for nj in range(nt):
+            if trans_b:  # B^T rows are n: B is its column-major view
+                at, layout = b.elem_offset + nj * WMMA * sb + kk * WMMA, "col_major"
+            else:
+                at, layout = b.elem_offset + kk * WMMA * sb + nj * WMMA, "row_major"
+            ib.evaluate(tc.tvm_load_matrix_sync(fb, nj, b, at, sb, layout))
+        for mi in range(mt):
+            for nj in range(nt):
+                f = mi * nt + nj
+                ib.evaluate(tc.tvm_mma_sync(c, f, fa, mi, fb, nj, c, f))
+    return ib.get()
 
 
 def wmma_store_intrin(wm: int, wn: int, acc_dtype: str) -> TensorIntrin:
