@@ -275,6 +275,16 @@ def test_verify_gpu_rejects_too_much_shared_memory_before_compiling():
         build(TC, (256, 256, 256), bm=128, bn=128, wm=64, wn=64, ks=64, stages=4)
 
 
+@pytest.mark.parametrize(("route", "layout"), [("mma", "swizzle"), ("wmma", "pad")])
+def test_verify_gpu_rejects_an_architecture_without_the_instructions(route, layout):
+    """mma.sync m16n8k16 needs sm_80 (ptxas would fail late); wmma works from sm_70."""
+    knobs = dict(bm=32, bn=32, wm=16, wn=16, ks=16, route=route, layout=layout)
+    with pytest.raises(
+        ember.LoweringError, match="needs sm_80" if route == "mma" else "needs sm_70"
+    ):
+        build(TC, (32, 32, 32), "sm_75" if route == "mma" else "sm_60", **knobs)
+
+
 @pytest.mark.parametrize(
     ("name", "args"),
     [(TC, (4096, 4096, 4096)), (BTC, (8, 512, 512, 512)), (CTC, (8, 56, 56, 64, 64, 3, 3, 1, 1))],
