@@ -8,9 +8,11 @@ schedules do:
                       pipelined over K (``cp.async`` on sm_80+, ``stages`` deep)
     CF      (warp)    each warp's WM x WN fp32 (or fp16) accumulator, tensorized per K
                       step with ``mma_step_intrin`` (ldmatrix + mma.sync) and its reset
+                      (``route=wmma``: ``wmma.accumulator`` fragments, ``wmma_step_intrin``)
     CS      (shared)  the block's accumulators, written by each lane (``store_intrin``)
-    C       (global)  ``epilogue(CS[i, j], j)``: bias, activation, cast; every thread of
-                      the block stores coalesced, guarded at the matrix edge
+    C       (global)  ``epilogue(CS[i, j], (i, j))``: bias, activation, cast, or any tail
+                      (:func:`tensorcore_gemm`); every thread of the block stores
+                      coalesced, guarded at the matrix edge
 
 :func:`schedule_tensorcore_gemm` schedules these five stages for whoever built them:
 the matmul templates here and the implicit-GEMM convolution
@@ -22,10 +24,11 @@ pragma, applied to writers and readers alike by ``codegen_cuda/transform/swizzle
 comparison in the profile).
 
 Knobs: ``bm``/``bn`` block tile, ``wm``/``wn`` warp tile (``(bm/wm) * (bn/wn)`` warps),
-``ks`` K step, ``stages`` of the shared pipeline, ``layout``. Configurations whose
-warp tile does not divide the block tile are pruned from the space; those over the
-architecture's shared memory or register limits are rejected by ``verify_gpu``
-before anything is compiled.
+``ks`` K step, ``stages`` of the shared pipeline, ``layout``, ``route`` (``mma`` or
+``wmma``, the latter on ``pad``/``plain`` tiles). Configurations whose warp tile does
+not divide the block tile are pruned from the space; those over the architecture's
+shared memory or local memory limits, or using an instruction it lacks, are
+rejected by ``verify_gpu`` before anything is compiled.
 """
 
 from __future__ import annotations
