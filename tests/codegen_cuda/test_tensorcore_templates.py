@@ -239,6 +239,25 @@ def test_ldmatrix_conflict_free_at_default_config(rng):
     assert "^" in src and "ldmatrix" in src and "mma.sync.aligned.m16n8k16" in src
 
 
+def test_missing_barrier_after_the_cp_async_wait_is_a_race(rng):
+    """Mutation: the pipeline's barrier between a K step's cp.async wait and its ldmatrix
+    reads removed; the emulator reports ldmatrix reading a tile that has not landed for
+    every thread (test_barrier_mutation.py drops each barrier in turn)."""
+    import dataclasses
+
+    from tests.codegen_cuda.test_cuda_build import _DropBarrier
+
+    mod = build(TC, (64, 64, 96))
+    program = mod.program
+    (kernel,) = program.kernels
+    assert "cp_async" in mod.get_source() and repr(kernel).count("barrier(") == 2
+    a, b = half(rng, (64, 96)), half(rng, (96, 64))
+    mod.emulate(a, b, np.zeros((64, 64), "float32"))
+    mod.program = dataclasses.replace(program, kernels=(_DropBarrier(0).visit_func(kernel),))
+    with pytest.raises(ember.RaceError, match="ldmatrix"):
+        mod.emulate(a, b, np.zeros((64, 64), "float32"))
+
+
 @pytest.mark.parametrize("side", ["store", "load"])
 def test_swizzle_on_one_side_only_gives_a_wrong_result(rng, monkeypatch, side):
     """Mutation: the XOR layout applied to the tile's writes only, or its ldmatrix reads."""
