@@ -14,7 +14,9 @@ from __future__ import annotations
 from ember.codegen_cuda.transform.inject_pipeline import inject_pipeline
 from ember.codegen_cuda.transform.inject_sync import inject_sync
 from ember.codegen_cuda.transform.lower_thread_allreduce import lower_thread_allreduce
+from ember.codegen_cuda.transform.lower_warp_memory import lower_warp_memory
 from ember.codegen_cuda.transform.split_host_device import split_host_device
+from ember.codegen_cuda.transform.swizzle_shared import swizzle_shared
 from ember.codegen_cuda.transform.verify_gpu import verify_gpu
 from ember.tir.stmt import PrimFunc
 from ember.tir.transform.context import PassContext
@@ -41,6 +43,10 @@ def cuda_passes() -> list[Pass]:
         Pass("split_host_device", split_host_device, required=True, scope="module"),
         # required: it gives the thread_allreduce marks their meaning
         Pass("lower_thread_allreduce", lower_thread_allreduce, required=True),
+        # required: a warp buffer has no meaning to the printer or the emulator
+        Pass("lower_warp_memory", lower_warp_memory, required=True),
+        # required: the writers and the readers of a swizzled tile must agree
+        Pass("swizzle_shared", swizzle_shared, required=True),
         Pass("inject_pipeline", _inject_pipeline, uses_context=True),
         Pass("inject_sync", inject_sync),
         Pass("verify_gpu", _verify_gpu, required=True, uses_context=True),

@@ -342,6 +342,9 @@ _READ = {
 }
 
 
+TENSOR_CORE_OPS = frozenset(_WRITTEN)  # the calls whose pointers the functions below give
+
+
 def written_pointer(call: E.Call) -> E.Var:
     """The buffer pointer (``data`` variable) a tensor-core call writes."""
     return call.args[_WRITTEN[call.op]]  # type: ignore[return-value]
@@ -359,6 +362,7 @@ def tensor_core_pointers(call: E.Call) -> tuple[E.Var, ...]:
 
 __all__ = [
     "MMA_TYPES",
+    "TENSOR_CORE_OPS",
     "tensor_core_pointers",
     "read_pointers",
     "written_pointer",

@@ -56,11 +56,13 @@ from ember.tir import stmt as S
 from ember.tir.arith import Analyzer
 from ember.tir.buffer import Buffer
 from ember.tir.functor import Mutator, post_order_visit, substitute
+from ember.tir.tensor_core import TENSOR_CORE_OPS, tensor_core_pointers
 from ember.tir.transform.simplify import simplify_stmt
 
 PIPELINE_KEY = "pipeline_stages"
 _ASYNC_BYTES = (4, 8, 16)  # the sizes one cp.async moves
 _STAGE_ALIGN_BYTES = 16  # each stage starts 16-byte aligned, for vector copies
+_FRAGMENT_ALIGN_BYTES = 32  # a stage tensor-core calls read: wmma loads want 256-bit pointers
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,19 @@ class _Restage(Mutator):
         new, size = self.staged[buf.data]
         return new, _with_stage(index, _stage_term(self.e, self.stages, size))
 
+    def visit_Call(self, e: E.Call) -> E.PrimExpr:
+        """A tensor-core call reaching a staged buffer through a pointer (``ldmatrix``'s
+        source, a wmma load or store) takes the stage in the element offset after it."""
+        e = self.generic_visit(e)
+        if e.op not in TENSOR_CORE_OPS:
+            return e
+        args = list(e.args)
+        for n, arg in enumerate(args[:-1]):
+            if isinstance(arg, E.Var) and arg in self.staged and arg in tensor_core_pointers(e):
+                size = self.staged[arg][1]
+                args[n + 1] = _with_stage(args[n + 1], _stage_term(self.e, self.stages, size))
+        return E.Call(e.dtype, e.op, tuple(args))
+
     def visit_BufferLoad(self, e: E.BufferLoad) -> E.PrimExpr:
         indices = tuple(self.visit(i) for i in e.indices)
         if e.buffer.data not in self.staged:
@@ -207,6 +222,17 @@ def _peel(body: S.Stmt) -> tuple[list[S.Allocate], dict[E.Var, int], S.Stmt]:
             body = body.body
         else:
             return allocs, marked, body
+
+
+def _tensor_core_pointers(s: S.Stmt) -> set[E.Var]:
+    out: set[E.Var] = set()
+
+    def visit(n: object) -> None:
+        if isinstance(n, E.Call) and n.op in TENSOR_CORE_OPS:
+            out.update(tensor_core_pointers(n))
+
+    post_order_visit(s, visit)
+    return out
 
 
 def _writes(s: S.Stmt) -> set[E.Var]:
@@ -311,6 +337,7 @@ class _Pipeline(Mutator):
         producers, consumers = _split_producers(body, marked, where)
 
         staged: dict[E.Var, tuple[Buffer, int]] = {}
+        fragment_sources = _tensor_core_pointers(inner)
         for a in allocs:
             if a.buffer.data not in marked:
                 continue
@@ -322,7 +349,10 @@ class _Pipeline(Mutator):
             (size,) = a.buffer.shape
             if not isinstance(size, E.IntImm):
                 raise LoweringError(f"{where}: '{a.buffer.name}' has the non-constant size {size}")
-            align = max(1, _STAGE_ALIGN_BYTES // dt.bytes_of(a.buffer.dtype))
+            nbytes = (
+                _FRAGMENT_ALIGN_BYTES if a.buffer.data in fragment_sources else _STAGE_ALIGN_BYTES
+            )
+            align = max(1, nbytes // dt.bytes_of(a.buffer.dtype))
             padded = -(-size.value // align) * align
             b = a.buffer
             new = Buffer(

@@ -104,10 +104,18 @@ class _Sync:
         post_order_visit(node, visit)
         return out
 
-    def pointer_accesses(self, pointers: tuple[E.Var, ...]) -> set[Access]:
+    def pointer_accesses(self, call: E.Call, pointers: tuple[E.Var, ...]) -> set[Access]:
         """Shared memory a tensor-core call reaches through pointers: any element, any
-        thread's (ldmatrix and wmma hand rows between the lanes of a warp)."""
-        return {(p, self.allocation.get(p, 0), None, None) for p in pointers if p in self.shared}
+        thread's (ldmatrix and wmma hand rows between the lanes of a warp), of the
+        pipeline stage its offset (the argument after the pointer) names, if it names one."""
+        out: set[Access] = set()
+        for p in pointers:
+            if p not in self.shared:
+                continue
+            at = next(n for n, a in enumerate(call.args) if a is p)
+            staged = split_stage(call.args[at + 1]) if at + 1 < len(call.args) else None
+            out.add((p, self.allocation.get(p, 0), None, staged[0] if staged else None))
+        return out
 
     def run(self, s: S.Stmt, divergent: bool) -> tuple[S.Stmt, _Summary]:
         if isinstance(s, S.BufferStore):
@@ -152,8 +160,8 @@ class _Sync:
         if isinstance(s, S.Evaluate):
             r, w = self.shared_reads(s.value), set()
             if isinstance(s.value, E.Call) and s.value.op in E.TENSOR_CORE_CALLS:
-                r |= self.pointer_accesses(read_pointers(s.value))
-                w = self.pointer_accesses((written_pointer(s.value),))
+                r |= self.pointer_accesses(s.value, read_pointers(s.value))
+                w = self.pointer_accesses(s.value, (written_pointer(s.value),))
             return s, _Summary(r, w, set(r), set(w))
         raise LoweringError(f"inject_sync: unexpected statement {type(s).__name__}")
 

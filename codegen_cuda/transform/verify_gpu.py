@@ -7,7 +7,9 @@ within CUDA's own limit (a launch past one fails at run time with an opaque
 architecture's per-block limit, and per-thread local arrays within a budget, where
 ``warp`` buffers and ``wmma`` fragments count per warp (a 32nd of their size per
 lane), fragments hold whole 16x16 tiles of a tensor-core type and warp buffers a
-multiple of 32 elements;
+multiple of 32 elements, and each tensor-core instruction exists on the architecture
+(``mma.sync`` m16n8k16/m16n8k8 and bf16 ``wmma`` from sm_80, ``ldmatrix`` from sm_75,
+``wmma`` from sm_70);
 otherwise a ``LoweringError`` saying which limit, by how much, and what to change.
 """
 
@@ -19,6 +21,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
 from ember.tir.scopes import FRAGMENT_DTYPES, FRAGMENT_ELEMENTS, WARP_SIZE, is_fragment, is_per_warp
+from ember.tir.tensor_core import TENSOR_CORE_OPS
 
 MAX_THREADS_PER_BLOCK = 1024
 # CUDA's per-dimension limits (the same for every architecture since sm_30).
@@ -80,6 +83,36 @@ def _check_warp_storage(kernel: str, buf: object) -> None:
         )
 
 
+def _check_tensor_cores(func: S.PrimFunc, arch: str) -> None:
+    """Every tensor-core call's instruction exists on ``arch``."""
+    digits = arch.rpartition("_")[2]
+    have = int(digits) if digits.isdigit() else 0
+    bf16_fragments: set[E.Var] = set()
+    calls: list[E.Call] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, S.Allocate) and node.buffer.dtype == "bfloat16":
+            bf16_fragments.add(node.buffer.data)
+        elif isinstance(node, E.Call) and node.op in TENSOR_CORE_OPS:
+            calls.append(node)
+
+    post_order_visit(func.body, visit)
+    for call in calls:
+        if call.op is E.Intrinsic.PTX_MMA:
+            floor, what = 80, f"mma.sync.aligned.{call.args[0].value}"  # type: ignore[attr-defined]
+        elif call.op is E.Intrinsic.PTX_LDMATRIX:
+            floor, what = 75, "ldmatrix"
+        elif any(a in bf16_fragments for a in call.args):
+            floor, what = 80, "bf16 wmma"
+        else:
+            floor, what = 70, "wmma"
+        if have < floor:
+            raise LoweringError(
+                f"kernel '{func.name}' uses {what}, which needs sm_{floor} or newer; the build "
+                f"targets {arch}: build for a newer architecture or schedule without tensor cores"
+            )
+
+
 def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
     grid, block = func.attr("launch")
     threads = block[0] * block[1] * block[2]
@@ -106,6 +139,7 @@ def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
                 local += -(-_bytes(buf) // WARP_SIZE)
 
     post_order_visit(func.body, visit)
+    _check_tensor_cores(func, arch)
     limit = MAX_SHARED_PER_BLOCK.get(arch, 48 * 1024)
     if shared > limit:
         raise LoweringError(

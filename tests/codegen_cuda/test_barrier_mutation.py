@@ -41,6 +41,12 @@ CASES: list[tuple[str, tuple[Any, ...]]] = [
     ("reduce.cuda", (3, 300, "max", "float32")),
     ("softmax.cuda", (2, 37, "float32")),
     ("softmax.cuda", (2, 300, "float32")),
+    # tensor cores: the barrier between the cp.async stage and ldmatrix, and the one between
+    # the accumulator's shared tile and the epilogue
+    ("matmul_tensorcore.cuda", (37, 53, 29)),
+    ("matmul_tensorcore.cuda", (40, 24, 100)),  # pipelined over 4 K steps
+    ("batch_matmul_tensorcore.cuda", (2, 17, 13, 40)),
+    ("conv2d_nhwc_tensorcore.cuda", (1, 7, 9, 13, 19, 3, 3, 2, 1)),  # zero-filled im2col
 ]
 
 # One thread per output, reading global memory directly: nothing is shared, nothing to wait for.

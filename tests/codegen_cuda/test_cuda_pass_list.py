@@ -34,6 +34,8 @@ def test_the_list_is_literal_and_ordered():
     assert names == [
         "split_host_device",
         "lower_thread_allreduce",
+        "lower_warp_memory",
+        "swizzle_shared",
         "inject_pipeline",
         "inject_sync",
         "verify_gpu",
@@ -41,6 +43,8 @@ def test_the_list_is_literal_and_ordered():
     assert [p.name for p in cuda_passes() if p.required] == [
         "split_host_device",
         "lower_thread_allreduce",
+        "lower_warp_memory",
+        "swizzle_shared",
         "verify_gpu",
     ]
     assert cuda_passes()[0].scope == "module"
