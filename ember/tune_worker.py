@@ -34,6 +34,9 @@ INTERP_LIMIT = 1 << 16  # tensor elements up to which the interpreter computes r
 def serve(conn: Any, role: str = "worker") -> None:
     """Answer requests on ``conn`` until it closes or a ``None`` arrives."""
     _die_with_parent()
+    from ember.runtime.threads import keep_openmp_spin
+
+    keep_openmp_spin()  # steady timings: see ember.runtime.threads
     import ember.driver  # noqa: F401  (load the compiler before the first deadline)
     import ember.runtime  # noqa: F401
     from ember.tuner.records import host_device_name

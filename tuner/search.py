@@ -334,7 +334,12 @@ class Search:
             cfg = self.encoding.suggest(trial)
             self.seen.add(cfg.index)
             trial.set_user_attr("config_index", cfg.index)
-            if cfg.index in self.known or cfg.index in in_batch or cfg.index in self.elsewhere:
+            if (
+                cfg.index in self.known
+                or cfg.index in in_batch
+                or cfg.index in self.elsewhere
+                or self._held_elsewhere(trial.number, cfg.index)
+            ):
                 self._tell_known(trial, cfg)
             elif not cfg.is_valid():
                 trial.set_user_attr("error", ErrorKind.INVALID_CONFIG.value)
@@ -344,6 +349,26 @@ class Search:
                 in_batch.add(cfg.index)
                 batch.append((trial, cfg))
         return batch
+
+    def _held_elsewhere(self, number: int, index: int) -> bool:
+        """On a shared database, whether another trial already holds config ``index``.
+
+        Another worker may have asked for the same config in the moment between its ask
+        and writing the config's index, unseen by :meth:`restore`. Checked after this
+        trial's own index is written, the later of two such workers always sees the
+        earlier and lets the config go (both may, which loses a proposal, never a
+        measurement)."""
+        if self.heartbeat is None:
+            return False
+        from optuna.trial import TrialState
+
+        live = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.FAIL)
+        return any(
+            t.number != number
+            and t.user_attrs.get("config_index") == index
+            and (t.state != TrialState.FAIL or t.user_attrs.get("measured"))  # not a dead one's
+            for t in self.study.get_trials(deepcopy=False, states=live)
+        )
 
     def _batch_exhausts(self, in_batch: set[int]) -> bool:
         return bool(in_batch) and len(self.seen) >= len(self.task.config_space)

@@ -18,6 +18,11 @@ Ember first loads libgomp, :func:`prepare_openmp` shortens the spin to
 ``OPENMP_SPINCOUNT`` rounds (tens of microseconds: the gap between an executor's
 kernels is a few), unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``.
 It cannot change a libgomp another library loaded first.
+
+A tuner's measuring worker times one kernel at a time, and a thread that sleeps
+between its runs pays a wake-up that, on a busy machine, waits for the scheduler
+(a 96^3 matmul measured 7 us or 350 us from run to run); so workers call
+:func:`keep_openmp_spin` first and time with libgomp's own spin.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from ember import config
 from ember.errors import ArgumentError
 
 OPENMP_SPINCOUNT = 2000
+_OURS = "EMBER_SET_GOMP_SPINCOUNT"  # marks a GOMP_SPINCOUNT Ember set, not the user
+_keep_spin = False
 _explicit: int | None = None
 _pool_started = False  # this process ran a parallel loop on more than one thread
 _forked_after_pool = False  # we are a child forked after that: the pool is unusable
@@ -66,8 +73,20 @@ def note_parallel_launch(n: int) -> None:
 
 def prepare_openmp() -> None:
     """Set libgomp's spin count for Ember (see the module notes); call before loading it."""
+    if _keep_spin:
+        return
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = str(OPENMP_SPINCOUNT)
+        os.environ[_OURS] = "1"  # inherited by child processes, which may undo it
+
+
+def keep_openmp_spin() -> None:
+    """Leave libgomp's own spin in this process (undoing a spin count Ember set in a
+    parent); for processes that time kernels. Call before libgomp is loaded."""
+    global _keep_spin
+    _keep_spin = True
+    if os.environ.pop(_OURS, None) is not None:
+        os.environ.pop("GOMP_SPINCOUNT", None)
 
 
 def _after_fork_in_child() -> None:

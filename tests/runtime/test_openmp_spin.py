@@ -22,12 +22,17 @@ SNIPPET = (
 )
 
 
-def _run(extra: dict[str, str]) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+KEEP = "from ember.runtime.threads import keep_openmp_spin\nkeep_openmp_spin()\n"
+OURS = {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "EMBER_SET_GOMP_SPINCOUNT"}
+
+
+def _run(extra: dict[str, str], prefix: str = "") -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k not in OURS}
     env.update(extra)
     out = subprocess.run(
-        [sys.executable, "-c", SNIPPET], env=env, capture_output=True, text=True, check=True
-    )
+        [sys.executable, "-c", prefix + SNIPPET], env=env, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
     return out.stdout.split()
 
 
@@ -41,3 +46,16 @@ def _run(extra: dict[str, str]) -> list[str]:
 )
 def test_spin_count_set_before_libgomp_loads_unless_user_chose(extra, want) -> None:
     assert _run(extra) == want
+
+
+@pytest.mark.parametrize(
+    "extra,want",
+    [
+        ({}, ["-", "-"]),
+        ({"GOMP_SPINCOUNT": "2000", "EMBER_SET_GOMP_SPINCOUNT": "1"}, ["-", "-"]),  # a parent's
+        ({"GOMP_SPINCOUNT": "77"}, ["77", "-"]),  # the user's
+    ],
+)
+def test_a_timing_worker_keeps_libgomps_own_spin(extra, want) -> None:
+    """The tuner's workers undo the spin count Ember set in their parent, never the user's."""
+    assert _run(extra, KEEP) == want
