@@ -173,3 +173,88 @@ def test_matmul_kernel_property(rng, m, n, k, batch, shared_b):
     got = kern.run([a, b])[0]
     want = a.astype("f8") @ b.astype("f8")
     np.testing.assert_allclose(got.astype("f8"), want, rtol=2e-3, atol=2e-3)
+
+
+def test_gelu_and_cast_tail_is_the_epilogue(rng):
+    """A transformer FFN layer: MatMul, bias, exact GELU spelled with Erf, cast to float32,
+    and a Gemm with ``beta`` and a row-broadcast C: one tensor-core kernel each."""
+    x, w = _half(rng, (6, 40)), _half(rng, (40, 27), 0.5)
+    b, w2 = _half(rng, (27,), 0.5), _half(rng, (33, 27), 0.5)
+    c2 = _half(rng, (1, 33), 0.5)
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "w"], ["m"], name="fc"),
+        n("Add", ["m", "b"], ["h"], name="bias"),
+        n("Div", ["h", "sqrt2"], ["hs"], name="div"),
+        n("Erf", ["hs"], ["e"], name="erf"),
+        n("Add", ["e", "one"], ["e1"], name="add1"),
+        n("Mul", ["h", "e1"], ["he"], name="mul"),
+        n("Mul", ["he", "half"], ["g"], name="half"),
+        n("Cast", ["g"], ["y"], to=1, name="cast"),
+        n("Gemm", ["g", "w2", "c2"], ["z"], transB=1, beta=0.5, name="fc2"),
+    ]
+    consts = {"sqrt2": np.array(np.sqrt(2), F16), "one": np.array(1, F16)}
+    consts |= {"half": np.array(0.5, F16), "w": w, "b": b, "w2": w2, "c2": c2}
+    model = make_model(nodes, {"x": x}, ["y", "z"], consts)
+    lib = ember.compile(model, target="cuda")
+    y, z = lib.run({"x": x})
+    assert y.dtype == np.float32 and z.dtype == F16
+    from math import erf
+
+    f8 = np.float64
+    h = (x.astype(f8) @ w.astype(f8)).astype(F16) + b
+    hf = h.astype(f8)
+    g = 0.5 * hf * (1 + np.vectorize(erf)(hf / np.sqrt(2)))
+    np.testing.assert_allclose(y, g, **TOL)
+    want_z = g.astype(F16).astype(f8) @ w2.astype(f8).T + 0.5 * c2.astype(f8)
+    np.testing.assert_allclose(z.astype(f8), want_z, **TOL)
+    tc = [op for op, src in _sources(lib).items() if "mma.sync" in src]
+    assert "gemm" in tc and any(op.startswith("matmul+add") and "erf" in op for op in tc), tc
+
+
+def test_transposing_tail_is_not_taken_as_an_epilogue(rng):
+    """A square GEMM read transposed has the GEMM's shape but not its indices: the
+    tensor-core schedule (whose shared tile holds one block's rows) must not take it."""
+    from ember import te
+    from ember.codegen_cuda.schedules.strategy import compute_for
+    from ember.graph_schedule import schedule_cuda
+    from ember.graph_schedule_cuda import tensorcore_stages
+    from ember.tir.schedule.schedule import create_schedule
+
+    M = K = 40
+    A = te.placeholder((M, K), "float16", name="A")
+    B = te.placeholder((K, M), "float16", name="B")
+    (C,) = compute_for("matmul", [A, B], {}, "sm_80")
+    T = te.compute((M, M), lambda i, j: C[j, i] + C[i, j], name="T")
+    assert tensorcore_stages(create_schedule(T.op), [T]) == set()
+    mod = ember.build(schedule_cuda([T]), [A, B, T], target="cuda -arch=sm_80")
+    a, b = _half(rng, (M, K)), _half(rng, (K, M))
+    got = np.zeros((M, M), F16)
+    mod.emulate(a, b, got)
+    c = (a.astype("f8") @ b.astype("f8")).astype(F16).astype("f8")
+    np.testing.assert_allclose(got.astype("f8"), c + c.T, **TOL)
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 rounded to nearest even bfloat16, as its uint16 bits."""
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype("f8")
+
+
+def test_bfloat16_matmul_kernel(rng):
+    """bf16 graph kernels take the template too (data passed as uint16 bits); the result
+    rounds to 8 significant bits: ``rtol=2**-8``."""
+    M, N, K = 13, 21, 29
+    a = _bf16_bits(rng.uniform(-1, 1, (M, K)))
+    b = _bf16_bits(rng.uniform(-1, 1, (K, N)))
+    types = [TensorType((M, K), "bfloat16"), TensorType((K, N), "bfloat16")]
+    kern = get_kernel("matmul", {}, types, "cuda")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16" in kern.module.get_source()
+    out = np.zeros((M, N), np.uint16)
+    kern(a, b, out)
+    want = _from_bf16(a) @ _from_bf16(b)
+    np.testing.assert_allclose(_from_bf16(out), want, rtol=2**-8, atol=1e-6)
