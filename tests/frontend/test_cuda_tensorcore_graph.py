@@ -258,3 +258,33 @@ def test_bfloat16_matmul_kernel(rng):
     kern(a, b, out)
     want = _from_bf16(a) @ _from_bf16(b)
     np.testing.assert_allclose(_from_bf16(out), want, rtol=2**-8, atol=1e-6)
+
+
+def test_tuning_record_knobs_are_used(rng, tmp_path):
+    """A ``matmul_tensorcore.cuda`` record for the first layer's workload (its route, wmma,
+    and tiles) is what the graph kernel runs with, and the model still matches."""
+    from ember.tuner import apply_history_best, create_task
+    from ember.tuner.records import Record, RecordWriter
+
+    model, x, params = _mlp(rng)
+    task = create_task(
+        "matmul_tensorcore.cuda", args=(5, 64, 37, "float16", "float16", True), target="cuda"
+    )
+    space = task.config_space
+    knobs = {"bm": 32, "bn": 64, "wm": 16, "wn": 32, "ks": 16, "stages": 2}
+    knobs |= {"layout": "pad", "route": "wmma"}
+    choices = {k: list(space.knobs[k].candidates).index(v) for k, v in knobs.items()}
+    cfg = space.from_choices(choices)
+    rec = Record(
+        task.key, task.name, task.workload_key, task.template.version, str(task.target),
+        cfg.to_json(), (1e-3,), "ok", "test", ember.__version__,
+    )  # fmt: skip
+    log = tmp_path / "tc.jsonl"
+    with RecordWriter(log) as w:
+        w.write(rec)
+    with apply_history_best(log):
+        lib = ember.compile(model, target="cuda")
+    sources = _sources(lib)
+    assert "wmma::mma_sync" in sources["gemm+relu"] and "wmma" not in sources["matmul+add"]
+    got = lib.run({"x": x})[0]
+    np.testing.assert_allclose(got.astype("f8"), _mlp_reference(x, params).astype("f8"), **TOL)
