@@ -74,21 +74,41 @@ def _aligned(X: Tensor, row: int, padded_row: int) -> bool:
     return isinstance(X.op, PlaceholderOp) and row % 8 == 0 and row == padded_row
 
 
-def tensorcore_compute(A: Tensor, B: Tensor, trans_b: bool, name: str) -> Tensor:
-    """``A @ B`` (``B`` ``[..., N, K]`` with ``trans_b``) as the template's stages, the last
-    one (tagged :data:`TAG`) cast to A's dtype. A is ``[..., M, K]``; B has A's batch dims
-    or none. The knobs are those of the template's task for this workload."""
+def gemm_task(
+    a_shape: Sequence[int], a_dtype: str, b_shape: Sequence[int], b_dtype: str, trans_b: bool
+) -> tuple[str, tuple[Any, ...]] | None:
+    """The template task (name, arguments) of ``A @ B`` (B transposed with ``trans_b``), or
+    None where the templates do not take it: fp16/bf16 operands of one dtype, A at least
+    2-D, B 2-D or with A's batch dims (which the batch template takes as one)."""
+    a_shape, b_shape = tuple(int(d) for d in a_shape), tuple(int(d) for d in b_shape)
+    if str(a_dtype) not in IN_DTYPES or str(b_dtype) != str(a_dtype):
+        return None
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        return None
+    if len(b_shape) != 2 and b_shape[:-2] != a_shape[:-2]:
+        return None
+    *batch, M, K = a_shape
+    N = b_shape[-2 if trans_b else -1]
+    tail = (str(a_dtype), str(a_dtype), trans_b)
+    if not batch:
+        return MATMUL_TEMPLATE, (M, N, K, *tail)
+    nb = 1
+    for d in batch:
+        nb *= d
+    return BATCH_TEMPLATE, (nb, M, N, K, *tail)
+
+
+def tensorcore_compute(
+    A: Tensor, B: Tensor, task: tuple[str, tuple[Any, ...]], name: str
+) -> Tensor:
+    """``A @ B`` as the template's stages (``task`` from :func:`gemm_task`), the last one
+    (tagged :data:`TAG`) cast to A's dtype, with the knobs of the task's record."""
     *batch, M, K = _dims(A)
-    N = _dims(B)[-2 if trans_b else -1]
+    template, args = task
+    trans_b = bool(args[-1])
+    N = args[-5]  # (..., M, N, K, dtype, out_dtype, trans_b)
     dtype = str(A.dtype)
-    tail = (dtype, dtype, trans_b)
-    if batch:
-        nb = 1
-        for d in batch:
-            nb *= d
-        knobs = _knobs(BATCH_TEMPLATE, (nb, M, N, K, *tail), M, N)
-    else:
-        knobs = _knobs(MATMUL_TEMPLATE, (M, N, K, *tail), M, N)
+    knobs = _knobs(template, args, M, N)
     Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
     bb = tuple(batch) if B.ndim == A.ndim else ()
     AP = padded_operand(A, (*batch, Mp, Kp), "AP")
@@ -105,36 +125,36 @@ def tensorcore_compute(A: Tensor, B: Tensor, trans_b: bool, name: str) -> Tensor
     )
 
 
-def _fits(A: Tensor, B: Tensor) -> bool:
-    """fp16/bf16 operands of one dtype, A at least 2-D, B 2-D or with A's batch dims."""
-    if str(A.dtype) not in IN_DTYPES or str(B.dtype) != str(A.dtype):
+def _gemm_fits(
+    a_ndim: int, c_shape: tuple[int, ...] | None, attrs: dict[str, Any], M: int, N: int
+) -> bool:
+    """ONNX Gemm the template takes: no ``trans_a``, ``alpha == 1``, a C that broadcasts."""
+    if attrs["trans_a"] or attrs["alpha"] != 1.0 or a_ndim != 2:
         return False
-    if A.ndim < 2 or B.ndim < 2:
-        return False
-    return B.ndim == 2 or _dims(B)[:-2] == _dims(A)[:-2]
+    if c_shape is None:
+        return True
+    return len(c_shape) <= 2 and all(d in (1, n) for d, n in zip(c_shape[::-1], (N, M)))
 
 
 def _matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     A, B = inputs[0], inputs[1]
-    if not _fits(A, B):
-        return None
-    return [tensorcore_compute(A, B, False, "matmul_tc")]
+    task = gemm_task(_dims(A), str(A.dtype), _dims(B), str(B.dtype), False)
+    return None if task is None else [tensorcore_compute(A, B, task, "matmul_tc")]
 
 
 def _gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
-    """ONNX Gemm without ``trans_a`` or ``alpha``: the GEMM, then ``+ beta * C`` broadcast
-    (an elementwise stage the graph schedule inlines into the epilogue)."""
+    """ONNX Gemm: the GEMM, then ``+ beta * C`` broadcast (an elementwise stage the graph
+    schedule inlines into the epilogue)."""
     A, B = inputs[0], inputs[1]
-    if attrs["trans_a"] or attrs["alpha"] != 1.0 or A.ndim != 2 or not _fits(A, B):
+    task = gemm_task(_dims(A), str(A.dtype), _dims(B), str(B.dtype), bool(attrs["trans_b"]))
+    cs = _dims(inputs[2]) if len(inputs) > 2 else None
+    if task is None or not _gemm_fits(A.ndim, cs, attrs, _dims(A)[0], task[1][-5]):
         return None
-    prod = tensorcore_compute(A, B, bool(attrs["trans_b"]), "gemm_tc")
-    if len(inputs) < 3:
+    prod = tensorcore_compute(A, B, task, "gemm_tc")
+    if cs is None:
         return [prod]
     C, beta = inputs[2], attrs["beta"]
     M, N = _dims(prod)
-    cs = _dims(C)
-    if len(cs) > 2 or any(d not in (1, n) for d, n in zip(cs[::-1], (N, M))):
-        return None  # the generic compute reports the bad shape
 
     def out(i: E.PrimExpr, j: E.PrimExpr) -> E.PrimExpr:
         idx = [E.const(0, "int32") if d == 1 else v for d, v in zip(cs, (i, j)[2 - len(cs) :])]
@@ -163,3 +183,20 @@ def compute_for(
     if strategy is None or _sm(arch) < MIN_SM:
         return None
     return strategy(inputs, attrs)
+
+
+def task_for(
+    op: str, in_types: Sequence[Any], attrs: dict[str, Any], arch: str = ""
+) -> tuple[str, tuple[Any, ...]] | None:
+    """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
+    ``in_types`` (objects with ``shape`` and ``dtype``) for ``arch``, or None where
+    :func:`compute_for` would not take a template: the task whose records it reads."""
+    if op not in STRATEGIES or _sm(arch) < MIN_SM:
+        return None
+    a, b = in_types[0], in_types[1]
+    trans_b = op == "gemm" and bool(attrs["trans_b"])
+    task = gemm_task(a.shape, str(a.dtype), b.shape, str(b.dtype), trans_b)
+    if task is None or op != "gemm":
+        return task
+    cs = tuple(int(d) for d in in_types[2].shape) if len(in_types) > 2 else None
+    return task if _gemm_fits(len(a.shape), cs, attrs, int(a.shape[0]), task[1][-5]) else None

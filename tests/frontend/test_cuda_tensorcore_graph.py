@@ -288,3 +288,13 @@ def test_tuning_record_knobs_are_used(rng, tmp_path):
     assert "wmma::mma_sync" in sources["gemm+relu"] and "wmma" not in sources["matmul+add"]
     got = lib.run({"x": x})[0]
     np.testing.assert_allclose(got.astype("f8"), _mlp_reference(x, params).astype("f8"), **TOL)
+
+
+def test_extract_tasks_lists_the_tensorcore_workloads(rng):
+    model, _, _ = _mlp(rng)
+    got = [(t.task.name, t.task.args, t.weight) for t in ember.extract_tasks(model, "cuda")]
+    assert got == [
+        ("matmul_tensorcore.cuda", (5, 64, 37, "float16", "float16", True), 1),
+        ("matmul_tensorcore.cuda", (5, 19, 64, "float16", "float16", False), 1),
+    ]
+    assert ember.extract_tasks(model, "cuda -arch=sm_75") == []
