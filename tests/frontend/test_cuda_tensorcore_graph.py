@@ -298,3 +298,14 @@ def test_extract_tasks_lists_the_tensorcore_workloads(rng):
         ("matmul_tensorcore.cuda", (5, 19, 64, "float16", "float16", False), 1),
     ]
     assert ember.extract_tasks(model, "cuda -arch=sm_75") == []
+
+
+def test_tensorcore_model_exports_and_loads(rng, tmp_path):
+    """The artifact of an fp16 model (cubins for the default architectures, all sm_80+)
+    loads and gives the in-process model's result bit for bit."""
+    model, x, _ = _mlp(rng)
+    lib = ember.compile(model, target="cuda")
+    want = lib.run({"x": x})[0]
+    lib.export(tmp_path / "mlp.ember")
+    got = ember.load(tmp_path / "mlp.ember").run({"x": x})[0]
+    np.testing.assert_array_equal(got, want)
