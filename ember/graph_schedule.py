@@ -268,8 +268,10 @@ def schedule_cpu(outputs: list[Any]) -> Schedule:
 
 
 def schedule_cuda(outputs: list[Any]) -> Schedule:
+    from ember.graph_schedule_cuda import tensorcore_stages
+
     s = create_schedule(_output_ops(outputs))
-    for st in _stages_kept(s, outputs):
+    for st in _stages_kept(s, outputs, tensorcore_stages(s, outputs)):
         axes = list(st.op.axis)
         if not axes:  # a reduction to a scalar: one block's threads reduce together
             red = list(st.op.reduce_axis)

@@ -109,10 +109,12 @@ def group_to_te(
     outputs: Sequence[str],
     types: dict[str, Any],
     target_kind: str = "llvm",
+    arch: str = "",
 ) -> tuple[list[Any], list[Any]]:
     """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
     node's compute is fed the tensors of the nodes before it, not placeholders. A node
-    takes the target's strategy compute (a tuned template's) where one applies."""
+    takes the target's strategy compute (a tuned template's) where one applies; a CUDA
+    one depends on ``arch`` (the default architecture where empty)."""
     from ember.errors import EmberError, InternalError
     from ember.frontend.ops.registry import get_op
     from ember.tir.te import operation as te
@@ -125,7 +127,7 @@ def group_to_te(
     for node in nodes:
         try:
             args = [env[i] for i in node.inputs]
-            outs = _strategy(target_kind, node.op, args, node.attrs)
+            outs = _strategy(target_kind, arch, node.op, args, node.attrs)
             if outs is None:
                 outs = get_op(node.op).compute(args, node.attrs)
         except EmberError as e:
@@ -136,7 +138,14 @@ def group_to_te(
     return placeholders, [env[v] for v in outputs]
 
 
-def _strategy(kind: str, op: str, args: list[Any], attrs: dict[str, Any]) -> list[Any] | None:
+def _strategy(
+    kind: str, arch: str, op: str, args: list[Any], attrs: dict[str, Any]
+) -> list[Any] | None:
+    """The compute of the target kind's strategy table for ``op``, or None."""
+    if kind == "cuda":
+        from ember.codegen_cuda.schedules import strategy as cuda_strategy
+
+        return cuda_strategy.compute_for(op, args, attrs, arch)
     if kind != "llvm":
         return None
     from ember.codegen_llvm.schedules.strategy import compute_for
@@ -180,7 +189,7 @@ def get_group_kernel(
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     if module is None:
-        placeholders, outs = group_to_te(nodes, inputs, outputs, types, tgt.kind)
+        placeholders, outs = group_to_te(nodes, inputs, outputs, types, tgt.kind, tgt.arch)
         if tgt.kind == "cuda":
             scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
         outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]

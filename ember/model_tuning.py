@@ -2,9 +2,10 @@
 
 Sits on top, beside ``ember.compile``: it imports the model the same way (ONNX path,
 ``ModelProto`` or :class:`~ember.frontend.graph.Graph`), runs the same graph passes,
-and asks the target's strategy (``codegen_llvm/schedules/strategy.py``) which template
-task each node's kernel takes: convolutions the conv strategy takes become
-``conv2d_nchw.llvm`` tasks, ``dense_packed`` GEMMs ``matmul.llvm`` tasks. The tuner
+and asks the target's strategy (``codegen_llvm/schedules/strategy.py``, or for CUDA
+``codegen_cuda/schedules/strategy.py``) which template task each node's kernel takes:
+convolutions the conv strategy takes become ``conv2d_nchw.llvm`` tasks, ``dense_packed``
+GEMMs ``matmul.llvm`` tasks, fp16/bf16 GEMMs on CUDA ``matmul_tensorcore.cuda`` ones. The tuner
 cannot do this itself (it never imports the graph compiler or a code generator), so
 the result is a plain list that :func:`ember.tuner.tune_tasks` takes.
 """
@@ -35,17 +36,17 @@ def extract_tasks(
     graph_passes: Sequence[Any] | None = None,
 ) -> list[ModelTask]:
     """The distinct template tasks behind ``model``'s kernels for ``target``, in graph
-    order, each with its weight (the number of nodes that run it). Only CPU (``llvm``)
-    targets have a strategy table; another target gives ``ArgumentError``."""
+    order, each with its weight (the number of nodes that run it). CPU (``llvm``) and
+    ``cuda`` targets have a strategy table; another target gives ``ArgumentError``."""
     from ember.conv_layout import default_graph_passes
     from ember.frontend.graph import Graph
     from ember.frontend.passes import run_graph_passes
     from ember.tuner.task import create_task
 
     tgt = Target.parse(target)
-    if tgt.kind != "llvm":
+    if tgt.kind not in ("llvm", "cuda"):
         raise ArgumentError(
-            f"extract_tasks: only llvm targets have tunable graph kernels, not {tgt}"
+            f"extract_tasks: only llvm and cuda targets have tunable graph kernels, not {tgt}"
         )
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
@@ -58,7 +59,7 @@ def extract_tasks(
     passes = default_graph_passes(tgt.kind) if graph_passes is None else graph_passes
     graph = run_graph_passes(graph, passes)
     found: dict[tuple[str, str], ModelTask] = {}
-    for node, name, args in _node_tasks(graph):
+    for node, name, args in _node_tasks(graph, tgt):
         from ember.tuner.task import workload_key
 
         key = (name, workload_key(name, args))
@@ -69,9 +70,7 @@ def extract_tasks(
     return list(found.values())
 
 
-def _node_tasks(graph: Any) -> list[tuple[Any, str, tuple[Any, ...]]]:
-    from ember.codegen_llvm.schedules.strategy import task_for
-
+def _node_tasks(graph: Any, tgt: Target) -> list[tuple[Any, str, tuple[Any, ...]]]:
     out = []
     for node in graph.nodes:
         if node.subgraphs:
@@ -79,7 +78,20 @@ def _node_tasks(graph: Any) -> list[tuple[Any, str, tuple[Any, ...]]]:
         in_types = [graph.values[i].type for i in node.inputs]
         if any(not t.is_static for t in in_types):
             continue
-        hit = task_for(node.op, in_types, node.attrs)
+        hit = _task_for(tgt, node.op, in_types, node.attrs)
         if hit is not None:
             out.append((node, *hit))
     return out
+
+
+def _task_for(
+    tgt: Target, op: str, in_types: list[Any], attrs: dict[str, Any]
+) -> tuple[str, tuple[Any, ...]] | None:
+    """The task of the target kind's strategy table (CUDA's depends on the architecture)."""
+    if tgt.kind == "cuda":
+        from ember.codegen_cuda.schedules import strategy as cuda_strategy
+
+        return cuda_strategy.task_for(op, in_types, attrs, tgt.arch)
+    from ember.codegen_llvm.schedules.strategy import task_for
+
+    return task_for(op, in_types, attrs)

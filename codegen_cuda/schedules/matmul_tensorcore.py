@@ -206,8 +206,8 @@ def _schedule_output(s: Schedule, C: Tensor, knobs: dict[str, Any], vector: int)
     by, ii = s[C].split(i, factor=bm)
     bx, jj = s[C].split(j, factor=bn)
     s[C].reorder(*batch, by, bx, ii, jj)
-    for b in batch:
-        s[C].bind(b, "blockIdx.z")
+    if batch:  # several batch dims (heads of attention) share grid z
+        s[C].bind(s[C].fuse(*batch) if len(batch) > 1 else batch[0], "blockIdx.z")
     s[C].bind(by, "blockIdx.y")
     s[C].bind(bx, "blockIdx.x")
     fused = s[C].fuse(ii, jj)

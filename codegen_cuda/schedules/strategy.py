@@ -1,0 +1,202 @@
+"""The CUDA strategy table: which template's compute a graph op takes on the GPU.
+
+``ember.kernels`` asks :func:`compute_for` (for a ``cuda`` target) before it falls back
+to an op's generic compute (``frontend/ops``), as it asks the CPU table
+(``codegen_llvm/schedules/strategy.py``) for ``llvm``. An entry returns the tensors of
+a template's compute on the given tensors, or None where the template does not apply.
+
+fp16 and bf16 GEMMs (``matmul`` with 2-D weights or equal batch dims, ``gemm`` without
+``trans_a`` and with ``alpha == 1``) take the compute of ``matmul_tensorcore.cuda`` /
+``batch_matmul_tensorcore.cuda`` (padded shared tiles, a warp-level fp32 accumulator,
+its shared copy) on architectures with ``mma.sync`` (sm_80+). The stage this table
+returns, tagged :data:`TAG`, casts the accumulator to the op's dtype; it carries the
+knobs and fetch widths in its attrs, and ``ember.graph_schedule`` applies
+:func:`~ember.codegen_cuda.schedules.matmul_tensorcore.schedule_tensorcore_gemm` to
+the group's output with the elementwise tail (bias, activation, cast) inlined there:
+the template's fused epilogue. The knobs are the task's best record's in an enclosing
+``apply_history_best``, else tiles sized to the problem (:func:`fallback_knobs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ember.codegen_cuda.schedules.matmul_tensorcore import (
+    IN_DTYPES,
+    define_tensorcore_knobs,
+    gemm_stages,
+    padded_operand,
+    round_up,
+)
+from ember.tir import expr as E
+from ember.tir.te import operation as te
+from ember.tir.te.tensor import PlaceholderOp, Tensor
+
+TAG = "tensorcore_gemm"
+MATMUL_TEMPLATE = "matmul_tensorcore.cuda"
+BATCH_TEMPLATE = "batch_matmul_tensorcore.cuda"
+MIN_SM = 80  # mma.sync m16n8k16 and cp.async
+
+Strategy = Callable[[Sequence[Any], dict[str, Any]], list[Any] | None]
+
+
+def _dims(t: Tensor) -> tuple[int, ...]:
+    return tuple(int(E.const_value(d)) for d in t.shape)
+
+
+def fallback_knobs(M: int, N: int) -> dict[str, Any]:
+    """Knobs without a tuning record: the smallest block tile (of the template's space)
+    that covers the problem, up to 128 x 64, two warps along M, warps 32 columns wide
+    (a 5-row layer pads to 32 rows, not to the template default's 128)."""
+    bm = next((b for b in (32, 64) if M <= b), 128)
+    bn = 32 if N <= 32 else 64
+    return {
+        "bm": bm, "bn": bn, "wm": min(bm // 2, 64), "wn": 32, "ks": 32, "stages": 2,
+        "layout": "swizzle", "route": "mma",
+    }  # fmt: skip
+
+
+def _knobs(name: str, args: tuple[Any, ...], M: int, N: int) -> dict[str, Any]:
+    from ember.tuner.space import FallbackConfig
+    from ember.tuner.template import config_for_direct_call, using_config
+
+    cfg = config_for_direct_call(name, args)
+    if isinstance(cfg, FallbackConfig):
+        return fallback_knobs(M, N)
+    with using_config(cfg):
+        return define_tensorcore_knobs()
+
+
+def _aligned(X: Tensor, row: int, padded_row: int) -> bool:
+    """Whether a fetch of ``X`` may move 8 halves at once: a graph input (a computed
+    operand is read through its inlined expression) whose rows are whole tiles."""
+    return isinstance(X.op, PlaceholderOp) and row % 8 == 0 and row == padded_row
+
+
+def gemm_task(
+    a_shape: Sequence[int], a_dtype: str, b_shape: Sequence[int], b_dtype: str, trans_b: bool
+) -> tuple[str, tuple[Any, ...]] | None:
+    """The template task (name, arguments) of ``A @ B`` (B transposed with ``trans_b``), or
+    None where the templates do not take it: fp16/bf16 operands of one dtype, A at least
+    2-D, B 2-D or with A's batch dims (which the batch template takes as one)."""
+    a_shape, b_shape = tuple(int(d) for d in a_shape), tuple(int(d) for d in b_shape)
+    if str(a_dtype) not in IN_DTYPES or str(b_dtype) != str(a_dtype):
+        return None
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        return None
+    if len(b_shape) != 2 and b_shape[:-2] != a_shape[:-2]:
+        return None
+    *batch, M, K = a_shape
+    N = b_shape[-2 if trans_b else -1]
+    tail = (str(a_dtype), str(a_dtype), trans_b)
+    if not batch:
+        return MATMUL_TEMPLATE, (M, N, K, *tail)
+    nb = 1
+    for d in batch:
+        nb *= d
+    return BATCH_TEMPLATE, (nb, M, N, K, *tail)
+
+
+def tensorcore_compute(
+    A: Tensor, B: Tensor, task: tuple[str, tuple[Any, ...]], name: str
+) -> Tensor:
+    """``A @ B`` as the template's stages (``task`` from :func:`gemm_task`), the last one
+    (tagged :data:`TAG`) cast to A's dtype, with the knobs of the task's record."""
+    *batch, M, K = _dims(A)
+    template, args = task
+    trans_b = bool(args[-1])
+    N = args[-5]  # (..., M, N, K, dtype, out_dtype, trans_b)
+    dtype = str(A.dtype)
+    knobs = _knobs(template, args, M, N)
+    Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
+    bb = tuple(batch) if B.ndim == A.ndim else ()
+    AP = padded_operand(A, (*batch, Mp, Kp), "AP")
+    BP = padded_operand(B, (*bb, Np, Kp) if trans_b else (*bb, Kp, Np), "BP")
+    CF, CS = gemm_stages(AP, BP, "float32", trans_b)
+    vectors = (
+        8 if _aligned(A, K, Kp) else 1,
+        8 if (_aligned(B, K, Kp) if trans_b else _aligned(B, N, Np)) else 1,
+        1,
+    )
+    attrs = {"knobs": tuple(sorted(knobs.items())), "trans_b": trans_b, "vectors": vectors}
+    return te.compute(
+        (*batch, M, N), lambda *i: CS[i].astype(dtype), name=name, tag=TAG, attrs=attrs
+    )
+
+
+def _gemm_fits(
+    a_ndim: int, c_shape: tuple[int, ...] | None, attrs: dict[str, Any], M: int, N: int
+) -> bool:
+    """ONNX Gemm the template takes: no ``trans_a``, ``alpha == 1``, a C that broadcasts."""
+    if attrs["trans_a"] or attrs["alpha"] != 1.0 or a_ndim != 2:
+        return False
+    if c_shape is None:
+        return True
+    return len(c_shape) <= 2 and all(d in (1, n) for d, n in zip(c_shape[::-1], (N, M)))
+
+
+def _matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    A, B = inputs[0], inputs[1]
+    task = gemm_task(_dims(A), str(A.dtype), _dims(B), str(B.dtype), False)
+    return None if task is None else [tensorcore_compute(A, B, task, "matmul_tc")]
+
+
+def _gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """ONNX Gemm: the GEMM, then ``+ beta * C`` broadcast (an elementwise stage the graph
+    schedule inlines into the epilogue)."""
+    A, B = inputs[0], inputs[1]
+    task = gemm_task(_dims(A), str(A.dtype), _dims(B), str(B.dtype), bool(attrs["trans_b"]))
+    cs = _dims(inputs[2]) if len(inputs) > 2 else None
+    if task is None or not _gemm_fits(A.ndim, cs, attrs, _dims(A)[0], task[1][-5]):
+        return None
+    prod = tensorcore_compute(A, B, task, "gemm_tc")
+    if cs is None:
+        return [prod]
+    C, beta = inputs[2], attrs["beta"]
+    M, N = _dims(prod)
+
+    def out(i: E.PrimExpr, j: E.PrimExpr) -> E.PrimExpr:
+        idx = [E.const(0, "int32") if d == 1 else v for d, v in zip(cs, (i, j)[2 - len(cs) :])]
+        c = C[tuple(idx)].astype(prod.dtype)
+        return prod[i, j] + (c if beta == 1.0 else c * E.const(beta, prod.dtype))
+
+    return [te.compute((M, N), out, name="gemm_bias", tag="broadcast")]
+
+
+STRATEGIES: dict[str, Strategy] = {"matmul": _matmul, "gemm": _gemm}
+
+
+def _sm(arch: str) -> int:
+    from ember.codegen_cuda.build import default_arch
+
+    digits = "".join(ch for ch in (arch or default_arch()) if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def compute_for(
+    op: str, inputs: Sequence[Any], attrs: dict[str, Any], arch: str = ""
+) -> list[Any] | None:
+    """The template compute of ``op`` on ``inputs`` for ``arch`` (the default
+    architecture where empty), or None where no template applies."""
+    strategy = STRATEGIES.get(op)
+    if strategy is None or _sm(arch) < MIN_SM:
+        return None
+    return strategy(inputs, attrs)
+
+
+def task_for(
+    op: str, in_types: Sequence[Any], attrs: dict[str, Any], arch: str = ""
+) -> tuple[str, tuple[Any, ...]] | None:
+    """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
+    ``in_types`` (objects with ``shape`` and ``dtype``) for ``arch``, or None where
+    :func:`compute_for` would not take a template: the task whose records it reads."""
+    if op not in STRATEGIES or _sm(arch) < MIN_SM:
+        return None
+    a, b = in_types[0], in_types[1]
+    trans_b = op == "gemm" and bool(attrs["trans_b"])
+    task = gemm_task(a.shape, str(a.dtype), b.shape, str(b.dtype), trans_b)
+    if task is None or op != "gemm":
+        return task
+    cs = tuple(int(d) for d in in_types[2].shape) if len(in_types) > 2 else None
+    return task if _gemm_fits(len(a.shape), cs, attrs, int(a.shape[0]), task[1][-5]) else None

@@ -1,0 +1,104 @@
+"""The tensor-core schedule of a CUDA graph kernel, chosen by the tag of a strategy compute.
+
+``codegen_cuda/schedules/strategy.py`` gives fp16/bf16 GEMM nodes the stages of
+``matmul_tensorcore.cuda`` (``AP``, ``BP``, ``CF``, ``CS`` and a cast tagged
+``tensorcore_gemm``). Where the kernel's group has one output, of the GEMM's shape, that
+reads the GEMM only elementwise (every read of it, and of the stages between, at the
+output's own indices), :func:`tensorcore_stages` inlines the stages between into that
+output, which becomes the template's epilogue (bias, activation, cast), and applies
+:func:`~ember.codegen_cuda.schedules.matmul_tensorcore.schedule_tensorcore_gemm`.
+Otherwise (a transposed or reduced tail, several outputs) it leaves the stages to the
+generic schedule of ``ember.graph_schedule``, which computes the same values slowly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.tir import expr as E
+from ember.tir.functor import post_order_visit
+from ember.tir.schedule.schedule import Schedule
+from ember.tir.te.tensor import ComputeOp
+
+
+def _producer_ops(t: Any) -> list[Any]:
+    """Every op ``t`` depends on (not ``t.op`` itself)."""
+    seen: dict[int, Any] = {}
+    stack = [t.op]
+    while stack:
+        for p in getattr(stack.pop(), "input_tensors", ()):
+            if id(p.op) not in seen:
+                seen[id(p.op)] = p.op
+                stack.append(p.op)
+    return list(seen.values())
+
+
+def _reads_elementwise(op: ComputeOp, path: set[int]) -> bool:
+    """Whether every read ``op`` makes of an op in ``path`` is at ``op``'s own indices."""
+    axes = [iv.var for iv in op.axis]
+    ok = True
+
+    def check(n: Any) -> None:
+        nonlocal ok
+        if isinstance(n, E.ProducerLoad) and id(n.producer.op) in path:
+            same = len(n.indices) == len(axes) and all(i is a for i, a in zip(n.indices, axes))
+            ok = ok and same
+
+    for body in op.bodies:
+        post_order_visit(body, check)
+    return ok
+
+
+def _epilogue_ok(out: Any, gemm: Any, ops: list[Any]) -> bool:
+    """Whether every op between the GEMM's cast and ``out`` (inclusive) reads its way
+    elementwise, keeps the GEMM's shape and reduces nothing."""
+    memo: dict[int, bool] = {}
+
+    def depends(op: Any) -> bool:
+        if op is gemm.op:
+            return True
+        if id(op) not in memo:
+            memo[id(op)] = any(depends(t.op) for t in getattr(op, "input_tensors", ()))
+        return memo[id(op)]
+
+    everything = [*ops, out.op]
+    path = {id(op) for op in everything if depends(op)}
+    shape = tuple(int(E.const_value(d)) for d in gemm.shape)
+    for op in everything:
+        if id(op) not in path or op is gemm.op:
+            continue
+        if not isinstance(op, ComputeOp) or op.reduce_axis or op.num_outputs != 1:
+            return False
+        dims = tuple(int(iv.dom.extent.value) for iv in op.axis)
+        if dims != shape or not _reads_elementwise(op, path):
+            return False
+    return True
+
+
+def tensorcore_stages(s: Schedule, outputs: list[Any]) -> set[int]:
+    """Schedule a tensor-core GEMM with its group's tail as the epilogue, if there is one
+    and the tail allows it (see the module docstring); the ids of the ops scheduled."""
+    from ember.codegen_cuda.schedules.matmul_tensorcore import schedule_tensorcore_gemm
+    from ember.codegen_cuda.schedules.strategy import TAG
+
+    gemms = [st.op for st in s.stages if getattr(st.op, "tag", "") == TAG]
+    if len(gemms) != 1 or len(outputs) != 1:
+        return set()
+    gemm, out = gemms[0].output(0), outputs[0]
+    ops = _producer_ops(out)
+    cs = gemm.op.input_tensors[0]
+    cf = cs.op.input_tensors[0]
+    named = {t.op.name: t for t in cf.op.input_tensors}
+    ap, bp = named["AP"], named["BP"]
+    if [op for op in ops if getattr(op, "reduce_axis", ())] != [cf.op]:
+        return set()
+    if not _epilogue_ok(out, gemm, ops):
+        return set()
+    keep = {id(t.op) for t in (ap, bp, cf, cs, out)}
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and id(st.op) not in keep:
+            st.compute_inline()
+    attrs = dict(gemm.op.attrs)
+    knobs = dict(attrs["knobs"])
+    schedule_tensorcore_gemm(s, ap, bp, cf, cs, out, knobs, attrs["trans_b"], attrs["vectors"])
+    return {id(st.op) for st in s.stages if isinstance(st.op, ComputeOp)}
