@@ -7,6 +7,10 @@ reads the GEMM only elementwise (every read of it, and of the stages between, at
 output's own indices), :func:`tensorcore_stages` inlines the stages between into that
 output, which becomes the template's epilogue (bias, activation, cast), and applies
 :func:`~ember.codegen_cuda.schedules.matmul_tensorcore.schedule_tensorcore_gemm`.
+A GEMM tagged ``layout="nchw"`` (the NCHW convolution of
+``codegen_cuda/schedules/conv2d_nchw_gemm.py``) is scheduled as its own kernel's ``[M, O]``
+output (a device workspace), its bias the epilogue; the NCHW output and the group's tail
+(activation, residual) are left to the generic schedule, a second kernel.
 Otherwise (a transposed or reduced tail, several outputs) it leaves the stages to the
 generic schedule of ``ember.graph_schedule``, which computes the same values slowly.
 """
@@ -92,13 +96,16 @@ def tensorcore_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     ap, bp = named["AP"], named["BP"]
     if [op for op in ops if getattr(op, "reduce_axis", ())] != [cf.op]:
         return set()
+    attrs = dict(gemm.op.attrs)
+    knobs = dict(attrs["knobs"])
+    if attrs.get("layout") == "nchw":  # the NCHW conv: its [M, O] GEMM is a kernel of its own
+        schedule_tensorcore_gemm(s, ap, bp, cf, cs, gemm, knobs, True, attrs["vectors"])
+        return {id(t.op) for t in (ap, bp, cf, cs, gemm)}
     if not _epilogue_ok(out, gemm, ops):
         return set()
     keep = {id(t.op) for t in (ap, bp, cf, cs, out)}
     for st in s.stages:
         if isinstance(st.op, ComputeOp) and id(st.op) not in keep:
             st.compute_inline()
-    attrs = dict(gemm.op.attrs)
-    knobs = dict(attrs["knobs"])
     schedule_tensorcore_gemm(s, ap, bp, cf, cs, out, knobs, attrs["trans_b"], attrs["vectors"])
     return {id(st.op) for st in s.stages if isinstance(st.op, ComputeOp)}

@@ -15,6 +15,8 @@ knobs and fetch widths in its attrs, and ``ember.graph_schedule`` applies
 the group's output with the elementwise tail (bias, activation, cast) inlined there:
 the template's fused epilogue. The knobs are the task's best record's in an enclosing
 ``apply_history_best``, else tiles sized to the problem (:func:`fallback_knobs`).
+fp16/bf16 2-D NCHW ``conv`` (group 1) takes the implicit GEMM of ``conv2d_nchw_gemm.py``
+(the same stages, A read from the input) with :func:`fallback_knobs`: no tuning task yet.
 """
 
 from __future__ import annotations
@@ -164,7 +166,15 @@ def _gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     return [te.compute((M, N), out, name="gemm_bias", tag="broadcast")]
 
 
-STRATEGIES: dict[str, Strategy] = {"matmul": _matmul, "gemm": _gemm}
+def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """fp16/bf16 2-D group-1 NCHW ``conv``: the implicit GEMM of ``conv2d_nchw_gemm``, with
+    tiles sized to the problem (no tuning task yet)."""
+    from ember.codegen_cuda.schedules.conv2d_nchw_gemm import conv_tensorcore_compute
+
+    return conv_tensorcore_compute(inputs, attrs, fallback_knobs, TAG)
+
+
+STRATEGIES: dict[str, Strategy] = {"matmul": _matmul, "gemm": _gemm, "conv": _conv}
 
 
 def _sm(arch: str) -> int:
@@ -191,8 +201,8 @@ def task_for(
     """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
     ``in_types`` (objects with ``shape`` and ``dtype``) for ``arch``, or None where
     :func:`compute_for` would not take a template: the task whose records it reads."""
-    if op not in STRATEGIES or _sm(arch) < MIN_SM:
-        return None
+    if op not in STRATEGIES or op == "conv" or _sm(arch) < MIN_SM:
+        return None  # the NCHW conv takes untuned tiles: no task to tune
     a, b = in_types[0], in_types[1]
     trans_b = op == "gemm" and bool(attrs["trans_b"])
     task = gemm_task(a.shape, str(a.dtype), b.shape, str(b.dtype), trans_b)
