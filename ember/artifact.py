@@ -23,7 +23,6 @@ are still read.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import json
@@ -319,13 +318,10 @@ class _LoadedKernel:
         self.module(*arrays)
 
     def bind(self, arrays: Any) -> Any:
-        """The arrays checked once where the module is a CPU library (see ``Kernel.bind``);
-        a CUDA module checks them on each call."""
-        from ember.runtime.cpu import CPUModule
+        """A call on ``arrays`` (see :func:`ember.kernels.bind_kernel`)."""
+        from ember.kernels import bind_kernel
 
-        if isinstance(self.module, CPUModule) and not self.scalar_outputs:
-            return self.module.get_function(self.module.entry_name).bind(arrays)
-        return functools.partial(self, *arrays)
+        return bind_kernel(self, arrays)
 
 
 def _nothing(*arrays: Any) -> None:

@@ -45,14 +45,8 @@ class Kernel:
         self.module(*arrays)
 
     def bind(self, arrays: Sequence[np.ndarray]) -> Any:
-        """A call of this kernel on ``arrays`` (inputs, then outputs) taking no arguments:
-        a CPU kernel checks them once, now (:meth:`ember.runtime.module.Function.bind`);
-        a GPU kernel, which may move them, checks them on each call."""
-        from ember.runtime.cpu import CPUModule
-
-        if isinstance(self.module, CPUModule) and not self.scalar_outputs:
-            return self.module.get_function(self.module.entry_name).bind(arrays)
-        return functools.partial(self, *arrays)
+        """A call of this kernel on ``arrays`` (inputs, then outputs): see :func:`bind_kernel`."""
+        return bind_kernel(self, arrays)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Allocate outputs, run, return them (for folding and tests)."""
@@ -208,3 +202,15 @@ def get_group_kernel(
     )
     _CACHE[key] = kern
     return kern
+
+
+def bind_kernel(kernel: Any, arrays: Sequence[np.ndarray]) -> Any:
+    """A call of ``kernel`` (a compiled or loaded graph kernel: ``module``, ``scalar_outputs``,
+    callable) on ``arrays`` taking no arguments: a CPU kernel checks them once, now
+    (:meth:`ember.runtime.module.Function.bind`); a GPU kernel, which may move them, or one
+    with 0-d outputs passed as views, checks them on each call."""
+    from ember.runtime.cpu import CPUModule
+
+    if isinstance(kernel.module, CPUModule) and not kernel.scalar_outputs:
+        return kernel.module.get_function(kernel.module.entry_name).bind(arrays)
+    return functools.partial(kernel, *arrays)

@@ -56,11 +56,11 @@ def _reg(acc: Buffer, wn: int, index: Any) -> tuple[Any, Any]:
     return index // wn, index % wn
 
 
-def mma_step_intrin(
-    wm: int, wn: int, ks: int, in_dtype: str, acc_dtype: str, trans_b: bool = False
-) -> TensorIntrin:
-    """``C[WM, WN] += A[WM, KS] @ B`` for one warp (``B`` is ``[KS, WN]``, or ``[WN, KS]``
-    with ``trans_b``); ``reset`` zeroes ``C``."""
+def _warp_step(
+    wm: int, wn: int, ks: int, in_dtype: str, acc_dtype: str, trans_b: bool
+) -> tuple[Any, Any, Any]:
+    """The computation both warp-step intrinsics declare: ``C[WM, WN] = A @ B`` summed in
+    ``acc_dtype`` (``B`` is ``[KS, WN]``, or ``[WN, KS]`` with ``trans_b``)."""
     A = te.placeholder((wm, ks), in_dtype, name="A")
     B = te.placeholder((wn, ks) if trans_b else (ks, wn), in_dtype, name="B")
     k = te.reduce_axis((0, ks), name="k")
@@ -69,7 +69,15 @@ def mma_step_intrin(
         b = B[j, k] if trans_b else B[k, j]
         return te.sum(A[i, k].astype(acc_dtype) * b.astype(acc_dtype), axis=k)
 
-    C = te.compute((wm, wn), body, name="C")
+    return A, B, te.compute((wm, wn), body, name="C")
+
+
+def mma_step_intrin(
+    wm: int, wn: int, ks: int, in_dtype: str, acc_dtype: str, trans_b: bool = False
+) -> TensorIntrin:
+    """``C[WM, WN] += A[WM, KS] @ B`` for one warp (``B`` is ``[KS, WN]``, or ``[WN, KS]``
+    with ``trans_b``); ``reset`` zeroes ``C``."""
+    A, B, C = _warp_step(wm, wn, ks, in_dtype, acc_dtype, trans_b)
     binds = {
         A: _operand("A", A.shape, in_dtype, "shared"),
         B: _operand("B", B.shape, in_dtype, "shared"),
@@ -182,15 +190,7 @@ def wmma_step_intrin(
 ) -> TensorIntrin:
     """:func:`mma_step_intrin`'s computation with ``wmma::load_matrix_sync`` / ``mma_sync``
     (m16n16k16) on a ``wmma.accumulator`` tile of ``(WM / 16) * (WN / 16)`` fragments."""
-    A = te.placeholder((wm, ks), in_dtype, name="A")
-    B = te.placeholder((wn, ks) if trans_b else (ks, wn), in_dtype, name="B")
-    k = te.reduce_axis((0, ks), name="k")
-
-    def body(i: E.PrimExpr, j: E.PrimExpr) -> E.PrimExpr:
-        b = B[j, k] if trans_b else B[k, j]
-        return te.sum(A[i, k].astype(acc_dtype) * b.astype(acc_dtype), axis=k)
-
-    C = te.compute((wm, wn), body, name="C")
+    A, B, C = _warp_step(wm, wn, ks, in_dtype, acc_dtype, trans_b)
     binds = {
         A: _operand("A", A.shape, in_dtype, "shared"),
         B: _operand("B", B.shape, in_dtype, "shared"),
