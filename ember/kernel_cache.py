@@ -59,9 +59,41 @@ def entry_key(key: tuple[Any, ...], target: Target) -> str:
     from ember.runtime.load import VERSION
 
     payload = json.dumps(
-        [LAYOUT, repr(key), str(target), ember.__version__, VERSION, *_machine(target)]
+        [
+            LAYOUT,
+            repr(key),
+            str(target),
+            ember.__version__,
+            VERSION,
+            source_fingerprint(),
+            *_machine(target),
+        ]
     )
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# the packages whose code decides what a kernel compiles to
+_CODE_PACKAGES = ("ember.tir", "ember.codegen_llvm", "ember.frontend", "ember.tuner")
+
+
+@functools.cache
+def source_fingerprint() -> str:
+    """A SHA-256 of the source of every module that shapes a kernel, so an edited template
+    or pass (a development checkout, a patched install) never loads code built by the old
+    one under the same version number. Hashing the sources costs a few milliseconds, once
+    per process."""
+    import importlib
+
+    import ember
+
+    digest = hashlib.sha256()
+    roots = [Path(ember.__file__).parent]
+    roots += [Path(importlib.import_module(name).__file__).parent for name in _CODE_PACKAGES]
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def entry_path(name: str) -> Path:

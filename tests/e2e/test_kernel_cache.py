@@ -184,3 +184,31 @@ def test_the_entry_name_changes_with_version_target_and_key(monkeypatch):
 
 def test_cuda_kernels_are_not_stored_as_cpu_libraries():
     assert not kernel_cache.enabled(Target.parse("cuda"))
+
+
+def test_the_entry_name_changes_with_the_source(monkeypatch, tmp_path):
+    """An edited template under the same version number must not load the old kernels."""
+    key = ("group", ("body",), "llvm", None)
+    llvm = Target.parse("llvm")
+    name = kernel_cache.entry_key(key, llvm)
+    monkeypatch.setattr(kernel_cache, "source_fingerprint", lambda: "edited")
+    assert name != kernel_cache.entry_key(key, llvm)
+
+
+def test_the_source_fingerprint_follows_an_edit(monkeypatch, tmp_path):
+    package = tmp_path / "fake_codegen"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "schedule.py").write_text("TILE = 4\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(kernel_cache, "_CODE_PACKAGES", ("fake_codegen",))
+    kernel_cache.source_fingerprint.cache_clear()
+    try:
+        before = kernel_cache.source_fingerprint()
+        kernel_cache.source_fingerprint.cache_clear()
+        assert kernel_cache.source_fingerprint() == before
+        (package / "schedule.py").write_text("TILE = 8\n")
+        kernel_cache.source_fingerprint.cache_clear()
+        assert kernel_cache.source_fingerprint() != before
+    finally:
+        kernel_cache.source_fingerprint.cache_clear()

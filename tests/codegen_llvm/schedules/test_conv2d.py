@@ -126,3 +126,54 @@ def test_errors():
         conv2d_nchw_llvm(1, 2, 8, 8, 3, 3, 3, 0, 1, 1)
     with pytest.raises(ArgumentError, match="padding must be"):
         conv2d_nchw_llvm(1, 2, 8, 8, 3, 3, 3, 1, (1, 2, 3), 1)
+
+
+# 1x1, stride 1, no padding: row blocks of whole vector tiles (or a short power-of-two tail)
+# read X in place; the rest go through the flat copy. (N, C, H, W, O, config, in place)
+POINTWISE = [
+    (1, 9, 8, 8, 13, None, True),  # 64 positions: two whole 32-lane tiles
+    (2, 7, 12, 4, 6, {"oc_bn": 4, "vec": 16, "rows": 12}, True),  # 48 = 3 tiles, batch of 2
+    (1, 5, 14, 14, 11, {"oc_bn": 4, "vec": 32, "rows": 14}, True),  # 6 tiles + 4-lane tail
+    (1, 6, 6, 12, 7, {"oc_bn": 6, "vec": 16, "rows": 2}, True),  # blocks: a tile + a tail of 8
+    (1, 3, 7, 7, 5, None, False),  # 49 positions: a 17-lane tail, so the flat copy
+    (1, 3, 7, 7, 5, {"oc_bn": 4, "vec": 16, "rows": 7}, False),  # a 1-lane tail: the copy
+]
+
+
+def _config(task, want):  # noqa: ANN001, ANN202
+    space = task.config_space
+    for i in range(len(space)):
+        cfg = space.get(i)
+        if all(cfg[k].val == v for k, v in want.items()):
+            return cfg
+    raise AssertionError(f"no config {want}")
+
+
+@pytest.mark.parametrize("case", POINTWISE, ids=str)
+def test_pointwise_reads_input_in_place(case, rng):  # noqa: ANN001
+    N, C, H, W, O, want, in_place = case
+    task = task_of("conv2d_nchw.llvm", N, C, H, W, O, 1, 1, 1, 0, 1, "float32")
+    cfg = None if want is None else _config(task, want)
+    s, args = task.instantiate(cfg)
+    assert ("X_flat" not in str(ember.lower(s, args))) == in_place
+    check(s, args, lambda x, w: conv_ref(x, w, 1, 0, 1), rng, executors=("llvm",))
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    n=st.integers(1, 2),
+    c=st.integers(1, 12),
+    h=st.integers(1, 16),
+    w=st.integers(1, 16),
+    o=st.integers(1, 20),
+    pick=st.integers(0, 10_000),
+)
+def test_random_pointwise_configs_llvm(n, c, h, w, o, pick):  # noqa: ANN001
+    task = task_of("conv2d_nchw.llvm", n, c, h, w, o, 1, 1, 1, 0, 1, "float32")
+    space = task.config_space
+    cfg = space.get(pick % len(space))
+    if not cfg.is_valid():
+        return
+    s, args = task.instantiate(cfg)
+    check(s, args, lambda x, wt: conv_ref(x, wt, 1, 0, 1), np.random.default_rng(pick),
+          executors=("llvm",))  # fmt: skip
