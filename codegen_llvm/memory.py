@@ -3,8 +3,11 @@
 Used by :mod:`ember.codegen_llvm.codegen`. After ``flatten_buffers`` every access
 has one index. A scalar index reads or writes one element; an index that is an
 affine vector with stride 1 (a ``Ramp``, possibly written as broadcast plus
-ramp) is one vector load or store; any other vector index is a gather or
-scatter done lane by lane. A buffer is known by its ``data`` variable, bound
+ramp) is one vector load or store; a load with a small constant stride (2 to 4, the
+reads of a strided convolution or a phase split) is one masked contiguous load of
+the lanes' span and a shuffle that keeps every stride-th element, which LLVM turns
+into a few permutes rather than one load per lane; any other vector index is a
+gather or scatter done lane by lane. A buffer is known by its ``data`` variable, bound
 to a function argument or to the pointer an ``Allocate`` made. Allocations up
 to 64 KiB of constant size live on the stack of the function (allocated once,
 in its entry block, 64-byte aligned); larger or symbolic ones come from
@@ -24,6 +27,7 @@ from ember.codegen_llvm.builder_utils import (
     PTR,
     declare,
     entry_alloca,
+    intrinsic_suffix,
     mem_type,
     to_index,
 )
@@ -103,6 +107,51 @@ def _contiguous_base(index: E.PrimExpr) -> E.PrimExpr | None:
     return ramp[0] if ramp is not None and ramp[1] == 1 else None
 
 
+MAX_SHUFFLED_STRIDE = 4  # wider strides waste most of the loaded vector; gather instead
+MAX_SHUFFLED_SPAN = 128  # elements in the contiguous vector a strided load reads
+
+
+def _strided(index: E.PrimExpr) -> tuple[E.PrimExpr, int] | None:
+    """``(base, stride)`` of a vector index read as one masked load plus a shuffle."""
+    ramp = as_ramp(index)
+    if ramp is None or not 2 <= ramp[1] <= MAX_SHUFFLED_STRIDE:
+        return None
+    lanes = dt.lanes_of(index.dtype)
+    return ramp if lanes * ramp[1] <= MAX_SHUFFLED_SPAN else None
+
+
+def _emit_strided_load(
+    cg: CodeGenLLVM, ptr: ir.Value, unit: ir.Type, e: E.BufferLoad, base: E.PrimExpr, stride: int
+) -> ir.Value:
+    """Lanes ``base + stride * i``: the ``stride * lanes`` elements from ``base`` loaded
+    under a mask that stops at the last lane's element (so nothing past it is read,
+    and the load cannot fault), then every ``stride``-th one kept."""
+    b = cg.builder
+    lanes = dt.lanes_of(e.dtype)
+    span = stride * lanes
+    elem = mem_type(dt.element_of(e.dtype))
+    wide = ir.VectorType(elem, span)
+    bit = ir.IntType(1)
+    mask = ir.Constant(
+        ir.VectorType(bit, span),
+        [ir.Constant(bit, int(i <= stride * (lanes - 1))) for i in range(span)],
+    )
+    masked_load = declare(
+        b.module, f"llvm.masked.load.{intrinsic_suffix(wide)}.p0", wide, [PTR, I32, mask.type, wide]
+    )
+    addr = b.gep(ptr, [to_index(b, cg.visit(base), base.dtype)], source_etype=unit, inbounds=True)
+    align = dt.bytes_of(dt.element_of(e.buffer.dtype))
+    raw = b.call(
+        masked_load, [addr, ir.Constant(I32, align), mask, ir.Constant(wide, ir.Undefined)]
+    )
+    picked = b.shuffle_vector(
+        raw,
+        ir.Constant(wide, ir.Undefined),
+        ir.Constant(ir.VectorType(I32, lanes), [stride * i for i in range(lanes)]),
+    )
+    return from_memory(b, picked, e.dtype)
+
+
 def _lane_addresses(cg: CodeGenLLVM, ptr: ir.Value, unit: ir.Type, index: E.PrimExpr) -> list:
     b = cg.builder
     vec = to_index(b, cg.visit(index), index.dtype)
@@ -126,6 +175,9 @@ def emit_load(cg: CodeGenLLVM, e: E.BufferLoad) -> ir.Value:
         )
         raw = b.load(addr, typ=mem_type(e.dtype), align=_alignment(cg, buf, base))
         return from_memory(b, raw, e.dtype)
+    strided = _strided(index)
+    if strided is not None:
+        return _emit_strided_load(cg, ptr, unit, e, *strided)
     elem = mem_type(dt.element_of(e.dtype))
     align = dt.bytes_of(dt.element_of(buf.dtype))
     out: ir.Value = ir.Constant(mem_type(e.dtype), ir.Undefined)

@@ -33,6 +33,7 @@ from ember.codegen_llvm.schedules.conv2d import (
     _divisors,
     _flat_input,
     _Geometry,
+    strided_phase_copy,
 )
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
@@ -207,10 +208,7 @@ def schedule_depthwise_flat(s: Schedule, out: Tensor, conv: Tensor) -> None:
     if knobs["sw"] == 1:
         s[Xf].vectorize(col)
     else:
-        # the column phases innermost and unrolled: each input row is read once, in
-        # order, and LLVM's vectorizer turns the strided reads into shuffled vectors
-        s[Xf].reorder(py, row, col, px)
-        s[Xf].unroll(px)
+        strided_phase_copy(s, Xf, py, row, px, col)
 
 
 def _taps(s: Schedule, acc: Tensor, lanes: Any, rows: Any, unroll: bool) -> None:

@@ -1,4 +1,4 @@
-"""Vector accesses and operations: ramps of stride 1 and 2, gathers, broadcasts, selects, zmm."""
+"""Vector accesses and operations: ramps of stride 1 to 4, gathers, broadcasts, selects, zmm."""
 
 from __future__ import annotations
 
@@ -36,6 +36,53 @@ def test_stride_two_gather(rng):
     o = sentinel(n, "float32")
     mod(a, o)
     np.testing.assert_array_equal(o, a[::2])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "int32", "float16"])
+@pytest.mark.parametrize("stride", [2, 3, 4])
+@pytest.mark.parametrize("lanes", [4, 16, 28])
+def test_strided_load_is_a_masked_load_and_a_shuffle(dtype, stride, lanes, rng):
+    n = 3 * lanes
+    A, out = param("A", (stride * (n - 1) + 1,), dtype), param("out", (n,), dtype)
+    body = loop(
+        n // lanes,
+        lambda i: store(
+            out,
+            ramp(i * lanes, lanes),
+            load(A, ramp(i * stride * lanes, lanes, stride=stride), lanes),
+        ),
+    )
+    mod = build(S.PrimFunc("strided", (A, out), body))
+    assert "llvm.masked.load" in mod.get_source("ll-unopt")
+    a = rand(stride * (n - 1) + 1, dtype, rng)
+    o = sentinel(n, dtype)
+    mod(a, o)
+    np.testing.assert_array_equal(o, a[::stride])
+
+
+def test_strided_load_reads_nothing_past_its_last_lane(rng):
+    """The last lane's element ends the array, right before a page the process may not
+    read: the masked load must not touch the stride - 1 elements a plain load would."""
+    import ctypes
+    import mmap
+
+    lanes, stride = 16, 2
+    page = mmap.PAGESIZE
+    region = mmap.mmap(-1, 2 * page)
+    libc = ctypes.CDLL(None, use_errno=True)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    assert libc.mprotect(ctypes.c_void_p(base + page), page, 0) == 0  # PROT_NONE
+    count = stride * (lanes - 1) + 1
+    a = np.frombuffer(region, np.float32, count, page - 4 * count)
+    a[:] = rand(count, "float32", rng)
+    A, out = param("A", (count,)), param("out", (lanes,))
+    body = store(out, ramp(0, lanes), load(A, ramp(0, lanes, stride=stride), lanes))
+    mod = build(S.PrimFunc("edge", (A, out), body))
+    o = sentinel(lanes, "float32")
+    mod(a, o)  # a read past the end would fault on the protected page
+    np.testing.assert_array_equal(o, a[::stride])
+    libc.mprotect(ctypes.c_void_p(base + page), page, 3)
+    del a
 
 
 def test_stride_two_scatter_leaves_gaps(rng):

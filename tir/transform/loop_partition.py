@@ -243,6 +243,9 @@ class _Partition(Mutator):
             parts = self.partition(s)
             if parts is not None:
                 return parts
+        if _unroll_first(s):
+            copies = [substitute(s.body, {s.loop_var: s.min + i}) for i in range(s.extent.value)]
+            return S.seq(*[self.visit(c) for c in copies])
         return self.visit_inside(s)
 
     def visit_inside(self, s: S.For) -> S.Stmt:
@@ -314,6 +317,30 @@ class _Partition(Mutator):
             kind = S.ForKind.SERIAL
         loop = S.For(s.loop_var, begin, ext, kind, body, s.thread_tag, s.annotations)
         return self.visit_inside(loop)
+
+
+UNROLL_FIRST_MAX = 8
+
+
+def _unroll_first(s: S.For) -> bool:
+    """Whether to unroll ``s`` here rather than in ``unroll_loops``: a short unrolled loop
+    around a vectorized one. A guard of the vectorized loop that depends on the unrolled
+    variable (the column phase of a strided copy: ``0 <= col*2 + px - 1``) has a symbolic
+    bound, so the vectorized loop would keep its guards and stay scalar; with the
+    variable a constant in each copy, every copy splits into constant pieces."""
+    if s.kind is not S.ForKind.UNROLLED or not isinstance(s.extent, E.IntImm):
+        return False
+    if not isinstance(s.min, E.IntImm) or s.extent.value > UNROLL_FIRST_MAX:
+        return False
+    found: list[S.For] = []
+
+    def vectorized_over(n: Any) -> None:
+        if isinstance(n, S.For) and n.kind is S.ForKind.VECTORIZED:
+            if uses_var(n, lambda v: v is s.loop_var):
+                found.append(n)
+
+    post_order_visit(s.body, vectorized_over)
+    return bool(found)
 
 
 def _is_constant(ana: Analyzer, e: E.PrimExpr) -> bool:

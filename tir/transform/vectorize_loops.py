@@ -258,12 +258,14 @@ class _Vectorize(Mutator):
         )
         if self.disabled or not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
             return serial
+        # lanes ``min + i``: the main part of a partitioned loop starts past its guards
+        lanes_body = body
         if not E.is_const_int(s.min, 0):
-            return serial
+            lanes_body = substitute(body, {s.loop_var: s.min + s.loop_var})
         try:
             if s.extent.value > MAX_LANES:
-                return _vectorize_in_chunks(body, s.loop_var, s.extent.value, s.annotations)
-            return _vectorize_body(body, s.loop_var, s.extent.value)
+                return _vectorize_in_chunks(lanes_body, s.loop_var, s.extent.value, s.annotations)
+            return _vectorize_body(lanes_body, s.loop_var, s.extent.value)
         except _CannotVectorize:
             if s.extent.value <= _UNROLL_FALLBACK:
                 # unrolled, each lane's accesses have constant offsets (registers on a GPU)

@@ -97,6 +97,42 @@ def test_select_guard_and_lower_bound_guard() -> None:
     _same_stores(before, after, buffers=buffers)
 
 
+def test_phase_loop_around_a_vectorized_copy_is_unrolled_first() -> None:
+    """A strided phase split: each column phase ``px`` reads ``B[2*c + px - 1]``, so the
+    vectorized loop's guard depends on the unrolled ``px``; unrolled here, every copy
+    splits into constant pieces (a vectorized loop is split only so)."""
+    A, B = decl_buffer((2, 9), "float32", "A"), decl_buffer((16,), "float32", "B")
+    px, c = E.Var("px"), E.Var("c")
+    w = c * 2 + px - 1
+    value = E.select(likely(E.logical_and(w >= 0, w < 16)), B[E.max_(w, 0)], E.const(0.0))
+    inner = loop(c, 9, S.BufferStore(A, value, (px, c)), K.VECTORIZED)
+    before = func(loop(px, 2, inner, K.UNROLLED), A, B)
+    after = simplify(loop_partition(before))
+    expected = "\n".join(
+        [
+            'def f(A: Buffer((2, 9), "float32"), B: Buffer((16), "float32")):',
+            "    A[0, 0] = 0.0",
+            "    for c in vectorized(1, 1 + 8):",
+            "        A[0, c] = B[c * 2 - 1]",
+            "    for c in vectorized(8):",
+            "        A[1, c] = B[c * 2]",
+            "    A[1, 8] = 0.0",
+        ]
+    )
+    assert _text(after) == expected
+    _same_stores(before, after, buffers={B: np.arange(16, dtype=np.float64) + 1})
+
+
+def test_long_or_unvectorized_unrolled_loops_wait_for_unroll_loops() -> None:
+    A = decl_buffer((16, 4), "float32", "A")
+    u, c = E.Var("u"), E.Var("c")
+    store = S.BufferStore(A, E.const(1.0), (u, c))
+    serial = func(loop(u, 16, loop(c, 4, store, K.VECTORIZED), K.UNROLLED), A)
+    assert loop_partition(serial) is serial  # 16 copies: longer than UNROLL_FIRST_MAX
+    plain = func(loop(u, 2, loop(c, 4, store), K.UNROLLED), A)
+    assert loop_partition(plain) is plain  # no vectorized loop inside
+
+
 def test_nothing_to_partition_returns_the_same_function() -> None:
     A = decl_buffer((64,), "float32", "A")
     i, n = E.Var("i"), E.Var("n")
