@@ -133,11 +133,15 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     ``winograd_gemm``) needs one output of the convolution's NCHW shape that reads it
     (its copy, maybe with an epilogue inlined)."""
     from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
+    from ember.codegen_llvm.schedules.conv2d_nchwc import schedule_conv2d_nchwc
     from ember.codegen_llvm.schedules.depthwise_conv2d import TAG, schedule_depthwise_flat
+    from ember.codegen_llvm.schedules.depthwise_conv2d_nchwc import TAG as DW_NCHWC_TAG
+    from ember.codegen_llvm.schedules.depthwise_conv2d_nchwc import schedule_depthwise_nchwc
     from ember.codegen_llvm.schedules.pool2d import GRAPH_MAX_TAG, schedule_max_pool2d_graph
     from ember.codegen_llvm.schedules.winograd import schedule_winograd_output
 
     schedules = {"conv2d_nchw_flat": schedule_conv2d_flat, TAG: schedule_depthwise_flat}
+    blocked = {"conv2d_nchwc": schedule_conv2d_nchwc, DW_NCHWC_TAG: schedule_depthwise_nchwc}
     done: set[int] = _int8_template(s, outputs)
     for st in list(s.stages):
         if isinstance(st.op, ComputeOp) and st.op.tag == GRAPH_MAX_TAG:
@@ -149,8 +153,8 @@ def _template_stages(s: Schedule, outputs: list[Any]) -> set[int]:
             if out is not None:  # else the generic schedules take every stage
                 done |= schedule_winograd_output(s, out)
             continue
-        if isinstance(st.op, ComputeOp) and st.op.tag == "conv2d_nchwc":
-            done |= _template_nchwc(s, outputs, st.op.output(0))
+        if isinstance(st.op, ComputeOp) and st.op.tag in blocked:
+            done |= _template_nchwc(s, outputs, st.op.output(0), blocked[st.op.tag])
         if not (isinstance(st.op, ComputeOp) and st.op.tag in schedules):
             continue
         apply = schedules[st.op.tag]
@@ -203,11 +207,10 @@ def _int8_template(s: Schedule, outputs: list[Any]) -> set[int]:
     return {id(cp.op), id(out.op)} | {id(op) for op in between}
 
 
-def _template_nchwc(s: Schedule, outputs: list[Any], conv: Any) -> set[int]:
-    """The ``conv2d_NCHWc.llvm`` schedule for a blocked convolution whose group has one
-    5-D output reading it (the epilogue inlined there); the ops it scheduled."""
-    from ember.codegen_llvm.schedules.conv2d_nchwc import schedule_conv2d_nchwc
-
+def _template_nchwc(s: Schedule, outputs: list[Any], conv: Any, schedule: Any) -> set[int]:
+    """``schedule`` (the ``conv2d_NCHWc.llvm`` or ``depthwise_conv2d_NCHWc.llvm`` one) for
+    a blocked convolution whose group has one 5-D output reading it (the epilogue
+    inlined there); the ops it scheduled."""
     pad = conv.op.input_tensors[0]
     if len(outputs) != 1 or outputs[0].ndim != 5:
         return set()
@@ -220,7 +223,7 @@ def _template_nchwc(s: Schedule, outputs: list[Any], conv: Any) -> set[int]:
         if isinstance(inner.op, ComputeOp) and id(inner.op) not in keep:
             inner.compute_inline()
     before = {id(x.op) for x in s.stages}
-    schedule_conv2d_nchwc(s, out, conv)
+    schedule(s, out, conv)
     made = {id(x.op) for x in s.stages} - before
     kept = {id(out.op), id(conv.op)} | made
     return kept | ({id(pad.op)} if getattr(pad.op, "tag", "") == "pad" else set())

@@ -14,7 +14,8 @@ registers. This is TVM's x86 ``conv2d_NCHWc`` and AlterOpLayout pairing; the gra
 pass ``alter_conv_layout`` chooses the blocks with :func:`nchwc_knobs`.
 
 Knobs: ``ic_bn`` / ``oc_bn`` (the layout: channel blocks, zero-padded past C and
-O), ``ow_bn`` (the register tile's width) and ``unroll_kernel``. The template is
+O), ``ow_bn`` (the register tile's width), ``unroll_kernel`` and ``outer`` (whether
+output rows or channel blocks are the outer half of the parallel loop). The template is
 called with the NCHW workload, like ``conv2d_nchw.llvm``, so a tuning record of
 either applies to the same convolution.
 """
@@ -149,29 +150,40 @@ def knob_attrs(k: NchwcKnobs) -> dict[str, Any]:
     return {"ow_bn": k.ow_bn, "unroll_kernel": k.unroll_kernel, "outer": k.outer}
 
 
+def blocked_output_tiles(
+    s: Schedule, out: Tensor, conv: Tensor, ow_bn: int, rows_outer: bool
+) -> Tensor:
+    """The output loops of a blocked convolution (this template's and the depthwise
+    one's): ``ow_bn``-pixel tiles of one row, the channel block's lanes vectorized, the
+    loop over (batch, row, channel block) parallel with rows or channel blocks outer;
+    ``conv``'s reduction moved to a local accumulator computed at each tile (returned),
+    ``conv`` itself inlined into ``out`` when they differ."""
+    acc = s.cache_write(conv, "local")
+    if out.op is not conv.op:
+        s[conv].compute_inline()
+    n, o, y, x, lane = s[out].op.axis
+    xo, xi = s[out].split(x, factor=min(ow_bn, int(x.dom.extent.value)))
+    if rows_outer:
+        s[out].reorder(n, y, o, xo, xi, lane)
+        s[out].parallel(s[out].fuse(n, y, o))
+    else:
+        s[out].reorder(n, o, y, xo, xi, lane)
+        s[out].parallel(s[out].fuse(n, o, y))
+    s[out].vectorize(lane)
+    s[acc].compute_at(s[out], xo)
+    return acc
+
+
 def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
     """Schedule the ``conv2d_nchwc`` reduction ``conv`` whose result reaches ``out``, a
     stage of the same 5-D shape into which the copy (and any elementwise epilogue) is
     inlined; ``out`` may be ``conv`` itself. Every other stage between them must have
     been inlined already."""
     attrs = dict(conv.op.attrs)
-    ow_bn, unroll = int(attrs.get("ow_bn", 8)), bool(attrs.get("unroll_kernel", True))
+    unroll = bool(attrs.get("unroll_kernel", True))
     pad = conv.op.input_tensors[0]
-    acc = s.cache_write(conv, "local")
-    if out.op is not conv.op:
-        s[conv].compute_inline()
-    n, o, y, x, oi = s[out].op.axis
-    ow_bn = min(ow_bn, int(x.dom.extent.value))
-    xo, xi = s[out].split(x, factor=ow_bn)
     rows_outer = attrs.get("outer", "channels") == "rows"
-    if rows_outer:
-        s[out].reorder(n, y, o, xo, xi, oi)
-        s[out].parallel(s[out].fuse(n, y, o))
-    else:
-        s[out].reorder(n, o, y, xo, xi, oi)
-        s[out].parallel(s[out].fuse(n, o, y))
-    s[out].vectorize(oi)
-    s[acc].compute_at(s[out], xo)
+    acc = blocked_output_tiles(s, out, conv, int(attrs.get("ow_bn", 8)), rows_outer)
     _, _, _, ax, ai = s[acc].op.axis
     rc, ry, rx, ri = s[acc].op.reduce_axis
     s[acc].reorder(rc, ry, rx, ri, ax, ai)

@@ -20,11 +20,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember.codegen_llvm.schedules import conv2d, conv2d_nchwc, depthwise_conv2d, winograd
+from ember.codegen_llvm.schedules import (
+    conv2d,
+    conv2d_nchwc,
+    depthwise_conv2d,
+    depthwise_conv2d_nchwc,
+    winograd,
+)
 
 CONV_TEMPLATE = "conv2d_nchw.llvm"
 NCHWC_TEMPLATE = conv2d_nchwc.TEMPLATE
 DEPTHWISE_TEMPLATE = depthwise_conv2d.TEMPLATE
+DEPTHWISE_NCHWC_TEMPLATE = depthwise_conv2d_nchwc.TEMPLATE
 WINOGRAD_TEMPLATE = "conv2d_winograd.llvm"
 # Winograd by default where both channel counts and the output's height and width reach
 # these (3x3, stride 1, no dilation). benchmarks/bench_conv.py on ResNet-18's layers
@@ -161,6 +168,36 @@ def _conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | Non
     return [compute(x, w, bias, a["strides"], a["pads"], a["dilations"], extra)]
 
 
+def dwconv_nchwc_task_args(
+    x_shape: Sequence[int], x_dtype: str, w_shape: Sequence[int], attrs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """The ``depthwise_conv2d_NCHWc.llvm`` arguments (the NCHW depthwise workload, channel
+    multiplier 1) of a ``dwconv_nchwc`` node."""
+    N, _, H, W, _ = (int(d) for d in x_shape)
+    KH, KW = int(w_shape[1]), int(w_shape[2])
+    geometry = (tuple(attrs["strides"]), tuple(attrs["pads"]), tuple(attrs["dilations"]))
+    return (N, attrs["channels"], H, W, 1, KH, KW, *geometry, x_dtype)
+
+
+def _dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """Blocked depthwise convolutions: the ``depthwise_conv2d_NCHWc.llvm`` compute with the
+    tile of the task's best record (the fallback's without one); the block is the graph's."""
+    from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc as compute
+    from ember.tuner.template import config_for_direct_call
+
+    x, w = inputs[0], inputs[1]
+    if str(x.dtype) not in ("float32", "float64"):
+        return None
+    args = dwconv_nchwc_task_args(_dims(x), str(x.dtype), _dims(w), attrs)
+    g = depthwise_conv2d.geometry_of(args)
+    cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args)
+    knobs = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, args[-1], cfg)
+    bias = inputs[2] if len(inputs) > 2 else None
+    a = attrs
+    extra = depthwise_conv2d_nchwc.knob_attrs(knobs)
+    return [compute(x, w, bias, a["strides"], a["pads"], a["dilations"], extra)]
+
+
 def _depthwise(x: Any, w: Any, bias: Any, attrs: dict[str, Any]) -> list[Any] | None:
     """Depthwise convolutions: the ``depthwise_conv2d_nchw.llvm`` template, with the
     knobs of the task's best record where one applies."""
@@ -182,7 +219,8 @@ def task_for(
     ``in_types`` (objects with ``shape`` and ``dtype``), or None where no template
     applies: convolutions the conv strategy takes (``conv2d_nchw.llvm``, or
     ``depthwise_conv2d_nchw.llvm`` for depthwise ones), blocked ``conv_nchwc`` ones as
-    ``conv2d_NCHWc.llvm`` of their NCHW workload, and ``dense_packed`` GEMMs as
+    ``conv2d_NCHWc.llvm`` of their NCHW workload (``dwconv_nchwc`` ones as
+    ``depthwise_conv2d_NCHWc.llvm``), and ``dense_packed`` GEMMs as
     ``matmul.llvm`` of ``(M, N, K)`` with M the product of the leading dims."""
     if op == "conv":
         x, w = in_types[0], in_types[1]
@@ -194,6 +232,9 @@ def task_for(
     if op == "conv_nchwc" and str(in_types[0].dtype) == "float32":
         x, w = in_types[0], in_types[1]
         return NCHWC_TEMPLATE, nchwc_task_args(x.shape, "float32", w.shape, attrs)
+    if op == "dwconv_nchwc" and str(in_types[0].dtype) == "float32":
+        x, w = in_types[0], in_types[1]
+        return DEPTHWISE_NCHWC_TEMPLATE, dwconv_nchwc_task_args(x.shape, "float32", w.shape, attrs)
     if op == "dense_packed" and str(in_types[0].dtype) == "float32":
         a = tuple(int(d) for d in in_types[0].shape)
         m = 1
@@ -233,6 +274,7 @@ def _max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
 STRATEGIES: dict[str, Strategy] = {
     "conv": _conv,
     "conv_nchwc": _conv_nchwc,
+    "dwconv_nchwc": _dwconv_nchwc,
     "matmul_int8_packed": _int8_packed,
     "max_pool": _max_pool,
 }

@@ -1,4 +1,4 @@
-"""Channel-blocked layout ops: ``layout_transform`` and ``conv_nchwc``.
+"""Channel-blocked layout ops: ``layout_transform``, ``conv_nchwc``, ``dwconv_nchwc``.
 
 The ONNX importer never makes these; the ``alter_conv_layout`` pass does, when it
 moves CPU convolutions to the NCHW[c] layout (``tir/topi/conv_nchwc.py``).
@@ -12,6 +12,10 @@ Attributes (every one present):
   counts (what a tuning task of the NCHW workload needs). Inputs: the blocked input
   ``[N, C/cb, H, W, cb]``, the weights already blocked at compile time ``[O/ob,
   C/cb, KH, KW, cb, ob]`` and an optional bias ``[O/ob, ob]``.
+- ``dwconv_nchwc`` (a depthwise convolution, one filter per channel): ``strides``,
+  ``dilations``, ``pads`` as above and ``channels``, the logical channel count.
+  Inputs: the blocked input, the weights blocked at compile time ``[C/cb, KH, KW,
+  cb]`` and an optional bias ``[C/cb, cb]``.
 """
 
 from __future__ import annotations
@@ -68,6 +72,31 @@ def conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     bias = inputs[2] if len(inputs) > 2 else None
     a = attrs
     return [topi.conv2d_nchwc(inputs[0], inputs[1], bias, a["strides"], a["pads"], a["dilations"])]
+
+
+def _infer_dwconv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x, w = types[0], types[1]
+    if x.ndim != 5 or w.ndim != 4 or x.shape[1] != w.shape[0] or x.shape[4] != w.shape[3]:
+        raise ArgumentError(f"dwconv_nchwc: input {x} and blocked weights {w} do not fit")
+    if len(types) > 2 and types[2].shape != (w.shape[0], w.shape[3]):
+        raise ArgumentError(f"dwconv_nchwc: bias {types[2]} does not fit weights {w}")
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs["strides"], attrs["dilations"], attrs["pads"]
+    h, wd = x.shape[2], x.shape[3]
+    oh = conv_out_size(h, w.shape[1], sh, dh, pt, pb) if isinstance(h, int) else h
+    ow = conv_out_size(wd, w.shape[2], sw, dw, pl, pr) if isinstance(wd, int) else wd
+    return [TensorType((x.shape[0], x.shape[1], oh, ow, x.shape[4]), x.dtype)]
+
+
+@register_op("dwconv_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_dwconv_nchwc, num_inputs=(2, 3))
+def dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A 2-D depthwise convolution on channel-blocked tensors with pre-blocked weights."""
+    bias = inputs[2] if len(inputs) > 2 else None
+    a = attrs
+    return [
+        topi.depthwise_conv2d_nchwc(
+            inputs[0], inputs[1], bias, a["strides"], a["pads"], a["dilations"]
+        )
+    ]
 
 
 def _infer_max_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

@@ -136,25 +136,96 @@ def test_convs_it_does_not_take_stay(rng):  # noqa: ANN001
     assert default_blocks(ConvWorkload(1, 4, 6, 6, 8, 3, 3, (1, 1), (0,) * 4, (1, 1))) is None
 
 
-def test_a_graph_with_depthwise_convs_stays_nchw(rng):  # noqa: ANN001
-    """An inverted-residual block (1x1 expand, depthwise 3x3, 1x1 project): the 1x1 convs
-    alone would be blocked, but each would need a layout transform on both sides of the
-    NCHW depthwise conv, so the graph is left as it is."""
-    weights = {"E": _w(rng, 32, 16, 1, 1), "D": _w(rng, 32, 1, 3, 3), "P": _w(rng, 16, 32, 1, 1)}
+def inverted_residual(rng, c=16, e=32, hw=9, stride=1, pads=(1, 1, 1, 1), relu_first=True):  # noqa: ANN001, ANN202
+    """MobileNetV2's block: 1x1 expand, ReLU, depthwise 3x3, 1x1 project (+ residual)."""
+    weights = {
+        "E": _w(rng, e, c, 1, 1),
+        "D": _w(rng, e, 1, 3, 3),
+        "DB": _w(rng, e),
+        "P": _w(rng, c, e, 1, 1),
+    }
     nodes = [
         n("Conv", ["x", "E"], ["e"], name="expand"),
         n("Relu", ["e"], ["er"], name="relu"),
-        n("Conv", ["er", "D"], ["d"], name="dw", group=32, pads=[1, 1, 1, 1]),
+        n(
+            "Conv",
+            ["er" if relu_first else "e", "D", "DB"],
+            ["d"],
+            name="dw",
+            group=e,
+            pads=list(pads),
+            strides=[stride, stride],
+        ),  # fmt: skip
         n("Conv", ["d", "P"], ["p"], name="project"),
-        n("Add", ["p", "x"], ["y"], name="residual"),
     ]
-    x = rng.standard_normal((1, 16, 9, 9)).astype("float32")
-    g = ember.frontend.from_onnx(make_model(nodes, {"x": x}, ["y"], weights))
-    assert alter_conv_layout(g) is g
-    without_dw = ember.frontend.from_onnx(
-        make_model([nodes[0], nodes[1]], {"x": x}, ["er"], {"E": weights["E"]})
+    out = "p"
+    if stride == 1:
+        nodes.append(n("Add", ["p", "x"], ["y"], name="residual"))
+        out = "y"
+    x = rng.standard_normal((1, c, hw, hw)).astype("float32")
+    return make_model(nodes, {"x": x}, [out], weights), {"x": x}
+
+
+def test_a_depthwise_conv_stays_in_its_inputs_blocks(rng):  # noqa: ANN001
+    """An inverted-residual block stays blocked from the expand conv to the residual add:
+    the depthwise conv takes its input's block, its weights and bias blocked here."""
+    from ember.tir.topi.conv_nchwc import pack_nchwc_depthwise_weights
+
+    model, _ = inverted_residual(rng)
+    before = ember.frontend.from_onnx(model)
+    after = run_graph_passes(before, [alter_conv_layout])
+    assert ops(after) == [
+        ("layout_transform", ("x",), ("x_nchw16c",)),
+        ("conv_nchwc", ("x_nchw16c", "E_nchwc"), ("e_nchw32c",)),
+        ("relu", ("e_nchw32c",), ("er_nchw32c",)),
+        ("dwconv_nchwc", ("er_nchw32c", "D_nchwc", "DB_nchwc"), ("d_nchw32c",)),
+        ("conv_nchwc", ("d_nchw32c", "P_nchwc"), ("p_nchw16c",)),
+        ("add", ("p_nchw16c", "x_nchw16c"), ("y_nchw16c",)),
+        ("layout_transform", ("y_nchw16c",), ("y",)),
+    ]
+    dw = after.nodes[3]
+    assert dw.attrs == {
+        "strides": (1, 1),
+        "pads": (1, 1, 1, 1),
+        "dilations": (1, 1),
+        "channels": 32,
+    }
+    np.testing.assert_array_equal(
+        after.params["D_nchwc"], pack_nchwc_depthwise_weights(before.params["D"], 32)
     )
-    assert any(nd.op == "conv_nchwc" for nd in alter_conv_layout(without_dw).nodes)
+    assert after.params["DB_nchwc"].shape == (1, 32)
+
+
+def test_depthwise_convs_it_does_not_take_stay(rng):  # noqa: ANN001
+    """A depthwise conv on an NCHW input (no blocked producer), a grouped conv that is not
+    depthwise, and a channel multiplier of 2 keep their NCHW conv."""
+    weights = {"D": _w(rng, 8, 1, 3, 3), "G": _w(rng, 8, 4, 3, 3), "M": _w(rng, 16, 1, 3, 3)}
+    nodes = [
+        n("Conv", ["x", "D"], ["a"], name="dw_on_input", group=8),
+        n("Conv", ["x", "G"], ["b"], name="grouped", group=2),
+        n("Conv", ["x", "M"], ["c"], name="multiplier2", group=8),
+    ]
+    x = rng.standard_normal((1, 8, 6, 6)).astype("float32")
+    g = ember.frontend.from_onnx(make_model(nodes, {"x": x}, ["a", "b", "c"], weights))
+    assert alter_conv_layout(g) is g
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"c": 16, "e": 32, "hw": 9},
+        {"c": 24, "e": 144, "hw": 7, "stride": 2},  # blocks of 8 and 16, a strided dw
+        {"c": 16, "e": 40, "hw": 8, "stride": 2, "pads": (0, 1, 1, 0), "relu_first": False},
+    ],
+    ids=str,
+)
+def test_inverted_residual_blocks_match_onnxruntime(case, rng):  # noqa: ANN001
+    model, inputs = inverted_residual(rng, **case)
+    graph = run_graph_passes(ember.frontend.from_onnx(model), default_graph_passes("llvm"))
+    assert "dwconv_nchwc" in {nd.op for nd in graph.nodes}
+    lib = ember.compile(model, target="llvm")
+    for got, want in zip(lib.run(inputs), run_ort(model, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_a_chooser_picks_the_blocks_and_mismatches_reblock(rng):  # noqa: ANN001

@@ -279,3 +279,39 @@ def test_dense_packed_takes_a_matmul_records_tiles_when_its_panels_fit(tmp_path,
         assert got == default
     compiled = ember.compile(model, records=log)
     np.testing.assert_allclose(compiled.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_blocked_depthwise_conv_is_a_task_and_takes_its_record(tmp_path):
+    """In an inverted-residual block the depthwise conv runs blocked; extract_tasks lists
+    it as ``depthwise_conv2d_NCHWc.llvm`` of its NCHW workload, and a record of that task
+    sets the tile of the graph kernel (which still matches onnxruntime)."""
+    from ember.codegen_llvm.schedules.strategy import compute_for
+    from ember.tir.te import operation as te
+    from tests.frontend.test_alter_conv_layout import inverted_residual
+
+    model, feeds = inverted_residual(np.random.default_rng(4), c=16, e=32, hw=9)
+    tasks = ember.extract_tasks(model)
+    dw = [t for t in tasks if t.task.name == "depthwise_conv2d_NCHWc.llvm"]
+    assert [(t.task.args, t.nodes) for t in dw] == [
+        ((1, 32, 9, 9, 1, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), "float32"), ["dw"])
+    ]
+    log = tmp_path / "tune.jsonl"
+    (result,) = tune_tasks(dw, n_trials=6, records=log, measure=FakeMeasurer(), sampler="random")
+
+    x = te.placeholder((1, 1, 9, 9, 32), "float32", name="x")
+    w = te.placeholder((1, 3, 3, 32), "float32", name="w")
+    attrs = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "channels": 32}
+
+    def tile():
+        conv = compute_for("dwconv_nchwc", [x, w], attrs)[0]
+        return dict(conv.op.attrs)
+
+    fallback = tile()
+    with apply_history_best(log, target="llvm"):
+        tuned = tile()
+    best = result.best_config
+    keys = ("ow_bn", "outer", "unroll_kernel")
+    assert {k: tuned[k] for k in keys} == {k: best[k].val for k in keys}
+    assert {k: tuned[k] for k in keys} != {k: fallback[k] for k in keys}
+    got = ember.compile(model, records=log).run(feeds)[0]
+    np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)

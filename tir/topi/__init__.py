@@ -8,7 +8,12 @@ maps its nodes onto these functions.
 
 from ember.tir.topi import activation, broadcast, indexing, resize, scatter
 from ember.tir.topi.conv import conv_nd
-from ember.tir.topi.conv_nchwc import conv2d_nchwc, layout_transform, max_pool2d_nchwc
+from ember.tir.topi.conv_nchwc import (
+    conv2d_nchwc,
+    depthwise_conv2d_nchwc,
+    layout_transform,
+    max_pool2d_nchwc,
+)
 from ember.tir.topi.conv_transpose import conv_transpose_nd
 from ember.tir.topi.einsum import einsum
 from ember.tir.topi.elementwise import (
@@ -58,6 +63,7 @@ __all__ = [
     "concatenate",
     "conv2d_nchw",
     "conv2d_nchwc",
+    "depthwise_conv2d_nchwc",
     "conv_integer",
     "conv_nd",
     "conv_transpose_nd",

@@ -3,12 +3,14 @@
 The CPU convolutions vectorize best over output channels when a block of them is
 the innermost, unit-stride axis: ``NCHW[c]`` stores a 4-D ``[N, C, H, W]`` tensor
 as ``[N, ceil(C/cb), H, W, cb]`` (channel ``c`` at block ``c // cb``, lane ``c %
-cb``; lanes past C are zero). These are the pure computes: the graph op
-``conv_nchwc`` (``frontend/ops/layout.py``), the ``conv2d_NCHWc.llvm`` template and
-the ``alter_conv_layout`` pass all build on them. Weights are blocked once, at
-compile time, by :func:`pack_nchwc_weights` (numpy), into ``[ceil(O/ob),
-ceil(C/cb), KH, KW, cb, ob]``, zero past C and O, so padded lanes contribute
-nothing and produce zeros.
+cb``; lanes past C are zero). These are the pure computes: the graph ops
+``conv_nchwc`` and ``dwconv_nchwc`` (``frontend/ops/layout.py``), the
+``conv2d_NCHWc.llvm`` and ``depthwise_conv2d_NCHWc.llvm`` templates and the
+``alter_conv_layout`` pass all build on them. Weights are blocked once, at compile
+time, by :func:`pack_nchwc_weights` (numpy), into ``[ceil(O/ob), ceil(C/cb), KH, KW,
+cb, ob]`` (depthwise ones by :func:`pack_nchwc_depthwise_weights` into ``[ceil(C/cb),
+KH, KW, cb]``), zero past C and O, so padded lanes contribute nothing and produce
+zeros.
 """
 
 from __future__ import annotations
@@ -158,6 +160,79 @@ def conv2d_nchwc(
         conv.shape,
         lambda n, o, y, x, i: conv[n, o, y, x, i] + bias[o, i],
         name="conv_nchwc_bias",
+        tag="broadcast",
+    )
+
+
+def pack_nchwc_depthwise_weights(w: np.ndarray, block: int) -> np.ndarray:
+    """Depthwise weights ``[C, 1, KH, KW]`` (one filter per channel) as ``[C/cb, KH, KW,
+    cb]``, zero past C, so a tap's weights for a channel block are one vector."""
+    C, one, KH, KW = w.shape
+    if one != 1:
+        raise ArgumentError(
+            f"pack_nchwc_depthwise_weights: weights {list(w.shape)} are not [C, 1, KH, KW]"
+        )
+    padded = np.zeros((blocks(C, block) * block, KH, KW), dtype=w.dtype)
+    padded[:C] = w[:, 0]
+    return np.ascontiguousarray(padded.reshape(-1, block, KH, KW).transpose(0, 2, 3, 1))
+
+
+def depthwise_conv2d_nchwc(
+    X: Tensor,
+    Wt: Tensor,
+    bias: Tensor | None,
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    attrs: dict | None = None,
+) -> Tensor:
+    """``out[n, b, y, x, i] = sum_{ky, kx} Xpad[n, b, y*sh + ky*dh, x*sw + kx*dw, i] *
+    Wt[b, ky, kx, i] (+ bias[b, i])``: one filter per channel (a depthwise convolution,
+    channel multiplier 1), every lane its own channel.
+
+    X is ``[N, C/cb, H, W, cb]``, Wt ``[C/cb, KH, KW, cb]``, bias ``[C/cb, cb]``; ``pads``
+    is ``(top, left, bottom, right)``. The reduction stage is tagged
+    ``depthwise_conv2d_nchwc`` and carries ``attrs`` (a template's knobs).
+    """
+    xs, ws = static_shape(X), static_shape(Wt)
+    if len(xs) != 5 or len(ws) != 4 or xs[1] != ws[0] or xs[4] != ws[3]:
+        raise ArgumentError(
+            f"depthwise_conv2d_nchwc: input {list(xs)} and blocked weights {list(ws)} do not fit"
+        )
+    N, CB, H, W, cb = xs
+    _, KH, KW, _ = ws
+    (sh, sw), (dh, dw) = tuple(strides), tuple(dilations)
+    pt, pl, pb, pr = pads
+    OH = conv_out_size(H, KH, sh, dh, pt, pb)
+    OW = conv_out_size(W, KW, sw, dw, pl, pr)
+    if OH <= 0 or OW <= 0:
+        raise ArgumentError(f"depthwise_conv2d_nchwc: output would be empty ({OH}x{OW})")
+    P = _pad_blocked(X, pads)
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+
+    def body(n: E.PrimExpr, b: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
+        pix = P[n, b, y * sh + ry * dh, x * sw + rx * dw, i]
+        return te.sum(pix * Wt[b, ry, rx, i], axis=(ry, rx))
+
+    conv = te.compute(
+        (N, CB, OH, OW, cb),
+        body,
+        name="dwconv_nchwc",
+        tag="depthwise_conv2d_nchwc",
+        attrs=attrs or {},
+    )
+    if bias is None:
+        return conv
+    if static_shape(bias) != (CB, cb):
+        raise ArgumentError(
+            f"depthwise_conv2d_nchwc: bias must have shape [{CB}, {cb}], "
+            f"got {list(static_shape(bias))}"
+        )
+    return te.compute(
+        conv.shape,
+        lambda n, b, y, x, i: conv[n, b, y, x, i] + bias[b, i],
+        name="dwconv_nchwc_bias",
         tag="broadcast",
     )
 
