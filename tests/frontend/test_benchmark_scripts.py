@@ -28,3 +28,16 @@ def test_model_benchmark_script_checks_and_times(monkeypatch, capsys):
     runpy.run_path(str(BENCH / "bench_models.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "cnn" in out and "mlp" in out and "ort/ember" in out
+
+
+def test_conv_benchmark_script_checks_every_template_and_tunes(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.syspath_prepend(str(BENCH))
+    argv = ["bench_conv.py", "--shape", "1,8,10,9,16", "--rounds", "1", "--number", "1",
+            "--trials", "3", "--tune", "nchwc", "--records", str(tmp_path / "r.jsonl")]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(BENCH / "bench_conv.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    for name in ("direct fallback", "NCHWc fallback", "winograd fallback", "nchwc tuned (3"):
+        assert name in out
+    assert "vs onnxruntime" in out
