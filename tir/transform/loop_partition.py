@@ -15,7 +15,10 @@ likely(96 + ii < 100): body`` becomes ``for ii in range(4): body``. A part with
 one iteration becomes its body with the variable substituted; parts are
 emitted in the original order, so serial semantics are kept exactly. An
 unrolled or vectorized loop is split only into parts of constant length, else
-left whole with its guards.
+left whole with its guards. A short unrolled loop around a vectorized loop whose
+guards depend on it (the column phases of a strided copy) is unrolled here, so each
+copy's vectorized loop splits into constant parts (``unroll_loops`` would unroll it
+anyway).
 
 Expects: guards as ``likely(cond)`` with ``cond`` a conjunction of comparisons.
 Guarantees: the same stores in the same order for serial loops; run
