@@ -5,8 +5,9 @@ constant extent.
 Guarantees: a vectorized loop whose body is a sequence of stores is replaced
 by the same stores on vectors of ``extent`` lanes (a guard that does not depend
 on the loop stays around them): the loop variable becomes
-``ramp(min, 1, lanes)`` (a partitioned loop's main part starts past its guards), loop-invariant values are broadcast, and an index that
-is affine in the variable becomes a ``Ramp``, so the backend emits one vector
+``ramp(min, 1, lanes)`` (a partitioned loop's main part starts past its guards),
+loop-invariant values are broadcast, and an index that is affine in the variable
+becomes a ``Ramp``, so the backend emits one vector
 load or store. Where that is not possible (a store whose index does not move
 with the loop, nested loops, conditions, an index that is not affine, a warp
 shuffle, an ``if_then_else`` whose sides read memory under a condition that
