@@ -22,7 +22,7 @@ multiplier 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ember.codegen_llvm.schedules.conv2d_nchwc import _pads_of, blocked_output_tiles
@@ -90,6 +90,16 @@ def depthwise_nchwc_knobs(g: Any, dtype: str, cfg: Any) -> DepthwiseNchwcKnobs:
 
     with using_config(cfg):
         return _define_knobs(g, dtype)
+
+
+def fit_block(k: DepthwiseNchwcKnobs, block: int, dtype: str) -> DepthwiseNchwcKnobs:
+    """``k`` for a graph whose activations are blocked by ``block`` (the layout is the
+    graph's, whatever block a record was tuned with): the tile narrowed until it fits
+    the registers with ``block``'s lanes."""
+    if block == k.cb:
+        return k
+    regs = blocks(block, REGISTER_BYTES // dt.bytes_of(dtype))
+    return replace(k, cb=block, ow_bn=max(1, min(k.ow_bn, ACC_REGISTERS // regs)))
 
 
 def knob_attrs(k: DepthwiseNchwcKnobs) -> dict[str, Any]:

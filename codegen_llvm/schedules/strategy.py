@@ -192,6 +192,7 @@ def _dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | N
     g = depthwise_conv2d.geometry_of(args)
     cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args)
     knobs = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, args[-1], cfg)
+    knobs = depthwise_conv2d_nchwc.fit_block(knobs, _dims(x)[4], args[-1])
     bias = inputs[2] if len(inputs) > 2 else None
     a = attrs
     extra = depthwise_conv2d_nchwc.knob_attrs(knobs)

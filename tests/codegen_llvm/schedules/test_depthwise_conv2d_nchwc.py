@@ -130,3 +130,16 @@ def test_errors():
         depthwise_conv2d_nchwc(X, te.placeholder((2, 9, 9, 16), "float32"), None, *geometry)
     with pytest.raises(ArgumentError, match="not \\[C, 1, KH, KW\\]"):
         pack_nchwc_depthwise_weights(np.zeros((4, 2, 3, 3), "float32"), 16)
+
+
+def test_a_record_of_another_block_keeps_the_graphs_block_and_fits_registers():
+    from ember.codegen_llvm.schedules.depthwise_conv2d_nchwc import (
+        ACC_REGISTERS,
+        DepthwiseNchwcKnobs,
+        fit_block,
+    )
+
+    tuned = DepthwiseNchwcKnobs(cb=16, ow_bn=24, outer="rows", unroll_kernel=True)
+    assert fit_block(tuned, 16, "float32") is tuned
+    wide = fit_block(tuned, 32, "float32")  # two registers a pixel: at most 12 pixels
+    assert wide.cb == 32 and wide.ow_bn * 2 <= ACC_REGISTERS and wide.outer == "rows"
