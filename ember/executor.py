@@ -23,27 +23,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
-
-CACHE_LINE = 64  # bytes: one AVX-512 vector
-
-
-def aligned_empty(nbytes: int, dtype: Any = np.uint8, shape: Any = None) -> np.ndarray:
-    """An uninitialized array whose data starts on a cache line. numpy's allocator aligns
-    to 16 bytes only, so a 64-byte vector access to such an array straddles two cache
-    lines every time (each load or store is split in two)."""
-    raw = np.empty(nbytes + CACHE_LINE, dtype=np.uint8)
-    start = -raw.ctypes.data % CACHE_LINE
-    flat = raw[start : start + nbytes].view(dtype)
-    return flat if shape is None else flat.reshape(shape)
-
-
-def aligned_copy(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous array that starts on a cache line (``a`` itself if so)."""
-    if a.flags.c_contiguous and a.ctypes.data % CACHE_LINE == 0:
-        return a
-    out = aligned_empty(a.nbytes, a.dtype, a.shape)
-    out[...] = a
-    return out
+from ember.runtime.aligned import CACHE_LINE, aligned_copy, aligned_empty
 
 
 @dataclass

@@ -156,7 +156,7 @@ def test_profile_times_every_step(cnn) -> None:
 def test_every_array_a_kernel_touches_starts_on_a_cache_line(cnn) -> None:
     """numpy aligns to 16 bytes only; a 64-byte vector access to such an array straddles
     two cache lines (ResNet-18 ran 1.15x faster with the model's arrays aligned)."""
-    from ember.executor import CACHE_LINE, aligned_copy, aligned_empty
+    from ember.runtime.aligned import CACHE_LINE, aligned_copy, aligned_empty
 
     lib = ember.compile(cnn[0], target="llvm")
     arrays = [a for a in lib._env.values() if a.nbytes]
