@@ -228,16 +228,24 @@ def report_task(shape: tuple, task: Any, data: dict, args: argparse.Namespace) -
     return out
 
 
-def peers(shapes: list, tasks: list, results: list, option: Any) -> None:
+def peers(shapes: list, tasks: list, results: list, option: Any, rounds: int = 3) -> None:
+    """numpy and Ember timed by turns, ``rounds`` times, the best of each kept: on a
+    shared host the load drifts within minutes, and timing one side first would hand
+    the quieter minute to it."""
     print(
-        "\n== re-measured beside numpy (OpenBLAS's best kernel): the true best, and the "
-        "config TPE found with the weakest of the seeds"
+        "\n== re-measured beside numpy (OpenBLAS's best kernel), by turns: the true best, "
+        "and the config TPE found with the weakest of the seeds"
     )
-    blas = numpy_best(shapes)
-    for shape, task, res, t_np in zip(shapes, tasks, results, blas):
-        picks = {"true best": res["true_best"][0], "tpe worst seed": res["tpe"]["worst"]}
-        times = remeasure(task, list(picks.values()), option)
-        for (label, idx), t_ember in zip(picks.items(), times):
+    picks = [{"true best": r["true_best"][0], "tpe worst seed": r["tpe"]["worst"]} for r in results]
+    blas = [math.inf] * len(shapes)
+    ember = [[math.inf] * 2 for _ in shapes]
+    for _ in range(rounds):
+        blas = [min(a, b) for a, b in zip(blas, numpy_best(shapes))]
+        for j, (task, pick) in enumerate(zip(tasks, picks)):
+            times = remeasure(task, list(pick.values()), option)
+            ember[j] = [min(a, b) for a, b in zip(ember[j], times)]
+    for shape, pick, t_np, times in zip(shapes, picks, blas, ember):
+        for (label, idx), t_ember in zip(pick.items(), times):
             print(
                 f"  {str(shape):<18} {label:<15} #{idx:<5} ember {gflops(shape, t_ember):7.1f} "
                 f"GFLOP/s   numpy {gflops(shape, t_np):7.1f} GFLOP/s   "

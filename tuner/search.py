@@ -8,6 +8,8 @@ candidates can be built in parallel and so that what counts as a trial stays our
 
 - a config the space's constraints (or the template, or ``verify_gpu``) turn down is
   told to Optuna as PRUNED (TPE then ranks it with the bad trials) and is never built;
+  the nearest valid config to one the constraints refuse is measured next
+  (:mod:`ember.tuner.repair`);
 - a config seen before is told its known value and not measured again;
 - ``n_trials`` counts *measured* candidates: built and run, whatever the outcome. A
   candidate that failed (compile, runtime, timeout, wrong result, crash) is told as
@@ -34,6 +36,7 @@ from typing import Any
 
 from ember.errors import ConfigError
 from ember.tuner.encode import SpaceEncoding
+from ember.tuner.repair import nearest_valid
 from ember.tuner.result import ErrorKind, Measurer, MeasureResult
 from ember.tuner.space import ConfigEntity
 
@@ -318,7 +321,6 @@ class Search:
 
     def _propose(self, want: int, limit: int) -> list[tuple[Any, ConfigEntity]]:
         """Ask until ``want`` new, valid configs are in hand (or a stop condition holds)."""
-        from optuna.trial import TrialState
 
         batch: list[tuple[Any, ConfigEntity]] = []
         in_batch: set[int] = set()
@@ -342,13 +344,29 @@ class Search:
             ):
                 self._tell_known(trial, cfg)
             elif not cfg.is_valid():
-                trial.set_user_attr("error", ErrorKind.INVALID_CONFIG.value)
-                self.study.tell(trial, state=TrialState.PRUNED)
-                self.state.rejected += 1
+                self._reject(trial, cfg)
             else:
                 in_batch.add(cfg.index)
                 batch.append((trial, cfg))
         return batch
+
+    def _reject(self, trial: Any, cfg: ConfigEntity) -> None:
+        """Turn down a config the constraints refuse: told as PRUNED, so the sampler
+        learns to keep off the invalid region, and its nearest valid config queued next,
+        so the sampler also learns what the valid part of that region is worth (else a
+        narrow valid region, mostly rejections, looks bad: see :mod:`ember.tuner.repair`).
+        A grid search walks its grid and repairs nothing."""
+        from optuna.samplers import GridSampler
+        from optuna.trial import TrialState
+
+        trial.set_user_attr("error", ErrorKind.INVALID_CONFIG.value)
+        self.study.tell(trial, state=TrialState.PRUNED)
+        self.state.rejected += 1
+        if isinstance(self.study.sampler, GridSampler):
+            return
+        fixed = nearest_valid(cfg)
+        if fixed is not None and fixed.index not in self.seen:
+            self.study.enqueue_trial(self.encoding.encode(fixed), skip_if_exists=True)
 
     def _held_elsewhere(self, number: int, index: int) -> bool:
         """On a shared database, whether another trial already holds config ``index``.

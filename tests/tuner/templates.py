@@ -34,6 +34,31 @@ def tiny_add(n: int):
     return s, [A, C]
 
 
+@template("narrow.llvm", override=True, reference=lambda a: a + 1)
+def narrow(n: int):
+    """A space shaped like ``matmul.llvm``'s GEMV: mode "narrow" takes only ``a == 1``,
+    ``b == 1`` and ``c`` off, and a ``split`` other than 1 only in narrow mode, so that
+    about 1 in 10 of the valid points, and 1 in 48 of the narrow ones, are narrow."""
+    cfg = get_config()
+    A = te.placeholder((n,), "float32", name="A")
+    C = te.compute((n,), lambda i: A[i] + 1, name="C")
+    s = te.create_schedule(C.op)
+    cfg.define_knob("a", [1, 2, 4, 6, 8, 12], default=4)
+    cfg.define_knob("d", [1, 2, 4, 8, 16], default=4)
+    cfg.define_knob("b", [1, 2, 4, 8], default=2)
+    cfg.define_knob("c", [True, False], default=True)
+    cfg.define_knob("mode", ["wide", "narrow"], default="wide")
+    cfg.define_knob("split", [1, 2, 4, 8], default=1)
+    cfg.add_constraint(lambda c: c["mode"].val == "narrow" or c["split"].val == 1, "split")
+    cfg.add_constraint(
+        lambda c: (
+            c["mode"].val == "wide" or (c["a"].val == 1 and c["b"].val == 1 and not c["c"].val)
+        ),
+        "narrow mode: a = b = 1, c off",
+    )
+    return s, [A, C]
+
+
 def _abort(x, y):
     os.abort()
 
