@@ -69,12 +69,14 @@ def blocked_runner(task: Any, cfg: Any, x: np.ndarray, w: np.ndarray) -> tuple[A
 
 def ember_runner(task: Any, cfg: Any, x: np.ndarray, w: np.ndarray) -> tuple[Any, np.ndarray]:
     import ember
+    from ember.runtime.aligned import aligned_array, aligned_copy
 
     s, args = task.instantiate(cfg)
     mod = ember.build(s, args, target="llvm")
-    out = np.zeros([int(d.value) for d in args[-1].shape], "float32")
+    out = aligned_array([int(d.value) for d in args[-1].shape], "float32")
     fn = mod.get_function(mod.entry_name)
-    arrays, pointers = fn.prepare([x, w, out])
+    # on cache lines, as a compiled model's arrays are (ember.executor)
+    arrays, pointers = fn.prepare([aligned_copy(x), aligned_copy(w), out])
     fn.invoke(pointers)
     native = fn.native
 
