@@ -102,7 +102,21 @@ def test_template_random_configs(c, o, hw, k, stride, pad, pick):  # noqa: ANN00
     _template_case(np.random.default_rng(pick), (1, c, h, w, o, k, k), stride, pad, 1, cfg, task)
 
 
-def test_compute_with_bias_and_epilogue(rng):  # noqa: ANN001
+def test_large_weights_default_to_reduction_outer(rng):  # noqa: ANN001
+    """Weights over 1 MiB and a small output plane: input channel blocks outermost,
+    the plane accumulated locally (each weight read once); checked against numpy."""
+    shape = (1, 192, 7, 5, 160, 3, 3)  # 1.1 MB of weights, a 7x5 plane
+    task = task_of("conv2d_NCHWc.llvm", *shape, 1, 1, 1, "float32")
+    assert task.config_space.knobs["outer"].default_value == "reduction"
+    _template_case(rng, shape, 1, 1, 1)
+    small = task_of("conv2d_NCHWc.llvm", 1, 64, 56, 56, 64, 3, 3, 1, 1, 1, "float32")
+    assert small.config_space.knobs["outer"].default_value == "rows"
+    big_plane = task_of("conv2d_NCHWc.llvm", 1, 256, 56, 56, 256, 3, 3, 1, 1, 1, "float32")
+    assert big_plane.config_space.knobs["outer"].default_value == "channels"
+
+
+@pytest.mark.parametrize("outer", ["channels", "rows", "reduction"])
+def test_compute_with_bias_and_epilogue(outer, rng):  # noqa: ANN001
     """The compute with a bias and a ReLU inlined into the template's output stage."""
     x = rng.standard_normal((1, 13, 9, 11)).astype("float32")
     wt = rng.standard_normal((20, 13, 3, 3)).astype("float32")
@@ -110,7 +124,7 @@ def test_compute_with_bias_and_epilogue(rng):  # noqa: ANN001
     X = te.placeholder((1, 1, 9, 11, 16), "float32", name="X")
     Wt = te.placeholder((2, 1, 3, 3, 16, 16), "float32", name="W")
     B = te.placeholder((2, 16), "float32", name="B")
-    conv = conv2d_nchwc(X, Wt, B, (2, 1), (1, 1, 1, 1), (1, 1), {"ow_bn": 4})
+    conv = conv2d_nchwc(X, Wt, B, (2, 1), (1, 1, 1, 1), (1, 1), {"ow_bn": 4, "outer": outer})
     out = te.compute(conv.shape, lambda *i: E.max_(conv[i], E.const(0.0, "float32")), name="relu")
     s = create_schedule(out.op)
     s[conv].compute_inline()  # the bias stage; the reduction is conv's input
