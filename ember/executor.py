@@ -23,7 +23,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
-from ember.runtime.aligned import CACHE_LINE, aligned_copy, aligned_empty
+from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
 
 
 @dataclass
@@ -74,8 +74,7 @@ def _owned_arrays(graph: Graph, views: dict[str, np.ndarray]) -> dict[str, np.nd
     env.update(views)
     for v in (*graph.inputs, *graph.outputs):
         if v.name not in env:
-            t = v.type
-            env[v.name] = aligned_empty(t.size * np.dtype(t.dtype).itemsize, t.dtype, t.shape)
+            env[v.name] = aligned_array(v.type.shape, v.type.dtype)
     return env
 
 

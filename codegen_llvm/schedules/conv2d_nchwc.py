@@ -164,42 +164,34 @@ def knob_attrs(k: NchwcKnobs) -> dict[str, Any]:
     return {"ow_bn": k.ow_bn, "unroll_kernel": k.unroll_kernel, "outer": k.outer}
 
 
-def blocked_output_tiles(
-    s: Schedule, out: Tensor, conv: Tensor, ow_bn: int, rows_outer: bool
-) -> Tensor:
+def blocked_output_tiles(s: Schedule, out: Tensor, conv: Tensor, ow_bn: int, outer: str) -> Tensor:
     """The output loops of a blocked convolution (this template's and the depthwise
-    one's): ``ow_bn``-pixel tiles of one row, the channel block's lanes vectorized, the
-    loop over (batch, row, channel block) parallel with rows or channel blocks outer;
-    ``conv``'s reduction moved to a local accumulator computed at each tile (returned),
-    ``conv`` itself inlined into ``out`` when they differ."""
+    one's), the channel block's lanes vectorized, and ``conv``'s reduction moved to a
+    local accumulator (returned); ``conv`` itself inlined into ``out`` when they differ.
+
+    ``outer`` ``"rows"`` or ``"channels"``: the loop over (batch, row, channel block)
+    parallel with that half outer, the accumulator computed at each ``ow_bn``-pixel tile
+    of one row. ``"reduction"``: the loop over (batch, channel block) parallel, the
+    accumulator holding the block's whole output plane (its tiles split by the caller).
+    """
     acc = s.cache_write(conv, "local")
     if out.op is not conv.op:
         s[conv].compute_inline()
     n, o, y, x, lane = s[out].op.axis
+    s[out].vectorize(lane)
+    if outer == "reduction":
+        block = s[out].fuse(n, o)
+        s[out].parallel(block)
+        s[acc].compute_at(s[out], block)
+        return acc
     xo, xi = s[out].split(x, factor=min(ow_bn, int(x.dom.extent.value)))
-    if rows_outer:
+    if outer == "rows":
         s[out].reorder(n, y, o, xo, xi, lane)
         s[out].parallel(s[out].fuse(n, y, o))
     else:
         s[out].reorder(n, o, y, xo, xi, lane)
         s[out].parallel(s[out].fuse(n, o, y))
-    s[out].vectorize(lane)
     s[acc].compute_at(s[out], xo)
-    return acc
-
-
-def _plane_accumulator(s: Schedule, out: Tensor, conv: Tensor) -> Tensor:
-    """``outer="reduction"``: the loop over (batch, channel block) parallel, and
-    ``conv``'s reduction moved to a local accumulator of the block's whole output plane
-    computed there (returned); ``conv`` inlined into ``out`` when they differ."""
-    acc = s.cache_write(conv, "local")
-    if out.op is not conv.op:
-        s[conv].compute_inline()
-    n, o, _, _, lane = s[out].op.axis
-    block = s[out].fuse(n, o)
-    s[out].parallel(block)
-    s[out].vectorize(lane)
-    s[acc].compute_at(s[out], block)
     return acc
 
 
@@ -212,18 +204,14 @@ def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
     unroll = bool(attrs.get("unroll_kernel", True))
     pad = conv.op.input_tensors[0]
     outer = attrs.get("outer", "channels")
-    rows_outer = outer == "rows"
     ow_bn = int(attrs.get("ow_bn", 8))
-    if outer == "reduction":
-        acc = _plane_accumulator(s, out, conv)
-        _, _, ay, x, ai = s[acc].op.axis
-        rc, ry, rx, ri = s[acc].op.reduce_axis
-        xo, ax = s[acc].split(x, factor=min(ow_bn, int(x.dom.extent.value)))
+    acc = blocked_output_tiles(s, out, conv, ow_bn, outer)
+    _, _, ay, ax, ai = s[acc].op.axis
+    rc, ry, rx, ri = s[acc].op.reduce_axis
+    if outer == "reduction":  # input channel blocks outermost, then the plane's tiles
+        xo, ax = s[acc].split(ax, factor=min(ow_bn, int(ax.dom.extent.value)))
         s[acc].reorder(rc, ay, xo, ry, rx, ri, ax, ai)
     else:
-        acc = blocked_output_tiles(s, out, conv, ow_bn, rows_outer)
-        _, _, _, ax, ai = s[acc].op.axis
-        rc, ry, rx, ri = s[acc].op.reduce_axis
         s[acc].reorder(rc, ry, rx, ri, ax, ai)
     if unroll:
         s[acc].unroll(ry)
@@ -233,7 +221,7 @@ def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
     if getattr(pad.op, "tag", "") == "pad":
         pn, pc, ph, _, pi = s[pad].op.axis
         s[pad].vectorize(pi)
-        if rows_outer:  # each thread pads the rows it will read
+        if outer == "rows":  # each thread pads the rows it will read
             s[pad].reorder(pn, ph, pc)
             s[pad].parallel(s[pad].fuse(pn, ph, pc))
         else:

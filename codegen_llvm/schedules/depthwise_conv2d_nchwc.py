@@ -25,7 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ember.codegen_llvm.schedules.conv2d_nchwc import _pads_of, blocked_output_tiles
+from ember.codegen_llvm.schedules.conv2d_nchwc import (
+    ACC_REGISTERS,
+    REGISTER_BYTES,
+    _pads_of,
+    blocked_output_tiles,
+)
 from ember.codegen_llvm.schedules.depthwise_conv2d import geometry_of
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
@@ -37,8 +42,6 @@ from ember.tuner.template import get_config, template
 
 TEMPLATE = "depthwise_conv2d_NCHWc.llvm"
 TAG = "depthwise_conv2d_nchwc"
-REGISTER_BYTES = 64  # one AVX-512 register
-ACC_REGISTERS = 24  # of 32: room for a weight vector and the input vectors
 OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 24, 28)
 
 
@@ -145,9 +148,8 @@ def schedule_depthwise_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
     them must have been inlined already."""
     attrs = dict(conv.op.attrs)
     unroll = bool(attrs.get("unroll_kernel", True))
-    rows_outer = attrs.get("outer", "rows") == "rows"
     pad = conv.op.input_tensors[0]
-    acc = blocked_output_tiles(s, out, conv, int(attrs.get("ow_bn", 7)), rows_outer)
+    acc = blocked_output_tiles(s, out, conv, int(attrs.get("ow_bn", 7)), attrs.get("outer", "rows"))
     _, _, _, ax, ai = s[acc].op.axis
     ry, rx = s[acc].op.reduce_axis
     s[acc].reorder(ry, rx, ax, ai)

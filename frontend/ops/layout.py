@@ -53,16 +53,23 @@ def layout_transform(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     return [topi.layout_transform(inputs[0], attrs["src"], attrs["dst"], attrs["channels"])]
 
 
+def _output_plane(x: TensorType, kh: int, kw: int, attrs: dict[str, Any]) -> tuple[Any, Any]:
+    """The output height and width of a blocked convolution of ``x`` (a symbolic input
+    dimension stays symbolic)."""
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs["strides"], attrs["dilations"], attrs["pads"]
+    h, w = x.shape[2], x.shape[3]
+    oh = conv_out_size(h, kh, sh, dh, pt, pb) if isinstance(h, int) else h
+    ow = conv_out_size(w, kw, sw, dw, pl, pr) if isinstance(w, int) else w
+    return oh, ow
+
+
 def _infer_conv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x, w = types[0], types[1]
     if x.ndim != 5 or w.ndim != 6 or x.shape[1] != w.shape[1] or x.shape[4] != w.shape[4]:
         raise ArgumentError(f"conv_nchwc: input {x} and blocked weights {w} do not fit")
     if len(types) > 2 and types[2].shape != (w.shape[0], w.shape[5]):
         raise ArgumentError(f"conv_nchwc: bias {types[2]} does not fit weights {w}")
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs["strides"], attrs["dilations"], attrs["pads"]
-    h, wd = x.shape[2], x.shape[3]
-    oh = conv_out_size(h, w.shape[2], sh, dh, pt, pb) if isinstance(h, int) else h
-    ow = conv_out_size(wd, w.shape[3], sw, dw, pl, pr) if isinstance(wd, int) else wd
+    oh, ow = _output_plane(x, w.shape[2], w.shape[3], attrs)
     return [TensorType((x.shape[0], w.shape[0], oh, ow, w.shape[5]), x.dtype)]
 
 
@@ -80,10 +87,7 @@ def _infer_dwconv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]
         raise ArgumentError(f"dwconv_nchwc: input {x} and blocked weights {w} do not fit")
     if len(types) > 2 and types[2].shape != (w.shape[0], w.shape[3]):
         raise ArgumentError(f"dwconv_nchwc: bias {types[2]} does not fit weights {w}")
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs["strides"], attrs["dilations"], attrs["pads"]
-    h, wd = x.shape[2], x.shape[3]
-    oh = conv_out_size(h, w.shape[1], sh, dh, pt, pb) if isinstance(h, int) else h
-    ow = conv_out_size(wd, w.shape[2], sw, dw, pl, pr) if isinstance(wd, int) else wd
+    oh, ow = _output_plane(x, w.shape[1], w.shape[2], attrs)
     return [TensorType((x.shape[0], x.shape[1], oh, ow, x.shape[4]), x.dtype)]
 
 

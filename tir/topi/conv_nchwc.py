@@ -108,6 +108,39 @@ def _likely(cond: E.PrimExpr) -> E.PrimExpr:
     return E.Call("bool", E.Intrinsic.LIKELY, (cond,))
 
 
+def _output_plane(
+    name: str, H: int, W: int, KH: int, KW: int, strides: Sequence[int],
+    pads: Sequence[int], dilations: Sequence[int],
+) -> tuple[int, int]:  # fmt: skip
+    """``(OH, OW)`` of a blocked convolution; an ``ArgumentError`` naming ``name`` if empty."""
+    (sh, sw), (dh, dw) = tuple(strides), tuple(dilations)
+    pt, pl, pb, pr = pads
+    OH = conv_out_size(H, KH, sh, dh, pt, pb)
+    OW = conv_out_size(W, KW, sw, dw, pl, pr)
+    if OH <= 0 or OW <= 0:
+        raise ArgumentError(f"{name}: output would be empty ({OH}x{OW})")
+    return OH, OW
+
+
+def _with_bias(name: str, conv: Tensor, bias: Tensor | None) -> Tensor:
+    """``conv`` plus a blocked ``bias[block, lane]`` as a broadcast stage (``conv`` when
+    there is none)."""
+    if bias is None:
+        return conv
+    _, nblocks, _, _, lanes = static_shape(conv)
+    want = (nblocks, lanes)
+    if static_shape(bias) != want:
+        raise ArgumentError(
+            f"{name}: bias must have shape [{want[0]}, {want[1]}], got {list(static_shape(bias))}"
+        )
+    return te.compute(
+        conv.shape,
+        lambda n, b, y, x, i: conv[n, b, y, x, i] + bias[b, i],
+        name=f"{conv.op.name}_bias",
+        tag="broadcast",
+    )
+
+
 def conv2d_nchwc(
     X: Tensor,
     Wt: Tensor,
@@ -132,11 +165,7 @@ def conv2d_nchwc(
     N, CB, H, W, cb = xs
     OB, _, KH, KW, _, ob = ws
     (sh, sw), (dh, dw) = tuple(strides), tuple(dilations)
-    pt, pl, pb, pr = pads
-    OH = conv_out_size(H, KH, sh, dh, pt, pb)
-    OW = conv_out_size(W, KW, sw, dw, pl, pr)
-    if OH <= 0 or OW <= 0:
-        raise ArgumentError(f"conv2d_nchwc: output would be empty ({OH}x{OW})")
+    OH, OW = _output_plane("conv2d_nchwc", H, W, KH, KW, strides, pads, dilations)
     P = _pad_blocked(X, pads)
     rc = te.reduce_axis((0, CB), name="rc")
     ry = te.reduce_axis((0, KH), name="ry")
@@ -150,18 +179,7 @@ def conv2d_nchwc(
     conv = te.compute(
         (N, OB, OH, OW, ob), body, name="conv_nchwc", tag="conv2d_nchwc", attrs=attrs or {}
     )
-    if bias is None:
-        return conv
-    if static_shape(bias) != (OB, ob):
-        raise ArgumentError(
-            f"conv2d_nchwc: bias must have shape [{OB}, {ob}], got {list(static_shape(bias))}"
-        )
-    return te.compute(
-        conv.shape,
-        lambda n, o, y, x, i: conv[n, o, y, x, i] + bias[o, i],
-        name="conv_nchwc_bias",
-        tag="broadcast",
-    )
+    return _with_bias("conv2d_nchwc", conv, bias)
 
 
 def pack_nchwc_depthwise_weights(w: np.ndarray, block: int) -> np.ndarray:
@@ -202,11 +220,7 @@ def depthwise_conv2d_nchwc(
     N, CB, H, W, cb = xs
     _, KH, KW, _ = ws
     (sh, sw), (dh, dw) = tuple(strides), tuple(dilations)
-    pt, pl, pb, pr = pads
-    OH = conv_out_size(H, KH, sh, dh, pt, pb)
-    OW = conv_out_size(W, KW, sw, dw, pl, pr)
-    if OH <= 0 or OW <= 0:
-        raise ArgumentError(f"depthwise_conv2d_nchwc: output would be empty ({OH}x{OW})")
+    OH, OW = _output_plane("depthwise_conv2d_nchwc", H, W, KH, KW, strides, pads, dilations)
     P = _pad_blocked(X, pads)
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
@@ -222,19 +236,7 @@ def depthwise_conv2d_nchwc(
         tag="depthwise_conv2d_nchwc",
         attrs=attrs or {},
     )
-    if bias is None:
-        return conv
-    if static_shape(bias) != (CB, cb):
-        raise ArgumentError(
-            f"depthwise_conv2d_nchwc: bias must have shape [{CB}, {cb}], "
-            f"got {list(static_shape(bias))}"
-        )
-    return te.compute(
-        conv.shape,
-        lambda n, b, y, x, i: conv[n, b, y, x, i] + bias[b, i],
-        name="dwconv_nchwc_bias",
-        tag="broadcast",
-    )
+    return _with_bias("depthwise_conv2d_nchwc", conv, bias)
 
 
 def max_pool2d_nchwc(

@@ -20,15 +20,8 @@ from ember.tir.schedule.schedule import create_schedule
 from ember.tir.te import operation as te
 from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc, pack_nchwc_depthwise_weights
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
-from tests.codegen_llvm.schedules.test_conv2d_nchwc import block, unblock
+from tests.codegen_llvm.schedules.test_conv2d_nchwc import _run, block, unblock
 from tests.codegen_llvm.schedules.test_depthwise_conv2d import depthwise_ref
-
-
-def _run(s, tensors, arrays):  # noqa: ANN001, ANN202
-    mod = ember.build(s, tensors, target="llvm")
-    out = np.full([int(d.value) for d in tensors[-1].shape], np.nan, dtype="float32")
-    mod(*arrays, out)
-    return out
 
 
 def _case(rng, shape, stride, pad, dilation, cfg=None, task=None):  # noqa: ANN001, ANN202
