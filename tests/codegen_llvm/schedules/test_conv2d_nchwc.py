@@ -116,6 +116,28 @@ def test_large_weights_default_to_reduction_outer(rng):  # noqa: ANN001
 
 
 @pytest.mark.parametrize("outer", ["channels", "rows", "reduction"])
+def test_unrolled_channels_micro_kernel(outer, rng):  # noqa: ANN001
+    """``unroll_ic``: the block's input channels unrolled inside a loop over the taps
+    (odd channel counts, a ragged last tile); a body past the limit is refused."""
+    shape = (1, 40, 9, 11, 24, 3, 3)
+    task = task_of("conv2d_NCHWc.llvm", *shape, 1, 1, 1, "float32")
+    knobs = task.config_space.knobs
+    pick = {"ic_bn": 16, "oc_bn": 16, "ow_bn": 4, "unroll_ic": True, "unroll_kernel": False}
+    choice = {k: knobs[k].default_index for k in knobs}
+    choice.update({k: list(knobs[k].candidates).index(v) for k, v in pick.items()})
+    choice["outer"] = list(knobs["outer"].candidates).index(outer)
+    cfg = task.config_space.from_choices(choice)
+    _template_case(rng, shape, 1, 1, 1, cfg, task)
+    s, tensors = task.instantiate(cfg)
+    assert "for ri in" not in str(ember.lower(s, tensors))  # the channel loop is unrolled
+    choice["ic_bn"] = list(knobs["ic_bn"].candidates).index(32)
+    choice["ow_bn"] = list(knobs["ow_bn"].candidates).index(8)
+    choice["unroll_kernel"] = list(knobs["unroll_kernel"].candidates).index(True)
+    huge = task.config_space.from_choices(choice)  # 9 taps x 32 channels x 8 pixels
+    assert any("multiply-adds" in v for v in task.config_space.violations(huge))
+
+
+@pytest.mark.parametrize("outer", ["channels", "rows", "reduction"])
 def test_compute_with_bias_and_epilogue(outer, rng):  # noqa: ANN001
     """The compute with a bias and a ReLU inlined into the template's output stage."""
     x = rng.standard_normal((1, 13, 9, 11)).astype("float32")
