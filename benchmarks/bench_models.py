@@ -6,16 +6,21 @@ without a pass). Each model is built with onnx.helper from seeded
 random weights (``frontend/testing/zoo.py``, ``models.py``); Ember's output is
 checked against onnxruntime's before anything is timed. Compile time is cold: the
 in-process kernel cache is emptied first and the disk cache is off
-(``benchmarks/bench_compile_cache.py`` times a warm compile). Latency is the best of
-``--repeat`` batches of ``--number`` runs; the ratio is onnxruntime time / Ember time,
-so above 1 Ember is faster. Timings on a shared machine move with its load: rerun on a quiet one,
-or take single-thread figures with ``--threads 1 --cpu-time`` (the process's CPU time).
+(``benchmarks/bench_compile_cache.py`` times a warm compile). The two runtimes take
+turns for ``--rounds`` rounds, with a pause after each so the other's threads have gone
+idle; in a round each is timed as the best of ``--repeat`` batches of ``--number``
+runs. A latency is the median over the rounds, the ratio (onnxruntime time / Ember
+time, so above 1 Ember is faster) the median of the rounds' ratios, printed with their
+range: on a shared machine one round alone moves by 5-10% with its load. Rerun on a
+quiet machine, or take single-thread figures with ``--threads 1 --cpu-time`` (the
+process's CPU time).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from collections.abc import Callable
 
@@ -97,6 +102,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small inputs (64x64 images, 32 tokens)")
     ap.add_argument("--number", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="turns each runtime takes")
     ap.add_argument("--threads", default="1,2", help="thread counts to time")
     ap.add_argument(
         "--graph-passes",
@@ -123,7 +129,8 @@ def main() -> None:
     chosen = [m for m in args.models.split(",") if m] or list(table)
     threads = [int(t) for t in args.threads.split(",")]
     head = "".join(
-        f"{f'ember {t}t ms':>13s}{f'ort {t}t ms':>12s}{'ort/ember':>10s}" for t in threads
+        f"{f'ember {t}t ms':>13s}{f'ort {t}t ms':>12s}{'ort/ember':>10s}{'range':>12s}"
+        for t in threads
     )
     print(f"{'model':14s}{'compile s':>10s}{head}")
     for name in chosen:
@@ -139,11 +146,16 @@ def main() -> None:
         for t in threads:
             set_num_threads(t)
             sess = _session(model, t)
-            t_ember = _best(lambda: lib.run(inputs), args.number, args.repeat, clock)  # noqa: B023
-            time.sleep(0.2)  # let the other runtime's threads go idle
-            t_ort = _best(lambda: sess.run(None, inputs), args.number, args.repeat, clock)  # noqa: B023
-            row += f"{t_ember * 1e3:13.2f}{t_ort * 1e3:12.2f}{t_ort / t_ember:10.2f}"
-            time.sleep(0.2)
+            embers, orts = [], []
+            for _ in range(args.rounds):
+                embers.append(_best(lambda: lib.run(inputs), args.number, args.repeat, clock))  # noqa: B023
+                time.sleep(0.2)  # let the other runtime's threads go idle
+                orts.append(_best(lambda: sess.run(None, inputs), args.number, args.repeat, clock))  # noqa: B023
+                time.sleep(0.2)
+            ratios = [o / e for o, e in zip(orts, embers)]
+            spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+            row += f"{statistics.median(embers) * 1e3:13.2f}{statistics.median(orts) * 1e3:12.2f}"
+            row += f"{statistics.median(ratios):10.2f}{spread:>12s}"
         set_num_threads(None)
         print(row, flush=True)
 

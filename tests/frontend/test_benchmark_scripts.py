@@ -23,7 +23,17 @@ def test_node_suite_script_prints_a_per_op_table(monkeypatch, capsys):
 @pytest.mark.slow
 def test_model_benchmark_script_checks_and_times(monkeypatch, capsys):
     pytest.importorskip("onnxruntime")
-    argv = ["bench_models.py", "--models", "cnn,mlp", "--number", "1", "--repeat", "1"]
+    argv = [
+        "bench_models.py",
+        "--models",
+        "cnn,mlp",
+        "--number",
+        "1",
+        "--repeat",
+        "1",
+        "--rounds",
+        "2",
+    ]
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(BENCH / "bench_models.py"), run_name="__main__")
     out = capsys.readouterr().out
