@@ -11,13 +11,17 @@ loop. So in such a child parallel loops run on one thread (use the ``spawn``
 or ``forkserver`` start method of multiprocessing to get threads there).
 
 libgomp's threads spin after a parallel loop, waiting for the next one, for
-300,000 rounds by default (about a millisecond). On a machine busier than its
-cores, a spinning thread takes the core a working thread needs: ResNet-18 at two
-threads ran 6 to 20 times slower than at one on a loaded two-core machine. Before
-Ember first loads libgomp, :func:`prepare_openmp` shortens the spin to
-``OPENMP_SPINCOUNT`` rounds (tens of microseconds: the gap between an executor's
-kernels is a few), unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``.
-It cannot change a libgomp another library loaded first.
+300,000 rounds by default (milliseconds). On a machine busier than its cores, a
+spinning thread takes the core a working thread needs: ResNet-18 at two threads ran
+6 to 20 times slower than at one on a loaded two-core machine. Too short a spin
+costs as much the other way: a thread that went to sleep takes 60-80 us to wake on
+this two-core KVM guest. With 2,000 rounds the spin ended within 20 us, so a
+parallel loop called 20-200 us after the last one took 85 us instead of 17, and
+small models ran 2-4x slower at two threads than at one. Before Ember first loads
+libgomp, :func:`prepare_openmp` sets the spin to ``OPENMP_SPINCOUNT`` rounds,
+which spin here for 200-500 us: past the gaps between an executor's kernels, well
+short of libgomp's own. A user's ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` wins. It
+cannot change a libgomp another library loaded first.
 
 A tuner's measuring worker times one kernel at a time, and a thread that sleeps
 between its runs pays a wake-up that, on a busy machine, waits for the scheduler
@@ -32,7 +36,7 @@ import os
 from ember import config
 from ember.errors import ArgumentError
 
-OPENMP_SPINCOUNT = 2000
+OPENMP_SPINCOUNT = 20_000
 _OURS = "EMBER_SET_GOMP_SPINCOUNT"  # marks a GOMP_SPINCOUNT Ember set, not the user
 _keep_spin = False
 _explicit: int | None = None
