@@ -321,7 +321,6 @@ class Search:
 
     def _propose(self, want: int, limit: int) -> list[tuple[Any, ConfigEntity]]:
         """Ask until ``want`` new, valid configs are in hand (or a stop condition holds)."""
-
         batch: list[tuple[Any, ConfigEntity]] = []
         in_batch: set[int] = set()
         while (

@@ -89,8 +89,8 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # the block's input channels, or (unroll_ic) those channels unrolled inside a loop
     # over the taps, as onnxruntime's NCHWc kernel is written. Timed by turns in one
     # process, the two ran ResNet-18 within 1% of each other; the taps stay the default,
-    # which compiles in half the time. ResNet-18's 7x7 stem ran 2x faster with its taps
-    # as loops (as in conv2d.py).
+    # which compiled ResNet-18 cold in 7.7 s against 12.7 s. Its 7x7 stem ran 2x faster
+    # with its taps as loops (as in conv2d.py).
     cfg.define_knob("unroll_ic", [False, True], default=False)
     cfg.define_knob("unroll_kernel", [True, False], default=g.KH * g.KW <= 9)
     # Which half of the parallel loop (batch, output row, channel block) is outer. Rows
@@ -212,7 +212,7 @@ def blocked_output_tiles(s: Schedule, out: Tensor, conv: Tensor, ow_bn: int, out
         s[out].parallel(block)
         s[acc].compute_at(s[out], block)
         return acc
-    xo, xi = s[out].split(x, factor=min(ow_bn, int(x.dom.extent.value)))
+    xo, xi = _row_tiles(s[out], x, ow_bn)
     if outer == "rows":
         s[out].reorder(n, y, o, xo, xi, lane)
         s[out].parallel(s[out].fuse(n, y, o))
@@ -221,6 +221,11 @@ def blocked_output_tiles(s: Schedule, out: Tensor, conv: Tensor, ow_bn: int, out
         s[out].parallel(s[out].fuse(n, o, y))
     s[acc].compute_at(s[out], xo)
     return acc
+
+
+def _row_tiles(stage: Any, x: Any, ow_bn: int) -> tuple[Any, Any]:
+    """``x`` split into ``ow_bn``-pixel register tiles (one tile when the row is shorter)."""
+    return stage.split(x, factor=min(ow_bn, int(x.dom.extent.value)))
 
 
 def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
@@ -238,7 +243,7 @@ def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
     _, _, ay, ax, ai = s[acc].op.axis
     rc, ry, rx, ri = s[acc].op.reduce_axis
     if outer == "reduction":  # input channel blocks outermost, then the plane's tiles
-        xo, ax = s[acc].split(ax, factor=min(ow_bn, int(ax.dom.extent.value)))
+        xo, ax = _row_tiles(s[acc], ax, ow_bn)
         s[acc].reorder(rc, ay, xo, ry, rx, ri, ax, ai)
     else:
         s[acc].reorder(rc, ry, rx, ri, ax, ai)
