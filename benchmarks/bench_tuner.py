@@ -1,9 +1,9 @@
 """Search quality against the truth: TPE and random search on exhaustively swept spaces.
 
 Run: ``python benchmarks/bench_tuner.py`` (the issue's tasks: matmul.llvm at
-128x3072x768, 1024^3 and 2048^3 over its whole 1,152-config space; hours on a small
-machine) or ``--quick`` (smaller shapes, a 192-config product sub-space, 60 trials;
-with ``--whole-space`` all 1,152 configs and 200 trials). Each space is
+128x3072x768, 1024^3 and 2048^3 over its whole 1,728-config space; hours on a small
+machine) or ``--quick`` (smaller shapes, a 288-config product sub-space, 60 trials;
+with ``--whole-space`` all 1,728 configs and 200 trials). Each space is
 swept once with the tuner's own isolated measuring workers and cached on disk
 (``--cache``, one JSON file per task key and thread count, resumed where a killed
 sweep stopped). The sweep is then the cost oracle: ``--seeds`` TPE and random
@@ -37,7 +37,7 @@ QUICK_SUBSPACE = {  # a product sub-space: every knob keeps several values
     "nr": [16, 32, 64, 128],
     "ku": [1, 4],
     "nc_panels": [1, 2, 4],
-    "pack": [True, False],
+    "pack": ["ahead", "block", "none"],
 }
 TARGET = 0.95  # fraction of the true best's throughput
 
@@ -257,7 +257,7 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller shapes, a sub-space")
     p.add_argument("--trials", type=int, default=None, help="default 200 (--quick: 60)")
-    p.add_argument("--whole-space", action="store_true", help="--quick shapes, all 1,152 configs")
+    p.add_argument("--whole-space", action="store_true", help="--quick shapes, all 1,728 configs")
     p.add_argument("--shapes", default="", help="only these, e.g. 64x1536x384,256x256x256")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--jobs", type=int, default=2, help="parallel builds while sweeping")
@@ -275,7 +275,7 @@ def parse() -> argparse.Namespace:
 
 def main() -> None:
     args = parse()
-    # A quick sub-space holds 192 configs: 60 trials is the issue's 200 of 1,152 scaled down.
+    # A quick sub-space holds 288 configs: 60 trials, about the issue's 200 of 1,152 scaled down.
     sub_space = args.quick and not args.whole_space
     args.trials = args.trials or (60 if sub_space else 200)
     if args.threads:

@@ -112,7 +112,7 @@ def _recorded_tiles(args: tuple[Any, ...], default: Any) -> Any:
     if not isinstance(cfg, ConfigEntity):
         return default
     values = {name: cfg[name].val for name in cfg.choices}
-    if not values.get("pack") or values.get("gemv", "tile") != "tile":
+    if values.get("pack", "none") == "none" or values.get("gemv", "tile") != "tile":
         return default
     if values.get("nr") != default.nr:
         return default

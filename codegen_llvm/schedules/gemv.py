@@ -40,7 +40,7 @@ def define_gemv_knobs(M: int) -> tuple[bool, int]:
     cfg.add_constraint(
         lambda c: (
             c["gemv"].val == "tile"
-            or (c["mr"].val == 1 and c["nc_panels"].val == 1 and not c["pack"].val)
+            or (c["mr"].val == 1 and c["nc_panels"].val == 1 and c["pack"].val == "none")
         ),
         "the streaming GEMV has no row tile, column panels or packing",
     )

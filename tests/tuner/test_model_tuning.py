@@ -263,7 +263,7 @@ def test_dense_packed_takes_a_matmul_records_tiles_when_its_panels_fit(tmp_path,
     task = ember.extract_tasks(model)[0].task
     assert task.args == (5, 20, 12, "float32")
     knobs = task.config_space.knobs
-    want = {"mr": 2, "nr": nr, "ku": 2, "nc_panels": 4, "pack": True}
+    want = {"mr": 2, "nr": nr, "ku": 2, "nc_panels": 4, "pack": "ahead"}
     choices = {n: k.default_index for n, k in knobs.items()}
     for name, value in want.items():
         values = [knobs[name].entity(i).val for i in range(len(knobs[name]))]

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ember
 from ember.codegen_llvm.schedules.batch_matmul import batch_matmul_llvm
-from ember.codegen_llvm.schedules.matmul import dense_llvm, matmul_llvm
+from ember.codegen_llvm.schedules.matmul import (
+    GemmTiles,
+    define_pack_knob,
+    dense_llvm,
+    matmul_llvm,
+)
+from ember.tuner import FallbackConfig
+from ember.tuner.template import using_config
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
 from tests.numerics import check
 
@@ -48,3 +57,68 @@ def test_matmul_and_dense_fallback(shape, rng):  # noqa: ANN001
     check(s, args, bmm_ref, rng)
     s, args = dense_llvm(*shape)
     check(s, args, lambda x, w: bmm_ref(x, w.T), rng)
+
+
+def _gemm_config(task, **values):  # noqa: ANN001, ANN003, ANN202
+    space = task.config_space
+    choices = {n: k.default_index for n, k in space.knobs.items()}
+    for name, value in values.items():
+        choices[name] = list(space.knobs[name].candidates).index(value)
+    return space.from_choices(choices)
+
+
+@pytest.mark.parametrize("pack", ["ahead", "block", "none"])
+@pytest.mark.parametrize("name", ["matmul.llvm", "dense.llvm"])
+def test_every_packing_matches_numpy(name, pack, rng):  # noqa: ANN001
+    """37 rows in 6-row tiles, 150 columns in 32-wide blocks of two 16-lane panels: the
+    edge row tile, edge block and edge panel all partial."""
+    task = task_of(name, 37, 150, 29, "float32")
+    cfg = _gemm_config(task, pack=pack, mr=6, nr=16, nc_panels=2, ku=4)
+    s, args = task.instantiate(cfg)
+    if name == "dense.llvm":
+        check(s, args, lambda x, w: bmm_ref(x, w.T), rng)
+    else:
+        check(s, args, bmm_ref, rng)
+
+
+def test_packing_per_block_packs_inside_the_parallel_column_block_loop():
+    task = task_of("matmul.llvm", 64, 256, 32, "float32")
+    s, args = task.instantiate(_gemm_config(task, pack="block", nr=32, nc_panels=2))
+    text = str(ember.lower(s, args))
+    parallel, packing = text.index("parallel("), text.index("B_packed[")
+    assert parallel < packing  # the pack is in each column block's iteration
+    ahead = task.instantiate(_gemm_config(task, pack="ahead", nr=32, nc_panels=2))
+    text = str(ember.lower(*ahead))
+    assert text.index("B_packed[") < text.index("parallel(", text.index("B_packed[") + 1)
+
+
+def test_packing_default_follows_the_column_blocks():
+    """Per block from 8 column blocks on, ahead below (the row blocks then share the
+    threads), none for a few rows; ``dense`` always packs."""
+    def default(M: int, N: int, dense: bool = False) -> str:
+        with using_config(FallbackConfig()):
+            return define_pack_knob(M, N, GemmTiles(4, 64, 4, 2), dense)
+
+    assert default(128, 3072) == "block"
+    assert default(64, 256) == "ahead"
+    assert default(2, 4096) == "none"
+    assert default(2, 4096, dense=True) == "block"
+    assert default(2, 256, dense=True) == "ahead"
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    m=st.integers(1, 40),
+    n=st.integers(1, 200),
+    k=st.integers(1, 40),
+    pack=st.sampled_from(["ahead", "block", "none"]),
+    mr=st.sampled_from([1, 2, 4, 6]),
+    nc_panels=st.sampled_from([1, 2, 4]),
+)
+def test_packing_property(m, n, k, pack, mr, nc_panels):  # noqa: ANN001
+    task = task_of("matmul.llvm", m, n, k, "float32")
+    if "gemv" in task.config_space.knobs:
+        return  # a one-row product: test_gemv covers it
+    cfg = _gemm_config(task, pack=pack, mr=mr, nr=16, nc_panels=nc_panels)
+    s, args = task.instantiate(cfg)
+    check(s, args, bmm_ref, np.random.default_rng(m * 1000 + n), executors=("llvm",))
