@@ -210,3 +210,21 @@ def test_strategy_rule_and_records(tmp_path):  # noqa: ANN001
     tune(task, n_trials=1, records=str(log), measure=FakeMeasurer())
     with apply_history_best(str(log)):
         assert choose_conv_task(args(32, 16)) == (CONV_TEMPLATE, args(32, 16))
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_transforms_are_vectorized_without_gathers(m):
+    """The input transform reads a tap of a row of tiles as one load with a stride of
+    m and writes V a row of tiles at a time; the output transform stores channel
+    vectors (a plane apart) and reads M's channels contiguously."""
+    task = task_of("conv2d_winograd.llvm", 1, 16, 16, 16, 32, 1, "float32")
+    s, args = task.instantiate(_config(task, m=m))
+    lines = [line.strip() for line in str(ember.lower(s, args)).splitlines()]
+    lanes = 16 // m  # tiles in a row
+    v_stores = [line for line in lines if line.startswith("V[")]
+    assert v_stores and all(line.startswith("V[ramp(") for line in v_stores)
+    assert all(f", 1, {lanes})]" in line.split("=")[0] for line in v_stores)
+    assert all("X_pad[ramp(" in line and f", {m}, {lanes})]" in line for line in v_stores)
+    out_stores = [line for line in lines if line.startswith("conv[")]
+    assert out_stores and all(", 256, 16)]" in line.split("=")[0] for line in out_stores)
+    assert all("M[ramp(" in line and ", 1, 16)]" in line.split("=")[1] for line in out_stores)
