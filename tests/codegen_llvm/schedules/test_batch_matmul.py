@@ -95,6 +95,7 @@ def test_packing_per_block_packs_inside_the_parallel_column_block_loop():
 def test_packing_default_follows_the_column_blocks():
     """Per block from 8 column blocks on, ahead below (the row blocks then share the
     threads), none for a few rows; ``dense`` always packs."""
+
     def default(M: int, N: int, dense: bool = False) -> str:
         with using_config(FallbackConfig()):
             return define_pack_knob(M, N, GemmTiles(4, 64, 4, 2), dense)
