@@ -21,6 +21,7 @@ from ember.runtime.signature import FunctionSignature, signature_for
 from ember.target import Target
 from ember.tir import stmt as S
 from ember.tir.transform.context import PassContext
+from ember.tir.transform.vectorize_loops import version_lane_guards
 
 # Symbols generated code calls; a kernel of the same name would capture those calls.
 _RESERVED = frozenset(
@@ -68,9 +69,11 @@ def build_llvm(
 ) -> LLVMModule:
     """Compile PrimFuncs for the CPU; the first one is what calling the module runs.
 
-    The LLVM target has no TIR passes of its own, so ``disabled_passes`` names none
-    of them; from the pass context it reads ``tir.noalias`` (buffer arguments are
-    ``noalias`` unless it is False, as in TVM).
+    The LLVM target has no TIR passes of its own to disable (it versions the loops
+    the vectorizer left serial for a guard on their lanes, see
+    :func:`~ember.tir.transform.vectorize_loops.version_lane_guards`), so
+    ``disabled_passes`` names none of them; from the pass context it reads
+    ``tir.noalias`` (buffer arguments are ``noalias`` unless it is False, as in TVM).
     """
     ctx = ctx or PassContext.current()
     if disabled_passes:
@@ -90,6 +93,7 @@ def build_llvm(
     if len(set(names)) != len(names) or len(set(symbols)) != len(symbols):
         raise ArgumentError(f"function names in one module must differ, got {names}")
     fast = (tgt.get("fast-math") or "0").lower() in ("1", "true")
+    func_list = [version_lane_guards(f) for f in func_list]  # CPU vectors only
     try:
         module, infos = codegen_module(
             func_list,

@@ -13,7 +13,10 @@ with the loop, nested loops, conditions, an index that is not affine, a warp
 shuffle, an ``if_then_else`` whose sides read memory under a condition that
 differs between lanes, a call of a C function)
 the loop stays a serial loop — correct, and left to the backend's own
-vectorizer — or, with at most 8 iterations, an unrolled one. An ``if_then_else``
+vectorizer — or, with at most 8 iterations, an unrolled one. A loop wider than
+``NATIVE_LANES`` is cut into power-of-two pieces (see ``_pieces``).
+
+An ``if_then_else``
 whose sides only compute becomes a vector select; one whose sides read memory
 under a lane-invariant condition becomes a vector ``if_then_else`` with that
 scalar condition, which every backend evaluates lazily (a padded fetch reads the
@@ -23,6 +26,20 @@ shorter vector tail: LLVM aborts on a vector of 100003 lanes (a constant with mo
 operands than a DAG node holds), and no machine has registers that wide anyway.
 With the context's ``tir.disable_vectorize`` (as in TVM) every vectorized loop
 becomes a serial loop.
+
+A vectorized loop left serial is marked ``vectorize_fallback``. For CPU code,
+:func:`version_lane_guards` (run by the LLVM backend) takes up those whose body is a
+guard that differs between lanes but holds on an interval of them (comparisons of
+sides affine in the loop variable, joined by ``and``: the edge of a split that does
+not divide, inside a fused loop that loop partitioning cannot cut), and versions
+them: where the guard holds at the first and the last lane it holds for all, and
+the vector statements run; elsewhere (the edge tile) the serial loop does. Each
+such test is then unswitched: hoisted to the top of the innermost loop whose
+variable it reads, with that loop's body copied under it (at most
+``MAX_UNSWITCHED`` tests per loop), so the vector copy holds no serial loop that
+indexes its registers' buffer by a variable (which would keep LLVM from promoting a
+GEMM's accumulators to registers). Without this, a GEMM tile whose column edge sat
+in a fused parallel loop ran its whole micro-kernel as scalar code, 3-10x slower.
 """
 
 from __future__ import annotations
@@ -30,7 +47,8 @@ from __future__ import annotations
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, post_order_visit, substitute, uses_var
+from ember.tir.functor import Mutator, free_vars, post_order_visit, substitute, uses_var
+from ember.tir.structural import structural_equal
 from ember.tir.transform.context import PassContext
 
 
@@ -40,6 +58,7 @@ class _CannotVectorize(Exception):
 
 _UNROLL_FALLBACK = 8  # a loop this short that cannot be vectorized is unrolled instead
 MAX_LANES = 64  # the widest vector emitted; longer loops are cut into chunks of this many
+NATIVE_LANES = 16  # longer vectors are cut into power-of-two pieces (see _pieces)
 
 
 def _lanes(e: E.PrimExpr) -> int:
@@ -200,20 +219,134 @@ def _vectorize_store(s: S.BufferStore, var: E.Var, lanes: int) -> S.Stmt:
     return S.BufferStore(s.buffer, value, (idx,))
 
 
-def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt:
+def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int, versions: bool = False) -> S.Stmt:
     if isinstance(body, S.BufferStore):
         return _vectorize_store(body, var, lanes)
     if isinstance(body, S.SeqStmt):
-        return S.SeqStmt(tuple(_vectorize_body(b, var, lanes) for b in body.stmts))
+        return S.SeqStmt(tuple(_vectorize_body(b, var, lanes, versions) for b in body.stmts))
     if isinstance(body, S.IfThenElse) and not uses_var(body.condition, lambda v: v is var):
         # a guard that does not move with the lanes holds for all of them or none
         other = body.else_case
         return S.IfThenElse(
             body.condition,
-            _vectorize_body(body.then_case, var, lanes),
-            None if other is None else _vectorize_body(other, var, lanes),
+            _vectorize_body(body.then_case, var, lanes, versions),
+            None if other is None else _vectorize_body(other, var, lanes, versions),
         )
+    versioned = _versioned(body, var, lanes) if versions else None
+    if versioned is not None:
+        return versioned
     raise _CannotVectorize
+
+
+MAX_UNSWITCHED = 2  # versioning tests hoisted per loop (each doubles its body)
+
+
+def _versioned(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt | None:
+    """``body``, a guard on lanes without an else, as ``if (guard at every lane) vector
+    body else serial loop``; None where the guard's lanes need not form an interval."""
+    if not isinstance(body, S.IfThenElse) or body.else_case is not None:
+        return None
+    every = _at_every_lane(body.condition, var, lanes)
+    if every is None:
+        return None
+    vector = _vectorize_body(body.then_case, var, lanes, True)  # may raise _CannotVectorize
+    serial = S.For(var, E.const(0, var.dtype), E.const(lanes, var.dtype), S.ForKind.SERIAL, body)
+    test = E.Call("bool", E.Intrinsic.LIKELY, (every,))
+    _VERSION_TESTS.add(id(test))
+    return S.IfThenElse(test, vector, serial)
+
+
+_VERSION_TESTS: set[int] = set()  # ids of the tests _versioned made (during one pass)
+
+
+class _Unswitch(Mutator):
+    """Hoist versioning tests (see the module notes) to the top of the innermost loop
+    whose variable they read: ``for v: B`` becomes ``for v: if t: B[t=1] else B[t=0]``."""
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        body = self.visit(s.body)
+        bound = _bound_vars(body)
+        tests: list[E.PrimExpr] = []
+        for t in _tests_in(body):
+            names = free_vars(t)
+            if s.loop_var in names and not names & bound:
+                if not any(structural_equal(t, u) for u in tests):
+                    tests.append(t)
+        for t in tests[:MAX_UNSWITCHED]:
+            body = S.IfThenElse(t, _resolve(body, t, True), _resolve(body, t, False))
+        if body is s.body:
+            return s
+        return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
+
+
+def _tests_in(node: S.Stmt) -> list[E.PrimExpr]:
+    found: list[E.PrimExpr] = []
+
+    def visit(n: object) -> None:
+        if isinstance(n, S.IfThenElse) and id(n.condition) in _VERSION_TESTS:
+            found.append(n.condition)
+
+    post_order_visit(node, visit)
+    return found
+
+
+def _bound_vars(node: S.Stmt) -> set[E.Var]:
+    out: set[E.Var] = set()
+
+    def visit(n: object) -> None:
+        if isinstance(n, S.For):
+            out.add(n.loop_var)
+        elif isinstance(n, S.LetStmt):
+            out.add(n.var)
+        elif isinstance(n, S.Allocate):
+            out.add(n.buffer.data)
+
+    post_order_visit(node, visit)
+    return out
+
+
+class _Resolve(Mutator):
+    def __init__(self, test: E.PrimExpr, value: bool) -> None:
+        self.test, self.value = test, value
+
+    def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
+        if id(s.condition) in _VERSION_TESTS and structural_equal(s.condition, self.test):
+            taken = s.then_case if self.value else s.else_case
+            return self.visit(taken) if taken is not None else S.SeqStmt(())
+        return self.generic_visit(s)
+
+
+def _resolve(body: S.Stmt, test: E.PrimExpr, value: bool) -> S.Stmt:
+    """``body`` with every versioning test equal to ``test`` decided as ``value``."""
+    return _Resolve(test, value).visit(body)
+
+
+def _at_every_lane(cond: E.PrimExpr, var: E.Var, lanes: int) -> E.PrimExpr | None:
+    """A scalar condition that implies ``cond`` for every ``var`` in ``[0, lanes)``: ``cond``
+    at the first and at the last lane, when ``cond`` is a conjunction of comparisons
+    whose sides are affine in ``var`` (each holds on an interval of lanes, so holding
+    at both ends it holds between). None for any other condition."""
+    if isinstance(cond, E.Call) and cond.op is E.Intrinsic.LIKELY:
+        return _at_every_lane(cond.args[0], var, lanes)
+    if isinstance(cond, E.BinOp) and cond.op is E.BinaryOp.AND:
+        a, b = _at_every_lane(cond.a, var, lanes), _at_every_lane(cond.b, var, lanes)
+        return None if a is None or b is None else E.logical_and(a, b)
+    if not uses_var(cond, lambda v: v is var):
+        return cond
+    ordered = (E.CompareOp.LT, E.CompareOp.LE, E.CompareOp.GT, E.CompareOp.GE)
+    if not isinstance(cond, E.Compare) or cond.op not in ordered:
+        return None
+    try:
+        sides = [_VectorizeExpr(var, lanes).visit(x) for x in (cond.a, cond.b)]
+    except _CannotVectorize:
+        return None
+    if not all(isinstance(x, E.Ramp) or _lanes(x) == 1 for x in sides):
+        return None  # not affine in the lanes
+    if not dt.is_int(cond.a.dtype):
+        return None
+    first = substitute(cond, {var: E.const(0, var.dtype)})
+    last = substitute(cond, {var: E.const(lanes - 1, var.dtype)})
+    return E.logical_and(first, last)
 
 
 def _vectorize_in_chunks(body: S.Stmt, var: E.Var, extent: int, annotations: tuple) -> S.Stmt:
@@ -236,12 +369,45 @@ def _vectorize_in_chunks(body: S.Stmt, var: E.Var, extent: int, annotations: tup
         )
     ]
     if tail:
-        rest = E.const(chunks * MAX_LANES, var.dtype)
-        if tail == 1:
-            parts.append(substitute(body, {var: rest}))
-        else:
-            parts.append(_vectorize_body(substitute(body, {var: rest + lane}), lane, tail))
+        parts.append(_vectorize_pieces(body, var, tail, chunks * MAX_LANES))
     return parts[0] if len(parts) == 1 else S.SeqStmt(tuple(parts))
+
+
+def _pieces(extent: int) -> list[int]:
+    """Vector widths for ``extent`` lanes: powers of two from ``NATIVE_LANES`` up, then
+    the rest as one vector. LLVM widens a 48-lane vector to 64 and then moves its
+    elements one by one (and keeps a GEMM's 48-lane accumulators on the stack): a
+    48-wide GEMM panel ran 5-10x slower than a 32- or 64-wide one."""
+    if extent <= NATIVE_LANES or extent & (extent - 1) == 0:
+        return [extent]
+    out, rest = [], extent
+    while rest >= NATIVE_LANES:
+        width = 1 << (rest.bit_length() - 1)
+        out.append(width)
+        rest -= width
+    return out + ([rest] if rest else [])
+
+
+def _vectorize_pieces(
+    body: S.Stmt, var: E.Var, extent: int, offset: int = 0, versions: bool = False
+) -> S.Stmt:
+    """``for var in offset..offset+extent: body`` as one vector statement per piece."""
+    lane = E.Var(f"{var.name}_lane", var.dtype)
+    parts: list[S.Stmt] = []
+    for width in _pieces(extent):
+        start = E.const(offset, var.dtype)
+        if width == 1:
+            parts.append(substitute(body, {var: start}))
+        elif width == extent and offset == 0:
+            parts.append(_vectorize_body(body, var, width, versions))
+        else:
+            piece = substitute(body, {var: start + lane})
+            parts.append(_vectorize_body(piece, lane, width, versions))
+        offset += width
+    return parts[0] if len(parts) == 1 else S.SeqStmt(tuple(parts))
+
+
+FALLBACK = "vectorize_fallback"  # annotation of a vectorized loop left serial
 
 
 class _Vectorize(Mutator):
@@ -259,21 +425,56 @@ class _Vectorize(Mutator):
         )
         if self.disabled or not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
             return serial
-        # lanes ``min + i``: the main part of a partitioned loop starts past its guards
-        lanes_body = body
-        if not E.is_const_int(s.min, 0):
-            lanes_body = substitute(body, {s.loop_var: s.min + s.loop_var})
         try:
-            if s.extent.value > MAX_LANES:
-                return _vectorize_in_chunks(lanes_body, s.loop_var, s.extent.value, s.annotations)
-            return _vectorize_body(lanes_body, s.loop_var, s.extent.value)
+            return _vectorize_loop(s, body, versions=False)
         except _CannotVectorize:
             if s.extent.value <= _UNROLL_FALLBACK:
                 # unrolled, each lane's accesses have constant offsets (registers on a GPU)
                 return S.For(
                     s.loop_var, s.min, s.extent, S.ForKind.UNROLLED, body, "", s.annotations
                 )
-            return serial
+            marked = (*s.annotations, (FALLBACK, True))
+            return S.For(s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, "", marked)
+
+
+def _vectorize_loop(s: S.For, body: S.Stmt, versions: bool) -> S.Stmt:
+    """The vector statements of loop ``s`` (with ``body``); raises ``_CannotVectorize``."""
+    extent = s.extent.value  # type: ignore[attr-defined]
+    # lanes ``min + i``: the main part of a partitioned loop starts past its guards
+    lanes_body = body
+    if not E.is_const_int(s.min, 0):
+        lanes_body = substitute(body, {s.loop_var: s.min + s.loop_var})
+    if extent > MAX_LANES:
+        return _vectorize_in_chunks(lanes_body, s.loop_var, extent, s.annotations)
+    return _vectorize_pieces(lanes_body, s.loop_var, extent, versions=versions)
+
+
+class _Version(Mutator):
+    def visit_For(self, s: S.For) -> S.Stmt:
+        body = self.visit(s.body)
+        if dict(s.annotations).get(FALLBACK):
+            try:
+                return _vectorize_loop(s, body, versions=True)
+            except _CannotVectorize:
+                pass
+        if body is s.body:
+            return s
+        return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
+
+
+def version_lane_guards(func: S.PrimFunc) -> S.PrimFunc:
+    """Vectorize the loops ``vectorize_loops`` left serial for a guard on their lanes,
+    by versioning and unswitching (see the module notes). For CPU code only: on a GPU
+    a lane's guard is its thread's own test, and a versioned branch would split a
+    warp around its asynchronous copies. The LLVM backend runs it before codegen."""
+    _VERSION_TESTS.clear()
+    try:
+        out = _Version().visit_func(func)
+        if _VERSION_TESTS:
+            out = _Unswitch().visit_func(out)
+    finally:
+        _VERSION_TESTS.clear()
+    return out
 
 
 def vectorize_loops(func: S.PrimFunc, ctx: PassContext | None = None) -> S.PrimFunc:

@@ -11,10 +11,15 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import decl_buffer
 from ember.tir.interp import run
-from ember.tir.transform.vectorize_loops import vectorize_loops
+from ember.tir.transform.vectorize_loops import vectorize_loops, version_lane_guards
 from tests.tir.transform.tir_exec import run as trace
 
 K = S.ForKind
+
+
+def vectorize_for_cpu(func: S.PrimFunc) -> S.PrimFunc:
+    """What a CPU build does: the pass, then the LLVM backend's versioning."""
+    return version_lane_guards(vectorize_loops(func))
 
 
 def func(body: S.Stmt, *bufs) -> S.PrimFunc:  # type: ignore[no-untyped-def]
@@ -66,6 +71,129 @@ def test_vectorizing_keeps_every_store(start, extent, stride, offset) -> None:  
     assert "ramp(" in repr(after)
     a = np.arange(size, dtype=np.float32) + 0.5
     want, got = np.full(start + extent, -1.0, np.float32), np.full(start + extent, -1.0, np.float32)
+    run(before, a, want)
+    run(after, a, got)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_loop_wider_than_the_native_vector_is_cut_in_powers_of_two() -> None:
+    """48 lanes: one 32-lane and one 16-lane store (LLVM moved a 48-lane vector's
+    elements one by one); 14 lanes stay one vector."""
+    A, B = decl_buffer((64,), "float32", "A"), decl_buffer((64,), "float32", "B")
+    c = E.Var("c")
+    body = S.BufferStore(B, A[c] + E.const(1.0), (c,))
+    text = repr(vectorize_loops(func(S.For(c, E.const(0), E.const(48), K.VECTORIZED, body), A, B)))
+    assert text.splitlines()[1:] == [
+        "    B[ramp(0, 1, 32)] = A[ramp(0, 1, 32)] + broadcast(1.0, 32)",
+        "    B[ramp(32, 1, 16)] = A[ramp(32, 1, 16)] + broadcast(1.0, 16)",
+    ]
+    text = repr(vectorize_loops(func(S.For(c, E.const(0), E.const(14), K.VECTORIZED, body), A, B)))
+    assert "B[ramp(0, 1, 14)]" in text
+
+
+def _edge_loop(guard_of):  # type: ignore[no-untyped-def]
+    """``for j in parallel(4): for c in vectorized(16): if guard: B[j*16+c] = A[j*16+c] * 2``."""
+    A, B = decl_buffer((64,), "float32", "A"), decl_buffer((64,), "float32", "B")
+    j, c = E.Var("j"), E.Var("c")
+    store = S.BufferStore(B, A[j * 16 + c] * E.const(2.0), (j * 16 + c,))
+    guarded = S.IfThenElse(guard_of(j, c), store)
+    inner = S.For(c, E.const(0), E.const(16), K.VECTORIZED, guarded)
+    return func(S.For(j, E.const(0), E.const(4), K.PARALLEL, inner), A, B)
+
+
+def test_a_guard_on_an_interval_of_lanes_versions_the_loop_at_the_top_of_its_loop() -> None:
+    """The edge of a split that does not divide (50 of 64 columns): vector stores where
+    the guard holds at the first and last lane, the serial loop elsewhere, the test
+    hoisted to the top of the loop whose variable it reads."""
+    likely = lambda e: E.Call("bool", E.Intrinsic.LIKELY, (e,))  # noqa: E731
+    before = _edge_loop(lambda j, c: likely(j * 16 + c < 50))
+    assert "ramp(" not in repr(vectorize_loops(before))  # the target-independent pass
+    after = vectorize_for_cpu(before)
+    expected = "\n".join(
+        [
+            'def f(A: Buffer((64), "float32"), B: Buffer((64), "float32")):',
+            "    for j in parallel(4):",
+            "        if likely(j * 16 + 0 < 50 and j * 16 + 15 < 50):",
+            "            B[ramp(j * 16 + 0, 1, 16)] = "
+            "A[ramp(j * 16 + 0, 1, 16)] * broadcast(2.0, 16)",
+            "        else:",
+            "            for c in range(16):",
+            "                if likely(j * 16 + c < 50):",
+            "                    B[j * 16 + c] = A[j * 16 + c] * 2.0",
+        ]
+    )
+    assert repr(after) == expected
+    a = np.arange(64, dtype=np.float32) + 0.5
+    want, got = np.full(64, -1.0, np.float32), np.full(64, -1.0, np.float32)
+    run(before, a, want)
+    run(after, a, got)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_guard_not_on_an_interval_of_lanes_stays_serial() -> None:
+    for guard in (lambda j, c: c % 3 < 1, lambda j, c: j * 16 + c != 7):
+        text = repr(vectorize_for_cpu(_edge_loop(guard)))
+        assert "ramp(" not in text and "for c in range(16)" in text, text
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    bound=st.integers(0, 64),
+    lo=st.integers(-5, 40),
+    op=st.sampled_from(["<", "<=", ">", ">="]),
+)
+def test_versioned_loops_keep_every_store(bound, lo, op) -> None:  # type: ignore[no-untyped-def]
+    """Any one-sided or two-sided affine guard: the versioned loop writes exactly the
+    elements the serial one does."""
+    cmp = {
+        "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b,
+        ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b,
+    }[op]
+    before = _edge_loop(
+        lambda j, c: E.logical_and(cmp(j * 16 + c, E.const(bound)), j * 16 + c * 2 >= lo)
+    )
+    a = np.arange(64, dtype=np.float32) + 0.5
+    want, got = np.full(64, -1.0, np.float32), np.full(64, -1.0, np.float32)
+    run(before, a, want)
+    run(vectorize_for_cpu(before), a, got)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_versioning_tests_are_unswitched_out_of_inner_loops() -> None:
+    """A GEMM edge: the accumulator's every update is guarded on the lanes; the test
+    reads only the outer loop's variable, so it is hoisted above the accumulator's
+    allocation and the k loop, and the vector copy holds no serial lane loop."""
+    A, B = decl_buffer((512,), "float32", "A"), decl_buffer((64,), "float32", "B")
+    acc = decl_buffer((16,), "float32", "acc", scope="local")
+    j, k, c = E.Var("j"), E.Var("k"), E.Var("c")
+    col = j * 16 + c
+    likely = lambda e: E.Call("bool", E.Intrinsic.LIKELY, (e,))  # noqa: E731
+
+    def lanes(store: S.Stmt) -> S.Stmt:
+        guarded = S.IfThenElse(likely(col < 50), store)
+        return S.For(c, E.const(0), E.const(16), K.VECTORIZED, guarded)
+
+    update = S.BufferStore(acc, acc[c] + A[k * 64 + col], (c,))
+    body = S.SeqStmt(
+        (
+            lanes(S.BufferStore(acc, E.const(0.0), (c,))),
+            S.For(k, E.const(0), E.const(8), K.SERIAL, lanes(update)),
+            lanes(S.BufferStore(B, acc[c], (col,))),
+        )
+    )
+    before = func(S.For(j, E.const(0), E.const(4), K.PARALLEL, S.Allocate(acc, body)), A, B)
+    after = vectorize_for_cpu(before)
+    lines = repr(after).splitlines()
+    assert lines[1] == "    for j in parallel(4):"
+    assert lines[2].startswith("        if likely(")
+    assert lines[3] == '            acc = alloc((16), "float32", scope="local")'
+    vector_copy = lines[3 : lines.index("        else:")]
+    assert not any("range(16)" in line for line in vector_copy)
+    assert sum("ramp(" in line for line in vector_copy) == 3
+    a = np.arange(8 * 64, dtype=np.float32) * 0.25
+    want, got = np.full(64, -1.0, np.float32), np.full(64, -1.0, np.float32)
     run(before, a, want)
     run(after, a, got)
     np.testing.assert_array_equal(got, want)
