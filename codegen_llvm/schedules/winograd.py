@@ -34,9 +34,10 @@ copy of the input and an NHWC result, transposed by gathers. At two threads on
 ResNet-18's 64->64 layer at 56x56 its input and output transforms took 0.12 and 0.19
 ms against 0.07 and 0.07 now, and the whole kernel 0.77 ms against 0.57. Making the
 tiles the GEMM's vector lanes as well (``M[e1, e2, o, t]``) made the transforms
-cheap but the GEMM 2x slower: 196 tiles leave a partial panel, and a guard on
-lanes inside the fused parallel loop is not partitioned away, so it is not
-vectorized. Computing each row of tiles' ``V`` and ``M`` inside the output loop
+cheap but the GEMM 2x slower: 196 tiles leave a partial panel, and its guard on
+lanes inside the fused parallel loop was not partitioned away, so it was not
+vectorized (the LLVM backend now versions such guards; that layout was not timed
+again). Computing each row of tiles' ``V`` and ``M`` inside the output loop
 (so they stay in cache) needs tighter bounds than bound inference gives today.
 
 Float32 Winograd rounds differently from a direct sum: F(4x4) loses about one more
@@ -253,7 +254,7 @@ def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:
     row, tx = s[V].split(t, factor=tw)
     s[V].reorder(c, row, e1, e2, tx)
     s[V].parallel(c)
-    _unrolled_over_tiles(s[V], [e1, e2], tx, tw)
+    _unroll_positions(s[V], [e1, e2], tx, tw)
     s[Xp].compute_at(s[V], c)
     *_, w = s[Xp].op.axis
     s[Xp].vectorize(s[Xp].split(w, factor=TRANSFORM_VECTOR)[1])
@@ -261,7 +262,7 @@ def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:
         e1, e2, ob, c, z = s[U].op.axis
         s[U].reorder(ob, c, e1, e2, z)
         s[U].parallel(s[U].fuse(ob, c))
-        _unrolled_over_tiles(s[U], [e1, e2], z, knobs["nr"])
+        _unroll_positions(s[U], [e1, e2], z, knobs["nr"])
     # the output transform, a tile at a time, channels along the lanes, stored NCHW
     n, o, y, x = s[out].op.axis
     ty, yi = s[out].split(y, factor=m)
@@ -269,10 +270,10 @@ def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:
     oo, oi = s[out].split(o, factor=TRANSFORM_VECTOR)
     s[out].reorder(n, ty, tx, oo, yi, xi, oi)
     s[out].parallel(s[out].fuse(n, ty, tx))
-    _unrolled_over_tiles(s[out], [yi, xi], oi, TRANSFORM_VECTOR)
+    _unroll_positions(s[out], [yi, xi], oi, TRANSFORM_VECTOR)
 
 
-def _unrolled_over_tiles(st: Any, positions: list[Any], lanes: Any, extent: int) -> None:
+def _unroll_positions(st: Any, positions: list[Any], lanes: Any, extent: int) -> None:
     """The tile-position loops unrolled (so the select chains of :func:`_pick` fold),
     ``lanes`` (of ``extent``) vectorized, in pieces of ``TRANSFORM_VECTOR`` when longer."""
     for p in positions:
@@ -294,7 +295,7 @@ def _producers(t: Tensor) -> list[Tensor]:
     return list(seen.values())
 
 
-@template("conv2d_winograd.llvm", version=2)  # 2: tiles along the vector lanes
+@template("conv2d_winograd.llvm", version=2)  # 2: transforms without gathers
 def conv2d_winograd_llvm(
     N: int, C: int, H: int, W: int, O: int, padding: Any = 1, dtype: str = "float32"
 ) -> tuple[Schedule, list[Any]]:

@@ -59,6 +59,7 @@ class _CannotVectorize(Exception):
 _UNROLL_FALLBACK = 8  # a loop this short that cannot be vectorized is unrolled instead
 MAX_LANES = 64  # the widest vector emitted; longer loops are cut into chunks of this many
 NATIVE_LANES = 16  # longer vectors are cut into power-of-two pieces (see _pieces)
+Tests = dict[int, E.PrimExpr]  # versioning tests by id (held, so no other node reuses one)
 
 
 def _lanes(e: E.PrimExpr) -> int:
@@ -219,20 +220,22 @@ def _vectorize_store(s: S.BufferStore, var: E.Var, lanes: int) -> S.Stmt:
     return S.BufferStore(s.buffer, value, (idx,))
 
 
-def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int, versions: bool = False) -> S.Stmt:
+def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int, tests: Tests | None = None) -> S.Stmt:
+    """Vector statements for ``body``; with ``tests`` (a CPU build), a guard on an
+    interval of lanes is versioned and its test added to ``tests`` (by id)."""
     if isinstance(body, S.BufferStore):
         return _vectorize_store(body, var, lanes)
     if isinstance(body, S.SeqStmt):
-        return S.SeqStmt(tuple(_vectorize_body(b, var, lanes, versions) for b in body.stmts))
+        return S.SeqStmt(tuple(_vectorize_body(b, var, lanes, tests) for b in body.stmts))
     if isinstance(body, S.IfThenElse) and not uses_var(body.condition, lambda v: v is var):
         # a guard that does not move with the lanes holds for all of them or none
         other = body.else_case
         return S.IfThenElse(
             body.condition,
-            _vectorize_body(body.then_case, var, lanes, versions),
-            None if other is None else _vectorize_body(other, var, lanes, versions),
+            _vectorize_body(body.then_case, var, lanes, tests),
+            None if other is None else _vectorize_body(other, var, lanes, tests),
         )
-    versioned = _versioned(body, var, lanes) if versions else None
+    versioned = None if tests is None else _versioned(body, var, lanes, tests)
     if versioned is not None:
         return versioned
     raise _CannotVectorize
@@ -241,7 +244,7 @@ def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int, versions: bool = False
 MAX_UNSWITCHED = 2  # versioning tests hoisted per loop (each doubles its body)
 
 
-def _versioned(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt | None:
+def _versioned(body: S.Stmt, var: E.Var, lanes: int, tests: Tests) -> S.Stmt | None:
     """``body``, a guard on lanes without an else, as ``if (guard at every lane) vector
     body else serial loop``; None where the guard's lanes need not form an interval."""
     if not isinstance(body, S.IfThenElse) or body.else_case is not None:
@@ -249,41 +252,43 @@ def _versioned(body: S.Stmt, var: E.Var, lanes: int) -> S.Stmt | None:
     every = _at_every_lane(body.condition, var, lanes)
     if every is None:
         return None
-    vector = _vectorize_body(body.then_case, var, lanes, True)  # may raise _CannotVectorize
+    vector = _vectorize_body(body.then_case, var, lanes, tests)  # may raise _CannotVectorize
     serial = S.For(var, E.const(0, var.dtype), E.const(lanes, var.dtype), S.ForKind.SERIAL, body)
     test = E.Call("bool", E.Intrinsic.LIKELY, (every,))
-    _VERSION_TESTS.add(id(test))
+    tests[id(test)] = test
     return S.IfThenElse(test, vector, serial)
 
 
-_VERSION_TESTS: set[int] = set()  # ids of the tests _versioned made (during one pass)
-
-
 class _Unswitch(Mutator):
-    """Hoist versioning tests (see the module notes) to the top of the innermost loop
-    whose variable they read: ``for v: B`` becomes ``for v: if t: B[t=1] else B[t=0]``."""
+    """Hoist versioning tests (see the module notes; ``tests`` holds their ids) to the
+    top of the innermost loop whose variable they read: ``for v: B`` becomes
+    ``for v: if t: B[t=1] else B[t=0]``."""
+
+    def __init__(self, tests: Tests) -> None:
+        self.tests = tests
 
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
         bound = _bound_vars(body)
-        tests: list[E.PrimExpr] = []
-        for t in _tests_in(body):
+        hoist: list[E.PrimExpr] = []
+        for t in _tests_in(body, self.tests):
             names = free_vars(t)
             if s.loop_var in names and not names & bound:
-                if not any(structural_equal(t, u) for u in tests):
-                    tests.append(t)
-        for t in tests[:MAX_UNSWITCHED]:
-            body = S.IfThenElse(t, _resolve(body, t, True), _resolve(body, t, False))
+                if not any(structural_equal(t, u) for u in hoist):
+                    hoist.append(t)
+        for t in hoist[:MAX_UNSWITCHED]:
+            taken = _Resolve(self.tests, t, True).visit(body)
+            body = S.IfThenElse(t, taken, _Resolve(self.tests, t, False).visit(body))
         if body is s.body:
             return s
         return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
 
 
-def _tests_in(node: S.Stmt) -> list[E.PrimExpr]:
+def _tests_in(node: S.Stmt, tests: Tests) -> list[E.PrimExpr]:
     found: list[E.PrimExpr] = []
 
     def visit(n: object) -> None:
-        if isinstance(n, S.IfThenElse) and id(n.condition) in _VERSION_TESTS:
+        if isinstance(n, S.IfThenElse) and id(n.condition) in tests:
             found.append(n.condition)
 
     post_order_visit(node, visit)
@@ -306,19 +311,16 @@ def _bound_vars(node: S.Stmt) -> set[E.Var]:
 
 
 class _Resolve(Mutator):
-    def __init__(self, test: E.PrimExpr, value: bool) -> None:
-        self.test, self.value = test, value
+    """A body with every versioning test equal to ``test`` decided as ``value`` (each
+    has its serial loop as the else case)."""
+
+    def __init__(self, tests: Tests, test: E.PrimExpr, value: bool) -> None:
+        self.tests, self.test, self.value = tests, test, value
 
     def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
-        if id(s.condition) in _VERSION_TESTS and structural_equal(s.condition, self.test):
-            taken = s.then_case if self.value else s.else_case
-            return self.visit(taken) if taken is not None else S.SeqStmt(())
+        if id(s.condition) in self.tests and structural_equal(s.condition, self.test):
+            return self.visit(s.then_case if self.value else s.else_case)
         return self.generic_visit(s)
-
-
-def _resolve(body: S.Stmt, test: E.PrimExpr, value: bool) -> S.Stmt:
-    """``body`` with every versioning test equal to ``test`` decided as ``value``."""
-    return _Resolve(test, value).visit(body)
 
 
 def _at_every_lane(cond: E.PrimExpr, var: E.Var, lanes: int) -> E.PrimExpr | None:
@@ -334,7 +336,7 @@ def _at_every_lane(cond: E.PrimExpr, var: E.Var, lanes: int) -> E.PrimExpr | Non
     if not uses_var(cond, lambda v: v is var):
         return cond
     ordered = (E.CompareOp.LT, E.CompareOp.LE, E.CompareOp.GT, E.CompareOp.GE)
-    if not isinstance(cond, E.Compare) or cond.op not in ordered:
+    if not isinstance(cond, E.Compare) or cond.op not in ordered or not dt.is_int(cond.a.dtype):
         return None
     try:
         sides = [_VectorizeExpr(var, lanes).visit(x) for x in (cond.a, cond.b)]
@@ -342,8 +344,6 @@ def _at_every_lane(cond: E.PrimExpr, var: E.Var, lanes: int) -> E.PrimExpr | Non
         return None
     if not all(isinstance(x, E.Ramp) or _lanes(x) == 1 for x in sides):
         return None  # not affine in the lanes
-    if not dt.is_int(cond.a.dtype):
-        return None
     first = substitute(cond, {var: E.const(0, var.dtype)})
     last = substitute(cond, {var: E.const(lanes - 1, var.dtype)})
     return E.logical_and(first, last)
@@ -389,7 +389,11 @@ def _pieces(extent: int) -> list[int]:
 
 
 def _vectorize_pieces(
-    body: S.Stmt, var: E.Var, extent: int, offset: int = 0, versions: bool = False
+    body: S.Stmt,
+    var: E.Var,
+    extent: int,
+    offset: int = 0,
+    tests: Tests | None = None,
 ) -> S.Stmt:
     """``for var in offset..offset+extent: body`` as one vector statement per piece."""
     lane = E.Var(f"{var.name}_lane", var.dtype)
@@ -399,10 +403,10 @@ def _vectorize_pieces(
         if width == 1:
             parts.append(substitute(body, {var: start}))
         elif width == extent and offset == 0:
-            parts.append(_vectorize_body(body, var, width, versions))
+            parts.append(_vectorize_body(body, var, width, tests))
         else:
             piece = substitute(body, {var: start + lane})
-            parts.append(_vectorize_body(piece, lane, width, versions))
+            parts.append(_vectorize_body(piece, lane, width, tests))
         offset += width
     return parts[0] if len(parts) == 1 else S.SeqStmt(tuple(parts))
 
@@ -426,7 +430,7 @@ class _Vectorize(Mutator):
         if self.disabled or not isinstance(s.extent, E.IntImm) or s.extent.value <= 1:
             return serial
         try:
-            return _vectorize_loop(s, body, versions=False)
+            return _vectorize_loop(s, body)
         except _CannotVectorize:
             if s.extent.value <= _UNROLL_FALLBACK:
                 # unrolled, each lane's accesses have constant offsets (registers on a GPU)
@@ -434,10 +438,11 @@ class _Vectorize(Mutator):
                     s.loop_var, s.min, s.extent, S.ForKind.UNROLLED, body, "", s.annotations
                 )
             marked = (*s.annotations, (FALLBACK, True))
-            return S.For(s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, "", marked)
+            kind = S.ForKind.SERIAL
+            return S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_tag, marked)
 
 
-def _vectorize_loop(s: S.For, body: S.Stmt, versions: bool) -> S.Stmt:
+def _vectorize_loop(s: S.For, body: S.Stmt, tests: Tests | None = None) -> S.Stmt:
     """The vector statements of loop ``s`` (with ``body``); raises ``_CannotVectorize``."""
     extent = s.extent.value  # type: ignore[attr-defined]
     # lanes ``min + i``: the main part of a partitioned loop starts past its guards
@@ -446,15 +451,20 @@ def _vectorize_loop(s: S.For, body: S.Stmt, versions: bool) -> S.Stmt:
         lanes_body = substitute(body, {s.loop_var: s.min + s.loop_var})
     if extent > MAX_LANES:
         return _vectorize_in_chunks(lanes_body, s.loop_var, extent, s.annotations)
-    return _vectorize_pieces(lanes_body, s.loop_var, extent, versions=versions)
+    return _vectorize_pieces(lanes_body, s.loop_var, extent, tests=tests)
 
 
 class _Version(Mutator):
+    """Version the loops marked ``FALLBACK``; the ids of the tests made go to ``tests``."""
+
+    def __init__(self) -> None:
+        self.tests: Tests = {}
+
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
         if dict(s.annotations).get(FALLBACK):
             try:
-                return _vectorize_loop(s, body, versions=True)
+                return _vectorize_loop(s, body, self.tests)
             except _CannotVectorize:
                 pass
         if body is s.body:
@@ -467,14 +477,9 @@ def version_lane_guards(func: S.PrimFunc) -> S.PrimFunc:
     by versioning and unswitching (see the module notes). For CPU code only: on a GPU
     a lane's guard is its thread's own test, and a versioned branch would split a
     warp around its asynchronous copies. The LLVM backend runs it before codegen."""
-    _VERSION_TESTS.clear()
-    try:
-        out = _Version().visit_func(func)
-        if _VERSION_TESTS:
-            out = _Unswitch().visit_func(out)
-    finally:
-        _VERSION_TESTS.clear()
-    return out
+    versioner = _Version()
+    out = versioner.visit_func(func)
+    return _Unswitch(versioner.tests).visit_func(out) if versioner.tests else out
 
 
 def vectorize_loops(func: S.PrimFunc, ctx: PassContext | None = None) -> S.PrimFunc:
