@@ -114,9 +114,9 @@ def make_sampler(name: str, seed: int | None, encoding: SpaceEncoding) -> Any:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if name == "tpe":
             # constant_liar: trials asked together (a batch of parallel builds) spread out.
-            # n_ei_candidates=64 (Optuna's default is 24): over the 7 joint knobs of a GEMM
-            # space, 24 draws from the good-trial density often miss its narrow peak, and a
-            # seed then settles below the best. Against the exhaustive sweeps of
+            # n_ei_candidates=64 (Optuna's default is 24): with few draws from the
+            # good-trial density a seed can settle below the best, probably because the
+            # GEMM spaces' best region is narrow in their joint knobs. Against the sweeps of
             # benchmarks/bench_tuner.py (1024^3, 2048^3, 64x1536x384; 10 seeds each) 24 left
             # 3 of 30 seeds short of 95% of the true best after 200 trials, 64 none.
             return optuna.samplers.TPESampler(

@@ -438,8 +438,7 @@ class _Vectorize(Mutator):
                     s.loop_var, s.min, s.extent, S.ForKind.UNROLLED, body, "", s.annotations
                 )
             marked = (*s.annotations, (FALLBACK, True))
-            kind = S.ForKind.SERIAL
-            return S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_tag, marked)
+            return S.For(s.loop_var, s.min, s.extent, S.ForKind.SERIAL, body, s.thread_tag, marked)
 
 
 def _vectorize_loop(s: S.For, body: S.Stmt, tests: Tests | None = None) -> S.Stmt:
