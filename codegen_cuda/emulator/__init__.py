@@ -28,7 +28,7 @@ import numpy as np
 
 from ember.codegen_cuda.emulator.grid import CHUNK, chunks, describe_thread, launch_of
 from ember.codegen_cuda.emulator.memory import GlobalStorage
-from ember.codegen_cuda.emulator.profile import KernelProfile, Profiler
+from ember.codegen_cuda.emulator.profile import PROFILE_BLOCKS, KernelProfile, Profiler
 from ember.codegen_cuda.emulator.races import GlobalRaceTracker
 from ember.codegen_cuda.emulator.stmts import StmtCompiler
 from ember.errors import ArgumentError, EmberError, InternalError
@@ -74,8 +74,9 @@ class EmulatedKernel:
             with np.errstate(all="ignore"):
                 grid = self._grid(bound)
                 trackers = self._global_trackers(grid, flat) if check_races else [None] * len(flat)
-                for chunk in chunks(grid, self.block, check_races):
-                    chunk.profiler = profiler
+                head = PROFILE_BLOCKS if profile else 0
+                for chunk in chunks(grid, self.block, check_races, head):
+                    chunk.profiler = _sampling(profiler, chunk, grid)
                     env = list(bound)
                     env[CHUNK] = chunk
                     for p, data, tracker in zip(self.args.params, flat, trackers):
@@ -137,6 +138,18 @@ _cache: FuncCache[EmulatedKernel] = FuncCache(
 )
 
 
+def _sampling(profiler: Profiler | None, chunk: Any, grid: tuple[int, int, int]) -> Any:
+    """The profiler while fewer than ``PROFILE_BLOCKS`` blocks were counted, else None."""
+    if profiler is None:
+        return None
+    prof = profiler.profile
+    prof.blocks_total = grid[0] * grid[1] * grid[2]
+    if prof.blocks_profiled >= PROFILE_BLOCKS:
+        return None
+    prof.blocks_profiled += chunk.nblocks
+    return profiler
+
+
 def compile_kernel(func: PrimFunc) -> EmulatedKernel:
     """Compile a device kernel for the emulator (cached per function object)."""
     return _cache.get(func, EmulatedKernel)
@@ -151,7 +164,7 @@ def emulate(
     accesses, and :class:`ember.errors.RaceError` for shared- and global-memory races
     and barriers in divergent code (race checks can be turned off with ``check_races``).
     With ``profile=True`` it returns the kernel's :class:`KernelProfile` (coalescing
-    and bank conflicts per statement).
+    and bank conflicts per statement), counted over the first ``PROFILE_BLOCKS`` blocks.
     """
     return compile_kernel(func)(*arrays, check_races=check_races, profile=profile)
 

@@ -131,13 +131,19 @@ def describe_thread(grid: Dim3, block: Dim3, tid: int) -> str:
     return f"block {where} thread {(t % bx, (t // bx) % by, t // (bx * by))}"
 
 
-def chunks(grid: Dim3, block: Dim3, races: bool) -> Iterator[Chunk]:
-    """The grid cut into chunks of whole blocks, in linear block order."""
+def chunks(grid: Dim3, block: Dim3, races: bool, head: int = 0) -> Iterator[Chunk]:
+    """The grid cut into chunks of whole blocks, in linear block order; the first ``head``
+    blocks (a profiled sample) end a chunk of their own."""
     total = grid[0] * grid[1] * grid[2]
     threads = block[0] * block[1] * block[2]
     per = max(1, MAX_LANES // threads)
-    for first in range(0, total, per):
-        yield Chunk(grid, block, first, min(per, total - first), races)
+    first = 0
+    while first < total:
+        end = min(first + per, total)
+        if first < head < end:
+            end = head
+        yield Chunk(grid, block, first, end - first, races)
+        first = end
 
 
 __all__ = ["CHUNK", "MASK", "MAX_LANES", "TAGS", "Chunk", "chunks", "describe_thread", "launch_of"]

@@ -226,3 +226,37 @@ def test_vector_shared_accesses_count_per_quarter_warp(rng, stride, extra):
     want = np.concatenate([a[4 * t : 4 * t + 4] for t in range(32)])
     np.testing.assert_array_equal(b, want)
     assert prof.shared_bank_conflicts == 2 * 4 * extra  # store and load, four quarters each
+
+
+def _many_blocks(blocks: int, stride: int):
+    """B[b*32 + t] = A[(b*32 + t) * stride] over ``blocks`` blocks of 32 threads."""
+    ib = IRBuilder()
+    n = blocks * 32
+    A = ib.param((n * stride,), "float32", name="A")
+    B = ib.param((n,), "float32", name="B")
+    with _bind(ib, blocks, "blockIdx.x", "bx") as bx:
+        with _bind(ib, 32, "threadIdx.x", "tx") as tx:
+            ib.store(B, bx * 32 + tx, A[(bx * 32 + tx) * stride])
+    return _kernel(ib, "many", (blocks, 1, 1), (32, 1, 1)), n * stride, n
+
+
+def test_profile_of_a_large_grid_counts_a_sample_of_blocks(rng, monkeypatch):
+    """A large grid is profiled on its first blocks (a 1024^3 GEMM took 11 minutes whole),
+    says so, still computes every output, and gives the whole grid's per-request ratio."""
+    from ember.codegen_cuda import emulator
+    from ember.codegen_cuda.emulator.profile import PROFILE_BLOCKS
+
+    blocks = 4 * PROFILE_BLOCKS + 3
+    kernel, n_in, n_out = _many_blocks(blocks, stride=2)
+    a = rng.uniform(-1, 1, n_in).astype("float32")
+    b = np.empty(n_out, "float32")
+    prof = emulate(kernel, a, b, profile=True)
+    np.testing.assert_array_equal(b, a[::2])
+    assert prof.blocks_total == blocks
+    assert PROFILE_BLOCKS <= prof.blocks_profiled < blocks
+    assert prof.global_load_requests == prof.blocks_profiled  # one warp per block
+    assert f"of {blocks} blocks counted" in str(prof)
+    monkeypatch.setattr(emulator, "PROFILE_BLOCKS", 10**9)
+    whole = emulate(kernel, a, np.empty(n_out, "float32"), profile=True)
+    assert whole.blocks_profiled == blocks and "blocks counted" not in str(whole)
+    assert whole.sectors_per_request == pytest.approx(prof.sectors_per_request)
