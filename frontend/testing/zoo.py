@@ -178,3 +178,31 @@ def bert_encoder(
         x = _layer_norm(b, b.node("Add", [x, ff]), hidden)
     ids = rng.integers(0, vocab, size=(batch, seq)).astype("int64")
     return build_model(b.nodes, {"input_ids": ids}, [x], b.weights), {"input_ids": ids}
+
+
+MODELS = {"resnet18": resnet18, "mobilenet_v2": mobilenet_v2, "bert_encoder": bert_encoder}
+
+
+def save(name: str, path: str = "model.onnx", seed: int = 0, **kwargs: Any) -> dict[str, str]:
+    """Write the zoo model ``name`` to ``path`` and one sample input per graph input beside
+    it (``<input name>.npy``); returns ``{input name: .npy path}``.
+
+    It is the README's one line to a model to try Ember on without a download:
+    ``python -c "from ember.frontend.testing import zoo; zoo.save('resnet18')"``.
+    """
+    from pathlib import Path
+
+    import onnx
+
+    from ember.errors import ArgumentError
+
+    if name not in MODELS:
+        raise ArgumentError(f"no zoo model {name!r}; choose one of {', '.join(MODELS)}")
+    model, inputs = MODELS[name](np.random.default_rng(seed), **kwargs)
+    onnx.save(model, path)
+    written = {}
+    for input_name, value in inputs.items():
+        npy = Path(path).parent / f"{input_name}.npy"
+        np.save(npy, value)
+        written[input_name] = str(npy)
+    return written
