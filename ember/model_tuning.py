@@ -56,6 +56,7 @@ def extract_tasks(
         from ember.frontend.onnx_import.importer import from_onnx
 
         graph = from_onnx(model, shapes)
+    _require_static_inputs(graph)
     passes = default_graph_passes(tgt.kind) if graph_passes is None else graph_passes
     graph = run_graph_passes(graph, passes)
     found: dict[tuple[str, str], ModelTask] = {}
@@ -68,6 +69,18 @@ def extract_tasks(
         found[key].weight += 1
         found[key].nodes.append(node.name)
     return list(found.values())
+
+
+def _require_static_inputs(graph: Any) -> None:
+    """Tasks are per shape: a symbolic input would leave its kernels out unseen."""
+    from ember.frontend.graph import SHAPES_HINT
+
+    loose = [f"'{v.name}' {v.type}" for v in graph.inputs if not v.type.is_static]
+    if loose:
+        raise ArgumentError(
+            f"extract_tasks: input {', '.join(loose)} has symbolic dims; tuning needs the "
+            f"shapes the model will run at {SHAPES_HINT}"
+        )
 
 
 def _node_tasks(graph: Any, tgt: Target) -> list[tuple[Any, str, tuple[Any, ...]]]:

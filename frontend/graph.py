@@ -22,6 +22,9 @@ from ember.errors import InternalError
 
 Dim = int | str
 
+# How a user fixes a symbolic input dim, from Python or from the shell (errors end with it).
+SHAPES_HINT = "(shapes={name: shape} in Python, --shape NAME=D0,D1,... on the command line)"
+
 
 @dataclass(frozen=True)
 class TensorType:

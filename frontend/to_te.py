@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.errors import ArgumentError, EmberError, InternalError
-from ember.frontend.graph import TensorType
+from ember.frontend.graph import SHAPES_HINT, TensorType
 from ember.frontend.ops.registry import get_op
 from ember.tir.te import operation as te
 
@@ -25,7 +25,7 @@ def op_to_te(
         if not t.is_static:
             raise ArgumentError(
                 f"op '{op}' has an input of symbolic shape {t}; "
-                "give concrete input shapes (from_onnx(..., shapes={name: shape}))"
+                "give concrete input shapes " + SHAPES_HINT
             )
     placeholders = [
         te.placeholder(t.shape, dtype=t.dtype, name=f"in{i}") for i, t in enumerate(in_types)

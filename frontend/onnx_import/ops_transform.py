@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.frontend.graph import SHAPES_HINT
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
 from ember.frontend.ops.registry import normalize_axis
@@ -19,8 +20,7 @@ def _static(ctx: ConvertContext, i: int) -> tuple[int, ...]:
     t = ctx.type(i)
     if not t.is_static:
         raise ArgumentError(
-            f"{ctx.op_type}: input {i} has symbolic shape {t}; fix the input shapes with "
-            "from_onnx(..., shapes={name: shape})"
+            f"{ctx.op_type}: input {i} has symbolic shape {t}; fix the input shapes " + SHAPES_HINT
         )
     return tuple(int(d) for d in t.shape)
 
