@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ember import config
+from ember import config, disk_cache
 from ember.codegen_cuda.resources import ResourceUsage, parse_ptxas_log
 from ember.errors import ArgumentError, CompileError, DeviceError
 
@@ -186,6 +186,7 @@ def _load_cached(path: Path) -> tuple[str, bytes, str] | None:
         log = (path / "compile.log").read_text()
     except OSError:
         return None
+    disk_cache.touch(path)
     return ptx, cubin, log
 
 
@@ -201,6 +202,7 @@ def _store_cached(path: Path, ptx: str, cubin: bytes, log: str) -> None:
             os.replace(tmp, path)
         except OSError:  # another process stored the same entry first
             shutil.rmtree(tmp, ignore_errors=True)
+        disk_cache.trim()
     except OSError:
         pass  # an unwritable cache only costs the next compile
 

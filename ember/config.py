@@ -46,6 +46,17 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "ember"
 
 
+def cache_max_bytes() -> int:
+    """``EMBER_CACHE_MAX_MB``: the disk cache's size limit (default 1024 MiB; an afternoon
+    of compiling left 144 MB). A value that is not a positive number keeps the default."""
+    value = os.environ.get("EMBER_CACHE_MAX_MB", "").strip()
+    try:
+        mb = float(value)
+    except ValueError:
+        mb = 0.0
+    return int((mb if mb > 0 else 1024.0) * 2**20)
+
+
 def disk_cache_enabled() -> bool:
     """Whether compiled kernels are cached on disk: off with ``EMBER_CACHE_DIR=""`` (set but
     empty) or ``EMBER_DISK_CACHE=0``; on otherwise."""

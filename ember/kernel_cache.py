@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ember import config
+from ember import config, disk_cache
 from ember.errors import EmberError
 from ember.target import Target
 
@@ -124,6 +124,7 @@ def load(name: str) -> Any | None:
     except (EmberError, OSError):
         return _discard(folder)
     STATS["hit"] += 1
+    disk_cache.touch(folder)
     return module
 
 
@@ -185,6 +186,7 @@ def _write_entry(folder: Path, obj: bytes) -> None:
         os.replace(tmp, folder)
         with _LOCK:
             STATS["stored"] += 1
+        disk_cache.trim()
     except (EmberError, OSError):  # no C compiler, a full disk, or a lost race
         pass
     finally:
