@@ -189,8 +189,8 @@ def test_item_02_dynamic_model_from_threads_new_and_known_sizes() -> None:
     lib = ember.compile(model)
     lib.specialize(N=5)
     rng = np.random.default_rng(10)
-    feeds = [{"x": rng.standard_normal(([5, 1, 2][k % 3], 7)).astype("f4")} for k in range(6)]
-    _check_concurrent(lib, model, feeds)
+    feeds = [{"x": rng.standard_normal(([5, 1, 2][k % 3], 7)).astype("f4")} for k in range(8)]
+    _check_concurrent(lib, model, feeds, repeats=30)
     assert {k for ((_, k),) in lib.specializations} == {1, 2, 5}
 
 
