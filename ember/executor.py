@@ -6,9 +6,18 @@ reusable byte buffers: a buffer returns to the pool after the last step that
 reads its value, and a step's outputs are placed before its inputs are released,
 so a kernel never reads and writes the same memory. Inputs and outputs get
 buffers of the model's own too (inputs are copied in, outputs copied out), so the
-arrays of every step are fixed when the model is built: each kernel checks its
+arrays of every step are fixed when the memory is made: each kernel checks its
 arrays once then (shape, dtype, contiguity, alignment, overlap) and ``run`` calls
 it without the per-call checks, which cost more than a small kernel runs.
+
+That memory, with the kernels bound to it, is a :class:`Workspace`, and a run owns
+one for its duration: a :class:`WorkspacePool` hands an idle one to each ``run`` and
+makes another when all are busy, so runs on several threads never share a buffer
+and still run in parallel (native kernel calls release the GIL). A lock around
+``run`` would be simpler but would serialise the threads; onnxruntime's sessions
+too give each concurrent run its own intermediate buffers. The params are read-only
+to kernels and kept once per model, shared by its workspaces (and, through a
+:class:`ParamStore`, by the sizes of a DynamicModel).
 """
 
 from __future__ import annotations
@@ -85,8 +94,10 @@ class Workspace:
     def __init__(self, graph: Graph, steps: Sequence[Step], params: dict[str, np.ndarray]):
         views, self.nbytes = plan_memory(graph, steps)
         env: dict[str, np.ndarray] = {**params, **views}
-        for v in (*graph.inputs, *graph.outputs):
-            if v.name not in env:
+        for v in graph.inputs:  # always this run's own: a run writes them
+            env[v.name] = aligned_array(v.type.shape, v.type.dtype)
+        for v in graph.outputs:
+            if v.name not in env:  # else an input or a param, copied out
                 env[v.name] = aligned_array(v.type.shape, v.type.dtype)
         self.env = env
         self.inputs = [env[n] for n in graph.input_names]
@@ -110,7 +121,8 @@ class WorkspacePool:
     def __init__(self, make: Callable[[], Workspace]) -> None:
         self._make = make
         self._lock = threading.Lock()
-        self._idle: list[Workspace] = [make()]  # the first now: a bad plan raises at build
+        self.first = make()  # made now: a plan a kernel refuses raises when the model is built
+        self._idle: list[Workspace] = [self.first]
         self.size = 1
 
     @contextlib.contextmanager
@@ -250,9 +262,8 @@ class CompiledModel:
         self._params = owned_params(graph)
         self._shared_with: Any = None  # the ParamStore the params came from, if any
         self._pool = WorkspacePool(self._new_workspace)
-        first = self._pool._idle[0]
-        self.workspace_bytes = first.nbytes
-        self._input_dtypes = [b.dtype for b in first.inputs]
+        self.workspace_bytes = self._pool.first.nbytes  # of each workspace
+        self._input_dtypes = [b.dtype for b in self._pool.first.inputs]
 
     def _new_workspace(self) -> Workspace:
         return Workspace(self.graph, self.steps, self._params)

@@ -245,6 +245,29 @@ def test_item_02_cuda_module_workspace_is_held_by_one_call(monkeypatch) -> None:
     _in_threads(work)
 
 
+@pytest.mark.gpu
+def test_item_02_cuda_on_the_gpu_from_threads() -> None:
+    """On a real device: a CUDA model from 8 threads against onnxruntime, and a module whose
+    two kernels share a device workspace (the lock keeps calls from interleaving)."""
+    from tests.codegen_cuda import test_runtime as tr
+
+    model, inputs = _conv_model()
+    lib = ember.compile(model, target="cuda")
+    _check_concurrent(lib, model, _feeds(inputs, THREADS, 21), repeats=10, rtol=1e-4)
+    s, args = tr._two_stage()
+    mod = ember.build(s, args, target="cuda")
+    rng = np.random.default_rng(22)
+    xs = [rng.uniform(-1, 1, 300).astype("float32") for _ in range(THREADS)]
+
+    def work(k: int) -> None:
+        for _ in range(50):
+            c = np.full(300, np.nan, "float32")
+            mod(xs[k], c)
+            np.testing.assert_allclose(c, (xs[k][::-1] + 1) * 2, rtol=1e-6)
+
+    _in_threads(work)
+
+
 # -- item 15: what run takes --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def two_inputs() -> tuple[Any, dict[str, np.ndarray], CompiledModel]:
@@ -351,7 +374,7 @@ def test_item_24_sizes_share_one_copy_of_the_weights(which: str) -> None:
         if np.array_equal(a.view(np.uint8), b.view(np.uint8)):
             assert a is b, n  # the same bytes are one array, not a copy per size
             assert two.graph.params[n] is a and five.graph.params[n] is a
-            assert two._pool._idle[0].env[n] is a  # what the kernels are bound to
+            assert two._pool.first.env[n] is a  # what the kernels are bound to
     for n in initializers & set(shared):
         weight = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == n))
         np.testing.assert_array_equal(two._params[n], weight)
