@@ -125,19 +125,25 @@ class WorkspacePool:
         self._idle: list[Workspace] = [self.first]
         self.size = 1
 
+    def acquire(self) -> Workspace:
+        """An idle workspace, or a new one; give it back with :meth:`release`."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            self.size += 1
+        return self._make()  # outside the lock: other runs need not wait for the binding
+
+    def release(self, ws: Workspace) -> None:
+        with self._lock:
+            self._idle.append(ws)
+
     @contextlib.contextmanager
     def take(self) -> Iterator[Workspace]:
-        with self._lock:
-            ws = self._idle.pop() if self._idle else None
-        if ws is None:
-            ws = self._make()  # outside the lock: other runs need not wait for the binding
-            with self._lock:
-                self.size += 1
+        ws = self.acquire()
         try:
             yield ws
         finally:
-            with self._lock:
-                self._idle.append(ws)
+            self.release(ws)
 
 
 def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:
@@ -159,6 +165,11 @@ def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:
 def inputs_in_order(names: list[str], inputs: Any) -> list[Any]:
     """``inputs`` (a dict by name, or a list or tuple in ``names`` order) as a list in
     ``names`` order; anything else, or a wrong, missing or extra name, raises."""
+    if type(inputs) is dict and len(inputs) == len(names):  # the common case, quickly
+        try:
+            return [inputs[n] for n in names]
+        except KeyError:
+            pass  # a wrong name: said below
     if isinstance(inputs, Mapping):
         unknown = sorted(set(inputs) - set(names), key=repr)  # keys may be of any type
         if unknown:
@@ -191,7 +202,7 @@ def input_array(name: str, value: Any, dtype: np.dtype | str) -> np.ndarray:
         arr = np.asarray(value)
     except Exception as e:  # noqa: BLE001 - a ragged list, an object whose __array__ fails
         raise ArgumentError(f"input '{name}' is not an array: {type(e).__name__}: {e}") from e
-    want = np.dtype(dtype)
+    want = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
     if arr.dtype != want:
         hint = ""
         if not isinstance(value, np.ndarray) and arr.dtype != object:
@@ -312,11 +323,9 @@ class CompiledModel:
             arrays.append(arr)
         return arrays
 
-    @contextlib.contextmanager
-    def _workspace(self) -> Iterator[Workspace]:
-        """A workspace of this run's own (see :class:`WorkspacePool`)."""
-        with self._pool.take() as ws:
-            yield ws
+    def _workspace(self) -> contextlib.AbstractContextManager[Workspace]:
+        """A workspace of the caller's own while the block runs (see :class:`WorkspacePool`)."""
+        return self._pool.take()
 
     def _call_steps(self, ws: Workspace) -> None:
         k = 0
@@ -330,10 +339,13 @@ class CompiledModel:
         """Run the model on ``inputs`` (a dict by name, or a list in ``input_names`` order);
         safe to call from several threads at once (see the class docstring)."""
         arrays = self._check_inputs(inputs)
-        with self._workspace() as ws:
+        ws = self._pool.acquire()  # not `with`: a run of a small model is a few microseconds
+        try:
             ws.load(arrays)
             self._call_steps(ws)
             return [np.array(ws.env[v], copy=True) for v in self.output_names]
+        finally:
+            self._pool.release(ws)
 
     __call__ = run
 
