@@ -10,6 +10,7 @@ call raises ``DeviceError`` pointing at the emulator.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ from ember.runtime.module import Function, Module
 from ember.runtime.signature import FunctionSignature, check_call, signature_for
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+
+_LOAD_LOCK = threading.Lock()  # loading a module on the device, once
 
 
 class CUDAModule(Module):
@@ -176,7 +179,9 @@ class CUDAModule(Module):
         if self._device is None:
             from ember.codegen_cuda.runtime import DeviceModule
 
-            self._device = DeviceModule(self.compile(), self.kernels)
+            with _LOAD_LOCK:  # threads calling a new module at once load it once
+                if self._device is None:
+                    self._device = DeviceModule(self.compile(), self.kernels)
         return self._device
 
     def _launch_all(
@@ -200,10 +205,13 @@ class CUDAModule(Module):
         from ember.codegen_cuda.runtime import synchronize
 
         try:
-            self.device_module()
-            bound.copy_in()
-            self._launch_all(name, bound.pointers, sizes=bound.sizes)
-            synchronize()
+            dev = self.device_module()
+            bound.copy_in()  # into this call's own device buffers
+            # The module's workspaces are one set per module (kept between calls): a call's
+            # kernels finish before another thread's call may launch kernels that write them.
+            with dev.lock:
+                self._launch_all(name, bound.pointers, sizes=bound.sizes)
+                synchronize()
             bound.copy_out()
         finally:
             bound.close()

@@ -249,6 +249,8 @@ class DeviceModule:
             scalars = tuple((v.name, v.dtype) for v in func.size_vars())
             self.kernels[func.name] = Kernel(func.name, handle, grid, tuple(block), shared, scalars)
         self._workspaces: dict[E.Var, DeviceBuffer] = {}
+        # held by a call from its first launch to its synchronize: the workspaces are shared
+        self.lock = threading.Lock()
 
     def workspace(self, ws: Buffer, sizes: dict[str, int] | None = None) -> int:
         """The device pointer of a workspace, allocated on first use and kept (and grown

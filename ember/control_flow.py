@@ -8,6 +8,10 @@ the executor runs it like any kernel: an ``if`` reads its condition on the host 
 runs one branch, a ``loop`` runs its body until the trip count or the condition
 ends it, a ``scan`` runs its body on each slice of its scan inputs and stacks what
 it gives. Results are copied into the executor's output arrays.
+
+A step keeps no state between calls (a loop's carried values are locals) and the
+subgraph models' ``run`` is thread-safe, so a model with control flow may run on
+several threads at once like any other (``ember/executor.py``).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ those sizes at once and compiles others on first use.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError
+from ember.executor import ParamStore, input_array, inputs_in_order
 from ember.frontend.graph import Graph, TensorType, Value
 
 Binding = tuple[tuple[str, int], ...]
@@ -136,7 +138,14 @@ def _concrete(t: TensorType, binding: Mapping[str, int]) -> tuple[int, ...]:
 class DynamicModel:
     """A model with symbolic input dims, run like a :class:`~ember.executor.CompiledModel`
     (``run``, ``__call__``, ``benchmark``, ``export``, input and output names and types);
-    see the module docstring for how sizes are specialized."""
+    see the module docstring for how sizes are specialized.
+
+    The sizes share their weights: every specialization takes its params from one
+    :class:`~ember.executor.ParamStore`, so a param with the same bytes at two sizes is
+    one array in memory. ``run`` is thread-safe as ``CompiledModel.run`` is; a size not
+    compiled yet is compiled by one thread while the others wait for it (runs of sizes
+    already compiled do not wait).
+    """
 
     def __init__(
         self, source: Any, target: str, records: Any = None, graph_passes: Any = None
@@ -150,6 +159,8 @@ class DynamicModel:
         self.input_types: list[TensorType] = [v.type for v in source.inputs]
         self.output_types: list[TensorType] = [v.type for v in source.outputs]
         self.specializations: dict[Binding, Any] = {}
+        self._params = ParamStore()  # the weights every size shares
+        self._compiling = threading.Lock()  # one compile at a time, and one per size
 
     input_shapes = property(lambda self: [t.shape for t in self.input_types])
     output_shapes = property(lambda self: [t.shape for t in self.output_types])
@@ -178,28 +189,36 @@ class DynamicModel:
             raise ArgumentError(f"symbolic dim sizes must be non-negative integers, got {bad}")
         key: Binding = tuple((s, int(given[s])) for s in self.symbols)
         model = self.specializations.get(key)
-        if model is None:
-            from ember.graph_compile import compile as compile_graph
-
-            try:
-                graph = self.source.specialize(dict(key))
-            except EmberError as e:
-                raise e.add_context(f"while specializing the model for {dict(key)}") from None
-            model = compile_graph(graph, self.target, self.records, None, self.graph_passes)
+        if model is not None and model._shared_with is self._params:
+            return model  # the common case: no lock
+        with self._compiling:
+            model = self.specializations.get(key)  # another thread may have compiled it
+            if model is None:
+                model = self._compile(key)
+            # a size compiled here, or loaded from a file, takes the shared weights before
+            # any thread can run it
+            model.share_params(self._params)
             self.specializations[key] = model
         return model
+
+    def _compile(self, key: Binding) -> Any:
+        from ember.graph_compile import compile as compile_graph
+
+        try:
+            graph = self.source.specialize(dict(key))
+        except EmberError as e:
+            raise e.add_context(f"while specializing the model for {dict(key)}") from None
+        return compile_graph(graph, self.target, self.records, None, self.graph_passes)
 
     def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
         """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
         static dim, rank and dtype is checked first."""
-        given = _in_order(self.input_names, inputs)
+        given = inputs_in_order(self.input_names, inputs)
         sizes: dict[str, int] = {}
         arrays = []
         for name, t, value in zip(self.input_names, self.input_types, given):
             before = dict(sizes)
-            arr = np.asarray(value)
-            if str(arr.dtype) != t.dtype:
-                raise ArgumentError(f"input '{name}' must be {t.dtype}, got {arr.dtype}")
+            arr = input_array(name, value, t.dtype)
             fits = arr.ndim == t.ndim and all(
                 d == n if isinstance(d, int) else sizes.setdefault(d, n) == n
                 for d, n in zip(t.shape, arr.shape)
@@ -250,22 +269,6 @@ class DynamicModel:
 def _bound_note(t: TensorType, sizes: Mapping[str, int]) -> str:
     bound = {d: sizes[d] for d in t.shape if isinstance(d, str) and d in sizes}
     return f" (with {bound} from the inputs before it)" if bound else ""
-
-
-def _in_order(names: list[str], inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
-    """``inputs`` as a list in ``names`` order; a wrong, missing or extra name raises."""
-    if isinstance(inputs, Mapping):
-        unknown = sorted(set(inputs) - set(names))
-        if unknown:
-            raise ArgumentError(f"unknown input name(s) {unknown}; the model takes {names}")
-        missing = [n for n in names if n not in inputs]
-        if missing:
-            raise ArgumentError(f"missing input(s) {missing}; the model takes {names}")
-        return [inputs[n] for n in names]
-    given = list(inputs)
-    if len(given) != len(names):
-        raise ArgumentError(f"the model takes {len(names)} inputs {names}, got {len(given)}")
-    return given
 
 
 def symbolic_source(model: Any, shapes: Mapping[str, Sequence[int]] | None) -> Any | None:

@@ -6,17 +6,29 @@ reusable byte buffers: a buffer returns to the pool after the last step that
 reads its value, and a step's outputs are placed before its inputs are released,
 so a kernel never reads and writes the same memory. Inputs and outputs get
 buffers of the model's own too (inputs are copied in, outputs copied out), so the
-arrays of every step are fixed when the model is built: each kernel checks its
+arrays of every step are fixed when the memory is made: each kernel checks its
 arrays once then (shape, dtype, contiguity, alignment, overlap) and ``run`` calls
 it without the per-call checks, which cost more than a small kernel runs.
+
+That memory, with the kernels bound to it, is a :class:`Workspace`, and a run owns
+one for its duration: a :class:`WorkspacePool` hands an idle one to each ``run`` and
+makes another when all are busy, so runs on several threads never share a buffer
+and still run in parallel (native kernel calls release the GIL). A lock around
+``run`` would be simpler but would serialise the threads; onnxruntime's sessions
+too give each concurrent run its own intermediate buffers. The params are read-only
+to kernels and kept once per model, shared by its workspaces (and, through a
+:class:`ParamStore`, by the sizes of a DynamicModel).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -66,16 +78,72 @@ def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarr
     return views, total
 
 
-def _owned_arrays(graph: Graph, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every array a kernel reads or writes: params (C-contiguous), the planned
-    intermediates, and a buffer of the model's own for each input and each output, each
-    starting on a cache line."""
-    env: dict[str, np.ndarray] = {n: aligned_copy(p) for n, p in graph.params.items()}
-    env.update(views)
-    for v in (*graph.inputs, *graph.outputs):
-        if v.name not in env:
+def owned_params(graph: Graph) -> dict[str, np.ndarray]:
+    """The graph's constants as kernels read them: C-contiguous, each on a cache line."""
+    return {n: aligned_copy(p) for n, p in graph.params.items()}
+
+
+class Workspace:
+    """The memory of one run: the planned intermediates and a buffer of the model's own for
+    each input and each output, with every step's kernel bound to them.
+
+    The params are not part of it: kernels only read them, so every workspace of a model
+    shares one copy. Each array starts on a cache line.
+    """
+
+    def __init__(self, graph: Graph, steps: Sequence[Step], params: dict[str, np.ndarray]):
+        views, self.nbytes = plan_memory(graph, steps)
+        env: dict[str, np.ndarray] = {**params, **views}
+        for v in graph.inputs:  # always this run's own: a run writes them
             env[v.name] = aligned_array(v.type.shape, v.type.dtype)
-    return env
+        for v in graph.outputs:
+            if v.name not in env:  # else an input or a param, copied out
+                env[v.name] = aligned_array(v.type.shape, v.type.dtype)
+        self.env = env
+        self.inputs = [env[n] for n in graph.input_names]
+        self.calls = [_bind_step(st, env) for st in steps]
+
+    def load(self, arrays: Sequence[np.ndarray]) -> None:
+        """Copy checked input arrays into this workspace's input buffers."""
+        for buf, arr in zip(self.inputs, arrays):
+            np.copyto(buf, arr)
+
+
+class WorkspacePool:
+    """Workspaces handed out one per run and taken back after it, so runs on several
+    threads never share a buffer and still run in parallel (a kernel call releases the GIL).
+
+    A run takes an idle workspace or, when every one is busy, makes a new one (allocating
+    and binding, about as costly as one run); so the pool grows to the largest number of
+    runs that were ever in flight at once, and then allocates nothing more.
+    """
+
+    def __init__(self, make: Callable[[], Workspace]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self.first = make()  # made now: a plan a kernel refuses raises when the model is built
+        self._idle: list[Workspace] = [self.first]
+        self.size = 1
+
+    def acquire(self) -> Workspace:
+        """An idle workspace, or a new one; give it back with :meth:`release`."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            self.size += 1
+        return self._make()  # outside the lock: other runs need not wait for the binding
+
+    def release(self, ws: Workspace) -> None:
+        with self._lock:
+            self._idle.append(ws)
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[Workspace]:
+        ws = self.acquire()
+        try:
+            yield ws
+        finally:
+            self.release(ws)
 
 
 def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:
@@ -94,17 +162,104 @@ def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:
         ) from e
 
 
+def inputs_in_order(names: list[str], inputs: Any) -> list[Any]:
+    """``inputs`` (a dict by name, or a list or tuple in ``names`` order) as a list in
+    ``names`` order; anything else, or a wrong, missing or extra name, raises."""
+    if type(inputs) is dict and len(inputs) == len(names):  # the common case, quickly
+        try:
+            return [inputs[n] for n in names]
+        except KeyError:
+            pass  # a wrong name: said below
+    if isinstance(inputs, Mapping):
+        unknown = sorted(set(inputs) - set(names), key=repr)  # keys may be of any type
+        if unknown:
+            raise ArgumentError(f"unknown input name(s) {unknown}; the model takes {names}")
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise ArgumentError(f"missing input(s) {missing}; the model takes {names}")
+        return [inputs[n] for n in names]
+    if not isinstance(inputs, Sequence) or isinstance(inputs, (str, bytes, bytearray)):
+        hint = ""
+        if isinstance(inputs, np.ndarray) or hasattr(inputs, "__array__"):
+            hint = (
+                f"; for a single array write run([x]) or run({{{names[0]!r}: x}})" if names else ""
+            )
+        raise ArgumentError(
+            f"run takes a dict {{input name: array}} or a list of arrays in the order "
+            f"{names}, got {type(inputs).__name__}{hint}"
+        )
+    given = list(inputs)
+    if len(given) != len(names):
+        raise ArgumentError(f"the model takes {len(names)} inputs {names}, got {len(given)}")
+    return given
+
+
+def input_array(name: str, value: Any, dtype: np.dtype | str) -> np.ndarray:
+    """``value`` as a numpy array (without a copy where it is one) of ``dtype``, or an
+    ArgumentError naming input ``name``. Like onnxruntime, no dtype is converted: a Python
+    list of floats is float64 and is refused by a float32 input."""
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # noqa: BLE001 - a ragged list, an object whose __array__ fails
+        raise ArgumentError(f"input '{name}' is not an array: {type(e).__name__}: {e}") from e
+    want = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+    if arr.dtype != want:
+        hint = ""
+        if not isinstance(value, np.ndarray) and arr.dtype != object:
+            hint = f" (convert it first: np.asarray(value, dtype='{want}'))"
+        got = type(value).__name__ if arr.dtype == object else str(arr.dtype)
+        raise ArgumentError(f"input '{name}' must be {want}, got {got}{hint}")
+    return arr
+
+
+class ParamStore:
+    """Constant arrays shared between compiled models: :meth:`intern` hands every caller
+    the same array for the same bytes (dtype, shape and content, compared bit for bit), so
+    the sizes a DynamicModel compiles keep one copy of each weight between them. A param
+    that differs between sizes (a folded shape, a layout chosen per size) is simply kept
+    once per distinct content."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._arrays: dict[tuple[str, tuple[int, ...], bytes], np.ndarray] = {}
+
+    @staticmethod
+    def _bytes(a: np.ndarray) -> np.ndarray:
+        return a.reshape(-1).view(np.uint8)
+
+    def intern(self, array: np.ndarray) -> np.ndarray:
+        a = aligned_copy(np.asarray(array))
+        key = (a.dtype.str, a.shape, hashlib.blake2b(self._bytes(a), digest_size=20).digest())
+        with self._lock:
+            kept = self._arrays.get(key)
+            if kept is not None and np.array_equal(self._bytes(kept), self._bytes(a)):
+                return kept
+            self._arrays.setdefault(key, a)
+            return a
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+
 class CompiledModel:
     """A compiled graph: ``run(inputs) -> outputs`` (numpy arrays).
 
-    Inputs may be numpy arrays or anything ``np.asarray`` reads (``ember.nd`` arrays).
-    Every array a kernel touches is owned by the model: params, the planned
-    intermediates, and one buffer per input and per output. So each kernel's arguments
-    are checked once, here, and bound (:meth:`ember.runtime.module.Function.bind`);
-    ``run`` validates the user's inputs, copies them into the input buffers, calls the
-    bound kernels without further checks and returns copies of the outputs.
-    One run at a time per model: threads running the same model concurrently need a
-    model each.
+    Inputs may be numpy arrays or anything ``np.asarray`` reads (``ember.nd`` arrays);
+    every input is checked (name, dtype, shape) before anything runs, and a wrong one
+    raises :class:`~ember.errors.ArgumentError` naming it.
+
+    Every array a kernel touches is owned by the model: the params (one copy), and per
+    :class:`Workspace` the planned intermediates and one buffer per input and per output.
+    Each kernel's arguments are checked once, when a workspace is made, and bound
+    (:meth:`ember.runtime.module.Function.bind`); ``run`` validates the user's inputs,
+    takes a workspace, copies the inputs in, calls the bound kernels without further
+    checks and returns copies of the outputs (arrays of the caller's own).
+
+    ``run`` is thread-safe: each call takes a workspace of its own from a pool
+    (:class:`WorkspacePool`), so concurrent runs of one model on several threads give
+    the same results as runs one after another, and run in parallel. The pool grows to
+    the largest number of runs in flight at once; each workspace costs
+    ``workspace_bytes`` plus the inputs and outputs, while the params are shared.
     """
 
     def __init__(self, graph: Graph, steps: list[Step], target: str) -> None:
@@ -115,10 +270,27 @@ class CompiledModel:
         self.output_names = graph.output_names
         self.input_types: list[TensorType] = [v.type for v in graph.inputs]
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
-        self._views, self.workspace_bytes = plan_memory(graph, steps)
-        self._env = _owned_arrays(graph, self._views)
-        self._inputs = [self._env[n] for n in self.input_names]
-        self._calls = [_bind_step(st, self._env) for st in steps]
+        self._params = owned_params(graph)
+        self._shared_with: Any = None  # the ParamStore the params came from, if any
+        self._pool = WorkspacePool(self._new_workspace)
+        self.workspace_bytes = self._pool.first.nbytes  # of each workspace
+        self._input_dtypes = [b.dtype for b in self._pool.first.inputs]
+
+    def _new_workspace(self) -> Workspace:
+        return Workspace(self.graph, self.steps, self._params)
+
+    def share_params(self, store: ParamStore) -> None:
+        """Take this model's params from ``store``, which hands the same array to every
+        model that has a param of the same bytes (a DynamicModel's sizes share their
+        weights this way). Call it before the model runs on other threads: it rebinds
+        every kernel to the shared arrays."""
+        if self._shared_with is store:
+            return
+        self._params = {n: store.intern(p) for n, p in self._params.items()}
+        # the graph's own arrays (an import's copy) are dropped for the shared ones
+        self.graph = replace(self.graph, params=dict(self._params))
+        self._pool = WorkspacePool(self._new_workspace)
+        self._shared_with = store
 
     @property
     def input_shapes(self) -> list[tuple[Any, ...]]:
@@ -136,56 +308,44 @@ class CompiledModel:
     def output_dtypes(self) -> list[str]:
         return [t.dtype for t in self.output_types]
 
-    def _given(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
-        if isinstance(inputs, Mapping):
-            unknown = sorted(set(inputs) - set(self.input_names))
-            if unknown:
-                raise ArgumentError(
-                    f"unknown input name(s) {unknown}; the model takes {self.input_names}"
-                )
-            missing = [n for n in self.input_names if n not in inputs]
-            if missing:
-                raise ArgumentError(
-                    f"missing input(s) {missing}; the model takes {self.input_names}"
-                )
-            return [inputs[n] for n in self.input_names]
-        given = list(inputs)
-        if len(given) != len(self.input_names):
-            raise ArgumentError(
-                f"the model takes {len(self.input_names)} inputs {self.input_names}, "
-                f"got {len(given)}"
-            )
-        return given
-
-    def _load_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> None:
-        """Validate every input first, then copy them into the model's input buffers."""
+    def _check_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
+        """Every input as an array of the model's dtype and shape, checked before any runs."""
         arrays = []
-        given = self._given(inputs)
-        for name, t, buf, value in zip(self.input_names, self.input_types, self._inputs, given):
-            arr = np.asarray(value)
-            if arr.dtype != buf.dtype:
-                raise ArgumentError(f"input '{name}' must be {t.dtype}, got {arr.dtype}")
+        given = inputs_in_order(self.input_names, inputs)
+        for name, t, dtype, value in zip(
+            self.input_names, self.input_types, self._input_dtypes, given
+        ):
+            arr = input_array(name, value, dtype)
             if arr.shape != t.shape:
                 raise ArgumentError(
                     f"input '{name}' must have shape {list(t.shape)}, got {list(arr.shape)}"
                 )
             arrays.append(arr)
-        for buf, arr in zip(self._inputs, arrays):
-            np.copyto(buf, arr)
+        return arrays
 
-    def _call_steps(self) -> None:
+    def _workspace(self) -> contextlib.AbstractContextManager[Workspace]:
+        """A workspace of the caller's own while the block runs (see :class:`WorkspacePool`)."""
+        return self._pool.take()
+
+    def _call_steps(self, ws: Workspace) -> None:
         k = 0
         try:
-            for k, call in enumerate(self._calls):  # noqa: B007 - k names a failing step
+            for k, call in enumerate(ws.calls):  # noqa: B007 - k names a failing step
                 call()
         except EmberError as e:
             raise e.add_context(f"while running {self.steps[k].where}") from None
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
-        """Run the model on ``inputs`` (a dict by name, or a list in ``input_names`` order)."""
-        self._load_inputs(inputs)
-        self._call_steps()
-        return [np.array(self._env[v], copy=True) for v in self.output_names]
+        """Run the model on ``inputs`` (a dict by name, or a list in ``input_names`` order);
+        safe to call from several threads at once (see the class docstring)."""
+        arrays = self._check_inputs(inputs)
+        ws = self._pool.acquire()  # not `with`: a run of a small model is a few microseconds
+        try:
+            ws.load(arrays)
+            self._call_steps(ws)
+            return [np.array(ws.env[v], copy=True) for v in self.output_names]
+        finally:
+            self._pool.release(ws)
 
     __call__ = run
 

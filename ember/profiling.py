@@ -2,7 +2,7 @@
 
 :meth:`ember.executor.CompiledModel.profile` runs the model ``number`` times with a
 clock around each step (a fused group's kernel, or a host step such as an ``If``),
-in order and on the model's own buffers, so each kernel sees the caches a real run
+in order and on one of the model's workspaces, so each kernel sees the caches a real run
 leaves it. It gives a :class:`ModelProfile`: the median time of each step, the
 median time of a whole ``run`` (input copy, every step, output copy) and the median
 of what a run spends outside its steps (Python between kernels, copies). On a busy
@@ -75,12 +75,14 @@ def profile_calls(model: Any, inputs: Any, number: int) -> ModelProfile:
     clock = time.perf_counter
     for _ in range(number):
         start = clock()
-        model._load_inputs(inputs)
-        for k, call in enumerate(model._calls):
-            t0 = clock()
-            call()
-            per_step[k].append(clock() - t0)
-        [np.array(model._env[v], copy=True) for v in model.output_names]
+        arrays = model._check_inputs(inputs)
+        with model._workspace() as ws:
+            ws.load(arrays)
+            for k, call in enumerate(ws.calls):
+                t0 = clock()
+                call()
+                per_step[k].append(clock() - t0)
+            [np.array(ws.env[v], copy=True) for v in model.output_names]
         totals.append(clock() - start)
         outside.append(totals[-1] - sum(ts[-1] for ts in per_step))
     steps = tuple(

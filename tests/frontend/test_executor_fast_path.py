@@ -34,6 +34,11 @@ def _checked_run(lib: CompiledModel, inputs: dict[str, np.ndarray]) -> list[np.n
     return [env[v] for v in lib.output_names]
 
 
+def _model_arrays(lib: CompiledModel) -> list[np.ndarray]:
+    """Every array the model owns: the params and each idle workspace's buffers."""
+    return [a for ws in lib._pool._idle for a in ws.env.values()]
+
+
 @pytest.fixture(scope="module")
 def cnn():
     model, inputs = small_cnn(np.random.default_rng(5), 2, 19, 23)
@@ -42,7 +47,8 @@ def cnn():
 
 def test_fast_path_matches_checked_path_and_onnxruntime(cnn) -> None:
     model, inputs, lib = cnn
-    assert all(isinstance(c, BoundCall) for c in lib._calls)
+    with lib._workspace() as ws:
+        assert all(isinstance(c, BoundCall) for c in ws.calls)
     rng = np.random.default_rng(11)
     for _ in range(3):  # the bound buffers are reused across runs with new data
         x = {"x": rng.standard_normal(inputs["x"].shape).astype("float32")}
@@ -75,14 +81,15 @@ def test_inputs_are_copied_and_outputs_are_the_callers(cnn) -> None:
     keep = first.copy()
     lib.run({"x": -inputs["x"]})
     np.testing.assert_array_equal(first, keep)  # a later run does not overwrite it
-    assert not any(np.shares_memory(first, a) for a in lib._env.values())
+    assert not any(np.shares_memory(first, a) for a in _model_arrays(lib))
 
 
 def test_bind_refuses_what_a_call_refuses(cnn) -> None:
     _, _, lib = cnn
     st_ = lib.steps[0]
     fn = st_.kernel.module.get_function(st_.kernel.module.entry_name)
-    arrays = [lib._env[v] for v in (*st_.inputs, *st_.outputs)]
+    with lib._workspace() as ws:
+        arrays = [ws.env[v] for v in (*st_.inputs, *st_.outputs)]
     bad = list(arrays)
     bad[0] = np.zeros(bad[0].shape[:-1] + (bad[0].shape[-1] + 1,), bad[0].dtype)
     with pytest.raises(ArgumentError, match="shape"):
@@ -159,7 +166,7 @@ def test_every_array_a_kernel_touches_starts_on_a_cache_line(cnn) -> None:
     from ember.runtime.aligned import CACHE_LINE, aligned_copy, aligned_empty
 
     lib = ember.compile(cnn[0], target="llvm")
-    arrays = [a for a in lib._env.values() if a.nbytes]
+    arrays = [a for a in _model_arrays(lib) if a.nbytes]
     assert arrays and all(a.ctypes.data % CACHE_LINE == 0 for a in arrays)
     odd = np.arange(1, 40, dtype="float32")[1:].reshape(2, 19)  # 4 bytes off numpy's start
     same = aligned_copy(odd)
