@@ -235,10 +235,32 @@ def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int, tests: Tests | None = 
             _vectorize_body(body.then_case, var, lanes, tests),
             None if other is None else _vectorize_body(other, var, lanes, tests),
         )
+    if isinstance(body, S.For):
+        return _vectorize_inner_loop(body, var, lanes, tests)
+    if isinstance(body, S.LetStmt) and not uses_var(body.value, lambda v: v is var):
+        inner = _vectorize_body(body.body, var, lanes, tests)
+        return S.LetStmt(body.var, body.value, inner)
     versioned = None if tests is None else _versioned(body, var, lanes, tests)
     if versioned is not None:
         return versioned
     raise _CannotVectorize
+
+
+def _vectorize_inner_loop(loop: S.For, var: E.Var, lanes: int, tests: Tests | None) -> S.Stmt:
+    """A serial loop inside the vectorized one stays a loop whose body is vector code:
+    the vectorized loop moves inward (as TVM's ``VectorizeLoop`` does), so a reduction
+    ``for k`` under a vectorized output axis updates a whole vector of outputs per step.
+    Each lane's statements still run in their order; only lanes are interleaved, which
+    ``vectorize`` asserts is allowed."""
+    bounds_move = uses_var(loop.min, lambda v: v is var) or uses_var(
+        loop.extent, lambda v: v is var
+    )
+    if bounds_move or loop.kind not in (S.ForKind.SERIAL, S.ForKind.UNROLLED):
+        raise _CannotVectorize  # lanes with different trip counts, or threads / a pool
+    body = _vectorize_body(loop.body, var, lanes, tests)
+    return S.For(
+        loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_tag, loop.annotations
+    )
 
 
 MAX_UNSWITCHED = 2  # versioning tests hoisted per loop (each doubles its body)
