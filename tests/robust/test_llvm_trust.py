@@ -167,3 +167,28 @@ def test_item_32_random_matmul_schedules_match_numpy(
     c = np.full((M, N), np.nan, "float32")
     ember.build(s, [A, B, C], target="llvm")(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.nvrtc
+def test_item_32_a_vectorized_axis_over_a_reduction_loop_on_cuda_matches_numpy():
+    """The vectorize_loops pass is shared: on CUDA the k loop's body is float4 code, and
+    the emulator (which runs the TIR the printer prints) agrees with numpy."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    M, N, K = 6, 20, 7
+    A, B, C = _matmul(M, N, K)
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    jo, ji = s[C].split(j, factor=4)
+    s[C].bind(i, te.thread_axis("blockIdx.x"))
+    s[C].bind(jo, te.thread_axis("threadIdx.x"))
+    s[C].vectorize(ji)
+    mod = ember.build(s, [A, B, C], target="cuda -arch=sm_80")
+    src = mod.get_source("cuda")
+    assert "for (int k = 0; k < 7; ++k)" in src and "float4" in src, src
+    assert mod.get_source("ptx")
+    rng = np.random.default_rng(32)
+    a = rng.standard_normal((M, K)).astype("float32")
+    b = rng.standard_normal((K, N)).astype("float32")
+    c = np.full((M, N), np.nan, "float32")
+    mod.emulate(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

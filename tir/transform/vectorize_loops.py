@@ -8,8 +8,11 @@ on the loop stays around them): the loop variable becomes
 ``ramp(min, 1, lanes)`` (a partitioned loop's main part starts past its guards),
 loop-invariant values are broadcast, and an index that is affine in the variable
 becomes a ``Ramp``, so the backend emits one vector
-load or store. Where that is not possible (a store whose index does not move
-with the loop, nested loops, conditions, an index that is not affine, a warp
+load or store. A serial loop inside the vectorized one (a reduction ``for k`` under
+a vectorized output axis) stays a loop with a vector body, as in TVM: the
+vectorized loop moves inward. Where that is not possible (a store whose index does
+not move with the loop, an inner loop whose bounds move with it, conditions, an
+index that is not affine, a warp
 shuffle, an ``if_then_else`` whose sides read memory under a condition that
 differs between lanes, a call of a C function)
 the loop stays a serial loop — correct, and left to the backend's own
