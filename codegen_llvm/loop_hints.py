@@ -35,20 +35,20 @@ _MINMAX = (E.BinaryOp.MIN, E.BinaryOp.MAX)
 
 
 class _MinMaxOfLoad(Visitor):
-    """Finds a float min/max in an expression one of whose operands reads ``data``."""
+    """Whether an expression holds a float min/max and a read of ``data`` (at any depth:
+    the accumulator may sit under a cast or a ``let``)."""
 
     def __init__(self, data: E.Var) -> None:
         self.data = data
-        self.found = False
+        self.minmax = self.reads = False
 
     def visit_BinOp(self, e: E.BinOp) -> None:
-        if e.op in _MINMAX and dt.is_float(e.dtype) and (self._reads(e.a) or self._reads(e.b)):
-            self.found = True
-            return
+        self.minmax = self.minmax or (e.op in _MINMAX and dt.is_float(e.dtype))
         self.generic_visit(e)
 
-    def _reads(self, e: E.PrimExpr) -> bool:
-        return isinstance(e, E.BufferLoad) and e.buffer.data is self.data
+    def visit_BufferLoad(self, e: E.BufferLoad) -> None:
+        self.reads = self.reads or e.buffer.data is self.data
+        self.generic_visit(e)
 
 
 class _ReductionLoops(Visitor):
@@ -68,7 +68,7 @@ class _ReductionLoops(Visitor):
             return
         probe = _MinMaxOfLoad(s.buffer.data)
         probe.visit(s.value)
-        if probe.found:
+        if probe.minmax and probe.reads:
             self.found.update(self.open)
 
 

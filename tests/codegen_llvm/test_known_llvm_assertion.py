@@ -76,3 +76,25 @@ def test_item_12_only_loops_around_a_min_max_reduction_skip_the_loop_vectorizer(
     ember.build(s, [A, B, C], target="llvm")(x, b, c)
     np.testing.assert_array_equal(b, x.max(axis=1))
     np.testing.assert_array_equal(c, x * 2)
+
+
+def test_item_12_the_loops_found_are_those_around_a_min_max_accumulator():
+    """Hand-built TIR: ``for i: for k: B[i] = max(B[i], A[i*8+k])`` marks i and k; a relu
+    ``C[j] = max(A[j], 0)`` (no accumulator) and a sum accumulator mark nothing."""
+    from ember.codegen_llvm.loop_hints import minmax_reduction_loops
+    from ember.tir import expr as E
+    from ember.tir import stmt as S
+    from ember.tir.buffer import decl_buffer
+
+    A, B = decl_buffer((64,), "float32", "A"), decl_buffer((8,), "float32", "B")
+    C = decl_buffer((64,), "float32", "C")
+    i, k, j, m = E.Var("i"), E.Var("k"), E.Var("j"), E.Var("m")
+    acc = S.BufferStore(B, E.max_(B[i], A[i * 8 + k]), (i,))
+    k_loop = S.For(k, E.const(0), E.const(8), S.ForKind.SERIAL, acc)
+    i_loop = S.For(i, E.const(0), E.const(8), S.ForKind.SERIAL, k_loop)
+    relu = S.BufferStore(C, E.max_(A[j], E.const(0.0, "float32")), (j,))
+    j_loop = S.For(j, E.const(0), E.const(64), S.ForKind.SERIAL, relu)
+    total = S.BufferStore(B, B[m] + A[m], (m,))
+    m_loop = S.For(m, E.const(0), E.const(8), S.ForKind.SERIAL, total)
+    found = minmax_reduction_loops(S.SeqStmt((i_loop, j_loop, m_loop)))
+    assert found == {i_loop, k_loop}
