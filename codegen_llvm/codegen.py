@@ -10,7 +10,9 @@ negative code for a runtime failure. Expressions map through tables
 (:mod:`.arith`, :mod:`.casts`, :mod:`.intrinsics`), memory through
 :mod:`.memory`, parallel loops through :mod:`.parallel`. A float ``a*b + c``
 becomes ``llvm.fmuladd`` so LLVM may fuse it; fast-math flags are set only for
-functions with the attribute ``fast_math``.
+functions with the attribute ``fast_math``. Loops carry ``llvm.loop`` hints from
+:mod:`.loop_hints` (full unroll; no loop vectorization around a float min/max
+reduction, which LLVM 22 miscompiles or aborts on).
 """
 
 from __future__ import annotations
