@@ -134,9 +134,10 @@ def test_item_09_random_schedules_of_a_padded_max_window_match_numpy(
     unroll=st.booleans(),
     cache=st.booleans(),
     parallel=st.booleans(),
+    vec_rows=st.booleans(),
 )
 def test_item_32_random_matmul_schedules_match_numpy(
-    M, N, K, fi, fj, k_inside, unroll, cache, parallel
+    M, N, K, fi, fj, k_inside, unroll, cache, parallel, vec_rows
 ):
     A, B, C = _matmul(M, N, K)
     s = te.create_schedule(C.op)
@@ -159,6 +160,8 @@ def test_item_32_random_matmul_schedules_match_numpy(
         if unroll:
             s[C].unroll(ii)
     s[C].vectorize(ji)
+    if vec_rows and not unroll:  # the rows too: vector code over the columns' vector code
+        s[C].vectorize(ii)
     if parallel:
         s[C].parallel(io)
     rng = np.random.default_rng(M * 1000 + N * 10 + K)
