@@ -5,7 +5,7 @@ Sits under :mod:`ember.codegen_llvm.codegen`: it maps Ember dtypes to LLVM types
 ``bfloat16``, computed as ``float`` and stored as ``i16``), makes constants and
 splats, declares intrinsics and C functions once per module, and gives a
 ``for_range`` context manager in the spirit of numba's ``cgutils`` that emits a
-counted loop with an optional ``llvm.loop`` unroll hint.
+counted loop with optional ``llvm.loop`` hints (see :mod:`.loop_hints`).
 """
 
 from __future__ import annotations
@@ -141,9 +141,13 @@ class _LoopMD(ir.values.MDValue):
         buf += (f"distinct !{{ {ops} }}", "\n")
 
 
-def loop_metadata(module: ir.Module, hints: Sequence[str]) -> ir.values.MDValue:
-    """A loop ID carrying boolean hints such as ``llvm.loop.unroll.full``."""
-    props = [module.add_metadata([ir.MetaDataString(module, h)]) for h in hints]
+def loop_metadata(module: ir.Module, hints: Sequence[str | tuple[str, bool]]) -> ir.values.MDValue:
+    """A loop ID carrying hints: a flag such as ``llvm.loop.unroll.full``, or a
+    ``(name, bool)`` pair such as ``("llvm.loop.vectorize.enable", False)``."""
+    props = []
+    for h in hints:
+        ops = [h] if isinstance(h, str) else [h[0], ir.Constant(ir.IntType(1), int(h[1]))]
+        props.append(module.add_metadata([ir.MetaDataString(module, ops[0]), *ops[1:]]))
     return _LoopMD(module, props, name=str(len(module.metadata)))
 
 
@@ -153,7 +157,7 @@ def for_range(
     start: ir.Value,
     stop: ir.Value,
     name: str = "i",
-    hints: Sequence[str] = (),
+    hints: Sequence[str | tuple[str, bool]] = (),
 ) -> Iterator[ir.Value]:
     """Emit ``for (i = start; i < stop; ++i) { <with-body> }``; yields ``i``.
 

@@ -10,7 +10,9 @@ negative code for a runtime failure. Expressions map through tables
 (:mod:`.arith`, :mod:`.casts`, :mod:`.intrinsics`), memory through
 :mod:`.memory`, parallel loops through :mod:`.parallel`. A float ``a*b + c``
 becomes ``llvm.fmuladd`` so LLVM may fuse it; fast-math flags are set only for
-functions with the attribute ``fast_math``.
+functions with the attribute ``fast_math``. Loops carry ``llvm.loop`` hints from
+:mod:`.loop_hints` (full unroll; no loop vectorization around a float min/max
+reduction, which LLVM 22 miscompiles or aborts on).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ember.codegen_llvm.builder_utils import (
 from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, round_to_bfloat16
 from ember.codegen_llvm.externs import emit_extern_call
 from ember.codegen_llvm.intrinsics import emit_intrinsic
+from ember.codegen_llvm.loop_hints import loop_hints, minmax_reduction_loops
 from ember.codegen_llvm.packed import emit_packed_call
 from ember.errors import CompileError, InternalError, LoweringError
 from ember.runtime.cpu import NUM_THREADS_SYMBOL
@@ -97,6 +100,7 @@ class CodeGenLLVM(Visitor):
         self.errors: list[str] = []
         self.func_name = ""
         self.n_outlined = 0
+        self.serial_reductions: set[S.For] = set()  # loops LLVM's loop vectorizer must skip
         threads = ir.GlobalVariable(module, I32, NUM_THREADS_GLOBAL)
         threads.initializer = ir.Constant(I32, 0)  # 0: libgomp's default
 
@@ -170,6 +174,7 @@ class CodeGenLLVM(Visitor):
             arg.name = var.name
             state.vars[var] = emit_cast(state.builder, arg, "int64", var.dtype)
         self.errors, self.func_name, self.n_outlined = [], name, 0
+        self.serial_reductions = minmax_reduction_loops(func.body)
         self.fast = ("fast",) if func.attr("fast_math", self.default_fast) else ()
         with self.function_state(state):
             self.visit(func.body)
@@ -358,7 +363,7 @@ class CodeGenLLVM(Visitor):
         start = emit_cast(b, self.visit(s.min), s.min.dtype, s.loop_var.dtype)
         extent = emit_cast(b, self.visit(s.extent), s.extent.dtype, s.loop_var.dtype)
         stop = b.add(start, extent, flags=["nsw"])
-        hints = ("llvm.loop.unroll.full",) if s.kind is S.ForKind.UNROLLED else ()
+        hints = loop_hints(s, self.serial_reductions)
         with for_range(b, start, stop, name=s.loop_var.name, hints=hints) as index:
             with self.bind(s.loop_var, index):
                 self.visit(s.body)

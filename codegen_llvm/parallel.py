@@ -33,6 +33,7 @@ from ember.codegen_llvm.builder_utils import (
 )
 from ember.codegen_llvm.casts import emit_cast
 from ember.codegen_llvm.codegen import NUM_THREADS_GLOBAL, CodeGenLLVM, FunctionState
+from ember.codegen_llvm.loop_hints import loop_hints
 from ember.errors import InternalError
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -114,7 +115,8 @@ def _emit_body(cg: CodeGenLLVM, loop: S.For, captured: list[E.Var], name: str) -
             state.align[v] = cg.state.align[v]
     begin, end = fn.args[-2], fn.args[-1]
     with cg.function_state(state):
-        with for_range(state.builder, begin, end, name=loop.loop_var.name) as index:
+        hints = loop_hints(loop, cg.serial_reductions)
+        with for_range(state.builder, begin, end, name=loop.loop_var.name, hints=hints) as index:
             with cg.bind(loop.loop_var, index):
                 cg.visit(loop.body)
         if not state.builder.block.is_terminated:

@@ -73,8 +73,7 @@ def _schedule_reduction_cpu(s: Schedule, st: Any, axes: list[Any]) -> None:
     s[acc].compute_at(st, jo)
     *_, ic, jc = s[acc].op.axis
     s[acc].reorder(*s[acc].op.reduce_axis, ic, jc)
-    # no unroll(ic): LLVM miscompiled an unrolled local accumulator under a max reduction
-    # with padding selects (see the report of branch fecore); the vector lanes suffice.
+    s[acc].unroll(ic)
     s[acc].vectorize(jc)
 
 

@@ -257,6 +257,14 @@ class Stage:
             raise self._error(
                 f"parallel: axis '{iv.name}' is a reduction axis; its iterations race", iv
             )
+        if kind is ForKind.VECTORIZED and iv.kind is IterKind.REDUCE:
+            # TVM: "Cannot vectorize on CommReduce"; the lanes would all write one output
+            raise self._error(
+                f"vectorize: axis '{iv.name}' is a reduction axis, whose lanes would all "
+                "update the same output; vectorize a data axis (the reduction inside it "
+                "becomes vector code), or rfactor the reduction first",
+                iv,
+            )
         attr.kind = kind
 
     def vectorize(self, axis: IterVar) -> None:

@@ -8,8 +8,11 @@ on the loop stays around them): the loop variable becomes
 ``ramp(min, 1, lanes)`` (a partitioned loop's main part starts past its guards),
 loop-invariant values are broadcast, and an index that is affine in the variable
 becomes a ``Ramp``, so the backend emits one vector
-load or store. Where that is not possible (a store whose index does not move
-with the loop, nested loops, conditions, an index that is not affine, a warp
+load or store. A serial loop inside the vectorized one (a reduction ``for k`` under
+a vectorized output axis) stays a loop with a vector body, as in TVM: the
+vectorized loop moves inward. Where that is not possible (a store whose index does
+not move with the loop, an inner loop whose bounds move with it, conditions, an
+index that is not affine, a warp
 shuffle, an ``if_then_else`` whose sides read memory under a condition that
 differs between lanes, a call of a C function)
 the loop stays a serial loop — correct, and left to the backend's own
@@ -235,10 +238,32 @@ def _vectorize_body(body: S.Stmt, var: E.Var, lanes: int, tests: Tests | None = 
             _vectorize_body(body.then_case, var, lanes, tests),
             None if other is None else _vectorize_body(other, var, lanes, tests),
         )
+    if isinstance(body, S.For):
+        return _vectorize_inner_loop(body, var, lanes, tests)
+    if isinstance(body, S.LetStmt) and not uses_var(body.value, lambda v: v is var):
+        inner = _vectorize_body(body.body, var, lanes, tests)
+        return S.LetStmt(body.var, body.value, inner)
     versioned = None if tests is None else _versioned(body, var, lanes, tests)
     if versioned is not None:
         return versioned
     raise _CannotVectorize
+
+
+def _vectorize_inner_loop(loop: S.For, var: E.Var, lanes: int, tests: Tests | None) -> S.Stmt:
+    """A serial loop inside the vectorized one stays a loop whose body is vector code:
+    the vectorized loop moves inward (as TVM's ``VectorizeLoop`` does), so a reduction
+    ``for k`` under a vectorized output axis updates a whole vector of outputs per step.
+    Each lane's statements still run in their order; only lanes are interleaved, which
+    ``vectorize`` asserts is allowed."""
+    bounds_move = uses_var(loop.min, lambda v: v is var) or uses_var(
+        loop.extent, lambda v: v is var
+    )
+    if bounds_move or loop.kind not in (S.ForKind.SERIAL, S.ForKind.UNROLLED):
+        raise _CannotVectorize  # lanes with different trip counts, or threads / a pool
+    body = _vectorize_body(loop.body, var, lanes, tests)
+    return S.For(
+        loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_tag, loop.annotations
+    )
 
 
 MAX_UNSWITCHED = 2  # versioning tests hoisted per loop (each doubles its body)

@@ -197,3 +197,50 @@ def test_versioning_tests_are_unswitched_out_of_inner_loops() -> None:
     run(before, a, want)
     run(after, a, got)
     np.testing.assert_array_equal(got, want)
+
+
+def _matmul_row(inner_extent):  # type: ignore[no-untyped-def]
+    """``for j in vectorized(8): C[j] = 0; for k in range(inner_extent): C[j] += A[k]*B[k*8+j]``."""
+    A, B = decl_buffer((5,), "float32", "A"), decl_buffer((40,), "float32", "B")
+    C = decl_buffer((8,), "float32", "C")
+    j, k = E.Var("j"), E.Var("k")
+    update = S.BufferStore(C, C[j] + A[k] * B[k * 8 + j], (j,))
+    body = S.SeqStmt(
+        (
+            S.BufferStore(C, E.const(0.0, "float32"), (j,)),
+            S.For(k, E.const(0), inner_extent(j), K.SERIAL, update),
+        )
+    )
+    return func(S.For(j, E.const(0), E.const(8), K.VECTORIZED, body), A, B, C)
+
+
+def test_item_32_a_serial_loop_inside_a_vectorized_loop_gets_a_vector_body() -> None:
+    """As TVM's VectorizeLoop: the reduction loop stays a loop and its body becomes
+    vector code (the vectorized loop moves inward), where it used to stay scalar."""
+    before = _matmul_row(lambda j: E.const(5))
+    after = vectorize_loops(before)
+    expected = "\n".join(
+        [
+            'def f(A: Buffer((5), "float32"), B: Buffer((40), "float32"), '
+            'C: Buffer((8), "float32")):',
+            "    C[ramp(0, 1, 8)] = broadcast(0.0, 8)",
+            "    for k in range(5):",
+            "        C[ramp(0, 1, 8)] = C[ramp(0, 1, 8)] + broadcast(A[k], 8) * "
+            "B[ramp(k * 8 + 0, 1, 8)]",  # simplify runs later
+        ]
+    )
+    assert repr(after) == expected
+    a = np.random.default_rng(0).standard_normal(5).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal(40).astype(np.float32)
+    got, want = np.full(8, np.nan, np.float32), np.full(8, np.nan, np.float32)
+    run(before, a, b, want)
+    run(after, a, b, got)
+    np.testing.assert_allclose(got, a @ b.reshape(5, 8), rtol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_item_32_an_inner_loop_whose_trip_count_moves_with_the_lanes_stays_serial() -> None:
+    before = _matmul_row(lambda j: j)
+    after = vectorize_loops(before)
+    assert "ramp(" not in repr(after)
+    assert "for j in unroll(8):" in repr(after)  # 8 lanes or fewer: unrolled, as before
