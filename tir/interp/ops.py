@@ -113,10 +113,31 @@ _COMMON: dict[BinaryOp, BinaryFn] = {
     BinaryOp.OR: _logical_or,
 }
 
+
+def _float_floordiv(a: Value, b: Value) -> Value:
+    return np.floor(a / b)
+
+
+def _float_floormod(a: Value, b: Value) -> Value:
+    return a - np.floor(a / b) * b
+
+
+def _in_float32(fn: BinaryFn) -> BinaryFn:
+    def run(a: Value, b: Value) -> Value:
+        return fn(
+            np.float32(a) if np.ndim(a) == 0 else a.astype(np.float32),
+            np.float32(b) if np.ndim(b) == 0 else b.astype(np.float32),
+        ).astype(np.float16)
+
+    return run
+
+
+# Float floor division and modulo as both code generators print them (``floorf(a / b)``,
+# ``a - floorf(a / b) * b``), not numpy's ``//``/``%``, which differ on infinities and zeros
 _FLOAT: dict[BinaryOp, BinaryFn] = {
     BinaryOp.DIV: operator.truediv,
-    BinaryOp.FLOORDIV: operator.floordiv,
-    BinaryOp.FLOORMOD: operator.mod,
+    BinaryOp.FLOORDIV: _float_floordiv,
+    BinaryOp.FLOORMOD: _float_floormod,
     BinaryOp.TRUNCDIV: lambda a, b: np.trunc(a / b),
     BinaryOp.TRUNCMOD: np.fmod,
 }
@@ -143,6 +164,8 @@ def binary_fn(op: BinaryOp, dtype: str, where: Callable[[], str] = lambda: "?") 
     if op is BinaryOp.MAX:
         return np.maximum if vector else _scalar_max
     if dt.is_float(dtype):
+        if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD) and dt.element_of(dtype) == "float16":
+            return _in_float32(_FLOAT[op])  # the printed C runs them in float
         return _FLOAT[op]
     if op in _INT_DIVISION:
         return _int_division(op, where)
@@ -182,7 +205,13 @@ def _fma64(a: float, b: float, c: float) -> float:
         return math.fma(a, b, c)
     if not all(math.isfinite(v) for v in (a, b, c)):
         return a * b + c
-    return float(Fraction(a) * Fraction(b) + Fraction(c))
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:  # then a * b is exact, and IEEE addition gives the zero its sign
+        return a * b + c
+    try:
+        return float(exact)
+    except OverflowError:  # beyond the largest double: C's fma rounds to an infinity
+        return math.inf if exact > 0 else -math.inf
 
 
 def _fma(a: Value, b: Value, c: Value) -> Value:
