@@ -86,7 +86,7 @@ def _int_division(op: BinaryOp, where: Callable[[], str]) -> BinaryFn:
     return fn
 
 
-# -- min / max: NaN propagates, as np.minimum does ------------------------------------------
+# -- integer min / max ------------------------------------------------------------------
 
 
 def _scalar_min(a: Value, b: Value) -> Value:
@@ -159,10 +159,12 @@ def binary_fn(op: BinaryOp, dtype: str, where: Callable[[], str] = lambda: "?") 
     vector = dt.lanes_of(dtype) > 1
     if op in _COMMON:
         return _COMMON[op]
+    # float min/max are C's fmin/fmax (a NaN operand is dropped), as llvm.minnum/maxnum and
+    # CUDA's fminf/fmaxf compute them; NaN-propagating ONNX ops build a select instead
     if op is BinaryOp.MIN:
-        return np.minimum if vector else _scalar_min
+        return np.fmin if vector or dt.is_float(dtype) else _scalar_min
     if op is BinaryOp.MAX:
-        return np.maximum if vector else _scalar_max
+        return np.fmax if vector or dt.is_float(dtype) else _scalar_max
     if dt.is_float(dtype):
         if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD) and dt.element_of(dtype) == "float16":
             return _in_float32(_FLOAT[op])  # the printed C runs them in float
