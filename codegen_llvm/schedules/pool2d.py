@@ -27,6 +27,7 @@ from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import IterVar, Tensor
+from ember.tir.topi import nan_order
 from ember.tuner.template import get_config, template
 
 VECTOR_BYTES = 64  # one AVX-512 register
@@ -91,7 +92,9 @@ def _pool(
     OW = (W + pads[1] + pads[3] - kw) // sw + 1
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    reducer = te.max if kind == "max" else te.sum
+    # max_nan: a NaN in the window gives NaN, as ONNX's reference and PyTorch (te.max, being
+    # C's fmax, would drop it); see ember.tir.topi.nan_order
+    reducer = nan_order.max_nan if kind == "max" else te.sum
     red = te.compute(
         (N, C, OH, OW),
         lambda n, c, y, x: reducer(P[n, c, y * sh + ry.var, x * sw + rx.var], axis=(ry, rx)),

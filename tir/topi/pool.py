@@ -17,6 +17,7 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi import nan_order
 from ember.tir.topi.transform import static_shape
 
 
@@ -111,7 +112,8 @@ def pool_nd(
     out_sp = w.out_sizes(ceil_mode, "pool")
     rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
     fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
-    reducer = te.max if kind == "max" else te.sum
+    # a NaN in a max window gives NaN (nan_order); padding (-inf) never wins
+    reducer = nan_order.max_nan if kind == "max" else te.sum
     red = te.compute(
         (*xs[:2], *out_sp),
         lambda *i: reducer(padded_read(X, i[:2], w.taps(i[2:], rs), fill), axis=tuple(rs)),
