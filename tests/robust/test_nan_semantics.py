@@ -174,3 +174,26 @@ def test_item_28_global_max_pool_propagates_nan(rng, monkeypatch, target):
     model = single_node("GlobalMaxPool", {"x": x})
     got = _run(model, {"x": x}, target, monkeypatch)[0]
     _assert_same(got, x.max(axis=(2, 3), keepdims=True))
+
+
+def test_item_28_blocked_max_pool_after_conv_propagates_nan(rng):
+    """Conv -> Sqrt -> MaxPool: on llvm the pool runs on the conv's blocked NCHW[c] layout
+    (``max_pool_nchwc``); Sqrt of the negative outputs plants NaN in most windows."""
+    from onnx import helper
+
+    from tests.frontend.onnx_models import make_model
+
+    x = rng.standard_normal((1, 16, 9, 9)).astype("float32")
+    w = (rng.standard_normal((32, 16, 1, 1)) * 0.3).astype("float32")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Sqrt", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 3], strides=[2, 2]),
+    ]
+    model = make_model(nodes, {"x": x}, ["y"], {"w": w})
+    got = ember.compile(model, target="llvm").run({"x": x})[0]
+    with np.errstate(invalid="ignore"):
+        r = np.sqrt(np.einsum("oc,nchw->nohw", w[:, :, 0, 0], x))
+    want = _max_pool_reference(r, 3, 2, 0)
+    assert 0 < np.isnan(want).sum() < want.size
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # NaN where want has NaN
