@@ -45,10 +45,37 @@ _INT_DIVISION = (
 )
 
 
-# MIN/MAX print as C's fmin/fmax (fminf, __hmin, ...), which return the operand that is not
-# NaN; numpy's fmin/fmax do the same (np.minimum/np.maximum would propagate the NaN).
-# For integers they are plain min/max.
-_C_MIN_MAX = {E.BinaryOp.MIN: np.fmin, E.BinaryOp.MAX: np.fmax}
+def _zero_max(a: Any, b: Any) -> Any:
+    return a + b  # of two zeros: +0.0 unless both are -0.0
+
+
+def _zero_min(a: Any, b: Any) -> Any:
+    return -(-a - b)  # of two zeros: -0.0 unless both are +0.0
+
+
+def _c_min_max(nan_dropping: Callable[[Any, Any], Any], zeros: Callable[[Any, Any], Any]):
+    """CUDA's fminf/fmaxf (fmin/fmax, __hmin/__hmax): numpy's fmin/fmax return the operand
+    that is not NaN, as they do (np.minimum/np.maximum would propagate the NaN); and of
+    +0.0 and -0.0, max gives +0.0 and min -0.0 whatever their order, as an H200 (sm_90,
+    nvcc 13, no fast-math) computes them, where numpy returns the first."""
+
+    def run(a: Any, b: Any) -> Any:
+        r = nan_dropping(a, b)
+        if r.dtype.kind != "f":
+            return r
+        both_zero = (a == 0) & (b == 0)
+        if np.ndim(both_zero) == 0:
+            return zeros(a, b).astype(r.dtype) if both_zero else r
+        return np.where(both_zero, zeros(a, b), r).astype(r.dtype) if both_zero.any() else r
+
+    return run
+
+
+# MIN/MAX print as C's fmin/fmax; for integers they are plain min/max
+_C_MIN_MAX = {
+    E.BinaryOp.MIN: _c_min_max(np.fmin, _zero_min),
+    E.BinaryOp.MAX: _c_min_max(np.fmax, _zero_max),
+}
 
 
 def narrow(mask: np.ndarray | None, cond: np.ndarray) -> np.ndarray:
