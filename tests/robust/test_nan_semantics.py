@@ -197,3 +197,18 @@ def test_item_28_blocked_max_pool_after_conv_propagates_nan(rng):
     want = _max_pool_reference(r, 3, 2, 0)
     assert 0 < np.isnan(want).sum() < want.size
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # NaN where want has NaN
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_item_27_float16_nan_topk_argmin_reduce_max(rng, monkeypatch, target):
+    """float16 takes the same rules (``isnan`` of a half, in float on CUDA)."""
+    x = _rows_with_nan(rng, 5, 6).astype(np.float16)
+    k = np.array([6], np.int64)
+    model = single_node("TopK", {"x": x}, {"k": k}, n_outputs=2, largest=0, axis=-1)
+    got, want = _run(model, {"x": x}, target, monkeypatch), run_ort(model, {"x": x})
+    _assert_same(got[0], want[0])
+    _assert_same(got[1], want[1])
+    model = single_node("ArgMin", {"x": x}, axis=1, keepdims=0)
+    _assert_same(_run(model, {"x": x}, target, monkeypatch)[0], np.argmin(x, axis=1))
+    model = single_node("ReduceMax", {"x": x}, {"axes": np.array([1], np.int64)}, opset=18)
+    _assert_same(_run(model, {"x": x}, target, monkeypatch)[0], x.max(axis=1, keepdims=True))
