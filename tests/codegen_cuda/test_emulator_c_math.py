@@ -17,7 +17,9 @@ import pytest
 
 from ember.codegen_cuda.emulator import emulate
 from ember.tir import expr as E
+from ember.tir import op as tir_op
 from ember.tir import stmt as S
+from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
 from ember.tir.ir_builder import IRBuilder
 from tests.codegen_cuda import handmade_kernels as K
 from tests.codegen_cuda.host_cuda import have_compiler, run_on_host
@@ -52,7 +54,9 @@ def _kernel(dtype: str, n: int) -> S.PrimFunc:
         x, y = A[tx], B[tx]
         for k, op in enumerate(OPS):
             if op in (I.ISNAN, I.ISINF, I.ISFINITE):
-                value = E.cast(dtype, E.call(op, x))
+                one, zero = E.const(1.0, dtype), E.const(0.0, dtype)
+                test = {I.ISNAN: tir_op.isnan, I.ISINF: tir_op.isinf}.get(op, tir_op.isfinite)
+                value = E.select(test(x), one, zero)
             elif op == I.FMA:
                 value = E.call(I.FMA, x, y, x)
             elif op in K.BINARY or op == I.POW:
@@ -72,10 +76,13 @@ def _kernel(dtype: str, n: int) -> S.PrimFunc:
     return K._kernel(ib, f"c_math_{dtype}", (1,), (n,))
 
 
-def _agree(op: object, got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarray) -> list:
+def _agree(
+    op: object, got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.ndarray, bf16: bool
+) -> list:
     """The pairs (a, b, emulated, C) where the emulator's value is not the C one."""
     bad = []
     rtol = {2: 2e-3, 4: 4e-6, 8: 1e-13}[got.dtype.itemsize]
+    rtol = 1e-2 if bf16 else rtol
     for g, w, x, y in zip(got.tolist(), want.tolist(), a.tolist(), b.tolist()):
         if np.isnan(w) or np.isnan(g):
             ok = np.isnan(w) and np.isnan(g)
@@ -90,21 +97,27 @@ def _agree(op: object, got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.n
     return bad
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_item_28_printed_math_matches_emulated_meaning(tmp_path, dtype):
-    s = _specials(dtype)
+    bf16 = dtype == "bfloat16"
+    s = _specials("float32" if bf16 else dtype)
     a, b = (v.ravel().copy() for v in np.meshgrid(s, s, indexing="ij"))
+    if bf16:  # bfloat16 travels as its bits; tiny/2 and smaller round to bfloat16's own
+        a, b = float32_to_bf16(a), float32_to_bf16(b)
     n = a.size
     func = _kernel(dtype, n)
-    on_host = np.zeros(len(OPS) * n, dtype)
+    store = "uint16" if bf16 else dtype
+    on_host = np.zeros(len(OPS) * n, store)
     run_on_host(func, [a, b, on_host], tmp_path)
-    emulated = np.zeros(len(OPS) * n, dtype)
+    emulated = np.zeros(len(OPS) * n, store)
     with np.errstate(all="ignore"):
         emulate(func, a, b, emulated)
+    if bf16:
+        a, b, on_host, emulated = map(bf16_to_float32, (a, b, on_host, emulated))
     failures = {}
     for k, op in enumerate(OPS):
         rows = slice(k * n, (k + 1) * n)
-        bad = _agree(op, emulated[rows], on_host[rows], a, b)
+        bad = _agree(op, emulated[rows], on_host[rows], a, b, bf16)
         if bad:
             failures[str(op)] = bad[:4]
     assert not failures, f"emulator != printed C on {dtype}: (a, b, emulated, C) {failures}"
@@ -133,3 +146,12 @@ def test_item_28_fmax_fmin_as_a_gpu_computes_them(dtype):
     np.testing.assert_array_equal(y[:n], want_max)
     np.testing.assert_array_equal(y[n:], want_min)
     np.testing.assert_array_equal(np.signbit(y), np.signbit(np.concatenate([want_max, want_min])))
+
+
+def test_item_28_table_covers_every_printed_math_function():
+    """A math function the printer learns to print is checked above, or this fails."""
+    from ember.codegen_cuda.printer_cuda import FLOAT_MIN_MAX, MATH_NAMES
+
+    assert set(MATH_NAMES) <= set(OPS), set(MATH_NAMES) - set(OPS)
+    assert set(FLOAT_MIN_MAX) == {"float32", "float64", "float16", "bfloat16"}
+    assert {"min", "max"} <= set(OPS)
