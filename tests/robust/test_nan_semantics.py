@@ -212,3 +212,27 @@ def test_item_27_float16_nan_topk_argmin_reduce_max(rng, monkeypatch, target):
     _assert_same(_run(model, {"x": x}, target, monkeypatch)[0], np.argmin(x, axis=1))
     model = single_node("ReduceMax", {"x": x}, {"axes": np.array([1], np.int64)}, opset=18)
     _assert_same(_run(model, {"x": x}, target, monkeypatch)[0], x.max(axis=1, keepdims=True))
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_item_27_nan_kernels_compile_with_nvrtc(rng, tmp_path, dtype):
+    """The printed CUDA of the NaN-aware kernels (isnan of a half, NaN constants in TopK's
+    identity) compiles: exporting builds every kernel's cubin with NVRTC."""
+    pytest.importorskip("cuda")
+    from onnx import helper
+
+    from tests.frontend.onnx_models import make_model
+
+    x = rng.standard_normal((1, 2, 5, 6)).astype(dtype)
+    nodes = [
+        helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1, largest=0),
+        helper.make_node("ArgMin", ["x"], ["a"], axis=3),
+        helper.make_node("ReduceMax", ["x", "axes"], ["r"]),
+        helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2]),
+        helper.make_node("Softmax", ["x"], ["s"]),
+    ]
+    inits = {"k": np.array([3], np.int64), "axes": np.array([2, 3], np.int64)}
+    model = make_model(nodes, {"x": x}, ["v", "i", "a", "r", "p", "s"], inits, opset=18)
+    ember.compile(model, target="cuda").export(tmp_path / "nan.ember", archs=["sm_80"])
+    assert (tmp_path / "nan.ember").stat().st_size > 0
