@@ -9,9 +9,11 @@ arithmetic stays scalar and cheap. The compiler is the reference interpreter's
 meaning of each operator comes from the interpreter's tables
 (:mod:`ember.tir.interp.ops`), so dtype
 semantics (wrap-around, float16 rounding, C division, bfloat16 in float32)
-match the oracle. What SIMT adds: ``&&``/``||``, ``Select`` and ``if_then_else``
-evaluate their conditional operands only for the threads that need them (environment slot 0
-holds the active-thread mask, ``None`` when all are active), so a guarded load
+match the oracle; ``min``/``max`` of floats are C's ``fmin``/``fmax`` (a NaN operand
+is dropped), as the printed CUDA says. What SIMT adds: ``&&``/``||``, ``Select`` and
+``if_then_else`` evaluate their conditional operands only for the threads that need
+them (environment slot 0 holds the active-thread mask, ``None`` when all are active),
+so a guarded load
 is never checked for the threads its guard excludes; integer division checks
 its divisor only in active threads. A warp shuffle gathers across the lanes of
 each warp (:mod:`.warps`).
@@ -41,6 +43,39 @@ _INT_DIVISION = (
     E.BinaryOp.TRUNCDIV,
     E.BinaryOp.TRUNCMOD,
 )
+
+
+def _zero_max(a: Any, b: Any) -> Any:
+    return a + b  # of two zeros: +0.0 unless both are -0.0
+
+
+def _zero_min(a: Any, b: Any) -> Any:
+    return -(-a - b)  # of two zeros: -0.0 unless both are +0.0
+
+
+def _c_min_max(nan_dropping: Callable[[Any, Any], Any], zeros: Callable[[Any, Any], Any]):
+    """CUDA's fminf/fmaxf (fmin/fmax, __hmin/__hmax): numpy's fmin/fmax return the operand
+    that is not NaN, as they do (np.minimum/np.maximum would propagate the NaN); and of
+    +0.0 and -0.0, max gives +0.0 and min -0.0 whatever their order, as an H200 (sm_90,
+    nvcc 13, no fast-math) computes them, where numpy returns the first."""
+
+    def run(a: Any, b: Any) -> Any:
+        r = nan_dropping(a, b)
+        if r.dtype.kind != "f":
+            return r
+        both_zero = (a == 0) & (b == 0)
+        if np.ndim(both_zero) == 0:
+            return zeros(a, b).astype(r.dtype) if both_zero else r
+        return np.where(both_zero, zeros(a, b), r).astype(r.dtype) if both_zero.any() else r
+
+    return run
+
+
+# MIN/MAX print as C's fmin/fmax; for integers they are plain min/max
+_C_MIN_MAX = {
+    E.BinaryOp.MIN: _c_min_max(np.fmin, _zero_min),
+    E.BinaryOp.MAX: _c_min_max(np.fmax, _zero_max),
+}
 
 
 def narrow(mask: np.ndarray | None, cond: np.ndarray) -> np.ndarray:
@@ -90,10 +125,8 @@ class ExprCompiler(ExprCompilerBase):
         if e.op in (E.BinaryOp.AND, E.BinaryOp.OR) and dt.lanes_of(e.dtype) == 1:
             fa, fb = self.compile(e.a), self.compile(e.b)
             return ("f", _short_circuit(e.op is E.BinaryOp.AND, fa, fb))
-        if e.op is E.BinaryOp.MIN:
-            return self._binary(np.minimum, e.a, e.b)
-        if e.op is E.BinaryOp.MAX:
-            return self._binary(np.maximum, e.a, e.b)
+        if e.op in _C_MIN_MAX:
+            return self._binary(_C_MIN_MAX[e.op], e.a, e.b)
         fn = binary_fn(e.op, e.dtype, lambda: expr_to_str(e))
         if e.op in _INT_DIVISION and not dt.is_float(e.dtype):
             divide = _safe_division(fn)

@@ -27,6 +27,8 @@ from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import IterVar, Tensor
+from ember.tir.topi import nan_order
+from ember.tir.topi.reduce import acc_dtype
 from ember.tuner.template import get_config, template
 
 VECTOR_BYTES = 64  # one AVX-512 register
@@ -91,20 +93,32 @@ def _pool(
     OW = (W + pads[1] + pads[3] - kw) // sw + 1
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    reducer = te.max if kind == "max" else te.sum
+    # max_nan: a NaN in the window gives NaN, as ONNX's reference and PyTorch (te.max, being
+    # C's fmax, would drop it); see ember.tir.topi.nan_order
+    reducer = nan_order.max_nan if kind == "max" else te.sum
+    # an average of 16-bit floats sums and scales in float32 (as onnxruntime), rounds once
+    acc = X.dtype if kind == "max" else acc_dtype(X.dtype)
+
+    def tap(n: Any, c: Any, y: Any, x: Any) -> E.PrimExpr:
+        v = P[n, c, y * sh + ry.var, x * sw + rx.var]
+        return v if acc == X.dtype else E.cast(acc, v)
+
     red = te.compute(
         (N, C, OH, OW),
-        lambda n, c, y, x: reducer(P[n, c, y * sh + ry.var, x * sw + rx.var], axis=(ry, rx)),
+        lambda n, c, y, x: reducer(tap(n, c, y, x), axis=(ry, rx)),
         name="pool" if kind == "max" else "pool_sum",
         tag=tag or f"pool_{kind}",
         attrs={"stride_w": sw},
     )
     if kind == "max":
         return P, red, red
-    scale = 1.0 / (kh * kw)
-    out = te.compute(
-        (N, C, OH, OW), lambda n, c, y, x: red[n, c, y, x] * scale, name="pool", tag="pool_avg"
-    )
+    scale = E.const(1.0 / (kh * kw), acc)
+
+    def average(n: Any, c: Any, y: Any, x: Any) -> E.PrimExpr:
+        value = red[n, c, y, x] * scale
+        return value if acc == X.dtype else E.cast(X.dtype, value)
+
+    out = te.compute((N, C, OH, OW), average, name="pool", tag="pool_avg")
     return P, red, out
 
 

@@ -49,8 +49,17 @@ inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long
 typedef _Float16 half;
 inline half __float2half(float x) { return (half)x; }
 inline float __half2float(half x) { return (float)x; }
-inline half __hmin(half a, half b) { return a < b ? a : b; }
-inline half __hmax(half a, half b) { return a > b ? a : b; }
+// CUDA's __hmin/__hmax: a NaN operand is dropped (as fminf/fmaxf), and +0.0 > -0.0
+inline half __hmin(half a, half b) {
+  if (a != a || b != b) return a != a ? b : a;
+  if (a == 0 && b == 0) return std::signbit((float)a) ? a : b;
+  return a < b ? a : b;
+}
+inline half __hmax(half a, half b) {
+  if (a != a || b != b) return a != a ? b : a;
+  if (a == 0 && b == 0) return std::signbit((float)a) ? b : a;
+  return a > b ? a : b;
+}
 struct __nv_bfloat16 { unsigned short bits; };  // bfloat16 computes in float, rounds to even
 inline float __bfloat162float(__nv_bfloat16 h) {
   unsigned u = (unsigned)h.bits << 16; float f; std::memcpy(&f, &u, 4); return f;
@@ -68,8 +77,18 @@ EMBER_BF16_OP(+) EMBER_BF16_OP(-) EMBER_BF16_OP(*) EMBER_BF16_OP(/)
   inline bool operator op(__nv_bfloat16 a, __nv_bfloat16 b) { \
     return __bfloat162float(a) op __bfloat162float(b); }
 EMBER_BF16_CMP(<) EMBER_BF16_CMP(<=) EMBER_BF16_CMP(>) EMBER_BF16_CMP(>=) EMBER_BF16_CMP(==)
-inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return a < b ? a : b; }
-inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return a > b ? a : b; }
+inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) {
+  float x = __bfloat162float(a), y = __bfloat162float(b);
+  if (x != x || y != y) return x != x ? b : a;
+  if (x == 0 && y == 0) return std::signbit(x) ? a : b;
+  return x < y ? a : b;
+}
+inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) {
+  float x = __bfloat162float(a), y = __bfloat162float(b);
+  if (x != x || y != y) return x != x ? b : a;
+  if (x == 0 && y == 0) return std::signbit(x) ? b : a;
+  return x > y ? a : b;
+}
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }

@@ -86,7 +86,7 @@ def _int_division(op: BinaryOp, where: Callable[[], str]) -> BinaryFn:
     return fn
 
 
-# -- min / max: NaN propagates, as np.minimum does ------------------------------------------
+# -- integer min / max ------------------------------------------------------------------
 
 
 def _scalar_min(a: Value, b: Value) -> Value:
@@ -113,10 +113,31 @@ _COMMON: dict[BinaryOp, BinaryFn] = {
     BinaryOp.OR: _logical_or,
 }
 
+
+def _float_floordiv(a: Value, b: Value) -> Value:
+    return np.floor(a / b)
+
+
+def _float_floormod(a: Value, b: Value) -> Value:
+    return a - np.floor(a / b) * b
+
+
+def _in_float32(fn: BinaryFn) -> BinaryFn:
+    def run(a: Value, b: Value) -> Value:
+        return fn(
+            np.float32(a) if np.ndim(a) == 0 else a.astype(np.float32),
+            np.float32(b) if np.ndim(b) == 0 else b.astype(np.float32),
+        ).astype(np.float16)
+
+    return run
+
+
+# Float floor division and modulo as both code generators print them (``floorf(a / b)``,
+# ``a - floorf(a / b) * b``), not numpy's ``//``/``%``, which differ on infinities and zeros
 _FLOAT: dict[BinaryOp, BinaryFn] = {
     BinaryOp.DIV: operator.truediv,
-    BinaryOp.FLOORDIV: operator.floordiv,
-    BinaryOp.FLOORMOD: operator.mod,
+    BinaryOp.FLOORDIV: _float_floordiv,
+    BinaryOp.FLOORMOD: _float_floormod,
     BinaryOp.TRUNCDIV: lambda a, b: np.trunc(a / b),
     BinaryOp.TRUNCMOD: np.fmod,
 }
@@ -138,11 +159,15 @@ def binary_fn(op: BinaryOp, dtype: str, where: Callable[[], str] = lambda: "?") 
     vector = dt.lanes_of(dtype) > 1
     if op in _COMMON:
         return _COMMON[op]
+    # float min/max are C's fmin/fmax (a NaN operand is dropped), as llvm.minnum/maxnum and
+    # CUDA's fminf/fmaxf compute them; NaN-propagating ONNX ops build a select instead
     if op is BinaryOp.MIN:
-        return np.minimum if vector else _scalar_min
+        return np.fmin if vector or dt.is_float(dtype) else _scalar_min
     if op is BinaryOp.MAX:
-        return np.maximum if vector else _scalar_max
+        return np.fmax if vector or dt.is_float(dtype) else _scalar_max
     if dt.is_float(dtype):
+        if op in (BinaryOp.FLOORDIV, BinaryOp.FLOORMOD) and dt.element_of(dtype) == "float16":
+            return _in_float32(_FLOAT[op])  # the printed C runs them in float
         return _FLOAT[op]
     if op in _INT_DIVISION:
         return _int_division(op, where)
@@ -182,7 +207,13 @@ def _fma64(a: float, b: float, c: float) -> float:
         return math.fma(a, b, c)
     if not all(math.isfinite(v) for v in (a, b, c)):
         return a * b + c
-    return float(Fraction(a) * Fraction(b) + Fraction(c))
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:  # then a * b is exact, and IEEE addition gives the zero its sign
+        return a * b + c
+    try:
+        return float(exact)
+    except OverflowError:  # beyond the largest double: C's fma rounds to an infinity
+        return math.inf if exact > 0 else -math.inf
 
 
 def _fma(a: Value, b: Value, c: Value) -> Value:

@@ -23,6 +23,7 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi import nan_order
 from ember.tir.topi.conv import conv_out_size
 from ember.tir.topi.transform import static_shape
 
@@ -265,6 +266,6 @@ def max_pool2d_nchwc(
         inside = E.logical_and(E.logical_and(h >= 0, h < xs[2]), E.logical_and(v >= 0, v < xs[3]))
         hh, vv = E.max_(E.min_(h, xs[2] - 1), 0), E.max_(E.min_(v, xs[3] - 1), 0)
         value = E.select(inside, X[n, c, hh, vv, i], te.min_value(X.dtype))
-        return te.max(value, axis=(ry, rx))
+        return nan_order.max_nan(value, axis=(ry, rx))  # a NaN in the window gives NaN
 
     return te.compute((xs[0], xs[1], oh, ow, xs[4]), f, name="max_pool_nchwc", tag="pool_max")

@@ -14,6 +14,7 @@ from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.pool import Window, padded_read
+from ember.tir.topi.reduce import acc_dtype
 from ember.tir.topi.transform import static_shape
 
 
@@ -39,13 +40,15 @@ def lp_pool_nd(
     out_sp = w.out_sizes(ceil_mode, "lp_pool")
     rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
     zero = E.const(0, X.dtype)
+    wide = acc_dtype(X.dtype)  # 16-bit floats sum in float32, as onnxruntime
 
     def power(v: E.PrimExpr) -> E.PrimExpr:
+        v = v if v.dtype == wide else E.cast(wide, v)
         if p == 1:
             return te.abs(v)
         if p == 2:
             return v * v
-        return te.pow(te.abs(v), E.const(float(p), X.dtype))
+        return te.pow(te.abs(v), E.const(float(p), wide))
 
     acc = te.compute(
         (*xs[:2], *out_sp),
@@ -55,9 +58,11 @@ def lp_pool_nd(
 
     def root(*i: E.PrimExpr) -> E.PrimExpr:
         if p == 1:
-            return acc[i]
-        if p == 2:
-            return te.sqrt(acc[i])
-        return te.pow(acc[i], E.const(1.0 / p, X.dtype))
+            value = acc[i]
+        elif p == 2:
+            value = te.sqrt(acc[i])
+        else:
+            value = te.pow(acc[i], E.const(1.0 / p, wide))
+        return value if wide == X.dtype else E.cast(X.dtype, value)
 
     return te.compute(acc.shape, root, name=name, tag="pool_lp")

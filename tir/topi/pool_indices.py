@@ -19,6 +19,7 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi import nan_order
 from ember.tir.topi.pool import Window, padded_read, pool_nd
 from ember.tir.topi.transform import static_shape
 
@@ -62,7 +63,8 @@ def max_pool_with_indices(
         for p, n in zip(taps, xs[2:]):
             ok = E.logical_and(p >= 0, p < n)
             inside = ok if inside is None else E.logical_and(inside, ok)
-        hit = E.logical_and(inside, padded_read(X, i[:2], taps, values[i]) == values[i])
+        tap = padded_read(X, i[:2], taps, values[i])
+        hit = E.logical_and(inside, nan_order.same_value(tap, values[i]))  # NaN finds NaN
         return te.min(E.select(hit, _flat(i[:2], taps, xs), big), axis=tuple(rs))
 
     rowmajor = te.compute(values.shape, first, name=f"{name}_argmax")

@@ -3,7 +3,8 @@
 ``reduce_axes`` takes a tensor, the axes to reduce (non-negative, sorted) and one of
 the kinds sum, mean, max, min, prod, l1, l2, sum_square, log_sum, log_sum_exp;
 it gives the reduced tensor with the axes kept as 1 or dropped. Half-precision
-inputs accumulate in float32 and are cast back at the end. LogSumExp subtracts the
+inputs accumulate in float32 and are cast back at the end. max and min give NaN
+where the reduced window holds one (:mod:`.nan_order`). LogSumExp subtracts the
 maximum before exponentiating (one extra reduction stage), so large inputs do not
 overflow. ``arg_reduce`` gives the int64 index of the first (or last) extreme
 element along one axis: a max/min stage, then the smallest (largest) index that
@@ -20,6 +21,7 @@ from ember.tir import expr as E
 from ember.tir import op as tir_op
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi import nan_order
 from ember.tir.topi.transform import static_shape
 
 REDUCE_KINDS = (
@@ -114,9 +116,8 @@ def reduce_axes(
     axes = tuple(sorted(set(axes)))
     _check(xs, kind, axes)
     acc = acc_dtype(X.dtype)
-    if kind in ("max", "min"):
-        red = te.max if kind == "max" else te.min
-        return _reduce_stage(X, axes, keepdims, lambda v, i: v, red, name)
+    if kind in ("max", "min"):  # a NaN in the window gives NaN (see nan_order)
+        return _reduce_stage(X, axes, keepdims, lambda v, i: v, nan_order.reducer(kind), name)
     if kind == "log_sum_exp":
         return _log_sum_exp(X, axes, keepdims, acc, name)
     count = 1
@@ -181,21 +182,24 @@ def arg_reduce(
     name: str = "argreduce",
 ) -> Tensor:
     """int64 index of the max (``kind="max"``) or min along ``axis``; ties go to the first
-    index, or the last with ``select_last``."""
+    index, or the last with ``select_last``. A row holding NaN gives its first (last) NaN's
+    index, as numpy's argmax and ONNX's reference (see :mod:`.nan_order`)."""
     xs = static_shape(X)
     if kind not in ("max", "min"):
         raise ArgumentError(f"arg_reduce: kind must be 'max' or 'min', got {kind!r}")
     if not 0 <= axis < len(xs) or xs[axis] == 0:
         raise ArgumentError(f"arg_reduce: axis {axis} does not fit shape {list(xs)}")
     n = xs[axis]
-    ext = _reduce_stage(X, (axis,), True, lambda v, i: v, getattr(te, kind), f"{name}_{kind}")
+    # the extreme keeps a NaN, and a NaN matches a NaN: a row holding one points at it
+    red = nan_order.reducer(kind)
+    ext = _reduce_stage(X, (axis,), True, lambda v, i: v, red, f"{name}_{kind}")
     k = te.reduce_axis((0, n), name="k")
     out_shape = reduced_shape(xs, (axis,), keepdims)
 
     def f(*i: E.PrimExpr) -> E.PrimExpr:
         full = full_index(len(xs), (axis,), keepdims, i, (k,))
         at_ext = (*full[:axis], E.const(0, "int32"), *full[axis + 1 :])
-        hit = X[full] == ext[at_ext]
+        hit = nan_order.same_value(X[full], ext[at_ext])
         kk = E.cast("int64", k)
         if select_last:
             return te.max(E.select(hit, kk, E.const(-1, "int64")), axis=k)

@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember.errors import ArgumentError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi import nan_order
 from ember.tir.topi.indexing import _wrap_index
 from ember.tir.topi.transform import static_shape, unravel
 
@@ -135,7 +137,8 @@ SELECT_MAX_K = 8
 
 def topk(X: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
     """ONNX TopK (sorted): the ``k`` largest (or smallest) along ``axis`` and their int64
-    positions; equal values keep their order (the lower position first)."""
+    positions; equal values keep their order (the lower position first). NaN counts as
+    larger than every number, as in onnxruntime (:func:`.nan_order.before`)."""
     n = static_shape(X)[axis]
     if not 0 <= k <= n:
         raise ArgumentError(f"topk: k={k} is out of range for an axis of size {n}")
@@ -151,15 +154,19 @@ def _topk_select(X: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, T
     keep = (*src[:axis], 1, *src[axis + 1 :])
 
     def better(va: E.PrimExpr, ia: E.PrimExpr, vb: E.PrimExpr, ib: E.PrimExpr) -> E.PrimExpr:
-        wins = va > vb if largest else va < vb
-        return E.logical_or(wins, E.logical_and(E.eq(va, vb), ia < ib))
+        return nan_order.before(va, ia, vb, ib, largest)
 
     def combine(a: tuple, b: tuple) -> tuple:
         pick = better(a[1], a[0], b[1], b[0])
         return E.select(pick, a[0], b[0]), E.select(pick, a[1], b[1])
 
     def identity(ti: str, tv: str) -> tuple:
-        worst = te.min_value(tv) if largest else te.max_value(tv)
+        # after every element: the order's last value at a position past the axis (a real
+        # -inf, or a real NaN with largest=0, comes first, being at a lower position)
+        if not dt.is_float(tv):
+            worst = te.min_value(tv) if largest else te.max_value(tv)
+        else:
+            worst = E.const(float("-inf") if largest else float("nan"), tv)
         return E.const(src[axis], ti), worst
 
     best = te.comm_reducer(combine, identity, name="topk_best")
@@ -206,10 +213,8 @@ def _topk_rank(X: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Ten
 
     def rank(*p: E.PrimExpr) -> E.PrimExpr:
         other = X[(*p[:axis], j.var, *p[axis + 1 :])]
-        mine = X[p]
-        beats = other > mine if largest else other < mine
-        tie = E.logical_and(E.eq(other, mine), j.var < p[axis])
-        return te.sum(E.const(1, "int32"), axis=j, where=E.logical_or(beats, tie))
+        beats = nan_order.before(other, j.var, X[p], p[axis], largest)
+        return te.sum(E.const(1, "int32"), axis=j, where=beats)
 
     ranks = te.compute(src, rank, name="topk_rank")
     out_shape = (*src[:axis], k, *src[axis + 1 :])
