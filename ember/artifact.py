@@ -26,15 +26,20 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
+import re
+import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ember import artifact_schema as schema
 from ember.errors import ArgumentError, EmberError, InvalidModelError
 
 FORMAT = "ember-model"
@@ -85,7 +90,20 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
     }
 
 
-def graph_from_json(data: dict[str, Any], params: dict[str, np.ndarray]) -> Any:
+def graph_from_json(data: dict[str, Any], params: dict[str, np.ndarray], where: Any = "") -> Any:
+    """The Graph ``data`` describes, validated first (it comes from a file): a malformed
+    or inconsistent one is an ``InvalidModelError`` naming ``where``."""
+    from ember.errors import InternalError
+
+    where = where or "graph.json"
+    schema.check_graph(data, where)
+    try:
+        return _build_graph(data, params)
+    except (ValueError, TypeError, InternalError) as e:
+        raise InvalidModelError(f"{where}: an inconsistent graph: {e}") from e
+
+
+def _build_graph(data: dict[str, Any], params: dict[str, np.ndarray]) -> Any:
     from ember.frontend.graph import Graph, Node, TensorType, Value
 
     values = {n: Value(n, TensorType(tuple(s), d)) for n, (s, d) in data["values"].items()}
@@ -173,9 +191,14 @@ def export_model(
         "ember_version": _ember_version(),
         "target": str(model.target),
         "sha256": {name: _sha256(data) for name, data in sorted(members.items())},
+        "sizes": {name: len(data) for name, data in sorted(members.items())},
     }
     if kind == "cuda":
         manifest["cuda"] = packer.manifest_section()
+    else:
+        from ember.cpu_features import built_for
+
+        manifest["cpu"] = built_for(str(model.target))
     _write_atomically(Path(path), manifest, members)
 
 
@@ -217,18 +240,106 @@ def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, b
 
 
 def read_archive(path: str | Path, fmt: str = FORMAT) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest and the members of an artifact of format ``fmt``, every hash checked."""
+    """The manifest and the members of an artifact of format ``fmt``, every hash checked.
+
+    Nothing is trusted before it is checked: the manifest is read first (bounded) and
+    validated; the archive's member names must be exactly the manifest's, each a plain
+    relative name; each member's declared size must be the manifest's (where recorded)
+    and within :func:`ember.artifact_schema.member_limit` before a byte of it is
+    decompressed, and it is read in chunks up to that size while its hash is computed,
+    so a zip bomb or a member that lies about its size costs no more memory than its
+    declared size allows. Every failure of the archive's bytes (bad deflate data, bad
+    CRC, truncation, an unknown compression method) is an ``InvalidModelError``."""
     p = Path(path)
     if not p.is_file():
         raise ArgumentError(f"load: no file {p}")
     try:
         with zipfile.ZipFile(p) as z:
-            manifest = json.loads(z.read("manifest.json"))
-            members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
+            infos = _member_infos(z, p)
+            manifest = _parse_json(_read_member(z, infos["manifest.json"], p), "manifest.json", p)
+            _check_header(manifest, fmt, p)
+            schema.check_manifest(manifest, p)
+            _check_directory(manifest, infos, p)
+            members = {}
+            for name, info in infos.items():
+                if name != "manifest.json":
+                    members[name] = _read_member(z, info, p, manifest["sha256"][name])
+    except _ARCHIVE_ERRORS as e:
         raise InvalidModelError(f"{p} is not an Ember model file (or it is truncated): {e}") from e
-    if manifest.get("format") != fmt:
-        found = manifest.get("format")
+    return manifest, members
+
+
+# What reading a damaged zip archive raises: a flipped bit can land in deflate data
+# (zlib.error), a CRC or a header (BadZipFile), the compression method
+# (NotImplementedError), the encryption flag (RuntimeError), a length (EOFError).
+_ARCHIVE_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    KeyError,
+    ValueError,
+    OSError,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    struct.error,
+    OverflowError,
+)
+_CHUNK = 1 << 20
+
+
+def _member_infos(z: zipfile.ZipFile, p: Path) -> dict[str, zipfile.ZipInfo]:
+    infos: dict[str, zipfile.ZipInfo] = {}
+    entries = z.infolist()
+    if len(entries) > schema.MAX_MEMBERS:
+        raise InvalidModelError(f"{p}: {len(entries)} members, more than any model has")
+    for info in entries:
+        if info.filename in infos:
+            raise InvalidModelError(f"{p}: the member '{info.filename}' appears twice")
+        schema.check_member_name(info.filename, p)
+        infos[info.filename] = info
+    if "manifest.json" not in infos:
+        raise InvalidModelError(f"{p} is not an Ember model file (it has no manifest.json)")
+    return infos
+
+
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, p: Path, digest: str = "") -> bytes:
+    """The member's bytes, read in chunks up to its (checked) declared size; its SHA-256
+    must be ``digest`` when one is given."""
+    limit = schema.member_limit(info.filename, info.compress_size)
+    if info.file_size > limit:
+        raise InvalidModelError(
+            f"{p}: the member '{info.filename}' declares {info.file_size} bytes from "
+            f"{info.compress_size} compressed, over the {limit} a model file may hold "
+            "(a zip bomb?)"
+        )
+    h = hashlib.sha256()
+    chunks = []
+    got = 0
+    with z.open(info) as f:
+        while chunk := f.read(min(_CHUNK, info.file_size + 1)):
+            h.update(chunk)
+            chunks.append(chunk)
+            got += len(chunk)
+            if got > info.file_size:  # zipfile stops there itself; this does not rely on it
+                raise InvalidModelError(f"{p}: '{info.filename}' is longer than it declares")
+    if digest and h.hexdigest() != digest:
+        raise InvalidModelError(
+            f"{p}: '{info.filename}' does not match its hash (tampered or corrupt)"
+        )
+    return b"".join(chunks)
+
+
+def _parse_json(data: bytes, name: str, p: Path) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise InvalidModelError(f"{p}: '{name}' is not readable JSON: {e}") from e
+
+
+def _check_header(manifest: Any, fmt: str, p: Path) -> None:
+    found = manifest.get("format") if isinstance(manifest, dict) else None
+    if found != fmt:
         raise InvalidModelError(f"{p} is not an Ember model file (format {found!r})")
     if manifest.get("format_version") not in READ_VERSIONS:
         raise InvalidModelError(
@@ -236,28 +347,46 @@ def read_archive(path: str | Path, fmt: str = FORMAT) -> tuple[dict[str, Any], d
             f"{manifest.get('format_version')}; this Ember ({_ember_version()}) reads versions "
             f"{', '.join(map(str, READ_VERSIONS))}: compile the model again"
         )
-    hashes = manifest.get("sha256", {})
-    if set(hashes) != set(members):
-        raise InvalidModelError(f"{p}: its members do not match its manifest (tampered?)")
-    for name, data in members.items():
-        if _sha256(data) != hashes[name]:
-            raise InvalidModelError(f"{p}: '{name}' does not match its hash (tampered or corrupt)")
-    return manifest, members
+
+
+def _check_directory(manifest: dict[str, Any], infos: dict[str, zipfile.ZipInfo], p: Path) -> None:
+    """The archive holds exactly the manifest's members, of the sizes it records."""
+    hashes = manifest["sha256"]
+    names = set(infos) - {"manifest.json"}
+    if set(hashes) != names:
+        extra, absent = sorted(names - set(hashes)), sorted(set(hashes) - names)
+        raise InvalidModelError(
+            f"{p}: its members do not match its manifest (tampered?): "
+            f"unlisted {extra[:5]}, missing {absent[:5]}"
+        )
+    sizes = manifest.get("sizes")
+    for name in sorted(names):
+        if sizes is not None and infos[name].file_size != sizes[name]:
+            raise InvalidModelError(
+                f"{p}: '{name}' declares {infos[name].file_size} bytes, its manifest "
+                f"{sizes[name]} (tampered?)"
+            )
 
 
 def load_model(path: str | Path) -> Any:
-    """The CompiledModel stored in ``path`` by :func:`export_model`."""
+    """The CompiledModel stored in ``path`` by :func:`export_model`.
+
+    Every part is checked before it is used (:mod:`ember.artifact_schema`): the archive
+    by :func:`read_archive`, then the graph and steps, the params against the types the
+    graph gives them, the CPU the code needs against this host (:mod:`ember.cpu_features`),
+    and each kernel's signature against the values its step passes it, all before any
+    memory is planned for the model."""
     from ember.executor import CompiledModel, Step
 
     manifest, members = read_archive(path)
-    try:
-        body = json.loads(members["graph.json"])
-        names = body["graph"]["params"]
-        with np.load(io.BytesIO(members["params.npz"]), allow_pickle=False) as z:
-            params = {n: z[f"p{i}"] for i, n in enumerate(names)}
-    except (KeyError, ValueError, OSError) as e:
-        raise InvalidModelError(f"{path}: unreadable graph or params: {e}") from e
-    graph = graph_from_json(body["graph"], params)
+    body = _parse_json(members.get("graph.json", b"null"), "graph.json", Path(path))
+    if not isinstance(body, dict):
+        raise InvalidModelError(f"{path}: graph.json is not an object with graph and steps")
+    schema.check_graph(body.get("graph"), path)
+    kernels = _kernel_count(manifest, members, path)
+    schema.check_steps(body.get("steps"), body["graph"], kernels, path)
+    params = _read_params(members, body["graph"], path)
+    graph = graph_from_json(body["graph"], params, path)
     modules = _module_source(manifest, members, Path(path))
     steps = []
     for st in body["steps"]:
@@ -270,22 +399,120 @@ def load_model(path: str | Path) -> Any:
                 st.get("scalar_outputs", ()),
                 str(st.get("op", "kernel")),
             )
+            _check_kernel_fits(kernel, st, graph, path)
         steps.append(Step(kernel, tuple(st["inputs"]), tuple(st["outputs"]), st["where"]))
-    return CompiledModel(graph, steps, manifest["target"])
+    try:
+        return CompiledModel(graph, steps, manifest["target"])
+    except MemoryError as e:
+        raise InvalidModelError(f"{path}: its values need more memory than there is") from e
 
 
-def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> Any:
-    """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
+def _kernel_count(manifest: dict[str, Any], members: dict[str, bytes], path: Any) -> int:
+    """How many kernel modules the file holds (a step's kernel must be one of them)."""
+    if _target_kind_of(manifest, Path(path)) == "cuda":
+        section = manifest.get("cuda")
+        modules = section.get("modules") if isinstance(section, dict) else None
+        return len(modules) if isinstance(modules, list) else 0
+    libs = [n for n in members if n.startswith("kernels/")]
+    for n in libs:
+        if not re.fullmatch(r"kernels/k(0|[1-9][0-9]*)\.so", n):
+            raise InvalidModelError(f"{path}: the member '{n}' is not a kernel library")
+    if sorted(libs) != sorted(f"kernels/k{k}.so" for k in range(len(libs))):
+        raise InvalidModelError(f"{path}: its kernel libraries are not numbered k0.so, k1.so...")
+    return len(libs)
+
+
+def _read_params(members: dict[str, bytes], g: dict[str, Any], path: Any) -> dict[str, Any]:
+    """The params, each of the shape and dtype the graph gives it."""
+    names = g["params"]
+    data = members.get("params.npz")
+    if data is None:
+        raise InvalidModelError(f"{path}: the file has no params.npz")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            if sorted(z.files) != sorted(f"p{i}" for i in range(len(names))):
+                raise InvalidModelError(f"{path}: params.npz does not hold the graph's params")
+            params = {}
+            for i, n in enumerate(names):
+                want = tuple(g["values"][n][0]), g["values"][n][1]
+                arr = _read_param(z, f"p{i}", want, path)
+                params[n] = arr
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as e:
+        raise InvalidModelError(f"{path}: unreadable params: {e}") from e
+    return params
+
+
+def _read_param(z: Any, key: str, want: tuple[Any, str], path: Any) -> np.ndarray:
+    """One npz entry, its header checked against the graph before its data is read."""
+    info = z.zip.getinfo(key + ".npy")
+    shape, dtype = want
+    need = math.prod(shape) * np.dtype(dtype).itemsize + (1 << 16)
+    if info.file_size > need:
+        raise InvalidModelError(
+            f"{path}: param {key} declares {info.file_size} bytes; its type needs {need}"
+        )
+    arr = z[key]
+    if arr.shape != shape or arr.dtype != np.dtype(dtype):
+        raise InvalidModelError(
+            f"{path}: a param is {arr.dtype}{list(arr.shape)}, its graph type {dtype}{list(shape)}"
+        )
+    return arr
+
+
+def _check_kernel_fits(kernel: Any, st: dict[str, Any], graph: Any, path: Any) -> None:
+    """The step passes its kernel arrays of exactly the static shapes and dtypes the
+    kernel's signature takes (a 0-d output a CUDA kernel writes as shape (1,))."""
+    sigs = getattr(kernel.module, "signatures", None)
+    if not sigs:
+        return
+    names = [*st["inputs"], *st["outputs"]]
+    params = sigs[0].arrays
+    if len(params) != len(names):
+        raise InvalidModelError(
+            f"{path}: step {st['where']} passes {len(names)} arrays, its kernel takes {len(params)}"
+        )
+    scalars = {kernel.n_inputs + k for k in kernel.scalar_outputs}
+    for i, (name, p) in enumerate(zip(names, params)):
+        t = graph.values[name].type
+        shape = (1,) if i in scalars and t.shape == () else t.shape
+        static = all(isinstance(d, int) for d in p.shape)
+        if (static and tuple(p.shape) != shape) or np.dtype(t.dtype) != _np_dtype(p.dtype):
+            raise InvalidModelError(
+                f"{path}: step {st['where']} passes '{name}' as {t}, its kernel takes "
+                f"{p.describe()}"
+            )
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    from ember.tir.dtype import numpy_dtype
+
+    return numpy_dtype(dtype)
+
+
+def _target_kind_of(manifest: dict[str, Any], path: Path) -> str:
     try:
         kind = _target_kind(str(manifest.get("target", "")))
     except EmberError as e:
         raise InvalidModelError(f"{path}: the manifest's target is not one Ember knows") from e
+    if kind not in ("llvm", "cuda"):
+        raise InvalidModelError(
+            f"{path}: the manifest's target '{manifest['target']}' has no kernels"
+        )
+    return kind
+
+
+def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> Any:
+    """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
+    kind = _target_kind_of(manifest, path)
     if kind == "cuda":
         from ember.artifact_cuda import CudaLoader
 
         return CudaLoader(manifest, members, path).module
+    from ember.cpu_features import check_host
     from ember.runtime import load_module
 
+    if isinstance(manifest.get("cpu"), dict):  # files before format 2's cpu record: unchecked
+        check_host(manifest["cpu"], path)
     folder = _unpack_kernels(members)
     modules: dict[int, Any] = {}
 
