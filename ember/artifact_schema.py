@@ -135,9 +135,11 @@ def check_graph(g: Any, where: Any, symbolic: bool = False) -> None:
         raise _fail(where, "the graph has no name")
     for key in ("inputs", "outputs", "params"):
         names = g.get(key)
-        if not _str_list(names):
-            raise _fail(where, f"the graph's '{key}' is not a list of value names")
+        if not _str_list(names) or len(set(names)) != len(names):
+            raise _fail(where, f"the graph's '{key}' is not a list of distinct value names")
         _known(names, values, f"the graph's {key}", where)
+    if not g["outputs"]:
+        raise _fail(where, "the graph has no outputs")
     nodes = g.get("nodes")
     if not isinstance(nodes, list):
         raise _fail(where, "the graph has no list of 'nodes'")
@@ -162,7 +164,7 @@ def _check_node(n: Any, values: dict[str, Any], where: Any) -> None:
             raise _fail(where, f"node '{n['name']}' has no list of '{key}'")
         _known(n[key], values, f"node '{n['name']}' names", where)
     if not isinstance(n.get("attrs"), dict) or not (
-        n.get("group") is None or _is_int(n.get("group"))
+        "group" in n and (n["group"] is None or _is_int(n["group"]))
     ):
         raise _fail(where, f"node '{n['name']}' has malformed 'attrs' or 'group'")
 
@@ -177,7 +179,7 @@ def check_steps(steps: Any, g: dict[str, Any], n_kernels: int | None, where: Any
     for k, st in enumerate(steps):
         if not isinstance(st, dict) or not isinstance(st.get("where"), str):
             raise _fail(where, f"step {k} is not an object with a 'where'")
-        kernel = st.get("kernel")
+        kernel = st.get("kernel", "absent")
         if kernel is not None and not (
             _is_int(kernel) and 0 <= kernel < (n_kernels if n_kernels is not None else 1 << 62)
         ):
@@ -189,8 +191,8 @@ def check_steps(steps: Any, g: dict[str, Any], n_kernels: int | None, where: Any
         unready = [v for v in st["inputs"] if v not in ready]
         if unready:
             raise _fail(where, f"step {k} ({st['where']}) reads {unready[:5]} before any write")
-        if set(st["outputs"]) & (set(g["inputs"]) | set(g["params"])):
-            raise _fail(where, f"step {k} ({st['where']}) writes a model input or a param")
+        if set(st["outputs"]) & ready or len(set(st["outputs"])) != len(st["outputs"]):
+            raise _fail(where, f"step {k} ({st['where']}) writes a value written before")
         scalars = st.get("scalar_outputs", [])
         if not isinstance(scalars, list) or not all(
             _is_int(s) and 0 <= s < len(st["outputs"]) for s in scalars
@@ -235,7 +237,30 @@ def check_dynamic_manifest(m: dict[str, Any], where: Any) -> None:
             raise _fail(where, f"a specialization entry {str(s)[:80]} is malformed")
 
 
+def check_cuda_section(section: Any, where: Any) -> None:
+    """The manifest's ``cuda`` section (:mod:`ember.artifact_cuda`): its fields' types."""
+    if not isinstance(section, dict) or not isinstance(section.get("modules"), list):
+        raise _fail(where, "a CUDA model without its 'cuda' manifest section")
+    if not _str_list(section.get("archs")) or not (
+        section.get("ptx_arch") is None or isinstance(section.get("ptx_arch"), str)
+    ):
+        raise _fail(where, "the 'cuda' section's 'archs' or 'ptx_arch' is malformed")
+    for k, m in enumerate(section["modules"]):
+        ok = (
+            isinstance(m, dict)
+            and isinstance(m.get("tir"), str)
+            and isinstance(m.get("source"), str)
+            and (m.get("ptx") is None or isinstance(m.get("ptx"), str))
+            and isinstance(m.get("cubin"), dict)
+            and all(isinstance(a, str) and isinstance(n, str) for a, n in m["cubin"].items())
+            and isinstance(m.get("launches"), list)
+        )
+        if not ok:
+            raise _fail(where, f"the 'cuda' section's entry of kernel module {k} is malformed")
+
+
 __all__ = [
+    "check_cuda_section",
     "check_dynamic_manifest",
     "MAX_VALUE_BYTES",
     "check_graph",
