@@ -29,16 +29,15 @@ import json
 import math
 import os
 import re
-import struct
 import tempfile
 import zipfile
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ember import artifact_archive as archive
 from ember import artifact_schema as schema
 from ember.errors import ArgumentError, EmberError, InvalidModelError
 
@@ -240,132 +239,9 @@ def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, b
 
 
 def read_archive(path: str | Path, fmt: str = FORMAT) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest and the members of an artifact of format ``fmt``, every hash checked.
-
-    Nothing is trusted before it is checked: the manifest is read first (bounded) and
-    validated; the archive's member names must be exactly the manifest's, each a plain
-    relative name; each member's declared size must be the manifest's (where recorded)
-    and within :func:`ember.artifact_schema.member_limit` before a byte of it is
-    decompressed, and it is read in chunks up to that size while its hash is computed,
-    so a zip bomb or a member that lies about its size costs no more memory than its
-    declared size allows. Every failure of the archive's bytes (bad deflate data, bad
-    CRC, truncation, an unknown compression method) is an ``InvalidModelError``."""
-    p = Path(path)
-    if not p.is_file():
-        raise ArgumentError(f"load: no file {p}")
-    try:
-        with zipfile.ZipFile(p) as z:
-            infos = _member_infos(z, p)
-            manifest = _parse_json(_read_member(z, infos["manifest.json"], p), "manifest.json", p)
-            _check_header(manifest, fmt, p)
-            schema.check_manifest(manifest, p)
-            _check_directory(manifest, infos, p)
-            members = {}
-            for name, info in infos.items():
-                if name != "manifest.json":
-                    members[name] = _read_member(z, info, p, manifest["sha256"][name])
-    except _ARCHIVE_ERRORS as e:
-        raise InvalidModelError(f"{p} is not an Ember model file (or it is truncated): {e}") from e
-    return manifest, members
-
-
-# What reading a damaged zip archive raises: a flipped bit can land in deflate data
-# (zlib.error), a CRC or a header (BadZipFile), the compression method
-# (NotImplementedError), the encryption flag (RuntimeError), a length (EOFError).
-_ARCHIVE_ERRORS = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    zlib.error,
-    KeyError,
-    ValueError,
-    OSError,
-    EOFError,
-    NotImplementedError,
-    RuntimeError,
-    struct.error,
-    OverflowError,
-)
-_CHUNK = 1 << 20
-
-
-def _member_infos(z: zipfile.ZipFile, p: Path) -> dict[str, zipfile.ZipInfo]:
-    infos: dict[str, zipfile.ZipInfo] = {}
-    entries = z.infolist()
-    if len(entries) > schema.MAX_MEMBERS:
-        raise InvalidModelError(f"{p}: {len(entries)} members, more than any model has")
-    for info in entries:
-        if info.filename in infos:
-            raise InvalidModelError(f"{p}: the member '{info.filename}' appears twice")
-        schema.check_member_name(info.filename, p)
-        infos[info.filename] = info
-    if "manifest.json" not in infos:
-        raise InvalidModelError(f"{p} is not an Ember model file (it has no manifest.json)")
-    return infos
-
-
-def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, p: Path, digest: str = "") -> bytes:
-    """The member's bytes, read in chunks up to its (checked) declared size; its SHA-256
-    must be ``digest`` when one is given."""
-    limit = schema.member_limit(info.filename, info.compress_size)
-    if info.file_size > limit:
-        raise InvalidModelError(
-            f"{p}: the member '{info.filename}' declares {info.file_size} bytes from "
-            f"{info.compress_size} compressed, over the {limit} a model file may hold "
-            "(a zip bomb?)"
-        )
-    h = hashlib.sha256()
-    chunks = []
-    got = 0
-    with z.open(info) as f:
-        while chunk := f.read(min(_CHUNK, info.file_size + 1)):
-            h.update(chunk)
-            chunks.append(chunk)
-            got += len(chunk)
-            if got > info.file_size:  # zipfile stops there itself; this does not rely on it
-                raise InvalidModelError(f"{p}: '{info.filename}' is longer than it declares")
-    if digest and h.hexdigest() != digest:
-        raise InvalidModelError(
-            f"{p}: '{info.filename}' does not match its hash (tampered or corrupt)"
-        )
-    return b"".join(chunks)
-
-
-def _parse_json(data: bytes, name: str, p: Path) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-        raise InvalidModelError(f"{p}: '{name}' is not readable JSON: {e}") from e
-
-
-def _check_header(manifest: Any, fmt: str, p: Path) -> None:
-    found = manifest.get("format") if isinstance(manifest, dict) else None
-    if found != fmt:
-        raise InvalidModelError(f"{p} is not an Ember model file (format {found!r})")
-    if manifest.get("format_version") not in READ_VERSIONS:
-        raise InvalidModelError(
-            f"{p} was written by Ember {manifest.get('ember_version')} in format version "
-            f"{manifest.get('format_version')}; this Ember ({_ember_version()}) reads versions "
-            f"{', '.join(map(str, READ_VERSIONS))}: compile the model again"
-        )
-
-
-def _check_directory(manifest: dict[str, Any], infos: dict[str, zipfile.ZipInfo], p: Path) -> None:
-    """The archive holds exactly the manifest's members, of the sizes it records."""
-    hashes = manifest["sha256"]
-    names = set(infos) - {"manifest.json"}
-    if set(hashes) != names:
-        extra, absent = sorted(names - set(hashes)), sorted(set(hashes) - names)
-        raise InvalidModelError(
-            f"{p}: its members do not match its manifest (tampered?): "
-            f"unlisted {extra[:5]}, missing {absent[:5]}"
-        )
-    sizes = manifest.get("sizes")
-    for name in sorted(names):
-        if sizes is not None and infos[name].file_size != sizes[name]:
-            raise InvalidModelError(
-                f"{p}: '{name}' declares {infos[name].file_size} bytes, its manifest "
-                f"{sizes[name]} (tampered?)"
-            )
+    """The manifest and the members of an artifact of format ``fmt``, every hash checked
+    (:func:`ember.artifact_archive.read_archive`)."""
+    return archive.read_archive(path, fmt, READ_VERSIONS, _ember_version())
 
 
 def load_model(path: str | Path) -> Any:
@@ -379,13 +255,13 @@ def load_model(path: str | Path) -> Any:
     from ember.executor import CompiledModel, Step
 
     manifest, members = read_archive(path)
-    body = _parse_json(members.get("graph.json", b"null"), "graph.json", Path(path))
+    body = archive.parse_json(members.get("graph.json", b"null"), "graph.json", Path(path))
     if not isinstance(body, dict):
         raise InvalidModelError(f"{path}: graph.json is not an object with graph and steps")
     schema.check_graph(body.get("graph"), path)
     kernels = _kernel_count(manifest, members, path)
     schema.check_steps(body.get("steps"), body["graph"], kernels, path)
-    params = _read_params(members, body["graph"], path)
+    params = read_params(members, "params.npz", body["graph"], path)
     graph = graph_from_json(body["graph"], params, path)
     modules = _module_source(manifest, members, Path(path))
     steps = []
@@ -422,41 +298,50 @@ def _kernel_count(manifest: dict[str, Any], members: dict[str, bytes], path: Any
     return len(libs)
 
 
-def _read_params(members: dict[str, bytes], g: dict[str, Any], path: Any) -> dict[str, Any]:
-    """The params, each of the shape and dtype the graph gives it."""
+def read_params(members: dict[str, bytes], member: str, g: dict[str, Any], path: Any) -> dict:
+    """The params stored in ``member`` (an npz archive), each of the shape and dtype the
+    validated graph ``g`` gives it. Each array's header is checked before its data is
+    read, so a header claiming a huge shape allocates nothing."""
     names = g["params"]
-    data = members.get("params.npz")
+    data = members.get(member)
     if data is None:
-        raise InvalidModelError(f"{path}: the file has no params.npz")
+        raise InvalidModelError(f"{path}: the file has no {member}")
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            if sorted(z.files) != sorted(f"p{i}" for i in range(len(names))):
-                raise InvalidModelError(f"{path}: params.npz does not hold the graph's params")
-            params = {}
-            for i, n in enumerate(names):
-                want = tuple(g["values"][n][0]), g["values"][n][1]
-                arr = _read_param(z, f"p{i}", want, path)
-                params[n] = arr
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as e:
-        raise InvalidModelError(f"{path}: unreadable params: {e}") from e
-    return params
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            if sorted(z.namelist()) != sorted(f"p{i}.npy" for i in range(len(names))):
+                raise InvalidModelError(f"{path}: {member} does not hold the graph's params")
+            return {
+                n: _read_param(z, f"p{i}.npy", g["values"][n], path) for i, n in enumerate(names)
+            }
+    except archive.ARCHIVE_ERRORS as e:
+        raise InvalidModelError(f"{path}: unreadable params in {member}: {e}") from e
 
 
-def _read_param(z: Any, key: str, want: tuple[Any, str], path: Any) -> np.ndarray:
-    """One npz entry, its header checked against the graph before its data is read."""
-    info = z.zip.getinfo(key + ".npy")
-    shape, dtype = want
-    need = math.prod(shape) * np.dtype(dtype).itemsize + (1 << 16)
-    if info.file_size > need:
-        raise InvalidModelError(
-            f"{path}: param {key} declares {info.file_size} bytes; its type needs {need}"
-        )
-    arr = z[key]
-    if arr.shape != shape or arr.dtype != np.dtype(dtype):
-        raise InvalidModelError(
-            f"{path}: a param is {arr.dtype}{list(arr.shape)}, its graph type {dtype}{list(shape)}"
-        )
-    return arr
+def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> np.ndarray:
+    """One ``.npy`` entry, whose header must give the graph's ``[shape, dtype]``."""
+    shape, dtype = tuple(value[0]), np.dtype(value[1])
+    if not all(isinstance(d, int) for d in shape):
+        raise InvalidModelError(f"{path}: param {name} has the symbolic shape {list(shape)}")
+    with z.open(name) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            header = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            header = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise InvalidModelError(f"{path}: param {name} has npy version {version}")
+        got_shape, fortran, got_dtype = header
+        if tuple(got_shape) != shape or got_dtype != dtype:
+            raise InvalidModelError(
+                f"{path}: a param is {got_dtype}{list(got_shape)}, its graph type "
+                f"{dtype}{list(shape)}"
+            )
+        nbytes = math.prod(shape) * dtype.itemsize
+        data = f.read(nbytes + 1)
+    if len(data) != nbytes:
+        raise InvalidModelError(f"{path}: param {name} holds {len(data)} bytes, not {nbytes}")
+    flat = np.frombuffer(bytearray(data), dtype=dtype)
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 def _check_kernel_fits(kernel: Any, st: dict[str, Any], graph: Any, path: Any) -> None:

@@ -20,17 +20,14 @@ refused with :class:`~ember.errors.InvalidModelError` before anything is loaded.
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ember import artifact
+from ember import artifact_archive as archive
 from ember import artifact_schema as schema
 from ember.errors import ArgumentError, InvalidModelError
 
@@ -135,14 +132,13 @@ def _read_source(manifest: dict[str, Any], members: dict[str, bytes], path: Any)
             from ember.frontend.onnx_import.importer import load_model
 
             return OnnxSource(load_model(members["source.onnx"]), manifest["shapes"])
-        body = artifact._parse_json(members["source/graph.json"], "source/graph.json", path)
+        body = archive.parse_json(members["source/graph.json"], "source/graph.json", path)
         schema.check_graph(body, path, symbolic=True)
-        with np.load(io.BytesIO(members["source/params.npz"]), allow_pickle=False) as z:
-            params = {n: z[f"p{i}"] for i, n in enumerate(body["params"])}
+        params = artifact.read_params(members, "source/params.npz", body, path)
         return GraphSource(artifact.graph_from_json(body, params, path))
     except InvalidModelError:
         raise
-    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+    except (*archive.ARCHIVE_ERRORS, RecursionError) as e:
         raise InvalidModelError(f"{path}: malformed source: {e}") from e
     except EmberError as e:
         raise InvalidModelError(f"{path}: its source model does not import: {e}") from e
@@ -154,8 +150,8 @@ def file_format(path: str | Path) -> str | None:
     try:
         with zipfile.ZipFile(path) as z:
             info = z.getinfo("manifest.json")
-            manifest = json.loads(artifact._read_member(z, info, Path(path)))
-    except (*artifact._ARCHIVE_ERRORS, InvalidModelError, RecursionError):
+            manifest = json.loads(archive.read_member(z, info, Path(path)))
+    except (*archive.ARCHIVE_ERRORS, InvalidModelError, RecursionError):
         return None
     return manifest.get("format") if isinstance(manifest, dict) else None
 
