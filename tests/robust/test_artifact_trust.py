@@ -111,6 +111,16 @@ def test_item_10_portable_cpu_target_compiles_exports_and_loads(cnn, tmp_path):
                 assert "%zmm" not in asm.stdout and "%k1" not in asm.stdout, name
     got = ember.load(path).run(feeds)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    # the same from the command line
+    from ember.cli import main as cli_main
+
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    art = tmp_path / "cli.ember"
+    target = "llvm -mcpu=x86-64-v3"
+    assert cli_main(["compile", str(tmp_path / "m.onnx"), "-o", str(art), "--target", target]) == 0
+    assert json.loads(_read(art)["manifest.json"])["cpu"]["name"] == "x86-64-v3"
+    got = ember.load(art).run(feeds)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
 
 
 def test_item_10_portable_target_on_a_vnni_host_compiles_int8(tmp_path):
