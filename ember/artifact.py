@@ -3,8 +3,10 @@
 One ``.ember`` file holds everything a fresh process needs to run a compiled model:
 a zip archive with
 
-- ``manifest.json``: format version, Ember version, target, the SHA-256 of every
-  other member, and the kernel table (which library serves which step);
+- ``manifest.json``: format version, Ember version, target, the SHA-256 and the size
+  of every other member, for CPU models the CPU the code was built for (``cpu``: LLVM
+  CPU name, triple, features; :mod:`ember.cpu_features`), for CUDA models the kernel
+  table;
 - ``graph.json``: the graph (values with types, nodes with their attributes) and
   the steps (kernel, values read, values written);
 - ``params.npz``: the constants, written and read without pickle;
@@ -13,10 +15,16 @@ a zip archive with
   source, cubins and PTX instead, and a ``cuda`` manifest section
   (:mod:`ember.artifact_cuda`).
 
-``load`` checks the format version and every hash before it opens a library, so a
-tampered or truncated file is refused with :class:`~ember.errors.InvalidModelError`
-instead of being loaded into the process. Libraries are unpacked into a cache folder
-named by the archive's content hash, since the dynamic loader needs files.
+``load`` trusts nothing in the file before it is checked: the archive is read within
+bounds (:mod:`ember.artifact_archive`: names, declared sizes, hashes), the manifest,
+graph and steps are validated (:mod:`ember.artifact_schema`), the params against the
+graph's types, the CPU the code needs against this host, and every kernel's signature
+against the arrays its step passes, so a damaged, edited or foreign file is refused
+with :class:`~ember.errors.InvalidModelError` instead of being loaded into the process.
+The hashes detect damage, not intent: a file's author can put any machine code in it,
+so load ``.ember`` files only from sources you trust, as with any library. Libraries
+are unpacked into a cache folder named by the archive's content hash, since the
+dynamic loader needs files.
 Format version 2 added CUDA models; version 1 files (CPU only, otherwise the same)
 are still read.
 """
