@@ -87,6 +87,12 @@ def member_infos(z: zipfile.ZipFile, p: Path) -> dict[str, zipfile.ZipInfo]:
             raise InvalidModelError(f"{p}: the member '{info.filename}' appears twice")
         schema.check_member_name(info.filename, p)
         infos[info.filename] = info
+    total, limit = sum(i.file_size for i in entries), schema.archive_limit(p.stat().st_size)
+    if total > limit:
+        raise InvalidModelError(
+            f"{p}: its members declare {total} bytes in all, over the {limit} a file of "
+            f"{p.stat().st_size} bytes may expand to (a zip bomb?)"
+        )
     if "manifest.json" not in infos:
         raise InvalidModelError(f"{p} is not an Ember model file (it has no manifest.json)")
     return infos

@@ -65,6 +65,12 @@ def check_member_name(name: str, where: Any) -> None:
         raise _fail(where, f"the member name {name!r} is not a plain relative file name")
 
 
+def archive_limit(disk_bytes: int) -> int:
+    """The most bytes all members of an archive of ``disk_bytes`` may expand to together
+    (many members each under :func:`member_limit` must not add up to a bomb)."""
+    return max(4 * SMALL_MEMBER_BYTES, MAX_EXPANSION * disk_bytes)
+
+
 def member_limit(name: str, compressed: int) -> int:
     """The most bytes member ``name`` may expand to, given its compressed size."""
     if name.endswith(".json"):
@@ -260,6 +266,7 @@ def check_cuda_section(section: Any, where: Any) -> None:
 
 
 __all__ = [
+    "archive_limit",
     "check_cuda_section",
     "check_dynamic_manifest",
     "MAX_VALUE_BYTES",

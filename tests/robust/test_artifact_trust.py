@@ -204,6 +204,27 @@ def test_item_11_zip_bomb_is_refused_before_it_is_read(cpu_file, tmp_path, liste
     assert peak < 16 << 20, peak
 
 
+def test_item_11_many_small_bombs_are_refused_together(cpu_file, tmp_path):
+    """300 members of 1 MiB of zeros each: every one under the per-member limit, together
+    a bomb; the archive's total is checked before any member is read."""
+    members = _read(cpu_file)
+    for k in range(300):
+        members[f"kernels/pad{k}"] = bytes(1 << 20)
+    bad = tmp_path / "many.ember"
+    with zipfile.ZipFile(bad, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        for n, d in members.items():
+            z.writestr(n, d)
+    del members
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidModelError, match="in all.*zip bomb"):
+            ember.load(bad)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
+
+
 def test_item_11_a_member_that_lies_about_its_size_is_refused(cpu_file, tmp_path):
     data = bytearray(cpu_file.read_bytes())
     at = data.index(b"PK\x01\x02", data.index(b"PK\x01\x02") + 4)  # 2nd central entry
