@@ -321,6 +321,8 @@ def read_params(members: dict[str, bytes], member: str, g: dict[str, Any], path:
             return {
                 n: _read_param(z, f"p{i}.npy", g["values"][n], path) for i, n in enumerate(names)
             }
+    except InvalidModelError:
+        raise
     except archive.ARCHIVE_ERRORS as e:
         raise InvalidModelError(f"{path}: unreadable params in {member}: {e}") from e
 

@@ -53,6 +53,8 @@ def read_archive(
             for name, info in infos.items():
                 if name != "manifest.json":
                     members[name] = read_member(z, info, p, manifest["sha256"][name])
+    except InvalidModelError:  # a check's own refusal (an EmberError is a RuntimeError)
+        raise
     except ARCHIVE_ERRORS as e:
         raise InvalidModelError(f"{p} is not an Ember model file (or it is truncated): {e}") from e
     return manifest, members

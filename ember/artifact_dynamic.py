@@ -138,10 +138,10 @@ def _read_source(manifest: dict[str, Any], members: dict[str, bytes], path: Any)
         return GraphSource(artifact.graph_from_json(body, params, path))
     except InvalidModelError:
         raise
-    except (*archive.ARCHIVE_ERRORS, RecursionError) as e:
-        raise InvalidModelError(f"{path}: malformed source: {e}") from e
     except EmberError as e:
         raise InvalidModelError(f"{path}: its source model does not import: {e}") from e
+    except (*archive.ARCHIVE_ERRORS, RecursionError) as e:
+        raise InvalidModelError(f"{path}: malformed source: {e}") from e
 
 
 def file_format(path: str | Path) -> str | None:
