@@ -5,8 +5,9 @@ raw damage (truncation, bit flips), archive edits (a member renamed, a size fiel
 lies), and edits an author could make on purpose, with the hash table (and the CUDA
 section's digest) recomputed so the damage reaches the checks behind the hashes: JSON
 mutations of the manifest, the graph and the stored TIR, and bit flips inside the
-params. Native libraries (``kernels/*.so``) are never edited behind a recomputed hash:
-an ``.ember`` file holds machine code, which a consistent hash cannot make safe.
+params, CUDA source, ONNX source or nested artifacts. Native libraries
+(``kernels/*.so``) are never edited behind a recomputed hash: an ``.ember`` file holds
+machine code, which a consistent hash cannot make safe.
 """
 
 from __future__ import annotations
@@ -144,7 +145,9 @@ def mutate_json_member(data: bytes, r: random.Random) -> bytes:
 
 def flip_params(data: bytes, r: random.Random) -> bytes:
     members = _members(data)
-    names = [n for n in members if n.endswith((".npz", ".cu", ".ptx"))]
+    # params, CUDA source and PTX, an ONNX source, a nested artifact (whose own hashes
+    # still guard its libraries)
+    names = [n for n in members if n.endswith((".npz", ".cu", ".ptx", ".onnx", ".ember"))]
     name = r.choice(names)
     members[name] = flip_bits(members[name], r)
     return _pack(_reseal(members))

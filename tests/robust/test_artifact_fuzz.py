@@ -1,7 +1,8 @@
 """Fuzzing the ``.ember`` loader (issue 22, "How it must be shown"): random truncation, bit
 flips, member renames, size fields that lie, JSON mutations and params edits behind a
-recomputed hash table (``artifact_mutations.py``), of a valid CPU (llvm) file and a valid
-CUDA file (loaded and run in the SIMT emulator).
+recomputed hash table (``artifact_mutations.py``), of a valid CPU (llvm) file, a valid
+CUDA file (loaded and run in the SIMT emulator) and a model with a symbolic batch (whose
+file nests a compiled one).
 
 Every case must be refused with an ``EmberError`` or load and run to outputs that match
 onnxruntime's; none may raise anything else or crash the process, and none may allocate
@@ -29,15 +30,16 @@ from tests.robust.artifact_mutations import MUTATIONS
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-CI_CASES = 125
+CI_CASES = 100
 NIGHTLY_CASES = 2000
 PEAK_BYTES = 48 << 20  # the models are tiny: a real leak or a bomb is far above this
 RSS_GROWTH_BYTES = 512 << 20
 
 
 def _build(kind: str, folder: Path) -> tuple[bytes, dict, list[np.ndarray]]:
-    """A valid file of ``kind`` ("llvm" or "cuda"), its feeds and onnxruntime's outputs."""
-    from ember.frontend.testing.models import mlp, small_cnn
+    """A valid file of ``kind`` ("llvm", "cuda", or "dynamic": a model with a symbolic
+    batch and one stored size), its feeds and onnxruntime's outputs."""
+    from ember.frontend.testing.models import mlp, small_cnn, symbolic_batch
 
     rng = np.random.default_rng(17)
     if kind == "cuda":
@@ -47,7 +49,12 @@ def _build(kind: str, folder: Path) -> tuple[bytes, dict, list[np.ndarray]]:
         model, feeds = small_cnn(rng, batch=2, h=9, w=7)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     path = folder / f"{kind}.ember"
-    ember.compile(model, target=kind).export(path)
+    if kind == "dynamic":
+        compiled = ember.compile(symbolic_batch(model, "N"))
+        compiled.run(feeds)  # compiles (and so stores) batch 2
+    else:
+        compiled = ember.compile(model, target=kind)
+    compiled.export(path)
     return path.read_bytes(), feeds, sess.run(None, feeds)
 
 
@@ -100,13 +107,16 @@ def _check_coverage(seen: collections.Counter) -> None:
         assert seen[name, "refused"] > 0, seen
 
 
-@pytest.mark.parametrize("kind", ["llvm", pytest.param("cuda", marks=pytest.mark.nvrtc)])
+KINDS = ["llvm", "dynamic", pytest.param("cuda", marks=pytest.mark.nvrtc)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_fuzzed_artifacts_are_refused_or_correct(kind, tmp_path, emulate):
-    _check_coverage(_fuzz(kind, CI_CASES, tmp_path))
+    _check_coverage(_fuzz(kind, CI_CASES if kind != "dynamic" else CI_CASES // 2, tmp_path))
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("EMBER_NIGHTLY"), reason="nightly: set EMBER_NIGHTLY=1")
-@pytest.mark.parametrize("kind", ["llvm", pytest.param("cuda", marks=pytest.mark.nvrtc)])
+@pytest.mark.parametrize("kind", KINDS)
 def test_fuzzed_artifacts_nightly(kind, tmp_path, emulate):
     _check_coverage(_fuzz(kind, NIGHTLY_CASES, tmp_path))
