@@ -327,11 +327,20 @@ def read_params(members: dict[str, bytes], member: str, g: dict[str, Any], path:
         raise InvalidModelError(f"{path}: unreadable params in {member}: {e}") from e
 
 
+_NPY_HEADER_BYTES = 1 << 16  # numpy writes a version 1.0 header (< 64 KiB) for any param
+
+
 def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> np.ndarray:
     """One ``.npy`` entry, whose header must give the graph's ``[shape, dtype]``."""
     shape, dtype = tuple(value[0]), np.dtype(value[1])
     if not all(isinstance(d, int) for d in shape):
         raise InvalidModelError(f"{path}: param {name} has the symbolic shape {list(shape)}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if z.getinfo(name).file_size > nbytes + _NPY_HEADER_BYTES:  # before a byte is inflated
+        raise InvalidModelError(
+            f"{path}: param {name} declares {z.getinfo(name).file_size} bytes, its graph "
+            f"type {dtype}{list(shape)} needs {nbytes}"
+        )
     with z.open(name) as f:
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
@@ -346,7 +355,6 @@ def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> n
                 f"{path}: a param is {got_dtype}{list(got_shape)}, its graph type "
                 f"{dtype}{list(shape)}"
             )
-        nbytes = math.prod(shape) * dtype.itemsize
         data = f.read(nbytes + 1)
     if len(data) != nbytes:
         raise InvalidModelError(f"{path}: param {name} holds {len(data)} bytes, not {nbytes}")

@@ -8,6 +8,7 @@ and matches onnxruntime. The random counterpart is ``test_artifact_fuzz.py``.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import subprocess
 import sys
@@ -218,6 +219,36 @@ def test_item_11_many_small_bombs_are_refused_together(cpu_file, tmp_path):
     tracemalloc.start()
     try:
         with pytest.raises(InvalidModelError, match="in all.*zip bomb"):
+            ember.load(bad)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
+
+
+def test_item_11_a_param_bomb_inside_params_npz_is_refused(cpu_file, tmp_path):
+    """params.npz is itself a zip: a param entry of 256 MiB of zeros (with the outer hashes
+    recomputed) is refused from its declared size, against the graph's type for it."""
+    members = _read(cpu_file)
+    inner = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(members["params.npz"])) as src,
+        zipfile.ZipFile(inner, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as out,
+    ):
+        for n in src.namelist():
+            if n == "p0.npy":
+                with out.open(n, "w", force_zip64=True) as f:
+                    f.write(src.read(n))
+                    for _ in range(256):
+                        f.write(bytes(1 << 20))
+            else:
+                out.writestr(n, src.read(n))
+    members["params.npz"] = inner.getvalue()
+    bad = _write(tmp_path / "npzbomb.ember", members)
+    del members, inner
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidModelError, match="p0.npy declares"):
             ember.load(bad)
         _, peak = tracemalloc.get_traced_memory()
     finally:
