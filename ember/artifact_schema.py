@@ -108,7 +108,7 @@ def check_manifest(manifest: Any, where: Any) -> None:
 
 
 def _dim(d: Any, symbolic: bool) -> bool:
-    return (_is_int(d) and d >= 0) or (symbolic and isinstance(d, str) and d.isidentifier())
+    return (_is_int(d) and d >= 0) or (symbolic and isinstance(d, str) and 0 < len(d) <= 256)
 
 
 def check_shape(shape: Any, dtype: Any, what: str, where: Any, symbolic: bool = False) -> None:
