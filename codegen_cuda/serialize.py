@@ -14,6 +14,7 @@ against the TIR on load.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ember.codegen_cuda.module import CUDAModule
@@ -41,10 +42,19 @@ def module_from_parts(data: dict[str, Any], source: str, where: str) -> CUDAModu
     """The module stored as ``data`` (from :func:`module_to_json`) and its ``source``.
 
     ``where`` names the stored module in errors."""
+    if not isinstance(data, dict):
+        raise InvalidModelError(f"{where}: the stored TIR is not an object")
+    arch, fast_math = data.get("arch"), data.get("fast_math")
+    if not isinstance(arch, str) or not re.fullmatch(r"sm_\d+[af]?", arch):
+        raise InvalidModelError(f"{where}: the stored arch {str(arch)[:40]!r} is not sm_XX")
+    if not isinstance(fast_math, bool):
+        raise InvalidModelError(f"{where}: the stored fast_math flag is not true or false")
     programs = serialize.from_json(data.get("programs"), _EXTRA)
-    if not programs or not all(isinstance(p, DeviceProgram) for p in programs):
+    if not isinstance(programs, tuple) or not programs:
         raise InvalidModelError(f"{where}: the stored TIR holds no device programs")
-    module = CUDAModule(list(programs), str(data.get("arch")), bool(data.get("fast_math")))
+    if not all(isinstance(p, DeviceProgram) for p in programs):
+        raise InvalidModelError(f"{where}: the stored TIR holds no device programs")
+    module = CUDAModule(list(programs), arch, fast_math)
     if module.cuda_source() != source:
         raise InvalidModelError(
             f"{where}: the stored TIR does not print to the stored CUDA source; the file was "

@@ -8,7 +8,8 @@ read as one int32 and broadcast to all 16 lanes, the kernel's 64 bytes are one
 vector (so ``kernel`` must be dense, its 4 steps innermost), and each lane adds the
 4 products of its byte group to its accumulator. The int8 GEMM template
 (:mod:`ember.codegen_llvm.schedules.matmul_int8`) tensorizes its inner loop to it.
-``has_vnni()`` says whether the host CPU can run it.
+``has_vnni(target)`` says whether code for ``target`` may use it (for ``-mcpu=native``,
+whether the host has it; for a named CPU, whether its known features include it).
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ VPDPBUSD_512 = "llvm.x86.avx512.vpdpbusd.512"
 
 
 @functools.cache
-def has_vnni() -> bool:
-    """Whether the host CPU has AVX-512 VNNI (``avx512vnni`` in LLVM's host features)."""
-    import llvmlite.binding as llvm
+def has_vnni(target: str | None = None) -> bool:
+    """Whether code for the ``llvm`` ``target`` (None: the host) may use AVX-512 VNNI.
+
+    A portable target (``-mcpu=x86-64-v3``) built on a VNNI host must not: LLVM aborts
+    the process on the intrinsic for a CPU without the feature, and the code would not
+    run where the target says it runs."""
+    from ember.cpu_features import built_for
 
     try:
-        return bool(llvm.get_host_cpu_features().get("avx512vnni", False))
-    except RuntimeError:
+        features = built_for(target or "llvm")["features"]
+    except RuntimeError:  # LLVM cannot read this CPU's features
         return False
+    return features is not None and "avx512vnni" in features
 
 
 def _ramp(lanes: int, base: int = 0) -> E.PrimExpr:

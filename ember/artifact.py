@@ -3,8 +3,10 @@
 One ``.ember`` file holds everything a fresh process needs to run a compiled model:
 a zip archive with
 
-- ``manifest.json``: format version, Ember version, target, the SHA-256 of every
-  other member, and the kernel table (which library serves which step);
+- ``manifest.json``: format version, Ember version, target, the SHA-256 and the size
+  of every other member, for CPU models the CPU the code was built for (``cpu``: LLVM
+  CPU name, triple, features; :mod:`ember.cpu_features`), for CUDA models the kernel
+  table;
 - ``graph.json``: the graph (values with types, nodes with their attributes) and
   the steps (kernel, values read, values written);
 - ``params.npz``: the constants, written and read without pickle;
@@ -13,10 +15,16 @@ a zip archive with
   source, cubins and PTX instead, and a ``cuda`` manifest section
   (:mod:`ember.artifact_cuda`).
 
-``load`` checks the format version and every hash before it opens a library, so a
-tampered or truncated file is refused with :class:`~ember.errors.InvalidModelError`
-instead of being loaded into the process. Libraries are unpacked into a cache folder
-named by the archive's content hash, since the dynamic loader needs files.
+``load`` trusts nothing in the file before it is checked: the archive is read within
+bounds (:mod:`ember.artifact_archive`: names, declared sizes, hashes), the manifest,
+graph and steps are validated (:mod:`ember.artifact_schema`), the params against the
+graph's types, the CPU the code needs against this host, and every kernel's signature
+against the arrays its step passes, so a damaged, edited or foreign file is refused
+with :class:`~ember.errors.InvalidModelError` instead of being loaded into the process.
+The hashes detect damage, not intent: a file's author can put any machine code in it,
+so load ``.ember`` files only from sources you trust, as with any library. Libraries
+are unpacked into a cache folder named by the archive's content hash, since the
+dynamic loader needs files.
 Format version 2 added CUDA models; version 1 files (CPU only, otherwise the same)
 are still read.
 """
@@ -26,7 +34,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Sequence
@@ -35,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from ember import artifact_archive as archive
+from ember import artifact_schema as schema
 from ember.errors import ArgumentError, EmberError, InvalidModelError
 
 FORMAT = "ember-model"
@@ -85,7 +97,20 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
     }
 
 
-def graph_from_json(data: dict[str, Any], params: dict[str, np.ndarray]) -> Any:
+def graph_from_json(data: dict[str, Any], params: dict[str, np.ndarray], where: Any = "") -> Any:
+    """The Graph ``data`` describes, validated first (it comes from a file): a malformed
+    or inconsistent one is an ``InvalidModelError`` naming ``where``."""
+    from ember.errors import InternalError
+
+    where = where or "graph.json"
+    schema.check_graph(data, where)
+    try:
+        return _build_graph(data, params)
+    except (ValueError, TypeError, InternalError) as e:
+        raise InvalidModelError(f"{where}: an inconsistent graph: {e}") from e
+
+
+def _build_graph(data: dict[str, Any], params: dict[str, np.ndarray]) -> Any:
     from ember.frontend.graph import Graph, Node, TensorType, Value
 
     values = {n: Value(n, TensorType(tuple(s), d)) for n, (s, d) in data["values"].items()}
@@ -173,9 +198,14 @@ def export_model(
         "ember_version": _ember_version(),
         "target": str(model.target),
         "sha256": {name: _sha256(data) for name, data in sorted(members.items())},
+        "sizes": {name: len(data) for name, data in sorted(members.items())},
     }
     if kind == "cuda":
         manifest["cuda"] = packer.manifest_section()
+    else:
+        from ember.cpu_features import built_for
+
+        manifest["cpu"] = built_for(str(model.target))
     _write_atomically(Path(path), manifest, members)
 
 
@@ -217,47 +247,30 @@ def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, b
 
 
 def read_archive(path: str | Path, fmt: str = FORMAT) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest and the members of an artifact of format ``fmt``, every hash checked."""
-    p = Path(path)
-    if not p.is_file():
-        raise ArgumentError(f"load: no file {p}")
-    try:
-        with zipfile.ZipFile(p) as z:
-            manifest = json.loads(z.read("manifest.json"))
-            members = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as e:
-        raise InvalidModelError(f"{p} is not an Ember model file (or it is truncated): {e}") from e
-    if manifest.get("format") != fmt:
-        found = manifest.get("format")
-        raise InvalidModelError(f"{p} is not an Ember model file (format {found!r})")
-    if manifest.get("format_version") not in READ_VERSIONS:
-        raise InvalidModelError(
-            f"{p} was written by Ember {manifest.get('ember_version')} in format version "
-            f"{manifest.get('format_version')}; this Ember ({_ember_version()}) reads versions "
-            f"{', '.join(map(str, READ_VERSIONS))}: compile the model again"
-        )
-    hashes = manifest.get("sha256", {})
-    if set(hashes) != set(members):
-        raise InvalidModelError(f"{p}: its members do not match its manifest (tampered?)")
-    for name, data in members.items():
-        if _sha256(data) != hashes[name]:
-            raise InvalidModelError(f"{p}: '{name}' does not match its hash (tampered or corrupt)")
-    return manifest, members
+    """The manifest and the members of an artifact of format ``fmt``, every hash checked
+    (:func:`ember.artifact_archive.read_archive`)."""
+    return archive.read_archive(path, fmt, READ_VERSIONS, _ember_version())
 
 
 def load_model(path: str | Path) -> Any:
-    """The CompiledModel stored in ``path`` by :func:`export_model`."""
+    """The CompiledModel stored in ``path`` by :func:`export_model`.
+
+    Every part is checked before it is used (:mod:`ember.artifact_schema`): the archive
+    by :func:`read_archive`, then the graph and steps, the params against the types the
+    graph gives them, the CPU the code needs against this host (:mod:`ember.cpu_features`),
+    and each kernel's signature against the values its step passes it, all before any
+    memory is planned for the model."""
     from ember.executor import CompiledModel, Step
 
     manifest, members = read_archive(path)
-    try:
-        body = json.loads(members["graph.json"])
-        names = body["graph"]["params"]
-        with np.load(io.BytesIO(members["params.npz"]), allow_pickle=False) as z:
-            params = {n: z[f"p{i}"] for i, n in enumerate(names)}
-    except (KeyError, ValueError, OSError) as e:
-        raise InvalidModelError(f"{path}: unreadable graph or params: {e}") from e
-    graph = graph_from_json(body["graph"], params)
+    body = archive.parse_json(members.get("graph.json", b"null"), "graph.json", Path(path))
+    if not isinstance(body, dict):
+        raise InvalidModelError(f"{path}: graph.json is not an object with graph and steps")
+    schema.check_graph(body.get("graph"), path)
+    kernels = _kernel_count(manifest, members, path)
+    schema.check_steps(body.get("steps"), body["graph"], kernels, path)
+    params = read_params(members, "params.npz", body["graph"], path)
+    graph = graph_from_json(body["graph"], params, path)
     modules = _module_source(manifest, members, Path(path))
     steps = []
     for st in body["steps"]:
@@ -270,22 +283,139 @@ def load_model(path: str | Path) -> Any:
                 st.get("scalar_outputs", ()),
                 str(st.get("op", "kernel")),
             )
+            _check_kernel_fits(kernel, st, graph, path)
         steps.append(Step(kernel, tuple(st["inputs"]), tuple(st["outputs"]), st["where"]))
-    return CompiledModel(graph, steps, manifest["target"])
+    try:
+        return CompiledModel(graph, steps, manifest["target"])
+    except MemoryError as e:
+        raise InvalidModelError(f"{path}: its values need more memory than there is") from e
 
 
-def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> Any:
-    """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
+def _kernel_count(manifest: dict[str, Any], members: dict[str, bytes], path: Any) -> int:
+    """How many kernel modules the file holds (a step's kernel must be one of them)."""
+    if _target_kind_of(manifest, Path(path)) == "cuda":
+        section = manifest.get("cuda")
+        modules = section.get("modules") if isinstance(section, dict) else None
+        return len(modules) if isinstance(modules, list) else 0
+    libs = [n for n in members if n.startswith("kernels/")]
+    for n in libs:
+        if not re.fullmatch(r"kernels/k(0|[1-9][0-9]*)\.so", n):
+            raise InvalidModelError(f"{path}: the member '{n}' is not a kernel library")
+    if sorted(libs) != sorted(f"kernels/k{k}.so" for k in range(len(libs))):
+        raise InvalidModelError(f"{path}: its kernel libraries are not numbered k0.so, k1.so...")
+    return len(libs)
+
+
+def read_params(members: dict[str, bytes], member: str, g: dict[str, Any], path: Any) -> dict:
+    """The params stored in ``member`` (an npz archive), each of the shape and dtype the
+    validated graph ``g`` gives it. Each array's header is checked before its data is
+    read, so a header claiming a huge shape allocates nothing."""
+    names = g["params"]
+    data = members.get(member)
+    if data is None:
+        raise InvalidModelError(f"{path}: the file has no {member}")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            if sorted(z.namelist()) != sorted(f"p{i}.npy" for i in range(len(names))):
+                raise InvalidModelError(f"{path}: {member} does not hold the graph's params")
+            return {
+                n: _read_param(z, f"p{i}.npy", g["values"][n], path) for i, n in enumerate(names)
+            }
+    except InvalidModelError:
+        raise
+    except archive.ARCHIVE_ERRORS as e:
+        raise InvalidModelError(f"{path}: unreadable params in {member}: {e}") from e
+
+
+_NPY_HEADER_BYTES = 1 << 16  # numpy writes a version 1.0 header (< 64 KiB) for any param
+
+
+def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> np.ndarray:
+    """One ``.npy`` entry, whose header must give the graph's ``[shape, dtype]``."""
+    shape, dtype = tuple(value[0]), np.dtype(value[1])
+    if not all(isinstance(d, int) for d in shape):
+        raise InvalidModelError(f"{path}: param {name} has the symbolic shape {list(shape)}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if z.getinfo(name).file_size > nbytes + _NPY_HEADER_BYTES:  # before a byte is inflated
+        raise InvalidModelError(
+            f"{path}: param {name} declares {z.getinfo(name).file_size} bytes, its graph "
+            f"type {dtype}{list(shape)} needs {nbytes}"
+        )
+    with z.open(name) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            header = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            header = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise InvalidModelError(f"{path}: param {name} has npy version {version}")
+        got_shape, fortran, got_dtype = header
+        if tuple(got_shape) != shape or got_dtype != dtype:
+            raise InvalidModelError(
+                f"{path}: a param is {got_dtype}{list(got_shape)}, its graph type "
+                f"{dtype}{list(shape)}"
+            )
+        data = f.read(nbytes + 1)
+    if len(data) != nbytes:
+        raise InvalidModelError(f"{path}: param {name} holds {len(data)} bytes, not {nbytes}")
+    flat = np.frombuffer(bytearray(data), dtype=dtype)
+    return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def _check_kernel_fits(kernel: Any, st: dict[str, Any], graph: Any, path: Any) -> None:
+    """The step passes its kernel arrays of exactly the static shapes and dtypes the
+    kernel's signature takes (a 0-d output a CUDA kernel writes as shape (1,))."""
+    sigs = getattr(kernel.module, "signatures", None)
+    if not sigs:
+        return
+    names = [*st["inputs"], *st["outputs"]]
+    params = sigs[0].arrays
+    if len(params) != len(names):
+        raise InvalidModelError(
+            f"{path}: step {st['where']} passes {len(names)} arrays, its kernel takes {len(params)}"
+        )
+    scalars = {kernel.n_inputs + k for k in kernel.scalar_outputs}
+    for i, (name, p) in enumerate(zip(names, params)):
+        t = graph.values[name].type
+        shape = (1,) if i in scalars and t.shape == () else t.shape
+        static = all(isinstance(d, int) for d in p.shape)
+        if (static and tuple(p.shape) != shape) or np.dtype(t.dtype) != _np_dtype(p.dtype):
+            raise InvalidModelError(
+                f"{path}: step {st['where']} passes '{name}' as {t}, its kernel takes "
+                f"{p.describe()}"
+            )
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    from ember.tir.dtype import numpy_dtype
+
+    return numpy_dtype(dtype)
+
+
+def _target_kind_of(manifest: dict[str, Any], path: Path) -> str:
     try:
         kind = _target_kind(str(manifest.get("target", "")))
     except EmberError as e:
         raise InvalidModelError(f"{path}: the manifest's target is not one Ember knows") from e
+    if kind not in ("llvm", "cuda"):
+        raise InvalidModelError(
+            f"{path}: the manifest's target '{manifest['target']}' has no kernels"
+        )
+    return kind
+
+
+def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> Any:
+    """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
+    kind = _target_kind_of(manifest, path)
     if kind == "cuda":
         from ember.artifact_cuda import CudaLoader
 
         return CudaLoader(manifest, members, path).module
+    from ember.cpu_features import check_host
     from ember.runtime import load_module
 
+    if isinstance(manifest.get("cpu"), dict):  # files before format 2's cpu record: unchecked
+        check_host(manifest["cpu"], path)
     folder = _unpack_kernels(members)
     modules: dict[int, Any] = {}
 

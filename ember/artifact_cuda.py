@@ -38,6 +38,18 @@ from typing import Any
 
 from ember.errors import ArgumentError, EmberError, InvalidModelError
 
+# What code written for well-formed TIR raises when handed TIR that only looks like it.
+_MALFORMED = (
+    AttributeError,
+    TypeError,
+    KeyError,
+    IndexError,
+    ValueError,
+    ZeroDivisionError,
+    OverflowError,
+    RecursionError,
+)
+
 
 def emulating() -> bool:
     return os.environ.get("EMBER_CUDA_EMULATE", "") not in ("", "0")
@@ -119,9 +131,10 @@ class CudaLoader:
     """Rebuilds the CUDA modules of an artifact whose hashes were already checked."""
 
     def __init__(self, manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> None:
+        from ember.artifact_schema import check_cuda_section
+
         section = manifest.get("cuda")
-        if not isinstance(section, dict) or not isinstance(section.get("modules"), list):
-            raise InvalidModelError(f"{path}: a CUDA model without its 'cuda' manifest section")
+        check_cuda_section(section, path)
         if section.get("sha256") != section_digest(section):
             raise InvalidModelError(
                 f"{path}: the manifest's 'cuda' section does not match its hash (tampered?)"
@@ -166,16 +179,27 @@ class CudaLoader:
         try:
             data = json.loads(self._member(entry.get("tir")))
             source = self._member(entry.get("source")).decode()
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
             raise InvalidModelError(f"{where}: unreadable TIR or source: {e}") from e
-        module = module_from_parts(data, source, where)
-        if launch_table(module) != entry.get("launches"):
+        try:  # the TIR is data from a file: printing or reading malformed TIR may fail anywhere
+            module = module_from_parts(data, source, where)
+            launches = launch_table(module)
+        except InvalidModelError:
+            raise
+        except (EmberError, *_MALFORMED) as e:
+            raise InvalidModelError(
+                f"{where}: the stored TIR is malformed ({type(e).__name__}: {e})"
+            ) from e
+        if launches != entry.get("launches"):
             raise InvalidModelError(f"{where}: the manifest's launch table disagrees with its TIR")
         cubins = entry.get("cubin") or {}
         kind, arch = self.image or ("cubin", module.arch if module.arch in cubins else "")
         cubin = self._member(cubins[arch]) if kind == "cubin" and arch in cubins else b""
         ptx_name = entry.get("ptx")
-        ptx = self._member(ptx_name).decode() if ptx_name else ""
+        try:
+            ptx = self._member(ptx_name).decode() if ptx_name else ""
+        except UnicodeDecodeError as e:
+            raise InvalidModelError(f"{where}: the stored PTX is not text") from e
         module.use_compiled(CompiledCuda(ptx, cubin, "", {}, arch or module.arch))
         return module
 

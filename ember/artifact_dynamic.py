@@ -20,16 +20,15 @@ refused with :class:`~ember.errors.InvalidModelError` before anything is loaded.
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ember import artifact
+from ember import artifact_archive as archive
+from ember import artifact_schema as schema
 from ember.errors import ArgumentError, InvalidModelError
 
 FORMAT = "ember-dynamic-model"
@@ -64,6 +63,7 @@ def export_dynamic(model: Any, path: str | Path, archs: Any = None, ptx: bool = 
         "outputs": _signature(model.output_names, model.output_types),
         "specializations": specs,
         "sha256": {name: artifact._sha256(data) for name, data in sorted(members.items())},
+        "sizes": {name: len(data) for name, data in sorted(members.items())},
     }
     artifact._write_atomically(Path(path), manifest, members)
 
@@ -83,46 +83,77 @@ def _source_members(source: Any) -> dict[str, bytes]:
 
 
 def load_dynamic(path: str | Path) -> Any:
-    """The DynamicModel stored in ``path`` by :func:`export_dynamic`."""
+    """The DynamicModel stored in ``path`` by :func:`export_dynamic`, every part checked
+    (:mod:`ember.artifact_schema`); each stored specialization must be the model compiled
+    for its sizes: inputs and outputs of the types the symbolic signature gives them."""
     from ember.dynamic_model import DynamicModel
 
     manifest, members = artifact.read_archive(path, FORMAT)
-    try:
-        source = _read_source(manifest, members)
-        passes = None if manifest["graph_passes"] == "default" else ()
-        model = DynamicModel(source, manifest["target"], None, passes)
-        specs = [(s["sizes"], members[s["member"]]) for s in manifest["specializations"]]
-    except (KeyError, TypeError, ValueError) as e:
-        raise InvalidModelError(f"{path}: malformed manifest or source ({e})") from e
+    schema.check_dynamic_manifest(manifest, path)
+    source = _read_source(manifest, members, path)
+    passes = None if manifest["graph_passes"] == "default" else ()
+    model = DynamicModel(source, manifest["target"], None, passes)
     with tempfile.TemporaryDirectory(prefix="ember-load-") as tmp:
-        for k, (sizes, data) in enumerate(specs):
+        for k, spec in enumerate(manifest["specializations"]):
+            if set(spec["sizes"]) != set(model.symbols):
+                raise InvalidModelError(
+                    f"{path}: specialization {k} binds {sorted(spec['sizes'])}, the model's "
+                    f"symbols are {model.symbols}"
+                )
             nested = Path(tmp) / f"{k}.ember"
-            nested.write_bytes(data)
-            key = tuple((s, int(sizes[s])) for s in model.symbols)
-            model.specializations[key] = artifact.load_model(nested)
+            nested.write_bytes(members[spec["member"]])
+            key = tuple((s, spec["sizes"][s]) for s in model.symbols)
+            compiled = artifact.load_model(nested)
+            _check_specialization(model, compiled, dict(key), f"{path}: specialization {k}")
+            model.specializations[key] = compiled
     return model
 
 
-def _read_source(manifest: dict[str, Any], members: dict[str, bytes]) -> Any:
+def _check_specialization(model: Any, compiled: Any, sizes: dict[str, int], where: str) -> None:
+    """``compiled`` takes and gives what ``model`` does at ``sizes``."""
+    for names, types, got_names, got_types in (
+        (model.input_names, model.input_types, compiled.input_names, compiled.input_types),
+        (model.output_names, model.output_types, compiled.output_names, compiled.output_types),
+    ):
+        want = [(tuple(sizes.get(d, d) for d in t.shape), t.dtype) for t in types]
+        got = [(tuple(t.shape), t.dtype) for t in got_types]
+        if list(names) != list(got_names) or want != got:
+            raise InvalidModelError(
+                f"{where} is not the model at sizes {sizes}: it takes or gives {got}, not {want}"
+            )
+
+
+def _read_source(manifest: dict[str, Any], members: dict[str, bytes], path: Any) -> Any:
     from ember.dynamic_model import GraphSource, OnnxSource
+    from ember.errors import EmberError
 
-    if manifest["source"] == "onnx":
-        from ember.frontend.onnx_import.importer import load_model
+    try:
+        if manifest["source"] == "onnx":
+            from ember.frontend.onnx_import.importer import load_model
 
-        return OnnxSource(load_model(members["source.onnx"]), manifest["shapes"])
-    body = json.loads(members["source/graph.json"])
-    with np.load(io.BytesIO(members["source/params.npz"]), allow_pickle=False) as z:
-        params = {n: z[f"p{i}"] for i, n in enumerate(body["params"])}
-    return GraphSource(artifact.graph_from_json(body, params))
+            return OnnxSource(load_model(members["source.onnx"]), manifest["shapes"])
+        body = archive.parse_json(members["source/graph.json"], "source/graph.json", path)
+        schema.check_graph(body, path, symbolic=True)
+        params = artifact.read_params(members, "source/params.npz", body, path)
+        return GraphSource(artifact.graph_from_json(body, params, path))
+    except InvalidModelError:
+        raise
+    except EmberError as e:
+        raise InvalidModelError(f"{path}: its source model does not import: {e}") from e
+    except (*archive.ARCHIVE_ERRORS, RecursionError) as e:
+        raise InvalidModelError(f"{path}: malformed source: {e}") from e
 
 
 def file_format(path: str | Path) -> str | None:
-    """The ``format`` an ``.ember`` file's manifest names, or None when it has none."""
+    """The ``format`` an ``.ember`` file's manifest names, or None when it has none (or
+    the file is unreadable: :func:`ember.artifact.read_archive` then says why)."""
     try:
         with zipfile.ZipFile(path) as z:
-            return json.loads(z.read("manifest.json")).get("format")
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError, AttributeError):
+            info = z.getinfo("manifest.json")
+            manifest = json.loads(archive.read_member(z, info, Path(path)))
+    except (*archive.ARCHIVE_ERRORS, InvalidModelError, RecursionError):
         return None
+    return manifest.get("format") if isinstance(manifest, dict) else None
 
 
 def load(path: str | Path) -> Any:

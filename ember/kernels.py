@@ -104,11 +104,13 @@ def group_to_te(
     types: dict[str, Any],
     target_kind: str = "llvm",
     arch: str = "",
+    target: str | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
     node's compute is fed the tensors of the nodes before it, not placeholders. A node
     takes the target's strategy compute (a tuned template's) where one applies; a CUDA
-    one depends on ``arch`` (the default architecture where empty)."""
+    one depends on ``arch`` (the default architecture where empty), a CPU one on the
+    ``target``'s CPU features (None: the host's)."""
     from ember.errors import EmberError, InternalError
     from ember.frontend.ops.registry import get_op
     from ember.tir.te import operation as te
@@ -121,7 +123,7 @@ def group_to_te(
     for node in nodes:
         try:
             args = [env[i] for i in node.inputs]
-            outs = _strategy(target_kind, arch, node.op, args, node.attrs)
+            outs = _strategy(target_kind, arch, node.op, args, node.attrs, target)
             if outs is None:
                 outs = get_op(node.op).compute(args, node.attrs)
         except EmberError as e:
@@ -133,7 +135,7 @@ def group_to_te(
 
 
 def _strategy(
-    kind: str, arch: str, op: str, args: list[Any], attrs: dict[str, Any]
+    kind: str, arch: str, op: str, args: list[Any], attrs: dict[str, Any], target: Any = None
 ) -> list[Any] | None:
     """The compute of the target kind's strategy table for ``op``, or None."""
     if kind == "cuda":
@@ -144,7 +146,7 @@ def _strategy(
         return None
     from ember.codegen_llvm.schedules.strategy import compute_for
 
-    return compute_for(op, args, attrs)
+    return compute_for(op, args, attrs, None if target is None else str(target))
 
 
 def group_key(
@@ -183,7 +185,9 @@ def get_group_kernel(
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     if module is None:
-        placeholders, outs = group_to_te(nodes, inputs, outputs, types, tgt.kind, tgt.arch)
+        placeholders, outs = group_to_te(
+            nodes, inputs, outputs, types, tgt.kind, tgt.arch, str(tgt)
+        )
         if tgt.kind == "cuda":
             scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
         outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import numbers
+import sys
+import types
+import typing
 from collections.abc import Iterable
 from typing import Any
 
@@ -139,10 +143,55 @@ class _Decoder:
             raise InvalidModelError(
                 f"TIR JSON: a {cls.__name__} has fields {sorted(given)}, expected {sorted(names)}"
             )
+        fields = {k: self.value(x) for k, x in given.items()}
+        hints = _field_hints(cls)
+        for k, v in fields.items():
+            if not _fits(v, hints.get(k, Any)):
+                raise InvalidModelError(
+                    f"TIR JSON: a {cls.__name__}'s field '{k}' holds {str(v)[:80]!r}, "
+                    f"not a {hints[k]}"
+                )
         try:
-            self.objects.append(cls(**{k: self.value(x) for k, x in given.items()}))
-        except (TypeError, ValueError) as e:
+            self.objects.append(cls(**fields))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
             raise InvalidModelError(f"TIR JSON: cannot rebuild a {cls.__name__}: {e}") from e
+
+
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    """The resolved type of each field of ``cls`` (names resolved across the TIR modules,
+    whose annotations refer to each other's classes)."""
+    names: dict[str, Any] = {}
+    for module in (_expr, _stmt, _buffer, sys.modules[cls.__module__]):
+        names.update(vars(module))
+    try:
+        return typing.get_type_hints(cls, globalns=names)
+    except (NameError, TypeError):  # an annotation this check cannot read: no check
+        return {}
+
+
+def _fits(v: Any, hint: Any) -> bool:
+    """Whether the decoded value ``v`` is of the annotated type ``hint`` (the shapes TIR
+    fields have: classes, ``X | None``, ``tuple[X, ...]``, fixed tuples, ``Any``)."""
+    if hint is Any or hint is object:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(v, h) for h in typing.get_args(hint))
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(v, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(x, args[0]) for x in v)
+        return len(args) == len(v) and all(_fits(x, h) for x, h in zip(v, args))
+    if hint is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if hint is int:
+        return isinstance(v, int)
+    if isinstance(hint, type):
+        return isinstance(v, hint)
+    return True  # a form TIR's fields do not use: not checked here
 
 
 def from_json(data: Any, extra_classes: Iterable[type] = ()) -> Any:

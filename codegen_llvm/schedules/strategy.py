@@ -245,14 +245,17 @@ def task_for(
     return None
 
 
-def _int8_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+def _int8_packed(
+    inputs: Sequence[Any], attrs: dict[str, Any], target: str | None = None
+) -> list[Any] | None:
     """``matmul_int8_packed`` (u8 x packed s8 -> s32): the ``matmul_int8.llvm`` compute,
-    tensorized to AVX-512 VNNI by its schedule, where the host CPU has VNNI."""
+    tensorized to AVX-512 VNNI by its schedule, where the target CPU (None: the host)
+    has VNNI."""
     from ember.codegen_llvm.schedules.matmul_int8 import int8_gemm
     from ember.codegen_llvm.tensor_intrinsics import has_vnni
 
     a, p = inputs
-    if not has_vnni() or a.ndim != 2 or a.dtype != "uint8" or p.dtype != "int8":
+    if not has_vnni(target) or a.ndim != 2 or a.dtype != "uint8" or p.dtype != "int8":
         return None
     M, K = _dims(a)
     return [int8_gemm(a, p, M, int(attrs["n"]), K)[1]]
@@ -281,6 +284,11 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
-def compute_for(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+def compute_for(
+    op: str, inputs: Sequence[Any], attrs: dict[str, Any], target: str | None = None
+) -> list[Any] | None:
+    """The strategy's compute for ``op`` on the ``llvm`` ``target`` (None: the host)."""
+    if op == "matmul_int8_packed":  # the one strategy that depends on the CPU's features
+        return _int8_packed(inputs, attrs, target)
     strategy = STRATEGIES.get(op)
     return strategy(inputs, attrs) if strategy is not None else None
