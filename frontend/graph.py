@@ -12,15 +12,20 @@ name. Nodes are kept in topological order; :meth:`Graph.verify` checks it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ember.errors import InternalError
+from ember.errors import ArgumentError, InternalError
 
 Dim = int | str
+
+# No 64-bit CPU addresses more than 2**57 bytes (x86-64 with 5-level paging; AArch64
+# stops at 2**52), so a tensor larger than this cannot exist on any machine.
+MAX_TENSOR_BYTES = 1 << 57
 
 
 @dataclass(frozen=True)
@@ -40,11 +45,30 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        """Number of elements; only for static shapes."""
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        """Number of elements; only for static shapes (exact: Python ints never wrap)."""
+        return math.prod(int(d) for d in self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the values; only for static shapes."""
+        return self.size * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+
+def check_size(t: TensorType, what: str) -> None:
+    """ArgumentError for a type no machine can hold: a negative dim, or more bytes than
+    any address space (sizes are exact Python ints, so a huge shape cannot wrap to a small
+    byte count). Symbolic dims pass; they are checked once they are fixed."""
+    dims = [d for d in t.shape if isinstance(d, int)]
+    if any(d < 0 for d in dims):
+        raise ArgumentError(f"{what} has a negative dimension: {t}")
+    if len(dims) == len(t.shape) and t.nbytes > MAX_TENSOR_BYTES:
+        raise ArgumentError(
+            f"{what} of type {t} would take {t.nbytes:.3g} bytes, more than any 64-bit "
+            f"machine can address (2**57); check the shape"
+        )
 
 
 @dataclass(frozen=True)

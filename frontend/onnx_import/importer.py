@@ -23,7 +23,7 @@ from ember.errors import (
     InvalidModelError,
     UnsupportedOperatorError,
 )
-from ember.frontend.graph import Graph, TensorType, Value
+from ember.frontend.graph import Graph, TensorType, Value, check_size
 from ember.frontend.onnx_import.context import ConvertContext, GraphBuilder
 from ember.frontend.onnx_import.registry import find_converter
 
@@ -171,6 +171,7 @@ def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
             raise ArgumentError(
                 f"input '{vi.name}' has no shape in the model; pass shapes={{'{vi.name}': ...}}"
             )
+        check_size(TensorType(fixed, dtype), f"input '{vi.name}'")
         return TensorType(fixed, dtype)
     dims: list[Any] = [
         d.dim_value if d.HasField("dim_value") else (d.dim_param or f"{vi.name}_d{k}")
@@ -184,7 +185,9 @@ def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
                 f"shapes['{vi.name}'] = {list(fixed)} does not fit the model's {dims}"
             )
         dims = list(fixed)
-    return TensorType(tuple(dims), dtype)
+    out = TensorType(tuple(dims), dtype)
+    check_size(out, f"input '{vi.name}'")
+    return out
 
 
 def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
@@ -233,6 +236,10 @@ def convert_node(
         results = rule.fn(ctx)
     except EmberError as e:
         raise e.add_context(where) from None
+    except MemoryError as e:  # a constant the model's shapes make too large for this machine
+        raise ArgumentError(
+            f"{node.op_type} '{name}' makes a constant larger than this machine can allocate"
+        ).add_context(where) from e
     except Exception as e:
         raise InternalError(
             f"converter for {node.op_type} failed: {type(e).__name__}: {e}"

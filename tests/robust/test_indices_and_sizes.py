@@ -115,3 +115,58 @@ def test_item_08_nn_embedding_refuses_ids_out_of_range() -> None:
     np.testing.assert_array_equal(compiled.run({"ids": ids})[0], emb.weight[ids])
     with pytest.raises(ember.ArgumentError, match="index input 'ids' holds 7 at \\[1, 2\\]"):
         compiled.run({"ids": np.array([[0, 6, 2], [-1, 3, 7]], np.int64)})
+
+
+def _unary(shape: list[Any], op: str = "Relu") -> Any:
+    """A one-node model whose input 'x' declares ``shape`` (no data is ever made)."""
+    from tests.frontend.onnx_models import tensor_info
+
+    node = helper.make_node(op, ["x"], ["y"])
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)
+    graph = helper.make_graph([node], "huge", [tensor_info("x", shape)], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+def test_item_14_huge_sizes_refused(tmp_path: Any) -> None:
+    """A dim of 10**12 is an ArgumentError (it was a MemoryError; the CLI printed a
+    traceback); 2**62 elements, or 2**32 x 2**32 whose int64 element count wraps to 0, are
+    refused before anything is allocated; so is a constant of 2**58 elements."""
+    import subprocess
+    import sys
+
+    from ember.frontend.graph import TensorType
+
+    assert TensorType((2**32, 2**32), "float32").nbytes == 2**66  # no wrap to 0
+    with pytest.raises(ember.ArgumentError, match="more than this machine could allocate"):
+        ember.compile(_unary([10**12]))
+    for shape in ([2**62], [2**32, 2**32]):
+        with pytest.raises(ember.ArgumentError, match="more than any 64-bit machine"):
+            ember.compile(_unary(shape))
+    fill = helper.make_node("ConstantOfShape", ["s"], ["y"])
+    model = make_model([fill], {}, ["y"], {"s": np.array([2**29, 2**29], np.int64)})
+    with pytest.raises(ember.ArgumentError, match="ConstantOfShape .* more than any 64-bit"):
+        ember.compile(model)
+    path = tmp_path / "huge.onnx"
+    path.write_bytes(_unary([10**12]).SerializeToString())
+    cli = [sys.executable, "-m", "ember.cli", "compile", str(path), "-o", str(tmp_path / "h")]
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout
+    assert "more than this machine could allocate" in done.stderr + done.stdout
+
+
+def test_item_14_reduction_over_2_31_uses_64_bit_indices() -> None:
+    """A reduction whose extent is 2**31 + 5 compiles (it raised AttributeError in the
+    graph scheduler) and counts every element: the sum of a broadcast int64 row is exact
+    (an int32 extent would wrap). The expanded rows are never stored: Expand fuses into
+    the reduction, so this runs in memory of a few bytes."""
+    n = 2**31 + 5
+    x = np.array([[3], [-7], [11]], np.int64)
+    nodes = [
+        helper.make_node("Expand", ["x", "shape"], ["e"]),
+        helper.make_node("ReduceSum", ["e", "axes"], ["y"], keepdims=0),
+    ]
+    consts = {"shape": np.array([3, n], np.int64), "axes": np.array([1], np.int64)}
+    model = make_model(nodes, {"x": x}, ["y"], consts)
+    np.testing.assert_array_equal(ember.compile(model).run({"x": x})[0], x[:, 0] * n)
