@@ -69,10 +69,52 @@ def _load_external_data(model: Any, path: str) -> None:
 
     if not any(ext.uses_external_data(t) for t in model.graph.initializer):
         return
+    base = os.path.dirname(os.path.abspath(path))
+    files = [
+        (t, os.path.join(base, ext.ExternalDataInfo(t).location))
+        for t in _all_initializers(model.graph)
+        if ext.uses_external_data(t)
+    ]
     try:
-        ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+        ext.load_external_data_for_model(model, base)
     except Exception as e:  # missing or short data files
         raise InvalidModelError(f"cannot read the external data of '{path}': {e}") from e
+    for t, file in files:  # the same messages, now holding the data read
+        _check_data_length(t, f"its external data file '{file}'")
+
+
+def _all_initializers(graph: Any) -> list[Any]:
+    """The initializers of ``graph`` and, depth first, of every subgraph."""
+    out = list(graph.initializer)
+    for node in graph.node:
+        for sub in subgraphs_of(node):
+            out.extend(_all_initializers(sub))
+    return out
+
+
+def _check_data_length(t: Any, source: str) -> None:
+    """InvalidModelError when tensor ``t`` holds fewer (or more) raw bytes than its dims
+    and type need: an external data file without a ``length`` is read to its end, so a
+    short file would otherwise surface as numpy's reshape error."""
+    from onnx import helper
+
+    if not t.HasField("raw_data"):
+        return
+    try:
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        return  # a type without a fixed size (string): onnx reads it its own way
+    if t.data_type in (TensorProto_INT4, TensorProto_UINT4):
+        return  # packed two to a byte
+    need = int(np.prod(t.dims, dtype=object)) * itemsize
+    if len(t.raw_data) != need:
+        raise InvalidModelError(
+            f"tensor '{t.name}' of shape {list(t.dims)} needs {need} bytes, but "
+            f"{len(t.raw_data)} were read from {source}"
+        )
+
+
+TensorProto_INT4, TensorProto_UINT4 = 22, 21  # onnx.TensorProto codes, without importing onnx
 
 
 def _parse(onnx: Any, data: bytes, where: str) -> Any:
@@ -202,6 +244,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     b = GraphBuilder(reserved)
     env: dict[str, str] = {}
     for init in g.initializer:
+        _check_data_length(init, "the model")
         env[init.name] = b.add_param(init.name, numpy_helper.to_array(init))
     inputs = [b.add_input(vi.name, _value_type(vi, shapes)) for vi in g.input if vi.name not in env]
     for vi in inputs:
