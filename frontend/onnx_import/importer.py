@@ -203,6 +203,20 @@ def _elem_dtype(vi: Any) -> str:
     return dtype
 
 
+UNNAMED = ("", "?")  # dim_params exporters write for "unknown" (PaddlePaddle writes '?')
+
+
+def _dim(name: str, k: int, d: Any) -> Any:
+    """One declared dim: its size, its symbol, or a symbol of its own (``{name}_d{k}``)
+    for a dim that is unnamed, '?' or -1 (exporters mean "unknown" by each; two '?' dims
+    are not the same size, so they may not share the symbol '?')."""
+    if d.HasField("dim_value") and d.dim_value >= 0:
+        return int(d.dim_value)
+    if d.HasField("dim_param") and d.dim_param not in UNNAMED:
+        return d.dim_param
+    return f"{name}_d{k}"
+
+
 def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
     """An input's type; ``shapes[name]`` fixes its symbolic dims (and must fit the known ones)."""
     dtype = _elem_dtype(vi)
@@ -215,10 +229,7 @@ def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
             )
         check_size(TensorType(fixed, dtype), f"input '{vi.name}'")
         return TensorType(fixed, dtype)
-    dims: list[Any] = [
-        d.dim_value if d.HasField("dim_value") else (d.dim_param or f"{vi.name}_d{k}")
-        for k, d in enumerate(tt.shape.dim)
-    ]
+    dims = [_dim(vi.name, k, d) for k, d in enumerate(tt.shape.dim)]
     if fixed is not None:
         if len(fixed) != len(dims) or any(
             isinstance(a, int) and a != b for a, b in zip(dims, fixed)

@@ -64,3 +64,28 @@ def test_item_18_short_external_data(tmp_path: Path) -> None:
         assert "w.bin" in str(e.value) and "100" in str(e.value)
         with pytest.raises(Exception):  # noqa: B017 - onnxruntime refuses it too
             run_ort(onnx.load(str(path)), {"x": x})
+
+
+def test_item_25_minus_one_and_unnamed_dims_are_symbolic() -> None:
+    """An input declared [-1, 3, '?', '?'] (PaddleOCR's exports) takes concrete shapes=
+    (it was "does not fit the model's"), and without shapes= runs as a dynamic model on
+    heights and widths that differ (two '?' are two unknowns, not one); both match
+    onnxruntime."""
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 4, "?", ""])
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    model = _model(nodes, [x], [y], [onnx.numpy_helper.from_array(w, "w")])
+    xv = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    want = run_ort(model, {"x": xv})[0]
+    fixed = ember.compile(model, shapes={"x": (2, 3, 5, 7)})
+    np.testing.assert_allclose(fixed.run({"x": xv})[0], want, rtol=1e-5, atol=1e-5)
+    dynamic = ember.compile(model)
+    np.testing.assert_allclose(dynamic.run({"x": xv})[0], want, rtol=1e-5, atol=1e-5)
+    xv = RNG.standard_normal((1, 3, 6, 3)).astype(np.float32)
+    np.testing.assert_allclose(
+        dynamic.run({"x": xv})[0], run_ort(model, {"x": xv})[0], rtol=1e-5, atol=1e-5
+    )
