@@ -48,6 +48,7 @@ class OnnxSource:
         self.shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
         check_supported(proto)  # an unsupported operator is reported now, not on first run
         self.inputs, self.outputs = onnx_signature(proto, self.shapes)
+        self.defaults = onnx_defaults(proto)
 
     def specialize(self, binding: Mapping[str, int]) -> Graph:
         from ember.frontend.onnx_import.importer import from_onnx
@@ -59,11 +60,14 @@ class OnnxSource:
 def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[list[Value], ...]:
     """The graph inputs (symbolic dims kept unless ``shapes`` fixes them) and outputs as the
     model declares them, without importing the nodes (which may need static shapes)."""
-    from ember.frontend.onnx_import.importer import _value_type
+    from ember.frontend.onnx_import.importer import _input_type
 
-    known = {i.name for i in proto.graph.initializer}
+    defaults = onnx_defaults(proto)
+    known = {i.name for i in proto.graph.initializer} - set(defaults)
     inputs = [
-        Value(vi.name, _value_type(vi, shapes)) for vi in proto.graph.input if vi.name not in known
+        Value(vi.name, _input_type(vi, shapes, defaults.get(vi.name)))
+        for vi in proto.graph.input
+        if vi.name not in known
     ]
     unknown = set(shapes) - {v.name for v in inputs}
     if unknown:
@@ -71,6 +75,16 @@ def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[lis
             f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
         )
     return inputs, [Value(vi.name, _declared_type(vi)) for vi in proto.graph.output]
+
+
+def onnx_defaults(proto: Any) -> dict[str, np.ndarray]:
+    """The data of the initializers a run may override (inputs it may leave out)."""
+    from onnx import numpy_helper
+
+    from ember.frontend.onnx_import.importer import overridable_initializers
+
+    names = overridable_initializers(proto)
+    return {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer if t.name in names}
 
 
 def _declared_type(vi: Any) -> TensorType:
@@ -102,6 +116,7 @@ class GraphSource:
                 )
         self.graph = graph
         self.inputs, self.outputs = list(graph.inputs), list(graph.outputs)
+        self.defaults = graph.defaults
 
     def specialize(self, binding: Mapping[str, int]) -> Graph:
         from ember.frontend.ops.registry import get_op
@@ -126,6 +141,7 @@ class GraphSource:
             g.params,
             values,
             g.name,
+            g.defaults,
         ).verify()
 
 
@@ -192,7 +208,7 @@ class DynamicModel:
     def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
         """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
         static dim, rank and dtype is checked first."""
-        given = _in_order(self.input_names, inputs)
+        given = _in_order(self.input_names, inputs, getattr(self.source, "defaults", {}))
         sizes: dict[str, int] = {}
         arrays = []
         for name, t, value in zip(self.input_names, self.input_types, given):
@@ -252,16 +268,22 @@ def _bound_note(t: TensorType, sizes: Mapping[str, int]) -> str:
     return f" (with {bound} from the inputs before it)" if bound else ""
 
 
-def _in_order(names: list[str], inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
-    """``inputs`` as a list in ``names`` order; a wrong, missing or extra name raises."""
+def _in_order(
+    names: list[str],
+    inputs: Mapping[str, Any] | Sequence[Any],
+    defaults: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """``inputs`` as a list in ``names`` order; a wrong, missing or extra name raises
+    (a name with a default, an overridable ONNX initializer, may be left out)."""
+    defaults = defaults or {}
     if isinstance(inputs, Mapping):
         unknown = sorted(set(inputs) - set(names))
         if unknown:
             raise ArgumentError(f"unknown input name(s) {unknown}; the model takes {names}")
-        missing = [n for n in names if n not in inputs]
+        missing = [n for n in names if n not in inputs and n not in defaults]
         if missing:
             raise ArgumentError(f"missing input(s) {missing}; the model takes {names}")
-        return [inputs[n] for n in names]
+        return [inputs[n] if n in inputs else defaults[n] for n in names]
     given = list(inputs)
     if len(given) != len(names):
         raise ArgumentError(f"the model takes {len(names)} inputs {names}, got {len(given)}")

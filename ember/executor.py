@@ -146,12 +146,13 @@ class CompiledModel:
                 raise ArgumentError(
                     f"unknown input name(s) {unknown}; the model takes {self.input_names}"
                 )
-            missing = [n for n in self.input_names if n not in inputs]
+            defaults = self.graph.defaults  # overridable ONNX initializers
+            missing = [n for n in self.input_names if n not in inputs and n not in defaults]
             if missing:
                 raise ArgumentError(
                     f"missing input(s) {missing}; the model takes {self.input_names}"
                 )
-            return [inputs[n] for n in self.input_names]
+            return [inputs[n] if n in inputs else defaults[n] for n in self.input_names]
         given = list(inputs)
         if len(given) != len(self.input_names):
             raise ArgumentError(

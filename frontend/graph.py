@@ -119,7 +119,9 @@ class Graph:
     """A dataflow graph: ``inputs`` -> ``nodes`` (topological) -> ``outputs``.
 
     ``values`` types every value by name (inputs, params and node outputs);
-    ``params`` holds the constants' data.
+    ``params`` holds the constants' data. ``defaults`` holds the value of an input
+    that a run may leave out (an ONNX initializer also listed as a graph input, which
+    ONNX lets a run override).
     """
 
     inputs: list[Value]
@@ -128,6 +130,7 @@ class Graph:
     params: dict[str, np.ndarray]
     values: dict[str, Value]
     name: str = "main"
+    defaults: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def input_names(self) -> list[str]:

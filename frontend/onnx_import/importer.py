@@ -11,6 +11,7 @@ go, so what reaches the compiler is the data path only.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -244,23 +245,66 @@ def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
 
 
 def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """Import an ONNX model as an Ember :class:`Graph` (see the module docstring)."""
-    from onnx import numpy_helper
+    """Import an ONNX model as an Ember :class:`Graph` (see the module docstring).
 
+    An initializer also listed as a graph input (IR version 4 on) is an input a run may
+    override, its data the default (``Graph.defaults``), as onnxruntime has it; it then
+    does not fold as a constant. Where Ember needs its value at compile time (a Reshape's
+    shape), the model is imported again with it as a constant, with a warning."""
     proto = load_model(model)
     check_supported(proto)
-    g = proto.graph
+    _check_opset(proto)
     shapes = dict(shapes or {})
+    overridable = overridable_initializers(proto)
+    try:
+        graph = _convert(proto, shapes, overridable)
+    except EmberError as first:
+        if not overridable:
+            raise
+        graph = _convert(proto, shapes, set())  # raises its own error for a wrong model
+        warnings.warn(
+            f"initializer(s) {sorted(overridable)} are listed as graph inputs, but Ember "
+            f"needs them as constants ({first.message}); they cannot be overridden at run time",
+            UserWarning,
+            stacklevel=2,
+        )
+    _check_declared_outputs(proto, graph)
+    return graph
+
+
+def overridable_initializers(proto: Any) -> set[str]:
+    """Initializers a run may override: those also listed as graph inputs, from IR version
+    4 on (before it, every initializer was listed and none could be; onnxruntime agrees)."""
+    if proto.ir_version < 4:
+        return set()
+    listed = {vi.name for vi in proto.graph.input}
+    return {t.name for t in proto.graph.initializer if t.name in listed}
+
+
+def _convert(proto: Any, shapes: dict[str, Sequence[int]], overridable: set[str]) -> Graph:
+    """The graph of ``proto``; ``overridable`` initializers become inputs with defaults."""
+    from onnx import numpy_helper
+
+    g = proto.graph
     reserved = {v for n in _all_nodes(g) for v in (*n.input, *n.output)} | {i.name for i in g.input}
     b = GraphBuilder(reserved)
     env: dict[str, str] = {}
+    defaults: dict[str, np.ndarray] = {}
     for init in g.initializer:
         _check_data_length(init, "the model")
-        env[init.name] = b.add_param(init.name, numpy_helper.to_array(init))
-    inputs = [b.add_input(vi.name, _value_type(vi, shapes)) for vi in g.input if vi.name not in env]
-    for vi in inputs:
-        env[vi.name] = vi.name
-    unknown = set(shapes) - {v.name for v in inputs}
+        if init.name in overridable:
+            defaults[init.name] = numpy_helper.to_array(init)
+        else:
+            env[init.name] = b.add_param(init.name, numpy_helper.to_array(init))
+    inputs = [
+        b.add_input(vi.name, _input_type(vi, shapes, defaults.get(vi.name)))
+        for vi in g.input
+        if vi.name not in env
+    ]
+    for v in inputs:
+        env[v.name] = v.name
+    # a listed initializer imported as a constant (see from_onnx) may still be named
+    unknown = set(shapes) - {vi.name for vi in g.input}
     if unknown:
         raise ArgumentError(
             f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
@@ -270,7 +314,74 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
         convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
     outputs = [_bind_output(o.name, env, b) for o in g.output]
     name = g.name or "main"
-    return Graph(inputs, outputs, b.nodes, b.params, b.values, name=name).verify()
+    graph = Graph(inputs, outputs, b.nodes, b.params, b.values, name=name, defaults=defaults)
+    return graph.verify()
+
+
+def _input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> TensorType:
+    """An input's type: declared (``_value_type``), or its default's for an overridable
+    initializer (whose data fixes the shape a run must give)."""
+    if default is None:
+        return _value_type(vi, shapes)
+    t = TensorType(tuple(int(d) for d in default.shape), str(default.dtype))
+    if vi.name in shapes and tuple(int(d) for d in shapes[vi.name]) != t.shape:
+        raise ArgumentError(
+            f"shapes['{vi.name}'] = {list(shapes[vi.name])} does not fit the shape of its "
+            f"initializer {list(t.shape)}"
+        )
+    return t
+
+
+# The newest default-domain opset whose operator changes the converters follow (the
+# If/Loop/Scan forms in ops_control_flow.py list it); a newer model still converts with
+# each operator's latest form, which may have changed meaning, so the user is told.
+NEWEST_OPSET = 25
+
+
+def _check_opset(proto: Any) -> None:
+    """Warn about a default-domain opset newer than :data:`NEWEST_OPSET`. onnxruntime
+    refuses one newer than it knows; Ember converts it when every operator has a
+    converter, as most operators keep their form from one opset to the next."""
+    opset = _opsets(proto).get("", 0)
+    if opset > NEWEST_OPSET:
+        warnings.warn(
+            f"the model uses ONNX opset {opset}, newer than the {NEWEST_OPSET} Ember knows: "
+            f"its operators are converted as opset {NEWEST_OPSET} defines them; check the "
+            "results (for instance against onnxruntime)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _check_declared_outputs(proto: Any, graph: Graph) -> None:
+    """InvalidModelError when the model declares an output of a dtype its graph does not
+    make (onnxruntime refuses such a model too); a declared static shape that differs
+    from the graph's is a warning, as onnxruntime only warns ("lenient merge")."""
+    for vi, value in zip(proto.graph.output, graph.outputs):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or tt.elem_type == 0:  # UNDEFINED: nothing declared
+            continue
+        try:
+            declared = _elem_dtype(vi)
+        except EmberError:
+            declared = f"ONNX type {tt.elem_type}"
+        if declared != value.type.dtype:
+            raise InvalidModelError(
+                f"output '{vi.name}' is declared {declared}, but the graph makes it "
+                f"{value.type.dtype}"
+            )
+        if not tt.HasField("shape") or not value.type.is_static:
+            continue
+        dims = [_dim(vi.name, k, d) for k, d in enumerate(tt.shape.dim)]
+        if len(dims) != value.type.ndim or any(
+            isinstance(d, int) and d != n for d, n in zip(dims, value.type.shape)
+        ):
+            warnings.warn(
+                f"output '{vi.name}' is declared with shape {dims}, but the graph makes "
+                f"{list(value.type.shape)}; Ember returns the graph's",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def convert_node(

@@ -184,3 +184,57 @@ def test_item_26_silero_vad_v6_matches_onnxruntime() -> None:
         want, want_state = run_ort(model, {"input": chunk, "state": want_state, "sr": sr})
         np.testing.assert_allclose(prob, want, atol=1e-5)
         np.testing.assert_allclose(state, want_state, atol=1e-5)
+
+
+def _add_model(out_type: int = TensorProto.FLOAT, opset: int = 17, ir: int = 10) -> Any:
+    """y = x + b, with the initializer b also listed as a graph input (overridable)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", out_type, [2, 3])
+    default = onnx.numpy_helper.from_array(RNG.standard_normal((2, 3)).astype(np.float32), "b")
+    model = _model([helper.make_node("Add", ["x", "b"], ["y"])], [x, b], [y], [default], opset)
+    model.ir_version = ir
+    return model
+
+
+def test_item_23_initializer_inputs_opsets_and_declared_outputs() -> None:
+    """An initializer listed as a graph input is overridable at run time (IR 4 on, as in
+    onnxruntime), its data the default; at IR 3 it is a constant (onnxruntime refuses the
+    name too). One Ember needs as a constant (a Reshape's shape) stays one, with a warning.
+    A too-new opset warns and converts; a declared output dtype that the graph does not
+    make is an InvalidModelError (onnxruntime refuses it too)."""
+    import warnings
+
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    b = RNG.standard_normal((2, 3)).astype(np.float32)
+    model = _add_model()
+    compiled = ember.compile(model)
+    for feeds in ({"x": x}, {"x": x, "b": b}):
+        np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0], rtol=1e-6)
+    old = _add_model(opset=8, ir=3)
+    with pytest.raises(ember.ArgumentError, match=r"unknown input name\(s\) \['b'\]"):
+        ember.compile(old).run({"x": x, "b": b})
+
+    shape = onnx.numpy_helper.from_array(np.array([3, 2], np.int64), "shape")
+    reshape = _model(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in
+         (("x", TensorProto.FLOAT, [2, 3]), ("shape", TensorProto.INT64, [2]))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])],
+        [shape],
+    )  # fmt: skip
+    with pytest.warns(UserWarning, match=r"\['shape'\] are listed as graph inputs"):
+        got = ember.compile(reshape).run({"x": x})[0]
+    np.testing.assert_array_equal(got, run_ort(reshape, {"x": x})[0])
+
+    with pytest.warns(UserWarning, match="opset 30, newer than the 25 Ember knows"):
+        newer = ember.compile(_add_model(opset=30))
+    np.testing.assert_allclose(newer.run({"x": x, "b": b})[0], x + b, rtol=1e-6)
+    wrong = _add_model(out_type=TensorProto.INT64)
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime refuses it too
+        run_ort(wrong, {"x": x})
+    with pytest.raises(ember.InvalidModelError, match="output 'y' is declared int64.*float32"):
+        ember.compile(wrong)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a model that is right draws no warning
+        ember.compile(_add_model())
