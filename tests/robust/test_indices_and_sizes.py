@@ -170,3 +170,92 @@ def test_item_14_reduction_over_2_31_uses_64_bit_indices() -> None:
     consts = {"shape": np.array([3, n], np.int64), "axes": np.array([1], np.int64)}
     model = make_model(nodes, {"x": x}, ["y"], consts)
     np.testing.assert_array_equal(ember.compile(model).run({"x": x})[0], x[:, 0] * n)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+AXIS1 = np.array([1], np.int64)
+
+# case: (op type, attributes, inputs by name; "axes" and "k" become constants)
+ZERO_SIZE: dict[str, tuple[str, dict[str, Any], dict[str, np.ndarray]]] = {
+    # sums over nothing: zeros plus the bias (were "shape of placeholder must be positive")
+    "MatMul K=0": ("MatMul", {}, {"a": _f32(3, 0), "b": _f32(0, 5)}),
+    "batched MatMul K=0": ("MatMul", {}, {"a": _f32(2, 3, 0), "b": _f32(1, 0, 4)}),
+    "Gemm K=0, C, beta": (
+        "Gemm",
+        {"beta": 0.5, "transA": 1},
+        {"a": _f32(0, 3), "b": _f32(0, 5), "c": _f32(5)},
+    ),
+    "Conv Cin=0 + bias": (
+        "Conv",
+        {"pads": [1, 0, 1, 0]},
+        {"x": _f32(2, 0, 5, 4), "w": _f32(3, 0, 3, 3), "bias": _f32(3)},
+    ),
+    # a mean over nothing is 0 in onnxruntime (was NaN, and INT_MAX for integers)
+    "ReduceMean empty": ("ReduceMean", {"keepdims": 0}, {"a": _f32(3, 0), "axes": AXIS1}),
+    "ReduceMean empty int": ("ReduceMean", {}, {"a": np.zeros((5, 0), np.int32), "axes": AXIS1}),
+    # empty inputs and outputs that already behaved; kept so they stay so
+    "MatMul M=0": ("MatMul", {}, {"a": _f32(0, 3), "b": _f32(3, 5)}),
+    "Softmax N=0": ("Softmax", {}, {"a": _f32(0, 7)}),
+    "ReduceMax empty": ("ReduceMax", {"keepdims": 0}, {"a": _f32(3, 0), "axes": AXIS1}),
+    "TopK k=0": ("TopK", {}, {"a": _f32(3, 4), "k": np.array([0], np.int64)}),
+    "Gather no ids": ("Gather", {}, {"a": _f32(3, 4), "ids": np.zeros((0, 2), np.int64)}),
+}
+
+
+@pytest.mark.parametrize("case", list(ZERO_SIZE))
+def test_item_22_zero_size_work_matches_onnxruntime(case: str) -> None:
+    """Zero-size operands onnxruntime runs, run (graph inputs and constants alike)."""
+    op, attrs, arrays = ZERO_SIZE[case]
+    consts = {k: v for k, v in arrays.items() if k in ("axes", "k")}
+    feeds = {k: v for k, v in arrays.items() if k not in consts}
+    outs = ["y", "i"] if op == "TopK" else ["y"]
+    node = helper.make_node(op, list(arrays), outs, **attrs)
+    model = make_model([node], feeds, outs, consts, opset=18)
+    want = run_ort(model, feeds)
+    got = ember.compile(model).run(feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_item_22_dynamic_batch_of_zero() -> None:
+    """A dynamic model run at N=0: Flatten, Reshape(-1, 12) and a Gemm after it run, as in
+    onnxruntime; Reshape(N, -1) at N=0 is refused by both (-1 is ambiguous with no
+    elements; onnxruntime: "cannot be reshaped"), with an ArgumentError."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 4])
+    consts = {
+        "w": _f32(12, 5),
+        "b": _f32(5),
+        "flat": np.array([-1, 12], np.int64),
+        "keep_n": np.array([0, -1], np.int64),
+    }
+    nodes = [
+        helper.make_node("Flatten", ["x"], ["f"]),
+        helper.make_node("Reshape", ["x", "flat"], ["r"]),
+        helper.make_node("Add", ["f", "r"], ["s"]),
+        helper.make_node("Gemm", ["s", "w", "b"], ["y"]),
+    ]
+
+    def model(extra: list[Any]) -> Any:
+        out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 5])
+        inits = [onnx.numpy_helper.from_array(v, k) for k, v in consts.items()]
+        graph = helper.make_graph([*nodes, *extra], "dyn", [x], [out], inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 10
+        return m
+
+    good = model([])
+    dynamic = ember.compile(good)
+    for n in (3, 0):
+        feeds = {"x": _f32(n, 3, 4)}
+        np.testing.assert_allclose(dynamic.run(feeds)[0], run_ort(good, feeds)[0], rtol=1e-5)
+    nodes[1] = helper.make_node("Reshape", ["x", "keep_n"], ["r"])
+    ambiguous = model([])
+    feeds = {"x": _f32(0, 3, 4)}
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime refuses it too
+        run_ort(ambiguous, feeds)
+    with pytest.raises(ember.ArgumentError, match=r"cannot reshape \[0, 3, 4\] into \[0, -1\]"):
+        ember.compile(ambiguous).run(feeds)
