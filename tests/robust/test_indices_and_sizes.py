@@ -117,6 +117,17 @@ def test_item_08_nn_embedding_refuses_ids_out_of_range() -> None:
         compiled.run({"ids": np.array([[0, 6, 2], [-1, 3, 7]], np.int64)})
 
 
+def test_item_08_loaded_artifact_still_checks(tmp_path: Any) -> None:
+    """The checks come from the graph, so a model exported and loaded keeps them."""
+    nodes, feeds = _case("Gather", 1)
+    path = tmp_path / "gather.ember"
+    ember.compile(make_model(nodes, feeds, ["y"])).export(path)
+    loaded = ember.load(path)
+    np.testing.assert_array_equal(loaded.run(feeds)[0], np.take(DATA, feeds["ids"], axis=0))
+    with pytest.raises(ember.ArgumentError, match="index input 'ids' holds -4 at"):
+        loaded.run(_case("Gather", -4)[1])
+
+
 def _unary(shape: list[Any], op: str = "Relu") -> Any:
     """A one-node model whose input 'x' declares ``shape`` (no data is ever made)."""
     from tests.frontend.onnx_models import tensor_info
