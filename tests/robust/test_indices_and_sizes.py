@@ -128,6 +128,25 @@ def test_item_08_loaded_artifact_still_checks(tmp_path: Any) -> None:
         loaded.run(_case("Gather", -4)[1])
 
 
+def test_item_08_indices_past_int32_on_a_long_axis() -> None:
+    """On an axis longer than int32 counts, an int64 index is not truncated: row 2**31 + 3
+    (and -2, the same row) reads that row. The 2 GiB array is np.zeros (pages the kernel
+    never touches are never made), so this needs a few MB."""
+    from ember import te
+    from ember.tir.topi.transform import take
+
+    n = 2**31 + 5
+    X = te.placeholder((n,), name="X", dtype="int8")
+    ids = te.placeholder((3,), name="ids", dtype="int64")
+    Y = take(X, ids, 0)
+    f = ember.build(te.create_schedule(Y.op), [X, ids, Y], target="llvm")
+    x = np.zeros(n, np.int8)
+    x[[1, n - 2]] = [3, 7]
+    y = np.zeros(3, np.int8)
+    f(x, np.array([n - 2, 1, -2], np.int64), y)
+    np.testing.assert_array_equal(y, [7, 3, 7])
+
+
 def _unary(shape: list[Any], op: str = "Relu") -> Any:
     """A one-node model whose input 'x' declares ``shape`` (no data is ever made)."""
     from tests.frontend.onnx_models import tensor_info
