@@ -6,6 +6,12 @@ with :class:`InvalidModelError`, lists every operator it cannot convert in one
 params, fixes symbolic input dims from ``shapes``, and runs each node's converter
 (``onnx_import/registry.py``) in order; converters fold constant subgraphs as they
 go, so what reaches the compiler is the data path only.
+
+Where the file and the graph disagree it follows onnxruntime: a dim written -1, '' or
+'?' is a symbol of its own; an initializer also listed as an input is an input with a
+default; a declared output dtype the graph does not make is refused (a differing shape
+warns); an opset newer than Ember knows warns; raw data shorter than its tensor is an
+:class:`InvalidModelError` naming the tensor and its file.
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ from ember.errors import (
 )
 from ember.frontend.graph import Graph, TensorType, Value, check_size
 from ember.frontend.onnx_import.context import ConvertContext, GraphBuilder
+from ember.frontend.onnx_import.file_checks import (
+    check_data_length,
+    check_declared_outputs,
+    check_opset,
+)
 from ember.frontend.onnx_import.registry import find_converter
 
 
@@ -81,7 +92,7 @@ def _load_external_data(model: Any, path: str) -> None:
     except Exception as e:  # missing or short data files
         raise InvalidModelError(f"cannot read the external data of '{path}': {e}") from e
     for t, file in files:  # the same messages, now holding the data read
-        _check_data_length(t, f"its external data file '{file}'")
+        check_data_length(t, f"its external data file '{file}'")
 
 
 def _all_initializers(graph: Any) -> list[Any]:
@@ -91,31 +102,6 @@ def _all_initializers(graph: Any) -> list[Any]:
         for sub in subgraphs_of(node):
             out.extend(_all_initializers(sub))
     return out
-
-
-def _check_data_length(t: Any, source: str) -> None:
-    """InvalidModelError when tensor ``t`` holds fewer (or more) raw bytes than its dims
-    and type need: an external data file without a ``length`` is read to its end, so a
-    short file would otherwise surface as numpy's reshape error."""
-    from onnx import helper
-
-    if not t.HasField("raw_data"):
-        return
-    try:
-        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        return  # a type without a fixed size (string): onnx reads it its own way
-    if t.data_type in (TensorProto_INT4, TensorProto_UINT4):
-        return  # packed two to a byte
-    need = int(np.prod(t.dims, dtype=object)) * itemsize
-    if len(t.raw_data) != need:
-        raise InvalidModelError(
-            f"tensor '{t.name}' of shape {list(t.dims)} needs {need} bytes, but "
-            f"{len(t.raw_data)} were read from {source}"
-        )
-
-
-TensorProto_INT4, TensorProto_UINT4 = 22, 21  # onnx.TensorProto codes, without importing onnx
 
 
 def _parse(onnx: Any, data: bytes, where: str) -> Any:
@@ -253,7 +239,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     shape), the model is imported again with it as a constant, with a warning."""
     proto = load_model(model)
     check_supported(proto)
-    _check_opset(proto)
+    check_opset(proto)
     shapes = dict(shapes or {})
     overridable = overridable_initializers(proto)
     try:
@@ -268,7 +254,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
             UserWarning,
             stacklevel=2,
         )
-    _check_declared_outputs(proto, graph)
+    check_declared_outputs(proto, graph)
     return graph
 
 
@@ -291,7 +277,7 @@ def _convert(proto: Any, shapes: dict[str, Sequence[int]], overridable: set[str]
     env: dict[str, str] = {}
     defaults: dict[str, np.ndarray] = {}
     for init in g.initializer:
-        _check_data_length(init, "the model")
+        check_data_length(init, "the model")
         if init.name in overridable:
             defaults[init.name] = numpy_helper.to_array(init)
         else:
@@ -330,58 +316,6 @@ def _input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> T
             f"initializer {list(t.shape)}"
         )
     return t
-
-
-# The newest default-domain opset whose operator changes the converters follow (the
-# If/Loop/Scan forms in ops_control_flow.py list it); a newer model still converts with
-# each operator's latest form, which may have changed meaning, so the user is told.
-NEWEST_OPSET = 25
-
-
-def _check_opset(proto: Any) -> None:
-    """Warn about a default-domain opset newer than :data:`NEWEST_OPSET`. onnxruntime
-    refuses one newer than it knows; Ember converts it when every operator has a
-    converter, as most operators keep their form from one opset to the next."""
-    opset = _opsets(proto).get("", 0)
-    if opset > NEWEST_OPSET:
-        warnings.warn(
-            f"the model uses ONNX opset {opset}, newer than the {NEWEST_OPSET} Ember knows: "
-            f"its operators are converted as opset {NEWEST_OPSET} defines them; check the "
-            "results (for instance against onnxruntime)",
-            UserWarning,
-            stacklevel=3,
-        )
-
-
-def _check_declared_outputs(proto: Any, graph: Graph) -> None:
-    """InvalidModelError when the model declares an output of a dtype its graph does not
-    make (onnxruntime refuses such a model too); a declared static shape that differs
-    from the graph's is a warning, as onnxruntime only warns ("lenient merge")."""
-    for vi, value in zip(proto.graph.output, graph.outputs):
-        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if tt is None or tt.elem_type == 0:  # UNDEFINED: nothing declared
-            continue
-        try:
-            declared = _elem_dtype(vi)
-        except EmberError:
-            declared = f"ONNX type {tt.elem_type}"
-        if declared != value.type.dtype:
-            raise InvalidModelError(
-                f"output '{vi.name}' is declared {declared}, but the graph makes it "
-                f"{value.type.dtype}"
-            )
-        if not tt.HasField("shape") or not value.type.is_static:
-            continue
-        dims = [_dim(vi.name, k, d) for k, d in enumerate(tt.shape.dim)]
-        if len(dims) != value.type.ndim or any(
-            isinstance(d, int) and d != n for d, n in zip(dims, value.type.shape)
-        ):
-            warnings.warn(
-                f"output '{vi.name}' is declared with shape {dims}, but the graph makes "
-                f"{list(value.type.shape)}; Ember returns the graph's",
-                UserWarning,
-                stacklevel=3,
-            )
 
 
 def convert_node(
