@@ -238,3 +238,16 @@ def test_item_23_initializer_inputs_opsets_and_declared_outputs() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a model that is right draws no warning
         ember.compile(_add_model())
+
+
+def test_item_23_dynamic_model_takes_defaults_too() -> None:
+    """With a symbolic batch, the overridable initializer is still optional per run."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+    default = onnx.numpy_helper.from_array(RNG.standard_normal(3).astype(np.float32), "b")
+    model = _model([helper.make_node("Mul", ["x", "b"], ["y"])], [x, b], [y], [default])
+    dynamic = ember.compile(model)
+    for n, feeds in ((2, {}), (1, {"b": RNG.standard_normal(3).astype(np.float32)})):
+        feeds = {"x": RNG.standard_normal((n, 3)).astype(np.float32), **feeds}
+        np.testing.assert_allclose(dynamic.run(feeds)[0], run_ort(model, feeds)[0], rtol=1e-6)
