@@ -128,6 +128,18 @@ def test_item_08_loaded_artifact_still_checks(tmp_path: Any) -> None:
         loaded.run(_case("Gather", -4)[1])
 
 
+def test_item_08_cuda_models_check_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check runs on the host before the step, so a CUDA model (here in the SIMT
+    emulator) refuses the same index, and reads legal negative ones as onnxruntime does."""
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    nodes, feeds = _case("GatherElements", 2)
+    model = make_model(nodes, feeds, ["y"])
+    compiled = ember.compile(model, target="cuda")
+    np.testing.assert_allclose(compiled.run(feeds)[0], run_ort(model, feeds)[0])
+    with pytest.raises(ember.ArgumentError, match="index input 'ids' holds 3 at"):
+        compiled.run(_case("GatherElements", 3)[1])
+
+
 def test_item_08_indices_past_int32_on_a_long_axis() -> None:
     """On an axis longer than int32 counts, an int64 index is not truncated: row 2**31 + 3
     (and -2, the same row) reads that row. The 2 GiB array is np.zeros (pages the kernel
