@@ -186,7 +186,9 @@ class CompiledModel:
             raise e.add_context(f"while running {self.steps[k].where}") from None
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
-        """Run the model on ``inputs`` (a dict by name, or a list in ``input_names`` order)."""
+        """Run the model on ``inputs`` (a dict by name, or a list in ``input_names`` order).
+        A dict may leave out an input with a default (``graph.defaults``: an ONNX initializer
+        also listed as a graph input); an index out of range raises ArgumentError."""
         self._load_inputs(inputs)
         self._call_steps()
         return [np.array(self._env[v], copy=True) for v in self.output_names]
