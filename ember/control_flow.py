@@ -31,15 +31,32 @@ def _flag(array: Any) -> bool:
 
 
 class IfStep:
-    """``if``: inputs (cond, *captured), outputs those of the branch taken."""
+    """``if``: inputs (cond, *captured), outputs those of the branch taken.
 
-    def __init__(self, then_model: CompiledModel, else_model: CompiledModel) -> None:
+    A branch the importer could not type for the model's shapes is None, with the reason
+    in ``refused``; taking it raises that (onnxruntime also fails only when it is taken)."""
+
+    def __init__(
+        self,
+        then_model: CompiledModel | None,
+        else_model: CompiledModel | None,
+        refused: dict[str, str] | None = None,
+    ) -> None:
         self.then_model = then_model
         self.else_model = else_model
-        self.num_inputs = 1 + len(then_model.input_names)
+        self.refused = refused or {}
+        some = then_model if then_model is not None else else_model
+        assert some is not None
+        self.num_inputs = 1 + len(some.input_names)
 
     def __call__(self, *arrays: Any) -> None:
-        model = self.then_model if _flag(arrays[0]) else self.else_model
+        taken = "then_branch" if _flag(arrays[0]) else "else_branch"
+        model = self.then_model if taken == "then_branch" else self.else_model
+        if model is None:
+            raise ArgumentError(
+                f"the If takes its {taken.split('_')[0]} branch, which cannot run on the shapes "
+                f"the model was compiled for: {self.refused.get(taken, 'no reason recorded')}"
+            )
         results = model.run(list(arrays[1 : self.num_inputs]))
         for dst, src in zip(arrays[self.num_inputs :], results):
             np.copyto(dst, src)
@@ -120,7 +137,10 @@ def control_step(graph: Graph, node: Node, tgt: Target) -> Step:
     subs = {k: compile_graph(g, tgt) for k, g in node.subgraphs.items()}
     kernel: Any
     if node.op == "if":
-        kernel = IfStep(subs["then_branch"], subs["else_branch"])
+        refused = {
+            k[len("refused_") :]: v for k, v in node.attrs.items() if k.startswith("refused_")
+        }
+        kernel = IfStep(subs.get("then_branch"), subs.get("else_branch"), refused)
     elif node.op == "loop":
         kernel = LoopStep(subs["body"], node.attrs, len(node.inputs))
     elif node.op == "scan":

@@ -50,6 +50,7 @@ class OnnxSource:
         self.shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
         check_supported(proto)  # an unsupported operator is reported now, not on first run
         self.inputs, self.outputs = onnx_signature(proto, self.shapes)
+        self.defaults = onnx_defaults(proto)
 
     def specialize(self, binding: Mapping[str, int]) -> Graph:
         from ember.frontend.onnx_import.importer import from_onnx
@@ -61,11 +62,14 @@ class OnnxSource:
 def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[list[Value], ...]:
     """The graph inputs (symbolic dims kept unless ``shapes`` fixes them) and outputs as the
     model declares them, without importing the nodes (which may need static shapes)."""
-    from ember.frontend.onnx_import.importer import _value_type
+    from ember.frontend.onnx_import.importer import _input_type
 
-    known = {i.name for i in proto.graph.initializer}
+    defaults = onnx_defaults(proto)
+    known = {i.name for i in proto.graph.initializer} - set(defaults)
     inputs = [
-        Value(vi.name, _value_type(vi, shapes)) for vi in proto.graph.input if vi.name not in known
+        Value(vi.name, _input_type(vi, shapes, defaults.get(vi.name)))
+        for vi in proto.graph.input
+        if vi.name not in known
     ]
     unknown = set(shapes) - {v.name for v in inputs}
     if unknown:
@@ -73,6 +77,16 @@ def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[lis
             f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
         )
     return inputs, [Value(vi.name, _declared_type(vi)) for vi in proto.graph.output]
+
+
+def onnx_defaults(proto: Any) -> dict[str, np.ndarray]:
+    """The data of the initializers a run may override (inputs it may leave out)."""
+    from onnx import numpy_helper
+
+    from ember.frontend.onnx_import.importer import overridable_initializers
+
+    names = overridable_initializers(proto)
+    return {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer if t.name in names}
 
 
 def _declared_type(vi: Any) -> TensorType:
@@ -104,6 +118,7 @@ class GraphSource:
                 )
         self.graph = graph
         self.inputs, self.outputs = list(graph.inputs), list(graph.outputs)
+        self.defaults = graph.defaults
 
     def specialize(self, binding: Mapping[str, int]) -> Graph:
         from ember.frontend.ops.registry import get_op
@@ -128,6 +143,7 @@ class GraphSource:
             g.params,
             values,
             g.name,
+            g.defaults,
         ).verify()
 
 
@@ -213,7 +229,7 @@ class DynamicModel:
     def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
         """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
         static dim, rank and dtype is checked first."""
-        given = inputs_in_order(self.input_names, inputs)
+        given = inputs_in_order(self.input_names, inputs, getattr(self.source, "defaults", {}))
         sizes: dict[str, int] = {}
         arrays = []
         for name, t, value in zip(self.input_names, self.input_types, given):

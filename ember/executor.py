@@ -35,6 +35,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
+from ember.index_guard import guard_index_reads
 from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
 
 
@@ -101,7 +102,8 @@ class Workspace:
                 env[v.name] = aligned_array(v.type.shape, v.type.dtype)
         self.env = env
         self.inputs = [env[n] for n in graph.input_names]
-        self.calls = [_bind_step(st, env) for st in steps]
+        # indices out of range are refused before a kernel would read a clamped row
+        self.calls = guard_index_reads(graph, steps, env, [_bind_step(st, env) for st in steps])
 
     def load(self, arrays: Sequence[np.ndarray]) -> None:
         """Copy checked input arrays into this workspace's input buffers."""
@@ -162,9 +164,13 @@ def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:
         ) from e
 
 
-def inputs_in_order(names: list[str], inputs: Any) -> list[Any]:
+def inputs_in_order(
+    names: list[str], inputs: Any, defaults: Mapping[str, Any] | None = None
+) -> list[Any]:
     """``inputs`` (a dict by name, or a list or tuple in ``names`` order) as a list in
-    ``names`` order; anything else, or a wrong, missing or extra name, raises."""
+    ``names`` order; anything else, or a wrong, missing or extra name, raises. A dict may
+    leave out a name with a default (an overridable ONNX initializer)."""
+    defaults = defaults or {}
     if type(inputs) is dict and len(inputs) == len(names):  # the common case, quickly
         try:
             return [inputs[n] for n in names]
@@ -174,10 +180,10 @@ def inputs_in_order(names: list[str], inputs: Any) -> list[Any]:
         unknown = sorted(set(inputs) - set(names), key=repr)  # keys may be of any type
         if unknown:
             raise ArgumentError(f"unknown input name(s) {unknown}; the model takes {names}")
-        missing = [n for n in names if n not in inputs]
+        missing = [n for n in names if n not in inputs and n not in defaults]
         if missing:
             raise ArgumentError(f"missing input(s) {missing}; the model takes {names}")
-        return [inputs[n] for n in names]
+        return [inputs[n] if n in inputs else defaults[n] for n in names]
     if not isinstance(inputs, Sequence) or isinstance(inputs, (str, bytes, bytearray)):
         hint = ""
         if isinstance(inputs, np.ndarray) or hasattr(inputs, "__array__"):
@@ -311,7 +317,7 @@ class CompiledModel:
     def _check_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Every input as an array of the model's dtype and shape, checked before any runs."""
         arrays = []
-        given = inputs_in_order(self.input_names, inputs)
+        given = inputs_in_order(self.input_names, inputs, self.graph.defaults)
         for name, t, dtype, value in zip(
             self.input_names, self.input_types, self._input_dtypes, given
         ):
@@ -337,7 +343,9 @@ class CompiledModel:
 
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Run the model on ``inputs`` (a dict by name, or a list in ``input_names`` order);
-        safe to call from several threads at once (see the class docstring)."""
+        safe to call from several threads at once (see the class docstring). A dict may leave
+        out an input with a default (``graph.defaults``: an ONNX initializer also listed as a
+        graph input); an index out of range raises ArgumentError."""
         arrays = self._check_inputs(inputs)
         ws = self._pool.acquire()  # not `with`: a run of a small model is a few microseconds
         try:

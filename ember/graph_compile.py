@@ -18,7 +18,7 @@ from ember import kernel_cache
 from ember.dynamic_model import DynamicModel, symbolic_source
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.executor import CompiledModel, Step
-from ember.frontend.graph import Graph
+from ember.frontend.graph import Graph, check_size
 from ember.target import Target
 
 
@@ -54,12 +54,31 @@ def compile(
     if source is not None:  # a symbolic dim: compiled per size on first use
         return DynamicModel(source, str(tgt), records, graph_passes)
     graph = model if isinstance(model, Graph) else _import(model, shapes)
+    _check_sizes(graph)
     passes = default_graph_passes(tgt.kind) if graph_passes is None else graph_passes
     with _records(records, tgt):
         graph = run_graph_passes(graph, passes)
         steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
     kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
-    return CompiledModel(graph, steps, str(tgt))
+    try:
+        return CompiledModel(graph, steps, str(tgt))
+    except MemoryError as e:  # the memory plan's buffers: one allocation failed
+        raise ArgumentError(
+            f"the model needs {_model_bytes(graph) / 2**30:.1f} GiB for its inputs, outputs "
+            "and intermediates, more than this machine could allocate; use smaller shapes"
+        ) from e
+
+
+def _check_sizes(graph: Graph) -> None:
+    """Refuse a value no machine can hold (a Graph built by hand or by ``nn`` reaches here
+    without the importer's checks)."""
+    for name, value in graph.values.items():
+        check_size(value.type, f"value '{name}'")
+
+
+def _model_bytes(graph: Graph) -> int:
+    """Bytes of every static value of ``graph`` (an upper bound of what the plan allocates)."""
+    return sum(v.type.nbytes for v in graph.values.values() if v.type.is_static)
 
 
 def _records(records: Any, tgt: Target) -> Any:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.errors import InternalError
+from ember.tir.arith.const_int_bound import const_int_bound
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te.operation import thread_axis
 from ember.tir.te.tensor import ComputeOp
@@ -27,11 +29,20 @@ THREADS = 256
 PARALLEL_MIN_WORK = 1 << 15
 
 
+def _extent(iv: Any) -> int:
+    """The static extent of an axis. A reduction over 2**31 or more has the int64 extent
+    ``n - 0`` (not folded), so the constant is read off its bounds, not its node."""
+    lo, hi = const_int_bound(iv.dom.extent)
+    if lo != hi:
+        raise InternalError(f"graph kernels have static extents, got {iv.dom.extent}")
+    return int(lo)
+
+
 def _work(st: Any) -> int:
     """Loop iterations of a stage: output elements times the reduction's extent."""
     n = 1
     for iv in (*st.op.axis, *st.op.reduce_axis):
-        n *= int(iv.dom.extent.value)
+        n *= _extent(iv)
     return n
 
 
@@ -86,15 +97,15 @@ def _schedule_dense_packed(s: Schedule, st: Any) -> None:
     from ember.codegen_llvm.schedules.matmul import GemmTiles, schedule_gemm
 
     *lead, i, j = st.op.axis
-    rows = int(i.dom.extent.value)
+    rows = _extent(i)
     nr = int(dict(st.op.attrs)["nr"])
     many = rows >= 2 or bool(lead)
     tiles = GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if many else 1)
     m = rows
     for ax in lead:
-        m *= int(ax.dom.extent.value)
-    k = int(st.op.reduce_axis[0].dom.extent.value)
-    tiles = _recorded_tiles((m, int(j.dom.extent.value), k, "float32"), tiles)
+        m *= _extent(ax)
+    k = _extent(st.op.reduce_axis[0])
+    tiles = _recorded_tiles((m, _extent(j), k, "float32"), tiles)
     schedule_gemm(s, st.op.output(0), None, tiles)
 
 

@@ -12,18 +12,23 @@ name. Nodes are kept in topological order; :meth:`Graph.verify` checks it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ember.errors import InternalError
+from ember.errors import ArgumentError, InternalError
 
 Dim = int | str
 
 # How a user fixes a symbolic input dim, from Python or from the shell (errors end with it).
 SHAPES_HINT = "(shapes={name: shape} in Python, --shape NAME=D0,D1,... on the command line)"
+
+# No 64-bit CPU addresses more than 2**57 bytes (x86-64 with 5-level paging; AArch64
+# stops at 2**52), so a tensor larger than this cannot exist on any machine.
+MAX_TENSOR_BYTES = 1 << 57
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,30 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        """Number of elements; only for static shapes."""
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        """Number of elements; only for static shapes (exact: Python ints never wrap)."""
+        return math.prod(int(d) for d in self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the values; only for static shapes."""
+        return self.size * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+
+def check_size(t: TensorType, what: str) -> None:
+    """ArgumentError for a type no machine can hold: a negative dim, or more bytes than
+    any address space (sizes are exact Python ints, so a huge shape cannot wrap to a small
+    byte count). Symbolic dims pass; they are checked once they are fixed."""
+    dims = [d for d in t.shape if isinstance(d, int)]
+    if any(d < 0 for d in dims):
+        raise ArgumentError(f"{what} has a negative dimension: {t}")
+    if len(dims) == len(t.shape) and t.nbytes > MAX_TENSOR_BYTES:
+        raise ArgumentError(
+            f"{what} of type {t} would take {t.nbytes:.3g} bytes, more than any 64-bit "
+            f"machine can address (2**57); check the shape"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,7 +122,9 @@ class Graph:
     """A dataflow graph: ``inputs`` -> ``nodes`` (topological) -> ``outputs``.
 
     ``values`` types every value by name (inputs, params and node outputs);
-    ``params`` holds the constants' data.
+    ``params`` holds the constants' data. ``defaults`` holds the value of an input
+    that a run may leave out (an ONNX initializer also listed as a graph input, which
+    ONNX lets a run override).
     """
 
     inputs: list[Value]
@@ -107,6 +133,7 @@ class Graph:
     params: dict[str, np.ndarray]
     values: dict[str, Value]
     name: str = "main"
+    defaults: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def input_names(self) -> list[str]:

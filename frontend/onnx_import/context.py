@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, InternalError
-from ember.frontend.graph import Node, TensorType, Value
+from ember.frontend.graph import Node, TensorType, Value, check_size
+from ember.frontend.ops.index_bounds import check_indices
 from ember.frontend.ops.registry import get_op
 
 REQUIRED = object()
@@ -60,6 +61,12 @@ class GraphBuilder:
         definition.check_attrs(attrs)
         types = [self.values[i].type for i in inputs]
         out_types = definition.infer_types(types, attrs)
+        node_where = f"ONNX node '{where[0]}' ({where[1] or op})"
+        for t in out_types:
+            check_size(t, f"the output of {node_where}")
+        # constant indices out of range are refused now, before folding would clamp them
+        known = [self.params.get(i) for i in inputs]
+        check_indices(op, types, attrs, known, inputs, node_where)
         base = where[0] or op
         names = [self.fresh(base) for _ in out_types]
         if inputs and all(i in self.params for i in inputs) and all(t.is_static for t in out_types):

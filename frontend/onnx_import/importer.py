@@ -6,11 +6,18 @@ with :class:`InvalidModelError`, lists every operator it cannot convert in one
 params, fixes symbolic input dims from ``shapes``, and runs each node's converter
 (``onnx_import/registry.py``) in order; converters fold constant subgraphs as they
 go, so what reaches the compiler is the data path only.
+
+Where the file and the graph disagree it follows onnxruntime: a dim written -1, '' or
+'?' is a symbol of its own; an initializer also listed as an input is an input with a
+default; a declared output dtype the graph does not make is refused (a differing shape
+warns); an opset newer than Ember knows warns; raw data shorter than its tensor is an
+:class:`InvalidModelError` naming the tensor and its file.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,8 +30,13 @@ from ember.errors import (
     InvalidModelError,
     UnsupportedOperatorError,
 )
-from ember.frontend.graph import Graph, TensorType, Value
+from ember.frontend.graph import Graph, TensorType, Value, check_size
 from ember.frontend.onnx_import.context import ConvertContext, GraphBuilder
+from ember.frontend.onnx_import.file_checks import (
+    check_data_length,
+    check_declared_outputs,
+    check_opset,
+)
 from ember.frontend.onnx_import.registry import find_converter
 
 
@@ -69,10 +81,27 @@ def _load_external_data(model: Any, path: str) -> None:
 
     if not any(ext.uses_external_data(t) for t in model.graph.initializer):
         return
+    base = os.path.dirname(os.path.abspath(path))
+    files = [
+        (t, os.path.join(base, ext.ExternalDataInfo(t).location))
+        for t in _all_initializers(model.graph)
+        if ext.uses_external_data(t)
+    ]
     try:
-        ext.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+        ext.load_external_data_for_model(model, base)
     except Exception as e:  # missing or short data files
         raise InvalidModelError(f"cannot read the external data of '{path}': {e}") from e
+    for t, file in files:  # the same messages, now holding the data read
+        check_data_length(t, f"its external data file '{file}'")
+
+
+def _all_initializers(graph: Any) -> list[Any]:
+    """The initializers of ``graph`` and, depth first, of every subgraph."""
+    out = list(graph.initializer)
+    for node in graph.node:
+        for sub in subgraphs_of(node):
+            out.extend(_all_initializers(sub))
+    return out
 
 
 def _parse(onnx: Any, data: bytes, where: str) -> Any:
@@ -161,6 +190,20 @@ def _elem_dtype(vi: Any) -> str:
     return dtype
 
 
+UNNAMED = ("", "?")  # dim_params exporters write for "unknown" (PaddlePaddle writes '?')
+
+
+def _dim(name: str, k: int, d: Any) -> Any:
+    """One declared dim: its size, its symbol, or a symbol of its own (``{name}_d{k}``)
+    for a dim that is unnamed, '?' or -1 (exporters mean "unknown" by each; two '?' dims
+    are not the same size, so they may not share the symbol '?')."""
+    if d.HasField("dim_value") and d.dim_value >= 0:
+        return int(d.dim_value)
+    if d.HasField("dim_param") and d.dim_param not in UNNAMED:
+        return d.dim_param
+    return f"{name}_d{k}"
+
+
 def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
     """An input's type; ``shapes[name]`` fixes its symbolic dims (and must fit the known ones)."""
     dtype = _elem_dtype(vi)
@@ -171,11 +214,9 @@ def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
             raise ArgumentError(
                 f"input '{vi.name}' has no shape in the model; pass shapes={{'{vi.name}': ...}}"
             )
+        check_size(TensorType(fixed, dtype), f"input '{vi.name}'")
         return TensorType(fixed, dtype)
-    dims: list[Any] = [
-        d.dim_value if d.HasField("dim_value") else (d.dim_param or f"{vi.name}_d{k}")
-        for k, d in enumerate(tt.shape.dim)
-    ]
+    dims = [_dim(vi.name, k, d) for k, d in enumerate(tt.shape.dim)]
     if fixed is not None:
         if len(fixed) != len(dims) or any(
             isinstance(a, int) and a != b for a, b in zip(dims, fixed)
@@ -184,26 +225,72 @@ def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
                 f"shapes['{vi.name}'] = {list(fixed)} does not fit the model's {dims}"
             )
         dims = list(fixed)
-    return TensorType(tuple(dims), dtype)
+    out = TensorType(tuple(dims), dtype)
+    check_size(out, f"input '{vi.name}'")
+    return out
 
 
 def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """Import an ONNX model as an Ember :class:`Graph` (see the module docstring)."""
-    from onnx import numpy_helper
+    """Import an ONNX model as an Ember :class:`Graph` (see the module docstring).
 
+    An initializer also listed as a graph input (IR version 4 on) is an input a run may
+    override, its data the default (``Graph.defaults``), as onnxruntime has it; it then
+    does not fold as a constant. Where Ember needs its value at compile time (a Reshape's
+    shape), the model is imported again with it as a constant, with a warning."""
     proto = load_model(model)
     check_supported(proto)
-    g = proto.graph
+    check_opset(proto)
     shapes = dict(shapes or {})
+    overridable = overridable_initializers(proto)
+    try:
+        graph = _convert(proto, shapes, overridable)
+    except EmberError as first:
+        if not overridable:
+            raise
+        graph = _convert(proto, shapes, set())  # raises its own error for a wrong model
+        warnings.warn(
+            f"initializer(s) {sorted(overridable)} are listed as graph inputs, but Ember "
+            f"needs them as constants ({first.message}); they cannot be overridden at run time",
+            UserWarning,
+            stacklevel=2,
+        )
+    check_declared_outputs(proto, graph)
+    return graph
+
+
+def overridable_initializers(proto: Any) -> set[str]:
+    """Initializers a run may override: those also listed as graph inputs, from IR version
+    4 on (before it, every initializer was listed and none could be; onnxruntime agrees)."""
+    if proto.ir_version < 4:
+        return set()
+    listed = {vi.name for vi in proto.graph.input}
+    return {t.name for t in proto.graph.initializer if t.name in listed}
+
+
+def _convert(proto: Any, shapes: dict[str, Sequence[int]], overridable: set[str]) -> Graph:
+    """The graph of ``proto``; ``overridable`` initializers become inputs with defaults."""
+    from onnx import numpy_helper
+
+    g = proto.graph
     reserved = {v for n in _all_nodes(g) for v in (*n.input, *n.output)} | {i.name for i in g.input}
     b = GraphBuilder(reserved)
     env: dict[str, str] = {}
+    defaults: dict[str, np.ndarray] = {}
     for init in g.initializer:
-        env[init.name] = b.add_param(init.name, numpy_helper.to_array(init))
-    inputs = [b.add_input(vi.name, _value_type(vi, shapes)) for vi in g.input if vi.name not in env]
-    for vi in inputs:
-        env[vi.name] = vi.name
-    unknown = set(shapes) - {v.name for v in inputs}
+        check_data_length(init, "the model")
+        if init.name in overridable:
+            defaults[init.name] = numpy_helper.to_array(init)
+        else:
+            env[init.name] = b.add_param(init.name, numpy_helper.to_array(init))
+    inputs = [
+        b.add_input(vi.name, _input_type(vi, shapes, defaults.get(vi.name)))
+        for vi in g.input
+        if vi.name not in env
+    ]
+    for v in inputs:
+        env[v.name] = v.name
+    # a listed initializer imported as a constant (see from_onnx) may still be named
+    unknown = set(shapes) - {vi.name for vi in g.input}
     if unknown:
         raise ArgumentError(
             f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
@@ -213,7 +300,22 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
         convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
     outputs = [_bind_output(o.name, env, b) for o in g.output]
     name = g.name or "main"
-    return Graph(inputs, outputs, b.nodes, b.params, b.values, name=name).verify()
+    graph = Graph(inputs, outputs, b.nodes, b.params, b.values, name=name, defaults=defaults)
+    return graph.verify()
+
+
+def _input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> TensorType:
+    """An input's type: declared (``_value_type``), or its default's for an overridable
+    initializer (whose data fixes the shape a run must give)."""
+    if default is None:
+        return _value_type(vi, shapes)
+    t = TensorType(tuple(int(d) for d in default.shape), str(default.dtype))
+    if vi.name in shapes and tuple(int(d) for d in shapes[vi.name]) != t.shape:
+        raise ArgumentError(
+            f"shapes['{vi.name}'] = {list(shapes[vi.name])} does not fit the shape of its "
+            f"initializer {list(t.shape)}"
+        )
+    return t
 
 
 def convert_node(
@@ -233,6 +335,10 @@ def convert_node(
         results = rule.fn(ctx)
     except EmberError as e:
         raise e.add_context(where) from None
+    except MemoryError as e:  # a constant the model's shapes make too large for this machine
+        raise ArgumentError(
+            f"{node.op_type} '{name}' makes a constant larger than this machine can allocate"
+        ).add_context(where) from e
     except Exception as e:
         raise InternalError(
             f"converter for {node.op_type} failed: {type(e).__name__}: {e}"

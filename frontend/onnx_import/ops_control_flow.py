@@ -3,7 +3,9 @@
 An If whose condition is a constant at import is replaced by its taken branch,
 inlined. Otherwise it becomes an ``if`` node holding both branches as Graphs
 (``Node.subgraphs``); the compiler runs it on the host (``ember/control_flow.py``).
-Both branches must give outputs of the same static types.
+Both branches must give outputs of the same static types. A branch that cannot be
+imported for the model's shapes is left out (the node's ``refused_<branch>`` attribute
+keeps why) and refused at run time if the condition takes it.
 
 A Loop whose trip count is a constant, whose condition starts true and that the
 body passes through unchanged (or sets to a constant true), runs exactly that many
@@ -50,29 +52,39 @@ def convert_if(ctx: ConvertContext) -> list[str]:
     _scalar_bool(ctx, 0, "the condition")
     if ctx.is_constant(0):
         return inline_subgraph(ctx, then_g if bool(ctx.constant(0).reshape(-1)[0]) else else_g)
-    then_sub, then_caps = import_subgraph(ctx, then_g)
-    else_sub, else_caps = import_subgraph(ctx, else_g)
-    order = list(dict.fromkeys([*then_caps, *else_caps]))
+    branches = {"then_branch": _try_import(ctx, then_g), "else_branch": _try_import(ctx, else_g)}
+    refused = {k: b for k, b in branches.items() if isinstance(b, ArgumentError)}
+    if len(refused) == 2:
+        raise refused["then_branch"]
+    imported = {k: b for k, b in branches.items() if k not in refused}
+    caps = [v for _, c in imported.values() for v in c]
+    order = list(dict.fromkeys(caps))
     types = {v: ctx.type_of(v) for v in order}
-    then_sub = with_inputs(then_sub, then_caps, order, types).verify()
-    else_sub = with_inputs(else_sub, else_caps, order, types).verify()
-    then_t = [v.type for v in then_sub.outputs]
-    else_t = [v.type for v in else_sub.outputs]
-    if then_t != else_t:
+    subs = {k: with_inputs(g, c, order, types).verify() for k, (g, c) in imported.items()}
+    out_types = [[v.type for v in g.outputs] for g in subs.values()]
+    if len(out_types) == 2 and out_types[0] != out_types[1]:
+        then_t, else_t = out_types
         raise ArgumentError(
             f"If: the branches give outputs of different types ({', '.join(map(str, then_t))} "
             f"vs {', '.join(map(str, else_t))}); Ember compiles static shapes only"
         )
-    node = Node(
-        "if",
-        ctx.name,
-        (ctx.input(0), *order),
-        (),
-        {},
-        ctx.op_type,
-        subgraphs={"then_branch": then_sub, "else_branch": else_sub},
-    )
-    return ctx.builder.add_node(node, then_t)
+    # a branch that cannot run on these shapes is refused when taken, as onnxruntime does
+    attrs = {f"refused_{k}": str(e.message) for k, e in refused.items()}
+    node = Node("if", ctx.name, (ctx.input(0), *order), (), attrs, ctx.op_type, subgraphs=subs)
+    return ctx.builder.add_node(node, out_types[0])
+
+
+def _try_import(ctx: ConvertContext, branch: Any) -> tuple[Graph, dict[str, str]] | ArgumentError:
+    """A runtime If's branch as a Graph, or the ArgumentError that says why it cannot run
+    on the shapes the model was imported with.
+
+    Exporters put paths for other input sizes behind an If on a run-time value (Silero
+    VAD's 8 kHz branch expects a shorter input than its 16 kHz one): onnxruntime runs
+    such a model and fails only if the other branch is taken, and so does Ember."""
+    try:
+        return import_subgraph(ctx, branch)
+    except ArgumentError as e:
+        return e
 
 
 def _body_keeps_cond(body: Graph) -> bool:

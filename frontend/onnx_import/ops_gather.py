@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.frontend.graph import TensorType, check_size
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.ops_indexing import const_ints
 from ember.frontend.onnx_import.ops_transform import _reshape, _static
@@ -117,7 +118,9 @@ def topk_10(ctx: ConvertContext) -> list[str]:
 
 
 def _nonempty(ctx: ConvertContext, shape: tuple[int, ...]) -> None:
-    """Zero-size results are values like any other (the executor runs no kernel for them)."""
+    """Zero-size results are values like any other (the executor runs no kernel for them);
+    a constant no machine can hold is refused before numpy is asked to make it."""
+    check_size(TensorType(tuple(shape), "float64"), f"{ctx.op_type} '{ctx.name}': the result")
 
 
 @converter("Size", since=1)

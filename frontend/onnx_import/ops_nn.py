@@ -1,7 +1,9 @@
 """Converters for ONNX neural-network ops: Conv, pooling, MatMul, Gemm, Softmax.
 
 Padding attributes are resolved here (``auto_pad`` SAME_UPPER/SAME_LOWER/VALID into
-explicit begin/end pads), so the Ember ops see one form.
+explicit begin/end pads), so the Ember ops see one form. A MatMul, Gemm or Conv that
+sums over nothing (K = 0, or no input channels) gives zeros plus its bias, as
+onnxruntime computes it; that is built here, since a kernel cannot take an empty operand.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import numpy as np
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
-from ember.frontend.ops.registry import normalize_axis
+from ember.frontend.ops.registry import get_op, normalize_axis
 
 
 def _spatial(ctx: ConvertContext) -> tuple[int, ...]:
@@ -66,6 +68,13 @@ def conv(ctx: ConvertContext) -> list[str]:
         "dilations": dil,
         "group": int(ctx.attr("group", 1)),
     }
+    if w.shape[1] == 0:  # no input channels: every output is its bias
+        bias = None
+        if ctx.has_input(2):
+            (bias,) = ctx.emit("reshape", [ctx.input(2)], {"shape": (w.shape[0], *(1,) * n)})
+        empty = _empty_sum(ctx, "conv", attrs, bias)
+        if empty is not None:
+            return empty
     return ctx.emit("conv", ctx.inputs(), attrs)
 
 
@@ -126,8 +135,26 @@ def global_max_pool(ctx: ConvertContext) -> list[str]:
     return _global_pool(ctx, "max_pool")
 
 
+def _empty_sum(ctx: ConvertContext, op: str, attrs: dict, bias: str | None) -> list[str] | None:
+    """The result of ``op`` when it sums over no terms: zeros of its output type, plus
+    ``bias`` (a value broadcast over it) when given; None while the output shape is
+    symbolic (a dynamic model imports again once it is known)."""
+    types = [ctx.type(i) for i in range(ctx.num_inputs) if ctx.has_input(i)]
+    out = get_op(op).infer_types(types[: 3 if op != "matmul" else 2], attrs)[0]
+    if not out.is_static:
+        return None
+    zeros = ctx.const(np.zeros(out.shape, dtype=out.dtype))
+    if bias is None:
+        return [zeros]
+    return ctx.emit("add", [zeros, bias])
+
+
 @converter("MatMul", since=1)
 def matmul(ctx: ConvertContext) -> list[str]:
+    if ctx.type(0).shape[-1] == 0:
+        empty = _empty_sum(ctx, "matmul", {}, None)
+        if empty is not None:
+            return empty
     return ctx.emit("matmul", [ctx.input(0), ctx.input(1)])
 
 
@@ -139,6 +166,14 @@ def gemm(ctx: ConvertContext) -> list[str]:
         "trans_a": bool(ctx.attr("transA", 0)),
         "trans_b": bool(ctx.attr("transB", 0)),
     }
+    if ctx.type(0).shape[0 if attrs["trans_a"] else 1] == 0:  # K = 0: Y = beta * C
+        bias = None
+        if ctx.num_inputs > 2 and ctx.has_input(2):
+            beta = ctx.const(np.array(attrs["beta"], dtype=ctx.type(2).dtype))
+            (bias,) = ctx.emit("multiply", [ctx.input(2), beta])
+        empty = _empty_sum(ctx, "gemm", attrs, bias)
+        if empty is not None:
+            return empty
     return ctx.emit("gemm", ctx.inputs(), attrs)
 
 

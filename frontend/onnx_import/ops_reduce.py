@@ -43,10 +43,11 @@ def _emit_reduce(ctx: ConvertContext, kind: str, axes: tuple[int, ...] | None) -
     return ctx.emit("reduce", [ctx.input(0)], {"kind": kind, "axes": norm, "keepdims": keepdims})
 
 
-# the value of a reduction over no elements (ONNX's reference: the reducer's identity)
+# the value of a reduction over no elements (ONNX's reference: the reducer's identity;
+# a mean is 0, as onnxruntime gives it for floats and integers alike, not 0 / 0)
 EMPTY_VALUE = {
     "sum": 0.0,
-    "mean": float("nan"),
+    "mean": 0.0,
     "max": float("-inf"),
     "min": float("inf"),
     "prod": 1.0,

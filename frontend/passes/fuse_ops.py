@@ -15,6 +15,9 @@ leaves it and comes back (each group runs as one kernel in topological order).
   into the reduction's reads).
 - ``OPAQUE`` ops and graph outputs' producers keep what cannot run inside a group:
   a value read outside its group is written by the group as one of its outputs.
+- An index tensor (a gather's or scatter's indices) is never made inside the group
+  that reads it: it stays a kernel input, so the executor checks its range before the
+  kernel runs (``ember/index_guard.py``).
 Each group holds at most one op that is not injective.
 """
 
@@ -24,6 +27,7 @@ from dataclasses import replace
 
 from ember.frontend.graph import Graph, Node
 from ember.frontend.op_kinds import BROADCAST, COMM_REDUCE, INJECTIVE, OUT_ELEMWISE_FUSABLE, OpKind
+from ember.frontend.ops.index_bounds import index_input
 from ember.frontend.ops.registry import get_op
 
 SINK = -1  # the virtual node after every graph output
@@ -159,6 +163,7 @@ def fuse_ops(graph: Graph) -> Graph:
     outputs = set(graph.output_names)
     ipdom = post_dominators(graph)
     groups = _Groups(kinds, users, preds)
+    apart = _index_edges(graph, index)
     for k in range(len(nodes)):
         dst = ipdom[k]
         if dst == SINK or any(o in outputs for o in nodes[k].outputs):
@@ -171,9 +176,25 @@ def fuse_ops(graph: Graph) -> Graph:
             continue
         if any(o in outputs for i in inner for o in nodes[i].outputs):
             continue
-        if groups.can_merge(path):
+        if groups.can_merge(path) and not _joins_index_edge(groups, path, apart):
             groups.merge(path)
     return _numbered(graph, groups)
+
+
+def _index_edges(graph: Graph, index: dict[str, int]) -> list[tuple[int, int]]:
+    """(producer, consumer) of every index tensor made by a node and read as indices."""
+    edges = []
+    for k, n in enumerate(graph.nodes):
+        pos = index_input(n.op, [graph.values[i].type for i in n.inputs], n.attrs)
+        if pos is not None and n.inputs[pos] in index:
+            edges.append((index[n.inputs[pos]], k))
+    return edges
+
+
+def _joins_index_edge(groups: _Groups, path: set[int], edges: list[tuple[int, int]]) -> bool:
+    """Whether merging ``path`` would put both ends of an index edge in one group."""
+    roots = {groups.find(m) for m in path}
+    return any(groups.find(a) in roots and groups.find(b) in roots for a, b in edges)
 
 
 def _fusible(src: OpKind, inner: list[OpKind], dst: OpKind) -> bool:

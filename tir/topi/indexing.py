@@ -19,8 +19,10 @@ from ember.tir.topi.transform import static_shape
 
 def _wrap_index(raw: E.PrimExpr, n: int) -> E.PrimExpr:
     """An index that may count from the end, as a position clamped into ``[0, n)``
-    (out-of-range indices are undefined in ONNX; clamping keeps reads in bounds)."""
-    raw = E.cast("int32", raw)
+    (clamping keeps reads in bounds; the graph executor refuses an index out of range
+    before the kernel runs, see ``ember/index_guard.py``). int32 unless the axis is
+    longer than int32 counts."""
+    raw = E.cast("int32" if n < 2**31 else "int64", raw)
     pos = E.select(raw < 0, raw + n, raw)
     return E.max_(E.min_(pos, n - 1), 0)
 

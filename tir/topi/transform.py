@@ -93,14 +93,17 @@ def concatenate(xs: Sequence[Tensor], axis: int, name: str = "concat") -> Tensor
 
 def take(X: Tensor, indices: Tensor, axis: int, name: str = "gather") -> Tensor:
     """numpy's ``np.take(X, indices, axis)``; negative indices count from the end, and an
-    index out of range is clamped (ONNX leaves it undefined)."""
+    index out of range is clamped (the graph executor refuses one before the kernel runs,
+    see ``ember/index_guard.py``)."""
     src = static_shape(X)
     ishape = static_shape(indices)
     out_shape = src[:axis] + ishape + src[axis + 1 :]
     n = src[axis]
 
     def f(*i: E.PrimExpr) -> E.PrimExpr:
-        raw = E.cast("int32", indices[tuple(i[axis : axis + len(ishape)])])
+        raw = E.cast(
+            "int32" if n < 2**31 else "int64", indices[tuple(i[axis : axis + len(ishape)])]
+        )
         pos = E.select(raw < 0, raw + n, raw)
         pos = E.max_(E.min_(pos, n - 1), 0)
         return X[(*i[:axis], pos, *i[axis + len(ishape) :])]

@@ -1,0 +1,96 @@
+"""Checks of an ONNX file against itself and against Ember, run by the importer.
+
+Each follows what onnxruntime does with the same file: raw tensor data must be as long
+as the tensor (:func:`check_data_length`), an opset newer than Ember knows converts with
+a warning (:func:`check_opset`), and a declared output dtype the graph does not make is
+refused while a differing declared shape only warns (:func:`check_declared_outputs`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ember.errors import EmberError, InvalidModelError
+from ember.frontend.graph import Graph
+
+
+def check_data_length(t: Any, source: str) -> None:
+    """InvalidModelError when tensor ``t`` holds fewer (or more) raw bytes than its dims
+    and type need: an external data file without a ``length`` is read to its end, so a
+    short file would otherwise surface as numpy's reshape error."""
+    from onnx import TensorProto, helper
+
+    if not t.HasField("raw_data"):
+        return
+    packed = {TensorProto.INT4, TensorProto.UINT4, getattr(TensorProto, "FLOAT4E2M1", -1)}
+    if t.data_type in packed:
+        return  # two values to a byte
+    try:
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        return  # a type without a fixed size (string): onnx reads it its own way
+    need = int(np.prod(t.dims, dtype=object)) * itemsize
+    if len(t.raw_data) != need:
+        raise InvalidModelError(
+            f"tensor '{t.name}' of shape {list(t.dims)} needs {need} bytes, but "
+            f"{len(t.raw_data)} were read from {source}"
+        )
+
+
+# The newest default-domain opset whose operator changes the converters follow (the
+# If/Loop/Scan forms in ops_control_flow.py list it); a newer model still converts with
+# each operator's latest form, which may have changed meaning, so the user is told.
+NEWEST_OPSET = 25
+
+
+def check_opset(proto: Any) -> None:
+    """Warn about a default-domain opset newer than :data:`NEWEST_OPSET`. onnxruntime
+    refuses one newer than it knows; Ember converts it when every operator has a
+    converter, as most operators keep their form from one opset to the next."""
+    from ember.frontend.onnx_import.importer import _opsets
+
+    opset = _opsets(proto).get("", 0)
+    if opset > NEWEST_OPSET:
+        warnings.warn(
+            f"the model uses ONNX opset {opset}, newer than the {NEWEST_OPSET} Ember knows: "
+            f"its operators are converted as opset {NEWEST_OPSET} defines them; check the "
+            "results (for instance against onnxruntime)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def check_declared_outputs(proto: Any, graph: Graph) -> None:
+    """InvalidModelError when the model declares an output of a dtype its graph does not
+    make (onnxruntime refuses such a model too); a declared static shape that differs
+    from the graph's is a warning, as onnxruntime only warns ("lenient merge")."""
+    from ember.frontend.onnx_import.importer import _dim, _elem_dtype
+
+    for vi, value in zip(proto.graph.output, graph.outputs):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or tt.elem_type == 0:  # UNDEFINED: nothing declared
+            continue
+        try:
+            declared = _elem_dtype(vi)
+        except EmberError:
+            declared = f"ONNX type {tt.elem_type}"
+        if declared != value.type.dtype:
+            raise InvalidModelError(
+                f"output '{vi.name}' is declared {declared}, but the graph makes it "
+                f"{value.type.dtype}"
+            )
+        if not tt.HasField("shape") or not value.type.is_static:
+            continue
+        dims = [_dim(vi.name, k, d) for k, d in enumerate(tt.shape.dim)]
+        if len(dims) != value.type.ndim or any(
+            isinstance(d, int) and d != n for d, n in zip(dims, value.type.shape)
+        ):
+            warnings.warn(
+                f"output '{vi.name}' is declared with shape {dims}, but the graph makes "
+                f"{list(value.type.shape)}; Ember returns the graph's",
+                UserWarning,
+                stacklevel=3,
+            )
