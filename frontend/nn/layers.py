@@ -448,10 +448,9 @@ class MaxPool2d(Module):
         self.padding = self.p = _pair(padding, f"{name} padding")
         self.dilation = _pair(dilation, f"{name} dilation", 1)
         self.ceil_mode = bool(ceil_mode)
-        effective = [(k - 1) * d + 1 for k, d in zip(self.k, self.dilation)]
-        if any(p > k // 2 for p, k in zip(self.p, effective)):  # PyTorch's rule
+        if any(p > k // 2 for p, k in zip(self.p, self.k)):  # PyTorch's rule (not dilated)
             raise ArgumentError(
-                f"{name}: padding {list(self.p)} must be at most half the kernel {effective}"
+                f"{name}: padding {list(self.p)} must be at most half the kernel {list(self.k)}"
             )
 
     def _out_size(self, size: int, d: int) -> int:
