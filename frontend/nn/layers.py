@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
-from ember.frontend.nn.module import Module, init_uniform
-from ember.frontend.nn.tensor import Tensor
+from ember.frontend.nn.module import Module, as_array, init_uniform
+from ember.frontend.nn.tensor import Tensor, dtype_kind
 
 
 def _pair(v: Any, what: str, minimum: int = 0) -> tuple[int, int]:
@@ -647,8 +647,11 @@ class MultiheadAttention(Module):
     None with ``need_weights=False``. Unbatched (L, E) inputs work too. Parameters:
     ``in_proj_weight`` (3E, E) and ``in_proj_bias``, or ``q/k/v_proj_weight`` when
     ``kdim``/``vdim`` differ from E; ``out_proj`` a Linear(E, E). Dropout is off in
-    evaluation. Not supported: masks (``attn_mask``, ``key_padding_mask``,
-    ``is_causal``), ``add_bias_kv`` and ``add_zero_attn``.
+    evaluation. ``attn_mask`` and ``key_padding_mask`` are traced tensors or array data,
+    bool (True: not attended) or float (added to the scores); ``is_causal`` is, as in
+    PyTorch, only a hint that ``attn_mask`` is causal. ``key`` and ``value`` default to
+    ``query`` (an Ember convenience; PyTorch requires them). Not supported:
+    ``add_bias_kv`` and ``add_zero_attn``.
     """
 
     def __init__(
@@ -717,43 +720,25 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        if key_padding_mask is not None or attn_mask is not None or is_causal:
-            raise ArgumentError("nn.MultiheadAttention: attention masks are not supported")
+        if is_causal and attn_mask is None:  # PyTorch: is_causal is only a hint about attn_mask
+            raise ArgumentError("nn.MultiheadAttention: is_causal needs attn_mask (as in PyTorch)")
         key = query if key is None else key
         value = key if value is None else value
         unbatched = query.ndim == 2
-        dims = [
-            (query, self.embed_dim, "query"),
-            (key, self.kdim, "key"),
-            (value, self.vdim, "value"),
-        ]
-        for x, dim, what in dims:
-            if x.ndim != query.ndim or x.ndim not in (2, 3) or x.shape[-1] != dim:
-                raise ArgumentError(
-                    f"nn.MultiheadAttention({self.embed_dim}): {what} of shape {list(x.shape)} "
-                    f"(expected {'(L, N, ' if not self.batch_first else '(N, L, '}{dim}) "
-                    "or unbatched (L, dim))"
-                )
-            _expect_float(x, "MultiheadAttention")
+        self._check_inputs(query, key, value)
         q, k, v = (self._batch_first(x, unbatched) for x in (query, key, value))
-        if k.shape[:2] != v.shape[:2] or k.shape[0] != q.shape[0]:
-            raise ArgumentError(
-                f"nn.MultiheadAttention: query {list(query.shape)}, key {list(key.shape)} "
-                f"and value {list(value.shape)} do not fit together"
-            )
         n, length, e = q.shape
         qh, kh, vh = (self._project(x, i) for i, x in enumerate((q, k, v)))
         scale = np.float32(1.0 / math.sqrt(self.head_dim))
-        weights = ((qh * scale) @ kh.transpose(0, 1, 3, 2)).softmax(-1)  # (N, h, L, S)
+        scores = (qh * scale) @ kh.transpose(0, 1, 3, 2)  # (N, h, L, S)
+        mask = self._mask(q.tracer, attn_mask, key_padding_mask, scores.shape, unbatched)
+        weights = (scores if mask is None else scores + mask).softmax(-1)
         ctx = (weights @ vh).transpose(0, 2, 1, 3).reshape(n, length, e)
         out = self.out_proj(ctx)
-        out = (
-            out.reshape(length, e)
-            if unbatched
-            else out
-            if self.batch_first
-            else out.transpose(1, 0, 2)
-        )
+        if unbatched:
+            out = out.reshape(length, e)
+        elif not self.batch_first:
+            out = out.transpose(1, 0, 2)
         if not need_weights:
             return out, None
         if average_attn_weights:
@@ -762,10 +747,85 @@ class MultiheadAttention(Module):
             weights = weights.reshape(*weights.shape[1:])
         return out, weights
 
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        layout = "(N, L, " if self.batch_first else "(L, N, "
+        for x, dim, what in ((query, self.embed_dim, "query"), (key, self.kdim, "key"),
+                             (value, self.vdim, "value")):  # fmt: skip
+            if x.ndim != query.ndim or x.ndim not in (2, 3) or x.shape[-1] != dim:
+                raise ArgumentError(
+                    f"nn.MultiheadAttention({self.embed_dim}): {what} of shape {list(x.shape)} "
+                    f"(expected {layout}{dim}) or unbatched (L, {dim}))"
+                )
+            _expect_float(x, "MultiheadAttention")
+        seq = 1 if self.batch_first and query.ndim == 3 else 0
+        batch = 1 - seq
+        if key.shape[seq] != value.shape[seq] or (
+            query.ndim == 3 and not query.shape[batch] == key.shape[batch] == value.shape[batch]
+        ):
+            raise ArgumentError(
+                f"nn.MultiheadAttention: query {list(query.shape)}, key {list(key.shape)} "
+                f"and value {list(value.shape)} do not fit together"
+            )
+
+    def _mask(
+        self,
+        tracer: Any,
+        attn_mask: Any,
+        key_padding_mask: Any,
+        shape: tuple[int, ...],
+        unbatched: bool,
+    ) -> Tensor | None:
+        """The additive mask for scores of ``shape`` (N, h, L, S), PyTorch's way: a bool mask
+        puts -inf where it is True, a float mask is added; ``attn_mask`` is (L, S) or
+        (N*h, L, S) ((h, L, S) unbatched), ``key_padding_mask`` (N, S) ((S,) unbatched)."""
+        n, h, length, s = shape
+        total = None
+        if attn_mask is not None:
+            forms = {2: (1, 1, length, s), 3: (n, h, length, s)}
+            allowed = {(length, s), (n * h, length, s)}
+            m = _additive_mask(tracer, attn_mask, "attn_mask", allowed)
+            total = m.reshape(*forms[m.ndim])
+        if key_padding_mask is not None:
+            allowed = {(s,) if unbatched else (n, s)}
+            m = _additive_mask(tracer, key_padding_mask, "key_padding_mask", allowed)
+            m = m.reshape(n, 1, 1, s)
+            total = m if total is None else total + m
+        return total
+
     def _batch_first(self, x: Tensor, unbatched: bool) -> Tensor:
         if unbatched:
             return x.reshape(1, *x.shape)
         return x if self.batch_first else x.transpose(1, 0, 2)
+
+
+def _additive_mask(tracer: Any, mask: Any, what: str, shapes: set[tuple[int, ...]]) -> Tensor:
+    """``mask`` (a traced Tensor or array data) as a float32 tensor to add to the scores:
+    -inf where a bool mask is True, a float mask as it is (PyTorch's ``_canonical_mask``)."""
+    if isinstance(mask, Tensor):
+        if mask.dtype == "bool":
+            ninf = tracer.constant(np.array(-np.inf, np.float32), "mask_inf")
+            zero = tracer.constant(np.array(0.0, np.float32), "mask_zero")
+            mask = tracer.node("Where", [mask.name, ninf.name, zero.name], mask.shape, "float32")
+        elif dtype_kind(mask.dtype) == 2:
+            mask = mask.to("float32")
+        else:
+            raise ArgumentError(
+                f"nn.MultiheadAttention: {what} must be bool or float, got {mask.dtype}"
+            )
+    else:
+        data = as_array(mask, f"nn.MultiheadAttention {what}")
+        if data.dtype.kind not in "bf":
+            raise ArgumentError(
+                f"nn.MultiheadAttention: {what} must be bool or float, got {data.dtype}"
+            )
+        data = np.where(data, -np.inf, 0.0) if data.dtype.kind == "b" else data
+        mask = tracer.constant(data.astype(np.float32), what)
+    if mask.shape not in shapes:
+        raise ArgumentError(
+            f"nn.MultiheadAttention: {what} of shape {list(mask.shape)}, expected one of "
+            f"{sorted(list(x) for x in shapes)}"
+        )
+    return mask
 
 
 class Sequential(Module):

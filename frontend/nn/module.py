@@ -62,6 +62,8 @@ class Module:
     wrong shape or dtype is an ``ArgumentError``.
     """
 
+    training = False  # Ember modules always compute as PyTorch's do after eval()
+
     def __init__(self) -> None:
         object.__setattr__(self, "_params", {})
         object.__setattr__(self, "_specs", {})
@@ -185,6 +187,17 @@ class Module:
         for part in path:
             mod = mod._children[part]
         return mod, ".".join(path), leaf
+
+    def eval(self) -> Module:
+        """PyTorch's ``eval()``: nothing to do, Ember modules always evaluate."""
+        return self
+
+    def train(self, mode: bool = True) -> Module:
+        """Only ``train(False)``: Ember compiles for inference, so training-mode behaviour
+        (dropout, batch statistics) is refused rather than silently replaced by evaluation."""
+        if mode:
+            raise ArgumentError("nn: training mode is not supported; Ember compiles for inference")
+        return self
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")

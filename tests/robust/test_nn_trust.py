@@ -33,6 +33,8 @@ INPUTS = {
     "ids": RNG.integers(0, 10, size=(3, 4)).astype(np.int64),
 }
 INPUTS["ids"][0, 0] = 8  # the padding row below
+INPUTS["kpm"] = RNG.random((2, 7)) < 0.4  # key padding: True is not attended
+INPUTS["kpm"][:, 0] = False  # every query keeps a key
 
 # name: (class, args, kwargs, input keys). The same call builds the torch layer.
 LAYERS = {
@@ -103,8 +105,18 @@ LAYERS = {
         "MultiheadAttention",
         (12, 4),
         {"kdim": 8, "vdim": 10, "batch_first": True, "bias": False},
-        ("qbf", "kbf", "vbf"),
+        ("qbf", "kbf", "vbf", "kpm"),
     ),
+}
+# Arguments of the call (not inputs of the model): masks given as array data.
+CALL_KWARGS = {
+    "MultiheadAttention_default": {
+        "attn_mask": np.triu(np.ones((5, 5), bool), 1),
+        "is_causal": True,
+    },
+    "MultiheadAttention_kdim_batch_first": {
+        "attn_mask": RNG.standard_normal((2 * 4, 5, 7)).astype(np.float32),
+    },
 }
 
 
@@ -136,7 +148,7 @@ class Zoo(nn.Module):
         for name, (_, _, _, keys) in LAYERS.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # Softmax's implicit-dim warning
-                y = getattr(self, name)(*(feeds[k] for k in keys))
+                y = getattr(self, name)(*(feeds[k] for k in keys), **CALL_KWARGS.get(name, {}))
             outs.extend(y if isinstance(y, tuple) else (y,))
         return tuple(outs)
 
@@ -307,8 +319,9 @@ def ref_adaptive(x, output_size):
     return out
 
 
-def ref_mha(layer, q, k, v, batch_first=False, **_):
-    """F.multi_head_attention_forward without masks or dropout; weights averaged over heads."""
+def ref_mha(layer, q, k, v, kpm=None, attn_mask=None, batch_first=False, **_):
+    """F.multi_head_attention_forward without dropout; weights averaged over heads. Bool masks
+    put -inf where True, float masks are added; attn_mask is (L, S) or (N*h, L, S)."""
     if not batch_first:
         q, k, v = (t.transpose(1, 0, 2) for t in (q, k, v))
     sd = layer.state_dict()
@@ -323,7 +336,18 @@ def ref_mha(layer, q, k, v, batch_first=False, **_):
         (t @ w.T + b).reshape(t.shape[0], t.shape[1], h, d).transpose(0, 2, 1, 3)
         for t, w, b in zip((q, k, v), ws, bs)
     )
-    attn = ref_softmax(qh @ kh.transpose(0, 1, 3, 2) / math.sqrt(d), -1)
+    scores = qh @ kh.transpose(0, 1, 3, 2) / math.sqrt(d)
+    n, _, length, s = scores.shape
+
+    def canonical(mask):
+        return np.where(mask, -np.inf, 0.0) if mask.dtype == bool else mask
+
+    if attn_mask is not None:
+        add = canonical(attn_mask)
+        scores = scores + (add if add.ndim == 2 else add.reshape(n, h, length, s))
+    if kpm is not None:
+        scores = scores + canonical(kpm).reshape(n, 1, 1, s)
+    attn = ref_softmax(scores, -1)
     ctx = (attn @ vh).transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], e)
     out = ctx @ sd["out_proj.weight"].T + sd.get("out_proj.bias", 0)
     return (out if batch_first else out.transpose(1, 0, 2)), attn.mean(1)
@@ -373,7 +397,7 @@ def reference(name: str, layer: nn.Module) -> list[np.ndarray]:
     if cls == "AdaptiveAvgPool2d":
         return [ref_adaptive(x, *args)]
     if cls == "MultiheadAttention":
-        return list(ref_mha(layer, *xs, **kwargs))
+        return list(ref_mha(layer, *xs, **kwargs, **CALL_KWARGS.get(name, {})))
     raise AssertionError(f"no reference for {cls}")
 
 
@@ -413,7 +437,11 @@ def test_item_03_layer_matches_torch(zoo, name):
     tl.eval()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        want = tl(*(torch.from_numpy(INPUTS[k]) for k in keys))
+        kwargs = {
+            k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+            for k, v in CALL_KWARGS.get(name, {}).items()
+        }
+        want = tl(*(torch.from_numpy(INPUTS[k]) for k in keys), **kwargs)
     want = want if isinstance(want, tuple) else (want,)
     for g, w in zip(results[name], want):
         np.testing.assert_allclose(g, w.numpy(), rtol=RTOL, atol=ATOL, err_msg=name)
@@ -461,6 +489,14 @@ def test_item_03_refuses_what_pytorch_refuses():
         nn.MultiheadAttention(8, 2, add_bias_kv=True)
     with pytest.raises(ember.ArgumentError, match="padding_idx"):
         nn.Embedding(5, 3, padding_idx=5)
+    with pytest.raises(ember.ArgumentError, match="is_causal needs attn_mask"):
+        mha = nn.MultiheadAttention(8, 2)
+        q = nn.Tensor(nn.tensor.Tracer(), "q", (3, 2, 8), "float32")
+        mha(q, q, q, is_causal=True)
+    lin = nn.Linear(2, 2)
+    assert lin.eval() is lin and lin.training is False
+    with pytest.raises(ember.ArgumentError, match="training mode"):
+        lin.train()
     with pytest.raises(ember.ArgumentError, match="too large"):
         nn.Conv2d(1, 1, 3, padding=4, padding_mode="reflect").export({"x": (1, 1, 4, 9)})
 
@@ -500,6 +536,12 @@ def test_item_04_assigned_parameters_are_exported_and_checked():
             lin.weight = bad
         assert "weight" in str(info.value)
     np.testing.assert_array_equal(lin.weight, w.astype(np.float32))  # unchanged by refusals
+
+    seq = nn.Sequential(nn.Linear(7, 3))
+    seq.extra = nn.Linear(3, 2)  # a child added, then one replaced: both in the state dict
+    seq.extra = nn.Linear(3, 4, bias=False)
+    assert set(seq.state_dict()) == {"0.weight", "0.bias", "extra.weight"}
+    assert seq.state_dict()["extra.weight"].shape == (4, 3)
 
     conv = nn.Sequential(nn.Conv2d(2, 3, 3))
     with pytest.raises(ember.ArgumentError, match=r"'0\.weight'.*shape"):
