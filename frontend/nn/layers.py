@@ -3,8 +3,9 @@
 Each layer emits the ONNX operators an exported PyTorch layer would: ``Linear`` a
 ``Gemm`` (2-D input) or ``MatMul`` + ``Add``, ``Conv2d`` a ``Conv`` (after a ``Pad`` for
 the non-zero padding modes), ``LayerNorm`` a ``LayerNormalization``,
-``MultiheadAttention`` the projections, a scaled ``MatMul``/``Softmax``/``MatMul`` per
-head group and the output projection.
+``MultiheadAttention`` (``attention.py``) the projections, a scaled
+``MatMul``/``Softmax``/``MatMul`` per head group and the output projection; the pooling
+layers live in ``pooling.py``.
 
 Every constructor takes PyTorch's arguments with PyTorch's defaults, and computes what
 PyTorch's layer computes in evaluation mode (``model.eval()``): Ember compiles models
@@ -17,7 +18,6 @@ is an ``ArgumentError`` saying "not supported", never silently ignored.
 
 from __future__ import annotations
 
-import math
 import operator
 import warnings
 from typing import Any
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
-from ember.frontend.nn.module import Module, as_array, init_uniform
-from ember.frontend.nn.tensor import Tensor, dtype_kind
+from ember.frontend.nn.module import Module, init_uniform
+from ember.frontend.nn.tensor import Tensor
 
 
 def _pair(v: Any, what: str, minimum: int = 0) -> tuple[int, int]:
@@ -424,157 +424,6 @@ class BatchNorm2d(Module):
         return normed * weight.reshape(*c) + bias.reshape(*c)
 
 
-class MaxPool2d(Module):
-    """Max pooling with PyTorch's arguments; ``ceil_mode`` windows must start inside the
-    input or its left padding, as in PyTorch. ``return_indices`` is not supported."""
-
-    op_type = "MaxPool"
-
-    def __init__(
-        self,
-        kernel_size: int | tuple[int, int],
-        stride: int | tuple[int, int] | None = None,
-        padding: int | tuple[int, int] = 0,
-        dilation: int | tuple[int, int] = 1,
-        return_indices: bool = False,
-        ceil_mode: bool = False,
-    ) -> None:
-        super().__init__()
-        if return_indices:
-            raise ArgumentError("nn.MaxPool2d: return_indices=True is not supported")
-        name = f"nn.{type(self).__name__}"
-        self.kernel_size = self.k = _pair(kernel_size, f"{name} kernel_size", 1)
-        self.stride = self.s = _pair(kernel_size if stride is None else stride, f"{name} stride", 1)
-        self.padding = self.p = _pair(padding, f"{name} padding")
-        self.dilation = _pair(dilation, f"{name} dilation", 1)
-        self.ceil_mode = bool(ceil_mode)
-        if any(p > k // 2 for p, k in zip(self.p, self.k)):  # PyTorch's rule (not dilated)
-            raise ArgumentError(
-                f"{name}: padding {list(self.p)} must be at most half the kernel {list(self.k)}"
-            )
-
-    def _out_size(self, size: int, d: int) -> int:
-        """PyTorch's pooling output size for spatial dim ``d``."""
-        k, s, p, dl = self.k[d], self.s[d], self.p[d], self.dilation[d]
-        span = size + 2 * p - dl * (k - 1) - 1
-        out = (-(-span // s) if self.ceil_mode else span // s) + 1
-        if self.ceil_mode and (out - 1) * s >= size + p:  # the last window starts inside
-            out -= 1
-        if out < 1:
-            raise ArgumentError(f"nn.{type(self).__name__}: input size {size} gives no output")
-        return out
-
-    def _attrs(self) -> dict[str, Any]:
-        return {
-            "kernel_shape": list(self.k),
-            "strides": list(self.s),
-            "pads": [self.p[0], self.p[1], self.p[0], self.p[1]],
-            "ceil_mode": int(self.ceil_mode),
-        }
-
-    def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, type(self).__name__)
-        n, c, h, w = x.shape
-        size = (self._out_size(h, 0), self._out_size(w, 1))
-        attrs = {**self._attrs(), "dilations": list(self.dilation)}
-        return x.tracer.node(self.op_type, [x.name], (n, c, *size), x.dtype, **attrs)
-
-
-class AvgPool2d(MaxPool2d):
-    """Average pooling with PyTorch's arguments and defaults: ``count_include_pad=True``
-    (the zero padding counts in the divisor; windows that ``ceil_mode`` lets run past the
-    padding do not), and ``divisor_override`` to divide every window's sum by one number."""
-
-    op_type = "AveragePool"
-
-    def __init__(
-        self,
-        kernel_size: int | tuple[int, int],
-        stride: int | tuple[int, int] | None = None,
-        padding: int | tuple[int, int] = 0,
-        ceil_mode: bool = False,
-        count_include_pad: bool = True,
-        divisor_override: int | None = None,
-    ) -> None:
-        super().__init__(kernel_size, stride, padding, ceil_mode=ceil_mode)
-        if divisor_override is not None and (
-            isinstance(divisor_override, bool) or int(divisor_override) <= 0
-        ):
-            raise ArgumentError(
-                f"nn.AvgPool2d: divisor_override must be > 0, not {divisor_override}"
-            )
-        self.count_include_pad, self.divisor_override = bool(count_include_pad), divisor_override
-
-    def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, "AvgPool2d")
-        if x.dtype not in ("float16", "float32", "float64"):
-            raise ArgumentError(f"nn.AvgPool2d takes a float input, got {x.dtype}")
-        n, c, h, w = x.shape
-        size = (self._out_size(h, 0), self._out_size(w, 1))
-        if self.divisor_override is None:
-            attrs = {**self._attrs(), "count_include_pad": int(self.count_include_pad)}
-            return x.tracer.node("AveragePool", [x.name], (n, c, *size), x.dtype, **attrs)
-        # Window sums: pad every window out to its full size (ceil_mode's overhang too), so
-        # the average counts k*k elements, and scale by k*k / divisor.
-        extra = [
-            (o - 1) * s + k - (d + 2 * p)
-            for o, s, k, d, p in zip(size, self.s, self.k, (h, w), self.p)
-        ]
-        hi = [p + max(e, 0) for p, e in zip(self.p, extra)]
-        attrs = {
-            "kernel_shape": list(self.k),
-            "strides": list(self.s),
-            "pads": [self.p[0], self.p[1], hi[0], hi[1]],
-            "count_include_pad": 1,
-        }
-        avg = x.tracer.node("AveragePool", [x.name], (n, c, *size), x.dtype, **attrs)
-        return avg * (self.k[0] * self.k[1] / self.divisor_override)
-
-
-class AdaptiveAvgPool2d(Module):
-    """PyTorch's adaptive average pooling: output cell ``i`` of a dim of size ``n`` averages
-    input ``floor(i*n/out) .. ceil((i+1)*n/out)``; ``None`` keeps a dim's size."""
-
-    def __init__(self, output_size: int | tuple[int | None, int | None]) -> None:
-        super().__init__()
-        sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
-        if len(sizes) != 2 or any(
-            s is not None and (isinstance(s, bool) or operator.index(s) < 1) for s in sizes
-        ):
-            raise ArgumentError(f"nn.AdaptiveAvgPool2d: bad output_size {output_size!r}")
-        self.output_size = tuple(sizes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, "AdaptiveAvgPool2d")
-        outs = [x.shape[2 + d] if o is None else int(o) for d, o in enumerate(self.output_size)]
-        if outs == [1, 1]:
-            return x.tracer.node("GlobalAveragePool", [x.name], (*x.shape[:2], 1, 1), x.dtype)
-        for d, out in enumerate(outs):  # a rectangle's mean is the mean of its rows' means
-            x = _adaptive_mean(x, 2 + d, out)
-        return x
-
-
-def _adaptive_mean(x: Tensor, axis: int, out: int) -> Tensor:
-    n = x.shape[axis]
-    if n == out:
-        return x
-    cells = []
-    for i in range(out):
-        lo, hi = (i * n) // out, -(-((i + 1) * n) // out)
-        cells.append(_slice(x, axis, lo, hi).mean((axis,)))
-    if len(cells) == 1:
-        return cells[0]
-    shape = tuple(out if d == axis else s for d, s in enumerate(x.shape))
-    return x.tracer.node("Concat", [c.name for c in cells], shape, x.dtype, axis=axis)
-
-
-def _slice(x: Tensor, axis: int, lo: int, hi: int) -> Tensor:
-    t = x.tracer
-    consts = [t.constant(np.array([v], np.int64), "slice") for v in (lo, hi, axis)]
-    shape = tuple(hi - lo if d == axis else s for d, s in enumerate(x.shape))
-    return t.node("Slice", [x.name, *(c.name for c in consts)], shape, x.dtype)
-
-
 class Embedding(Module):
     """Rows of ``weight`` (num_embeddings, embedding_dim) picked by integer indices.
 
@@ -629,203 +478,6 @@ def _rng_normal(shape: tuple[int, ...]) -> np.ndarray:
     from ember.frontend.nn.module import _RNG
 
     return _RNG[0].standard_normal(shape).astype(np.float32)
-
-
-def _xavier_uniform(shape: tuple[int, int]) -> np.ndarray:
-    from ember.frontend.nn.module import _RNG
-
-    bound = math.sqrt(6.0 / (shape[0] + shape[1]))
-    return _RNG[0].uniform(-bound, bound, size=shape).astype(np.float32)
-
-
-class MultiheadAttention(Module):
-    """PyTorch's ``nn.MultiheadAttention`` in evaluation mode.
-
-    ``forward(query, key, value)`` returns ``(attn_output, attn_weights)`` like PyTorch:
-    with the default ``batch_first=False`` inputs are (L, N, E); weights are (N, L, S),
-    averaged over heads unless ``average_attn_weights=False`` (then (N, heads, L, S)), and
-    None with ``need_weights=False``. Unbatched (L, E) inputs work too. Parameters:
-    ``in_proj_weight`` (3E, E) and ``in_proj_bias``, or ``q/k/v_proj_weight`` when
-    ``kdim``/``vdim`` differ from E; ``out_proj`` a Linear(E, E). Dropout is off in
-    evaluation. ``attn_mask`` and ``key_padding_mask`` are traced tensors or array data,
-    bool (True: not attended) or float (added to the scores); ``is_causal`` is, as in
-    PyTorch, only a hint that ``attn_mask`` is causal. ``key`` and ``value`` default to
-    ``query`` (an Ember convenience; PyTorch requires them). Not supported:
-    ``add_bias_kv`` and ``add_zero_attn``.
-    """
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        add_bias_kv: bool = False,
-        add_zero_attn: bool = False,
-        kdim: int | None = None,
-        vdim: int | None = None,
-        batch_first: bool = False,
-    ) -> None:
-        super().__init__()
-        if num_heads < 1 or embed_dim % num_heads:
-            raise ArgumentError(f"nn.MultiheadAttention: {num_heads} heads must divide {embed_dim}")
-        if add_bias_kv or add_zero_attn:
-            raise ArgumentError(
-                "nn.MultiheadAttention: add_bias_kv/add_zero_attn are not supported"
-            )
-        e = embed_dim
-        self.embed_dim, self.num_heads, self.head_dim = e, num_heads, e // num_heads
-        self.kdim, self.vdim = kdim or e, vdim or e
-        self.dropout, self.batch_first = dropout, batch_first
-        self.same_dims = self.kdim == e and self.vdim == e
-        if self.same_dims:
-            self.param("in_proj_weight", _xavier_uniform((3 * e, e)))
-        else:
-            self.param("q_proj_weight", _xavier_uniform((e, e)))
-            self.param("k_proj_weight", _xavier_uniform((e, self.kdim)))
-            self.param("v_proj_weight", _xavier_uniform((e, self.vdim)))
-        self.param("in_proj_bias", np.zeros(3 * e, np.float32) if bias else None, shape=(3 * e,))
-        self.out_proj = Linear(e, e, bias=bias)
-        if bias:
-            self.out_proj.bias = np.zeros(e, np.float32)
-
-    def _proj_weight(self, k: int) -> np.ndarray:
-        e = self.embed_dim
-        if self.same_dims:
-            return self._params["in_proj_weight"][k * e : (k + 1) * e]
-        return self._params[("q_proj_weight", "k_proj_weight", "v_proj_weight")[k]]
-
-    def _project(self, x: Tensor, k: int) -> Tensor:
-        """Projection ``k`` (q, k, v) of batch-first ``x`` (N, L, dim), split into heads
-        (N, h, L, d)."""
-        t = x.tracer
-        b, s, _ = x.shape
-        e, h, d = self.embed_dim, self.num_heads, self.head_dim
-        w = t.constant(np.ascontiguousarray(self._proj_weight(k).T), f"{self._scope}.w{k}")
-        proj = t.node("MatMul", [x.name, w.name], (b, s, e))
-        if _has(self, "in_proj_bias"):
-            proj = proj + t.constant(
-                self._params["in_proj_bias"][k * e : (k + 1) * e], f"{self._scope}.b{k}"
-            )
-        return proj.reshape(b, s, h, d).transpose(0, 2, 1, 3)
-
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor | None = None,
-        value: Tensor | None = None,
-        key_padding_mask: Any = None,
-        need_weights: bool = True,
-        attn_mask: Any = None,
-        average_attn_weights: bool = True,
-        is_causal: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        if is_causal and attn_mask is None:  # PyTorch: is_causal is only a hint about attn_mask
-            raise ArgumentError("nn.MultiheadAttention: is_causal needs attn_mask (as in PyTorch)")
-        key = query if key is None else key
-        value = key if value is None else value
-        unbatched = query.ndim == 2
-        self._check_inputs(query, key, value)
-        q, k, v = (self._batch_first(x, unbatched) for x in (query, key, value))
-        n, length, e = q.shape
-        qh, kh, vh = (self._project(x, i) for i, x in enumerate((q, k, v)))
-        scale = np.float32(1.0 / math.sqrt(self.head_dim))
-        scores = (qh * scale) @ kh.transpose(0, 1, 3, 2)  # (N, h, L, S)
-        mask = self._mask(q.tracer, attn_mask, key_padding_mask, scores.shape, unbatched)
-        weights = (scores if mask is None else scores + mask).softmax(-1)
-        ctx = (weights @ vh).transpose(0, 2, 1, 3).reshape(n, length, e)
-        out = self.out_proj(ctx)
-        if unbatched:
-            out = out.reshape(length, e)
-        elif not self.batch_first:
-            out = out.transpose(1, 0, 2)
-        if not need_weights:
-            return out, None
-        if average_attn_weights:
-            weights = weights.mean((1,), keepdims=False)
-        if unbatched:
-            weights = weights.reshape(*weights.shape[1:])
-        return out, weights
-
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
-        layout = "(N, L, " if self.batch_first else "(L, N, "
-        for x, dim, what in ((query, self.embed_dim, "query"), (key, self.kdim, "key"),
-                             (value, self.vdim, "value")):  # fmt: skip
-            if x.ndim != query.ndim or x.ndim not in (2, 3) or x.shape[-1] != dim:
-                raise ArgumentError(
-                    f"nn.MultiheadAttention({self.embed_dim}): {what} of shape {list(x.shape)} "
-                    f"(expected {layout}{dim}) or unbatched (L, {dim}))"
-                )
-            _expect_float(x, "MultiheadAttention")
-        seq = 1 if self.batch_first and query.ndim == 3 else 0
-        batch = 1 - seq
-        if key.shape[seq] != value.shape[seq] or (
-            query.ndim == 3 and not query.shape[batch] == key.shape[batch] == value.shape[batch]
-        ):
-            raise ArgumentError(
-                f"nn.MultiheadAttention: query {list(query.shape)}, key {list(key.shape)} "
-                f"and value {list(value.shape)} do not fit together"
-            )
-
-    def _mask(
-        self,
-        tracer: Any,
-        attn_mask: Any,
-        key_padding_mask: Any,
-        shape: tuple[int, ...],
-        unbatched: bool,
-    ) -> Tensor | None:
-        """The additive mask for scores of ``shape`` (N, h, L, S), PyTorch's way: a bool mask
-        puts -inf where it is True, a float mask is added; ``attn_mask`` is (L, S) or
-        (N*h, L, S) ((h, L, S) unbatched), ``key_padding_mask`` (N, S) ((S,) unbatched)."""
-        n, h, length, s = shape
-        total = None
-        if attn_mask is not None:
-            forms = {2: (1, 1, length, s), 3: (n, h, length, s)}
-            allowed = {(length, s), (n * h, length, s)}
-            m = _additive_mask(tracer, attn_mask, "attn_mask", allowed)
-            total = m.reshape(*forms[m.ndim])
-        if key_padding_mask is not None:
-            allowed = {(s,) if unbatched else (n, s)}
-            m = _additive_mask(tracer, key_padding_mask, "key_padding_mask", allowed)
-            m = m.reshape(n, 1, 1, s)
-            total = m if total is None else total + m
-        return total
-
-    def _batch_first(self, x: Tensor, unbatched: bool) -> Tensor:
-        if unbatched:
-            return x.reshape(1, *x.shape)
-        return x if self.batch_first else x.transpose(1, 0, 2)
-
-
-def _additive_mask(tracer: Any, mask: Any, what: str, shapes: set[tuple[int, ...]]) -> Tensor:
-    """``mask`` (a traced Tensor or array data) as a float32 tensor to add to the scores:
-    -inf where a bool mask is True, a float mask as it is (PyTorch's ``_canonical_mask``)."""
-    if isinstance(mask, Tensor):
-        if mask.dtype == "bool":
-            ninf = tracer.constant(np.array(-np.inf, np.float32), "mask_inf")
-            zero = tracer.constant(np.array(0.0, np.float32), "mask_zero")
-            mask = tracer.node("Where", [mask.name, ninf.name, zero.name], mask.shape, "float32")
-        elif dtype_kind(mask.dtype) == 2:
-            mask = mask.to("float32")
-        else:
-            raise ArgumentError(
-                f"nn.MultiheadAttention: {what} must be bool or float, got {mask.dtype}"
-            )
-    else:
-        data = as_array(mask, f"nn.MultiheadAttention {what}")
-        if data.dtype.kind not in "bf":
-            raise ArgumentError(
-                f"nn.MultiheadAttention: {what} must be bool or float, got {data.dtype}"
-            )
-        data = np.where(data, -np.inf, 0.0) if data.dtype.kind == "b" else data
-        mask = tracer.constant(data.astype(np.float32), what)
-    if mask.shape not in shapes:
-        raise ArgumentError(
-            f"nn.MultiheadAttention: {what} of shape {list(mask.shape)}, expected one of "
-            f"{sorted(list(x) for x in shapes)}"
-        )
-    return mask
 
 
 class Sequential(Module):
