@@ -13,7 +13,8 @@ for inference, so ``Dropout`` is the identity and ``BatchNorm2d`` uses its runni
 statistics (or the batch's, with ``track_running_stats=False``, as PyTorch does). That
 is the one deliberate difference: a fresh PyTorch module is in training mode, an Ember
 one always evaluates. An argument that would compute something Ember cannot express
-is an ``ArgumentError`` saying "not supported", never silently ignored.
+is an ``ArgumentError`` saying "not supported", never silently ignored. Image layers
+take batched (N, C, H, W) inputs; PyTorch's unbatched (C, H, W) form is refused.
 """
 
 from __future__ import annotations

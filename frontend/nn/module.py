@@ -6,7 +6,7 @@ A module owns named parameters (numpy arrays) and child modules, and says in
 imports that into an Ember :class:`~ember.frontend.graph.Graph` for ``ember.compile``,
 so a model written here and one exported from PyTorch take the same road. Parameter
 names follow PyTorch (``fc1.weight``), so ``load_state_dict`` takes a PyTorch state
-dict converted to numpy, or a safetensors file.
+dict (CPU tensors or numpy arrays), or a safetensors file.
 """
 
 from __future__ import annotations

@@ -93,12 +93,8 @@ class AvgPool2d(MaxPool2d):
         divisor_override: int | None = None,
     ) -> None:
         super().__init__(kernel_size, stride, padding, ceil_mode=ceil_mode)
-        if divisor_override is not None and (
-            isinstance(divisor_override, bool) or int(divisor_override) <= 0
-        ):
-            raise ArgumentError(
-                f"nn.AvgPool2d: divisor_override must be > 0, not {divisor_override}"
-            )
+        if divisor_override is not None:
+            _positive_int(divisor_override, "nn.AvgPool2d divisor_override")
         self.count_include_pad, self.divisor_override = bool(count_include_pad), divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
@@ -134,11 +130,10 @@ class AdaptiveAvgPool2d(Module):
     def __init__(self, output_size: int | tuple[int | None, int | None]) -> None:
         super().__init__()
         sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
-        if len(sizes) != 2 or any(
-            s is not None and (isinstance(s, bool) or operator.index(s) < 1) for s in sizes
-        ):
+        if len(sizes) != 2:
             raise ArgumentError(f"nn.AdaptiveAvgPool2d: bad output_size {output_size!r}")
-        self.output_size = tuple(sizes)
+        what = "nn.AdaptiveAvgPool2d output_size"
+        self.output_size = tuple(None if s is None else _positive_int(s, what) for s in sizes)
 
     def forward(self, x: Tensor) -> Tensor:
         _expect(x, 4, "AdaptiveAvgPool2d")
@@ -148,6 +143,18 @@ class AdaptiveAvgPool2d(Module):
         for d, out in enumerate(outs):  # a rectangle's mean is the mean of its rows' means
             x = _adaptive_mean(x, 2 + d, out)
         return x
+
+
+def _positive_int(value: Any, what: str) -> int:
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError as e:
+        raise ArgumentError(f"{what} must be a positive int, got {value!r}") from e
+    if number < 1:
+        raise ArgumentError(f"{what} must be a positive int, got {value!r}")
+    return number
 
 
 def _adaptive_mean(x: Tensor, axis: int, out: int) -> Tensor:

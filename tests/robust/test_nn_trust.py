@@ -483,6 +483,10 @@ def test_item_03_refuses_what_pytorch_refuses():
         nn.Conv2d(3, 4, 3, stride=2, padding="same")
     with pytest.raises(ember.ArgumentError, match="half"):
         nn.AvgPool2d(3, padding=2)
+    with pytest.raises(ember.ArgumentError, match="positive int"):
+        nn.AvgPool2d(2, divisor_override="3")
+    with pytest.raises(ember.ArgumentError, match="positive int"):
+        nn.AdaptiveAvgPool2d((2.5, 3))
     with pytest.raises(ember.ArgumentError, match="between 0 and 1"):
         nn.Dropout(1.5)
     with pytest.raises(ember.ArgumentError, match="not supported"):
@@ -548,6 +552,18 @@ def test_item_04_assigned_parameters_are_exported_and_checked():
         conv.load_state_dict({"0.weight": np.zeros((3, 2, 3, 2)), "0.bias": np.zeros(3)})
     with pytest.raises(ember.ArgumentError, match="num_batches_tracked"):
         nn.BatchNorm2d(2).num_batches_tracked = np.array(1.5)
+
+
+def test_item_04_torch_state_dict_and_parameters_load():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    tl, lin = torch.nn.Linear(6, 4), nn.Linear(6, 4)
+    lin.load_state_dict(tl.state_dict())
+    np.testing.assert_array_equal(lin.bias, tl.bias.detach().numpy())
+    lin.weight = tl.weight  # a Parameter that requires grad
+    np.testing.assert_array_equal(lin.weight, tl.weight.detach().numpy())
+    with pytest.raises(ember.ArgumentError, match="shape"):
+        lin.weight = torch.nn.Linear(4, 6).weight
 
 
 # --- item 5: dtype promotion and reflected operators ------------------------------------------
