@@ -482,17 +482,26 @@ def _rng_normal(shape: tuple[int, ...]) -> np.ndarray:
 
 
 class Sequential(Module):
+    """Layers applied in order; children named "0", "1", ... as in PyTorch, so
+    ``seq[1] = layer`` (or ``setattr(seq, "1", layer)``) replaces one in the next export."""
+
     def __init__(self, *layers: Module) -> None:
         super().__init__()
         for i, layer in enumerate(layers):
             setattr(self, str(i), layer)
-        self.layers = list(layers)
+
+    @property
+    def layers(self) -> list[Module]:
+        return list(self._children.values())
 
     def __getitem__(self, i: int) -> Module:
         return self.layers[i]
 
+    def __setitem__(self, i: int, layer: Module) -> None:
+        setattr(self, list(self._children)[i], layer)
+
     def __len__(self) -> int:
-        return len(self.layers)
+        return len(self._children)
 
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:

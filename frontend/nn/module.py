@@ -76,7 +76,12 @@ class Module:
         if isinstance(value, Module):
             self._children[name] = value
         elif name in self.__dict__.get("_children", {}):
-            del self._children[name]  # a child replaced by a non-module stops being one
+            if value is not None:  # PyTorch refuses this too
+                raise ArgumentError(
+                    f"nn.{type(self).__name__}.{name} is a child module; "
+                    f"a {type(value).__name__} cannot replace it (a Module or None can)"
+                )
+            del self._children[name]
         object.__setattr__(self, name, value)
 
     def param(

@@ -544,6 +544,13 @@ def test_item_04_assigned_parameters_are_exported_and_checked():
     seq.extra = nn.Linear(3, 4, bias=False)
     assert set(seq.state_dict()) == {"0.weight", "0.bias", "extra.weight"}
     assert seq.state_dict()["extra.weight"].shape == (4, 3)
+    with pytest.raises(ember.ArgumentError, match="child module"):
+        seq.extra = 3
+    seq.extra = None
+    assert set(seq.state_dict()) == {"0.weight", "0.bias"}
+    seq[0] = nn.Linear(7, 2, bias=False)  # replaced in place, used by the next export
+    assert set(seq.state_dict()) == {"0.weight"}
+    assert seq.to_onnx({"x": (1, 7)}).graph.output[0].type.tensor_type.shape.dim[1].dim_value == 2
 
     conv = nn.Sequential(nn.Conv2d(2, 3, 3))
     with pytest.raises(ember.ArgumentError, match=r"'0\.weight'.*shape"):
