@@ -16,10 +16,9 @@
     lib = ember.compile(graph, target="llvm")
 """
 
+from ember.frontend.nn.attention import MultiheadAttention
 from ember.frontend.nn.layers import (
     GELU,
-    AdaptiveAvgPool2d,
-    AvgPool2d,
     BatchNorm2d,
     Conv2d,
     Dropout,
@@ -27,9 +26,8 @@ from ember.frontend.nn.layers import (
     Flatten,
     Identity,
     LayerNorm,
+    LeakyReLU,
     Linear,
-    MaxPool2d,
-    MultiheadAttention,
     ReLU,
     Sequential,
     Sigmoid,
@@ -37,6 +35,7 @@ from ember.frontend.nn.layers import (
     Tanh,
 )
 from ember.frontend.nn.module import Module, manual_seed
+from ember.frontend.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from ember.frontend.nn.tensor import Tensor
 
 
@@ -56,6 +55,7 @@ __all__ = [
     "GELU",
     "Identity",
     "LayerNorm",
+    "LeakyReLU",
     "Linear",
     "MaxPool2d",
     "Module",

@@ -1,15 +1,26 @@
-"""The layers of ``ember.frontend.nn``, with PyTorch's parameter names and shapes.
+"""The layers of ``ember.frontend.nn``, with PyTorch's parameter names, shapes and defaults.
 
 Each layer emits the ONNX operators an exported PyTorch layer would: ``Linear`` a
-``Gemm`` (2-D input) or ``MatMul`` + ``Add``, ``Conv2d`` a ``Conv``, ``LayerNorm`` a
-``LayerNormalization``, ``MultiheadAttention`` the projections, a scaled
-``MatMul``/``Softmax``/``MatMul`` per head group and the output projection.
-Everything runs in inference mode: ``Dropout`` is the identity, ``BatchNorm2d``
-uses its running statistics.
+``Gemm`` (2-D input) or ``MatMul`` + ``Add``, ``Conv2d`` a ``Conv`` (after a ``Pad`` for
+the non-zero padding modes), ``LayerNorm`` a ``LayerNormalization``,
+``MultiheadAttention`` (``attention.py``) the projections, a scaled
+``MatMul``/``Softmax``/``MatMul`` per head group and the output projection; the pooling
+layers live in ``pooling.py``.
+
+Every constructor takes PyTorch's arguments with PyTorch's defaults, and computes what
+PyTorch's layer computes in evaluation mode (``model.eval()``): Ember compiles models
+for inference, so ``Dropout`` is the identity and ``BatchNorm2d`` uses its running
+statistics (or the batch's, with ``track_running_stats=False``, as PyTorch does). That
+is the one deliberate difference: a fresh PyTorch module is in training mode, an Ember
+one always evaluates. An argument that would compute something Ember cannot express
+is an ``ArgumentError`` saying "not supported", never silently ignored. Image layers
+take batched (N, C, H, W) inputs; PyTorch's unbatched (C, H, W) form is refused.
 """
 
 from __future__ import annotations
 
+import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -19,13 +30,38 @@ from ember.frontend.nn.module import Module, init_uniform
 from ember.frontend.nn.tensor import Tensor
 
 
-def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+def _pair(v: Any, what: str, minimum: int = 0) -> tuple[int, int]:
+    """An int or a pair of ints, each at least ``minimum``, as a pair."""
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        pair = (operator.index(v),) * 2 if not isinstance(v, (tuple, list)) else tuple(v)
+        if len(pair) != 2 or any(isinstance(p, bool) for p in pair):
+            raise TypeError
+        out = (operator.index(pair[0]), operator.index(pair[1]))
+    except TypeError as e:
+        raise ArgumentError(f"{what} must be an int or a pair of ints, got {v!r}") from e
+    if min(out) < minimum:
+        raise ArgumentError(f"{what} must be at least {minimum}, got {v!r}")
+    return out
 
 
 def _expect(x: Tensor, ndim: int, what: str) -> None:
     if x.ndim != ndim:
         raise ArgumentError(f"nn.{what} expects a {ndim}-D input, got shape {list(x.shape)}")
+
+
+def _expect_float(x: Tensor, what: str) -> None:
+    """Weights are float32; PyTorch refuses to mix them with another input dtype, and so do we
+    (``x.float()`` converts)."""
+    if x.dtype != "float32":
+        raise ArgumentError(
+            f"nn.{what} has float32 parameters and got a {x.dtype} input; use x.float()"
+        )
+
+
+def _has(module: Module, name: str) -> bool:
+    return module._params.get(name) is not None
 
 
 class Linear(Module):
@@ -35,15 +71,19 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.param("weight", init_uniform((out_features, in_features), in_features))
-        self.has_bias = bias
-        if bias:
-            self.param("bias", init_uniform((out_features,), in_features))
+        b = init_uniform((out_features,), in_features) if bias else None
+        self.param("bias", b, shape=(out_features,))
+
+    @property
+    def has_bias(self) -> bool:
+        return _has(self, "bias")
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape[-1] != self.in_features:
+        if x.shape[-1:] != (self.in_features,):
             raise ArgumentError(
                 f"nn.Linear({self.in_features}, {self.out_features}) got input {list(x.shape)}"
             )
+        _expect_float(x, "Linear")
         t = x.tracer
         w = self.traced(t, "weight")
         out_shape = (*x.shape[:-1], self.out_features)
@@ -55,8 +95,16 @@ class Linear(Module):
         return y + self.traced(t, "bias") if self.has_bias else y
 
 
+_PAD_MODES = {"zeros": None, "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
 class Conv2d(Module):
-    """2-D convolution, NCHW; weight is (out, in / groups, kh, kw)."""
+    """2-D convolution, NCHW; weight is (out, in / groups, kh, kw).
+
+    ``padding`` is an int, a pair, ``"valid"`` or ``"same"`` (stride 1 only, the extra
+    pixel of an even kernel on the bottom/right, as PyTorch); ``padding_mode`` is
+    ``"zeros"``, ``"reflect"``, ``"replicate"`` or ``"circular"``.
+    """
 
     def __init__(
         self,
@@ -64,54 +112,115 @@ class Conv2d(Module):
         out_channels: int,
         kernel_size: int | tuple[int, int],
         stride: int | tuple[int, int] = 1,
-        padding: int | tuple[int, int] = 0,
+        padding: int | tuple[int, int] | str = 0,
         dilation: int | tuple[int, int] = 1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
     ) -> None:
         super().__init__()
-        if in_channels % groups or out_channels % groups:
+        if groups < 1 or in_channels % groups or out_channels % groups:
             raise ArgumentError(f"nn.Conv2d: groups={groups} must divide both channel counts")
-        self.kernel, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.dilation, self.groups = _pair(padding), _pair(dilation), groups
+        if padding_mode not in _PAD_MODES:
+            raise ArgumentError(
+                f"nn.Conv2d: padding_mode must be one of {list(_PAD_MODES)}, got {padding_mode!r}"
+            )
+        self.kernel = _pair(kernel_size, "nn.Conv2d kernel_size", 1)
+        self.stride = _pair(stride, "nn.Conv2d stride", 1)
+        self.dilation = _pair(dilation, "nn.Conv2d dilation", 1)
+        self.pads = self._resolve_padding(padding)  # (top, left, bottom, right)
+        self.padding = padding if isinstance(padding, str) else self.pads[:2]
+        self.groups, self.padding_mode = groups, padding_mode
         self.in_channels, self.out_channels = in_channels, out_channels
         fan_in = in_channels // groups * self.kernel[0] * self.kernel[1]
-        self.param(
-            "weight", init_uniform((out_channels, in_channels // groups, *self.kernel), fan_in)
-        )
-        self.has_bias = bias
-        if bias:
-            self.param("bias", init_uniform((out_channels,), fan_in))
+        shape = (out_channels, in_channels // groups, *self.kernel)
+        self.param("weight", init_uniform(shape, fan_in))
+        b = init_uniform((out_channels,), fan_in) if bias else None
+        self.param("bias", b, shape=(out_channels,))
+
+    def _resolve_padding(self, padding: Any) -> tuple[int, int, int, int]:
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        if padding == "same":
+            if self.stride != (1, 1):
+                raise ArgumentError("nn.Conv2d: padding='same' needs stride 1 (as in PyTorch)")
+            total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel)]
+            return (
+                total[0] // 2,
+                total[1] // 2,
+                total[0] - total[0] // 2,
+                total[1] - total[1] // 2,
+            )
+        if isinstance(padding, str):
+            raise ArgumentError(
+                f"nn.Conv2d: padding must be 'valid', 'same' or ints, got {padding!r}"
+            )
+        ph, pw = _pair(padding, "nn.Conv2d padding")
+        return (ph, pw, ph, pw)
+
+    @property
+    def has_bias(self) -> bool:
+        return _has(self, "bias")
 
     def forward(self, x: Tensor) -> Tensor:
         _expect(x, 4, "Conv2d")
+        _expect_float(x, "Conv2d")
         n, c, h, w = x.shape
         if c != self.in_channels:
             raise ArgumentError(f"nn.Conv2d expects {self.in_channels} channels, got {c}")
+        pads = list(self.pads)
+        mode = _PAD_MODES[self.padding_mode]
+        if mode is not None and any(pads):
+            x = _pad(x, pads, mode, "nn.Conv2d")
+            pads = [0, 0, 0, 0]
         size = [
-            (d + 2 * p - dl * (k - 1) - 1) // s + 1
-            for d, p, dl, k, s in zip((h, w), self.padding, self.dilation, self.kernel, self.stride)
+            (d + lo + hi - dl * (k - 1) - 1) // s + 1
+            for d, lo, hi, dl, k, s in zip(
+                x.shape[2:], pads[:2], pads[2:], self.dilation, self.kernel, self.stride
+            )
         ]
+        if min(size) < 1:
+            raise ArgumentError(f"nn.Conv2d: input {list(x.shape)} is smaller than the kernel")
         t = x.tracer
         ins = [x.name, self.traced(t, "weight").name]
         if self.has_bias:
             ins.append(self.traced(t, "bias").name)
-        ph, pw = self.padding
         return t.node(
             "Conv",
             ins,
             (n, self.out_channels, *size),
             kernel_shape=list(self.kernel),
             strides=list(self.stride),
-            pads=[ph, pw, ph, pw],
+            pads=pads,
             dilations=list(self.dilation),
             group=self.groups,
         )
 
 
+def _pad(x: Tensor, pads: list[int], mode: str, what: str) -> Tensor:
+    """Pad H and W of an NCHW tensor (pads: top, left, bottom, right) with an ONNX mode.
+
+    PyTorch refuses reflect padding of at least the size and circular padding beyond it;
+    so do we, rather than compute something PyTorch would not.
+    """
+    for d, size in ((0, x.shape[2]), (1, x.shape[3])):
+        worst = max(pads[d], pads[d + 2])
+        if (mode == "reflect" and worst >= size) or (mode == "wrap" and worst > size):
+            raise ArgumentError(f"{what}: padding {worst} is too large for {mode} on size {size}")
+    full = np.array([0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], dtype=np.int64)
+    t = x.tracer
+    p = t.constant(full, "pads")
+    shape = (*x.shape[:2], x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3])
+    return t.node("Pad", [x.name, p.name], shape, x.dtype, mode=mode)
+
+
 class _Activation(Module):
     op_type = ""
-    attrs: dict[str, Any] = {}
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace  # no meaning in a traced graph; kept for PyTorch's signature
+        self.attrs: dict[str, Any] = {}
 
     def forward(self, x: Tensor) -> Tensor:
         return x.unary(self.op_type, **self.attrs)
@@ -124,13 +233,30 @@ class ReLU(_Activation):
 class Sigmoid(_Activation):
     op_type = "Sigmoid"
 
+    def __init__(self) -> None:
+        super().__init__()
+
 
 class Tanh(_Activation):
     op_type = "Tanh"
 
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class LeakyReLU(_Activation):
+    """``max(0, x) + negative_slope * min(0, x)``; PyTorch's default slope is 0.01."""
+
+    op_type = "LeakyRelu"
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__(inplace)
+        self.negative_slope = float(negative_slope)
+        self.attrs = {"alpha": self.negative_slope}
+
 
 class GELU(_Activation):
-    """GELU; ``approximate="tanh"`` for the tanh form, as in PyTorch."""
+    """GELU; exact (erf) by default, ``approximate="tanh"`` for the tanh form, as in PyTorch."""
 
     op_type = "Gelu"
 
@@ -140,123 +266,210 @@ class GELU(_Activation):
             raise ArgumentError(
                 f"nn.GELU: approximate must be 'none' or 'tanh', got {approximate!r}"
             )
+        self.approximate = approximate
         self.attrs = {"approximate": approximate}
 
 
 class Identity(Module):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()  # PyTorch's Identity takes and ignores any arguments
+
     def forward(self, x: Tensor) -> Tensor:
         return x
 
 
 class Dropout(Identity):
-    """Inference: the identity."""
+    """The identity: PyTorch's dropout in evaluation mode (Ember compiles for inference)."""
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
-        self.p = p
+        if not 0.0 <= p <= 1.0:
+            raise ArgumentError(f"nn.Dropout: p must be between 0 and 1, got {p}")
+        self.p, self.inplace = p, inplace
 
 
 class Softmax(Module):
-    def __init__(self, dim: int = -1) -> None:
+    """Softmax over ``dim``. PyTorch's default ``dim=None`` picks a dim from the rank
+    (0 for 0-, 1- and 3-D inputs, else 1) with a deprecation warning; so does this."""
+
+    def __init__(self, dim: int | None = None) -> None:
         super().__init__()
         self.dim = dim
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.softmax(self.dim)
+        dim = self.dim
+        if dim is None:
+            warnings.warn(
+                "nn.Softmax: implicit dimension choice is deprecated (as in PyTorch); pass dim=",
+                UserWarning,
+                stacklevel=2,
+            )
+            dim = 0 if x.ndim in (0, 1, 3) else 1
+        return x.softmax(dim)
 
 
 class Flatten(Module):
-    """Flatten all dimensions after the first (PyTorch's default ``start_dim=1``)."""
+    """Flatten dims ``start_dim`` .. ``end_dim`` into one (PyTorch's defaults 1 and -1)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x: Tensor) -> Tensor:
-        rest = int(np.prod(x.shape[1:]))
-        return x.tracer.node("Flatten", [x.name], (x.shape[0], rest), x.dtype, axis=1)
+        nd = max(x.ndim, 1)
+        s, e = self.start_dim, self.end_dim
+        if not (-nd <= s < nd and -nd <= e < nd) or s % nd > e % nd:
+            raise ArgumentError(
+                f"nn.Flatten({s}, {e}) does not fit an input of shape {list(x.shape)}"
+            )
+        s, e = s % nd, e % nd
+        shape = (*x.shape[:s], int(np.prod(x.shape[s : e + 1])), *x.shape[e + 1 :])
+        return x.reshape(*shape)
 
 
 class LayerNorm(Module):
-    """Normalise over the last dimension; ``weight`` and ``bias`` of that size."""
+    """Normalise over the last ``len(normalized_shape)`` dims; ``weight`` (ones) and
+    ``bias`` (zeros) of that shape unless ``elementwise_affine=False`` / ``bias=False``."""
 
-    def __init__(self, normalized_shape: int, eps: float = 1e-5) -> None:
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+    ) -> None:
         super().__init__()
-        self.size, self.eps = normalized_shape, eps
-        self.param("weight", np.ones(normalized_shape, np.float32))
-        self.param("bias", np.zeros(normalized_shape, np.float32))
+        shape = (
+            (operator.index(normalized_shape),)
+            if not isinstance(normalized_shape, (tuple, list))
+            else tuple(operator.index(d) for d in normalized_shape)
+        )
+        self.normalized_shape, self.eps = shape, float(eps)
+        self.elementwise_affine = elementwise_affine
+        self.size = shape[-1] if len(shape) == 1 else shape
+        ones, zeros = np.ones(shape, np.float32), np.zeros(shape, np.float32)
+        self.param("weight", ones if elementwise_affine else None, shape=shape)
+        self.param("bias", zeros if elementwise_affine and bias else None, shape=shape)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape[-1] != self.size:
-            raise ArgumentError(f"nn.LayerNorm({self.size}) got input {list(x.shape)}")
+        k = len(self.normalized_shape)
+        if x.shape[x.ndim - k :] != self.normalized_shape or x.ndim < k:
+            raise ArgumentError(
+                f"nn.LayerNorm({list(self.normalized_shape)}) got input {list(x.shape)}"
+            )
+        _expect_float(x, "LayerNorm")
         t = x.tracer
-        ins = [x.name, self.traced(t, "weight").name, self.traced(t, "bias").name]
-        return t.node("LayerNormalization", ins, x.shape, axis=-1, epsilon=self.eps)
+        scale = (
+            self.traced(t, "weight")
+            if _has(self, "weight")
+            else t.constant(np.ones(self.normalized_shape, np.float32), f"{self._scope}.ones")
+        )
+        ins = [x.name, scale.name]
+        if _has(self, "bias"):
+            ins.append(self.traced(t, "bias").name)
+        return t.node("LayerNormalization", ins, x.shape, axis=-k, epsilon=self.eps)
 
 
 class BatchNorm2d(Module):
-    """Inference batch norm with running statistics (PyTorch's names)."""
+    # PyTorch fills a missing num_batches_tracked in load_state_dict (older checkpoints).
+    _optional_state = frozenset({"num_batches_tracked"})
 
-    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+    """Batch norm in evaluation mode, with PyTorch's names and buffers (``running_mean``,
+    ``running_var``, ``num_batches_tracked``). ``momentum`` only matters in training and is
+    kept for the signature; ``track_running_stats=False`` normalises with the batch's own
+    statistics (biased variance), as PyTorch does in evaluation mode."""
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+    ) -> None:
         super().__init__()
-        self.eps = eps
-        self.param("weight", np.ones(num_features, np.float32))
-        self.param("bias", np.zeros(num_features, np.float32))
-        self.param("running_mean", np.zeros(num_features, np.float32))
-        self.param("running_var", np.ones(num_features, np.float32))
+        c = (num_features,)
+        self.num_features, self.eps, self.momentum = num_features, float(eps), momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.param("weight", np.ones(c, np.float32) if affine else None, shape=c)
+        self.param("bias", np.zeros(c, np.float32) if affine else None, shape=c)
+        track = track_running_stats
+        self.param("running_mean", np.zeros(c, np.float32) if track else None, shape=c)
+        self.param("running_var", np.ones(c, np.float32) if track else None, shape=c)
+        count = np.array(0, np.int64) if track else None
+        self.param("num_batches_tracked", count, shape=(), dtype="int64")
+
+    def _param_or(self, t: Any, name: str, fill: float) -> Tensor:
+        if _has(self, name):
+            return self.traced(t, name)
+        return t.constant(np.full(self.num_features, fill, np.float32), f"{self._scope}.{name}")
 
     def forward(self, x: Tensor) -> Tensor:
         _expect(x, 4, "BatchNorm2d")
+        _expect_float(x, "BatchNorm2d")
+        if x.shape[1] != self.num_features:
+            raise ArgumentError(f"nn.BatchNorm2d({self.num_features}) got {x.shape[1]} channels")
         t = x.tracer
-        names = ["weight", "bias", "running_mean", "running_var"]
-        ins = [x.name, *(self.traced(t, n).name for n in names)]
+        weight, bias = self._param_or(t, "weight", 1.0), self._param_or(t, "bias", 0.0)
+        if not _has(self, "running_mean"):
+            return self._batch_stats(x, weight, bias)
+        ins = [x.name, weight.name, bias.name]
+        ins += [self.traced(t, "running_mean").name, self.traced(t, "running_var").name]
         return t.node("BatchNormalization", ins, x.shape, epsilon=self.eps)
 
-
-class MaxPool2d(Module):
-    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0) -> None:
-        super().__init__()
-        self.k, self.s, self.p = _pair(kernel_size), _pair(stride or kernel_size), _pair(padding)
-
-    op_type = "MaxPool"
-
-    def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, type(self).__name__)
-        n, c, h, w = x.shape
-        size = [(d + 2 * p - k) // s + 1 for d, p, k, s in zip((h, w), self.p, self.k, self.s)]
-        return x.tracer.node(
-            self.op_type,
-            [x.name],
-            (n, c, *size),
-            kernel_shape=list(self.k),
-            strides=list(self.s),
-            pads=[self.p[0], self.p[1], self.p[0], self.p[1]],
-        )
-
-
-class AvgPool2d(MaxPool2d):
-    op_type = "AveragePool"
-
-
-class AdaptiveAvgPool2d(Module):
-    """Only output size 1 (global average pooling), the case classifiers use."""
-
-    def __init__(self, output_size: int = 1) -> None:
-        super().__init__()
-        if _pair(output_size) != (1, 1):
-            raise ArgumentError("nn.AdaptiveAvgPool2d supports output_size=1 only")
-
-    def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, "AdaptiveAvgPool2d")
-        return x.tracer.node("GlobalAveragePool", [x.name], (*x.shape[:2], 1, 1), x.dtype)
+    def _batch_stats(self, x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        centred = x - x.mean((0, 2, 3))
+        var = (centred * centred).mean((0, 2, 3))
+        normed = centred / (var + self.eps).unary("Sqrt")
+        c = (1, self.num_features, 1, 1)
+        return normed * weight.reshape(*c) + bias.reshape(*c)
 
 
 class Embedding(Module):
-    """Rows of ``weight`` (num_embeddings, embedding_dim) picked by int64 indices."""
+    """Rows of ``weight`` (num_embeddings, embedding_dim) picked by integer indices.
 
-    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+    ``padding_idx`` zeroes that row at initialisation, as PyTorch (it only changes
+    gradients otherwise). ``max_norm`` renormalises rows as they are read, which is not
+    supported; ``_weight`` gives the initial table.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Any = None,
+        _freeze: bool = False,
+    ) -> None:
         super().__init__()
-        self.param("weight", _rng_normal((num_embeddings, embedding_dim)))
+        if max_norm is not None:
+            raise ArgumentError("nn.Embedding: max_norm is not supported")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ArgumentError(
+                    f"nn.Embedding: padding_idx {padding_idx} is out of range "
+                    f"for {num_embeddings} embeddings"
+                )
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_idx
+        shape = (num_embeddings, embedding_dim)
+        if _weight is None:
+            weight = _rng_normal(shape)
+            if padding_idx is not None:
+                weight[padding_idx] = 0.0
+            self.param("weight", weight)
+        else:
+            self.param("weight", None, shape=shape)
+            self.weight = _weight  # checked like any assignment
 
     def forward(self, ids: Tensor) -> Tensor:
-        if not ids.dtype.startswith("int"):
-            raise ArgumentError(f"nn.Embedding takes integer indices, got {ids.dtype}")
+        if ids.dtype not in ("int32", "int64"):
+            raise ArgumentError(f"nn.Embedding takes int32 or int64 indices, got {ids.dtype}")
         t = ids.tracer
         w = self.traced(t, "weight")
         return t.node("Gather", [w.name, ids.name], (*ids.shape, w.shape[1]), axis=0)
@@ -268,45 +481,27 @@ def _rng_normal(shape: tuple[int, ...]) -> np.ndarray:
     return _RNG[0].standard_normal(shape).astype(np.float32)
 
 
-class MultiheadAttention(Module):
-    """Self-attention as PyTorch's ``nn.MultiheadAttention(batch_first=True)`` computes it
-    for ``mha(x, x, x)``: ``in_proj_weight`` (3E, E), ``out_proj`` a Linear(E, E)."""
-
-    def __init__(self, embed_dim: int, num_heads: int) -> None:
-        super().__init__()
-        if embed_dim % num_heads:
-            raise ArgumentError(f"nn.MultiheadAttention: {num_heads} heads must divide {embed_dim}")
-        self.embed_dim, self.num_heads = embed_dim, num_heads
-        self.param("in_proj_weight", init_uniform((3 * embed_dim, embed_dim), embed_dim))
-        self.param("in_proj_bias", np.zeros(3 * embed_dim, np.float32))
-        self.out_proj = Linear(embed_dim, embed_dim)
-
-    def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 3, "MultiheadAttention")
-        b, s, e = x.shape
-        if e != self.embed_dim:
-            raise ArgumentError(f"nn.MultiheadAttention({self.embed_dim}) got {list(x.shape)}")
-        h, d = self.num_heads, e // self.num_heads
-        t = x.tracer
-        w, bias = self._params["in_proj_weight"], self._params["in_proj_bias"]
-        heads = []
-        for k in range(3):  # q, k, v: (b, s, e) -> (b, h, s, d)
-            wk = t.constant(np.ascontiguousarray(w[k * e : (k + 1) * e].T), f"{self._scope}.w{k}")
-            bk = t.constant(bias[k * e : (k + 1) * e], f"{self._scope}.b{k}")
-            proj = t.node("MatMul", [x.name, wk.name], (b, s, e)) + bk
-            heads.append(proj.reshape(b, s, h, d).transpose(0, 2, 1, 3))
-        q, k_, v = heads
-        scores = (q @ k_.transpose(0, 1, 3, 2)) * np.float32(1.0 / np.sqrt(d))
-        ctx = scores.softmax(-1) @ v
-        return self.out_proj(ctx.transpose(0, 2, 1, 3).reshape(b, s, e))
-
-
 class Sequential(Module):
+    """Layers applied in order; children named "0", "1", ... as in PyTorch, so
+    ``seq[1] = layer`` (or ``setattr(seq, "1", layer)``) replaces one in the next export."""
+
     def __init__(self, *layers: Module) -> None:
         super().__init__()
         for i, layer in enumerate(layers):
             setattr(self, str(i), layer)
-        self.layers = list(layers)
+
+    @property
+    def layers(self) -> list[Module]:
+        return list(self._children.values())
+
+    def __getitem__(self, i: int) -> Module:
+        return self.layers[i]
+
+    def __setitem__(self, i: int, layer: Module) -> None:
+        setattr(self, list(self._children)[i], layer)
+
+    def __len__(self) -> int:
+        return len(self._children)
 
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:

@@ -113,7 +113,7 @@ class TinyEncoder(nn.Module):
 
     def __init__(self, e=32, heads=4, hidden=64):
         super().__init__()
-        self.ln1, self.attn = nn.LayerNorm(e), nn.MultiheadAttention(e, heads)
+        self.ln1, self.attn = nn.LayerNorm(e), nn.MultiheadAttention(e, heads, batch_first=True)
         self.ln2, self.fc1, self.act, self.fc2 = (
             nn.LayerNorm(e),
             nn.Linear(e, hidden),
@@ -122,7 +122,8 @@ class TinyEncoder(nn.Module):
         )
 
     def forward(self, x):
-        x = x + self.attn(self.ln1(x))
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
         return x + self.fc2(self.act(self.fc1(self.ln2(x))))
 
 
