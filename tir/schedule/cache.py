@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ember.tir import expr as E
-from ember.tir.functor import Mutator, substitute
+from ember.tir.functor import Mutator, substitute, uses_var
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, Tensor
 
 if TYPE_CHECKING:
@@ -64,8 +64,10 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     cache_axis = tuple(
         IterVar(E.Var(f"{iv.name}.c", iv.var.dtype), iv.dom, iv.kind) for iv in op.axis
     )
-    body = substitute(op.body, {iv.var: c.var for iv, c in zip(op.axis, cache_axis)})
-    cache_op = ComputeOp(f"{op.name}.{scope}", cache_axis, op.reduce_axis, body, op.tag, op.attrs)
+    vmap = {iv.var: c.var for iv, c in zip(op.axis, cache_axis)}
+    reduce_axis = _rebind_reduce_axes(op.reduce_axis, vmap)
+    body = _RebindAxes(vmap, dict(zip(op.reduce_axis, reduce_axis))).visit(op.body)
+    cache_op = ComputeOp(f"{op.name}.{scope}", cache_axis, reduce_axis, body, op.tag, op.attrs)
     cache = cache_op.output(0)
     load = E.ProducerLoad(cache.dtype, cache, tuple(iv.var for iv in op.axis))
     copy_op = ComputeOp(op.name, op.axis, (), load, op.tag, op.attrs)
@@ -74,6 +76,53 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     sch._rewrite_op(st, copy_op)
     st._reset_axes()
     return cache
+
+
+def _rebind_reduce_axes(
+    axes: tuple[IterVar, ...], vmap: dict[E.Var, E.PrimExpr]
+) -> tuple[IterVar, ...]:
+    """The reduce axes of the cache stage: the same IterVars, except one whose range is
+    written in the output's indices (``te.reduce_axis((0, i))`` in TVM's
+    ``test_loop_dep_reduce_cache_write``), which gets its range in the cache's indices."""
+    out = []
+    for iv in axes:
+        dom = iv.dom
+        if dom is None or not (_uses(dom.min, vmap) or _uses(dom.extent, vmap)):
+            out.append(iv)
+            continue
+        new_dom = E.Range(substitute(dom.min, vmap), substitute(dom.extent, vmap))
+        out.append(IterVar(iv.var, new_dom, iv.kind, iv.thread_tag))
+    return tuple(out)
+
+
+def _uses(e: E.PrimExpr, vmap: dict[E.Var, E.PrimExpr]) -> bool:
+    return uses_var(e, lambda v: v in vmap)
+
+
+class _RebindAxes(Mutator):
+    """A compute body moved to the cache's data axes: the variables, and inside a ``Reduce``
+    its axes (see ``_rebind_reduce_axes``) and a reducer written in the output's indices
+    (TVM's ``comm_reducer`` may close over them)."""
+
+    def __init__(self, vmap: dict[E.Var, E.PrimExpr], axes: dict[IterVar, IterVar]) -> None:
+        self.vmap, self.axes = vmap, axes
+
+    def visit_Var(self, v: E.Var) -> E.PrimExpr:
+        return self.vmap.get(v, v)
+
+    def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
+        e2 = e.map_exprs(self.visit)
+        c = e2.combiner
+        sub = lambda x: substitute(x, self.vmap)  # noqa: E731
+        if isinstance(c, E.CommReducer):
+            c = E.CommReducer(c.name, c.lhs, c.rhs, sub(c.result), sub(c.identity))
+        else:
+            results = tuple(sub(r) for r in c.results)
+            c = E.TupleReducer(c.name, c.lhs, c.rhs, results, tuple(sub(i) for i in c.identities))
+        axis = tuple(self.axes.get(iv, iv) for iv in e2.axis)
+        return E.Reduce(
+            e2.dtype, c, e2.source, axis, e2.condition, e2.init, e2.sources, e2.value_index
+        )
 
 
 def _replace_tensor(op: ComputeOp, old: Tensor, new: Tensor) -> ComputeOp:

@@ -154,13 +154,13 @@ def cross_thread_nest(lw: _Lowering, st: Stage, sb: StageBounds) -> S.Stmt:
     assign = S.seq(*[S.BufferStore(r, read(a), zero) for r, a in zip(ress, accs)])
     allreduce = S.AttrStmt(marker, ATTR_KEY, E.const(0), assign)
     write_guards = list(guards_data)
-    pred = lw.store_predicate(st)
+    pred, pred_threads = lw.store_predicate(st)
     if pred is not None:  # only the final store: every thread must take part in reducing
         write_guards.append(pred)
     if st.scope != "local":
         write_guards += [E.eq(iv.var, 0) for iv in threads]
     stores = [S.BufferStore(b, read(r), index) for b, r in zip(bufs, ress)]
-    write = lw.guarded(S.seq(*stores), write_guards)
+    write = lw.in_threads(lw.guarded(S.seq(*stores), write_guards), pred_threads)
     inits = [S.BufferStore(a, i, zero) for a, i in zip(accs, red.identities)]
     body: S.Stmt = S.seq(*inits, nest, allreduce, write)
     for b in reversed(accs + ress):

@@ -27,7 +27,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
-from ember.tir.functor import Mutator, substitute
+from ember.tir.functor import Mutator, free_vars, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
@@ -214,7 +214,7 @@ class _Lowering:
         index = tuple(self.store_index(st, iv) for iv in op.axis)
         store_idx = [_lane_index(buf, index) for buf in bufs]
         guards_all, guards_data = self.guards(st, sb)
-        pred = self.store_predicate(st)
+        pred, outer_threads = self.store_predicate(st)
         if pred is not None:  # set_store_predicate: around every store
             guards_all, guards_data = [*guards_all, pred], [*guards_data, pred]
         red = bodies[0]
@@ -223,7 +223,8 @@ class _Lowering:
                 S.BufferStore(buf, loads.visit(substitute(body, root_vars)), idx)
                 for body, buf, idx in zip(bodies, bufs, store_idx)
             ]
-            return _guard(S.seq(*stores), guards_all), None, len(st.leaf_iter_vars)
+            update = _guard(S.seq(*stores), guards_all)
+            return _in_threads(update, outer_threads), None, len(st.leaf_iter_vars)
         update = self.reduce_updates(st, sb, red, bufs, store_idx)
         starts = []
         for body, identity in zip(bodies, red.identities):
@@ -235,7 +236,8 @@ class _Lowering:
             (n for n, iv in enumerate(st.leaf_iter_vars) if iv.kind is IterKind.REDUCE),
             len(st.leaf_iter_vars),
         )
-        return _guard(update, guards_all), _guard(S.seq(*inits), guards_data), first_red
+        update, init = _guard(update, guards_all), _guard(S.seq(*inits), guards_data)
+        return _in_threads(update, outer_threads), _in_threads(init, outer_threads), first_red
 
     def reduce_updates(
         self,
@@ -278,18 +280,52 @@ class _Lowering:
             update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
         return update
 
-    @staticmethod
-    def store_predicate(st: Stage) -> E.PrimExpr | None:
+    def store_predicate(self, st: Stage) -> tuple[E.PrimExpr | None, list[tuple[E.Var, IterVar]]]:
         """``set_store_predicate``'s condition, its thread axes (``tx.var``) read as the loops
-        bound to them."""
+        bound to them; and the thread axes it names that the stage's own nest does not bind.
+
+        In TVM a statement outside a thread loop runs in every thread of the kernel, so a
+        predicate may name a thread axis that only an inner stage binds
+        (``test_rfactor_elemwise_threads``: ``C`` stores only where ``threadIdx.x == 0``).
+        Ember has no kernel-wide thread variable outside a bound loop, so each such axis
+        becomes a loop of its own bound to that thread, with the extent the other stage
+        gives it, around the guarded store: the same threads run it, each knowing its index.
+        """
         if st.store_predicate is None:
-            return None
-        vmap = {a.bind.var: iv.var for iv, a in st.iter_attrs.items() if a.bind is not None}
-        return substitute(st.store_predicate, vmap)
+            return None, []
+        vmap: dict[E.Var, E.PrimExpr] = {
+            a.bind.var: iv.var for iv, a in st.iter_attrs.items() if a.bind is not None
+        }
+        outer: list[tuple[E.Var, IterVar]] = []
+        free = free_vars(st.store_predicate) - set(vmap)
+        for v in sorted(free, key=lambda v: v.name):
+            bound = self.thread_bound_elsewhere(v)
+            if bound is None:
+                continue  # not a thread axis: lowering reports it as undefined
+            fresh = E.Var(f"{v.name}.store", v.dtype)
+            vmap[v] = fresh
+            outer.append((fresh, bound))
+        return substitute(st.store_predicate, vmap), outer
+
+    def thread_bound_elsewhere(self, var: E.Var) -> IterVar | None:
+        """The thread IterVar of ``var`` with its launch extent (as the stage that binds it
+        runs it), or None when no stage binds ``var``."""
+        for other in self.sch.stages:
+            sb = self.bounds.get(id(other))
+            for iv, a in other.iter_attrs.items():
+                if a.bind is None or a.bind.var is not var or sb is None:
+                    continue
+                ext = sb.thread_extents.get(iv, sb.extents.get(iv))
+                if ext is not None:
+                    dom = E.Range(E.const(0, var.dtype), ext)
+                    return IterVar(var, dom, IterKind.THREAD, a.bind.thread_tag)
+        return None
 
     def inlined(self, st: Stage) -> E.PrimExpr:
         """The stage's body with inlined producers substituted."""
         return inlined_bodies(self.sch, st, self.bodies)[0]
+
+    in_threads = staticmethod(lambda body, threads: _in_threads(body, threads))
 
     @staticmethod
     def guarded(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
@@ -359,6 +395,18 @@ class _Lowering:
             if above:
                 data_g.append(value < dom.min + dom.extent)
         return data_g + reduce_g, data_g
+
+
+def _in_threads(body: S.Stmt | None, threads: list[tuple[E.Var, IterVar]]) -> S.Stmt | None:
+    """``body`` inside a loop bound to each thread axis (see ``store_predicate``)."""
+    if body is None:
+        return None
+    for var, iv in reversed(threads):
+        assert iv.dom is not None
+        body = S.For(
+            var, E.const(0, var.dtype), iv.dom.extent, S.ForKind.THREAD_BINDING, body, iv.thread_tag
+        )
+    return body
 
 
 def _num_outputs(st: Stage) -> int:
