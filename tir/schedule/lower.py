@@ -20,9 +20,10 @@ loop, writing its parameter buffer there. A tensor of a vector dtype
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
-from ember.errors import LoweringError, ScheduleError
+from ember.errors import LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -32,7 +33,13 @@ from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
-from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
+from ember.tir.schedule.relations import (
+    Fuse,
+    Singleton,
+    Split,
+    pass_up_values,
+    split_needs_guard,
+)
 from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.schedule.tensorize import tensorized_leaf, tensorized_stage
@@ -69,9 +76,11 @@ class _Lowering:
             if self.buffer_of(st, t.value_index) is not None:
                 raise LoweringError(f"tensor '{t.name}' is passed twice in the argument list")
             if st.attach is AttachKind.INLINE:
-                raise ScheduleError(
-                    f"stage '{st.name}' is a function argument, so it cannot be inlined; "
-                    "its values must be stored in the argument's buffer"
+                # TVM's schedule_primitives tutorial: the parameter stays, nothing writes it
+                warnings.warn(
+                    f"stage '{st.name}' is inlined into its consumers but is also a function "
+                    "argument: as in TVM, its buffer is a parameter the function never writes",
+                    stacklevel=4,
                 )
             buf = _decl_lanes(t.shape, t.dtype, t.name)
             self.set_buffer(st, t.value_index, buf)
@@ -80,8 +89,8 @@ class _Lowering:
         self.arg_stages = arg_stages
         alias_scan_buffers(self)  # a scan's state, init and update live in its buffer
         for st in sch.stages:
-            if st.is_output and id(st) not in arg_stages:
-                raise LoweringError(f"output '{st.name}' is missing from the argument list")
+            # an output left out of the arguments is computed into a buffer of its own and
+            # dropped, as TVM does (its intro_topi tutorial lowers ``[A]`` alone)
             if isinstance(st.op, PlaceholderOp) and id(st) not in arg_stages:
                 if self._is_read(st):
                     raise LoweringError(
@@ -189,8 +198,9 @@ class _Lowering:
         if pos is not None:
             update, init, leaves = tensorized_stage(self, st, sb, pos, init)
         if init is not None:
+            data = data_derived(st)
             for iv in reversed(leaves[first_red:]):
-                if iv.kind is not IterKind.REDUCE:
+                if iv.kind is not IterKind.REDUCE or iv in data:
                     init = self.make_for(st, iv, sb, init)
         nest = self.with_attached(st, leaves[-1], update) if leaves else update
         for n in reversed(range(len(leaves))):
@@ -380,10 +390,11 @@ class _Lowering:
         values = pass_up_values(st.relations, leaf_vals, sb.extents)
         reduce_g: list[E.PrimExpr] = []
         data_g: list[E.PrimExpr] = []
+        data = data_derived(st)
         for rel in st.relations:
             if isinstance(rel, Split) and split_needs_guard(rel, sb.extents):
                 cond = values[rel.parent] < sb.extents[rel.parent]
-                (reduce_g if rel.parent.kind is IterKind.REDUCE else data_g).append(cond)
+                (data_g if rel.parent in data else reduce_g).append(cond)
         for iv, full_ext in sb.thread_extents.items():
             if full_ext is not sb.extents[iv]:
                 data_g.append(iv.var < sb.extents[iv])
@@ -395,6 +406,22 @@ class _Lowering:
             if above:
                 data_g.append(value < dom.min + dom.extent)
         return data_g + reduce_g, data_g
+
+
+def data_derived(st: Stage) -> set[IterVar]:
+    """The stage's axes whose value depends on a data axis: the data axes, and the loops
+    split or fused from them (a loop fused from a data and a reduction axis is both, and
+    a reduction's init iterates over it, as TVM's ``update_state`` bit mask says)."""
+    op = st.op
+    out = set(op.axis) if isinstance(op, ComputeOp) else set()
+    for rel in st.relations:
+        if isinstance(rel, Split) and rel.parent in out:
+            out.update((rel.outer, rel.inner))
+        elif isinstance(rel, Fuse) and (rel.outer in out or rel.inner in out):
+            out.add(rel.fused)
+        elif isinstance(rel, Singleton):
+            out.add(rel.iv)
+    return out
 
 
 def _in_threads(body: S.Stmt | None, threads: list[tuple[E.Var, IterVar]]) -> S.Stmt | None:

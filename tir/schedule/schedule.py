@@ -184,7 +184,7 @@ class Stage:
 
         As in TVM: one axis is returned unchanged; no axes make a new outermost loop
         of extent 1 (``singleton``); two neighbours given inner first are fused in
-        loop order. Unlike TVM, a data axis and a reduction axis cannot be fused.
+        loop order. A data axis fused with a reduction axis is a reduction loop, as in TVM.
         """
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
@@ -208,9 +208,10 @@ class Stage:
                     "(outer first); reorder them first",
                     inner,
                 )
-            if (outer.kind is IterKind.REDUCE) != (inner.kind is IterKind.REDUCE):
-                raise self._error("fuse: cannot fuse a reduction axis with a data axis", inner)
-            fused = IterVar(E.Var(f"{outer.name}_{inner.name}_fused"), None, outer.kind)
+            # as TVM: a data axis fused with a reduction axis makes a reduction loop, whose
+            # init runs over it too (the identity is stored once per reduction step)
+            kind = IterKind.REDUCE if IterKind.REDUCE in (outer.kind, inner.kind) else outer.kind
+            fused = IterVar(E.Var(f"{outer.name}_{inner.name}_fused"), None, kind)
             self.relations.append(Fuse(outer, inner, fused))
             self.all_iter_vars.append(fused)
             self.leaf_iter_vars[pos_a : pos_b + 1] = [fused]
@@ -322,8 +323,11 @@ class Stage:
         self._compute_only("compute_at")
         if not isinstance(parent, Stage):
             raise self._error(f"compute_at expects a stage (s[T]), got {parent!r}")
-        if parent is self:
-            raise self._error("compute_at: a stage cannot be computed at itself")
+        if parent is self and axis in self.leaf_iter_vars:
+            # TVM accepts this and refuses it when lowering (test_te_schedule's
+            # invalid_compute_at_self); so does Ember (check_attach_tree)
+            self.attach, self.attach_stage, self.attach_ivar = AttachKind.SCOPE, self, axis
+            return
         if axis not in parent.leaf_iter_vars:
             raise parent._error(
                 f"compute_at of '{self.name}': axis {getattr(axis, 'name', axis)!r} is not a "
