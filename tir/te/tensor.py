@@ -234,5 +234,9 @@ class Tensor:
                 )
         return ProducerLoad(self.dtype, self, idx)
 
+    def __call__(self, *indices: Any) -> PrimExpr:
+        """TVM's call spelling of an element read: ``A(i, j)`` is ``A[i, j]``."""
+        return self[tuple(indices)]
+
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={list(self.shape)!r}, {self.dtype})"
