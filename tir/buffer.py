@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
+from ember.errors import ArgumentError
 from ember.tir import dtype as dt
 from ember.tir.expr import ExprLike, PrimExpr, Var, const, convert
 
@@ -76,11 +77,21 @@ def decl_buffer(
     strides: tuple[ExprLike, ...] = (),
     elem_offset: ExprLike | None = None,
     offset_factor: int = 0,
+    data_alignment: int = -1,
 ) -> Buffer:
     """Declare a buffer; a fresh pointer variable unless ``data`` is given. ``elem_offset``
     (elements from ``data`` to the buffer's first element) makes a view into memory that
     starts elsewhere, e.g. a tensor intrinsic's operand bound inside a bigger tensor; as
-    in TVM, ``offset_factor`` > 0 without one makes it a fresh variable (bindable anywhere)."""
+    in TVM, ``offset_factor`` > 0 without one makes it a fresh variable (bindable anywhere).
+    ``data_alignment``: the bytes the data pointer is aligned to (TVM's; -1: the default,
+    64, as Ember allocates; a view with an offset is aligned to its element only)."""
+    for what, value in (("offset_factor", offset_factor), ("data_alignment", data_alignment)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ArgumentError(f"decl_buffer: {what} must be an int, got {value!r}")
+    if data_alignment != -1 and (data_alignment < 1 or data_alignment & (data_alignment - 1)):
+        raise ArgumentError(
+            f"decl_buffer: data_alignment must be a power of two, got {data_alignment}"
+        )
     if elem_offset is None and offset_factor:
         elem_offset = Var(f"{name}_elem_offset", "int32")
     dtype = dt.check_dtype(dtype)
@@ -93,4 +104,5 @@ def decl_buffer(
         scope=scope,
         strides=tuple(convert(s) for s in strides),
         elem_offset=None if elem_offset is None else convert(elem_offset),
+        align=64 if data_alignment == -1 else data_alignment,
     )

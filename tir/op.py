@@ -181,6 +181,15 @@ def _extern(op: Intrinsic, dtype: str, func_name: str, args: tuple[ExprLike, ...
     return E.Call(dt.check_dtype(dtype), op, (E.StringImm(func_name), *operands))
 
 
+def div(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """TVM's ``te.div``: ``a / b`` as C computes it, truncating toward zero for two integers
+    (``-7 / 2 == -3``) and dividing exactly otherwise."""
+    x, y = E.convert(a), E.convert(b)
+    if dt.is_int(x.dtype) and dt.is_int(y.dtype):
+        return truncdiv(x, y)
+    return x / y
+
+
 def indexdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
     """TVM's division of non-negative indices: Ember lowers it as floor division, which
     agrees with truncation where both sides are non-negative and simplifies best."""
@@ -259,7 +268,7 @@ __all__ = [
     "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atan2", "atanh",
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern",
     "call_llvm_pure_intrin", "call_packed",
-    "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
+    "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "div", "erf",
     "exp", "exp2", "exp10", "floor", "floordiv", "floormod", "fma", "fmod", "hypot",
     "if_then_else", "indexdiv", "indexmod", "isfinite", "isinf", "isnan", "log", "log1p",
     "log2", "log10", "reinterpret",

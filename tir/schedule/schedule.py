@@ -35,10 +35,38 @@ class AttachKind(enum.Enum):
 
 @dataclass
 class IterAttr:
+    """What primitives set on one loop; TVM reads it as ``s[T].iter_var_attrs[iv]``."""
+
     kind: ForKind = ForKind.SERIAL
     bind: IterVar | None = None
     pragmas: list[tuple[str, Any]] = field(default_factory=list)
     tensor_intrin: Any = None  # a TensorIntrin that replaces the loops from here inward
+
+    @property
+    def iter_type(self) -> int:
+        """TVM's annotation type: ``IterVar.Unrolled``, ``Vectorized``, ``Parallelized``,
+        ``Tensorized``, ``ThreadIndex`` for a bound loop, else ``DataPar``."""
+        if self.tensor_intrin is not None:
+            return IterVar.Tensorized
+        if self.bind is not None:
+            return IterVar.ThreadIndex
+        return {
+            ForKind.UNROLLED: IterVar.Unrolled,
+            ForKind.VECTORIZED: IterVar.Vectorized,
+            ForKind.PARALLEL: IterVar.Parallelized,
+        }.get(self.kind, IterVar.DataPar)
+
+    @property
+    def bind_thread(self) -> IterVar | None:
+        return self.bind
+
+    @property
+    def pragma_keys(self) -> list[E.StringImm]:
+        return [E.StringImm(k) for k, _ in self.pragmas]
+
+    @property
+    def pragma_values(self) -> list[Any]:
+        return [E.convert(v) if isinstance(v, (int, float)) else v for _, v in self.pragmas]
 
 
 class Stage:
@@ -72,6 +100,11 @@ class Stage:
         return f"stage({self.op.name})"
 
     @property
+    def iter_var_attrs(self) -> dict[IterVar, IterAttr]:
+        """TVM's name for the annotations of each loop (``iter_type``, ``pragma_keys``...)."""
+        return self.iter_attrs
+
+    @property
     def scope(self) -> str:
         """The storage scope: the one ``set_scope`` gave, else TVM's default for where the
         stage is computed: ``local`` inside a loop bound to ``threadIdx`` (or a vthread),
@@ -80,7 +113,11 @@ class Stage:
             return self._scope
         rank = -1  # 0: blockIdx, 1: threadIdx (TVM's thread ranks)
         st: Stage | None = self
+        seen: set[int] = set()  # compute_at(self) or a cycle is refused later, by lower
         while st is not None and st.attach is AttachKind.SCOPE and st.attach_stage is not None:
+            if id(st) in seen:
+                break
+            seen.add(id(st))
             parent, ivar = st.attach_stage, st.attach_ivar
             upto = parent.leaf_iter_vars.index(ivar) + 1 if ivar in parent.leaf_iter_vars else 0
             for iv in parent.leaf_iter_vars[:upto]:
@@ -479,6 +516,16 @@ class Schedule:
         from ember.tir.schedule.rfactor import rfactor
 
         return rfactor(self, tensor, axis, factor_axis)
+
+    def normalize(self) -> Schedule:
+        """TVM's ``normalize``: attach points whose loop was split or fused afterwards move
+        to the loop that replaced it (see :func:`.graph.legalize_attach`). TVM returns a
+        normalized copy; Ember normalizes this schedule (lowering would do the same) and
+        returns it. Inlining and loop rebasing, TVM's other steps, lowering does anyway."""
+        from ember.tir.schedule.graph import legalize_attach
+
+        legalize_attach(self)
+        return self
 
     def _insert_stage(
         self, op: Operation, after: Stage | None = None, before: Stage | None = None

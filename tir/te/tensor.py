@@ -33,6 +33,23 @@ class IterVar:
     kind: IterKind = IterKind.DATA_PAR
     thread_tag: str = ""
 
+    # TVM's iteration types (``tvm.te.schedule.IterVar.Vectorized``...), the values of
+    # ``iter_type`` here and of ``Stage.iter_var_attrs[iv].iter_type``
+    DataPar = 0
+    ThreadIndex = 1
+    CommReduce = 2
+    Ordered = 3
+    DimInfo = 4
+    Unrolled = 5
+    Vectorized = 6
+    Parallelized = 7
+    Tensorized = 8
+
+    @property
+    def iter_type(self) -> int:
+        """TVM's type of this axis: DataPar, ThreadIndex or CommReduce."""
+        return {IterKind.DATA_PAR: 0, IterKind.THREAD: 1, IterKind.REDUCE: 2}[self.kind]
+
     @property
     def name(self) -> str:
         return self.var.name

@@ -13,6 +13,7 @@ is the innermost one entered on this thread, or the defaults.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import threading
 import warnings
@@ -79,6 +80,19 @@ def _lower_passes(key: str, value: Any) -> tuple[tuple[int, Any], ...]:
     return tuple(pairs)
 
 
+def _directory(key: str, value: Any) -> str | None:
+    """A directory path (str or os.PathLike), or None for none."""
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)
+    except TypeError as e:
+        raise ArgumentError(f"config '{key}' takes a directory path, got {value!r}") from e
+    if not isinstance(path, str) or not path:
+        raise ArgumentError(f"config '{key}' takes a directory path, got {value!r}")
+    return path
+
+
 # Known configuration keys: name -> (validator, default).
 CONFIG_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "tir.disable_vectorize": (_bool, False),
@@ -86,6 +100,8 @@ CONFIG_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "tir.noalias": (_bool, True),
     "tir.instrument_bound_checkers": (_bool, False),
     "tir.add_lower_pass": (_lower_passes, ()),
+    # TVM's: a CUDA build also writes its source and PTX there (tvm_kernels.cu / .ptx)
+    "cuda.kernels_output_dir": (_directory, None),
 }
 
 
