@@ -503,7 +503,8 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
     divisors = _symbolic_split_amounts(sch)
     if divisors:  # the runtime refuses a call where one of these is below 1
         attrs += (("positive_vars", divisors),)
-    func = S.PrimFunc(name, tuple(lw.params), body, attrs)
+    params, body = _box_float_scalars(lw.params, body)
+    func = S.PrimFunc(name, params, body, attrs)
     missing = undefined_vars(func)
     if missing:
         names = ", ".join(f"'{v.name}'" for v in missing)
@@ -513,6 +514,25 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
             "a te.reduce_axis must be used inside a reducer (te.sum(..., axis=k))"
         )
     return func
+
+
+def _box_float_scalars(
+    params: Sequence[Buffer | E.Var], body: S.Stmt
+) -> tuple[tuple[Buffer | E.Var, ...], S.Stmt]:
+    """A float scalar argument (TVM's ``bias = te.var("bias", dtype="float32")`` in its
+    extern_op tutorial) as a 0-d buffer read where the variable was: native functions take
+    sizes by value as integers only, and the runtime accepts a Python float for a 0-d
+    input (see ``ember.runtime.signature``)."""
+    out: list[Buffer | E.Var] = []
+    vmap: dict[E.Var, E.PrimExpr] = {}
+    for p in params:
+        if isinstance(p, E.Var) and dt.is_float(p.dtype):
+            buf = decl_buffer((), p.dtype, name=p.name)
+            vmap[p] = E.BufferLoad(p.dtype, buf, ())
+            out.append(buf)
+        else:
+            out.append(p)
+    return tuple(out), substitute(body, vmap) if vmap else body
 
 
 def _symbolic_split_amounts(sch: Schedule) -> tuple[E.Var, ...]:
