@@ -201,4 +201,9 @@ def _build(items: list[_Item]) -> S.Stmt:
     return S.seq(*reversed(stmts)) if stmts else S.no_op()
 
 
-__all__ = ["IRBuilder"]
+def create() -> IRBuilder:
+    """TVM's ``tvm.tir.ir_builder.create()``: a new builder."""
+    return IRBuilder()
+
+
+__all__ = ["IRBuilder", "create"]

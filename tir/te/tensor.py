@@ -240,6 +240,8 @@ class Tensor:
         if not isinstance(indices, tuple):
             indices = (indices,)
         idx = tuple(convert(i.var if isinstance(i, IterVar) else i) for i in indices)
+        if 0 < len(idx) < len(self.shape):
+            return TensorSlice(self, idx)  # type: ignore[return-value]  # TVM's A[i][j]
         if len(idx) != len(self.shape):
             raise ArgumentError(
                 f"tensor '{self.name}' has {len(self.shape)} dimensions, indexed with {len(idx)}"
@@ -257,3 +259,20 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={list(self.shape)!r}, {self.dtype})"
+
+
+class TensorSlice:
+    """``A[i]`` of a tensor of more dimensions, which TVM indexes further: ``A[i][j]`` is
+    ``A[i, j]``. Only indexing is defined on it."""
+
+    __slots__ = ("indices", "tensor")
+
+    def __init__(self, tensor: Tensor, indices: tuple[PrimExpr, ...]) -> None:
+        self.tensor, self.indices = tensor, indices
+
+    def __getitem__(self, more: Any) -> Any:
+        more = more if isinstance(more, tuple) else (more,)
+        return self.tensor[(*self.indices, *more)]
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.name}[{', '.join(map(str, self.indices))}]"
