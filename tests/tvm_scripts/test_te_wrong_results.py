@@ -17,7 +17,7 @@ from tests.tvm_scripts.common import CUDA
 
 @pytest.mark.parametrize("n, lanes", [(64, 2), (512, 2), (12, 4)])
 def test_tvm_nd_empty_vector_dtype_llvm_vadd_pipeline(n, lanes):
-    A = te.placeholder((n,), name="A", dtype="float32x%d" % lanes)
+    A = te.placeholder((n,), name="A", dtype="float32x%d" % lanes)  # noqa: UP031 - as TVM writes it
     B = te.compute((n,), lambda i: A[i], name="B")
     C = te.compute((n,), lambda i: B[i] + tvm.tir.const(1, A.dtype), name="C")
     s = te.create_schedule(C.op)
@@ -42,7 +42,7 @@ def test_tvm_nd_empty_vector_dtype_llvm_vadd_pipeline(n, lanes):
 def test_tvm_nd_empty_vector_dtype_cuda_vectorize_add(dtype, lanes):
     num_thread, n = 8, 64
     bx, tx = te.thread_axis("blockIdx.x"), te.thread_axis("threadIdx.x")
-    A = te.placeholder((n,), name="A", dtype="%sx%d" % (dtype, lanes))
+    A = te.placeholder((n,), name="A", dtype="%sx%d" % (dtype, lanes))  # noqa: UP031 - as TVM writes it
     B = te.compute((n,), lambda i: A[i] + tvm.tir.const(1, A.dtype), name="B")
     s = te.create_schedule(B.op)
     xo, xi = s[B].split(B.op.axis[0], factor=num_thread)
