@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ember.errors import ScheduleError
 from ember.tir import expr as E
 from ember.tir.functor import Mutator, substitute, uses_var
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, Tensor
@@ -46,16 +47,34 @@ def cache_read(
     return cache
 
 
-def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
+def cache_write(
+    sch: Schedule, tensor: Tensor | Sequence[Tensor], scope: str
+) -> Tensor | list[Tensor]:
     """Compute ``tensor`` into a ``scope`` buffer and copy it out; returns the cache tensor.
 
+    A list of every output of one multi-output compute caches them all in one stage and
+    returns the list of cache tensors (TVM's ``FL, EL = s.cache_write([F, E], "local")``).
     Must come before any loop primitive on the stage (its splits would refer to
     axes that move to the cache stage), as TVM requires.
     """
-    st = sch[tensor]
+    tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+    if not tensors:
+        raise ScheduleError("cache_write: no tensors given")
+    st = sch[tensors[0]]
     op = st._compute_only("cache_write")
-    if op.num_outputs > 1:
-        raise st._error("cache_write of a multi-output compute is not supported")
+    if any(sch[t] is not st for t in tensors) or (
+        len(tensors) > 1 and sorted(t.value_index for t in tensors) != list(range(op.num_outputs))
+    ):
+        raise st._error(
+            "cache_write of several tensors takes every output of one multi-output compute "
+            f"('{op.name}' has {op.num_outputs})"
+        )
+    if op.num_outputs > 1 and len(tensors) != op.num_outputs:
+        raise st._error(
+            f"cache_write: '{op.name}' has {op.num_outputs} outputs; cache them together, "
+            f"s.cache_write([{', '.join(op.output(k).name for k in range(op.num_outputs))}], "
+            f"'{scope}')"
+        )
     if st.relations or st.iter_attrs:
         raise st._error(
             "cache_write must come before other primitives (split, fuse, reorder, bind, "
@@ -66,16 +85,23 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     )
     vmap = {iv.var: c.var for iv, c in zip(op.axis, cache_axis)}
     reduce_axis = _rebind_reduce_axes(op.reduce_axis, vmap)
-    body = _RebindAxes(vmap, dict(zip(op.reduce_axis, reduce_axis))).visit(op.body)
-    cache_op = ComputeOp(f"{op.name}.{scope}", cache_axis, reduce_axis, body, op.tag, op.attrs)
-    cache = cache_op.output(0)
-    load = E.ProducerLoad(cache.dtype, cache, tuple(iv.var for iv in op.axis))
-    copy_op = ComputeOp(op.name, op.axis, (), load, op.tag, op.attrs)
+    rebind = _RebindAxes(vmap, dict(zip(op.reduce_axis, reduce_axis)))
+    bodies = [rebind.visit(b) for b in op.bodies]
+    cache_op = ComputeOp(
+        f"{op.name}.{scope}", cache_axis, reduce_axis, bodies[0], op.tag, op.attrs,
+        tuple(bodies[1:]),
+    )  # fmt: skip
+    caches = [cache_op.output(k) for k in range(op.num_outputs)]
+    idx = tuple(iv.var for iv in op.axis)
+    loads = [E.ProducerLoad(c.dtype, c, idx) for c in caches]
+    copy_op = ComputeOp(op.name, op.axis, (), loads[0], op.tag, op.attrs, tuple(loads[1:]))
     cache_stage = sch._insert_stage(cache_op, before=st)
     cache_stage.set_scope(scope)
     sch._rewrite_op(st, copy_op)
     st._reset_axes()
-    return cache
+    if isinstance(tensor, (list, tuple)):
+        return [caches[t.value_index] for t in tensors]
+    return caches[0]
 
 
 def _rebind_reduce_axes(

@@ -108,10 +108,12 @@ class _Lowering:
             for k in range(_num_outputs(st)):
                 if self.buffer_of(st, k) is not None:
                     continue
+                t = st.op.output(k)
                 if id(st) in arg_stages:
-                    t = st.op.output(k)
                     self.root_scratch.append(_decl_lanes(t.shape, t.dtype, t.name))
                     self.set_buffer(st, k, self.root_scratch[-1])
+                elif isinstance(st.op, ExternOp):  # each output its own shape, whole
+                    self.set_buffer(st, k, _decl_lanes(t.shape, t.dtype, t.name))
                 else:
                     self.set_buffer(st, k, self._scratch_buffer(st, k))
 
@@ -437,8 +439,8 @@ def _in_threads(body: S.Stmt | None, threads: list[tuple[E.Var, IterVar]]) -> S.
 
 
 def _num_outputs(st: Stage) -> int:
-    """Outputs with a buffer each: a multi-output compute's (other ops share one buffer)."""
-    return st.op.num_outputs if isinstance(st.op, ComputeOp) else 1
+    """Outputs with a buffer each: a multi-output compute's or extern's (a scan has one)."""
+    return st.op.num_outputs if isinstance(st.op, (ComputeOp, ExternOp)) else 1
 
 
 def _decl_lanes(

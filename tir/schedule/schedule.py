@@ -496,8 +496,9 @@ class Schedule:
 
         return cache_read(self, tensor, scope, readers)
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
-        """Compute ``tensor`` into a ``scope`` buffer, then copy it out; returns the cache tensor.
+    def cache_write(self, tensor: Tensor | Sequence[Tensor], scope: str) -> Any:
+        """Compute ``tensor`` into a ``scope`` buffer, then copy it out; returns the cache tensor
+        (a list of them for the list of a multi-output compute's outputs).
 
         As in TVM, ``tensor``'s stage becomes the copy and keeps ``tensor.op.axis``; the
         cache stage gets fresh data axes and the reduce axes (see :mod:`.cache`).

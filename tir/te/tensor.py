@@ -129,6 +129,10 @@ class Operation:
     def output_dtype(self, index: int) -> str:
         return self.dtype  # type: ignore[attr-defined]
 
+    def output_shape(self, index: int) -> tuple[PrimExpr, ...]:
+        """The shape of output ``index`` (one shape for all but a multi-output extern)."""
+        return self.shape  # type: ignore[attr-defined,no-any-return]
+
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
         return ()
@@ -209,7 +213,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[PrimExpr, ...]:
-        return self.op.shape  # type: ignore[attr-defined]
+        return self.op.output_shape(self.value_index)
 
     @property
     def dtype(self) -> str:
