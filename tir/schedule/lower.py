@@ -87,6 +87,7 @@ class _Lowering:
             self.params.append(buf)
             arg_stages.add(id(st))
         self.arg_stages = arg_stages
+        self.root_scratch: list[Buffer] = []  # unpassed outputs of a multi-output argument
         alias_scan_buffers(self)  # a scan's state, init and update live in its buffer
         for st in sch.stages:
             # an output left out of the arguments is computed into a buffer of its own and
@@ -101,7 +102,6 @@ class _Lowering:
         seeds.update(e_seeds)
         fixed.update(e_fixed)
         self.bounds = infer_bounds(sch, self.bodies, arg_stages, seeds, fixed)
-        self.root_scratch: list[Buffer] = []  # unpassed outputs of a multi-output argument
         for st in sch.stages:
             if id(st) not in self.bounds:
                 continue
@@ -439,8 +439,8 @@ def _in_threads(body: S.Stmt | None, threads: list[tuple[E.Var, IterVar]]) -> S.
 
 
 def _num_outputs(st: Stage) -> int:
-    """Outputs with a buffer each: a multi-output compute's or extern's (a scan has one)."""
-    return st.op.num_outputs if isinstance(st.op, (ComputeOp, ExternOp)) else 1
+    """Outputs with a buffer each: those of a multi-output compute, extern or scan."""
+    return st.op.num_outputs if isinstance(st.op, (ComputeOp, ExternOp, ScanOp)) else 1
 
 
 def _decl_lanes(
