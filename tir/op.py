@@ -190,6 +190,15 @@ def div(a: ExprLike, b: ExprLike) -> PrimExpr:
     return x / y
 
 
+def vscale() -> PrimExpr:
+    """TVM's ``tir.vscale()``: how many 128-bit granules a scalable vector register holds
+    (Arm SVE). Ember's targets (x86 and other LLVM CPUs without scalable vectors, CUDA) have
+    fixed-width vectors, where the granule count is 1, so this is the constant 1 and
+    ``split(x, factor=4 * tir.vscale())`` splits by 4. Ember deliberately differs from TVM,
+    which keeps the symbol for SVE targets; it has no scalable-vector code generation."""
+    return const(1, "int32")
+
+
 def indexdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
     """TVM's division of non-negative indices: Ember lowers it as floor division, which
     agrees with truncation where both sides are non-negative and simplifies best."""
@@ -274,5 +283,5 @@ __all__ = [
     "log2", "log10", "reinterpret",
     "logical_and", "logical_not", "logical_or", "nearbyint", "popcount", "pow", "power",
     "round", "rsqrt", "select", "shift_left", "shift_right", "sigmoid", "sin", "sinh",
-    "sqrt", "tan", "tanh", "trunc", "truncdiv", "truncmod",
+    "sqrt", "tan", "tanh", "trunc", "truncdiv", "truncmod", "vscale",
 ]  # fmt: skip

@@ -287,3 +287,59 @@ def test_extern_op_tutorial_with_cblas():
     c = np.full((m, n), np.nan, "float32")
     tvm.build(s, [A, B, Ct], "llvm")(a, b, c)
     np.testing.assert_allclose(c, (a.numpy() @ b.numpy()).T, rtol=1e-5)
+
+
+def test_tensor_intrin_scalar_params_in_tensorize():
+    """test_te_schedule.test_tensor_intrin_scalar_params's declaration, tensorized: the
+    scalar parameters take the stage's values (``v = i + 1``, ``w = 3.0``)."""
+    n = 8
+    x = te.placeholder((n,), name="x")
+    v = te.var("v", dtype="float32")
+    w = te.var("w", dtype="float32")
+    z = te.compute((n,), lambda i: x[i] * v + w, name="z")
+
+    def intrin_func(ins, outs, sp):
+        assert sp[0] is v and sp[1] is w
+        ib = tvm.tir.ir_builder.create()
+        with ib.for_range(0, n, name="i") as i:
+            ib.store(outs[0], (i,), ins[0][i] * sp[0] + sp[1])
+        return ib.get()
+
+    intrin = te.decl_tensor_intrin(
+        z.op, intrin_func, scalar_params=[v, w], default_buffer_params={"offset_factor": 1}
+    )
+    assert intrin.op == z.op
+    assert intrin.reduce_init is None
+    assert tuple(intrin.inputs) == tuple(z.op.input_tensors)
+    assert tuple(intrin.scalar_params) == (v, w)
+    A = te.placeholder((5, 16), name="A")
+    C = te.compute((5, 16), lambda i, j: A[i, j] * (i + 1).astype("float32") + 3.0, name="C")
+    s = te.create_schedule(C.op)
+    jo, ji = s[C].split(C.op.axis[1], factor=8)
+    s[C].tensorize(ji, intrin)
+    f = tvm.build(s, [A, C], "llvm")
+    a = np.random.uniform(-1, 1, (5, 16)).astype("float32")
+    c = np.full((5, 16), np.nan, "float32")
+    f(a, c)
+    np.testing.assert_allclose(c, a * np.arange(1, 6, dtype="float32")[:, None] + 3, rtol=1e-6)
+    # a value that changes inside the region cannot be a scalar parameter
+    C2 = te.compute((5, 16), lambda i, j: A[i, j] * j.astype("float32") + 3.0, name="C2")
+    s = te.create_schedule(C2.op)
+    jo, ji = s[C2].split(C2.op.axis[1], factor=8)
+    s[C2].tensorize(ji, intrin)
+    with pytest.raises(tvm.ScheduleError, match="changes inside the tensorized region"):
+        tvm.lower(s, [A, C2])
+
+
+def test_vscale_in_a_split_is_one_granule():
+    """Ember's targets have fixed-width vectors: ``4 * vscale()`` splits by 4."""
+    A = te.placeholder((37,), name="A")
+    B = te.compute((37,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=4 * tvm.tir.vscale())
+    s[B].vectorize(xi)
+    assert "vectorized(4)" in str(tvm.lower(s, [A, B], simple_mode=True))
+    a = np.random.uniform(size=37).astype("float32")
+    b = np.full(37, np.nan, "float32")
+    tvm.build(s, [A, B], "llvm")(a, b)
+    np.testing.assert_allclose(b, a * 2, rtol=1e-6)
