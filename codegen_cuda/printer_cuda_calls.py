@@ -133,6 +133,9 @@ def print_structural_call(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text |
         return print_if_then_else(p, e, lane)
     if e.op in E.EXTERN_CALLS:
         return print_extern(p, e, lane)
+    if e.op is I.ACCESS_PTR:  # Buffer.access_ptr: pointer arithmetic on the typed pointer
+        data, offset, _, _ = e.args
+        return f"({p.expr(data, lane)} + {p.expr(offset, lane)})", PRIMARY
     if e.op in E.FLOAT_PREDICATES:
         return print_predicate(p, e, lane)
     if e.op in E.INT_INTRINSICS:

@@ -264,6 +264,9 @@ def param_specs(func: Any, backend: str = "") -> tuple[ParamSpec, ...]:
     def visit(node: object) -> None:
         if isinstance(node, S.BufferStore):
             written.add(node.buffer.data)
+        elif isinstance(node, E.Call) and node.op is E.Intrinsic.ACCESS_PTR:
+            if E.const_value(node.args[3]) != 1:  # access_ptr("w"): the callee writes
+                written.add(node.args[0])
 
     post_order_visit(func.body, visit)
     positive = set(func.attr("positive_vars", ()))

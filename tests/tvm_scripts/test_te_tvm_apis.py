@@ -343,3 +343,121 @@ def test_vscale_in_a_split_is_one_granule():
     b = np.full(37, np.nan, "float32")
     tvm.build(s, [A, B], "llvm")(a, b)
     np.testing.assert_allclose(b, a * 2, rtol=1e-6)
+
+
+GEMV_C = """
+int gemv_update(float *cc, float *aa, float *bb, int m, int l, int stride) {
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < l; ++j) {
+      cc[i] += aa[j] * bb[i * stride + j];
+    }
+  }
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def gemv_library(tmp_path_factory):
+    """The tensorize tutorial's C function, compiled and loaded into the process (the
+    tutorial links it with ``pragma(x, "import_llvm", ...)``; Ember resolves
+    ``call_extern`` symbols from the process)."""
+    import subprocess
+
+    import llvmlite.binding as llvm
+
+    from ember.runtime.export import find_c_compiler
+
+    try:
+        cc = find_c_compiler()
+    except tvm.EmberError:
+        pytest.skip("no C compiler")
+    folder = tmp_path_factory.mktemp("gemv")
+    (folder / "gemv.c").write_text(GEMV_C)
+    lib = folder / "libgemv.so"
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O2", "-o", str(lib), str(folder / "gemv.c")], check=True
+    )
+    llvm.load_library_permanently(str(lib))
+    return lib
+
+
+def _intrin_gemv(m, l):
+    a = te.placeholder((l,), name="a")
+    b = te.placeholder((m, l), name="b")
+    k = te.reduce_axis((0, l), name="k")
+    c = te.compute((m,), lambda i: te.sum(a[k] * b[i, k], axis=k), name="c")
+    Ab = tvm.tir.decl_buffer(a.shape, a.dtype, name="A", offset_factor=1, strides=[1])
+    Bb = tvm.tir.decl_buffer(b.shape, b.dtype, name="B", offset_factor=1, strides=[te.var("s1"), 1])
+    Cb = tvm.tir.decl_buffer(c.shape, c.dtype, name="C", offset_factor=1, strides=[1])
+
+    def intrin_func(ins, outs):
+        ib = tvm.tir.ir_builder.create()
+        aa, bb = ins
+        cc = outs[0]
+        ib.emit(
+            tvm.tir.call_extern(
+                "int32",
+                "gemv_update",
+                cc.access_ptr("w"),
+                aa.access_ptr("r"),
+                bb.access_ptr("r"),
+                m,
+                l,
+                bb.strides[0],
+            )
+        )
+        return ib.get()
+
+    return te.decl_tensor_intrin(c.op, intrin_func, binds={a: Ab, b: Bb, c: Cb})
+
+
+@pytest.mark.parametrize("N, M, L", [(64, 48, 32), (5, 16, 7)])
+def test_tensorize_tutorial_with_access_ptr(gemv_library, N, M, L):
+    A = te.placeholder((N, L), name="A")
+    B = te.placeholder((M, L), name="B")
+    k = te.reduce_axis((0, L), name="k")
+    C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[j, k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    factor = 16
+    x, y = C.op.axis
+    (z,) = C.op.reduce_axis
+    yo, yi = s[C].split(y, factor=factor)
+    s[C].reorder(x, yo, yi, z)
+    s[C].tensorize(yi, _intrin_gemv(factor, L))
+    assert "access_ptr(C" in str(tvm.lower(s, [A, B, C], simple_mode=True))
+    func = tvm.build(s, [A, B, C], target="llvm", name="gemv")
+    a = np.random.uniform(size=(N, L)).astype(A.dtype)
+    b = np.random.uniform(size=(M, L)).astype(B.dtype)
+    c = np.zeros((N, M), dtype=C.dtype)  # the tutorial's gemv_update accumulates into C
+    a.flags.writeable = False  # read through access_ptr("r"): a read-only input is fine
+    func(a, b, c)
+    np.testing.assert_allclose(c, np.dot(a, b.T), rtol=1e-4)
+
+
+def test_access_ptr_on_cuda_prints_pointer_arithmetic():
+    x = te.placeholder((1,), name="x")
+    z = te.compute((1,), lambda i: x[i], name="z")
+
+    def fcompute(ins, outs):
+        ib = tvm.tir.ir_builder.create()
+        ib.emit(tvm.tir.call_extern("float32", "atomicAdd", outs[0].access_ptr("w"), ins[0][0]))
+        return ib.get()
+
+    intrin = te.decl_tensor_intrin(z.op, fcompute, name="atomic_add")
+    A = te.placeholder((64,), name="A")
+    C = te.compute((64,), lambda i: A[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=1)
+    bx, tx = s[C].split(xo, factor=32)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    s[C].tensorize(xi, intrin)
+    mod = tvm.build(s, [A, C], CUDA)  # NVRTC compiles it where installed
+    src = mod.get_source()
+    assert "atomicAdd((C + i_outer_outer * 32 + i_outer_inner)" in src
+    assert "const float* __restrict__ C" not in src  # written through the pointer
+    with pytest.raises(tvm.EmberError):  # the emulator has no addresses
+        mod.emulate(np.zeros(64, "float32"), np.zeros(64, "float32"))
+    with pytest.raises(tvm.ArgumentError, match="access_mask"):
+        tvm.tir.decl_buffer((4,), "float32").access_ptr("x")
