@@ -140,12 +140,19 @@ class _RebindAxes(Mutator):
         e2 = e.map_exprs(self.visit)
         c = e2.combiner
         sub = lambda x: substitute(x, self.vmap)  # noqa: E731
-        if isinstance(c, E.CommReducer):
-            c = E.CommReducer(c.name, c.lhs, c.rhs, sub(c.result), sub(c.identity))
-        else:
-            results = tuple(sub(r) for r in c.results)
-            c = E.TupleReducer(c.name, c.lhs, c.rhs, results, tuple(sub(i) for i in c.identities))
+        parts = (
+            (c.result, c.identity) if isinstance(c, E.CommReducer) else (*c.results, *c.identities)
+        )
+        if any(_uses(x, self.vmap) for x in parts):  # keep the reducer object otherwise
+            if isinstance(c, E.CommReducer):
+                c = E.CommReducer(c.name, c.lhs, c.rhs, sub(c.result), sub(c.identity))
+            else:
+                results = tuple(sub(r) for r in c.results)
+                identities = tuple(sub(i) for i in c.identities)
+                c = E.TupleReducer(c.name, c.lhs, c.rhs, results, identities)
         axis = tuple(self.axes.get(iv, iv) for iv in e2.axis)
+        if c is e2.combiner and all(a is b for a, b in zip(axis, e2.axis)):
+            return e2
         return E.Reduce(
             e2.dtype, c, e2.source, axis, e2.condition, e2.init, e2.sources, e2.value_index
         )
