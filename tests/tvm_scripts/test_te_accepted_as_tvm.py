@@ -171,6 +171,15 @@ def test_call_pure_extern_dp4a_on_int8x4_emulated(n):
     np.testing.assert_array_equal(c, _dp4a_reference(a, b, 5))
 
 
+def test_vector_argument_to_a_c_function_is_refused_on_the_cpu():
+    """A C function takes no vector (TVM would pass an LLVM vector to it): a clear error."""
+    A = te.placeholder((4,), name="A", dtype="float32x4")
+    C = te.compute((4,), lambda i: tvm.tir.call_pure_extern("float32", "expf", A[i]), name="C")
+    s = te.create_schedule(C.op)
+    with pytest.raises(tvm.CompileError, match="float32x4 argument; CPU code calls C functions"):
+        tvm.build(s, [A, C], "llvm")
+
+
 def test_disabling_a_tvm_pass_without_counterpart_is_ignored_with_a_warning():
     A = te.placeholder((10,), name="A")
     B = te.compute((10,), lambda i: A[i] + 1, name="B")
