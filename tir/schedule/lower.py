@@ -11,10 +11,11 @@ buffer. Reads of tensors become buffer loads, offset by the region the
 producing stage computed at that point.
 
 The argument list is taken as TVM takes it: tensors and scalar ``te.var``s
-(sizes, split factors) in call order; an intermediate left out is allocated
-inside the function, an input the schedule never reads is still a parameter,
-and a stage whose tensor is an argument may be computed at another stage's
-loop, writing its parameter buffer there. A tensor of a vector dtype
+(sizes, split factors; a float one becomes a 0-d input) in call order; an
+intermediate or an output left out is allocated inside the function, an input
+the schedule never reads is still a parameter, a stage whose tensor is an
+argument may be computed at another stage's loop, writing its parameter buffer
+there, and one that is inlined leaves its parameter unwritten (with a warning). A tensor of a vector dtype
 (``float32x4``) gets a buffer of its elements with an innermost lane dimension.
 """
 
