@@ -15,8 +15,9 @@ The argument list is taken as TVM takes it: tensors and scalar ``te.var``s
 intermediate or an output left out is allocated inside the function, an input
 the schedule never reads is still a parameter, a stage whose tensor is an
 argument may be computed at another stage's loop, writing its parameter buffer
-there, and one that is inlined leaves its parameter unwritten (with a warning). A tensor of a vector dtype
-(``float32x4``) gets a buffer of its elements with an innermost lane dimension.
+there, and one that is inlined leaves its parameter unwritten (with a warning).
+A tensor of a vector dtype (``float32x4``) gets a buffer of its elements with an
+innermost lane dimension.
 """
 
 from __future__ import annotations
@@ -29,20 +30,20 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
-from ember.tir.functor import Mutator, free_vars, substitute
+from ember.tir.functor import Mutator, substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
 from ember.tir.schedule.relations import (
-    Fuse,
-    Singleton,
     Split,
+    data_derived,
     pass_up_values,
     split_needs_guard,
 )
 from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.schedule.store_predicate import in_threads, store_predicate
 from ember.tir.schedule.tensorize import tensorized_leaf, tensorized_stage
 from ember.tir.schedule.tuple_update import tuple_update
 from ember.tir.te.extern import ExternOp
@@ -237,7 +238,7 @@ class _Lowering:
                 for body, buf, idx in zip(bodies, bufs, store_idx)
             ]
             update = _guard(S.seq(*stores), guards_all)
-            return _in_threads(update, outer_threads), None, len(st.leaf_iter_vars)
+            return in_threads(update, outer_threads), None, len(st.leaf_iter_vars)
         update = self.reduce_updates(st, sb, red, bufs, store_idx)
         starts = []
         for body, identity in zip(bodies, red.identities):
@@ -250,7 +251,7 @@ class _Lowering:
             len(st.leaf_iter_vars),
         )
         update, init = _guard(update, guards_all), _guard(S.seq(*inits), guards_data)
-        return _in_threads(update, outer_threads), _in_threads(init, outer_threads), first_red
+        return in_threads(update, outer_threads), in_threads(init, outer_threads), first_red
 
     def reduce_updates(
         self,
@@ -294,51 +295,15 @@ class _Lowering:
         return update
 
     def store_predicate(self, st: Stage) -> tuple[E.PrimExpr | None, list[tuple[E.Var, IterVar]]]:
-        """``set_store_predicate``'s condition, its thread axes (``tx.var``) read as the loops
-        bound to them; and the thread axes it names that the stage's own nest does not bind.
-
-        In TVM a statement outside a thread loop runs in every thread of the kernel, so a
-        predicate may name a thread axis that only an inner stage binds
-        (``test_rfactor_elemwise_threads``: ``C`` stores only where ``threadIdx.x == 0``).
-        Ember has no kernel-wide thread variable outside a bound loop, so each such axis
-        becomes a loop of its own bound to that thread, with the extent the other stage
-        gives it, around the guarded store: the same threads run it, each knowing its index.
-        """
-        if st.store_predicate is None:
-            return None, []
-        vmap: dict[E.Var, E.PrimExpr] = {
-            a.bind.var: iv.var for iv, a in st.iter_attrs.items() if a.bind is not None
-        }
-        outer: list[tuple[E.Var, IterVar]] = []
-        free = free_vars(st.store_predicate) - set(vmap)
-        for v in sorted(free, key=lambda v: v.name):
-            bound = self.thread_bound_elsewhere(v)
-            if bound is None:
-                continue  # not a thread axis: lowering reports it as undefined
-            fresh = E.Var(f"{v.name}.store", v.dtype)
-            vmap[v] = fresh
-            outer.append((fresh, bound))
-        return substitute(st.store_predicate, vmap), outer
-
-    def thread_bound_elsewhere(self, var: E.Var) -> IterVar | None:
-        """The thread IterVar of ``var`` with its launch extent (as the stage that binds it
-        runs it), or None when no stage binds ``var``."""
-        for other in self.sch.stages:
-            sb = self.bounds.get(id(other))
-            for iv, a in other.iter_attrs.items():
-                if a.bind is None or a.bind.var is not var or sb is None:
-                    continue
-                ext = sb.thread_extents.get(iv, sb.extents.get(iv))
-                if ext is not None:
-                    dom = E.Range(E.const(0, var.dtype), ext)
-                    return IterVar(var, dom, IterKind.THREAD, a.bind.thread_tag)
-        return None
+        """``set_store_predicate``'s condition and the thread loops it needs around the
+        store (:func:`.store_predicate.store_predicate`)."""
+        return store_predicate(self, st)
 
     def inlined(self, st: Stage) -> E.PrimExpr:
         """The stage's body with inlined producers substituted."""
         return inlined_bodies(self.sch, st, self.bodies)[0]
 
-    in_threads = staticmethod(lambda body, threads: _in_threads(body, threads))
+    in_threads = staticmethod(in_threads)
 
     @staticmethod
     def guarded(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
@@ -409,34 +374,6 @@ class _Lowering:
             if above:
                 data_g.append(value < dom.min + dom.extent)
         return data_g + reduce_g, data_g
-
-
-def data_derived(st: Stage) -> set[IterVar]:
-    """The stage's axes whose value depends on a data axis: the data axes, and the loops
-    split or fused from them (a loop fused from a data and a reduction axis is both, and
-    a reduction's init iterates over it, as TVM's ``update_state`` bit mask says)."""
-    op = st.op
-    out = set(op.axis) if isinstance(op, ComputeOp) else set()
-    for rel in st.relations:
-        if isinstance(rel, Split) and rel.parent in out:
-            out.update((rel.outer, rel.inner))
-        elif isinstance(rel, Fuse) and (rel.outer in out or rel.inner in out):
-            out.add(rel.fused)
-        elif isinstance(rel, Singleton):
-            out.add(rel.iv)
-    return out
-
-
-def _in_threads(body: S.Stmt | None, threads: list[tuple[E.Var, IterVar]]) -> S.Stmt | None:
-    """``body`` inside a loop bound to each thread axis (see ``store_predicate``)."""
-    if body is None:
-        return None
-    for var, iv in reversed(threads):
-        assert iv.dom is not None
-        body = S.For(
-            var, E.const(0, var.dtype), iv.dom.extent, S.ForKind.THREAD_BINDING, body, iv.thread_tag
-        )
-    return body
 
 
 def _num_outputs(st: Stage) -> int:
