@@ -145,6 +145,24 @@ def test_fuse_data_axis_with_reduction_axis_then_split_odd(rows):
     np.testing.assert_allclose(y, x.sum(axis=1) * np.arange(1, rows + 1), rtol=1e-5)
 
 
+def test_fused_data_and_reduction_loop_is_not_a_thread_reduction_or_rfactor():
+    """Such a loop holds several outputs: binding it to threads as a cross-thread reduction
+    or rfactoring it would mix them, so both are refused rather than computed wrong."""
+    X = te.placeholder((4, 8), name="X")
+    k = te.reduce_axis((0, 8), "k")
+    Y = te.compute((4,), lambda i: te.sum(X[i, k], axis=k), name="Y")
+    s = te.create_schedule(Y.op)
+    fused = s[Y].fuse(Y.op.axis[0], k)
+    s[Y].bind(fused, te.thread_axis("threadIdx.x"))
+    with pytest.raises(tvm.ScheduleError, match="fused from a data axis and a reduction axis"):
+        tvm.build(s, [X, Y], CUDA)
+    s = te.create_schedule(Y.op)
+    fused = s[Y].fuse(Y.op.axis[0], k)
+    _, inner = s[Y].split(fused, factor=4)
+    with pytest.raises(tvm.ScheduleError, match="fused from a data axis and a reduction axis"):
+        s.rfactor(Y, inner)
+
+
 def _dp4a_reference(a: np.ndarray, b: np.ndarray, c: int) -> np.ndarray:
     return (a.astype(np.int64) * b.astype(np.int64)).sum(axis=-1) + c
 

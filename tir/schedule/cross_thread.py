@@ -36,6 +36,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import substitute
+from ember.tir.schedule.relations import data_derived
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar
 
 if TYPE_CHECKING:
@@ -103,6 +104,14 @@ def cross_thread_nest(lw: _Lowering, st: Stage, sb: StageBounds) -> S.Stmt:
     threads = thread_reduce_leaves(st)
     if not isinstance(red, E.Reduce):
         raise st._error("cross-thread reduction: the stage's body is not a reduction", threads[0])
+    mixed = [iv for iv in threads if iv in data_derived(st)]
+    if mixed:  # each thread would reduce its share of several outputs into one
+        raise st._error(
+            f"cross-thread reduction: loop '{mixed[0].name}' is fused from a data axis and a "
+            "reduction axis, so its threads hold different outputs; bind a loop of the "
+            "reduction axis alone (split the reduction axis, or fuse only data axes)",
+            mixed[0],
+        )
     if red.init is not None:
         raise st._error(
             "cross-thread reduction: a reduction with an explicit init value cannot be bound "
