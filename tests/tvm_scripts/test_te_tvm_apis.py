@@ -165,6 +165,19 @@ def test_schedule_normalize_legalizes_invalid_attach():
     np.testing.assert_array_equal(b, np.ones((10, 10), "float32"))
 
 
+def test_partial_index_then_more_indices():
+    """TVM's ``A[i][j]`` (test_legalize_invalid_attach writes it) is ``A[i, j]``; a partial
+    index used as a value is an ArgumentError."""
+    A = te.placeholder((3, 4), name="A")
+    B = te.compute((3, 4), lambda i, j: A[i][j] * 2.0, name="B")
+    with pytest.raises(tvm.ArgumentError, match="indexed with 1"):
+        te.compute((3,), lambda i: A[i] + 1, name="C")
+    a = np.random.uniform(size=(3, 4)).astype("float32")
+    b = np.full((3, 4), np.nan, "float32")
+    tvm.build(te.create_schedule(B.op), [A, B], "llvm")(a, b)
+    np.testing.assert_allclose(b, a * 2, rtol=1e-6)
+
+
 def test_decl_buffer_data_alignment_and_offset_factor():
     buf = tvm.tir.decl_buffer((16,), "float32", name="X", data_alignment=32, offset_factor=1)
     assert buf.align == 32 and buf.elem_offset is not None

@@ -280,3 +280,13 @@ class TensorSlice:
 
     def __repr__(self) -> str:
         return f"{self.tensor.name}[{', '.join(map(str, self.indices))}]"
+
+    def _incomplete(self, *_: Any) -> Any:
+        raise ArgumentError(
+            f"tensor '{self.tensor.name}' has {len(self.tensor.shape)} dimensions, indexed "
+            f"with {len(self.indices)} ({self!r}); index every dimension before computing"
+        )
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _incomplete
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _incomplete
+    __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __pow__ = _incomplete
