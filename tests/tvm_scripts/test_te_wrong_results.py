@@ -166,3 +166,23 @@ def test_tvm_reduce_axis_keeps_end_as_extent():
     b = np.full(1, np.nan, "float32")
     f(a, b)
     np.testing.assert_allclose(b, [a.sum()], rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_tvm_nd_empty_vector_dtype_on_the_gpu(monkeypatch):
+    """test_cuda_vectorize_add as TVM writes it, on a real device."""
+    monkeypatch.delenv("EMBER_CUDA_EMULATE", raising=False)
+    n, lanes = 64, 3
+    A = te.placeholder((n,), name="A", dtype="float32x%d" % lanes)  # noqa: UP031
+    B = te.compute((n,), lambda i: A[i] + tvm.tir.const(1, A.dtype), name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=8)
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, te.thread_axis("threadIdx.x"))
+    fun = tvm.build(s, [A, B], "cuda")
+    dev = tvm.cuda(0)
+    src = np.random.uniform(size=(n, lanes))
+    a = tvm.nd.empty((n,), A.dtype, dev).copyfrom(src)
+    c = tvm.nd.empty((n,), B.dtype, dev)
+    fun(a, c)
+    np.testing.assert_allclose(c.numpy(), src.astype("float32") + 1, rtol=1e-6)
