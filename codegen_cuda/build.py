@@ -12,10 +12,12 @@ prints and emulates.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.pipeline import DEFAULT_ARCH, cuda_passes
+from ember.errors import ArgumentError
 from ember.target import Target
 from ember.tir import stmt as S
 from ember.tir.transform.context import PassContext
@@ -46,4 +48,21 @@ def build_cuda(
     fast_math = target.get("fast-math", "0") not in ("0", "")
     module = CUDAModule(programs, arch, fast_math)
     module.compile_if_available()
+    out_dir = ctx.get("cuda.kernels_output_dir")
+    if out_dir is not None:
+        save_kernels(module, out_dir)
     return module
+
+
+def save_kernels(module: CUDAModule, out_dir: str) -> None:
+    """TVM's ``cuda.kernels_output_dir``: the module's CUDA source as ``tvm_kernels.cu`` (and
+    its PTX as ``tvm_kernels.ptx`` when NVRTC is installed), for profilers and reading."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "tvm_kernels.cu"), "w") as f:
+            f.write(module.cuda_source())
+        if module._compiled is not None:  # compiled at build when NVRTC is installed
+            with open(os.path.join(out_dir, "tvm_kernels.ptx"), "w") as f:
+                f.write(module._compiled.ptx)
+    except OSError as e:
+        raise ArgumentError(f"cuda.kernels_output_dir: cannot write into {out_dir!r}: {e}") from e

@@ -85,6 +85,23 @@ class DeviceArray:
             )
         self.buffer.copy_from_host(host)
 
+    def copyfrom(self, source: Any) -> DeviceArray:
+        """TVM's ``copyfrom``: ``source`` converted to this array's dtype and copied in;
+        returns the array (``nd.empty(shape, dtype, dev).copyfrom(x)``)."""
+        host = np.asarray(source)
+        if host.dtype != self.dtype:
+            host = host.astype(self.dtype)
+        self.copy_from(host)
+        return self
+
+    def copyto(self, target: Any) -> Any:
+        """TVM's ``copyto``: the contents copied into ``target`` (a device or host array)."""
+        if isinstance(target, DeviceArray):
+            target.copy_from(self.numpy())
+        else:
+            np.copyto(target, self.numpy())
+        return target
+
     def numpy(self) -> np.ndarray:
         """A host copy (waits for nothing: Ember's calls finish before they return)."""
         out = np.empty(self.shape, self.dtype)

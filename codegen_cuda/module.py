@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,16 @@ class CUDAModule(Module):
         if fmt == "tir":
             return "\n\n".join(repr(k) for k in self.kernels)
         raise ArgumentError(f"unknown source format {fmt!r}; use 'cuda', 'ptx' or 'tir'")
+
+    def save(self, path: str | Path, fmt: str = "") -> None:
+        """TVM's ``Module.save``: the CUDA source (``.cu``) or the PTX NVRTC made from it
+        (``.ptx``), by ``fmt`` or the file's extension."""
+        from ember.runtime.export import write_output
+
+        kind = (fmt or Path(path).suffix.lstrip(".")).lower()
+        if kind not in ("cu", "cuda", "ptx"):
+            raise ArgumentError(f"save: unknown format {kind!r} for {path}; use .cu or .ptx")
+        write_output(path, self.get_source("ptx" if kind == "ptx" else "cuda"))
 
     def resource_usage(self) -> dict[str, Any]:
         """Registers, shared and local (spill) bytes per kernel, from the compiler's report."""

@@ -502,6 +502,9 @@ class CUDAPrinter(CUDAVectorMemory):
                 stored.add(n.buffer.data)
             elif isinstance(n, E.Call) and n.op in E.TENSOR_CORE_CALLS:
                 stored.add(written_pointer(n))  # type: ignore[arg-type]
+            elif isinstance(n, E.Call) and n.op is E.Intrinsic.ACCESS_PTR:
+                if E.const_value(n.args[3]) != 1:  # not read-only: a callee writes through it
+                    stored.add(n.args[0])  # type: ignore[arg-type]
 
         post_order_visit(func.body, visit)
         datas = [b.data for b in func.buffers]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ember.codegen_cuda.printer_c import COND, PRIMARY, UNARY, Text
+from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 
@@ -97,10 +98,33 @@ def print_if_then_else(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
     return f"{c} ? {a} : {b}", COND
 
 
+# CUDA's built-in vector types (``char4``...) by element type, for vector extern arguments.
+_CUDA_VECTOR_ELEMENTS = {
+    "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
+    "uint32": "uint", "int64": "longlong", "uint64": "ulonglong", "float32": "float",
+    "float64": "double",
+}  # fmt: skip
+
+
+def _extern_arg(p: CUDAPrinter, a: E.PrimExpr, lane: int | None) -> str:
+    """A scalar argument as it is; a vector one (TVM's ``__dp4a`` on int8x4) as CUDA's
+    vector type built from its lanes, ``make_char4(a0, a1, a2, a3)``."""
+    base, lanes = dt.split_lanes(a.dtype)
+    if lanes == 1:
+        return p.expr(a, lane)
+    elem = _CUDA_VECTOR_ELEMENTS.get(base)
+    if elem is None or lanes > 4:
+        raise CompileError(
+            f"call_extern: CUDA has no vector type for a {a.dtype} argument; pass the lanes "
+            "as scalars"
+        )
+    return f"make_{elem}{lanes}({', '.join(p.expr(a, k) for k in range(lanes))})"
+
+
 def print_extern(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
     name = e.args[0]
     assert isinstance(name, E.StringImm)
-    return f"{name.value}({', '.join(p.expr(a, lane) for a in e.args[1:])})", PRIMARY
+    return f"{name.value}({', '.join(_extern_arg(p, a, lane) for a in e.args[1:])})", PRIMARY
 
 
 def print_structural_call(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text | None:
@@ -109,6 +133,9 @@ def print_structural_call(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text |
         return print_if_then_else(p, e, lane)
     if e.op in E.EXTERN_CALLS:
         return print_extern(p, e, lane)
+    if e.op is I.ACCESS_PTR:  # Buffer.access_ptr: pointer arithmetic on the typed pointer
+        data, offset, _, _ = e.args
+        return f"({p.expr(data, lane)} + {p.expr(offset, lane)})", PRIMARY
     if e.op in E.FLOAT_PREDICATES:
         return print_predicate(p, e, lane)
     if e.op in E.INT_INTRINSICS:

@@ -33,8 +33,10 @@ from ember.codegen_llvm.builder_utils import (
     declare_intrinsic,
     for_range,
     iota,
+    mem_type,
     reg_type,
     splat,
+    to_index,
 )
 from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, round_to_bfloat16
 from ember.codegen_llvm.externs import emit_extern_call
@@ -269,6 +271,11 @@ class CodeGenLLVM(Visitor):
             raise InternalError(f"pack_array outside a call_packed in '{self.func_name}'")
         if e.op in E.EXTERN_CALLS:
             return emit_extern_call(self.builder, e, [self.visit(a) for a in e.args[1:]])
+        if e.op is E.Intrinsic.ACCESS_PTR:  # Buffer.access_ptr: the element's address
+            data, offset, elem, _ = e.args
+            assert isinstance(data, E.Var) and isinstance(elem, E.StringImm)
+            index = to_index(self.builder, self.visit(offset), offset.dtype)
+            return self.builder.gep(self.visit(data), [index], source_etype=mem_type(elem.value))
         if e.op in E.TENSOR_CORE_CALLS:
             raise CompileError(
                 f"'{e.op.value}' in '{self.func_name}' is a CUDA tensor-core intrinsic; "

@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from ember.codegen_llvm.builder_utils import declare, reg_type
 from ember.errors import CompileError
+from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.op import REINTERPRET_NAME
 
@@ -52,6 +53,12 @@ def emit_extern_call(b: ir.IRBuilder, e: E.Call, args: Sequence[ir.Value]) -> ir
     if name.value.startswith("llvm."):  # an LLVM intrinsic: declared by name, no symbol
         fn = declare(b.module, name.value, reg_type(e.dtype), [a.type for a in args])
         return b.call(fn, list(args))
+    vectors = [a for a in e.args[1:] if dt.lanes_of(a.dtype) > 1]
+    if vectors:  # a C function has no vector parameters Ember could match (CUDA's __dp4a has)
+        raise CompileError(
+            f"{e.op.value}: '{name.value}' is given a {vectors[0].dtype} argument; CPU code "
+            "calls C functions with scalars only, so pass the lanes one by one"
+        )
     if not symbol_exists(name.value):
         raise CompileError(
             f"{e.op.value}: no C function '{name.value}' is defined in this process or the C "

@@ -14,6 +14,7 @@ import ctypes
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -23,7 +24,7 @@ from ember.codegen_llvm.builder_utils import I8, PTR
 from ember.codegen_llvm.packed import TRAMPOLINE
 from ember.errors import ArgumentError, InternalError
 from ember.runtime.cpu import METADATA_SYMBOL, NUM_THREADS_SYMBOL, CPUModule, native_prototype
-from ember.runtime.export import link_shared
+from ember.runtime.export import link_shared, link_with, write_output
 from ember.runtime.load import FORMAT, VERSION, metadata_digest
 from ember.runtime.signature import FunctionSignature
 from ember.target import Target
@@ -95,9 +96,39 @@ class LLVMModule(CPUModule):
         meta["sha256"] = metadata_digest(meta)
         return meta
 
-    def export_library(self, path: str | Path) -> None:
-        """Write a shared library that :func:`ember.runtime.load_module` loads in any process."""
-        link_shared(self.export_object(), path)
+    def export_library(
+        self, path: str | Path, fcompile: Any = None, options: Sequence[str] | None = None
+    ) -> None:
+        """Write a shared library that :func:`ember.runtime.load_module` loads in any process.
+
+        ``fcompile`` is TVM's: a function ``fcompile(output, objects, options=None)`` that
+        links object files into ``output`` (``ember.contrib.cc.create_shared``, or a user's
+        cross compiler); Ember hands it the module's one object file. Without it Ember
+        links with the system C compiler itself."""
+        if fcompile is None:
+            if options:
+                raise ArgumentError("export_library: options= goes with fcompile=")
+            link_shared(self.export_object(), path)
+            return
+        link_with(fcompile, self.export_object(), path, options)
+
+    def save(self, path: str | Path, fmt: str = "") -> None:
+        """TVM's ``Module.save``: the module as ``.o`` (object code), ``.ll`` (LLVM IR) or
+        ``.s`` (assembly), chosen by ``fmt`` or the file's extension. Unlike a library, these
+        are for reading and for other tools; ``load_module`` takes only libraries."""
+        kind = (fmt or Path(path).suffix.lstrip(".")).lower()
+        if kind in ("o", "obj"):
+            data: bytes | str = self.export_object()
+        elif kind == "ll":
+            data = self._sources["ll"]
+        elif kind in ("s", "asm"):
+            data = jit.emit(self._sources["ll"], self.spec, "asm")
+        else:
+            raise ArgumentError(
+                f"save: unknown format {kind!r} for {path}; use .o, .ll or .s "
+                "(export_library writes a loadable library)"
+            )
+        write_output(path, data)
 
     def export_object(self) -> bytes:
         """The object code ``export_library`` links: the functions and their metadata. The

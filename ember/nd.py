@@ -84,12 +84,14 @@ class CPUArray:
         """A copy of the contents as a numpy array."""
         return self._data.copy()
 
-    def copy_from(self, source: Any) -> None:
-        """Overwrite the contents with ``source`` (same shape; converted to this dtype)."""
+    def copy_from(self, source: Any) -> CPUArray:
+        """Overwrite the contents with ``source`` (same shape; converted to this dtype).
+        Returns the array, as TVM's ``copyfrom`` does (``nd.empty(...).copyfrom(x)``)."""
         src = np.asarray(source)
         if src.shape != self._data.shape:
             raise ArgumentError(f"copy_from: expected shape {self.shape}, got {src.shape}")
         self._data[...] = src
+        return self
 
     copyfrom = copy_from  # TVM's spelling
 
@@ -143,16 +145,26 @@ def array(data: Any, device: str = "cpu") -> Any:
 
 
 def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu") -> Any:
-    """An array of ``shape`` and ``dtype`` on ``device``, its contents not set."""
+    """An array of ``shape`` and ``dtype`` on ``device``, its contents not set.
+
+    A vector dtype (``"float32x2"``) is stored as TVM stores it, its lanes innermost:
+    ``empty((n,), "float32x2")`` holds ``n * 2`` float32 values. Ember's array has the lanes
+    as a last axis of its own (shape ``(n, 2)``, dtype float32), which is the shape
+    ``numpy()`` gives in TVM too and the one a compiled function takes for such a tensor;
+    TVM's NDArray instead reports ``shape == (n,)`` and ``dtype == "float32x2"``.
+    """
     kind = device_kind(device)
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
+        raise ArgumentError(f"empty: shape must be non-negative integers, got {shape!r}")
+    element, lanes = dt.split_lanes(dt.check_dtype(dtype))
+    if lanes > 1:
+        dims = (*dims, lanes)
     if kind == "cuda":
         from ember.codegen_cuda.device_array import empty as device_empty
 
-        return device_empty(shape, dtype)
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
-        raise ArgumentError(f"empty: shape must be non-negative integers, got {shape!r}")
-    return CPUArray(np.empty(dims, dt.numpy_dtype(dt.check_dtype(dtype))))
+        return device_empty(dims, element)
+    return CPUArray(np.empty(dims, dt.numpy_dtype(element)))
 
 
 __all__ = ["CPUArray", "array", "cpu", "cuda", "device", "device_kind", "empty"]

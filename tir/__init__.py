@@ -19,6 +19,11 @@ _EXPR = (
 )  # fmt: skip
 # TVM's node constructors that take the operands only (the dtype follows from them)
 _CONSTRUCTORS = {"Select": "select"}
+# statement classes under TVM's names (``isinstance(stmt.body, tvm.tir.Evaluate)``)
+_STMT = (
+    "Allocate", "AssertStmt", "AttrStmt", "BufferStore", "Evaluate", "For", "ForKind",
+    "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt",
+)  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
@@ -29,6 +34,10 @@ def __getattr__(name: str) -> Any:
         # dtype`` asks here first): load it, not ember.tir.op, which may be what is
         # importing it right now
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _STMT:
+        return getattr(importlib.import_module("ember.tir.stmt"), name)
+    if name == "IterVar":  # with TVM's iter_type constants (IterVar.DataPar, ...)
+        return importlib.import_module("ember.tir.te.tensor").IterVar
     if name in _REDUCERS:
         return getattr(importlib.import_module("ember.tir.te.operation"), name)
     op = importlib.import_module("ember.tir.op")

@@ -68,12 +68,19 @@ def with_lanes(dtype: str, lanes: int) -> str:
     return base if lanes == 1 else f"{base}x{lanes}"
 
 
+# TVM's short names (``DataType("float")`` is float32), with or without lanes.
+ALIASES = {"float": "float32", "int": "int32", "uint": "uint32"}
+
+
 def check_dtype(dtype: str) -> str:
     """Return ``dtype`` normalised, or raise naming the accepted types."""
     if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
         dtype = np.dtype(dtype).name
     if not isinstance(dtype, str):
         raise ArgumentError(f"dtype must be a string such as 'float32', got {dtype!r}")
+    head, _, tail = dtype.partition("x")
+    if head in ALIASES and (not tail or tail.isdigit()):
+        dtype = ALIASES[head] + (f"x{tail}" if tail else "")
     base, lanes = split_lanes(dtype)
     if base not in _BITS or lanes < 1:
         raise ArgumentError(f"unknown dtype {dtype!r}; expected one of {', '.join(SCALAR_DTYPES)}")

@@ -126,6 +126,10 @@ class Intrinsic(enum.Enum):
     PACK_ARRAY = "pack_array"
     # The next ones are markers that carry no arithmetic value.
     LIKELY = "likely"  # a hint that a condition is usually true (loop partitioning)
+    # ``(data, offset, StringImm(dtype), mask)``: the address of element ``offset`` of the buffer
+    # whose pointer is ``data`` (TVM's ``Buffer.access_ptr``), a ``handle`` handed to a C or
+    # CUDA function by ``call_extern``; compiled code only (no interpreter has addresses).
+    ACCESS_PTR = "access_ptr"
     # -- tensor cores (CUDA device code only; built and documented in tir.tensor_core) --------
     # Warp-collective statements on per-lane fragment registers (``local`` arrays) or on
     # opaque ``wmma.*`` fragments; their arguments are buffer pointers, offsets and
@@ -153,7 +157,7 @@ TENSOR_CORE_CALLS = frozenset(
 EXTERN_CALLS = frozenset({Intrinsic.CALL_PURE_EXTERN, Intrinsic.CALL_EXTERN})
 # Calls a backend handles by their structure, not by a per-operator table entry.
 PACKED_CALLS = frozenset({Intrinsic.CALL_PACKED, Intrinsic.PACK_ARRAY})
-STRUCTURAL_CALLS = EXTERN_CALLS | PACKED_CALLS | {Intrinsic.IF_THEN_ELSE}
+STRUCTURAL_CALLS = EXTERN_CALLS | PACKED_CALLS | {Intrinsic.IF_THEN_ELSE, Intrinsic.ACCESS_PTR}
 # Float arguments, bool result.
 FLOAT_PREDICATES = frozenset({Intrinsic.ISNAN, Intrinsic.ISINF, Intrinsic.ISFINITE})
 # Integer (and bool) operands; everything else but ABS and LIKELY takes floats.

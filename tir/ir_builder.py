@@ -86,7 +86,10 @@ class IRBuilder:
         return buf
 
     # -- statements ----------------------------------------------------------------------
-    def emit(self, stmt: S.Stmt) -> None:
+    def emit(self, stmt: S.Stmt | PrimExpr) -> None:
+        """Append a statement; an expression (a ``call_extern``) is evaluated, as in TVM."""
+        if isinstance(stmt, PrimExpr):
+            stmt = S.Evaluate(stmt)
         if not isinstance(stmt, S.Stmt):
             raise ArgumentError(f"emit() takes a statement, got {type(stmt).__name__}")
         self._blocks[-1].append(stmt)
@@ -201,4 +204,9 @@ def _build(items: list[_Item]) -> S.Stmt:
     return S.seq(*reversed(stmts)) if stmts else S.no_op()
 
 
-__all__ = ["IRBuilder"]
+def create() -> IRBuilder:
+    """TVM's ``tvm.tir.ir_builder.create()``: a new builder."""
+    return IRBuilder()
+
+
+__all__ = ["IRBuilder", "create"]

@@ -175,11 +175,28 @@ def _extern(op: Intrinsic, dtype: str, func_name: str, args: tuple[ExprLike, ...
         raise ArgumentError(
             f"{op.value}: the function name must be a C identifier, got {func_name!r}"
         )
+    # vector operands pass as the target's vector type (TVM's ``__dp4a`` on int8x4: CUDA's
+    # char4; on the CPU an LLVM vector argument)
     operands = tuple(E.convert(a) for a in args)
-    for a in operands:
-        if dt.lanes_of(a.dtype) != 1:
-            raise ArgumentError(f"{op.value}: '{func_name}' takes scalars, got {a.dtype}")
     return E.Call(dt.check_dtype(dtype), op, (E.StringImm(func_name), *operands))
+
+
+def div(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """TVM's ``te.div``: ``a / b`` as C computes it, truncating toward zero for two integers
+    (``-7 / 2 == -3``) and dividing exactly otherwise."""
+    x, y = E.convert(a), E.convert(b)
+    if dt.is_int(x.dtype) and dt.is_int(y.dtype):
+        return truncdiv(x, y)
+    return x / y
+
+
+def vscale() -> PrimExpr:
+    """TVM's ``tir.vscale()``: how many 128-bit granules a scalable vector register holds
+    (Arm SVE). Ember's targets (x86 and other LLVM CPUs without scalable vectors, CUDA) have
+    fixed-width vectors, where the granule count is 1, so this is the constant 1 and
+    ``split(x, factor=4 * tir.vscale())`` splits by 4. Ember deliberately differs from TVM,
+    which keeps the symbol for SVE targets; it has no scalable-vector code generation."""
+    return const(1, "int32")
 
 
 def indexdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
@@ -260,11 +277,11 @@ __all__ = [
     "abs", "acos", "acosh", "all", "any", "asin", "asinh", "atan", "atan2", "atanh",
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "call_extern",
     "call_llvm_pure_intrin", "call_packed",
-    "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "erf",
+    "call_pure_extern", "cast", "ceil", "clz", "const", "copysign", "cos", "cosh", "div", "erf",
     "exp", "exp2", "exp10", "floor", "floordiv", "floormod", "fma", "fmod", "hypot",
     "if_then_else", "indexdiv", "indexmod", "isfinite", "isinf", "isnan", "log", "log1p",
     "log2", "log10", "reinterpret",
     "logical_and", "logical_not", "logical_or", "nearbyint", "popcount", "pow", "power",
     "round", "rsqrt", "select", "shift_left", "shift_right", "sigmoid", "sin", "sinh",
-    "sqrt", "tan", "tanh", "trunc", "truncdiv", "truncmod",
+    "sqrt", "tan", "tanh", "trunc", "truncdiv", "truncmod", "vscale",
 ]  # fmt: skip

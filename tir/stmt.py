@@ -47,6 +47,16 @@ class For(Stmt):
     thread_tag: str = ""  # "blockIdx.x", "threadIdx.y", ... for THREAD_BINDING
     annotations: tuple[tuple[str, Any], ...] = ()
 
+    def __post_init__(self) -> None:
+        # TVM programs write ``tir.For(i, 0, 8, ...)``: plain ints become constants of the
+        # loop variable's type
+        from ember.tir.expr import const
+
+        for name in ("min", "extent"):
+            value = getattr(self, name)
+            if isinstance(value, int):
+                object.__setattr__(self, name, const(value, self.loop_var.dtype))
+
     def annotation(self, key: str, default: Any = None) -> Any:
         for k, v in self.annotations:
             if k == key:
@@ -86,6 +96,19 @@ class Allocate(Stmt):
 
     buffer: Buffer
     body: Stmt
+
+    # TVM's fields of an Allocate, read from the buffer it allocates
+    @property
+    def extents(self) -> tuple[PrimExpr, ...]:
+        return self.buffer.shape
+
+    @property
+    def buffer_var(self) -> Any:
+        return self.buffer.data
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
 
 
 @_node

@@ -74,8 +74,13 @@ class Task:
             raise ArgumentError(f"create_task('{name}'): args must be a tuple, got {args!r}")
         self.args = tuple(args)
         check_template_args(name, self.template.func, self.args)
+        if not kind and target is None:
+            raise ConfigError(
+                f"template '{name}' does not name its target ('<op>.<target>'); pass "
+                "create_task(..., target=...)"
+            )
         self.target = Target.parse(kind if target is None else target)
-        if self.target.kind != kind:
+        if kind and self.target.kind != kind:
             raise ConfigError(
                 f"template '{name}' schedules for '{kind}' targets, "
                 f"but the task's target is '{self.target}'"

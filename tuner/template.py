@@ -45,11 +45,12 @@ class TemplateInfo:
 
     @property
     def op(self) -> str:
-        return self.name.rpartition(".")[0]
+        return split_name(self.name)[0]
 
     @property
     def target_kind(self) -> str:
-        return self.name.rpartition(".")[2]
+        """The target kind its name ends in; "" for a TVM-style name (any target)."""
+        return split_name(self.name)[1]
 
 
 _REGISTRY: dict[str, TemplateInfo] = {}
@@ -57,13 +58,17 @@ _ACTIVE = threading.local()
 
 
 def split_name(name: Any) -> tuple[str, str]:
-    """``"dense.llvm"`` -> ``("dense", "llvm")``; a malformed name raises ``ConfigError``."""
+    """``"dense.llvm"`` -> ``("dense", "llvm")``. A name that does not end in a target kind
+    (TVM's tutorials register ``"tutorial/matmul"``) is ``(name, "")``: a template for any
+    target, which its task's ``target=`` picks. An empty name, or a target kind with no op
+    before it, raises ``ConfigError``."""
     op, _, kind = name.rpartition(".") if isinstance(name, str) else ("", "", "")
-    if not op or kind not in KINDS:
+    if not isinstance(name, str) or not name.strip() or (kind in KINDS and not op):
         raise ConfigError(
-            f"template name {name!r} must look like '<op>.<target>' with target one of {KINDS}"
+            f"template name {name!r} must look like '<op>.<target>' with target one of "
+            f"{KINDS}, or be any other non-empty name (a template for every target)"
         )
-    return op, kind
+    return (op, kind) if kind in KINDS else (name, "")
 
 
 def template(

@@ -112,6 +112,8 @@ def _touched(stmt: S.Stmt) -> set[object]:
             datas.add(buf.data)
         elif isinstance(node, E.Call) and node.op in E.TENSOR_CORE_CALLS:
             datas.update(tensor_core_pointers(node))  # memory reached through pointers
+        elif isinstance(node, E.Call) and node.op is E.Intrinsic.ACCESS_PTR:
+            datas.add(node.args[0])  # an address handed to a device function
 
     post_order_visit(stmt, visit)
     return datas

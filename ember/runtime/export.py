@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ember.errors import ArgumentError, CompileError
 
@@ -49,6 +49,61 @@ def link_shared(obj: bytes, path: str | Path, libs: Sequence[str] = ("gomp", "m"
                 f"linking {out.name} failed: {' '.join(cmd)}", log=proc.stdout + proc.stderr
             )
         install_file(tmp_out, out)
+
+
+def link_with(
+    fcompile: Any, obj: bytes, path: str | Path, options: Sequence[str] | None = None
+) -> None:
+    """TVM's ``export_library(path, fcompile)``: write ``obj`` to a temporary ``.o`` and call
+    ``fcompile(path, [that file], options=...)``, which must produce ``path``."""
+    if not callable(fcompile):
+        raise ArgumentError(f"export_library: fcompile must be a function, got {fcompile!r}")
+    out = check_output_path(path)
+    with tempfile.TemporaryDirectory(prefix="ember-link-") as tmp:
+        obj_path = Path(tmp) / "lib0.o"
+        obj_path.write_bytes(obj)
+        try:
+            if options is None:
+                fcompile(str(out), [str(obj_path)])
+            else:
+                fcompile(str(out), [str(obj_path)], options=list(options))
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            raise CompileError(f"export_library: fcompile failed for {out}: {e}") from e
+    if not out.is_file():
+        raise CompileError(f"export_library: fcompile returned without writing {out}")
+
+
+def create_shared(
+    output: str | Path,
+    objects: Sequence[str | Path] | str,
+    options: Sequence[str] | None = None,
+    cc: str | None = None,
+) -> None:
+    """TVM's ``contrib.cc.create_shared``: link object files into a shared library with the
+    C compiler ``cc`` (default: the one :func:`find_c_compiler` finds), adding ``options``
+    (``["-O2"]``, ``["-L/path", "-lfoo"]``) and libgomp and libm, which Ember's code uses."""
+    objs = [objects] if isinstance(objects, (str, Path)) else list(objects)
+    compiler = cc or find_c_compiler()
+    cmd = [compiler, "-shared", "-fPIC", "-o", str(output), *map(str, objs)]
+    cmd += [*(options or ()), "-lgomp", "-lm"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise CompileError(f"create_shared: cannot run {compiler}: {e}") from e
+    if proc.returncode != 0:
+        raise CompileError(f"create_shared: {' '.join(cmd)} failed", log=proc.stdout + proc.stderr)
+
+
+def write_output(path: str | Path, data: bytes | str) -> None:
+    """``data`` written to ``path`` (Module.save), through a temporary file and a rename."""
+    out = check_output_path(path)
+    with tempfile.TemporaryDirectory(prefix="ember-save-") as tmp:
+        tmp_path = Path(tmp) / out.name
+        if isinstance(data, bytes):
+            tmp_path.write_bytes(data)
+        else:
+            tmp_path.write_text(data)
+        install_file(tmp_path, out)
 
 
 def check_output_path(path: str | Path) -> Path:

@@ -108,6 +108,8 @@ class FunctionSignature:
 def _as_array(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
+    if _is_float_value(p, x):
+        return np.array(x, dtype=dt.numpy_dtype(p.dtype))
     if hasattr(x, "__dlpack__"):
         try:
             return np.from_dlpack(x)
@@ -119,6 +121,18 @@ def _as_array(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
     raise ArgumentError(
         f"{sig.name}: argument '{p.name}' must be a numpy array (or support DLPack), "
         f"got {type(x).__name__}"
+    )
+
+
+def _is_float_value(p: ParamSpec, x: Any) -> bool:
+    """A Python number passed for a float scalar argument (a 0-d float input: how a
+    ``te.var`` of a float dtype is passed, TVM's ``f(a, b, d, 10.0)``)."""
+    return (
+        p.shape == ()
+        and not p.written
+        and dt.is_float(p.dtype)
+        and isinstance(x, (int, float, np.integer, np.floating))
+        and not isinstance(x, bool)
     )
 
 
@@ -250,6 +264,9 @@ def param_specs(func: Any, backend: str = "") -> tuple[ParamSpec, ...]:
     def visit(node: object) -> None:
         if isinstance(node, S.BufferStore):
             written.add(node.buffer.data)
+        elif isinstance(node, E.Call) and node.op is E.Intrinsic.ACCESS_PTR:
+            if E.const_value(node.args[3]) != 1:  # access_ptr("w"): the callee writes
+                written.add(node.args[0])
 
     post_order_visit(func.body, visit)
     positive = set(func.attr("positive_vars", ()))

@@ -125,13 +125,15 @@ def test_error_shows_loop_nest_with_marker():
     assert "loop nest of the stage" in text and "for i_outer" in text
 
 
-def test_compute_at_then_split_parent_axis():
+def test_compute_at_then_fuse_as_outer_axis():
+    """A split attach point moves to its inner loop (as TVM legalizes it); an axis fused
+    as the outer operand has no loop to move to, which TVM refuses too."""
     A, B, C = _matmul()
     D = te.compute((16, 16), lambda i, j: C[i, j] + 1.0, name="D")
     s = te.create_schedule(D.op)
     i, j = s[D].op.axis
     s[C].compute_at(s[D], i)
-    s[D].split(i, factor=4)
+    s[D].fuse(i, j)
     with pytest.raises(ember.ScheduleError, match="split or fused afterwards"):
         ember.lower(s, [A, B, D])
 

@@ -236,8 +236,8 @@ def test_error_extern_on_cuda_is_refused():
 
 def test_error_bad_extern_arguments():
     A = te.placeholder((4,), name="A")
-    with pytest.raises(ArgumentError, match="one output"):
-        te.extern([(4,), (4,)], [A], lambda ins, outs: tir.call_packed("x", ins[0]))
+    with pytest.raises(ArgumentError, match="2 dtypes for 3 output shapes"):
+        te.extern([(4,), (4,), (2,)], [A], lambda ins, outs: None, dtype=["int8", "int8"])
     with pytest.raises(ArgumentError, match="statement or an expression"):
         te.extern((4,), [A], lambda ins, outs: None)
     with pytest.raises(ArgumentError, match="give dtype"):

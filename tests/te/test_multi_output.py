@@ -140,11 +140,14 @@ def test_values_out_of_order_are_an_error():
         te.compute((4,), swapped, name="T")
 
 
-def test_cache_write_of_a_multi_output_stage_is_refused():
+def test_cache_write_of_one_output_of_a_multi_output_stage_is_refused():
+    """As TVM: the outputs of one compute are cached together (s.cache_write([T0, T1]))."""
     A, B, T0, T1 = two_outputs()
     s = te.create_schedule(T0.op)
-    with pytest.raises(ScheduleError, match="multi-output"):
+    with pytest.raises(ScheduleError, match="cache them together"):
         s.cache_write(T0, "local")
+    with pytest.raises(ScheduleError, match="every output of one multi-output"):
+        s.cache_write([T0, T0], "local")
 
 
 def test_tuple_reducer_nodes_compare_structurally():

@@ -279,15 +279,15 @@ def test_error_dtype_and_shape_mismatch():
         te.scan([init, init], [update], [state])
 
 
-def test_error_several_states_refused_with_a_hint():
+def test_error_states_with_different_time_steps():
     X = te.placeholder((4, 3), name="X")
     a = te.placeholder((4, 3), name="a")
-    b = te.placeholder((4, 3), name="b")
+    b = te.placeholder((5, 3), name="b")
     ia = te.compute((1, 3), lambda _, i: X[0, i], name="ia")
     ib = te.compute((1, 3), lambda _, i: X[0, i], name="ib")
     ua = te.compute((4, 3), lambda t, i: a[t - 1, i] + b[t - 1, i], name="ua")
-    ub = te.compute((4, 3), lambda t, i: b[t - 1, i], name="ub")
-    with pytest.raises(ArgumentError, match="one state"):
+    ub = te.compute((5, 3), lambda t, i: b[t - 1, i], name="ub")
+    with pytest.raises(ArgumentError, match="every state must have state 0's"):
         te.scan([ia, ib], [ua, ub], [a, b])
 
 

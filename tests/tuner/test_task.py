@@ -183,7 +183,7 @@ def test_unknown_template_lists_the_ones_for_its_target():
     assert lookup_template("fake_conv.cuda").op == "fake_conv"
 
 
-@pytest.mark.parametrize("name", ["dense", "dense.tpu", ".llvm", 3])
+@pytest.mark.parametrize("name", [".llvm", "", 3])
 def test_bad_template_name(name):
     with pytest.raises(ConfigError, match="must look like '<op>.<target>'"):
         template(name)

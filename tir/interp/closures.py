@@ -197,6 +197,11 @@ class ExprCompilerBase:
             return self._if_then_else(e)
         if e.op in E.PACKED_CALLS:
             return self._packed_call(e)
+        if e.op is E.Intrinsic.ACCESS_PTR:
+            raise ArgumentError(
+                "access_ptr: an address for a C/CUDA function; the interpreter and the CUDA "
+                "emulator have no addresses, run compiled code (ember.build) instead"
+            )
         if e.op in E.TENSOR_CORE_CALLS:
             return self._tensor_core_call(e)
         if e.op in E.EXTERN_CALLS:

@@ -350,9 +350,33 @@ _LIBM: dict[str, Callable[..., Value]] = {
     "fmod": np.fmod, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
     "fmin": np.fmin, "fmax": np.fmax, "fma": _fma,
 }  # fmt: skip
+
+
+def _dp4a_bytes(x: Value, signed: bool) -> np.ndarray:
+    """The four 8-bit lanes of a ``char4`` value (last axis 4) or of a packed 32-bit int
+    (lane 0 in the low byte, as CUDA packs them), as int32."""
+    arr = np.asarray(x)
+    if arr.dtype.itemsize == 1 and arr.shape[-1:] == (4,):
+        return arr.astype(np.int32)
+    packed = arr.astype(np.uint32)[..., None] >> (np.arange(4, dtype=np.uint32) * 8)
+    lanes = (packed & 0xFF).astype(np.uint8)
+    return (lanes.view(np.int8) if signed else lanes).astype(np.int32)
+
+
+def _dp4a(a: Value, b: Value, c: Value) -> Value:
+    """CUDA's ``__dp4a(a, b, c)``: c + the dot product of the four byte lanes of a and b
+    (signed lanes for ``char4``/``int`` operands; wraps modulo 2^32 as the hardware does)."""
+    signed_a = np.asarray(a).dtype.kind == "i"
+    signed_b = np.asarray(b).dtype.kind == "i"
+    dot = (_dp4a_bytes(a, signed_a).astype(np.int64) * _dp4a_bytes(b, signed_b)).sum(axis=-1)
+    total = dot + np.asarray(c).astype(np.int64)
+    return total.astype(np.int64).astype(np.uint64).astype(np.uint32).view(np.int32)
+
+
 EXTERN_FUNCTIONS: dict[str, Callable[..., Value]] = {
     **_LIBM,
     **{name + "f": fn for name, fn in _LIBM.items()},
+    "__dp4a": _dp4a,  # the CUDA intrinsic TVM programs call on int8x4 (a vector extern call)
 }
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from ember.errors import LoweringError, ScheduleError
 from ember.tir import expr as E
 from ember.tir.arith import Analyzer, IntSet, int_set
-from ember.tir.functor import post_order_visit, substitute
+from ember.tir.functor import post_order_visit, substitute, uses_var
 from ember.tir.schedule.graph import inlined_bodies, loop_path, outer_path
 from ember.tir.schedule.relations import pass_down_extents, pass_up_values
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
@@ -100,19 +100,50 @@ def infer_bounds(
         for rv in op.reduce_axis:
             root_min[rv] = rv.dom.min  # type: ignore[union-attr]
             root_ext[rv] = rv.dom.extent  # type: ignore[union-attr]
-        extents = pass_down_extents(st.relations, root_ext)
-        sb = StageBounds(root_min, extents, full=full, domain_guards=guards)
-        sb.thread_extents = _thread_extents(st, extents)
+        sb = _stage_bounds(st, root_min, root_ext, full, guards)
+        if _reduce_dom_uses_axes(op):
+            # a reduction range written in the output's index (TVM's test_loop_dep_reduce):
+            # its loop runs to the index's value at that point, not to a leaf variable's
+            vmap = {iv.var: sb.root_value[iv] for iv in op.axis}
+            for rv in op.reduce_axis:
+                root_min[rv] = substitute(rv.dom.min, vmap)  # type: ignore[union-attr]
+                root_ext[rv] = substitute(rv.dom.extent, vmap)  # type: ignore[union-attr]
+            sb = _stage_bounds(st, root_min, root_ext, full, guards)
         if id(st) not in full_stages:  # arguments live in the caller's memory
             sb.alloc_shape = _alloc_shape(st, sb, bounds)
-        leaf_vals = {iv: iv.var for iv in st.leaf_iter_vars}
-        offsets = pass_up_values(st.relations, leaf_vals, extents)
-        sb.root_offset = offsets
-        sb.root_value = {
-            iv: _add(root_min[iv], offsets[iv]) for iv in list(op.axis) + list(op.reduce_axis)
-        }
         bounds[id(st)] = sb
     return bounds
+
+
+def _stage_bounds(
+    st: Stage,
+    root_min: dict[IterVar, E.PrimExpr],
+    root_ext: dict[IterVar, E.PrimExpr],
+    full: bool,
+    guards: dict[IterVar, tuple[bool, bool]],
+) -> StageBounds:
+    """Leaf extents, thread extents and every root axis's value from the root region."""
+    op = st.op
+    assert isinstance(op, ComputeOp)
+    extents = pass_down_extents(st.relations, root_ext)
+    sb = StageBounds(root_min, extents, full=full, domain_guards=guards)
+    sb.thread_extents = _thread_extents(st, extents)
+    leaf_vals = {iv: iv.var for iv in st.leaf_iter_vars}
+    offsets = pass_up_values(st.relations, leaf_vals, extents)
+    sb.root_offset = offsets
+    sb.root_value = {
+        iv: _add(root_min[iv], offsets[iv]) for iv in list(op.axis) + list(op.reduce_axis)
+    }
+    return sb
+
+
+def _reduce_dom_uses_axes(op: ComputeOp) -> bool:
+    data = {iv.var for iv in op.axis}
+    return any(
+        uses_var(rv.dom.min, data.__contains__) or uses_var(rv.dom.extent, data.__contains__)
+        for rv in op.reduce_axis
+        if rv.dom is not None
+    )
 
 
 def _add(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:

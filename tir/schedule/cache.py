@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ember.errors import ScheduleError
 from ember.tir import expr as E
-from ember.tir.functor import Mutator, substitute
+from ember.tir.functor import Mutator, substitute, uses_var
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, Tensor
 
 if TYPE_CHECKING:
@@ -46,16 +47,34 @@ def cache_read(
     return cache
 
 
-def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
+def cache_write(
+    sch: Schedule, tensor: Tensor | Sequence[Tensor], scope: str
+) -> Tensor | list[Tensor]:
     """Compute ``tensor`` into a ``scope`` buffer and copy it out; returns the cache tensor.
 
+    A list of every output of one multi-output compute caches them all in one stage and
+    returns the list of cache tensors (TVM's ``FL, EL = s.cache_write([F, E], "local")``).
     Must come before any loop primitive on the stage (its splits would refer to
     axes that move to the cache stage), as TVM requires.
     """
-    st = sch[tensor]
+    tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+    if not tensors:
+        raise ScheduleError("cache_write: no tensors given")
+    st = sch[tensors[0]]
     op = st._compute_only("cache_write")
-    if op.num_outputs > 1:
-        raise st._error("cache_write of a multi-output compute is not supported")
+    if any(sch[t] is not st for t in tensors) or (
+        len(tensors) > 1 and sorted(t.value_index for t in tensors) != list(range(op.num_outputs))
+    ):
+        raise st._error(
+            "cache_write of several tensors takes every output of one multi-output compute "
+            f"('{op.name}' has {op.num_outputs})"
+        )
+    if op.num_outputs > 1 and len(tensors) != op.num_outputs:
+        raise st._error(
+            f"cache_write: '{op.name}' has {op.num_outputs} outputs; cache them together, "
+            f"s.cache_write([{', '.join(op.output(k).name for k in range(op.num_outputs))}], "
+            f"'{scope}')"
+        )
     if st.relations or st.iter_attrs:
         raise st._error(
             "cache_write must come before other primitives (split, fuse, reorder, bind, "
@@ -64,16 +83,79 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     cache_axis = tuple(
         IterVar(E.Var(f"{iv.name}.c", iv.var.dtype), iv.dom, iv.kind) for iv in op.axis
     )
-    body = substitute(op.body, {iv.var: c.var for iv, c in zip(op.axis, cache_axis)})
-    cache_op = ComputeOp(f"{op.name}.{scope}", cache_axis, op.reduce_axis, body, op.tag, op.attrs)
-    cache = cache_op.output(0)
-    load = E.ProducerLoad(cache.dtype, cache, tuple(iv.var for iv in op.axis))
-    copy_op = ComputeOp(op.name, op.axis, (), load, op.tag, op.attrs)
+    vmap = {iv.var: c.var for iv, c in zip(op.axis, cache_axis)}
+    reduce_axis = _rebind_reduce_axes(op.reduce_axis, vmap)
+    rebind = _RebindAxes(vmap, dict(zip(op.reduce_axis, reduce_axis)))
+    bodies = [rebind.visit(b) for b in op.bodies]
+    cache_op = ComputeOp(
+        f"{op.name}.{scope}", cache_axis, reduce_axis, bodies[0], op.tag, op.attrs,
+        tuple(bodies[1:]),
+    )  # fmt: skip
+    caches = [cache_op.output(k) for k in range(op.num_outputs)]
+    idx = tuple(iv.var for iv in op.axis)
+    loads = [E.ProducerLoad(c.dtype, c, idx) for c in caches]
+    copy_op = ComputeOp(op.name, op.axis, (), loads[0], op.tag, op.attrs, tuple(loads[1:]))
     cache_stage = sch._insert_stage(cache_op, before=st)
     cache_stage.set_scope(scope)
     sch._rewrite_op(st, copy_op)
     st._reset_axes()
-    return cache
+    if isinstance(tensor, (list, tuple)):
+        return [caches[t.value_index] for t in tensors]
+    return caches[0]
+
+
+def _rebind_reduce_axes(
+    axes: tuple[IterVar, ...], vmap: dict[E.Var, E.PrimExpr]
+) -> tuple[IterVar, ...]:
+    """The reduce axes of the cache stage: the same IterVars, except one whose range is
+    written in the output's indices (``te.reduce_axis((0, i))`` in TVM's
+    ``test_loop_dep_reduce_cache_write``), which gets its range in the cache's indices."""
+    out = []
+    for iv in axes:
+        dom = iv.dom
+        if dom is None or not (_uses(dom.min, vmap) or _uses(dom.extent, vmap)):
+            out.append(iv)
+            continue
+        new_dom = E.Range(substitute(dom.min, vmap), substitute(dom.extent, vmap))
+        out.append(IterVar(iv.var, new_dom, iv.kind, iv.thread_tag))
+    return tuple(out)
+
+
+def _uses(e: E.PrimExpr, vmap: dict[E.Var, E.PrimExpr]) -> bool:
+    return uses_var(e, lambda v: v in vmap)
+
+
+class _RebindAxes(Mutator):
+    """A compute body moved to the cache's data axes: the variables, and inside a ``Reduce``
+    its axes (see ``_rebind_reduce_axes``) and a reducer written in the output's indices
+    (TVM's ``comm_reducer`` may close over them)."""
+
+    def __init__(self, vmap: dict[E.Var, E.PrimExpr], axes: dict[IterVar, IterVar]) -> None:
+        self.vmap, self.axes = vmap, axes
+
+    def visit_Var(self, v: E.Var) -> E.PrimExpr:
+        return self.vmap.get(v, v)
+
+    def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
+        e2 = e.map_exprs(self.visit)
+        c = e2.combiner
+        sub = lambda x: substitute(x, self.vmap)  # noqa: E731
+        parts = (
+            (c.result, c.identity) if isinstance(c, E.CommReducer) else (*c.results, *c.identities)
+        )
+        if any(_uses(x, self.vmap) for x in parts):  # keep the reducer object otherwise
+            if isinstance(c, E.CommReducer):
+                c = E.CommReducer(c.name, c.lhs, c.rhs, sub(c.result), sub(c.identity))
+            else:
+                results = tuple(sub(r) for r in c.results)
+                identities = tuple(sub(i) for i in c.identities)
+                c = E.TupleReducer(c.name, c.lhs, c.rhs, results, identities)
+        axis = tuple(self.axes.get(iv, iv) for iv in e2.axis)
+        if c is e2.combiner and all(a is b for a, b in zip(axis, e2.axis)):
+            return e2
+        return E.Reduce(
+            e2.dtype, c, e2.source, axis, e2.condition, e2.init, e2.sources, e2.value_index
+        )
 
 
 def _replace_tensor(op: ComputeOp, old: Tensor, new: Tensor) -> ComputeOp:

@@ -36,6 +36,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.functor import substitute
+from ember.tir.schedule.relations import data_derived
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar
 
 if TYPE_CHECKING:
@@ -103,6 +104,14 @@ def cross_thread_nest(lw: _Lowering, st: Stage, sb: StageBounds) -> S.Stmt:
     threads = thread_reduce_leaves(st)
     if not isinstance(red, E.Reduce):
         raise st._error("cross-thread reduction: the stage's body is not a reduction", threads[0])
+    mixed = [iv for iv in threads if iv in data_derived(st)]
+    if mixed:  # each thread would reduce its share of several outputs into one
+        raise st._error(
+            f"cross-thread reduction: loop '{mixed[0].name}' is fused from a data axis and a "
+            "reduction axis, so its threads hold different outputs; bind a loop of the "
+            "reduction axis alone (split the reduction axis, or fuse only data axes)",
+            mixed[0],
+        )
     if red.init is not None:
         raise st._error(
             "cross-thread reduction: a reduction with an explicit init value cannot be bound "
@@ -154,13 +163,13 @@ def cross_thread_nest(lw: _Lowering, st: Stage, sb: StageBounds) -> S.Stmt:
     assign = S.seq(*[S.BufferStore(r, read(a), zero) for r, a in zip(ress, accs)])
     allreduce = S.AttrStmt(marker, ATTR_KEY, E.const(0), assign)
     write_guards = list(guards_data)
-    pred = lw.store_predicate(st)
+    pred, pred_threads = lw.store_predicate(st)
     if pred is not None:  # only the final store: every thread must take part in reducing
         write_guards.append(pred)
     if st.scope != "local":
         write_guards += [E.eq(iv.var, 0) for iv in threads]
     stores = [S.BufferStore(b, read(r), index) for b, r in zip(bufs, ress)]
-    write = lw.guarded(S.seq(*stores), write_guards)
+    write = lw.in_threads(lw.guarded(S.seq(*stores), write_guards), pred_threads)
     inits = [S.BufferStore(a, i, zero) for a, i in zip(accs, red.identities)]
     body: S.Stmt = S.seq(*inits, nest, allreduce, write)
     for b in reversed(accs + ress):

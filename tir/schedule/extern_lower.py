@@ -72,7 +72,10 @@ def extern_nest(lw: _Lowering, st: Stage) -> S.Stmt:
                 "pass it in the argument list or compute it at the root"
             )
         swap[ph] = buf
-    swap[op.output_placeholders[0]] = lw.buffers[id(st)]
+    for k, ph in enumerate(op.output_placeholders):
+        buf = lw.buffer_of(st, k)
+        assert buf is not None
+        swap[ph] = buf
     return _SwapBuffers(swap).visit(op.body)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ember.errors import ScheduleError
 from ember.tir import expr as E
 from ember.tir.functor import Mutator, substitute
+from ember.tir.schedule.relations import Fuse, Split
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.tensor import ComputeOp, IterVar, PlaceholderOp
 
@@ -87,18 +88,52 @@ def outer_path(st: Stage) -> list[tuple[Stage, IterVar]]:
     return outer_path(parent) + [(parent, iv) for iv in parent.leaf_iter_vars[: idx + 1]]
 
 
+def legalize_attach(sch: Schedule) -> None:
+    """Move attach points whose loop was split or fused afterwards, as TVM's
+    ``LegalizeInvalidAttach`` does when it lowers: a split loop's stages go to its inner
+    loop, a loop fused as the inner operand goes to the fused loop (repeatedly, for a
+    chain of primitives). An attachment nothing legalizes stays, for the check to report."""
+    for st in sch.stages:
+        parent, ivar = st.attach_stage, st.attach_ivar
+        if st.attach is not AttachKind.SCOPE or parent is None or ivar is None:
+            continue
+        seen: set[int] = set()
+        while ivar not in parent.leaf_iter_vars and id(ivar) not in seen:
+            seen.add(id(ivar))
+            nxt = _moved_to(parent, ivar)
+            if nxt is None:
+                break
+            ivar = nxt
+        if ivar in parent.leaf_iter_vars:
+            st.attach_ivar = ivar
+
+
+def _moved_to(parent: Stage, ivar: IterVar) -> IterVar | None:
+    for rel in parent.relations:
+        if isinstance(rel, Split) and rel.parent is ivar:
+            return rel.inner
+        if isinstance(rel, Fuse) and rel.inner is ivar:
+            return rel.fused
+    return None
+
+
 def check_attach_tree(sch: Schedule) -> None:
-    """Reject attachments that became invalid after later primitives (a split of the loop)."""
+    """Reject attachments that are invalid after later primitives (a loop split or fused
+    afterwards that ``legalize_attach`` cannot follow, a stage computed at itself, a cycle)."""
+    legalize_attach(sch)
     for st in sch.stages:
         if st.attach is AttachKind.SCOPE:
             parent, ivar = st.attach_stage, st.attach_ivar
             assert parent is not None
+            if parent is st:
+                raise st._error("compute_at: a stage cannot be computed at its own loop")
             if ivar not in parent.leaf_iter_vars:
                 axis = ivar.name if ivar is not None else "?"
                 raise ScheduleError(
                     f"stage '{st.name}' is computed at axis '{axis}' of stage "
                     f"'{parent.name}', which was split or fused afterwards; "
-                    "compute_at a current loop"
+                    "compute_at a current loop (a split loop moves to its inner part and a fuse's "
+                    "inner operand to the fused loop, as in TVM; other moves are refused)"
                 )
             seen: set[int] = set()
             cur: Stage | None = st

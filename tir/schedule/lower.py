@@ -11,18 +11,21 @@ buffer. Reads of tensors become buffer loads, offset by the region the
 producing stage computed at that point.
 
 The argument list is taken as TVM takes it: tensors and scalar ``te.var``s
-(sizes, split factors) in call order; an intermediate left out is allocated
-inside the function, an input the schedule never reads is still a parameter,
-and a stage whose tensor is an argument may be computed at another stage's
-loop, writing its parameter buffer there. A tensor of a vector dtype
-(``float32x4``) gets a buffer of its elements with an innermost lane dimension.
+(sizes, split factors; a float one becomes a 0-d input) in call order; an
+intermediate or an output left out is allocated inside the function, an input
+the schedule never reads is still a parameter, a stage whose tensor is an
+argument may be computed at another stage's loop, writing its parameter buffer
+there, and one that is inlined leaves its parameter unwritten (with a warning).
+A tensor of a vector dtype (``float32x4``) gets a buffer of its elements with an
+innermost lane dimension.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
-from ember.errors import LoweringError, ScheduleError
+from ember.errors import LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -32,9 +35,15 @@ from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
-from ember.tir.schedule.relations import Split, pass_up_values, split_needs_guard
+from ember.tir.schedule.relations import (
+    Split,
+    data_derived,
+    pass_up_values,
+    split_needs_guard,
+)
 from ember.tir.schedule.scan_lower import alias_scan_buffers, scan_bounds, scan_nest
 from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
+from ember.tir.schedule.store_predicate import in_threads, store_predicate
 from ember.tir.schedule.tensorize import tensorized_leaf, tensorized_stage
 from ember.tir.schedule.tuple_update import tuple_update
 from ember.tir.te.extern import ExternOp
@@ -69,19 +78,22 @@ class _Lowering:
             if self.buffer_of(st, t.value_index) is not None:
                 raise LoweringError(f"tensor '{t.name}' is passed twice in the argument list")
             if st.attach is AttachKind.INLINE:
-                raise ScheduleError(
-                    f"stage '{st.name}' is a function argument, so it cannot be inlined; "
-                    "its values must be stored in the argument's buffer"
+                # TVM's schedule_primitives tutorial: the parameter stays, nothing writes it
+                warnings.warn(
+                    f"stage '{st.name}' is inlined into its consumers but is also a function "
+                    "argument: as in TVM, its buffer is a parameter the function never writes",
+                    stacklevel=4,
                 )
             buf = _decl_lanes(t.shape, t.dtype, t.name)
             self.set_buffer(st, t.value_index, buf)
             self.params.append(buf)
             arg_stages.add(id(st))
         self.arg_stages = arg_stages
+        self.root_scratch: list[Buffer] = []  # unpassed outputs of a multi-output argument
         alias_scan_buffers(self)  # a scan's state, init and update live in its buffer
         for st in sch.stages:
-            if st.is_output and id(st) not in arg_stages:
-                raise LoweringError(f"output '{st.name}' is missing from the argument list")
+            # an output left out of the arguments is computed into a buffer of its own and
+            # dropped, as TVM does (its intro_topi tutorial lowers ``[A]`` alone)
             if isinstance(st.op, PlaceholderOp) and id(st) not in arg_stages:
                 if self._is_read(st):
                     raise LoweringError(
@@ -92,17 +104,18 @@ class _Lowering:
         seeds.update(e_seeds)
         fixed.update(e_fixed)
         self.bounds = infer_bounds(sch, self.bodies, arg_stages, seeds, fixed)
-        self.root_scratch: list[Buffer] = []  # unpassed outputs of a multi-output argument
         for st in sch.stages:
             if id(st) not in self.bounds:
                 continue
             for k in range(_num_outputs(st)):
                 if self.buffer_of(st, k) is not None:
                     continue
+                t = st.op.output(k)
                 if id(st) in arg_stages:
-                    t = st.op.output(k)
                     self.root_scratch.append(_decl_lanes(t.shape, t.dtype, t.name))
                     self.set_buffer(st, k, self.root_scratch[-1])
+                elif isinstance(st.op, ExternOp):  # each output its own shape, whole
+                    self.set_buffer(st, k, _decl_lanes(t.shape, t.dtype, t.name))
                 else:
                     self.set_buffer(st, k, self._scratch_buffer(st, k))
 
@@ -189,8 +202,9 @@ class _Lowering:
         if pos is not None:
             update, init, leaves = tensorized_stage(self, st, sb, pos, init)
         if init is not None:
+            data = data_derived(st)
             for iv in reversed(leaves[first_red:]):
-                if iv.kind is not IterKind.REDUCE:
+                if iv.kind is not IterKind.REDUCE or iv in data:
                     init = self.make_for(st, iv, sb, init)
         nest = self.with_attached(st, leaves[-1], update) if leaves else update
         for n in reversed(range(len(leaves))):
@@ -214,7 +228,7 @@ class _Lowering:
         index = tuple(self.store_index(st, iv) for iv in op.axis)
         store_idx = [_lane_index(buf, index) for buf in bufs]
         guards_all, guards_data = self.guards(st, sb)
-        pred = self.store_predicate(st)
+        pred, outer_threads = self.store_predicate(st)
         if pred is not None:  # set_store_predicate: around every store
             guards_all, guards_data = [*guards_all, pred], [*guards_data, pred]
         red = bodies[0]
@@ -223,7 +237,8 @@ class _Lowering:
                 S.BufferStore(buf, loads.visit(substitute(body, root_vars)), idx)
                 for body, buf, idx in zip(bodies, bufs, store_idx)
             ]
-            return _guard(S.seq(*stores), guards_all), None, len(st.leaf_iter_vars)
+            update = _guard(S.seq(*stores), guards_all)
+            return in_threads(update, outer_threads), None, len(st.leaf_iter_vars)
         update = self.reduce_updates(st, sb, red, bufs, store_idx)
         starts = []
         for body, identity in zip(bodies, red.identities):
@@ -235,7 +250,8 @@ class _Lowering:
             (n for n, iv in enumerate(st.leaf_iter_vars) if iv.kind is IterKind.REDUCE),
             len(st.leaf_iter_vars),
         )
-        return _guard(update, guards_all), _guard(S.seq(*inits), guards_data), first_red
+        update, init = _guard(update, guards_all), _guard(S.seq(*inits), guards_data)
+        return in_threads(update, outer_threads), in_threads(init, outer_threads), first_red
 
     def reduce_updates(
         self,
@@ -278,18 +294,16 @@ class _Lowering:
             update = S.IfThenElse(loads.visit(substitute(red.condition, root_vars)), update)
         return update
 
-    @staticmethod
-    def store_predicate(st: Stage) -> E.PrimExpr | None:
-        """``set_store_predicate``'s condition, its thread axes (``tx.var``) read as the loops
-        bound to them."""
-        if st.store_predicate is None:
-            return None
-        vmap = {a.bind.var: iv.var for iv, a in st.iter_attrs.items() if a.bind is not None}
-        return substitute(st.store_predicate, vmap)
+    def store_predicate(self, st: Stage) -> tuple[E.PrimExpr | None, list[tuple[E.Var, IterVar]]]:
+        """``set_store_predicate``'s condition and the thread loops it needs around the
+        store (:func:`.store_predicate.store_predicate`)."""
+        return store_predicate(self, st)
 
     def inlined(self, st: Stage) -> E.PrimExpr:
         """The stage's body with inlined producers substituted."""
         return inlined_bodies(self.sch, st, self.bodies)[0]
+
+    in_threads = staticmethod(in_threads)
 
     @staticmethod
     def guarded(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
@@ -344,10 +358,11 @@ class _Lowering:
         values = pass_up_values(st.relations, leaf_vals, sb.extents)
         reduce_g: list[E.PrimExpr] = []
         data_g: list[E.PrimExpr] = []
+        data = data_derived(st)
         for rel in st.relations:
             if isinstance(rel, Split) and split_needs_guard(rel, sb.extents):
                 cond = values[rel.parent] < sb.extents[rel.parent]
-                (reduce_g if rel.parent.kind is IterKind.REDUCE else data_g).append(cond)
+                (data_g if rel.parent in data else reduce_g).append(cond)
         for iv, full_ext in sb.thread_extents.items():
             if full_ext is not sb.extents[iv]:
                 data_g.append(iv.var < sb.extents[iv])
@@ -362,8 +377,8 @@ class _Lowering:
 
 
 def _num_outputs(st: Stage) -> int:
-    """Outputs with a buffer each: a multi-output compute's (other ops share one buffer)."""
-    return st.op.num_outputs if isinstance(st.op, ComputeOp) else 1
+    """Outputs with a buffer each: those of a multi-output compute, extern or scan."""
+    return st.op.num_outputs if isinstance(st.op, (ComputeOp, ExternOp, ScanOp)) else 1
 
 
 def _decl_lanes(
@@ -428,7 +443,8 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
     divisors = _symbolic_split_amounts(sch)
     if divisors:  # the runtime refuses a call where one of these is below 1
         attrs += (("positive_vars", divisors),)
-    func = S.PrimFunc(name, tuple(lw.params), body, attrs)
+    params, body = _box_float_scalars(lw.params, body)
+    func = S.PrimFunc(name, params, body, attrs)
     missing = undefined_vars(func)
     if missing:
         names = ", ".join(f"'{v.name}'" for v in missing)
@@ -438,6 +454,25 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
             "a te.reduce_axis must be used inside a reducer (te.sum(..., axis=k))"
         )
     return func
+
+
+def _box_float_scalars(
+    params: Sequence[Buffer | E.Var], body: S.Stmt
+) -> tuple[tuple[Buffer | E.Var, ...], S.Stmt]:
+    """A float scalar argument (TVM's ``bias = te.var("bias", dtype="float32")`` in its
+    extern_op tutorial) as a 0-d buffer read where the variable was: native functions take
+    sizes by value as integers only, and the runtime accepts a Python float for a 0-d
+    input (see ``ember.runtime.signature``)."""
+    out: list[Buffer | E.Var] = []
+    vmap: dict[E.Var, E.PrimExpr] = {}
+    for p in params:
+        if isinstance(p, E.Var) and dt.is_float(p.dtype):
+            buf = decl_buffer((), p.dtype, name=p.name)
+            vmap[p] = E.BufferLoad(p.dtype, buf, ())
+            out.append(buf)
+        else:
+            out.append(p)
+    return tuple(out), substitute(body, vmap) if vmap else body
 
 
 def _symbolic_split_amounts(sch: Schedule) -> tuple[E.Var, ...]:

@@ -9,6 +9,7 @@ in terms of the leaf loop variables (``pass_up_values``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ember.tir import expr as E
 from ember.tir.te.tensor import IterVar
@@ -108,3 +109,21 @@ def split_needs_guard(rel: Split, extents: dict[IterVar, E.PrimExpr]) -> bool:
     """A split leaves tail iterations to guard unless it is exact or the user turned the
     guard off (``disable_predication=True``, as in TVM: they promise the tail is safe)."""
     return not rel.disable_predication and not split_is_exact(rel, extents)
+
+
+def data_derived(st: Any) -> set[IterVar]:
+    """The stage's axes whose value depends on a data axis: the data axes, and the loops
+    split or fused from them (a loop fused from a data and a reduction axis is both, and
+    a reduction's init iterates over it, as TVM's ``update_state`` bit mask says)."""
+    from ember.tir.te.tensor import ComputeOp
+
+    op = st.op
+    out: set[IterVar] = set(op.axis) if isinstance(op, ComputeOp) else set()
+    for rel in st.relations:
+        if isinstance(rel, Split) and rel.parent in out:
+            out.update((rel.outer, rel.inner))
+        elif isinstance(rel, Fuse) and (rel.outer in out or rel.inner in out):
+            out.add(rel.fused)
+        elif isinstance(rel, Singleton):
+            out.add(rel.iv)
+    return out

@@ -36,6 +36,7 @@ from ember.tir.schedule.relations import (
     Fuse,
     Relation,
     Split,
+    data_derived,
     pass_down_extents,
     pass_up_values,
     split_needs_guard,
@@ -56,6 +57,15 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     axis = st._leaf(axis, "rfactor")
     if axis.kind is not IterKind.REDUCE:
         raise st._error(f"rfactor: axis '{axis.name}' is not a reduction axis", axis)
+    mixed = [
+        iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE and iv in data_derived(st)
+    ]
+    if mixed:
+        raise st._error(
+            f"rfactor: loop '{mixed[0].name}' is fused from a data axis and a reduction axis; "
+            "rfactor factors a reduction whose loops come from reduction axes only",
+            mixed[0],
+        )
     pos = factor_axis if factor_axis >= 0 else len(op.axis) + 1 + factor_axis
     if not 0 <= pos <= len(op.axis):
         raise st._error(

@@ -22,7 +22,7 @@ synchronisation a step needs before the next reads its rows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ember.errors import LoweringError, ScheduleError
 from ember.tir import expr as E
@@ -56,42 +56,54 @@ def scan_stages(sch: Schedule) -> list[Stage]:
 
 
 def alias_scan_buffers(lw: _Lowering) -> None:
-    """Give each scan a buffer (its argument's, or a scratch one) and let its state, init
-    and update use it; they count as whole-tensor stages (no region offset)."""
+    """Give each state of each scan a buffer (its argument's, or a scratch one) and let
+    that state's placeholder, init and update use it; they count as whole-tensor stages
+    (no region offset). A scan of several states (TVM's ``te.scan([i0, i1], [u0, u1],
+    [s0, s1])``) has a buffer per state, all filled in the same time loop."""
     for st in scan_stages(lw.sch):
         op = st.op
         assert isinstance(op, ScanOp)
         if st.attach is not AttachKind.ROOT:
             raise ScheduleError(f"scan '{st.name}' must be computed at the root")
-        buf = lw.buffers.get(id(st))
-        if buf is None:
-            buf = decl_buffer(op.shape, op.dtype, name=st.name)
-            lw.buffers[id(st)] = buf
-        for role, tensors in (("init", op.init), ("update", op.update)):
-            for t in tensors:
-                member = lw.sch.stage_of(t.op)
-                assert member is not None
-                if member.attach is AttachKind.INLINE:
-                    raise ScheduleError(
-                        f"stage '{member.name}' is the {role} of scan '{st.name}', which stores "
-                        "it in the scan's buffer; it cannot be inlined"
-                    )
-                if role == "init" and member.attach is not AttachKind.ROOT:
-                    raise ScheduleError(
-                        f"stage '{member.name}' is the init of scan '{st.name}' and runs before "
-                        "its time loop; it cannot be computed at another stage's loop"
-                    )
-        for t in (*op.init, *op.update, *op.state_placeholder):
-            member = lw.sch.stage_of(t.op)
-            if member is None:
-                continue  # a state the update never reads
-            if id(member) in lw.buffers and lw.buffers[id(member)] is not buf:
-                raise LoweringError(
-                    f"tensor '{t.name}' belongs to scan '{st.name}' and lives in its buffer; "
-                    f"pass the scan's output '{st.name}' in the argument list instead"
-                )
-            lw.buffers[id(member)] = buf
-            lw.arg_stages.add(id(member))
+        passed = id(st) in lw.arg_stages
+        for k in range(op.num_outputs):
+            buf = lw.buffer_of(st, k)
+            if buf is None:
+                out = op.output(k)
+                buf = decl_buffer(out.shape, out.dtype, name=out.name)
+                lw.set_buffer(st, k, buf)
+                if passed:  # another output is a parameter: this one lives at the root
+                    lw.root_scratch.append(buf)
+            _alias_state(lw, st, k, buf)
+
+
+def _alias_state(lw: _Lowering, st: Stage, k: int, buf: Any) -> None:
+    op = st.op
+    assert isinstance(op, ScanOp)
+    for role, t in (("init", op.init[k]), ("update", op.update[k])):
+        member = lw.sch.stage_of(t.op)
+        assert member is not None
+        if member.attach is AttachKind.INLINE:
+            raise ScheduleError(
+                f"stage '{member.name}' is the {role} of scan '{st.name}', which stores "
+                "it in the scan's buffer; it cannot be inlined"
+            )
+        if role == "init" and member.attach is not AttachKind.ROOT:
+            raise ScheduleError(
+                f"stage '{member.name}' is the init of scan '{st.name}' and runs before "
+                "its time loop; it cannot be computed at another stage's loop"
+            )
+    for t in (op.init[k], op.update[k], op.state_placeholder[k]):
+        member = lw.sch.stage_of(t.op)
+        if member is None:
+            continue  # a state the update never reads
+        if id(member) in lw.buffers and lw.buffers[id(member)] is not buf:
+            raise LoweringError(
+                f"tensor '{t.name}' belongs to scan '{st.name}' and lives in its buffer; "
+                f"pass the scan's output '{op.output(k).name}' in the argument list instead"
+            )
+        lw.buffers[id(member)] = buf
+        lw.arg_stages.add(id(member))
 
 
 def scan_bounds(lw: _Lowering) -> tuple[dict[int, StageBounds], dict[int, Region]]:

@@ -35,10 +35,38 @@ class AttachKind(enum.Enum):
 
 @dataclass
 class IterAttr:
+    """What primitives set on one loop; TVM reads it as ``s[T].iter_var_attrs[iv]``."""
+
     kind: ForKind = ForKind.SERIAL
     bind: IterVar | None = None
     pragmas: list[tuple[str, Any]] = field(default_factory=list)
     tensor_intrin: Any = None  # a TensorIntrin that replaces the loops from here inward
+
+    @property
+    def iter_type(self) -> int:
+        """TVM's annotation type: ``IterVar.Unrolled``, ``Vectorized``, ``Parallelized``,
+        ``Tensorized``, ``ThreadIndex`` for a bound loop, else ``DataPar``."""
+        if self.tensor_intrin is not None:
+            return IterVar.Tensorized
+        if self.bind is not None:
+            return IterVar.ThreadIndex
+        return {
+            ForKind.UNROLLED: IterVar.Unrolled,
+            ForKind.VECTORIZED: IterVar.Vectorized,
+            ForKind.PARALLEL: IterVar.Parallelized,
+        }.get(self.kind, IterVar.DataPar)
+
+    @property
+    def bind_thread(self) -> IterVar | None:
+        return self.bind
+
+    @property
+    def pragma_keys(self) -> list[E.StringImm]:
+        return [E.StringImm(k) for k, _ in self.pragmas]
+
+    @property
+    def pragma_values(self) -> list[Any]:
+        return [E.convert(v) if isinstance(v, (int, float)) else v for _, v in self.pragmas]
 
 
 class Stage:
@@ -72,6 +100,11 @@ class Stage:
         return f"stage({self.op.name})"
 
     @property
+    def iter_var_attrs(self) -> dict[IterVar, IterAttr]:
+        """TVM's name for the annotations of each loop (``iter_type``, ``pragma_keys``...)."""
+        return self.iter_attrs
+
+    @property
     def scope(self) -> str:
         """The storage scope: the one ``set_scope`` gave, else TVM's default for where the
         stage is computed: ``local`` inside a loop bound to ``threadIdx`` (or a vthread),
@@ -80,7 +113,11 @@ class Stage:
             return self._scope
         rank = -1  # 0: blockIdx, 1: threadIdx (TVM's thread ranks)
         st: Stage | None = self
+        seen: set[int] = set()  # compute_at(self) or a cycle is refused later, by lower
         while st is not None and st.attach is AttachKind.SCOPE and st.attach_stage is not None:
+            if id(st) in seen:
+                break
+            seen.add(id(st))
             parent, ivar = st.attach_stage, st.attach_ivar
             upto = parent.leaf_iter_vars.index(ivar) + 1 if ivar in parent.leaf_iter_vars else 0
             for iv in parent.leaf_iter_vars[:upto]:
@@ -184,7 +221,7 @@ class Stage:
 
         As in TVM: one axis is returned unchanged; no axes make a new outermost loop
         of extent 1 (``singleton``); two neighbours given inner first are fused in
-        loop order. Unlike TVM, a data axis and a reduction axis cannot be fused.
+        loop order. A data axis fused with a reduction axis is a reduction loop, as in TVM.
         """
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
@@ -208,9 +245,10 @@ class Stage:
                     "(outer first); reorder them first",
                     inner,
                 )
-            if (outer.kind is IterKind.REDUCE) != (inner.kind is IterKind.REDUCE):
-                raise self._error("fuse: cannot fuse a reduction axis with a data axis", inner)
-            fused = IterVar(E.Var(f"{outer.name}_{inner.name}_fused"), None, outer.kind)
+            # as TVM: a data axis fused with a reduction axis makes a reduction loop, whose
+            # init runs over it too (the identity is stored once per reduction step)
+            kind = IterKind.REDUCE if IterKind.REDUCE in (outer.kind, inner.kind) else outer.kind
+            fused = IterVar(E.Var(f"{outer.name}_{inner.name}_fused"), None, kind)
             self.relations.append(Fuse(outer, inner, fused))
             self.all_iter_vars.append(fused)
             self.leaf_iter_vars[pos_a : pos_b + 1] = [fused]
@@ -330,8 +368,11 @@ class Stage:
         self._compute_only("compute_at")
         if not isinstance(parent, Stage):
             raise self._error(f"compute_at expects a stage (s[T]), got {parent!r}")
-        if parent is self:
-            raise self._error("compute_at: a stage cannot be computed at itself")
+        if parent is self and axis in self.leaf_iter_vars:
+            # TVM accepts this and refuses it when lowering (test_te_schedule's
+            # invalid_compute_at_self); so does Ember (check_attach_tree)
+            self.attach, self.attach_stage, self.attach_ivar = AttachKind.SCOPE, self, axis
+            return
         if axis not in parent.leaf_iter_vars:
             raise parent._error(
                 f"compute_at of '{self.name}': axis {getattr(axis, 'name', axis)!r} is not a "
@@ -463,8 +504,9 @@ class Schedule:
 
         return cache_read(self, tensor, scope, readers)
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
-        """Compute ``tensor`` into a ``scope`` buffer, then copy it out; returns the cache tensor.
+    def cache_write(self, tensor: Tensor | Sequence[Tensor], scope: str) -> Any:
+        """Compute ``tensor`` into a ``scope`` buffer, then copy it out; returns the cache tensor
+        (a list of them for the list of a multi-output compute's outputs).
 
         As in TVM, ``tensor``'s stage becomes the copy and keeps ``tensor.op.axis``; the
         cache stage gets fresh data axes and the reduce axes (see :mod:`.cache`).
@@ -483,6 +525,16 @@ class Schedule:
         from ember.tir.schedule.rfactor import rfactor
 
         return rfactor(self, tensor, axis, factor_axis)
+
+    def normalize(self) -> Schedule:
+        """TVM's ``normalize``: attach points whose loop was split or fused afterwards move
+        to the loop that replaced it (see :func:`.graph.legalize_attach`). TVM returns a
+        normalized copy; Ember normalizes this schedule (lowering would do the same) and
+        returns it. Inlining and loop rebasing, TVM's other steps, lowering does anyway."""
+        from ember.tir.schedule.graph import legalize_attach
+
+        legalize_attach(self)
+        return self
 
     def _insert_stage(
         self, op: Operation, after: Stage | None = None, before: Stage | None = None

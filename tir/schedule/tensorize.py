@@ -32,7 +32,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith.analyzer import Analyzer
 from ember.tir.buffer import Buffer
-from ember.tir.functor import Mutator, post_order_visit, substitute, uses_var
+from ember.tir.functor import Mutator, fields_of, post_order_visit, substitute, uses_var
 from ember.tir.printer import expr_to_str
 from ember.tir.schedule.graph import inlined_bodies
 from ember.tir.structural import structural_equal
@@ -132,6 +132,7 @@ class _Relative(Mutator):
         self.zero = {v: E.const(0, v.dtype) for v in ivars}
         self.starts: dict[int, tuple[Tensor, tuple[E.PrimExpr, ...]]] = {}
         self.bad: str | None = None
+        self.scalars: dict[E.Var, E.PrimExpr] = {}  # the intrinsic's scalar_params' values
 
     def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:
         theirs = self.pairs[id(e.producer)]
@@ -164,7 +165,18 @@ def _check_match(st: Stage, intrin: TensorIntrin, mine: E.PrimExpr, vmap: dict) 
     got = ana.simplify(rel.visit(src_m))
     if rel.bad is not None:
         raise _mismatch(st, intrin, mine, rel.bad)
-    if not structural_equal(got, ana.simplify(src_t)):
+    rel.scalars = {}
+    if intrin.scalar_params:
+        if not _match_scalars(ana.simplify(src_t), got, set(intrin.scalar_params), rel.scalars):
+            raise _mismatch(st, intrin, got, "the computations differ")
+        inside = {iv.var for iv in ivs}
+        for v, value in rel.scalars.items():
+            if uses_var(value, lambda x: x in inside):
+                raise _mismatch(
+                    st, intrin, got, f"scalar parameter '{v.name}' = {expr_to_str(value)} "
+                    "changes inside the tensorized region",
+                )  # fmt: skip
+    elif not structural_equal(got, ana.simplify(src_t)):
         raise _mismatch(st, intrin, got, "the computations differ")
     if isinstance(mine, E.Reduce):
         assert isinstance(theirs, E.Reduce)
@@ -174,6 +186,37 @@ def _check_match(st: Stage, intrin: TensorIntrin, mine: E.PrimExpr, vmap: dict) 
         ):
             raise _mismatch(st, intrin, mine, "the reductions combine differently")
     return rel
+
+
+def _match_scalars(pattern: Any, expr: Any, params: set[E.Var], bound: dict) -> bool:
+    """Whether ``expr`` is ``pattern`` with each variable of ``params`` standing for one
+    expression (the same wherever it appears), recording those in ``bound``."""
+    if isinstance(pattern, E.Var):
+        if pattern not in params:
+            return pattern is expr
+        if pattern in bound:
+            return structural_equal(bound[pattern], expr)
+        if not isinstance(expr, E.PrimExpr) or expr.dtype != pattern.dtype:
+            return False
+        bound[pattern] = expr
+        return True
+    if type(pattern) is not type(expr):
+        return False
+    if not isinstance(pattern, (E.PrimExpr, S.Stmt)):
+        return bool(pattern == expr)
+    for name in fields_of(type(pattern)):
+        a, b = getattr(pattern, name), getattr(expr, name)
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            if len(a) != len(b) or not all(
+                _match_scalars(x, y, params, bound) for x, y in zip(a, b)
+            ):
+                return False
+        elif isinstance(a, (E.PrimExpr, S.Stmt)):
+            if not _match_scalars(a, b, params, bound):
+                return False
+        elif not (a is b or a == b):
+            return False
+    return True
 
 
 def _mismatch(st: Stage, intrin: TensorIntrin, mine: E.PrimExpr, why: str) -> ScheduleError:
@@ -282,7 +325,10 @@ def tensorize_parts(
     views[id(intrin.buffers[-1])] = (out, out_start)
     rebind = _Rebind(views, bind_map)
     parts = (intrin.body, intrin.reduce_init, intrin.reduce_update)
-    return tuple(None if p is None else rebind.visit(p) for p in parts)  # type: ignore[return-value]
+    scalars = {v: loads.visit(e) for v, e in rel.scalars.items()}  # their tensor reads too
+    return tuple(  # type: ignore[return-value]
+        None if p is None else substitute(rebind.visit(p), scalars) for p in parts
+    )
 
 
 def _start_of(rel: _Relative, t: Tensor) -> tuple[Tensor, tuple[E.PrimExpr, ...]]:

@@ -34,6 +34,7 @@ __all__ = [
     "comm_reducer",
     "compute",
     "create_schedule",  # noqa: F405 - module __getattr__
+    "decl_tensor_intrin",  # noqa: F405 - module __getattr__
     "extern",
     "max",
     "max_expr",
@@ -52,8 +53,12 @@ __all__ = [
 
 
 def __getattr__(name: str):  # create_schedule lives with schedules; imported on demand
-    if name in ("create_schedule", "Schedule", "Stage"):
-        from ember.tir.schedule import schedule
+    if name in ("create_schedule", "Schedule", "Stage", "schedule"):
+        from ember.tir.schedule import schedule  # TVM's tvm.te.schedule module, too
 
-        return getattr(schedule, name)
+        return schedule if name == "schedule" else getattr(schedule, name)
+    if name == "decl_tensor_intrin":
+        from ember.tir.te.tensor_intrin import decl_tensor_intrin
+
+        return decl_tensor_intrin
     raise AttributeError(f"module 'ember.te' has no attribute {name!r}")

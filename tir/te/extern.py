@@ -51,6 +51,12 @@ class ExternOp(Operation):
     def num_outputs(self) -> int:
         return len(self.output_placeholders)
 
+    def output_dtype(self, index: int) -> str:
+        return self.output_placeholders[index].dtype
+
+    def output_shape(self, index: int) -> tuple[E.PrimExpr, ...]:
+        return self.output_placeholders[index].shape
+
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
         return self.inputs
@@ -73,16 +79,16 @@ def extern(
     """The tensor ``fcompute(ins, outs)`` writes (see the module docstring).
 
     ``dtype`` defaults to the first input's; ``in_buffers``/``out_buffers`` give the
-    buffers ``fcompute`` sees (their shapes and dtypes must match). Unlike TVM, one
-    output only: a list of several shapes is an ``ArgumentError``.
+    buffers ``fcompute`` sees (their shapes and dtypes must match). A list of shapes makes
+    an extern op of several outputs, as in TVM: ``fcompute`` gets one ``outs`` buffer per
+    shape, ``dtype`` may be a list (one per output), and a list of tensors is returned.
     """
     from ember.tir.te.operation import _shape
 
-    shapes = list(shape) if _is_shape_list(shape) else [shape]
-    if len(shapes) != 1:
-        raise ArgumentError(
-            f"extern '{name}': Ember's extern stages have one output; got {len(shapes)} shapes"
-        )
+    several = _is_shape_list(shape)
+    shapes = list(shape) if several else [shape]
+    if not shapes:
+        raise ArgumentError(f"extern '{name}': no output shape given")
     inputs = list(inputs)
     for t in inputs:
         if not isinstance(t, Tensor):
@@ -91,10 +97,17 @@ def extern(
         if not inputs:
             raise ArgumentError(f"extern '{name}': give dtype= (there are no inputs)")
         dtype = inputs[0].dtype
-    out_dtype = dtype if isinstance(dtype, str) else list(dtype)[0]
-    out_shape = _shape(shapes[0], f"extern '{name}'")
+    dtypes = [dtype] * len(shapes) if isinstance(dtype, str) else list(dtype)
+    if len(dtypes) != len(shapes):
+        raise ArgumentError(
+            f"extern '{name}': {len(dtypes)} dtypes for {len(shapes)} output shapes"
+        )
+    out_specs = [
+        (_shape(sh, f"extern '{name}'"), dt.check_dtype(d), name if k == 0 else f"{name}.v{k}")
+        for k, (sh, d) in enumerate(zip(shapes, dtypes))
+    ]
     ins = _buffers(in_buffers, [(t.shape, t.dtype, t.name) for t in inputs], name, "in")
-    outs = _buffers(out_buffers, [(out_shape, dt.check_dtype(out_dtype), name)], name, "out")
+    outs = _buffers(out_buffers, out_specs, name, "out")
     body = fcompute(list(ins), list(outs))
     if isinstance(body, E.PrimExpr):
         body = S.Evaluate(body)
@@ -104,6 +117,8 @@ def extern(
             f"(e.g. tir.call_packed(...)), got {body!r}"
         )
     op = ExternOp(name, tuple(inputs), ins, outs, body, tag, tuple((attrs or {}).items()))
+    if len(outs) > 1:
+        return [op.output(k) for k in range(len(outs))]  # type: ignore[return-value]
     return op.output(0)
 
 

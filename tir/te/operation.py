@@ -75,6 +75,10 @@ def _as_range(dom: Any) -> E.Range:
         return dom
     if isinstance(dom, (tuple, list)) and len(dom) == 2:
         lo, hi = as_index(dom[0], "range start"), as_index(dom[1], "range end")
+        # as TVM's Range(begin, end): a zero start keeps ``end`` itself as the extent, so
+        # ``reduce_axis((0, n)).dom.extent`` is ``n`` (not ``n - 0``)
+        if isinstance(lo, E.IntImm) and lo.value == 0:
+            return E.Range(E.const(0, hi.dtype), hi)
         return E.Range(lo, hi - lo)
     return E.Range.from_extent(as_index(dom, "range extent"))
 

@@ -57,6 +57,12 @@ class ScanOp(Operation):
     def dtype(self) -> str:
         return self.update[0].dtype
 
+    def output_dtype(self, index: int) -> str:
+        return self.update[index].dtype
+
+    def output_shape(self, index: int) -> tuple[E.PrimExpr, ...]:
+        return self.state_placeholder[index].shape
+
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
         # as TVM's ScanOp: the init and update tensors (the state is the scan itself)
@@ -96,8 +102,8 @@ def scan(
 ) -> Tensor | list[Tensor]:
     """The scan of ``update`` from ``init`` over the first axis (see the module docstring).
 
-    As in TVM, one state gives one tensor and a list of states a list of tensors. Ember
-    lowers one state per scan; several states are refused with an ``ArgumentError``.
+    As in TVM, one state gives one tensor and a list of states a list of tensors; every
+    state's update runs in the same time step, reading any state's earlier rows.
     """
     inits = _as_list(init, "init")
     updates = _as_list(update, "update")
@@ -108,14 +114,18 @@ def scan(
             f"scan '{name}': init, update and state_placeholder must be as many tensors "
             f"(got {len(inits)}, {len(updates)}, {len(states)})"
         )
-    if len(states) > 1:
-        raise ArgumentError(
-            f"scan '{name}': Ember lowers scans of one state; this one has {len(states)}. "
-            "Write one scan per state, or stack the states along a new last axis"
-        )
     for i, (ini, upd, st) in enumerate(zip(inits, updates, states)):
         _check_state(name, i, ini, upd, st)
     first = inits[0].shape[0]
+    for i in range(1, len(states)):
+        if not (
+            _same(inits[i].shape[0], first) and _same(updates[i].shape[0], updates[0].shape[0])
+        ):
+            raise ArgumentError(
+                f"scan '{name}': state {i} has {inits[i].shape[0]!r} init rows and "
+                f"{updates[i].shape[0]!r} time steps; every state must have state 0's "
+                f"({first!r} and {updates[0].shape[0]!r})"
+            )
     axis = IterVar(E.Var(f"{name}.idx"), E.Range(first, updates[0].shape[0] - first))
     spatial = tuple(
         IterVar(E.Var(f"{name}.out{i}.i{k}"), E.Range.from_extent(st.shape[k]))

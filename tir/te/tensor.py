@@ -33,6 +33,23 @@ class IterVar:
     kind: IterKind = IterKind.DATA_PAR
     thread_tag: str = ""
 
+    # TVM's iteration types (``tvm.te.schedule.IterVar.Vectorized``...), the values of
+    # ``iter_type`` here and of ``Stage.iter_var_attrs[iv].iter_type``
+    DataPar = 0
+    ThreadIndex = 1
+    CommReduce = 2
+    Ordered = 3
+    DimInfo = 4
+    Unrolled = 5
+    Vectorized = 6
+    Parallelized = 7
+    Tensorized = 8
+
+    @property
+    def iter_type(self) -> int:
+        """TVM's type of this axis: DataPar, ThreadIndex or CommReduce."""
+        return {IterKind.DATA_PAR: 0, IterKind.THREAD: 1, IterKind.REDUCE: 2}[self.kind]
+
     @property
     def name(self) -> str:
         return self.var.name
@@ -111,6 +128,10 @@ class Operation:
 
     def output_dtype(self, index: int) -> str:
         return self.dtype  # type: ignore[attr-defined]
+
+    def output_shape(self, index: int) -> tuple[PrimExpr, ...]:
+        """The shape of output ``index`` (one shape for all but a multi-output extern)."""
+        return self.shape  # type: ignore[attr-defined,no-any-return]
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
@@ -192,7 +213,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[PrimExpr, ...]:
-        return self.op.shape  # type: ignore[attr-defined]
+        return self.op.output_shape(self.value_index)
 
     @property
     def dtype(self) -> str:
@@ -223,6 +244,8 @@ class Tensor:
         if not isinstance(indices, tuple):
             indices = (indices,)
         idx = tuple(convert(i.var if isinstance(i, IterVar) else i) for i in indices)
+        if 0 < len(idx) < len(self.shape):
+            return TensorSlice(self, idx)  # type: ignore[return-value]  # TVM's A[i][j]
         if len(idx) != len(self.shape):
             raise ArgumentError(
                 f"tensor '{self.name}' has {len(self.shape)} dimensions, indexed with {len(idx)}"
@@ -234,5 +257,36 @@ class Tensor:
                 )
         return ProducerLoad(self.dtype, self, idx)
 
+    def __call__(self, *indices: Any) -> PrimExpr:
+        """TVM's call spelling of an element read: ``A(i, j)`` is ``A[i, j]``."""
+        return self[tuple(indices)]
+
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={list(self.shape)!r}, {self.dtype})"
+
+
+class TensorSlice:
+    """``A[i]`` of a tensor of more dimensions, which TVM indexes further: ``A[i][j]`` is
+    ``A[i, j]``. Only indexing is defined on it."""
+
+    __slots__ = ("indices", "tensor")
+
+    def __init__(self, tensor: Tensor, indices: tuple[PrimExpr, ...]) -> None:
+        self.tensor, self.indices = tensor, indices
+
+    def __getitem__(self, more: Any) -> Any:
+        more = more if isinstance(more, tuple) else (more,)
+        return self.tensor[(*self.indices, *more)]
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.name}[{', '.join(map(str, self.indices))}]"
+
+    def _incomplete(self, *_: Any) -> Any:
+        raise ArgumentError(
+            f"tensor '{self.tensor.name}' has {len(self.tensor.shape)} dimensions, indexed "
+            f"with {len(self.indices)} ({self!r}); index every dimension before computing"
+        )
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _incomplete
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _incomplete
+    __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __pow__ = _incomplete

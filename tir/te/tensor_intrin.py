@@ -20,7 +20,7 @@ defaults' scope.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,8 @@ class TensorIntrin:
     body: S.Stmt | None
     reduce_init: S.Stmt | None
     reduce_update: S.Stmt | None
+    # variables of ``op`` that tensorizing binds to the stage's values (TVM's scalar_params)
+    scalar_params: tuple[E.Var, ...] = ()
 
     def __repr__(self) -> str:
         return f"TensorIntrin({self.name})"
@@ -86,8 +88,15 @@ def decl_tensor_intrin(
     name: str = "tensor_intrin",
     binds: Mapping[Tensor, Buffer] | None = None,
     default_buffer_params: Mapping[str, Any] | None = None,
+    scalar_params: Sequence[E.Var] | None = None,
 ) -> TensorIntrin:
-    """Declare a tensor intrinsic for ``op``'s computation, implemented by ``fcompute``."""
+    """Declare a tensor intrinsic for ``op``'s computation, implemented by ``fcompute``.
+
+    ``scalar_params`` (TVM's): variables of ``op``'s computation that stand for any scalar
+    expression of the stage tensorized (``x[i] * v + w`` matches ``A[i, j] * (i + 1) +
+    3.0`` with ``v = i + 1``, ``w = 3.0``); ``fcompute(ins, outs, scalar_params)`` then
+    gets them as a third argument, and tensorizing puts the matched values in its
+    statements. A value must not change inside the tensorized region."""
     if isinstance(op, Tensor):
         op = op.op
     if not isinstance(op, ComputeOp) or op.num_outputs != 1:
@@ -103,7 +112,14 @@ def decl_tensor_intrin(
     binds = dict(binds or {})
     params = dict(default_buffer_params or {})
     bufs = [_bound_buffer(t, binds, params, name) for t in (*inputs, op.output(0))]
-    result = fcompute(bufs[: len(inputs)], bufs[len(inputs) :])
+    sp = tuple(scalar_params or ())
+    for v in sp:
+        if not isinstance(v, E.Var):
+            raise ArgumentError(f"decl_tensor_intrin '{name}': scalar_params are vars, got {v!r}")
+    if sp:
+        result = fcompute(bufs[: len(inputs)], bufs[len(inputs) :], list(sp))
+    else:
+        result = fcompute(bufs[: len(inputs)], bufs[len(inputs) :])
     if isinstance(result, (tuple, list)):
         if len(result) != 3:
             raise ArgumentError(
@@ -115,7 +131,7 @@ def decl_tensor_intrin(
         body, reset, update = _as_stmt(result, "body", name), None, None
     if body is None and update is None:
         raise ArgumentError(f"decl_tensor_intrin '{name}': fcompute gave neither body nor update")
-    return TensorIntrin(name, op, inputs, tuple(bufs), body, reset, update)
+    return TensorIntrin(name, op, inputs, tuple(bufs), body, reset, update, sp)
 
 
 _PARTS = ("body", "reset", "update")

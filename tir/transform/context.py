@@ -13,7 +13,10 @@ is the innermost one entered on this thread, or the defaults.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -77,6 +80,19 @@ def _lower_passes(key: str, value: Any) -> tuple[tuple[int, Any], ...]:
     return tuple(pairs)
 
 
+def _directory(key: str, value: Any) -> str | None:
+    """A directory path (str or os.PathLike), or None for none."""
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)
+    except TypeError as e:
+        raise ArgumentError(f"config '{key}' takes a directory path, got {value!r}") from e
+    if not isinstance(path, str) or not path:
+        raise ArgumentError(f"config '{key}' takes a directory path, got {value!r}")
+    return path
+
+
 # Known configuration keys: name -> (validator, default).
 CONFIG_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "tir.disable_vectorize": (_bool, False),
@@ -84,6 +100,8 @@ CONFIG_KEYS: dict[str, tuple[Callable[[str, Any], Any], Any]] = {
     "tir.noalias": (_bool, True),
     "tir.instrument_bound_checkers": (_bool, False),
     "tir.add_lower_pass": (_lower_passes, ()),
+    # TVM's: a CUDA build also writes its source and PTX there (tvm_kernels.cu / .ptx)
+    "cuda.kernels_output_dir": (_directory, None),
 }
 
 
@@ -103,13 +121,28 @@ TVM_PASS_NAMES = {
 }
 
 
+# A TVM pass name: CamelCase, maybe behind a namespace (``AlterOpLayout``, ``tir.HoistIfThenElse``).
+_TVM_STYLE_NAME = re.compile(r"^(?:(?:tir|relay|relax|transform|te)\.)?[A-Z][A-Za-z0-9_]*$")
+
+
 def _pass_names(names: Iterable[str], what: str) -> tuple[str, ...]:
+    """Ember's names for ``names``: TVM's names of passes Ember has are translated; a TVM
+    pass Ember has no counterpart of (``AlterOpLayout``, ``tir.HoistIfThenElse``) is
+    ignored with a warning, as there is nothing to disable (TVM programs list them); any
+    other name is kept, and a build refuses it if its target has no such pass."""
     if isinstance(names, str):
         raise ArgumentError(f"{what} takes a list of pass names, got {names!r}")
     out = []
     for n in names:
         if not isinstance(n, str):
             raise ArgumentError(f"{what} takes pass names (str), got {n!r}")
+        if n not in TVM_PASS_NAMES and _TVM_STYLE_NAME.match(n):
+            warnings.warn(
+                f"{what}: {n!r} is a TVM pass with no Ember counterpart; it is ignored",
+                UserWarning,
+                stacklevel=3,
+            )
+            continue
         out.append(TVM_PASS_NAMES.get(n, n))
     return tuple(out)
 
