@@ -99,3 +99,111 @@ def test_item_19_disk_cache_hits_across_processes_with_records(tmp_path) -> None
     assert stats[0]["stored"] >= 1 and stats[0]["hit"] == 0
     assert stats[1]["hit"] == stats[0]["stored"] and stats[1]["stored"] == 0
     assert len(list((tmp_path / "cache").glob("kernels/*/*/kernel.so"))) == stats[0]["stored"]
+
+
+# --- item 16: one reading rule for records ---------------------------------------------
+
+
+def _record(**over) -> dict:
+    base = json.loads(_fake_record_line())
+    base.update(over)
+    return base
+
+
+def test_item_16_records_commands_skip_what_read_records_skips(tmp_path, capsys) -> None:
+    from ember.cli import main
+    from ember.tuner import read_records
+
+    good = _record(task_key="good", template="good.llvm", workload_key='["good.llvm",[3,5]]')
+    bad = [
+        _record(config=None),
+        _record(config=[1, 2]),
+        _record(task_key=7),
+        _record(workload_key=12),
+        _record(config={"values": [1]}),
+        _record(costs=["fast"]),
+        _record(target="gpu"),
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [*bad, good]) + '\n{"cut short')
+    with pytest.warns(UserWarning, match="skipped 8 line"):
+        recs = read_records(path)
+    assert [r.task_key for r in recs] == ["good"]
+    for verb in ("show", "best"):
+        with pytest.warns(UserWarning, match="skipped 8 line"):
+            assert main(["records", verb, str(path)]) == 0
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err + captured.out
+        assert "good.llvm" in captured.out and "3,5" in captured.out
+    merged = tmp_path / "m.jsonl"
+    with pytest.warns(UserWarning):
+        assert main(["records", "merge", str(merged), str(path)]) == 0
+    assert [json.loads(line)["task_key"] for line in merged.read_text().splitlines()] == ["good"]
+
+
+# --- item 35: tuning failures and busy measurements shown -------------------------------
+
+
+def _fake_tune_result():
+    """Four trials: a fallback measured on a loaded machine (repeats 1 ms and 9 ms), a
+    runtime error with its message, a crash, and a clean 2 ms trial."""
+    from types import SimpleNamespace
+
+    from ember.tuner.result import ErrorKind, MeasureResult
+    from ember.tuner.search import TrialRecord
+    from ember.tuner.tune import TuneResult
+
+    results = [
+        MeasureResult((1e-3, 9e-3, 8e-3)),
+        MeasureResult.failed(ErrorKind.RUNTIME, "kernel raised: index 70 out of range\nmore"),
+        MeasureResult.failed(ErrorKind.CRASH, "the worker process was killed by SIGSEGV"),
+        MeasureResult((2.0e-3, 2.02e-3, 2.01e-3)),
+    ]
+    best = [8e-3, 8e-3, 8e-3, 2.01e-3]
+    trials = [TrialRecord(k, None, r, b) for k, (r, b) in enumerate(zip(results, best))]
+    task = SimpleNamespace(name="matmul.llvm", args=(8, 8, 8), target="llvm")
+    return TuneResult(task, None, 2.01e-3, trials, 0, 0, "trials", None), task
+
+
+def test_item_35_tuning_errors_and_busy_measurements_are_shown(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    from types import SimpleNamespace
+
+    from ember.cli import main
+    from ember.tune_cli import plot_convergence, print_summary
+    from ember.tune_model_cli import print_model_summary
+
+    result, task = _fake_tune_result()
+    print_summary(result, None)
+    out = capsys.readouterr().out
+    assert "index 70 out of range" in out and "killed by SIGSEGV" in out
+    assert "busy machine" in out and "x9.00 spread" in out  # 9 ms / 1 ms, from the repeats
+    print_model_summary([SimpleNamespace(task=task, weight=3)], [result], None)
+    out = capsys.readouterr().out
+    assert "errors" in out and "runtime 1" in out and "crash 1" in out
+    assert "index 70 out of range" in out
+    assert "unreliable" in out  # 8 ms / 2.01 ms = 3.98x, but from a busy measurement
+    # records show: the message beside the kind, and the busy flag
+    line = _record(error="runtime", costs=[], message="launch failed: bad grid\ntrace")
+    noisy = _record(costs=[1e-3, 4e-3, 2e-3])
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(line) + "\n" + json.dumps(noisy) + "\n")
+    monkeypatch.setenv("COLUMNS", "200")  # rich folds cells to the terminal's width
+    assert main(["records", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "runtime: launch failed: bad grid" in out and "busy" in out
+    # the plot keeps the failed trials
+    import matplotlib.figure
+
+    seen = {}
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def savefig(fig, *a, **k):
+        seen["labels"] = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        return real_savefig(fig, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matplotlib.figure.Figure, "savefig", savefig)
+        plot_convergence(result, tmp_path / "p.png")
+    assert "failed (2)" in seen["labels"]
