@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ember.cli_common import add_threads_argument
 from ember.errors import ArgumentError
 from ember.tuner.result import spread_text
 
@@ -55,6 +56,7 @@ def add_parsers(sub: Any) -> None:
                       help="the rpc-server's token (default: $EMBER_RPC_TOKEN)")  # fmt: skip
     tune.add_argument("--dry-run", action="store_true", dest="dry_run",
                       help="build and check configs, no timing (CUDA: emulated)")  # fmt: skip
+    add_threads_argument(tune)  # measuring workers inherit it (EMBER_NUM_THREADS)
     tune.set_defaults(fn=cmd_tune)
     from ember.rpc_cli import add_rpc_parser
 

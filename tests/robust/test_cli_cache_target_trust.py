@@ -207,3 +207,77 @@ def test_item_35_tuning_errors_and_busy_measurements_are_shown(
         mp.setattr(matplotlib.figure.Figure, "savefig", savefig)
         plot_convergence(result, tmp_path / "p.png")
     assert "failed (2)" in seen["labels"]
+
+
+# --- item 20: `ember run --output` writes the name given --------------------------------
+
+
+@pytest.fixture
+def leaky_onnx(tmp_path):
+    x = np.random.default_rng(20).standard_normal((3, 4)).astype("float32")
+    onnx.save(_leaky_model(x, 0.5), str(tmp_path / "m.onnx"))
+    np.save(tmp_path / "x.npy", x)
+    return tmp_path / "m.onnx", x
+
+
+def test_item_20_run_output_writes_exactly_the_named_file(
+    leaky_onnx, tmp_path, monkeypatch, capsys
+) -> None:
+    from ember.cli import main
+
+    model, x = leaky_onnx
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", str(model), "--input", f"x={tmp_path / 'x.npy'}"]
+    assert main([*argv, "--output", "o2"]) == 0
+    assert "wrote o2\n" in capsys.readouterr().out
+    assert (tmp_path / "o2").is_file() and not (tmp_path / "o2.npz").exists()
+    with np.load(tmp_path / "o2") as z:  # an .npz archive under the name given
+        np.testing.assert_allclose(z["y"], np.where(x < 0, 0.5 * x, x), rtol=1e-6)
+    for folder in (".", str(tmp_path / "sub") + "/"):
+        assert main([*argv, "--output", folder]) == 1
+        assert "is a folder; name the .npz file" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.npz"))
+
+
+# --- item 36: --threads, broken pipes, the verb's usage on a typo -----------------------
+
+
+def test_item_36_threads_flag_broken_pipe_and_verb_usage(leaky_onnx, tmp_path, monkeypatch, capsys):
+    from ember.cli import main
+    from ember.runtime import get_num_threads, set_num_threads
+
+    model, x = leaky_onnx
+    monkeypatch.delenv("EMBER_NUM_THREADS", raising=False)
+    try:
+        assert main(["run", str(model), "--random", "--threads", "1"]) == 0
+        assert get_num_threads() == 1 and os.environ["EMBER_NUM_THREADS"] == "1"
+    finally:
+        set_num_threads(None)
+    capsys.readouterr()
+    for verb in (["run", str(model), "--random"], ["compile", str(model)]):
+        assert main([*verb, "--threads", "0"]) == 1
+        assert "--threads must be a positive integer, got 0" in capsys.readouterr().err
+    assert main(["tune", "--op", "matmul", "--shape", "8,8,8", "--threads", "-1"]) == 1
+    assert "--threads must be a positive integer" in capsys.readouterr().err
+    # a misspelt flag: the verb's usage, not the top level's
+    for argv, usage in (
+        (["run", str(model), "--outptu", "o"], "usage: ember run"),
+        (["records", "show", "f.jsonl", "--lmit", "3"], "usage: ember records show"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and usage in err and "unrecognized arguments" in err
+    # a reader that stops early: no traceback, for any verb (they share main's handler)
+    rec = tmp_path / "r.jsonl"
+    rec.write_text((json.dumps(_record()) + "\n") * 200)
+    for argv in (["inspect", str(model), "--graph"], ["records", "show", str(rec)]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ember.cli", *argv],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+        proc.stdout.close()  # closed before the command has printed anything
+        err = proc.stderr.read().decode()
+        # 141 as for a SIGPIPE death; rich's tables end with its own quiet exit 1
+        assert proc.wait(timeout=120) in (141, 1), err
+        assert "Traceback" not in err and "BrokenPipe" not in err, err
