@@ -281,3 +281,156 @@ def test_item_36_threads_flag_broken_pipe_and_verb_usage(leaky_onnx, tmp_path, m
         # 141 as for a SIGPIPE death; rich's tables end with its own quiet exit 1
         assert proc.wait(timeout=120) in (141, 1), err
         assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+# --- item 29: per-arch limits for every arch NVRTC offers; legal grids from strategies --
+
+# From the CUDA programming guide's "technical specifications per compute capability":
+# (max threads per SM, max blocks per SM, shared bytes per block with the opt-in)
+GUIDE = {
+    "sm_75": (1024, 16, 64 * 1024),
+    "sm_80": (2048, 32, 163 * 1024),
+    "sm_86": (1536, 16, 99 * 1024),
+    "sm_87": (1536, 16, 163 * 1024),
+    "sm_89": (1536, 24, 99 * 1024),
+    "sm_90": (2048, 32, 227 * 1024),
+    "sm_100": (2048, 32, 227 * 1024),
+    "sm_120": (1536, 24, 99 * 1024),
+}
+
+
+def _fp16_matmul(a_shape, b_shape, seed):
+    from onnx import helper
+
+    from ember.frontend.testing.models import build_model
+
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(a_shape).astype("float16")
+    b = rng.standard_normal(b_shape).astype("float16")
+    node = helper.make_node("MatMul", ["a", "b"], ["c"])
+    return build_model([node], {"a": a, "b": b}, ["c"], {}), a, b
+
+
+def test_item_29_arch_table_covers_nvrtc_and_the_guide() -> None:
+    from ember.codegen_cuda.resources import arch_limits, arch_number
+
+    pytest.importorskip("cuda.bindings")
+    from ember.codegen_cuda.nvrtc import supported_archs
+
+    for arch in supported_archs():  # every architecture the installed NVRTC offers
+        assert arch_limits(arch).max_threads_per_block == 1024
+    for arch, (per_sm, blocks, shared) in GUIDE.items():
+        limits = arch_limits(arch)
+        assert (limits.max_threads_per_sm, limits.max_blocks_per_sm) == (per_sm, blocks)
+        assert limits.max_shared_per_block == shared
+    assert arch_limits("sm_90a") == arch_limits("sm_90") == arch_limits("compute_90")
+    assert (arch_number("sm_90a"), arch_number("sm_100f"), arch_number("x")) == (90, 100, 0)
+
+
+@pytest.mark.nvrtc
+def test_item_29_fp16_gemm_builds_on_real_archs(monkeypatch) -> None:
+    """A 256x64 @ 64x128 fp16 MatMul takes the tensor-core template, whose tiles need about
+    60 KiB of shared memory: legal on sm_80+ (and on sm_90a, a suffix not a generation)."""
+    monkeypatch.setenv("EMBER_DISK_CACHE", "0")
+    model, _, _ = _fp16_matmul((256, 64), (64, 128), 29)
+    for arch in ("sm_90a", "sm_87", "sm_100", "sm_120"):
+        clear_cache()
+        cm = ember.compile(model, f"cuda -arch={arch}")
+        module = cm.steps[0].kernel.module
+        assert "mma" in module.cuda_source()
+        (usage,) = module.resource_usage().values()  # NVRTC and ptxas built it
+        assert usage.shared_bytes + usage.dynamic_shared_bytes > 48 * 1024
+
+
+def _grid(cm) -> tuple[int, int, int]:
+    (kernel,) = cm.steps[0].kernel.module.kernels
+    return tuple(kernel.attr("launch")[0])
+
+
+def test_item_29_batched_fp16_matmul_keeps_the_grid_legal(monkeypatch) -> None:
+    from ember.codegen_cuda.schedules import common
+
+    monkeypatch.setenv("EMBER_DISK_CACHE", "0")
+    clear_cache()
+    model, _, _ = _fp16_matmul((70000, 3, 5), (70000, 5, 4), 1)
+    grid = _grid(ember.compile(model, "cuda -arch=sm_80"))  # was refused: z = 70000
+    assert grid[1] <= 65535 and grid[2] <= 65535 and np.prod(grid) >= 70000
+    # the fused grid computes what numpy does: force it on a small batch, run it emulated
+    monkeypatch.setattr(common, "MAX_GRID_YZ", 2)
+    monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    clear_cache()
+    model, a, b = _fp16_matmul((5, 19, 7), (5, 7, 33), 2)
+    cm = ember.compile(model, "cuda -arch=sm_80")
+    assert _grid(cm)[1:] == (1, 1)
+    ref = (a.astype("float32") @ b.astype("float32")).astype("float16")
+    np.testing.assert_allclose(cm.run({"a": a, "b": b})[0], ref, rtol=2e-3, atol=2e-3)
+    clear_cache()
+
+
+# --- item 31: target options validated, and the limits they set enforced -----------------
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("cuda -max-threads-per-block=abc", "must be a whole number in 1..1024"),
+        ("cuda -max-threads-per-block=0", "must be a whole number in 1..1024"),
+        ("cuda -max-threads-per-block=2048", "must be a whole number in 1..1024"),
+        ("cuda -max-threads-per-block", "must be a whole number"),
+        ("cuda -max-shared-memory-per-block=-5", "must be a whole number in 1 or more"),
+        ("cuda -arch=sm_80 -arch=sm_90", "-arch is given twice"),
+        ("llvm -mcpu=haswell -mcpu=znver3", "-mcpu is given twice"),
+    ],
+)
+def test_item_31_target_options_are_validated(text: str, phrase: str) -> None:
+    from ember.errors import ArgumentError
+    from ember.target import Target
+
+    with pytest.raises(ArgumentError, match=phrase):
+        Target.parse(text)
+
+
+def test_item_31_target_limits_are_enforced_and_export_takes_a_string(tmp_path, monkeypatch):
+    from ember import te
+    from ember.errors import EmberError
+
+    n = 4096
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=512)
+    s[B].bind(bx, "blockIdx.x")
+    s[B].bind(tx, "threadIdx.x")
+    ember.build(s, [A, B], target="cuda -max-threads-per-block=512")  # at the limit
+    with pytest.raises(EmberError, match="-max-threads-per-block is 256"):
+        ember.build(s, [A, B], target="cuda -max-threads-per-block=256")
+    S = te.compute((n,), lambda i: A[i] + 1.0, name="S")
+    s2 = te.create_schedule(S.op)
+    AS = s2.cache_read(A, "shared", [S])
+    bo, ti = s2[S].split(S.op.axis[0], factor=256)
+    s2[S].bind(bo, "blockIdx.x")
+    s2[S].bind(ti, "threadIdx.x")
+    s2[AS].compute_at(s2[S], bo)
+    s2[AS].bind(s2[AS].op.axis[0], "threadIdx.x")
+    ember.build(s2, [A, S], target="cuda -max-shared-memory-per-block=1024")  # 256 floats
+    with pytest.raises(EmberError, match="-max-shared-memory-per-block allows 1000"):
+        ember.build(s2, [A, S], target="cuda -max-shared-memory-per-block=1000")
+    # export(archs="sm_80"): the string names an architecture, not four characters
+    from ember.codegen_cuda.images import export_archs
+
+    assert export_archs("sm_80", "sm_80") == ["sm_80"]
+    assert export_archs("sm_80", "sm_90, sm_80") == ["sm_80", "sm_90"]
+
+
+@pytest.mark.nvrtc
+def test_item_31_export_archs_as_one_string(tmp_path, monkeypatch) -> None:
+    import zipfile
+
+    monkeypatch.setenv("EMBER_DISK_CACHE", "0")
+    clear_cache()
+    x = np.random.default_rng(31).standard_normal((3, 5)).astype("float32")
+    cm = ember.compile(_leaky_model(x, 0.1), "cuda -arch=sm_80")
+    cm.export(tmp_path / "m.ember", archs="sm_80")
+    with zipfile.ZipFile(tmp_path / "m.ember") as z:
+        assert json.loads(z.read("manifest.json"))["cuda"]["archs"] == ["sm_80"]
+    clear_cache()
