@@ -434,3 +434,70 @@ def test_item_31_export_archs_as_one_string(tmp_path, monkeypatch) -> None:
     with zipfile.ZipFile(tmp_path / "m.ember") as z:
         assert json.loads(z.read("manifest.json"))["cuda"]["archs"] == ["sm_80"]
     clear_cache()
+
+
+# --- item 33: Target as TVM builds it; ember.testing and ember.contrib.utils ------------
+
+
+def test_item_33_target_parses_like_tvm() -> None:
+    from ember.errors import ArgumentError
+    from ember.target import Target
+
+    t = Target("llvm -mcpu=haswell")
+    assert t.kind == "llvm" and t.kind.name == "llvm" and str(t) == "llvm -mcpu=haswell"
+    assert t.attrs == {"mcpu": "haswell", "keys": ["cpu"]} and t.keys == ("cpu",)
+    assert Target(t) == t and Target.parse("llvm -mcpu=haswell") == t
+    h = Target(target="cuda -arch=sm_80 -max-threads-per-block=256", host="llvm")
+    assert h.kind.name == "cuda" and h.arch == "sm_80" and h.host.kind.name == "llvm"
+    assert h.keys == ("cuda", "gpu") and h.max_num_threads == 256
+    assert h.attrs["max-threads-per-block"] == 256
+    assert Target({"kind": "cuda", "arch": "sm_90"}) == Target("cuda -arch=sm_90")
+    assert str(Target(target="llvm", host="llvm")) == "llvm"  # the key ignores the host
+    with pytest.raises(ArgumentError, match="host must be an 'llvm' target"):
+        Target("llvm", host="cuda")
+    with pytest.raises(ArgumentError, match="unknown target kind 'opencl'"):
+        Target("opencl -device=mali")
+
+
+def test_item_33_tvm_getting_started_vector_add_runs(tmp_path) -> None:
+    """The calls of TVM's tensor_expr_get_started tutorial (its vector add, written anew
+    here): ``Target(target=, host=)``, ``device(tgt.kind.name)``, ``testing.assert_allclose``,
+    ``contrib.utils.tempdir``, against numpy."""
+    import ember as tvm
+    import ember.testing
+    from ember import te
+    from ember.contrib import utils
+
+    tgt = tvm.target.Target(target="llvm -mcpu=x86-64", host="llvm")
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    outer, inner = s[C].split(C.op.axis[0], factor=4)
+    s[C].parallel(outer)
+    s[C].vectorize(inner)
+    fadd = tvm.build(s, [A, B, C], tgt, name="myadd")
+    tvm.build(s, [A, B, C], tvm.target.Target("llvm -mcpu=haswell"))  # builds, as in TVM
+    dev = tvm.device(tgt.kind.name, 0)
+    rng = np.random.default_rng(33)
+    a = tvm.nd.array(rng.uniform(size=1027).astype(A.dtype), dev)
+    b = tvm.nd.array(rng.uniform(size=1027).astype(B.dtype), dev)
+    c = tvm.nd.array(np.zeros(1027, dtype=C.dtype), dev)
+    fadd(a, b, c)
+    ember.testing.assert_allclose(c.numpy(), a.numpy() + b.numpy())
+    with pytest.raises(AssertionError):
+        ember.testing.assert_allclose(c, a.numpy() + b.numpy() + 1e-5)  # TVM's 1e-7 tolerance
+    with pytest.raises(AssertionError, match="shapes differ"):
+        ember.testing.assert_allclose(c.numpy()[:5], a.numpy()[:6])
+    with utils.tempdir() as temp:
+        fadd.export_library(temp.relpath("myadd_pack.so"))
+        assert temp.listdir() == ["myadd_pack.so"]
+        fadd2 = tvm.runtime.load_module(temp.relpath("myadd_pack.so"))
+        c2 = tvm.nd.array(np.zeros(1027, dtype=C.dtype), dev)
+        fadd2(a, b, c2)
+        ember.testing.assert_allclose(c2, a.numpy() + b.numpy())
+        folder = temp.temp_dir
+    assert not os.path.exists(folder)
+    assert ("llvm", "cpu") in ember.testing.enabled_targets()
+    assert ember.testing.device_enabled(tgt)

@@ -1,0 +1,1 @@
+"""``ember.contrib``: counterparts of ``tvm.contrib`` modules (``utils``: temporary folders)."""
