@@ -501,3 +501,55 @@ def test_item_33_tvm_getting_started_vector_add_runs(tmp_path) -> None:
     assert not os.path.exists(folder)
     assert ("llvm", "cpu") in ember.testing.enabled_targets()
     assert ember.testing.device_enabled(tgt)
+
+
+# --- item 21: one line on Ctrl-C; no wait on a dead run's journal lock --------------------
+
+
+def test_item_21_ctrl_c_prints_one_line(tmp_path) -> None:
+    import signal
+    import time
+
+    log = tmp_path / "t.jsonl"
+    cmd = [sys.executable, "-m", "ember.cli", "tune", "--op", "matmul", "--shape", "32,32,32"]
+    proc = subprocess.Popen(
+        [*cmd, "--trials", "400", "--jobs", "2", "--log", str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not log.exists() or len(log.read_bytes()) < 1):
+        time.sleep(0.2)  # workers are up and measuring
+    assert log.exists(), proc.communicate()[1].decode()
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 130
+    assert lines == ["ember: interrupted (a tuning run continues with --resume)"], lines
+    assert time.monotonic() - start < 10  # queued builds are not waited for
+
+
+def test_item_21_a_dead_runs_journal_lock_is_taken_at_once(tmp_path) -> None:
+    import socket
+    import threading
+    import time
+
+    optuna = pytest.importorskip("optuna")
+    from ember.tuner.tune import open_storage
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid names no process now
+    lock = tmp_path / "r.jsonl.journal.lock"
+    lock.write_text(f"{socket.gethostname()}:{dead.pid}")
+    start = time.monotonic()
+    storage = open_storage(None, tmp_path / "r.jsonl")
+    optuna.create_study(study_name="s", storage=storage)
+    assert time.monotonic() - start < 5  # Optuna's own lock waited out 30 s
+    assert not lock.exists()
+    # a live holder is waited for, not robbed
+    lock.write_text(f"{socket.gethostname()}:{os.getppid()}")
+    threading.Timer(0.5, lock.unlink).start()
+    start = time.monotonic()
+    optuna.create_study(study_name="t", storage=storage)
+    assert time.monotonic() - start >= 0.45
+    assert set(optuna.get_all_study_names(storage)) == {"s", "t"}
