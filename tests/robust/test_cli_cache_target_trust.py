@@ -554,3 +554,30 @@ def test_item_21_a_dead_runs_journal_lock_is_taken_at_once(tmp_path) -> None:
     optuna.create_study(study_name="t", storage=storage)
     assert time.monotonic() - start >= 0.45
     assert set(optuna.get_all_study_names(storage)) == {"s", "t"}
+
+
+@pytest.mark.parametrize("template", ["conv2d_nchw.cuda", "conv2d_nchw_gemm.cuda"])
+def test_item_29_conv_templates_fold_an_oversized_grid_onto_x(monkeypatch, template) -> None:
+    """With y/z limits forced down to 1, both conv templates put every block on x and still
+    compute the convolution numpy does (a reference written from the definition)."""
+    from ember.codegen_cuda.schedules import common
+    from ember.tuner import create_task
+
+    monkeypatch.setattr(common, "MAX_GRID_YZ", 1)
+    args = (2, 5, 7, 9, 6, 3, 3, 1, 1, 1)  # N, C, H, W, O, KH, KW, stride, pad, dilation
+    task = create_task(template, args=(*args, "float32"), target="cuda -arch=sm_80")
+    s, tensors = task.instantiate()
+    mod = ember.build(s, tensors, target="cuda -arch=sm_80", name="conv")
+    (kernel,) = mod.program.kernels
+    assert tuple(kernel.attr("launch")[0])[1:] == (1, 1)
+    rng = np.random.default_rng(29)
+    x = rng.uniform(-1, 1, (2, 5, 7, 9)).astype("float32")
+    w = rng.uniform(-1, 1, (6, 5, 3, 3)).astype("float32")
+    y = np.full((2, 6, 7, 9), np.nan, "float32")
+    mod.emulate(x, w, y)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((2, 6, 7, 9))
+    for i in range(7):
+        for j in range(9):
+            ref[:, :, i, j] = np.einsum("nchw,ochw->no", xp[:, :, i : i + 3, j : j + 3], w)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
