@@ -581,3 +581,28 @@ def test_item_29_conv_templates_fold_an_oversized_grid_onto_x(monkeypatch, templ
         for j in range(9):
             ref[:, :, i, j] = np.einsum("nchw,ochw->no", xp[:, :, i : i + 3, j : j + 3], w)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_item_29_fp16_gemms_run_on_the_gpu(monkeypatch) -> None:
+    """On a real device: the tensor-core GEMM built for the device's arch with the ``a``
+    suffix where it has one (sm_90a on Hopper), and the 70,000-batch MatMul whose grid the
+    template folds onto x, both against numpy in fp32."""
+    from ember.codegen_cuda.device import visible_arch
+
+    monkeypatch.setenv("EMBER_DISK_CACHE", "0")
+    arch = visible_arch()
+    archs = [arch, f"{arch}a"] if arch in ("sm_90", "sm_100") else [arch]
+    for a in archs:
+        clear_cache()
+        model, x, y = _fp16_matmul((256, 64), (64, 128), 290)
+        out = ember.compile(model, f"cuda -arch={a}").run({"a": x, "b": y})[0]
+        ref = x.astype("float32") @ y.astype("float32")
+        np.testing.assert_allclose(out.astype("float32"), ref, rtol=2e-2, atol=5e-2)
+    clear_cache()
+    model, x, y = _fp16_matmul((70000, 3, 5), (70000, 5, 4), 291)
+    cm = ember.compile(model, f"cuda -arch={arch}")
+    assert _grid(cm)[2] <= 65535
+    ref = np.einsum("bik,bkj->bij", x.astype("float32"), y.astype("float32"))
+    np.testing.assert_allclose(cm.run({"a": x, "b": y})[0].astype("float32"), ref, atol=2e-2)
+    clear_cache()
