@@ -72,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"ember: error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("ember: interrupted (a tuning run continues with --resume)", file=sys.stderr)
+    except KeyboardInterrupt:  # one line: workers ignore SIGINT (ember.tuner.workers)
+        hint = " (a tuning run continues with --resume)" if ns.command == "tune" else ""
+        print(f"ember: interrupted{hint}", file=sys.stderr)
         return 130
 
 
