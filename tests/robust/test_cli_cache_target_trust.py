@@ -326,6 +326,9 @@ def test_item_29_arch_table_covers_nvrtc_and_the_guide() -> None:
         assert limits.max_shared_per_block == shared
     assert arch_limits("sm_90a") == arch_limits("sm_90") == arch_limits("compute_90")
     assert (arch_number("sm_90a"), arch_number("sm_100f"), arch_number("x")) == (90, 100, 0)
+    from ember.codegen_cuda.transform.inject_pipeline import uses_async_copy
+
+    assert uses_async_copy("sm_100f") and uses_async_copy("sm_90a") and not uses_async_copy("sm_75")
 
 
 @pytest.mark.nvrtc
