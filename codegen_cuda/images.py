@@ -36,14 +36,17 @@ def _order(arch: str) -> tuple[int, int, str]:
     return arch_parts(arch)
 
 
-def export_archs(lowered: str, requested: Sequence[str] | None = None) -> list[str]:
-    """The architectures to store cubins for, lowest first.
+def export_archs(lowered: str, requested: str | Sequence[str] | None = None) -> list[str]:
+    """The architectures to store cubins for, lowest first; ``requested`` is a list, or one
+    string of comma-separated names.
 
     Kernels are lowered for one architecture (``lowered``: shared-memory limits,
     asynchronous copies), so a cubin for an older one is refused; the default is the
     lowered architecture and each of ``sm_80``/``sm_90`` newer than it.
     """
     low = _order(lowered)[:2]
+    if isinstance(requested, str):  # "sm_80" or "sm_80,sm_90", as the CLI's --arch takes it
+        requested = [a.strip() for a in requested.split(",") if a.strip()]
     if requested is None:
         chosen = [lowered] + [a for a in DEFAULT_EXPORT_ARCHS if _order(a)[:2] > low]
     else:

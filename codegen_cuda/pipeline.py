@@ -34,7 +34,14 @@ def _inject_pipeline(kernel: PrimFunc, ctx: PassContext) -> PrimFunc:
 
 
 def _verify_gpu(kernel: PrimFunc, ctx: PassContext) -> PrimFunc:
-    return verify_gpu(kernel, _arch(ctx))
+    """The target's ``-max-threads-per-block`` / ``-max-shared-memory-per-block`` (checked
+    positive integers by ``Target.parse``) replace the architecture's limits."""
+    target = ctx.target
+    threads = target.get("max-threads-per-block") if target is not None else None
+    shared = target.get("max-shared-memory-per-block") if target is not None else None
+    return verify_gpu(
+        kernel, _arch(ctx), int(threads) if threads else None, int(shared) if shared else None
+    )
 
 
 def cuda_passes() -> list[Pass]:

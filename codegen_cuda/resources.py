@@ -34,6 +34,15 @@ class ArchLimits:
 
 
 KiB = 1024
+_SM80 = ArchLimits(65536, 255, 2048, 1024, 32, 164 * KiB, 163 * KiB)
+_SM86 = ArchLimits(65536, 255, 1536, 1024, 16, 100 * KiB, 99 * KiB)
+_SM100 = ArchLimits(65536, 255, 2048, 1024, 32, 228 * KiB, 227 * KiB)
+_SM120 = ArchLimits(65536, 255, 1536, 1024, 24, 100 * KiB, 99 * KiB)
+# One row per architecture any supported NVRTC offers (nvrtcGetSupportedArchs: CUDA 13.5
+# gives sm_75 ... sm_121), from the programming guide's "technical specifications per
+# compute capability" (NVIDIA's libcu++ arch_traits.h carries the same numbers). A test
+# checks every architecture the installed NVRTC lists has a row. The opt-in shared limit
+# per block is the SM's carve-out less the 1 KiB the system reserves per block (sm_80+).
 ARCH_LIMITS: dict[str, ArchLimits] = {
     "sm_70": ArchLimits(
         65536, 255, 2048, 1024, 32, 96 * KiB, 96 * KiB, reserved_shared_per_block=0
@@ -41,15 +50,36 @@ ARCH_LIMITS: dict[str, ArchLimits] = {
     "sm_75": ArchLimits(
         65536, 255, 1024, 1024, 16, 64 * KiB, 64 * KiB, reserved_shared_per_block=0
     ),
-    "sm_80": ArchLimits(65536, 255, 2048, 1024, 32, 164 * KiB, 163 * KiB),
-    "sm_86": ArchLimits(65536, 255, 1536, 1024, 16, 100 * KiB, 99 * KiB),
+    "sm_80": _SM80,
+    "sm_86": _SM86,
+    "sm_87": ArchLimits(65536, 255, 1536, 1024, 16, 164 * KiB, 163 * KiB),  # Jetson Orin
+    "sm_88": _SM86,  # as sm_86 (libcu++ derives it so)
     "sm_89": ArchLimits(65536, 255, 1536, 1024, 24, 100 * KiB, 99 * KiB),
     "sm_90": ArchLimits(65536, 255, 2048, 1024, 32, 228 * KiB, 227 * KiB),
+    "sm_100": _SM100,
+    "sm_103": _SM100,  # as sm_100 (B300)
+    # sm_107 is in NVRTC 13.5's list but in no published table yet: its family's (sm_100)
+    # numbers, so its kernels are held to the same per-block limits
+    "sm_107": _SM100,
+    "sm_110": ArchLimits(65536, 255, 1536, 1024, 24, 228 * KiB, 227 * KiB),  # Thor
+    "sm_120": _SM120,
+    "sm_121": _SM120,  # as sm_120 (GB10)
 }
+
+_ARCH_NAME = re.compile(r"^(?:sm|compute)_(\d+)[af]?$")
+
+
+def arch_number(arch: str) -> int:
+    """``"sm_90a"`` -> 90, ``"compute_100f"`` -> 100: the architecture without the suffix
+    that selects features (``a``, ``f``) or the PTX form; 0 for a string of another shape."""
+    m = _ARCH_NAME.match(arch or "")
+    return int(m.group(1)) if m else 0
 
 
 def arch_limits(arch: str) -> ArchLimits:
-    limits = ARCH_LIMITS.get(arch)
+    """The limits of ``arch``; ``sm_90a``, ``sm_100f`` and ``compute_90`` share their base
+    architecture's row."""
+    limits = ARCH_LIMITS.get(f"sm_{arch_number(arch)}")
     if limits is None:
         raise ArgumentError(
             f"no resource table for architecture '{arch}'; known: {', '.join(ARCH_LIMITS)}"
@@ -185,6 +215,7 @@ __all__ = [
     "Occupancy",
     "ResourceUsage",
     "arch_limits",
+    "arch_number",
     "launch_bounds",
     "max_threads_for_registers",
     "occupancy",

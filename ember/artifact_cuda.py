@@ -59,7 +59,8 @@ class CudaPacker:
     """Collects the members and the manifest section of a CUDA model's kernel modules."""
 
     def __init__(self, archs: Sequence[str] | None, ptx: bool) -> None:
-        self.requested = None if archs is None else list(archs)
+        # a string ("sm_80" or "sm_80,sm_90") is split by export_archs, not into characters
+        self.requested = archs if archs is None or isinstance(archs, str) else list(archs)
         self.ptx = ptx
         self.archs: list[str] | None = None
         self.ptx_arch: str | None = None

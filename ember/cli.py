@@ -1,7 +1,9 @@
 """The ``ember`` command line: ``ember demo``, ``ember info``, ``ember tune`` and
 ``ember records`` (the last two in :mod:`ember.tune_cli`).
 
-A user error prints its message and exits 1; ``EMBER_DEBUG=1`` shows the traceback.
+A user error prints its message and exits 1; ``EMBER_DEBUG=1`` shows the traceback. An
+unknown flag is reported with the verb's usage; a closed stdout pipe (``| head``) ends the
+command quietly with status 141; ``--threads`` applies before any verb runs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 import traceback
 
 from ember import config
+from ember.cli_common import silence_broken_pipe, use_threads, verb_parser
 from ember.errors import EmberError
 from ember.target import host_cpu_model
 
@@ -53,16 +56,25 @@ def main(argv: list[str] | None = None) -> int:
 
     add_model_parsers(sub)
     add_parsers(sub)
-    ns = parser.parse_args(argv)
+    ns, extra = parser.parse_known_args(argv)
+    if extra:  # reported by the verb's own parser, with its usage, not the top level's
+        verb_parser(parser, ns).error("unrecognized arguments: " + " ".join(extra))
     try:
-        return int(ns.fn(ns) or 0)
+        if ns.command != "demo":  # the demo reads its own --threads
+            use_threads(ns)
+        status = int(ns.fn(ns) or 0)
+        sys.stdout.flush()  # a pipe's buffered output fails here, not at interpreter exit
+        return status
+    except BrokenPipeError:  # `ember inspect m.onnx | head`: the reader has what it wanted
+        return silence_broken_pipe()
     except EmberError as e:
         if config.debug():
             traceback.print_exc()
         print(f"ember: error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("ember: interrupted (a tuning run continues with --resume)", file=sys.stderr)
+    except KeyboardInterrupt:  # one line: workers ignore SIGINT (ember.tuner.workers)
+        hint = " (a tuning run continues with --resume)" if ns.command == "tune" else ""
+        print(f"ember: interrupted{hint}", file=sys.stderr)
         return 130
 
 

@@ -11,6 +11,7 @@ input arrays followed by preallocated output arrays.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +60,21 @@ _CACHE: dict[tuple[Any, ...], Kernel] = {}
 
 
 def _freeze(v: Any) -> Any:
+    """``v`` as a hashable key part that tells apart every value a kernel could bake in.
+
+    Floats are keyed by their IEEE bits: ``0.0 == -0.0`` (and hash alike), and a NaN never
+    equals itself, so keying by value would let two LeakyRelu ``alpha`` signs share one
+    kernel and make a NaN attribute miss every time. Arrays are keyed by dtype, shape and a
+    digest of their bytes (their ``repr`` elides the middle of a large array)."""
     if isinstance(v, (list, tuple)):
         return tuple(_freeze(x) for x in v)
+    if isinstance(v, (float, np.floating)):
+        return ("float", np.dtype(type(v)).name, np.asarray(v).tobytes().hex())
+    if isinstance(v, np.ndarray):
+        data = np.ascontiguousarray(v)
+        return ("array", data.dtype.str, data.shape, hashlib.sha256(data.tobytes()).hexdigest())
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted((k, _freeze(x)) for k, x in v.items())))
     return v
 
 

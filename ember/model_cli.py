@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ember.cli_common import add_threads_argument
 from ember.errors import ArgumentError, DeviceError, UnsupportedOperatorError
 
 
@@ -48,6 +49,7 @@ def add_parsers(sub: Any) -> None:
         help="CUDA only: the architectures to store cubins for, e.g. sm_80,sm_90 (default: "
         "the target's, plus sm_80 and sm_90 where newer); PTX for the lowest is stored too",
     )
+    add_threads_argument(c)
     c.set_defaults(fn=_cmd_compile)
 
     r = sub.add_parser(
@@ -61,7 +63,9 @@ def add_parsers(sub: Any) -> None:
         "--input", action="append", default=[], metavar="NAME=FILE.npy", help="repeatable"
     )
     r.add_argument("--random", action="store_true", help="feed seeded random inputs")
-    r.add_argument("--output", help="write the outputs to this .npz file")
+    r.add_argument(
+        "--output", help="write the outputs to this file, in .npz form, under exactly this name"
+    )
     r.add_argument("--bench", type=int, default=0, metavar="N", help="also time N runs")
     r.add_argument(
         "--emulate",
@@ -75,6 +79,7 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="also time each kernel (fused group) over N runs and print a table",
     )
+    add_threads_argument(r)
     r.set_defaults(fn=_cmd_run)
 
     i = sub.add_parser(
@@ -222,23 +227,38 @@ def _check_cuda_mode(model: Any, path: str, emulate: bool) -> None:
 
 
 def _run_and_report(model: Any, feeds: dict[str, Any], ns: argparse.Namespace) -> None:
-    import numpy as np
 
     outs = model.run(feeds)
     for name, arr in zip(model.output_names, outs):
         print(f"{name}: {arr.dtype}{list(arr.shape)}")
     if ns.output:
-        try:
-            np.savez(ns.output, **dict(zip(model.output_names, outs)))
-        except OSError as e:
-            raise ArgumentError(f"--output: cannot write {ns.output}: {e}") from e
-        print(f"wrote {ns.output}")
+        path = write_outputs(ns.output, dict(zip(model.output_names, outs)))
+        print(f"wrote {path}")
     if ns.bench:
         t = model.benchmark(feeds, number=ns.bench, repeat=3)
         how = " (in the emulator: says nothing about a GPU)" if ns.emulate else ""
         print(f"latency: median {t['median'] * 1e3:.3f} ms, min {t['min'] * 1e3:.3f} ms{how}")
     if ns.profile:
         print(model.profile(feeds, number=ns.profile))
+
+
+def write_outputs(name: str, arrays: dict[str, Any]) -> Path:
+    """Write ``arrays`` as an ``.npz`` archive to exactly ``name`` and return that path.
+
+    ``np.savez`` given a name appends ``.npz`` when it is missing (``o2`` became ``o2.npz``,
+    ``.`` became ``..npz``); writing through an open file keeps the name the user gave. A
+    folder is refused before anything runs into it."""
+    import numpy as np
+
+    path = Path(name)
+    if path.is_dir() or name.endswith(("/", "\\")):
+        raise ArgumentError(f"--output {name!r} is a folder; name the .npz file to write")
+    try:
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+    except OSError as e:
+        raise ArgumentError(f"--output: cannot write {name}: {e}") from e
+    return path
 
 
 def _print_cuda_section(cuda: Any) -> None:

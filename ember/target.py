@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ember.errors import ArgumentError
 
@@ -27,17 +28,65 @@ _OPTIONS = {
     "llvm": ("mcpu", "mattr", "mtriple", "num-threads", "fast-math", "opt-level"),
     "cuda": ("arch", "max-threads-per-block", "max-shared-memory-per-block"),
 }
+# options that are whole numbers, with their least and greatest values (None: no bound);
+# verify_gpu holds kernels to them (``codegen_cuda/pipeline.py``). llvm's counts are
+# checked where they are read (``codegen_llvm``), with their own messages.
+_INT_OPTIONS: dict[str, tuple[int, int | None, str]] = {
+    "max-threads-per-block": (1, 1024, "CUDA allows at most 1024 threads in a block"),
+    "max-shared-memory-per-block": (1, None, "bytes of shared memory a block may use"),
+}
+# TVM's target keys: the generic schedules a kind falls back to
+_KEYS = {"llvm": ("cpu",), "cuda": ("cuda", "gpu")}
 
 
-@dataclass(frozen=True)
+class TargetKind(str):
+    """A target's kind, ``"llvm"`` or ``"cuda"``: equal to (and hashed as) that string, with
+    TVM's ``.name`` (``tgt.kind.name``)."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, init=False)
 class Target:
-    kind: str
+    """What a program is compiled for, built as TVM builds one: ``Target("llvm
+    -mcpu=haswell")``, ``Target(target="llvm", host="llvm")``, ``Target({"kind": "cuda",
+    "arch": "sm_80"})`` or ``Target(other_target)``; ``.kind.name``, ``.attrs``, ``.keys``,
+    ``.host``, ``.arch`` as in TVM.
+
+    ``host`` is accepted for TVM's sake and must be an ``llvm`` target; Ember's host side
+    always runs in this process on this CPU, so a host changes nothing that is built and is
+    not part of the canonical string (the cache and record key)."""
+
+    kind: TargetKind
     options: tuple[tuple[str, str], ...] = field(default=())
+    host: Target | None = field(default=None, compare=False)
+
+    def __init__(self, target: str | Target | dict[str, Any], host: Any = None) -> None:
+        parsed = Target.parse(target)
+        host_target = _host(host if host is not None else parsed.host)
+        object.__setattr__(self, "kind", parsed.kind)
+        object.__setattr__(self, "options", parsed.options)
+        object.__setattr__(self, "host", host_target)
 
     @staticmethod
-    def parse(text: str | Target) -> Target:
+    def _of(kind: str, options: tuple[tuple[str, str], ...]) -> Target:
+        """A Target of already checked parts (what :meth:`parse` gives)."""
+        tgt = object.__new__(Target)
+        object.__setattr__(tgt, "kind", TargetKind(kind))
+        object.__setattr__(tgt, "options", options)
+        object.__setattr__(tgt, "host", None)
+        return tgt
+
+    @staticmethod
+    def parse(text: str | Target | dict[str, Any]) -> Target:
         if isinstance(text, Target):
             return text
+        if isinstance(text, dict):
+            text = _from_dict(text)
         if not isinstance(text, str) or not text.strip():
             raise ArgumentError(f"target must be a string such as 'llvm' or 'cuda', got {text!r}")
         kind, *rest = text.split()
@@ -47,25 +96,19 @@ class Target:
             )
         opts: dict[str, str] = {}
         for token in rest:
-            if not token.startswith("-"):
+            key, value = _option(kind, token, text)
+            if key in opts:  # the last would silently win: refuse instead
                 raise ArgumentError(
-                    f"target option {token!r} in {text!r} must look like -key=value"
+                    f"target option -{key} is given twice in {text!r} "
+                    f"(-{key}={opts[key]} and -{key}={value}); give it once"
                 )
-            key, eq, value = token.lstrip("-").partition("=")
-            if eq and not value:
-                raise ArgumentError(f"target option -{key} in {text!r} has an empty value")
-            if key not in _OPTIONS[kind]:
-                raise ArgumentError(
-                    f"unknown option -{key} for target {kind!r}; known: "
-                    + ", ".join(f"-{o}" for o in _OPTIONS[kind])
-                )
-            opts[key] = value or "1"
+            opts[key] = value
         if kind == "cuda" and "arch" in opts and not _CUDA_ARCH.match(opts["arch"]):
             raise ArgumentError(
                 f"-arch={opts['arch']} in {text!r} is not a CUDA architecture; expected "
                 "sm_<major><minor> such as sm_75, sm_80, sm_90 or sm_90a"
             )
-        return Target(kind, tuple(sorted(opts.items())))
+        return Target._of(kind, tuple(sorted(opts.items())))
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return dict(self.options).get(key, default)
@@ -78,8 +121,77 @@ class Target:
     def arch(self) -> str:
         return self.get("arch", "") or ""
 
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """TVM's ``target.attrs``: the options given (whole numbers as ints) and ``keys``."""
+        attrs: dict[str, Any] = {k: int(v) if k in _INT_OPTIONS else v for k, v in self.options}
+        attrs["keys"] = list(self.keys)
+        return attrs
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return _KEYS[self.kind]
+
+    @property
+    def max_num_threads(self) -> int:
+        """TVM's ``max_num_threads``: threads per block on ``cuda``, 1 on ``llvm``."""
+        if self.kind != "cuda":
+            return 1
+        return int(self.get("max-threads-per-block", "1024") or 1024)
+
+    @property
+    def thread_warp_size(self) -> int:
+        return 32 if self.kind == "cuda" else 1
+
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
+
+
+def _option(kind: str, token: str, text: str) -> tuple[str, str]:
+    """``-key=value`` of target ``kind``, checked; a bare ``-flag`` is ``"1"``."""
+    if not token.startswith("-"):
+        raise ArgumentError(f"target option {token!r} in {text!r} must look like -key=value")
+    key, eq, value = token.lstrip("-").partition("=")
+    if eq and not value:
+        raise ArgumentError(f"target option -{key} in {text!r} has an empty value")
+    if key not in _OPTIONS[kind]:
+        raise ArgumentError(
+            f"unknown option -{key} for target {kind!r}; known: "
+            + ", ".join(f"-{o}" for o in _OPTIONS[kind])
+        )
+    if key in _INT_OPTIONS:
+        lo, hi, what = _INT_OPTIONS[key]
+        number = int(value) if re.fullmatch(r"[+-]?\d+", value) else None
+        if number is None or number < lo or (hi is not None and number > hi):
+            span = f"{lo}..{hi}" if hi is not None else f"{lo} or more"
+            raise ArgumentError(
+                f"target option -{key}={value or '(none)'} in {text!r} must be a whole number "
+                f"in {span} ({what})"
+            )
+        return key, str(number)
+    return key, value or "1"
+
+
+def _from_dict(spec: dict[str, Any]) -> str:
+    """TVM's dict form ``{"kind": "cuda", "arch": "sm_80"}`` as a target string."""
+    if not isinstance(spec.get("kind"), str):
+        raise ArgumentError(f"a target dict needs a 'kind' string, got {spec!r}")
+    parts = [spec["kind"]]
+    for key, value in spec.items():
+        if key in ("kind", "keys", "host"):
+            continue
+        parts.append(f"-{key}={value}")
+    return " ".join(parts)
+
+
+def _host(host: Any) -> Target | None:
+    """The host target: Ember's host code is the CPU's, so only ``llvm`` is accepted."""
+    if host is None:
+        return None
+    tgt = Target.parse(host)
+    if tgt.kind != "llvm":
+        raise ArgumentError(f"target host must be an 'llvm' target (the CPU), got {str(tgt)!r}")
+    return tgt
 
 
 def as_target(target: str | Target) -> Target:

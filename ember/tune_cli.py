@@ -19,7 +19,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ember.cli_common import add_threads_argument
 from ember.errors import ArgumentError
+from ember.tuner.result import spread_text
 
 
 def add_parsers(sub: Any) -> None:
@@ -54,6 +56,7 @@ def add_parsers(sub: Any) -> None:
                       help="the rpc-server's token (default: $EMBER_RPC_TOKEN)")  # fmt: skip
     tune.add_argument("--dry-run", action="store_true", dest="dry_run",
                       help="build and check configs, no timing (CUDA: emulated)")  # fmt: skip
+    add_threads_argument(tune)  # measuring workers inherit it (EMBER_NUM_THREADS)
     tune.set_defaults(fn=cmd_tune)
     from ember.rpc_cli import add_rpc_parser
 
@@ -199,15 +202,16 @@ def print_summary(result: Any, log: str | None) -> None:
     from rich.table import Table
 
     table = Table(title="tuning summary", show_header=False)
-    fallback = result.trials[0].result.cost if result.trials else math.inf
+    first = result.trials[0].result if result.trials else None
     rows = [
         ("task", f"{result.task.name}{result.task.args} on {result.task.target}"),
         ("measured trials", str(len(result.trials))),
         ("turned down before build", str(result.rejected)),
         ("repeats not re-measured", str(result.duplicates)),
         ("errors", ", ".join(f"{k} {n}" for k, n in result.errors.items()) or "none"),
-        ("first trial (fallback)", _ms(fallback)),
-        ("best", _ms(result.best_cost)),
+        *(("  " + kind, message) for kind, message in error_examples(result.trials).items()),
+        ("first trial (fallback)", measured_text(first)),
+        ("best", measured_text(best_result(result.trials))),
         ("best config", str(result.best_config)),
         ("stopped by", result.stopped),
         ("records", log or "(not written)"),
@@ -215,6 +219,34 @@ def print_summary(result: Any, log: str | None) -> None:
     for key, value in rows:
         table.add_row(key, value)
     Console().print(table)
+
+
+def error_examples(trials: list[Any]) -> dict[str, str]:
+    """The first message of each error kind among ``trials``, one line each."""
+    out: dict[str, str] = {}
+    for t in trials:
+        kind = t.result.error.value
+        if not t.result.ok and kind not in out:
+            lines = [line.strip() for line in t.result.message.splitlines() if line.strip()]
+            out[kind] = (lines[0][:MESSAGE_WIDTH] if lines else "(no message)") + (
+                f" (trial {t.number + 1})"
+            )
+    return out
+
+
+def best_result(trials: list[Any]) -> Any:
+    """The result of the fastest valid trial, or None."""
+    ok = [t.result for t in trials if t.result.ok]
+    return min(ok, key=lambda r: r.cost) if ok else None
+
+
+def measured_text(result: Any) -> str:
+    """A result's median cost, flagged when its repeats say the machine was busy."""
+    if result is None or not result.ok:
+        return "-" if result is None else f"- ({result.error.value})"
+    if result.busy:
+        return f"{_ms(result.cost)} (busy machine: {spread_text(result.costs)}; re-measure)"
+    return _ms(result.cost)
 
 
 def plot_convergence(result: Any, path: str | Path) -> None:
@@ -229,6 +261,11 @@ def plot_convergence(result: Any, path: str | Path) -> None:
     ok = [(t.number + 1, t.result.cost * 1e3) for t in result.trials if t.result.ok]
     if ok:
         ax.scatter(*zip(*ok), s=10, alpha=0.4, label="trial")
+    failed = [t.number + 1 for t in result.trials if not t.result.ok]
+    if failed:  # drawn along the top edge: they have no cost, but they spent a trial
+        top = max((c for _, c in ok), default=1.0) * 1.5
+        ax.scatter(failed, [top] * len(failed), marker="x", color="C1", s=14,
+                   label=f"failed ({len(failed)})")  # fmt: skip
     best = [
         (x, t.best_cost * 1e3) for x, t in zip(xs, result.trials) if not math.isinf(t.best_cost)
     ]
@@ -253,13 +290,41 @@ def _records_table(records: list[Any], title: str) -> Any:
 
     table = Table(title=title)
     for col in ("template", "args", "config", "cost", "error"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in records:
-        values = r.config.get("values", {})
+        values = r.config.get("values", {})  # read_records checked it is a dict
         config = " ".join(f"{k}={v}".replace(" ", "") for k, v in values.items())
-        args = json.loads(r.workload_key)[1] if r.workload_key.startswith("[") else "?"
-        table.add_row(r.template, ",".join(map(str, args)), config, _ms(r.cost), r.error)
+        table.add_row(r.template, _workload_args(r.workload_key), config, _cost_cell(r), _error(r))
     return table
+
+
+def _workload_args(key: str) -> str:
+    """The arguments of a workload key ``'["name", [args...]]'``, or ``?``."""
+    try:
+        data = json.loads(key)
+    except ValueError:
+        return "?"
+    if isinstance(data, list) and len(data) > 1 and isinstance(data[1], list):
+        return ",".join(map(str, data[1]))
+    return "?"
+
+
+def _cost_cell(r: Any) -> str:
+    """The median cost, flagged when its repeats say the machine was busy."""
+    if r.busy:
+        return f"{_ms(r.cost)} (busy: {spread_text(r.costs)})"
+    return _ms(r.cost)
+
+
+def _error(r: Any) -> str:
+    """``ok``, or the error kind with the first line of its message."""
+    if r.error == "ok":
+        return "ok"
+    first = next((line.strip() for line in r.message.splitlines() if line.strip()), "")
+    return f"{r.error}: {first[:MESSAGE_WIDTH]}" if first else r.error
+
+
+MESSAGE_WIDTH = 120  # characters of an error message a table shows
 
 
 def cmd_records_show(ns: argparse.Namespace) -> int:

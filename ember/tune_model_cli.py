@@ -12,14 +12,9 @@ LOG`` then builds the model with the best configs.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from ember.errors import ArgumentError
-
-
-def _ms(cost: float) -> str:
-    return "-" if math.isinf(cost) else f"{cost * 1e3:.4f} ms"
 
 
 def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
@@ -54,17 +49,36 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
 
 
 def print_model_summary(tasks: list[Any], results: list[Any], log: str | None) -> None:
+    """One row per task: weight, trials, errors (kinds and counts), fallback and best cost,
+    speedup. A cost whose repeats say the machine was busy is flagged, and so is a speedup
+    taken from one: neither says what the kernel does on an idle machine."""
     from rich.console import Console
     from rich.table import Table
 
+    from ember.tune_cli import best_result, error_examples, measured_text
+
     table = Table(title=f"model tuning summary (records: {log or 'not written'})")
-    for col in ("task", "weight", "trials", "fallback", "best", "speedup"):
-        table.add_column(col)
+    for col in ("task", "weight", "trials", "errors", "fallback", "best", "speedup"):
+        table.add_column(col, overflow="fold")
+    messages: list[str] = []
     for mt, res in zip(tasks, results):
-        fallback = res.trials[0].result.cost if res.trials else math.inf
-        speedup = fallback / res.best_cost if math.isfinite(res.best_cost) else math.nan
+        first = res.trials[0].result if res.trials else None
+        best = best_result(res.trials)
+        errors = ", ".join(f"{k} {n}" for k, n in res.errors.items()) or "none"
         table.add_row(
-            f"{mt.task.name}{mt.task.args}", str(mt.weight), str(len(res.trials)),
-            _ms(fallback), _ms(res.best_cost), "-" if math.isnan(speedup) else f"{speedup:.2f}x",
+            f"{mt.task.name}{mt.task.args}", str(mt.weight), str(len(res.trials)), errors,
+            measured_text(first), measured_text(best), _speedup(first, best),
         )  # fmt: skip
-    Console(width=160).print(table)
+        for kind, message in error_examples(res.trials).items():
+            messages.append(f"{mt.task.name}{mt.task.args} {kind}: {message}")
+    console = Console(width=160)
+    console.print(table)
+    for line in messages:
+        console.print(line, markup=False, highlight=False)
+
+
+def _speedup(first: Any, best: Any) -> str:
+    if first is None or best is None or not first.ok:
+        return "-"
+    text = f"{first.cost / best.cost:.2f}x"
+    return f"{text} (unreliable: busy machine)" if first.busy or best.busy else text

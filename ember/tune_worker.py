@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -36,6 +37,10 @@ INTERP_LIMIT = 1 << 16  # tensor elements up to which the interpreter computes r
 def serve(conn: Any, role: str = "worker") -> None:
     """Answer requests on ``conn`` until it closes or a ``None`` arrives."""
     _die_with_parent()
+    # Ctrl-C is the tuner's to handle (it then closes its workers): a worker that died of
+    # its own KeyboardInterrupt printed a traceback. The tuner starts workers with SIGINT
+    # blocked; ignoring it here covers threads that unblock it (the OpenMP pool's).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ember.runtime.threads import keep_openmp_spin
 
     keep_openmp_spin()  # steady timings: see ember.runtime.threads

@@ -9,6 +9,7 @@ there is none. Blocks nest; the innermost with a record for the task wins.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Iterable, Iterator
@@ -38,10 +39,13 @@ class HistoryBest:
             old = self.by_workload.get(key)
             if old is None or rec.cost < old.cost:
                 self.by_workload[key] = rec
-        # names the configs this block hands out, for caches of what was built with them
-        self.fingerprint = hash(
-            tuple(sorted((k, json.dumps(r.config, sort_keys=True)) for k, r in self.best.items()))
-        )
+        # names the configs this block hands out, for caches of what was built with them: a
+        # digest, not hash(), whose per-process salt on strings would make the disk kernel
+        # cache miss in every new process
+        chosen = sorted((k, r.config) for k, r in self.best.items())
+        self.fingerprint = hashlib.sha256(
+            json.dumps(chosen, sort_keys=True, default=repr).encode()
+        ).hexdigest()
 
     def config_for_task(self, task: Any) -> ConfigEntity | None:
         rec = self.best.get(task.key)
@@ -74,7 +78,7 @@ def _stack() -> list[HistoryBest]:
     return _LOCAL.stack  # type: ignore[no-any-return]
 
 
-def active_fingerprint() -> tuple[int, ...]:
+def active_fingerprint() -> tuple[str, ...]:
     """What the enclosing ``apply_history_best`` blocks choose, as a cache-key part: a
     kernel built inside a block may differ from one built outside it or in another."""
     return tuple(h.fingerprint for h in _stack() if h.best)

@@ -128,14 +128,24 @@ class LocalMeasurer:
             finally:
                 free.put(builder)
 
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        try:
             builds = list(pool.map(build, configs))
-        results = []
-        for cfg, built in zip(configs, builds):
-            if isinstance(built, MeasureResult):
-                results.append(built)
-            else:
-                results.append(self._run(spec, cfg, built, workdir))
+            results = []
+            for cfg, built in zip(configs, builds):
+                if isinstance(built, MeasureResult):
+                    results.append(built)
+                else:
+                    results.append(self._run(spec, cfg, built, workdir))
+        except KeyboardInterrupt:
+            # Ctrl-C: stop now. Waiting would build every queued config first (workers
+            # ignore SIGINT, see workers._sigint_blocked); killing the workers ends the
+            # build threads' waits at once, and the next measure() starts fresh ones.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in [*self._builders, self._runner]:
+                worker.kill()
+            raise
+        pool.shutdown()
         return results
 
     def _prepare(self, task: Any) -> Path:

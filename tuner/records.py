@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from ember.errors import ArgumentError
 from ember.target import Target, host_cpu_model
+from ember.tuner.result import busy
 
 FORMAT_VERSION = 1
 
@@ -57,6 +58,11 @@ class Record:
     def cost(self) -> float:
         return statistics.median(self.costs) if self.ok else math.inf
 
+    @property
+    def busy(self) -> bool:
+        """The repeats spread so wide the machine was busy (:func:`ember.tuner.result.busy`)."""
+        return busy(self.costs)
+
     def to_line(self) -> str:
         data = asdict(self)
         data["costs"] = list(self.costs)
@@ -64,9 +70,53 @@ class Record:
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Record:
+        """The record of one parsed line; ``TypeError`` or ``ValueError`` when a field is
+        missing or of the wrong type. This is the one reading rule: every reader (``tune``'s
+        resume and transfer, ``apply_history_best``, ``ember records show|best|merge``)
+        skips such a line, so none of them meets a ``"config": null`` later."""
+        if not isinstance(data, dict):
+            raise TypeError(f"a record is a JSON object, got {type(data).__name__}")
         known = {k: data[k] for k in Record.__dataclass_fields__ if k in data}
-        known["costs"] = tuple(float(c) for c in known.get("costs", ()))
+        for name, kinds in _FIELD_TYPES.items():
+            if name in known and not _is(known[name], kinds):
+                raise TypeError(f"record field '{name}' is {known[name]!r}")
+        config = known.get("config")
+        for part in ("values", "choices"):
+            if isinstance(config, dict) and not isinstance(config.get(part, {}), dict):
+                raise TypeError(f"record config's '{part}' is {config[part]!r}")
+        if not isinstance(known.get("costs", ()), (list, tuple)):
+            raise TypeError(f"record field 'costs' is {known['costs']!r}")
+        known["costs"] = tuple(_cost(c) for c in known.get("costs", ()))
         return Record(**known)
+
+
+# the JSON types of a record's fields (bool is an int to Python: refused where a number is due)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "task_key": (str,),
+    "template": (str,),
+    "workload_key": (str,),
+    "template_version": (int,),
+    "target": (str,),
+    "config": (dict,),
+    "error": (str,),
+    "device": (str,),
+    "ember_version": (str,),
+    "message": (str,),
+    "timestamp": (int, float),
+    "format": (int,),
+}
+
+
+def _is(value: Any, kinds: tuple[type, ...]) -> bool:
+    return isinstance(value, kinds) and not isinstance(value, bool)
+
+
+def _cost(value: Any) -> float:
+    if not _is(value, (int, float)):
+        raise TypeError(f"record cost {value!r} is not a number")
+    if math.isnan(value) or value < 0:  # json reads NaN; neither would order the best
+        raise ValueError(f"record cost {value!r} is not a duration")
+    return float(value)
 
 
 def host_device_name() -> str:
@@ -148,7 +198,8 @@ def read_records(
                 continue
             try:
                 rec = Record.from_dict(json.loads(line))
-            except (ValueError, TypeError, KeyError):
+                Target.parse(rec.target)  # apply_history_best parses it: check it here
+            except (ValueError, TypeError, KeyError, ArgumentError):
                 skipped["unreadable"] += 1
                 continue
             if want is not None and rec.target != want:

@@ -49,9 +49,33 @@ class MeasureResult:
         """The median of the repeats; ``inf`` for a failed candidate."""
         return statistics.median(self.costs) if self.ok else math.inf
 
+    @property
+    def busy(self) -> bool:
+        """Whether the repeats disagree so much that the machine was busy (see :func:`busy`)."""
+        return busy(self.costs)
+
     @staticmethod
     def failed(error: ErrorKind, message: str, **kw: float) -> MeasureResult:
         return MeasureResult((), error, message[-2000:], **kw)
+
+
+# The slowest repeat over the fastest beyond which a measurement is not trusted: repeats of
+# one compiled kernel on an idle machine stay within a few percent of each other (after the
+# warm-up run), so a spread this wide means something else took the cores meanwhile.
+BUSY_SPREAD = 1.5
+
+
+def busy(costs: tuple[float, ...] | list[float]) -> bool:
+    """Whether ``costs`` (one per repeat) spread wider than :data:`BUSY_SPREAD`: the
+    median of such a measurement says more about the machine's load than the kernel."""
+    good = [c for c in costs if c > 0]
+    return len(good) >= 2 and max(good) > BUSY_SPREAD * min(good)
+
+
+def spread_text(costs: tuple[float, ...] | list[float]) -> str:
+    """``"x2.31 spread"``: the slowest repeat over the fastest, for a flag in a table."""
+    good = [c for c in costs if c > 0]
+    return f"x{max(good) / min(good):.2f} spread" if len(good) >= 2 else ""
 
 
 class Measurer(Protocol):

@@ -86,7 +86,10 @@ def open_storage(storage: Any, records: str | Path | None) -> Any:
     try:
         if "://" in text:
             return _database_storage(text)
-        return JournalStorage(JournalFileBackend(text))
+        from ember.tuner.journal_lock import OwnedJournalLock
+
+        # Optuna's default lock makes a resumed run wait 30 s for a SIGKILLed one's
+        return JournalStorage(JournalFileBackend(text, lock_obj=OwnedJournalLock(text)))
     except Exception as e:  # a missing driver, a refused connection, an unwritable file
         raise ArgumentError(f"cannot open the Optuna storage '{text}': {e}") from e
 

@@ -11,11 +11,14 @@ never takes the tuner down.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import signal
 import sys
 import threading
 import time
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +61,7 @@ class WorkerProcess:
         entry = get_global_func("tuner.worker")
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=entry, args=(child, self.role), daemon=True)
-        with _MAIN_LOCK:  # the worker must not re-run the user's script (see _bare_main)
+        with _MAIN_LOCK, _sigint_blocked():  # no re-run of the user's script (see _MAIN_LOCK)
             saved = sys.modules["__main__"]
             sys.modules["__main__"] = types.ModuleType("__main__")
             try:
@@ -120,6 +123,24 @@ class WorkerProcess:
             except OSError:
                 pass
         self.kill()
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Start workers with SIGINT blocked. Ctrl-C signals the terminal's whole process group:
+    without this each worker died of its own ``KeyboardInterrupt`` and printed a traceback
+    (about 70 lines for three workers) before the tuner's one "interrupted" line. The
+    tuner alone handles Ctrl-C and then closes its workers; a blocked mask is inherited
+    through fork and exec, and blocking is per thread, so it works in the tuner's build
+    threads too, and a Ctrl-C meanwhile reaches the tuner once this block ends."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups to worry about
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _exit_text(code: int | None) -> str:

@@ -2,7 +2,39 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from ember.tir.schedule.schedule import Stage
+
+# CUDA's grid limits (every architecture since sm_30): x up to 2^31 - 1, y and z up to 65535
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
+
+
+def bind_blocks(stage: Stage, axes: list[Any], extents: list[int]) -> Any:
+    """Bind a block tile nest (``axes`` outermost first, e.g. ``[*batch, by, bx]``, with their
+    trip counts) to the grid, within CUDA's grid limits; gives the innermost block axis,
+    where the block's stages attach.
+
+    The usual layout is the last axis on ``blockIdx.x``, the one before on ``y`` and the
+    rest (fused) on ``z``. When ``y`` or ``z`` would pass 65535 (a batched MatMul with
+    70,000 batches) every block axis is fused onto ``x`` instead, whose limit is 2^31 - 1:
+    a template, not the user, must keep its grid legal."""
+    *outer, last = axes
+    *batch, middle = outer if outer else [None]
+    z = math.prod(extents[: len(batch)]) if batch else 1
+    y = extents[len(batch)] if middle is not None else 1
+    if y <= MAX_GRID_YZ and z <= MAX_GRID_YZ:
+        if batch:
+            stage.bind(stage.fuse(*batch) if len(batch) > 1 else batch[0], "blockIdx.z")
+        if middle is not None:
+            stage.bind(middle, "blockIdx.y")
+        stage.bind(last, "blockIdx.x")
+        return last
+    fused = stage.fuse(*axes)
+    stage.bind(fused, "blockIdx.x")
+    return fused
 
 
 def cooperative_fetch(stage: Stage, threads_y: int, threads_x: int, vector: int = 1) -> None:

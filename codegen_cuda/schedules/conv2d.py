@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.codegen_cuda.schedules.common import cooperative_fetch
+from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
+from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp
@@ -49,8 +50,9 @@ def conv2d_nchw_cuda(
     px = s[Y].fuse(y, x)
     po, pi = s[Y].split(px, factor=threads)
     s[Y].reorder(n, oo, po, oi, pi)
-    s[Y].bind(s[Y].fuse(n, oo), "blockIdx.y")
-    s[Y].bind(po, "blockIdx.x")
+    n_, o_, oh, ow = (int(E.const_value(d)) for d in Y.shape)
+    blocks_y = n_ * -(-o_ // oc_block)  # (image, channel block) pairs: y, if it fits
+    bind_blocks(s[Y], [s[Y].fuse(n, oo), po], [blocks_y, -(-(oh * ow) // threads)])
     s[Y].bind(oi, "threadIdx.y")
     s[Y].bind(pi, "threadIdx.x")
     s[YL].compute_at(s[Y], pi)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.codegen_cuda.schedules.common import cooperative_fetch
+from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
@@ -94,9 +94,7 @@ def conv2d_nchw_gemm_cuda(
     ty, orow = s[Y].split(oi, nparts=bm // tm)
     tx, pcol = s[Y].split(pi, nparts=bn // tn)
     s[Y].reorder(n, by, bx, ty, tx, orow, pcol)
-    s[Y].bind(n, "blockIdx.z")
-    s[Y].bind(by, "blockIdx.y")
-    s[Y].bind(bx, "blockIdx.x")
+    bind_blocks(s[Y], [n, by, bx], [N, -(-O // bm), -(-P // bn)])
     s[Y].bind(ty, "threadIdx.y")
     s[Y].bind(tx, "threadIdx.x")
     s[Y].unroll(orow)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.codegen_cuda.schedules.common import cooperative_fetch
+from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
+from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tuner.template import get_config, template
@@ -38,7 +39,8 @@ def _define_tiles() -> tuple[int, int, int, int, int]:
 
 def schedule_matmul_cuda(s: Schedule, C: Any, A: Any, B: Any, K: int, N: int) -> None:
     """Block and thread tiles for ``C[..., i, j] = sum_k A[..., i, k] * B[..., k, j]``;
-    a leading batch axis, if any, is bound to ``blockIdx.z``."""
+    a leading batch axis, if any, is bound to ``blockIdx.z`` (every block axis to ``x``
+    where ``y`` or ``z`` would pass CUDA's 65535)."""
     cfg = get_config()
     bm, bn, bk, tm, tn = _define_tiles()
     CL = s.cache_write(C, "local")
@@ -53,10 +55,8 @@ def schedule_matmul_cuda(s: Schedule, C: Any, A: Any, B: Any, K: int, N: int) ->
     ty, yr = s[C].split(yi, nparts=bm // tm)
     tx, xr = s[C].split(xi, nparts=bn // tn)
     s[C].reorder(*batch, by, bx, ty, tx, yr, xr)
-    for b in batch:
-        s[C].bind(b, "blockIdx.z")
-    s[C].bind(by, "blockIdx.y")
-    s[C].bind(bx, "blockIdx.x")
+    dims = [int(E.const_value(d)) for d in C.shape]
+    bind_blocks(s[C], [*batch, by, bx], [*dims[:-2], -(-dims[-2] // bm), -(-dims[-1] // bn)])
     s[C].bind(ty, "threadIdx.y")
     s[C].bind(tx, "threadIdx.x")
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ember.codegen_cuda.schedules.common import bind_blocks
 from ember.codegen_cuda.schedules.tensorcore_intrin import (
     mma_step_intrin,
     store_intrin,
@@ -179,7 +180,7 @@ def schedule_tensorcore_gemm(
 
     ``vectors``: elements per access of the A fetch, the B fetch and the C store (1 where
     a row of the global tensor does not start aligned). A leading batch axis of ``C`` is
-    ``blockIdx.z``."""
+    ``blockIdx.z`` (all block axes fuse onto ``x`` where ``y`` or ``z`` would pass 65535)."""
     wmma = knobs["route"] == "wmma"
     acc_scope = "wmma.accumulator" if wmma else "warp"
     for stage, scope in ((AP, "shared"), (BP, "shared"), (CF, acc_scope), (CS, "shared")):
@@ -206,10 +207,10 @@ def _schedule_output(s: Schedule, C: Tensor, knobs: dict[str, Any], vector: int)
     by, ii = s[C].split(i, factor=bm)
     bx, jj = s[C].split(j, factor=bn)
     s[C].reorder(*batch, by, bx, ii, jj)
-    if batch:  # several batch dims (heads of attention) share grid z
-        s[C].bind(s[C].fuse(*batch) if len(batch) > 1 else batch[0], "blockIdx.z")
-    s[C].bind(by, "blockIdx.y")
-    s[C].bind(bx, "blockIdx.x")
+    # several batch dims (heads of attention) share grid z, unless a grid limit says otherwise
+    dims = [int(E.const_value(d)) for d in C.shape]
+    extents = [*dims[:-2], -(-dims[-2] // bm), -(-dims[-1] // bn)]
+    bx = bind_blocks(s[C], [*batch, by, bx], extents)
     fused = s[C].fuse(ii, jj)
     if vector > 1:
         fused, lanes = s[C].split(fused, factor=vector)

@@ -179,9 +179,9 @@ STRATEGIES: dict[str, Strategy] = {"matmul": _matmul, "gemm": _gemm, "conv": _co
 
 def _sm(arch: str) -> int:
     from ember.codegen_cuda.build import default_arch
+    from ember.codegen_cuda.resources import arch_number
 
-    digits = "".join(ch for ch in (arch or default_arch()) if ch.isdigit())
-    return int(digits) if digits else 0
+    return arch_number(arch or default_arch())
 
 
 def compute_for(

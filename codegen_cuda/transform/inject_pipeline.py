@@ -420,11 +420,10 @@ class _Pipeline(Mutator):
 
 
 def uses_async_copy(arch: str) -> bool:
-    """``cp.async`` exists from Ampere (sm_80) on."""
-    try:
-        return int(arch.removeprefix("sm_").rstrip("a")) >= 80
-    except ValueError:
-        return False
+    """``cp.async`` exists from Ampere (sm_80) on (``sm_90a``, ``sm_100f`` included)."""
+    from ember.codegen_cuda.resources import arch_number
+
+    return arch_number(arch) >= 80
 
 
 def inject_pipeline(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:

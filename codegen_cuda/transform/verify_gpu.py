@@ -1,10 +1,12 @@
 """Pass ``verify_gpu``: reject kernels the GPU cannot run, before any compiler sees them.
 
 Expects: a kernel (attrs ``kernel`` and ``launch``) for an architecture.
-Guarantees: at most 1024 threads per block, each block and grid dimension
-within CUDA's own limit (a launch past one fails at run time with an opaque
-"invalid argument", or on the emulator not at all), shared memory within the
-architecture's per-block limit, and per-thread local arrays within a budget, where
+Guarantees: at most 1024 threads per block (or the target's ``-max-threads-per-block``),
+each block and grid dimension within CUDA's own limit (a launch past one fails at run
+time with an opaque "invalid argument", or on the emulator not at all), shared memory
+within the architecture's per-block limit (``resources.ARCH_LIMITS``, one row per
+architecture NVRTC offers, or the target's ``-max-shared-memory-per-block``), and
+per-thread local arrays within a budget, where
 ``warp`` buffers and ``wmma`` fragments count per warp (a 32nd of their size per
 lane), fragments hold whole 16x16 tiles of a tensor-core type and warp buffers a
 multiple of 32 elements, and each tensor-core instruction exists on the architecture
@@ -15,6 +17,7 @@ otherwise a ``LoweringError`` saying which limit, by how much, and what to chang
 
 from __future__ import annotations
 
+from ember.codegen_cuda.resources import ARCH_LIMITS, arch_limits, arch_number
 from ember.errors import LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -27,15 +30,6 @@ MAX_THREADS_PER_BLOCK = 1024
 # CUDA's per-dimension limits (the same for every architecture since sm_30).
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
-# Shared memory a block may use (bytes), with the opt-in carve-out.
-MAX_SHARED_PER_BLOCK = {
-    "sm_70": 96 * 1024,
-    "sm_75": 64 * 1024,
-    "sm_80": 163 * 1024,
-    "sm_86": 99 * 1024,
-    "sm_89": 99 * 1024,
-    "sm_90": 227 * 1024,
-}
 MAX_LOCAL_BYTES_PER_THREAD = 16 * 1024
 
 
@@ -85,8 +79,7 @@ def _check_warp_storage(kernel: str, buf: object) -> None:
 
 def _check_tensor_cores(func: S.PrimFunc, arch: str) -> None:
     """Every tensor-core call's instruction exists on ``arch``."""
-    digits = arch.rpartition("_")[2]
-    have = int(digits) if digits.isdigit() else 0
+    have = arch_number(arch)  # sm_90a is 90: the suffix selects features, not a generation
     bf16_fragments: set[E.Var] = set()
     calls: list[E.Call] = []
 
@@ -113,13 +106,30 @@ def _check_tensor_cores(func: S.PrimFunc, arch: str) -> None:
             )
 
 
-def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
+def verify_gpu(
+    func: S.PrimFunc,
+    arch: str = "sm_80",
+    max_threads: int | None = None,
+    max_shared: int | None = None,
+) -> S.PrimFunc:
+    """Check ``func`` against ``arch``'s limits (:data:`~ember.codegen_cuda.resources.
+    ARCH_LIMITS`); ``max_threads`` and ``max_shared`` (bytes), from the target's
+    ``-max-threads-per-block`` and ``-max-shared-memory-per-block``, replace the
+    architecture's per-block limits, as TVM's ``verify_gpu_code`` takes them from the target."""
+    # An architecture without a row (sm_35, sm_99) is one no supported NVRTC offers (a test
+    # holds the table to nvrtcGetSupportedArchs); NVRTC refuses it with its list, so here it
+    # is held to the limits every architecture has: 1024 threads, 48 KiB of static shared.
+    known = arch_number(arch) and f"sm_{arch_number(arch)}" in ARCH_LIMITS
+    portable_shared = 48 * 1024
+    shared_cap = arch_limits(arch).max_shared_per_block if known else portable_shared
+    thread_limit = max_threads or MAX_THREADS_PER_BLOCK
+    where = "the target's -max-threads-per-block" if max_threads else f"{arch}'s limit"
     grid, block = func.attr("launch")
     threads = block[0] * block[1] * block[2]
-    if threads > MAX_THREADS_PER_BLOCK:
+    if threads > thread_limit:
         raise LoweringError(
             f"kernel '{func.name}' uses {threads} threads per block ({block[0]}x{block[1]}x"
-            f"{block[2]}); the limit is {MAX_THREADS_PER_BLOCK}: split the thread axes smaller"
+            f"{block[2]}); {where} is {thread_limit}: split the thread axes smaller"
         )
     _check_dims(func.name, "blockDim", "threadIdx", block, MAX_BLOCK_DIM)
     _check_dims(func.name, "gridDim", "blockIdx", grid, MAX_GRID_DIM)
@@ -140,10 +150,11 @@ def verify_gpu(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
 
     post_order_visit(func.body, visit)
     _check_tensor_cores(func, arch)
-    limit = MAX_SHARED_PER_BLOCK.get(arch, 48 * 1024)
+    limit = max_shared or shared_cap
     if shared > limit:
+        who = "the target's -max-shared-memory-per-block" if max_shared else arch
         raise LoweringError(
-            f"kernel '{func.name}' needs {shared} bytes of shared memory per block; {arch} "
+            f"kernel '{func.name}' needs {shared} bytes of shared memory per block; {who} "
             f"allows {limit}: use smaller tiles for the shared stages"
         )
     if local > MAX_LOCAL_BYTES_PER_THREAD:
