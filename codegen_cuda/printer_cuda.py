@@ -36,6 +36,8 @@ from ember.tir.tensor_core import WMMA_SCOPES, written_pointer
 
 TYPE_NAMES: dict[str, str] = {
     "bool": "bool",
+    "int4": "signed char",  # one 4-bit value per byte, wrapped by ember_wrap_int4
+    "uint4": "unsigned char",
     "int8": "signed char",
     "int16": "short",
     "int32": "int",
@@ -134,7 +136,18 @@ __device__ __forceinline__ {t} ember_floormod({t} a, {t} b) {{
   return a - {floor}(a / b) * b;
 }}
 """,
+    # 4-bit integers: C computes char arithmetic in int, so every int4/uint4 result is
+    # brought back to 4 bits (two's complement) before it is used or stored
+    "wrap4": """\
+__device__ __forceinline__ {t} ember_wrap_{name}(int x) {{
+  return ({t})({body});
+}}
+""",
 }
+_WRAP4_BODY = {"int4": "((x & 15) ^ 8) - 8", "uint4": "x & 15"}
+# the nodes whose int4/uint4 value C may leave outside 4 bits (constants, variables and
+# selects of such values already are within them)
+_WRAPPED_NODES = (E.BinOp, E.Cast, E.Call, E.BufferLoad)
 
 
 # One cp.async of 4, 8 or 16 bytes from global to shared memory (sm_80+); 16-byte
@@ -162,6 +175,9 @@ def _helper_text(kind: str, ctype: str) -> str:
     if kind in ("cp_async", "cp_async_zfill"):
         text = _CP_ASYNC if kind == "cp_async" else _CP_ASYNC_ZFILL
         return text.format(n=ctype, cache="cg" if ctype == "16" else "ca")
+    if kind == "wrap4":
+        t = TYPE_NAMES[ctype]
+        return _HELPERS[kind].format(t=t, name=ctype, body=_WRAP4_BODY[ctype])
     return _HELPERS[kind].format(t=ctype, floor="floorf" if ctype == "float" else "floor")
 
 
@@ -236,6 +252,28 @@ class CUDAPrinter(CUDAVectorMemory):
         if dtype == "float32":
             text += "f"
         return text, (UNARY if v < 0 else PRIMARY)
+
+    # -- 4-bit integers ---------------------------------------------------------------
+    def print(self, e: E.PrimExpr, lane: int | None = None) -> Text:
+        """As :meth:`CPrinter.print`, with every computed int4/uint4 value wrapped to 4 bits."""
+        base = dt.element_of(e.dtype)
+        if base not in dt.SUB_BYTE_INTS or not isinstance(e, _WRAPPED_NODES):
+            return super().print(e, lane)
+        if isinstance(e, E.Cast):
+            if dt.element_of(e.value.dtype) == base:
+                return self.print(e.value, lane)
+            # through int, as LLVM converts through i32: (signed char)1e3f would be undefined
+            text = f"(int){self.wrap(self._as_c_number(e.value, lane), UNARY)}"
+        else:
+            text = super().print(e, lane)[0]
+        self.helpers.add(("wrap4", base))
+        return f"ember_wrap_{base}({text})", PRIMARY
+
+    def _as_c_number(self, e: E.PrimExpr, lane: int | None) -> Text:
+        """``e`` as a value C can convert to int (half types through float)."""
+        if dt.element_of(e.dtype) in TO_FLOAT:
+            return self.to_float(e, lane), PRIMARY
+        return self.print(e, lane)
 
     # -- conversions and math ---------------------------------------------------------
     def to_float(self, e: E.PrimExpr, lane: int | None) -> str:

@@ -1,7 +1,8 @@
 """Small llvmlite helpers the LLVM code generator is built from.
 
 Sits under :mod:`ember.codegen_llvm.codegen`: it maps Ember dtypes to LLVM types
-(register form and memory form differ for ``bool``, stored as ``i8``, and for
+(register form and memory form differ for ``bool``, stored as ``i8``, for
+``int4``/``uint4``, computed as ``i4`` and stored sign- or zero-extended as ``i8``, and for
 ``bfloat16``, computed as ``float`` and stored as ``i16``), makes constants and
 splats, declares intrinsics and C functions once per module, and gives a
 ``for_range`` context manager in the spirit of numba's ``cgutils`` that emits a
@@ -27,8 +28,12 @@ F32 = ir.FloatType()
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
+I4 = ir.IntType(4)
+
 _REGISTER = {
     "bool": I1,
+    "int4": I4,  # i4 arithmetic wraps to 4 bits by itself; stored one value per byte
+    "uint4": I4,
     "int8": I8,
     "uint8": I8,
     "int16": I16,
@@ -43,7 +48,7 @@ _REGISTER = {
     "float64": ir.DoubleType(),
     "handle": PTR,
 }
-_MEMORY = {**_REGISTER, "bool": I8, "bfloat16": I16}
+_MEMORY = {**_REGISTER, "bool": I8, "int4": I8, "uint4": I8, "bfloat16": I16}
 
 
 def _vector(elem: ir.Type, lanes: int) -> ir.Type:

@@ -5,7 +5,10 @@ store code for the two dtypes whose register form differs from their memory
 form: ``bool`` is ``i1`` in registers and a byte in memory; ``bfloat16`` is a
 ``float`` in registers (always holding a value exactly representable in
 bfloat16) and the upper 16 bits of that float in memory. Rounding to bfloat16
-is round-to-nearest-even, and NaN stays a quiet NaN.
+is round-to-nearest-even, and NaN stays a quiet NaN. ``int4``/``uint4`` are ``i4`` in
+registers (so every operation wraps to 4 bits) and one sign- or zero-extended byte in
+memory; a float converts to them through ``i32`` and wraps, where a direct ``fptosi`` to
+``i4`` would give poison for anything outside -8..7.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ def to_memory(b: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
         return b.zext(value, _vec(I8, lanes_of_type(value.type)))
     if base == "bfloat16":
         return bfloat16_to_bits(b, value)
+    if base == "int4":
+        return b.sext(value, _vec(I8, lanes_of_type(value.type)))
+    if base == "uint4":
+        return b.zext(value, _vec(I8, lanes_of_type(value.type)))
     return value
 
 
@@ -85,6 +92,8 @@ def from_memory(b: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
         return b.icmp_unsigned("!=", value, splat_const(value.type, 0))
     if base == "bfloat16":
         return bfloat16_from_bits(b, value)
+    if dt.is_sub_byte_int(base):  # the low 4 bits: a byte out of range wraps, as elsewhere
+        return b.trunc(value, reg_type(dt.with_lanes(base, lanes_of_type(value.type))))
     return value
 
 
@@ -112,6 +121,8 @@ def _convert(b: ir.IRBuilder, v: ir.Value, src: str, dst: str, lanes: int) -> ir
         return b.zext(v, to) if dt.is_uint(src) else b.sext(v, to)
     if dt.is_int(src):
         return b.uitofp(v, to) if dt.is_uint(src) else b.sitofp(v, to)
+    if dt.is_sub_byte_int(dst):
+        return b.trunc(b.fptosi(v, _vec(I32, lanes)), to)  # wraps, where fptosi to i4 is poison
     if dt.is_int(dst):
         return b.fptoui(v, to) if dt.is_uint(dst) else b.fptosi(v, to)
     if dt.bits_of(src) < dt.bits_of(dst):

@@ -197,7 +197,10 @@ class CodeGenLLVM(Visitor):
         return value
 
     def visit_IntImm(self, e: E.IntImm) -> ir.Value:
-        return ir.Constant(reg_type(e.dtype), e.value)
+        value = e.value
+        if dt.is_sub_byte_int(e.dtype):  # an i4 constant is written as its signed value
+            value = ((value & 15) ^ 8) - 8
+        return ir.Constant(reg_type(e.dtype), value)
 
     def visit_FloatImm(self, e: E.FloatImm) -> ir.Value:
         base = dt.element_of(e.dtype)

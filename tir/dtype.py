@@ -14,6 +14,8 @@ from ember.errors import ArgumentError
 
 SCALAR_DTYPES: tuple[str, ...] = (
     "bool",
+    "int4",
+    "uint4",
     "int8",
     "int16",
     "int32",
@@ -30,6 +32,8 @@ SCALAR_DTYPES: tuple[str, ...] = (
 
 _BITS = {
     "bool": 1,
+    "int4": 4,
+    "uint4": 4,
     "int8": 8,
     "int16": 16,
     "int32": 32,
@@ -44,6 +48,10 @@ _BITS = {
     "float64": 64,
     "handle": 64,
 }
+
+
+# The 4-bit integers: values -8..7 and 0..15, held one per byte (see :func:`numpy_dtype`).
+SUB_BYTE_INTS = ("int4", "uint4")
 
 
 def split_lanes(dtype: str) -> tuple[str, int]:
@@ -92,7 +100,7 @@ def bits_of(dtype: str) -> int:
 
 
 def bytes_of(dtype: str) -> int:
-    """Storage size of one element (bool is stored as one byte)."""
+    """Storage size of one element (bool, int4 and uint4 are stored as one byte each)."""
     return max(1, _BITS[element_of(dtype)] // 8) * lanes_of(dtype)
 
 
@@ -113,11 +121,32 @@ def is_bool(dtype: str) -> bool:
     return element_of(dtype) == "bool"
 
 
+def is_sub_byte_int(dtype: str) -> bool:
+    """int4 or uint4 (any lanes): integers narrower than their one-byte storage."""
+    return element_of(dtype) in SUB_BYTE_INTS
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The least and greatest value of integer ``dtype`` (int4: -8, 7; uint4: 0, 15)."""
+    bits = bits_of(dtype)
+    if is_uint(dtype):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
 def numpy_dtype(dtype: str) -> np.dtype:
-    """The numpy storage type. bfloat16 has no numpy type and is stored as uint16 bits."""
+    """The numpy storage type. bfloat16 has no numpy type and is stored as uint16 bits.
+
+    int4 and uint4 are stored one value per byte, as ``int8`` (sign-extended) and
+    ``uint8`` (zero-extended). TVM packs two 4-bit values into each byte of an NDArray;
+    Ember deliberately does not, so an int4 tensor is an ordinary numpy array whose
+    elements are indexable and whose values read as themselves.
+    """
     base = element_of(dtype)
     if base == "bfloat16":
         return np.dtype("uint16")
+    if base in SUB_BYTE_INTS:
+        return np.dtype("int8" if base == "int4" else "uint8")
     if base == "handle":
         return np.dtype("uint64")
     return np.dtype(base)

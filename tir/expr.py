@@ -748,6 +748,12 @@ def int_call(op: Intrinsic, *args: ExprLike) -> PrimExpr:
             raise ArgumentError(
                 f"{op.value} works on integers, got an operand of type {a.dtype}: {a!r}"
             )
+    if op in (Intrinsic.CLZ, Intrinsic.POPCOUNT) and dt.is_sub_byte_int(e.args[0].dtype):
+        # counted over 4 bits or over the byte a 4-bit value is stored in? Ask for the byte
+        raise ArgumentError(
+            f"{op.value} of a {e.args[0].dtype} value is not supported: cast it to "
+            f"{'uint8' if dt.is_uint(e.args[0].dtype) else 'int8'} first"
+        )
     if op is Intrinsic.CLZ:
         return Call(dt.with_lanes("int32", dt.lanes_of(e.dtype)), op, e.args)
     return e

@@ -21,7 +21,7 @@ reference interpreter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +33,14 @@ from ember.errors import ArgumentError, InternalError
 from ember.tir import dtype as dt
 from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
 from ember.tir.interp.memory import fresh_storage
+from ember.tir.interp.ops import wrap_fn
 
 Env = list
 
 
-def _as_value(raw: Any, bf16: bool) -> Any:
+def _as_value(raw: Any, bf16: bool, wrap: Callable[[Any], Any] | None = None) -> Any:
+    if wrap is not None:
+        return wrap(raw)  # int4/uint4: as the printed CUDA wraps what it loads
     if not bf16:
         return raw
     out = bf16_to_float32(raw)
@@ -57,6 +60,7 @@ class Storage:
         self.name = name
         self.elem_bytes = dt.bytes_of(dtype)
         self.bf16 = dt.element_of(dtype) == "bfloat16"
+        self.wrap = wrap_fn(dtype)
         self.size = size
         self.sites = sites
 
@@ -120,7 +124,7 @@ class GlobalStorage(Storage):
         self.profile(env, "load", idx, site)
         if self.tracker is not None:
             self.tracker.on_read(*_thread_accesses(idx, env, self.lane_shape(env, idx)), site)
-        return _as_value(self.data[idx], self.bf16)
+        return _as_value(self.data[idx], self.bf16, self.wrap)
 
     def store(self, idx: Any, value: Any, env: Env, site: int) -> None:
         idx = self.checked(idx, env, "store", site)
@@ -191,7 +195,7 @@ class BlockStorage(Storage):
             raw = self.data[idx, 0]
         else:
             raw = self.data[idx, self.cols[:, None] if vector else self.cols]
-        return _as_value(raw, self.bf16)
+        return _as_value(raw, self.bf16, self.wrap)
 
     def store(self, idx: Any, value: Any, env: Env, site: int) -> None:
         idx = self.checked(idx, env, "store", site)

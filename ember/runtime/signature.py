@@ -155,7 +155,29 @@ def _byte_order_fix(want: np.dtype, got: np.dtype) -> str:
 
 
 def _hint(p: ParamSpec) -> str:
-    return " (bfloat16 data is passed as its uint16 bits)" if p.dtype == "bfloat16" else ""
+    if p.dtype == "bfloat16":
+        return " (bfloat16 data is passed as its uint16 bits)"
+    if dt.is_sub_byte_int(p.dtype):
+        return f" ({p.dtype} data is passed one value per byte, not packed)"
+    return ""
+
+
+def _check_4bit_range(where: str, p: ParamSpec, arr: np.ndarray) -> None:
+    """Refuse an int4/uint4 input holding a byte outside -8..7 / 0..15.
+
+    Only arrays the function reads without writing are checked: an output's old contents
+    may be anything (``np.empty``), and compiled code wraps whatever byte it loads.
+    """
+    if p.written or arr.size == 0 or not dt.is_sub_byte_int(p.dtype):
+        return
+    lo, hi = dt.int_range(p.dtype)
+    least, greatest = int(arr.min()), int(arr.max())
+    if least < lo or greatest > hi:
+        bad = least if least < lo else greatest
+        raise ArgumentError(
+            f"{where} is {p.dtype} and must hold values in {lo}..{hi}, got {bad}; "
+            f"wrap or clip the data first"
+        )
 
 
 def _check_one(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
@@ -182,6 +204,7 @@ def _check_one(sig: FunctionSignature, p: ParamSpec, x: Any) -> np.ndarray:
         raise ArgumentError(f"{where} is not aligned to its element size; pass a copy")
     if p.written and not arr.flags.writeable:
         raise ArgumentError(f"{where} is written by the function but the array is read-only")
+    _check_4bit_range(where, p, arr)
     return arr
 
 

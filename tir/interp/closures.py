@@ -29,7 +29,14 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.bf16 import round_to_bf16
-from ember.tir.interp.ops import COMPARE, INTRINSICS, cast_fn, extern_fn, value_dtype
+from ember.tir.interp.ops import (
+    COMPARE,
+    INTRINSICS,
+    cast_fn,
+    extern_fn,
+    value_dtype,
+    wrap_fn,
+)
 from ember.tir.printer import expr_to_str, stmt_to_str
 
 Env = list
@@ -222,6 +229,10 @@ class ExprCompilerBase:
         if operands and value_dtype(e.dtype) != value_dtype(operands[0].dtype):
             conv, inner = cast_fn(e.dtype), call
             call = lambda env: conv(inner(env))  # noqa: E731
+        wrap = wrap_fn(e.dtype)
+        if wrap is not None:  # int4/uint4: abs(-8), shift_left... wrap to 4 bits
+            wrapped_call = call
+            call = lambda env: wrap(wrapped_call(env))  # noqa: E731
         return ("f", call)
 
     def _let(self, e: E.Let) -> Operand:

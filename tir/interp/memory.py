@@ -27,6 +27,7 @@ from ember.tir import dtype as dt
 from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
 from ember.tir.buffer import Buffer
 from ember.tir.expr import IntImm, PrimExpr
+from ember.tir.interp.ops import wrap_fn
 
 Env = list
 Fn = Callable[[Env], Any]
@@ -157,6 +158,11 @@ def compile_load(
         if vector:
             return lambda env: bf16_to_float32(env[ds][locate(env)])
         return lambda env: _BF16_TABLE[env[ds][locate(env)]]
+    wrap = wrap_fn(buf.dtype)
+    if wrap is not None:
+        # a 4-bit value is wrapped on load too, so a byte out of range (in memory nobody
+        # range-checked, such as an output's old contents) reads as compiled code reads it
+        return lambda env: wrap(env[ds][locate(env)])
     return lambda env: env[ds][locate(env)]
 
 

@@ -41,6 +41,39 @@ def value_dtype(dtype: str) -> np.dtype:
     return np.dtype("float32") if base == "bfloat16" else dt.numpy_dtype(base)
 
 
+# -- 4-bit integers: computed in int8/uint8, wrapped to 4 bits after every operation ----
+
+
+def _wrap_int4(v: Value) -> Value:
+    # keep the low nibble and sign-extend it: (x & 15) ^ 8 - 8 maps 8..15 to -8..-1
+    return ((v & np.int8(15)) ^ np.int8(8)) - np.int8(8)
+
+
+def _wrap_uint4(v: Value) -> Value:
+    return v & np.uint8(15)
+
+
+def wrap_fn(dtype: str) -> Callable[[Value], Value] | None:
+    """The function wrapping a computed value to ``dtype``'s 4 bits, or None for other types.
+
+    int4/uint4 values live in int8/uint8 (see :func:`ember.tir.dtype.numpy_dtype`); an
+    operation's int8 result is wrapped to 4 bits, as LLVM's ``i4`` and the printed CUDA do.
+    """
+    base = dt.element_of(dtype)
+    if base == "int4":
+        return _wrap_int4
+    if base == "uint4":
+        return _wrap_uint4
+    return None
+
+
+def _wrapped(fn: BinaryFn, dtype: str) -> BinaryFn:
+    wrap = wrap_fn(dtype)
+    if wrap is None:
+        return fn
+    return lambda a, b: wrap(fn(a, b))
+
+
 # -- integer division: floor (Python, numpy) and truncating (C) ------------------------
 
 
@@ -156,6 +189,10 @@ def binary_fn(op: BinaryOp, dtype: str, where: Callable[[], str] = lambda: "?") 
 
     ``where`` describes the expression for error messages; it is called only on error.
     """
+    return _wrapped(_binary_fn(op, dtype, where), dtype)
+
+
+def _binary_fn(op: BinaryOp, dtype: str, where: Callable[[], str]) -> BinaryFn:
     vector = dt.lanes_of(dtype) > 1
     if op in _COMMON:
         return _COMMON[op]
@@ -401,6 +438,11 @@ def cast_fn(dtype: str) -> Callable[[Value], Value]:
     if base == "bool":
         return lambda v: v != 0
     target = value_dtype(base)
+    wrap = wrap_fn(base)
+    if wrap is not None:
+        # through int64 first: a float or a wide integer converts to 4 bits by truncation
+        # toward zero and then wrapping, as LLVM's fptosi/trunc to i4 and the printed CUDA
+        return lambda v: wrap(v.astype(np.int64).astype(target))
     if base == "bfloat16":
 
         def to_bf16(v: Value) -> Value:
@@ -421,4 +463,5 @@ __all__ = [
     "binary_fn",
     "cast_fn",
     "value_dtype",
+    "wrap_fn",
 ]
