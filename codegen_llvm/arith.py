@@ -137,7 +137,32 @@ def emit_binary(
             raise CompileError(f"operator '{op.value}' is not defined on floating-point {dtype}")
         return fop(b, x, y, flags)
     iop = INT_OPS[op]
-    return iop(b, x, y, not (dt.is_uint(dtype) or dt.is_bool(dtype)), flags)
+    signed = not (dt.is_uint(dtype) or dt.is_bool(dtype))
+    if dt.is_sub_byte_int(dtype) and op in _DIVISIONS:
+        return _divide_4bit(b, iop, x, y, signed, flags)
+    return iop(b, x, y, signed, flags)
+
+
+_DIVISIONS = (
+    BinaryOp.DIV,
+    BinaryOp.FLOORDIV,
+    BinaryOp.FLOORMOD,
+    BinaryOp.TRUNCDIV,
+    BinaryOp.TRUNCMOD,
+)
+
+
+def _divide_4bit(
+    b: ir.IRBuilder, iop: IntOp, x: ir.Value, y: ir.Value, signed: bool, flags: Flags
+) -> ir.Value:
+    """An int4/uint4 division in i32, wrapped back to i4: ``-8 / -1`` is 8, which wraps to
+    -8 (as in the interpreter and the printed CUDA), where ``sdiv i4`` would be undefined."""
+    wide = ir.IntType(32)
+    if isinstance(x.type, ir.VectorType):
+        wide = ir.VectorType(wide, x.type.count)
+    extend = b.sext if signed else b.zext
+    out = iop(b, extend(x, wide), extend(y, wide), signed, flags)
+    return b.trunc(out, x.type)
 
 
 _FLOAT_CMP = {

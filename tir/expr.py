@@ -573,9 +573,24 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
     if dt.is_bool(dtype):
         return IntImm(dtype, int(bool(value)))
     try:
-        return IntImm(dtype, int(value))
+        ivalue = int(value)
     except (OverflowError, ValueError) as e:  # inf or nan has no integer value
         raise ArgumentError(f"cannot make a {dtype} constant of {value!r}: {e}") from e
+    if dt.is_sub_byte_int(dtype):
+        lo, hi = dt.int_range(dtype)
+        if not lo <= ivalue <= hi:  # as TVM's IntImm refuses a literal its type cannot hold
+            raise ArgumentError(
+                f"cannot make a {dtype} constant of {value!r}: {dtype} holds {lo}..{hi}"
+            )
+    return IntImm(dtype, ivalue)
+
+
+def _wrap_sub_byte(value: int, dtype: str) -> int:
+    """A folded int4/uint4 result wrapped to 4 bits, as the machine computes it."""
+    if not dt.is_sub_byte_int(dtype):
+        return value
+    low = value & 15
+    return (low ^ 8) - 8 if dtype == "int4" else low
 
 
 def convert(value: ExprLike, dtype: str | None = None) -> PrimExpr:
@@ -676,7 +691,7 @@ def _binary(op: BinaryOp, a: ExprLike, b: ExprLike) -> PrimExpr:
             "or ember.tir.truncdiv"
         )
     if isinstance(a, IntImm) and isinstance(b, IntImm) and op in _FOLD and not dt.is_bool(a.dtype):
-        return IntImm(a.dtype, _FOLD[op](a.value, b.value))
+        return IntImm(a.dtype, _wrap_sub_byte(_FOLD[op](a.value, b.value), a.dtype))
     return BinOp(a.dtype, op, a, b)
 
 

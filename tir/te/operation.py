@@ -238,9 +238,7 @@ def min_value(dtype: str) -> E.PrimExpr:
         return E.const(float("-inf"), dtype)
     if dt.is_bool(dtype):
         return E.const(False, dtype)
-    import numpy as np
-
-    return E.const(int(np.iinfo(dt.numpy_dtype(dtype)).min), dtype)
+    return E.const(dt.int_range(dtype)[0], dtype)  # int4: -8, not int8's -128
 
 
 def max_value(dtype: str) -> E.PrimExpr:
@@ -248,9 +246,7 @@ def max_value(dtype: str) -> E.PrimExpr:
         return E.const(float("inf"), dtype)
     if dt.is_bool(dtype):
         return E.const(True, dtype)
-    import numpy as np
-
-    return E.const(int(np.iinfo(dt.numpy_dtype(dtype)).max), dtype)
+    return E.const(dt.int_range(dtype)[1], dtype)
 
 
 sum = comm_reducer(lambda x, y: x + y, lambda t: E.const(0, t), name="sum")  # noqa: A001
