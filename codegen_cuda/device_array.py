@@ -33,6 +33,12 @@ def _dtype_name(dtype: Any) -> str:
     """Ember's name for a dtype given as a string, a numpy dtype or a type."""
     if isinstance(dtype, str) and dtype == "bfloat16":
         return dtype  # without ml_dtypes numpy has no such type
+    if isinstance(dtype, str) and dtype in dt.SUB_BYTE_INTS:
+        storage = dt.numpy_dtype(dtype).name
+        raise ArgumentError(
+            f"DeviceArray: {dtype} data lives in a {storage} array (one value per byte, "
+            f"{' to '.join(map(str, dt.int_range(dtype)))}); a kernel's {dtype} parameter takes it"
+        )
     try:
         name = np.dtype(dtype).name
     except TypeError as e:

@@ -21,6 +21,7 @@ from ember import te
 from ember.errors import ArgumentError
 from ember.tir.arith.analyzer import Analyzer
 from ember.tir.interp import run as interpret
+from tests.codegen_cuda.host_cuda import have_compiler, run_on_host
 from tests.tvm_scripts.common import CUDA
 
 DTYPES = ("int4", "uint4")
@@ -138,6 +139,28 @@ def test_int4_cuda_emulated(rng, dtype):
     assert f"ember_wrap_{dtype}(" in mod.get_source()
 
 
+def _run_printed_cuda_on_host(mod, arrays, workdir) -> None:
+    """Each kernel's printed CUDA C, compiled by g++ and run thread by thread (the
+    emulator runs the TIR; this checks that the C text wraps as the TIR means)."""
+    program = mod.program_of(None)
+    by_data = {buf.data: arr for buf, arr in zip(program.buffers, arrays)}
+    kernels = {k.name: k for k in program.kernels}
+    for launch in program.launches:
+        run_on_host(kernels[launch.kernel], [by_data[b.data] for b in launch.args], workdir)
+
+
+@pytest.mark.skipif(not have_compiler(), reason="needs g++ to run printed CUDA on the host")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int4_printed_cuda_runs_on_host(rng, tmp_path, dtype):
+    shape = (5, 13)
+    ins, outs = elementwise(*shape, dtype)
+    mod = tvm.build(_gpu_schedule(outs), [*ins, *outs], target=CUDA)
+    a, b, f = _inputs(rng, shape, dtype)
+    got = _outputs(shape, dtype)
+    _run_printed_cuda_on_host(mod, [a, b, f, *got], tmp_path)
+    _check(got, elementwise_reference(a, b, f, dtype))
+
+
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_int4_cuda_compiles_with_nvrtc(dtype):
@@ -147,9 +170,38 @@ def test_int4_cuda_compiles_with_nvrtc(dtype):
     assert len(usage) == 4 and all(u.spill_bytes == 0 for u in usage.values())
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("target", ["llvm", "emulator", "interpreter"])
-def test_int4_division_and_reductions(rng, dtype, target):
+def test_int4_cuda_on_gpu(monkeypatch, rng, dtype):
+    monkeypatch.delenv("EMBER_CUDA_EMULATE", raising=False)
+    shape = (33, 65)
+    ins, outs = elementwise(*shape, dtype)
+    mod = tvm.build(_gpu_schedule(outs), [*ins, *outs], target="cuda")
+    a, b, f = _inputs(rng, shape, dtype)
+    got = _outputs(shape, dtype)
+    mod(a, b, f, *got)
+    _check(got, elementwise_reference(a, b, f, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int4_nd_arrays(rng, dtype):
+    """tvm.nd.array / tvm.nd.empty as TVM's tests use them: one value per byte here."""
+    n = 23
+    A = te.placeholder((n,), name="A", dtype=dtype)
+    B = te.compute((n,), lambda i: A[i] * tvm.tir.const(3, dtype) + A[i], name="B")
+    f = tvm.build(te.create_schedule(B.op), [A, B], target="llvm")
+    dev = tvm.cpu(0)
+    a_np = random4(rng, (n,), dtype)
+    a = tvm.nd.array(a_np, dev)
+    b = tvm.nd.empty((n,), dtype, dev)
+    assert b.numpy().dtype == STORAGE[dtype]
+    f(a, b)
+    np.testing.assert_array_equal(b.numpy(), wrap4(a_np.astype(np.int64) * 4, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("target", ["llvm", "emulator", "printed_cuda", "interpreter"])
+def test_int4_division_and_reductions(rng, tmp_path, dtype, target):
     n, k = 6, 7
     A = te.placeholder((n, k), name="A", dtype=dtype)
     B = te.placeholder((n, k), name="B", dtype=dtype)
@@ -172,9 +224,14 @@ def test_int4_division_and_reductions(rng, dtype, target):
         wrap4(ai.sum(axis=1), dtype),
     ]
     got = [np.full(x.shape, 99, STORAGE[dtype]) for x in refs]
-    if target == "emulator":
-        s = _gpu_schedule([Q, T, M, S])
-        tvm.build(s, [A, B, Q, T, M, S], target=CUDA).emulate(a, b, *got)
+    if target in ("emulator", "printed_cuda"):
+        if target == "printed_cuda" and not have_compiler():
+            pytest.skip("needs g++ to run printed CUDA on the host")
+        mod = tvm.build(_gpu_schedule([Q, T, M, S]), [A, B, Q, T, M, S], target=CUDA)
+        if target == "emulator":
+            mod.emulate(a, b, *got)
+        else:
+            _run_printed_cuda_on_host(mod, [a, b, *got], tmp_path)
     else:
         s = te.create_schedule([Q.op, T.op, M.op, S.op])
         if target == "llvm":
@@ -232,9 +289,11 @@ def _cast_kernels(dtype: str, op: str):
     Y = te.placeholder((N,), name="Y", dtype="int32")
     fn = _OPS[op][0]
     Z = te.compute((N,), lambda i: fn(X[i].astype(dtype), Y[i].astype(dtype)).astype("int32"))
-    cpu = tvm.build(te.create_schedule(Z.op), [X, Y, Z], target="llvm")
+    s = te.create_schedule(Z.op)
+    cpu = tvm.build(s, [X, Y, Z], target="llvm")
+    lowered = tvm.lower(s, [X, Y, Z])
     gpu = tvm.build(_gpu_schedule([Z]), [X, Y, Z], target=CUDA)
-    return cpu, gpu
+    return cpu, gpu, functools.partial(interpret, lowered)
 
 
 @settings(max_examples=12, deadline=None)
@@ -247,8 +306,8 @@ def _cast_kernels(dtype: str, op: str):
 def test_int4_cast_and_arithmetic_wrap_property(dtype, op, xs, ys):
     x, y = np.array(xs, np.int32), np.array(ys, np.int32)
     want = wrap4(_OPS[op][1](wrap4(x, dtype).astype(np.int64), wrap4(y, dtype)), dtype)
-    cpu, gpu = _cast_kernels(dtype, op)
-    for run in (cpu, gpu.emulate):
+    cpu, gpu, interpreted = _cast_kernels(dtype, op)
+    for run in (cpu, gpu.emulate, interpreted):
         got = np.zeros(N, np.int32)
         run(x, y, got)
         np.testing.assert_array_equal(got, want.astype(np.int32))
