@@ -4,6 +4,23 @@ Every expression node carries one of these. A string is what users type, what
 printers show and what tables key on, so Ember keeps dtypes as strings and puts
 the few questions asked of them (lanes, element type, bit width, class) here.
 A vector type is its element type with ``x<lanes>`` appended.
+
+``int4`` and ``uint4`` are TVM's 4-bit integers: every operation, cast and constant fold
+wraps to 4 bits in two's complement (int4: -8..7, uint4: 0..15), on every path — the
+simplifier, the reference interpreter, LLVM (``i4`` registers), the printed CUDA (C
+``char`` arithmetic wrapped by ``ember_wrap_int4``/``ember_wrap_uint4``) and the SIMT
+emulator. Where Ember deliberately differs from TVM:
+
+- storage is one value per byte, an ``int8`` numpy array for int4 (sign-extended) and
+  ``uint8`` for uint4 (zero-extended); TVM's NDArray and its LLVM buffers pack two
+  values per byte. Arrays stay indexable, and a byte is never shared by two threads.
+- a compiled function refuses an input array holding a value outside the type's range
+  (``ArgumentError``); outputs and device-resident arrays are not scanned, and a byte
+  out of range reads as its low 4 bits wherever it is loaded.
+- a float converts through a 32-bit integer and wraps (``int4(9.7)`` is -7), where
+  TVM's ``fptosi`` to ``i4`` leaves out-of-range values undefined; dividing -8 by -1
+  gives -8 (8 wrapped), where LLVM's ``sdiv i4`` is undefined.
+- ``popcount``/``clz`` of a 4-bit value are refused (cast to int8/uint8 first).
 """
 
 from __future__ import annotations

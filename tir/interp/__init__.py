@@ -4,8 +4,9 @@ It sits beside the code generators, not in the build: lowering and every pass
 are tested by running their output here and comparing with numpy, and the
 backends are tested against it. So it trades speed for plain semantics:
 arithmetic in each expression's own dtype (float16 rounds every operation,
-integers wrap around, bfloat16 is stored as ``uint16`` bits and computed in
-float32), C's truncating division and float-to-int casts, loops run serially
+integers wrap around, int4/uint4 are stored one per int8/uint8 byte and wrapped to
+4 bits after every operation and load, bfloat16 is stored as ``uint16`` bits and
+computed in float32), C's truncating division and float-to-int casts, loops run serially
 in order, and every access is bounds-checked — an out-of-bounds index raises
 :class:`InternalError` instead of reading a neighbour.
 
