@@ -139,6 +139,29 @@ def test_int4_cuda_emulated(rng, dtype):
     assert f"ember_wrap_{dtype}(" in mod.get_source()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_int4_cuda_shared_and_vectorized_emulated(rng, dtype):
+    """A shared-memory stage and 4-lane vector accesses (one 32-bit word of four values)."""
+    n = 192
+    A = te.placeholder((n,), name="A", dtype=dtype)
+    B = te.compute((n,), lambda i: A[i] * A[i] + A[i], name="B")
+    s = te.create_schedule(B.op)
+    bx, x = s[B].split(B.op.axis[0], factor=64)
+    tx, v = s[B].split(x, factor=4)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[B].vectorize(v)
+    AS = s.cache_read(A, "shared", [B])
+    s[AS].compute_at(s[B], bx)
+    _, t = s[AS].split(s[AS].op.axis[0], factor=16)
+    s[AS].bind(t, te.thread_axis("threadIdx.x"))
+    mod = tvm.build(s, [A, B], target=CUDA)
+    a = random4(rng, (n,), dtype)
+    b = np.full(n, 99, STORAGE[dtype])
+    mod.emulate(a, b)
+    np.testing.assert_array_equal(b, wrap4(a.astype(np.int64) ** 2 + a, dtype))
+
+
 def _run_printed_cuda_on_host(mod, arrays, workdir) -> None:
     """Each kernel's printed CUDA C, compiled by g++ and run thread by thread (the
     emulator runs the TIR; this checks that the C text wraps as the TIR means)."""
