@@ -576,7 +576,7 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
         ivalue = int(value)
     except (OverflowError, ValueError) as e:  # inf or nan has no integer value
         raise ArgumentError(f"cannot make a {dtype} constant of {value!r}: {e}") from e
-    if dt.is_sub_byte_int(dtype):
+    if dt.bits_of(dtype) < 32:
         lo, hi = dt.int_range(dtype)
         if not lo <= ivalue <= hi:  # as TVM's IntImm refuses a literal its type cannot hold
             raise ArgumentError(
@@ -585,12 +585,14 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
     return IntImm(dtype, ivalue)
 
 
-def _wrap_sub_byte(value: int, dtype: str) -> int:
-    """A folded int4/uint4 result wrapped to 4 bits, as the machine computes it."""
-    if not dt.is_sub_byte_int(dtype):
+def _wrap_narrow(value: int, dtype: str) -> int:
+    """A folded result of an integer type narrower than 32 bits (int4, int8, uint16, ...)
+    wrapped to its width, as the machine computes it (``int8(127) + 1`` is -128). int32 and
+    int64 index arithmetic is left to the simplifier, which also wraps it."""
+    if dt.is_bool(dtype) or dt.bits_of(dtype) >= 32:
         return value
-    low = value & 15
-    return (low ^ 8) - 8 if dtype == "int4" else low
+    lo, hi = dt.int_range(dtype)
+    return (value - lo) % (hi - lo + 1) + lo
 
 
 def convert(value: ExprLike, dtype: str | None = None) -> PrimExpr:
@@ -691,7 +693,7 @@ def _binary(op: BinaryOp, a: ExprLike, b: ExprLike) -> PrimExpr:
             "or ember.tir.truncdiv"
         )
     if isinstance(a, IntImm) and isinstance(b, IntImm) and op in _FOLD and not dt.is_bool(a.dtype):
-        return IntImm(a.dtype, _wrap_sub_byte(_FOLD[op](a.value, b.value), a.dtype))
+        return IntImm(a.dtype, _wrap_narrow(_FOLD[op](a.value, b.value), a.dtype))
     return BinOp(a.dtype, op, a, b)
 
 
