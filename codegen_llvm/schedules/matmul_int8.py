@@ -13,7 +13,10 @@ the output's parallel tile loop: the k groups run outermost, the ``mr x nb``
 accumulators unrolled inside, and the 16 lanes x 4 steps tensorized to
 ``dot_16x1x16_uint8_int8_int32`` (:mod:`ember.codegen_llvm.tensor_intrinsics`),
 whose ``reset`` zeroes the tile before the k loop. Rows that ``mr`` does not divide
-are guarded; columns past N are zero panels never stored.
+are guarded; columns past N are zero panels never stored. The schedule is the same
+for every target; built for one whose CPU lacks VNNI (``-mcpu=x86-64-v3``) the code
+generator expands ``vpdpbusd`` to generic vector code
+(:mod:`ember.codegen_llvm.cpu_intrinsics`): exact, slower, and it runs there.
 """
 
 from __future__ import annotations
