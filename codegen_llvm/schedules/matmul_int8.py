@@ -130,13 +130,14 @@ def pack_b(b: Any) -> Any:
     return np.ascontiguousarray(padded.reshape(g, VNNI_GROUP, x, VNNI_LANES).transpose(2, 0, 3, 1))
 
 
-def _reference(a: Any, bp: Any) -> Any:
+def _reference(a: Any, bp: Any, *, workload: tuple[int, int, int]) -> Any:
+    """numpy's int32 ``A @ B``, B unpacked from ``bp``; N comes from the ``workload``
+    (M, N, K), since packed B is padded to whole 16-column panels."""
     import numpy as np
 
     x, g, lanes, group = bp.shape
     b = bp.transpose(1, 3, 0, 2).reshape(g * group, x * lanes)[: a.shape[1]]
-    n = x * lanes
-    return (a.astype(np.int32) @ b.astype(np.int32))[:, :n]
+    return (a.astype(np.int32) @ b.astype(np.int32))[:, : workload[1]]
 
 
 @template("matmul_int8.llvm", reference=_reference)

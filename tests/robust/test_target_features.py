@@ -85,3 +85,29 @@ def test_item_10_target_specific_intrinsics_checked() -> None:
     unknown_cpu = CpuFacts("x86_64-unknown-linux-gnu", None)  # -mcpu=skylake-avx512
     assert expansion_for("llvm.x86.avx512.vpdpbusd.512", unknown_cpu) is not None
     assert expansion_for("llvm.fma.v4f32", _X86_V3) is None  # generic: any CPU
+
+
+def test_item_10_int8_template_tunes_for_a_portable_target(tmp_path) -> None:  # noqa: ANN001
+    """The tuner builds, runs and checks each candidate for the task's target (isolated
+    processes), against the template's numpy reference, which must itself be numpy's
+    product at an N that is not whole 16-column panels (it returned the padded width)."""
+    import numpy as np
+
+    from ember.codegen_llvm.schedules.matmul_int8 import pack_b
+    from ember.tuner.task import create_task
+    from ember.tuner.template import lookup_template
+    from ember.tuner.tune import tune
+
+    M, N, K = 5, 37, 45
+    rng = np.random.default_rng(10)
+    a = rng.integers(0, 256, (M, K), dtype=np.uint8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    reference = lookup_template("matmul_int8.llvm").reference
+    want = a.astype(np.int64) @ b.astype(np.int64)
+    np.testing.assert_array_equal(reference(a, pack_b(b), workload=(M, N, K)), want)
+
+    task = create_task("matmul_int8.llvm", (M, N, K), target="llvm -mcpu=x86-64-v3")
+    result = tune(task, n_trials=2, records=tmp_path / "r.jsonl")
+    errors = [t.result.message for t in result.trials if t.result.error.value != "ok"]
+    assert not errors, errors
+    assert result.best_config is not None
