@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from ember.codegen_llvm import jit
 from ember.codegen_llvm.codegen import codegen_module, function_symbol
+from ember.codegen_llvm.cpu_intrinsics import cpu_facts
 from ember.codegen_llvm.intrinsics import INTRINSICS
 from ember.codegen_llvm.module import LLVMModule
 from ember.errors import ArgumentError, EmberError, InternalError
@@ -101,6 +102,7 @@ def build_llvm(
             name="_".join(names)[:64],
             symbols=symbols,
             noalias=ctx.get("tir.noalias"),
+            cpu=cpu_facts(str(tgt)),
         )
     except EmberError as e:
         e.add_context(f"while generating LLVM IR for {', '.join(names)}")

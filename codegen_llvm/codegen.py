@@ -39,6 +39,7 @@ from ember.codegen_llvm.builder_utils import (
     to_index,
 )
 from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, round_to_bfloat16
+from ember.codegen_llvm.cpu_intrinsics import CpuFacts
 from ember.codegen_llvm.externs import emit_extern_call
 from ember.codegen_llvm.intrinsics import emit_intrinsic
 from ember.codegen_llvm.loop_hints import loop_hints, minmax_reduction_loops
@@ -93,8 +94,15 @@ def function_symbol(func: S.PrimFunc) -> str:
 class CodeGenLLVM(Visitor):
     """Visits TIR and appends LLVM IR through the current :class:`FunctionState`'s builder."""
 
-    def __init__(self, module: ir.Module, fast_math: bool = False, noalias: bool = True) -> None:
+    def __init__(
+        self,
+        module: ir.Module,
+        fast_math: bool = False,
+        noalias: bool = True,
+        cpu: CpuFacts | None = None,
+    ) -> None:
         self.module = module
+        self.cpu = cpu  # the target's CPU, for target-specific intrinsics (None: the host)
         self.default_fast = fast_math
         self.noalias = noalias  # buffer arguments do not overlap (PassContext "tir.noalias")
         self.fast: tuple[str, ...] = ()
@@ -273,7 +281,7 @@ class CodeGenLLVM(Visitor):
         if e.op is E.Intrinsic.PACK_ARRAY:
             raise InternalError(f"pack_array outside a call_packed in '{self.func_name}'")
         if e.op in E.EXTERN_CALLS:
-            return emit_extern_call(self.builder, e, [self.visit(a) for a in e.args[1:]])
+            return emit_extern_call(self.builder, e, [self.visit(a) for a in e.args[1:]], self.cpu)
         if e.op is E.Intrinsic.ACCESS_PTR:  # Buffer.access_ptr: the element's address
             data, offset, elem, _ = e.args
             assert isinstance(data, E.Var) and isinstance(elem, E.StringImm)
@@ -426,11 +434,12 @@ def codegen_module(
     name: str = "ember",
     symbols: Sequence[str] | None = None,
     noalias: bool = True,
+    cpu: CpuFacts | None = None,
 ) -> tuple[ir.Module, list[FunctionInfo]]:
     """Emit every PrimFunc into one LLVM module (under ``symbols`` if given); ``noalias``
-    marks buffer arguments as not overlapping."""
+    marks buffer arguments as not overlapping; ``cpu`` is the target's (None: the host's)."""
     module = ir.Module(name=name)
-    cg = CodeGenLLVM(module, fast_math=fast_math, noalias=noalias)
+    cg = CodeGenLLVM(module, fast_math=fast_math, noalias=noalias, cpu=cpu)
     names = list(symbols) if symbols is not None else [function_symbol(f) for f in funcs]
     infos = [cg.add_function(f, s) for f, s in zip(funcs, names)]
     return module, infos

@@ -7,7 +7,8 @@ module is JIT-compiled, from the process and the C math library, which is loaded
 here so that ``expf``, ``exp10``... are found whatever Python itself links. A
 name that neither defines is a :class:`CompileError` at build time: calling an
 unresolved symbol would otherwise abort the process when the module loads. A name
-that starts with ``llvm.`` is an LLVM intrinsic (``call_llvm_pure_intrin``), and
+that starts with ``llvm.`` is an LLVM intrinsic (``call_llvm_pure_intrin``), checked
+against the target's CPU first (:mod:`ember.codegen_llvm.cpu_intrinsics`), and
 ``reinterpret`` is a bitcast.
 """
 
@@ -22,6 +23,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ember.codegen_llvm.builder_utils import declare, reg_type
+from ember.codegen_llvm.cpu_intrinsics import CpuFacts, cpu_facts, expansion_for
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -44,13 +46,19 @@ def symbol_exists(name: str) -> bool:
     return llvm.address_of_symbol(name) is not None or hasattr(ctypes.CDLL(None), name)
 
 
-def emit_extern_call(b: ir.IRBuilder, e: E.Call, args: Sequence[ir.Value]) -> ir.Value:
-    """``name(args)`` for the call ``e`` whose first argument is the name."""
+def emit_extern_call(
+    b: ir.IRBuilder, e: E.Call, args: Sequence[ir.Value], cpu: CpuFacts | None = None
+) -> ir.Value:
+    """``name(args)`` for the call ``e`` whose first argument is the name; an LLVM
+    intrinsic is checked against the target's ``cpu`` (None: the host's) first."""
     name = e.args[0]
     assert isinstance(name, E.StringImm)
     if name.value == REINTERPRET_NAME:
         return b.bitcast(args[0], reg_type(e.dtype))
     if name.value.startswith("llvm."):  # an LLVM intrinsic: declared by name, no symbol
+        expand = expansion_for(name.value, cpu or cpu_facts())
+        if expand is not None:  # the target lacks its instruction: LLVM would abort
+            return expand(b, reg_type(e.dtype), args)
         fn = declare(b.module, name.value, reg_type(e.dtype), [a.type for a in args])
         return b.call(fn, list(args))
     vectors = [a for a in e.args[1:] if dt.lanes_of(a.dtype) > 1]

@@ -9,7 +9,9 @@ vector (so ``kernel`` must be dense, its 4 steps innermost), and each lane adds 
 4 products of its byte group to its accumulator. The int8 GEMM template
 (:mod:`ember.codegen_llvm.schedules.matmul_int8`) tensorizes its inner loop to it.
 ``has_vnni(target)`` says whether code for ``target`` may use it (for ``-mcpu=native``,
-whether the host has it; for a named CPU, whether its known features include it).
+whether the host has it; for a named CPU, whether its known features include it). A
+tensorized schedule built for a target without it is still correct: the code
+generator expands the intrinsic to generic vector code there.
 """
 
 from __future__ import annotations
@@ -34,14 +36,16 @@ def has_vnni(target: str | None = None) -> bool:
 
     A portable target (``-mcpu=x86-64-v3``) built on a VNNI host must not: LLVM aborts
     the process on the intrinsic for a CPU without the feature, and the code would not
-    run where the target says it runs."""
-    from ember.cpu_features import built_for
+    run where the target says it runs. Where this is False a VNNI schedule still builds
+    (the code generator expands ``vpdpbusd``, :mod:`ember.codegen_llvm.cpu_intrinsics`)
+    but runs slower than the generic int8 kernel, so strategies pick by it."""
+    from ember.codegen_llvm.cpu_intrinsics import cpu_facts, needed_features
 
     try:
-        features = built_for(target or "llvm")["features"]
+        features = cpu_facts(target or "llvm").features
     except RuntimeError:  # LLVM cannot read this CPU's features
         return False
-    return features is not None and "avx512vnni" in features
+    return features is not None and set(needed_features(VPDPBUSD_512)) <= features
 
 
 def _ramp(lanes: int, base: int = 0) -> E.PrimExpr:

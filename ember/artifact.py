@@ -10,6 +10,9 @@ a zip archive with
 - ``graph.json``: the graph (values with types, nodes with their attributes) and
   the steps (kernel, values read, values written);
 - ``params.npz``: the constants, written and read without pickle;
+- ``defaults.npz`` (only where the graph lists ``defaults``): the values of the inputs
+  a run may leave out (ONNX initializers that are also graph inputs), so a loaded model
+  takes the same inputs as the compiled one;
 - ``kernels/k<i>.so``: for CPU models, one shared library per distinct kernel
   (``Module.export_library``); CUDA models hold per kernel module its TIR, CUDA
   source, cubins and PTX instead, and a ``cuda`` manifest section
@@ -82,6 +85,7 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
         "inputs": graph.input_names,
         "outputs": graph.output_names,
         "params": sorted(graph.params),
+        "defaults": sorted(graph.defaults),
         "nodes": [
             {
                 "op": n.op,
@@ -97,20 +101,30 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
     }
 
 
-def graph_from_json(data: dict[str, Any], params: dict[str, np.ndarray], where: Any = "") -> Any:
+def graph_from_json(
+    data: dict[str, Any],
+    params: dict[str, np.ndarray],
+    where: Any = "",
+    defaults: dict[str, np.ndarray] | None = None,
+    symbolic: bool = False,
+) -> Any:
     """The Graph ``data`` describes, validated first (it comes from a file): a malformed
-    or inconsistent one is an ``InvalidModelError`` naming ``where``."""
+    or inconsistent one is an ``InvalidModelError`` naming ``where``. ``defaults``: the
+    data of the inputs it lists as ``defaults`` (:func:`read_defaults`); ``symbolic``:
+    named dims are allowed (the source graph of a model with symbolic input dims)."""
     from ember.errors import InternalError
 
     where = where or "graph.json"
-    schema.check_graph(data, where)
+    schema.check_graph(data, where, symbolic)
     try:
-        return _build_graph(data, params)
+        return _build_graph(data, params, defaults or {})
     except (ValueError, TypeError, InternalError) as e:
         raise InvalidModelError(f"{where}: an inconsistent graph: {e}") from e
 
 
-def _build_graph(data: dict[str, Any], params: dict[str, np.ndarray]) -> Any:
+def _build_graph(
+    data: dict[str, Any], params: dict[str, np.ndarray], defaults: dict[str, np.ndarray]
+) -> Any:
     from ember.frontend.graph import Graph, Node, TensorType, Value
 
     values = {n: Value(n, TensorType(tuple(s), d)) for n, (s, d) in data["values"].items()}
@@ -133,6 +147,7 @@ def _build_graph(data: dict[str, Any], params: dict[str, np.ndarray]) -> Any:
         params,
         values,
         data["name"],
+        defaults,
     )
     return graph.verify()
 
@@ -192,6 +207,8 @@ def export_model(
         {"graph": graph_to_json(model.graph), "steps": steps}, sort_keys=True
     ).encode()
     members["params.npz"] = _params_bytes(model.graph.params)
+    if model.graph.defaults:
+        members["defaults.npz"] = _params_bytes(model.graph.defaults)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -270,7 +287,8 @@ def load_model(path: str | Path) -> Any:
     kernels = _kernel_count(manifest, members, path)
     schema.check_steps(body.get("steps"), body["graph"], kernels, path)
     params = read_params(members, "params.npz", body["graph"], path)
-    graph = graph_from_json(body["graph"], params, path)
+    defaults = read_defaults(members, "defaults.npz", body["graph"], path)
+    graph = graph_from_json(body["graph"], params, path, defaults)
     modules = _module_source(manifest, members, Path(path))
     steps = []
     for st in body["steps"]:
@@ -306,18 +324,30 @@ def _kernel_count(manifest: dict[str, Any], members: dict[str, bytes], path: Any
     return len(libs)
 
 
-def read_params(members: dict[str, bytes], member: str, g: dict[str, Any], path: Any) -> dict:
-    """The params stored in ``member`` (an npz archive), each of the shape and dtype the
-    validated graph ``g`` gives it. Each array's header is checked before its data is
-    read, so a header claiming a huge shape allocates nothing."""
-    names = g["params"]
+def read_defaults(members: dict[str, bytes], member: str, g: dict[str, Any], path: Any) -> dict:
+    """The default values of the inputs the validated graph ``g`` lists as ``defaults``,
+    stored in ``member`` (absent in files without defaults, which older Embers wrote),
+    read as :func:`read_params` reads params."""
+    if not g.get("defaults") and member not in members:
+        return {}
+    return read_params(members, member, g, path, key="defaults")
+
+
+def read_params(
+    members: dict[str, bytes], member: str, g: dict[str, Any], path: Any, key: str = "params"
+) -> dict:
+    """The arrays stored in ``member`` (an npz archive) for the names the validated graph
+    ``g`` lists under ``key``, each of the shape and dtype ``g`` gives it. Each array's
+    header is checked before its data is read, so a header claiming a huge shape
+    allocates nothing."""
+    names = g.get(key, [])
     data = members.get(member)
     if data is None:
         raise InvalidModelError(f"{path}: the file has no {member}")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             if sorted(z.namelist()) != sorted(f"p{i}.npy" for i in range(len(names))):
-                raise InvalidModelError(f"{path}: {member} does not hold the graph's params")
+                raise InvalidModelError(f"{path}: {member} does not hold the graph's {key}")
             return {
                 n: _read_param(z, f"p{i}.npy", g["values"][n], path) for i, n in enumerate(names)
             }

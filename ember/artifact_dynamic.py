@@ -7,7 +7,8 @@ so its ``.ember`` file (a zip archive, format ``ember-dynamic-model``) holds:
   member, the inputs and outputs with their symbolic dims, the graph passes, and the
   specializations (which sizes each nested artifact was compiled for);
 - the source: ``source.onnx`` (the ONNX model, imported again for each new size) or
-  ``source/graph.json`` plus ``source/params.npz`` (an Ember Graph, no pickle);
+  ``source/graph.json`` plus ``source/params.npz`` (an Ember Graph, no pickle) and, where
+  the graph has inputs with defaults, ``source/defaults.npz``;
 - ``specs/<i>.ember``: one complete static-shape artifact (``ember/artifact.py``) per size
   compiled before export, checked again by its own manifest when loaded.
 
@@ -76,10 +77,13 @@ def _source_members(source: Any) -> dict[str, bytes]:
     if source.kind == "onnx":
         return {"source.onnx": source.data}
     graph = source.graph
-    return {
+    members = {
         "source/graph.json": json.dumps(artifact.graph_to_json(graph), sort_keys=True).encode(),
         "source/params.npz": artifact._params_bytes(graph.params),
     }
+    if graph.defaults:
+        members["source/defaults.npz"] = artifact._params_bytes(graph.defaults)
+    return members
 
 
 def load_dynamic(path: str | Path) -> Any:
@@ -135,7 +139,8 @@ def _read_source(manifest: dict[str, Any], members: dict[str, bytes], path: Any)
         body = archive.parse_json(members["source/graph.json"], "source/graph.json", path)
         schema.check_graph(body, path, symbolic=True)
         params = artifact.read_params(members, "source/params.npz", body, path)
-        return GraphSource(artifact.graph_from_json(body, params, path))
+        defaults = artifact.read_defaults(members, "source/defaults.npz", body, path)
+        return GraphSource(artifact.graph_from_json(body, params, path, defaults, symbolic=True))
     except InvalidModelError:
         raise
     except EmberError as e:

@@ -146,6 +146,11 @@ def check_graph(g: Any, where: Any, symbolic: bool = False) -> None:
         _known(names, values, f"the graph's {key}", where)
     if not g["outputs"]:
         raise _fail(where, "the graph has no outputs")
+    defaults = g.get("defaults", [])  # files before defaults were kept have none
+    if not _str_list(defaults) or len(set(defaults)) != len(defaults):
+        raise _fail(where, "the graph's 'defaults' is not a list of distinct value names")
+    if not set(defaults) <= set(g["inputs"]):
+        raise _fail(where, f"the graph's 'defaults' {sorted(defaults)[:5]} are not all inputs")
     nodes = g.get("nodes")
     if not isinstance(nodes, list):
         raise _fail(where, "the graph has no list of 'nodes'")

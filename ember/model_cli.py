@@ -34,7 +34,16 @@ def add_parsers(sub: Any) -> None:
     )
     c.add_argument("model", help="the .onnx file")
     c.add_argument("-o", "--output", help="the .ember file to write (default: MODEL.ember)")
-    c.add_argument("--target", default="llvm", help="llvm (default) or cuda")
+    c.add_argument(
+        "--target",
+        default="llvm",
+        metavar="TARGET",
+        help="where the code will run: 'llvm' (default) is this machine's CPU "
+        "(-mcpu=native), whose file other CPUs may refuse to load; for a file meant for "
+        "other machines, a portable x86-64 level: 'llvm -mcpu=x86-64-v3' (AVX2 and FMA: Intel "
+        "Haswell, AMD Zen and newer), 'llvm -mcpu=x86-64-v2' (older) or 'llvm -mcpu=x86-64-v4' "
+        "(AVX-512); 'cuda' (or 'cuda -arch=sm_80') for an NVIDIA GPU. Quote it in the shell",
+    )
     c.add_argument(
         "--shape",
         action="append",

@@ -264,7 +264,13 @@ def _reference(task: Any, tensors: list, arrays: list, roles: list) -> dict[int,
     outputs = [i for i, is_in in enumerate(roles) if not is_in]
     reference = task.template.reference
     if reference is not None:
-        got = reference(*[a for a, is_in in zip(arrays, roles) if is_in])
+        import inspect
+
+        inputs = [a for a, is_in in zip(arrays, roles) if is_in]
+        if "workload" in inspect.signature(reference).parameters:
+            got = reference(*inputs, workload=tuple(task.args))
+        else:
+            got = reference(*inputs)
         got = got if isinstance(got, (tuple, list)) else [got]
         return {i: np.asarray(g, dtype=arrays[i].dtype) for i, g in zip(outputs, got)}
     sch, tensors = task.instantiate(_fallback())

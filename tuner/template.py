@@ -35,7 +35,9 @@ class TemplateInfo:
     schedule are not reused for it (bump it when the knobs' meaning changes).
     ``reference``, optional, computes the template's outputs from its input arrays with
     numpy (``reference(*inputs) -> array or tuple``): the measurer checks every
-    candidate against it, independently of any schedule.
+    candidate against it, independently of any schedule. A reference that cannot tell
+    the output's shape from the inputs alone (a padded operand) declares a keyword
+    parameter ``workload``, and is given the task's arguments there.
     """
 
     name: str

@@ -13,7 +13,10 @@ the output's parallel tile loop: the k groups run outermost, the ``mr x nb``
 accumulators unrolled inside, and the 16 lanes x 4 steps tensorized to
 ``dot_16x1x16_uint8_int8_int32`` (:mod:`ember.codegen_llvm.tensor_intrinsics`),
 whose ``reset`` zeroes the tile before the k loop. Rows that ``mr`` does not divide
-are guarded; columns past N are zero panels never stored.
+are guarded; columns past N are zero panels never stored. The schedule is the same
+for every target; built for one whose CPU lacks VNNI (``-mcpu=x86-64-v3``) the code
+generator expands ``vpdpbusd`` to generic vector code
+(:mod:`ember.codegen_llvm.cpu_intrinsics`): exact, slower, and it runs there.
 """
 
 from __future__ import annotations
@@ -127,13 +130,14 @@ def pack_b(b: Any) -> Any:
     return np.ascontiguousarray(padded.reshape(g, VNNI_GROUP, x, VNNI_LANES).transpose(2, 0, 3, 1))
 
 
-def _reference(a: Any, bp: Any) -> Any:
+def _reference(a: Any, bp: Any, *, workload: tuple[int, int, int]) -> Any:
+    """numpy's int32 ``A @ B``, B unpacked from ``bp``; N comes from the ``workload``
+    (M, N, K), since packed B is padded to whole 16-column panels."""
     import numpy as np
 
     x, g, lanes, group = bp.shape
     b = bp.transpose(1, 3, 0, 2).reshape(g * group, x * lanes)[: a.shape[1]]
-    n = x * lanes
-    return (a.astype(np.int32) @ b.astype(np.int32))[:, :n]
+    return (a.astype(np.int32) @ b.astype(np.int32))[:, : workload[1]]
 
 
 @template("matmul_int8.llvm", reference=_reference)
