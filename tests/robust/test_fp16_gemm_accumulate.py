@@ -102,3 +102,24 @@ def test_item_06_fp16_conv_transpose(rng, monkeypatch, target):
     got = _run(model, {"x": x, "w": w}, target, monkeypatch)
     flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
     _within_one_ulp(got, _conv64(x, flipped, 1, 1))
+
+
+@pytest.mark.nvrtc
+def test_item_06_fp16_float32_accumulators_compile_with_nvrtc(rng, tmp_path):
+    """The float32-accumulating float16 kernels of the non-tensor-core paths compile."""
+    pytest.importorskip("cuda")
+    from onnx import helper
+
+    from tests.frontend.onnx_models import make_model
+
+    a, b = _data(rng, 2, 1, 3, 40), _data(rng, 3, 40, 4)
+    x, w = _data(rng, 1, 8, 5, 6), _data(rng, 4, 4, 3, 3)
+    nodes = [
+        helper.make_node("MatMul", ["a", "b"], ["m"]),
+        helper.make_node("Conv", ["x", "w"], ["c"], group=2),
+        helper.make_node("ConvTranspose", ["x", "wt"], ["t"]),
+    ]
+    wt = _data(rng, 8, 2, 2, 2)
+    model = make_model(nodes, {"a": a, "b": b, "x": x}, ["m", "c", "t"], {"w": w, "wt": wt})
+    ember.compile(model, target="cuda -arch=sm_75").export(tmp_path / "f.ember", archs=["sm_75"])
+    assert (tmp_path / "f.ember").stat().st_size > 0

@@ -313,3 +313,23 @@ def test_item_01_dynamic_quantize_linear_nan(rng, monkeypatch, target):
         model = single_node("DynamicQuantizeLinear", {"x": x}, n_outputs=3, opset=11)
         for g, w in zip(run(x), run_ort(model, {"x": x})):
             _assert_same(g, w)
+
+
+@pytest.mark.nvrtc
+def test_item_01_scatter_and_dynamic_quantize_compile_with_nvrtc(rng, tmp_path):
+    """The NaN-propagating scatter reductions and DynamicQuantizeLinear compile to cubins."""
+    pytest.importorskip("cuda")
+    from onnx import helper
+
+    from tests.frontend.onnx_models import make_model
+
+    inputs, _, _ = _scatter_case(rng, "ScatterElements")
+    nodes = [
+        helper.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=1, reduction="max"),
+        helper.make_node("ScatterND", ["d", "n", "v"], ["t"], reduction="min"),
+        helper.make_node("DynamicQuantizeLinear", ["d"], ["y", "ys", "yz"]),
+    ]
+    inits = {"n": np.array([[4], [1]], np.int64), "v": inputs["d"][:2] + 1}
+    model = make_model(nodes, inputs, ["s", "t", "y", "ys", "yz"], inits, opset=18)
+    ember.compile(model, target="cuda").export(tmp_path / "nan.ember", archs=["sm_80"])
+    assert (tmp_path / "nan.ember").stat().st_size > 0
