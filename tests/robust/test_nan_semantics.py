@@ -236,3 +236,100 @@ def test_item_27_nan_kernels_compile_with_nvrtc(rng, tmp_path, dtype):
     model = make_model(nodes, {"x": x}, ["v", "i", "a", "r", "p", "s"], inits, opset=18)
     ember.compile(model, target="cuda").export(tmp_path / "nan.ember", archs=["sm_80"])
     assert (tmp_path / "nan.ember").stat().st_size > 0
+
+
+# -- item 1: Scatter max/min and DynamicQuantizeLinear ---------------------------------------
+
+
+def _scatter_case(rng: np.random.Generator, op: str) -> tuple[dict, tuple, np.ndarray]:
+    """Data (5, 7) with NaN, ±inf planted, and updates (with NaN) that never land on
+    ``data[:3, 6]`` (duplicates included, one on a NaN of the data): those keep their NaN,
+    -inf and +inf. Returns the model inputs, numpy's index for ``ufunc.at`` and the
+    updates."""
+    data = rng.standard_normal((5, 7)).astype(np.float32)
+    data[:3, 6] = [-np.inf, np.nan, np.inf]
+    data[4, 2] = np.nan
+    if op == "ScatterElements":
+        idx = rng.integers(0, 6, size=(5, 4))
+        idx[4, 0] = 2
+        upd = rng.standard_normal((5, 4)).astype(np.float32)
+        upd[rng.integers(5), rng.integers(4)] = np.nan
+        upd[3, :2], idx[3, :2] = [np.nan, 9.0], [2, 2]  # a NaN and a number on one element
+        rows = np.broadcast_to(np.arange(5)[:, None], idx.shape)
+        return {"d": data, "i": idx, "u": upd}, (rows, idx), upd
+    idx = rng.integers(3, 5, size=(6, 1))
+    idx[:2] = 4  # two rows of updates on row 4
+    upd = rng.standard_normal((6, 7)).astype(np.float32)
+    upd[0, 1], upd[rng.integers(2, 6), rng.integers(7)] = np.nan, np.nan
+    return {"d": data, "i": idx, "u": upd}, (idx[:, 0],), upd
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("op", ["ScatterElements", "ScatterND"])
+@pytest.mark.parametrize("reduction", ["max", "min"])
+def test_item_01_scatter_max_min_propagate_nan(rng, monkeypatch, target, op, reduction):
+    inputs, where, upd = _scatter_case(rng, op)
+    attrs = {"axis": 1} if op == "ScatterElements" else {}
+    model = single_node(op, inputs, opset=18, reduction=reduction, **attrs)
+    want = inputs["d"].copy()
+    (np.maximum if reduction == "max" else np.minimum).at(want, where, upd)
+    got = _run(model, inputs, target, monkeypatch)[0]
+    _assert_same(got, want)
+    assert np.isnan(got[1, 6]) and got[0, 6] == -np.inf and got[2, 6] == np.inf
+    # where no NaN is involved onnxruntime agrees (its NaN result depends on update order)
+    ort = run_ort(model, inputs)[0]
+    clean = ~np.isnan(want)
+    np.testing.assert_array_equal(got[clean], ort[clean])
+
+
+def _reference_dql(x: np.ndarray) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    model = single_node("DynamicQuantizeLinear", {"x": x}, n_outputs=3, opset=11)
+    with np.errstate(invalid="ignore"):
+        return ReferenceEvaluator(model).run(None, {"x": x})
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_item_01_dynamic_quantize_linear_nan(rng, monkeypatch, target):
+    def run(x: np.ndarray) -> list[np.ndarray]:
+        model = single_node("DynamicQuantizeLinear", {"x": x}, n_outputs=3, opset=11)
+        return _run(model, {"x": x}, target, monkeypatch)
+
+    x = rng.standard_normal((3, 17)).astype(np.float32)
+    x[1, 5] = np.nan
+    y, scale, zp = run(x)  # a NaN range: scale NaN, zero point 255, every value 0
+    assert np.isnan(scale) and zp == 255 and y.dtype == np.uint8 and not y.any()
+    for g, w in zip((y, scale, zp), _reference_dql(x)):
+        _assert_same(g, w)
+    # onnxruntime where its SIMD min/max see the NaN (the last of 8), and where it cannot
+    # depend on position (no NaN; an infinite range)
+    for x in (
+        np.append(rng.standard_normal(7), np.nan).astype(np.float32),
+        rng.standard_normal((2, 9)).astype(np.float32),
+        np.array([-np.inf, 1.5, 2.0, -0.5], np.float32),
+        np.array([1.0, np.inf, -2.0], np.float32),
+    ):
+        model = single_node("DynamicQuantizeLinear", {"x": x}, n_outputs=3, opset=11)
+        for g, w in zip(run(x), run_ort(model, {"x": x})):
+            _assert_same(g, w)
+
+
+@pytest.mark.nvrtc
+def test_item_01_scatter_and_dynamic_quantize_compile_with_nvrtc(rng, tmp_path):
+    """The NaN-propagating scatter reductions and DynamicQuantizeLinear compile to cubins."""
+    pytest.importorskip("cuda")
+    from onnx import helper
+
+    from tests.frontend.onnx_models import make_model
+
+    inputs, _, _ = _scatter_case(rng, "ScatterElements")
+    nodes = [
+        helper.make_node("ScatterElements", ["d", "i", "u"], ["s"], axis=1, reduction="max"),
+        helper.make_node("ScatterND", ["d", "n", "v"], ["t"], reduction="min"),
+        helper.make_node("DynamicQuantizeLinear", ["d"], ["y", "ys", "yz"]),
+    ]
+    inits = {"n": np.array([[4], [1]], np.int64), "v": inputs["d"][:2] + 1}
+    model = make_model(nodes, inputs, ["s", "t", "y", "ys", "yz"], inits, opset=18)
+    ember.compile(model, target="cuda").export(tmp_path / "nan.ember", archs=["sm_80"])
+    assert (tmp_path / "nan.ember").stat().st_size > 0

@@ -3,7 +3,9 @@
 ``nn.conv2d_nchw`` is the plain 2-D form the tuned templates use; this one takes any
 number of spatial dims, groups, dilations, asymmetric pads and a bias. Padding is
 read through a bounds test inside the reduction (no padded copy), so the compute
-is one reduction stage plus, with a bias, one broadcast stage.
+is one reduction stage plus, with a bias, one broadcast stage. float16 and bfloat16
+convolutions accumulate in float32, add the bias there and round once (one more stage
+that casts back where there is no bias), as onnxruntime does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.pool import padded_read
+from ember.tir.topi.reduce import acc_dtype, widen
 from ember.tir.topi.transform import static_shape
 
 
@@ -79,19 +82,33 @@ def conv_nd(
     rc = te.reduce_axis((0, Cg), name="rc")
     rs = [te.reduce_axis((0, kernel[d]), name=f"r{d}") for d in range(nsp)]
     og = O // groups
+    acc = acc_dtype(X.dtype)
 
     P = pad_spatial(X, lo, hi, name=f"{name}_pad")
 
     def f(n: E.PrimExpr, o: E.PrimExpr, *y: E.PrimExpr) -> E.PrimExpr:
         c = rc if groups == 1 else (o // og) * Cg + rc
         pos = [y[d] * strides[d] + rs[d] * dilations[d] for d in range(nsp)]
-        return te.sum(P[(n, c, *pos)] * W[(o, rc, *rs)], axis=(rc, *rs))
+        return te.sum(widen(P[(n, c, *pos)], acc) * widen(W[(o, rc, *rs)], acc), axis=(rc, *rs))
 
+    bare = bias is None and acc == X.dtype
     out = te.compute(
-        (N, O, *out_sp), lambda *i: f(*i), name=name if bias is None else f"{name}_nb", tag="conv"
+        (N, O, *out_sp), lambda *i: f(*i), name=name if bare else f"{name}_nb", tag="conv"
     )
-    if bias is None:
-        return out
-    if static_shape(bias) != (O,):
+    if bias is not None and static_shape(bias) != (O,):
         raise ArgumentError(f"conv: bias must have shape [{O}], got {list(static_shape(bias))}")
-    return te.compute(out.shape, lambda *i: out[i] + bias[i[1]], name=name, tag="broadcast")
+    return add_bias_and_round(out, bias, X.dtype, name)
+
+
+def add_bias_and_round(out: Tensor, bias: Tensor | None, dtype: str, name: str) -> Tensor:
+    """``out[n, o, ...] + bias[o]`` (per output channel) rounded to ``dtype`` once: the
+    last stage of a convolution accumulated in a wider type. ``out`` itself where there is
+    nothing to add or round."""
+    if bias is None and out.dtype == dtype:
+        return out
+
+    def f(*i: E.PrimExpr) -> E.PrimExpr:
+        v = out[i] if bias is None else out[i] + widen(bias[i[1]], out.dtype)
+        return v if v.dtype == dtype else E.cast(dtype, v)
+
+    return te.compute(out.shape, f, name=name, tag="broadcast")

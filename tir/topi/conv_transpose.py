@@ -5,7 +5,9 @@ one reduction stage: output position ``y`` takes input position ``q`` through ta
 ``r`` when ``y + pad_begin - r * dilation == q * stride``. Weights are
 (C_in, C_out / groups, *kernel). The output size is given by the caller (the
 ONNX converter works it out from ``output_shape``, ``output_padding`` and
-``auto_pad``); positions no input reaches are zero (plus the bias).
+``auto_pad``); positions no input reaches are zero (plus the bias). float16 and
+bfloat16 accumulate in float32 and round once, as onnxruntime does (see
+:func:`.conv.add_bias_and_round`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.conv import add_bias_and_round
+from ember.tir.topi.reduce import acc_dtype, widen
 from ember.tir.topi.transform import static_shape
 
 
@@ -99,7 +103,8 @@ def conv_transpose_nd(
     dims = [_Dim(xs[2 + d], ws[2 + d], strides[d], dilations[d], pads_begin[d]) for d in range(nsp)]
     rc = te.reduce_axis((0, Cg), name="rc")
     rs = [te.reduce_axis((0, dm.steps), name=f"r{d}") for d, dm in enumerate(dims)]
-    zero = E.const(0, X.dtype)
+    acc = acc_dtype(X.dtype)
+    zero = E.const(0, acc)
 
     def f(n: E.PrimExpr, o: E.PrimExpr, *y: E.PrimExpr) -> E.PrimExpr:
         c = rc if groups == 1 else (o // Og) * Cg + rc
@@ -108,19 +113,18 @@ def conv_transpose_nd(
         for t in taps[1:]:
             ok = E.logical_and(ok, t[2])
         w = W[(c, o % Og if groups > 1 else o, *[t[0] for t in taps])]
-        return te.sum(E.select(ok, X[(n, c, *[t[1] for t in taps])] * w, zero), axis=(rc, *rs))
+        x = widen(X[(n, c, *[t[1] for t in taps])], acc)
+        return te.sum(E.select(ok, x * widen(w, acc), zero), axis=(rc, *rs))
 
     O = Og * groups
     out = te.compute(
         (xs[0], O, *out_spatial),
         lambda *i: f(*i),
-        name=name if bias is None else f"{name}_nb",
+        name=name if bias is None and acc == X.dtype else f"{name}_nb",
         tag="conv_transpose",
     )
-    if bias is None:
-        return out
-    if static_shape(bias) != (O,):
+    if bias is not None and static_shape(bias) != (O,):
         raise ArgumentError(
             f"conv_transpose: bias must have shape [{O}], got {list(static_shape(bias))}"
         )
-    return te.compute(out.shape, lambda *i: out[i] + bias[i[1]], name=name, tag="broadcast")
+    return add_bias_and_round(out, bias, X.dtype, name)

@@ -21,6 +21,8 @@ from ember.tir import expr as E
 from ember.tir import op as _op
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi import nan_order
+from ember.tir.topi.broadcast import nan_max, nan_min
 from ember.tir.topi.conv import conv_nd
 from ember.tir.topi.linalg import matmul_nd
 from ember.tir.topi.transform import static_shape
@@ -314,25 +316,39 @@ def qlinear_conv(
 def dynamic_qparams(X: Tensor, name: str = "dyn_qparams") -> tuple[Tensor, Tensor]:
     """DynamicQuantizeLinear's scale and uint8 zero point from the range of ``X`` widened to
     hold 0: ``scale = (max - min) / 255`` (1 when the range is empty), ``zp =
-    saturate(round_half_even(-min / scale))``, in onnxruntime's order of operations."""
+    saturate(round_half_even(-min / scale))``, in onnxruntime's order of operations.
+
+    A NaN in ``X`` makes the range NaN, as ReduceMax/ReduceMin give (:mod:`.nan_order`):
+    the scale is NaN, the zero point 255 and every quantized value 0 (a NaN saturates to
+    0). That is what ONNX's reference implementation gives, and onnxruntime where it sees
+    the NaN; onnxruntime's SIMD min/max drop a NaN in most positions (which ones depends
+    on the length), so Ember deliberately differs from it there. An infinite range gives
+    the scale inf and, where ``-min / scale`` is NaN (a -inf minimum), the zero point 255,
+    as onnxruntime's clamp ``max(0, min(255, v))`` does.
+    """
     xs = static_shape(X)
     if not xs:
         raise ArgumentError("DynamicQuantizeLinear needs an input with at least one dimension")
     r1 = [te.reduce_axis((0, n), name=f"r{d}") for d, n in enumerate(xs)]
     r2 = [te.reduce_axis((0, n), name=f"s{d}") for d, n in enumerate(xs)]
-    lo = te.compute((), lambda: te.min(_f32(X[tuple(r1)]), axis=tuple(r1)), name=f"{name}_min")
-    hi = te.compute((), lambda: te.max(_f32(X[tuple(r2)]), axis=tuple(r2)), name=f"{name}_max")
+    lo = te.compute(
+        (), lambda: nan_order.min_nan(_f32(X[tuple(r1)]), axis=tuple(r1)), name=f"{name}_min"
+    )
+    hi = te.compute(
+        (), lambda: nan_order.max_nan(_f32(X[tuple(r2)]), axis=tuple(r2)), name=f"{name}_max"
+    )
     zero = E.const(0.0, "float32")
 
     def scale_of() -> E.PrimExpr:
-        mn, mx = E.min_(lo[()], zero), E.max_(hi[()], zero)
+        mn, mx = nan_min(lo[()], zero), nan_max(hi[()], zero)
         return E.select(mx == mn, E.const(1.0, "float32"), (mx - mn) / E.const(255.0, "float32"))
 
     scale = te.compute((), scale_of, name=f"{name}_scale", tag="elementwise")
-    zp = te.compute(
-        (),
-        lambda: saturate_round(zero - E.min_(lo[()], zero) / scale[()], None, "uint8"),
-        name=f"{name}_zp",
-        tag="elementwise",
-    )
+
+    def zero_point() -> E.PrimExpr:
+        start = zero - nan_min(lo[()], zero) / scale[()]
+        top = E.const(QRANGE["uint8"][1], "uint8")
+        return E.select(_op.isnan(start), top, saturate_round(start, None, "uint8"))
+
+    zp = te.compute((), zero_point, name=f"{name}_zp", tag="elementwise")
     return scale, zp

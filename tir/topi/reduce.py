@@ -45,6 +45,11 @@ def acc_dtype(dtype: str) -> str:
     return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
+def widen(v: E.PrimExpr, acc: str) -> E.PrimExpr:
+    """``v`` in the accumulator dtype ``acc`` (a cast only where it differs)."""
+    return v if v.dtype == acc else E.cast(acc, v)
+
+
 def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> tuple[int, ...]:
     if keepdims:
         return tuple(1 if d in axes else s for d, s in enumerate(shape))

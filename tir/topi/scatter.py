@@ -4,7 +4,11 @@ A scatter writes where its indices say; a tensor expression can only say what ea
 output element reads. So each output element reduces over every update that could
 land on it (``where`` the index matches): a sum, product, max or min for the ONNX
 reductions, and for plain assignment the position of the last matching update
-(ONNX leaves duplicates undefined; the last one wins, as in onnxruntime). CumSum
+(ONNX leaves duplicates undefined; the last one wins, as in onnxruntime). The max and min
+reductions give NaN where the data element or any update landing on it is NaN, as
+ReduceMax does (:mod:`.nan_order`) and numpy's ``np.maximum.at``; onnxruntime's result
+depends on the order of the updates (``std::max`` keeps whichever operand comes first
+when one is NaN), so Ember deliberately differs from it there. CumSum
 and TopK are reductions along one axis the same way (a masked sum; a rank count,
 then the element of each rank). These cost O(n*m) work, which is fine for the
 index-heavy small tensors models use them on; they are COMM_REDUCE-shaped computes
@@ -21,6 +25,7 @@ from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi import nan_order
+from ember.tir.topi.broadcast import nan_max, nan_min
 from ember.tir.topi.indexing import _wrap_index
 from ember.tir.topi.transform import static_shape, unravel
 
@@ -48,19 +53,20 @@ def _combine(X: Tensor, found: Tensor, read: object, reduction: str, name: str) 
             return X[p] + v
         if reduction == "mul":
             return X[p] * v
-        return (E.max_ if reduction == "max" else E.min_)(X[p], v)
+        # an element no update lands on meets the reducer's identity (-inf, +inf): kept
+        return (nan_max if reduction == "max" else nan_min)(X[p], v)
 
     return te.compute(X.shape, f, name=name, tag="injective")
 
 
 def _reduce(values: E.PrimExpr, axes: object, where: E.PrimExpr, reduction: str) -> E.PrimExpr:
-    if reduction in ("none", "max"):
+    if reduction == "none":  # the last matching position (an integer)
         return te.max(values, axis=axes, where=where)
     if reduction == "add":
         return te.sum(values, axis=axes, where=where)
     if reduction == "mul":
         return prod(values, axis=axes, where=where)
-    return te.min(values, axis=axes, where=where)
+    return nan_order.reducer(reduction)(values, axis=axes, where=where)
 
 
 def scatter_elements(
