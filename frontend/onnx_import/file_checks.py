@@ -75,8 +75,8 @@ def check_declared_outputs(proto: Any, graph: Graph) -> None:
             continue
         try:
             declared = _elem_dtype(vi)
-        except EmberError:
-            declared = f"ONNX type {tt.elem_type}"
+        except EmberError:  # a type Ember takes in no input, such as bfloat16: by its name
+            declared = _onnx_type_name(tt.elem_type)
         if declared != value.type.dtype:
             raise InvalidModelError(
                 f"output '{vi.name}' is declared {declared}, but the graph makes it "
@@ -94,3 +94,14 @@ def check_declared_outputs(proto: Any, graph: Graph) -> None:
                 UserWarning,
                 stacklevel=3,
             )
+
+
+def _onnx_type_name(elem_type: int) -> str:
+    """ONNX's lower-case name of an element type ("bfloat16"), which is Ember's dtype name
+    where Ember has the type; "ONNX type N" for a number ONNX does not define."""
+    from onnx import TensorProto
+
+    try:
+        return TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"ONNX type {elem_type}"
