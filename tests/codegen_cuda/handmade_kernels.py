@@ -118,6 +118,28 @@ INTRINSIC_OPS = UNARY + BINARY + (I.POW, I.FMA, "min", "max", "floordiv", "floor
 INTRINSIC_OPS += ("truncdiv", "truncmod")
 
 
+NAMED_BINARY = {
+    "min": E.min_,
+    "max": E.max_,
+    "floordiv": E.floordiv,
+    "floormod": E.floormod,
+    "truncdiv": E.truncdiv,
+    "truncmod": E.truncmod,
+}
+
+
+def apply_op(op: object, x: E.PrimExpr, y: E.PrimExpr) -> E.PrimExpr:
+    """``op`` of :data:`INTRINSIC_OPS` on ``x`` (and ``y``): unary intrinsics take ``x``,
+    FMA computes ``x * y + x``, the rest are binary."""
+    if op == I.FMA:
+        return E.call(I.FMA, x, y, x)
+    if op in BINARY or op == I.POW:
+        return E.call(op, x, y)
+    if isinstance(op, E.Intrinsic):
+        return E.call(op, x)
+    return NAMED_BINARY[op](x, y)
+
+
 def intrinsics(dtype: str = "float32", n: int = 256) -> S.PrimFunc:
     """One output per intrinsic (and MIN/MAX, float floordiv/floormod) over one input."""
     ops = INTRINSIC_OPS
@@ -128,24 +150,8 @@ def intrinsics(dtype: str = "float32", n: int = 256) -> S.PrimFunc:
         x = X[tx]
         y = X[n - 1 - tx]
         for k, op in enumerate(ops):
-            if op == I.POW:
-                value = E.call(I.POW, E.call(I.ABS, x), y)
-            elif op == I.FMA:
-                value = E.call(I.FMA, x, y, x)
-            elif op in BINARY:
-                value = E.call(op, x, y)
-            elif isinstance(op, E.Intrinsic):
-                value = E.call(op, x)
-            else:
-                value = {
-                    "min": E.min_,
-                    "max": E.max_,
-                    "floordiv": E.floordiv,
-                    "floormod": E.floormod,
-                    "truncdiv": E.truncdiv,
-                    "truncmod": E.truncmod,
-                }[op](x, y)
-            ib.store(Y, k * n + tx, value)
+            base = E.call(I.ABS, x) if op == I.POW else x  # a real power of a negative is NaN
+            ib.store(Y, k * n + tx, apply_op(op, base, y))
     return _kernel(ib, f"intrinsics_{dtype}", (1,), (n,))
 
 

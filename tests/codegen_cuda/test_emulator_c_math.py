@@ -57,21 +57,8 @@ def _kernel(dtype: str, n: int) -> S.PrimFunc:
                 one, zero = E.const(1.0, dtype), E.const(0.0, dtype)
                 test = {I.ISNAN: tir_op.isnan, I.ISINF: tir_op.isinf}.get(op, tir_op.isfinite)
                 value = E.select(test(x), one, zero)
-            elif op == I.FMA:
-                value = E.call(I.FMA, x, y, x)
-            elif op in K.BINARY or op == I.POW:
-                value = E.call(op, x, y)
-            elif isinstance(op, E.Intrinsic):
-                value = E.call(op, x)
             else:
-                value = {
-                    "min": E.min_,
-                    "max": E.max_,
-                    "floordiv": E.floordiv,
-                    "floormod": E.floormod,
-                    "truncdiv": E.truncdiv,
-                    "truncmod": E.truncmod,
-                }[op](x, y)
+                value = K.apply_op(op, x, y)
             ib.store(Y, k * n + tx, value)
     return K._kernel(ib, f"c_math_{dtype}", (1,), (n,))
 
