@@ -140,15 +140,12 @@ def check_graph(g: Any, where: Any, symbolic: bool = False) -> None:
     if not isinstance(g.get("name"), str):
         raise _fail(where, "the graph has no name")
     for key in ("inputs", "outputs", "params"):
-        names = g.get(key)
-        if not _str_list(names) or len(set(names)) != len(names):
-            raise _fail(where, f"the graph's '{key}' is not a list of distinct value names")
-        _known(names, values, f"the graph's {key}", where)
+        _distinct_names(g.get(key), f"the graph's '{key}'", where)
+        _known(g[key], values, f"the graph's {key}", where)
     if not g["outputs"]:
         raise _fail(where, "the graph has no outputs")
     defaults = g.get("defaults", [])  # files before defaults were kept have none
-    if not _str_list(defaults) or len(set(defaults)) != len(defaults):
-        raise _fail(where, "the graph's 'defaults' is not a list of distinct value names")
+    _distinct_names(defaults, "the graph's 'defaults'", where)
     if not set(defaults) <= set(g["inputs"]):
         raise _fail(where, f"the graph's 'defaults' {sorted(defaults)[:5]} are not all inputs")
     nodes = g.get("nodes")
@@ -156,6 +153,11 @@ def check_graph(g: Any, where: Any, symbolic: bool = False) -> None:
         raise _fail(where, "the graph has no list of 'nodes'")
     for n in nodes:
         _check_node(n, values, where)
+
+
+def _distinct_names(names: Any, what: str, where: Any) -> None:
+    if not _str_list(names) or len(set(names)) != len(names):
+        raise _fail(where, f"{what} is not a list of distinct value names")
 
 
 def _known(names: Iterable[str], values: dict[str, Any], what: str, where: Any) -> None:
