@@ -229,7 +229,7 @@ class DynamicModel:
     def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
         """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
         static dim, rank and dtype is checked first."""
-        given = inputs_in_order(self.input_names, inputs, getattr(self.source, "defaults", {}))
+        given = inputs_in_order(self.input_names, inputs, self.source.defaults)
         sizes: dict[str, int] = {}
         arrays = []
         for name, t, value in zip(self.input_names, self.input_types, given):
