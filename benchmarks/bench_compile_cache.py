@@ -23,7 +23,7 @@ import numpy as np
 
 CHILD = """
 import hashlib, json, sys, time, numpy as np, ember
-from ember import kernel_cache
+from ember.graph import kernel_cache
 start = time.perf_counter()
 model = ember.compile(sys.argv[1])
 took = time.perf_counter() - start

@@ -75,7 +75,7 @@ def ember_runner(task: Any, cfg: Any, x: np.ndarray, w: np.ndarray) -> tuple[Any
     mod = ember.build(s, args, target="llvm")
     out = aligned_array([int(d.value) for d in args[-1].shape], "float32")
     fn = mod.get_function(mod.entry_name)
-    # on cache lines, as a compiled model's arrays are (ember.executor)
+    # on cache lines, as a compiled model's arrays are (ember.graph.executor)
     arrays, pointers = fn.prepare([aligned_copy(x), aligned_copy(w), out])
     fn.invoke(pointers)
     native = fn.native

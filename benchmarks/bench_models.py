@@ -121,7 +121,7 @@ def main() -> None:
     args = ap.parse_args()
     clock = time.process_time if args.cpu_time else time.perf_counter
 
-    from ember.kernels import clear_cache
+    from ember.graph.kernels import clear_cache
     from ember.runtime.threads import set_num_threads
 
     passes = graph_passes(args.graph_passes)

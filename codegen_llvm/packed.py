@@ -7,7 +7,7 @@ and calls the C symbol ``ember_call_packed(name, signature, slots, count)``, whe
 ``signature`` is a constant string saying what each slot group holds. That symbol
 is a ctypes callback, registered with LLVM's JIT symbol table before the module is
 compiled, that rebuilds numpy views and scalars from the slots and calls
-:func:`ember.registry.call_packed_func`. An exception never crosses the C frames: the
+:func:`ember.runtime.registry.call_packed_func`. An exception never crosses the C frames: the
 callback keeps it (``report_pending``) and returns a nonzero status, the generated
 function returns ``PACKED_CALL_FAILED`` at once, and the module's status check raises
 the kept error — a ``PackedFuncError`` chained to the cause — at the Python call site.
@@ -41,7 +41,7 @@ _CALLBACK = ctypes.CFUNCTYPE(
 
 
 def _trampoline(name: bytes, signature: bytes, slots: int, count: int) -> int:
-    from ember.registry import call_packed_func, report_pending
+    from ember.runtime.registry import call_packed_func, report_pending
 
     try:
         values = (ctypes.c_int64 * max(count, 1)).from_address(slots)

@@ -19,7 +19,7 @@ from ember.errors import (
     ScheduleError,
     UnsupportedOperatorError,
 )
-from ember.registry import register_func
+from ember.runtime.registry import register_func
 from ember.target import TEMPLATE_LOADERS
 
 __version__ = "0.1.0"
@@ -55,23 +55,23 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "tuner": ("ember.tuner", None),
     "frontend": ("ember.frontend", None),
     "runtime": ("ember.runtime", None),
-    "nd": ("ember.nd", None),
-    "device": ("ember.nd", "device"),
-    "cpu": ("ember.nd", "cpu"),
-    "cuda": ("ember.nd", "cuda"),
+    "nd": ("ember.runtime.nd", None),
+    "device": ("ember.runtime.nd", "device"),
+    "cpu": ("ember.runtime.nd", "cpu"),
+    "cuda": ("ember.runtime.nd", "cuda"),
     "lower": ("ember.driver", "lower"),
     "build": ("ember.driver", "build"),
     "Target": ("ember.target", "Target"),
     "IRModule": ("ember.tir.ir_module", "IRModule"),
-    "register_func": ("ember.registry", "register_func"),
-    "get_global_func": ("ember.registry", "get_global_func"),
-    "remove_global_func": ("ember.registry", "remove_global_func"),
-    "list_global_func_names": ("ember.registry", "list_global_func_names"),
+    "register_func": ("ember.runtime.registry", "register_func"),
+    "get_global_func": ("ember.runtime.registry", "get_global_func"),
+    "remove_global_func": ("ember.runtime.registry", "remove_global_func"),
+    "list_global_func_names": ("ember.runtime.registry", "list_global_func_names"),
     "transform": ("ember.transform", None),
-    "compile": ("ember.graph_compile", "compile"),
-    "extract_tasks": ("ember.model_tuning", "extract_tasks"),
-    "load": ("ember.artifact_dynamic", "load"),
-    "CompiledModel": ("ember.executor", "CompiledModel"),
+    "compile": ("ember.graph.compile", "compile"),
+    "extract_tasks": ("ember.graph.model_tuning", "extract_tasks"),
+    "load": ("ember.graph.artifact_dynamic", "load"),
+    "CompiledModel": ("ember.graph.executor", "CompiledModel"),
 }
 
 

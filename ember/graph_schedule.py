@@ -8,7 +8,7 @@ inner split of its last axis (kept apart so broadcast reads stay affine in the
 vector lane). On CUDA every stage that stays fuses its axes and splits them by
 256 onto blockIdx.x / threadIdx.x, one thread per output element; a reduction to a
 scalar splits its reduction over the 256 threads of one block (a cross-thread
-reduction), and ``ember.kernels`` gives a 0-d output an axis of one.
+reduction), and ``ember.graph.kernels`` gives a 0-d output an axis of one.
 """
 
 from __future__ import annotations

@@ -344,8 +344,8 @@ def _onnx_described(path: str) -> tuple[Any, list[Any], list[Any]]:
     """An ONNX file's graph (its symbolic dims set to 1 where the importer needs static
     shapes) and its inputs with their symbolic dims kept."""
     import ember
-    from ember.dynamic_model import symbolic_source
     from ember.frontend.onnx_import.importer import load_model
+    from ember.graph.dynamic_model import symbolic_source
 
     source = symbolic_source(load_model(path), None)
     if source is None:

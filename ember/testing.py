@@ -53,7 +53,7 @@ def device_enabled(target: Any) -> bool:
 
 def enabled_targets() -> list[tuple[str, str]]:
     """``(target, device)`` of each default target that can run here, as TVM's."""
-    from ember.nd import device
+    from ember.runtime.nd import device
 
     return [(t, device(t, 0)) for t in DEFAULT_TARGETS if device_enabled(t)]
 
@@ -88,7 +88,7 @@ def parametrize_targets(*targets: Any) -> Callable[[Any], Any]:
     def decorate(func: Any) -> Any:
         import pytest
 
-        from ember.nd import device
+        from ember.runtime.nd import device
 
         params = []
         for t in chosen:

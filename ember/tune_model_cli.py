@@ -1,7 +1,7 @@
 """``ember tune model.onnx``: tune every template task behind a model's graph kernels.
 
 ``ember.tune_cli`` hands a ``tune`` command that names a model here: the tasks come
-from :func:`ember.model_tuning.extract_tasks` (``--shape NAME=D0,D1,...`` fixes
+from :func:`ember.graph.model_tuning.extract_tasks` (``--shape NAME=D0,D1,...`` fixes
 symbolic input dims), :func:`ember.tuner.tune_tasks` spends ``--trials`` on them in
 rounds, each to the task whose weighted cost (how many kernels run it times its best
 cost) is expected to drop most, appending to ``--log``, and a table
@@ -18,8 +18,8 @@ from ember.errors import ArgumentError
 
 
 def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
+    from ember.graph.model_tuning import extract_tasks
     from ember.model_cli import parse_shapes
-    from ember.model_tuning import extract_tasks
     from ember.tuner import LocalMeasurer, tune_tasks
 
     if ns.op is not None:

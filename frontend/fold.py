@@ -4,7 +4,7 @@ The importer calls :func:`evaluate` when every input of a new node is a param, s
 shape subgraphs (Shape -> Gather -> Concat -> Reshape) collapse to constants. The
 op's own compute is evaluated (never a second numpy implementation): on the
 reference interpreter for small tensors, where building native code would cost
-more than interpreting it, and as an LLVM kernel (``ember.kernels``) for large ones.
+more than interpreting it, and as an LLVM kernel (``ember.graph.kernels``) for large ones.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def evaluate(
     in_types = [TensorType(tuple(a.shape), str(a.dtype)) for a in arrays]
     work = sum(t.size for t in out_types) + sum(a.size for a in arrays)
     if work > INTERPRET_LIMIT:
-        from ember.kernels import get_kernel  # the top layer's compiled kernels
+        from ember.graph.kernels import get_kernel  # the top layer's compiled kernels
 
         return get_kernel(op, attrs, in_types, "llvm").run(arrays)
     return _interpret(op, attrs, in_types, arrays, out_types)

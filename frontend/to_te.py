@@ -1,6 +1,6 @@
 """From a graph op to tensor expressions: placeholders for its inputs, its compute's outputs.
 
-The compiler (``ember.graph_compile``) schedules and builds what this returns; the
+The compiler (``ember.graph.compile``) schedules and builds what this returns; the
 importer's constant folding (``frontend/fold.py``) runs it on the interpreter. A
 fused group will chain several ops' computes here, feeding one op's output tensors
 to the next instead of placeholders.

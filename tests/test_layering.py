@@ -24,7 +24,6 @@ FORBIDDEN = {
         "ember.driver",
         "ember.module",
         "ember.cli",
-        "ember.runtime",
     ),
     "ember.tuner": (
         "ember.codegen_llvm",
@@ -36,15 +35,15 @@ FORBIDDEN = {
     "ember.codegen_llvm": ("ember.codegen_cuda", "ember.frontend", "ember.driver", "ember.cli"),
     "ember.codegen_cuda": ("ember.codegen_llvm", "ember.frontend", "ember.driver", "ember.cli"),
     # The frontend sits above TE/TIR and beside the code generators: it never builds code
-    # itself except through ember.kernels (constant folding of large tensors, imported lazily).
+    # itself except through ember.graph.kernels (constant folding of large tensors, lazily).
     "ember.frontend": (
         "ember.codegen_llvm",
         "ember.codegen_cuda",
         "ember.tuner",
         "ember.driver",
         "ember.cli",
-        "ember.graph_compile",
-        "ember.executor",
+        "ember.graph.compile",
+        "ember.graph.executor",
     ),
     "ember.errors": ("ember.",),
     "ember.config": ("ember.tir", "ember.codegen", "ember.tuner", "ember.frontend", "ember.driver"),

@@ -1,4 +1,4 @@
-"""ember.nd: arrays on a device, taken by module calls without copies."""
+"""ember.runtime.nd: arrays on a device, taken by module calls without copies."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.errors import InternalError
-from ember.registry import get_global_func
+from ember.runtime.registry import get_global_func
 
 STARTUP_TIMEOUT_S = 120.0  # importing Ember and LLVM in a fresh process; not a candidate's time
 # A spawned process normally re-imports the parent's main script, which re-runs a script

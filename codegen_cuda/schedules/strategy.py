@@ -1,6 +1,6 @@
 """The CUDA strategy table: which template's compute a graph op takes on the GPU.
 
-``ember.kernels`` asks :func:`compute_for` (for a ``cuda`` target) before it falls back
+``ember.graph.kernels`` asks :func:`compute_for` (for a ``cuda`` target) before it falls back
 to an op's generic compute (``frontend/ops``), as it asks the CPU table
 (``codegen_llvm/schedules/strategy.py``) for ``llvm``. An entry returns the tensors of
 a template's compute on the given tensors, or None where the template does not apply.

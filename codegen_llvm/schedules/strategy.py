@@ -1,6 +1,6 @@
 """The CPU strategy table: which template's compute a graph op takes for a workload.
 
-``ember.kernels`` asks :func:`compute_for` before it falls back to an op's generic
+``ember.graph.kernels`` asks :func:`compute_for` before it falls back to an op's generic
 compute (``frontend/ops``): an entry returns the tensors of a tuned template's
 compute on the given tensors, or None where the template does not apply to the
 workload. The matching schedule is applied by ``ember.graph_schedule`` from the
@@ -12,7 +12,7 @@ template's output stage: a fused epilogue.
 the conv strategy (direct or Winograd, :func:`choose_conv_task`) reads its knobs with
 the config an enclosing ``apply_history_best``
 block records for that task (the template's fallback without one), and
-``ember.model_tuning.extract_tasks`` lists the same tasks for tuning.
+``ember.graph.model_tuning.extract_tasks`` lists the same tasks for tuning.
 """
 
 from __future__ import annotations

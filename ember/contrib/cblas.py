@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
-from ember.registry import get_global_func, register_func
+from ember.runtime.registry import get_global_func, register_func
 
 NAME = "tvm.contrib.cblas.matmul"
 

@@ -2,7 +2,7 @@
 
 numpy's allocator aligns to 16 bytes only, so every 64-byte (AVX-512) access to
 such an array straddles two cache lines and is split in two. A compiled model's
-arrays (``ember.executor``) and the arrays a tuning candidate is timed on
+arrays (``ember.graph.executor``) and the arrays a tuning candidate is timed on
 (``ember.tune_worker``) are allocated here, so a kernel is tuned on the memory it
 will run on.
 """

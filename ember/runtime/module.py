@@ -27,7 +27,7 @@ from ember.runtime.signature import FunctionSignature, check_call
 
 NativeFn = Callable[..., int]
 OUT_OF_MEMORY = -1  # status of a native call whose temporary allocation failed
-PACKED_CALL_FAILED = -2  # a call_packed callback raised; ember.registry keeps the error
+PACKED_CALL_FAILED = -2  # a call_packed callback raised; ember.runtime.registry keeps the error
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ class Module:
             return ArgumentError(f"{sig.name}: {sig.errors[status - 1]}")
         if status == PACKED_CALL_FAILED:
             from ember.errors import PackedFuncError
-            from ember.registry import take_pending
+            from ember.runtime.registry import take_pending
 
             error = take_pending()
             if isinstance(error, EmberError):
@@ -258,7 +258,7 @@ def check_timing_device(dev: Any, kind: str) -> None:
     """``dev`` of a TVM-style ``time_evaluator`` call: None, or a device of the module's kind."""
     if dev is None:
         return
-    from ember.nd import device_kind
+    from ember.runtime.nd import device_kind
 
     if device_kind(dev) != kind:
         raise ArgumentError(

@@ -176,7 +176,7 @@ def _change_tir_constant(manifest, members):
 
 def _change_launch_table(manifest, members):
     """The launch table changed and the section's digest recomputed: the TIR disagrees."""
-    from ember.artifact_cuda import section_digest
+    from ember.graph.artifact_cuda import section_digest
 
     cuda = manifest["cuda"]
     cuda["modules"][0]["launches"][0]["block"][0] += 32

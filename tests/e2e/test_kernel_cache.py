@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import ember
-from ember import config, kernel_cache
-from ember.kernels import clear_cache
+from ember import config
+from ember.graph import kernel_cache
+from ember.graph.kernels import clear_cache
 from ember.target import Target
 
 onnx = pytest.importorskip("onnx")
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 COMPILE_AND_RUN = """
 import json, sys, time, numpy as np, ember
-from ember import kernel_cache
+from ember.graph import kernel_cache
 start = time.perf_counter()
 model = ember.compile(sys.argv[1])
 took = time.perf_counter() - start

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.executor import plan_memory
-from ember.kernels import _CACHE, get_kernel
+from ember.graph.executor import plan_memory
+from ember.graph.kernels import _CACHE, get_kernel
 from tests.frontend.onnx_models import check_against_ort, helper, make_model
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import ember
 from ember.frontend.graph import TensorType
-from ember.kernels import get_kernel
+from ember.graph.kernels import get_kernel
 from tests.frontend.onnx_models import helper, make_model
 
 pytestmark = pytest.mark.nvrtc

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import ember
 from ember.errors import ArgumentError, InternalError
-from ember.executor import CompiledModel
 from ember.frontend.graph import TensorType, Value
 from ember.frontend.testing.models import mlp, small_cnn
+from ember.graph.executor import CompiledModel
 from ember.runtime.module import BoundCall
 from tests.frontend.onnx_models import check_against_ort, helper, make_model
 

@@ -248,8 +248,8 @@ def test_residual_add_and_relu_fuse_into_the_second_conv_epilogue():
     from onnx import helper
 
     from ember.frontend.testing.models import build_model
+    from ember.graph.kernels import group_to_te
     from ember.graph_schedule import _template_stages
-    from ember.kernels import group_to_te
     from ember.tir.schedule.schedule import AttachKind, create_schedule
     from ember.tir.te.tensor import ComputeOp
     from tests.frontend.onnx_models import check_against_ort

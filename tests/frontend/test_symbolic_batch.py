@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import ember
 from ember.cli import main as cli_main
-from ember.dynamic_model import DynamicModel
+from ember.graph.dynamic_model import DynamicModel
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember import artifact_dynamic
 from ember.errors import InvalidModelError
+from ember.graph import artifact_dynamic
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -424,7 +424,7 @@ def test_item_30_edited_cuda_tir_is_refused(cuda_file, tmp_path, monkeypatch, ki
 
 @pytest.mark.nvrtc
 def test_item_30_edited_cuda_section_is_refused(cuda_file, tmp_path, monkeypatch):
-    from ember.artifact_cuda import section_digest
+    from ember.graph.artifact_cuda import section_digest
 
     monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
     path, feeds, want = cuda_file

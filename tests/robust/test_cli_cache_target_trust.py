@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.kernels import clear_cache, kernel_key
+from ember.graph.kernels import clear_cache, kernel_key
 
 onnx = pytest.importorskip("onnx")
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_item_07_kernel_keys_tell_signed_zeros_and_nans_apart(monkeypatch) -> No
 
 _COMPILE_WITH_RECORDS = """
 import json, sys, numpy as np, ember
-from ember import kernel_cache
+from ember.graph import kernel_cache
 model = ember.compile(sys.argv[1], "llvm", sys.argv[2])
 x = np.load(sys.argv[3])
 np.save(sys.argv[4], model.run({"x": x})[0])

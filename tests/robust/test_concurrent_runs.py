@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 import ember
 from ember.errors import ArgumentError
-from ember.executor import CompiledModel
 from ember.frontend.testing.models import mlp, symbolic_batch
+from ember.graph.executor import CompiledModel
 from tests.frontend.onnx_models import helper, make_model, numpy_helper, run_ort
 
 THREADS = 8

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember import nd
 from ember.errors import ArgumentError, DLPackExportError, EmberError
+from ember.runtime import nd
 from ember.tir import expr as E
 from ember.tuner import create_task
 from ember.tuner.template import template

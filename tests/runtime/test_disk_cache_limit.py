@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember import config, disk_cache, kernel_cache, te
+from ember import config, disk_cache, te
+from ember.graph import kernel_cache
 
 
 def _entry(root, sub: str, name: str, nbytes: int, age: float):

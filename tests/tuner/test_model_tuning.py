@@ -145,7 +145,7 @@ def test_tune_tasks_rejects_bad_input():
 
 
 def test_tuned_records_are_used_and_results_match_onnxruntime(tmp_path):
-    import ember.kernels
+    import ember.graph.kernels
     from ember.codegen_llvm.schedules.strategy import compute_for
     from ember.tir.te import operation as te
 

@@ -21,7 +21,7 @@ Fn = Callable[[Any], Any]
 def compile_call_packed(
     e: E.Call, compile_expr: Callable[[E.PrimExpr], Fn], data_slot: Callable[[E.Var], int]
 ) -> Fn:
-    from ember.registry import call_packed_func
+    from ember.runtime.registry import call_packed_func
 
     name = e.args[0]
     assert isinstance(name, E.StringImm)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.frontend.graph import TensorType
-from ember.kernels import get_kernel
+from ember.graph.kernels import get_kernel
 
 NP_ACTS = {
     "relu": lambda x, a, b: np.maximum(x, 0),

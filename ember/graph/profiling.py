@@ -1,6 +1,6 @@
 """Per-kernel times of a compiled model: where a run's time goes, group by group.
 
-:meth:`ember.executor.CompiledModel.profile` runs the model ``number`` times with a
+:meth:`ember.graph.executor.CompiledModel.profile` runs the model ``number`` times with a
 clock around each step (a fused group's kernel, or a host step such as an ``If``),
 in order and on one of the model's workspaces, so each kernel sees the caches a real run
 leaves it. It gives a :class:`ModelProfile`: the median time of each step, the

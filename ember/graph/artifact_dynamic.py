@@ -1,6 +1,6 @@
 """Artifacts of models with symbolic input dims, and ``ember.load`` for both kinds of file.
 
-A :class:`~ember.dynamic_model.DynamicModel` is a source plus the sizes compiled so far,
+A :class:`~ember.graph.dynamic_model.DynamicModel` is a source plus the sizes compiled so far,
 so its ``.ember`` file (a zip archive, format ``ember-dynamic-model``) holds:
 
 - ``manifest.json``: format and Ember versions, target, the SHA-256 of every other
@@ -15,7 +15,7 @@ so its ``.ember`` file (a zip archive, format ``ember-dynamic-model``) holds:
 So a loaded model runs the exported sizes without compiling and compiles other sizes on
 first use (an ONNX source needs the ``onnx`` package for that). Tuning records are not
 carried: sizes compiled after loading use the templates' default configs. The archive is
-read through :func:`ember.artifact.read_archive`, so a tampered or truncated file is
+read through :func:`ember.graph.artifact.read_archive`, so a tampered or truncated file is
 refused with :class:`~ember.errors.InvalidModelError` before anything is loaded.
 """
 
@@ -27,10 +27,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from ember import artifact
-from ember import artifact_archive as archive
-from ember import artifact_schema as schema
 from ember.errors import ArgumentError, InvalidModelError
+from ember.graph import artifact
+from ember.graph import artifact_archive as archive
+from ember.graph import artifact_schema as schema
 
 FORMAT = "ember-dynamic-model"
 
@@ -88,9 +88,9 @@ def _source_members(source: Any) -> dict[str, bytes]:
 
 def load_dynamic(path: str | Path) -> Any:
     """The DynamicModel stored in ``path`` by :func:`export_dynamic`, every part checked
-    (:mod:`ember.artifact_schema`); each stored specialization must be the model compiled
+    (:mod:`ember.graph.artifact_schema`); each stored specialization must be the model compiled
     for its sizes: inputs and outputs of the types the symbolic signature gives them."""
-    from ember.dynamic_model import DynamicModel
+    from ember.graph.dynamic_model import DynamicModel
 
     manifest, members = artifact.read_archive(path, FORMAT)
     schema.check_dynamic_manifest(manifest, path)
@@ -128,8 +128,8 @@ def _check_specialization(model: Any, compiled: Any, sizes: dict[str, int], wher
 
 
 def _read_source(manifest: dict[str, Any], members: dict[str, bytes], path: Any) -> Any:
-    from ember.dynamic_model import GraphSource, OnnxSource
     from ember.errors import EmberError
+    from ember.graph.dynamic_model import GraphSource, OnnxSource
 
     try:
         if manifest["source"] == "onnx":
@@ -151,7 +151,7 @@ def _read_source(manifest: dict[str, Any], members: dict[str, bytes], path: Any)
 
 def file_format(path: str | Path) -> str | None:
     """The ``format`` an ``.ember`` file's manifest names, or None when it has none (or
-    the file is unreadable: :func:`ember.artifact.read_archive` then says why)."""
+    the file is unreadable: :func:`ember.graph.artifact.read_archive` then says why)."""
     try:
         with zipfile.ZipFile(path) as z:
             info = z.getinfo("manifest.json")

@@ -1,7 +1,7 @@
 """Graph kernels: one compiled module per (op, attrs, input types, target), cached per process
 and, for CPU targets, on disk across processes (``ember/kernel_cache.py``).
 
-``ember.graph_compile`` asks for a kernel per node; the importer's constant folding
+``ember.graph.compile`` asks for a kernel per node; the importer's constant folding
 asks for one when a constant is too large for the interpreter. A kernel is the
 op's compute (``frontend/to_te.py``) under the target's generic schedule
 (``ember/graph_schedule.py``), built with :func:`ember.build`. It is called with the
@@ -185,8 +185,8 @@ def get_group_kernel(
     target: str | Target = "llvm",
 ) -> Kernel:
     """The compiled kernel of a fused group (one node is a group of one)."""
-    from ember import kernel_cache
     from ember.driver import build
+    from ember.graph import kernel_cache
     from ember.graph_schedule import schedule_generic
     from ember.tuner.dispatch import active_fingerprint
 

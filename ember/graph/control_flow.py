@@ -1,6 +1,6 @@
 """Host steps for control-flow nodes: ``if``, ``loop`` and ``scan`` over compiled subgraphs.
 
-``ember.graph_compile`` hands a node with ``subgraphs`` (made by
+``ember.graph.compile`` hands a node with ``subgraphs`` (made by
 ``frontend/onnx_import/ops_control_flow.py``) to :func:`control_step`. Each subgraph
 is compiled by ``ember.compile`` into its own CompiledModel; the step is a Python
 callable with a kernel's calling convention (inputs, then preallocated outputs), so
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, InternalError
-from ember.executor import CompiledModel, Step
 from ember.frontend.graph import Graph, Node
+from ember.graph.executor import CompiledModel, Step
 from ember.target import Target
 
 
@@ -132,7 +132,7 @@ class ScanStep:
 
 def control_step(graph: Graph, node: Node, tgt: Target) -> Step:
     """The host step of control-flow ``node``, its subgraphs compiled for ``tgt``."""
-    from ember.graph_compile import compile as compile_graph
+    from ember.graph.compile import compile as compile_graph
 
     subs = {k: compile_graph(g, tgt) for k, g in node.subgraphs.items()}
     kernel: Any

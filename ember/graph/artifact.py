@@ -16,11 +16,11 @@ a zip archive with
 - ``kernels/k<i>.so``: for CPU models, one shared library per distinct kernel
   (``Module.export_library``); CUDA models hold per kernel module its TIR, CUDA
   source, cubins and PTX instead, and a ``cuda`` manifest section
-  (:mod:`ember.artifact_cuda`).
+  (:mod:`ember.graph.artifact_cuda`).
 
 ``load`` trusts nothing in the file before it is checked: the archive is read within
-bounds (:mod:`ember.artifact_archive`: names, declared sizes, hashes), the manifest,
-graph and steps are validated (:mod:`ember.artifact_schema`), the params against the
+bounds (:mod:`ember.graph.artifact_archive`: names, declared sizes, hashes), the manifest,
+graph and steps are validated (:mod:`ember.graph.artifact_schema`), the params against the
 graph's types, the CPU the code needs against this host, and every kernel's signature
 against the arrays its step passes, so a damaged, edited or foreign file is refused
 with :class:`~ember.errors.InvalidModelError` instead of being loaded into the process.
@@ -48,9 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from ember import artifact_archive as archive
-from ember import artifact_schema as schema
 from ember.errors import ArgumentError, EmberError, InvalidModelError
+from ember.graph import artifact_archive as archive
+from ember.graph import artifact_schema as schema
 
 FORMAT = "ember-model"
 FORMAT_VERSION = 2
@@ -188,7 +188,7 @@ def export_model(
     """Write ``model`` (a CompiledModel for target llvm or cuda) to one ``.ember`` file.
 
     For CUDA, ``archs`` lists the ``sm_XX`` to store cubins for (see
-    :mod:`ember.artifact_cuda`) and ``ptx=False`` leaves the PTX out."""
+    :mod:`ember.graph.artifact_cuda`) and ``ptx=False`` leaves the PTX out."""
     kind = _target_kind(str(model.target))
     if kind not in ("llvm", "cuda"):
         raise ArgumentError(f"export: models for '{model.target}' cannot be exported")
@@ -196,7 +196,7 @@ def export_model(
         raise ArgumentError("export: archs= and ptx= apply to CUDA models only")
     with tempfile.TemporaryDirectory(prefix="ember-export-") as tmp:
         if kind == "cuda":
-            from ember.artifact_cuda import CudaPacker
+            from ember.graph.artifact_cuda import CudaPacker
 
             packer: Any = CudaPacker(archs, ptx)
         else:
@@ -227,7 +227,7 @@ def export_model(
 
 
 def _step_entry(st: Any, packer: Any) -> dict[str, Any]:
-    from ember.graph_compile import _nothing as empty_step
+    from ember.graph.compile import _nothing as empty_step
 
     entry: dict[str, Any] = {"inputs": st.inputs, "outputs": st.outputs, "where": st.where}
     entry["op"] = str(getattr(st.kernel, "op", "kernel"))
@@ -265,19 +265,19 @@ def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, b
 
 def read_archive(path: str | Path, fmt: str = FORMAT) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The manifest and the members of an artifact of format ``fmt``, every hash checked
-    (:func:`ember.artifact_archive.read_archive`)."""
+    (:func:`ember.graph.artifact_archive.read_archive`)."""
     return archive.read_archive(path, fmt, READ_VERSIONS, _ember_version())
 
 
 def load_model(path: str | Path) -> Any:
     """The CompiledModel stored in ``path`` by :func:`export_model`.
 
-    Every part is checked before it is used (:mod:`ember.artifact_schema`): the archive
+    Every part is checked before it is used (:mod:`ember.graph.artifact_schema`): the archive
     by :func:`read_archive`, then the graph and steps, the params against the types the
     graph gives them, the CPU the code needs against this host (:mod:`ember.cpu_features`),
     and each kernel's signature against the values its step passes it, all before any
     memory is planned for the model."""
-    from ember.executor import CompiledModel, Step
+    from ember.graph.executor import CompiledModel, Step
 
     manifest, members = read_archive(path)
     body = archive.parse_json(members.get("graph.json", b"null"), "graph.json", Path(path))
@@ -438,7 +438,7 @@ def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Pa
     """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
     kind = _target_kind_of(manifest, path)
     if kind == "cuda":
-        from ember.artifact_cuda import CudaLoader
+        from ember.graph.artifact_cuda import CudaLoader
 
         return CudaLoader(manifest, members, path).module
     from ember.cpu_features import check_host
@@ -478,8 +478,8 @@ class _LoadedKernel:
         self.module(*arrays)
 
     def bind(self, arrays: Any) -> Any:
-        """A call on ``arrays`` (see :func:`ember.kernels.bind_kernel`)."""
-        from ember.kernels import bind_kernel
+        """A call on ``arrays`` (see :func:`ember.graph.kernels.bind_kernel`)."""
+        from ember.graph.kernels import bind_kernel
 
         return bind_kernel(self, arrays)
 

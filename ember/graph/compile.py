@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ember import kernel_cache
-from ember.dynamic_model import DynamicModel, symbolic_source
 from ember.errors import ArgumentError, EmberError, InternalError
-from ember.executor import CompiledModel, Step
 from ember.frontend.graph import Graph, check_size
+from ember.graph import kernel_cache
+from ember.graph.dynamic_model import DynamicModel, symbolic_source
+from ember.graph.executor import CompiledModel, Step
 from ember.target import Target
 
 
@@ -31,7 +31,7 @@ def compile(
 ) -> CompiledModel | DynamicModel:
     """Compile ``model`` for ``target`` ("llvm" or "cuda"); ``shapes`` fixes symbolic input dims.
 
-    An input dim left symbolic (a batch ``"N"``) gives a :class:`~ember.dynamic_model.
+    An input dim left symbolic (a batch ``"N"``) gives a :class:`~ember.graph.dynamic_model.
     DynamicModel` instead: it runs on any size of that dim, compiling (and caching) a
     CompiledModel per size on its first run (see ``ember/dynamic_model.py`` for why).
 
@@ -134,7 +134,7 @@ def _nothing(*arrays: Any) -> None:
 
 
 def _group_step(graph: Graph, nodes: list[Any], tgt: Target) -> Step:
-    from ember.kernels import get_group_kernel
+    from ember.graph.kernels import get_group_kernel
 
     if len(nodes) == 1:
         return _node_step(graph, nodes[0], tgt)
@@ -156,10 +156,10 @@ def _group_step(graph: Graph, nodes: list[Any], tgt: Target) -> Step:
 
 
 def _node_step(graph: Graph, node: Any, tgt: Target) -> Step:
-    from ember.kernels import get_kernel
+    from ember.graph.kernels import get_kernel
 
     if node.subgraphs:  # If / Loop: runs on the host over compiled subgraphs
-        from ember.control_flow import control_step
+        from ember.graph.control_flow import control_step
 
         return control_step(graph, node, tgt)
     in_types = [graph.values[i].type for i in node.inputs]

@@ -1,6 +1,6 @@
 """The graph executor: compiled kernels called in order over a static memory plan.
 
-``ember.graph_compile`` hands over a list of steps (a kernel and the values it
+``ember.graph.compile`` hands over a list of steps (a kernel and the values it
 reads and writes). The plan gives every intermediate value a view into a few
 reusable byte buffers: a buffer returns to the pool after the last step that
 reads its value, and a step's outputs are placed before its inputs are released,
@@ -35,7 +35,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
-from ember.index_guard import guard_index_reads
+from ember.graph.index_guard import guard_index_reads
 from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
 
 
@@ -359,9 +359,9 @@ class CompiledModel:
 
     def export(self, path: Any, archs: Sequence[str] | None = None, ptx: bool = True) -> None:
         """Write this model to one ``.ember`` file that :func:`ember.load` reads in any
-        process (see :mod:`ember.artifact`); for CUDA, ``archs`` picks the cubins stored
-        and ``ptx=False`` leaves out the PTX (:mod:`ember.artifact_cuda`)."""
-        from ember.artifact import export_model
+        process (see :mod:`ember.graph.artifact`); for CUDA, ``archs`` picks the cubins stored
+        and ``ptx=False`` leaves out the PTX (:mod:`ember.graph.artifact_cuda`)."""
+        from ember.graph.artifact import export_model
 
         export_model(self, path, archs, ptx)
 
@@ -390,9 +390,9 @@ class CompiledModel:
         self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, number: int = 10
     ) -> Any:
         """Median seconds of each step (a fused group's kernel or a host step) and of a
-        whole run, over ``number`` runs: an :class:`ember.profiling.ModelProfile`
+        whole run, over ``number`` runs: an :class:`ember.graph.profiling.ModelProfile`
         (``print(model.profile())`` shows a table)."""
-        from ember.profiling import profile_calls
+        from ember.graph.profiling import profile_calls
 
         if isinstance(number, bool) or not isinstance(number, int) or number < 1:
             raise ArgumentError(f"profile: number must be a positive integer, got {number!r}")

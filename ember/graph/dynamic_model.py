@@ -5,7 +5,7 @@ string such as ``"N"`` or ``"batch_size"``, as PyTorch writes for ``dynamic_axes
 ``shapes=`` does not fix it. The design is specialization, not symbolic kernels: the
 first run with a new binding of the symbols (``{"N": 3}``) imports the model again with
 those sizes, runs the graph passes and compiles it (:func:`ember.compile` with static
-shapes), and keeps that :class:`~ember.executor.CompiledModel`, with its own memory
+shapes), and keeps that :class:`~ember.graph.executor.CompiledModel`, with its own memory
 plan, for every later run of the same sizes. Why: the tuned templates
 (``conv2d_nchw.llvm``, ``matmul.llvm``) and several importer rules (Flatten, Reshape,
 shape subgraphs) need static sizes, and a kernel compiled for its sizes is the fast one.
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError
-from ember.executor import ParamStore, input_array, inputs_in_order
 from ember.frontend.graph import Graph, TensorType, Value
+from ember.graph.executor import ParamStore, input_array, inputs_in_order
 
 Binding = tuple[tuple[str, int], ...]
 
@@ -152,12 +152,12 @@ def _concrete(t: TensorType, binding: Mapping[str, int]) -> tuple[int, ...]:
 
 
 class DynamicModel:
-    """A model with symbolic input dims, run like a :class:`~ember.executor.CompiledModel`
+    """A model with symbolic input dims, run like a :class:`~ember.graph.executor.CompiledModel`
     (``run``, ``__call__``, ``benchmark``, ``export``, input and output names and types);
     see the module docstring for how sizes are specialized.
 
     The sizes share their weights: every specialization takes its params from one
-    :class:`~ember.executor.ParamStore`, so a param with the same bytes at two sizes is
+    :class:`~ember.graph.executor.ParamStore`, so a param with the same bytes at two sizes is
     one array in memory. ``run`` is thread-safe as ``CompiledModel.run`` is; a size not
     compiled yet is compiled by one thread while the others wait for it (runs of sizes
     already compiled do not wait).
@@ -218,7 +218,7 @@ class DynamicModel:
         return model
 
     def _compile(self, key: Binding) -> Any:
-        from ember.graph_compile import compile as compile_graph
+        from ember.graph.compile import compile as compile_graph
 
         try:
             graph = self.source.specialize(dict(key))
@@ -272,7 +272,7 @@ class DynamicModel:
         """Write the source and the specializations so far to one ``.ember`` file
         (``archs``/``ptx``: the GPU images of a CUDA model's sizes, as
         :meth:`CompiledModel.export` takes them)."""
-        from ember.artifact_dynamic import export_dynamic
+        from ember.graph.artifact_dynamic import export_dynamic
 
         export_dynamic(self, path, archs, ptx)
 

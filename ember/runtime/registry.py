@@ -113,7 +113,7 @@ def call_packed_func(name: str, args: Sequence[Any]) -> None:
 def _as_array(value: Any) -> Any:
     np = sys.modules.get("numpy")  # compiled code hands over numpy values: it is loaded
     if np is not None and isinstance(value, np.ndarray):
-        from ember.nd import CPUArray
+        from ember.runtime.nd import CPUArray
 
         return CPUArray(value)
     if np is not None and isinstance(value, np.generic):

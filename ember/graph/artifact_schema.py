@@ -1,6 +1,6 @@
 """The shape of a trustworthy ``.ember`` file, checked before any of it is used.
 
-An ``.ember`` file (:mod:`ember.artifact`, :mod:`ember.artifact_dynamic`) comes from
+An ``.ember`` file (:mod:`ember.graph.artifact`, :mod:`ember.graph.artifact_dynamic`) comes from
 anywhere: its SHA-256 table says only that the members are the ones the manifest
 names, and anyone who edits a member can recompute it. So everything read from the
 archive is checked here against a small hand-written schema before the loader
@@ -126,7 +126,7 @@ def check_shape(shape: Any, dtype: Any, what: str, where: Any, symbolic: bool = 
 
 
 def check_graph(g: Any, where: Any, symbolic: bool = False) -> None:
-    """A graph as :func:`ember.artifact.graph_to_json` writes it (with named dims where
+    """A graph as :func:`ember.graph.artifact.graph_to_json` writes it (with named dims where
     ``symbolic``: the source of a model with symbolic input dims)."""
     if not isinstance(g, dict):
         raise _fail(where, f"the graph is a {type(g).__name__}, not an object")
@@ -251,7 +251,7 @@ def check_dynamic_manifest(m: dict[str, Any], where: Any) -> None:
 
 
 def check_cuda_section(section: Any, where: Any) -> None:
-    """The manifest's ``cuda`` section (:mod:`ember.artifact_cuda`): its fields' types."""
+    """The manifest's ``cuda`` section (:mod:`ember.graph.artifact_cuda`): its fields' types."""
     if not isinstance(section, dict) or not isinstance(section.get("modules"), list):
         raise _fail(where, "a CUDA model without its 'cuda' manifest section")
     if not _str_list(section.get("archs")) or not (

@@ -132,7 +132,7 @@ class CudaLoader:
     """Rebuilds the CUDA modules of an artifact whose hashes were already checked."""
 
     def __init__(self, manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> None:
-        from ember.artifact_schema import check_cuda_section
+        from ember.graph.artifact_schema import check_cuda_section
 
         section = manifest.get("cuda")
         check_cuda_section(section, path)
