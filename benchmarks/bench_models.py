@@ -82,13 +82,13 @@ def graph_passes(spec: str) -> tuple[object, ...] | None:
     """The passes ``--graph-passes`` names (None: the target's defaults)."""
     if not spec:
         return None
+    import ember
     from ember import frontend
-    from ember.conv_layout import default_graph_passes
 
     chosen: list[object] = []
     for name in spec.split(","):
         if name == "default":
-            chosen += default_graph_passes("llvm")
+            chosen += ember.get_backend("llvm").graph_passes(frontend.passes.DEFAULT_PASSES)
         elif name.startswith("-"):
             chosen = [p for p in chosen if getattr(p, "__name__", "") != name[1:]]
         else:

@@ -45,7 +45,7 @@ def build_cuda(
     ctx = (ctx or PassContext.current()).with_disabled(disabled_passes).with_target(target, arch)
     func_list = [funcs] if isinstance(funcs, S.PrimFunc) else list(funcs)
     programs = [run_passes(f, cuda_passes(), ctx, first_step=50) for f in func_list]
-    fast_math = target.get("fast-math", "0") not in ("0", "")
+    fast_math = target.flag("fast-math")
     module = CUDAModule(programs, arch, fast_math)
     module.compile_if_available()
     out_dir = ctx.get("cuda.kernels_output_dir")

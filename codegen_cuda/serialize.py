@@ -1,6 +1,6 @@
 """A ``CUDAModule`` as stored parts, and back: the programs' TIR, the source, the launch table.
 
-A compiled model's artifact (``ember/artifact_cuda.py``) keeps each CUDA module as
+A compiled model's artifact (``codegen_cuda/artifact.py``) keeps each CUDA module as
 its device programs in TIR JSON (:mod:`ember.tir.serialize`: kernels, launches,
 workspaces, the host signature), the CUDA C source NVRTC compiled, and the images
 (cubin per architecture, PTX; :mod:`.images`). The TIR is what the SIMT emulator runs

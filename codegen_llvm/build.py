@@ -22,7 +22,7 @@ from ember.runtime.signature import FunctionSignature, signature_for
 from ember.target import Target
 from ember.tir import stmt as S
 from ember.tir.transform.context import PassContext
-from ember.tir.transform.vectorize_loops import version_lane_guards
+from ember.tir.transform.pipeline import Pass, run_passes
 
 # Symbols generated code calls; a kernel of the same name would capture those calls.
 _RESERVED = frozenset(
@@ -67,13 +67,13 @@ def build_llvm(
     target: Target | str = "llvm",
     disabled_passes: Sequence[str] = (),
     ctx: PassContext | None = None,
+    passes: Sequence[Pass] = (),
 ) -> LLVMModule:
     """Compile PrimFuncs for the CPU; the first one is what calling the module runs.
 
-    The LLVM target has no TIR passes of its own to disable (it versions the loops
-    the vectorizer left serial for a guard on their lanes, see
-    :func:`~ember.tir.transform.vectorize_loops.version_lane_guards`), so
-    ``disabled_passes`` names none of them; from the pass context it reads
+    ``passes`` are the CPU's own TIR passes (``CPUBackend.passes``), run by the common
+    runner before code generation; ``disabled_passes`` is refused here (disable passes
+    through ``ember.build`` or a ``PassContext``). From the pass context it reads
     ``tir.noalias`` (buffer arguments are ``noalias`` unless it is False, as in TVM).
     """
     ctx = ctx or PassContext.current()
@@ -93,8 +93,8 @@ def build_llvm(
     symbols = [s.native_symbol for s in signatures]
     if len(set(names)) != len(names) or len(set(symbols)) != len(symbols):
         raise ArgumentError(f"function names in one module must differ, got {names}")
-    fast = (tgt.get("fast-math") or "0").lower() in ("1", "true")
-    func_list = [version_lane_guards(f) for f in func_list]  # CPU vectors only
+    fast = tgt.flag("fast-math")
+    func_list = [run_passes(f, passes, ctx, first_step=50) for f in func_list]
     try:
         module, infos = codegen_module(
             func_list,

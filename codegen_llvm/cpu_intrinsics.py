@@ -7,7 +7,7 @@ other CPU it does not return an error but aborts the whole process ("Cannot sele
 (``matmul_int8.llvm``'s ``vpdpbusd``) must still build for the target the user names
 (``-mcpu=x86-64-v3`` on a VNNI host), so before an intrinsic is emitted it is checked
 against :class:`CpuFacts`, the target's triple and CPU features as
-:func:`ember.cpu_features.built_for` knows them:
+:func:`ember.codegen_llvm.cpu_features.built_for` knows them:
 
 - an intrinsic of another architecture (``llvm.aarch64.*`` for x86) is a ``CompileError``;
 - an x86 intrinsic whose features the target lacks is emitted as generic LLVM IR with
@@ -89,7 +89,7 @@ class CpuFacts:
 @functools.cache
 def cpu_facts(target: str = "llvm") -> CpuFacts:
     """:class:`CpuFacts` of the ``llvm`` ``target`` string (``"llvm"``: the host)."""
-    from ember.cpu_features import built_for
+    from ember.codegen_llvm.cpu_features import built_for
 
     section = built_for(target)
     features = section["features"]

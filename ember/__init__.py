@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ember.backend import Backend, register_backend
 from ember.errors import (
     ArgumentError,
     CompileError,
@@ -20,25 +21,32 @@ from ember.errors import (
     UnsupportedOperatorError,
 )
 from ember.runtime.registry import register_func
-from ember.target import TEMPLATE_LOADERS
 
 __version__ = "0.1.0"
 
 
-def _llvm_templates() -> None:
-    import ember.codegen_llvm.schedules  # noqa: F401
+def _cpu_backend() -> type[Backend]:
+    # start-up cost: a backend loads its code generator (llvmlite) on first use
+    from ember.codegen_llvm.backend import CPUBackend
+
+    return CPUBackend
 
 
-def _cuda_templates() -> None:
-    import ember.codegen_cuda.schedules  # noqa: F401
+def _cuda_backend() -> type[Backend]:
+    # start-up cost: as above (and the CUDA printer, NVRTC bindings where installed)
+    from ember.codegen_cuda.backend import CUDABackend
+
+    return CUDABackend
 
 
-# The tuner finds each target's built-in templates through these, without importing
-# code generators itself (the layering test checks it).
-TEMPLATE_LOADERS.update(llvm=_llvm_templates, cuda=_cuda_templates)
+# The built-in targets. Everything below the package root finds a target's backend
+# through ember.backend.get_backend, never by importing a code generator.
+register_backend("llvm", _cpu_backend)
+register_backend("cuda", _cuda_backend)
 
 
 def _tuner_worker(conn: Any, role: str = "worker") -> None:
+    # start-up cost: only the tuner's worker processes need the builder
     from ember.tune_worker import serve
 
     serve(conn, role)
@@ -62,6 +70,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "lower": ("ember.driver", "lower"),
     "build": ("ember.driver", "build"),
     "Target": ("ember.target", "Target"),
+    "get_backend": ("ember.backend", "get_backend"),
     "IRModule": ("ember.tir.ir_module", "IRModule"),
     "register_func": ("ember.runtime.registry", "register_func"),
     "get_global_func": ("ember.runtime.registry", "get_global_func"),
@@ -70,7 +79,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "transform": ("ember.transform", None),
     "compile": ("ember.graph.compile", "compile"),
     "extract_tasks": ("ember.graph.model_tuning", "extract_tasks"),
-    "load": ("ember.graph.artifact_dynamic", "load"),
+    "load": ("ember.graph.load", "load"),
     "CompiledModel": ("ember.graph.executor", "CompiledModel"),
 }
 

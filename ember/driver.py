@@ -10,13 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ember.backend import backend_kinds, get_backend
 from ember.errors import ArgumentError, EmberError
 from ember.target import Target
+from ember.tir.ir_module import IRModule
+from ember.tir.schedule.lower import schedule_to_primfunc
+from ember.tir.schedule.schedule import Schedule
+from ember.tir.stmt import PrimFunc
+from ember.tir.transform.context import PassContext
+from ember.tir.transform.pipeline import check_disabled, default_passes, run_passes
 
 
 def _schedule_and_args(sch: Any, args: Sequence[Any]) -> tuple[Any, list[Any]]:
-    from ember.tir.schedule.schedule import Schedule
-
     if not isinstance(sch, Schedule):
         raise ArgumentError(
             f"expected a schedule from te.create_schedule, got {type(sch).__name__}"
@@ -49,9 +54,6 @@ def lower(
 
 
 def _lower(sch: Any, args: Sequence[Any], name: str, ctx: Any, simple_mode: bool = False) -> Any:
-    from ember.tir.schedule.lower import schedule_to_primfunc
-    from ember.tir.transform.pipeline import default_passes, run_passes
-
     sch, args = _schedule_and_args(sch, args)
     _check_name(name)
     try:
@@ -90,13 +92,7 @@ def build(
     funcs = _functions_to_build(inputs, args, name, ctx)
     names = ", ".join(f"'{f.name}'" for f in funcs)
     try:
-        if tgt.kind == "llvm":
-            from ember.codegen_llvm.build import build_llvm
-
-            return build_llvm(funcs, tgt, ctx=ctx)
-        from ember.codegen_cuda.build import build_cuda
-
-        return build_cuda(funcs, tgt, ctx=ctx)
+        return get_backend(tgt).build(funcs, ctx)
     except EmberError as e:
         raise e.add_context(f"while building {names} for {tgt}") from None
 
@@ -106,7 +102,7 @@ def _check_target_host(target_host: str | Target | None) -> None:
     if target_host is None:
         return
     host = Target.parse(target_host)
-    if host.kind != "llvm":
+    if not host.info.is_host:
         raise ArgumentError(
             f"build: target_host must be an llvm target (the host code runs on this CPU), "
             f"got '{host}'"
@@ -130,17 +126,12 @@ def _target_of(inputs: Any, target: str | Target | None) -> tuple[Target, Any]:
 
 def _functions_to_build(inputs: Any, args: Sequence[Any] | None, name: str, ctx: Any) -> list[Any]:
     """The lowered functions ``build``'s inputs stand for."""
-    from ember.tir.ir_module import IRModule
-    from ember.tir.stmt import PrimFunc
-
     if isinstance(inputs, PrimFunc):
         return [inputs]
     if isinstance(inputs, IRModule):
         if not len(inputs):
             raise ArgumentError("build: the IRModule holds no functions")
         return list(inputs.functions.values())
-    from ember.tir.schedule.schedule import Schedule
-
     if not isinstance(inputs, Schedule):
         raise ArgumentError(
             "build takes a schedule (with args), a PrimFunc, an IRModule or a "
@@ -152,22 +143,17 @@ def _functions_to_build(inputs: Any, args: Sequence[Any] | None, name: str, ctx:
 
 
 def target_passes(target: Target | None, ctx: Any = None) -> list[Any]:
-    """Every pass a build for ``target`` runs, in order (all targets' for None), with the
-    user passes of ``ctx`` (the current context when None)."""
-    from ember.codegen_cuda.pipeline import cuda_passes
-    from ember.tir.transform.pipeline import default_passes
-
+    """Every pass a build for ``target`` runs, in order, with the user passes of ``ctx``
+    (the current context when None); for None, every registered target's passes."""
+    ctx = ctx or PassContext.current()
     common = default_passes(ctx)
-    if target is None:
-        return [*common, *cuda_passes()]
-    return [*common, *(cuda_passes() if target.kind == "cuda" else [])]
+    kinds = backend_kinds() if target is None else (target,)
+    own = [p for k in kinds for p in get_backend(k).passes(ctx)]
+    return [*common, *dict((p.name, p) for p in own).values()]
 
 
 def _context(disabled_passes: Sequence[str], target: Target | None) -> Any:
     """The current PassContext with ``disabled_passes`` added, its names checked."""
-    from ember.tir.transform.context import PassContext
-    from ember.tir.transform.pipeline import check_disabled
-
     ctx = PassContext.current().with_disabled(disabled_passes)
     where = str(target) if target is not None else "any target"
     check_disabled(ctx, target_passes(target, ctx), where)

@@ -15,18 +15,51 @@ from typing import Any
 
 from ember.errors import ArgumentError
 
-KINDS = ("llvm", "cuda")
-
-# kind -> a function that imports that target's built-in schedule templates. The
-# package root (ember/__init__.py), which may import every layer, fills it; the
-# tuner calls it on first lookup, so the tuner never names a code generator.
-TEMPLATE_LOADERS: dict[str, Callable[[], None]] = {}
-
 # sm_80, sm_90a, sm_100f, compute_90: two or more digits (major and minor version)
 _CUDA_ARCH = re.compile(r"^(sm|compute)_[1-9]\d+[af]?$")
-_OPTIONS = {
-    "llvm": ("mcpu", "mattr", "mtriple", "num-threads", "fast-math", "opt-level"),
-    "cuda": ("arch", "max-threads-per-block", "max-shared-memory-per-block"),
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """What parsing and the tuner need to know of a target kind before its backend loads.
+
+    Target facts live here as a table, so nothing outside a backend asks "is this cuda?":
+    ``options`` the ``-key=value`` options it accepts; ``keys`` TVM's target keys (the
+    generic schedules it falls back to); ``warp_size`` and ``max_threads`` TVM's
+    ``thread_warp_size`` / ``max_num_threads`` defaults; ``is_host`` whether its code
+    runs on this machine's CPU (it can be a build's host, and its tuning records hold
+    only where they were measured); ``check`` a last check of the parsed options."""
+
+    options: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    warp_size: int = 1
+    max_threads: int = 1
+    is_host: bool = False
+    check: Callable[[str, dict[str, str]], None] | None = None
+
+
+def _check_cuda(text: str, opts: dict[str, str]) -> None:
+    if "arch" in opts and not _CUDA_ARCH.match(opts["arch"]):
+        raise ArgumentError(
+            f"-arch={opts['arch']} in {text!r} is not a CUDA architecture; expected "
+            "sm_<major><minor> such as sm_75, sm_80, sm_90 or sm_90a"
+        )
+
+
+# The built-in kinds; ``ember.backend.register_backend`` adds more.
+TARGET_KINDS: dict[str, KindInfo] = {
+    "llvm": KindInfo(
+        options=("mcpu", "mattr", "mtriple", "num-threads", "fast-math", "opt-level"),
+        keys=("cpu",),
+        is_host=True,
+    ),
+    "cuda": KindInfo(
+        options=("arch", "max-threads-per-block", "max-shared-memory-per-block", "fast-math"),
+        keys=("cuda", "gpu"),
+        warp_size=32,
+        max_threads=1024,
+        check=_check_cuda,
+    ),
 }
 # options that are whole numbers, with their least and greatest values (None: no bound);
 # verify_gpu holds kernels to them (``codegen_cuda/pipeline.py``). llvm's counts are
@@ -35,8 +68,15 @@ _INT_OPTIONS: dict[str, tuple[int, int | None, str]] = {
     "max-threads-per-block": (1, 1024, "CUDA allows at most 1024 threads in a block"),
     "max-shared-memory-per-block": (1, None, "bytes of shared memory a block may use"),
 }
-# TVM's target keys: the generic schedules a kind falls back to
-_KEYS = {"llvm": ("cpu",), "cuda": ("cuda", "gpu")}
+# a flag's values that mean "on"; any other value (0, false, ...) means off
+_TRUE = ("1", "true", "yes", "on")
+
+
+def register_target_kind(kind: str, info: KindInfo) -> None:
+    """Let ``Target.parse`` accept ``kind`` (a new backend's; see ``ember.backend``)."""
+    if not kind.isidentifier():
+        raise ArgumentError(f"a target kind must be an identifier, got {kind!r}")
+    TARGET_KINDS[kind] = info
 
 
 class TargetKind(str):
@@ -90,9 +130,9 @@ class Target:
         if not isinstance(text, str) or not text.strip():
             raise ArgumentError(f"target must be a string such as 'llvm' or 'cuda', got {text!r}")
         kind, *rest = text.split()
-        if kind not in KINDS:
+        if kind not in TARGET_KINDS:
             raise ArgumentError(
-                f"unknown target kind {kind!r} in {text!r}; expected one of {KINDS}"
+                f"unknown target kind {kind!r} in {text!r}; expected one of {tuple(TARGET_KINDS)}"
             )
         opts: dict[str, str] = {}
         for token in rest:
@@ -103,15 +143,22 @@ class Target:
                     f"(-{key}={opts[key]} and -{key}={value}); give it once"
                 )
             opts[key] = value
-        if kind == "cuda" and "arch" in opts and not _CUDA_ARCH.match(opts["arch"]):
-            raise ArgumentError(
-                f"-arch={opts['arch']} in {text!r} is not a CUDA architecture; expected "
-                "sm_<major><minor> such as sm_75, sm_80, sm_90 or sm_90a"
-            )
+        check = TARGET_KINDS[kind].check
+        if check is not None:
+            check(text, opts)
         return Target._of(kind, tuple(sorted(opts.items())))
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return dict(self.options).get(key, default)
+
+    def flag(self, key: str) -> bool:
+        """Whether a yes/no option such as ``-fast-math`` is on (``-fast-math``,
+        ``-fast-math=1`` or ``=true``), read the same way for every kind."""
+        return (self.get(key) or "0").lower() in _TRUE
+
+    @property
+    def info(self) -> KindInfo:
+        return TARGET_KINDS[self.kind]
 
     @property
     def mcpu(self) -> str:
@@ -130,18 +177,16 @@ class Target:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        return _KEYS[self.kind]
+        return self.info.keys
 
     @property
     def max_num_threads(self) -> int:
         """TVM's ``max_num_threads``: threads per block on ``cuda``, 1 on ``llvm``."""
-        if self.kind != "cuda":
-            return 1
-        return int(self.get("max-threads-per-block", "1024") or 1024)
+        return int(self.get("max-threads-per-block") or self.info.max_threads)
 
     @property
     def thread_warp_size(self) -> int:
-        return 32 if self.kind == "cuda" else 1
+        return self.info.warp_size
 
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
@@ -154,10 +199,11 @@ def _option(kind: str, token: str, text: str) -> tuple[str, str]:
     key, eq, value = token.lstrip("-").partition("=")
     if eq and not value:
         raise ArgumentError(f"target option -{key} in {text!r} has an empty value")
-    if key not in _OPTIONS[kind]:
+    known = TARGET_KINDS[kind].options
+    if key not in known:
         raise ArgumentError(
             f"unknown option -{key} for target {kind!r}; known: "
-            + ", ".join(f"-{o}" for o in _OPTIONS[kind])
+            + (", ".join(f"-{o}" for o in known) or "none")
         )
     if key in _INT_OPTIONS:
         lo, hi, what = _INT_OPTIONS[key]
@@ -189,7 +235,7 @@ def _host(host: Any) -> Target | None:
     if host is None:
         return None
     tgt = Target.parse(host)
-    if tgt.kind != "llvm":
+    if not tgt.info.is_host:
         raise ArgumentError(f"target host must be an 'llvm' target (the CPU), got {str(tgt)!r}")
     return tgt
 

@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ember.backend import backend_kinds, get_backend
 from ember.errors import ArgumentError, ConfigError
-from ember.target import KINDS, TEMPLATE_LOADERS
+from ember.target import TARGET_KINDS
 from ember.tuner.space import Config, FallbackConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,12 +66,12 @@ def split_name(name: Any) -> tuple[str, str]:
     target, which its task's ``target=`` picks. An empty name, or a target kind with no op
     before it, raises ``ConfigError``."""
     op, _, kind = name.rpartition(".") if isinstance(name, str) else ("", "", "")
-    if not isinstance(name, str) or not name.strip() or (kind in KINDS and not op):
+    if not isinstance(name, str) or not name.strip() or (kind in TARGET_KINDS and not op):
         raise ConfigError(
             f"template name {name!r} must look like '<op>.<target>' with target one of "
-            f"{KINDS}, or be any other non-empty name (a template for every target)"
+            f"{tuple(TARGET_KINDS)}, or be any other non-empty name (a template for every target)"
         )
-    return (op, kind) if kind in KINDS else (name, "")
+    return (op, kind) if kind in TARGET_KINDS else (name, "")
 
 
 def template(
@@ -163,30 +164,29 @@ def lookup_template(name: str) -> TemplateInfo:
     if name in _REGISTRY:
         return _REGISTRY[name]
     kind = name.rpartition(".")[2] if isinstance(name, str) else ""
-    if kind in KINDS and _load_builtin_templates(kind) and name in _REGISTRY:
+    if kind in TARGET_KINDS and _load_builtin_templates(kind) and name in _REGISTRY:
         return _REGISTRY[name]
-    known = registered_templates(kind if kind in KINDS else None)
-    where = f"for target '{kind}'" if kind in KINDS else "in all"
+    known = registered_templates(kind if kind in TARGET_KINDS else None)
+    where = f"for target '{kind}'" if kind in TARGET_KINDS else "in all"
     raise ConfigError(
         f"no schedule template named {name!r}; registered {where}: " + (", ".join(known) or "none")
     )
 
 
 def _load_builtin_templates(kind: str) -> bool:
-    """Load the target's built-in templates on first use, through the loader the package
-    root registered in ``ember.target.TEMPLATE_LOADERS`` (False when there is none)."""
-    loader = TEMPLATE_LOADERS.get(kind)
-    if loader is None:
+    """Load the target's built-in templates on first use, through its backend (False when
+    the kind has none), so the tuner never names a code generator."""
+    if kind not in backend_kinds():
         return False
-    loader()
+    get_backend(kind).load_templates()
     return True
 
 
 def registered_templates(target_kind: str | None = None) -> list[str]:
     """Sorted names of the registered templates, optionally only those for one target kind
     (the built-in templates of that kind, or of every kind, are loaded first)."""
-    for kind in KINDS if target_kind is None else (target_kind,):
-        if kind in KINDS:
+    for kind in TARGET_KINDS if target_kind is None else (target_kind,):
+        if kind in TARGET_KINDS:
             _load_builtin_templates(kind)
     return sorted(n for n, t in _REGISTRY.items() if target_kind in (None, t.target_kind))
 

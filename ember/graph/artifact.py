@@ -5,7 +5,7 @@ a zip archive with
 
 - ``manifest.json``: format version, Ember version, target, the SHA-256 and the size
   of every other member, for CPU models the CPU the code was built for (``cpu``: LLVM
-  CPU name, triple, features; :mod:`ember.cpu_features`), for CUDA models the kernel
+  CPU name, triple, features; :mod:`ember.codegen_llvm.cpu_features`), for CUDA models the kernel
   table;
 - ``graph.json``: the graph (values with types, nodes with their attributes) and
   the steps (kernel, values read, values written);
@@ -16,11 +16,11 @@ a zip archive with
 - ``kernels/k<i>.so``: for CPU models, one shared library per distinct kernel
   (``Module.export_library``); CUDA models hold per kernel module its TIR, CUDA
   source, cubins and PTX instead, and a ``cuda`` manifest section
-  (:mod:`ember.graph.artifact_cuda`).
+  (:mod:`ember.codegen_cuda.artifact`).
 
 ``load`` trusts nothing in the file before it is checked: the archive is read within
-bounds (:mod:`ember.graph.artifact_archive`: names, declared sizes, hashes), the manifest,
-graph and steps are validated (:mod:`ember.graph.artifact_schema`), the params against the
+bounds (:mod:`ember.runtime.artifact_archive`: names, declared sizes, hashes), the manifest,
+graph and steps are validated (:mod:`ember.runtime.artifact_schema`), the params against the
 graph's types, the CPU the code needs against this host, and every kernel's signature
 against the arrays its step passes, so a damaged, edited or foreign file is refused
 with :class:`~ember.errors.InvalidModelError` instead of being loaded into the process.
@@ -39,7 +39,6 @@ import io
 import json
 import math
 import os
-import re
 import tempfile
 import zipfile
 from collections.abc import Sequence
@@ -48,16 +47,21 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError, InvalidModelError
-from ember.graph import artifact_archive as archive
-from ember.graph import artifact_schema as schema
+import ember
+from ember.backend import get_backend
+from ember.errors import ArgumentError, InternalError, InvalidModelError
+from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.graph.step import empty_kernel
+from ember.runtime import artifact_archive as archive
+from ember.runtime import artifact_schema as schema
+from ember.tir.dtype import numpy_dtype
 
 FORMAT = "ember-model"
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 
 
-def _sha256(data: bytes) -> str:
+def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -112,7 +116,6 @@ def graph_from_json(
     or inconsistent one is an ``InvalidModelError`` naming ``where``. ``defaults``: the
     data of the inputs it lists as ``defaults`` (:func:`read_defaults`); ``symbolic``:
     named dims are allowed (the source graph of a model with symbolic input dims)."""
-    from ember.errors import InternalError
 
     where = where or "graph.json"
     schema.check_graph(data, where, symbolic)
@@ -125,7 +128,6 @@ def graph_from_json(
 def _build_graph(
     data: dict[str, Any], params: dict[str, np.ndarray], defaults: dict[str, np.ndarray]
 ) -> Any:
-    from ember.frontend.graph import Graph, Node, TensorType, Value
 
     values = {n: Value(n, TensorType(tuple(s), d)) for n, (s, d) in data["values"].items()}
     nodes = [
@@ -176,31 +178,16 @@ class _LibraryPacker:
         return self._ids[id(module)]
 
 
-def _target_kind(target: str) -> str:
-    from ember.target import Target
-
-    return Target.parse(target).kind
-
-
 def export_model(
     model: Any, path: str | Path, archs: Sequence[str] | None = None, ptx: bool = True
 ) -> None:
     """Write ``model`` (a CompiledModel for target llvm or cuda) to one ``.ember`` file.
 
     For CUDA, ``archs`` lists the ``sm_XX`` to store cubins for (see
-    :mod:`ember.graph.artifact_cuda`) and ``ptx=False`` leaves the PTX out."""
-    kind = _target_kind(str(model.target))
-    if kind not in ("llvm", "cuda"):
-        raise ArgumentError(f"export: models for '{model.target}' cannot be exported")
-    if kind != "cuda" and (archs is not None or not ptx):
-        raise ArgumentError("export: archs= and ptx= apply to CUDA models only")
+    :mod:`ember.codegen_cuda.artifact`) and ``ptx=False`` leaves the PTX out."""
+    backend = get_backend(model.target)
     with tempfile.TemporaryDirectory(prefix="ember-export-") as tmp:
-        if kind == "cuda":
-            from ember.graph.artifact_cuda import CudaPacker
-
-            packer: Any = CudaPacker(archs, ptx)
-        else:
-            packer = _LibraryPacker(Path(tmp))
+        packer = backend.artifact_packer(archs, ptx) or _LibraryPacker(Path(tmp))
         steps = [_step_entry(st, packer) for st in model.steps]
     members = dict(packer.members)
     members["graph.json"] = json.dumps(
@@ -214,24 +201,17 @@ def export_model(
         "format_version": FORMAT_VERSION,
         "ember_version": _ember_version(),
         "target": str(model.target),
-        "sha256": {name: _sha256(data) for name, data in sorted(members.items())},
+        "sha256": {name: sha256(data) for name, data in sorted(members.items())},
         "sizes": {name: len(data) for name, data in sorted(members.items())},
     }
-    if kind == "cuda":
-        manifest["cuda"] = packer.manifest_section()
-    else:
-        from ember.cpu_features import built_for
-
-        manifest["cpu"] = built_for(str(model.target))
+    manifest.update(backend.artifact_manifest(packer))
     _write_atomically(Path(path), manifest, members)
 
 
 def _step_entry(st: Any, packer: Any) -> dict[str, Any]:
-    from ember.graph.compile import _nothing as empty_step
-
     entry: dict[str, Any] = {"inputs": st.inputs, "outputs": st.outputs, "where": st.where}
     entry["op"] = str(getattr(st.kernel, "op", "kernel"))
-    if st.kernel is empty_step or st.kernel is _nothing:  # empty outputs: no work
+    if st.kernel is empty_kernel:  # empty outputs: no work
         return {"kernel": None, **entry}
     module = getattr(st.kernel, "module", None)
     if module is None:
@@ -243,8 +223,6 @@ def _step_entry(st: Any, packer: Any) -> dict[str, Any]:
 
 
 def _ember_version() -> str:
-    import ember
-
     return str(ember.__version__)
 
 
@@ -265,63 +243,8 @@ def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, b
 
 def read_archive(path: str | Path, fmt: str = FORMAT) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The manifest and the members of an artifact of format ``fmt``, every hash checked
-    (:func:`ember.graph.artifact_archive.read_archive`)."""
+    (:func:`ember.runtime.artifact_archive.read_archive`)."""
     return archive.read_archive(path, fmt, READ_VERSIONS, _ember_version())
-
-
-def load_model(path: str | Path) -> Any:
-    """The CompiledModel stored in ``path`` by :func:`export_model`.
-
-    Every part is checked before it is used (:mod:`ember.graph.artifact_schema`): the archive
-    by :func:`read_archive`, then the graph and steps, the params against the types the
-    graph gives them, the CPU the code needs against this host (:mod:`ember.cpu_features`),
-    and each kernel's signature against the values its step passes it, all before any
-    memory is planned for the model."""
-    from ember.graph.executor import CompiledModel, Step
-
-    manifest, members = read_archive(path)
-    body = archive.parse_json(members.get("graph.json", b"null"), "graph.json", Path(path))
-    if not isinstance(body, dict):
-        raise InvalidModelError(f"{path}: graph.json is not an object with graph and steps")
-    schema.check_graph(body.get("graph"), path)
-    kernels = _kernel_count(manifest, members, path)
-    schema.check_steps(body.get("steps"), body["graph"], kernels, path)
-    params = read_params(members, "params.npz", body["graph"], path)
-    defaults = read_defaults(members, "defaults.npz", body["graph"], path)
-    graph = graph_from_json(body["graph"], params, path, defaults)
-    modules = _module_source(manifest, members, Path(path))
-    steps = []
-    for st in body["steps"]:
-        k = st["kernel"]
-        kernel: Any = _nothing
-        if k is not None:
-            kernel = _LoadedKernel(
-                modules(k),
-                len(st["inputs"]),
-                st.get("scalar_outputs", ()),
-                str(st.get("op", "kernel")),
-            )
-            _check_kernel_fits(kernel, st, graph, path)
-        steps.append(Step(kernel, tuple(st["inputs"]), tuple(st["outputs"]), st["where"]))
-    try:
-        return CompiledModel(graph, steps, manifest["target"])
-    except MemoryError as e:
-        raise InvalidModelError(f"{path}: its values need more memory than there is") from e
-
-
-def _kernel_count(manifest: dict[str, Any], members: dict[str, bytes], path: Any) -> int:
-    """How many kernel modules the file holds (a step's kernel must be one of them)."""
-    if _target_kind_of(manifest, Path(path)) == "cuda":
-        section = manifest.get("cuda")
-        modules = section.get("modules") if isinstance(section, dict) else None
-        return len(modules) if isinstance(modules, list) else 0
-    libs = [n for n in members if n.startswith("kernels/")]
-    for n in libs:
-        if not re.fullmatch(r"kernels/k(0|[1-9][0-9]*)\.so", n):
-            raise InvalidModelError(f"{path}: the member '{n}' is not a kernel library")
-    if sorted(libs) != sorted(f"kernels/k{k}.so" for k in range(len(libs))):
-        raise InvalidModelError(f"{path}: its kernel libraries are not numbered k0.so, k1.so...")
-    return len(libs)
 
 
 def read_defaults(members: dict[str, bytes], member: str, g: dict[str, Any], path: Any) -> dict:
@@ -392,112 +315,5 @@ def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> n
     return flat.reshape(shape, order="F" if fortran else "C")
 
 
-def _check_kernel_fits(kernel: Any, st: dict[str, Any], graph: Any, path: Any) -> None:
-    """The step passes its kernel arrays of exactly the static shapes and dtypes the
-    kernel's signature takes (a 0-d output a CUDA kernel writes as shape (1,))."""
-    sigs = getattr(kernel.module, "signatures", None)
-    if not sigs:
-        return
-    names = [*st["inputs"], *st["outputs"]]
-    params = sigs[0].arrays
-    if len(params) != len(names):
-        raise InvalidModelError(
-            f"{path}: step {st['where']} passes {len(names)} arrays, its kernel takes {len(params)}"
-        )
-    scalars = {kernel.n_inputs + k for k in kernel.scalar_outputs}
-    for i, (name, p) in enumerate(zip(names, params)):
-        t = graph.values[name].type
-        shape = (1,) if i in scalars and t.shape == () else t.shape
-        static = all(isinstance(d, int) for d in p.shape)
-        if (static and tuple(p.shape) != shape) or np.dtype(t.dtype) != _np_dtype(p.dtype):
-            raise InvalidModelError(
-                f"{path}: step {st['where']} passes '{name}' as {t}, its kernel takes "
-                f"{p.describe()}"
-            )
-
-
-def _np_dtype(dtype: str) -> np.dtype:
-    from ember.tir.dtype import numpy_dtype
-
+def np_dtype(dtype: str) -> np.dtype:
     return numpy_dtype(dtype)
-
-
-def _target_kind_of(manifest: dict[str, Any], path: Path) -> str:
-    try:
-        kind = _target_kind(str(manifest.get("target", "")))
-    except EmberError as e:
-        raise InvalidModelError(f"{path}: the manifest's target is not one Ember knows") from e
-    if kind not in ("llvm", "cuda"):
-        raise InvalidModelError(
-            f"{path}: the manifest's target '{manifest['target']}' has no kernels"
-        )
-    return kind
-
-
-def _module_source(manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> Any:
-    """``module(k)``: the k-th kernel module of the artifact, rebuilt once."""
-    kind = _target_kind_of(manifest, path)
-    if kind == "cuda":
-        from ember.graph.artifact_cuda import CudaLoader
-
-        return CudaLoader(manifest, members, path).module
-    from ember.cpu_features import check_host
-    from ember.runtime import load_module
-
-    if isinstance(manifest.get("cpu"), dict):  # files before format 2's cpu record: unchecked
-        check_host(manifest["cpu"], path)
-    folder = _unpack_kernels(members)
-    modules: dict[int, Any] = {}
-
-    def module(k: int) -> Any:
-        if k not in modules:
-            modules[k] = load_module(folder / f"k{k}.so")
-        return modules[k]
-
-    return module
-
-
-class _LoadedKernel:
-    """A kernel read back from an artifact: its module, called like a Kernel (0-d outputs
-    a CUDA kernel writes as shape (1,) are passed as such views)."""
-
-    def __init__(
-        self, module: Any, n_inputs: int, scalar_outputs: Sequence[int] = (), op: str = "kernel"
-    ) -> None:
-        self.module = module
-        self.n_inputs = n_inputs
-        self.scalar_outputs = tuple(scalar_outputs)
-        self.op = op  # the ops of its fused group, as profiles name them
-
-    def __call__(self, *arrays: Any) -> None:
-        if self.scalar_outputs:
-            args = list(arrays)
-            for k in self.scalar_outputs:
-                args[self.n_inputs + k] = args[self.n_inputs + k].reshape(1)
-            arrays = tuple(args)
-        self.module(*arrays)
-
-    def bind(self, arrays: Any) -> Any:
-        """A call on ``arrays`` (see :func:`ember.graph.kernels.bind_kernel`)."""
-        from ember.graph.kernels import bind_kernel
-
-        return bind_kernel(self, arrays)
-
-
-def _nothing(*arrays: Any) -> None:
-    """The step of a node whose outputs have no elements."""
-
-
-def _unpack_kernels(members: dict[str, bytes]) -> Path:
-    """The kernels' libraries as files, in a cache folder named by their content."""
-    libs = {n: d for n, d in members.items() if n.startswith("kernels/")}
-    digest = _sha256(b"".join(_sha256(d).encode() for _, d in sorted(libs.items())))
-    folder = Path(tempfile.gettempdir()) / "ember-models" / digest[:32]
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, data in libs.items():
-        target = folder / Path(name).name
-        if not target.exists() or _sha256(target.read_bytes()) != _sha256(data):
-            part = target.with_name(target.name + f".{os.getpid()}.part")
-            part.write_bytes(data)
-            os.replace(part, target)
-    return folder

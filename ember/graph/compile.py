@@ -1,72 +1,120 @@
 """``ember.compile``: a model (Graph, ONNX ModelProto or path) to a runnable CompiledModel.
 
-The flow, top to bottom: import the model (``frontend/onnx_import``) unless it is
-already a :class:`~ember.frontend.graph.Graph`; hand a model whose inputs keep a
-symbolic dim to ``ember/dynamic_model.py`` (compiled per size on first use); build
-one kernel per node (``ember/kernels.py``: the op's compute under the target's
-generic schedule, cached per workload); hand the kernels to the executor
-(``ember/executor.py``), which plans memory once and calls them in order. Graph
-passes (folding, fusion) will run between import and kernel building.
+Read top to bottom, this file is the model compiler; every target question goes to the
+target's :class:`~ember.backend.Backend`, made once at the top and passed down:
+
+1. import: an ONNX model becomes a :class:`~ember.frontend.graph.Graph` (``frontend/
+   onnx_import``); a model whose inputs keep a symbolic dim becomes a
+   :class:`~ember.graph.dynamic_model.DynamicModel` instead, which runs steps 2-5 per
+   size on first use;
+2. graph passes: the backend's list (``frontend/passes`` with its own among them:
+   the CPU's convolution layout), fusion last, under the tuning records in force;
+3. strategies: each fused group's nodes take the backend's compute where it has one;
+4. kernels: each group is scheduled by the backend and built (``kernels.py``, cached
+   per workload in memory and on disk); control-flow nodes compile their subgraphs
+   with these same steps (``control_flow.py``);
+5. plan: the executor (``executor.py``) plans memory once and runs the steps in order.
+
+``ember.extract_tasks`` (``model_tuning.py``) runs steps 1-2 and asks the backend for
+each node's tuning task instead of building.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ember.backend import Backend, get_backend
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, check_size
+from ember.frontend.onnx_import.importer import from_onnx, load_model
+from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
 from ember.graph import kernel_cache
+from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel, symbolic_source
-from ember.graph.executor import CompiledModel, Step
+from ember.graph.executor import CompiledModel
+from ember.graph.kernels import get_group_kernel, get_kernel
+from ember.graph.step import Step, empty_kernel
 from ember.target import Target
+from ember.tuner.dispatch import apply_history_best
 
 
 def compile(
     model: Any,
-    target: str | Target = "llvm",
+    target: str | Target | Backend = "llvm",
     records: Any = None,
     shapes: Any = None,
     graph_passes: Sequence[Any] | None = None,
 ) -> CompiledModel | DynamicModel:
-    """Compile ``model`` for ``target`` ("llvm" or "cuda"); ``shapes`` fixes symbolic input dims.
+    """Compile ``model`` for ``target`` ("llvm", "cuda", or any registered backend);
+    ``shapes`` fixes symbolic input dims.
 
     An input dim left symbolic (a batch ``"N"``) gives a :class:`~ember.graph.dynamic_model.
     DynamicModel` instead: it runs on any size of that dim, compiling (and caching) a
-    CompiledModel per size on its first run (see ``ember/dynamic_model.py`` for why).
+    CompiledModel per size on its first run (see ``dynamic_model.py`` for why).
 
     ``records`` (a tuning records file or files): kernels whose node has a tuning task
     (convolutions on the ``conv2d_nchw.llvm`` template) take the best recorded config
     of their task for this target, else the template's fallback; an enclosing
     ``apply_history_best`` block works the same way (a ``conv2d_NCHWc.llvm`` record
-    also chooses its convolution's channel blocks). ``graph_passes`` replaces
-    ``ember.conv_layout.default_graph_passes(target)`` (``()`` compiles one kernel per node).
+    also chooses its convolution's channel blocks). ``graph_passes`` replaces the
+    backend's list (``()`` compiles one kernel per node).
     """
-    from ember.conv_layout import default_graph_passes
-    from ember.frontend.passes import run_graph_passes
-
+    backend = get_backend(target)
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
-    tgt = Target.parse(target)
-    if not isinstance(model, Graph):
-        model = _load_onnx(model)
+    model = model if isinstance(model, Graph) else load_model(model)  # 1. import
     source = symbolic_source(model, shapes)
-    if source is not None:  # a symbolic dim: compiled per size on first use
-        return DynamicModel(source, str(tgt), records, graph_passes)
-    graph = model if isinstance(model, Graph) else _import(model, shapes)
+    if source is not None:  # a symbolic dim: steps 2-5 per size, on first use
+        return DynamicModel(source, backend.target, records, graph_passes, compile_graph)
+    graph = model if isinstance(model, Graph) else from_onnx(model, shapes)
+    return compile_graph(graph, backend, records, graph_passes)
+
+
+def compile_graph(
+    graph: Graph,
+    target: str | Target | Backend,
+    records: Any = None,
+    graph_passes: Sequence[Any] | None = None,
+) -> CompiledModel:
+    """Steps 2-5 on an imported graph of static shapes (what a DynamicModel runs per size)."""
+    backend = get_backend(target)
     _check_sizes(graph)
-    passes = default_graph_passes(tgt.kind) if graph_passes is None else graph_passes
-    with _records(records, tgt):
-        graph = run_graph_passes(graph, passes)
-        steps = [_group_step(graph, group, tgt) for group in _groups(graph)]
+    with _records(records, backend.target):
+        graph = optimize(graph, backend, graph_passes)  # 2. graph passes, fusion last
+
+        def compile_subgraph(sub: Graph) -> CompiledModel | DynamicModel:
+            return compile(sub, backend, None, None, graph_passes)
+
+        steps = [  # 3-4. strategies and kernels, one per fused group
+            _group_step(graph, group, backend, compile_subgraph) for group in _groups(graph)
+        ]
     kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
     try:
-        return CompiledModel(graph, steps, str(tgt))
+        return CompiledModel(graph, steps, backend.target)  # 5. plan
     except MemoryError as e:  # the memory plan's buffers: one allocation failed
         raise ArgumentError(
             f"the model needs {_model_bytes(graph) / 2**30:.1f} GiB for its inputs, outputs "
             "and intermediates, more than this machine could allocate; use smaller shapes"
         ) from e
+
+
+def optimize(graph: Graph, backend: Backend, graph_passes: Sequence[Any] | None = None) -> Graph:
+    """Step 2: the backend's graph passes (or ``graph_passes``), fusion among them."""
+    passes = backend.graph_passes(DEFAULT_PASSES) if graph_passes is None else graph_passes
+    return run_graph_passes(graph, passes)
+
+
+def import_model(model: Any, shapes: Any = None) -> Graph:
+    """Step 1 for a model of static shapes: a Graph as it is, else the ONNX model imported."""
+    if isinstance(model, Graph):
+        if shapes:
+            raise ArgumentError(
+                "shapes= applies when importing; a Graph's shapes are already fixed"
+            )
+        return model
+    return from_onnx(load_model(model), shapes)
 
 
 def _check_sizes(graph: Graph) -> None:
@@ -81,15 +129,14 @@ def _model_bytes(graph: Graph) -> int:
     return sum(v.type.nbytes for v in graph.values.values() if v.type.is_static)
 
 
-def _records(records: Any, tgt: Target) -> Any:
+@contextlib.contextmanager
+def _records(records: Any, tgt: Target) -> Iterator[None]:
     """A block using the best records of ``records`` for ``tgt`` (nothing without any)."""
-    import contextlib
-
     if records is None:
-        return contextlib.nullcontext()
-    from ember.tuner.dispatch import apply_history_best
-
-    return apply_history_best(records, target=tgt)
+        yield
+        return
+    with apply_history_best(records, target=tgt):
+        yield
 
 
 def _groups(graph: Graph) -> list[list[Any]]:
@@ -117,27 +164,9 @@ def _groups(graph: Graph) -> list[list[Any]]:
     return order
 
 
-def _load_onnx(model: Any) -> Any:
-    from ember.frontend.onnx_import.importer import load_model
-
-    return load_model(model)
-
-
-def _import(model: Any, shapes: Any) -> Graph:
-    from ember.frontend.onnx_import.importer import from_onnx
-
-    return from_onnx(model, shapes)
-
-
-def _nothing(*arrays: Any) -> None:
-    """The kernel of a node whose outputs have no elements: there is nothing to write."""
-
-
-def _group_step(graph: Graph, nodes: list[Any], tgt: Target) -> Step:
-    from ember.graph.kernels import get_group_kernel
-
+def _group_step(graph: Graph, nodes: list[Any], backend: Backend, compile_subgraph: Any) -> Step:
     if len(nodes) == 1:
-        return _node_step(graph, nodes[0], tgt)
+        return _node_step(graph, nodes[0], backend, compile_subgraph)
     made = {o for n in nodes for o in n.outputs}
     inputs = list(dict.fromkeys(i for n in nodes for i in n.inputs if i not in made))
     inside = {id(n) for n in nodes}
@@ -147,26 +176,22 @@ def _group_step(graph: Graph, nodes: list[Any], tgt: Target) -> Step:
     where = f"fused group of {', '.join(n.where() for n in nodes)}"
     types = {v: graph.values[v].type for v in (*inputs, *made)}
     if all(types[o].size == 0 for o in outputs):
-        return Step(_nothing, tuple(inputs), tuple(outputs), where)
+        return Step(empty_kernel, tuple(inputs), tuple(outputs), where)
     try:
-        kernel = get_group_kernel(nodes, inputs, outputs, types, tgt)
+        kernel = get_group_kernel(nodes, inputs, outputs, types, backend)
     except EmberError as e:
         raise e.add_context(f"while compiling the {where}") from None
     return Step(kernel, tuple(inputs), tuple(outputs), where)
 
 
-def _node_step(graph: Graph, node: Any, tgt: Target) -> Step:
-    from ember.graph.kernels import get_kernel
-
-    if node.subgraphs:  # If / Loop: runs on the host over compiled subgraphs
-        from ember.graph.control_flow import control_step
-
-        return control_step(graph, node, tgt)
+def _node_step(graph: Graph, node: Any, backend: Backend, compile_subgraph: Any) -> Step:
+    if node.subgraphs:  # If / Loop / Scan: runs on the host over compiled subgraphs
+        return control_step(graph, node, compile_subgraph)
     in_types = [graph.values[i].type for i in node.inputs]
     if all(graph.values[o].type.size == 0 for o in node.outputs):
-        return Step(_nothing, node.inputs, node.outputs, node.where())  # empty results
+        return Step(empty_kernel, node.inputs, node.outputs, node.where())  # empty results
     try:
-        kernel = get_kernel(node.op, node.attrs, in_types, tgt)
+        kernel = get_kernel(node.op, node.attrs, in_types, backend)
     except EmberError as e:
         raise e.add_context(f"while compiling {node.where()}") from None
     return Step(kernel, node.inputs, node.outputs, node.where())

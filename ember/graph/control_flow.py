@@ -1,8 +1,9 @@
 """Host steps for control-flow nodes: ``if``, ``loop`` and ``scan`` over compiled subgraphs.
 
 ``ember.graph.compile`` hands a node with ``subgraphs`` (made by
-``frontend/onnx_import/ops_control_flow.py``) to :func:`control_step`. Each subgraph
-is compiled by ``ember.compile`` into its own CompiledModel; the step is a Python
+``frontend/onnx_import/ops_control_flow.py``) to :func:`control_step` with the function
+that compiles a subgraph: the same steps, target and graph passes as the model around
+it. Each subgraph becomes its own CompiledModel (or DynamicModel); the step is a Python
 callable with a kernel's calling convention (inputs, then preallocated outputs), so
 the executor runs it like any kernel: an ``if`` reads its condition on the host and
 runs one branch, a ``loop`` runs its body until the trip count or the condition
@@ -16,14 +17,15 @@ several threads at once like any other (``ember/executor.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ember.errors import ArgumentError, InternalError
 from ember.frontend.graph import Graph, Node
-from ember.graph.executor import CompiledModel, Step
-from ember.target import Target
+from ember.graph.executor import CompiledModel
+from ember.graph.step import Step
 
 
 def _flag(array: Any) -> bool:
@@ -130,11 +132,11 @@ class ScanStep:
             np.copyto(dst, np.stack(parts[::-1] if d else parts, axis=a))
 
 
-def control_step(graph: Graph, node: Node, tgt: Target) -> Step:
-    """The host step of control-flow ``node``, its subgraphs compiled for ``tgt``."""
-    from ember.graph.compile import compile as compile_graph
-
-    subs = {k: compile_graph(g, tgt) for k, g in node.subgraphs.items()}
+def control_step(graph: Graph, node: Node, compile_subgraph: Callable[[Graph], Any]) -> Step:
+    """The host step of control-flow ``node``, its subgraphs compiled by
+    ``compile_subgraph`` (the driver's own steps, passed in so that this module, which
+    the driver calls, does not call back up into it)."""
+    subs = {k: compile_subgraph(g) for k, g in node.subgraphs.items()}
     kernel: Any
     if node.op == "if":
         refused = {

@@ -25,7 +25,7 @@ those sizes at once and compiles others on first use.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -33,7 +33,18 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import Graph, TensorType, Value
+from ember.frontend.onnx_import.importer import (
+    _elem_dtype,
+    _input_type,
+    _value_type,
+    check_supported,
+    from_onnx,
+    overridable_initializers,
+)
+from ember.frontend.ops.registry import get_op
+from ember.graph.artifact_dynamic import export_dynamic
 from ember.graph.executor import ParamStore, input_array, inputs_in_order
+from ember.target import Target
 
 Binding = tuple[tuple[str, int], ...]
 
@@ -44,8 +55,6 @@ class OnnxSource:
     kind = "onnx"
 
     def __init__(self, proto: Any, shapes: Mapping[str, Sequence[int]]) -> None:
-        from ember.frontend.onnx_import.importer import check_supported
-
         self.data: bytes = proto.SerializeToString()
         self.shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
         check_supported(proto)  # an unsupported operator is reported now, not on first run
@@ -53,8 +62,6 @@ class OnnxSource:
         self.defaults = onnx_defaults(proto)
 
     def specialize(self, binding: Mapping[str, int]) -> Graph:
-        from ember.frontend.onnx_import.importer import from_onnx
-
         shapes = {v.name: _concrete(v.type, binding) for v in self.inputs}
         return from_onnx(self.data, shapes)
 
@@ -62,8 +69,6 @@ class OnnxSource:
 def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[list[Value], ...]:
     """The graph inputs (symbolic dims kept unless ``shapes`` fixes them) and outputs as the
     model declares them, without importing the nodes (which may need static shapes)."""
-    from ember.frontend.onnx_import.importer import _input_type
-
     defaults = onnx_defaults(proto)
     known = {i.name for i in proto.graph.initializer} - set(defaults)
     inputs = [
@@ -81,9 +86,7 @@ def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[lis
 
 def onnx_defaults(proto: Any) -> dict[str, np.ndarray]:
     """The data of the initializers a run may override (inputs it may leave out)."""
-    from onnx import numpy_helper
-
-    from ember.frontend.onnx_import.importer import overridable_initializers
+    from onnx import numpy_helper  # optional dependency: onnx (only ONNX sources get here)
 
     names = overridable_initializers(proto)
     return {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer if t.name in names}
@@ -92,8 +95,6 @@ def onnx_defaults(proto: Any) -> dict[str, np.ndarray]:
 def _declared_type(vi: Any) -> TensorType:
     """An output's type as the model declares it; ``?`` for what it leaves out (known once
     a size is compiled)."""
-    from ember.frontend.onnx_import.importer import _elem_dtype, _value_type
-
     try:
         return _value_type(vi, {})
     except EmberError:
@@ -121,8 +122,6 @@ class GraphSource:
         self.defaults = graph.defaults
 
     def specialize(self, binding: Mapping[str, int]) -> Graph:
-        from ember.frontend.ops.registry import get_op
-
         g = self.graph
         values = {
             n: Value(n, TensorType(_concrete(v.type, binding), v.dtype))
@@ -164,10 +163,19 @@ class DynamicModel:
     """
 
     def __init__(
-        self, source: Any, target: str, records: Any = None, graph_passes: Any = None
+        self,
+        source: Any,
+        target: Target,
+        records: Any,
+        graph_passes: Any,
+        compile_graph: Callable[[Graph, Target, Any, Any], Any],
     ) -> None:
+        """``compile_graph(graph, target, records, graph_passes)`` compiles one size: the
+        compile driver's own steps, passed in by the driver (and the loader) so that this
+        module does not call back up into them."""
         self.source = source
         self.target = target
+        self._compile_graph = compile_graph
         self.records = records
         self.graph_passes = graph_passes
         self.input_names = [v.name for v in source.inputs]
@@ -218,13 +226,11 @@ class DynamicModel:
         return model
 
     def _compile(self, key: Binding) -> Any:
-        from ember.graph.compile import compile as compile_graph
-
         try:
             graph = self.source.specialize(dict(key))
         except EmberError as e:
             raise e.add_context(f"while specializing the model for {dict(key)}") from None
-        return compile_graph(graph, self.target, self.records, None, self.graph_passes)
+        return self._compile_graph(graph, self.target, self.records, self.graph_passes)
 
     def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
         """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
@@ -272,8 +278,6 @@ class DynamicModel:
         """Write the source and the specializations so far to one ``.ember`` file
         (``archs``/``ptx``: the GPU images of a CUDA model's sizes, as
         :meth:`CompiledModel.export` takes them)."""
-        from ember.graph.artifact_dynamic import export_dynamic
-
         export_dynamic(self, path, archs, ptx)
 
     def __repr__(self) -> str:

@@ -28,23 +28,19 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, TensorType
+from ember.graph.artifact import export_model
 from ember.graph.index_guard import guard_index_reads
+from ember.graph.profiling import profile_calls
+from ember.graph.step import Step
 from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
-
-
-@dataclass
-class Step:
-    kernel: Any
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    where: str
+from ember.target import Target
 
 
 def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarray], int]:
@@ -268,7 +264,7 @@ class CompiledModel:
     ``workspace_bytes`` plus the inputs and outputs, while the params are shared.
     """
 
-    def __init__(self, graph: Graph, steps: list[Step], target: str) -> None:
+    def __init__(self, graph: Graph, steps: list[Step], target: Target) -> None:
         self.graph = graph
         self.steps = steps
         self.target = target
@@ -360,9 +356,7 @@ class CompiledModel:
     def export(self, path: Any, archs: Sequence[str] | None = None, ptx: bool = True) -> None:
         """Write this model to one ``.ember`` file that :func:`ember.load` reads in any
         process (see :mod:`ember.graph.artifact`); for CUDA, ``archs`` picks the cubins stored
-        and ``ptx=False`` leaves out the PTX (:mod:`ember.graph.artifact_cuda`)."""
-        from ember.graph.artifact import export_model
-
+        and ``ptx=False`` leaves out the PTX (:mod:`ember.codegen_cuda.artifact`)."""
         export_model(self, path, archs, ptx)
 
     def benchmark(
@@ -392,8 +386,6 @@ class CompiledModel:
         """Median seconds of each step (a fused group's kernel or a host step) and of a
         whole run, over ``number`` runs: an :class:`ember.graph.profiling.ModelProfile`
         (``print(model.profile())`` shows a table)."""
-        from ember.graph.profiling import profile_calls
-
         if isinstance(number, bool) or not isinstance(number, int) or number < 1:
             raise ArgumentError(f"profile: number must be a positive integer, got {number!r}")
         return profile_calls(self, self._example(inputs), number)

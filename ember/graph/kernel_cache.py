@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ember import config, disk_cache
+from ember.backend import Backend, get_backend
 from ember.errors import EmberError
 from ember.target import Target
 
@@ -42,31 +43,27 @@ LAYOUT = 1  # bump when the entry layout changes
 STATS: dict[str, int] = {"hit": 0, "miss": 0, "corrupt": 0, "stored": 0}
 
 
-def enabled(target: Target) -> bool:
-    return target.kind == "llvm" and config.disk_cache_enabled()
+def enabled(target: Backend | Target | str) -> bool:
+    """Whether kernels of ``target`` are cached on disk (its backend's code is a shared
+    object tied to a machine it can name, and the cache is on)."""
+    return get_backend(target).disk_cache_key() is not None and config.disk_cache_enabled()
 
 
-def _machine(target: Target) -> list[str]:
-    from ember.codegen_llvm.jit import MachineSpec
-
-    spec = MachineSpec.from_target(target)
-    return [spec.triple, spec.cpu, spec.features, str(spec.opt_level)]
-
-
-def entry_key(key: tuple[Any, ...], target: Target) -> str:
+def entry_key(key: tuple[Any, ...], target: Backend | Target | str) -> str:
     """The hex name of ``key``'s entry: the in-process key plus what makes code portable."""
     import ember
     from ember.runtime.load import VERSION
 
+    backend = get_backend(target)
     payload = json.dumps(
         [
             LAYOUT,
             repr(key),
-            str(target),
+            str(backend.target),
             ember.__version__,
             VERSION,
             source_fingerprint(),
-            *_machine(target),
+            backend.disk_cache_key(),
         ]
     )
     return hashlib.sha256(payload.encode()).hexdigest()

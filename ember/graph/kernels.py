@@ -3,8 +3,9 @@ and, for CPU targets, on disk across processes (``ember/kernel_cache.py``).
 
 ``ember.graph.compile`` asks for a kernel per node; the importer's constant folding
 asks for one when a constant is too large for the interpreter. A kernel is the
-op's compute (``frontend/to_te.py``) under the target's generic schedule
-(``ember/graph_schedule.py``), built with :func:`ember.build`. It is called with the
+op's compute (``frontend/to_te.py``), or the compute of the target's strategy, under
+the target's schedule for the group, built with :func:`ember.build`: every target
+question goes to the group's :class:`~ember.backend.Backend`. It is called with the
 input arrays followed by preallocated output arrays.
 """
 
@@ -18,8 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from ember.frontend.graph import TensorType
+from ember.backend import Backend, get_backend
+from ember.driver import build
+from ember.errors import EmberError, InternalError
+from ember.frontend.graph import Node, TensorType
+from ember.frontend.ops.registry import get_op
+from ember.graph import kernel_cache
+from ember.runtime.cpu import CPUModule
 from ember.target import Target
+from ember.tir.te import operation as te
+from ember.tuner.dispatch import active_fingerprint
 
 
 @dataclass
@@ -30,7 +39,7 @@ class Kernel:
     in_types: tuple[TensorType, ...]
     out_types: tuple[TensorType, ...]
     module: Any
-    target: str
+    target: Target
     # outputs the module writes as shape (1,) though they are 0-d (a GPU thread needs an axis)
     scalar_outputs: tuple[int, ...] = ()
 
@@ -85,13 +94,13 @@ def kernel_key(
 
 
 def get_kernel(
-    op: str, attrs: dict[str, Any], in_types: Sequence[TensorType], target: str | Target = "llvm"
+    op: str,
+    attrs: dict[str, Any],
+    in_types: Sequence[TensorType],
+    target: str | Target | Backend = "llvm",
 ) -> Kernel:
     """The compiled kernel of ``op`` on ``in_types`` for ``target`` (built once per process):
     a group of one node, for folding and for graphs compiled without fusion."""
-    from ember.frontend.graph import Node
-    from ember.frontend.ops.registry import get_op
-
     out_types = get_op(op).infer_types(in_types, attrs)
     ins = tuple(f"in{i}" for i in range(len(in_types)))
     outs = tuple(f"out{k}" for k in range(len(out_types)))
@@ -102,8 +111,6 @@ def get_kernel(
 
 def _as_vector(t: Any) -> Any:
     """A 0-d tensor as shape (1,), so a GPU kernel has an axis to put a thread on."""
-    from ember.tir.te import operation as te
-
     return te.compute((1,), lambda i: t[()], name=f"{t.op.name}_1", tag="injective")
 
 
@@ -116,19 +123,13 @@ def group_to_te(
     inputs: Sequence[str],
     outputs: Sequence[str],
     types: dict[str, Any],
-    target_kind: str = "llvm",
-    arch: str = "",
-    target: str | None = None,
+    target: str | Target | Backend = "llvm",
 ) -> tuple[list[Any], list[Any]]:
     """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
     node's compute is fed the tensors of the nodes before it, not placeholders. A node
-    takes the target's strategy compute (a tuned template's) where one applies; a CUDA
-    one depends on ``arch`` (the default architecture where empty), a CPU one on the
-    ``target``'s CPU features (None: the host's)."""
-    from ember.errors import EmberError, InternalError
-    from ember.frontend.ops.registry import get_op
-    from ember.tir.te import operation as te
-
+    takes the target's strategy compute (a tuned template's) where one applies, else the
+    op's own."""
+    backend = get_backend(target)
     env = {
         v: te.placeholder(types[v].shape, dtype=types[v].dtype, name=f"in{i}")
         for i, v in enumerate(inputs)
@@ -137,7 +138,7 @@ def group_to_te(
     for node in nodes:
         try:
             args = [env[i] for i in node.inputs]
-            outs = _strategy(target_kind, arch, node.op, args, node.attrs, target)
+            outs = backend.compute(node.op, args, node.attrs)
             if outs is None:
                 outs = get_op(node.op).compute(args, node.attrs)
         except EmberError as e:
@@ -146,21 +147,6 @@ def group_to_te(
             raise InternalError(f"compute of op '{node.op}' failed: {e}") from e
         env.update(zip(node.outputs, outs))
     return placeholders, [env[v] for v in outputs]
-
-
-def _strategy(
-    kind: str, arch: str, op: str, args: list[Any], attrs: dict[str, Any], target: Any = None
-) -> list[Any] | None:
-    """The compute of the target kind's strategy table for ``op``, or None."""
-    if kind == "cuda":
-        from ember.codegen_cuda.schedules import strategy as cuda_strategy
-
-        return cuda_strategy.compute_for(op, args, attrs, arch)
-    if kind != "llvm":
-        return None
-    from ember.codegen_llvm.schedules.strategy import compute_for
-
-    return compute_for(op, args, attrs, None if target is None else str(target))
 
 
 def group_key(
@@ -182,30 +168,24 @@ def get_group_kernel(
     inputs: Sequence[str],
     outputs: Sequence[str],
     types: dict[str, Any],
-    target: str | Target = "llvm",
+    target: str | Target | Backend = "llvm",
 ) -> Kernel:
     """The compiled kernel of a fused group (one node is a group of one)."""
-    from ember.driver import build
-    from ember.graph import kernel_cache
-    from ember.graph_schedule import schedule_generic
-    from ember.tuner.dispatch import active_fingerprint
-
-    tgt = Target.parse(target)
+    backend = get_backend(target)
+    tgt = backend.target
     key = ("group", group_key(nodes, inputs, outputs, types), str(tgt), active_fingerprint())
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    disk = kernel_cache.entry_key(key, tgt) if kernel_cache.enabled(tgt) else None
+    disk = kernel_cache.entry_key(key, backend) if kernel_cache.enabled(backend) else None
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     if module is None:
-        placeholders, outs = group_to_te(
-            nodes, inputs, outputs, types, tgt.kind, tgt.arch, str(tgt)
-        )
-        if tgt.kind == "cuda":
+        placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend)
+        if backend.scalars_as_vectors:
             scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
         outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
-        sch = schedule_generic(outs, tgt.kind)
+        sch = backend.schedule(outs)
         ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
         module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
         if disk:
@@ -215,7 +195,7 @@ def get_group_kernel(
         tuple(types[v] for v in inputs),
         tuple(types[v] for v in outputs),
         module,
-        tgt.kind,
+        tgt,
         scalars,
     )
     _CACHE[key] = kern
@@ -227,8 +207,6 @@ def bind_kernel(kernel: Any, arrays: Sequence[np.ndarray]) -> Any:
     callable) on ``arrays`` taking no arguments: a CPU kernel checks them once, now
     (:meth:`ember.runtime.module.Function.bind`); a GPU kernel, which may move them, or one
     with 0-d outputs passed as views, checks them on each call."""
-    from ember.runtime.cpu import CPUModule
-
     if isinstance(kernel.module, CPUModule) and not kernel.scalar_outputs:
         return kernel.module.get_function(kernel.module.entry_name).bind(arrays)
     return functools.partial(kernel, *arrays)

@@ -16,7 +16,7 @@ TVM's AlterOpLayout for x86 ``conv2d_NCHWc``.
 The blocks come from a chooser, ``(ConvWorkload) -> (ic_bn, oc_bn) | None`` (None
 keeps the conv in NCHW): :func:`default_blocks` unless :func:`alter_conv_layout_with`
 is given another, e.g. one reading the ``conv2d_NCHWc.llvm`` tuning records
-(``ember.conv_layout``). A conv whose input is already blocked keeps that block.
+(``codegen_llvm/conv_layout.py``). A conv whose input is already blocked keeps that block.
 
 Why it pays (2-core AVX-512 host shared with other jobs, load average 6 to 8, so
 only interleaved best-of-N runs are comparable; fallback knobs): on the ResNet-18
@@ -24,7 +24,7 @@ only interleaved best-of-N runs are comparable; fallback knobs): on the ResNet-1
 flat-row template and level with onnxruntime (``benchmarks/bench_conv_nchwc.py``);
 the whole ResNet-18 (224x224) runs 1.29x faster with this pass at 1 thread and
 1.27x at 2, and 1.16x at 64x64, so ``ember.compile`` runs it on ``llvm`` by
-default (``ember.conv_layout.default_graph_passes``). Compile time is unchanged
+default (``CPUBackend.graph_passes``). Compile time is unchanged
 within the noise. Below 16 output channels the vector lanes would run mostly
 empty, so such convolutions (the small CNN's 8 and 12) stay NCHW.
 

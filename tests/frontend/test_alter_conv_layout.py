@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import ember
-from ember.conv_layout import default_graph_passes
 from ember.frontend.passes import (
     DEFAULT_PASSES,
     alter_conv_layout,
@@ -24,6 +23,12 @@ from tests.frontend.onnx_models import make_model, run_ort
 
 pytest.importorskip("onnxruntime")
 n = helper.make_node
+
+
+
+def default_graph_passes(kind: str) -> tuple[object, ...]:
+    """The graph passes ``ember.compile`` runs for ``kind`` (its backend's list)."""
+    return ember.get_backend(kind).graph_passes(DEFAULT_PASSES)
 
 
 def _w(rng, *shape):  # noqa: ANN001, ANN202
@@ -282,7 +287,7 @@ def test_records_override_the_layout(monkeypatch):  # noqa: ANN001
     alone keeps the conv in NCHW; with neither, the measured rule."""
     import importlib
 
-    from ember.conv_layout import tuned_blocks
+    from ember.codegen_llvm.conv_layout import tuned_blocks
     from ember.tuner import create_task
 
     tt = importlib.import_module("ember.tuner.template")

@@ -21,7 +21,7 @@ import pytest
 
 import ember
 from ember.errors import InvalidModelError
-from ember.graph import artifact_dynamic
+from ember.graph import load as graph_load
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -341,7 +341,7 @@ def test_item_13_bit_flips_in_compressed_data_are_invalid_model_errors(cpu_file,
         flipped = bytearray(data)
         flipped[start + bit // 8] ^= 1 << (bit % 8)
         bad.write_bytes(flipped)
-        assert artifact_dynamic.file_format(bad) == "ember-model"  # the manifest is intact
+        assert graph_load.file_format(bad) == "ember-model"  # the manifest is intact
         with pytest.raises(InvalidModelError):
             ember.load(bad)
     with zipfile.ZipFile(cpu_file) as z:  # flips inside the manifest's compressed data
@@ -351,7 +351,7 @@ def test_item_13_bit_flips_in_compressed_data_are_invalid_model_errors(cpu_file,
         flipped = bytearray(data)
         flipped[start + bit // 8] ^= 1 << (bit % 8)
         bad.write_bytes(flipped)
-        assert artifact_dynamic.file_format(bad) in (None, "ember-model")
+        assert graph_load.file_format(bad) in (None, "ember-model")
         with pytest.raises(InvalidModelError):
             ember.load(bad)
 
@@ -424,7 +424,7 @@ def test_item_30_edited_cuda_tir_is_refused(cuda_file, tmp_path, monkeypatch, ki
 
 @pytest.mark.nvrtc
 def test_item_30_edited_cuda_section_is_refused(cuda_file, tmp_path, monkeypatch):
-    from ember.graph.artifact_cuda import section_digest
+    from ember.codegen_cuda.artifact import section_digest
 
     monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
     path, feeds, want = cuda_file

@@ -132,7 +132,7 @@ class CudaLoader:
     """Rebuilds the CUDA modules of an artifact whose hashes were already checked."""
 
     def __init__(self, manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> None:
-        from ember.graph.artifact_schema import check_cuda_section
+        from ember.runtime.artifact_schema import check_cuda_section
 
         section = manifest.get("cuda")
         check_cuda_section(section, path)
@@ -161,6 +161,10 @@ class CudaLoader:
         if not isinstance(name, str) or name not in self.members:
             raise InvalidModelError(f"{self.path}: the manifest names a missing member {name!r}")
         return self.members[name]
+
+    def count(self) -> int:
+        """How many kernel modules the file holds (a step's kernel must be one of them)."""
+        return len(self.section["modules"])
 
     def module(self, k: Any) -> Any:
         if k in self._modules:

@@ -251,7 +251,7 @@ def check_dynamic_manifest(m: dict[str, Any], where: Any) -> None:
 
 
 def check_cuda_section(section: Any, where: Any) -> None:
-    """The manifest's ``cuda`` section (:mod:`ember.graph.artifact_cuda`): its fields' types."""
+    """The manifest's ``cuda`` section (:mod:`ember.codegen_cuda.artifact`): its fields' types."""
     if not isinstance(section, dict) or not isinstance(section.get("modules"), list):
         raise _fail(where, "a CUDA model without its 'cuda' manifest section")
     if not _str_list(section.get("archs")) or not (

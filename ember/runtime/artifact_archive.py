@@ -3,7 +3,7 @@
 :func:`ember.graph.artifact.read_archive` (compiled models) and
 :mod:`ember.graph.artifact_dynamic` (models with symbolic dims) read their files through
 :func:`read_archive`. The manifest is read first, within a bound, and checked
-(:mod:`ember.graph.artifact_schema`); the archive's directory must then list exactly the
+(:mod:`ember.runtime.artifact_schema`); the archive's directory must then list exactly the
 manifest's members, under plain relative names and of the sizes the manifest
 records, each within what a member may expand to; only then is a member
 decompressed, in chunks, up to its declared size, while its SHA-256 is computed. So
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError, InvalidModelError
-from ember.graph import artifact_schema as schema
+from ember.runtime import artifact_schema as schema
 
 
 def read_archive(
@@ -34,7 +34,7 @@ def read_archive(
     Nothing is trusted before it is checked: the manifest is read first (bounded) and
     validated; the archive's member names must be exactly the manifest's, each a plain
     relative name; each member's declared size must be the manifest's (where recorded)
-    and within :func:`ember.graph.artifact_schema.member_limit` before a byte of it is
+    and within :func:`ember.runtime.artifact_schema.member_limit` before a byte of it is
     decompressed, and it is read in chunks up to that size while its hash is computed,
     so a zip bomb or a member that lies about its size costs no more memory than its
     declared size allows. Every failure of the archive's bytes (bad deflate data, bad

@@ -1,0 +1,74 @@
+"""The CPU backend: what every part of Ember asks of an ``llvm`` target, in one place.
+
+``ember.build`` hands it lowered functions: it runs its own TIR passes (loop
+versioning for the lanes the vectorizer left guarded) through the common runner,
+then generates LLVM IR and machine code (``build.py``). ``ember.compile`` asks it
+for its graph passes (the blocked ``NCHWc`` convolution layout, ``conv_layout.py``),
+the compute of each node's best implementation (``schedules/strategy.py``), the
+schedule of each fused group, and the tuning task of each node. Compiled kernels
+may be cached on disk, keyed by the machine the code was generated for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.backend import Backend
+from ember.codegen_llvm import cpu_features, jit
+from ember.codegen_llvm.build import build_llvm
+from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned
+from ember.codegen_llvm.schedules import strategy
+from ember.graph_schedule import schedule_cpu  # moves beside the CPU templates
+from ember.runtime.module import Module
+from ember.tir.stmt import PrimFunc
+from ember.tir.transform.context import PassContext
+from ember.tir.transform.pipeline import Pass
+from ember.tir.transform.vectorize_loops import version_lane_guards
+
+
+class CPUBackend(Backend):
+    """``llvm``: this machine's CPU (or the one ``-mcpu``/``-mtriple`` name)."""
+
+    kind = "llvm"
+
+    def passes(self, ctx: PassContext) -> list[Pass]:
+        # loops the vectorizer left serial for a guard on their lanes run as vectors
+        # where the guard holds for every lane (CPU vectors only)
+        return [Pass("version_lane_guards", version_lane_guards)]
+
+    def build(self, funcs: Sequence[PrimFunc], ctx: PassContext) -> Module:
+        return build_llvm(list(funcs), self.target, ctx=ctx, passes=self.passes(ctx))
+
+    def graph_passes(self, common: Sequence[Any]) -> tuple[Any, ...]:
+        """``common`` with the convolution layout pass before dead-code elimination (it
+        leaves the NCHW weights unused)."""
+        names = [getattr(p, "name", getattr(p, "__name__", "")) for p in common]
+        at = names.index("eliminate_dead_code")
+        return (*common[:at], alter_conv_layout_tuned, *common[at:])
+
+    def compute(self, op: str, args: list[Any], attrs: dict[str, Any]) -> list[Any] | None:
+        return strategy.compute_for(op, args, attrs, str(self.target))
+
+    def schedule(self, outs: Sequence[Any]) -> Any:
+        return schedule_cpu(list(outs))
+
+    def task_for(self, op: str, in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        return strategy.task_for(op, in_types, attrs)
+
+    def disk_cache_key(self) -> str | None:
+        spec = jit.MachineSpec.from_target(self.target)
+        return " ".join([spec.triple, spec.cpu, spec.features, str(spec.opt_level)])
+
+    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
+        return {"cpu": cpu_features.built_for(str(self.target))}
+
+    def artifact_loader(
+        self, manifest: dict[str, Any], members: dict[str, bytes], path: Any
+    ) -> Any:
+        if isinstance(manifest.get("cpu"), dict):  # files before format 2: unchecked
+            cpu_features.check_host(manifest["cpu"], path)
+        return None
+
+    def load_templates(self) -> None:
+        import ember.codegen_llvm.schedules  # noqa: F401  (registers the templates)

@@ -1,0 +1,166 @@
+"""Backends: one object per target that answers every question about that target.
+
+A parsed :class:`~ember.target.Target` becomes its :class:`Backend` once
+(:func:`get_backend`), and the compile carries that object, never a kind string:
+``ember.build`` asks it for its TIR passes and its code generator, ``ember.compile``
+for its graph passes, its operator strategies and its generic schedule, the kernel
+cache whether its code may be cached on disk, the artifact writer how to store its
+modules. Code outside the backends does not branch on a target kind, so a new target
+is one new module: a ``Backend`` subclass registered with :func:`register_backend`
+(``tests/e2e/test_toy_backend.py`` registers the reference interpreter as a target).
+
+This is the base layer: it imports nothing of Ember but the errors and the target,
+and the built-in backends (``codegen_llvm/backend.py``, ``codegen_cuda/backend.py``)
+register through loaders that the package root fills, as the tuner's template
+loaders are, so this module never names a code generator.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ember.errors import ArgumentError
+from ember.target import TARGET_KINDS, KindInfo, Target, register_target_kind
+
+if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
+    from ember.frontend.graph import TensorType
+    from ember.runtime.module import Module
+    from ember.tir.schedule.schedule import Schedule
+    from ember.tir.stmt import PrimFunc
+    from ember.tir.te.tensor import Tensor
+    from ember.tir.transform.context import PassContext
+    from ember.tir.transform.pipeline import Pass
+
+
+class Backend:
+    """The answers for one target. Subclasses set :attr:`kind` and override what differs;
+    the defaults describe a target with no passes, strategies or caches of its own.
+
+    A backend is made once per canonical target string (:func:`get_backend`) and shared,
+    so it holds no per-compile state."""
+
+    kind: str = ""
+    # 0-d outputs are written as shape (1,) (a GPU thread needs an axis to stand on)
+    scalars_as_vectors: bool = False
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.target)!r})"
+
+    # -- TIR: what ember.build runs after the common passes ----------------------
+    def passes(self, ctx: PassContext) -> list[Pass]:
+        """This target's own TIR passes, run after the common list by the same runner."""
+        return []
+
+    def build(self, funcs: Sequence[PrimFunc], ctx: PassContext) -> Module:
+        """Compile lowered functions (through :meth:`passes`) into one callable module."""
+        raise NotImplementedError(f"{type(self).__name__} has no code generator")
+
+    # -- graphs: what ember.compile asks -----------------------------------------
+    def graph_passes(self, common: Sequence[Any]) -> tuple[Any, ...]:
+        """The graph passes ``ember.compile`` and ``ember.extract_tasks`` run, in order:
+        ``common`` (``frontend/passes``' list) with this target's own placed among them."""
+        return tuple(common)
+
+    def compute(self, op: str, args: list[Tensor], attrs: dict[str, Any]) -> list[Tensor] | None:
+        """The compute of this target's best implementation of ``op`` on ``args``, or None
+        where the op's generic compute (``frontend/ops``) serves."""
+        return None
+
+    def schedule(self, outs: Sequence[Tensor]) -> Schedule:
+        """A schedule for a fused group's output tensors (as the strategy tagged them)."""
+        raise NotImplementedError(f"{type(self).__name__} has no graph schedule")
+
+    def task_for(
+        self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
+    ) -> tuple[str, tuple[Any, ...]] | None:
+        """``(template name, arguments)`` of the tuning task a node's kernel runs here, or
+        None (``ember.extract_tasks``)."""
+        return None
+
+    # -- runtime and storage ----------------------------------------------------------
+    def disk_cache_key(self) -> str | None:
+        """What a kernel built here depends on beyond the target string (the machine the
+        code is tuned for), or None when its kernels are not cached on disk."""
+        return None
+
+    def device_available(self) -> bool:
+        """Whether modules built here can run in this process now."""
+        return True
+
+    def load_templates(self) -> None:
+        """Import this target's built-in tuning templates (the tuner asks on first lookup)."""
+
+    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> Any:
+        """How ``CompiledModel.export`` stores this target's kernels: an object with
+        ``add(module, where) -> index``, ``members`` and what :meth:`artifact_manifest`
+        reads, or None for shared objects (``Module.export_library``). ``archs`` and
+        ``ptx`` choose GPU images, which a target without them refuses."""
+        if archs is not None or not ptx:
+            raise ArgumentError("export: archs= and ptx= apply to CUDA models only")
+        return None
+
+    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
+        """Sections this target adds to an ``.ember`` manifest (what the code needs)."""
+        return {}
+
+    def artifact_loader(
+        self, manifest: dict[str, Any], members: dict[str, bytes], path: Any
+    ) -> Any:
+        """The reader of this target's kernels in a checked ``.ember`` file: an object with
+        ``count()`` and ``module(k)``, or None for shared objects, after checking that this
+        machine can run what the manifest says the code needs."""
+        return None
+
+
+_LOADERS: dict[str, Callable[[], type[Backend]]] = {}
+_MADE: dict[str, Backend] = {}
+_LOCK = threading.Lock()
+
+
+def register_backend(
+    kind: str,
+    backend: type[Backend] | Callable[[], type[Backend]],
+    info: KindInfo | None = None,
+) -> None:
+    """Make ``kind`` a target: ``backend`` is the class, or a function returning it (so a
+    built-in backend's module loads on first use). ``info`` gives the options ``Target``
+    accepts and the kind's facts; a built-in kind keeps its own when None."""
+    if info is not None or kind not in TARGET_KINDS:
+        register_target_kind(kind, info or KindInfo())
+    if isinstance(backend, type):
+        cls = backend
+        _LOADERS[kind] = lambda: cls
+    else:
+        _LOADERS[kind] = backend
+    with _LOCK:
+        for key in [k for k, b in _MADE.items() if b.kind == kind or k.split()[0] == kind]:
+            del _MADE[key]
+
+
+def get_backend(target: str | Target | Backend) -> Backend:
+    """The backend of ``target`` (one per canonical target string, made on first use)."""
+    if isinstance(target, Backend):
+        return target
+    tgt = Target.parse(target)
+    key = str(tgt)
+    made = _MADE.get(key)
+    if made is not None:
+        return made
+    loader = _LOADERS.get(tgt.kind)
+    if loader is None:
+        raise ArgumentError(f"no backend is registered for target kind {tgt.kind!r}")
+    with _LOCK:
+        made = _MADE.get(key)
+        if made is None:
+            made = _MADE[key] = loader()(tgt)
+    return made
+
+
+def backend_kinds() -> tuple[str, ...]:
+    """The target kinds that have a backend."""
+    return tuple(_LOADERS)
