@@ -20,9 +20,11 @@ import numpy as np
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, expand_launches
 from ember.errors import ArgumentError, DeviceError
 from ember.runtime.module import Function, Module
-from ember.runtime.signature import FunctionSignature, check_call, signature_for
+from ember.runtime.signature import FunctionSignature, check_call
+from ember.runtime.sizes import eval_size
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir.signature import signature_for, size_text
 
 _LOAD_LOCK = threading.Lock()  # loading a module on the device, once
 
@@ -328,8 +330,6 @@ def _host_signature(program: DeviceProgram) -> FunctionSignature:
 
 def workspace_elements(ws: Any, sizes: dict[str, int]) -> int:
     """Elements of a flattened workspace; a symbolic size is evaluated on this call's sizes."""
-    from ember.runtime.sizes import eval_size, size_text
-
     (size,) = ws.shape
     if isinstance(size, E.IntImm):
         return size.value

@@ -19,6 +19,7 @@ from ember.errors import (
     ScheduleError,
     UnsupportedOperatorError,
 )
+from ember.runtime.nd import DEVICE_ARRAYS
 from ember.runtime.registry import register_func
 from ember.target import TEMPLATE_LOADERS
 
@@ -36,6 +37,17 @@ def _cuda_templates() -> None:
 # The tuner finds each target's built-in templates through these, without importing
 # code generators itself (the layering test checks it).
 TEMPLATE_LOADERS.update(llvm=_llvm_templates, cuda=_cuda_templates)
+
+
+def _cuda_arrays() -> Any:
+    # start-up cost: the CUDA backend loads with the first GPU array, not with ``import ember``
+    from ember.codegen_cuda import device_array
+
+    return device_array
+
+
+# ``ember.nd`` places arrays on the GPU through this, without importing a backend itself.
+DEVICE_ARRAYS.update(cuda=_cuda_arrays)
 
 
 def _tuner_worker(conn: Any, role: str = "worker") -> None:
