@@ -19,7 +19,8 @@ import numpy as np
 
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, expand_launches
 from ember.errors import ArgumentError, DeviceError
-from ember.runtime.module import Function, Module
+from ember.runtime.export import write_output
+from ember.runtime.module import Function, Module, check_timing_args, check_timing_device
 from ember.runtime.signature import FunctionSignature, check_call
 from ember.runtime.sizes import eval_size
 from ember.tir import dtype as dt
@@ -109,8 +110,6 @@ class CUDAModule(Module):
     def save(self, path: str | Path, fmt: str = "") -> None:
         """TVM's ``Module.save``: the CUDA source (``.cu``) or the PTX NVRTC made from it
         (``.ptx``), by ``fmt`` or the file's extension."""
-        from ember.runtime.export import write_output
-
         kind = (fmt or Path(path).suffix.lstrip(".")).lower()
         if kind not in ("cu", "cuda", "ptx"):
             raise ArgumentError(f"save: unknown format {kind!r} for {path}; use .cu or .ptx")
@@ -265,7 +264,6 @@ class CUDAModule(Module):
                 "the device"
             )
         from ember.codegen_cuda.runtime import bind_arguments, time_launches
-        from ember.runtime.module import check_timing_args, check_timing_device
 
         check_timing_args(number, repeat, min_repeat_ms)
         check_timing_device(dev, "cuda")

@@ -583,6 +583,18 @@ def test_device_arrays_stay_on_the_gpu_across_calls(fake, rng):
     assert ptr not in fake.memory  # freed with the array
 
 
+def test_nd_places_arrays_on_the_gpu_through_the_cuda_backend(fake, rng):
+    """ember.nd (the runtime, which may not import a backend) reaches DeviceArray through
+    the hook the package root fills."""
+    x = rng.uniform(-1, 1, (4, 3)).astype("float32")
+    a = ember.nd.array(x, ember.cuda())
+    assert isinstance(a, device_array.DeviceArray) and fake.calls.count("cuMemcpyHtoD") == 1
+    np.testing.assert_array_equal(a.numpy(), x)
+    e = ember.nd.empty((5,), "float16x2", "cuda:0")
+    assert isinstance(e, device_array.DeviceArray)
+    assert (e.shape, e.dtype) == ((5, 2), np.dtype("float16"))
+
+
 def test_device_array_checks(fake):
     mod = _module(elementwise(64, 64), fake)
     x = device_array.empty(64)
