@@ -19,10 +19,13 @@ import numpy as np
 
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, expand_launches
 from ember.errors import ArgumentError, DeviceError
-from ember.runtime.module import Function, Module
-from ember.runtime.signature import FunctionSignature, check_call, signature_for
+from ember.runtime.export import write_output
+from ember.runtime.module import Function, Module, check_timing_args, check_timing_device
+from ember.runtime.signature import FunctionSignature, check_call
+from ember.runtime.sizes import eval_size
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir.signature import signature_for, size_text
 
 _LOAD_LOCK = threading.Lock()  # loading a module on the device, once
 
@@ -107,8 +110,6 @@ class CUDAModule(Module):
     def save(self, path: str | Path, fmt: str = "") -> None:
         """TVM's ``Module.save``: the CUDA source (``.cu``) or the PTX NVRTC made from it
         (``.ptx``), by ``fmt`` or the file's extension."""
-        from ember.runtime.export import write_output
-
         kind = (fmt or Path(path).suffix.lstrip(".")).lower()
         if kind not in ("cu", "cuda", "ptx"):
             raise ArgumentError(f"save: unknown format {kind!r} for {path}; use .cu or .ptx")
@@ -263,7 +264,6 @@ class CUDAModule(Module):
                 "the device"
             )
         from ember.codegen_cuda.runtime import bind_arguments, time_launches
-        from ember.runtime.module import check_timing_args, check_timing_device
 
         check_timing_args(number, repeat, min_repeat_ms)
         check_timing_device(dev, "cuda")
@@ -328,8 +328,6 @@ def _host_signature(program: DeviceProgram) -> FunctionSignature:
 
 def workspace_elements(ws: Any, sizes: dict[str, int]) -> int:
     """Elements of a flattened workspace; a symbolic size is evaluated on this call's sizes."""
-    from ember.runtime.sizes import eval_size, size_text
-
     (size,) = ws.shape
     if isinstance(size, E.IntImm):
         return size.value

@@ -14,8 +14,8 @@ the launches) or arrays already on the GPU, whose pointers are passed as they
 are after checking shape, dtype and contiguity: ``__cuda_array_interface__``
 (CuPy, PyTorch, Numba, Ember's own ``DeviceArray``) or, failing that, a DLPack
 capsule on a CUDA device (both checked in ``gpu_arguments.py``).
-``to_device``, ``empty`` and ``DeviceArray`` (``device_array.py``, re-exported
-here) keep tensors on the GPU between calls.
+``to_device``, ``empty`` and ``DeviceArray`` (``device_array.py``, built on this
+module's :class:`DeviceBuffer`) keep tensors on the GPU between calls.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ from ember.codegen_cuda.shared_layout import STATIC_SHARED_LIMIT, dynamic_shared
 from ember.errors import DeviceError
 from ember.runtime.module import TimingResult, repeat_batches
 from ember.runtime.signature import FunctionSignature, call_sizes, check_arguments
-from ember.runtime.sizes import eval_size, size_text
+from ember.runtime.sizes import eval_size
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
+from ember.tir.signature import size_text
 
 
 def _driver() -> Any:
@@ -329,19 +330,6 @@ def time_launches(
     finally:
         call("cuEventDestroy", start)
         call("cuEventDestroy", end)
-
-
-_ARRAYS = ("DeviceArray", "empty", "to_device")
-
-
-def __getattr__(name: str) -> Any:
-    """``DeviceArray``, ``empty`` and ``to_device``, from ``device_array.py`` (which imports
-    this module, so they are looked up on first use)."""
-    if name in _ARRAYS:
-        from ember.codegen_cuda import device_array
-
-        return getattr(device_array, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

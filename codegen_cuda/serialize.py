@@ -21,9 +21,9 @@ from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.shared_layout import dynamic_shared_bytes
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, Launch
 from ember.errors import InvalidModelError
-from ember.runtime.sizes import size_text
 from ember.tir import expr as E
 from ember.tir import serialize
+from ember.tir.signature import size_text
 
 _EXTRA = (DeviceProgram, Launch)
 

@@ -18,9 +18,10 @@ from ember.codegen_llvm.cpu_intrinsics import cpu_facts
 from ember.codegen_llvm.intrinsics import INTRINSICS
 from ember.codegen_llvm.module import LLVMModule
 from ember.errors import ArgumentError, EmberError, InternalError
-from ember.runtime.signature import FunctionSignature, signature_for
+from ember.runtime.signature import FunctionSignature
 from ember.target import Target
 from ember.tir import stmt as S
+from ember.tir.signature import signature_for
 from ember.tir.transform.context import PassContext
 from ember.tir.transform.pipeline import Pass, run_passes
 

@@ -28,6 +28,7 @@ from llvmlite import ir
 from ember.codegen_llvm.builder_utils import I8, I32, I64, PTR, declare
 from ember.codegen_llvm.casts import emit_cast
 from ember.runtime.module import PACKED_CALL_FAILED
+from ember.runtime.registry import call_packed_func, report_pending
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 
@@ -41,8 +42,6 @@ _CALLBACK = ctypes.CFUNCTYPE(
 
 
 def _trampoline(name: bytes, signature: bytes, slots: int, count: int) -> int:
-    from ember.runtime.registry import call_packed_func, report_pending
-
     try:
         values = (ctypes.c_int64 * max(count, 1)).from_address(slots)
         call_packed_func(name.decode(), decode_arguments(signature.decode(), values))

@@ -20,6 +20,7 @@ from ember.errors import (
     ScheduleError,
     UnsupportedOperatorError,
 )
+from ember.runtime.nd import DEVICE_ARRAYS
 from ember.runtime.registry import register_func
 
 __version__ = "0.1.0"
@@ -43,6 +44,17 @@ def _cuda_backend() -> type[Backend]:
 # through ember.backend.get_backend, never by importing a code generator.
 register_backend("llvm", _cpu_backend)
 register_backend("cuda", _cuda_backend)
+
+
+def _cuda_arrays() -> Any:
+    # start-up cost: the CUDA backend loads with the first GPU array, not with ``import ember``
+    from ember.codegen_cuda import device_array
+
+    return device_array
+
+
+# ``ember.nd`` places arrays on the GPU through this, without importing a backend itself.
+DEVICE_ARRAYS.update(cuda=_cuda_arrays)
 
 
 def _tuner_worker(conn: Any, role: str = "worker") -> None:

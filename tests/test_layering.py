@@ -45,6 +45,18 @@ FORBIDDEN = {
         "ember.graph.compile",
         "ember.graph.executor",
     ),
+    # The runtime is the bottom layer (TVM's): modules, arrays, the function registry. It
+    # imports the base layer and itself, never the IR, a backend or the model compiler.
+    "ember.runtime": (
+        "ember.tir",
+        "ember.codegen_llvm",
+        "ember.codegen_cuda",
+        "ember.frontend",
+        "ember.tuner",
+        "ember.graph",
+        "ember.driver",
+        "ember.cli",
+    ),
     "ember.errors": ("ember.",),
     "ember.config": ("ember.tir", "ember.codegen", "ember.tuner", "ember.frontend", "ember.driver"),
     "ember.target": ("ember.tir", "ember.codegen", "ember.tuner", "ember.frontend", "ember.driver"),

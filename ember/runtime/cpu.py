@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ember.errors import ArgumentError
+from ember.runtime.export import check_output_path, install_file
 from ember.runtime.module import Module, NativeFn
 from ember.runtime.signature import FunctionSignature
 from ember.runtime.threads import effective_num_threads, note_parallel_launch
@@ -106,8 +107,6 @@ class SharedLibraryModule(CPUModule):
     def export_library(self, path: str | Path) -> None:
         """Copy the library this module was loaded from (the file loaded, even if a newer
         library has been exported to its path since)."""
-        from ember.runtime.export import check_output_path, install_file
-
         out = check_output_path(path)
         if self._file is None:
             if out.resolve() != self.path.resolve():

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, DeviceError, EmberError, InternalError
+from ember.errors import ArgumentError, DeviceError, EmberError, InternalError, PackedFuncError
+from ember.runtime.nd import device_kind
+from ember.runtime.registry import take_pending
 from ember.runtime.signature import FunctionSignature, check_call
 
 NativeFn = Callable[..., int]
@@ -200,9 +202,6 @@ class Module:
         if 0 < status <= len(sig.errors):
             return ArgumentError(f"{sig.name}: {sig.errors[status - 1]}")
         if status == PACKED_CALL_FAILED:
-            from ember.errors import PackedFuncError
-            from ember.runtime.registry import take_pending
-
             error = take_pending()
             if isinstance(error, EmberError):
                 return error  # raised again at the call site, its cause chained
@@ -258,8 +257,6 @@ def check_timing_device(dev: Any, kind: str) -> None:
     """``dev`` of a TVM-style ``time_evaluator`` call: None, or a device of the module's kind."""
     if dev is None:
         return
-    from ember.runtime.nd import device_kind
-
     if device_kind(dev) != kind:
         raise ArgumentError(
             f"time_evaluator: a {kind} module cannot be timed on device {dev!r}; "

@@ -12,13 +12,13 @@ are taken as well; these are for code that wants to say where its data lives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
-from ember.errors import ArgumentError, DLPackExportError
-from ember.tir import dtype as dt
+from ember.errors import ArgumentError, DeviceError, DLPackExportError
+from ember.runtime import dtype as dt
 
 _CPU = ("cpu", "llvm")
 _CUDA = ("cuda", "cuda:0", "gpu")
@@ -56,6 +56,30 @@ def cpu(dev_id: int = 0) -> str:
 def cuda(dev_id: int = 0) -> str:
     """TVM's ``tvm.cuda(0)``: the name ``'cuda'``."""
     return device("cuda", dev_id)
+
+
+class DeviceArrays(Protocol):
+    """What a GPU backend supplies to place arrays in its memory (CUDA's is the module
+    ``ember.codegen_cuda.device_array``)."""
+
+    def to_device(self, array: Any) -> Any:
+        """A device copy of the host array ``array``."""
+
+    def empty(self, shape: Sequence[int] | int, dtype: Any = "float32") -> Any:
+        """An array of ``shape`` and ``dtype`` in device memory, its contents not set."""
+
+
+# device kind -> a function returning that device's DeviceArrays, as TVM's runtime finds a
+# DeviceAPI by name. The runtime may not import a backend, so the package root registers
+# CUDA's here (as it fills ember.target.TEMPLATE_LOADERS); the backend loads on first use.
+DEVICE_ARRAYS: dict[str, Callable[[], DeviceArrays]] = {}
+
+
+def _device_arrays(kind: str) -> DeviceArrays:
+    loader = DEVICE_ARRAYS.get(kind)
+    if loader is None:
+        raise DeviceError(f"no backend has registered arrays for the {kind} device")
+    return loader()
 
 
 class CPUArray:
@@ -139,9 +163,7 @@ def array(data: Any, device: str = "cpu") -> Any:
     host = np.array(data, copy=True, order="C")
     if kind == "cpu":
         return CPUArray(host)
-    from ember.codegen_cuda.device_array import to_device
-
-    return to_device(host)
+    return _device_arrays(kind).to_device(host)
 
 
 def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu") -> Any:
@@ -160,11 +182,19 @@ def empty(shape: Sequence[int] | int, dtype: str = "float32", device: str = "cpu
     element, lanes = dt.split_lanes(dt.check_dtype(dtype))
     if lanes > 1:
         dims = (*dims, lanes)
-    if kind == "cuda":
-        from ember.codegen_cuda.device_array import empty as device_empty
-
-        return device_empty(dims, element)
+    if kind != "cpu":
+        return _device_arrays(kind).empty(dims, element)
     return CPUArray(np.empty(dims, dt.numpy_dtype(element)))
 
 
-__all__ = ["CPUArray", "array", "cpu", "cuda", "device", "device_kind", "empty"]
+__all__ = [
+    "DEVICE_ARRAYS",
+    "CPUArray",
+    "DeviceArrays",
+    "array",
+    "cpu",
+    "cuda",
+    "device",
+    "device_kind",
+    "empty",
+]

@@ -8,19 +8,21 @@ replaced with ``override=True``) after the module was built. Buffers arrive as
 ``y[:] = ...`` and ``y.copyfrom(...)`` write in place; ``x.numpy()`` is a copy, as in
 TVM), scalars as Python numbers.
 
-This module imports nothing but the standard library and Ember's errors, so
+This module imports nothing of Ember but its errors and the runtime's arrays, so
 registering a function does not load the compiler.
 """
 
 from __future__ import annotations
 
 import inspect
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ember.errors import ArgumentError, PackedFuncError
+from ember.runtime.nd import CPUArray
 
 _FUNCS: dict[str, Callable[..., Any]] = {}
 _LOCK = threading.Lock()
@@ -111,12 +113,9 @@ def call_packed_func(name: str, args: Sequence[Any]) -> None:
 
 
 def _as_array(value: Any) -> Any:
-    np = sys.modules.get("numpy")  # compiled code hands over numpy values: it is loaded
-    if np is not None and isinstance(value, np.ndarray):
-        from ember.runtime.nd import CPUArray
-
+    if isinstance(value, np.ndarray):
         return CPUArray(value)
-    if np is not None and isinstance(value, np.generic):
+    if isinstance(value, np.generic):
         return value.item()
     return value
 

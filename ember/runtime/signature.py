@@ -1,6 +1,7 @@
 """What a compiled function expects of its arguments, and the checks made before every call.
 
-A :class:`FunctionSignature` is built by a code generator from a PrimFunc and
+A :class:`FunctionSignature` is built by a code generator from a PrimFunc (with
+:func:`ember.tir.signature.signature_for`; this module is plain data and never sees the IR) and
 travels with the compiled code (as JSON inside an exported library), so a
 module loaded in a fresh process checks calls exactly as the one that was
 built. :func:`check_arguments` turns the Python arguments into arrays and
@@ -19,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
-from ember.tir import dtype as dt
+from ember.runtime import dtype as dt
+from ember.runtime.sizes import bind_sizes
 
 
 @dataclass(frozen=True)
@@ -253,8 +255,6 @@ def call_sizes(sig: FunctionSignature, values: Sequence[Any]) -> list[int]:
     ``shape``; ints for scalars) define, consistent and within range, else ArgumentError."""
     if not sig.size_vars:
         return []
-    from ember.runtime.sizes import bind_sizes
-
     names = [n for n, _ in sig.size_vars]
     sizes = bind_sizes(sig.name, sig.params, values, names, dict(sig.size_vars))
     for n, v in zip(names, sizes):
@@ -272,67 +272,3 @@ def check_arguments(sig: FunctionSignature, args: Sequence[Any]) -> list[Any]:
 
 
 __all__ = ["FunctionSignature", "ParamSpec", "call_sizes", "check_arguments", "check_call"]
-
-
-def param_specs(func: Any, backend: str = "") -> tuple[ParamSpec, ...]:
-    """Names, shapes (ints and size texts), dtypes of a PrimFunc's parameters, which it
-    writes, and for scalars the least value they take (1 for a symbolic split amount)."""
-    from ember.runtime.sizes import size_text
-    from ember.tir import expr as E
-    from ember.tir import stmt as S
-    from ember.tir.functor import post_order_visit
-
-    written: set[Any] = set()
-
-    def visit(node: object) -> None:
-        if isinstance(node, S.BufferStore):
-            written.add(node.buffer.data)
-        elif isinstance(node, E.Call) and node.op is E.Intrinsic.ACCESS_PTR:
-            if E.const_value(node.args[3]) != 1:  # access_ptr("w"): the callee writes
-                written.add(node.args[0])
-
-    post_order_visit(func.body, visit)
-    positive = set(func.attr("positive_vars", ()))
-    params = []
-    for p in func.params:
-        if isinstance(p, E.Var):
-            minimum = 1 if p in positive else None
-            params.append(ParamSpec(p.name, (), p.dtype, False, True, minimum))
-            continue
-        shape = tuple(size_text(extent) for extent in p.shape)
-        params.append(ParamSpec(p.name, shape, p.dtype, p.data in written))
-    return tuple(params)
-
-
-def size_var_specs(func: Any) -> tuple[tuple[str, str], ...]:
-    """``func.size_vars()`` as (name, dtype) pairs; two different variables may not share
-    a name, since the signature refers to sizes by name. ``positive_names`` gives the
-    ones that must be at least 1."""
-    from ember.errors import LoweringError
-
-    out: dict[str, str] = {}
-    seen: dict[str, Any] = {}
-    for v in func.size_vars():
-        if v.name in seen and seen[v.name] is not v:
-            raise LoweringError(
-                f"'{func.name}' has two different size variables named '{v.name}'; give "
-                "each te.var its own name"
-            )
-        seen[v.name] = v
-        out[v.name] = v.dtype
-    return tuple(out.items())
-
-
-def positive_names(func: Any) -> tuple[str, ...]:
-    return tuple(v.name for v in func.attr("positive_vars", ()))
-
-
-def signature_for(func: Any, name: str, symbol: str = "") -> FunctionSignature:
-    """The whole call contract of a lowered PrimFunc (shared by the CPU and CUDA modules)."""
-    return FunctionSignature(
-        name,
-        param_specs(func),
-        symbol=symbol,
-        size_vars=size_var_specs(func),
-        positive=positive_names(func),
-    )

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ember.errors import ArgumentError, LoweringError
+from ember.errors import ArgumentError
 
 _OPS: dict[type, Callable[[int, int], int]] = {
     ast.Add: operator.add,
@@ -32,42 +32,9 @@ _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-def size_text(expr: Any) -> int | str:
-    """A shape extent as an ``int`` or as the text :func:`eval_size` reads."""
-    from ember.tir import expr as E
-
-    def text(e: Any) -> str:
-        if isinstance(e, E.IntImm):
-            return str(e.value)
-        if isinstance(e, E.Var):
-            return e.name
-        if isinstance(e, E.Cast):
-            return text(e.value)
-        if isinstance(e, E.BinOp):
-            sym = {
-                E.BinaryOp.ADD: "+",
-                E.BinaryOp.SUB: "-",
-                E.BinaryOp.MUL: "*",
-                E.BinaryOp.FLOORDIV: "//",
-                E.BinaryOp.FLOORMOD: "%",
-            }.get(e.op)
-            if sym is not None:
-                return f"({text(e.a)} {sym} {text(e.b)})"
-            if e.op in (E.BinaryOp.MIN, E.BinaryOp.MAX):
-                return f"{e.op.name.lower()}({text(e.a)}, {text(e.b)})"
-        raise LoweringError(
-            f"the shape extent {expr!r} cannot be checked at call time; use sizes built from "
-            "variables and integers with + - * // % min max"
-        )
-
-    if isinstance(expr, E.IntImm):
-        return expr.value
-    out = text(expr)
-    return out[1:-1] if out.startswith("(") and out.endswith(")") else out
-
-
 def eval_size(source: str, values: Mapping[str, int]) -> int:
-    """The value of a size text from :func:`size_text` under ``values``."""
+    """The value of a size text (:func:`ember.tir.signature.size_text` writes them) under
+    ``values``."""
 
     def ev(node: ast.AST) -> int:
         if isinstance(node, ast.Expression):
@@ -140,4 +107,4 @@ def bind_sizes(
     return out
 
 
-__all__ = ["bind_sizes", "eval_size", "size_text"]
+__all__ = ["bind_sizes", "eval_size"]

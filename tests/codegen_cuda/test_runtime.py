@@ -23,14 +23,15 @@ import pytest
 import ember
 from ember import te
 from ember.cli import main as cli_main
-from ember.codegen_cuda import device, dlpack, runtime
+from ember.codegen_cuda import device, device_array, dlpack, runtime
 from ember.codegen_cuda.emulator import emulate
 from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, Launch
 from ember.runtime.module import TimingResult
-from ember.runtime.sizes import eval_size, size_text
+from ember.runtime.sizes import eval_size
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir.signature import size_text
 from tests.codegen_cuda import handmade_kernels as hk
 from tests.codegen_cuda.gpu_schedules import elementwise, tiled_matmul
 
@@ -566,8 +567,8 @@ def test_dlpack_capsule_lives_for_the_call_and_is_not_consumed(fake, rng, monkey
 def test_device_arrays_stay_on_the_gpu_across_calls(fake, rng):
     mod = _module(elementwise(300, 64), fake)
     a = rng.uniform(-1, 1, 300).astype("float32")
-    a_dev = runtime.to_device(a)
-    b_dev, c_dev = runtime.empty(300, "float32"), runtime.empty((300,), np.float32)
+    a_dev = device_array.to_device(a)
+    b_dev, c_dev = device_array.empty(300, "float32"), device_array.empty((300,), np.float32)
     assert fake.calls.count("cuMemcpyHtoD") == 1
     mod(a_dev, b_dev)
     mod(b_dev, c_dev)
@@ -582,26 +583,38 @@ def test_device_arrays_stay_on_the_gpu_across_calls(fake, rng):
     assert ptr not in fake.memory  # freed with the array
 
 
+def test_nd_places_arrays_on_the_gpu_through_the_cuda_backend(fake, rng):
+    """ember.nd (the runtime, which may not import a backend) reaches DeviceArray through
+    the hook the package root fills."""
+    x = rng.uniform(-1, 1, (4, 3)).astype("float32")
+    a = ember.nd.array(x, ember.cuda())
+    assert isinstance(a, device_array.DeviceArray) and fake.calls.count("cuMemcpyHtoD") == 1
+    np.testing.assert_array_equal(a.numpy(), x)
+    e = ember.nd.empty((5,), "float16x2", "cuda:0")
+    assert isinstance(e, device_array.DeviceArray)
+    assert (e.shape, e.dtype) == ((5, 2), np.dtype("float16"))
+
+
 def test_device_array_checks(fake):
     mod = _module(elementwise(64, 64), fake)
-    x = runtime.empty(64)
+    x = device_array.empty(64)
     with pytest.raises(ember.ArgumentError, match="expects dtype float32, got float64"):
-        mod(runtime.to_device(np.zeros(64)), x)
+        mod(device_array.to_device(np.zeros(64)), x)
     with pytest.raises(ember.ArgumentError, match="expects shape"):
-        mod(runtime.empty((8, 8)), x)
+        mod(device_array.empty((8, 8)), x)
     with pytest.raises(ember.ArgumentError, match="output 'B' overlaps argument 'A' on the GPU"):
         mod(x, x)
     with pytest.raises(ember.ArgumentError, match="dtype complex64 is not supported"):
-        runtime.empty(4, "complex64")
+        device_array.empty(4, "complex64")
     with pytest.raises(ember.ArgumentError, match="'float33' is not a dtype"):
-        runtime.empty(4, "float33")
+        device_array.empty(4, "float33")
     with pytest.raises(ember.ArgumentError, match="shape must be non-negative integers"):
-        runtime.empty((4, -1))
+        device_array.empty((4, -1))
     with pytest.raises(ember.ArgumentError, match="expects shape"):
         x.copy_from(np.zeros(63, "float32"))
     with pytest.raises(ember.ArgumentError, match="expects dtype float32, got int32"):
         x.copy_from(np.zeros(64, "int32"))
-    bf = runtime.empty(3, "bfloat16")
+    bf = device_array.empty(3, "bfloat16")
     bf.copy_from(np.array([1, 2, 3], "uint16"))  # bfloat16 is held as its bits on the host
     assert bf.numpy().dtype == np.uint16 and bf.numpy().tolist() == [1, 2, 3]
 
@@ -624,19 +637,23 @@ def test_device_array_dlpack_round_trip(fake, rng):
     mod = _module(tiled_matmul(M, N, K, 8), fake)
     a = rng.uniform(-1, 1, (M, K)).astype("float32")
     b = rng.uniform(-1, 1, (K, N)).astype("float32")
-    c_dev = runtime.empty((M, N))
-    mod(DLPackOnly(runtime.to_device(a)), DLPackOnly(runtime.to_device(b)), DLPackOnly(c_dev))
+    c_dev = device_array.empty((M, N))
+    mod(
+        DLPackOnly(device_array.to_device(a)),
+        DLPackOnly(device_array.to_device(b)),
+        DLPackOnly(c_dev),
+    )
     np.testing.assert_allclose(c_dev.numpy(), a @ b, rtol=1e-4, atol=1e-4)
     assert c_dev.__dlpack_device__() == (2, 0)
     view = dlpack.read_capsule(c_dev.__dlpack__(stream=1, max_version=(1, 0)), "test")
     assert view.device == (2, 0) and view.pointer == c_dev.buffer.ptr
     assert view.shape == (M, N) and view.strides == (N, 1) and view.dtype == "float32"
-    bf = dlpack.read_capsule(runtime.empty((2, 3), "bfloat16").__dlpack__(), "test")
+    bf = dlpack.read_capsule(device_array.empty((2, 3), "bfloat16").__dlpack__(), "test")
     assert bf.dtype == "bfloat16" and bf.itemsize == 2
 
 
 def test_device_array_capsule_keeps_memory_until_deleted(fake):
-    dev = runtime.empty(16)
+    dev = device_array.empty(16)
     ptr = dev.buffer.ptr
     unused = dev.__dlpack__()
     consumed = dev.__dlpack__()
@@ -655,7 +672,7 @@ def test_device_array_capsule_keeps_memory_until_deleted(fake):
 
 
 def test_device_array_refused_by_numpy_is_released(fake):
-    dev = runtime.empty(16)
+    dev = device_array.empty(16)
     ref = weakref.ref(dev)
     # numpy drops the capsule while its own error is pending; that error must survive.
     with pytest.raises((BufferError, RuntimeError), match="[Uu]nsupported device"):
@@ -663,9 +680,9 @@ def test_device_array_refused_by_numpy_is_released(fake):
     del dev
     assert ref() is None
     with pytest.raises(BufferError, match="cannot be exported to"):
-        runtime.empty(4).__dlpack__(dl_device=(1, 0))
+        device_array.empty(4).__dlpack__(dl_device=(1, 0))
     with pytest.raises(ember.ArgumentError, match="does not copy"):
-        runtime.empty(4).__dlpack__(copy=True)
+        device_array.empty(4).__dlpack__(copy=True)
 
 
 def test_made_capsule_is_consumed_by_numpy():
@@ -737,8 +754,8 @@ def test_device_arrays_on_gpu(monkeypatch, rng):
     mod = _template("matmul.cuda", (M, N, K, "float32"))
     a = rng.uniform(-1, 1, (M, K)).astype("float32")
     b = rng.uniform(-1, 1, (K, N)).astype("float32")
-    c = runtime.empty((M, N))
-    mod(runtime.to_device(a), DLPackOnly(runtime.to_device(b)), c)
+    c = device_array.empty((M, N))
+    mod(device_array.to_device(a), DLPackOnly(device_array.to_device(b)), c)
     np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -759,7 +776,7 @@ def test_torch_tensors_on_gpu(monkeypatch, rng):
         mod(DLPackOnly(a.t().contiguous().t()), b, c)
     with pytest.raises(ember.ArgumentError, match="expects dtype float32"):
         mod(DLPackOnly(a.double()), b, c)
-    out = runtime.to_device(a.cpu().numpy())
+    out = device_array.to_device(a.cpu().numpy())
     torch.testing.assert_close(torch.from_dlpack(out), a)
     torch.testing.assert_close(torch.as_tensor(out, device="cuda"), a)
 
@@ -775,7 +792,7 @@ def test_cupy_arrays_on_gpu(monkeypatch, rng):
     c = cp.full((M, N), cp.nan, "float32")
     mod(DLPackOnly(a), b, c)
     cp.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-    out = runtime.to_device(cp.asnumpy(a))
+    out = device_array.to_device(cp.asnumpy(a))
     cp.testing.assert_array_equal(cp.from_dlpack(out), a)
     cp.testing.assert_array_equal(cp.asarray(out), a)
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import InternalError
+from ember.runtime.registry import call_packed_func
 from ember.tir import expr as E
 
 Fn = Callable[[Any], Any]
@@ -21,8 +22,6 @@ Fn = Callable[[Any], Any]
 def compile_call_packed(
     e: E.Call, compile_expr: Callable[[E.PrimExpr], Fn], data_slot: Callable[[E.Var], int]
 ) -> Fn:
-    from ember.runtime.registry import call_packed_func
-
     name = e.args[0]
     assert isinstance(name, E.StringImm)
     getters: list[Fn] = []
