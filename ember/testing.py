@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ember.backend import get_backend
 from ember.errors import ArgumentError
+from ember.runtime.nd import device
 
 DEFAULT_TARGETS = ("llvm", "cuda")
 
@@ -40,26 +42,19 @@ def assert_allclose(actual: Any, desired: Any, rtol: float = 1e-7, atol: float =
 
 def device_enabled(target: Any) -> bool:
     """Whether ``target`` (a string or ``Target``) can run here: ``llvm`` always, ``cuda``
-    where the driver reports a GPU."""
-    from ember.target import Target
-
-    kind = Target.parse(target).kind
-    if kind == "llvm":
-        return True
-    from ember.codegen_cuda.device import device_available
-
-    return device_available()
+    where the driver reports a GPU (its backend says)."""
+    return get_backend(target).device_available()
 
 
 def enabled_targets() -> list[tuple[str, str]]:
     """``(target, device)`` of each default target that can run here, as TVM's."""
-    from ember.runtime.nd import device
 
     return [(t, device(t, 0)) for t in DEFAULT_TARGETS if device_enabled(t)]
 
 
 def _skip_unless(condition: Callable[[], bool], reason: str) -> Callable[[Any], Any]:
     def mark(func: Any) -> Any:
+        # optional dependency: pytest (only test code calls these)
         import pytest
 
         return pytest.mark.skipif(not condition(), reason=reason)(func)
@@ -86,9 +81,8 @@ def parametrize_targets(*targets: Any) -> Callable[[Any], Any]:
     chosen = [str(t) for t in targets] or list(DEFAULT_TARGETS)
 
     def decorate(func: Any) -> Any:
+        # optional dependency: pytest (only test code calls these)
         import pytest
-
-        from ember.runtime.nd import device
 
         params = []
         for t in chosen:
@@ -108,6 +102,7 @@ def _takes(func: Any, name: str) -> bool:
 def main() -> None:
     """Run the calling test file with pytest (``if __name__ == "__main__":
     ember.testing.main()``)."""
+    # optional dependency: pytest (only test code calls these)
     import pytest
 
     if not sys.argv or not sys.argv[0]:

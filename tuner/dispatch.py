@@ -116,7 +116,7 @@ def apply_history_best(
     recs = read_records(records, target, versions=_current_version)
     if device == "host":
         here = host_device_name()
-        recs = [r for r in recs if Target.parse(r.target).kind != "llvm" or r.device == here]
+        recs = [r for r in recs if not Target.parse(r.target).info.is_host or r.device == here]
         device = None
     history = HistoryBest(recs, device)
     stack = _stack()
