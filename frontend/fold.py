@@ -4,7 +4,9 @@ The importer calls :func:`evaluate` when every input of a new node is a param, s
 shape subgraphs (Shape -> Gather -> Concat -> Reshape) collapse to constants. The
 op's own compute is evaluated (never a second numpy implementation): on the
 reference interpreter for small tensors, where building native code would cost
-more than interpreting it, and as an LLVM kernel (``ember.graph.kernels``) for large ones.
+more than interpreting it, and as a compiled CPU kernel for large ones: the model
+compiler, which sits above the frontend, registers that as the global function
+``ember.fold.compiled`` (``ember/__init__.py``); without it everything is interpreted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ember.frontend.graph import TensorType
+from ember.runtime.registry import get_global_func
 
 # Above this many elements (outputs, or inputs in all) a folded op is compiled.
 INTERPRET_LIMIT = 4096
@@ -28,10 +31,9 @@ def evaluate(
         return [np.empty(t.shape, dtype=t.dtype) for t in out_types]
     in_types = [TensorType(tuple(a.shape), str(a.dtype)) for a in arrays]
     work = sum(t.size for t in out_types) + sum(a.size for a in arrays)
-    if work > INTERPRET_LIMIT:
-        from ember.graph.kernels import get_kernel  # the top layer's compiled kernels
-
-        return get_kernel(op, attrs, in_types, "llvm").run(arrays)
+    compiled = get_global_func("ember.fold.compiled", allow_missing=True)
+    if work > INTERPRET_LIMIT and compiled is not None:
+        return compiled(op, attrs, in_types, arrays)
     return _interpret(op, attrs, in_types, arrays, out_types)
 
 

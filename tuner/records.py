@@ -26,6 +26,7 @@ from typing import IO, Any
 from ember.errors import ArgumentError
 from ember.target import Target, host_cpu_model
 from ember.tuner.result import busy
+from ember.version import __version__
 
 FORMAT_VERSION = 1
 
@@ -125,9 +126,7 @@ def host_device_name() -> str:
 
 
 def ember_version() -> str:
-    import ember
-
-    return str(getattr(ember, "__version__", "unknown"))
+    return __version__
 
 
 class RecordWriter:

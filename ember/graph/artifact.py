@@ -47,7 +47,6 @@ from typing import Any
 
 import numpy as np
 
-import ember
 from ember.backend import get_backend
 from ember.errors import ArgumentError, InternalError, InvalidModelError
 from ember.frontend.graph import Graph, Node, TensorType, Value
@@ -55,6 +54,7 @@ from ember.graph.step import empty_kernel
 from ember.runtime import artifact_archive as archive
 from ember.runtime import artifact_schema as schema
 from ember.tir.dtype import numpy_dtype
+from ember.version import __version__
 
 FORMAT = "ember-model"
 FORMAT_VERSION = 2
@@ -223,7 +223,7 @@ def _step_entry(st: Any, packer: Any) -> dict[str, Any]:
 
 
 def _ember_version() -> str:
-    return str(ember.__version__)
+    return __version__
 
 
 def _write_atomically(path: Path, manifest: dict[str, Any], members: dict[str, bytes]) -> None:

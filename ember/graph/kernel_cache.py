@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -33,7 +34,10 @@ from typing import Any
 from ember import config, disk_cache
 from ember.backend import Backend, get_backend
 from ember.errors import EmberError
+from ember.runtime.export import link_shared
+from ember.runtime.load import VERSION, load_module
 from ember.target import Target
+from ember.version import __version__
 
 LIBRARY = "kernel.so"
 META = "meta.json"
@@ -51,8 +55,6 @@ def enabled(target: Backend | Target | str) -> bool:
 
 def entry_key(key: tuple[Any, ...], target: Backend | Target | str) -> str:
     """The hex name of ``key``'s entry: the in-process key plus what makes code portable."""
-    import ember
-    from ember.runtime.load import VERSION
 
     backend = get_backend(target)
     payload = json.dumps(
@@ -60,7 +62,7 @@ def entry_key(key: tuple[Any, ...], target: Backend | Target | str) -> str:
             LAYOUT,
             repr(key),
             str(backend.target),
-            ember.__version__,
+            __version__,
             VERSION,
             source_fingerprint(),
             backend.disk_cache_key(),
@@ -79,13 +81,11 @@ def source_fingerprint() -> str:
     or pass (a development checkout, a patched install) never loads code built by the old
     one under the same version number. Hashing the sources costs a few milliseconds, once
     per process."""
-    import importlib
-
-    import ember
-
     digest = hashlib.sha256()
-    roots = [Path(ember.__file__).parent]
-    roots += [Path(importlib.import_module(name).__file__).parent for name in _CODE_PACKAGES]
+    roots = [Path(__file__).resolve().parent.parent]  # the ember/ folder
+    for name in _CODE_PACKAGES:  # found by name, not imported: they may sit anywhere
+        spec = importlib.util.find_spec(name)
+        roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     for root in roots:
         for path in sorted(root.rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())
@@ -103,8 +103,6 @@ def _sha256_file(path: Path) -> str:
 
 def load(name: str) -> Any | None:
     """The cached module of entry ``name``, or None (absent, or corrupt and now removed)."""
-    from ember.runtime.load import load_module
-
     folder = entry_path(name)
     if not folder.is_dir():
         STATS["miss"] += 1
@@ -169,8 +167,6 @@ def _write_entry(folder: Path, obj: bytes) -> None:
     """Link ``obj`` into a fresh folder beside ``folder`` and rename it into place, so a
     reader never sees half an entry (another process may win the rename: then its entry
     stays)."""
-    from ember.runtime.export import link_shared
-
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
