@@ -122,9 +122,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     A package's ``__init__`` importing its own submodules is not a cycle of the
     kind the issue means, so edges from a package to its own children are dropped.
     """
-    edges = {
-        a: {b for b in bs if not b.startswith(a + ".")} for a, bs in graph.items()
-    }
+    edges = {a: {b for b in bs if not b.startswith(a + ".")} for a, bs in graph.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on, stack, out = set(), [], []
@@ -201,8 +199,7 @@ def main() -> None:
         "target-kind comparisons outside the backends": len(kind_branches(mods)),
         "imports inside functions": len(function_imports(mods)),
         "import cycles (modules in them)": f"{len(cyc)} ({sum(map(len, cyc))})",
-        "import cycles counting function-level imports": f"{len(hidden)} "
-        f"({sum(map(len, hidden))})",
+        "import cycles counting function-level imports": f"{len(hidden)} ({sum(map(len, hidden))})",
         "files over 400 lines": len(long_files(mods)),
         "public functions/classes without a docstring": len(undocumented(mods)),
     }

@@ -25,7 +25,6 @@ pytest.importorskip("onnxruntime")
 n = helper.make_node
 
 
-
 def default_graph_passes(kind: str) -> tuple[object, ...]:
     """The graph passes ``ember.compile`` runs for ``kind`` (its backend's list)."""
     return ember.get_backend(kind).graph_passes(DEFAULT_PASSES)
