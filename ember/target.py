@@ -8,6 +8,7 @@ This module imports nothing else of Ember but its errors.
 
 from __future__ import annotations
 
+import platform
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -247,7 +248,6 @@ def as_target(target: str | Target) -> Target:
 def host_cpu_model() -> str:
     """The CPU model the OS reports ("AMD EPYC 7B13"), or ``"unknown"``: ``ember info``
     prints it beside LLVM's guess, and the tuner records it as the device of CPU records."""
-    import platform
 
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:

@@ -19,7 +19,9 @@ Answers are dicts; an error is ``{"error": <ErrorKind value>, "message": ...}``.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import inspect
 import json
 import signal
 import sys
@@ -29,7 +31,15 @@ from typing import Any
 
 import numpy as np
 
+from ember.driver import build, lower
+from ember.errors import ArgumentError, EmberError
+from ember.runtime import load_module
 from ember.runtime.aligned import aligned_array, aligned_copy
+from ember.runtime.threads import keep_openmp_spin
+from ember.tir.interp import run as interpret
+from ember.tuner import create_task
+from ember.tuner.records import host_device_name
+from ember.tuner.space import ConfigEntity, FallbackConfig
 
 INTERP_LIMIT = 1 << 16  # tensor elements up to which the interpreter computes references
 
@@ -41,12 +51,8 @@ def serve(conn: Any, role: str = "worker") -> None:
     # its own KeyboardInterrupt printed a traceback. The tuner starts workers with SIGINT
     # blocked; ignoring it here covers threads that unblock it (the OpenMP pool's).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from ember.runtime.threads import keep_openmp_spin
 
     keep_openmp_spin()  # steady timings: see ember.runtime.threads
-    import ember.driver  # noqa: F401  (load the compiler before the first deadline)
-    import ember.runtime  # noqa: F401
-    from ember.tuner.records import host_device_name
 
     conn.send({"device": host_device_name(), "role": role})
     worker = _Worker()
@@ -68,8 +74,6 @@ def serve(conn: Any, role: str = "worker") -> None:
 def _die_with_parent() -> None:
     """Ask Linux to kill this worker when the tuner dies (even by SIGKILL), so a worker
     stuck in a hanging candidate does not outlive it; elsewhere, a closed pipe ends it."""
-    import ctypes
-    import signal
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
@@ -87,7 +91,6 @@ def _describe(e: BaseException) -> str:
 def task_from_spec(spec: dict[str, Any]) -> Any:
     """The task a :func:`ember.tuner.measure.task_spec` describes, importing the template's
     module first (templates defined outside Ember register on import)."""
-    from ember.tuner import create_task
 
     module = spec.get("module", "")
     if module and module not in ("__main__", "__mp_main__") and module not in sys.modules:
@@ -108,7 +111,6 @@ class _Worker:
     # -- prepare -------------------------------------------------------------------------
 
     def prepare(self, spec: dict[str, Any], workdir: str, seed: int, check: bool) -> dict:
-        from ember.tuner.space import FallbackConfig
 
         task = self.task(spec)
         _, tensors = task.instantiate(FallbackConfig())
@@ -134,7 +136,6 @@ class _Worker:
         mod = self._compile(spec, config)
         if isinstance(mod, dict):
             return mod
-        from ember.errors import ArgumentError
 
         if not hasattr(mod, "export_library"):  # a CUDA module: the runner builds it again
             return {"lib": None}
@@ -145,9 +146,6 @@ class _Worker:
         return {"lib": lib}
 
     def _compile(self, spec: dict[str, Any], config: dict) -> Any:
-        import ember
-        from ember.errors import EmberError
-        from ember.tuner.space import ConfigEntity
 
         task = self.task(spec)
         try:
@@ -156,7 +154,7 @@ class _Worker:
         except EmberError as e:
             return {"error": "invalid_config", "message": _describe(e)}
         try:
-            return ember.build(sch, tensors, target=task.target)
+            return build(sch, tensors, target=task.target)
         except EmberError as e:
             kind = "invalid_config" if "verify_gpu" in str(e) else "compile"
             return {"error": kind, "message": _describe(e)}
@@ -166,11 +164,8 @@ class _Worker:
     # -- run -----------------------------------------------------------------------------
 
     def run(self, spec: dict, config: dict, lib: str | None, workdir: str, timing: dict) -> dict:
-        from ember.errors import EmberError
 
         if lib:
-            from ember.runtime import load_module
-
             mod = load_module(lib)
         else:
             mod = self._compile(spec, config)
@@ -200,7 +195,6 @@ class _Worker:
 
     def _check_once(self, mod: Any, args: list, workdir: str, meta: dict, timing: dict) -> dict:
         """One untimed run (a CUDA module on the SIMT emulator) and the result check."""
-        from ember.errors import EmberError
 
         try:
             if hasattr(mod, "emulate"):
@@ -259,13 +253,10 @@ def _sentinel(dtype: np.dtype) -> Any:
 
 def _reference(task: Any, tensors: list, arrays: list, roles: list) -> dict[int, np.ndarray]:
     """Expected outputs, by position in the template's tensor list."""
-    import ember
 
     outputs = [i for i, is_in in enumerate(roles) if not is_in]
     reference = task.template.reference
     if reference is not None:
-        import inspect
-
         inputs = [a for a, is_in in zip(arrays, roles) if is_in]
         if "workload" in inspect.signature(reference).parameters:
             got = reference(*inputs, workload=tuple(task.args))
@@ -276,16 +267,13 @@ def _reference(task: Any, tensors: list, arrays: list, roles: list) -> dict[int,
     sch, tensors = task.instantiate(_fallback())
     work = [a.copy() for a in arrays]
     if sum(a.size for a in arrays) <= INTERP_LIMIT:
-        from ember.tir.interp import run
-
-        run(ember.lower(sch, tensors), *work)
+        interpret(lower(sch, tensors), *work)
     else:
-        ember.build(sch, tensors, target=task.target)(*work)
+        build(sch, tensors, target=task.target)(*work)
     return {i: work[i] for i in outputs}
 
 
 def _fallback() -> Any:
-    from ember.tuner.space import FallbackConfig
 
     return FallbackConfig()
 

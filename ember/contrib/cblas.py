@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from ember import tir
 from ember.errors import ArgumentError
 from ember.runtime.registry import get_global_func, register_func
+from ember.tir.te import extern
 
 NAME = "tvm.contrib.cblas.matmul"
 
@@ -35,9 +37,6 @@ def _matmul(a: Any, b: Any, c: Any, transa: Any = False, transb: Any = False) ->
 def matmul(lhs: Any, rhs: Any, transa: bool = False, transb: bool = False, **kwargs: Any) -> Any:
     """TVM's ``cblas.matmul``: the tensor ``op(lhs) @ op(rhs)`` computed by the extern BLAS
     call (a ``te.extern`` stage, which a compute may read as usual)."""
-    from ember import tir
-    from ember.tir.te import extern
-
     n = lhs.shape[1] if transa else lhs.shape[0]
     m = rhs.shape[0] if transb else rhs.shape[1]
     return extern(
