@@ -30,8 +30,7 @@ def tuned_blocks(w: ConvWorkload) -> tuple[int, int] | None:
     return default_blocks(w)
 
 
-alter_conv_layout_tuned = alter_conv_layout_with(tuned_blocks)
-alter_conv_layout_tuned.__name__ = "alter_conv_layout"
+alter_conv_layout_tuned = alter_conv_layout_with(tuned_blocks)  # named alter_conv_layout
 
 
 def default_graph_passes(target_kind: str) -> tuple[Any, ...]:
