@@ -2,7 +2,8 @@
 
 ``b = GraphBuilder(); x = b.input("x", (2, 3)); y = b.node("relu", [x], (2, 3));
 b.build(y)`` gives a verified Graph; names are made up where not given, as the graph
-comparison ignores them.
+comparison ignores them. ``fused=`` sets a node's fused group (``group=`` is an
+attribute, a convolution's).
 """
 
 from __future__ import annotations
@@ -41,15 +42,15 @@ class GraphBuilder:
         op: str,
         inputs: list[str],
         shape: tuple[Any, ...],
-        dtype: str = "float32",
+        out_dtype: str = "float32",
         *,
         out: str | None = None,
-        group: int | None = None,
+        fused: int | None = None,
         **attrs: Any,
     ) -> str:
         out = out or f"v{len(self.values)}"
-        self._value(out, shape, dtype)
-        self.nodes.append(Node(op, out, tuple(inputs), (out,), attrs, op.capitalize(), group=group))
+        self._value(out, shape, out_dtype)
+        self.nodes.append(Node(op, out, tuple(inputs), (out,), attrs, op.capitalize(), group=fused))
         return out
 
     def build(self, *outputs: str) -> Graph:

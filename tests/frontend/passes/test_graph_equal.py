@@ -25,8 +25,8 @@ def _mlp(
     b = GraphBuilder()
     x = b.input(names[0], (2, 3))
     p = b.param(names[1], w)
-    m = b.node("matmul", [x, p], (2, 4), out=names[2], group=group)
-    y = b.node(op, [m], (2, 4), out=names[3], group=group, alpha=alpha)
+    m = b.node("matmul", [x, p], (2, 4), out=names[2], fused=group)
+    y = b.node(op, [m], (2, 4), out=names[3], fused=group, alpha=alpha)
     return b.build(y)
 
 
