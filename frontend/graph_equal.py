@@ -117,27 +117,27 @@ def _compare(a: Graph, b: Graph, rtol: float, atol: float) -> None:
     names = _Names(a, b, rtol, atol)
     if len(a.inputs) != len(b.inputs):
         raise _Mismatch(f"{len(a.inputs)} inputs vs {len(b.inputs)}")
-    for k, (x, y) in enumerate(zip(a.inputs, b.inputs)):
-        names.bind(x.name, y.name, f"input {k}")
-        if (x.name in a.defaults) != (y.name in b.defaults):
+    for k, (u, v) in enumerate(zip(a.inputs, b.inputs)):
+        names.bind(u.name, v.name, f"input {k}")
+        if (u.name in a.defaults) != (v.name in b.defaults):
             raise _Mismatch(f"input {k}: a default in one graph only")
-        if x.name in a.defaults:
-            names.same_array(a.defaults[x.name], b.defaults[y.name], f"input {k} default")
+        if u.name in a.defaults:
+            names.same_array(a.defaults[u.name], b.defaults[v.name], f"input {k} default")
     if len(a.nodes) != len(b.nodes):
         ops_a, ops_b = [n.op for n in a.nodes], [n.op for n in b.nodes]
         raise _Mismatch(f"{len(a.nodes)} nodes {ops_a} vs {len(b.nodes)} nodes {ops_b}")
-    for k, (x, y) in enumerate(zip(a.nodes, b.nodes)):
-        _same_node(k, x, y, names, rtol, atol)
+    for k, (na, nb) in enumerate(zip(a.nodes, b.nodes)):
+        _same_node(k, na, nb, names, rtol, atol)
     if len(a.outputs) != len(b.outputs):
         raise _Mismatch(f"{len(a.outputs)} outputs vs {len(b.outputs)}")
-    for k, (x, y) in enumerate(zip(a.outputs, b.outputs)):
-        names.use(x.name, y.name, f"output {k}")
+    for k, (oa, ob) in enumerate(zip(a.outputs, b.outputs)):
+        names.use(oa.name, ob.name, f"output {k}")
     rest_a = [p for p in a.params if p not in names.fwd]
     rest_b = [p for p in b.params if p not in names.bwd]
     if len(rest_a) != len(rest_b):
         raise _Mismatch(f"params read by nothing: {rest_a} vs {rest_b}")
-    for x, y in zip(rest_a, rest_b):
-        names.use(x, y, "unread param")
+    for pa, pb in zip(rest_a, rest_b):
+        names.use(pa, pb, "unread param")
 
 
 def graph_difference(a: Graph, b: Graph, rtol: float = 0.0, atol: float = 0.0) -> str | None:
