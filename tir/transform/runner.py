@@ -83,7 +83,7 @@ TIR = IRKind("tir", "function", _verify_tir, repr, functions_of, with_functions)
 # such passes are made: a PassContext may disable them, so a TIR build inside
 # ``ember.compile`` must not refuse their names (this layer cannot import the frontend
 # to list them).
-_OTHER_IR_PASSES: dict[str, str] = {}
+_OTHER_IR_PASSES: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class Pass:
 
     def __post_init__(self) -> None:
         if self.ir is not TIR:
-            _OTHER_IR_PASSES.setdefault(self.name, self.ir.name)
+            _OTHER_IR_PASSES.add(self.name)
 
     @property
     def info(self) -> PassInfo:
@@ -120,11 +120,6 @@ class Pass:
 def pass_names(passes: Sequence[Pass]) -> list[str]:
     """The distinct names of ``passes`` in order of first appearance."""
     return list(dict.fromkeys(p.name for p in passes))
-
-
-def other_ir_pass_names() -> dict[str, str]:
-    """Passes over other IRs than TIR made so far: name -> IR kind name."""
-    return dict(_OTHER_IR_PASSES)
 
 
 def check_disabled(ctx: PassContext, passes: Sequence[Pass], target: str) -> None:
@@ -219,7 +214,6 @@ __all__ = [
     "Pass",
     "check_disabled",
     "functions_of",
-    "other_ir_pass_names",
     "pass_names",
     "run_passes",
     "with_functions",
