@@ -90,7 +90,7 @@ def graph_passes(spec: str) -> tuple[object, ...] | None:
         if name == "default":
             chosen += ember.get_backend("llvm").graph_passes(frontend.passes.DEFAULT_PASSES)
         elif name.startswith("-"):
-            chosen = [p for p in chosen if getattr(p, "__name__", "") != name[1:]]
+            chosen = [p for p in chosen if getattr(p, "name", "") != name[1:]]
         else:
             chosen.append(getattr(frontend.passes, name))
     return tuple(chosen)

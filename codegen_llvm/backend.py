@@ -43,7 +43,7 @@ class CPUBackend(Backend):
     def graph_passes(self, common: Sequence[Any]) -> tuple[Any, ...]:
         """``common`` with the convolution layout pass before dead-code elimination (it
         leaves the NCHW weights unused)."""
-        names = [getattr(p, "name", getattr(p, "__name__", "")) for p in common]
+        names = [p.name for p in common]
         at = names.index("eliminate_dead_code")
         return (*common[:at], alter_conv_layout_tuned, *common[at:])
 

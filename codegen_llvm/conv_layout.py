@@ -26,5 +26,4 @@ def tuned_blocks(w: ConvWorkload) -> tuple[int, int] | None:
     return default_blocks(w)
 
 
-alter_conv_layout_tuned = alter_conv_layout_with(tuned_blocks)
-alter_conv_layout_tuned.__name__ = "alter_conv_layout"
+alter_conv_layout_tuned = alter_conv_layout_with(tuned_blocks)  # named alter_conv_layout

@@ -48,12 +48,14 @@ import numpy as np
 from ember.frontend.graph import Graph, Node, TensorType, Value
 from ember.frontend.op_kinds import ELEMWISE
 from ember.frontend.ops.registry import get_op
+from ember.frontend.passes.graph_pass import graph_pass
 from ember.tir.topi.conv_nchwc import (
     blocks,
     pack_nchwc_bias,
     pack_nchwc_depthwise_weights,
     pack_nchwc_weights,
 )
+from ember.tir.transform.runner import Pass
 
 LANES = 16  # float32 lanes of one AVX-512 register
 # unary ops that keep the zero lanes past the channel count finite (they are never read)
@@ -321,8 +323,9 @@ class _Rewriter:
         return replace(self.graph, nodes=self.nodes, params=params, values=values)
 
 
-def alter_conv_layout_with(choose: BlockChooser) -> Callable[[Graph], Graph]:
-    """The pass with blocks from ``choose`` (``(ConvWorkload) -> (ic_bn, oc_bn) | None``)."""
+def alter_conv_layout_with(choose: BlockChooser) -> Pass:
+    """The pass (named ``alter_conv_layout`` whatever the chooser) with blocks from
+    ``choose`` (``(ConvWorkload) -> (ic_bn, oc_bn) | None``)."""
 
     def alter_conv_layout(graph: Graph) -> Graph:
         r = _Rewriter(graph)
@@ -335,8 +338,8 @@ def alter_conv_layout_with(choose: BlockChooser) -> Callable[[Graph], Graph]:
                 r.other(node)
         return r.finish() if r.changed else graph
 
-    return alter_conv_layout
+    return graph_pass(alter_conv_layout)
 
 
+# Block the CPU convolutions by :func:`default_blocks` (module doc).
 alter_conv_layout = alter_conv_layout_with(default_blocks)
-alter_conv_layout.__doc__ = "Block the CPU convolutions by :func:`default_blocks` (module doc)."

@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import replace
 
 from ember.frontend.graph import Graph, Node
+from ember.frontend.passes.graph_pass import graph_pass
 
 
 def _param_key(array) -> tuple:  # noqa: ANN001
@@ -20,6 +21,7 @@ def _param_key(array) -> tuple:  # noqa: ANN001
     return (str(array.dtype), array.shape, digest)
 
 
+@graph_pass
 def eliminate_common_subexpr(graph: Graph) -> Graph:
     outputs = set(graph.output_names)
     rename: dict[str, str] = {}

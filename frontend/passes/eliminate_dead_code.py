@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ember.frontend.graph import Graph
+from ember.frontend.passes.graph_pass import graph_pass
 
 
+@graph_pass
 def eliminate_dead_code(graph: Graph) -> Graph:
     live = set(graph.output_names)
     kept = []

@@ -15,8 +15,10 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.frontend.passes.graph_pass import graph_pass
 
 
+@graph_pass
 def fold_batch_norm(graph: Graph) -> Graph:
     producers = graph.producers()
     readers = graph.consumers()

@@ -29,6 +29,7 @@ from ember.frontend.graph import Graph, Node
 from ember.frontend.op_kinds import BROADCAST, COMM_REDUCE, INJECTIVE, OUT_ELEMWISE_FUSABLE, OpKind
 from ember.frontend.ops.index_bounds import index_input
 from ember.frontend.ops.registry import get_op
+from ember.frontend.passes.graph_pass import graph_pass
 
 SINK = -1  # the virtual node after every graph output
 MAX_GROUP = 64  # keep kernels (and their compile time) bounded
@@ -144,6 +145,7 @@ def _paths_between(src: int, dst: int, users: list[set[int]]) -> set[int] | None
     return {k for k, ok in on_path.items() if ok}
 
 
+@graph_pass
 def fuse_ops(graph: Graph) -> Graph:
     """The graph with ``group`` set on every node (see the module docstring)."""
     nodes = graph.nodes

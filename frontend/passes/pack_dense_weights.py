@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.frontend.passes.graph_pass import graph_pass
 
 PANEL_WIDTHS = (16, 32, 64)
 
@@ -57,6 +58,7 @@ def _weights(node: Node, graph: Graph) -> np.ndarray | None:
     return None
 
 
+@graph_pass
 def pack_dense_weights(graph: Graph) -> Graph:
     params, values = dict(graph.params), dict(graph.values)
     nodes: list[Node] = []

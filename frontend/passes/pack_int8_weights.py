@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.frontend.passes.graph_pass import graph_pass
 
 LANES = 16  # int32 accumulators of one vpdpbusd
 GROUP = 4  # products summed into each
@@ -78,6 +79,7 @@ def _zero_point_fix(node: Node, w: np.ndarray, prod: str, names: _Namer, params:
     ]
 
 
+@graph_pass
 def pack_int8_weights(graph: Graph) -> Graph:
     params, values = dict(graph.params), dict(graph.values)
     names = _Namer(values)

@@ -261,8 +261,8 @@ def test_chain_through_compile_matches_onnxruntime(shape, rng):  # noqa: ANN001
 
 
 def test_default_passes_per_target():
-    assert alter_conv_layout.__name__ == "alter_conv_layout"
-    names = [p.__name__ for p in default_graph_passes("llvm")]
+    assert alter_conv_layout.name == "alter_conv_layout"
+    names = [p.name for p in default_graph_passes("llvm")]
     assert names.index("alter_conv_layout") < names.index("fuse_ops")
     assert default_graph_passes("cuda") == DEFAULT_PASSES
 

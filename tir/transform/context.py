@@ -161,11 +161,12 @@ class PassContext:
 
     ``opt_level`` (TVM's default 2): a pass whose ``opt_level`` is higher is skipped
     unless required (Ember's own passes are level 0 and always run, as TVM's
-    lowering passes are). ``disabled_pass``: pass names to skip, checked when a
-    build knows its target. ``config``: keys of :data:`CONFIG_KEYS`. ``instruments``:
-    objects with any of ``enter_pass_ctx()``, ``exit_pass_ctx()``,
-    ``should_run(func, info)``, ``run_before_pass(func, info)``,
-    ``run_after_pass(func, info)`` (TVM's pass-instrument hooks).
+    lowering passes are). ``disabled_pass``: pass names to skip, TIR or graph passes
+    (``fuse_ops``), checked when a build knows its target. ``config``: keys of
+    :data:`CONFIG_KEYS`. ``instruments``: objects with any of ``enter_pass_ctx()``,
+    ``exit_pass_ctx()``, ``should_run(ir, info)``, ``run_before_pass(ir, info)``,
+    ``run_after_pass(ir, info)`` (TVM's pass-instrument hooks); ``ir`` is a PrimFunc,
+    or the Graph for a graph pass.
     """
 
     def __init__(

@@ -1,0 +1,366 @@
+"""Every graph pass: a Before graph built by hand, the graph the pass must give written out
+by hand (Expected), compared by structural equality (``assert_graph_equal``).
+
+Each case is a function giving ``(before, expected)``, registered under its pass's name;
+the test runs the pass alone through the shared runner (verified after it) and also
+checks the pass left its input as it was. Constants in Expected graphs are computed here
+from the passes' documented layouts and formulas, element by element, not with the
+passes' own helpers. ``test_every_graph_pass_has_a_case`` fails when a graph pass (in
+``DEFAULT_PASSES`` or any module of ``frontend/passes``) has none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from ember.frontend import passes
+from ember.frontend.graph import Graph
+from ember.frontend.graph_equal import assert_graph_equal
+from ember.frontend.passes import DEFAULT_PASSES, GRAPH, run_graph_passes
+from ember.tir.transform.runner import Pass
+from tests.frontend.passes.graphs import GraphBuilder
+
+Case = Callable[[], tuple[Graph, Graph]]
+CASES: dict[str, list[Case]] = {}
+
+
+def expected(pass_name: str) -> Callable[[Case], Case]:
+    def register(case: Case) -> Case:
+        CASES.setdefault(pass_name, []).append(case)
+        return case
+
+    return register
+
+
+def all_graph_passes() -> dict[str, Pass]:
+    """Every graph pass object in the modules of ``frontend/passes`` and DEFAULT_PASSES."""
+    found = {p.name: p for p in DEFAULT_PASSES}
+    for info in pkgutil.iter_modules(passes.__path__):
+        module = importlib.import_module(f"{passes.__name__}.{info.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, Pass) and obj.ir is GRAPH:
+                found.setdefault(obj.name, obj)
+    return found
+
+
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+# -- eliminate_common_subexpr --------------------------------------------------------------
+
+
+@expected("eliminate_common_subexpr")
+def cse_merges_equal_nodes_and_equal_params() -> tuple[Graph, Graph]:
+    c = np.arange(24, dtype="float32").reshape(4, 6)
+    b = GraphBuilder()
+    x = b.input("x", (4, 6))
+    c1, c2 = b.param("c1", c), b.param("c2", c.copy())  # one constant, two copies
+    ra = b.node("relu", [b.node("add", [x, c1], (4, 6))], (4, 6))
+    rb = b.node("relu", [b.node("add", [x, c2], (4, 6))], (4, 6))
+    before = b.build(b.node("multiply", [ra, rb], (4, 6)))
+
+    e = GraphBuilder()
+    x = e.input("x", (4, 6))
+    r = e.node("relu", [e.node("add", [x, e.param("c", c)], (4, 6))], (4, 6))
+    return before, e.build(e.node("multiply", [r, r], (4, 6)))
+
+
+@expected("eliminate_common_subexpr")
+def cse_keeps_a_duplicate_that_is_an_output() -> tuple[Graph, Graph]:
+    def g() -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", (4, 6))
+        return b.build(b.node("relu", [x], (4, 6)), b.node("relu", [x], (4, 6)))
+
+    return g(), g()
+
+
+# -- fold_batch_norm -----------------------------------------------------------------------
+
+CONV = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "group": 1}
+
+
+def _conv_bn(bias: bool) -> tuple[Graph, Graph]:
+    r = rng()
+    W = r.standard_normal((5, 3, 3, 3)).astype("float32")
+    B = r.standard_normal(5).astype("float32")
+    gamma, beta, mean = (r.standard_normal(5).astype("float32") for _ in range(3))
+    var = r.uniform(0.5, 2, 5).astype("float32")
+    eps = 1e-3
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 6, 6))
+    conv_in = [x, b.param("W", W), *([b.param("B", B)] if bias else [])]
+    c = b.node("conv", conv_in, (1, 5, 6, 6), **CONV)
+    stats = [b.param(n, a) for n, a in zip("gbmv", (gamma, beta, mean, var))]
+    n = b.node("batch_norm", [c, *stats], (1, 5, 6, 6), eps=eps)
+    before = b.build(b.node("relu", [n], (1, 5, 6, 6)))
+
+    # per output channel o: W'[o] = W[o] * s[o], B'[o] = (B[o] - mean[o]) * s[o] + beta[o],
+    # s = gamma / sqrt(var + eps), in float64, stored as float32
+    W2, B2 = np.empty_like(W), np.empty_like(B)
+    for o in range(5):
+        s = float(gamma[o]) / np.sqrt(float(var[o]) + eps)
+        W2[o] = W[o].astype(np.float64) * s
+        B2[o] = ((float(B[o]) if bias else 0.0) - float(mean[o])) * s + float(beta[o])
+    e = GraphBuilder()
+    x = e.input("x", (1, 3, 6, 6))
+    c = e.node("conv", [x, e.param("W2", W2), e.param("B2", B2)], (1, 5, 6, 6), **CONV)
+    return before, e.build(e.node("relu", [c], (1, 5, 6, 6)))
+
+
+@expected("fold_batch_norm")
+def batch_norm_folds_into_a_conv_with_bias() -> tuple[Graph, Graph]:
+    return _conv_bn(bias=True)
+
+
+@expected("fold_batch_norm")
+def batch_norm_folds_into_a_conv_without_bias() -> tuple[Graph, Graph]:
+    return _conv_bn(bias=False)
+
+
+@expected("fold_batch_norm")
+def a_conv_read_twice_keeps_its_batch_norm() -> tuple[Graph, Graph]:
+    def g() -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", (1, 2, 4, 4))
+        W = np.ones((2, 2, 3, 3), "float32")
+        c = b.node("conv", [x, b.param("W", W)], (1, 2, 4, 4), **CONV)
+        stats = [b.param(n, np.full(2, 0.5, "float32")) for n in "gbmv"]
+        n = b.node("batch_norm", [c, *stats], (1, 2, 4, 4), eps=1e-5)
+        return b.build(n, c)  # the conv's output is also a graph output
+
+    return g(), g()
+
+
+# -- pack_dense_weights --------------------------------------------------------------------
+
+
+def _panels(w: np.ndarray, nr: int) -> np.ndarray:
+    """``P[p, k, z] = W[k, p*nr + z]``, zero past N."""
+    k, n = w.shape
+    p = np.zeros((-(-n // nr), k, nr), w.dtype)
+    for col in range(n):
+        p[col // nr, :, col % nr] = w[:, col]
+    return p
+
+
+@expected("pack_dense_weights")
+def a_matmul_with_constant_weights_reads_panels() -> tuple[Graph, Graph]:
+    w = rng().standard_normal((7, 20)).astype("float32")
+    b = GraphBuilder()
+    x = b.input("x", (5, 7))
+    before = b.build(b.node("matmul", [x, b.param("w", w)], (5, 20)))
+    e = GraphBuilder()
+    x = e.input("x", (5, 7))
+    panels = e.param("p", _panels(w, 32))  # 32: the narrowest panel width covering N = 20
+    return before, e.build(e.node("dense_packed", [x, panels], (5, 20), n=20))
+
+
+@expected("pack_dense_weights")
+def a_gemm_with_beta_adds_the_scaled_bias_after_the_product() -> tuple[Graph, Graph]:
+    r = rng()
+    w = r.standard_normal((70, 3)).astype("float32")  # (N, K): trans_b
+    c = r.standard_normal(70).astype("float32")
+    gemm = {"alpha": 1.0, "beta": 0.5, "trans_a": False, "trans_b": True}
+    b = GraphBuilder()
+    x = b.input("x", (2, 3))
+    before = b.build(b.node("gemm", [x, b.param("w", w), b.param("c", c)], (2, 70), **gemm))
+    e = GraphBuilder()
+    x = e.input("x", (2, 3))
+    prod = e.node("dense_packed", [x, e.param("p", _panels(w.T.copy(), 64))], (2, 70), n=70)
+    half_c = e.param("c2", (c * np.float32(0.5)).astype("float32"))
+    return before, e.build(e.node("add", [prod, half_c], (2, 70)))
+
+
+@expected("pack_dense_weights")
+def a_matmul_of_two_inputs_stays() -> tuple[Graph, Graph]:
+    def g() -> Graph:
+        b = GraphBuilder()
+        x, y = b.input("x", (2, 3)), b.input("y", (3, 4))
+        return b.build(b.node("matmul", [x, y], (2, 4)))
+
+    return g(), g()
+
+
+# -- pack_int8_weights ---------------------------------------------------------------------
+
+
+def _vnni(w: np.ndarray) -> np.ndarray:
+    """``P[x, g, z, q] = W[4g + q, 16x + z]``, zero past K and N."""
+    k, n = w.shape
+    p = np.zeros((-(-n // 16), -(-k // 4), 16, 4), np.int8)
+    for row in range(k):
+        for col in range(n):
+            p[col // 16, row // 4, col % 16, row % 4] = w[row, col]
+    return p
+
+
+def _int8(zero_point: int | None) -> tuple[Graph, Graph]:
+    w = rng().integers(-128, 128, (6, 20)).astype("int8")
+    b = GraphBuilder()
+    a = b.input("a", (3, 6), "uint8")
+    ins = [a, b.param("w", w)]
+    if zero_point is not None:
+        ins.append(b.param("zp", np.array(zero_point, "uint8")))
+    before = b.build(b.node("matmul_integer", ins, (3, 20), "int32"))
+
+    e = GraphBuilder()
+    a = e.input("a", (3, 6), "uint8")
+    prod = e.node("matmul_int8_packed", [a, e.param("p", _vnni(w))], (3, 20), "int32", n=20, k=6)
+    if not zero_point:
+        return before, e.build(prod)
+    # (A - zp) @ W = A @ W - zp * colsum(W)
+    colsum = np.array([sum(int(v) for v in w[:, j]) for j in range(20)], "int32")
+    zp32 = e.node(
+        "cast", [e.param("zp", np.array(zero_point, "uint8"))], (), "int32", dtype="int32"
+    )
+    corr = e.node("multiply", [zp32, e.param("colsum", colsum)], (20,), "int32")
+    return before, e.build(e.node("subtract", [prod, corr], (3, 20), "int32"))
+
+
+@expected("pack_int8_weights")
+def int8_weights_are_vnni_packed() -> tuple[Graph, Graph]:
+    return _int8(None)
+
+
+@expected("pack_int8_weights")
+def a_zero_point_of_a_subtracts_its_product_with_the_column_sums() -> tuple[Graph, Graph]:
+    return _int8(3)
+
+
+@expected("pack_int8_weights")
+def a_zero_zero_point_needs_no_correction() -> tuple[Graph, Graph]:
+    return _int8(0)
+
+
+# -- eliminate_dead_code -------------------------------------------------------------------
+
+
+@expected("eliminate_dead_code")
+def dead_nodes_go_with_their_params_and_inputs_stay() -> tuple[Graph, Graph]:
+    b = GraphBuilder()
+    x, _ = b.input("x", (4, 6)), b.input("unread", (2,))
+    b.param("u", np.ones(3, "float32"))  # read by nothing
+    a = b.node("relu", [x], (4, 6))
+    dead = b.node("add", [x, b.param("w", np.ones((4, 6), "float32"))], (4, 6))
+    b.node("exp", [dead], (4, 6))
+    before = b.build(a)
+    e = GraphBuilder()
+    x, _ = e.input("x", (4, 6)), e.input("unread", (2,))
+    return before, e.build(e.node("relu", [x], (4, 6)))
+
+
+# -- fuse_ops ------------------------------------------------------------------------------
+
+
+@expected("fuse_ops")
+def a_matmul_takes_its_epilogue_and_softmax_stays_alone() -> tuple[Graph, Graph]:
+    w = np.ones((3, 4), "float32")
+    bias = np.ones(4, "float32")
+
+    def g(groups: list[int | None]) -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", (2, 3))
+        m = b.node("matmul", [x, b.param("w", w)], (2, 4), fused=groups[0])
+        a = b.node("add", [m, b.param("b", bias)], (2, 4), fused=groups[1])
+        r = b.node("relu", [a], (2, 4), fused=groups[2])
+        return b.build(b.node("softmax", [r], (2, 4), fused=groups[3], axis=1))
+
+    return g([None] * 4), g([0, 0, 0, 1])
+
+
+@expected("fuse_ops")
+def a_diamond_fuses_whole() -> tuple[Graph, Graph]:
+    def g(group: int | None) -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", (3, 5))
+        s = b.node("sigmoid", [x], (3, 5), fused=group)
+        t = b.node("tanh", [s], (3, 5), fused=group)
+        e = b.node("exp", [s], (3, 5), fused=group)
+        return b.build(b.node("add", [t, e], (3, 5), fused=group))
+
+    return g(None), g(0)
+
+
+@expected("fuse_ops")
+def an_intermediate_output_ends_its_group() -> tuple[Graph, Graph]:
+    def g(groups: list[int | None]) -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", (3, 5))
+        s = b.node("sigmoid", [x], (3, 5), fused=groups[0])
+        return b.build(b.node("exp", [s], (3, 5), fused=groups[1]), s)
+
+    return g([None, None]), g([0, 1])
+
+
+# -- alter_conv_layout ---------------------------------------------------------------------
+
+
+def _nchwc_weights(w: np.ndarray, cb: int, ob: int) -> np.ndarray:
+    """OIHW as ``[O/ob, C/cb, KH, KW, cb, ob]``."""
+    O, C, KH, KW = w.shape
+    p = np.zeros((-(-O // ob), -(-C // cb), KH, KW, cb, ob), w.dtype)
+    for o in range(O):
+        for c in range(C):
+            p[o // ob, c // cb, :, :, c % cb, o % ob] = w[o, c]
+    return p
+
+
+@expected("alter_conv_layout")
+def a_conv_runs_blocked_with_transforms_at_the_edges() -> tuple[Graph, Graph]:
+    r = rng()
+    W = r.standard_normal((16, 8, 3, 3)).astype("float32")
+    B = r.standard_normal(16).astype("float32")
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 5, 5))
+    c = b.node("conv", [x, b.param("W", W), b.param("B", B)], (1, 16, 5, 5), **CONV)
+    before = b.build(b.node("relu", [c], (1, 16, 5, 5)))
+
+    e = GraphBuilder()
+    x = e.input("x", (1, 8, 5, 5))
+    xb = e.node("layout_transform", [x], (1, 1, 5, 5, 8), src=0, dst=8, channels=8)
+    wb, bb = e.param("Wb", _nchwc_weights(W, 8, 16)), e.param("Bb", B.reshape(1, 16))
+    attrs = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1)}
+    cb = e.node("conv_nchwc", [xb, wb, bb], (1, 1, 5, 5, 16), **attrs, in_channels=8, channels=16)
+    rb = e.node("relu", [cb], (1, 1, 5, 5, 16))
+    y = e.node("layout_transform", [rb], (1, 16, 5, 5), src=16, dst=0, channels=16)
+    return before, e.build(y)
+
+
+@expected("alter_conv_layout")
+def a_conv_with_few_output_channels_stays_nchw() -> tuple[Graph, Graph]:
+    def g() -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", (1, 8, 5, 5))
+        W = np.ones((8, 8, 3, 3), "float32")
+        return b.build(b.node("conv", [x, b.param("W", W)], (1, 8, 5, 5), **CONV))
+
+    return g(), g()
+
+
+# -- the tests -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, case",
+    [(name, case) for name, cases in CASES.items() for case in cases],
+    ids=lambda v: v.__name__ if callable(v) else v,
+)
+def test_pass_gives_the_expected_graph(name: str, case: Case):
+    before, want = case()
+    untouched, _ = case()
+    got = run_graph_passes(before, [all_graph_passes()[name]])
+    assert_graph_equal(got, want)
+    assert_graph_equal(before, untouched)  # passes never mutate their input
+
+
+def test_every_graph_pass_has_a_case():
+    missing = sorted(set(all_graph_passes()) - set(CASES))
+    assert not missing, f"graph passes without a Before/Expected case: {missing}"
+    assert {p.name for p in DEFAULT_PASSES} <= set(CASES)
