@@ -26,10 +26,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ember.backend import Backend, get_backend
+from ember.driver import target_passes
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, check_size
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
+from ember.frontend.passes.graph_pass import as_graph_pass
 from ember.graph import kernel_cache
 from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel, symbolic_source
@@ -37,6 +39,8 @@ from ember.graph.executor import CompiledModel
 from ember.graph.kernels import get_group_kernel, get_kernel
 from ember.graph.step import Step, empty_kernel
 from ember.target import Target
+from ember.tir.transform.context import PassContext
+from ember.tir.transform.pipeline import check_disabled
 from ember.tuner.dispatch import apply_history_best
 
 
@@ -81,8 +85,11 @@ def compile_graph(
     """Steps 2-5 on an imported graph of static shapes (what a DynamicModel runs per size)."""
     backend = get_backend(target)
     _check_sizes(graph)
+    passes = [as_graph_pass(p) for p in _graph_passes(backend, graph_passes)]
+    ctx = PassContext.current()  # names it disables must be passes this compile can run
+    check_disabled(ctx, [*target_passes(backend.target, ctx), *passes], str(backend.target))
     with _records(records, backend.target):
-        graph = optimize(graph, backend, graph_passes)  # 2. graph passes, fusion last
+        graph = optimize(graph, backend, passes)  # 2. graph passes, fusion last
 
         def compile_subgraph(sub: Graph) -> CompiledModel | DynamicModel:
             return compile(sub, backend, None, None, graph_passes)
@@ -102,8 +109,11 @@ def compile_graph(
 
 def optimize(graph: Graph, backend: Backend, graph_passes: Sequence[Any] | None = None) -> Graph:
     """Step 2: the backend's graph passes (or ``graph_passes``), fusion among them."""
-    passes = backend.graph_passes(DEFAULT_PASSES) if graph_passes is None else graph_passes
-    return run_graph_passes(graph, passes)
+    return run_graph_passes(graph, _graph_passes(backend, graph_passes))
+
+
+def _graph_passes(backend: Backend, graph_passes: Sequence[Any] | None) -> Sequence[Any]:
+    return backend.graph_passes(DEFAULT_PASSES) if graph_passes is None else graph_passes
 
 
 def import_model(model: Any, shapes: Any = None) -> Graph:

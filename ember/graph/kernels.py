@@ -28,6 +28,7 @@ from ember.graph import kernel_cache
 from ember.runtime.cpu import CPUModule
 from ember.target import Target
 from ember.tir.te import operation as te
+from ember.tir.transform.context import PassContext
 from ember.tuner.dispatch import active_fingerprint
 
 
@@ -173,7 +174,13 @@ def get_group_kernel(
     """The compiled kernel of a fused group (one node is a group of one)."""
     backend = get_backend(target)
     tgt = backend.target
-    key = ("group", group_key(nodes, inputs, outputs, types), str(tgt), active_fingerprint())
+    key = (
+        "group",
+        group_key(nodes, inputs, outputs, types),
+        str(tgt),
+        active_fingerprint(),
+        _context_key(),
+    )
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -200,6 +207,18 @@ def get_group_kernel(
     )
     _CACHE[key] = kern
     return kern
+
+
+def _context_key() -> tuple[Any, ...]:
+    """What of the current PassContext changes the code a build makes: a kernel built
+    with a pass disabled, another opt level or other options is another kernel."""
+    ctx = PassContext.current()
+    return (
+        ctx.opt_level,
+        tuple(sorted(ctx.required_pass)),
+        tuple(sorted(ctx.disabled_pass)),
+        repr(sorted(ctx.config.items())),
+    )
 
 
 def bind_kernel(kernel: Any, arrays: Sequence[np.ndarray]) -> Any:
