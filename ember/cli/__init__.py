@@ -1,5 +1,14 @@
-"""The ``ember`` command line: ``ember demo``, ``ember info``, ``ember tune`` and
-``ember records`` (the last two in :mod:`ember.tune_cli`).
+"""The ``ember`` command line: :func:`main` builds the parser from one module per verb and
+runs the chosen one.
+
+The verbs, in the order ``ember --help`` lists them: ``demo`` (:mod:`ember.cli.demo`),
+``info`` (:mod:`ember.cli.info`), ``compile``, ``run`` and ``inspect``
+(:mod:`ember.cli.compile`, :mod:`ember.cli.run`, :mod:`ember.cli.inspect`), ``tune``
+(:mod:`ember.cli.tune`, a model's tasks in :mod:`ember.cli.tune_model`), ``rpc-server``
+(:mod:`ember.cli.rpc_server`) and ``records`` (:mod:`ember.cli.records`); what they share
+is in :mod:`ember.cli.common`. Each verb module gives ``add_parser(sub)``, which registers
+its subcommand and the function that runs it, and imports the compiler, onnx, optuna and
+rich only when that function runs, so ``ember --help`` stays fast.
 
 A user error prints its message and exits 1; ``EMBER_DEBUG=1`` shows the traceback. An
 unknown flag is reported with the verb's usage; a closed stdout pipe (``| head``) ends the
@@ -13,49 +22,36 @@ import sys
 import traceback
 
 from ember import config
-from ember.cli_common import silence_broken_pipe, use_threads, verb_parser
+from ember.cli.common import silence_broken_pipe, use_threads, verb_parser
+from ember.cli.compile import add_parser as add_compile
+from ember.cli.demo import add_parser as add_demo
+from ember.cli.info import add_parser as add_info
+from ember.cli.inspect import add_parser as add_inspect
+from ember.cli.records import add_parser as add_records
+from ember.cli.rpc_server import add_parser as add_rpc_server
+from ember.cli.run import add_parser as add_run
+from ember.cli.tune import add_parser as add_tune
 from ember.errors import EmberError
-from ember.target import host_cpu_model
 
-
-def _cmd_demo(ns: argparse.Namespace) -> int:
-    from ember.demo import main as demo_main
-
-    return demo_main(size=ns.size, threads=ns.threads)
-
-
-def _cmd_info(ns: argparse.Namespace) -> int:
-    import llvmlite.binding as llvm
-
-    import ember
-
-    print(f"ember {ember.__version__}")
-    version = ".".join(map(str, llvm.llvm_version_info))
-    print(f"llvm {version}, host cpu {llvm.get_host_cpu_name()} (LLVM's guess)")
-    print(f"cpu model: {host_cpu_model()}")
-    feats = llvm.get_host_cpu_features()
-    print("avx512f:", "yes" if feats.get("avx512f") else "no")
-    from ember.codegen_cuda.device import describe
-
-    for line in describe():
-        print(line)
-    return 0
+VERBS = (
+    add_demo,
+    add_info,
+    add_compile,
+    add_run,
+    add_inspect,
+    add_tune,
+    add_rpc_server,
+    add_records,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``ember ARGS`` (``argv``, else the process's arguments) and return the exit status:
+    0 done, 1 a user error (message on stderr), 130 interrupted, 141 stdout's reader left."""
     parser = argparse.ArgumentParser(prog="ember", description="Ember deep-learning compiler")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build a matmul and a fused elementwise chain for the CPU")
-    demo.add_argument("--size", type=int, default=1024, help="matmul size M=N=K")
-    demo.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
-    demo.set_defaults(fn=_cmd_demo)
-    info = sub.add_parser("info", help="print versions, the host CPU, NVRTC and CUDA devices")
-    info.set_defaults(fn=_cmd_info)
-    from ember.model_cli import add_parsers as add_model_parsers
-    from ember.tune_cli import add_parsers
-
-    add_model_parsers(sub)
-    add_parsers(sub)
+    for add_verb in VERBS:
+        add_verb(sub)
     ns, extra = parser.parse_known_args(argv)
     if extra:  # reported by the verb's own parser, with its usage, not the top level's
         verb_parser(parser, ns).error("unrecognized arguments: " + " ".join(extra))
@@ -76,7 +72,3 @@ def main(argv: list[str] | None = None) -> int:
         hint = " (a tuning run continues with --resume)" if ns.command == "tune" else ""
         print(f"ember: interrupted{hint}", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
