@@ -16,7 +16,7 @@ import math
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import ember
 from ember.errors import ArgumentError
@@ -26,6 +26,7 @@ from ember.tuner.result import spread_text
 THREADS_ENV = "EMBER_NUM_THREADS"
 EMULATE_ENV = "EMBER_CUDA_EMULATE"
 MESSAGE_WIDTH = 120  # characters of an error message a table shows
+Overflow = Literal["fold", "crop", "ellipsis", "ignore"]  # what a table does with a long cell
 
 
 def add_threads_argument(parser: Any) -> None:
@@ -149,7 +150,9 @@ def measured_text(result: Any) -> str:
     return ms_text(result.cost)
 
 
-def table(title: str, columns: Iterable[str] = (), overflow: str = "fold", **options: Any) -> Any:
+def table(
+    title: str, columns: Iterable[str] = (), overflow: Overflow = "fold", **options: Any
+) -> Any:
     """A ``rich`` table with these columns; a long cell folds onto more lines unless
     ``overflow`` says otherwise (``"ellipsis"`` cuts it)."""
     # optional dependency: rich (the `tune` extra)

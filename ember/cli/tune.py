@@ -33,7 +33,8 @@ from ember.cli.tune_model import cmd_tune_model
 from ember.codegen_cuda import device
 from ember.errors import ArgumentError, DeviceError
 from ember.target import Target
-from ember.tuner import LocalMeasurer, MeasureOption, create_task, lookup_template, tune
+from ember.tuner import LocalMeasurer, MeasureOption, create_task, lookup_template
+from ember.tuner import tune as tune_task  # the parser below is named `tune`
 from ember.tuner.dryrun import dry_run
 from ember.tuner.rpc import RemoteMeasurer
 
@@ -138,7 +139,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 def _run_tune(ns: argparse.Namespace, task: Any, measure: Any) -> Any:
     display = LiveDisplay(task, ns.trials)
     with display:
-        return tune(
+        return tune_task(
             task, n_trials=ns.trials, records=ns.log, sampler=ns.sampler, seed=ns.seed,
             timeout=ns.timeout, storage=ns.storage, measure=measure,
             early_stopping=ns.early_stopping, resume=ns.resume, transfer=ns.transfer,
@@ -220,7 +221,8 @@ def plot_convergence(result: Any, path: str | Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     ok = [(t.number + 1, t.result.cost * 1e3) for t in result.trials if t.result.ok]
     if ok:
-        ax.scatter(*zip(*ok), s=10, alpha=0.4, label="trial")
+        trial_x, trial_ms = zip(*ok)
+        ax.scatter(trial_x, trial_ms, s=10, alpha=0.4, label="trial")
     failed = [t.number + 1 for t in result.trials if not t.result.ok]
     if failed:  # drawn along the top edge: they have no cost, but they spent a trial
         top = max((c for _, c in ok), default=1.0) * 1.5
