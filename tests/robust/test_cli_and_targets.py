@@ -11,10 +11,11 @@ import pytest
 
 import ember
 from ember import te
-from ember.cli import host_cpu_model, main
-from ember.demo import format_rate
+from ember.cli import main
+from ember.cli.demo import format_rate
+from ember.cli.demo import main as demo_main
 from ember.errors import ArgumentError
-from ember.target import Target
+from ember.target import Target, host_cpu_model
 
 
 @pytest.mark.parametrize("argv", [["--threads", "0"], ["--threads", "-2"], ["--size", "0"]])
@@ -25,8 +26,6 @@ def test_demo_refuses_counts_below_one(argv: list[str], capsys: pytest.CaptureFi
 
 
 def test_demo_function_refuses_zero_threads() -> None:
-    from ember.demo import main as demo_main
-
     with pytest.raises(ArgumentError, match="positive integer"):
         demo_main(size=8, threads=0)
 

@@ -172,8 +172,8 @@ def test_item_35_tuning_errors_and_busy_measurements_are_shown(
     from types import SimpleNamespace
 
     from ember.cli import main
-    from ember.tune_cli import plot_convergence, print_summary
-    from ember.tune_model_cli import print_model_summary
+    from ember.cli.tune import plot_convergence, print_summary
+    from ember.cli.tune_model import print_model_summary
 
     result, task = _fake_tune_result()
     print_summary(result, None)

@@ -113,9 +113,9 @@ def test_cli_tunes_through_the_server(server, tmp_path, capsys, monkeypatch):
 
 
 def test_cuda_without_a_gpu_offers_rpc_and_dry_run(capsys, monkeypatch):
-    import ember.rpc_cli
+    from ember.codegen_cuda import device
 
-    monkeypatch.setattr(ember.rpc_cli, "_gpu_here", lambda: False)
+    monkeypatch.setattr(device, "device_available", lambda: False)
     assert main(["tune", "--op", "matmul", "--shape", "64,64,64", "--target", "cuda"]) == 1
     err = capsys.readouterr().err
     assert "no CUDA device on this machine" in err and "--rpc" in err and "--dry-run" in err

@@ -1,6 +1,6 @@
 """``ember tune model.onnx``: tune every template task behind a model's graph kernels.
 
-``ember.tune_cli`` hands a ``tune`` command that names a model here: the tasks come
+:mod:`ember.cli.tune` hands a ``tune`` command that names a model here: the tasks come
 from :func:`ember.graph.model_tuning.extract_tasks` (``--shape NAME=D0,D1,...`` fixes
 symbolic input dims), :func:`ember.tuner.tune_tasks` spends ``--trials`` on them in
 rounds, each to the task whose weighted cost (how many kernels run it times its best
@@ -14,14 +14,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ember.cli.common import (
+    best_result,
+    console,
+    error_examples,
+    measured_text,
+    parse_shapes,
+    table,
+)
 from ember.errors import ArgumentError
+from ember.graph.model_tuning import extract_tasks
+from ember.tuner import LocalMeasurer, tune_tasks
 
 
 def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
-    from ember.graph.model_tuning import extract_tasks
-    from ember.model_cli import parse_shapes
-    from ember.tuner import LocalMeasurer, tune_tasks
-
+    """Tune the tasks of ``ns.model`` with ``measure_option`` and print the summary."""
     if ns.op is not None:
         raise ArgumentError("ember tune: pass a model or --op, not both")
     if ns.dry_run or ns.rpc or ns.plot or ns.transfer or ns.storage or ns.resume:
@@ -52,29 +59,23 @@ def print_model_summary(tasks: list[Any], results: list[Any], log: str | None) -
     """One row per task: weight, trials, errors (kinds and counts), fallback and best cost,
     speedup. A cost whose repeats say the machine was busy is flagged, and so is a speedup
     taken from one: neither says what the kernel does on an idle machine."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from ember.tune_cli import best_result, error_examples, measured_text
-
-    table = Table(title=f"model tuning summary (records: {log or 'not written'})")
-    for col in ("task", "weight", "trials", "errors", "fallback", "best", "speedup"):
-        table.add_column(col, overflow="fold")
+    columns = ("task", "weight", "trials", "errors", "fallback", "best", "speedup")
+    out = table(f"model tuning summary (records: {log or 'not written'})", columns)
     messages: list[str] = []
     for mt, res in zip(tasks, results):
         first = res.trials[0].result if res.trials else None
         best = best_result(res.trials)
         errors = ", ".join(f"{k} {n}" for k, n in res.errors.items()) or "none"
-        table.add_row(
+        out.add_row(
             f"{mt.task.name}{mt.task.args}", str(mt.weight), str(len(res.trials)), errors,
             measured_text(first), measured_text(best), _speedup(first, best),
         )  # fmt: skip
         for kind, message in error_examples(res.trials).items():
             messages.append(f"{mt.task.name}{mt.task.args} {kind}: {message}")
-    console = Console(width=160)
-    console.print(table)
+    screen = console(width=160)
+    screen.print(out)
     for line in messages:
-        console.print(line, markup=False, highlight=False)
+        screen.print(line, markup=False, highlight=False)
 
 
 def _speedup(first: Any, best: Any) -> str:

@@ -1,30 +1,46 @@
-"""``ember tune`` and ``ember records``: the tuner from the command line.
+"""``ember tune``: the tuner from the command line, for one template or a whole model.
 
-``ember tune model.onnx`` tunes a model's tasks (:mod:`ember.tune_model_cli`);
+``ember tune model.onnx`` tunes a model's tasks (:mod:`ember.cli.tune_model`);
 ``ember tune --op matmul --shape 1024,1024,1024`` makes the task of template
 ``<op>.<target kind>`` on the shape (and ``--dtype`` when the template takes one),
 tunes it (:func:`ember.tuner.tune`) with a live ``rich`` display of the trial, the
 best cost so far, errors by kind and the time left, prints a summary table and can
-draw the convergence plot (``--plot``, matplotlib's Agg backend).
-``ember records show|best|merge`` read and combine records files. ``ember.cli`` wires
-the subcommands in; user errors raise ``EmberError`` and exit 1 there.
+draw the convergence plot (``--plot``, matplotlib's Agg backend). The candidates are
+measured here, on an ``ember rpc-server`` host (``--rpc``), or only built and checked
+(``--dry-run``). User errors raise ``EmberError``; :func:`ember.cli.main` prints them.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ember.cli_common import add_threads_argument
-from ember.errors import ArgumentError
-from ember.tuner.result import spread_text
+from ember.cli.common import (
+    add_threads_argument,
+    best_result,
+    console,
+    error_examples,
+    measured_text,
+    ms_text,
+    table,
+)
+from ember.cli.rpc_server import TOKEN_ENV, rpc_token
+from ember.cli.tune_model import cmd_tune_model
+from ember.codegen_cuda import device
+from ember.errors import ArgumentError, DeviceError
+from ember.target import Target
+from ember.tuner import LocalMeasurer, MeasureOption, create_task, lookup_template
+from ember.tuner import tune as tune_task  # the parser below is named `tune`
+from ember.tuner.dryrun import dry_run
+from ember.tuner.rpc import RemoteMeasurer
 
 
-def add_parsers(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
+    """Register ``ember tune``."""
     tune = sub.add_parser("tune", help="tune a schedule template for one shape, or a model")
     tune.add_argument("model", nargs="?", default=None,
                       help="an .onnx model: tune every task of its kernels")  # fmt: skip
@@ -58,25 +74,10 @@ def add_parsers(sub: Any) -> None:
                       help="build and check configs, no timing (CUDA: emulated)")  # fmt: skip
     add_threads_argument(tune)  # measuring workers inherit it (EMBER_NUM_THREADS)
     tune.set_defaults(fn=cmd_tune)
-    from ember.rpc_cli import add_rpc_parser
-
-    add_rpc_parser(sub)
-    rec = sub.add_parser("records", help="show, pick the best of, or merge records files")
-    rsub = rec.add_subparsers(dest="records_command", required=True)
-    show = rsub.add_parser("show", help="print records")
-    show.add_argument("files", nargs="+")
-    show.add_argument("--limit", type=int, default=50)
-    show.set_defaults(fn=cmd_records_show)
-    best = rsub.add_parser("best", help="print the best valid record per task")
-    best.add_argument("files", nargs="+")
-    best.set_defaults(fn=cmd_records_best)
-    merge = rsub.add_parser("merge", help="merge records files into one (readable lines only)")
-    merge.add_argument("output")
-    merge.add_argument("files", nargs="+")
-    merge.set_defaults(fn=cmd_records_merge)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
+    """``--op``'s ``--shape 1024,1024,1024`` as positive ints."""
     try:
         dims = tuple(int(p) for p in text.split(","))
     except ValueError:
@@ -89,9 +90,6 @@ def parse_shape(text: str) -> tuple[int, ...]:
 def make_task(op: str, shape: tuple[int, ...], dtype: str, target: str) -> Any:
     """The task of template ``<op>.<kind>``; the dtype follows the shape when the
     template has a ``dtype`` parameter right after it."""
-    from ember.target import Target
-    from ember.tuner import create_task, lookup_template
-
     info = lookup_template(f"{op}.{Target.parse(target).kind}")
     params = list(inspect.signature(info.func).parameters)
     args: tuple[Any, ...] = shape
@@ -109,8 +107,6 @@ def _check_counts(ns: argparse.Namespace) -> None:
 
 
 def _measure_option(ns: argparse.Namespace) -> Any:
-    from ember.tuner import MeasureOption
-
     return MeasureOption(
         number=ns.number, repeat=ns.repeat, min_repeat_ms=ns.min_repeat_ms,
         timeout=ns.run_timeout, jobs=ns.jobs,
@@ -118,12 +114,9 @@ def _measure_option(ns: argparse.Namespace) -> Any:
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
-    from ember.rpc_cli import cmd_dry_run, measurer_for
-
+    """Tune the model ``ns.model``, or the one task ``--op`` and ``--shape`` name."""
     _check_counts(ns)
     if ns.model is not None:
-        from ember.tune_model_cli import cmd_tune_model
-
         return cmd_tune_model(ns, _measure_option(ns))
     if ns.op is None or len(ns.shape) != 1:
         raise ArgumentError("ember tune: pass a model, or --op and one --shape")
@@ -144,11 +137,9 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 
 
 def _run_tune(ns: argparse.Namespace, task: Any, measure: Any) -> Any:
-    from ember.tuner import tune
-
     display = LiveDisplay(task, ns.trials)
     with display:
-        return tune(
+        return tune_task(
             task, n_trials=ns.trials, records=ns.log, sampler=ns.sampler, seed=ns.seed,
             timeout=ns.timeout, storage=ns.storage, measure=measure,
             early_stopping=ns.early_stopping, resume=ns.resume, transfer=ns.transfer,
@@ -156,14 +147,11 @@ def _run_tune(ns: argparse.Namespace, task: Any, measure: Any) -> Any:
         )  # fmt: skip
 
 
-def _ms(cost: float) -> str:
-    return "-" if math.isinf(cost) else f"{cost * 1e3:.4f} ms"
-
-
 class LiveDisplay:
     """A ``rich`` progress line: task, trial, best so far, errors by kind, time left."""
 
     def __init__(self, task: Any, n_trials: int) -> None:
+        # optional dependency: rich (the `tune` extra)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -190,18 +178,18 @@ class LiveDisplay:
         self.progress.stop()
 
     def update(self, state: Any, trial: Any) -> None:
+        """Show the state after ``trial`` (the tuner's ``on_trial`` callback)."""
         errors = ", ".join(f"{k.value} {n}" for k, n in state.errors.items() if n)
         self.progress.update(
-            self.bar, completed=state.measured, best=_ms(state.best_cost),
+            self.bar, completed=state.measured, best=ms_text(state.best_cost),
             errors=f"errors: {errors}" if errors else "",
         )  # fmt: skip
 
 
 def print_summary(result: Any, log: str | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="tuning summary", show_header=False)
+    """The tuned task, its trial and error counts, the fallback's and the best cost and
+    config, why the run stopped and where the records went, as a two-column table."""
+    out = table("tuning summary", show_header=False)
     first = result.trials[0].result if result.trials else None
     rows = [
         ("task", f"{result.task.name}{result.task.args} on {result.task.target}"),
@@ -217,40 +205,13 @@ def print_summary(result: Any, log: str | None) -> None:
         ("records", log or "(not written)"),
     ]
     for key, value in rows:
-        table.add_row(key, value)
-    Console().print(table)
-
-
-def error_examples(trials: list[Any]) -> dict[str, str]:
-    """The first message of each error kind among ``trials``, one line each."""
-    out: dict[str, str] = {}
-    for t in trials:
-        kind = t.result.error.value
-        if not t.result.ok and kind not in out:
-            lines = [line.strip() for line in t.result.message.splitlines() if line.strip()]
-            out[kind] = (lines[0][:MESSAGE_WIDTH] if lines else "(no message)") + (
-                f" (trial {t.number + 1})"
-            )
-    return out
-
-
-def best_result(trials: list[Any]) -> Any:
-    """The result of the fastest valid trial, or None."""
-    ok = [t.result for t in trials if t.result.ok]
-    return min(ok, key=lambda r: r.cost) if ok else None
-
-
-def measured_text(result: Any) -> str:
-    """A result's median cost, flagged when its repeats say the machine was busy."""
-    if result is None or not result.ok:
-        return "-" if result is None else f"- ({result.error.value})"
-    if result.busy:
-        return f"{_ms(result.cost)} (busy machine: {spread_text(result.costs)}; re-measure)"
-    return _ms(result.cost)
+        out.add_row(key, value)
+    console().print(out)
 
 
 def plot_convergence(result: Any, path: str | Path) -> None:
     """Best cost so far (and each trial's cost) against the trial number, as a PNG."""
+    # optional dependency: matplotlib (the `tune` extra), drawn off-screen (Agg)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -260,7 +221,8 @@ def plot_convergence(result: Any, path: str | Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     ok = [(t.number + 1, t.result.cost * 1e3) for t in result.trials if t.result.ok]
     if ok:
-        ax.scatter(*zip(*ok), s=10, alpha=0.4, label="trial")
+        trial_x, trial_ms = zip(*ok)
+        ax.scatter(trial_x, trial_ms, s=10, alpha=0.4, label="trial")
     failed = [t.number + 1 for t in result.trials if not t.result.ok]
     if failed:  # drawn along the top edge: they have no cost, but they spent a trial
         top = max((c for _, c in ok), default=1.0) * 1.5
@@ -285,78 +247,36 @@ def plot_convergence(result: Any, path: str | Path) -> None:
         plt.close(fig)
 
 
-def _records_table(records: list[Any], title: str) -> Any:
-    from rich.table import Table
-
-    table = Table(title=title)
-    for col in ("template", "args", "config", "cost", "error"):
-        table.add_column(col, overflow="fold")
-    for r in records:
-        values = r.config.get("values", {})  # read_records checked it is a dict
-        config = " ".join(f"{k}={v}".replace(" ", "") for k, v in values.items())
-        table.add_row(r.template, _workload_args(r.workload_key), config, _cost_cell(r), _error(r))
-    return table
-
-
-def _workload_args(key: str) -> str:
-    """The arguments of a workload key ``'["name", [args...]]'``, or ``?``."""
-    try:
-        data = json.loads(key)
-    except ValueError:
-        return "?"
-    if isinstance(data, list) and len(data) > 1 and isinstance(data[1], list):
-        return ",".join(map(str, data[1]))
-    return "?"
+def measurer_for(ns: argparse.Namespace, task: Any, option: Any) -> tuple[Any, bool]:
+    """The measurer ``ember tune`` uses, and whether the caller must close it: remote with
+    ``--rpc``, otherwise local; a CUDA target on a machine without a GPU is refused unless
+    ``--dry-run`` asks only for builds and emulator checks."""
+    if ns.dry_run:
+        option = replace(option, dry_run=True)
+    if ns.rpc:
+        token = rpc_token(ns)
+        if token is None:
+            raise ArgumentError(f"--rpc needs the server's token: pass --token or set {TOKEN_ENV}")
+        return RemoteMeasurer(ns.rpc, token, option), True
+    # TODO(backend): ask the task's Backend whether measuring needs a device this host lacks
+    if task.target.kind == "cuda" and not ns.dry_run and not device.device_available():
+        raise DeviceError(
+            "no CUDA device on this machine: run `ember rpc-server --token T` on a GPU host and "
+            "pass --rpc HOST:PORT --token T to measure there, or pass --dry-run to build, "
+            "NVRTC-compile and check every candidate on the emulator without timing"
+        )
+    return LocalMeasurer(option), True
 
 
-def _cost_cell(r: Any) -> str:
-    """The median cost, flagged when its repeats say the machine was busy."""
-    if r.busy:
-        return f"{_ms(r.cost)} (busy: {spread_text(r.costs)})"
-    return _ms(r.cost)
-
-
-def _error(r: Any) -> str:
-    """``ok``, or the error kind with the first line of its message."""
-    if r.error == "ok":
-        return "ok"
-    first = next((line.strip() for line in r.message.splitlines() if line.strip()), "")
-    return f"{r.error}: {first[:MESSAGE_WIDTH]}" if first else r.error
-
-
-MESSAGE_WIDTH = 120  # characters of an error message a table shows
-
-
-def cmd_records_show(ns: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from ember.tuner import read_records
-
-    recs = read_records(ns.files)
-    Console().print(_records_table(recs[-ns.limit :], f"{len(recs)} records (last {ns.limit})"))
-    return 0
-
-
-def cmd_records_best(ns: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from ember.tuner import best_records, read_records
-
-    best = best_records(read_records(ns.files))
-    Console().print(_records_table(list(best.values()), f"best of {len(best)} task(s)"))
-    return 0
-
-
-def cmd_records_merge(ns: argparse.Namespace) -> int:
-    from ember.tuner import RecordWriter, read_records
-
-    recs = read_records(ns.files)
-    seen: set[str] = set()
-    with RecordWriter(ns.output) as writer:
-        for rec in recs:
-            line = rec.to_line()
-            if line not in seen:
-                seen.add(line)
-                writer.write(rec)
-    print(f"merged {len(seen)} record(s) into {ns.output}")
-    return 0
+def cmd_dry_run(ns: argparse.Namespace, task: Any, measure: Any) -> int:
+    """Check ``--trials`` configs; exit 1 when any failed."""
+    result = dry_run(task, ns.trials, seed=ns.seed, measure=measure)
+    title = f"dry run of {task.name}{task.args} on {task.target} (no timing)"
+    out = table(title, ("config", "result", "message"), overflow="ellipsis")
+    for cfg, r in zip(result.configs, result.results):
+        message = r.message.strip().splitlines()[-1][:100] if r.message else ""
+        out.add_row(str(cfg), r.error.value, message)
+    console().print(out)
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(result.counts.items()))
+    print(f"checked {len(result.configs)} config(s): {counts}")
+    return 1 if result.failures else 0
