@@ -35,6 +35,7 @@ class CUDABackend(Backend):
 
     kind = "cuda"
     scalars_as_vectors = True
+    gpu = True
 
     @property
     def arch(self) -> str:

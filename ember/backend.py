@@ -44,6 +44,9 @@ class Backend:
     kind: str = ""
     # 0-d outputs are written as shape (1,) (a GPU thread needs an axis to stand on)
     scalars_as_vectors: bool = False
+    # code for a GPU: it runs on a device this process may lack (device_available) or in
+    # the SIMT emulator, and artifacts store it per architecture (``--arch``)
+    gpu: bool = False
 
     def __init__(self, target: Target) -> None:
         self.target = target

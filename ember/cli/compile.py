@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import ember
+from ember.backend import get_backend
 from ember.cli.common import add_threads_argument, parse_shapes
 from ember.errors import ArgumentError
 
@@ -66,8 +67,7 @@ def _cmd_compile(ns: argparse.Namespace) -> int:
     src = Path(ns.model)
     out = Path(ns.output) if ns.output else src.with_suffix(".ember")
     archs = [a.strip() for a in ns.arch.split(",") if a.strip()] if ns.arch else None
-    # TODO(backend): ask the target's Backend whether it stores per-architecture images
-    if archs is not None and not ns.target.startswith("cuda"):
+    if archs is not None and not get_backend(ns.target).gpu:
         raise ArgumentError(f"--arch applies to CUDA models only (--target cuda), not {ns.target}")
     start = time.perf_counter()
     _progress(f"compiling {src.name} for {ns.target} ...")

@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 from ember.errors import ArgumentError
-from ember.tune_worker import task_from_spec
 from ember.tuner.rpc import DEFAULT_PORT, RPCServer, new_token
 
 TOKEN_ENV = "EMBER_RPC_TOKEN"
@@ -43,6 +42,9 @@ def cmd_rpc_server(ns: argparse.Namespace) -> int:
     if token is None:
         token = new_token()
         print(f"token: {token}", flush=True)
+    # start-up cost: the builder (compiler driver, TIR) loads only when the server starts
+    from ember.tune_worker import task_from_spec
+
     server = RPCServer(token, ns.host, ns.port, make_task=task_from_spec)
     if ns.host not in ("127.0.0.1", "localhost", "::1"):
         print(

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.backend import get_backend
 from ember.cli.common import add_threads_argument, emulated, load_any
 from ember.codegen_cuda import device
 from ember.errors import ArgumentError, DeviceError
@@ -94,8 +95,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
 def _check_cuda_mode(model: Any, path: str, emulate: bool) -> None:
     """A CUDA model runs on a GPU, or in the emulator with ``--emulate``; without either,
     say so before running anything."""
-    # TODO(backend): ask the model's Backend whether it needs a device and can emulate one
-    is_cuda = str(model.target).startswith("cuda")
+    is_cuda = get_backend(model.target).gpu
     if emulate and not is_cuda:
         raise ArgumentError(f"--emulate applies to CUDA models; {path} is for {model.target}")
     if not is_cuda or emulate:

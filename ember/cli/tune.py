@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ember.backend import get_backend
 from ember.cli.common import (
     add_threads_argument,
     best_result,
@@ -30,7 +31,6 @@ from ember.cli.common import (
 )
 from ember.cli.rpc_server import TOKEN_ENV, rpc_token
 from ember.cli.tune_model import cmd_tune_model
-from ember.codegen_cuda import device
 from ember.errors import ArgumentError, DeviceError
 from ember.target import Target
 from ember.tuner import LocalMeasurer, MeasureOption, create_task, lookup_template
@@ -258,8 +258,8 @@ def measurer_for(ns: argparse.Namespace, task: Any, option: Any) -> tuple[Any, b
         if token is None:
             raise ArgumentError(f"--rpc needs the server's token: pass --token or set {TOKEN_ENV}")
         return RemoteMeasurer(ns.rpc, token, option), True
-    # TODO(backend): ask the task's Backend whether measuring needs a device this host lacks
-    if task.target.kind == "cuda" and not ns.dry_run and not device.device_available():
+    backend = get_backend(task.target)
+    if backend.gpu and not ns.dry_run and not backend.device_available():
         raise DeviceError(
             "no CUDA device on this machine: run `ember rpc-server --token T` on a GPU host and "
             "pass --rpc HOST:PORT --token T to measure there, or pass --dry-run to build, "

@@ -23,7 +23,6 @@ from ember.cli.common import (
     table,
 )
 from ember.errors import ArgumentError
-from ember.graph.model_tuning import extract_tasks
 from ember.tuner import LocalMeasurer, tune_tasks
 
 
@@ -36,6 +35,9 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
             "ember tune MODEL: --dry-run, --rpc, --plot, --transfer, --storage and --resume "
             "apply to tuning one --op only"
         )
+    # start-up cost: the model compiler (importer, graph passes) loads only when tuning runs
+    from ember.graph.model_tuning import extract_tasks
+
     tasks = extract_tasks(ns.model, ns.target, parse_shapes(ns.shape) or None)
     if not tasks:
         print(f"{ns.model}: no tunable kernels for {ns.target}")
