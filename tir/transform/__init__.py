@@ -5,7 +5,7 @@
 """
 
 from ember.tir.transform.context import PassContext, PassInfo
-from ember.tir.transform.pipeline import Pass
+from ember.tir.transform.pass_def import Pass
 from ember.tir.transform.prim_func_pass import prim_func_pass
 
 __all__ = ["Pass", "PassContext", "PassInfo", "prim_func_pass"]

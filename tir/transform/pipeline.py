@@ -1,6 +1,6 @@
-"""The pass contract, the one runner, and the target-independent pass list.
+"""The one runner, and the target-independent pass list.
 
-A :class:`Pass` is a named pure function. A *function* pass maps a ``PrimFunc``
+A :class:`Pass` (:mod:`.pass_def`) is a named pure function. A *function* pass maps a ``PrimFunc``
 to a ``PrimFunc``; a *module* pass maps the whole program being built to a new
 one (``split_host_device`` turns one function into a program of kernels). When
 the program holds several functions, a function pass runs on each of them, so a
@@ -26,51 +26,28 @@ unroll), 3 at the end of the list (a phase above 3 counts as 3).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ember import config
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.tir.stmt import PrimFunc
 from ember.tir.transform.context import PassContext, PassInfo
-
-PassFn = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class Pass:
-    """One step of a pipeline. ``scope`` is ``"function"`` or ``"module"`` (see above)."""
-
-    name: str
-    fn: PassFn
-    required: bool = False
-    opt_level: int = 0
-    scope: str = "function"
-    uses_context: bool = False
-
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo(self.name, self.opt_level, self.required)
-
-    def apply(self, ir: Any, ctx: PassContext) -> Any:
-        return self.fn(ir, ctx) if self.uses_context else self.fn(ir)
-
-    def __call__(self, func: Any, ctx: PassContext | None = None) -> Any:
-        """Run this pass alone (under ``ctx``, else the current context)."""
-        return self.apply(func, ctx or PassContext.current())
+from ember.tir.transform.flatten_buffers import flatten_buffers
+from ember.tir.transform.instrument_bound_checkers import instrument_bound_checkers
+from ember.tir.transform.loop_partition import loop_partition
+from ember.tir.transform.pass_def import Pass
+from ember.tir.transform.prim_func_pass import as_pass
+from ember.tir.transform.simplify import simplify
+from ember.tir.transform.unroll_loops import unroll_loops
+from ember.tir.transform.vectorize_loops import vectorize_loops
+from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
+from ember.tir.verify import verify_well_formed
 
 
 def default_passes(ctx: PassContext | None = None) -> list[Pass]:
     """Target-independent optimisation after lowering, in order, with the user's passes."""
-    from ember.tir.transform.flatten_buffers import flatten_buffers
-    from ember.tir.transform.instrument_bound_checkers import instrument_bound_checkers
-    from ember.tir.transform.loop_partition import loop_partition
-    from ember.tir.transform.simplify import simplify
-    from ember.tir.transform.unroll_loops import unroll_loops
-    from ember.tir.transform.vectorize_loops import vectorize_loops
-    from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
-
     user = user_passes_by_phase(ctx or PassContext.current())
     return [
         *user[0],
@@ -98,8 +75,6 @@ def default_passes(ctx: PassContext | None = None) -> list[Pass]:
 
 def user_passes_by_phase(ctx: PassContext) -> list[list[Pass]]:
     """The ``tir.add_lower_pass`` passes of ``ctx`` for phases 0..3, in the order given."""
-    from ember.tir.transform.prim_func_pass import as_pass
-
     phases: list[list[Pass]] = [[], [], [], []]
     for phase, p in ctx.get("tir.add_lower_pass"):
         phases[min(phase, 3)].append(as_pass(p))
@@ -133,8 +108,6 @@ def run_passes(
     first_step: int = 0,
 ) -> Any:
     """Apply ``passes`` in order to ``ir`` (a PrimFunc, or a program of kernels)."""
-    from ember import config
-
     ctx = ctx or PassContext.current()
     if verify is None:
         verify = config.verify_ir()
@@ -156,8 +129,6 @@ def run_passes(
             if dump_dir:
                 _dump(dump_dir, step, p.name, old, new)
             if verify:
-                from ember.tir.verify import verify_well_formed
-
                 verify_well_formed(new, after=p.name)
     return ir
 

@@ -22,7 +22,7 @@ from ember.errors import ArgumentError
 from ember.tir.ir_module import IRModule
 from ember.tir.stmt import PrimFunc
 from ember.tir.transform.context import PassContext
-from ember.tir.transform.pipeline import Pass
+from ember.tir.transform.pass_def import Pass
 
 UserPassFn = Callable[[PrimFunc, Any, PassContext], PrimFunc]
 
