@@ -12,6 +12,9 @@ import enum
 
 
 class AttachKind(enum.Enum):
+    """Where a stage is computed: ``Stage.attach`` (with ``attach_stage``/``attach_ivar``
+    naming the loop for ``SCOPE``)."""
+
     ROOT = "root"
     INLINE = "inline"
     SCOPE = "scope"  # compute_at
