@@ -1,12 +1,9 @@
 """The one runner, and the target-independent pass list.
 
-A :class:`Pass` (:mod:`.pass_def`) is a named pure function. A *function* pass maps a ``PrimFunc``
-to a ``PrimFunc``; a *module* pass maps the whole program being built to a new
-one (``split_host_device`` turns one function into a program of kernels). When
-the program holds several functions, a function pass runs on each of them, so a
-target's per-kernel passes are plain function passes. Passes that need options
-or target facts take the :class:`PassContext` as a second argument; no pass
-takes anything else.
+A :class:`Pass` (defined in :mod:`.pass_def`) is a named pure function of a
+``PrimFunc`` (a *function* pass) or of the whole program being built (a *module*
+pass). When the program holds several functions, a function pass runs on each of
+them, so a target's per-kernel passes are plain function passes.
 
 ``run_passes`` applies a literal list in order for every target (this list, and
 ``codegen_cuda/pipeline.py``): it skips the passes the context disables (a
