@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ember import config
+from ember.config import dump_dir, verify_ir
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.tir.stmt import PrimFunc
 from ember.tir.transform.context import PassContext, PassInfo
@@ -107,8 +107,8 @@ def run_passes(
     """Apply ``passes`` in order to ``ir`` (a PrimFunc, or a program of kernels)."""
     ctx = ctx or PassContext.current()
     if verify is None:
-        verify = config.verify_ir()
-    dump_dir = config.dump_dir()
+        verify = verify_ir()
+    folder = dump_dir()
     for step, p in enumerate(passes, start=first_step):
         info = p.info
         if not ctx.pass_enabled(info):
@@ -123,8 +123,8 @@ def run_passes(
         if timings is not None:
             timings[p.name] = timings.get(p.name, 0.0) + time.perf_counter() - start
         for old, new in zip(_aligned(before, ir), functions_of(ir)):
-            if dump_dir:
-                _dump(dump_dir, step, p.name, old, new)
+            if folder:
+                _dump(folder, step, p.name, old, new)
             if verify:
                 verify_well_formed(new, after=p.name)
     return ir
