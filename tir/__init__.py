@@ -1,8 +1,10 @@
 """ember.tir: the loop IR, and the scalar functions TVM users call as ``tvm.tir.<name>``.
 
-The functions (``exp``, ``if_then_else``, ``bitwise_and``, ``call_pure_extern``, ...)
-and the reducers (``sum``, ``max``, ``min``, ``comm_reducer``) load on first use, so
-importing a submodule such as ``ember.tir.dtype`` stays light.
+The node modules load with the package, through the printer: nodes print through it
+(see :mod:`ember.tir.node`), so it is imported here, where every import of a node module
+passes first. The functions (``exp``, ``if_then_else``, ``bitwise_and``,
+``call_pure_extern``, ...) and the reducers (``sum``, ``max``, ``min``, ``comm_reducer``)
+load on first use, so importing ``ember.tir`` stays light.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from typing import Any
+
+from ember.tir import printer as _printer  # noqa: F401 - registers node text (ember.tir.node)
 
 _REDUCERS = ("sum", "max", "min", "comm_reducer", "max_value", "min_value")
 # with TVM's node constructors of the same argument order (``IntImm("int32", 5)``)

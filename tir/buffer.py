@@ -15,7 +15,17 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
-from ember.tir.expr import ExprLike, PrimExpr, Var, const, convert
+from ember.tir.expr import (
+    BufferLoad,
+    Call,
+    ExprLike,
+    Intrinsic,
+    PrimExpr,
+    StringImm,
+    Var,
+    const,
+    convert,
+)
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -35,8 +45,6 @@ class Buffer:
         return f"Buffer({self.name}, {self.dtype}, [{dims}], {self.scope})"
 
     def __getitem__(self, indices: Any) -> PrimExpr:
-        from ember.tir.expr import BufferLoad
-
         if not isinstance(indices, tuple):
             indices = (indices,)
         idx = tuple(convert(i) for i in indices)
@@ -60,8 +68,6 @@ class Buffer:
         ``call_extern``; in a tensor intrinsic's body it is the address of the region the
         intrinsic computes. ``access_mask`` ("r", "w", "rw"), ``content_lanes`` and
         ``extent`` are accepted as TVM takes them; Ember passes the address alone."""
-        from ember.tir.expr import Call, Intrinsic, StringImm
-
         mask = _access_mask(access_mask)
         if ptr_type != "handle":
             raise ArgumentError(f"access_ptr: ptr_type must be 'handle', got {ptr_type!r}")

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ember.errors import ArgumentError, SymbolicTruthError
 from ember.tir import dtype as dt
+from ember.tir.functor import substitute
+from ember.tir.node import IRNode
 
 if TYPE_CHECKING:
     from ember.tir.buffer import Buffer
@@ -177,8 +179,10 @@ INT_INTRINSICS = frozenset(
 OWN_RESULT_TYPE = FLOAT_PREDICATES | {Intrinsic.CLZ}
 
 
-class PrimExpr:
-    """Base of every expression; provides the arithmetic operator overloads."""
+class PrimExpr(IRNode):
+    """Base of every expression; provides the arithmetic operator overloads.
+
+    ``repr`` is the printer's text (see :mod:`ember.tir.node`)."""
 
     __slots__ = ()
     dtype: str
@@ -294,11 +298,6 @@ class PrimExpr:
     def equal(self, other: ExprLike) -> PrimExpr:
         """``self == other`` as an expression (TVM's ``PrimExpr.equal``)."""
         return eq(self, other)
-
-    def __repr__(self) -> str:
-        from ember.tir.printer import expr_to_str
-
-        return expr_to_str(self)
 
 
 def _node(cls: type) -> type:
@@ -458,8 +457,6 @@ class CommReducer:
     identity: PrimExpr
 
     def __call__(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
-        from ember.tir.functor import substitute
-
         return substitute(self.result, {self.lhs: a, self.rhs: b})
 
 
@@ -479,8 +476,6 @@ class TupleReducer:
     identities: tuple[PrimExpr, ...]
 
     def __call__(self, a: Sequence[PrimExpr], b: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
-        from ember.tir.functor import substitute
-
         vmap = dict(zip(self.lhs, a)) | dict(zip(self.rhs, b))
         return tuple(substitute(r, vmap) for r in self.results)
 

@@ -8,7 +8,8 @@ a different object, so an unchanged tree is returned as the same object and a
 pass that changes nothing costs no allocations.
 
 Children are the dataclass fields holding a ``PrimExpr`` or ``Stmt``, or tuples
-of them. Buffers are not children: a pass that rewrites buffers does so in its
+of them (any :class:`~ember.tir.node.IRNode`: this module needs no node module, so the
+nodes may use it). Buffers are not children: a pass that rewrites buffers does so in its
 ``visit_BufferLoad`` / ``visit_BufferStore``.
 """
 
@@ -16,10 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ember.tir.expr import PrimExpr, Var
-from ember.tir.stmt import PrimFunc, Stmt
+from ember.tir.node import IRNode
+
+if TYPE_CHECKING:
+    from ember.tir.expr import PrimExpr, Var
+    from ember.tir.stmt import PrimFunc, Stmt
 
 Node = Any  # PrimExpr | Stmt
 
@@ -35,7 +39,7 @@ def fields_of(cls: type) -> tuple[str, ...]:
 
 
 def _is_node(x: Any) -> bool:
-    return isinstance(x, (PrimExpr, Stmt))
+    return isinstance(x, IRNode)
 
 
 def children(node: Node) -> list[Node]:

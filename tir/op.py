@@ -20,6 +20,7 @@ from typing import Any
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir.buffer import Buffer
 from ember.tir.expr import (
     ExprLike,
     Intrinsic,
@@ -256,8 +257,6 @@ def call_packed(func_name: str, *args: Any) -> PrimExpr:
     ``tvm.tir.call_packed``: buffers (an extern stage's ``ins``/``outs``) arrive as arrays,
     other arguments as scalars. It runs on the host (CPU code, the interpreter); its value
     is an int32 status. A failing function raises ``PackedFuncError`` at the call site."""
-    from ember.tir.buffer import Buffer
-
     if not isinstance(func_name, str) or not func_name:
         raise ArgumentError(f"call_packed: the function name must be a str, got {func_name!r}")
     operands: list[PrimExpr] = [E.StringImm(func_name)]

@@ -5,6 +5,10 @@ as a decorator-like prefix, ``C[i, j] = ...`` for stores, ``alloc`` for
 allocations. Variable names are printed as the user gave them; two distinct
 variables that share a name are told apart with a numeric suffix, so the text
 stays unambiguous.
+
+``repr`` of any node is this module's text: it registers :func:`node_to_str` with
+:mod:`ember.tir.node` when imported (``ember.tir`` imports it), since the node modules
+sit below the printer and cannot import it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
 from ember.tir.functor import Visitor
+from ember.tir.node import set_printer
 
 _PREC = {
     E.BinaryOp.OR: 1,
@@ -216,3 +221,15 @@ def stmt_to_str(s: S.Stmt) -> str:
 
 def func_to_str(f: S.PrimFunc) -> str:
     return TIRPrinter().func(f)
+
+
+def node_to_str(node: E.PrimExpr | S.Stmt | S.PrimFunc) -> str:
+    """A function, statement or expression as text: what ``repr`` of each shows."""
+    if isinstance(node, S.PrimFunc):
+        return func_to_str(node)
+    if isinstance(node, S.Stmt):
+        return stmt_to_str(node)
+    return expr_to_str(node)
+
+
+set_printer(node_to_str)

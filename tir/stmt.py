@@ -12,8 +12,11 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from ember.errors import ArgumentError
 from ember.tir.buffer import Buffer
-from ember.tir.expr import PrimExpr, Var
+from ember.tir.expr import PrimExpr, Var, const
+from ember.tir.functor import free_vars
+from ember.tir.node import IRNode, to_text
 
 
 class ForKind(enum.Enum):
@@ -24,13 +27,10 @@ class ForKind(enum.Enum):
     THREAD_BINDING = "thread_binding"
 
 
-class Stmt:
+class Stmt(IRNode):
+    """Base of every statement; ``repr`` is the printer's text (see :mod:`ember.tir.node`)."""
+
     __slots__ = ()
-
-    def __repr__(self) -> str:
-        from ember.tir.printer import stmt_to_str
-
-        return stmt_to_str(self)
 
 
 def _node(cls: type) -> type:
@@ -50,8 +50,6 @@ class For(Stmt):
     def __post_init__(self) -> None:
         # TVM programs write ``tir.For(i, 0, 8, ...)``: plain ints become constants of the
         # loop variable's type
-        from ember.tir.expr import const
-
         for name in ("min", "extent"):
             value = getattr(self, name)
             if isinstance(value, int):
@@ -209,8 +207,6 @@ class PrimFunc:
         """Every scalar the function takes by value, in a fixed order: the scalar
         parameters, then the variables of buffer shapes, each once. Code generators
         pass these after the buffers' data pointers."""
-        from ember.tir.functor import free_vars
-
         out: list[Var] = [p for p in self.params if isinstance(p, Var)]
         for buf in self.buffers:
             for extent in buf.shape:
@@ -231,8 +227,6 @@ class PrimFunc:
         TVM's ``lower`` returns an IRModule indexed by function name; Ember's returns
         the PrimFunc, and this keeps TVM code that indexes the result working."""
         if name != self.name:
-            from ember.errors import ArgumentError
-
             raise ArgumentError(f"no function '{name}' here: this PrimFunc is '{self.name}'")
         return self
 
@@ -244,6 +238,4 @@ class PrimFunc:
         return PrimFunc(self.name, self.params, self.body, attrs)
 
     def __repr__(self) -> str:
-        from ember.tir.printer import func_to_str
-
-        return func_to_str(self)
+        return to_text(self)

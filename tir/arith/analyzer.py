@@ -27,7 +27,14 @@ from ember.tir.arith.const_int_bound import (
     ConstIntBound,
     intersect,
 )
-from ember.tir.arith.int_set import IntSet, infinity, int_set
+from ember.tir.arith.int_set import (
+    IntSet,
+    infinity,
+    int_set,
+    is_neg_inf,
+    is_pos_inf,
+    register_analyzer,
+)
 from ember.tir.arith.linear import is_index_type, to_linear
 from ember.tir.arith.simplifier import Simplifier
 from ember.tir.arith.struct_key import KeyCache
@@ -85,8 +92,6 @@ class Analyzer:
         self._changed()
 
     def _bind_interval(self, var: E.Var, lo: E.PrimExpr, hi: E.PrimExpr) -> None:
-        from ember.tir.arith.int_set import is_neg_inf, is_pos_inf
-
         lo_b = NEG_INF if is_neg_inf(lo) else self.bound(lo)[0]
         hi_b = POS_INF if is_pos_inf(hi) else self.bound(hi)[1]
         self._state.var_bounds[var] = (lo_b, hi_b)
@@ -264,5 +269,7 @@ class Analyzer:
         lo, hi = fact.bound
         return (lo * g + form.const, hi * g + form.const)
 
+
+register_analyzer(Analyzer)
 
 __all__ = ["Analyzer", "IntSet", "infinity"]

@@ -13,7 +13,7 @@ or :meth:`IntSet.has_upper_bound` before doing arithmetic with a bound.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,12 +50,23 @@ def _is_inf(e: E.PrimExpr) -> bool:
     return is_pos_inf(e) or is_neg_inf(e)
 
 
+# What makes a fresh Analyzer for a call given none. The analyzer sits above this module
+# (``Analyzer.int_set`` evaluates through it), so it registers its class here when it is
+# imported; ``ember.tir.arith`` imports it first, before this module's functions can run.
+_new_analyzer: Callable[[], Analyzer] | None = None
+
+
+def register_analyzer(factory: Callable[[], Analyzer]) -> None:
+    """Make ``factory()`` the analyzer of calls that pass none (called by ``analyzer.py``)."""
+    global _new_analyzer
+    _new_analyzer = factory
+
+
 def _ana(analyzer: Analyzer | None) -> Analyzer:
     if analyzer is not None:
         return analyzer
-    from ember.tir.arith.analyzer import Analyzer
-
-    return Analyzer()
+    assert _new_analyzer is not None, "ember.tir.arith.analyzer registers itself on import"
+    return _new_analyzer()
 
 
 @dataclass(frozen=True, slots=True, eq=False)

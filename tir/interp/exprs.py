@@ -30,6 +30,7 @@ from ember.tir.interp.closures import (
     scalar_constant,
 )
 from ember.tir.interp.ops import binary_fn, value_dtype
+from ember.tir.interp.packed import compile_call_packed
 from ember.tir.printer import expr_to_str
 
 
@@ -72,8 +73,6 @@ class ExprCompiler(ExprCompilerBase):
     def _packed_call(self, e: E.Call) -> Operand:
         if e.op is E.Intrinsic.PACK_ARRAY:
             raise InternalError(f"{expr_to_str(e)} outside a call_packed")
-        from ember.tir.interp.packed import compile_call_packed
-
         slot = lambda v: self.data_slot(_DataOnly(v))  # noqa: E731
         return ("f", compile_call_packed(e, self.compile, slot))
 

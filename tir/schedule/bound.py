@@ -29,17 +29,20 @@ directly to a ``threadIdx`` axis is computed over its whole range.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.errors import LoweringError, ScheduleError
 from ember.tir import expr as E
 from ember.tir.arith import Analyzer, IntSet, int_set
 from ember.tir.functor import post_order_visit, substitute, uses_var
-from ember.tir.schedule.graph import inlined_bodies, loop_path, outer_path
+from ember.tir.schedule.attach import AttachKind
+from ember.tir.schedule.graph import inlined_bodies, loop_path, outer_path, producer_stages
 from ember.tir.schedule.relations import pass_down_extents, pass_up_values
-from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.scopes import ON_CHIP_SCOPES, is_fragment, thread_rank_relaxed
 from ember.tir.te.tensor import ComputeOp, IterVar
+
+if TYPE_CHECKING:
+    from ember.tir.schedule.schedule import Schedule, Stage
 
 
 @dataclass
@@ -151,8 +154,6 @@ def _add(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
 
 
 def _consumers(sch: Schedule, bodies: dict[int, E.PrimExpr]) -> dict[int, list[Stage]]:
-    from ember.tir.schedule.graph import producer_stages
-
     out: dict[int, list[Stage]] = {}
     for st in sch.stages:
         if isinstance(st.op, ComputeOp) and st.attach is not AttachKind.INLINE:
@@ -292,8 +293,6 @@ def _relax(expr: E.PrimExpr, dom_map: dict[E.Var, IntSet]) -> IntSet:
 
 
 def _mentions(e: E.PrimExpr, dom_map: dict[E.Var, IntSet]) -> bool:
-    from ember.tir.functor import uses_var
-
     return uses_var(e, lambda v: v in dom_map)
 
 
@@ -309,8 +308,6 @@ def _loads_of(body: E.PrimExpr, sch: Schedule, producer: Stage) -> list[E.Produc
 
 
 def _mentions_any(e: E.PrimExpr, names: set[E.Var]) -> bool:
-    from ember.tir.functor import uses_var
-
     return uses_var(e, lambda v: v in names)
 
 

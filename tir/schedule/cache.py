@@ -21,26 +21,22 @@ from typing import TYPE_CHECKING
 from ember.errors import ScheduleError
 from ember.tir import expr as E
 from ember.tir.functor import Mutator, substitute, uses_var
-from ember.tir.te.tensor import ComputeOp, IterVar, Operation, Tensor
+from ember.tir.te.operation import compute
+from ember.tir.te.tensor import ComputeOp, IterVar, Tensor
 
 if TYPE_CHECKING:
     from ember.tir.schedule.schedule import Schedule, Stage
 
 
-def cache_read(
-    sch: Schedule, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]
-) -> Tensor:
-    """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of the original."""
-    from ember.tir.schedule.schedule import Stage
-    from ember.tir.te.operation import compute
-
+def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers: Sequence[Stage]) -> Tensor:
+    """A copy of ``tensor`` in ``scope`` that the stages ``readers`` read instead of the
+    original (``Schedule.cache_read`` finds the stages of the tensors it is given)."""
     src = sch[tensor]
     cache = compute(tensor.shape, lambda *idx: tensor[tuple(idx)], name=f"{tensor.name}.{scope}")
-    reader_stages = [r if isinstance(r, Stage) else sch[r] for r in readers]
-    for rs in reader_stages:
+    for rs in readers:
         if not isinstance(rs.op, ComputeOp) or not any(t == tensor for t in rs.op.input_tensors):
             raise rs._error(f"cache_read: stage '{rs.name}' does not read '{tensor.name}'")
-    for rs in reader_stages:
+    for rs in readers:
         sch._rewrite_op(rs, _replace_tensor(rs.op, tensor, cache))
     st = sch._insert_stage(cache.op, after=src)
     st.set_scope(scope)

@@ -18,13 +18,14 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
 from ember.tir.functor import Mutator
+from ember.tir.schedule.attach import AttachKind
 from ember.tir.schedule.bound import StageBounds
-from ember.tir.schedule.schedule import AttachKind, Stage
 from ember.tir.te.extern import ExternOp
 from ember.tir.te.tensor import ComputeOp, IterVar
 
 if TYPE_CHECKING:
     from ember.tir.schedule.lower import _Lowering
+    from ember.tir.schedule.schedule import Stage
 
 Region = tuple[dict[IterVar, E.PrimExpr], dict[IterVar, E.PrimExpr]]
 

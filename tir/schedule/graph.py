@@ -9,14 +9,17 @@ decide which loops a producer's region spans.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.errors import ScheduleError
 from ember.tir import expr as E
-from ember.tir.functor import Mutator, substitute
+from ember.tir.functor import Mutator, post_order_visit, substitute
+from ember.tir.schedule.attach import AttachKind
 from ember.tir.schedule.relations import Fuse, Split
-from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.tensor import ComputeOp, IterVar, PlaceholderOp
+
+if TYPE_CHECKING:
+    from ember.tir.schedule.schedule import Schedule, Stage
 
 
 class _Inline(Mutator):
@@ -58,8 +61,6 @@ def inlined_bodies(sch: Schedule, st: Stage, memo: dict[Any, Any]) -> tuple[E.Pr
 
 def producer_stages(sch: Schedule, body: E.PrimExpr | tuple[E.PrimExpr, ...]) -> list[Stage]:
     """The non-inlined stages a (already inlined) body, or tuple of bodies, reads."""
-    from ember.tir.functor import post_order_visit
-
     found: dict[int, Stage] = {}
 
     def visit(node: Any) -> None:

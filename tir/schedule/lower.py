@@ -30,11 +30,12 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
-from ember.tir.functor import Mutator, substitute
+from ember.tir.functor import substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
+from ember.tir.schedule.load_rewriter import LoadRewriter, lane_index
 from ember.tir.schedule.relations import (
     Split,
     data_derived,
@@ -222,11 +223,11 @@ class _Lowering:
         op = st.op
         assert isinstance(op, ComputeOp)
         bodies = inlined_bodies(self.sch, st, self.bodies)
-        loads = _LoadRewriter(self)
+        loads = LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
         bufs = self.stage_buffers(st)
         index = tuple(self.store_index(st, iv) for iv in op.axis)
-        store_idx = [_lane_index(buf, index) for buf in bufs]
+        store_idx = [lane_index(buf, index) for buf in bufs]
         guards_all, guards_data = self.guards(st, sb)
         pred, outer_threads = self.store_predicate(st)
         if pred is not None:  # set_store_predicate: around every store
@@ -269,7 +270,7 @@ class _Lowering:
             return self.reduce_update(st, sb, red, bufs[0], indices[0], acc)
         op = st.op
         assert isinstance(op, ComputeOp)
-        loads = _LoadRewriter(self)
+        loads = LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
         return tuple_update(red, bufs, indices, lambda x: loads.visit(substitute(x, root_vars)))
 
@@ -286,7 +287,7 @@ class _Lowering:
         ``where`` condition (not yet the split and region guards)."""
         op = st.op
         assert isinstance(op, ComputeOp)
-        loads = _LoadRewriter(self)
+        loads = LoadRewriter(self)
         root_vars = {iv.var: sb.root_value[iv] for iv in list(op.axis) + list(op.reduce_axis)}
         src = loads.visit(substitute(red.source, root_vars))
         update: S.Stmt = S.BufferStore(buf, red.combine((acc,), (src,))[0], index)
@@ -393,19 +394,6 @@ def _decl_lanes(
     return decl_buffer((*shape, lanes), dt.element_of(dtype), name=name, scope=scope)
 
 
-def _lane_index(
-    buf: Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | None = None
-) -> tuple[E.PrimExpr, ...]:
-    """Indices into a buffer from :func:`_decl_lanes`: all lanes of the element."""
-    if len(indices) == len(buf.shape):
-        return indices
-    lanes = buf.shape[-1]
-    assert isinstance(lanes, E.IntImm)
-    base = indices[-1].dtype if indices else "int32"
-    ramp = E.Ramp(dt.with_lanes(base, lanes.value), E.const(0, base), E.const(1, base), lanes.value)
-    return (*indices, ramp)
-
-
 def _guard(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
     if not conds:
         return body
@@ -413,26 +401,6 @@ def _guard(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
     for c in conds[1:]:
         cond = E.logical_and(cond, c)
     return S.IfThenElse(E.Call("bool", E.Intrinsic.LIKELY, (cond,)), body)
-
-
-class _LoadRewriter(Mutator):
-    """Tensor reads -> buffer reads, offset by the producer's computed region."""
-
-    def __init__(self, lw: _Lowering) -> None:
-        self.lw = lw
-
-    def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:
-        indices = tuple(self.visit(i) for i in e.indices)
-        st = self.lw.sch.stage_of(e.producer.op)
-        buf = None if st is None else self.lw.buffer_of(st, e.producer.value_index)
-        if st is None or buf is None:
-            raise LoweringError(f"tensor '{e.producer.name}' has no buffer (is it an argument?)")
-        sb = self.lw.bounds.get(id(st))
-        if sb is not None and not sb.full and id(st) not in self.lw.arg_stages:
-            op = st.op
-            assert isinstance(op, ComputeOp)
-            indices = tuple(i - sb.root_min[iv] for i, iv in zip(indices, op.axis))
-        return E.BufferLoad(e.dtype, buf, _lane_index(buf, indices, e.dtype))
 
 
 def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.PrimFunc:

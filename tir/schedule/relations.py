@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.tir import expr as E
-from ember.tir.te.tensor import IterVar
+from ember.tir.te.tensor import ComputeOp, IterVar
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -115,8 +115,6 @@ def data_derived(st: Any) -> set[IterVar]:
     """The stage's axes whose value depends on a data axis: the data axes, and the loops
     split or fused from them (a loop fused from a data and a reduction axis is both, and
     a reduction's init iterates over it, as TVM's ``update_state`` bit mask says)."""
-    from ember.tir.te.tensor import ComputeOp
-
     op = st.op
     out: set[IterVar] = set(op.axis) if isinstance(op, ComputeOp) else set()
     for rel in st.relations:

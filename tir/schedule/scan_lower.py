@@ -28,13 +28,14 @@ from ember.errors import LoweringError, ScheduleError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import decl_buffer
+from ember.tir.schedule.attach import AttachKind
 from ember.tir.schedule.bound import StageBounds
-from ember.tir.schedule.schedule import AttachKind, Schedule, Stage
 from ember.tir.te.scan import ScanOp
 from ember.tir.te.tensor import ComputeOp, IterVar
 
 if TYPE_CHECKING:
     from ember.tir.schedule.lower import _Lowering
+    from ember.tir.schedule.schedule import Schedule, Stage
 
 Region = tuple[dict[IterVar, E.PrimExpr], dict[IterVar, E.PrimExpr]]
 

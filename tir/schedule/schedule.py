@@ -14,7 +14,6 @@ users drive — while the operations it refers to are immutable.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,15 +21,17 @@ from typing import Any
 from ember.errors import ScheduleError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir.schedule.attach import AttachKind
+from ember.tir.schedule.cache import cache_read, cache_write
+from ember.tir.schedule.graph import legalize_attach
 from ember.tir.schedule.relations import Fuse, Relation, Singleton, Split
+from ember.tir.schedule.rfactor import rfactor
+from ember.tir.schedule.scan_lower import attach_scan_stages
+from ember.tir.scopes import STORAGE_SCOPES
 from ember.tir.stmt import ForKind
+from ember.tir.te.operation import thread_axis
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Operation, Tensor
-
-
-class AttachKind(enum.Enum):
-    ROOT = "root"
-    INLINE = "inline"
-    SCOPE = "scope"  # compute_at
+from ember.tir.te.tensor_intrin import TensorIntrin
 
 
 @dataclass
@@ -322,8 +323,6 @@ class Stage:
 
     def bind(self, axis: IterVar, thread: IterVar | str) -> None:
         """Map a loop to a GPU block or thread index."""
-        from ember.tir.te.operation import thread_axis
-
         iv = self._leaf(axis, "bind")
         if isinstance(thread, str):
             try:
@@ -350,8 +349,6 @@ class Stage:
         """Replace the loops from ``axis`` inward by the tensor intrinsic ``intrin``
         (``te.decl_tensor_intrin``); lowering checks that they compute what it does
         (:mod:`ember.tir.schedule.tensorize`)."""
-        from ember.tir.te.tensor_intrin import TensorIntrin
-
         iv = self._leaf(axis, "tensorize")
         if not isinstance(intrin, TensorIntrin):
             raise self._error(
@@ -410,8 +407,6 @@ class Stage:
     def set_scope(self, scope: str) -> None:
         """Store the stage in ``scope`` (:data:`ember.tir.scopes.STORAGE_SCOPES`: ``global``,
         ``shared``, ``warp``, ``local``, or a ``wmma`` fragment)."""
-        from ember.tir.scopes import STORAGE_SCOPES
-
         if scope not in STORAGE_SCOPES:
             names = ", ".join(repr(x) for x in STORAGE_SCOPES)
             raise self._error(f"unknown storage scope {scope!r}; use one of {names}")
@@ -462,8 +457,6 @@ class Schedule:
             self._by_op[id(op)] = st
         for op in self.outputs:
             self._by_op[id(op)].is_output = True
-        from ember.tir.schedule.scan_lower import attach_scan_stages
-
         attach_scan_stages(self)
 
     def __getitem__(self, key: Tensor | Operation) -> Stage:
@@ -500,9 +493,8 @@ class Schedule:
         self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]
     ) -> Tensor:
         """A copy of ``tensor`` in ``scope`` that ``readers`` read instead of the original."""
-        from ember.tir.schedule.cache import cache_read
-
-        return cache_read(self, tensor, scope, readers)
+        stages = [r if isinstance(r, Stage) else self[r] for r in readers]
+        return cache_read(self, tensor, scope, stages)
 
     def cache_write(self, tensor: Tensor | Sequence[Tensor], scope: str) -> Any:
         """Compute ``tensor`` into a ``scope`` buffer, then copy it out; returns the cache tensor
@@ -511,8 +503,6 @@ class Schedule:
         As in TVM, ``tensor``'s stage becomes the copy and keeps ``tensor.op.axis``; the
         cache stage gets fresh data axes and the reduce axes (see :mod:`.cache`).
         """
-        from ember.tir.schedule.cache import cache_write
-
         return cache_write(self, tensor, scope)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Any:
@@ -522,8 +512,6 @@ class Schedule:
         ``ko, ki = s[B].split(k, factor=32); BF = s.rfactor(B, ki)``: ``BF[ki, i]`` sums over
         ``ko``, and ``s[B]`` sums ``BF`` over its new ``op.reduce_axis[0]``.
         """
-        from ember.tir.schedule.rfactor import rfactor
-
         return rfactor(self, tensor, axis, factor_axis)
 
     def normalize(self) -> Schedule:
@@ -531,8 +519,6 @@ class Schedule:
         to the loop that replaced it (see :func:`.graph.legalize_attach`). TVM returns a
         normalized copy; Ember normalizes this schedule (lowering would do the same) and
         returns it. Inlining and loop rebasing, TVM's other steps, lowering does anyway."""
-        from ember.tir.schedule.graph import legalize_attach
-
         legalize_attach(self)
         return self
 

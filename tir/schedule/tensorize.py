@@ -35,6 +35,7 @@ from ember.tir.buffer import Buffer
 from ember.tir.functor import Mutator, fields_of, post_order_visit, substitute, uses_var
 from ember.tir.printer import expr_to_str
 from ember.tir.schedule.graph import inlined_bodies
+from ember.tir.schedule.load_rewriter import LoadRewriter
 from ember.tir.structural import structural_equal
 from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Tensor
 from ember.tir.te.tensor_intrin import TensorIntrin
@@ -304,9 +305,7 @@ def tensorize_parts(
     vmap = _match_axes(st, op.axis, intrin.op.axis, region, "data")
     vmap.update(_match_axes(st, op.reduce_axis, intrin.op.reduce_axis, region, "reduce"))
     rel = _check_match(st, intrin, inlined_bodies(lw.sch, st, lw.bodies)[0], vmap)
-    from ember.tir.schedule.lower import _LoadRewriter
-
-    loads = _LoadRewriter(lw)
+    loads = LoadRewriter(lw)
     views: dict[int, tuple[Buffer, tuple]] = {}
     bind_map: dict[E.Var, E.PrimExpr] = {}
     for n, t in enumerate(intrin.inputs):

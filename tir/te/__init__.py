@@ -21,6 +21,7 @@ from ember.tir.te.operation import (
 )
 from ember.tir.te.scan import ScanOp, scan
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor
+from ember.tir.te.tensor_intrin import decl_tensor_intrin
 
 __all__ = [
     *_op.__all__,
@@ -34,7 +35,7 @@ __all__ = [
     "comm_reducer",
     "compute",
     "create_schedule",  # noqa: F405 - module __getattr__
-    "decl_tensor_intrin",  # noqa: F405 - module __getattr__
+    "decl_tensor_intrin",
     "extern",
     "max",
     "max_expr",
@@ -57,8 +58,4 @@ def __getattr__(name: str):  # create_schedule lives with schedules; imported on
         from ember.tir.schedule import schedule  # TVM's tvm.te.schedule module, too
 
         return schedule if name == "schedule" else getattr(schedule, name)
-    if name == "decl_tensor_intrin":
-        from ember.tir.te.tensor_intrin import decl_tensor_intrin
-
-        return decl_tensor_intrin
     raise AttributeError(f"module 'ember.te' has no attribute {name!r}")

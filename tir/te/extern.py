@@ -23,6 +23,7 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
+from ember.tir.te.operation import _shape
 from ember.tir.te.tensor import Operation, Tensor
 
 
@@ -83,8 +84,6 @@ def extern(
     an extern op of several outputs, as in TVM: ``fcompute`` gets one ``outs`` buffer per
     shape, ``dtype`` may be a list (one per output), and a list of tensors is returned.
     """
-    from ember.tir.te.operation import _shape
-
     several = _is_shape_list(shape)
     shapes = list(shape) if several else [shape]
     if not shapes:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir import expr as E
+from ember.tir.te.tensor import reduce_axes_of
 
 
 def tuple_reduce(
@@ -33,8 +34,6 @@ def tuple_reduce(
     ``fcombine(lhs, rhs)`` receives two tuples of variables, one per value, and
     returns the combined tuple; ``fidentity(*dtypes)`` the identity of each value.
     """
-    from ember.tir.te.operation import reduce_axes_of
-
     sources = tuple(E.convert(e) for e in exprs)
     if not sources:
         raise ArgumentError(f"{name}: a tuple reduction needs at least one value")

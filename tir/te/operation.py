@@ -16,7 +16,16 @@ from typing import Any
 from ember.errors import ArgumentError, ScheduleError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
-from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor
+from ember.tir.functor import post_order_visit
+from ember.tir.te.multi_output import check_bodies, tuple_reduce
+from ember.tir.te.tensor import (
+    ComputeOp,
+    IterKind,
+    IterVar,
+    PlaceholderOp,
+    Tensor,
+    reduce_axes_of,
+)
 
 ShapeLike = Sequence[E.ExprLike]
 
@@ -143,8 +152,6 @@ def compute(
     for body in bodies:
         _check_no_nested_reduce(body, name)
     if len(bodies) > 1:
-        from ember.tir.te.multi_output import check_bodies
-
         check_bodies(bodies, name)
     op = ComputeOp(
         name, axis, reduce_axes, bodies[0], tag, tuple((attrs or {}).items()), tuple(bodies[1:])
@@ -155,8 +162,6 @@ def compute(
 
 
 def _check_no_nested_reduce(body: E.PrimExpr, name: str) -> None:
-    from ember.tir.functor import post_order_visit
-
     def visit(node: Any) -> None:
         if isinstance(node, E.Reduce) and node is not body:
             raise ArgumentError(
@@ -202,8 +207,6 @@ def comm_reducer(
                 f"expressions to combine (te.{name}(a, b)); got only {expr!r}"
             )
         if isinstance(expr, (tuple, list)):
-            from ember.tir.te.multi_output import tuple_reduce
-
             return tuple_reduce(name, fcombine, fidentity, expr, axis, where, init)
         if not isinstance(axis, (IterVar, list, tuple)):
             values = [v for v in (expr, axis, where, init, *more) if v is not None]
@@ -222,15 +225,6 @@ def comm_reducer(
 
     reducer.__name__ = name
     return reducer
-
-
-def reduce_axes_of(name: str, axis: Any) -> tuple[IterVar, ...]:
-    """A reducer's ``axis=`` argument (one reduce axis or a sequence) as a checked tuple."""
-    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
-    for ax in axes:
-        if not isinstance(ax, IterVar) or ax.kind is not IterKind.REDUCE:
-            raise ArgumentError(f"{name}: axis must be made with te.reduce_axis, got {ax!r}")
-    return axes
 
 
 def min_value(dtype: str) -> E.PrimExpr:

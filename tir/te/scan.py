@@ -24,6 +24,7 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir import expr as E
+from ember.tir.arith import Analyzer
 from ember.tir.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor
 
 
@@ -86,8 +87,6 @@ def _as_list(value: Tensor | Sequence[Tensor], what: str) -> tuple[Tensor, ...]:
 
 
 def _same(a: E.PrimExpr, b: E.PrimExpr) -> bool:
-    from ember.tir.arith import Analyzer
-
     return Analyzer().can_prove(E.convert(a) == E.convert(b))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir.expr import PrimExpr, ProducerLoad, Range, Var, convert
+from ember.tir.functor import post_order_visit
 
 
 class IterKind(enum.Enum):
@@ -187,8 +188,6 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
-        from ember.tir.functor import post_order_visit
-
         found: dict[tuple[int, int], Tensor] = {}
 
         def visit(node: Any) -> None:
@@ -290,3 +289,12 @@ class TensorSlice:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _incomplete
     __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _incomplete
     __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __pow__ = _incomplete
+
+
+def reduce_axes_of(name: str, axis: Any) -> tuple[IterVar, ...]:
+    """A reducer's ``axis=`` argument (one reduce axis or a sequence) as a checked tuple."""
+    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+    for ax in axes:
+        if not isinstance(ax, IterVar) or ax.kind is not IterKind.REDUCE:
+            raise ArgumentError(f"{name}: axis must be made with te.reduce_axis, got {ax!r}")
+    return axes

@@ -25,6 +25,7 @@ from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi import nan_order
 from ember.tir.topi.conv import conv_out_size
+from ember.tir.topi.pool import Window
 from ember.tir.topi.transform import static_shape
 
 
@@ -250,8 +251,6 @@ def max_pool2d_nchwc(
 ) -> Tensor:
     """2-D max pooling of an NCHW[c] tensor, each lane its own channel (the same windows
     as ``pool_nd``; ``pads`` is ``(top, left, bottom, right)``)."""
-    from ember.tir.topi.pool import Window
-
     xs = static_shape(X)
     if len(xs) != 5 or len(kernel) != 2:
         raise ArgumentError(f"max_pool2d_nchwc: input {list(xs)} is not NCHWc, or not 2-D")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir import op as _op
@@ -54,8 +56,6 @@ def elementwise_chain(X: Tensor, bias: Tensor, name: str = "chain") -> Tensor:
 
 def elementwise_chain_numpy(x, bias):  # noqa: ANN001, ANN201
     """The numpy reference of :func:`elementwise_chain`."""
-    import numpy as np
-
     z = x * np.float32(2.0) + bias
     return (
         np.float32(0.5)

@@ -14,6 +14,9 @@ unroll), 3 at the end of the list (a phase above 3 counts as 3).
 from __future__ import annotations
 
 from ember.tir.transform.context import PassContext
+from ember.tir.transform.flatten_buffers import flatten_buffers
+from ember.tir.transform.instrument_bound_checkers import instrument_bound_checkers
+from ember.tir.transform.loop_partition import loop_partition
 from ember.tir.transform.prim_func_pass import as_pass
 from ember.tir.transform.runner import (
     TIR,
@@ -25,18 +28,14 @@ from ember.tir.transform.runner import (
     run_passes,
     with_functions,
 )
+from ember.tir.transform.simplify import simplify
+from ember.tir.transform.unroll_loops import unroll_loops
+from ember.tir.transform.vectorize_loops import vectorize_loops
+from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
 
 
 def default_passes(ctx: PassContext | None = None) -> list[Pass]:
     """Target-independent optimisation after lowering, in order, with the user's passes."""
-    from ember.tir.transform.flatten_buffers import flatten_buffers
-    from ember.tir.transform.instrument_bound_checkers import instrument_bound_checkers
-    from ember.tir.transform.loop_partition import loop_partition
-    from ember.tir.transform.simplify import simplify
-    from ember.tir.transform.unroll_loops import unroll_loops
-    from ember.tir.transform.vectorize_loops import vectorize_loops
-    from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
-
     user = user_passes_by_phase(ctx or PassContext.current())
     return [
         *user[0],
