@@ -18,15 +18,18 @@ simplifier key their behaviour on tables.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember.errors import ArgumentError, SymbolicTruthError
 from ember.tir import dtype as dt
 
 if TYPE_CHECKING:
     from ember.tir.buffer import Buffer
+
+_T = TypeVar("_T")
 
 
 class BinaryOp(enum.Enum):
@@ -301,11 +304,24 @@ class PrimExpr:
         return expr_to_str(self)
 
 
-def _node(cls: type) -> type:
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # Python 3.10: the marker only informs type checkers, so a no-op stands in
+
+    def dataclass_transform(**_kwargs: Any) -> Callable[[_T], _T]:
+        return lambda decorated: decorated
+
+
+@dataclass_transform(eq_default=False, frozen_default=True)
+def ir_node(cls: type[_T]) -> type[_T]:
+    """Make ``cls`` an IR node: a frozen, slotted dataclass with identity equality.
+
+    ``dataclass_transform`` lets type checkers see the generated constructors.
+    """
     return dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
 
 
-@_node
+@ir_node
 class Var(PrimExpr):
     """A scalar variable: loop index, shape symbol, or let-bound value."""
 
@@ -313,13 +329,13 @@ class Var(PrimExpr):
     dtype: str = "int32"
 
 
-@_node
+@ir_node
 class SizeVar(Var):
     """A variable known to be ``>= 0`` (TVM's ``te.size_var``): a size the analyzer may
     assume non-negative when it simplifies or bounds expressions."""
 
 
-@_node
+@ir_node
 class IntImm(PrimExpr):
     dtype: str
     value: int
@@ -328,7 +344,7 @@ class IntImm(PrimExpr):
         return self.value
 
 
-@_node
+@ir_node
 class FloatImm(PrimExpr):
     dtype: str
     value: float
@@ -337,13 +353,13 @@ class FloatImm(PrimExpr):
         return self.value
 
 
-@_node
+@ir_node
 class StringImm(PrimExpr):
     value: str
     dtype: str = "handle"
 
 
-@_node
+@ir_node
 class BinOp(PrimExpr):
     dtype: str
     op: BinaryOp
@@ -351,7 +367,7 @@ class BinOp(PrimExpr):
     b: PrimExpr
 
 
-@_node
+@ir_node
 class Compare(PrimExpr):
     """``a op b``. ``bool()`` of an EQ / NE is "same object" / "not the same object"
     (what lets ``x in list`` and dict lookups work on expressions, as in TVM); other
@@ -370,13 +386,13 @@ class Compare(PrimExpr):
         return PrimExpr.__bool__(self)
 
 
-@_node
+@ir_node
 class Not(PrimExpr):
     dtype: str
     a: PrimExpr
 
 
-@_node
+@ir_node
 class Select(PrimExpr):
     """``cond ? true_value : false_value``; both branches may be evaluated."""
 
@@ -386,13 +402,13 @@ class Select(PrimExpr):
     false_value: PrimExpr
 
 
-@_node
+@ir_node
 class Cast(PrimExpr):
     dtype: str
     value: PrimExpr
 
 
-@_node
+@ir_node
 class Call(PrimExpr):
     """A math intrinsic; every backend maps each :class:`Intrinsic` in a table."""
 
@@ -401,7 +417,7 @@ class Call(PrimExpr):
     args: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class Ramp(PrimExpr):
     """The vector ``base, base+stride, ..., base+(lanes-1)*stride``."""
 
@@ -411,14 +427,14 @@ class Ramp(PrimExpr):
     lanes: int
 
 
-@_node
+@ir_node
 class Broadcast(PrimExpr):
     dtype: str
     value: PrimExpr
     lanes: int
 
 
-@_node
+@ir_node
 class Let(PrimExpr):
     dtype: str
     var: Var
@@ -426,7 +442,7 @@ class Let(PrimExpr):
     body: PrimExpr
 
 
-@_node
+@ir_node
 class BufferLoad(PrimExpr):
     """Read of ``buffer[indices]``; after flattening, one index. A Ramp index reads a vector."""
 
@@ -435,7 +451,7 @@ class BufferLoad(PrimExpr):
     indices: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class ProducerLoad(PrimExpr):
     """Read of a tensor-expression Tensor; exists only before lowering."""
 
@@ -444,7 +460,7 @@ class ProducerLoad(PrimExpr):
     indices: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class CommReducer:
     """A commutative reducer: ``combine(lhs, rhs)`` with an ``identity`` element.
 
@@ -463,7 +479,7 @@ class CommReducer:
         return substitute(self.result, {self.lhs: a, self.rhs: b})
 
 
-@_node
+@ir_node
 class TupleReducer:
     """A commutative reducer over tuples of values (TVM's ``CommReducer`` of several values).
 
@@ -485,7 +501,7 @@ class TupleReducer:
         return tuple(substitute(r, vmap) for r in self.results)
 
 
-@_node
+@ir_node
 class Reduce(PrimExpr):
     """A reduction over ``axis`` (IterVars) inside a compute; exists only before lowering.
 
@@ -534,7 +550,7 @@ class Reduce(PrimExpr):
         )
 
 
-@_node
+@ir_node
 class Range:
     """``[min, min + extent)``."""
 

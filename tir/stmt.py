@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.tir.buffer import Buffer
-from ember.tir.expr import PrimExpr, Var
+from ember.tir.expr import PrimExpr, Var, ir_node
 
 
 class ForKind(enum.Enum):
@@ -33,11 +33,7 @@ class Stmt:
         return stmt_to_str(self)
 
 
-def _node(cls: type) -> type:
-    return dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
-
-
-@_node
+@ir_node
 class For(Stmt):
     loop_var: Var
     min: PrimExpr
@@ -64,33 +60,33 @@ class For(Stmt):
         return default
 
 
-@_node
+@ir_node
 class BufferStore(Stmt):
     buffer: Buffer
     value: PrimExpr
     indices: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class SeqStmt(Stmt):
     stmts: tuple[Stmt, ...]
 
 
-@_node
+@ir_node
 class IfThenElse(Stmt):
     condition: PrimExpr
     then_case: Stmt
     else_case: Stmt | None = None
 
 
-@_node
+@ir_node
 class LetStmt(Stmt):
     var: Var
     value: PrimExpr
     body: Stmt
 
 
-@_node
+@ir_node
 class Allocate(Stmt):
     """Storage for ``buffer`` (its scope says where) for the extent of ``body``."""
 
@@ -111,7 +107,7 @@ class Allocate(Stmt):
         return self.buffer.dtype
 
 
-@_node
+@ir_node
 class AttrStmt(Stmt):
     """A fact about ``body``: ``key`` such as ``"thread_extent"`` or ``"pragma_unroll"``."""
 
@@ -121,28 +117,28 @@ class AttrStmt(Stmt):
     body: Stmt
 
 
-@_node
+@ir_node
 class AssertStmt(Stmt):
     condition: PrimExpr
     message: str
     body: Stmt
 
 
-@_node
+@ir_node
 class Evaluate(Stmt):
     """Evaluate an expression for its effect (an intrinsic call such as a barrier)."""
 
     value: PrimExpr
 
 
-@_node
+@ir_node
 class Barrier(Stmt):
     """A block-wide barrier (``__syncthreads()`` on CUDA); a no-op on the CPU."""
 
     scope: str = "shared"
 
 
-@_node
+@ir_node
 class AsyncCopy(Stmt):
     """``store`` issued asynchronously (``cp.async`` on sm_80 and newer).
 
@@ -155,12 +151,12 @@ class AsyncCopy(Stmt):
     store: BufferStore
 
 
-@_node
+@ir_node
 class AsyncCommit(Stmt):
     """Close the group of the asynchronous copies this thread issued since the last commit."""
 
 
-@_node
+@ir_node
 class AsyncWait(Stmt):
     """Wait until at most ``pending`` of this thread's committed copy groups are in flight."""
 
