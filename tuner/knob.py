@@ -360,7 +360,7 @@ class AnnotateKnob(Knob):
                 f"annotate knob '{name}': unknown policy {policy!r}; "
                 f"expected one of {ANNOTATE_POLICIES}"
             )
-        per_axis = [("none", "unroll")] * n
+        per_axis: list[tuple[str, ...]] = [("none", "unroll")] * n
         if policy == "try_unroll_vec":
             per_axis[-1] = ("none", "unroll", "vec")
         cands = list(itertools.product(*per_axis))

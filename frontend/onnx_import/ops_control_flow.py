@@ -56,7 +56,7 @@ def convert_if(ctx: ConvertContext) -> list[str]:
     refused = {k: b for k, b in branches.items() if isinstance(b, ArgumentError)}
     if len(refused) == 2:
         raise refused["then_branch"]
-    imported = {k: b for k, b in branches.items() if k not in refused}
+    imported = {k: b for k, b in branches.items() if not isinstance(b, ArgumentError)}
     caps = [v for _, c in imported.values() for v in c]
     order = list(dict.fromkeys(caps))
     types = {v: ctx.type_of(v) for v in order}

@@ -16,6 +16,7 @@ import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any  # models are onnx ModelProtos; onnx is optional
 
 import numpy as np
 
@@ -44,7 +45,7 @@ def list_cases() -> list[str]:
     return sorted(p.name for p in node_test_root().iterdir() if (p / "model.onnx").exists())
 
 
-def load_case(name: str) -> tuple[object, list[np.ndarray], list[np.ndarray]]:
+def load_case(name: str) -> tuple[Any, list[np.ndarray], list[np.ndarray]]:
     """The model, inputs and expected outputs of case ``name`` (test data set 0)."""
     import onnx
     from onnx import numpy_helper
@@ -90,7 +91,7 @@ def run_case(name: str, target: str = "llvm") -> CaseResult:
         model, inputs, expected = load_case(name)
     except Exception as e:  # optional/sequence inputs onnx's own reader cannot turn into arrays
         return CaseResult(name, (), "unsupported", f"test data is not plain tensors: {e}")
-    ops = tuple(sorted({n.op_type for n in model.graph.node}))  # type: ignore[attr-defined]
+    ops = tuple(sorted({n.op_type for n in model.graph.node}))
     frozen: list[str] = []
     try:
         lib, model, inputs, frozen = _compile_freezing(model, inputs, target)
@@ -113,8 +114,8 @@ def run_case(name: str, target: str = "llvm") -> CaseResult:
 
 
 def _compile_freezing(
-    model: object, inputs: list[np.ndarray], target: str
-) -> tuple[object, object, list[np.ndarray], list[str]]:
+    model: Any, inputs: list[np.ndarray], target: str
+) -> tuple[Any, Any, list[np.ndarray], list[str]]:
     """Compile ``model``; Ember needs shape-like inputs at compile time, and the suite feeds
     them as graph inputs, so on "must be a constant" freeze the integer inputs into
     initializers, then any other input an error names (float scales, a bool condition),
@@ -138,14 +139,14 @@ def _compile_freezing(
 
 
 def freeze_integer_inputs(
-    model: object, inputs: list[np.ndarray], only: set[str] | None = None
-) -> tuple[object, list[np.ndarray], list[str]]:
+    model: Any, inputs: list[np.ndarray], only: set[str] | None = None
+) -> tuple[Any, list[np.ndarray], list[str]]:
     """A copy of ``model`` whose integer inputs (or, given ``only``, the inputs it names) are
     initializers holding the given data."""
     from onnx import numpy_helper
 
-    m = type(model)()  # type: ignore[operator]
-    m.CopyFrom(model)  # type: ignore[attr-defined]
+    m = type(model)()
+    m.CopyFrom(model)
     names = [i.name for i in m.graph.input]
     keep, rest, frozen = [], [], []
     for vi, arr in zip(list(m.graph.input), inputs):

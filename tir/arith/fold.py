@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
 from ember.tir import dtype as dt
 from ember.tir import expr as E
-
-BinaryOp, CompareOp = E.BinaryOp, E.CompareOp
+from ember.tir.expr import BinaryOp, CompareOp
 
 
 def truncdiv(a: int, b: int) -> int:
@@ -98,14 +98,17 @@ def fold_binary(op: BinaryOp, a: E.PrimExpr, b: E.PrimExpr, dtype: str) -> E.Pri
         value = INT_BINARY[op](a.value, b.value)
         return None if value is None else make_int(value, dtype)
     if isinstance(a, E.FloatImm) and isinstance(b, E.FloatImm) and dtype in _FOLDABLE_FLOATS:
-        fn = FLOAT_BINARY.get(op)
-        if fn is None:
+        ffn = FLOAT_BINARY.get(op)
+        if ffn is None:
             return None
-        ta = np.array(a.value, dtype=dtype)[()]
-        tb = np.array(b.value, dtype=dtype)[()]
+        # numpy scalars of ``dtype``, so the arithmetic rounds as the target's does
+        ta = cast(float, np.array(a.value, dtype=dtype)[()])
+        tb = cast(float, np.array(b.value, dtype=dtype)[()])
         with np.errstate(all="ignore"):
-            value = fn(ta, tb)
-        return None if value is None else E.FloatImm(dtype, float(np.array(value, dtype=dtype)))
+            fvalue = ffn(ta, tb)
+        if fvalue is None:
+            return None
+        return E.FloatImm(dtype, float(np.array(fvalue, dtype=dtype)))
     return None
 
 
