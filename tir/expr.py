@@ -33,6 +33,8 @@ _T = TypeVar("_T")
 
 
 class BinaryOp(enum.Enum):
+    """The binary operators of :class:`BinOp`; backends and folders key their tables on it."""
+
     ADD = "+"
     SUB = "-"
     MUL = "*"
@@ -48,6 +50,8 @@ class BinaryOp(enum.Enum):
 
 
 class CompareOp(enum.Enum):
+    """The comparison operators of :class:`Compare`, keyed the same way by every backend."""
+
     EQ = "=="
     NE = "!="
     LT = "<"
@@ -57,6 +61,8 @@ class CompareOp(enum.Enum):
 
 
 class Intrinsic(enum.Enum):
+    """The math and bit intrinsics a :class:`Call` can name; each backend maps every one."""
+
     # -- floating point, one argument; computed in the argument's type ------------------------
     EXP = "exp"
     EXP2 = "exp2"
@@ -309,6 +315,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the marker only informs type checkers, so a no-op stands in
 
     def dataclass_transform(**_kwargs: Any) -> Callable[[_T], _T]:
+        """Stand-in for ``typing.dataclass_transform``, which only informs type checkers."""
         return lambda decorated: decorated
 
 
@@ -337,6 +344,8 @@ class SizeVar(Var):
 
 @ir_node
 class IntImm(PrimExpr):
+    """An integer (or bool) constant; its dtype tells folding and codegen the width."""
+
     dtype: str
     value: int
 
@@ -346,6 +355,8 @@ class IntImm(PrimExpr):
 
 @ir_node
 class FloatImm(PrimExpr):
+    """A floating-point constant; its dtype says at which precision backends materialize it."""
+
     dtype: str
     value: float
 
@@ -355,12 +366,16 @@ class FloatImm(PrimExpr):
 
 @ir_node
 class StringImm(PrimExpr):
+    """A string argument to an intrinsic or packed call (a kernel name, a message)."""
+
     value: str
     dtype: str = "handle"
 
 
 @ir_node
 class BinOp(PrimExpr):
+    """Arithmetic or logic on two operands of one dtype; the operator says which."""
+
     dtype: str
     op: BinaryOp
     a: PrimExpr
@@ -388,6 +403,8 @@ class Compare(PrimExpr):
 
 @ir_node
 class Not(PrimExpr):
+    """Logical negation of a bool expression."""
+
     dtype: str
     a: PrimExpr
 
@@ -404,6 +421,8 @@ class Select(PrimExpr):
 
 @ir_node
 class Cast(PrimExpr):
+    """A conversion of ``value`` to ``dtype`` with C semantics (truncation toward zero)."""
+
     dtype: str
     value: PrimExpr
 
@@ -429,6 +448,8 @@ class Ramp(PrimExpr):
 
 @ir_node
 class Broadcast(PrimExpr):
+    """A scalar repeated into every lane of a vector, as vectorized loops need."""
+
     dtype: str
     value: PrimExpr
     lanes: int
@@ -436,6 +457,8 @@ class Broadcast(PrimExpr):
 
 @ir_node
 class Let(PrimExpr):
+    """An expression that binds ``var`` to ``value`` once inside ``body``, to share a subterm."""
+
     dtype: str
     var: Var
     value: PrimExpr
@@ -742,24 +765,29 @@ def _as_bool(x: ExprLike) -> PrimExpr:
 
 
 def eq(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The node ``a == b``; Python's ``==`` on expressions is identity, as in TVM."""
     return _compare(CompareOp.EQ, a, b)
 
 
 def ne(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The node ``a != b``, for when a comparison node is wanted rather than identity."""
     return _compare(CompareOp.NE, a, b)
 
 
 def logical_and(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Short-circuit-free ``a and b`` on bool expressions (both sides are evaluated)."""
     a, b = _as_bool(a), _as_bool(b)
     return BinOp(a.dtype, BinaryOp.AND, a, b)
 
 
 def logical_or(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Short-circuit-free ``a or b`` on bool expressions (both sides are evaluated)."""
     a, b = _as_bool(a), _as_bool(b)
     return BinOp(a.dtype, BinaryOp.OR, a, b)
 
 
 def logical_not(a: ExprLike) -> PrimExpr:
+    """``not a`` as an expression; Python's ``not`` would ask for a truth value."""
     a = _as_bool(a)
     return Not(a.dtype, a)
 
@@ -793,30 +821,37 @@ def int_call(op: Intrinsic, *args: ExprLike) -> PrimExpr:
 
 
 def min_(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The smaller of ``a`` and ``b``, promoted to one dtype (``min`` is the builtin's name)."""
     return _binary(BinaryOp.MIN, a, b)
 
 
 def max_(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The larger of ``a`` and ``b``, promoted to one dtype (``max`` is the builtin's name)."""
     return _binary(BinaryOp.MAX, a, b)
 
 
 def floordiv(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Division rounding toward minus infinity, as Python's ``//`` and index math need."""
     return _binary(BinaryOp.FLOORDIV, a, b)
 
 
 def floormod(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The remainder matching :func:`floordiv`, never negative for a positive divisor."""
     return _binary(BinaryOp.FLOORMOD, a, b)
 
 
 def truncdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Division rounding toward zero, as C and the hardware divide."""
     return _binary(BinaryOp.TRUNCDIV, a, b)
 
 
 def truncmod(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The remainder matching :func:`truncdiv`, with the sign of the dividend (C's ``%``)."""
     return _binary(BinaryOp.TRUNCMOD, a, b)
 
 
 def cast(dtype: str, value: ExprLike) -> PrimExpr:
+    """``value`` converted to ``dtype``; a no-op when it already has that type."""
     value = convert(value)
     dtype = dt.check_dtype(dtype)
     if value.dtype == dtype:
@@ -827,6 +862,7 @@ def cast(dtype: str, value: ExprLike) -> PrimExpr:
 
 
 def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> PrimExpr:
+    """``true_value`` where ``cond`` holds, else ``false_value``; both sides are evaluated."""
     cond = _as_bool(cond)
     t, f = _promote(true_value, false_value)
     return Select(t.dtype, cond, t, f)
@@ -844,6 +880,7 @@ def if_then_else(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) ->
 
 
 def call(op: Intrinsic, *args: ExprLike, dtype: str | None = None) -> PrimExpr:
+    """A call of intrinsic ``op``, its arguments promoted to one type as Python numbers would be."""
     # two operands promote as Python numbers meet expressions (`x << 2` keeps x's type)
     cargs = [convert(a) for a in args] if len(args) != 2 else list(_promote(*args))
     if len(cargs) == 3:

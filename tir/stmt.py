@@ -17,6 +17,8 @@ from ember.tir.expr import PrimExpr, Var, ir_node
 
 
 class ForKind(enum.Enum):
+    """How a loop runs: serially, in parallel, vectorized, unrolled or bound to a GPU axis."""
+
     SERIAL = "serial"
     PARALLEL = "parallel"
     VECTORIZED = "vectorized"
@@ -25,6 +27,8 @@ class ForKind(enum.Enum):
 
 
 class Stmt:
+    """Base of the statement nodes; its repr prints the statement as TIR text."""
+
     __slots__ = ()
 
     def __repr__(self) -> str:
@@ -35,6 +39,8 @@ class Stmt:
 
 @ir_node
 class For(Stmt):
+    """A loop of ``loop_var`` over ``[min, min + extent)``; its kind says how it runs."""
+
     loop_var: Var
     min: PrimExpr
     extent: PrimExpr
@@ -62,6 +68,8 @@ class For(Stmt):
 
 @ir_node
 class BufferStore(Stmt):
+    """A write of ``value`` to ``buffer`` at ``indices``, the only way TIR mutates memory."""
+
     buffer: Buffer
     value: PrimExpr
     indices: tuple[PrimExpr, ...]
@@ -69,11 +77,15 @@ class BufferStore(Stmt):
 
 @ir_node
 class SeqStmt(Stmt):
+    """Statements run in order; an empty one is the no-op."""
+
     stmts: tuple[Stmt, ...]
 
 
 @ir_node
 class IfThenElse(Stmt):
+    """Run ``then_case`` when ``condition`` holds, else ``else_case`` (which may be absent)."""
+
     condition: PrimExpr
     then_case: Stmt
     else_case: Stmt | None = None
@@ -81,6 +93,8 @@ class IfThenElse(Stmt):
 
 @ir_node
 class LetStmt(Stmt):
+    """Binds ``var`` to ``value`` for ``body``, so a value computed once is reused."""
+
     var: Var
     value: PrimExpr
     body: Stmt
@@ -119,6 +133,8 @@ class AttrStmt(Stmt):
 
 @ir_node
 class AssertStmt(Stmt):
+    """Checks ``condition`` at run time and fails with ``message`` before running ``body``."""
+
     condition: PrimExpr
     message: str
     body: Stmt
@@ -164,6 +180,7 @@ class AsyncWait(Stmt):
 
 
 def no_op() -> Stmt:
+    """The statement that does nothing, for passes that delete a statement."""
     return SeqStmt(())
 
 
