@@ -90,6 +90,7 @@ class _Verify(Visitor):
 
 
 def verify_well_formed(func: S.PrimFunc, after: str = "") -> None:
+    """Raise when ``func`` breaks a TIR invariant, naming the pass that ran just before."""
     v = _Verify(func)
     v.visit(func.body)
     if v.problems:

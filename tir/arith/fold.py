@@ -23,11 +23,13 @@ from ember.tir.expr import BinaryOp, CompareOp
 
 
 def truncdiv(a: int, b: int) -> int:
+    """Integer division rounding toward zero, as C and the targets divide (Python floors)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 
 
 def truncmod(a: int, b: int) -> int:
+    """The remainder matching :func:`truncdiv` (C's ``%``), as the targets compute it."""
     return a - b * truncdiv(a, b)
 
 
@@ -85,6 +87,7 @@ def wrap_int(value: int, dtype: str) -> int:
 
 
 def make_int(value: int, dtype: str) -> E.IntImm:
+    """An integer constant wrapped to ``dtype``'s width, as the target's arithmetic would wrap."""
     return E.IntImm(dtype, wrap_int(value, dtype))
 
 
@@ -113,6 +116,7 @@ def fold_binary(op: BinaryOp, a: E.PrimExpr, b: E.PrimExpr, dtype: str) -> E.Pri
 
 
 def fold_compare(op: CompareOp, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
+    """The constant result of comparing two constants, or None when either is not one."""
     if isinstance(a, (E.IntImm, E.FloatImm)) and isinstance(b, (E.IntImm, E.FloatImm)):
         return E.IntImm("bool", int(COMPARE[op](a.value, b.value)))
     return None

@@ -224,6 +224,8 @@ class Rule:
 
 
 def rule(name: str, pattern: E.PrimExpr, result: Any, where: Where | None = None) -> Rule:
+    """A rewrite rule, indexed by its pattern's root so the simplifier tries only rules that can
+    match."""
     return Rule(name, root_of(pattern), pattern, result, where)
 
 

@@ -17,6 +17,8 @@ from ember.tir.te.tensor import IterVar
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Split:
+    """Records that ``parent`` was split into ``outer`` and ``inner`` (by factor or by nparts)."""
+
     parent: IterVar
     outer: IterVar
     inner: IterVar
@@ -28,6 +30,8 @@ class Split:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Fuse:
+    """Records that ``outer`` and ``inner`` were fused into ``fused``."""
+
     outer: IterVar
     inner: IterVar
     fused: IterVar
@@ -44,6 +48,7 @@ Relation = Split | Fuse | Singleton
 
 
 def ceildiv(a: E.PrimExpr, b: int | E.PrimExpr) -> E.PrimExpr:
+    """``ceil(a / b)`` for positive ``b``, folded for constants: the loop count of a split."""
     if isinstance(b, E.PrimExpr):
         return (a + b - 1) // b
     if isinstance(a, E.IntImm):

@@ -28,6 +28,8 @@ from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Operation, Tensor
 
 
 class AttachKind(enum.Enum):
+    """Where a stage's loops go: at the root, inlined into consumers, or inside a consumer loop."""
+
     ROOT = "root"
     INLINE = "inline"
     SCOPE = "scope"  # compute_at

@@ -234,6 +234,7 @@ def reduce_axes_of(name: str, axis: Any) -> tuple[IterVar, ...]:
 
 
 def min_value(dtype: str) -> E.PrimExpr:
+    """The smallest value of ``dtype`` (-inf for floats): the identity of a max reduction."""
     if dt.is_float(dtype):
         return E.const(float("-inf"), dtype)
     if dt.is_bool(dtype):
@@ -242,6 +243,7 @@ def min_value(dtype: str) -> E.PrimExpr:
 
 
 def max_value(dtype: str) -> E.PrimExpr:
+    """The largest value of ``dtype`` (+inf for floats): the identity of a min reduction."""
     if dt.is_float(dtype):
         return E.const(float("inf"), dtype)
     if dt.is_bool(dtype):

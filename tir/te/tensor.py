@@ -19,6 +19,8 @@ from ember.tir.expr import PrimExpr, ProducerLoad, Range, Var, convert
 
 
 class IterKind(enum.Enum):
+    """What an iteration axis is for: data-parallel, reduction, or a bound GPU thread."""
+
     DATA_PAR = "data_par"
     REDUCE = "reduce"
     THREAD = "thread"
@@ -140,6 +142,8 @@ class Operation:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PlaceholderOp(Operation):
+    """The operation of an input tensor: it has a shape and a dtype but computes nothing."""
+
     name: str
     shape: tuple[PrimExpr, ...]
     dtype: str
