@@ -88,6 +88,7 @@ def ensure_context() -> Any:
 
 
 def synchronize() -> None:
+    """Waits for all work queued on the current CUDA context, e.g. before timing or reading back."""
     call("cuCtxSynchronize")
 
 

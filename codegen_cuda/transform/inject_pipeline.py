@@ -427,4 +427,5 @@ def uses_async_copy(arch: str) -> bool:
 
 
 def inject_pipeline(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
+    """Runs the pass; ``arch`` decides whether asynchronous copies are available."""
     return _Pipeline(uses_async_copy(arch)).visit_func(func)

@@ -259,6 +259,7 @@ class _Sync:
 
 
 def inject_sync(func: S.PrimFunc) -> S.PrimFunc:
+    """Runs the pass on a kernel; returns ``func`` itself when no barrier was needed."""
     _, block = func.attr("launch")
     body, _ = _Sync(block).run(func.body, divergent=False)
     return func if body is func.body else func.with_body(body)
