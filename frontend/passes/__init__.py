@@ -32,6 +32,8 @@ DEFAULT_PASSES: tuple[GraphPass, ...] = (
 
 
 def run_graph_passes(graph: Graph, passes: Sequence[GraphPass] = DEFAULT_PASSES) -> Graph:
+    """Runs graph passes in order, verifying after each; a pass that crashes becomes an
+    ``InternalError`` naming it."""
     for p in passes:
         try:
             graph = p(graph)

@@ -12,6 +12,7 @@ from ember.frontend.graph import Graph
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes)."""
     live = set(graph.output_names)
     kept = []
     for node in reversed(graph.nodes):

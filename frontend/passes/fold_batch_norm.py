@@ -18,6 +18,7 @@ from ember.frontend.graph import Graph, Node, TensorType, Value
 
 
 def fold_batch_norm(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes)."""
     producers = graph.producers()
     readers = graph.consumers()
     outputs = set(graph.output_names)

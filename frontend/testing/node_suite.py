@@ -29,6 +29,8 @@ HALF_TOL = 4e-3
 
 @dataclass
 class CaseResult:
+    """The outcome of one ONNX backend node test: pass, unsupported, error or mismatch."""
+
     name: str
     op_types: tuple[str, ...]
     status: str  # pass | unsupported | error | mismatch
@@ -36,12 +38,14 @@ class CaseResult:
 
 
 def node_test_root() -> Path:
+    """Where the installed onnx package keeps its backend node tests."""
     import onnx
 
     return Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
 
 
 def list_cases() -> list[str]:
+    """The names of every node test case shipped with onnx."""
     return sorted(p.name for p in node_test_root().iterdir() if (p / "model.onnx").exists())
 
 
@@ -85,6 +89,7 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
 
 
 def run_case(name: str, target: str = "llvm") -> CaseResult:
+    """Compiles and runs one node test case and compares with its expected outputs."""
     import ember
 
     try:
