@@ -90,6 +90,7 @@ def _alignment(cg: CodeGenLLVM, buf: Buffer, base: E.PrimExpr) -> int:
 
 
 def data_pointer(cg: CodeGenLLVM, buf: Buffer) -> ir.Value:
+    """The LLVM pointer a buffer's accesses go through; an unbound buffer is an internal error."""
     ptr = cg.state.vars.get(buf.data)
     if ptr is None:
         raise InternalError(

@@ -188,6 +188,8 @@ def functions_of(ir: Any) -> tuple[PrimFunc, ...]:
 
 
 def with_functions(ir: Any, funcs: Sequence[PrimFunc]) -> Any:
+    """``ir`` with its functions replaced, so one pass runner serves a PrimFunc and a device
+    program."""
     if isinstance(ir, PrimFunc):
         (func,) = funcs
         return func
