@@ -201,8 +201,9 @@ class SplitKnob(Knob):
         if max_factor is not None and (not is_int(max_factor) or max_factor < 1):
             raise ConfigError(f"split knob '{name}': max_factor must be >= 1, got {max_factor!r}")
         cands = _split_candidates(n, num_outputs, policy, max_factor)
+        index: int | None
         if default is None:
-            index: int | None = _balanced(cands)
+            index = _balanced(cands)
             value = cands[index]
         else:
             value = _split_default(name, default, num_outputs)

@@ -83,7 +83,8 @@ def spread_text(costs: tuple[float, ...] | list[float]) -> str:
 class Measurer(Protocol):
     """Measures a batch of configs of one task (in parallel where it can)."""
 
-    device_name: str
+    @property
+    def device_name(self) -> str: ...  # read-only: a property or a plain attribute
 
     def measure(self, task: object, configs: list[ConfigEntity]) -> list[MeasureResult]: ...
 

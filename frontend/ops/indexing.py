@@ -154,7 +154,8 @@ def _infer_scatter_nd(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 @register_op("scatter_nd", OPAQUE, infer=_infer_scatter_nd, num_inputs=3)
 def scatter_nd(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """Writes update slices at index tuples, optionally reducing; opaque to fusion."""
-    return [scatter.scatter_nd(*inputs, attrs["reduction"])]
+    x, idx, upd = inputs
+    return [scatter.scatter_nd(x, idx, upd, attrs["reduction"])]
 
 
 def _infer_trilu(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

@@ -83,7 +83,8 @@ def _infer_batch_norm(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 @register_op("batch_norm", BROADCAST, infer=_infer_batch_norm, num_inputs=5)
 def batch_norm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """Inference batch norm from running statistics, broadcast over the channel axis."""
-    return [topi_norm.batch_norm(*inputs, attrs["eps"])]
+    x, scale, bias, mean, var = inputs
+    return [topi_norm.batch_norm(x, scale, bias, mean, var, attrs["eps"])]
 
 
 def _infer_lp(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

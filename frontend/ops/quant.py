@@ -128,7 +128,9 @@ def _infer_conv_integer(types: Types, attrs: dict[str, Any]) -> list[TensorType]
     return [TensorType(get_op("conv").infer(types[:2], attrs)[0].shape, "int32")]
 
 
-def _conv_args(attrs: dict[str, Any]) -> tuple[Any, ...]:
+def _conv_args(
+    attrs: dict[str, Any],
+) -> tuple[Sequence[int], Sequence[int], Sequence[int], int]:
     return attrs["strides"], attrs["pads"], attrs["dilations"], attrs["group"]
 
 
@@ -164,4 +166,6 @@ def _infer_qlinear_conv(types: Types, attrs: dict[str, Any]) -> list[TensorType]
 def qlinear_conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """Quantized convolution with an int32 bias and requantization to the output scale."""
     bias = inputs[8] if len(inputs) > 8 else None
-    return [quant.qlinear_conv(*inputs[:8], bias, *_conv_args(attrs))]
+    x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp = inputs[:8]
+    conv = _conv_args(attrs)
+    return [quant.qlinear_conv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias, *conv)]

@@ -15,7 +15,7 @@ TVM schedule written against these primitives picks the same loops:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ember.errors import ScheduleError
@@ -105,7 +105,7 @@ def cache_write(
 
 
 def _rebind_reduce_axes(
-    axes: tuple[IterVar, ...], vmap: dict[E.Var, E.PrimExpr]
+    axes: tuple[IterVar, ...], vmap: Mapping[E.Var, E.PrimExpr]
 ) -> tuple[IterVar, ...]:
     """The reduce axes of the cache stage: the same IterVars, except one whose range is
     written in the output's indices (``te.reduce_axis((0, i))`` in TVM's
@@ -121,7 +121,7 @@ def _rebind_reduce_axes(
     return tuple(out)
 
 
-def _uses(e: E.PrimExpr, vmap: dict[E.Var, E.PrimExpr]) -> bool:
+def _uses(e: E.PrimExpr, vmap: Mapping[E.Var, E.PrimExpr]) -> bool:
     return uses_var(e, lambda v: v in vmap)
 
 
@@ -130,7 +130,7 @@ class _RebindAxes(Mutator):
     its axes (see ``_rebind_reduce_axes``) and a reducer written in the output's indices
     (TVM's ``comm_reducer`` may close over them)."""
 
-    def __init__(self, vmap: dict[E.Var, E.PrimExpr], axes: dict[IterVar, IterVar]) -> None:
+    def __init__(self, vmap: Mapping[E.Var, E.PrimExpr], axes: dict[IterVar, IterVar]) -> None:
         self.vmap, self.axes = vmap, axes
 
     def visit_Var(self, v: E.Var) -> E.PrimExpr:

@@ -8,6 +8,7 @@ in terms of the leaf loop variables (``pass_up_values``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +85,7 @@ def pass_down_extents(
 
 def pass_up_values(
     relations: list[Relation],
-    values: dict[IterVar, E.PrimExpr],
+    values: Mapping[IterVar, E.PrimExpr],
     extents: dict[IterVar, E.PrimExpr],
 ) -> dict[IterVar, E.PrimExpr]:
     """Value of every axis as an expression of the leaf loop variables (0-based offsets)."""

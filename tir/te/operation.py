@@ -40,11 +40,10 @@ def as_index(value: E.ExprLike, what: str) -> E.PrimExpr:
 
 
 def _shape(shape: ShapeLike | E.ExprLike, what: str) -> tuple[E.PrimExpr, ...]:
-    if not isinstance(shape, (tuple, list)):
-        shape = (shape,)
+    dims: Sequence[E.ExprLike] = shape if isinstance(shape, (tuple, list)) else (shape,)
     out = []
-    for s in shape:
-        s = as_index(s, f"shape of {what}")
+    for d in dims:
+        s = as_index(d, f"shape of {what}")
         if isinstance(s, E.IntImm) and s.value <= 0:
             raise ArgumentError(f"shape of {what} must be positive, got {s.value}")
         out.append(s)
@@ -107,7 +106,7 @@ def thread_axis(tag: Any = None, dom: Any = None, name: str | None = None) -> It
 
 def compute(
     shape: ShapeLike | E.ExprLike,
-    fcompute: Callable[..., E.ExprLike],
+    fcompute: Callable[..., E.ExprLike | Sequence[E.ExprLike]],
     name: str = "compute",
     tag: str = "",
     attrs: dict[str, Any] | None = None,
@@ -134,7 +133,8 @@ def compute(
     axis = tuple(IterVar(E.Var(n), E.Range.from_extent(s)) for n, s in zip(names, shp))
     result = fcompute(*[iv.var for iv in axis])
     many = isinstance(result, (tuple, list))
-    bodies = [E.convert(b) for b in result] if many else [E.convert(result)]
+    values = list(result) if isinstance(result, (tuple, list)) else [result]
+    bodies = [E.convert(b) for b in values]
     if not bodies:
         raise ArgumentError(f"compute '{name}': the lambda returned an empty tuple")
     reduce_axes: tuple[IterVar, ...] = ()
