@@ -16,7 +16,7 @@ TVM schedule written against these primitives picks the same loops:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ember.errors import ScheduleError
 from ember.tir import expr as E
@@ -41,7 +41,8 @@ def cache_read(
         if not isinstance(rs.op, ComputeOp) or not any(t == tensor for t in rs.op.input_tensors):
             raise rs._error(f"cache_read: stage '{rs.name}' does not read '{tensor.name}'")
     for rs in reader_stages:
-        sch._rewrite_op(rs, _replace_tensor(rs.op, tensor, cache))
+        # every reader was checked to be a compute just above
+        sch._rewrite_op(rs, _replace_tensor(cast(ComputeOp, rs.op), tensor, cache))
     st = sch._insert_stage(cache.op, after=src)
     st.set_scope(scope)
     return cache
@@ -57,7 +58,9 @@ def cache_write(
     Must come before any loop primitive on the stage (its splits would refer to
     axes that move to the cache stage), as TVM requires.
     """
-    tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+    tensors: list[Tensor] = (
+        list(tensor) if isinstance(tensor, (list, tuple)) else [cast(Tensor, tensor)]
+    )
     if not tensors:
         raise ScheduleError("cache_write: no tensors given")
     st = sch[tensors[0]]
