@@ -229,10 +229,10 @@ class _Sync:
             else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
         )
         v = s.loop_var
-        outside = _Summary(
-            *(_rephase(x, v, None) for x in (bs.head_r, bs.head_w, bs.tail_r, bs.tail_w)),
-            bs.barrier,
+        head_r, head_w, tail_r, tail_w = (
+            _rephase(x, v, None) for x in (bs.head_r, bs.head_w, bs.tail_r, bs.tail_w)
         )
+        outside = _Summary(head_r, head_w, tail_r, tail_w, bs.barrier)
         return new, outside
 
     def branch(self, s: S.IfThenElse, divergent: bool) -> tuple[S.Stmt, _Summary]:
