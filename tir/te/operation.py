@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ember.errors import ArgumentError, ScheduleError
 from ember.tir import dtype as dt
@@ -133,7 +133,9 @@ def compute(
     axis = tuple(IterVar(E.Var(n), E.Range.from_extent(s)) for n, s in zip(names, shp))
     result = fcompute(*[iv.var for iv in axis])
     many = isinstance(result, (tuple, list))
-    values = list(result) if isinstance(result, (tuple, list)) else [result]
+    values: list[E.ExprLike] = (
+        list(result) if isinstance(result, (tuple, list)) else [cast(E.ExprLike, result)]
+    )
     bodies = [E.convert(b) for b in values]
     if not bodies:
         raise ArgumentError(f"compute '{name}': the lambda returned an empty tuple")
