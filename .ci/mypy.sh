@@ -11,12 +11,19 @@
 #   .ci/mypy.sh --count    print the number of errors
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export LC_ALL=C  # one sort order for the baseline and the check (comm needs it)
 PY=${PYTHON:-.venv/bin/python}
 tree=.mypy_tree
 rm -rf "$tree" && mkdir -p "$tree/ember"
 for f in ember/*; do ln -s "../../$f" "$tree/ember/$(basename "$f")"; done
 for d in tir codegen_llvm codegen_cuda frontend tuner; do ln -s "../../$d" "$tree/ember/$d"; done
-raw=$("$PY" -m mypy --config-file pyproject.toml "$tree/ember" 2>&1 || true)
+rc=0
+raw=$("$PY" -m mypy --config-file pyproject.toml "$tree/ember" 2>&1) || rc=$?
+if ((rc > 1)); then  # 1 means "found errors"; anything else is mypy failing to run
+  printf '%s\n' "$raw" >&2
+  echo "mypy: did not run (exit $rc)" >&2
+  exit 2
+fi
 errors=$(printf '%s\n' "$raw" | grep -E '^[^ ]+:[0-9]+: error:' \
   | sed -E "s#^$tree/ember/##; s#^([^:]+):[0-9]+: #\1: #" | sort)
 case "${1:-}" in

@@ -52,6 +52,8 @@ _MALFORMED = (
 
 
 def emulating() -> bool:
+    """Whether CUDA modules run in the SIMT emulator (``EMBER_CUDA_EMULATE``), so a load
+    picks no device image."""
     return os.environ.get("EMBER_CUDA_EMULATE", "") not in ("", "0")
 
 

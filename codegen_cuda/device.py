@@ -45,6 +45,7 @@ def _probe() -> tuple[list[tuple[str, int, int, int]], str]:
 
 
 def device_available() -> bool:
+    """Whether a CUDA device can be used here, so GPU paths and tests can step aside."""
     return bool(_probe()[0])
 
 

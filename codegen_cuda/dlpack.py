@@ -43,14 +43,20 @@ _CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque handle", 4: "bfloat",
 
 
 class DLDevice(ctypes.Structure):
+    """DLPack's ``DLDevice`` struct, laid out as the C header defines it."""
+
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
 
 class DLDataType(ctypes.Structure):
+    """DLPack's ``DLDataType`` struct (type code, bits, lanes)."""
+
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
 class DLTensor(ctypes.Structure):
+    """DLPack's ``DLTensor`` struct: the tensor view exchanged with other frameworks."""
+
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("device", DLDevice),
@@ -63,6 +69,8 @@ class DLTensor(ctypes.Structure):
 
 
 class DLManagedTensor(ctypes.Structure):
+    """DLPack's ``DLManagedTensor``: a ``DLTensor`` plus the deleter its consumer calls."""
+
     _fields_ = [
         ("dl_tensor", DLTensor),
         ("manager_ctx", ctypes.c_void_p),

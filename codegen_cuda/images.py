@@ -90,6 +90,7 @@ def build_images(source: str, archs: Sequence[str], fast_math: bool, ptx: bool) 
 
 
 def cubin_runs_on(cubin_arch: str, device_arch: str) -> bool:
+    """Whether a cubin built for ``cubin_arch`` loads on a ``device_arch`` device."""
     major, minor, suffix = arch_parts(cubin_arch)
     d_major, d_minor, _ = arch_parts(device_arch)
     if suffix == "a":  # arch-specific: that capability only
@@ -98,6 +99,7 @@ def cubin_runs_on(cubin_arch: str, device_arch: str) -> bool:
 
 
 def ptx_runs_on(ptx_arch: str, device_arch: str) -> bool:
+    """Whether PTX targeting ``ptx_arch`` can be JIT-compiled for a ``device_arch`` device."""
     major, minor, suffix = arch_parts(ptx_arch)
     d_major, d_minor, _ = arch_parts(device_arch)
     if suffix == "a":

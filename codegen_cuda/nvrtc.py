@@ -95,6 +95,7 @@ def _read(nvrtc: Any, prog: Any, size_fn: str, get_fn: str) -> bytes:
 
 
 def nvrtc_version() -> str:
+    """The NVRTC version as ``"major.minor"``, for cache keys and error messages."""
     nvrtc = _import_nvrtc()
     major, minor = _check(nvrtc, nvrtc.nvrtcVersion(), "report its version")
     return f"{major}.{minor}"

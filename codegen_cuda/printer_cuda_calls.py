@@ -82,6 +82,7 @@ def print_bits(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
 
 
 def print_predicate(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+    """CUDA C for ``isnan``/``isinf``/``isfinite``; half types are tested as floats."""
     return f"{PREDICATE_NAMES[e.op]}({p.to_float(e.args[0], lane)})", PRIMARY
 
 
@@ -122,6 +123,7 @@ def _extern_arg(p: CUDAPrinter, a: E.PrimExpr, lane: int | None) -> str:
 
 
 def print_extern(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+    """CUDA C for a call of an external device function named by the first argument."""
     name = e.args[0]
     assert isinstance(name, E.StringImm)
     return f"{name.value}({', '.join(_extern_arg(p, a, lane) for a in e.args[1:])})", PRIMARY

@@ -53,6 +53,7 @@ def _operands(first: int, n: int) -> str:
 
 
 def print_mma(p: CUDAPrinter, e: E.Call) -> None:
+    """Emits inline PTX ``mma.sync`` for one warp-level matrix multiply-accumulate."""
     shape, _, _, in_dtype, _, acc_dtype = (a.value for a in e.args[:6])  # type: ignore[attr-defined]
     spec = mma_spec(shape, in_dtype, acc_dtype)
     a, a_off, b, b_off, c, c_off = e.args[6:]
@@ -75,6 +76,7 @@ def print_mma(p: CUDAPrinter, e: E.Call) -> None:
 
 
 def print_ldmatrix(p: CUDAPrinter, e: E.Call) -> None:
+    """Emits inline PTX ``ldmatrix``, loading shared-memory tiles into mma operand registers."""
     trans, num = (E.const_value(x) for x in e.args[:2])
     dst, dst_off, src, src_off = e.args[3:]
     addr = p.names.fresh("ldmatrix_addr")
@@ -92,6 +94,7 @@ def _fragment(p: CUDAPrinter, var: E.PrimExpr, index: E.PrimExpr) -> str:
 
 
 def print_wmma(p: CUDAPrinter, e: E.Call) -> None:
+    """Emits the ``nvcuda::wmma`` call for a fill, load, store or multiply-accumulate intrinsic."""
     p.headers.add("mma.h")
     if e.op is I.TVM_FILL_FRAGMENT:
         frag, _, _, _, index, value = e.args
@@ -153,6 +156,7 @@ def print_fragment_allocation(p: CUDAPrinter, buf: Buffer, count: int) -> str:
 
 
 def fragment_count(buf: Buffer) -> int:
+    """How many 16x16 wmma fragments (256 elements each) a fragment-scope buffer holds."""
     size = buf.flat_size()
     if not isinstance(size, E.IntImm) or size.value % WMMA_ELEMS:
         raise InternalError(f"wmma fragment array '{buf.name}' has size {size!r}, not k * 256")

@@ -107,6 +107,8 @@ class ResourceUsage:
 
 @dataclass(frozen=True)
 class Occupancy:
+    """How many blocks and warps of a kernel fit on one SM, and which resource limits it."""
+
     blocks_per_sm: int
     warps_per_sm: int
     limited_by: str  # "threads", "blocks", "registers" or "shared memory"

@@ -89,6 +89,7 @@ def ensure_context() -> Any:
 
 
 def synchronize() -> None:
+    """Waits for all work queued on the current CUDA context, e.g. before timing or reading back."""
     call("cuCtxSynchronize")
 
 
@@ -202,6 +203,8 @@ def bind_pointers(sig: FunctionSignature, native_args: Sequence[int]) -> BoundAr
 # -- modules and launches ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Kernel:
+    """A loaded CUDA kernel with its launch shape, shared memory and by-value size arguments."""
+
     name: str
     function: Any
     grid: tuple[int | str, ...]  # a str: a size text evaluated on each call's sizes

@@ -72,10 +72,12 @@ def mem_type(dtype: str) -> ir.Type:
 
 
 def lanes_of_type(ty: ir.Type) -> int:
+    """How many lanes an LLVM type has (1 for scalars)."""
     return ty.count if isinstance(ty, ir.VectorType) else 1
 
 
 def element_type(ty: ir.Type) -> ir.Type:
+    """The scalar type of an LLVM vector type (the type itself for scalars)."""
     return ty.element if isinstance(ty, ir.VectorType) else ty
 
 

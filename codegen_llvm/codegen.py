@@ -88,6 +88,7 @@ class FunctionInfo:
 
 
 def function_symbol(func: S.PrimFunc) -> str:
+    """The symbol a compiled function is exported under: its ``global_symbol``, else its name."""
     return str(func.attr("global_symbol") or func.name)
 
 

@@ -184,6 +184,7 @@ def _fabs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.call(declare_intrinsic(b.module, "llvm.fabs", x.type, 1), [x])
 
 
+_INF = float("inf")
 Predicate = Callable[[ir.IRBuilder, ir.Value], ir.Value]
 # Float tests giving bools (i1); they hold under fast-math too, so no flags.
 PREDICATES: dict[Intrinsic, Predicate] = {
@@ -191,7 +192,6 @@ PREDICATES: dict[Intrinsic, Predicate] = {
     Intrinsic.ISINF: lambda b, x: b.fcmp_ordered("==", _fabs(b, x), splat_const(x.type, _INF)),
     Intrinsic.ISFINITE: lambda b, x: b.fcmp_ordered("<", _fabs(b, x), splat_const(x.type, _INF)),
 }
-_INF = float("inf")
 
 
 def _emit_rule(

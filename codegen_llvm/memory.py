@@ -90,6 +90,7 @@ def _alignment(cg: CodeGenLLVM, buf: Buffer, base: E.PrimExpr) -> int:
 
 
 def data_pointer(cg: CodeGenLLVM, buf: Buffer) -> ir.Value:
+    """The LLVM pointer a buffer's accesses go through; an unbound buffer is an internal error."""
     ptr = cg.state.vars.get(buf.data)
     if ptr is None:
         raise InternalError(
@@ -163,6 +164,7 @@ def _lane_addresses(cg: CodeGenLLVM, ptr: ir.Value, unit: ir.Type, index: E.Prim
 
 
 def emit_load(cg: CodeGenLLVM, e: E.BufferLoad) -> ir.Value:
+    """LLVM IR for a buffer load, scalar or vector, through the buffer's data pointer."""
     b = cg.builder
     buf = e.buffer
     (index,) = cg.single_index(buf, e.indices)
@@ -187,6 +189,7 @@ def emit_load(cg: CodeGenLLVM, e: E.BufferLoad) -> ir.Value:
 
 
 def emit_store(cg: CodeGenLLVM, s: S.BufferStore) -> None:
+    """LLVM IR for a buffer store, scalar or vector, through the buffer's data pointer."""
     b = cg.builder
     buf = s.buffer
     (index,) = cg.single_index(buf, s.indices)
@@ -232,6 +235,7 @@ def _heap_bytes(cg: CodeGenLLVM, buf: Buffer) -> ir.Value:
 
 
 def emit_allocate(cg: CodeGenLLVM, s: S.Allocate) -> None:
+    """LLVM IR for an allocation: on the stack when small and constant-sized, else on the heap."""
     buf = s.buffer
     b = cg.builder
     size = _const_size(buf)

@@ -242,6 +242,7 @@ def _host(host: Any) -> Target | None:
 
 
 def as_target(target: str | Target) -> Target:
+    """``target`` as a :class:`Target`, parsing a string; APIs take either."""
     return Target.parse(target)
 
 

@@ -190,6 +190,7 @@ def _fmt_attr(v: Any) -> str:
 
 
 def format_node(n: Node, values: dict[str, Value]) -> str:
+    """One node as a line of graph text (``%y: f32[4] = relu(%x)``), for dumps and errors."""
     outs = ", ".join(f"%{o}: {values[o].type}" if o in values else f"%{o}" for o in n.outputs)
     attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(n.attrs.items()))
     args = ", ".join(f"%{i}" for i in n.inputs)

@@ -30,6 +30,8 @@ from ember.tir.expr import (
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Buffer:
+    """A typed, shaped view of memory at a pointer; TIR loads and stores go through one."""
+
     name: str
     dtype: str
     shape: tuple[PrimExpr, ...]

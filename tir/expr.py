@@ -18,9 +18,10 @@ simplifier key their behaviour on tables.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember.errors import ArgumentError, SymbolicTruthError
 from ember.tir import dtype as dt
@@ -30,8 +31,12 @@ from ember.tir.node import IRNode
 if TYPE_CHECKING:
     from ember.tir.buffer import Buffer
 
+_T = TypeVar("_T")
+
 
 class BinaryOp(enum.Enum):
+    """The binary operators of :class:`BinOp`; backends and folders key their tables on it."""
+
     ADD = "+"
     SUB = "-"
     MUL = "*"
@@ -47,6 +52,8 @@ class BinaryOp(enum.Enum):
 
 
 class CompareOp(enum.Enum):
+    """The comparison operators of :class:`Compare`, keyed the same way by every backend."""
+
     EQ = "=="
     NE = "!="
     LT = "<"
@@ -56,6 +63,8 @@ class CompareOp(enum.Enum):
 
 
 class Intrinsic(enum.Enum):
+    """The math and bit intrinsics a :class:`Call` can name; each backend maps every one."""
+
     # -- floating point, one argument; computed in the argument's type ------------------------
     EXP = "exp"
     EXP2 = "exp2"
@@ -300,11 +309,25 @@ class PrimExpr(IRNode):
         return eq(self, other)
 
 
-def _node(cls: type) -> type:
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # Python 3.10: the marker only informs type checkers, so a no-op stands in
+
+    def dataclass_transform(**_kwargs: Any) -> Callable[[_T], _T]:
+        """Stand-in for ``typing.dataclass_transform``, which only informs type checkers."""
+        return lambda decorated: decorated
+
+
+@dataclass_transform(eq_default=False, frozen_default=True)
+def ir_node(cls: type[_T]) -> type[_T]:
+    """Make ``cls`` an IR node: a frozen, slotted dataclass with identity equality.
+
+    ``dataclass_transform`` lets type checkers see the generated constructors.
+    """
     return dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
 
 
-@_node
+@ir_node
 class Var(PrimExpr):
     """A scalar variable: loop index, shape symbol, or let-bound value."""
 
@@ -312,14 +335,16 @@ class Var(PrimExpr):
     dtype: str = "int32"
 
 
-@_node
+@ir_node
 class SizeVar(Var):
     """A variable known to be ``>= 0`` (TVM's ``te.size_var``): a size the analyzer may
     assume non-negative when it simplifies or bounds expressions."""
 
 
-@_node
+@ir_node
 class IntImm(PrimExpr):
+    """An integer (or bool) constant; its dtype tells folding and codegen the width."""
+
     dtype: str
     value: int
 
@@ -327,8 +352,10 @@ class IntImm(PrimExpr):
         return self.value
 
 
-@_node
+@ir_node
 class FloatImm(PrimExpr):
+    """A floating-point constant; its dtype says at which precision backends materialize it."""
+
     dtype: str
     value: float
 
@@ -336,21 +363,25 @@ class FloatImm(PrimExpr):
         return self.value
 
 
-@_node
+@ir_node
 class StringImm(PrimExpr):
+    """A string argument to an intrinsic or packed call (a kernel name, a message)."""
+
     value: str
     dtype: str = "handle"
 
 
-@_node
+@ir_node
 class BinOp(PrimExpr):
+    """Arithmetic or logic on two operands of one dtype; the operator says which."""
+
     dtype: str
     op: BinaryOp
     a: PrimExpr
     b: PrimExpr
 
 
-@_node
+@ir_node
 class Compare(PrimExpr):
     """``a op b``. ``bool()`` of an EQ / NE is "same object" / "not the same object"
     (what lets ``x in list`` and dict lookups work on expressions, as in TVM); other
@@ -369,13 +400,15 @@ class Compare(PrimExpr):
         return PrimExpr.__bool__(self)
 
 
-@_node
+@ir_node
 class Not(PrimExpr):
+    """Logical negation of a bool expression."""
+
     dtype: str
     a: PrimExpr
 
 
-@_node
+@ir_node
 class Select(PrimExpr):
     """``cond ? true_value : false_value``; both branches may be evaluated."""
 
@@ -385,13 +418,15 @@ class Select(PrimExpr):
     false_value: PrimExpr
 
 
-@_node
+@ir_node
 class Cast(PrimExpr):
+    """A conversion of ``value`` to ``dtype`` with C semantics (truncation toward zero)."""
+
     dtype: str
     value: PrimExpr
 
 
-@_node
+@ir_node
 class Call(PrimExpr):
     """A math intrinsic; every backend maps each :class:`Intrinsic` in a table."""
 
@@ -400,7 +435,7 @@ class Call(PrimExpr):
     args: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class Ramp(PrimExpr):
     """The vector ``base, base+stride, ..., base+(lanes-1)*stride``."""
 
@@ -410,22 +445,26 @@ class Ramp(PrimExpr):
     lanes: int
 
 
-@_node
+@ir_node
 class Broadcast(PrimExpr):
+    """A scalar repeated into every lane of a vector, as vectorized loops need."""
+
     dtype: str
     value: PrimExpr
     lanes: int
 
 
-@_node
+@ir_node
 class Let(PrimExpr):
+    """An expression that binds ``var`` to ``value`` once inside ``body``, to share a subterm."""
+
     dtype: str
     var: Var
     value: PrimExpr
     body: PrimExpr
 
 
-@_node
+@ir_node
 class BufferLoad(PrimExpr):
     """Read of ``buffer[indices]``; after flattening, one index. A Ramp index reads a vector."""
 
@@ -434,7 +473,7 @@ class BufferLoad(PrimExpr):
     indices: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class ProducerLoad(PrimExpr):
     """Read of a tensor-expression Tensor; exists only before lowering."""
 
@@ -443,7 +482,7 @@ class ProducerLoad(PrimExpr):
     indices: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class CommReducer:
     """A commutative reducer: ``combine(lhs, rhs)`` with an ``identity`` element.
 
@@ -460,7 +499,7 @@ class CommReducer:
         return substitute(self.result, {self.lhs: a, self.rhs: b})
 
 
-@_node
+@ir_node
 class TupleReducer:
     """A commutative reducer over tuples of values (TVM's ``CommReducer`` of several values).
 
@@ -480,7 +519,7 @@ class TupleReducer:
         return tuple(substitute(r, vmap) for r in self.results)
 
 
-@_node
+@ir_node
 class Reduce(PrimExpr):
     """A reduction over ``axis`` (IterVars) inside a compute; exists only before lowering.
 
@@ -529,7 +568,7 @@ class Reduce(PrimExpr):
         )
 
 
-@_node
+@ir_node
 class Range:
     """``[min, min + extent)``."""
 
@@ -721,24 +760,29 @@ def _as_bool(x: ExprLike) -> PrimExpr:
 
 
 def eq(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The node ``a == b``; Python's ``==`` on expressions is identity, as in TVM."""
     return _compare(CompareOp.EQ, a, b)
 
 
 def ne(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The node ``a != b``, for when a comparison node is wanted rather than identity."""
     return _compare(CompareOp.NE, a, b)
 
 
 def logical_and(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Short-circuit-free ``a and b`` on bool expressions (both sides are evaluated)."""
     a, b = _as_bool(a), _as_bool(b)
     return BinOp(a.dtype, BinaryOp.AND, a, b)
 
 
 def logical_or(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Short-circuit-free ``a or b`` on bool expressions (both sides are evaluated)."""
     a, b = _as_bool(a), _as_bool(b)
     return BinOp(a.dtype, BinaryOp.OR, a, b)
 
 
 def logical_not(a: ExprLike) -> PrimExpr:
+    """``not a`` as an expression; Python's ``not`` would ask for a truth value."""
     a = _as_bool(a)
     return Not(a.dtype, a)
 
@@ -772,30 +816,37 @@ def int_call(op: Intrinsic, *args: ExprLike) -> PrimExpr:
 
 
 def min_(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The smaller of ``a`` and ``b``, promoted to one dtype (``min`` is the builtin's name)."""
     return _binary(BinaryOp.MIN, a, b)
 
 
 def max_(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The larger of ``a`` and ``b``, promoted to one dtype (``max`` is the builtin's name)."""
     return _binary(BinaryOp.MAX, a, b)
 
 
 def floordiv(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Division rounding toward minus infinity, as Python's ``//`` and index math need."""
     return _binary(BinaryOp.FLOORDIV, a, b)
 
 
 def floormod(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The remainder matching :func:`floordiv`, never negative for a positive divisor."""
     return _binary(BinaryOp.FLOORMOD, a, b)
 
 
 def truncdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Division rounding toward zero, as C and the hardware divide."""
     return _binary(BinaryOp.TRUNCDIV, a, b)
 
 
 def truncmod(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """The remainder matching :func:`truncdiv`, with the sign of the dividend (C's ``%``)."""
     return _binary(BinaryOp.TRUNCMOD, a, b)
 
 
 def cast(dtype: str, value: ExprLike) -> PrimExpr:
+    """``value`` converted to ``dtype``; a no-op when it already has that type."""
     value = convert(value)
     dtype = dt.check_dtype(dtype)
     if value.dtype == dtype:
@@ -806,6 +857,7 @@ def cast(dtype: str, value: ExprLike) -> PrimExpr:
 
 
 def select(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) -> PrimExpr:
+    """``true_value`` where ``cond`` holds, else ``false_value``; both sides are evaluated."""
     cond = _as_bool(cond)
     t, f = _promote(true_value, false_value)
     return Select(t.dtype, cond, t, f)
@@ -823,6 +875,7 @@ def if_then_else(cond: ExprLike, true_value: ExprLike, false_value: ExprLike) ->
 
 
 def call(op: Intrinsic, *args: ExprLike, dtype: str | None = None) -> PrimExpr:
+    """A call of intrinsic ``op``, its arguments promoted to one type as Python numbers would be."""
     # two operands promote as Python numbers meet expressions (`x << 2` keeps x's type)
     cargs = [convert(a) for a in args] if len(args) != 2 else list(_promote(*args))
     if len(cargs) == 3:

@@ -31,6 +31,7 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def fields_of(cls: type) -> tuple[str, ...]:
+    """A node class's field names, cached: the generic visitors walk children by them."""
     names = _FIELDS.get(cls)
     if names is None:
         names = tuple(f.name for f in dataclasses.fields(cls))

@@ -45,6 +45,8 @@ def _index_tuple(indices: ExprLike | Sequence[ExprLike]) -> tuple[PrimExpr, ...]
 
 
 class IRBuilder:
+    """Builds TIR imperatively with ``with`` blocks, for hand-written kernels and tests."""
+
     def __init__(self) -> None:
         self._blocks: list[list[_Item]] = [[]]
         self._params: list[Buffer] = []

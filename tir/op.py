@@ -133,6 +133,7 @@ def clz(x: ExprLike) -> PrimExpr:
 
 
 def shift_left(x: ExprLike, y: ExprLike) -> PrimExpr:
+    """``x << y`` on integers, as an intrinsic call every backend lowers."""
     return E.int_call(I.SHIFT_LEFT, x, y)
 
 
@@ -142,18 +143,22 @@ def shift_right(x: ExprLike, y: ExprLike) -> PrimExpr:
 
 
 def bitwise_and(x: ExprLike, y: ExprLike) -> PrimExpr:
+    """``x & y`` on integers, as an intrinsic call every backend lowers."""
     return E.int_call(I.BITWISE_AND, x, y)
 
 
 def bitwise_or(x: ExprLike, y: ExprLike) -> PrimExpr:
+    """``x | y`` on integers, as an intrinsic call every backend lowers."""
     return E.int_call(I.BITWISE_OR, x, y)
 
 
 def bitwise_xor(x: ExprLike, y: ExprLike) -> PrimExpr:
+    """``x ^ y`` on integers, as an intrinsic call every backend lowers."""
     return E.int_call(I.BITWISE_XOR, x, y)
 
 
 def bitwise_not(x: ExprLike) -> PrimExpr:
+    """``~x`` on integers, as an intrinsic call every backend lowers."""
     return E.int_call(I.BITWISE_NOT, x)
 
 

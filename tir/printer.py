@@ -52,6 +52,8 @@ class _Names:
 
 
 class TIRPrinter(Visitor):
+    """Renders TIR as readable Python-like text for dumps, reprs and test diffs."""
+
     def __init__(self) -> None:
         self.names = _Names()
         self.lines: list[str] = []
@@ -210,16 +212,19 @@ class TIRPrinter(Visitor):
 
 
 def expr_to_str(e: E.PrimExpr) -> str:
+    """One expression as text, the form ``repr`` of an expression shows."""
     return TIRPrinter().expr(e)
 
 
 def stmt_to_str(s: S.Stmt) -> str:
+    """A statement as indented text, the form ``repr`` of a statement shows."""
     p = TIRPrinter()
     p.visit(s)
     return "\n".join(p.lines)
 
 
 def func_to_str(f: S.PrimFunc) -> str:
+    """A whole ``PrimFunc`` (parameters, buffers, body) as text, for pass dumps."""
     return TIRPrinter().func(f)
 
 

@@ -27,6 +27,7 @@ FRAGMENT_DTYPES = {
 
 
 def is_fragment(scope: str) -> bool:
+    """Whether ``scope`` is a tensor-core fragment, held in registers across a warp."""
     return scope in FRAGMENT_SCOPES
 
 

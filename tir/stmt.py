@@ -14,12 +14,14 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir.buffer import Buffer
-from ember.tir.expr import PrimExpr, Var, const
+from ember.tir.expr import PrimExpr, Var, const, ir_node
 from ember.tir.functor import free_vars
 from ember.tir.node import IRNode, to_text
 
 
 class ForKind(enum.Enum):
+    """How a loop runs: serially, in parallel, vectorized, unrolled or bound to a GPU axis."""
+
     SERIAL = "serial"
     PARALLEL = "parallel"
     VECTORIZED = "vectorized"
@@ -33,12 +35,10 @@ class Stmt(IRNode):
     __slots__ = ()
 
 
-def _node(cls: type) -> type:
-    return dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
-
-
-@_node
+@ir_node
 class For(Stmt):
+    """A loop of ``loop_var`` over ``[min, min + extent)``; its kind says how it runs."""
+
     loop_var: Var
     min: PrimExpr
     extent: PrimExpr
@@ -62,33 +62,41 @@ class For(Stmt):
         return default
 
 
-@_node
+@ir_node
 class BufferStore(Stmt):
+    """A write of ``value`` to ``buffer`` at ``indices``, the only way TIR mutates memory."""
+
     buffer: Buffer
     value: PrimExpr
     indices: tuple[PrimExpr, ...]
 
 
-@_node
+@ir_node
 class SeqStmt(Stmt):
+    """Statements run in order; an empty one is the no-op."""
+
     stmts: tuple[Stmt, ...]
 
 
-@_node
+@ir_node
 class IfThenElse(Stmt):
+    """Run ``then_case`` when ``condition`` holds, else ``else_case`` (which may be absent)."""
+
     condition: PrimExpr
     then_case: Stmt
     else_case: Stmt | None = None
 
 
-@_node
+@ir_node
 class LetStmt(Stmt):
+    """Binds ``var`` to ``value`` for ``body``, so a value computed once is reused."""
+
     var: Var
     value: PrimExpr
     body: Stmt
 
 
-@_node
+@ir_node
 class Allocate(Stmt):
     """Storage for ``buffer`` (its scope says where) for the extent of ``body``."""
 
@@ -109,7 +117,7 @@ class Allocate(Stmt):
         return self.buffer.dtype
 
 
-@_node
+@ir_node
 class AttrStmt(Stmt):
     """A fact about ``body``: ``key`` such as ``"thread_extent"`` or ``"pragma_unroll"``."""
 
@@ -119,28 +127,30 @@ class AttrStmt(Stmt):
     body: Stmt
 
 
-@_node
+@ir_node
 class AssertStmt(Stmt):
+    """Checks ``condition`` at run time and fails with ``message`` before running ``body``."""
+
     condition: PrimExpr
     message: str
     body: Stmt
 
 
-@_node
+@ir_node
 class Evaluate(Stmt):
     """Evaluate an expression for its effect (an intrinsic call such as a barrier)."""
 
     value: PrimExpr
 
 
-@_node
+@ir_node
 class Barrier(Stmt):
     """A block-wide barrier (``__syncthreads()`` on CUDA); a no-op on the CPU."""
 
     scope: str = "shared"
 
 
-@_node
+@ir_node
 class AsyncCopy(Stmt):
     """``store`` issued asynchronously (``cp.async`` on sm_80 and newer).
 
@@ -153,12 +163,12 @@ class AsyncCopy(Stmt):
     store: BufferStore
 
 
-@_node
+@ir_node
 class AsyncCommit(Stmt):
     """Close the group of the asynchronous copies this thread issued since the last commit."""
 
 
-@_node
+@ir_node
 class AsyncWait(Stmt):
     """Wait until at most ``pending`` of this thread's committed copy groups are in flight."""
 
@@ -166,6 +176,7 @@ class AsyncWait(Stmt):
 
 
 def no_op() -> Stmt:
+    """The statement that does nothing, for passes that delete a statement."""
     return SeqStmt(())
 
 

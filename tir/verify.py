@@ -13,6 +13,7 @@ from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
+from ember.tir.buffer import Buffer
 from ember.tir.functor import Visitor
 
 
@@ -63,12 +64,12 @@ class _Verify(Visitor):
             self.problems.append(f"comparison of {e.a.dtype} with {e.b.dtype}: {e!r}")
         self.generic_visit(e)
 
-    def _access(self, buf: object, indices: tuple[E.PrimExpr, ...], what: str) -> None:
-        ndim = len(buf.shape)  # type: ignore[attr-defined]
+    def _access(self, buf: Buffer, indices: tuple[E.PrimExpr, ...], what: str) -> None:
+        ndim = len(buf.shape)
         if len(indices) not in (ndim, 1):
             self.problems.append(
                 f"{what} of '{buf.name}' with {len(indices)} indices for {ndim} dims"
-            )  # type: ignore[attr-defined]
+            )
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> None:
         self._access(e.buffer, e.indices, "load")
@@ -90,6 +91,7 @@ class _Verify(Visitor):
 
 
 def verify_well_formed(func: S.PrimFunc, after: str = "") -> None:
+    """Raise when ``func`` breaks a TIR invariant, naming the pass that ran just before."""
     v = _Verify(func)
     v.visit(func.body)
     if v.problems:

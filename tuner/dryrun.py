@@ -23,6 +23,8 @@ from ember.tuner.space import ConfigEntity
 
 @dataclass
 class DryRunResult:
+    """What a dry run measured: the configs it tried and their results, for inspection."""
+
     task: Any
     configs: list[ConfigEntity]
     results: list[MeasureResult]

@@ -201,8 +201,9 @@ class SplitKnob(Knob):
         if max_factor is not None and (not is_int(max_factor) or max_factor < 1):
             raise ConfigError(f"split knob '{name}': max_factor must be >= 1, got {max_factor!r}")
         cands = _split_candidates(n, num_outputs, policy, max_factor)
+        index: int | None
         if default is None:
-            index: int | None = _balanced(cands)
+            index = _balanced(cands)
             value = cands[index]
         else:
             value = _split_default(name, default, num_outputs)
@@ -360,7 +361,7 @@ class AnnotateKnob(Knob):
                 f"annotate knob '{name}': unknown policy {policy!r}; "
                 f"expected one of {ANNOTATE_POLICIES}"
             )
-        per_axis = [("none", "unroll")] * n
+        per_axis: list[tuple[str, ...]] = [("none", "unroll")] * n
         if policy == "try_unroll_vec":
             per_axis[-1] = ("none", "unroll", "vec")
         cands = list(itertools.product(*per_axis))

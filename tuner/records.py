@@ -37,6 +37,8 @@ class RecordWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Record:
+    """One measured config as stored in a records file: enough to replay or transfer it."""
+
     task_key: str
     template: str
     workload_key: str
@@ -126,6 +128,7 @@ def host_device_name() -> str:
 
 
 def ember_version() -> str:
+    """Ember's version, written into records so old results can be told apart."""
     return __version__
 
 

@@ -11,7 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 from ember.tuner.space import ConfigEntity
 
@@ -38,7 +38,7 @@ class MeasureResult:
     message: str = ""
     build_s: float = 0.0
     run_s: float = 0.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -55,8 +55,10 @@ class MeasureResult:
         return busy(self.costs)
 
     @staticmethod
-    def failed(error: ErrorKind, message: str, **kw: float) -> MeasureResult:
-        return MeasureResult((), error, message[-2000:], **kw)
+    def failed(
+        error: ErrorKind, message: str, build_s: float = 0.0, run_s: float = 0.0
+    ) -> MeasureResult:
+        return MeasureResult((), error, message[-2000:], build_s, run_s)
 
 
 # The slowest repeat over the fastest beyond which a measurement is not trusted: repeats of
@@ -81,7 +83,8 @@ def spread_text(costs: tuple[float, ...] | list[float]) -> str:
 class Measurer(Protocol):
     """Measures a batch of configs of one task (in parallel where it can)."""
 
-    device_name: str
+    @property
+    def device_name(self) -> str: ...  # read-only: a property or a plain attribute
 
     def measure(self, task: object, configs: list[ConfigEntity]) -> list[MeasureResult]: ...
 

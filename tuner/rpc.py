@@ -64,6 +64,7 @@ def _check_token(token: Any) -> str:
 
 
 def new_token() -> str:
+    """A fresh random token for an RPC server, so only clients given it can connect."""
     return secrets.token_urlsafe(24)
 
 

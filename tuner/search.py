@@ -201,6 +201,8 @@ class _Heartbeat:
 
 @dataclass
 class SearchOptions:
+    """How long and how widely a search runs: trials, parallel jobs, stopping rules."""
+
     n_trials: int
     jobs: int = 1
     early_stopping: int | None = None

@@ -22,7 +22,7 @@ the larger outer factor), a tiling that is moderate on every machine.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -40,7 +40,7 @@ from ember.tuner.knob import (
 Constraint = Callable[["ConfigEntity"], bool]
 
 
-def _unknown(name: str, known: Iterator[str] | Sequence[str]) -> ConfigError:
+def _unknown(name: str, known: Iterable[str]) -> ConfigError:
     names = ", ".join(f"'{k}'" for k in known) or "none"
     return ConfigError(f"unknown knob '{name}'; the template defines: {names}")
 

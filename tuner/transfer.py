@@ -48,13 +48,12 @@ def transfer_configs(
 ) -> list[ConfigEntity]:
     """Up to ``limit`` configs of ``task``'s space from the best valid records of the same
     template and target kind (any shape), fastest first, without duplicates."""
-    items = [records] if isinstance(records, (str, Path)) else list(records)
-    if not all(isinstance(r, Record) for r in items):
-        items = read_records(items)
+    items: list[Any] = [records] if isinstance(records, (str, Path)) else list(records)
+    recs: list[Record] = items if all(isinstance(r, Record) for r in items) else read_records(items)
     kind = task.target.kind
     same = [
         r
-        for r in items
+        for r in recs
         if r.ok
         and r.template == task.name
         and r.target.split()[0] == kind

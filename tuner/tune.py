@@ -305,6 +305,7 @@ def _recorder(
 
 
 def best_cost_text(cost: float) -> str:
+    """A cost in seconds as the tuner's progress output shows it (milliseconds, or ``-``)."""
     return "-" if math.isinf(cost) else f"{cost * 1e3:.4f} ms"
 
 

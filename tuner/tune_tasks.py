@@ -85,6 +85,8 @@ class _Entry:
 def _entries(tasks: Sequence[Any]) -> list[tuple[Task, int]]:
     out = []
     for k, item in enumerate(tasks):
+        task: object
+        weight: object
         if isinstance(item, Task):
             task, weight = item, 1
         else:

@@ -37,6 +37,8 @@ from ember.tir.tensor_core import WMMA_SCOPES
 
 
 class StmtCompiler(StmtCompilerBase):
+    """Compiles statements for the SIMT emulator, which runs every thread of a block in lockstep."""
+
     engine = "SIMT emulator"
 
     def __init__(self, scope: Scope, grid: Dim3, block: Dim3) -> None:

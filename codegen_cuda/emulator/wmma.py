@@ -121,6 +121,7 @@ def _tile_addresses(env: Env, mem: Any, off: Any, stride: int, layout: str, what
 
 
 def run_fill(env: Env, frag: Any, index: Any, value: Any, text: str) -> None:
+    """Emulates ``wmma::fill_fragment`` for the warps of the current chunk."""
     chunk: Chunk = env[CHUNK]
     check_whole_warps(chunk, env[MASK], text, "wmma::fill_fragment")
     f = _frag(frag, "tvm_fill_fragment's fragment")
@@ -131,6 +132,7 @@ def run_fill(env: Env, frag: Any, index: Any, value: Any, text: str) -> None:
 
 
 def run_load(env: Env, args: list[Any], site: int, text: str) -> None:
+    """Emulates ``wmma::load_matrix_sync``: a warp loads a tile from memory into a fragment."""
     frag, index, src, off, stride, layout = args
     chunk: Chunk = env[CHUNK]
     check_whole_warps(chunk, env[MASK], text, "wmma::load_matrix_sync")
@@ -143,6 +145,7 @@ def run_load(env: Env, args: list[Any], site: int, text: str) -> None:
 
 
 def run_store(env: Env, args: list[Any], site: int, text: str) -> None:
+    """Emulates ``wmma::store_matrix_sync``: a warp writes a fragment's tile to memory."""
     frag, index, dst, off, stride, layout = args
     chunk: Chunk = env[CHUNK]
     check_whole_warps(chunk, env[MASK], text, "wmma::store_matrix_sync")

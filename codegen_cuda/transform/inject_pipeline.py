@@ -333,8 +333,8 @@ class _Pipeline(Mutator):
         stages = max(marked.values())
         names = ", ".join(a.buffer.name for a in allocs if a.buffer.data in marked)
         where = f"pipeline of {names} over loop '{s.loop_var.name}'"
-        body = list(inner.stmts) if isinstance(inner, S.SeqStmt) else [inner]
-        producers, consumers = _split_producers(body, marked, where)
+        stmts = list(inner.stmts) if isinstance(inner, S.SeqStmt) else [inner]
+        producers, consumers = _split_producers(stmts, marked, where)
 
         staged: dict[E.Var, tuple[Buffer, int]] = {}
         fragment_sources = _tensor_core_pointers(inner)
@@ -427,4 +427,5 @@ def uses_async_copy(arch: str) -> bool:
 
 
 def inject_pipeline(func: S.PrimFunc, arch: str = "sm_80") -> S.PrimFunc:
+    """Runs the pass; ``arch`` decides whether asynchronous copies are available."""
     return _Pipeline(uses_async_copy(arch)).visit_func(func)

@@ -229,10 +229,10 @@ class _Sync:
             else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
         )
         v = s.loop_var
-        outside = _Summary(
-            *(_rephase(x, v, None) for x in (bs.head_r, bs.head_w, bs.tail_r, bs.tail_w)),
-            bs.barrier,
+        head_r, head_w, tail_r, tail_w = (
+            _rephase(x, v, None) for x in (bs.head_r, bs.head_w, bs.tail_r, bs.tail_w)
         )
+        outside = _Summary(head_r, head_w, tail_r, tail_w, bs.barrier)
         return new, outside
 
     def branch(self, s: S.IfThenElse, divergent: bool) -> tuple[S.Stmt, _Summary]:
@@ -259,6 +259,7 @@ class _Sync:
 
 
 def inject_sync(func: S.PrimFunc) -> S.PrimFunc:
+    """Runs the pass on a kernel; returns ``func`` itself when no barrier was needed."""
     _, block = func.attr("launch")
     body, _ = _Sync(block).run(func.body, divergent=False)
     return func if body is func.body else func.with_body(body)

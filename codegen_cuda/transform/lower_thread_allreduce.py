@@ -32,7 +32,7 @@ one shared-memory slot: that is a :class:`ScheduleError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ember.errors import ScheduleError
 from ember.tir import expr as E
@@ -79,14 +79,14 @@ class _Values:
     def combine_into(
         self,
         stores: Callable[[list[E.PrimExpr]], S.Stmt],
-        first: list[E.PrimExpr],
-        second: list[E.PrimExpr],
+        first: Sequence[E.PrimExpr],
+        second: Sequence[E.PrimExpr],
     ) -> S.Stmt:
         """``stores(combine(first, second))``, every operand bound once: a ``max``-like
         combiner uses each twice."""
         a = [E.Var(f"a{k}", x.dtype) for k, x in enumerate(first)]
         b = [E.Var(f"b{k}", x.dtype) for k, x in enumerate(second)]
-        return _let(a + b, first + second, stores(list(self.node.combine(a, b))))
+        return _let(a + b, [*first, *second], stores(list(self.node.combine(a, b))))
 
     def butterfly(self, top: int) -> list[S.Stmt]:
         """xor-shuffle steps ``top, top/2, ..., 1``: the lanes of each aligned block of

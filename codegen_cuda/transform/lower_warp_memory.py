@@ -75,6 +75,7 @@ class _Lower(Mutator):
 
 
 def lower_warp_memory(func: S.PrimFunc) -> S.PrimFunc:
+    """Runs the pass on ``func`` (see the module notes)."""
     return _Lower(func.name).visit_func(func)
 
 

@@ -31,6 +31,8 @@ HostLoop = tuple[E.Var, E.PrimExpr, E.PrimExpr]  # (variable, min, extent) of a 
 
 @dataclass(frozen=True)
 class Launch:
+    """One kernel launch of the host program: which kernel, with which buffers and sizes."""
+
     kernel: str
     args: tuple[Buffer, ...]  # parameters or workspaces, in the kernel's parameter order
     sizes: tuple[E.Var, ...] = ()  # then the sizes it takes by value, in order
@@ -154,6 +156,7 @@ def _refuse_packed_calls(name: str, stmt: S.Stmt) -> None:
 
 
 def split_host_device(func: S.PrimFunc) -> DeviceProgram:
+    """Splits a lowered function into its device kernels and the host steps that launch them."""
     workspaces, roots = _root_statements(func.body)
     candidates = list(func.buffers) + workspaces
     steps = list(_host_steps(roots))

@@ -16,6 +16,7 @@ TAGS = tuple(f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz")
 
 
 def thread_loops(node: S.Stmt) -> list[S.For]:
+    """The loops of ``node`` bound to GPU thread axes, outermost first."""
     loops: list[S.For] = []
 
     def visit(n: object) -> None:
@@ -64,6 +65,7 @@ def launch_extents(node: S.Stmt, where: str) -> dict[str, int | E.PrimExpr]:
 def launch_dims(
     extents: dict[str, int | E.PrimExpr],
 ) -> tuple[tuple[int | E.PrimExpr, ...], tuple[int | E.PrimExpr, ...]]:
+    """The grid and block dimensions (x, y, z) from the extents bound to each thread axis."""
     grid = tuple(extents.get(f"blockIdx.{a}", 1) for a in "xyz")
     block = tuple(extents.get(f"threadIdx.{a}", 1) for a in "xyz")
     return grid, block  # type: ignore[return-value]

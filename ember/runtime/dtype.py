@@ -85,14 +85,17 @@ def split_lanes(dtype: str) -> tuple[str, int]:
 
 
 def element_of(dtype: str) -> str:
+    """The scalar type of a (possibly vector) dtype: ``"float32x4"`` -> ``"float32"``."""
     return split_lanes(dtype)[0]
 
 
 def lanes_of(dtype: str) -> int:
+    """How many lanes a dtype has (1 for scalars); backends size vector registers by it."""
     return split_lanes(dtype)[1]
 
 
 def with_lanes(dtype: str, lanes: int) -> str:
+    """``dtype``'s element type with ``lanes`` lanes, as vectorization rewrites loads and ops."""
     base = element_of(dtype)
     return base if lanes == 1 else f"{base}x{lanes}"
 
@@ -117,6 +120,7 @@ def check_dtype(dtype: str) -> str:
 
 
 def bits_of(dtype: str) -> int:
+    """Width in bits of ``dtype``'s element type, for wrapping, promotion and storage sizes."""
     return _BITS[element_of(dtype)]
 
 
@@ -126,6 +130,7 @@ def bytes_of(dtype: str) -> int:
 
 
 def is_float(dtype: str) -> bool:
+    """Whether arithmetic on ``dtype`` is floating point (IEEE or bfloat16), not integer."""
     return element_of(dtype) in ("float16", "bfloat16", "float32", "float64")
 
 
@@ -135,10 +140,12 @@ def is_int(dtype: str) -> bool:
 
 
 def is_uint(dtype: str) -> bool:
+    """Whether ``dtype`` is unsigned: picks logical shifts, unsigned compares and zero-extension."""
     return element_of(dtype).startswith("uint")
 
 
 def is_bool(dtype: str) -> bool:
+    """Whether ``dtype`` is the 1-bit truth type that comparisons and selects produce."""
     return element_of(dtype) == "bool"
 
 
@@ -174,6 +181,7 @@ def numpy_dtype(dtype: str) -> np.dtype:
 
 
 def from_numpy(dtype: np.dtype) -> str:
+    """Ember's dtype name for a numpy dtype; TIR names types as numpy does."""
     return np.dtype(dtype).name
 
 

@@ -227,10 +227,14 @@ class _Activation(Module):
 
 
 class ReLU(_Activation):
+    """``torch.nn.ReLU``: exports as ONNX ``Relu``."""
+
     op_type = "Relu"
 
 
 class Sigmoid(_Activation):
+    """``torch.nn.Sigmoid``: exports as ONNX ``Sigmoid``."""
+
     op_type = "Sigmoid"
 
     def __init__(self) -> None:
@@ -238,6 +242,8 @@ class Sigmoid(_Activation):
 
 
 class Tanh(_Activation):
+    """``torch.nn.Tanh``: exports as ONNX ``Tanh``."""
+
     op_type = "Tanh"
 
     def __init__(self) -> None:
@@ -271,6 +277,8 @@ class GELU(_Activation):
 
 
 class Identity(Module):
+    """``torch.nn.Identity``: passes its input through, as models use it for a removed layer."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()  # PyTorch's Identity takes and ignores any arguments
 
@@ -371,13 +379,13 @@ class LayerNorm(Module):
 
 
 class BatchNorm2d(Module):
-    # PyTorch fills a missing num_batches_tracked in load_state_dict (older checkpoints).
-    _optional_state = frozenset({"num_batches_tracked"})
-
     """Batch norm in evaluation mode, with PyTorch's names and buffers (``running_mean``,
     ``running_var``, ``num_batches_tracked``). ``momentum`` only matters in training and is
     kept for the signature; ``track_running_stats=False`` normalises with the batch's own
     statistics (biased variance), as PyTorch does in evaluation mode."""
+
+    # PyTorch fills a missing num_batches_tracked in load_state_dict (older checkpoints).
+    _optional_state = frozenset({"num_batches_tracked"})
 
     def __init__(
         self,

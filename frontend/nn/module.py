@@ -63,6 +63,11 @@ class Module:
     """
 
     training = False  # Ember modules always compute as PyTorch's do after eval()
+    # set through object.__setattr__ (this class's __setattr__ routes parameters)
+    _params: dict[str, np.ndarray | None]
+    _specs: dict[str, tuple[tuple[int, ...], str]]  # shape, dtype
+    _children: dict[str, Module]
+    _scope: str  # the name prefix of this module's constants, set by export
 
     def __init__(self) -> None:
         object.__setattr__(self, "_params", {})

@@ -31,6 +31,7 @@ _DEFAULT_FOR_KIND = {0: "bool", 1: "int64", 2: "float32"}
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:
+    """The numpy-broadcast shape of ``a`` and ``b``; a mismatch is an error naming ``op``."""
     n = max(len(a), len(b))
     pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
     out = []

@@ -23,6 +23,8 @@ REQUIRED = object()
 
 
 class GraphBuilder:
+    """Collects the values, params and nodes an import produces, with unique names."""
+
     def __init__(self, reserved: set[str]) -> None:
         self.values: dict[str, Value] = {}
         self.params: dict[str, np.ndarray] = {}

@@ -90,6 +90,7 @@ def mod(ctx: ConvertContext) -> list[str]:
 
 @converter("BitShift", since=11)
 def bit_shift(ctx: ConvertContext) -> list[str]:
+    """ONNX BitShift: the ``direction`` attribute picks the left or right shift op."""
     direction = ctx.attr("direction")
     ops = {"LEFT": "shift_left", "RIGHT": "shift_right"}
     if direction not in ops:
@@ -125,6 +126,7 @@ def cast(ctx: ConvertContext) -> list[str]:
 
 @converter("CastLike", since=15)
 def cast_like(ctx: ConvertContext) -> list[str]:
+    """ONNX CastLike: a Cast to the second input's dtype."""
     return _cast_to(ctx, ctx.type(1).dtype)
 
 

@@ -48,6 +48,8 @@ def _scalar_bool(ctx: ConvertContext, i: int, what: str) -> None:
 
 
 def convert_if(ctx: ConvertContext) -> list[str]:
+    """ONNX If: inlines the taken branch when the condition is a constant, else imports both as
+    subgraphs."""
     then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
     _scalar_bool(ctx, 0, "the condition")
     if ctx.is_constant(0):
@@ -56,7 +58,7 @@ def convert_if(ctx: ConvertContext) -> list[str]:
     refused = {k: b for k, b in branches.items() if isinstance(b, ArgumentError)}
     if len(refused) == 2:
         raise refused["then_branch"]
-    imported = {k: b for k, b in branches.items() if k not in refused}
+    imported = {k: b for k, b in branches.items() if not isinstance(b, ArgumentError)}
     caps = [v for _, c in imported.values() for v in c]
     order = list(dict.fromkeys(caps))
     types = {v: ctx.type_of(v) for v in order}
@@ -96,6 +98,7 @@ def _body_keeps_cond(body: Graph) -> bool:
 
 
 def convert_loop(ctx: ConvertContext) -> list[str]:
+    """ONNX Loop: imports the body as a subgraph with its carried and scan outputs."""
     body_g = ctx.attr("body")
     n_carried = ctx.num_inputs - 2
     n_scan = len(body_g.output) - 1 - n_carried

@@ -37,6 +37,7 @@ for _t, _o in _UNARY.items():
 
 @converter("Identity", since=1)
 def identity(ctx: ConvertContext) -> list[str]:
+    """ONNX Identity: no node, the output is the input's value."""
     return [ctx.input(0)]
 
 
@@ -50,6 +51,7 @@ _CONSTANT_ATTRS = {
 
 @converter("Constant", since=1)
 def constant(ctx: ConvertContext) -> list[str]:
+    """ONNX Constant: becomes a graph param, from whichever ``value*`` attribute is set."""
     if ctx.has_attr("value"):
         return [ctx.const(np.asarray(ctx.attr("value")))]
     for name, dtype in _CONSTANT_ATTRS.items():

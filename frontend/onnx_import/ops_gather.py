@@ -22,12 +22,14 @@ from ember.frontend.ops.registry import normalize_axis
 
 @converter("GatherElements", since=11)
 def gather_elements(ctx: ConvertContext) -> list[str]:
+    """ONNX GatherElements, with the axis normalized."""
     axis = normalize_axis(ctx.attr("axis", 0), ctx.type(0).ndim, "GatherElements axis")
     return ctx.emit("gather_elements", [ctx.input(0), ctx.input(1)], {"axis": axis})
 
 
 @converter("GatherND", since=11)
 def gather_nd(ctx: ConvertContext) -> list[str]:
+    """ONNX GatherND; ``batch_dims`` exists from opset 12."""
     batch_dims = int(ctx.attr("batch_dims", 0)) if ctx.opset >= 12 else 0
     return ctx.emit("gather_nd", [ctx.input(0), ctx.input(1)], {"batch_dims": batch_dims})
 
@@ -44,6 +46,7 @@ REDUCTION_SINCE = {"add": 16, "mul": 16, "max": 18, "min": 18}
 
 @converter("ScatterElements", since=11)
 def scatter_elements(ctx: ConvertContext) -> list[str]:
+    """ONNX ScatterElements, with the reduction attribute where the opset has it."""
     axis = normalize_axis(ctx.attr("axis", 0), ctx.type(0).ndim, f"{ctx.op_type} axis")
     attrs = {"axis": axis, "reduction": _reduction(ctx, REDUCTION_SINCE)}
     return ctx.emit("scatter_elements", [ctx.input(0), ctx.input(1), ctx.input(2)], attrs)
@@ -51,11 +54,13 @@ def scatter_elements(ctx: ConvertContext) -> list[str]:
 
 @converter("Scatter", since=9, until=10)  # deprecated at 11 (ScatterElements' old name)
 def scatter(ctx: ConvertContext) -> list[str]:
+    """ONNX Scatter (opsets 9-10), the old name of ScatterElements."""
     return scatter_elements(ctx)
 
 
 @converter("ScatterND", since=11)
 def scatter_nd(ctx: ConvertContext) -> list[str]:
+    """ONNX ScatterND; a single index tuple gets a leading axis so the op sees one shape."""
     idx, upd = ctx.input(1), ctx.input(2)
     if ctx.type(1).ndim == 1:  # a single index tuple: give it a leading axis of 1
         (idx,) = _reshape(ctx, idx, (1, *_static(ctx, 1)))
@@ -66,6 +71,7 @@ def scatter_nd(ctx: ConvertContext) -> list[str]:
 
 @converter("OneHot", since=9)
 def one_hot(ctx: ConvertContext) -> list[str]:
+    """ONNX OneHot; the depth must be a constant, since it sets the output shape."""
     depth = float(np.asarray(ctx.constant(1)).reshape(-1)[0])
     if depth < 1:
         raise ArgumentError(f"OneHot '{ctx.name}': depth {depth} must be at least 1")
@@ -77,6 +83,7 @@ def one_hot(ctx: ConvertContext) -> list[str]:
 
 @converter("ReverseSequence", since=10)
 def reverse_sequence(ctx: ConvertContext) -> list[str]:
+    """ONNX ReverseSequence; batch and time must be axes 0 and 1."""
     batch, time = int(ctx.attr("batch_axis", 1)), int(ctx.attr("time_axis", 0))
     if {batch, time} != {0, 1}:
         raise ArgumentError(
@@ -89,6 +96,7 @@ def reverse_sequence(ctx: ConvertContext) -> list[str]:
 
 @converter("CumSum", since=11)
 def cumsum(ctx: ConvertContext) -> list[str]:
+    """ONNX CumSum; the axis must be a constant."""
     axis = normalize_axis(const_ints(ctx, 1)[0], ctx.type(0).ndim, "CumSum axis")
     attrs = {
         "axis": axis,
@@ -105,11 +113,13 @@ def _topk(ctx: ConvertContext, k: int, largest: bool) -> list[str]:
 
 @converter("TopK", since=1, until=9)
 def topk_1(ctx: ConvertContext) -> list[str]:
+    """ONNX TopK before opset 10: ``k`` is an attribute and the largest values are taken."""
     return _topk(ctx, int(ctx.attr("k")), True)
 
 
 @converter("TopK", since=10)
 def topk_10(ctx: ConvertContext) -> list[str]:
+    """ONNX TopK from opset 10: ``k`` is a constant input; ``largest`` exists from opset 11."""
     largest = bool(ctx.attr("largest", 1)) if ctx.opset >= 11 else True
     return _topk(ctx, const_ints(ctx, 1)[0], largest)
 
@@ -125,11 +135,13 @@ def _nonempty(ctx: ConvertContext, shape: tuple[int, ...]) -> None:
 
 @converter("Size", since=1)
 def size(ctx: ConvertContext) -> list[str]:
+    """ONNX Size, folded to a constant from the static shape."""
     return [ctx.const(np.array(np.prod(_static(ctx, 0), dtype=np.int64), dtype=np.int64))]
 
 
 @converter("ConstantOfShape", since=9)
 def constant_of_shape(ctx: ConvertContext) -> list[str]:
+    """ONNX ConstantOfShape, folded to a param; the shape must be a constant."""
     shape = const_ints(ctx, 0)
     _nonempty(ctx, shape)
     value = ctx.attr("value", None)
@@ -139,6 +151,7 @@ def constant_of_shape(ctx: ConvertContext) -> list[str]:
 
 @converter("Range", since=11)
 def range_(ctx: ConvertContext) -> list[str]:
+    """ONNX Range, folded to a param; start, limit and delta must be constants."""
     start, limit, delta = (np.asarray(ctx.constant(i)).reshape(()) for i in range(3))
     if delta == 0:
         raise ArgumentError(f"Range '{ctx.name}': delta is 0")
@@ -150,6 +163,7 @@ def range_(ctx: ConvertContext) -> list[str]:
 
 @converter("EyeLike", since=9)
 def eye_like(ctx: ConvertContext) -> list[str]:
+    """ONNX EyeLike, folded to a param of the input's static 2-D shape."""
     src = _static(ctx, 0)
     if len(src) != 2:
         raise ArgumentError(f"EyeLike '{ctx.name}': input must be 2-D, got {list(src)}")
@@ -164,6 +178,8 @@ def eye_like(ctx: ConvertContext) -> list[str]:
 
 @converter("NonZero", since=9)
 def nonzero(ctx: ConvertContext) -> list[str]:
+    """ONNX NonZero on a constant input only, folded at import: its output shape depends on the
+    data."""
     # Its output shape depends on the data, so the input must be a constant.
     out = np.array(np.nonzero(ctx.constant(0)), dtype=np.int64)
     _nonempty(ctx, tuple(out.shape))

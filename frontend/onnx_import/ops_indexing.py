@@ -68,12 +68,14 @@ def _slice(
 
 @converter("Slice", since=1, until=9)
 def slice_1(ctx: ConvertContext) -> list[str]:
+    """ONNX Slice before opset 10: starts, ends and axes are attributes."""
     axes = ctx.attr("axes", None)
     return _slice(ctx, ctx.attr("starts"), ctx.attr("ends"), axes, None)
 
 
 @converter("Slice", since=10)
 def slice_10(ctx: ConvertContext) -> list[str]:
+    """ONNX Slice from opset 10: starts, ends, axes and steps are constant inputs."""
     axes = const_ints(ctx, 3) if ctx.has_input(3) else None
     steps = const_ints(ctx, 4) if ctx.has_input(4) else None
     return _slice(ctx, const_ints(ctx, 1), const_ints(ctx, 2), axes, steps)
@@ -107,6 +109,7 @@ def _split(ctx: ConvertContext, sizes: tuple[int, ...] | None) -> list[str]:
 
 @converter("Split", since=1, until=12)
 def split_1(ctx: ConvertContext) -> list[str]:
+    """ONNX Split before opset 13: sizes from the ``split`` attribute (or an input, if given)."""
     if ctx.has_input(1):
         return _split(ctx, const_ints(ctx, 1))
     split = ctx.attr("split", None)
@@ -115,6 +118,7 @@ def split_1(ctx: ConvertContext) -> list[str]:
 
 @converter("Split", since=13)
 def split_13(ctx: ConvertContext) -> list[str]:
+    """ONNX Split from opset 13: sizes from input 1, or an even split (``num_outputs`` from 18)."""
     if ctx.has_input(1) and ctx.has_attr("num_outputs"):
         raise ArgumentError(f"Split '{ctx.name}': give either the split input or num_outputs")
     return _split(ctx, const_ints(ctx, 1) if ctx.has_input(1) else None)
@@ -140,16 +144,19 @@ def _pad(ctx: ConvertContext, pads: tuple[int, ...], value: float | int) -> list
 
 @converter("Pad", since=1, until=1)
 def pad_1(ctx: ConvertContext) -> list[str]:
+    """ONNX Pad opset 1: the pads attribute was called ``paddings``."""
     return _pad(ctx, tuple(ctx.attr("paddings")), ctx.attr("value", 0.0))
 
 
 @converter("Pad", since=2, until=10)
 def pad_2(ctx: ConvertContext) -> list[str]:
+    """ONNX Pad opsets 2-10: pads and value are attributes."""
     return _pad(ctx, tuple(ctx.attr("pads")), ctx.attr("value", 0.0))
 
 
 @converter("Pad", since=11)
 def pad_11(ctx: ConvertContext) -> list[str]:
+    """ONNX Pad from opset 11: pads, value and (from 18) axes are constant inputs."""
     pads = const_ints(ctx, 1)
     value = ctx.constant(2).reshape(-1)[0].item() if ctx.has_input(2) else 0
     if ctx.opset >= 18 and ctx.has_input(3):
@@ -166,6 +173,7 @@ def pad_11(ctx: ConvertContext) -> list[str]:
 
 @converter("Tile", since=6)
 def tile(ctx: ConvertContext) -> list[str]:
+    """ONNX Tile; a tile by all ones is no node."""
     reps = const_ints(ctx, 1)
     if all(r == 1 for r in reps) and len(reps) == ctx.type(0).ndim:
         return [ctx.input(0)]
@@ -174,6 +182,7 @@ def tile(ctx: ConvertContext) -> list[str]:
 
 @converter("Expand", since=8)
 def expand(ctx: ConvertContext) -> list[str]:
+    """ONNX Expand, which broadcasts both ways; an expand to the same shape is no node."""
     from ember.frontend.ops.registry import broadcast_shapes
 
     src = _static(ctx, 0)
@@ -198,6 +207,7 @@ def _permute(ctx: ConvertContext, shape: tuple[int, ...], perm: tuple[int, ...])
 
 @converter("DepthToSpace", since=1)
 def depth_to_space(ctx: ConvertContext) -> list[str]:
+    """ONNX DepthToSpace as a reshape-transpose-reshape, in DCR or CRD order."""
     bs, (b, c, h, w) = _blocks(ctx)
     if c % (bs * bs):
         raise ArgumentError(f"DepthToSpace '{ctx.name}': {c} channels do not divide by {bs}^2")
@@ -211,6 +221,7 @@ def depth_to_space(ctx: ConvertContext) -> list[str]:
 
 @converter("SpaceToDepth", since=1)
 def space_to_depth(ctx: ConvertContext) -> list[str]:
+    """ONNX SpaceToDepth as a reshape-transpose-reshape."""
     bs, (b, c, h, w) = _blocks(ctx)
     if h % bs or w % bs:
         raise ArgumentError(f"SpaceToDepth '{ctx.name}': {h}x{w} does not divide by {bs}")
@@ -220,6 +231,7 @@ def space_to_depth(ctx: ConvertContext) -> list[str]:
 
 @converter("Compress", since=9)
 def compress(ctx: ConvertContext) -> list[str]:
+    """ONNX Compress; the condition must be a constant, since it sets the output shape."""
     src = _static(ctx, 0)
     cond = np.asarray(ctx.constant(1)).reshape(-1).astype(bool)
     value = ctx.input(0)
@@ -240,5 +252,6 @@ def compress(ctx: ConvertContext) -> list[str]:
 
 @converter("Trilu", since=14)
 def trilu(ctx: ConvertContext) -> list[str]:
+    """ONNX Trilu; ``k`` must be a constant."""
     k = const_ints(ctx, 1)[0] if ctx.has_input(1) else 0
     return ctx.emit("trilu", [ctx.input(0)], {"k": k, "upper": bool(ctx.attr("upper", 1))})

@@ -9,6 +9,7 @@ from ember.frontend.onnx_import.registry import converter
 
 @converter("Einsum", since=12)
 def einsum(ctx: ConvertContext) -> list[str]:
+    """ONNX Einsum; the equation is checked and its spaces dropped so it keys the kernel cache."""
     equation = ctx.attr("equation")
     if not isinstance(equation, str) or not equation.strip():
         raise ArgumentError(f"Einsum: equation must be a non-empty string, got {equation!r}")
@@ -17,4 +18,5 @@ def einsum(ctx: ConvertContext) -> list[str]:
 
 @converter("Det", since=11)
 def det(ctx: ConvertContext) -> list[str]:
+    """ONNX Det."""
     return ctx.emit("det", [ctx.input(0)])

@@ -79,6 +79,7 @@ for _t, (_o, _since, _defaults) in _WITH_ATTRS.items():
 
 @converter("IsInf", since=10)
 def is_inf(ctx: ConvertContext) -> list[str]:
+    """ONNX IsInf, with its sign switches."""
     attrs = {
         "detect_negative": bool(ctx.attr("detect_negative", 1)),
         "detect_positive": bool(ctx.attr("detect_positive", 1)),
@@ -88,6 +89,7 @@ def is_inf(ctx: ConvertContext) -> list[str]:
 
 @converter("Gelu", since=20)
 def gelu(ctx: ConvertContext) -> list[str]:
+    """ONNX Gelu (opset 20), exact or tanh-approximated."""
     approximate = ctx.attr("approximate", "none")
     if approximate not in ("none", "tanh"):
         raise ArgumentError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
@@ -105,6 +107,7 @@ def _bound(value: float | None, dtype: str) -> float | int | None:
 
 @converter("Clip", since=6, until=10)
 def clip_6(ctx: ConvertContext) -> list[str]:
+    """ONNX Clip opsets 6-10: the bounds are attributes, converted to the input's dtype."""
     dtype = ctx.type(0).dtype
     lo = _bound(ctx.attr("min", None), dtype)
     hi = _bound(ctx.attr("max", None), dtype)

@@ -56,6 +56,7 @@ def resolve_pads(
 
 @converter("Conv", since=1)
 def conv(ctx: ConvertContext) -> list[str]:
+    """ONNX Conv: kernel, strides, pads (auto_pad resolved here), dilations and groups."""
     sizes = _spatial(ctx)
     n = len(sizes)
     w = ctx.type(1)
@@ -98,6 +99,7 @@ def _pool(ctx: ConvertContext, op: str) -> list[str]:
 
 @converter("MaxPool", since=1)
 def max_pool(ctx: ConvertContext) -> list[str]:
+    """ONNX MaxPool; asking for the indices output uses the pooling-with-indices op."""
     if ctx.num_outputs > 1 and ctx.node.output[1]:
         from ember.frontend.onnx_import.ops_spatial import max_pool_with_indices
 
@@ -107,6 +109,7 @@ def max_pool(ctx: ConvertContext) -> list[str]:
 
 @converter("AveragePool", since=1)
 def average_pool(ctx: ConvertContext) -> list[str]:
+    """ONNX AveragePool."""
     return _pool(ctx, "avg_pool")
 
 
@@ -127,11 +130,13 @@ def _global_pool(ctx: ConvertContext, op: str) -> list[str]:
 
 @converter("GlobalAveragePool", since=1)
 def global_average_pool(ctx: ConvertContext) -> list[str]:
+    """ONNX GlobalAveragePool, as an average pool over the whole spatial extent."""
     return _global_pool(ctx, "avg_pool")
 
 
 @converter("GlobalMaxPool", since=1)
 def global_max_pool(ctx: ConvertContext) -> list[str]:
+    """ONNX GlobalMaxPool, as a max pool over the whole spatial extent."""
     return _global_pool(ctx, "max_pool")
 
 
@@ -151,6 +156,7 @@ def _empty_sum(ctx: ConvertContext, op: str, attrs: dict, bias: str | None) -> l
 
 @converter("MatMul", since=1)
 def matmul(ctx: ConvertContext) -> list[str]:
+    """ONNX MatMul; an empty inner dimension gives zeros without a kernel."""
     if ctx.type(0).shape[-1] == 0:
         empty = _empty_sum(ctx, "matmul", {}, None)
         if empty is not None:
@@ -160,6 +166,7 @@ def matmul(ctx: ConvertContext) -> list[str]:
 
 @converter("Gemm", since=7)
 def gemm(ctx: ConvertContext) -> list[str]:
+    """ONNX Gemm, with alpha, beta and the transposes as attributes."""
     attrs = {
         "alpha": float(ctx.attr("alpha", 1.0)),
         "beta": float(ctx.attr("beta", 1.0)),
@@ -196,9 +203,11 @@ def _softmax(ctx: ConvertContext, op: str) -> list[str]:
 
 @converter("Softmax", since=1)
 def softmax(ctx: ConvertContext) -> list[str]:
+    """ONNX Softmax, whose axis meaning changed at opset 13 (flattened 2-D before)."""
     return _softmax(ctx, "softmax")
 
 
 @converter("LogSoftmax", since=1)
 def log_softmax(ctx: ConvertContext) -> list[str]:
+    """ONNX LogSoftmax, whose axis meaning changed at opset 13 like Softmax's."""
     return _softmax(ctx, "log_softmax")

@@ -39,6 +39,7 @@ def _reshape(ctx: ConvertContext, value: str, shape: tuple[int, ...]) -> str:
 
 @converter("BatchNormalization", since=1)
 def batch_norm(ctx: ConvertContext) -> list[str]:
+    """ONNX BatchNormalization in inference mode; training mode is refused."""
     if ctx.num_outputs > 1 or ctx.attr("training_mode", 0):
         raise ArgumentError("BatchNormalization: training mode is not supported (inference only)")
     if ctx.opset < 9 and not ctx.attr("spatial", 1):
@@ -62,11 +63,13 @@ def _layer_norm(ctx: ConvertContext, center: bool) -> list[str]:
 
 @converter("LayerNormalization", since=17)
 def layer_norm(ctx: ConvertContext) -> list[str]:
+    """ONNX LayerNormalization (opset 17), with its optional mean and inverse-std outputs."""
     return _layer_norm(ctx, center=True)
 
 
 @converter("RMSNormalization", since=23)
 def rms_norm(ctx: ConvertContext) -> list[str]:
+    """ONNX RMSNormalization (opset 23): layer norm without centering."""
     if ctx.num_outputs > 1:
         raise ArgumentError("RMSNormalization has one output")
     return _layer_norm(ctx, center=False)
@@ -80,6 +83,7 @@ def _per_channel(ctx: ConvertContext, i: int, ndim: int) -> str:
 
 @converter("InstanceNormalization", since=1)
 def instance_norm(ctx: ConvertContext) -> list[str]:
+    """ONNX InstanceNormalization: normalization over the spatial axes of each channel."""
     xs = _static(ctx)
     if len(xs) < 3:
         raise ArgumentError(f"InstanceNormalization: input must be N x C x spatial, got {xs}")
@@ -123,16 +127,19 @@ def _group_norm(ctx: ConvertContext, per_channel: bool) -> list[str]:
 
 @converter("GroupNormalization", since=18, until=20)
 def group_norm_18(ctx: ConvertContext) -> list[str]:
+    """ONNX GroupNormalization opsets 18-20: scale and bias are per group."""
     return _group_norm(ctx, per_channel=False)
 
 
 @converter("GroupNormalization", since=21)
 def group_norm_21(ctx: ConvertContext) -> list[str]:
+    """ONNX GroupNormalization from opset 21: scale and bias are per channel."""
     return _group_norm(ctx, per_channel=True)
 
 
 @converter("MeanVarianceNormalization", since=9)
 def mean_variance_norm(ctx: ConvertContext) -> list[str]:
+    """ONNX MeanVarianceNormalization over the given axes (N, H, W by default)."""
     t = ctx.type(0)
     axes = ctx.attr("axes", (0, 2, 3))
     what = "MeanVarianceNormalization axis"
@@ -143,6 +150,7 @@ def mean_variance_norm(ctx: ConvertContext) -> list[str]:
 
 @converter("LpNormalization", since=1)
 def lp_normalization(ctx: ConvertContext) -> list[str]:
+    """ONNX LpNormalization for p of 1 or 2."""
     t = ctx.type(0)
     p = int(ctx.attr("p", 2))
     if p not in (1, 2):
@@ -153,6 +161,7 @@ def lp_normalization(ctx: ConvertContext) -> list[str]:
 
 @converter("LRN", since=1)
 def lrn(ctx: ConvertContext) -> list[str]:
+    """ONNX LRN."""
     size = int(ctx.attr("size"))
     if size < 1:
         raise ArgumentError(f"LRN: size must be positive, got {size}")

@@ -61,6 +61,7 @@ def _params(ctx: ConvertContext) -> list[str]:
 
 @converter("QuantizeLinear", since=10)
 def quantize_linear(ctx: ConvertContext) -> list[str]:
+    """ONNX QuantizeLinear; the output dtype comes from the zero point or the opset-21 attribute."""
     if ctx.has_input(2):
         out = ctx.type(2).dtype
     elif ctx.opset >= 21 and int(ctx.attr("output_dtype", 0)):
@@ -82,6 +83,7 @@ def quantize_linear(ctx: ConvertContext) -> list[str]:
 
 @converter("DequantizeLinear", since=10)
 def dequantize_linear(ctx: ConvertContext) -> list[str]:
+    """ONNX DequantizeLinear; the output dtype comes from the scale or the opset-23 attribute."""
     x = ctx.type(0).dtype
     if x not in DEQUANT_INPUTS:
         raise _unsupported(ctx, f"dequantizing {x} data")
@@ -102,6 +104,7 @@ def dequantize_linear(ctx: ConvertContext) -> list[str]:
 
 @converter("DynamicQuantizeLinear", since=11)
 def dynamic_quantize_linear(ctx: ConvertContext) -> list[str]:
+    """ONNX DynamicQuantizeLinear as run-time qparams followed by a quantize."""
     if ctx.type(0).dtype != "float32":
         raise ArgumentError(f"DynamicQuantizeLinear: the input must be float32, got {ctx.type(0)}")
     scale, zp = ctx.emit("dynamic_qparams", [ctx.input(0)])
@@ -128,6 +131,7 @@ def _check_int8(ctx: ConvertContext, indices: tuple[int, ...]) -> None:
 
 @converter("MatMulInteger", since=10)
 def matmul_integer(ctx: ConvertContext) -> list[str]:
+    """ONNX MatMulInteger on int8/uint8 with optional zero points."""
     _check_int8(ctx, (0, 1))
     zps = _zero_points(ctx, 2, (0, 1))
     return ctx.emit("matmul_integer", [ctx.input(0), ctx.input(1), *zps])
@@ -150,6 +154,7 @@ def _conv_attrs(ctx: ConvertContext, w_index: int) -> dict:
 
 @converter("ConvInteger", since=10)
 def conv_integer(ctx: ConvertContext) -> list[str]:
+    """ONNX ConvInteger on int8/uint8 with optional zero points."""
     _check_int8(ctx, (0, 1))
     zps = _zero_points(ctx, 2, (0, 1))
     return ctx.emit("conv_integer", [ctx.input(0), ctx.input(1), *zps], _conv_attrs(ctx, 1))
@@ -157,12 +162,14 @@ def conv_integer(ctx: ConvertContext) -> list[str]:
 
 @converter("QLinearMatMul", since=10)
 def qlinear_matmul(ctx: ConvertContext) -> list[str]:
+    """ONNX QLinearMatMul on int8/uint8."""
     _check_int8(ctx, (0, 3, 7))
     return ctx.emit("qlinear_matmul", [ctx.input(i) for i in range(8)])
 
 
 @converter("QLinearConv", since=10)
 def qlinear_conv(ctx: ConvertContext) -> list[str]:
+    """ONNX QLinearConv on int8/uint8, with an optional int32 bias."""
     _check_int8(ctx, (0, 3, 7))
     ins = [ctx.input(i) for i in range(8)] + ([ctx.input(8)] if ctx.has_input(8) else [])
     return ctx.emit("qlinear_conv", ins, _conv_attrs(ctx, 3))

@@ -113,6 +113,7 @@ _arg_rule("ArgMin", "min")
 
 @converter("Hardmax", since=13)
 def hardmax_13(ctx: ConvertContext) -> list[str]:
+    """ONNX Hardmax from opset 13, along one axis (earlier opsets flatten to 2-D)."""
     axis = normalize_axis(int(ctx.attr("axis", -1)), ctx.type(0).ndim, "Hardmax axis")
     return ctx.emit("hardmax", [ctx.input(0)], {"axis": axis})
 

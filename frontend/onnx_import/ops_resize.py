@@ -150,6 +150,7 @@ def _options(ctx: ConvertContext, legacy: bool, roi: list) -> dict:
 
 @converter("Resize", since=10)
 def resize(ctx: ConvertContext) -> list[str]:
+    """ONNX Resize: sizes or scales, ROI and coordinate mode resolved into per-axis tables."""
     src = _static(ctx, 0)
     sizes, scales, axes = _plan(ctx, src)
     opts = _options(ctx, ctx.opset < 11, _roi(ctx, len(src), axes))
@@ -170,11 +171,13 @@ def _upsample(ctx: ConvertContext, scales: tuple[float, ...]) -> list[str]:
 
 @converter("Upsample", since=7, until=8)
 def upsample_7(ctx: ConvertContext) -> list[str]:
+    """ONNX Upsample opsets 7-8: scales are an attribute."""
     return _upsample(ctx, tuple(float(s) for s in ctx.attr("scales")))
 
 
 @converter("Upsample", since=9, until=9)
 def upsample_9(ctx: ConvertContext) -> list[str]:
+    """ONNX Upsample opset 9: scales are a constant input."""
     scales = _floats(ctx, 1)
     if scales is None:
         raise ArgumentError(f"Upsample '{ctx.name}': scales are missing")

@@ -74,6 +74,8 @@ def _transpose_geometry(
 
 @converter("ConvTranspose", since=1)
 def conv_transpose(ctx: ConvertContext) -> list[str]:
+    """ONNX ConvTranspose, with ``output_padding`` and ``output_shape`` worked out (module
+    notes)."""
     sizes = _static_spatial(ctx, 0)
     wk = _static_spatial(ctx, 1)
     n = len(sizes)
@@ -95,6 +97,7 @@ def conv_transpose(ctx: ConvertContext) -> list[str]:
 
 @converter("LpPool", since=1)
 def lp_pool(ctx: ConvertContext) -> list[str]:
+    """ONNX LpPool."""
     sizes = _static_spatial(ctx, 0)
     n = len(sizes)
     kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
@@ -117,6 +120,7 @@ def lp_pool(ctx: ConvertContext) -> list[str]:
 
 @converter("GlobalLpPool", since=1)
 def global_lp_pool(ctx: ConvertContext) -> list[str]:
+    """ONNX GlobalLpPool, as an Lp pool over the whole spatial extent."""
     sizes = _static_spatial(ctx, 0)
     n = len(sizes)
     attrs = {
@@ -155,6 +159,7 @@ def max_pool_with_indices(ctx: ConvertContext) -> list[str]:
 
 @converter("MaxUnpool", since=9)
 def max_unpool(ctx: ConvertContext) -> list[str]:
+    """ONNX MaxUnpool, with the output shape from the attributes or the optional input."""
     sizes = _static_spatial(ctx, 0)
     n = len(sizes)
     kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))

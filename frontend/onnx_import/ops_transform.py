@@ -56,6 +56,7 @@ def resolve_shape(src: tuple[int, ...], spec: np.ndarray, allowzero: bool) -> tu
 
 @converter("Reshape", since=5)
 def reshape(ctx: ConvertContext) -> list[str]:
+    """ONNX Reshape; the shape must be a constant (0 copies a dim unless ``allowzero``)."""
     src = _static(ctx, 0)
     shape = resolve_shape(src, ctx.constant(1), bool(ctx.attr("allowzero", 0)))
     return _reshape(ctx, ctx.input(0), shape)
@@ -63,6 +64,7 @@ def reshape(ctx: ConvertContext) -> list[str]:
 
 @converter("Flatten", since=1)
 def flatten(ctx: ConvertContext) -> list[str]:
+    """ONNX Flatten, as a reshape to 2-D around ``axis``."""
     src = _static(ctx, 0)
     axis = ctx.attr("axis", 1)
     axis = axis + len(src) if axis < 0 else axis
@@ -99,28 +101,33 @@ def _unsqueeze(ctx: ConvertContext, axes: tuple[int, ...]) -> list[str]:
 
 @converter("Squeeze", since=1, until=12)
 def squeeze_1(ctx: ConvertContext) -> list[str]:
+    """ONNX Squeeze before opset 13: the axes are an attribute."""
     axes = ctx.attr("axes", None)
     return _squeeze(ctx, tuple(axes) if axes is not None else None)
 
 
 @converter("Squeeze", since=13)
 def squeeze_13(ctx: ConvertContext) -> list[str]:
+    """ONNX Squeeze from opset 13: the axes are a constant input."""
     axes = tuple(int(a) for a in ctx.constant(1).reshape(-1)) if ctx.has_input(1) else None
     return _squeeze(ctx, axes)
 
 
 @converter("Unsqueeze", since=1, until=12)
 def unsqueeze_1(ctx: ConvertContext) -> list[str]:
+    """ONNX Unsqueeze before opset 13: the axes are an attribute."""
     return _unsqueeze(ctx, tuple(ctx.attr("axes")))
 
 
 @converter("Unsqueeze", since=13)
 def unsqueeze_13(ctx: ConvertContext) -> list[str]:
+    """ONNX Unsqueeze from opset 13: the axes are a constant input."""
     return _unsqueeze(ctx, tuple(int(a) for a in ctx.constant(1).reshape(-1)))
 
 
 @converter("Transpose", since=1)
 def transpose(ctx: ConvertContext) -> list[str]:
+    """ONNX Transpose (reversed axes by default); the identity permutation is no node."""
     ndim = ctx.type(0).ndim
     perm = tuple(ctx.attr("perm", tuple(reversed(range(ndim)))))
     if perm == tuple(range(ndim)):
@@ -130,6 +137,7 @@ def transpose(ctx: ConvertContext) -> list[str]:
 
 @converter("Shape", since=1)
 def shape(ctx: ConvertContext) -> list[str]:
+    """ONNX Shape, folded to a constant from the static shape (start and end from opset 15)."""
     src = _static(ctx, 0)
     start, end = 0, len(src)
     if ctx.opset >= 15:
@@ -140,12 +148,14 @@ def shape(ctx: ConvertContext) -> list[str]:
 
 @converter("Gather", since=1)
 def gather(ctx: ConvertContext) -> list[str]:
+    """ONNX Gather, with the axis normalized."""
     axis = normalize_axis(ctx.attr("axis", 0), ctx.type(0).ndim, "Gather axis")
     return ctx.emit("gather", [ctx.input(0), ctx.input(1)], {"axis": axis})
 
 
 @converter("Concat", since=1)
 def concat(ctx: ConvertContext) -> list[str]:
+    """ONNX Concat; the axis is required from opset 4."""
     ndim = ctx.type(0).ndim
     axis = normalize_axis(
         ctx.attr("axis", 1) if ctx.opset < 4 else ctx.attr("axis"), ndim, "Concat axis"

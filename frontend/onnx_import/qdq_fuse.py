@@ -69,7 +69,7 @@ def _qparams(g: _Graph, node: Any, want_axis: int | None, ndim: int) -> bool:
 def _conv_inputs(g: _Graph, conv: Any, q: Any) -> list[str] | None:
     dx, dw = g.dq(conv.input[0]), g.dq(conv.input[1])
     w = g.const(dw, 0) if dw is not None else None
-    if dx is None or w is None or w.dtype not in INT8 or not _qparams(g, dx, None, 4):
+    if dx is None or dw is None or w is None or w.dtype not in INT8 or not _qparams(g, dx, None, 4):
         return None
     if not _qparams(g, dw, 0, w.ndim) or not _qparams(g, q, None, 1):
         return None
@@ -77,7 +77,7 @@ def _conv_inputs(g: _Graph, conv: Any, q: Any) -> list[str] | None:
     if len(conv.input) > 2 and conv.input[2]:
         db = g.dq(conv.input[2])
         b = g.const(db, 0) if db is not None else None
-        if b is None or b.dtype != np.int32 or not _bias_scale_fits(g, db, dx, dw):
+        if db is None or b is None or b.dtype != np.int32 or not _bias_scale_fits(g, db, dx, dw):
             return None
         ins.append(db.input[0])
     return ins
@@ -89,7 +89,7 @@ def _bias_scale_fits(g: _Graph, db: Any, dx: Any, dw: Any) -> bool:
     if zp is not None and np.any(zp != 0):
         return False
     sb, sx, sw = g.const(db, 1), g.const(dx, 1), g.const(dw, 1)
-    if sb is None or sx.size != 1:
+    if sb is None or sx is None or sw is None or sx.size != 1:
         return False
     want = (sx.reshape(()) * sw).astype(np.float32).reshape(-1)
     got = sb.astype(np.float32).reshape(-1)
@@ -122,9 +122,10 @@ def fuse_qdq(model: Any) -> Any:
         fusion = _FUSIONS.get(node.op_type)
         qs = g.consumers.get(node.output[0], []) if fusion else []
         q = qs[0] if len(qs) == 1 and qs[0].op_type == "QuantizeLinear" else None
-        ins = (
-            fusion[1](g, node, q) if q is not None and g.only_consumer(node.output[0], q) else None
-        )
+        if fusion is None or q is None or not g.only_consumer(node.output[0], q):
+            new_nodes.append(node)
+            continue
+        ins = fusion[1](g, node, q)
         if ins is None:
             new_nodes.append(node)
             continue

@@ -50,6 +50,8 @@ MAX_OPSET = 1 << 30
 
 @dataclass(frozen=True)
 class ConverterRule:
+    """Which converter handles an ONNX op type of a domain, for an opset range."""
+
     op_type: str
     domain: str
     since: int
@@ -95,6 +97,7 @@ def find_converter(op_type: str, domain: str, opset: int) -> ConverterRule | Non
 
 
 def supported_op_types() -> list[str]:
+    """The ONNX op types the importer can convert, for coverage reports such as the node suite."""
     import ember.frontend.onnx_import  # noqa: F401
 
     return sorted({op for (_, op) in _RULES})

@@ -99,6 +99,7 @@ def _infer_prelu(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Ten
 
 @register_op("prelu", BROADCAST, infer=_infer_prelu, num_inputs=2)
 def prelu(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """``x`` where positive, else ``slope * x``, with the slope broadcast (ONNX PRelu)."""
     return [bc.binary(inputs[0], inputs[1], "prelu")]
 
 
@@ -113,6 +114,7 @@ def _infer_where(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Ten
 
 @register_op("where", BROADCAST, infer=_infer_where, num_inputs=3)
 def where(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Element-wise choice between two tensors by a broadcast condition."""
     return [bc.where(*inputs)]
 
 

@@ -43,6 +43,7 @@ def _infer_slice(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("slice", INJECTIVE, infer=_infer_slice)
 def slice_(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A strided slice with every bound already resolved by the converter (static shapes)."""
     return [indexing.strided_slice(inputs[0], attrs["begin"], attrs["step"], attrs["shape"])]
 
 
@@ -63,6 +64,7 @@ def _infer_pad(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("pad", INJECTIVE, infer=_infer_pad)
 def pad(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Constant, edge or reflect padding; the converter resolves pads and mode."""
     return [indexing.pad(inputs[0], attrs["pads"], attrs["mode"], attrs["value"])]
 
 
@@ -76,6 +78,7 @@ def _infer_tile(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("tile", INJECTIVE, infer=_infer_tile)
 def tile(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The input repeated along each axis."""
     return [indexing.tile(inputs[0], attrs["repeats"])]
 
 
@@ -89,6 +92,7 @@ def _infer_expand(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("expand", BROADCAST, infer=_infer_expand)
 def expand(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The input broadcast to a larger shape without copying in the graph."""
     return [indexing.broadcast_to(inputs[0], attrs["shape"])]
 
 
@@ -102,6 +106,7 @@ def _infer_gather_elements(types: Types, attrs: dict[str, Any]) -> list[TensorTy
 
 @register_op("gather_elements", INJECTIVE, infer=_infer_gather_elements, num_inputs=2)
 def gather_elements(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Picks one element per index along an axis (ONNX GatherElements)."""
     return [indexing.gather_elements(inputs[0], inputs[1], attrs["axis"])]
 
 
@@ -117,6 +122,7 @@ def _infer_gather_nd(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("gather_nd", INJECTIVE, infer=_infer_gather_nd, num_inputs=2)
 def gather_nd(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Gathers slices addressed by index tuples, after ``batch_dims`` leading batch axes."""
     return [indexing.gather_nd(inputs[0], inputs[1], attrs["batch_dims"])]
 
 
@@ -130,6 +136,7 @@ def _infer_scatter_elements(types: Types, attrs: dict[str, Any]) -> list[TensorT
 
 @register_op("scatter_elements", OPAQUE, infer=_infer_scatter_elements, num_inputs=3)
 def scatter_elements(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Writes updates at per-element indices, optionally reducing; opaque to fusion."""
     x, idx, upd = inputs
     return [scatter.scatter_elements(x, idx, upd, attrs["axis"], attrs["reduction"])]
 
@@ -146,7 +153,9 @@ def _infer_scatter_nd(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("scatter_nd", OPAQUE, infer=_infer_scatter_nd, num_inputs=3)
 def scatter_nd(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
-    return [scatter.scatter_nd(*inputs, attrs["reduction"])]
+    """Writes update slices at index tuples, optionally reducing; opaque to fusion."""
+    x, idx, upd = inputs
+    return [scatter.scatter_nd(x, idx, upd, attrs["reduction"])]
 
 
 def _infer_trilu(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
@@ -157,6 +166,7 @@ def _infer_trilu(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("trilu", INJECTIVE, infer=_infer_trilu)
 def trilu(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Keeps the upper or lower triangle of the last two axes, from diagonal ``k``."""
     return [indexing.band(inputs[0], attrs["k"], attrs["upper"])]
 
 
@@ -170,6 +180,7 @@ def _infer_one_hot(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("one_hot", INJECTIVE, infer=_infer_one_hot, num_inputs=2)
 def one_hot(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """One-hot encoding of indices into ``depth`` classes along ``axis``."""
     return [indexing.one_hot(inputs[0], inputs[1], attrs["depth"], attrs["axis"])]
 
 
@@ -183,12 +194,14 @@ def _infer_reverse_sequence(types: Types, attrs: dict[str, Any]) -> list[TensorT
 
 @register_op("reverse_sequence", INJECTIVE, infer=_infer_reverse_sequence, num_inputs=2)
 def reverse_sequence(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Reverses each batch entry's first ``len`` time steps, as RNN pipelines need."""
     a = attrs
     return [indexing.reverse_sequence(inputs[0], inputs[1], a["batch_axis"], a["time_axis"])]
 
 
 @register_op("cumsum", OPAQUE, infer=same_as_input)
 def cumsum(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Running sum along an axis, optionally exclusive or reversed; opaque to fusion."""
     a = attrs
     return [scatter.cumsum(inputs[0], a["axis"], a["exclusive"], a["reverse"])]
 
@@ -204,6 +217,7 @@ def _infer_topk(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("topk", OPAQUE, infer=_infer_topk, num_outputs=2)
 def topk(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The ``k`` largest (or smallest) values along an axis and their indices."""
     return list(scatter.topk(inputs[0], attrs["k"], attrs["axis"], attrs["largest"]))
 
 
@@ -228,5 +242,7 @@ def _split_tables(items: Sequence[Any], layout: Sequence[str]) -> list[list[Any]
 
 @register_op("resize", INJECTIVE, infer=_infer_resize, num_inputs=(1, MANY))
 def resize_(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Resizing by precomputed per-axis index and weight tables, so any ONNX mode shares one
+    compute."""
     tables = _split_tables(inputs[1:], attrs["layout"])
     return [resize.resize(inputs[0], attrs["axes"], tables, attrs["extrapolation"])]

@@ -31,6 +31,7 @@ def _infer_einsum(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Te
 
 @register_op("einsum", OUT_ELEMWISE_FUSABLE, infer=_infer_einsum, num_inputs=(1, 64))
 def einsum(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Einstein summation over up to 64 inputs, from its equation."""
     return [einsum_compute(attrs["equation"], inputs)]
 
 
@@ -45,4 +46,5 @@ def _infer_det(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Tenso
 
 @register_op("det", INJECTIVE, infer=_infer_det)
 def det(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Determinant of the trailing square matrices."""
     return [det_compute(inputs[0])]

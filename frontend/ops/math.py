@@ -34,6 +34,7 @@ def type_class(dtype: str) -> str:
 
 
 def check_class(op: str, dtype: str, allowed: Sequence[str]) -> None:
+    """Refuses a dtype outside the op's allowed classes (float/int/bool) with a clear error."""
     if type_class(dtype) not in allowed:
         raise ArgumentError(
             f"op '{op}' is defined on {'/'.join(allowed)} tensors, got {dtype}"

@@ -46,6 +46,7 @@ def _infer_conv(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("conv", OUT_ELEMWISE_FUSABLE, infer=_infer_conv, num_inputs=(2, 3))
 def conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """N-d convolution with optional bias; the strategies pick a schedule for it by workload."""
     bias = inputs[2] if len(inputs) > 2 else None
     return [
         topi.conv_nd(
@@ -79,6 +80,7 @@ def infer_pool_window(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("max_pool", OUT_ELEMWISE_FUSABLE, infer=infer_pool_window)
 def max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """N-d max pooling with strides, pads, dilations and ceil mode."""
     a = attrs
     return [
         topi.pool_nd(
@@ -89,6 +91,7 @@ def max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 @register_op("avg_pool", OUT_ELEMWISE_FUSABLE, infer=infer_pool_window)
 def avg_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """N-d average pooling; whether padding counts toward the mean is an attribute."""
     a = attrs
     return [
         topi.pool_nd(
@@ -119,6 +122,7 @@ def _infer_matmul(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("matmul", OUT_ELEMWISE_FUSABLE, infer=_infer_matmul, num_inputs=2)
 def matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Batched matrix product with numpy broadcasting of the batch axes."""
     return [topi.matmul_nd(inputs[0], inputs[1])]
 
 
@@ -146,6 +150,7 @@ def _infer_gemm(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("gemm", OUT_ELEMWISE_FUSABLE, infer=_infer_gemm, num_inputs=(2, 3))
 def gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """``alpha * A' @ B' + beta * C`` with optional transposes, as ONNX Gemm defines it."""
     c = inputs[2] if len(inputs) > 2 else None
     a = attrs
     return [topi.gemm(inputs[0], inputs[1], c, a["alpha"], a["beta"], a["trans_a"], a["trans_b"])]
@@ -160,9 +165,11 @@ def _infer_softmax(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("softmax", OPAQUE, infer=_infer_softmax)
 def softmax(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Softmax along one axis, computed stably (the max is subtracted first)."""
     return [topi.softmax_axis(inputs[0], attrs["axis"])]
 
 
 @register_op("log_softmax", OPAQUE, infer=_infer_softmax)
 def log_softmax(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Log-softmax along one axis, stabilised by the maximum like :func:`softmax`."""
     return [topi.softmax_axis(inputs[0], attrs["axis"], log=True, name="log_softmax")]

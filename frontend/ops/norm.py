@@ -57,11 +57,15 @@ def _normalize(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 
 @register_op("normalize", OPAQUE, infer=_infer_normalize, num_inputs=(1, 3))
 def normalize(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Normalization over given axes, centered or RMS, with optional scale and bias: layer, RMS,
+    instance and group norms share it."""
     return _normalize(inputs, attrs)[:1]
 
 
 @register_op("normalize_stats", OPAQUE, infer=_infer_stats, num_inputs=(1, 3), num_outputs=3)
 def normalize_stats(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """:func:`normalize` plus the two statistics it used, for LayerNormalization's optional
+    outputs."""
     return _normalize(inputs, attrs)
 
 
@@ -78,7 +82,9 @@ def _infer_batch_norm(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("batch_norm", BROADCAST, infer=_infer_batch_norm, num_inputs=5)
 def batch_norm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
-    return [topi_norm.batch_norm(*inputs, attrs["eps"])]
+    """Inference batch norm from running statistics, broadcast over the channel axis."""
+    x, scale, bias, mean, var = inputs
+    return [topi_norm.batch_norm(x, scale, bias, mean, var, attrs["eps"])]
 
 
 def _infer_lp(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
@@ -91,6 +97,7 @@ def _infer_lp(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("lp_normalize", OPAQUE, infer=_infer_lp)
 def lp_normalize(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Divides by the L1 or L2 norm along an axis."""
     return [topi_norm.lp_normalize(inputs[0], attrs["axis"], attrs["p"])]
 
 
@@ -103,5 +110,6 @@ def _infer_lrn(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("lrn", OPAQUE, infer=_infer_lrn)
 def lrn(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Local response normalization across neighbouring channels."""
     a = attrs
     return [topi_norm.lrn(inputs[0], a["size"], a["alpha"], a["beta"], a["bias"])]

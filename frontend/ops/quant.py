@@ -51,6 +51,7 @@ def _infer_quantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("quantize_linear", BROADCAST, infer=_infer_quantize, num_inputs=(2, 3))
 def quantize_linear(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Float to int8/uint8 (or other) by scale and zero point, per tensor, axis or block."""
     zp = inputs[2] if len(inputs) > 2 else None
     a = attrs
     return [
@@ -65,6 +66,7 @@ def _infer_dequantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("dequantize_linear", BROADCAST, infer=_infer_dequantize, num_inputs=(2, 3))
 def dequantize_linear(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Integer to float by scale and zero point, per tensor, axis or block."""
     zp = inputs[2] if len(inputs) > 2 else None
     a = attrs
     return [
@@ -82,6 +84,7 @@ def _infer_qparams(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("dynamic_qparams", COMM_REDUCE, infer=_infer_qparams, num_outputs=2)
 def dynamic_qparams(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Scale and zero point for uint8 computed from the data's range at run time."""
     return list(quant.dynamic_qparams(inputs[0]))
 
 
@@ -98,6 +101,7 @@ def _infer_matmul_integer(types: Types, attrs: dict[str, Any]) -> list[TensorTyp
 
 @register_op("matmul_integer", OUT_ELEMWISE_FUSABLE, infer=_infer_matmul_integer, num_inputs=(2, 4))
 def matmul_integer(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Integer matrix product with zero points subtracted, accumulated in int32."""
     a_zp = inputs[2] if len(inputs) > 2 else None
     b_zp = inputs[3] if len(inputs) > 3 else None
     return [quant.matmul_integer(inputs[0], inputs[1], a_zp, b_zp)]
@@ -124,12 +128,15 @@ def _infer_conv_integer(types: Types, attrs: dict[str, Any]) -> list[TensorType]
     return [TensorType(get_op("conv").infer(types[:2], attrs)[0].shape, "int32")]
 
 
-def _conv_args(attrs: dict[str, Any]) -> tuple[Any, ...]:
+def _conv_args(
+    attrs: dict[str, Any],
+) -> tuple[Sequence[int], Sequence[int], Sequence[int], int]:
     return attrs["strides"], attrs["pads"], attrs["dilations"], attrs["group"]
 
 
 @register_op("conv_integer", OUT_ELEMWISE_FUSABLE, infer=_infer_conv_integer, num_inputs=(2, 4))
 def conv_integer(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Integer convolution with zero points subtracted, accumulated in int32."""
     x_zp = inputs[2] if len(inputs) > 2 else None
     w_zp = inputs[3] if len(inputs) > 3 else None
     return [quant.conv_integer(inputs[0], inputs[1], x_zp, w_zp, *_conv_args(attrs))]
@@ -143,6 +150,7 @@ def _infer_qlinear_matmul(types: Types, attrs: dict[str, Any]) -> list[TensorTyp
 
 @register_op("qlinear_matmul", OUT_ELEMWISE_FUSABLE, infer=_infer_qlinear_matmul, num_inputs=8)
 def qlinear_matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Quantized matrix product with requantization of the result to the output scale."""
     return [quant.qlinear_matmul(*inputs)]
 
 
@@ -156,5 +164,8 @@ def _infer_qlinear_conv(types: Types, attrs: dict[str, Any]) -> list[TensorType]
 
 @register_op("qlinear_conv", OUT_ELEMWISE_FUSABLE, infer=_infer_qlinear_conv, num_inputs=(8, 9))
 def qlinear_conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Quantized convolution with an int32 bias and requantization to the output scale."""
     bias = inputs[8] if len(inputs) > 8 else None
-    return [quant.qlinear_conv(*inputs[:8], bias, *_conv_args(attrs))]
+    x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp = inputs[:8]
+    conv = _conv_args(attrs)
+    return [quant.qlinear_conv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias, *conv)]

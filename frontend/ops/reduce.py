@@ -35,6 +35,7 @@ def _infer_reduce(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("reduce", COMM_REDUCE, infer=_infer_reduce)
 def reduce(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A reduction (sum, mean, max, ...) over axes, the ``kind`` attribute saying which."""
     a = attrs
     return [topi_reduce.reduce_axes(inputs[0], a["kind"], a["axes"], a["keepdims"])]
 
@@ -49,6 +50,7 @@ def _infer_arg(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("arg_reduce", COMM_REDUCE, infer=_infer_arg)
 def arg_reduce(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Index of the max or min along an axis, first or last on ties."""
     a = attrs
     return [
         topi_reduce.arg_reduce(
@@ -66,4 +68,5 @@ def _infer_hardmax(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("hardmax", OPAQUE, infer=_infer_hardmax)
 def hardmax(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """One at the first maximum along an axis, zero elsewhere."""
     return [topi_reduce.hardmax(inputs[0], attrs["axis"])]

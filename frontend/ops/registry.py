@@ -146,6 +146,7 @@ def get_op(name: str) -> OpDef:
 
 
 def list_ops() -> list[str]:
+    """Every registered Ember op name, after importing the modules that register them."""
     import ember.frontend.ops  # noqa: F401
 
     return sorted(_OPS)

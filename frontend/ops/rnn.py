@@ -71,6 +71,7 @@ def _lens(inputs: Sequence[Any], n_fixed: int) -> Any:
 
 @register_op("lstm_cell", OUT_ELEMWISE_FUSABLE, infer=_infer_lstm, num_inputs=(6, 7), num_outputs=3)
 def lstm_cell(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The LSTM recurrence over time steps, from the input projection computed before it."""
     xp, tidx, h, c, rt, p = inputs[:6]
     return topi_rnn.lstm_cell(
         xp,
@@ -94,6 +95,7 @@ def _infer_gru(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("gru_cell", OUT_ELEMWISE_FUSABLE, infer=_infer_gru, num_inputs=(5, 6), num_outputs=3)
 def gru_cell(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The GRU recurrence over time steps, from the input projection computed before it."""
     xp, tidx, h, rt, rbh = inputs[:5]
     return topi_rnn.gru_cell(
         xp,
@@ -115,6 +117,7 @@ def _infer_rnn(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("rnn_cell", OUT_ELEMWISE_FUSABLE, infer=_infer_rnn, num_inputs=(4, 5), num_outputs=2)
 def rnn_cell(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The plain RNN recurrence over time steps, with its activation and optional clip."""
     xp, tidx, h, rt = inputs[:4]
     (act,) = attrs["activations"]
     return topi_rnn.rnn_cell(xp, tidx, h, rt, _lens(inputs, 4), act, attrs["clip"])

@@ -41,6 +41,7 @@ def _infer_conv_transpose(types: Types, attrs: dict[str, Any]) -> list[TensorTyp
 
 @register_op("conv_transpose", OUT_ELEMWISE_FUSABLE, infer=_infer_conv_transpose, num_inputs=(2, 3))
 def conv_transpose(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """N-d transposed convolution (the gradient of conv), with optional bias."""
     a = attrs
     bias = inputs[2] if len(inputs) > 2 else None
     return [
@@ -66,6 +67,7 @@ def _infer_window(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("lp_pool", OUT_ELEMWISE_FUSABLE, infer=_infer_window)
 def lp_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """N-d Lp pooling: the p-norm of each window."""
     a = attrs
     return [
         topi_lp.lp_pool_nd(
@@ -81,6 +83,7 @@ def _infer_pool_indices(types: Types, attrs: dict[str, Any]) -> list[TensorType]
 
 @register_op("max_pool_indices", OPAQUE, infer=_infer_pool_indices, num_outputs=2)
 def max_pool_indices(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Max pooling that also returns each maximum's flat index, as MaxPool's second output."""
     a = attrs
     return topi_pi.max_pool_with_indices(
         inputs[0],
@@ -104,6 +107,7 @@ def _infer_unpool(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("max_unpool", OPAQUE, infer=_infer_unpool, num_inputs=2)
 def max_unpool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Places values back at the indices max pooling recorded, zero elsewhere."""
     a = attrs
     return [
         topi_pi.max_unpool(

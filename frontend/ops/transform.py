@@ -29,6 +29,7 @@ def _infer_reshape(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("reshape", INJECTIVE, infer=_infer_reshape)
 def reshape(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The input viewed under a new shape, resolved by the converter."""
     return [topi.reshape(inputs[0], attrs["shape"])]
 
 
@@ -42,6 +43,7 @@ def _infer_transpose(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("transpose", INJECTIVE, infer=_infer_transpose)
 def transpose(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """The axes permuted."""
     return [topi.transpose(inputs[0], attrs["perm"])]
 
 
@@ -66,6 +68,7 @@ def _infer_concat(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("concat", INJECTIVE, infer=_infer_concat, num_inputs=(1, 1 << 16))
 def concat(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Inputs joined along one axis."""
     return [topi.concatenate(inputs, attrs["axis"])]
 
 
@@ -79,4 +82,5 @@ def _infer_gather(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("gather", INJECTIVE, infer=_infer_gather, num_inputs=2)
 def gather(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Rows (along ``axis``) picked by an index tensor (ONNX Gather)."""
     return [topi.take(inputs[0], inputs[1], attrs["axis"])]

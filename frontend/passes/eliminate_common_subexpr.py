@@ -23,6 +23,7 @@ def _param_key(array) -> tuple:  # noqa: ANN001
 
 @graph_pass
 def eliminate_common_subexpr(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes)."""
     outputs = set(graph.output_names)
     rename: dict[str, str] = {}
     first_param: dict[tuple, str] = {}

@@ -14,6 +14,7 @@ from ember.frontend.passes.graph_pass import graph_pass
 
 @graph_pass
 def eliminate_dead_code(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes)."""
     live = set(graph.output_names)
     kept = []
     for node in reversed(graph.nodes):

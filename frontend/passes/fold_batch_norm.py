@@ -20,6 +20,7 @@ from ember.frontend.passes.graph_pass import graph_pass
 
 @graph_pass
 def fold_batch_norm(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes)."""
     producers = graph.producers()
     readers = graph.consumers()
     outputs = set(graph.output_names)

@@ -36,6 +36,7 @@ MAX_GROUP = 64  # keep kernels (and their compile time) bounded
 
 
 def op_kind(node: Node) -> OpKind:
+    """The fusion kind of a node's operator, which decides what it may fuse with."""
     return get_op(node.op).kind
 
 

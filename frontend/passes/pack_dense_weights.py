@@ -27,6 +27,8 @@ def panel_width(n: int) -> int:
 
 
 def pack_panels(w: np.ndarray, nr: int) -> np.ndarray:
+    """``w`` (K, N) rearranged into ``nr``-wide column panels, zero-padded, as the GEMM kernel reads
+    it."""
     k, n = w.shape
     panels = -(-n // nr)
     padded = np.zeros((k, panels * nr), dtype=w.dtype)
@@ -60,6 +62,7 @@ def _weights(node: Node, graph: Graph) -> np.ndarray | None:
 
 @graph_pass
 def pack_dense_weights(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes)."""
     params, values = dict(graph.params), dict(graph.values)
     nodes: list[Node] = []
     changed = False

@@ -81,6 +81,7 @@ def _zero_point_fix(node: Node, w: np.ndarray, prod: str, names: _Namer, params:
 
 @graph_pass
 def pack_int8_weights(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes)."""
     params, values = dict(graph.params), dict(graph.values)
     names = _Namer(values)
     nodes: list[Node] = []

@@ -16,6 +16,7 @@ import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any  # models are onnx ModelProtos; onnx is optional
 
 import numpy as np
 
@@ -28,6 +29,8 @@ HALF_TOL = 4e-3
 
 @dataclass
 class CaseResult:
+    """The outcome of one ONNX backend node test: pass, unsupported, error or mismatch."""
+
     name: str
     op_types: tuple[str, ...]
     status: str  # pass | unsupported | error | mismatch
@@ -35,16 +38,18 @@ class CaseResult:
 
 
 def node_test_root() -> Path:
+    """Where the installed onnx package keeps its backend node tests."""
     import onnx
 
     return Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
 
 
 def list_cases() -> list[str]:
+    """The names of every node test case shipped with onnx."""
     return sorted(p.name for p in node_test_root().iterdir() if (p / "model.onnx").exists())
 
 
-def load_case(name: str) -> tuple[object, list[np.ndarray], list[np.ndarray]]:
+def load_case(name: str) -> tuple[Any, list[np.ndarray], list[np.ndarray]]:
     """The model, inputs and expected outputs of case ``name`` (test data set 0)."""
     import onnx
     from onnx import numpy_helper
@@ -84,13 +89,14 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
 
 
 def run_case(name: str, target: str = "llvm") -> CaseResult:
+    """Compiles and runs one node test case and compares with its expected outputs."""
     import ember
 
     try:
         model, inputs, expected = load_case(name)
     except Exception as e:  # optional/sequence inputs onnx's own reader cannot turn into arrays
         return CaseResult(name, (), "unsupported", f"test data is not plain tensors: {e}")
-    ops = tuple(sorted({n.op_type for n in model.graph.node}))  # type: ignore[attr-defined]
+    ops = tuple(sorted({n.op_type for n in model.graph.node}))
     frozen: list[str] = []
     try:
         lib, model, inputs, frozen = _compile_freezing(model, inputs, target)
@@ -113,8 +119,8 @@ def run_case(name: str, target: str = "llvm") -> CaseResult:
 
 
 def _compile_freezing(
-    model: object, inputs: list[np.ndarray], target: str
-) -> tuple[object, object, list[np.ndarray], list[str]]:
+    model: Any, inputs: list[np.ndarray], target: str
+) -> tuple[Any, Any, list[np.ndarray], list[str]]:
     """Compile ``model``; Ember needs shape-like inputs at compile time, and the suite feeds
     them as graph inputs, so on "must be a constant" freeze the integer inputs into
     initializers, then any other input an error names (float scales, a bool condition),
@@ -138,14 +144,14 @@ def _compile_freezing(
 
 
 def freeze_integer_inputs(
-    model: object, inputs: list[np.ndarray], only: set[str] | None = None
-) -> tuple[object, list[np.ndarray], list[str]]:
+    model: Any, inputs: list[np.ndarray], only: set[str] | None = None
+) -> tuple[Any, list[np.ndarray], list[str]]:
     """A copy of ``model`` whose integer inputs (or, given ``only``, the inputs it names) are
     initializers holding the given data."""
     from onnx import numpy_helper
 
-    m = type(model)()  # type: ignore[operator]
-    m.CopyFrom(model)  # type: ignore[attr-defined]
+    m = type(model)()
+    m.CopyFrom(model)
     names = [i.name for i in m.graph.input]
     keep, rest, frozen = [], [], []
     for vi, arr in zip(list(m.graph.input), inputs):

@@ -21,7 +21,9 @@ class _Builder:
     """Accumulates nodes and initializers with unique names."""
 
     def __init__(self, rng: np.random.Generator) -> None:
-        self.rng, self.nodes, self.weights, self.k = rng, [], {}, 0
+        self.rng, self.k = rng, 0
+        self.nodes: list[Any]  # onnx NodeProtos (onnx is optional) = []
+        self.weights: dict[str, np.ndarray] = {}
 
     def name(self, base: str) -> str:
         self.k += 1

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.arith.linear import LinearForm, is_index_type, merge_divmod, to_expr, to_linear
+from ember.tir.expr import BinaryOp, CompareOp
 
 if TYPE_CHECKING:
     from ember.tir.arith.analyzer import Analyzer
-
-BinaryOp, CompareOp = E.BinaryOp, E.CompareOp
 
 
 def _signed_index(dtype: str) -> bool:

@@ -44,14 +44,17 @@ def dtype_bound(dtype: str) -> Bound:
 
 
 def intersect(a: Bound, b: Bound) -> Bound:
+    """The bound both ``a`` and ``b`` allow: two facts about one value combine this way."""
     return (max(a[0], b[0]), min(a[1], b[1]))
 
 
 def union(a: Bound, b: Bound) -> Bound:
+    """The smallest bound holding ``a`` and ``b``: what a value is when it may be either."""
     return (min(a[0], b[0]), max(a[1], b[1]))
 
 
 def is_const(b: Bound) -> bool:
+    """Whether the bound pins the value to one integer, so it can be folded."""
     return b[0] == b[1] and isinstance(b[0], int)
 
 
@@ -62,14 +65,17 @@ def _add(x: Num, y: Num, side: float) -> Num:
 
 
 def b_add(a: Bound, b: Bound) -> Bound:
+    """Bound of ``x + y``; infinite ends stay infinite instead of overflowing."""
     return (_add(a[0], b[0], NEG_INF), _add(a[1], b[1], POS_INF))
 
 
 def b_neg(a: Bound) -> Bound:
+    """Bound of ``-x``: the ends swap."""
     return (-a[1], -a[0])
 
 
 def b_sub(a: Bound, b: Bound) -> Bound:
+    """Bound of ``x - y``, as ``x + (-y)``."""
     return b_add(a, b_neg(b))
 
 
@@ -83,6 +89,7 @@ def _corners(a: Bound, b: Bound, fn: Callable[[Num, Num], Num]) -> Bound:
 
 
 def b_mul(a: Bound, b: Bound) -> Bound:
+    """Bound of ``x * y``: the extremes lie at the corners of the two intervals."""
     return _corners(a, b, _mul)
 
 
@@ -104,18 +111,21 @@ def _tdiv(x: Num, y: Num) -> Num:
 
 
 def b_floordiv(a: Bound, b: Bound) -> Bound:
+    """Bound of ``x // y``; unbounded when the divisor may be zero or change sign."""
     if b[0] > 0 or b[1] < 0:  # the divisor keeps one sign: the extremes are at corners
         return _corners(a, b, _fdiv)
     return EVERYTHING
 
 
 def b_truncdiv(a: Bound, b: Bound) -> Bound:
+    """Bound of C-style ``x / y``; unbounded when the divisor may be zero or change sign."""
     if b[0] > 0 or b[1] < 0:
         return _corners(a, b, _tdiv)
     return EVERYTHING
 
 
 def b_floormod(a: Bound, b: Bound) -> Bound:
+    """Bound of ``x % y`` (floor); exact when the dividend stays within one period."""
     if is_const(b) and b[0] > 0 and math.isfinite(a[0]) and math.isfinite(a[1]):
         c = b[0]
         if a[0] // c == a[1] // c:  # one period: the remainder moves with the dividend
@@ -131,6 +141,7 @@ def b_floormod(a: Bound, b: Bound) -> Bound:
 
 
 def b_truncmod(a: Bound, b: Bound) -> Bound:
+    """Bound of C-style ``x % y``; the dividend itself when it is already below the divisor."""
     if b[0] > 0 or b[1] < 0:
         m = max(abs(b[0]), abs(b[1])) - 1
         if a[0] >= 0 and a[1] <= m and b[0] > 0 and a[1] < b[0]:

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
 from ember.tir import dtype as dt
 from ember.tir import expr as E
-
-BinaryOp, CompareOp = E.BinaryOp, E.CompareOp
+from ember.tir.expr import BinaryOp, CompareOp
 
 
 def truncdiv(a: int, b: int) -> int:
+    """Integer division rounding toward zero, as C and the targets divide (Python floors)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 
 
 def truncmod(a: int, b: int) -> int:
+    """The remainder matching :func:`truncdiv` (C's ``%``), as the targets compute it."""
     return a - b * truncdiv(a, b)
 
 
@@ -85,6 +87,7 @@ def wrap_int(value: int, dtype: str) -> int:
 
 
 def make_int(value: int, dtype: str) -> E.IntImm:
+    """An integer constant wrapped to ``dtype``'s width, as the target's arithmetic would wrap."""
     return E.IntImm(dtype, wrap_int(value, dtype))
 
 
@@ -98,18 +101,22 @@ def fold_binary(op: BinaryOp, a: E.PrimExpr, b: E.PrimExpr, dtype: str) -> E.Pri
         value = INT_BINARY[op](a.value, b.value)
         return None if value is None else make_int(value, dtype)
     if isinstance(a, E.FloatImm) and isinstance(b, E.FloatImm) and dtype in _FOLDABLE_FLOATS:
-        fn = FLOAT_BINARY.get(op)
-        if fn is None:
+        ffn = FLOAT_BINARY.get(op)
+        if ffn is None:
             return None
-        ta = np.array(a.value, dtype=dtype)[()]
-        tb = np.array(b.value, dtype=dtype)[()]
+        # numpy scalars of ``dtype``, so the arithmetic rounds as the target's does
+        ta = cast(float, np.array(a.value, dtype=dtype)[()])
+        tb = cast(float, np.array(b.value, dtype=dtype)[()])
         with np.errstate(all="ignore"):
-            value = fn(ta, tb)
-        return None if value is None else E.FloatImm(dtype, float(np.array(value, dtype=dtype)))
+            fvalue = ffn(ta, tb)
+        if fvalue is None:
+            return None
+        return E.FloatImm(dtype, float(np.array(fvalue, dtype=dtype)))
     return None
 
 
 def fold_compare(op: CompareOp, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
+    """The constant result of comparing two constants, or None when either is not one."""
     if isinstance(a, (E.IntImm, E.FloatImm)) and isinstance(b, (E.IntImm, E.FloatImm)):
         return E.IntImm("bool", int(COMPARE[op](a.value, b.value)))
     return None

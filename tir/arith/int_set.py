@@ -39,10 +39,12 @@ def infinity(dtype: str = "int32", negative: bool = False) -> E.Var:
 
 
 def is_pos_inf(e: E.PrimExpr) -> bool:
+    """Whether ``e`` is the sentinel standing for "no upper bound" in an interval."""
     return isinstance(e, E.Var) and _SENTINELS.get(("pos_inf", e.dtype)) is e
 
 
 def is_neg_inf(e: E.PrimExpr) -> bool:
+    """Whether ``e`` is the sentinel standing for "no lower bound" in an interval."""
     return isinstance(e, E.Var) and _SENTINELS.get(("neg_inf", e.dtype)) is e
 
 

@@ -13,17 +13,17 @@ rewrites that need bounds or the linear form.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir.expr import BinaryOp, CompareOp
 
 if TYPE_CHECKING:
     from ember.tir.arith.analyzer import Analyzer
-
-BinaryOp, CompareOp = E.BinaryOp, E.CompareOp
 
 _WILD: dict[int, str] = {}  # id(var) -> "any" | "const"
 _KEEP: list[E.Var] = []  # wildcards live as long as the module
@@ -53,7 +53,7 @@ def wild_const(names: str, dtype: str = "int32") -> tuple[E.Var, ...]:
     return _make(names, dtype, "const")
 
 
-def root_of(e: Any) -> Hashable:
+def root_of(e: object) -> Hashable:
     """What a rule is indexed by: the operator of a BinOp/Compare/Call, else the node class."""
     if isinstance(e, (E.BinOp, E.Compare, E.Call)):
         return e.op
@@ -74,7 +74,7 @@ class Match:
         assert isinstance(v, E.IntImm)
         return v.value
 
-    def value(self, w: E.Var) -> int | float:
+    def value(self, w: E.Var) -> builtins.int | float:  # ``int`` here is the method
         v = self.binds[id(w)]
         assert isinstance(v, (E.IntImm, E.FloatImm))
         return v.value
@@ -224,6 +224,8 @@ class Rule:
 
 
 def rule(name: str, pattern: E.PrimExpr, result: Any, where: Where | None = None) -> Rule:
+    """A rewrite rule, indexed by its pattern's root so the simplifier tries only rules that can
+    match."""
     return Rule(name, root_of(pattern), pattern, result, where)
 
 

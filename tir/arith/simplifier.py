@@ -44,6 +44,8 @@ def fold(e: E.PrimExpr) -> E.PrimExpr | None:
 
 
 class Simplifier(Mutator):
+    """The rewriting visitor behind ``Analyzer.simplify``: bottom-up rules with memoized results."""
+
     def __init__(self, ana: Analyzer) -> None:
         self.ana = ana
         self.memo: dict[int, tuple[Any, Any]] = {}

@@ -115,6 +115,7 @@ def call_binary(op: Callable[[Any, Any], Any], a: Operand, b: Operand) -> Fn:
 
 
 def as_fn(o: Operand) -> Fn:
+    """An operand as a closure of the environment, for handlers that need a plain function."""
     kind, x = o
     if kind == "f":
         return x
@@ -443,6 +444,7 @@ class StmtCompilerBase:
 
 
 def nothing(env: Env) -> None:
+    """The closure of a statement with no effect (no-ops compile to it)."""
     return None
 
 

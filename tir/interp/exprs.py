@@ -35,6 +35,8 @@ from ember.tir.printer import expr_to_str
 
 
 class ExprCompiler(ExprCompilerBase):
+    """Compiles expressions for the single-thread reference interpreter."""
+
     engine = "reference interpreter"
 
     def _binop(self, e: E.BinOp) -> Operand:

@@ -22,6 +22,7 @@ Fn = Callable[[Any], Any]
 def compile_call_packed(
     e: E.Call, compile_expr: Callable[[E.PrimExpr], Fn], data_slot: Callable[[E.Var], int]
 ) -> Fn:
+    """A closure for ``call_packed``: looks up the registered function and passes it buffers."""
     name = e.args[0]
     assert isinstance(name, E.StringImm)
     getters: list[Fn] = []

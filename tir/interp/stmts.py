@@ -19,6 +19,8 @@ from ember.tir.interp.exprs import ExprCompiler
 
 
 class StmtCompiler(StmtCompilerBase):
+    """Compiles statements for the single-thread reference interpreter (loops run serially)."""
+
     def __init__(self, scope: Scope) -> None:
         super().__init__(scope, ExprCompiler(scope))
 

@@ -29,7 +29,7 @@ directly to a ``threadIdx`` axis is computed over its whole range.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ember.errors import LoweringError, ScheduleError
 from ember.tir import expr as E
@@ -84,6 +84,7 @@ def infer_bounds(
         op = st.op
         readers = consumers.get(id(st), [])
         root_arg = id(st) in full_stages and st.attach is AttachKind.ROOT
+        guards: dict[IterVar, tuple[bool, bool]]
         if id(st) in fixed:
             root_min, root_ext = (dict(d) for d in fixed[id(st)])
             full, guards = False, {}
@@ -272,7 +273,7 @@ def _whole_thread_axes(
 ) -> None:
     """Widen the data axes bound to ``threadIdx`` to their domain: a full-mask shuffle
     needs each lane of the warp, so none may be guarded off for computing unread values."""
-    for iv in st.op.axis:  # type: ignore[union-attr]
+    for iv in cast(ComputeOp, st.op).axis:  # only computes have bounds to widen
         attr = st.iter_attrs.get(iv)
         if attr is None or attr.bind is None or not attr.bind.thread_tag.startswith("threadIdx"):
             continue

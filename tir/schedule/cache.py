@@ -15,8 +15,8 @@ TVM schedule written against these primitives picks the same loops:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from ember.errors import ScheduleError
 from ember.tir import expr as E
@@ -53,7 +53,9 @@ def cache_write(
     Must come before any loop primitive on the stage (its splits would refer to
     axes that move to the cache stage), as TVM requires.
     """
-    tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+    tensors: list[Tensor] = (
+        list(tensor) if isinstance(tensor, (list, tuple)) else [cast(Tensor, tensor)]
+    )
     if not tensors:
         raise ScheduleError("cache_write: no tensors given")
     st = sch[tensors[0]]
@@ -101,7 +103,7 @@ def cache_write(
 
 
 def _rebind_reduce_axes(
-    axes: tuple[IterVar, ...], vmap: dict[E.Var, E.PrimExpr]
+    axes: tuple[IterVar, ...], vmap: Mapping[E.Var, E.PrimExpr]
 ) -> tuple[IterVar, ...]:
     """The reduce axes of the cache stage: the same IterVars, except one whose range is
     written in the output's indices (``te.reduce_axis((0, i))`` in TVM's
@@ -117,7 +119,7 @@ def _rebind_reduce_axes(
     return tuple(out)
 
 
-def _uses(e: E.PrimExpr, vmap: dict[E.Var, E.PrimExpr]) -> bool:
+def _uses(e: E.PrimExpr, vmap: Mapping[E.Var, E.PrimExpr]) -> bool:
     return uses_var(e, lambda v: v in vmap)
 
 
@@ -126,7 +128,7 @@ class _RebindAxes(Mutator):
     its axes (see ``_rebind_reduce_axes``) and a reducer written in the output's indices
     (TVM's ``comm_reducer`` may close over them)."""
 
-    def __init__(self, vmap: dict[E.Var, E.PrimExpr], axes: dict[IterVar, IterVar]) -> None:
+    def __init__(self, vmap: Mapping[E.Var, E.PrimExpr], axes: dict[IterVar, IterVar]) -> None:
         self.vmap, self.axes = vmap, axes
 
     def visit_Var(self, v: E.Var) -> E.PrimExpr:

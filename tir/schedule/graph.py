@@ -146,4 +146,5 @@ def check_attach_tree(sch: Schedule) -> None:
 
 
 def is_placeholder(st: Stage) -> bool:
+    """Whether a stage is an input (nothing to compute or schedule)."""
     return isinstance(st.op, PlaceholderOp)

@@ -251,8 +251,8 @@ class _Lowering:
             (n for n, iv in enumerate(st.leaf_iter_vars) if iv.kind is IterKind.REDUCE),
             len(st.leaf_iter_vars),
         )
-        update, init = _guard(update, guards_all), _guard(S.seq(*inits), guards_data)
-        return in_threads(update, outer_threads), in_threads(init, outer_threads), first_red
+        update, init_stmt = _guard(update, guards_all), _guard(S.seq(*inits), guards_data)
+        return in_threads(update, outer_threads), in_threads(init_stmt, outer_threads), first_red
 
     def reduce_updates(
         self,

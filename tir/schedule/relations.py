@@ -8,6 +8,7 @@ in terms of the leaf loop variables (``pass_up_values``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ from ember.tir.te.tensor import ComputeOp, IterVar
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Split:
+    """Records that ``parent`` was split into ``outer`` and ``inner`` (by factor or by nparts)."""
+
     parent: IterVar
     outer: IterVar
     inner: IterVar
@@ -28,6 +31,8 @@ class Split:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Fuse:
+    """Records that ``outer`` and ``inner`` were fused into ``fused``."""
+
     outer: IterVar
     inner: IterVar
     fused: IterVar
@@ -44,6 +49,7 @@ Relation = Split | Fuse | Singleton
 
 
 def ceildiv(a: E.PrimExpr, b: int | E.PrimExpr) -> E.PrimExpr:
+    """``ceil(a / b)`` for positive ``b``, folded for constants: the loop count of a split."""
     if isinstance(b, E.PrimExpr):
         return (a + b - 1) // b
     if isinstance(a, E.IntImm):
@@ -79,7 +85,7 @@ def pass_down_extents(
 
 def pass_up_values(
     relations: list[Relation],
-    values: dict[IterVar, E.PrimExpr],
+    values: Mapping[IterVar, E.PrimExpr],
     extents: dict[IterVar, E.PrimExpr],
 ) -> dict[IterVar, E.PrimExpr]:
     """Value of every axis as an expression of the leaf loop variables (0-based offsets)."""

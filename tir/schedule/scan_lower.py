@@ -53,6 +53,7 @@ def attach_scan_stages(sch: Schedule) -> None:
 
 
 def scan_stages(sch: Schedule) -> list[Stage]:
+    """The stages of a schedule that are scans, which lowering handles apart."""
     return [st for st in sch.stages if isinstance(st.op, ScanOp)]
 
 

@@ -13,7 +13,7 @@ guarded store: the same threads run the store, each knowing its index.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -62,6 +62,10 @@ def _thread_bound_elsewhere(lw: _Lowering, var: E.Var) -> IterVar | None:
     return None
 
 
+@overload
+def in_threads(body: S.Stmt, threads: ThreadLoops) -> S.Stmt: ...
+@overload
+def in_threads(body: None, threads: ThreadLoops) -> None: ...
 def in_threads(body: S.Stmt | None, threads: ThreadLoops) -> S.Stmt | None:
     """``body`` inside a loop bound to each thread axis of ``threads``."""
     if body is None:

@@ -127,7 +127,7 @@ def _is_shape_list(shape: Any) -> bool:
 
 def _buffers(
     given: Buffer | Sequence[Buffer] | None,
-    specs: list[tuple[Sequence[E.PrimExpr], str, str]],
+    specs: Sequence[tuple[Sequence[E.PrimExpr], str, str]],
     name: str,
     which: str,
 ) -> tuple[Buffer, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ember.errors import ArgumentError, ScheduleError
 from ember.tir import dtype as dt
@@ -49,11 +49,10 @@ def as_index(value: E.ExprLike, what: str) -> E.PrimExpr:
 
 
 def _shape(shape: ShapeLike | E.ExprLike, what: str) -> tuple[E.PrimExpr, ...]:
-    if not isinstance(shape, (tuple, list)):
-        shape = (shape,)
+    dims: Sequence[E.ExprLike] = shape if isinstance(shape, (tuple, list)) else (shape,)
     out = []
-    for s in shape:
-        s = as_index(s, f"shape of {what}")
+    for d in dims:
+        s = as_index(d, f"shape of {what}")
         if isinstance(s, E.IntImm) and s.value <= 0:
             raise ArgumentError(f"shape of {what} must be positive, got {s.value}")
         out.append(s)
@@ -116,7 +115,7 @@ def thread_axis(tag: Any = None, dom: Any = None, name: str | None = None) -> It
 
 def compute(
     shape: ShapeLike | E.ExprLike,
-    fcompute: Callable[..., E.ExprLike],
+    fcompute: Callable[..., E.ExprLike | Sequence[E.ExprLike]],
     name: str = "compute",
     tag: str = "",
     attrs: dict[str, Any] | None = None,
@@ -143,7 +142,10 @@ def compute(
     axis = tuple(IterVar(E.Var(n), E.Range.from_extent(s)) for n, s in zip(names, shp))
     result = fcompute(*[iv.var for iv in axis])
     many = isinstance(result, (tuple, list))
-    bodies = [E.convert(b) for b in result] if many else [E.convert(result)]
+    values: list[E.ExprLike] = (
+        list(result) if isinstance(result, (tuple, list)) else [cast(E.ExprLike, result)]
+    )
+    bodies = [E.convert(b) for b in values]
     if not bodies:
         raise ArgumentError(f"compute '{name}': the lambda returned an empty tuple")
     reduce_axes: tuple[IterVar, ...] = ()
@@ -228,6 +230,7 @@ def comm_reducer(
 
 
 def min_value(dtype: str) -> E.PrimExpr:
+    """The smallest value of ``dtype`` (-inf for floats): the identity of a max reduction."""
     if dt.is_float(dtype):
         return E.const(float("-inf"), dtype)
     if dt.is_bool(dtype):
@@ -236,6 +239,7 @@ def min_value(dtype: str) -> E.PrimExpr:
 
 
 def max_value(dtype: str) -> E.PrimExpr:
+    """The largest value of ``dtype`` (+inf for floats): the identity of a min reduction."""
     if dt.is_float(dtype):
         return E.const(float("inf"), dtype)
     if dt.is_bool(dtype):

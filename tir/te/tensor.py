@@ -20,6 +20,8 @@ from ember.tir.functor import post_order_visit
 
 
 class IterKind(enum.Enum):
+    """What an iteration axis is for: data-parallel, reduction, or a bound GPU thread."""
+
     DATA_PAR = "data_par"
     REDUCE = "reduce"
     THREAD = "thread"
@@ -141,6 +143,8 @@ class Operation:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PlaceholderOp(Operation):
+    """The operation of an input tensor: it has a shape and a dtype but computes nothing."""
+
     name: str
     shape: tuple[PrimExpr, ...]
     dtype: str

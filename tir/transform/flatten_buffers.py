@@ -57,4 +57,5 @@ class _Flatten(Mutator):
 
 
 def flatten_buffers(func: S.PrimFunc) -> S.PrimFunc:
+    """Runs the pass on ``func`` (see the module notes)."""
     return _Flatten().visit_func(func)

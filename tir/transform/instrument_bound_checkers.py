@@ -138,6 +138,8 @@ class _Instrument(Mutator):
 
 
 def instrument_bound_checkers(func: S.PrimFunc, ctx: PassContext | None = None) -> S.PrimFunc:
+    """Runs the pass when ``tir.instrument_bound_checkers`` is set in the context, else returns
+    ``func``."""
     if ctx is None or not ctx.get("tir.instrument_bound_checkers"):
         return func
     return simplify(_Instrument(func.name).visit_func(func))

@@ -113,5 +113,6 @@ def _copies(s: S.For, body: S.Stmt) -> S.Stmt:
 
 
 def unroll_loops(func: S.PrimFunc, ctx: PassContext | None = None) -> S.PrimFunc:
+    """Runs the pass with the context's ``tir.UnrollLoop`` settings (defaults without a context)."""
     cfg = ctx.get("tir.UnrollLoop") if ctx is not None else UnrollConfig()
     return _Unroll(cfg).visit_func(func)

@@ -507,5 +507,6 @@ def version_lane_guards(func: S.PrimFunc) -> S.PrimFunc:
 
 
 def vectorize_loops(func: S.PrimFunc, ctx: PassContext | None = None) -> S.PrimFunc:
+    """Runs the pass; with ``tir.disable_vectorize`` set, vectorized loops become serial ones."""
     disabled = ctx is not None and ctx.get("tir.disable_vectorize")
     return _Vectorize(disabled).visit_func(func)

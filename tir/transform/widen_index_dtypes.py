@@ -198,6 +198,7 @@ def _match(a: E.PrimExpr, b: E.PrimExpr) -> tuple[E.PrimExpr, E.PrimExpr]:
 
 
 def widen_index_dtypes(func: S.PrimFunc) -> S.PrimFunc:
+    """Runs the pass on ``func``; returns it unchanged when nothing can overflow."""
     finder = _FindOverflow()
     finder.visit(func.body)
     if not finder.wide:
