@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import ember
 from ember.errors import ArgumentError
 from ember.target import Target, host_cpu_model
 from ember.tuner.result import busy
@@ -125,8 +126,6 @@ def host_device_name() -> str:
 
 
 def ember_version() -> str:
-    import ember
-
     return str(getattr(ember, "__version__", "unknown"))
 
 
