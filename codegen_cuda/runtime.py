@@ -44,6 +44,7 @@ from ember.tir.buffer import Buffer
 def _driver() -> Any:
     """cuda-python's driver bindings (a function so tests can substitute a fake)."""
     try:
+        # optional dependency: cuda-python
         from cuda.bindings import driver
     except ImportError as e:
         raise DeviceError("cuda-python is not installed (pip install ember[cuda])") from e

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ember.codegen_cuda.transform.thread_info import launch_dims, launch_extents, thread_loops
 from ember.errors import LoweringError
+from ember.runtime.sizes import eval_size, size_text
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
@@ -42,7 +43,6 @@ def expand_launches(
 ) -> Iterator[tuple[Launch, dict[str, int]]]:
     """Every launch in the order the host makes them, with the sizes (and host loop
     variables) of that launch; consecutive launches in one host loop run per iteration."""
-    from ember.runtime.sizes import eval_size, size_text
 
     def value(e: E.PrimExpr, env: dict[str, int]) -> int:
         text = size_text(e)
