@@ -35,6 +35,7 @@ class CaseResult:
 
 
 def node_test_root() -> Path:
+    # optional dependency: onnx
     import onnx
 
     return Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
@@ -46,6 +47,7 @@ def list_cases() -> list[str]:
 
 def load_case(name: str) -> tuple[object, list[np.ndarray], list[np.ndarray]]:
     """The model, inputs and expected outputs of case ``name`` (test data set 0)."""
+    # optional dependency: onnx
     import onnx
     from onnx import numpy_helper
 
@@ -142,6 +144,7 @@ def freeze_integer_inputs(
 ) -> tuple[object, list[np.ndarray], list[str]]:
     """A copy of ``model`` whose integer inputs (or, given ``only``, the inputs it names) are
     initializers holding the given data."""
+    # optional dependency: onnx
     from onnx import numpy_helper
 
     m = type(model)()  # type: ignore[operator]
