@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from ember.codegen_cuda import device
 from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.pipeline import DEFAULT_ARCH, cuda_passes
 from ember.errors import ArgumentError
@@ -26,11 +27,7 @@ from ember.tir.transform.pipeline import run_passes
 
 def default_arch() -> str:
     """The visible device's architecture, else ``sm_80``."""
-    try:
-        from ember.codegen_cuda.device import visible_arch  # type: ignore[import-not-found]
-    except ImportError:
-        return DEFAULT_ARCH
-    return visible_arch() or DEFAULT_ARCH
+    return device.visible_arch() or DEFAULT_ARCH
 
 
 def build_cuda(

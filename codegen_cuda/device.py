@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ember.codegen_cuda.nvrtc import nvrtc_version, supported_archs
+
 
 @lru_cache(maxsize=1)
 def _probe() -> tuple[list[tuple[str, int, int, int]], str]:
     """(devices as (name, major, minor, bytes), reason there are none)."""
     try:
+        # optional dependency: cuda-python
         from cuda.bindings import driver
     except ImportError:
         return [], "cuda-python is not installed (pip install ember[cuda])"
@@ -62,6 +65,7 @@ def visible_arch() -> str | None:
 def driver_version() -> str | None:
     """The CUDA driver's version ("12.4"), or None when there is no driver to ask."""
     try:
+        # optional dependency: cuda-python
         from cuda.bindings import driver
 
         err, version = driver.cuDriverGetVersion()
@@ -76,8 +80,6 @@ def describe() -> list[str]:
     """Lines for ``ember info``: NVRTC, the driver's devices, or why there are none."""
     lines = []
     try:
-        from ember.codegen_cuda.nvrtc import nvrtc_version, supported_archs
-
         lines.append(f"nvrtc {nvrtc_version()}, compiles for {', '.join(supported_archs())}")
     except Exception as e:  # noqa: BLE001 - report, do not fail
         lines.append(f"nvrtc: unavailable ({e})")

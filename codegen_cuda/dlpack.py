@@ -254,6 +254,7 @@ def _hooks() -> _Hooks:
 
 
 def _compile_hooks() -> _Hooks:
+    # start-up cost: llvmlite.binding loads LLVM (~20 ms), needed only once a capsule is made
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()

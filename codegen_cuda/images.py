@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ember.codegen_cuda.nvrtc import compile_cuda
 from ember.errors import ArgumentError, DeviceError
 
 DEFAULT_EXPORT_ARCHS = ("sm_80", "sm_90")
@@ -76,8 +77,6 @@ class Images:
 
 def build_images(source: str, archs: Sequence[str], fast_math: bool, ptx: bool) -> Images:
     """Compile ``source`` with NVRTC for each of ``archs`` (keeping the lowest's PTX)."""
-    from ember.codegen_cuda.nvrtc import compile_cuda
-
     images = Images({})
     for arch in archs:
         out = compile_cuda(source, arch, fast_math=fast_math)

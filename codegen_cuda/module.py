@@ -17,6 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from ember.codegen_cuda import device
+from ember.codegen_cuda.nvrtc import compile_cuda
+from ember.codegen_cuda.printer_cuda import print_module
+from ember.codegen_cuda.runtime import (
+    DeviceModule,
+    bind_arguments,
+    bind_pointers,
+    synchronize,
+    time_launches,
+)
 from ember.codegen_cuda.transform.split_host_device import DeviceProgram, expand_launches
 from ember.errors import ArgumentError, DeviceError
 from ember.runtime.export import write_output
@@ -72,16 +82,12 @@ class CUDAModule(Module):
 
     def cuda_source(self) -> str:
         if self._source is None:
-            from ember.codegen_cuda.printer_cuda import print_module
-
             self._source = print_module(list(self.kernels))
         return self._source
 
     def compile(self) -> Any:
         """Compile with NVRTC for ``self.arch`` (cached on disk by content)."""
         if self._compiled is None:
-            from ember.codegen_cuda.nvrtc import compile_cuda
-
             self._compiled = compile_cuda(self.cuda_source(), self.arch, fast_math=self.fast_math)
         return self._compiled
 
@@ -93,6 +99,7 @@ class CUDAModule(Module):
     def compile_if_available(self) -> None:
         """Compile now when NVRTC is installed, so errors show at build time."""
         try:
+            # optional dependency: cuda-python
             import cuda.bindings.nvrtc  # noqa: F401
         except ImportError:
             return
@@ -133,6 +140,7 @@ class CUDAModule(Module):
         With ``profile=True`` it returns one ``KernelProfile`` per launch: global
         sectors per warp request (coalescing) and shared-memory bank conflicts.
         """
+        # start-up cost: the emulator (~80 ms of imports) is needed only to run on the CPU
         from ember.codegen_cuda.emulator import emulate
 
         program = self.program_of(func_name)
@@ -163,8 +171,6 @@ class CUDAModule(Module):
             self.emulate(*args, func_name=name)
             return
         self._require_device("run")
-        from ember.codegen_cuda.runtime import bind_arguments
-
         self._run_bound(name, bind_arguments(self._signatures[name], args))
 
     def get_function(self, name: str) -> Any:
@@ -177,9 +183,7 @@ class CUDAModule(Module):
         return fn
 
     def _require_device(self, what: str) -> None:
-        from ember.codegen_cuda.device import _probe
-
-        devices, reason = _probe()
+        devices, reason = device._probe()
         if not devices:
             raise DeviceError(
                 f"'{self.program.name}' is built for CUDA ({self.arch}) but cannot {what} here: "
@@ -189,8 +193,6 @@ class CUDAModule(Module):
     def device_module(self) -> Any:
         """The module loaded on the GPU (compiled and loaded on first use)."""
         if self._device is None:
-            from ember.codegen_cuda.runtime import DeviceModule
-
             with _LOAD_LOCK:  # threads calling a new module at once load it once
                 if self._device is None:
                     self._device = DeviceModule(self.compile(), self.kernels)
@@ -214,8 +216,6 @@ class CUDAModule(Module):
             dev.launch(launch.kernel, [by_data[b.data] for b in launch.args], stream, values)
 
     def _run_bound(self, name: str, bound: Any) -> None:
-        from ember.codegen_cuda.runtime import synchronize
-
         try:
             dev = self.device_module()
             bound.copy_in()  # into this call's own device buffers
@@ -230,8 +230,6 @@ class CUDAModule(Module):
 
     def _native(self, name: str) -> Any:
         self._require_device("run")
-        from ember.codegen_cuda.runtime import bind_pointers
-
         sig = self._signatures[name]
 
         def native(*pointers: int) -> int:
@@ -256,15 +254,11 @@ class CUDAModule(Module):
         batches of ``number`` runs between two events (lengthened to at least
         ``min_repeat_ms``); outputs are copied back at the end.
         """
-        from ember.codegen_cuda.device import device_available
-
-        if not device_available():
+        if not device.device_available():
             raise DeviceError(
                 "timing a CUDA module needs a GPU; the emulator's speed says nothing about "
                 "the device"
             )
-        from ember.codegen_cuda.runtime import bind_arguments, time_launches
-
         check_timing_args(number, repeat, min_repeat_ms)
         check_timing_device(dev, "cuda")
         sig = self.get_function(func_name or self.entry_name).signature

@@ -14,15 +14,11 @@ arguments unchanged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ember.codegen_cuda.printer_c import COND, PRIMARY, UNARY, Text
+from ember.codegen_cuda.printer_cuda_protocol import CUDAPrinting
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
-
-if TYPE_CHECKING:
-    from ember.codegen_cuda.printer_cuda import CUDAPrinter
 
 I = E.Intrinsic  # noqa: E741
 SHIFT, BIT_AND, BIT_XOR, BIT_OR = 11, 8, 7, 6  # C precedences (see printer_c)
@@ -45,7 +41,7 @@ BIT_COUNT_NAMES: dict[E.Intrinsic, tuple[str, str]] = {  # (32-bit, 64-bit)
 }
 
 
-def _narrow(p: CUDAPrinter, dtype: str, text: str, prec: int) -> Text:
+def _narrow(p: CUDAPrinting, dtype: str, text: str, prec: int) -> Text:
     """``text`` of C type int (after promotion) back in ``dtype`` when that is narrower."""
     base = dt.element_of(dtype)
     if dt.bits_of(base) >= 32 and not dt.is_bool(base):
@@ -53,7 +49,7 @@ def _narrow(p: CUDAPrinter, dtype: str, text: str, prec: int) -> Text:
     return f"({p.type_name(base)})({text})", UNARY
 
 
-def print_bits(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+def print_bits(p: CUDAPrinting, e: E.Call, lane: int | None) -> Text:
     """Shifts, bitwise operators and bit counts of integer (and bool) operands."""
     base = dt.element_of(e.args[0].dtype)
     if e.op in BIT_SYNTAX:
@@ -81,12 +77,12 @@ def print_bits(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
     return f"({p.type_name(base)}){text}", UNARY
 
 
-def print_predicate(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+def print_predicate(p: CUDAPrinting, e: E.Call, lane: int | None) -> Text:
     """CUDA C for ``isnan``/``isinf``/``isfinite``; half types are tested as floats."""
     return f"{PREDICATE_NAMES[e.op]}({p.to_float(e.args[0], lane)})", PRIMARY
 
 
-def print_if_then_else(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+def print_if_then_else(p: CUDAPrinting, e: E.Call, lane: int | None) -> Text:
     """``c ? t : f``: C evaluates only the branch taken. A vector one with a scalar
     condition becomes an ``if``/``else`` filling a lane array before the statement, so
     a whole-vector load in a side stays inside its branch."""
@@ -107,7 +103,7 @@ _CUDA_VECTOR_ELEMENTS = {
 }  # fmt: skip
 
 
-def _extern_arg(p: CUDAPrinter, a: E.PrimExpr, lane: int | None) -> str:
+def _extern_arg(p: CUDAPrinting, a: E.PrimExpr, lane: int | None) -> str:
     """A scalar argument as it is; a vector one (TVM's ``__dp4a`` on int8x4) as CUDA's
     vector type built from its lanes, ``make_char4(a0, a1, a2, a3)``."""
     base, lanes = dt.split_lanes(a.dtype)
@@ -122,14 +118,14 @@ def _extern_arg(p: CUDAPrinter, a: E.PrimExpr, lane: int | None) -> str:
     return f"make_{elem}{lanes}({', '.join(p.expr(a, k) for k in range(lanes))})"
 
 
-def print_extern(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text:
+def print_extern(p: CUDAPrinting, e: E.Call, lane: int | None) -> Text:
     """CUDA C for a call of an external device function named by the first argument."""
     name = e.args[0]
     assert isinstance(name, E.StringImm)
     return f"{name.value}({', '.join(_extern_arg(p, a, lane) for a in e.args[1:])})", PRIMARY
 
 
-def print_structural_call(p: CUDAPrinter, e: E.Call, lane: int | None) -> Text | None:
+def print_structural_call(p: CUDAPrinting, e: E.Call, lane: int | None) -> Text | None:
     """The call printed by one of the functions above, or None for a math-table call."""
     if e.op is I.IF_THEN_ELSE:
         return print_if_then_else(p, e, lane)

@@ -13,8 +13,7 @@ a ``matrix_a``/``matrix_b`` fragment's C++ type carries its layout, taken from t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ember.codegen_cuda.printer_cuda_protocol import CUDAPrinting
 from ember.errors import InternalError
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -22,27 +21,24 @@ from ember.tir.buffer import Buffer
 from ember.tir.functor import post_order_visit
 from ember.tir.tensor_core import WMMA_ELEMS, mma_spec
 
-if TYPE_CHECKING:
-    from ember.codegen_cuda.printer_cuda import CUDAPrinter
-
 I = E.Intrinsic  # noqa: E741
 WMMA = "nvcuda::wmma::"
 
 
-def _pointer(p: CUDAPrinter, var: E.PrimExpr) -> str:
+def _pointer(p: CUDAPrinting, var: E.PrimExpr) -> str:
     name = p.names.get(var) if isinstance(var, E.Var) else None
     if name is None:
         raise InternalError(f"tensor-core call on {var!r}, which is not a buffer of the kernel")
     return name
 
 
-def _at(p: CUDAPrinter, var: E.PrimExpr, offset: E.PrimExpr) -> str:
+def _at(p: CUDAPrinting, var: E.PrimExpr, offset: E.PrimExpr) -> str:
     """``name + offset`` (just ``name`` at offset 0)."""
     base = _pointer(p, var)
     return base if E.is_const_int(offset, 0) else f"({base} + {p.expr(offset)})"
 
 
-def _regs(p: CUDAPrinter, var: E.PrimExpr, offset: E.PrimExpr, n: int, cons: str) -> list[str]:
+def _regs(p: CUDAPrinting, var: E.PrimExpr, offset: E.PrimExpr, n: int, cons: str) -> list[str]:
     """``n`` 32-bit registers of a local array from ``offset``, as asm operands."""
     words = f"((unsigned int*){_at(p, var, offset)})"
     return [f'"{cons}"({words}[{k}])' for k in range(n)]
@@ -52,7 +48,7 @@ def _operands(first: int, n: int) -> str:
     return "{" + ", ".join(f"%{first + k}" for k in range(n)) + "}"
 
 
-def print_mma(p: CUDAPrinter, e: E.Call) -> None:
+def print_mma(p: CUDAPrinting, e: E.Call) -> None:
     """Emits inline PTX ``mma.sync`` for one warp-level matrix multiply-accumulate."""
     shape, _, _, in_dtype, _, acc_dtype = (a.value for a in e.args[:6])  # type: ignore[attr-defined]
     spec = mma_spec(shape, in_dtype, acc_dtype)
@@ -75,7 +71,7 @@ def print_mma(p: CUDAPrinter, e: E.Call) -> None:
     p.line(f"    : {', '.join(ins)});")
 
 
-def print_ldmatrix(p: CUDAPrinter, e: E.Call) -> None:
+def print_ldmatrix(p: CUDAPrinting, e: E.Call) -> None:
     """Emits inline PTX ``ldmatrix``, loading shared-memory tiles into mma operand registers."""
     trans, num = (E.const_value(x) for x in e.args[:2])
     dst, dst_off, src, src_off = e.args[3:]
@@ -89,11 +85,11 @@ def print_ldmatrix(p: CUDAPrinter, e: E.Call) -> None:
         p.line(f'    : "r"({addr}));')
 
 
-def _fragment(p: CUDAPrinter, var: E.PrimExpr, index: E.PrimExpr) -> str:
+def _fragment(p: CUDAPrinting, var: E.PrimExpr, index: E.PrimExpr) -> str:
     return f"{_pointer(p, var)}[{p.expr(index)}]"
 
 
-def print_wmma(p: CUDAPrinter, e: E.Call) -> None:
+def print_wmma(p: CUDAPrinting, e: E.Call) -> None:
     """Emits the ``nvcuda::wmma`` call for a fill, load, store or multiply-accumulate intrinsic."""
     p.headers.add("mma.h")
     if e.op is I.TVM_FILL_FRAGMENT:
@@ -114,7 +110,7 @@ def print_wmma(p: CUDAPrinter, e: E.Call) -> None:
             p.line(f"{WMMA}store_matrix_sync({where}, {f}, {ld}{mem});")
 
 
-def print_tensor_core(p: CUDAPrinter, e: E.Call) -> None:
+def print_tensor_core(p: CUDAPrinting, e: E.Call) -> None:
     """The statement(s) of one tensor-core call."""
     if e.op is I.PTX_MMA:
         print_mma(p, e)
@@ -142,7 +138,7 @@ def fragment_layouts(body: S.Stmt) -> dict[E.Var, str]:
     return layouts
 
 
-def print_fragment_allocation(p: CUDAPrinter, buf: Buffer, count: int) -> str:
+def print_fragment_allocation(p: CUDAPrinting, buf: Buffer, count: int) -> str:
     """``nvcuda::wmma::fragment<...> name[count];`` for a ``wmma.*`` allocation."""
     p.headers.add("mma.h")
     use = buf.scope.split(".")[1]

@@ -45,6 +45,7 @@ from ember.tir.signature import size_text
 def _driver() -> Any:
     """cuda-python's driver bindings (a function so tests can substitute a fake)."""
     try:
+        # optional dependency: cuda-python
         from cuda.bindings import driver
     except ImportError as e:
         raise DeviceError("cuda-python is not installed (pip install ember[cuda])") from e

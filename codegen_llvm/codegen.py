@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
@@ -40,19 +40,19 @@ from ember.codegen_llvm.builder_utils import (
 )
 from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, round_to_bfloat16
 from ember.codegen_llvm.cpu_intrinsics import CpuFacts
+from ember.codegen_llvm.emitter import NUM_THREADS_GLOBAL, FunctionState
 from ember.codegen_llvm.externs import emit_extern_call
 from ember.codegen_llvm.intrinsics import emit_intrinsic
 from ember.codegen_llvm.loop_hints import loop_hints, minmax_reduction_loops
 from ember.codegen_llvm.packed import emit_packed_call
+from ember.codegen_llvm.parallel import emit_parallel_for
 from ember.errors import CompileError, InternalError, LoweringError
-from ember.runtime.cpu import NUM_THREADS_SYMBOL
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
 from ember.tir.functor import Visitor
 
-NUM_THREADS_GLOBAL = NUM_THREADS_SYMBOL  # int32 the runtime sets; read by parallel launches
 _ROUNDED_OPS = frozenset(
     {
         E.BinaryOp.ADD,
@@ -65,18 +65,6 @@ _ROUNDED_OPS = frozenset(
         E.BinaryOp.TRUNCMOD,
     }
 )
-
-
-@dataclass
-class FunctionState:
-    """What the visitor knows about the LLVM function it is filling."""
-
-    fn: ir.Function
-    builder: ir.IRBuilder
-    vars: dict[E.Var, ir.Value] = field(default_factory=dict)
-    align: dict[E.Var, int] = field(default_factory=dict)  # data var -> base alignment
-    heap: list[ir.Value] = field(default_factory=list)  # live aligned_alloc pointers
-    in_parallel: bool = False
 
 
 @dataclass(frozen=True)
@@ -374,8 +362,6 @@ class CodeGenLLVM(Visitor):
                 f"'{s.thread_tag}', which the CPU target 'llvm' cannot run; build for 'cuda'"
             )
         if s.kind is S.ForKind.PARALLEL and not self.state.in_parallel:
-            from ember.codegen_llvm.parallel import emit_parallel_for  # it builds on this class
-
             emit_parallel_for(self, s)
             return
         b = self.builder

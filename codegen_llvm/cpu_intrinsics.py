@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ember.codegen_llvm.cpu_features import built_for
 from ember.errors import CompileError
 
 # The first name component of LLVM's target-specific intrinsics, per triple architecture.
@@ -89,8 +90,6 @@ class CpuFacts:
 @functools.cache
 def cpu_facts(target: str = "llvm") -> CpuFacts:
     """:class:`CpuFacts` of the ``llvm`` ``target`` string (``"llvm"``: the host)."""
-    from ember.codegen_llvm.cpu_features import built_for
-
     section = built_for(target)
     features = section["features"]
     return CpuFacts(section["triple"], None if features is None else frozenset(features))

@@ -19,12 +19,14 @@ from __future__ import annotations
 import ctypes.util
 import functools
 import os
+import re
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
 from ember.codegen_llvm.cpu_choices import check_cpu_and_features
 from ember.errors import CompileError, InternalError
+from ember.runtime.threads import prepare_openmp
 from ember.target import Target
 
 LIBGOMP_CANDIDATES = ("/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so.1")
@@ -101,8 +103,6 @@ def target_machine(spec: MachineSpec, for_jit: bool) -> llvm.TargetMachine:
 
 def _line_context(source: str, log: str) -> str:
     """The ``.ll`` lines around the first ``<string>:LINE:`` position LLVM names."""
-    import re
-
     m = re.search(r":(\d+):\d+:", log)
     if not m:
         return ""
@@ -203,8 +203,6 @@ def load_compiler_runtime() -> str | None:
 @functools.cache
 def load_libgomp() -> str:
     """Make ``GOMP_parallel`` and ``omp_*`` resolvable by JIT code; returns the library used."""
-    from ember.runtime.threads import prepare_openmp
-
     prepare_openmp()
     found = ctypes.util.find_library("gomp")
     candidates = [c for c in (*LIBGOMP_CANDIDATES, found) if c]

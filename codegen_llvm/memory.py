@@ -17,7 +17,6 @@ in its entry block, 64-byte aligned); larger or symbolic ones come from
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
@@ -32,15 +31,13 @@ from ember.codegen_llvm.builder_utils import (
     to_index,
 )
 from ember.codegen_llvm.casts import emit_cast, from_memory, to_memory
+from ember.codegen_llvm.emitter import Emitter
 from ember.errors import InternalError
 from ember.runtime.module import OUT_OF_MEMORY  # the status returned when aligned_alloc fails
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
-
-if TYPE_CHECKING:
-    from ember.codegen_llvm.codegen import CodeGenLLVM
 
 STACK_LIMIT_BYTES = 64 * 1024
 ALLOC_ALIGN = 64
@@ -79,7 +76,7 @@ def known_multiple(e: E.PrimExpr) -> int:
     return 1
 
 
-def _alignment(cg: CodeGenLLVM, buf: Buffer, base: E.PrimExpr) -> int:
+def _alignment(cg: Emitter, buf: Buffer, base: E.PrimExpr) -> int:
     """Bytes the address ``&buf[base]`` is known to be aligned to."""
     elem = dt.bytes_of(buf.dtype)
     base_align = cg.state.align.get(buf.data, elem)
@@ -89,7 +86,7 @@ def _alignment(cg: CodeGenLLVM, buf: Buffer, base: E.PrimExpr) -> int:
     return max(1, min(base_align, mult & -mult))
 
 
-def data_pointer(cg: CodeGenLLVM, buf: Buffer) -> ir.Value:
+def data_pointer(cg: Emitter, buf: Buffer) -> ir.Value:
     """The LLVM pointer a buffer's accesses go through; an unbound buffer is an internal error."""
     ptr = cg.state.vars.get(buf.data)
     if ptr is None:
@@ -122,7 +119,7 @@ def _strided(index: E.PrimExpr) -> tuple[E.PrimExpr, int] | None:
 
 
 def _emit_strided_load(
-    cg: CodeGenLLVM, ptr: ir.Value, unit: ir.Type, e: E.BufferLoad, base: E.PrimExpr, stride: int
+    cg: Emitter, ptr: ir.Value, unit: ir.Type, e: E.BufferLoad, base: E.PrimExpr, stride: int
 ) -> ir.Value:
     """Lanes ``base + stride * i``: the ``stride * lanes`` elements from ``base`` loaded
     under a mask that stops at the last lane's element (so nothing past it is read,
@@ -153,7 +150,7 @@ def _emit_strided_load(
     return from_memory(b, picked, e.dtype)
 
 
-def _lane_addresses(cg: CodeGenLLVM, ptr: ir.Value, unit: ir.Type, index: E.PrimExpr) -> list:
+def _lane_addresses(cg: Emitter, ptr: ir.Value, unit: ir.Type, index: E.PrimExpr) -> list:
     b = cg.builder
     vec = to_index(b, cg.visit(index), index.dtype)
     lanes = dt.lanes_of(index.dtype)
@@ -163,7 +160,7 @@ def _lane_addresses(cg: CodeGenLLVM, ptr: ir.Value, unit: ir.Type, index: E.Prim
     ]
 
 
-def emit_load(cg: CodeGenLLVM, e: E.BufferLoad) -> ir.Value:
+def emit_load(cg: Emitter, e: E.BufferLoad) -> ir.Value:
     """LLVM IR for a buffer load, scalar or vector, through the buffer's data pointer."""
     b = cg.builder
     buf = e.buffer
@@ -188,7 +185,7 @@ def emit_load(cg: CodeGenLLVM, e: E.BufferLoad) -> ir.Value:
     return from_memory(b, out, e.dtype)
 
 
-def emit_store(cg: CodeGenLLVM, s: S.BufferStore) -> None:
+def emit_store(cg: Emitter, s: S.BufferStore) -> None:
     """LLVM IR for a buffer store, scalar or vector, through the buffer's data pointer."""
     b = cg.builder
     buf = s.buffer
@@ -217,7 +214,7 @@ def _const_size(buf: Buffer) -> int | None:
     return size
 
 
-def _heap_bytes(cg: CodeGenLLVM, buf: Buffer) -> ir.Value:
+def _heap_bytes(cg: Emitter, buf: Buffer) -> ir.Value:
     b = cg.builder
     count: ir.Value = ir.Constant(I64, 1)
     for extent in buf.shape:
@@ -234,7 +231,7 @@ def _heap_bytes(cg: CodeGenLLVM, buf: Buffer) -> ir.Value:
     )
 
 
-def emit_allocate(cg: CodeGenLLVM, s: S.Allocate) -> None:
+def emit_allocate(cg: Emitter, s: S.Allocate) -> None:
     """LLVM IR for an allocation: on the stack when small and constant-sized, else on the heap."""
     buf = s.buffer
     b = cg.builder

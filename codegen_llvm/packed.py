@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -27,13 +27,11 @@ from llvmlite import ir
 
 from ember.codegen_llvm.builder_utils import I8, I32, I64, PTR, declare
 from ember.codegen_llvm.casts import emit_cast
+from ember.codegen_llvm.emitter import Emitter
 from ember.runtime.module import PACKED_CALL_FAILED
 from ember.runtime.registry import call_packed_func, report_pending
 from ember.tir import dtype as dt
 from ember.tir import expr as E
-
-if TYPE_CHECKING:
-    from ember.codegen_llvm.codegen import CodeGenLLVM
 
 TRAMPOLINE = "ember_call_packed"
 _CALLBACK = ctypes.CFUNCTYPE(
@@ -86,7 +84,7 @@ def decode_arguments(signature: str, slots: Any) -> list[Any]:
     return out
 
 
-def emit_packed_call(cg: CodeGenLLVM, e: E.Call) -> ir.Value:
+def emit_packed_call(cg: Emitter, e: E.Call) -> ir.Value:
     """Fill the slots, call the trampoline, return ``PACKED_CALL_FAILED`` if it failed."""
     install_trampoline()
     b = cg.builder
@@ -126,7 +124,7 @@ def emit_packed_call(cg: CodeGenLLVM, e: E.Call) -> ir.Value:
     return rc
 
 
-def _entry_alloca(cg: CodeGenLLVM, ty: ir.Type) -> ir.Value:
+def _entry_alloca(cg: Emitter, ty: ir.Type) -> ir.Value:
     """Stack space in the entry block: a call inside a loop reuses it."""
     b = cg.builder
     entry = cg.state.fn.entry_basic_block

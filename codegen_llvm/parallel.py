@@ -32,7 +32,7 @@ from ember.codegen_llvm.builder_utils import (
     reg_type,
 )
 from ember.codegen_llvm.casts import emit_cast
-from ember.codegen_llvm.codegen import NUM_THREADS_GLOBAL, CodeGenLLVM, FunctionState
+from ember.codegen_llvm.emitter import NUM_THREADS_GLOBAL, Emitter, FunctionState
 from ember.codegen_llvm.loop_hints import loop_hints
 from ember.errors import InternalError
 from ember.tir import expr as E
@@ -97,7 +97,7 @@ def _arg_type(v: E.Var) -> ir.Type:
     return PTR if v.dtype == "handle" else reg_type(v.dtype)
 
 
-def _emit_body(cg: CodeGenLLVM, loop: S.For, captured: list[E.Var], name: str) -> ir.Function:
+def _emit_body(cg: Emitter, loop: S.For, captured: list[E.Var], name: str) -> ir.Function:
     iv = reg_type(loop.loop_var.dtype)
     fnty = ir.FunctionType(I32, [_arg_type(v) for v in captured] + [iv, iv])
     fn = ir.Function(cg.module, fnty, name=f"{name}.body")
@@ -135,7 +135,7 @@ def _field(b: ir.IRBuilder, ty: ir.Type, ptr: ir.Value, i: int) -> ir.Value:
 
 
 def _emit_worker(
-    cg: CodeGenLLVM, loop: S.For, captured: list[E.Var], body: ir.Function, name: str
+    cg: Emitter, loop: S.For, captured: list[E.Var], body: ir.Function, name: str
 ) -> ir.Function:
     ty = _closure_type(loop, captured)
     fn = ir.Function(cg.module, ir.FunctionType(VOID, [PTR]), name=name)
@@ -165,7 +165,7 @@ def _emit_worker(
     return fn
 
 
-def emit_parallel_for(cg: CodeGenLLVM, loop: S.For) -> None:
+def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
     """Replace ``loop`` by a ``GOMP_parallel`` launch of its outlined body."""
     captured = captured_vars(loop)
     missing = [v.name for v in captured if v not in cg.state.vars]

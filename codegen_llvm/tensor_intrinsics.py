@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 
+from ember.codegen_llvm.cpu_intrinsics import cpu_facts, needed_features
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
@@ -39,8 +40,6 @@ def has_vnni(target: str | None = None) -> bool:
     run where the target says it runs. Where this is False a VNNI schedule still builds
     (the code generator expands ``vpdpbusd``, :mod:`ember.codegen_llvm.cpu_intrinsics`)
     but runs slower than the generic int8 kernel, so strategies pick by it."""
-    from ember.codegen_llvm.cpu_intrinsics import cpu_facts, needed_features
-
     try:
         features = cpu_facts(target or "llvm").features
     except RuntimeError:  # LLVM cannot read this CPU's features

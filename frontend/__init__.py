@@ -12,6 +12,7 @@ from ember.frontend.graph import Graph, Node, TensorType, Value
 
 def from_onnx(model: Any, shapes: Any = None) -> Graph:
     """Import an ONNX model (path, bytes or ModelProto) as a :class:`Graph`."""
+    # start-up cost: the importer loads every converter and op family (~0.5 s of imports)
     from ember.frontend.onnx_import.importer import from_onnx as _from_onnx
 
     return _from_onnx(model, shapes)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ember.frontend.graph import TensorType
+from ember.frontend.to_te import op_to_te
 from ember.runtime.registry import get_global_func
 
 # Above this many elements (outputs, or inputs in all) a folded op is compiled.
@@ -44,7 +45,7 @@ def _interpret(
     arrays: Sequence[np.ndarray],
     out_types: Sequence[TensorType],
 ) -> list[np.ndarray]:
-    from ember.frontend.to_te import op_to_te
+    # start-up cost: tir.interp and schedule lowering (~0.3 s), loaded by the first fold
     from ember.tir import interp
     from ember.tir.schedule.lower import schedule_to_primfunc
     from ember.tir.schedule.schedule import create_schedule

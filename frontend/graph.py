@@ -30,6 +30,12 @@ SHAPES_HINT = "(shapes={name: shape} in Python, --shape NAME=D0,D1,... on the co
 # stops at 2**52), so a tensor larger than this cannot exist on any machine.
 MAX_TENSOR_BYTES = 1 << 57
 
+# The element types a graph input may have: what the ONNX importer and ``nn`` tracing take.
+SUPPORTED_DTYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class TensorType:

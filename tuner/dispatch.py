@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,11 +18,18 @@ from typing import Any
 
 from ember.errors import ConfigError
 from ember.target import Target
+from ember.tuner.active_records import (
+    active_fingerprint,
+    best_config_for,
+    best_config_for_call,
+    open_blocks,
+)
 from ember.tuner.records import Record, best_records, host_device_name, read_records
 from ember.tuner.space import ConfigEntity
+from ember.tuner.task import create_task, workload_key
 from ember.tuner.template import DIRECT_CALL_RESOLVERS, lookup_template
 
-_LOCAL = threading.local()
+__all__ = ["HistoryBest", "active_fingerprint", "apply_history_best", "best_config_for"]
 
 
 class HistoryBest:
@@ -58,8 +64,6 @@ class HistoryBest:
             raise
 
     def config_for_call(self, name: str, args: tuple[Any, ...]) -> ConfigEntity | None:
-        from ember.tuner.task import create_task, workload_key
-
         kind = name.rpartition(".")[2]
         rec = self.by_workload.get((workload_key(name, args), kind))
         if rec is None:
@@ -70,35 +74,6 @@ class HistoryBest:
                 return None
             self._configs[rec.task_key] = cfg
         return self._configs[rec.task_key]
-
-
-def _stack() -> list[HistoryBest]:
-    if not hasattr(_LOCAL, "stack"):
-        _LOCAL.stack = []
-    return _LOCAL.stack  # type: ignore[no-any-return]
-
-
-def active_fingerprint() -> tuple[str, ...]:
-    """What the enclosing ``apply_history_best`` blocks choose, as a cache-key part: a
-    kernel built inside a block may differ from one built outside it or in another."""
-    return tuple(h.fingerprint for h in _stack() if h.best)
-
-
-def best_config_for(task: Any) -> ConfigEntity | None:
-    """The config ``Task.instantiate()`` uses without one: the innermost block's record."""
-    for history in reversed(_stack()):
-        cfg = history.config_for_task(task)
-        if cfg is not None:
-            return cfg
-    return None
-
-
-def _direct_call(name: str, args: tuple[Any, ...]) -> ConfigEntity | None:
-    for history in reversed(_stack()):
-        cfg = history.config_for_call(name, args)
-        if cfg is not None:
-            return cfg
-    return None
 
 
 @contextmanager
@@ -119,10 +94,10 @@ def apply_history_best(
         recs = [r for r in recs if not Target.parse(r.target).info.is_host or r.device == here]
         device = None
     history = HistoryBest(recs, device)
-    stack = _stack()
+    stack = open_blocks()
     stack.append(history)
-    if _direct_call not in DIRECT_CALL_RESOLVERS:
-        DIRECT_CALL_RESOLVERS.append(_direct_call)
+    if best_config_for_call not in DIRECT_CALL_RESOLVERS:
+        DIRECT_CALL_RESOLVERS.append(best_config_for_call)
     try:
         yield history
     finally:

@@ -19,6 +19,7 @@ from ember.errors import ArgumentError
 from ember.tuner.measure import LocalMeasurer, MeasureOption
 from ember.tuner.result import ErrorKind, MeasureResult
 from ember.tuner.space import ConfigEntity
+from ember.tuner.tune import fallback_entity
 
 
 @dataclass
@@ -47,8 +48,6 @@ class DryRunResult:
 def pick_configs(task: Any, n: int, seed: int | None = 0) -> list[ConfigEntity]:
     """The fallback, then distinct random valid configs, ``n`` in all (fewer when the
     space has fewer valid ones)."""
-    from ember.tuner.tune import fallback_entity
-
     space = task.config_space
     if len(space) <= n:
         every = [space.get(i) for i in range(len(space))]

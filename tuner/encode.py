@@ -45,6 +45,7 @@ class Param:
     ordered: bool
 
     def distribution(self) -> Any:
+        # optional dependency: optuna
         from optuna.distributions import CategoricalDistribution, IntDistribution
 
         if self.ordered:

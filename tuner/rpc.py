@@ -30,10 +30,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from ember.errors import ArgumentError, ConfigError, DeviceError
+from ember.errors import ArgumentError, ConfigError, DeviceError, EmberError
 from ember.tuner.measure import LocalMeasurer, MeasureOption, task_spec
+from ember.tuner.records import host_device_name
 from ember.tuner.result import ErrorKind, MeasureResult
 from ember.tuner.space import ConfigEntity
+from ember.tuner.task import create_task
 
 DEFAULT_PORT = 9190
 HELLO = b"ember-rpc-1 "  # the first bytes a client sends, then the token and a newline
@@ -73,6 +75,7 @@ def new_token() -> str:
 
 def token_authenticator(token: str) -> Any:
     """An RPyC authenticator accepting connections whose first line is ``HELLO + token``."""
+    # optional dependency: rpyc
     from rpyc.utils.authenticators import AuthenticationError
 
     expected = HELLO + _check_token(token).encode() + b"\n"
@@ -142,8 +145,6 @@ class _Measurers:
 def _builtin_task(spec: dict[str, Any]) -> Any:
     """A task of a registered (or built-in) template; ``ember rpc-server`` passes a maker
     that also imports the template's module."""
-    from ember.tuner.task import create_task
-
     return create_task(spec["name"], tuple(spec["args"]), spec["target"])
 
 
@@ -158,9 +159,8 @@ def _result_dict(r: MeasureResult) -> dict[str, Any]:
 
 
 def _service_class(measurers: _Measurers) -> type:
+    # optional dependency: rpyc
     import rpyc
-
-    from ember.tuner.records import host_device_name
 
     class MeasureService(rpyc.Service):  # type: ignore[misc]
         """What a client may call: strings in, strings out."""
@@ -169,8 +169,6 @@ def _service_class(measurers: _Measurers) -> type:
             return host_device_name()
 
         def exposed_measure(self, spec: str, configs: str, option: str) -> str:
-            from ember.errors import EmberError
-
             try:
                 out = measurers.measure(json.loads(spec), json.loads(configs), json.loads(option))
             except EmberError as e:
@@ -203,6 +201,7 @@ class RPCServer:
         port: int = DEFAULT_PORT,
         make_task: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
+        # optional dependency: rpyc
         from rpyc.utils.server import ThreadedServer
 
         self.measurers = _Measurers(make_task or _builtin_task)
@@ -258,6 +257,7 @@ class RemoteMeasurer:
         return self._device
 
     def _connect(self) -> None:
+        # optional dependency: rpyc
         import rpyc
         from rpyc.utils.factory import connect_stream
 
@@ -287,6 +287,7 @@ class RemoteMeasurer:
         spec = json.dumps(task_spec(task))
         payload = json.dumps([c.to_json() for c in configs])
         option = json.dumps(asdict(self.option))
+        # optional dependency: rpyc
         import rpyc
 
         try:

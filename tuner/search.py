@@ -106,8 +106,7 @@ class SearchState:
 
 def make_sampler(name: str, seed: int | None, encoding: SpaceEncoding) -> Any:
     """The Optuna sampler ``name``, seeded."""
-    import warnings
-
+    # optional dependency: optuna
     import optuna
 
     with warnings.catch_warnings():
@@ -138,6 +137,7 @@ def make_sampler(name: str, seed: int | None, encoding: SpaceEncoding) -> Any:
 
 
 def _grid_class() -> type:
+    # optional dependency: optuna
     import optuna
 
     class GridSampler(optuna.samplers.GridSampler):
@@ -169,6 +169,7 @@ class _Heartbeat:
 
     @classmethod
     def start(cls, study: Any) -> _Heartbeat | None:
+        # optional dependency: optuna
         from optuna.storages._heartbeat import is_heartbeat_enabled
 
         storage = getattr(study, "_storage", None)
@@ -252,9 +253,11 @@ class Search:
         fails trials whose heartbeat went stale (a killed worker on another host) and its
         retry callback asks for them again.
         """
+        # optional dependency: optuna
         from optuna.trial import TrialState
 
         if self.heartbeat is not None:
+            # optional dependency: optuna
             from optuna.storages import fail_stale_trials
 
             fail_stale_trials(self.study)
@@ -366,6 +369,7 @@ class Search:
         so the sampler also learns what the valid part of that region is worth (else a
         narrow valid region, mostly rejections, looks bad: see :mod:`ember.tuner.repair`).
         A grid search walks its grid and repairs nothing."""
+        # optional dependency: optuna
         from optuna.samplers import GridSampler
         from optuna.trial import TrialState
 
@@ -388,6 +392,7 @@ class Search:
         measurement)."""
         if self.heartbeat is None:
             return False
+        # optional dependency: optuna
         from optuna.trial import TrialState
 
         live = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.FAIL)
@@ -402,6 +407,7 @@ class Search:
         return bool(in_batch) and len(self.seen) >= len(self.task.config_space)
 
     def _tell_known(self, trial: Any, cfg: ConfigEntity) -> None:
+        # optional dependency: optuna
         from optuna.trial import TrialState
 
         self.state.duplicates += 1
@@ -412,6 +418,7 @@ class Search:
             self.study.tell(trial, state=TrialState.PRUNED)
 
     def _tell(self, trial: Any, cfg: ConfigEntity, result: MeasureResult) -> None:
+        # optional dependency: optuna
         from optuna.trial import TrialState
 
         self.known[cfg.index] = result

@@ -18,6 +18,7 @@ from typing import Any
 
 from ember.errors import ArgumentError, ConfigError, EmberError
 from ember.target import Target
+from ember.tuner.active_records import best_config_for
 from ember.tuner.knob import is_int
 from ember.tuner.space import Config, ConfigEntity, ConfigSpace, FallbackConfig
 from ember.tuner.template import (
@@ -113,8 +114,6 @@ class Task:
 
     def _resolve(self, config: Any) -> Config:
         if config is None:
-            from ember.tuner.dispatch import best_config_for
-
             best = best_config_for(self)
             return FallbackConfig() if best is None else best
         if isinstance(config, ConfigEntity):

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import logging
 import math
+import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError
+from ember.tuner.encode import SpaceEncoding
+from ember.tuner.measure import LocalMeasurer, MeasureOption
 from ember.tuner.records import Record, RecordWriter, ember_version
 from ember.tuner.result import Measurer
 from ember.tuner.search import (
@@ -73,6 +77,7 @@ def open_storage(storage: Any, records: str | Path | None) -> Any:
     """An Optuna storage: None -> a journal file beside ``records`` (in memory without
     records); a URL (``postgresql://``, ``sqlite://``) opens a database storage; a path that is
     not a URL names a journal file; a storage object is used as is."""
+    # optional dependency: optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
@@ -86,6 +91,7 @@ def open_storage(storage: Any, records: str | Path | None) -> Any:
     try:
         if "://" in text:
             return _database_storage(text)
+        # optional dependency: optuna (the lock subclasses one of its classes)
         from ember.tuner.journal_lock import OwnedJournalLock
 
         # Optuna's default lock makes a resumed run wait 30 s for a SIGKILLed one's
@@ -102,9 +108,7 @@ def _database_storage(url: str) -> Any:
     """A database storage for many runners tuning one study: heartbeats mark the trials a
     live worker is measuring; one silent past the grace period (its worker was killed) is
     failed and asked again once by the next worker that looks."""
-    import time
-    import warnings
-
+    # optional dependency: optuna
     from optuna.exceptions import ExperimentalWarning
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
@@ -133,6 +137,7 @@ def create_study(
     """The study, and whether it is fresh. Without ``resume`` a study of the same name in a
     journal file is replaced (the records file keeps its lines); a study in a database is
     always joined, since other runners may be tuning it now."""
+    # optional dependency: optuna
     import optuna
     from optuna.storages import RDBStorage
 
@@ -227,8 +232,6 @@ def tune(
 
 
 def _measurer(measure: Any) -> tuple[Measurer, bool]:
-    from ember.tuner.measure import LocalMeasurer, MeasureOption
-
     if measure is None or isinstance(measure, MeasureOption):
         return LocalMeasurer(measure or MeasureOption()), True
     if not callable(getattr(measure, "measure", None)):
@@ -252,8 +255,6 @@ def _make_search(
     study_name: str | None,
     transfer: Any,
 ) -> Search:
-    from ember.tuner.encode import SpaceEncoding
-
     sampler_obj = make_sampler(sampler, seed, SpaceEncoding(task.config_space))
     study, fresh = create_study(
         task, open_storage(storage, records), sampler_obj, study_name, resume

@@ -160,6 +160,7 @@ def _storage(tune_options: dict[str, Any], records: str | Path | None) -> Any:
     or one in-memory storage per task (a fresh in-memory study per round would forget)."""
     if "storage" in tune_options or records is not None:
         return tune_options.get("storage")
+    # optional dependency: optuna
     import optuna
 
     return optuna.storages.InMemoryStorage()

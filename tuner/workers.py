@@ -147,8 +147,6 @@ def _exit_text(code: int | None) -> str:
     if code is None:
         return "the worker process died"
     if code < 0:
-        import signal
-
         try:
             return f"the worker process was killed by {signal.Signals(-code).name}"
         except ValueError:

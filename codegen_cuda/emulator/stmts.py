@@ -33,6 +33,7 @@ from ember.tir import stmt as S
 from ember.tir.interp.closures import Env, Fn, Scope, StmtCompilerBase
 from ember.tir.interp.ops import value_dtype
 from ember.tir.printer import expr_to_str, stmt_to_str
+from ember.tir.structural import structural_equal
 from ember.tir.tensor_core import WMMA_SCOPES
 
 
@@ -89,8 +90,6 @@ class StmtCompiler(StmtCompilerBase):
         if isinstance(launch, int):
             full = isinstance(s.extent, E.IntImm) and s.extent.value == launch
         else:  # a symbolic grid extent: the loop covers it when it is the same expression
-            from ember.tir.structural import structural_equal
-
             full = structural_equal(s.extent, launch, map_free_vars=False)
         slot, body = self._scoped(s.loop_var, s.body)
         npdt = value_dtype(s.loop_var.dtype)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ember.codegen_cuda.resources import arch_number
 from ember.codegen_cuda.transform.pipeline_registers import through_registers
 from ember.errors import LoweringError
 from ember.tir import dtype as dt
@@ -421,8 +422,6 @@ class _Pipeline(Mutator):
 
 def uses_async_copy(arch: str) -> bool:
     """``cp.async`` exists from Ampere (sm_80) on (``sm_90a``, ``sm_100f`` included)."""
-    from ember.codegen_cuda.resources import arch_number
-
     return arch_number(arch) >= 80
 
 

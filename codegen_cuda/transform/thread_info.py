@@ -11,6 +11,7 @@ from ember.errors import LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
+from ember.tir.structural import structural_equal
 
 TAGS = tuple(f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz")
 
@@ -33,8 +34,6 @@ def launch_extents(node: S.Stmt, where: str) -> dict[str, int | E.PrimExpr]:
     A ``blockIdx`` extent may be symbolic (``ceil(n / 64)``): the host computes the grid
     from the sizes of each call. Block dimensions stay constant.
     """
-    from ember.tir.structural import structural_equal
-
     extents: dict[str, int | E.PrimExpr] = {}
     for loop in thread_loops(node):
         if loop.thread_tag not in TAGS:

@@ -14,13 +14,11 @@ import numpy as np
 
 from ember.errors import ArgumentError
 from ember.frontend.nn.layers import Linear, _expect_float, _has
-from ember.frontend.nn.module import Module, as_array
+from ember.frontend.nn.module import _RNG, Module, as_array
 from ember.frontend.nn.tensor import Tensor, dtype_kind
 
 
 def _xavier_uniform(shape: tuple[int, int]) -> np.ndarray:
-    from ember.frontend.nn.module import _RNG
-
     bound = math.sqrt(6.0 / (shape[0] + shape[1]))
     return _RNG[0].uniform(-bound, bound, size=shape).astype(np.float32)
 

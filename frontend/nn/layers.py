@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
-from ember.frontend.nn.module import Module, init_uniform
+from ember.frontend.nn.module import _RNG, Module, init_uniform
 from ember.frontend.nn.tensor import Tensor
 
 
@@ -484,8 +484,6 @@ class Embedding(Module):
 
 
 def _rng_normal(shape: tuple[int, ...]) -> np.ndarray:
-    from ember.frontend.nn.module import _RNG
-
     return _RNG[0].standard_normal(shape).astype(np.float32)
 
 

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.frontend import from_onnx
+from ember.frontend.graph import SUPPORTED_DTYPES
 from ember.frontend.nn.tensor import OPSET, Tensor, Tracer
 
 _RNG = [np.random.default_rng(0)]
@@ -177,6 +179,7 @@ class Module:
     def load_safetensors(self, path: str | Path, strict: bool = True) -> None:
         """Load parameters from a safetensors file (``pip install safetensors``)."""
         try:
+            # optional dependency: safetensors
             from safetensors.numpy import load_file
         except ImportError as e:
             raise ArgumentError(
@@ -222,6 +225,7 @@ class Module:
     def to_onnx(self, spec: Mapping[str, Any]) -> Any:
         """Trace ``forward`` on inputs ``spec`` (``{"x": (8, 64)}`` or ``{"ids": ((1, 16),
         "int64")}``) into a checked ONNX ``ModelProto``."""
+        # optional dependency: onnx
         import onnx
         from onnx import helper, numpy_helper
 
@@ -256,8 +260,6 @@ class Module:
 
     def export(self, spec: Mapping[str, Any]) -> Any:
         """The model as an Ember graph, ready for ``ember.compile``."""
-        from ember.frontend.onnx_import.importer import from_onnx
-
         return from_onnx(self.to_onnx(spec))
 
     def _name_scopes(self, prefix: str) -> None:
@@ -283,8 +285,6 @@ def _distinct_outputs(tracer: Tracer, outputs: list[Tensor], inputs: set[str]) -
 def _shape_dtype(name: str, spec: Any) -> tuple[tuple[int, ...], str]:
     """An input's (shape, dtype) from ``(8, 64)`` or ``((1, 16), "int64")``; a shape that is
     not positive ints or a dtype Ember cannot take is an ``ArgumentError`` naming the input."""
-    from ember.frontend.onnx_import.importer import SUPPORTED_DTYPES
-
     if isinstance(spec, (tuple, list)) and len(spec) == 2 and isinstance(spec[0], (tuple, list)):
         shape, dtype = spec
     else:

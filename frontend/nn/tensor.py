@@ -74,6 +74,7 @@ def result_dtype(tensors: Sequence[str], zero_dim: Sequence[str], numbers: Seque
 
 
 def _onnx_elem(dtype: str) -> int:
+    # optional dependency: onnx
     from onnx import helper
 
     return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
@@ -105,6 +106,7 @@ class Tracer:
         name: str = "",
         **attrs: Any,
     ) -> Tensor:
+        # optional dependency: onnx
         from onnx import helper
 
         out = self.fresh(name or op_type.lower())

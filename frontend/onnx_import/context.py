@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, InternalError
+from ember.frontend.fold import evaluate
 from ember.frontend.graph import Node, TensorType, Value, check_size
 from ember.frontend.ops.index_bounds import check_indices
 from ember.frontend.ops.registry import get_op
@@ -72,8 +73,6 @@ class GraphBuilder:
         base = where[0] or op
         names = [self.fresh(base) for _ in out_types]
         if inputs and all(i in self.params for i in inputs) and all(t.is_static for t in out_types):
-            from ember.frontend.fold import evaluate
-
             arrays = evaluate(op, attrs, [self.params[i] for i in inputs], out_types)
             return [self.add_param(n, a) for n, a in zip(names, arrays)]
         for n, t in zip(names, out_types):
@@ -108,6 +107,7 @@ class GraphBuilder:
 
 def _attr_value(a: Any) -> Any:
     """An ONNX AttributeProto as a plain Python value (lists as tuples)."""
+    # optional dependency: onnx
     from onnx import helper, numpy_helper
 
     value = helper.get_attribute_value(a)

@@ -15,12 +15,14 @@ import numpy as np
 
 from ember.errors import EmberError, InvalidModelError
 from ember.frontend.graph import Graph
+from ember.frontend.onnx_import.declared import declared_dim, elem_dtype, opsets
 
 
 def check_data_length(t: Any, source: str) -> None:
     """InvalidModelError when tensor ``t`` holds fewer (or more) raw bytes than its dims
     and type need: an external data file without a ``length`` is read to its end, so a
     short file would otherwise surface as numpy's reshape error."""
+    # optional dependency: onnx
     from onnx import TensorProto, helper
 
     if not t.HasField("raw_data"):
@@ -50,9 +52,7 @@ def check_opset(proto: Any) -> None:
     """Warn about a default-domain opset newer than :data:`NEWEST_OPSET`. onnxruntime
     refuses one newer than it knows; Ember converts it when every operator has a
     converter, as most operators keep their form from one opset to the next."""
-    from ember.frontend.onnx_import.importer import _opsets
-
-    opset = _opsets(proto).get("", 0)
+    opset = opsets(proto).get("", 0)
     if opset > NEWEST_OPSET:
         warnings.warn(
             f"the model uses ONNX opset {opset}, newer than the {NEWEST_OPSET} Ember knows: "
@@ -67,14 +67,12 @@ def check_declared_outputs(proto: Any, graph: Graph) -> None:
     """InvalidModelError when the model declares an output of a dtype its graph does not
     make (onnxruntime refuses such a model too); a declared static shape that differs
     from the graph's is a warning, as onnxruntime only warns ("lenient merge")."""
-    from ember.frontend.onnx_import.importer import _dim, _elem_dtype
-
     for vi, value in zip(proto.graph.output, graph.outputs):
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if tt is None or tt.elem_type == 0:  # UNDEFINED: nothing declared
             continue
         try:
-            declared = _elem_dtype(vi)
+            declared = elem_dtype(vi)
         except EmberError:  # a type Ember takes in no input, such as bfloat16: by its name
             declared = _onnx_type_name(tt.elem_type)
         if declared != value.type.dtype:
@@ -84,7 +82,7 @@ def check_declared_outputs(proto: Any, graph: Graph) -> None:
             )
         if not tt.HasField("shape") or not value.type.is_static:
             continue
-        dims = [_dim(vi.name, k, d) for k, d in enumerate(tt.shape.dim)]
+        dims = [declared_dim(vi.name, k, d) for k, d in enumerate(tt.shape.dim)]
         if len(dims) != value.type.ndim or any(
             isinstance(d, int) and d != n for d, n in zip(dims, value.type.shape)
         ):
@@ -99,6 +97,7 @@ def check_declared_outputs(proto: Any, graph: Graph) -> None:
 def _onnx_type_name(elem_type: int) -> str:
     """ONNX's lower-case name of an element type ("bfloat16"), which is Ember's dtype name
     where Ember has the type; "ONNX type N" for a number ONNX does not define."""
+    # optional dependency: onnx
     from onnx import TensorProto
 
     try:

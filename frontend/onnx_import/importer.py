@@ -32,6 +32,10 @@ from ember.errors import (
 )
 from ember.frontend.graph import Graph, TensorType, Value, check_size
 from ember.frontend.onnx_import.context import ConvertContext, GraphBuilder
+from ember.frontend.onnx_import.declared import declared_dim as _dim
+from ember.frontend.onnx_import.declared import elem_dtype as _elem_dtype
+from ember.frontend.onnx_import.declared import opsets as _opsets
+from ember.frontend.onnx_import.declared import subgraphs_of
 from ember.frontend.onnx_import.file_checks import (
     check_data_length,
     check_declared_outputs,
@@ -42,6 +46,7 @@ from ember.frontend.onnx_import.registry import find_converter
 
 def _onnx() -> Any:
     try:
+        # optional dependency: onnx
         import onnx
     except ImportError as e:
         raise EmberError(
@@ -77,6 +82,7 @@ def load_model(model: Any) -> Any:
 
 def _load_external_data(model: Any, path: str) -> None:
     """Initializers kept in files beside the model (models over 2 GB) are read in."""
+    # optional dependency: onnx
     from onnx import external_data_helper as ext
 
     if not any(ext.uses_external_data(t) for t in model.graph.initializer):
@@ -117,23 +123,6 @@ def _parse(onnx: Any, data: bytes, where: str) -> Any:
     return model
 
 
-def _opsets(model: Any) -> dict[str, int]:
-    out = {}
-    for imp in model.opset_import:
-        out["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
-    return out
-
-
-def subgraphs_of(node: Any) -> list[Any]:
-    """The GraphProtos in a node's attributes (If's branches, Loop's and Scan's bodies)."""
-    out = []
-    for a in node.attribute:
-        if a.HasField("g"):
-            out.append(a.g)
-        out.extend(a.graphs)
-    return out
-
-
 def _all_nodes(graph: Any) -> list[Any]:
     """The graph's nodes and, depth first, those of every subgraph."""
     out = []
@@ -163,45 +152,6 @@ def check_supported(model: Any) -> None:
             f"the model uses {len(missing)} operator type(s) Ember does not support:\n"
             + "\n".join(lines)
         )
-
-
-SUPPORTED_DTYPES = (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64",
-)  # fmt: skip
-
-
-def _elem_dtype(vi: Any) -> str:
-    from onnx import helper
-
-    if not vi.type.HasField("tensor_type"):
-        raise UnsupportedOperatorError(
-            f"input '{vi.name}' is not a tensor (sequences, maps and optionals are unsupported)"
-        )
-    elem = vi.type.tensor_type.elem_type
-    try:
-        dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(elem)))
-    except (KeyError, TypeError, ValueError):
-        dtype = f"ONNX type {elem}"
-    if dtype not in SUPPORTED_DTYPES:
-        raise UnsupportedOperatorError(
-            f"input '{vi.name}' has dtype {dtype}, which Ember does not support"
-        )
-    return dtype
-
-
-UNNAMED = ("", "?")  # dim_params exporters write for "unknown" (PaddlePaddle writes '?')
-
-
-def _dim(name: str, k: int, d: Any) -> Any:
-    """One declared dim: its size, its symbol, or a symbol of its own (``{name}_d{k}``)
-    for a dim that is unnamed, '?' or -1 (exporters mean "unknown" by each; two '?' dims
-    are not the same size, so they may not share the symbol '?')."""
-    if d.HasField("dim_value") and d.dim_value >= 0:
-        return int(d.dim_value)
-    if d.HasField("dim_param") and d.dim_param not in UNNAMED:
-        return d.dim_param
-    return f"{name}_d{k}"
 
 
 def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
@@ -269,6 +219,7 @@ def overridable_initializers(proto: Any) -> set[str]:
 
 def _convert(proto: Any, shapes: dict[str, Sequence[int]], overridable: set[str]) -> Graph:
     """The graph of ``proto``; ``overridable`` initializers become inputs with defaults."""
+    # optional dependency: onnx
     from onnx import numpy_helper
 
     g = proto.graph

@@ -101,6 +101,7 @@ def bit_shift(ctx: ConvertContext) -> list[str]:
 def onnx_dtype(code: int, what: str) -> str:
     """The Ember dtype of an ONNX element type code, or why it is not supported."""
     if code not in ONNX_DTYPES:
+        # optional dependency: onnx
         from onnx import TensorProto
 
         try:

@@ -168,6 +168,7 @@ def eye_like(ctx: ConvertContext) -> list[str]:
     if len(src) != 2:
         raise ArgumentError(f"EyeLike '{ctx.name}': input must be 2-D, got {list(src)}")
     _nonempty(ctx, src)
+    # optional dependency: onnx
     from onnx import helper
 
     dtype = ctx.type(0).dtype

@@ -14,7 +14,7 @@ from ember.errors import ArgumentError, UnsupportedOperatorError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.ops_transform import _reshape, _static
 from ember.frontend.onnx_import.registry import converter
-from ember.frontend.ops.registry import normalize_axis
+from ember.frontend.ops.registry import broadcast_shapes, normalize_axis
 
 
 def const_ints(ctx: ConvertContext, i: int) -> tuple[int, ...]:
@@ -183,8 +183,6 @@ def tile(ctx: ConvertContext) -> list[str]:
 @converter("Expand", since=8)
 def expand(ctx: ConvertContext) -> list[str]:
     """ONNX Expand, which broadcasts both ways; an expand to the same shape is no node."""
-    from ember.frontend.ops.registry import broadcast_shapes
-
     src = _static(ctx, 0)
     shape = broadcast_shapes(src, const_ints(ctx, 1))  # ONNX Expand broadcasts both ways
     if shape == src:

@@ -25,6 +25,27 @@ def _spatial(ctx: ConvertContext) -> tuple[int, ...]:
     return tuple(int(d) for d in t.shape[2:])
 
 
+def static_spatial(ctx: ConvertContext, i: int) -> tuple[int, ...]:
+    """The static spatial sizes of input ``i``, whose channels must be static too."""
+    t = ctx.type(i)
+    if t.ndim < 3 or not all(isinstance(d, int) for d in t.shape[1:]):
+        raise ArgumentError(
+            f"{ctx.op_type}: input {i} must be N x C x spatial with static C and spatial dims, "
+            f"got {t}"
+        )
+    return tuple(int(d) for d in t.shape[2:])
+
+
+def int_attr(ctx: ConvertContext, name: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """Int list attribute ``name``, which must have as many values as ``default``."""
+    value = tuple(int(v) for v in ctx.attr(name, default))
+    if len(value) != len(default):
+        raise ArgumentError(
+            f"{ctx.op_type}: {name} {list(value)} should have {len(default)} values"
+        )
+    return value
+
+
 def resolve_pads(
     ctx: ConvertContext,
     sizes: tuple[int, ...],
@@ -101,10 +122,29 @@ def _pool(ctx: ConvertContext, op: str) -> list[str]:
 def max_pool(ctx: ConvertContext) -> list[str]:
     """ONNX MaxPool; asking for the indices output uses the pooling-with-indices op."""
     if ctx.num_outputs > 1 and ctx.node.output[1]:
-        from ember.frontend.onnx_import.ops_spatial import max_pool_with_indices
-
-        return max_pool_with_indices(ctx)
+        return _max_pool_with_indices(ctx)
     return _pool(ctx, "max_pool")
+
+
+def _max_pool_with_indices(ctx: ConvertContext) -> list[str]:
+    """MaxPool with its second output, the flat indices of the maxima."""
+    sizes = static_spatial(ctx, 0)
+    n = len(sizes)
+    kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
+    strides = int_attr(ctx, "strides", (1,) * n)
+    dil = int_attr(ctx, "dilations", (1,) * n)
+    order = int(ctx.attr("storage_order", 0))
+    if order not in (0, 1):
+        raise ArgumentError(f"MaxPool: storage_order must be 0 or 1, got {order}")
+    attrs = {
+        "kernel": kernel,
+        "strides": strides,
+        "pads": resolve_pads(ctx, sizes, kernel, strides, dil),
+        "dilations": dil,
+        "ceil_mode": bool(ctx.attr("ceil_mode", 0)),
+        "storage_order": order,
+    }
+    return ctx.emit("max_pool_indices", [ctx.input(0)], attrs)
 
 
 @converter("AveragePool", since=1)

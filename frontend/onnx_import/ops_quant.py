@@ -26,6 +26,7 @@ FLOAT_OUT = ("float32", "float16")
 
 
 def _onnx_dtype(code: int) -> str:
+    # optional dependency: onnx
     from onnx import helper
 
     try:

@@ -11,28 +11,9 @@ from __future__ import annotations
 
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
-from ember.frontend.onnx_import.ops_nn import resolve_pads
+from ember.frontend.onnx_import.ops_nn import int_attr, resolve_pads, static_spatial
 from ember.frontend.onnx_import.registry import converter
 from ember.tir.topi.conv_transpose import conv_transpose_out_size
-
-
-def _static_spatial(ctx: ConvertContext, i: int) -> tuple[int, ...]:
-    t = ctx.type(i)
-    if t.ndim < 3 or not all(isinstance(d, int) for d in t.shape[1:]):
-        raise ArgumentError(
-            f"{ctx.op_type}: input {i} must be N x C x spatial with static C and spatial dims, "
-            f"got {t}"
-        )
-    return tuple(int(d) for d in t.shape[2:])
-
-
-def _ints(ctx: ConvertContext, name: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    value = tuple(int(v) for v in ctx.attr(name, default))
-    if len(value) != len(default):
-        raise ArgumentError(
-            f"{ctx.op_type}: {name} {list(value)} should have {len(default)} values"
-        )
-    return value
 
 
 def _transpose_geometry(
@@ -40,9 +21,9 @@ def _transpose_geometry(
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(begin pads, output spatial size) of a ConvTranspose node."""
     n = len(sizes)
-    strides = _ints(ctx, "strides", (1,) * n)
-    dil = _ints(ctx, "dilations", (1,) * n)
-    out_pad = _ints(ctx, "output_padding", (0,) * n)
+    strides = int_attr(ctx, "strides", (1,) * n)
+    dil = int_attr(ctx, "dilations", (1,) * n)
+    out_pad = int_attr(ctx, "output_padding", (0,) * n)
     shape = tuple(int(v) for v in ctx.attr("output_shape", ()))
     if len(shape) == n + 2:
         shape = shape[2:]
@@ -59,7 +40,7 @@ def _transpose_geometry(
         return lo, tuple(out)
     if auto not in ("NOTSET", "", "VALID"):
         raise ArgumentError(f"ConvTranspose: unknown auto_pad {auto!r}")
-    pads = (0,) * (2 * n) if auto == "VALID" else _ints(ctx, "pads", (0,) * (2 * n))
+    pads = (0,) * (2 * n) if auto == "VALID" else int_attr(ctx, "pads", (0,) * (2 * n))
     lo = pads[:n]
     if shape:
         return lo, shape
@@ -76,19 +57,19 @@ def _transpose_geometry(
 def conv_transpose(ctx: ConvertContext) -> list[str]:
     """ONNX ConvTranspose, with ``output_padding`` and ``output_shape`` worked out (module
     notes)."""
-    sizes = _static_spatial(ctx, 0)
-    wk = _static_spatial(ctx, 1)
+    sizes = static_spatial(ctx, 0)
+    wk = static_spatial(ctx, 1)
     n = len(sizes)
-    kernel = _ints(ctx, "kernel_shape", wk)
+    kernel = int_attr(ctx, "kernel_shape", wk)
     if kernel != wk:
         raise ArgumentError(f"ConvTranspose: kernel_shape {list(kernel)} != weights {list(wk)}")
     pads_begin, out = _transpose_geometry(ctx, sizes, kernel)
     if any(s <= 0 for s in out):
         raise ArgumentError(f"ConvTranspose: output size {list(out)} is not positive")
     attrs = {
-        "strides": _ints(ctx, "strides", (1,) * n),
+        "strides": int_attr(ctx, "strides", (1,) * n),
         "pads_begin": pads_begin,
-        "dilations": _ints(ctx, "dilations", (1,) * n),
+        "dilations": int_attr(ctx, "dilations", (1,) * n),
         "out_spatial": out,
         "group": int(ctx.attr("group", 1)),
     }
@@ -98,13 +79,13 @@ def conv_transpose(ctx: ConvertContext) -> list[str]:
 @converter("LpPool", since=1)
 def lp_pool(ctx: ConvertContext) -> list[str]:
     """ONNX LpPool."""
-    sizes = _static_spatial(ctx, 0)
+    sizes = static_spatial(ctx, 0)
     n = len(sizes)
     kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
     if len(kernel) != n:
         raise ArgumentError(f"LpPool: kernel_shape {list(kernel)} does not fit {n} spatial dims")
-    strides = _ints(ctx, "strides", (1,) * n)
-    dil = _ints(ctx, "dilations", (1,) * n)
+    strides = int_attr(ctx, "strides", (1,) * n)
+    dil = int_attr(ctx, "dilations", (1,) * n)
     attrs = {
         "p": float(ctx.attr("p", 2)),
         "kernel": kernel,
@@ -121,7 +102,7 @@ def lp_pool(ctx: ConvertContext) -> list[str]:
 @converter("GlobalLpPool", since=1)
 def global_lp_pool(ctx: ConvertContext) -> list[str]:
     """ONNX GlobalLpPool, as an Lp pool over the whole spatial extent."""
-    sizes = _static_spatial(ctx, 0)
+    sizes = static_spatial(ctx, 0)
     n = len(sizes)
     attrs = {
         "p": float(ctx.attr("p", 2)),
@@ -136,37 +117,16 @@ def global_lp_pool(ctx: ConvertContext) -> list[str]:
     return ctx.emit("lp_pool", [ctx.input(0)], attrs)
 
 
-def max_pool_with_indices(ctx: ConvertContext) -> list[str]:
-    """MaxPool with its second output (called by the MaxPool converter in ``ops_nn``)."""
-    sizes = _static_spatial(ctx, 0)
-    n = len(sizes)
-    kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
-    strides = _ints(ctx, "strides", (1,) * n)
-    dil = _ints(ctx, "dilations", (1,) * n)
-    order = int(ctx.attr("storage_order", 0))
-    if order not in (0, 1):
-        raise ArgumentError(f"MaxPool: storage_order must be 0 or 1, got {order}")
-    attrs = {
-        "kernel": kernel,
-        "strides": strides,
-        "pads": resolve_pads(ctx, sizes, kernel, strides, dil),
-        "dilations": dil,
-        "ceil_mode": bool(ctx.attr("ceil_mode", 0)),
-        "storage_order": order,
-    }
-    return ctx.emit("max_pool_indices", [ctx.input(0)], attrs)
-
-
 @converter("MaxUnpool", since=9)
 def max_unpool(ctx: ConvertContext) -> list[str]:
     """ONNX MaxUnpool, with the output shape from the attributes or the optional input."""
-    sizes = _static_spatial(ctx, 0)
+    sizes = static_spatial(ctx, 0)
     n = len(sizes)
     kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
     if len(kernel) != n:
         raise ArgumentError(f"MaxUnpool: kernel_shape {list(kernel)} does not fit {n} dims")
-    strides = _ints(ctx, "strides", (1,) * n)
-    pads = _ints(ctx, "pads", (0,) * (2 * n))
+    strides = int_attr(ctx, "strides", (1,) * n)
+    pads = int_attr(ctx, "pads", (0,) * (2 * n))
     if ctx.has_input(2):
         shape = tuple(int(v) for v in ctx.constant(2).reshape(-1))
         if len(shape) != n + 2:

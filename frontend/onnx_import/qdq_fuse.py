@@ -28,6 +28,7 @@ class _Graph:
     """Producers, consumers and initializers of an ONNX graph, for pattern matching."""
 
     def __init__(self, graph: Any) -> None:
+        # optional dependency: onnx
         from onnx import numpy_helper
 
         self.g = graph
@@ -112,6 +113,7 @@ _FUSIONS = {"Conv": ("QLinearConv", _conv_inputs), "MatMul": ("QLinearMatMul", _
 
 def fuse_qdq(model: Any) -> Any:
     """A copy of ``model`` with each DQ -> Conv/MatMul -> Q triple as one QLinear op."""
+    # optional dependency: onnx
     from onnx import helper
 
     out = type(model)()

@@ -87,9 +87,9 @@ def converter(
 
 
 def find_converter(op_type: str, domain: str, opset: int) -> ConverterRule | None:
-    """The rule for ``op_type`` at ``opset``, or None when Ember has no such rule."""
-    import ember.frontend.onnx_import  # noqa: F401 - registers the converters
-
+    """The rule for ``op_type`` at ``opset``, or None when Ember has no such rule. Every
+    converter is registered: this module is reached only through its package, whose
+    ``__init__`` imports all ``ops_*`` modules."""
     for r in _RULES.get((_norm_domain(domain), op_type), []):
         if r.since <= opset <= r.until:
             return r
@@ -98,6 +98,4 @@ def find_converter(op_type: str, domain: str, opset: int) -> ConverterRule | Non
 
 def supported_op_types() -> list[str]:
     """The ONNX op types the importer can convert, for coverage reports such as the node suite."""
-    import ember.frontend.onnx_import  # noqa: F401
-
     return sorted({op for (_, op) in _RULES})

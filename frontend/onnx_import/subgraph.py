@@ -21,6 +21,8 @@ from typing import Any
 from ember.errors import ArgumentError
 from ember.frontend.graph import Graph, TensorType, Value
 from ember.frontend.onnx_import.context import GraphBuilder
+from ember.frontend.onnx_import.declared import subgraphs_of
+from ember.frontend.onnx_import.importer import convert_node
 
 
 class Scope(dict):
@@ -59,8 +61,6 @@ class Scope(dict):
 
 def _names_read(node: Any) -> list[str]:
     """Every name ``node`` reads, its subgraphs' (at any depth) included."""
-    from ember.frontend.onnx_import.importer import subgraphs_of
-
     names = list(node.input)
     for sub in subgraphs_of(node):
         for inner in sub.node:
@@ -69,9 +69,8 @@ def _names_read(node: Any) -> list[str]:
 
 
 def _convert_nodes(graph: Any, env: Scope, b: GraphBuilder, opsets: dict[str, int]) -> None:
+    # optional dependency: onnx
     from onnx import numpy_helper
-
-    from ember.frontend.onnx_import.importer import convert_node
 
     for init in graph.initializer:
         env[init.name] = b.add_param(b.fresh(init.name), numpy_helper.to_array(init))

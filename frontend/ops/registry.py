@@ -136,9 +136,8 @@ def register_op(
 
 
 def get_op(name: str) -> OpDef:
-    """The definition of op ``name`` (loading every family module on first use)."""
-    import ember.frontend.ops  # noqa: F401 - registers the families
-
+    """The definition of op ``name``. Every family is registered: this module is reached
+    only through its package, whose ``__init__`` imports them all."""
     try:
         return _OPS[name]
     except KeyError:
@@ -147,8 +146,6 @@ def get_op(name: str) -> OpDef:
 
 def list_ops() -> list[str]:
     """Every registered Ember op name, after importing the modules that register them."""
-    import ember.frontend.ops  # noqa: F401
-
     return sorted(_OPS)
 
 

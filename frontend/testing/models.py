@@ -18,6 +18,7 @@ def build_model(
     opset: int = 17,
 ) -> Any:
     """A model over ``nodes``; output types come from onnx's shape inference."""
+    # optional dependency: onnx
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -43,6 +44,7 @@ def small_cnn(
     rng: np.random.Generator, batch: int = 1, h: int = 16, w: int = 16
 ) -> tuple[Any, dict]:
     """Conv-Relu-MaxPool-Conv-Relu-GlobalAveragePool-Flatten-Gemm-Softmax, 10 classes."""
+    # optional dependency: onnx
     from onnx import helper
 
     weights = {
@@ -73,6 +75,7 @@ def mlp(
     rng: np.random.Generator, batch: int = 64, sizes: tuple[int, ...] = (512, 1024, 256)
 ) -> tuple[Any, dict]:
     """MatMul-Add-Relu layers, the last without bias and activation."""
+    # optional dependency: onnx
     from onnx import helper
 
     n = helper.make_node
@@ -94,6 +97,7 @@ def mlp(
 def symbolic_batch(model: Any, dim: str = "N") -> Any:
     """``model`` with dim 0 of every graph input and output renamed to the symbol ``dim``,
     as PyTorch's ``dynamic_axes={"x": {0: dim}}`` exports it (a copy; weights unchanged)."""
+    # optional dependency: onnx
     import onnx
 
     out = onnx.ModelProto()
@@ -137,6 +141,7 @@ def speech_lstm() -> tuple[Any, dict[str, np.ndarray]]:
     """features [T, B, F] -> MatMul + Add + Relu -> bidirectional LSTM (runtime sequence
     lengths) -> Transpose, Reshape -> LSTM (Y_h) -> If(use_a): Gemm + Relu, else Gemm +
     Tanh -> Softmax; odd sizes, an odd number of frames."""
+    # optional dependency: onnx
     from onnx import helper
 
     rng = np.random.default_rng(2024)

@@ -39,6 +39,7 @@ class CaseResult:
 
 def node_test_root() -> Path:
     """Where the installed onnx package keeps its backend node tests."""
+    # optional dependency: onnx
     import onnx
 
     return Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
@@ -51,6 +52,7 @@ def list_cases() -> list[str]:
 
 def load_case(name: str) -> tuple[Any, list[np.ndarray], list[np.ndarray]]:
     """The model, inputs and expected outputs of case ``name`` (test data set 0)."""
+    # optional dependency: onnx
     import onnx
     from onnx import numpy_helper
 
@@ -148,6 +150,7 @@ def freeze_integer_inputs(
 ) -> tuple[Any, list[np.ndarray], list[str]]:
     """A copy of ``model`` whose integer inputs (or, given ``only``, the inputs it names) are
     initializers holding the given data."""
+    # optional dependency: onnx
     from onnx import numpy_helper
 
     m = type(model)()

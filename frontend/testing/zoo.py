@@ -10,10 +10,12 @@ activations stay in a sane range through every layer. Each builder returns
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ember.errors import ArgumentError
 from ember.frontend.testing.models import build_model
 
 
@@ -35,6 +37,7 @@ class _Builder:
         return n
 
     def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
+        # optional dependency: onnx
         from onnx import helper
 
         out = self.name(op.lower())
@@ -192,11 +195,8 @@ def save(name: str, path: str = "model.onnx", seed: int = 0, **kwargs: Any) -> d
     It is the README's one line to a model to try Ember on without a download:
     ``python -c "from ember.frontend.testing import zoo; zoo.save('resnet18')"``.
     """
-    from pathlib import Path
-
+    # optional dependency: onnx
     import onnx
-
-    from ember.errors import ArgumentError
 
     if name not in MODELS:
         raise ArgumentError(f"no zoo model {name!r}; choose one of {', '.join(MODELS)}")
