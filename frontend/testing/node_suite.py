@@ -20,6 +20,8 @@ from typing import Any  # models are onnx ModelProtos; onnx is optional
 
 import numpy as np
 
+import ember
+
 RTOL = 1e-4
 ATOL = 1e-4
 # float16 outputs: four float16 ulps at 1.0. Ember accumulates float16 reductions in
@@ -92,8 +94,6 @@ def compare(got: np.ndarray, want: np.ndarray) -> str:
 
 def run_case(name: str, target: str = "llvm") -> CaseResult:
     """Compiles and runs one node test case and compares with its expected outputs."""
-    import ember
-
     try:
         model, inputs, expected = load_case(name)
     except Exception as e:  # optional/sequence inputs onnx's own reader cannot turn into arrays
@@ -127,8 +127,6 @@ def _compile_freezing(
     them as graph inputs, so on "must be a constant" freeze the integer inputs into
     initializers, then any other input an error names (float scales, a bool condition),
     and compile again."""
-    import ember
-
     frozen: list[str] = []
     for attempt in range(len(inputs) + 2):
         try:
