@@ -92,13 +92,20 @@ def function_imports(mods: dict[str, Path]) -> list[str]:
 
 def module_graph(mods: dict[str, Path], everywhere: bool = False) -> dict[str, set[str]]:
     """Edges from module-level imports (TYPE_CHECKING blocks left out); with
-    ``everywhere``, imports inside functions count too."""
+    ``everywhere``, imports inside functions count too (TYPE_CHECKING ones never run)."""
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in mods.items():
         tree = ast.parse(path.read_text())
         if everywhere:
+            typing_only = {
+                id(n)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                for stmt in node.body
+                for n in ast.walk(stmt)
+            }
             for node in ast.walk(tree):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in typing_only:
                     graph[name].update(t for t in _resolve(name, node, mods) if t != name)
             continue
         stack: list[ast.AST] = list(tree.body)
