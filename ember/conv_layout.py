@@ -18,7 +18,7 @@ def tuned_blocks(w: ConvWorkload) -> tuple[int, int] | None:
     """``(ic_bn, oc_bn)`` of the ``conv2d_NCHWc.llvm`` record for ``w`` in an enclosing
     ``apply_history_best`` block; NCHW (None) where only a ``conv2d_nchw.llvm`` record
     exists (that tuning chose NCHW); else the pass's measured rule."""
-    from ember.codegen_llvm.schedules.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
+    from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
     from ember.tuner.space import ConfigEntity
     from ember.tuner.template import config_for_direct_call
 

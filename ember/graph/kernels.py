@@ -4,8 +4,8 @@ and, for CPU targets, on disk across processes (``ember/kernel_cache.py``).
 ``ember.graph.compile`` asks for a kernel per node; the importer's constant folding
 asks for one when a constant is too large for the interpreter. A kernel is the
 op's compute (``frontend/to_te.py``) under the target's generic schedule
-(``ember/graph_schedule.py``), built with :func:`ember.build`. It is called with the
-input arrays followed by preallocated output arrays.
+(each backend's ``schedules/generic.py``), built with :func:`ember.build`. It is called
+with the input arrays followed by preallocated output arrays.
 """
 
 from __future__ import annotations
@@ -119,12 +119,14 @@ def group_to_te(
     target_kind: str = "llvm",
     arch: str = "",
     target: str | None = None,
+    anchors: list[Any] | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
     node's compute is fed the tensors of the nodes before it, not placeholders. A node
     takes the target's strategy compute (a tuned template's) where one applies; a CUDA
     one depends on ``arch`` (the default architecture where empty), a CPU one on the
-    ``target``'s CPU features (None: the host's)."""
+    ``target``'s CPU features (None: the host's). The strategy implementations taken are
+    appended to ``anchors`` where given (the group schedule runs their schedules)."""
     from ember.errors import EmberError, InternalError
     from ember.frontend.ops.registry import get_op
     from ember.tir.te import operation as te
@@ -137,9 +139,13 @@ def group_to_te(
     for node in nodes:
         try:
             args = [env[i] for i in node.inputs]
-            outs = _strategy(target_kind, arch, node.op, args, node.attrs, target)
-            if outs is None:
+            hit = _strategy(target_kind, arch, node.op, args, node.attrs, target)
+            if hit is None:
                 outs = get_op(node.op).compute(args, node.attrs)
+            else:
+                outs = hit[0]
+                if anchors is not None:
+                    anchors.append(hit[1])
         except EmberError as e:
             raise e.add_context(f"while computing {node.where()}") from None
         except Exception as e:
@@ -150,17 +156,30 @@ def group_to_te(
 
 def _strategy(
     kind: str, arch: str, op: str, args: list[Any], attrs: dict[str, Any], target: Any = None
-) -> list[Any] | None:
-    """The compute of the target kind's strategy table for ``op``, or None."""
+) -> tuple[list[Any], Any] | None:
+    """The compute of the target kind's strategy table for ``op`` and the implementation
+    that made it, or None."""
     if kind == "cuda":
-        from ember.codegen_cuda.schedules import strategy as cuda_strategy
+        from ember.codegen_cuda.strategy import CUDA_STRATEGY
 
-        return cuda_strategy.compute_for(op, args, attrs, arch)
+        return CUDA_STRATEGY.compute(op, args, attrs, f"cuda -arch={arch}" if arch else None)
     if kind != "llvm":
         return None
-    from ember.codegen_llvm.schedules.strategy import compute_for
+    from ember.codegen_llvm.strategy import CPU_STRATEGY
 
-    return compute_for(op, args, attrs, None if target is None else str(target))
+    return CPU_STRATEGY.compute(op, args, attrs, target)
+
+
+def _schedule_group(outs: list[Any], anchors: list[Any], kind: str) -> Any:
+    """The target kind's group schedule: the anchors' template schedules, the generic
+    schedule for the rest."""
+    if kind == "cuda":
+        from ember.codegen_cuda.strategy import schedule_group as cuda_group
+
+        return cuda_group(outs, anchors)
+    from ember.codegen_llvm.strategy import schedule_group
+
+    return schedule_group(outs, anchors)
 
 
 def group_key(
@@ -187,7 +206,6 @@ def get_group_kernel(
     """The compiled kernel of a fused group (one node is a group of one)."""
     from ember.driver import build
     from ember.graph import kernel_cache
-    from ember.graph_schedule import schedule_generic
     from ember.tuner.dispatch import active_fingerprint
 
     tgt = Target.parse(target)
@@ -199,13 +217,14 @@ def get_group_kernel(
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     if module is None:
+        anchors: list[Any] = []
         placeholders, outs = group_to_te(
-            nodes, inputs, outputs, types, tgt.kind, tgt.arch, str(tgt)
+            nodes, inputs, outputs, types, tgt.kind, tgt.arch, str(tgt), anchors
         )
         if tgt.kind == "cuda":
             scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
         outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
-        sch = schedule_generic(outs, tgt.kind)
+        sch = _schedule_group(outs, anchors, tgt.kind)
         ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
         module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
         if disk:

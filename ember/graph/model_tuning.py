@@ -2,8 +2,8 @@
 
 Sits on top, beside ``ember.compile``: it imports the model the same way (ONNX path,
 ``ModelProto`` or :class:`~ember.frontend.graph.Graph`), runs the same graph passes,
-and asks the target's strategy (``codegen_llvm/schedules/strategy.py``, or for CUDA
-``codegen_cuda/schedules/strategy.py``) which template task each node's kernel takes:
+and asks the target's strategy (``codegen_llvm/strategy.py``, or for CUDA
+``codegen_cuda/strategy.py``) which template task each node's kernel takes:
 convolutions the conv strategy takes become ``conv2d_nchw.llvm`` tasks, ``dense_packed``
 GEMMs ``matmul.llvm`` tasks, fp16/bf16 GEMMs on CUDA ``matmul_tensorcore.cuda`` ones. The tuner
 cannot do this itself (it never imports the graph compiler or a code generator), so
@@ -102,9 +102,9 @@ def _task_for(
 ) -> tuple[str, tuple[Any, ...]] | None:
     """The task of the target kind's strategy table (CUDA's depends on the architecture)."""
     if tgt.kind == "cuda":
-        from ember.codegen_cuda.schedules import strategy as cuda_strategy
+        from ember.codegen_cuda import strategy as cuda_strategy
 
         return cuda_strategy.task_for(op, in_types, attrs, tgt.arch)
-    from ember.codegen_llvm.schedules.strategy import task_for
+    from ember.codegen_llvm.strategy import task_for
 
     return task_for(op, in_types, attrs)
