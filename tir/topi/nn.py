@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
@@ -26,50 +29,73 @@ def positive_pair(value: object, what: str, op: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-def matmul(A: Tensor, B: Tensor, name: str = "C", out_dtype: str | None = None) -> Tensor:
-    """``C[i, j] = sum_k A[i, k] * B[k, j]`` (numpy's ``A @ B``)."""
+def matmul(
+    A: Tensor,
+    B: Tensor,
+    name: str = "C",
+    out_dtype: str | None = None,
+    read_b: Callable[[Any, Any], E.PrimExpr] | None = None,
+) -> Tensor:
+    """``C[i, j] = sum_k A[i, k] * B[k, j]`` (numpy's ``A @ B``). ``read_b(k, j)``, where
+    given, reads B's element from another layout (a template's packed panels)."""
     M, K = _dims(A, 2, "matmul")
     K2, N = _dims(B, 2, "matmul")
     if K != K2:
         raise ArgumentError(f"matmul: inner dimensions differ ({K} vs {K2})")
     dtype = out_dtype or A.dtype
+    rb = read_b or (lambda kk, j: B[kk, j])
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (M, N),
-        lambda i, j: te.sum(E.cast(dtype, A[i, k]) * E.cast(dtype, B[k, j]), axis=k),
+        lambda i, j: te.sum(E.cast(dtype, A[i, k]) * E.cast(dtype, rb(k, j)), axis=k),
         name=name,
         tag="matmul",
     )
 
 
-def dense(X: Tensor, W: Tensor, name: str = "Y", out_dtype: str | None = None) -> Tensor:
-    """``Y[i, j] = sum_k X[i, k] * W[j, k]`` (a fully connected layer, weights N x K)."""
+def dense(
+    X: Tensor,
+    W: Tensor,
+    name: str = "Y",
+    out_dtype: str | None = None,
+    read_w: Callable[[Any, Any], E.PrimExpr] | None = None,
+) -> Tensor:
+    """``Y[i, j] = sum_k X[i, k] * W[j, k]`` (a fully connected layer, weights N x K).
+    ``read_w(j, k)``, where given, reads W's element from another layout."""
     M, K = _dims(X, 2, "dense")
     N, K2 = _dims(W, 2, "dense")
     if K != K2:
         raise ArgumentError(f"dense: reduction dimensions differ ({K} vs {K2})")
     dtype = out_dtype or X.dtype
+    rw = read_w or (lambda j, kk: W[j, kk])
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (M, N),
-        lambda i, j: te.sum(E.cast(dtype, X[i, k]) * E.cast(dtype, W[j, k]), axis=k),
+        lambda i, j: te.sum(E.cast(dtype, X[i, k]) * E.cast(dtype, rw(j, k)), axis=k),
         name=name,
         tag="dense",
     )
 
 
-def batch_matmul(A: Tensor, B: Tensor, name: str = "C") -> Tensor:
-    """``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]``."""
+def batch_matmul(
+    A: Tensor,
+    B: Tensor,
+    name: str = "C",
+    read_b: Callable[[Any, Any, Any], E.PrimExpr] | None = None,
+) -> Tensor:
+    """``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]``. ``read_b(b, k, j)``, where given,
+    reads B's element from another layout (a template's packed panels)."""
     Bt, M, K = _dims(A, 3, "batch_matmul")
     Bt2, K2, N = _dims(B, 3, "batch_matmul")
     if K != K2 or Bt != Bt2:
         raise ArgumentError(
             f"batch_matmul: shapes {list(A.shape)} and {list(B.shape)} do not match"
         )
+    rb = read_b or (lambda b, kk, j: B[b, kk, j])
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (Bt, M, N),
-        lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k),
+        lambda b, i, j: te.sum(A[b, i, k] * rb(b, k, j), axis=k),
         name=name,
         tag="batch_matmul",
     )
