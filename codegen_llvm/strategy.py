@@ -36,6 +36,7 @@ from ember.codegen_llvm.tensor_intrinsics import has_vnni
 from ember.tir import topi
 from ember.tir.topi.conv_nchwc import conv2d_nchwc as nchwc_compute
 from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc as dw_nchwc_compute
+from ember.tir.topi.workload import Conv2DWorkload, DepthwiseConv2DWorkload
 from ember.tuner.space import FallbackConfig
 from ember.tuner.strategy import Implementation, StrategyTable, no_schedule
 from ember.tuner.template import config_for_direct_call
@@ -77,10 +78,7 @@ def conv_task_args(
     does not take it (not 2-D NCHW, grouped, not float32)."""
     if len(x_shape) != 4 or attrs["group"] != 1 or x_dtype != "float32" or w_dtype != "float32":
         return None
-    N, C, H, W = (int(d) for d in x_shape)
-    O, _, KH, KW = (int(d) for d in w_shape)
-    geometry = (tuple(attrs["strides"]), tuple(attrs["pads"]), tuple(attrs["dilations"]))
-    return (N, C, H, W, O, KH, KW, *geometry, "float32")
+    return Conv2DWorkload.from_node(x_shape, w_shape, attrs, "float32").args
 
 
 def depthwise_task_args(
@@ -95,22 +93,23 @@ def depthwise_task_args(
     (``group == C``), each group making ``multiplier = O // C`` output channels."""
     if len(x_shape) != 4 or x_dtype != "float32" or w_dtype != "float32":
         return None
-    N, C, H, W = (int(d) for d in x_shape)
-    O, per_group, KH, KW = (int(d) for d in w_shape)
-    if attrs["group"] == 1 or attrs["group"] != C or per_group != 1 or O % C:
+    conv = Conv2DWorkload.from_node(x_shape, w_shape, attrs, "float32")
+    per_group = int(w_shape[1])
+    if attrs["group"] == 1 or attrs["group"] != conv.C or per_group != 1 or conv.O % conv.C:
         return None
-    geometry = (tuple(attrs["strides"]), tuple(attrs["pads"]), tuple(attrs["dilations"]))
-    return (N, C, H, W, O // C, KH, KW, *geometry, "float32")
+    g = (conv.strides, conv.pads, conv.dilations)
+    N, C, H, W, KH, KW = conv.N, conv.C, conv.H, conv.W, conv.KH, conv.KW
+    return DepthwiseConv2DWorkload(N, C, H, W, conv.O // C, KH, KW, *g, "float32").args
 
 
 def winograd_task_args(conv_args: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The ``conv2d_winograd.llvm`` arguments of a convolution given by its
     ``conv2d_nchw.llvm`` arguments, or None where Winograd does not apply (not 3x3,
     stride or dilation not 1)."""
-    N, C, H, W, O, KH, KW, strides, pads, dilations, dtype = conv_args
-    if (KH, KW) != (3, 3) or tuple(strides) != (1, 1) or tuple(dilations) != (1, 1):
+    w = Conv2DWorkload.from_args(conv_args)
+    if (w.KH, w.KW) != (3, 3) or tuple(w.strides) != (1, 1) or tuple(w.dilations) != (1, 1):
         return None
-    return (N, C, H, W, O, tuple(pads), dtype)
+    return (w.N, w.C, w.H, w.W, w.O, tuple(w.pads), w.dtype)
 
 
 def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
@@ -125,10 +124,10 @@ def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
         return WINOGRAD_TEMPLATE, wargs
     if not isinstance(config_for_direct_call(CONV_TEMPLATE, conv_args), FallbackConfig):
         return CONV_TEMPLATE, conv_args
-    C, H, W, O, pads = conv_args[1], conv_args[2], conv_args[3], conv_args[4], conv_args[8]
-    pads = pads * 2 if len(pads) == 2 else pads
-    OH, OW = H + pads[0] + pads[2] - 2, W + pads[1] + pads[3] - 2
-    if min(C, O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE:
+    w = Conv2DWorkload.from_args(conv_args)
+    pads = w.pads * 2 if len(w.pads) == 2 else w.pads
+    OH, OW = w.H + pads[0] + pads[2] - 2, w.W + pads[1] + pads[3] - 2
+    if min(w.C, w.O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE:
         return WINOGRAD_TEMPLATE, wargs
     return CONV_TEMPLATE, conv_args
 
@@ -201,7 +200,7 @@ def _depthwise(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None
         return None
     x, w = inputs[0], inputs[1]
     args = task[1]
-    g = depthwise_conv2d.geometry_of(args)
+    g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(args))
     cfg = config_for_direct_call(DEPTHWISE_TEMPLATE, args)
     knobs = depthwise_conv2d.depthwise_knobs(g, args[4], x.dtype, cfg)
     return [depthwise_conv2d.depthwise_flat(x, w, _bias(inputs), g, *knobs)]
@@ -214,7 +213,8 @@ def nchwc_task_args(
     N, _, H, W, _ = (int(d) for d in x_shape)
     KH, KW = int(w_shape[2]), int(w_shape[3])
     geometry = (tuple(attrs["strides"]), tuple(attrs["pads"]), tuple(attrs["dilations"]))
-    return (N, attrs["in_channels"], H, W, attrs["channels"], KH, KW, *geometry, x_dtype)
+    C, O = attrs["in_channels"], attrs["channels"]
+    return Conv2DWorkload(N, C, H, W, O, KH, KW, *geometry, x_dtype).args
 
 
 def _nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
@@ -231,7 +231,7 @@ def _conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | Non
     if str(x.dtype) not in ("float32", "float64"):
         return None
     args = nchwc_task_args(_dims(x), str(x.dtype), _dims(w), attrs)
-    g = conv2d._Geometry(*args[:-1])
+    g = conv2d.geometry(Conv2DWorkload.from_args(args))
     knobs = conv2d_nchwc.nchwc_knobs(g, args[-1], config_for_direct_call(NCHWC_TEMPLATE, args))
     extra = conv2d_nchwc.knob_attrs(knobs)
     a = attrs
@@ -246,7 +246,7 @@ def dwconv_nchwc_task_args(
     N, _, H, W, _ = (int(d) for d in x_shape)
     KH, KW = int(w_shape[1]), int(w_shape[2])
     geometry = (tuple(attrs["strides"]), tuple(attrs["pads"]), tuple(attrs["dilations"]))
-    return (N, attrs["channels"], H, W, 1, KH, KW, *geometry, x_dtype)
+    return DepthwiseConv2DWorkload(N, attrs["channels"], H, W, 1, KH, KW, *geometry, x_dtype).args
 
 
 def _dwconv_nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
@@ -263,7 +263,7 @@ def _dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | N
     if str(x.dtype) not in ("float32", "float64"):
         return None
     args = dwconv_nchwc_task_args(_dims(x), str(x.dtype), _dims(w), attrs)
-    g = depthwise_conv2d.geometry_of(args)
+    g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(args))
     cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args)
     knobs = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, args[-1], cfg)
     knobs = depthwise_conv2d_nchwc.fit_block(knobs, _dims(x)[4], args[-1])

@@ -39,6 +39,7 @@ from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.workload import Conv2DWorkload
 from ember.tuner.template import get_config, template
 
 IntPair = int | tuple[int, int]
@@ -195,7 +196,7 @@ def conv2d_nchw_llvm(
 ) -> tuple[Schedule, list[Any]]:
     """``out[n, o, y, x] = sum_{c, ky, kx} X[n, c, y*sh + ky*dh - pt, x*sw + kx*dw - pl] *
     Wt[o, c, ky, kx]`` with zero padding; X is (N, C, H, W), Wt is (O, C, KH, KW)."""
-    g = _Geometry(N, C, H, W, O, KH, KW, stride, padding, dilation)
+    g = geometry(Conv2DWorkload(N, C, H, W, O, KH, KW, stride, padding, dilation, dtype))
     knobs = _define_knobs(g, dtype)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((O, C, KH, KW), dtype, name="W")
@@ -285,6 +286,11 @@ def schedule_conv2d_flat(s: Schedule, out: Tensor, conv: Tensor) -> None:
         knobs["sw"],
         knobs["direct"],
     )
+
+
+def geometry(w: Conv2DWorkload) -> _Geometry:
+    """The template's geometry of a convolution workload."""
+    return _Geometry(w.N, w.C, w.H, w.W, w.O, w.KH, w.KW, w.strides, w.pads, w.dilations)
 
 
 def conv2d_geometry(X: Tensor, Wt: Tensor, strides: Any, pads: Any, dilations: Any) -> _Geometry:

@@ -40,6 +40,7 @@ from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.workload import DepthwiseConv2DWorkload
 from ember.tuner.template import get_config, template
 
 TEMPLATE = "depthwise_conv2d_nchw.llvm"
@@ -71,10 +72,16 @@ def _geometry(
         raise ArgumentError(str(e).replace("conv2d_nchw.llvm", TEMPLATE)) from e
 
 
+def geometry(w: DepthwiseConv2DWorkload) -> _Geometry:
+    """The template's geometry of a depthwise workload."""
+    g = (w.strides, w.pads, w.dilations)
+    return _geometry(w.N, w.C, w.H, w.W, w.multiplier, w.KH, w.KW, *g)
+
+
 def geometry_of(args: tuple[Any, ...]) -> _Geometry:
     """The geometry of a task's arguments ``(N, C, H, W, multiplier, KH, KW, stride,
     padding, dilation[, dtype])``."""
-    return _geometry(*args[:10])
+    return geometry(DepthwiseConv2DWorkload(*args))
 
 
 def _define_knobs(g: _Geometry, multiplier: int, dtype: str) -> tuple[int, int, int, bool]:
@@ -114,7 +121,8 @@ def depthwise_conv2d_nchw_llvm(
 ) -> tuple[Schedule, list[Any]]:
     """``out[n, o, y, x] = sum_{ky, kx} X[n, o // m, y*sh + ky*dh - pt, x*sw + kx*dw - pl] *
     Wt[o, 0, ky, kx]`` with zero padding; X is (N, C, H, W), Wt is (C*m, 1, KH, KW)."""
-    g = _geometry(N, C, H, W, multiplier, KH, KW, stride, padding, dilation)
+    w = DepthwiseConv2DWorkload(N, C, H, W, multiplier, KH, KW, stride, padding, dilation, dtype)
+    g = geometry(w)
     knobs = _define_knobs(g, multiplier, dtype)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((g.O, 1, KH, KW), dtype, name="W")

@@ -101,3 +101,21 @@ def test_cuda_tensorcore_needs_sm80(arch):
 
     names = [i.name for i in cuda_impls("matmul", f"cuda -arch={arch}")]
     assert names == (["matmul_tensorcore.cuda"] if arch == "sm_80" else [])
+
+
+def test_conv_workload_is_the_template_arguments():
+    """A graph conv's workload gives the same task arguments as a direct template call
+    (records key on them), and the arguments give the workload back."""
+    from ember.codegen_llvm.strategy import conv_task_args, depthwise_task_args
+    from ember.tir.topi.workload import Conv2DWorkload, DepthwiseConv2DWorkload
+
+    attrs = {"group": 1, "strides": [2, 2], "pads": [1, 1, 1, 1], "dilations": [1, 1]}
+    args = conv_task_args((1, 8, 9, 9), "float32", (16, 8, 3, 3), "float32", attrs)
+    assert args == (1, 8, 9, 9, 16, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), "float32")
+    assert Conv2DWorkload.from_args(args).args == args
+    assert Conv2DWorkload.from_args(args).O == 16
+    dw = depthwise_task_args(
+        (1, 4, 9, 9), "float32", (8, 1, 3, 3), "float32", {**attrs, "group": 4}
+    )
+    assert dw == (1, 4, 9, 9, 2, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), "float32")
+    assert DepthwiseConv2DWorkload.from_args(dw).multiplier == 2
