@@ -3,17 +3,17 @@
 The compute is :func:`ember.tir.topi.pool2d_window.pool2d_window` (that of
 :func:`ember.tir.topi.nn.pool2d`: average pooling divides by the whole window, padding
 included), with the padding written as a ``likely`` select: loop partitioning then
-splits the border rows and column tiles off, and in the interior the select and the index clamps vanish. Each
-output row is a loop over its columns, ``vec`` at a time, with the window loops
-outside the lanes and unrolled, so the reduction's store moves with the lanes.
-With unit stride the lanes are vectorized (one vector load per window tap); with
-a larger stride they would be gathered one by one, so by default they stay a
-plain loop that LLVM's loop vectorizer turns into interleaved loads. The loop
-over (batch, channel) runs in parallel; the output rows inside it stay a plain
-loop that partitioning can split. The padding is read inline (only the border
-tiles test it), or the padded rows one output row needs are computed at that
-row, or the whole padded input is computed up front; for average pooling the
-window sum is computed at the column tile and scaled as it is stored.
+splits the border rows and column tiles off, and in the interior the select and the
+index clamps vanish. Each output row is a loop over its columns, ``vec`` at a time, with
+the window loops outside the lanes and unrolled, so the reduction's store moves with the
+lanes. With unit stride the lanes are vectorized (one vector load per window tap); with
+a larger stride they would be gathered one by one, so by default they stay a plain loop
+that LLVM's loop vectorizer turns into interleaved loads. The loop over (batch, channel)
+runs in parallel; the output rows inside it stay a plain loop that partitioning can
+split. The padding is read inline (only the border tiles test it), or the padded rows
+one output row needs are computed at that row, or the whole padded input is computed up
+front; for average pooling the window sum is computed at the column tile and scaled as
+it is stored.
 """
 
 from __future__ import annotations
