@@ -26,10 +26,10 @@ from ember.codegen_llvm.schedules import (
 from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import ComputeOp, Tensor
+from ember.tir.topi.conv_flat import DEPTHWISE_FLAT_TAG, FLAT_CONV_TAG
 from ember.tuner.template import config_for_direct_call, using_config
 
 Anchor = Callable[[Schedule, list[Any]], set[int]]
-FLAT_CONV_TAG = "conv2d_nchw_flat"  # set by conv2d.conv2d_flat
 
 
 def producers(t: Tensor) -> list[Tensor]:
@@ -88,7 +88,7 @@ def _flat_anchor(tag: str, apply: Callable[[Schedule, Tensor, Tensor], None]) ->
 
 
 conv2d_flat = _flat_anchor(FLAT_CONV_TAG, schedule_conv2d_flat)
-depthwise_flat = _flat_anchor(depthwise_conv2d.TAG, depthwise_conv2d.schedule_depthwise_flat)
+depthwise_flat = _flat_anchor(DEPTHWISE_FLAT_TAG, depthwise_conv2d.schedule_depthwise_flat)
 
 
 def winograd_conv(s: Schedule, outputs: list[Any]) -> set[int]:
