@@ -219,9 +219,22 @@ CUDA_STRATEGY = StrategyTable("cuda")
 """The GPU's strategies; one :meth:`~ember.tuner.strategy.StrategyTable.add` per template."""
 
 _add = CUDA_STRATEGY.add
-_add("matmul", Implementation(MATMUL_TEMPLATE, _matmul, tensorcore_stages, _matmul_task, 10, _mma))
-_add("gemm", Implementation(MATMUL_TEMPLATE, _gemm, tensorcore_stages, _gemm_task, 10, _mma))
-_add("conv", Implementation(CONV_TEMPLATE, _conv, tensorcore_stages, None, 10, _mma))
+_add(
+    "matmul",
+    Implementation(
+        MATMUL_TEMPLATE, _matmul, tensorcore_stages, _matmul_task, priority=10, supports=_mma
+    ),
+)
+_add(
+    "gemm",
+    Implementation(
+        MATMUL_TEMPLATE, _gemm, tensorcore_stages, _gemm_task, priority=10, supports=_mma
+    ),
+)
+_add(
+    "conv",
+    Implementation(CONV_TEMPLATE, _conv, tensorcore_stages, None, priority=10, supports=_mma),
+)
 
 
 def _cuda_target(arch: str) -> Target | None:

@@ -322,16 +322,23 @@ CPU_STRATEGY = StrategyTable("llvm")
 
 _add = CPU_STRATEGY.add
 _add(
-    "conv", Implementation(WINOGRAD_TEMPLATE, _winograd, anchors.winograd_conv, _winograd_task, 20)
+    "conv",
+    Implementation(
+        WINOGRAD_TEMPLATE, _winograd, anchors.winograd_conv, _winograd_task, priority=20
+    ),
 )
-_add("conv", Implementation(CONV_TEMPLATE, _direct, anchors.conv2d_flat, _direct_task, 10))
+_add("conv", Implementation(CONV_TEMPLATE, _direct, anchors.conv2d_flat, _direct_task, priority=10))
 _add(
     "conv",
-    Implementation(DEPTHWISE_TEMPLATE, _depthwise, anchors.depthwise_flat, _depthwise_task, 10),
+    Implementation(
+        DEPTHWISE_TEMPLATE, _depthwise, anchors.depthwise_flat, _depthwise_task, priority=10
+    ),
 )
 _add(
     "conv_nchwc",
-    Implementation(NCHWC_TEMPLATE, _conv_nchwc, anchors.conv2d_nchwc_blocked, _nchwc_task, 10),
+    Implementation(
+        NCHWC_TEMPLATE, _conv_nchwc, anchors.conv2d_nchwc_blocked, _nchwc_task, priority=10
+    ),
 )
 _add(
     "dwconv_nchwc",
@@ -340,17 +347,19 @@ _add(
         _dwconv_nchwc,
         anchors.depthwise_nchwc_blocked,
         _dwconv_nchwc_task,
-        10,
+        priority=10,
     ),
 )
 _add(
     "matmul_int8_packed",
-    Implementation(INT8_TEMPLATE, _int8_packed, anchors.int8_gemm, None, 10, _vnni),
+    Implementation(
+        INT8_TEMPLATE, _int8_packed, anchors.int8_gemm, None, priority=10, supports=_vnni
+    ),
 )
-_add("max_pool", Implementation(POOL_TEMPLATE, _max_pool, anchors.max_pool, None, 10))
+_add("max_pool", Implementation(POOL_TEMPLATE, _max_pool, anchors.max_pool, None, priority=10))
 _add(
     "dense_packed",
-    Implementation(MATMUL_TEMPLATE, _dense_packed, no_schedule, _dense_packed_task, 10),
+    Implementation(MATMUL_TEMPLATE, _dense_packed, no_schedule, _dense_packed_task, priority=10),
 )
 
 

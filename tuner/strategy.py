@@ -164,10 +164,12 @@ class StrategyTable:
 
 
 def schedule_anchors(s: Any, outputs: list[Any], anchors: Sequence[Implementation]) -> set[int]:
-    """Run each anchor's schedule on ``s``; the ids of every op they scheduled."""
+    """Run each anchor's schedule on ``s`` once (it looks for every stage of its own, so
+    two nodes on one template, or two implementations sharing a schedule, need one run);
+    the ids of every op they scheduled."""
     done: set[int] = set()
-    for impl in dict.fromkeys(anchors):  # an implementation twice in a group runs once
-        done |= impl.schedule(s, outputs)
+    for schedule in dict.fromkeys(impl.schedule for impl in anchors):
+        done |= schedule(s, outputs)
     return done
 
 
