@@ -107,9 +107,9 @@ def winograd_task_args(conv_args: tuple[Any, ...]) -> tuple[Any, ...] | None:
     ``conv2d_nchw.llvm`` arguments, or None where Winograd does not apply (not 3x3,
     stride or dilation not 1)."""
     w = Conv2DWorkload.from_args(conv_args)
-    if (w.KH, w.KW) != (3, 3) or tuple(w.strides) != (1, 1) or tuple(w.dilations) != (1, 1):
+    if (w.KH, w.KW) != (3, 3) or w.stride_pair != (1, 1) or w.dilation_pair != (1, 1):
         return None
-    return (w.N, w.C, w.H, w.W, w.O, tuple(w.pads), w.dtype)
+    return (w.N, w.C, w.H, w.W, w.O, tuple(conv_args[8]), w.dtype)  # the pads as given
 
 
 def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
@@ -125,7 +125,7 @@ def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
     if not isinstance(config_for_direct_call(CONV_TEMPLATE, conv_args), FallbackConfig):
         return CONV_TEMPLATE, conv_args
     w = Conv2DWorkload.from_args(conv_args)
-    pads = w.pads * 2 if len(w.pads) == 2 else w.pads
+    pads = w.pads4
     OH, OW = w.H + pads[0] + pads[2] - 2, w.W + pads[1] + pads[3] - 2
     if min(w.C, w.O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE:
         return WINOGRAD_TEMPLATE, wargs

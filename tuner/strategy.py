@@ -18,6 +18,7 @@ lists for tuning.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -181,7 +182,9 @@ def output_ops(outputs: Sequence[Any]) -> list[Any]:
     return list(ops.values())
 
 
-def inline_injective(s: Any, outputs: Sequence[Any], done: set[int] = frozenset()) -> list[Any]:
+def inline_injective(
+    s: Any, outputs: Sequence[Any], done: AbstractSet[int] = frozenset()
+) -> list[Any]:
     """Inline every compute without a reduction that is not an output; return the stages
     left for a generic schedule. Stages an anchor scheduled (``done``) are left as they are.
 

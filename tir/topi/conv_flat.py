@@ -19,9 +19,8 @@ from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.rows import likely
+from ember.tir.topi.workload import IntPair, Padding
 
-IntPair = int | tuple[int, int]
-Padding = int | tuple[int, int] | tuple[int, int, int, int]
 FLAT_CONV_TAG = "conv2d_nchw_flat"
 DEPTHWISE_FLAT_TAG = "depthwise_conv2d_nchw_flat"
 

@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
 
-IntOrTuple = int | tuple[int, ...]  # as given: a template call may pass one int
+IntPair = int | tuple[int, int]  # as given: a template call may pass one int
+Padding = int | tuple[int, int] | tuple[int, int, int, int]
+
+
+def _pair(v: IntPair) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (v[0], v[1])
 
 
 def _ints(shape: Sequence[Any]) -> tuple[int, ...]:
@@ -32,9 +37,9 @@ class Conv2DWorkload:
     O: int
     KH: int
     KW: int
-    strides: IntOrTuple
-    pads: IntOrTuple
-    dilations: IntOrTuple
+    strides: IntPair
+    pads: Padding
+    dilations: IntPair
     dtype: str = "float32"
 
     @property
@@ -47,6 +52,24 @@ class Conv2DWorkload:
     def from_args(cls, args: Sequence[Any]) -> Conv2DWorkload:
         """The workload of a task's arguments (the inverse of :attr:`args`)."""
         return cls(*args)
+
+    @property
+    def stride_pair(self) -> tuple[int, int]:
+        """``(sh, sw)``, however the strides were given."""
+        return _pair(self.strides)
+
+    @property
+    def dilation_pair(self) -> tuple[int, int]:
+        """``(dh, dw)``, however the dilations were given."""
+        return _pair(self.dilations)
+
+    @property
+    def pads4(self) -> tuple[int, int, int, int]:
+        """``(top, left, bottom, right)``, however the padding was given."""
+        p = self.pads
+        if isinstance(p, int):
+            return (p, p, p, p)
+        return (p[0], p[1], p[0], p[1]) if len(p) == 2 else (p[0], p[1], p[2], p[3])
 
     @classmethod
     def from_node(
@@ -71,9 +94,9 @@ class DepthwiseConv2DWorkload:
     multiplier: int
     KH: int
     KW: int
-    strides: IntOrTuple
-    pads: IntOrTuple
-    dilations: IntOrTuple
+    strides: IntPair
+    pads: Padding
+    dilations: IntPair
     dtype: str = "float32"
 
     @property
