@@ -4,8 +4,9 @@
 (``pipeline.py``: host/device split, thread reductions, warp memory, swizzles,
 pipelining, barriers, limits) through the common runner, prints CUDA C and compiles
 it with NVRTC where it is installed (``build.py``). ``ember.compile`` asks it for the
-compute of each node's implementation (``schedules/strategy.py``: tensor-core GEMMs
-for fp16/bf16), the schedule of each fused group, and the tuning task of each node.
+implementation of each node from its strategy table (``strategy.py``: tensor-core
+GEMMs for fp16/bf16 on sm_80+), the schedule of each fused group, and the tuning task
+of each node.
 A compiled model's kernels are stored in ``.ember`` files as TIR, source, cubins and
 PTX (``artifact.py``), not as shared objects.
 """
@@ -21,8 +22,7 @@ from ember.codegen_cuda import device
 from ember.codegen_cuda.artifact import CudaLoader, CudaPacker
 from ember.codegen_cuda.build import build_cuda, default_arch
 from ember.codegen_cuda.pipeline import cuda_passes
-from ember.codegen_cuda.schedules import strategy
-from ember.graph_schedule import schedule_cuda  # moves beside the CUDA templates
+from ember.codegen_cuda.strategy import CUDA_STRATEGY, schedule_group
 from ember.runtime.module import Module
 from ember.tir.stmt import PrimFunc
 from ember.tir.transform.context import PassContext
@@ -47,14 +47,14 @@ class CUDABackend(Backend):
     def build(self, funcs: Sequence[PrimFunc], ctx: PassContext) -> Module:
         return build_cuda(list(funcs), self.target, ctx=ctx)
 
-    def compute(self, op: str, args: list[Any], attrs: dict[str, Any]) -> list[Any] | None:
-        return strategy.compute_for(op, args, attrs, self.target.arch)
+    def compute(self, op: str, args: list[Any], attrs: dict[str, Any]) -> Any:
+        return CUDA_STRATEGY.compute(op, args, attrs, self.target)
 
-    def schedule(self, outs: Sequence[Any]) -> Any:
-        return schedule_cuda(list(outs))
+    def schedule(self, outs: Sequence[Any], anchors: Sequence[Any] = ()) -> Any:
+        return schedule_group(list(outs), anchors)
 
     def task_for(self, op: str, in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        return strategy.task_for(op, in_types, attrs, self.target.arch)
+        return CUDA_STRATEGY.task(op, in_types, attrs, self.target)
 
     def device_available(self) -> bool:
         return device.device_available()

@@ -4,8 +4,10 @@
 versioning for the lanes the vectorizer left guarded) through the common runner,
 then generates LLVM IR and machine code (``build.py``). ``ember.compile`` asks it
 for its graph passes (the blocked ``NCHWc`` convolution layout, ``conv_layout.py``),
-the compute of each node's best implementation (``schedules/strategy.py``), the
-schedule of each fused group, and the tuning task of each node. Compiled kernels
+each node's implementation from its strategy table (``strategy.py``: a ``tir/topi``
+compute paired with its template's schedule and tuning task), the schedule of each
+fused group (those implementations' schedules, the generic one for the rest:
+``schedules/generic.py``), and the tuning task of each node. Compiled kernels
 may be cached on disk, keyed by the machine the code was generated for.
 """
 
@@ -18,8 +20,7 @@ from ember.backend import Backend
 from ember.codegen_llvm import cpu_features, jit
 from ember.codegen_llvm.build import build_llvm
 from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned
-from ember.codegen_llvm.schedules import strategy
-from ember.graph_schedule import schedule_cpu  # moves beside the CPU templates
+from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
 from ember.runtime.module import Module
 from ember.tir.stmt import PrimFunc
 from ember.tir.transform.context import PassContext
@@ -47,14 +48,14 @@ class CPUBackend(Backend):
         at = names.index("eliminate_dead_code")
         return (*common[:at], alter_conv_layout_tuned, *common[at:])
 
-    def compute(self, op: str, args: list[Any], attrs: dict[str, Any]) -> list[Any] | None:
-        return strategy.compute_for(op, args, attrs, str(self.target))
+    def compute(self, op: str, args: list[Any], attrs: dict[str, Any]) -> Any:
+        return CPU_STRATEGY.compute(op, args, attrs, self.target)
 
-    def schedule(self, outs: Sequence[Any]) -> Any:
-        return schedule_cpu(list(outs))
+    def schedule(self, outs: Sequence[Any], anchors: Sequence[Any] = ()) -> Any:
+        return schedule_group(list(outs), anchors)
 
     def task_for(self, op: str, in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        return strategy.task_for(op, in_types, attrs)
+        return CPU_STRATEGY.task(op, in_types, attrs, self.target)
 
     def disk_cache_key(self) -> str | None:
         spec = jit.MachineSpec.from_target(self.target)

@@ -7,7 +7,7 @@ measured rule. On CUDA the NCHW convolutions stay as they are.
 
 from __future__ import annotations
 
-from ember.codegen_llvm.schedules.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
+from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
 from ember.frontend.passes import alter_conv_layout_with
 from ember.frontend.passes.alter_conv_layout import ConvWorkload, default_blocks
 from ember.tuner.space import ConfigEntity

@@ -69,13 +69,19 @@ class Backend:
         ``common`` (``frontend/passes``' list) with this target's own placed among them."""
         return tuple(common)
 
-    def compute(self, op: str, args: list[Tensor], attrs: dict[str, Any]) -> list[Tensor] | None:
-        """The compute of this target's best implementation of ``op`` on ``args``, or None
-        where the op's generic compute (``frontend/ops``) serves."""
+    def compute(
+        self, op: str, args: list[Tensor], attrs: dict[str, Any]
+    ) -> tuple[list[Tensor], Any] | None:
+        """The outputs of this target's best strategy implementation of ``op`` on ``args``
+        and that implementation (TVM's ``OpStrategy``: implementations by priority, each a
+        ``tir/topi`` compute paired with its schedule and tuning task), or None where the
+        op's generic compute (``frontend/ops``) serves."""
         return None
 
-    def schedule(self, outs: Sequence[Tensor]) -> Schedule:
-        """A schedule for a fused group's output tensors (as the strategy tagged them)."""
+    def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Any] = ()) -> Schedule:
+        """The schedule of a fused group computing ``outs``: each implementation in
+        ``anchors`` (what :meth:`compute` returned for the group's nodes) schedules its
+        own stages, this target's generic schedule the rest."""
         raise NotImplementedError(f"{type(self).__name__} has no graph schedule")
 
     def task_for(

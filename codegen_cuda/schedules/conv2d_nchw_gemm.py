@@ -1,5 +1,5 @@
 """The CUDA strategy compute of an fp16/bf16 NCHW graph ``conv``: an implicit GEMM on the
-tensor cores, for ``codegen_cuda/schedules/strategy.py``.
+tensor cores, for ``codegen_cuda/strategy.py``.
 
 ``gemm[m, o] = sum_k A[m, k] * B[o, k]`` with ``m = (n * OH + oh) * OW + ow`` the output
 pixel and ``k = (c * KH + kh) * KW + kw`` (the weights' own order, so that ``B`` is the
@@ -8,8 +8,8 @@ pixel and ``k = (c * KH + kh) * KW + kw`` (the weights' own order, so that ``B``
 input straight from global memory, zero outside the image and in the rows and columns
 that round the GEMM up to whole tiles. The stages are those of
 ``matmul_tensorcore.cuda`` (``AP``, ``BP``, ``CF``, ``CS``); the stage tagged
-:data:`~.strategy.TAG` adds the bias in fp32 and casts, and carries ``layout="nchw"``
-in its attrs: ``ember.graph_schedule_cuda`` then keeps it as the tensor-core kernel's
+:data:`~.tensorcore_epilogue.TAG` adds the bias in fp32 and casts, and carries ``layout="nchw"``
+in its attrs: ``tensorcore_epilogue.tensorcore_stages`` then keeps it as the tensor-core kernel's
 ``[M, O]`` output and leaves the NCHW output stage (``out[n, o, oh, ow] =
 gemm[(n, oh, ow), o]``) with the group's elementwise tail to the generic schedule, a
 second kernel (the tensor-core store cannot write a transposed 4-D tile).

@@ -19,6 +19,7 @@ from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
 from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
+from ember.tir.topi.nn import batch_matmul, matmul
 from ember.tuner.template import get_config, template
 
 
@@ -114,10 +115,10 @@ def _row_padding(threads_y: int, threads_x: int, tm: int, bk: int, vec: int) -> 
 
 @template("matmul.cuda")
 def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
+    """``C = A @ B`` (``tir/topi``'s matmul) in block and thread tiles."""
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((K, N), dtype, name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    C = matmul(A, B, "C")
     s = create_schedule(C.op)
     schedule_matmul_cuda(s, C, A, B, K, N)
     return s, [A, B, C]
@@ -127,11 +128,11 @@ def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32") -> tuple[Schedul
 def batch_matmul_cuda(
     batch: int, M: int, N: int, K: int, dtype: str = "float32"
 ) -> tuple[Schedule, list[Any]]:
-    """``C[b] = A[b] @ B[b]``: the matmul tiles, one grid layer (blockIdx.z) per batch."""
+    """``C[b] = A[b] @ B[b]`` (``tir/topi``'s batch_matmul): the matmul tiles, one grid
+    layer (blockIdx.z) per batch."""
     A = te.placeholder((batch, M, K), dtype, name="A")
     B = te.placeholder((batch, K, N), dtype, name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((batch, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+    C = batch_matmul(A, B, "C")
     s = create_schedule(C.op)
     schedule_matmul_cuda(s, C, A, B, K, N)
     return s, [A, B, C]

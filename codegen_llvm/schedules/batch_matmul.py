@@ -15,6 +15,7 @@ from typing import Any
 from ember.codegen_llvm.schedules.matmul import define_gemm_knobs, pack_panels, schedule_gemm
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
+from ember.tir.topi.nn import batch_matmul
 from ember.tuner.template import template
 
 
@@ -22,19 +23,14 @@ from ember.tuner.template import template
 def batch_matmul_llvm(
     B: int, M: int, N: int, K: int, dtype: str = "float32"
 ) -> tuple[Schedule, list[Any]]:
-    """``C[b, i, j] = sum_k A[b, i, k] * Bm[b, k, j]``; A is (B, M, K), Bm is (B, K, N)."""
+    """``C[b, i, j] = sum_k A[b, i, k] * Bm[b, k, j]``; A is (B, M, K), Bm is (B, K, N):
+    ``tir/topi``'s compute, reading Bm from its packed panels."""
     tiles = define_gemm_knobs(M, N)
     nr = tiles.nr
     A = te.placeholder((B, M, K), dtype, name="A")
     Bm = te.placeholder((B, K, N), dtype, name="B")
     packed = pack_panels(Bm, nr, transposed=False)
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute(
-        (B, M, N),
-        lambda b, i, j: te.sum(A[b, i, k] * packed[b, j // nr, k, j % nr], axis=k),
-        name="C",
-        tag="batch_matmul",
-    )
+    C = batch_matmul(A, Bm, "C", read_b=lambda b, k, j: packed[b, j // nr, k, j % nr])
     s = create_schedule(C.op)
     schedule_gemm(s, C, packed, tiles)
     return s, [A, Bm, C]

@@ -32,110 +32,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.codegen_llvm.schedules.reduce import likely
-from ember.errors import ArgumentError
 from ember.tir import dtype as dt
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
-from ember.tuner.template import get_config, template
+from ember.tir.topi.conv_flat import FLAT_CONV_TAG, IntPair, Padding, conv2d_flat
+from ember.tir.topi.conv_flat import FlatGeometry as _Geometry
+from ember.tir.topi.workload import Conv2DWorkload
 
-IntPair = int | tuple[int, int]
-Padding = int | tuple[int, int] | tuple[int, int, int, int]
+__all__ = [
+    "FLAT_CONV_TAG",
+    "IntPair",
+    "Padding",
+    "conv2d_flat",
+    "conv2d_nchw_llvm",
+    "geometry",
+    "schedule_conv2d_flat",
+]
+from ember.tuner.template import get_config, template
 
 REGISTER_BYTES = 64  # one AVX-512 register
 ACC_REGISTERS = 28  # of 32: room for the input vectors and a broadcast weight
 MAX_ROW_VECTOR = 64  # output rows longer than this are copied in pieces
-
-
-def _pair(value: IntPair, what: str) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or any(not isinstance(v, int) or v < 1 for v in pair):
-        raise ArgumentError(
-            f"conv2d_nchw.llvm: {what} must be a positive int or a pair of them, got {value!r}"
-        )
-    return pair  # type: ignore[return-value]
-
-
-def _pads(padding: Padding) -> tuple[int, int, int, int]:
-    pads = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
-    if len(pads) == 2:
-        pads = (pads[0], pads[1], pads[0], pads[1])
-    if len(pads) != 4 or any(not isinstance(p, int) or p < 0 for p in pads):
-        raise ArgumentError(
-            "conv2d_nchw.llvm: padding must be an int, (top/bottom, left/right) or "
-            f"(top, left, bottom, right) of non-negative ints, got {padding!r}"
-        )
-    return pads  # type: ignore[return-value]
-
-
-class _Geometry:
-    """Sizes of the convolution and of the flat, phase-split grid it is computed on."""
-
-    def __init__(
-        self,
-        N: int,
-        C: int,
-        H: int,
-        W: int,
-        O: int,
-        KH: int,
-        KW: int,
-        stride: IntPair,
-        padding: Padding,
-        dilation: IntPair,
-    ) -> None:
-        self.N, self.C, self.H, self.W, self.O, self.KH, self.KW = N, C, H, W, O, KH, KW
-        self.sh, self.sw = _pair(stride, "stride")
-        self.dh, self.dw = _pair(dilation, "dilation")
-        self.pt, self.pl, pb, pr = _pads(padding)
-        self.OH = (H + self.pt + pb - self.dh * (KH - 1) - 1) // self.sh + 1
-        self.OW = (W + self.pl + pr - self.dw * (KW - 1) - 1) // self.sw + 1
-        if self.OH <= 0 or self.OW <= 0:
-            raise ArgumentError(
-                f"conv2d_nchw.llvm: a {KH}x{KW} kernel (dilation {self.dh}x{self.dw}) does not "
-                f"fit the padded {H}x{W} input; the output would be {self.OH}x{self.OW}"
-            )
-        # a phase holds every s-th padded column, so Wq grid columns cover the padded width
-        self.Wq = -(-(W + self.pl + pr) // self.sw)
-        self.max_offset = ((KH - 1) * self.dh // self.sh) * self.Wq + (KW - 1) * self.dw // self.sw
-
-    def reads_input_directly(self, rows: int, vec: int) -> bool:
-        """Whether the template reads X as it is, without the flat copy: a 1x1 convolution
-        with stride 1 and no padding is a GEMM over X's rows, which already are the grid,
-        so when every row block is whole vector tiles no tile reads past X's end.
-
-        Besides the pass over X, the copy cost its consumers more than itself: it runs
-        in parallel over channels while each row block reads every channel, so half of
-        each block's input sat in the other core's L2 (MobileNetV2's 144->24 1x1 layer at
-        56x56, 2 threads: 0.37 ms with the copy, 0.07 ms without)."""
-        geometry = (self.KH, self.KW, self.sh, self.sw, self.pt, self.pl, self.OH, self.OW)
-        pointwise = geometry == (1, 1, 1, 1, 0, 0, self.H, self.W)
-        tail = rows * self.W % vec
-        return pointwise and tail in (0, 4, 8, 16, 32)
-
-    def tap(self, ky: Any, kx: Any) -> tuple[Any, Any, Any]:
-        """``(phase row, phase column, flat offset)`` read by kernel tap ``(ky, kx)``."""
-        y, x = ky * self.dh, kx * self.dw
-        if self.sh == 1 and self.sw == 1:
-            return 0, 0, y * self.Wq + x
-        return y % self.sh, x % self.sw, (y // self.sh) * self.Wq + x // self.sw
-
-
-def _flat_input(X: Tensor, g: _Geometry, length: int) -> Tensor:
-    """``Xf[n, c, py, px, l] = Xpad[n, c, (l // Wq)*sh + py, (l % Wq)*sw + px]`` (zero outside)."""
-
-    def f(n, c, py, px, l):  # noqa: ANN001, ANN202
-        h = (l // g.Wq) * g.sh + py - g.pt
-        w = (l % g.Wq) * g.sw + px - g.pl
-        inside = E.logical_and(E.logical_and(h >= 0, h < g.H), E.logical_and(w >= 0, w < g.W))
-        hh = E.max_(E.min_(h, g.H - 1), 0)
-        ww = E.max_(E.min_(w, g.W - 1), 0)
-        return E.select(likely(inside), X[n, c, hh, ww], E.const(0, X.dtype))
-
-    # tagged as a padding stage: graph schedules keep it apart rather than inline it
-    return te.compute((g.N, g.C, g.sh, g.sw, length), f, name="X_flat", tag="pad")
 
 
 def _divisors(n: int, cap: int) -> list[int]:
@@ -195,7 +113,7 @@ def conv2d_nchw_llvm(
 ) -> tuple[Schedule, list[Any]]:
     """``out[n, o, y, x] = sum_{c, ky, kx} X[n, c, y*sh + ky*dh - pt, x*sw + kx*dw - pl] *
     Wt[o, c, ky, kx]`` with zero padding; X is (N, C, H, W), Wt is (O, C, KH, KW)."""
-    g = _Geometry(N, C, H, W, O, KH, KW, stride, padding, dilation)
+    g = geometry(Conv2DWorkload(N, C, H, W, O, KH, KW, stride, padding, dilation, dtype))
     knobs = _define_knobs(g, dtype)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((O, C, KH, KW), dtype, name="W")
@@ -205,64 +123,6 @@ def conv2d_nchw_llvm(
     direct = g.reads_input_directly(knobs[2], knobs[1])
     _schedule(s, out, conv, conv.op.input_tensors[0], *knobs, g.OW, g.Wq, g.sw, direct)
     return s, [X, Wt, out]
-
-
-def conv2d_flat(
-    X: Tensor,
-    Wt: Tensor,
-    bias: Tensor | None,
-    g: _Geometry,
-    oc_bn: int,
-    vec: int,
-    rows: int,
-    unroll_kernel: bool,
-) -> Tensor:
-    """The template's compute on given tensors: the flat, phase-split input ``X_flat``,
-    the convolution on the flat grid ``conv_flat`` (tagged ``conv2d_nchw_flat``, its knobs
-    in the op's attrs for :func:`schedule_conv2d_flat`), and the NCHW copy ``conv`` (plus
-    ``bias[o]`` when given)."""
-    span = (rows - 1) * g.Wq + g.OW
-    direct = g.reads_input_directly(rows, vec)
-    if direct:
-        # the input is read as it is: its rows are already the grid's
-        grid = g.H * g.W
-        Xf = X
-    else:
-        # A row block covers ``span`` grid positions; the grid is long enough for the last
-        # block's last vector tile to be a whole one, so tiles never need a shorter vector.
-        grid = (-(-g.OH // rows) - 1) * rows * g.Wq + -(-span // vec) * vec
-        Xf = _flat_input(X, g, grid + g.max_offset)
-    rc = te.reduce_axis((0, g.C), name="rc")
-    ry = te.reduce_axis((0, g.KH), name="ry")
-    rx = te.reduce_axis((0, g.KW), name="rx")
-    O = g.O
-
-    def body(n, ob, oi, f):  # noqa: ANN001, ANN202
-        py, px, off = g.tap(ry.var, rx.var)
-        o = ob * oc_bn + oi
-        if O % oc_bn:
-            o = E.min_(o, O - 1)  # channels past O compute on clamped weights, never read
-        if direct:
-            x = Xf[n, rc.var, f // g.W, f % g.W]
-        else:
-            x = Xf[n, rc.var, py, px, f + off]
-        return te.sum(x * Wt[o, rc.var, ry.var, rx.var], axis=(rc, ry, rx))
-
-    knobs = {"oc_bn": oc_bn, "vec": vec, "rows": rows, "unroll_kernel": unroll_kernel, "OW": g.OW}
-    knobs.update(Wq=g.Wq, sw=g.sw, direct=direct)
-    conv = te.compute(
-        (g.N, -(-O // oc_bn), oc_bn, grid),
-        body,
-        name="conv_flat",
-        tag="conv2d_nchw_flat",
-        attrs=knobs,
-    )
-
-    def copy(n, o, y, x):  # noqa: ANN001, ANN202
-        value = conv[n, o // oc_bn, o % oc_bn, y * g.Wq + x]
-        return value + bias[o] if bias is not None else value
-
-    return te.compute((g.N, O, g.OH, g.OW), copy, name="conv", tag="conv2d_nchw")
 
 
 def schedule_conv2d_flat(s: Schedule, out: Tensor, conv: Tensor) -> None:
@@ -285,6 +145,11 @@ def schedule_conv2d_flat(s: Schedule, out: Tensor, conv: Tensor) -> None:
         knobs["sw"],
         knobs["direct"],
     )
+
+
+def geometry(w: Conv2DWorkload) -> _Geometry:
+    """The template's geometry of a convolution workload."""
+    return _Geometry(w.N, w.C, w.H, w.W, w.O, w.KH, w.KW, w.strides, w.pads, w.dilations)
 
 
 def conv2d_geometry(X: Tensor, Wt: Tensor, strides: Any, pads: Any, dilations: Any) -> _Geometry:

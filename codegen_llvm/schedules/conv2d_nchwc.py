@@ -30,12 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry
+from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.conv_nchwc import blocks, conv2d_nchwc
+from ember.tir.topi.workload import Conv2DWorkload
 from ember.tuner.template import get_config, template
 
 TEMPLATE = "conv2d_NCHWc.llvm"
@@ -162,7 +163,7 @@ def conv2d_nchwc_llvm(
     """The NCHW convolution ``(N, C, H, W) * (O, C, KH, KW)`` computed in NCHW[ic_bn]c
     with weights ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn]``; the tensors are the blocked
     input, blocked weights and blocked output (lanes past C and O padded)."""
-    g = _Geometry(N, C, H, W, O, KH, KW, stride, padding, dilation)
+    g = geometry(Conv2DWorkload(N, C, H, W, O, KH, KW, stride, padding, dilation, dtype))
     k = _define_knobs(g, dtype)
     X = te.placeholder((N, blocks(C, k.ic_bn), H, W, k.ic_bn), dtype, name="X")
     Wt = te.placeholder(

@@ -31,7 +31,6 @@ from ember.codegen_llvm.schedules.conv2d import (
     IntPair,
     Padding,
     _divisors,
-    _flat_input,
     _Geometry,
     strided_phase_copy,
 )
@@ -40,10 +39,11 @@ from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.conv_flat import depthwise_flat
+from ember.tir.topi.workload import DepthwiseConv2DWorkload
 from ember.tuner.template import get_config, template
 
 TEMPLATE = "depthwise_conv2d_nchw.llvm"
-TAG = "depthwise_conv2d_nchw_flat"
 REGISTER_BYTES = 64  # one AVX-512 register
 BLOCK_BYTES = 1 << 17  # a channel block's padded input fits L2 with room for its result
 KH_ROWS = 2  # padded rows beyond the output's, for the block size estimate
@@ -71,10 +71,16 @@ def _geometry(
         raise ArgumentError(str(e).replace("conv2d_nchw.llvm", TEMPLATE)) from e
 
 
+def geometry(w: DepthwiseConv2DWorkload) -> _Geometry:
+    """The template's geometry of a depthwise workload."""
+    g = (w.strides, w.pads, w.dilations)
+    return _geometry(w.N, w.C, w.H, w.W, w.multiplier, w.KH, w.KW, *g)
+
+
 def geometry_of(args: tuple[Any, ...]) -> _Geometry:
     """The geometry of a task's arguments ``(N, C, H, W, multiplier, KH, KW, stride,
     padding, dilation[, dtype])``."""
-    return _geometry(*args[:10])
+    return geometry(DepthwiseConv2DWorkload(*args))
 
 
 def _define_knobs(g: _Geometry, multiplier: int, dtype: str) -> tuple[int, int, int, bool]:
@@ -114,7 +120,8 @@ def depthwise_conv2d_nchw_llvm(
 ) -> tuple[Schedule, list[Any]]:
     """``out[n, o, y, x] = sum_{ky, kx} X[n, o // m, y*sh + ky*dh - pt, x*sw + kx*dw - pl] *
     Wt[o, 0, ky, kx]`` with zero padding; X is (N, C, H, W), Wt is (C*m, 1, KH, KW)."""
-    g = _geometry(N, C, H, W, multiplier, KH, KW, stride, padding, dilation)
+    w = DepthwiseConv2DWorkload(N, C, H, W, multiplier, KH, KW, stride, padding, dilation, dtype)
+    g = geometry(w)
     knobs = _define_knobs(g, multiplier, dtype)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((g.O, 1, KH, KW), dtype, name="W")
@@ -122,54 +129,6 @@ def depthwise_conv2d_nchw_llvm(
     s = create_schedule(out.op)
     schedule_depthwise_flat(s, out, out.op.input_tensors[0])
     return s, [X, Wt, out]
-
-
-def depthwise_flat(
-    X: Tensor,
-    Wt: Tensor,
-    bias: Tensor | None,
-    g: _Geometry,
-    cb: int,
-    vec: int,
-    rows: int,
-    unroll_kernel: bool,
-) -> Tensor:
-    """The template's compute on given tensors: the flat, phase-split input ``X_flat``,
-    the convolution ``dwconv_flat`` (tagged ``depthwise_conv2d_nchw_flat``, its knobs in
-    the op's attrs for :func:`schedule_depthwise_flat`), and the NCHW copy ``conv`` (plus
-    ``bias[o]`` when given). With ``rows == 0`` the convolution is computed on the flat
-    grid ``(N, O, grid)``; else on ``(N, O, OH, Wv)``, output rows of ``Wv`` (whole
-    vectors) positions ``Wq`` apart on the flat input, so a tile of ``rows`` rows reads
-    each input vector once for all the kernel rows that use it."""
-    m = g.O // g.C
-    if rows:
-        wv = -(-g.OW // vec) * vec
-        shape, used = (g.N, g.O, g.OH, wv), (g.OH - 1) * g.Wq + wv
-    else:
-        used = -(-((g.OH - 1) * g.Wq + g.OW) // vec) * vec  # whole vector tiles
-        shape = (g.N, g.O, used)
-    # whole padded rows, so the schedule can split the flat axis into (row, column)
-    Xf = _flat_input(X, g, -(-(used + g.max_offset) // g.Wq) * g.Wq)
-    ry = te.reduce_axis((0, g.KH), name="ry")
-    rx = te.reduce_axis((0, g.KW), name="rx")
-
-    def at(n, o, f):  # noqa: ANN001, ANN202
-        py, px, off = g.tap(ry.var, rx.var)
-        c = o // m if m > 1 else o
-        return te.sum(Xf[n, c, py, px, f + off] * Wt[o, 0, ry.var, rx.var], axis=(ry, rx))
-
-    def body(n, o, y, x):  # noqa: ANN001, ANN202
-        return at(n, o, y * g.Wq + x)
-
-    knobs = {"cb": cb, "vec": vec, "rows": rows, "unroll_kernel": unroll_kernel}
-    knobs.update(OW=g.OW, Wq=g.Wq, sw=g.sw)
-    conv = te.compute(shape, body if rows else at, name="dwconv_flat", tag=TAG, attrs=knobs)
-
-    def copy(n, o, y, x):  # noqa: ANN001, ANN202
-        value = conv[n, o, y, x] if rows else conv[n, o, y * g.Wq + x]
-        return value + bias[o] if bias is not None else value
-
-    return te.compute((g.N, g.O, g.OH, g.OW), copy, name="conv", tag="depthwise_conv2d_nchw")
 
 
 def depthwise_knobs(

@@ -31,13 +31,14 @@ from ember.codegen_llvm.schedules.conv2d_nchwc import (
     _pads_of,
     blocked_output_tiles,
 )
-from ember.codegen_llvm.schedules.depthwise_conv2d import geometry_of
+from ember.codegen_llvm.schedules.depthwise_conv2d import geometry
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.conv_nchwc import blocks, depthwise_conv2d_nchwc
+from ember.tir.topi.workload import DepthwiseConv2DWorkload
 from ember.tuner.template import get_config, template
 
 TEMPLATE = "depthwise_conv2d_NCHWc.llvm"
@@ -129,7 +130,7 @@ def depthwise_conv2d_nchwc_llvm(
     blocked weights and blocked output (lanes past C padded)."""
     if multiplier != 1:
         raise ArgumentError(f"{TEMPLATE}: only a channel multiplier of 1, got {multiplier!r}")
-    g = geometry_of((N, C, H, W, multiplier, KH, KW, stride, padding, dilation))
+    g = geometry(DepthwiseConv2DWorkload(N, C, H, W, multiplier, KH, KW, stride, padding, dilation))
     k = _define_knobs(g, dtype)
     X = te.placeholder((N, blocks(C, k.cb), H, W, k.cb), dtype, name="X")
     Wt = te.placeholder((blocks(C, k.cb), KH, KW, k.cb), dtype, name="W")

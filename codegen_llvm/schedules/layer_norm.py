@@ -14,14 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_llvm.schedules.reduce import (
-    combine_lanes,
     compute_row_reduction_at,
     define_lanes_knob,
-    lane_partials,
+    stages_by_name,
     vectorize_row,
 )
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
+from ember.tir.topi.nn import layer_norm
+from ember.tir.topi.rows import lane_row_reduce
 from ember.tuner.template import template
 
 
@@ -30,28 +31,17 @@ def layer_norm_llvm(
     R: int, C: int, eps: float = 1e-5, dtype: str = "float32"
 ) -> tuple[Schedule, list[Any]]:
     """Layer normalisation of each row of X (R, C), scaled by gamma (C,) and shifted by
-    beta (C,)."""
+    beta (C,): ``tir/topi``'s compute with lane-partial row reductions and the reciprocal
+    standard deviation as a row stage."""
     lanes = define_lanes_knob(C, dtype)
     X = te.placeholder((R, C), dtype, name="X")
     gamma = te.placeholder((C,), dtype, name="gamma")
     beta = te.placeholder((C,), dtype, name="beta")
-    inv_c = 1.0 / C
-    mean_part = lane_partials(lambda r, k: X[r, k], R, C, "sum", lanes, "ln_mean")
-    mean = combine_lanes(mean_part, "sum", "ln_mean", scale=inv_c)
-
-    def centred_square(r, k):  # noqa: ANN001, ANN202
-        d = X[r, k] - mean[r]
-        return d * d
-
-    var_part = lane_partials(centred_square, R, C, "sum", lanes, "ln_var")
-    var = combine_lanes(var_part, "sum", "ln_var", scale=inv_c)
-    rstd = te.compute((R,), lambda r: te.rsqrt(var[r] + eps), name="ln_rstd")
-    out = te.compute(
-        (R, C),
-        lambda r, c: (X[r, c] - mean[r]) * rstd[r] * gamma[c] + beta[c],
-        name="ln",
-        tag="layer_norm",
-    )
+    parts: list[Any] = []
+    out = layer_norm(X, gamma, beta, eps, row_reduce=lane_row_reduce(lanes, parts), row_factor=True)
+    t = stages_by_name(out)
+    mean, var, rstd = t["ln_mean"], t["ln_var"], t["ln_rstd"]
+    mean_part, var_part = parts
     s = create_schedule(out.op)
     row, _ = vectorize_row(s, out, lanes)
     s[out].parallel(row)

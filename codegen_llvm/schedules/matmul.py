@@ -29,6 +29,7 @@ from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.nn import dense, matmul
 from ember.tuner.template import get_config, template
 
 
@@ -129,20 +130,13 @@ def _gemm(M: int, N: int, K: int, dtype: str, transposed: bool) -> tuple[Schedul
     stream, k_split = define_gemv_knobs(M) if not transposed else (False, 1)
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((N, K) if transposed else (K, N), dtype, name="B")
-    k = te.reduce_axis((0, K), name="k")
-    if pack != "none" and not stream:
-        packed = pack_panels(B, nr, transposed)
-
-        def body(i, j):  # noqa: ANN001, ANN202
-            return te.sum(A[i, k] * packed[j // nr, k, j % nr], axis=k)
-
+    packed = pack_panels(B, nr, transposed) if pack != "none" and not stream else None
+    if packed is None:  # a GEMV or a few rows read B in place (dense always packs)
+        C = matmul(A, B, "C")
+    elif transposed:
+        C = dense(A, B, "C", read_w=lambda j, k: packed[j // nr, k, j % nr])
     else:
-        packed = None
-
-        def body(i, j):  # noqa: ANN001, ANN202
-            return te.sum(A[i, k] * B[k, j], axis=k)
-
-    C = te.compute((M, N), body, name="C", tag="dense" if transposed else "matmul")
+        C = matmul(A, B, "C", read_b=lambda k, j: packed[j // nr, k, j % nr])
     s = create_schedule(C.op)
     if stream:
         schedule_gemv_stream(s, C, nr, tiles.ku, k_split)

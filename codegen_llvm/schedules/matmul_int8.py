@@ -1,8 +1,10 @@
 """CPU template ``matmul_int8.llvm``: ``C = A @ B`` for u8 A, s8 B and int32 C, on VNNI.
 
 The GEMM of quantized models (ONNX ``MatMulInteger``, whose weights are constants):
-the template takes B packed (:func:`pack_b` in numpy, :func:`pack_int8_weights` in
-TE) as TVM's x86 int8 dense packs it, ``Bp[N/16, K/4, 16, 4]``: for one 16-column panel, each
+the template takes B packed (:func:`pack_b` in numpy, ``tir/topi/int8.py``'s
+:func:`pack_int8_weights` in TE, whose compute :func:`int8_gemm` it schedules) as TVM's
+x86 int8 dense packs it, ``Bp[N/16, K/4, 16, 4]`` (``tir/topi/int8.py``'s ``GROUP`` and
+``LANES`` are VNNI's): for one 16-column panel, each
 group of 4 k steps is 64 contiguous bytes, one ``vpdpbusd`` operand, and a
 panel's k groups follow each other, so the micro-kernel streams one panel
 sequentially (the ``(K/4, N/16, 16, 4)`` order would put a page between
@@ -28,52 +30,21 @@ from ember.codegen_llvm.tensor_intrinsics import (
     VNNI_LANES,
     dot_16x1x16_uint8_int8_int32,
 )
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
-from ember.tir.te.tensor import ComputeOp, PlaceholderOp, Tensor
+from ember.tir.te.tensor import ComputeOp, Tensor
+from ember.tir.topi.int8 import int8_gemm, pack_int8_weights, packed_shape
 from ember.tuner.template import get_config, template
 
-
-def pack_int8_weights(B: Tensor, N: int, K: int) -> Tensor:
-    """``Bp[x, g, z, q] = B[4g + q, 16x + z]``, zero past K and N."""
-
-    def f(x, g, z, q):  # noqa: ANN001, ANN202
-        k, n = g * VNNI_GROUP + q, x * VNNI_LANES + z
-        value = B[E.min_(k, K - 1), E.min_(n, N - 1)]
-        return E.select(E.logical_and(k < K, n < N), value, E.const(0, "int8"))
-
-    return te.compute(packed_shape(N, K), f, name="B_packed")
-
-
-def int8_gemm(A: Tensor, Bp: Tensor, M: int, N: int, K: int) -> tuple[Tensor, Tensor]:
-    """The partial sums ``Cp[m, x, z]`` over packed B and the int32 output ``C[m, n]``."""
-    groups = -(-K // VNNI_GROUP)
-    if K % VNNI_GROUP or not isinstance(A.op, PlaceholderOp):
-        # the intrinsic reads A's buffer: a computed A (a fused producer) stays a stage
-        src = A
-        A = te.compute(
-            (M, groups * VNNI_GROUP),
-            lambda m, k: E.select(k < K, src[m, E.min_(k, K - 1)], E.const(0, "uint8")),
-            name="A_padded",
-            tag="pad",
-        )
-    g = te.reduce_axis((0, groups), name="g")
-    q = te.reduce_axis((0, VNNI_GROUP), name="q")
-    Cp = te.compute(
-        (M, Bp.shape[0], VNNI_LANES),
-        lambda m, x, z: te.sum(
-            A[m, g * VNNI_GROUP + q].astype("int32") * Bp[x, g, z, q].astype("int32"),
-            axis=[g, q],
-        ),
-        name="C_panels",
-        tag="matmul_int8_panels",
-        attrs={"task_args": (M, N, K)},
-    )
-    C = te.compute(
-        (M, N), lambda m, n: Cp[m, n // VNNI_LANES, n % VNNI_LANES], name="C", tag="matmul_int8"
-    )
-    return Cp, C
+__all__ = [
+    "define_int8_knobs",
+    "int8_gemm",
+    "matmul_int8_llvm",
+    "pack_b",
+    "pack_int8_weights",
+    "packed_shape",
+    "schedule_int8_gemm",
+]
 
 
 def schedule_int8_gemm(
@@ -111,11 +82,6 @@ def define_int8_knobs(M: int, N: int) -> tuple[int, int]:
     cfg.define_knob("mr", [1, 2, 4, 6, 8], default=4 if M >= 4 else 1)
     cfg.define_knob("nb", [1, 2, 3, 4], default=min(4, panels))
     return cfg["mr"].val, cfg["nb"].val
-
-
-def packed_shape(N: int, K: int) -> tuple[int, int, int, int]:
-    """The shape of packed B: ``(ceil(N/16), ceil(K/4), 16, 4)``."""
-    return (-(-N // VNNI_LANES), -(-K // VNNI_GROUP), VNNI_LANES, VNNI_GROUP)
 
 
 def pack_b(b: Any) -> Any:

@@ -1,40 +1,36 @@
 """CPU template for 2-D max and average pooling over NCHW.
 
-The compute is that of :func:`ember.tir.topi.nn.pool2d` (average pooling divides
-by the whole window, padding included), with the padding written as a
-``likely`` select: loop partitioning then splits the border rows and column
-tiles off, and in the interior the select and the index clamps vanish. Each
-output row is a loop over its columns, ``vec`` at a time, with the window loops
-outside the lanes and unrolled, so the reduction's store moves with the lanes.
-With unit stride the lanes are vectorized (one vector load per window tap); with
-a larger stride they would be gathered one by one, so by default they stay a
-plain loop that LLVM's loop vectorizer turns into interleaved loads. The loop
-over (batch, channel) runs in parallel; the output rows inside it stay a plain
-loop that partitioning can split. The padding is read inline (only the border
-tiles test it), or the padded rows one output row needs are computed at that
-row, or the whole padded input is computed up front; for average pooling the
-window sum is computed at the column tile and scaled as it is stored.
+The compute is :func:`ember.tir.topi.pool2d_window.pool2d_window` (that of
+:func:`ember.tir.topi.nn.pool2d`: average pooling divides by the whole window, padding
+included), with the padding written as a ``likely`` select: loop partitioning then
+splits the border rows and column tiles off, and in the interior the select and the
+index clamps vanish. Each output row is a loop over its columns, ``vec`` at a time, with
+the window loops outside the lanes and unrolled, so the reduction's store moves with the
+lanes. With unit stride the lanes are vectorized (one vector load per window tap); with
+a larger stride they would be gathered one by one, so by default they stay a plain loop
+that LLVM's loop vectorizer turns into interleaved loads. The loop over (batch, channel)
+runs in parallel; the output rows inside it stay a plain loop that partitioning can
+split. The padding is read inline (only the border tiles test it), or the padded rows
+one output row needs are computed at that row, or the whole padded input is computed up
+front; for average pooling the window sum is computed at the column tile and scaled as
+it is stored.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ember.codegen_llvm.schedules.reduce import likely
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import IterVar, Tensor
-from ember.tir.topi import nan_order
-from ember.tir.topi.reduce import acc_dtype
+from ember.tir.topi.pool2d_window import Pads, pool2d_window
 from ember.tuner.template import get_config, template
 
 VECTOR_BYTES = 64  # one AVX-512 register
 
 IntPair = int | tuple[int, int]
-Pads = tuple[int, int, int, int]
 
 
 def _pair(value: IntPair, what: str) -> tuple[int, int]:
@@ -56,70 +52,7 @@ def _pads(padding: int | tuple[int, ...]) -> Pads:
     return pads  # type: ignore[return-value]
 
 
-def _padded(X: Tensor, pads: Pads, fill: E.PrimExpr) -> Tensor:
-    """X padded with ``fill``; the inside test is ``likely``, so partitioning drops it."""
-    N, C, H, W = (int(s.value) for s in X.shape)  # type: ignore[attr-defined]
-    pt, pl, pb, pr = pads
-
-    def f(n, c, h, w):  # noqa: ANN001, ANN202
-        inside = E.logical_and(
-            E.logical_and(h >= pt, h < H + pt), E.logical_and(w >= pl, w < W + pl)
-        )
-        hh = E.max_(E.min_(h - pt, H - 1), 0)
-        ww = E.max_(E.min_(w - pl, W - 1), 0)
-        return E.select(likely(inside), X[n, c, hh, ww], fill)
-
-    return te.compute((N, C, H + pt + pb, W + pl + pr), f, name="pool_pad", tag="pad")
-
-
 GRAPH_MAX_TAG = "pool2d_max_nchw"  # the graph's max pooling on this template (see below)
-
-
-def _pool(
-    X: Tensor,
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    pads: Pads,
-    kind: str,
-    tag: str = "",
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``(padded input, window reduction, output)``; the last two are one tensor for max."""
-    N, C, H, W = (int(s.value) for s in X.shape)  # type: ignore[attr-defined]
-    (kh, kw), (sh, sw) = kernel, stride
-    # max pools pad with the dtype's lowest value: -inf, or INT_MIN for integers
-    fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
-    P = _padded(X, pads, fill) if any(pads) else X
-    OH = (H + pads[0] + pads[2] - kh) // sh + 1
-    OW = (W + pads[1] + pads[3] - kw) // sw + 1
-    ry = te.reduce_axis((0, kh), name="ry")
-    rx = te.reduce_axis((0, kw), name="rx")
-    # max_nan: a NaN in the window gives NaN, as ONNX's reference and PyTorch (te.max, being
-    # C's fmax, would drop it); see ember.tir.topi.nan_order
-    reducer = nan_order.max_nan if kind == "max" else te.sum
-    # an average of 16-bit floats sums and scales in float32 (as onnxruntime), rounds once
-    acc = X.dtype if kind == "max" else acc_dtype(X.dtype)
-
-    def tap(n: Any, c: Any, y: Any, x: Any) -> E.PrimExpr:
-        v = P[n, c, y * sh + ry.var, x * sw + rx.var]
-        return v if acc == X.dtype else E.cast(acc, v)
-
-    red = te.compute(
-        (N, C, OH, OW),
-        lambda n, c, y, x: reducer(tap(n, c, y, x), axis=(ry, rx)),
-        name="pool" if kind == "max" else "pool_sum",
-        tag=tag or f"pool_{kind}",
-        attrs={"stride_w": sw},
-    )
-    if kind == "max":
-        return P, red, red
-    scale = E.const(1.0 / (kh * kw), acc)
-
-    def average(n: Any, c: Any, y: Any, x: Any) -> E.PrimExpr:
-        value = red[n, c, y, x] * scale
-        return value if acc == X.dtype else E.cast(X.dtype, value)
-
-    out = te.compute((N, C, OH, OW), average, name="pool", tag="pool_avg")
-    return P, red, out
 
 
 def _schedule_window(s: Schedule, red: Tensor, vec: int, simd: bool) -> IterVar:
@@ -180,7 +113,7 @@ def pool2d_llvm(
         )
     vec, pad_at, simd = _define_knobs(sw, dtype)
     X = te.placeholder((N, C, H, W), dtype, name="X")
-    P, red, out = _pool(X, (kh, kw), (sh, sw), pads, kind)
+    P, red, out = pool2d_window(X, (kh, kw), (sh, sw), pads, kind)
     s = create_schedule(out.op)
     _schedule_pool(s, X, P, red, out, kind, vec, pad_at, simd)
     return s, [X, out]
@@ -228,7 +161,7 @@ def max_pool2d_graph(
 ) -> Tensor:
     """The template's max pooling of a graph tensor X (NCHW); its stage carries the tag
     ``GRAPH_MAX_TAG`` that :func:`schedule_max_pool2d_graph` schedules."""
-    return _pool(X, kernel, stride, pads, "max", GRAPH_MAX_TAG)[2]
+    return pool2d_window(X, kernel, stride, pads, "max", GRAPH_MAX_TAG)[2]
 
 
 def schedule_max_pool2d_graph(s: Schedule, out: Tensor) -> set[int]:

@@ -1,5 +1,6 @@
 """CPU template for row reductions (``sum``, ``max``, ``min`` over the last axis), and the
-lane-partial reductions and row helpers that the softmax and layer-norm templates share.
+row schedule helpers that the softmax and layer-norm templates share; the lane-partial
+row reduction they schedule is a ``tir/topi`` compute (:mod:`ember.tir.topi.rows`).
 
 The vectorizer makes SIMD of a loop whose store moves with it, which a reduction's
 store does not. So a row is reduced in two steps: ``lanes`` partial results, where
@@ -14,24 +15,31 @@ the guard out of the main loop and turns the tail into a shorter vector.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir import dtype as dt
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import IterVar, Tensor
+from ember.tir.topi.nn import reduce_rows
+from ember.tir.topi.rows import REDUCERS, combine_lanes, lane_partials, lane_row_reduce, likely
 from ember.tuner.template import get_config, template
 
-REDUCERS = {"sum": te.sum, "max": te.max, "min": te.min}
+__all__ = [
+    "combine_lanes",
+    "compute_lanes_at",
+    "compute_row_at",
+    "compute_row_reduction_at",
+    "define_lanes_knob",
+    "lane_partials",
+    "likely",
+    "reduce_llvm",
+    "stages_by_name",
+    "vectorize_row",
+]
+
 VECTOR_BYTES = 64  # one AVX-512 register
-
-
-def likely(cond: E.PrimExpr) -> E.PrimExpr:
-    """Mark ``cond`` as usually true, so loop partitioning removes it from the main loop."""
-    return E.Call("bool", E.Intrinsic.LIKELY, (cond,))
 
 
 def define_lanes_knob(C: int, dtype: str) -> int:
@@ -42,31 +50,6 @@ def define_lanes_knob(C: int, dtype: str) -> int:
     cands = [per_reg // 2, per_reg, 2 * per_reg, 4 * per_reg]
     cfg.define_knob("lanes", cands, default=2 * per_reg if C >= 2 * per_reg else per_reg)
     return int(cfg["lanes"].val)
-
-
-def lane_partials(
-    source: Callable[[Any, Any], E.PrimExpr], R: int, C: int, kind: str, lanes: int, name: str
-) -> Tensor:
-    """``part[r, l] = reduce_{k = l, l + lanes, ... < C} source(r, k)`` for ``l < lanes``."""
-    ko = te.reduce_axis((0, -(-C // lanes)), name="ko")
-
-    def f(r, l):  # noqa: ANN001, ANN202
-        k = ko.var * lanes + l
-        return REDUCERS[kind](source(r, k), axis=ko, where=likely(k < C))
-
-    return te.compute((R, lanes), f, name=f"{name}_lanes")
-
-
-def combine_lanes(part: Tensor, kind: str, name: str, scale: float | None = None) -> Tensor:
-    """``out[r] = reduce_l part[r, l]`` (times ``scale`` when given)."""
-    R, lanes = (int(s.value) for s in part.shape)  # type: ignore[attr-defined]
-    l = te.reduce_axis((0, lanes), name="l")
-
-    def f(r):  # noqa: ANN001, ANN202
-        value = part[r, l] if scale is None else part[r, l] * E.const(scale, part.dtype)
-        return REDUCERS[kind](value, axis=l)
-
-    return te.compute((R,), f, name=name)
 
 
 def compute_lanes_at(s: Schedule, part: Tensor, parent: Stage, axis: IterVar) -> None:
@@ -103,6 +86,19 @@ def compute_row_at(s: Schedule, t: Tensor, parent: Stage, axis: IterVar, lanes: 
     return vectorize_row(s, t, lanes)[0]
 
 
+def stages_by_name(t: Tensor) -> dict[str, Tensor]:
+    """``t`` and every tensor it depends on, by op name (a template finds the stages of
+    the ``tir/topi`` compute it was given)."""
+    found: dict[str, Tensor] = {}
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        if cur.op.name not in found:
+            found[cur.op.name] = cur
+            stack.extend(getattr(cur.op, "input_tensors", ()))
+    return found
+
+
 def _check_kind(kind: str) -> None:
     if kind not in REDUCERS:
         raise ArgumentError(f"reduce.llvm: kind must be one of {sorted(REDUCERS)}, got {kind!r}")
@@ -116,8 +112,9 @@ def reduce_llvm(
     _check_kind(kind)
     lanes = define_lanes_knob(C, dtype)
     X = te.placeholder((R, C), dtype, name="X")
-    part = lane_partials(lambda r, k: X[r, k], R, C, kind, lanes, "red")
-    out = combine_lanes(part, kind, "red")
+    parts: list[Tensor] = []
+    out = reduce_rows(X, kind, "red", row_reduce=lane_row_reduce(lanes, parts))
+    (part,) = parts
     s = create_schedule(out.op)
     (r,) = s[out].op.axis
     s[out].parallel(r)

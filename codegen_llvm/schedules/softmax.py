@@ -14,32 +14,30 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_llvm.schedules.reduce import (
-    combine_lanes,
     compute_row_at,
     compute_row_reduction_at,
     define_lanes_knob,
-    lane_partials,
+    stages_by_name,
     vectorize_row,
 )
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
+from ember.tir.topi.nn import softmax
+from ember.tir.topi.rows import lane_row_reduce
 from ember.tuner.template import template
 
 
 @template("softmax.llvm")
 def softmax_llvm(R: int, C: int, dtype: str = "float32") -> tuple[Schedule, list[Any]]:
-    """Softmax of each row of X, of shape (R, C)."""
+    """Softmax of each row of X, of shape (R, C): ``tir/topi``'s compute with lane-partial
+    row reductions and the reciprocal sum as a row stage."""
     lanes = define_lanes_knob(C, dtype)
     X = te.placeholder((R, C), dtype, name="X")
-    mx_part = lane_partials(lambda r, k: X[r, k], R, C, "max", lanes, "softmax_max")
-    mx = combine_lanes(mx_part, "max", "softmax_max")
-    ex = te.compute((R, C), lambda r, c: te.exp(X[r, c] - mx[r]), name="softmax_exp")
-    sm_part = lane_partials(lambda r, k: ex[r, k], R, C, "sum", lanes, "softmax_sum")
-    sm = combine_lanes(sm_part, "sum", "softmax_sum")
-    # one division per row; the row is scaled by multiplications (a vector divide is slow)
-    inv = te.compute((R,), lambda r: E.const(1, dtype) / sm[r], name="softmax_inv")
-    out = te.compute((R, C), lambda r, c: ex[r, c] * inv[r], name="softmax", tag="softmax")
+    parts: list[Any] = []
+    out = softmax(X, row_reduce=lane_row_reduce(lanes, parts), row_factor=True)
+    t = stages_by_name(out)
+    ex, inv, sm, mx = t["softmax_exp"], t["softmax_inv"], t["softmax_sum"], t["softmax_max"]
+    mx_part, sm_part = parts
     s = create_schedule(out.op)
     row, _ = vectorize_row(s, out, lanes)
     s[out].parallel(row)

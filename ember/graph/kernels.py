@@ -125,11 +125,13 @@ def group_to_te(
     outputs: Sequence[str],
     types: dict[str, Any],
     target: str | Target | Backend = "llvm",
+    anchors: list[Any] | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
     node's compute is fed the tensors of the nodes before it, not placeholders. A node
-    takes the target's strategy compute (a tuned template's) where one applies, else the
-    op's own."""
+    takes the compute of the target's best strategy implementation where one applies,
+    else the op's own; the implementations taken are appended to ``anchors`` where given
+    (the group's schedule runs theirs)."""
     backend = get_backend(target)
     env = {
         v: te.placeholder(types[v].shape, dtype=types[v].dtype, name=f"in{i}")
@@ -139,9 +141,13 @@ def group_to_te(
     for node in nodes:
         try:
             args = [env[i] for i in node.inputs]
-            outs = backend.compute(node.op, args, node.attrs)
-            if outs is None:
+            hit = backend.compute(node.op, args, node.attrs)
+            if hit is None:
                 outs = get_op(node.op).compute(args, node.attrs)
+            else:
+                outs = hit[0]
+                if anchors is not None:
+                    anchors.append(hit[1])
         except EmberError as e:
             raise e.add_context(f"while computing {node.where()}") from None
         except Exception as e:
@@ -188,11 +194,12 @@ def get_group_kernel(
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     if module is None:
-        placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend)
+        anchors: list[Any] = []
+        placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend, anchors)
         if backend.scalars_as_vectors:
             scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
         outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
-        sch = backend.schedule(outs)
+        sch = backend.schedule(outs, anchors)
         ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
         module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
         if disk:

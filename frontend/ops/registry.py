@@ -18,7 +18,7 @@ A graph :class:`~ember.frontend.graph.Node` names an Ember op (``"conv"``,
   one ``te.Tensor`` per input (placeholders, or an earlier op's outputs when ops are
   fused). It holds no schedule. Put the arithmetic in a pure function in
   ``tir/topi/`` and call it from here, so tuned templates and the graph share it.
-  It may build several stages: the generic schedules (``ember/graph_schedule.py``)
+  It may build several stages: the generic schedules (``codegen_*/schedules/generic.py``)
   inline every stage without a reduction except those tagged ``"pad"``, and keep
   reductions at the root.
 - ``num_inputs``: (min, max) inputs it takes; ``num_outputs`` (default 1).

@@ -40,7 +40,7 @@ convolutions, and depthwise ones on an NCHW input, stay NCHW.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,7 @@ from ember.tir.topi.conv_nchwc import (
     pack_nchwc_depthwise_weights,
     pack_nchwc_weights,
 )
+from ember.tir.topi.workload import Conv2DWorkload
 from ember.tir.transform.runner import Pass
 
 LANES = 16  # float32 lanes of one AVX-512 register
@@ -63,25 +64,7 @@ FINITE_AT_ZERO = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "exp", "cop
 LANEWISE_BINARY = frozenset({"add", "subtract", "multiply"})
 
 
-@dataclass(frozen=True)
-class ConvWorkload:
-    """An NCHW convolution as the conv templates' tasks name it (``args``)."""
-
-    N: int
-    C: int
-    H: int
-    W: int
-    O: int
-    KH: int
-    KW: int
-    strides: tuple[int, ...]
-    pads: tuple[int, ...]
-    dilations: tuple[int, ...]
-
-    @property
-    def args(self) -> tuple[Any, ...]:
-        return (*(getattr(self, f) for f in "N C H W O KH KW".split()), self.strides,
-                self.pads, self.dilations, "float32")  # fmt: skip
+ConvWorkload = Conv2DWorkload  # the conv templates' workload (``tir/topi/workload.py``)
 
 
 BlockChooser = Callable[[ConvWorkload], "tuple[int, int] | None"]

@@ -7,7 +7,7 @@ gives it) becomes ``matmul_int8_packed(A, P)``, less ``a_zp * colsum(W)`` when a
 is not a constant zero, with ``P`` = W rearranged once
 at compile time into ``P[N/16, K/4, 16, 4]`` (zero padded; TVM's x86 int8 dense
 layout). The generic compute of that op reads P on any target; the CPU strategy
-(``codegen_llvm/schedules/strategy.py``) gives it to the ``matmul_int8.llvm``
+(``codegen_llvm/strategy.py``) gives it to the ``matmul_int8.llvm``
 kernel, tensorized to AVX-512 VNNI, where the host has it.
 """
 

@@ -19,7 +19,7 @@ import pytest
 
 import ember
 from ember import te
-from ember.graph_schedule import schedule_cpu
+from ember.codegen_llvm.schedules.generic import schedule_generic as schedule_cpu
 from ember.tir import expr as E
 from ember.tir import stmt as S
 

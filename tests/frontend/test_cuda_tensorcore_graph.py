@@ -1,5 +1,5 @@
 """fp16 ONNX models compiled for CUDA take the tensor-core templates (the CUDA strategy
-table, ``codegen_cuda/schedules/strategy.py``) with the fused tail as their epilogue,
+table, ``codegen_cuda/strategy.py``) with the fused tail as their epilogue,
 run in the SIMT emulator (``EMBER_CUDA_EMULATE=1``).
 
 References are computed in float64 from the fp16 inputs, rounding each intermediate
@@ -216,9 +216,9 @@ def test_transposing_tail_is_not_taken_as_an_epilogue(rng):
     """A square GEMM read transposed has the GEMM's shape but not its indices: the
     tensor-core schedule (whose shared tile holds one block's rows) must not take it."""
     from ember import te
-    from ember.codegen_cuda.schedules.strategy import compute_for
-    from ember.graph_schedule import schedule_cuda
-    from ember.graph_schedule_cuda import tensorcore_stages
+    from ember.codegen_cuda.schedules.generic import schedule_generic
+    from ember.codegen_cuda.schedules.tensorcore_epilogue import tensorcore_stages
+    from ember.codegen_cuda.strategy import compute_for
     from ember.tir.schedule.schedule import create_schedule
 
     M = K = 40
@@ -227,7 +227,7 @@ def test_transposing_tail_is_not_taken_as_an_epilogue(rng):
     (C,) = compute_for("matmul", [A, B], {}, "sm_80")
     T = te.compute((M, M), lambda i, j: C[j, i] + C[i, j], name="T")
     assert tensorcore_stages(create_schedule(T.op), [T]) == set()
-    mod = ember.build(schedule_cuda([T]), [A, B, T], target="cuda -arch=sm_80")
+    mod = ember.build(schedule_generic([T]), [A, B, T], target="cuda -arch=sm_80")
     a, b = _half(rng, (M, K)), _half(rng, (K, M))
     got = np.zeros((M, M), F16)
     mod.emulate(a, b, got)

@@ -68,7 +68,7 @@ def test_depthwise_blocks_match_onnxruntime(c, h, w, stride, m):  # noqa: ANN001
 
 
 def test_strategy_uses_the_template_with_the_epilogue_inlined():
-    from ember.codegen_llvm.schedules.strategy import compute_for, task_for
+    from ember.codegen_llvm.strategy import compute_for, task_for
     from ember.frontend.graph import TensorType
     from ember.tir.te import operation as te
 
@@ -108,7 +108,7 @@ class FakeMeasurer:
 
 
 def test_tuned_records_are_used_and_still_match(tmp_path):
-    from ember.codegen_llvm.schedules.strategy import compute_for
+    from ember.codegen_llvm.strategy import compute_for
     from ember.tir.te import operation as te
 
     model, feeds = dw_block(np.random.default_rng(7), 13, 15, 15, 1)

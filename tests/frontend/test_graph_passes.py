@@ -249,9 +249,9 @@ def test_residual_add_and_relu_fuse_into_the_second_conv_epilogue():
 
     from ember.frontend.testing.models import build_model
     from ember.graph.kernels import group_to_te
-    from ember.graph_schedule import _template_stages
     from ember.tir.schedule.schedule import AttachKind, create_schedule
     from ember.tir.te.tensor import ComputeOp
+    from ember.tuner.strategy import schedule_anchors
     from tests.frontend.onnx_models import check_against_ort
 
     rng = np.random.default_rng(7)
@@ -273,9 +273,11 @@ def test_residual_add_and_relu_fuse_into_the_second_conv_epilogue():
     assert groups[0] == groups[1] != groups[2] == groups[3] == groups[4]
     block = g.nodes[2:]
     types = {v: g.values[v].type for v in ("r0", "w1", "x", "c1", "s", "y")}
-    _, outs = group_to_te(block, ["r0", "w1", "x"], ["y"], types)
+    anchors: list = []
+    _, outs = group_to_te(block, ["r0", "w1", "x"], ["y"], types, anchors=anchors)
+    assert [a.name for a in anchors] == ["conv2d_nchw.llvm"]
     s = create_schedule([outs[0].op])
-    done = _template_stages(s, outs)
+    done = schedule_anchors(s, outs, anchors)
     assert id(outs[0].op) in done  # the template's output stage is the add + relu
     kept = [st for st in s.stages if id(st.op) not in done and isinstance(st.op, ComputeOp)]
     assert all(st.attach == AttachKind.INLINE for st in kept), [st.op.name for st in kept]

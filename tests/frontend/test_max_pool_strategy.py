@@ -12,7 +12,7 @@ import pytest
 
 import ember
 from ember.codegen_llvm.schedules.pool2d import GRAPH_MAX_TAG
-from ember.codegen_llvm.schedules.strategy import compute_for
+from ember.codegen_llvm.strategy import compute_for
 from ember.tir.te import operation as te
 from tests.frontend.onnx_models import check_against_ort, helper, make_model
 

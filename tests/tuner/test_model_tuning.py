@@ -146,7 +146,7 @@ def test_tune_tasks_rejects_bad_input():
 
 def test_tuned_records_are_used_and_results_match_onnxruntime(tmp_path):
     import ember.graph.kernels
-    from ember.codegen_llvm.schedules.strategy import compute_for
+    from ember.codegen_llvm.strategy import compute_for
     from ember.tir.te import operation as te
 
     model, feeds = two_convs(np.random.default_rng(3))
@@ -256,8 +256,8 @@ def _write_record(log, task, choices):
 def test_dense_packed_takes_a_matmul_records_tiles_when_its_panels_fit(tmp_path, nr, applies):
     """The MLP's first GEMM (N=20) is packed in 32-wide panels: a record with nr=32 gives
     its mr/ku/nc_panels, one with another nr is ignored; both still match onnxruntime."""
+    from ember.codegen_llvm.schedules.generic import _recorded_tiles
     from ember.codegen_llvm.schedules.matmul import GemmTiles
-    from ember.graph_schedule import _recorded_tiles
 
     model, feeds = models.mlp(np.random.default_rng(6), batch=5, sizes=(12, 20, 7))
     task = ember.extract_tasks(model)[0].task
@@ -285,7 +285,7 @@ def test_a_blocked_depthwise_conv_is_a_task_and_takes_its_record(tmp_path):
     """In an inverted-residual block the depthwise conv runs blocked; extract_tasks lists
     it as ``depthwise_conv2d_NCHWc.llvm`` of its NCHW workload, and a record of that task
     sets the tile of the graph kernel (which still matches onnxruntime)."""
-    from ember.codegen_llvm.schedules.strategy import compute_for
+    from ember.codegen_llvm.strategy import compute_for
     from ember.tir.te import operation as te
     from tests.frontend.test_alter_conv_layout import inverted_residual
 

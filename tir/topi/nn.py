@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.rows import RowReduce, plain_row_reduce
 
 
 def _dims(t: Tensor, n: int, what: str) -> tuple[int, ...]:
@@ -25,50 +29,73 @@ def positive_pair(value: object, what: str, op: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-def matmul(A: Tensor, B: Tensor, name: str = "C", out_dtype: str | None = None) -> Tensor:
-    """``C[i, j] = sum_k A[i, k] * B[k, j]`` (numpy's ``A @ B``)."""
+def matmul(
+    A: Tensor,
+    B: Tensor,
+    name: str = "C",
+    out_dtype: str | None = None,
+    read_b: Callable[[Any, Any], E.PrimExpr] | None = None,
+) -> Tensor:
+    """``C[i, j] = sum_k A[i, k] * B[k, j]`` (numpy's ``A @ B``). ``read_b(k, j)``, where
+    given, reads B's element from another layout (a template's packed panels)."""
     M, K = _dims(A, 2, "matmul")
     K2, N = _dims(B, 2, "matmul")
     if K != K2:
         raise ArgumentError(f"matmul: inner dimensions differ ({K} vs {K2})")
     dtype = out_dtype or A.dtype
+    rb = read_b or (lambda kk, j: B[kk, j])
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (M, N),
-        lambda i, j: te.sum(E.cast(dtype, A[i, k]) * E.cast(dtype, B[k, j]), axis=k),
+        lambda i, j: te.sum(E.cast(dtype, A[i, k]) * E.cast(dtype, rb(k, j)), axis=k),
         name=name,
         tag="matmul",
     )
 
 
-def dense(X: Tensor, W: Tensor, name: str = "Y", out_dtype: str | None = None) -> Tensor:
-    """``Y[i, j] = sum_k X[i, k] * W[j, k]`` (a fully connected layer, weights N x K)."""
+def dense(
+    X: Tensor,
+    W: Tensor,
+    name: str = "Y",
+    out_dtype: str | None = None,
+    read_w: Callable[[Any, Any], E.PrimExpr] | None = None,
+) -> Tensor:
+    """``Y[i, j] = sum_k X[i, k] * W[j, k]`` (a fully connected layer, weights N x K).
+    ``read_w(j, k)``, where given, reads W's element from another layout."""
     M, K = _dims(X, 2, "dense")
     N, K2 = _dims(W, 2, "dense")
     if K != K2:
         raise ArgumentError(f"dense: reduction dimensions differ ({K} vs {K2})")
     dtype = out_dtype or X.dtype
+    rw = read_w or (lambda j, kk: W[j, kk])
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (M, N),
-        lambda i, j: te.sum(E.cast(dtype, X[i, k]) * E.cast(dtype, W[j, k]), axis=k),
+        lambda i, j: te.sum(E.cast(dtype, X[i, k]) * E.cast(dtype, rw(j, k)), axis=k),
         name=name,
         tag="dense",
     )
 
 
-def batch_matmul(A: Tensor, B: Tensor, name: str = "C") -> Tensor:
-    """``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]``."""
+def batch_matmul(
+    A: Tensor,
+    B: Tensor,
+    name: str = "C",
+    read_b: Callable[[Any, Any, Any], E.PrimExpr] | None = None,
+) -> Tensor:
+    """``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]``. ``read_b(b, k, j)``, where given,
+    reads B's element from another layout (a template's packed panels)."""
     Bt, M, K = _dims(A, 3, "batch_matmul")
     Bt2, K2, N = _dims(B, 3, "batch_matmul")
     if K != K2 or Bt != Bt2:
         raise ArgumentError(
             f"batch_matmul: shapes {list(A.shape)} and {list(B.shape)} do not match"
         )
+    rb = read_b or (lambda b, kk, j: B[b, kk, j])
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (Bt, M, N),
-        lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k),
+        lambda b, i, j: te.sum(A[b, i, k] * rb(b, k, j), axis=k),
         name=name,
         tag="batch_matmul",
     )
@@ -198,44 +225,71 @@ def pool2d(
     return out
 
 
-def reduce_rows(X: Tensor, kind: str = "sum", name: str = "red") -> Tensor:
-    """Reduce the last axis of a 2-D tensor: sum, max or min."""
+def reduce_rows(
+    X: Tensor, kind: str = "sum", name: str = "red", row_reduce: RowReduce = plain_row_reduce
+) -> Tensor:
+    """Reduce the last axis of a 2-D tensor: sum, max or min (``row_reduce`` builds it)."""
     R, C = _dims(X, 2, "reduce")
-    reducer = {"sum": te.sum, "max": te.max, "min": te.min}.get(kind)
-    if reducer is None:
+    if kind not in ("sum", "max", "min"):
         raise ArgumentError(f"reduce: kind must be sum, max or min, got {kind!r}")
-    k = te.reduce_axis((0, C), name="k")
-    return te.compute((R,), lambda r: reducer(X[r, k], axis=k), name=name, tag=f"reduce_{kind}")
+    return row_reduce(lambda r, k: X[r, k], R, C, kind, name, tag=f"reduce_{kind}")
 
 
-def softmax(X: Tensor, name: str = "softmax") -> Tensor:
-    """Softmax over the last axis of a 2-D tensor, stabilised by the row maximum."""
+def softmax(
+    X: Tensor,
+    name: str = "softmax",
+    row_reduce: RowReduce = plain_row_reduce,
+    row_factor: bool = False,
+) -> Tensor:
+    """Softmax over the last axis of a 2-D tensor, stabilised by the row maximum.
+
+    ``row_reduce`` builds the row maximum and sum (:mod:`ember.tir.topi.rows`). With
+    ``row_factor`` the row's reciprocal sum is a stage of its own (``{name}_inv``) and the
+    exponentials are multiplied by it: one division per row, which a schedule computes at
+    the row loop (a vector divide is slow); else each element is divided by the sum."""
     R, C = _dims(X, 2, "softmax")
-    k1 = te.reduce_axis((0, C), name="k1")
-    k2 = te.reduce_axis((0, C), name="k2")
-    mx = te.compute((R,), lambda r: te.max(X[r, k1], axis=k1), name=f"{name}_max")
+    mx = row_reduce(lambda r, k: X[r, k], R, C, "max", f"{name}_max")
     ex = te.compute((R, C), lambda r, c: te.exp(X[r, c] - mx[r]), name=f"{name}_exp")
-    sm = te.compute((R,), lambda r: te.sum(ex[r, k2], axis=k2), name=f"{name}_sum")
-    return te.compute((R, C), lambda r, c: ex[r, c] / sm[r], name=name, tag="softmax")
+    sm = row_reduce(lambda r, k: ex[r, k], R, C, "sum", f"{name}_sum")
+    if not row_factor:
+        return te.compute((R, C), lambda r, c: ex[r, c] / sm[r], name=name, tag="softmax")
+    inv = te.compute((R,), lambda r: E.const(1, X.dtype) / sm[r], name=f"{name}_inv")
+    return te.compute((R, C), lambda r, c: ex[r, c] * inv[r], name=name, tag="softmax")
 
 
 def layer_norm(
-    X: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5, name: str = "ln"
+    X: Tensor,
+    gamma: Tensor,
+    beta: Tensor,
+    eps: float = 1e-5,
+    name: str = "ln",
+    row_reduce: RowReduce = plain_row_reduce,
+    row_factor: bool = False,
 ) -> Tensor:
-    """Layer normalisation over the last axis of a 2-D tensor."""
+    """Layer normalisation over the last axis of a 2-D tensor: the row's mean, then the
+    (biased) variance around it (two passes, accurate when the mean is large).
+
+    ``row_reduce`` builds both row sums (:mod:`ember.tir.topi.rows`). With ``row_factor``
+    ``rsqrt(var + eps)`` is a stage of its own (``{name}_rstd``), once per row."""
     R, C = _dims(X, 2, "layer_norm")
-    k1 = te.reduce_axis((0, C), name="k1")
-    k2 = te.reduce_axis((0, C), name="k2")
     inv_c = 1.0 / C
-    mean = te.compute((R,), lambda r: te.sum(X[r, k1] * inv_c, axis=k1), name=f"{name}_mean")
-    var = te.compute(
-        (R,),
-        lambda r: te.sum((X[r, k2] - mean[r]) * (X[r, k2] - mean[r]) * inv_c, axis=k2),
-        name=f"{name}_var",
-    )
+    mean = row_reduce(lambda r, k: X[r, k], R, C, "sum", f"{name}_mean", scale=inv_c)
+
+    def centred_square(r: E.PrimExpr, k: E.PrimExpr) -> E.PrimExpr:
+        return (X[r, k] - mean[r]) * (X[r, k] - mean[r])
+
+    var = row_reduce(centred_square, R, C, "sum", f"{name}_var", scale=inv_c)
+    if not row_factor:
+        return te.compute(
+            (R, C),
+            lambda r, c: (X[r, c] - mean[r]) * te.rsqrt(var[r] + eps) * gamma[c] + beta[c],
+            name=name,
+            tag="layer_norm",
+        )
+    rstd = te.compute((R,), lambda r: te.rsqrt(var[r] + eps), name=f"{name}_rstd")
     return te.compute(
         (R, C),
-        lambda r, c: (X[r, c] - mean[r]) * te.rsqrt(var[r] + eps) * gamma[c] + beta[c],
+        lambda r, c: (X[r, c] - mean[r]) * rstd[r] * gamma[c] + beta[c],
         name=name,
         tag="layer_norm",
     )

@@ -175,7 +175,7 @@ def test_graph_takes_winograd_with_fused_epilogue(rng):  # noqa: ANN001
     """A 32->32 layer at 16x16 meets the strategy's rule: compiled through the graph path
     (bias, residual add and ReLU fused), it matches onnxruntime."""
     ort = pytest.importorskip("onnxruntime")
-    from ember.codegen_llvm.schedules.strategy import WINOGRAD_TEMPLATE, choose_conv_task
+    from ember.codegen_llvm.strategy import WINOGRAD_TEMPLATE, choose_conv_task
 
     assert (
         choose_conv_task((1, 32, 16, 16, 32, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), "float32"))[0]
@@ -192,7 +192,7 @@ def test_graph_takes_winograd_with_fused_epilogue(rng):  # noqa: ANN001
 def test_strategy_rule_and_records(tmp_path):  # noqa: ANN001
     """Direct for small images, 1x1 kernels and strides; a direct record overrides the
     rule for a layer the rule gives to Winograd."""
-    from ember.codegen_llvm.schedules.strategy import CONV_TEMPLATE, choose_conv_task
+    from ember.codegen_llvm.strategy import CONV_TEMPLATE, choose_conv_task
     from ember.tuner import apply_history_best, create_task, tune
 
     def args(C, H, k=3, s=1):  # noqa: ANN001, ANN202

@@ -1,19 +1,22 @@
-"""The CUDA strategy table: which template's compute a graph op takes on the GPU.
+"""The CUDA operator strategies: for each graph op, the template implementations that apply.
 
-``ember.graph.kernels`` asks :func:`compute_for` (for a ``cuda`` target) before it falls back
-to an op's generic compute (``frontend/ops``), as it asks the CPU table
-(``codegen_llvm/schedules/strategy.py``) for ``llvm``. An entry returns the tensors of
-a template's compute on the given tensors, or None where the template does not apply.
+Each entry of :data:`CUDA_STRATEGY` is an :class:`~ember.tuner.strategy.Implementation`
+pairing a template's compute (None where it does not take the workload) with the anchor
+schedule of its stages and its tuning task; ``ember.graph.kernels`` takes the first that
+applies (else the op's generic compute, ``frontend/ops``) and schedules the kernel with
+:func:`~ember.codegen_cuda.schedules.generic.schedule_group`, the implementations taken
+as anchors.
 
 fp16 and bf16 GEMMs (``matmul`` with 2-D weights or equal batch dims, ``gemm`` without
 ``trans_a`` and with ``alpha == 1``) take the compute of ``matmul_tensorcore.cuda`` /
 ``batch_matmul_tensorcore.cuda`` (padded shared tiles, a warp-level fp32 accumulator,
-its shared copy) on architectures with ``mma.sync`` (sm_80+). The stage this table
-returns, tagged :data:`TAG`, casts the accumulator to the op's dtype; it carries the
-knobs and fetch widths in its attrs, and ``ember.graph_schedule`` applies
-:func:`~ember.codegen_cuda.schedules.matmul_tensorcore.schedule_tensorcore_gemm` to
-the group's output with the elementwise tail (bias, activation, cast) inlined there:
-the template's fused epilogue. The knobs are the task's best record's in an enclosing
+its shared copy) on architectures with ``mma.sync`` (sm_80+). The stage the compute
+returns, tagged :data:`TAG`, casts the accumulator to the op's dtype and carries the
+knobs and fetch widths in its attrs; its schedule,
+:func:`~ember.codegen_cuda.schedules.tensorcore_epilogue.tensorcore_stages`, applies
+:func:`~ember.codegen_cuda.schedules.matmul_tensorcore.schedule_tensorcore_gemm` to the
+group's output with the elementwise tail (bias, activation, cast) inlined there: the
+template's fused epilogue. The knobs are the task's best record's in an enclosing
 ``apply_history_best``, else tiles sized to the problem (:func:`fallback_knobs`).
 fp16/bf16 2-D NCHW ``conv`` (group 1) takes the implicit GEMM of ``conv2d_nchw_gemm.py``
 (the same stages, A read from the input) with :func:`fallback_knobs`: no tuning task yet.
@@ -21,9 +24,13 @@ fp16/bf16 2-D NCHW ``conv`` (group 1) takes the implicit GEMM of ``conv2d_nchw_g
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from ember.codegen_cuda.build import default_arch
+from ember.codegen_cuda.resources import arch_number
+from ember.codegen_cuda.schedules.conv2d_nchw_gemm import conv_tensorcore_compute
+from ember.codegen_cuda.schedules.generic import schedule_generic, schedule_group
 from ember.codegen_cuda.schedules.matmul_tensorcore import (
     IN_DTYPES,
     define_tensorcore_knobs,
@@ -31,16 +38,29 @@ from ember.codegen_cuda.schedules.matmul_tensorcore import (
     padded_operand,
     round_up,
 )
+from ember.codegen_cuda.schedules.tensorcore_epilogue import TAG, tensorcore_stages
+from ember.target import Target
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import PlaceholderOp, Tensor
+from ember.tuner.space import FallbackConfig
+from ember.tuner.strategy import Implementation, StrategyTable
+from ember.tuner.template import config_for_direct_call, using_config
 
-TAG = "tensorcore_gemm"
+__all__ = [
+    "CUDA_STRATEGY",
+    "TAG",
+    "compute_for",
+    "implementations",
+    "schedule_generic",
+    "schedule_group",
+    "task_for",
+]
+
 MATMUL_TEMPLATE = "matmul_tensorcore.cuda"
 BATCH_TEMPLATE = "batch_matmul_tensorcore.cuda"
+CONV_TEMPLATE = "conv2d_nchw_tensorcore.cuda"  # an implementation's name: no tuning task yet
 MIN_SM = 80  # mma.sync m16n8k16 and cp.async
-
-Strategy = Callable[[Sequence[Any], dict[str, Any]], list[Any] | None]
 
 
 def _dims(t: Tensor) -> tuple[int, ...]:
@@ -60,9 +80,6 @@ def fallback_knobs(M: int, N: int) -> dict[str, Any]:
 
 
 def _knobs(name: str, args: tuple[Any, ...], M: int, N: int) -> dict[str, Any]:
-    from ember.tuner.space import FallbackConfig
-    from ember.tuner.template import config_for_direct_call, using_config
-
     cfg = config_for_direct_call(name, args)
     if isinstance(cfg, FallbackConfig):
         return fallback_knobs(M, N)
@@ -169,19 +186,65 @@ def _gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
 def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """fp16/bf16 2-D group-1 NCHW ``conv``: the implicit GEMM of ``conv2d_nchw_gemm``, with
     tiles sized to the problem (no tuning task yet)."""
-    from ember.codegen_cuda.schedules.conv2d_nchw_gemm import conv_tensorcore_compute
-
     return conv_tensorcore_compute(inputs, attrs, fallback_knobs, TAG)
 
 
-STRATEGIES: dict[str, Strategy] = {"matmul": _matmul, "gemm": _gemm, "conv": _conv}
+def _matmul_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    a, b = in_types[0], in_types[1]
+    return gemm_task(a.shape, str(a.dtype), b.shape, str(b.dtype), False)
 
 
-def _sm(arch: str) -> int:
-    from ember.codegen_cuda.build import default_arch
-    from ember.codegen_cuda.resources import arch_number
+def _gemm_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    a, b = in_types[0], in_types[1]
+    task = gemm_task(a.shape, str(a.dtype), b.shape, str(b.dtype), bool(attrs["trans_b"]))
+    if task is None:
+        return None
+    cs = tuple(int(d) for d in in_types[2].shape) if len(in_types) > 2 else None
+    return task if _gemm_fits(len(a.shape), cs, attrs, int(a.shape[0]), task[1][-5]) else None
 
-    return arch_number(arch or default_arch())
+
+def _arch(target: Any) -> str:
+    """The architecture of a ``cuda`` target (a parsed ``Target``, its string, or None:
+    the default architecture)."""
+    arch = Target.parse(target).arch if target is not None else ""
+    return arch or default_arch()
+
+
+def _mma(target: Any) -> bool:
+    """Whether the target's architecture has ``mma.sync`` and ``cp.async`` (sm_80+)."""
+    return arch_number(_arch(target)) >= MIN_SM
+
+
+CUDA_STRATEGY = StrategyTable("cuda")
+"""The GPU's strategies; one :meth:`~ember.tuner.strategy.StrategyTable.add` per template."""
+
+_add = CUDA_STRATEGY.add
+_add(
+    "matmul",
+    Implementation(
+        MATMUL_TEMPLATE, _matmul, tensorcore_stages, _matmul_task, priority=10, supports=_mma
+    ),
+)
+_add(
+    "gemm",
+    Implementation(
+        MATMUL_TEMPLATE, _gemm, tensorcore_stages, _gemm_task, priority=10, supports=_mma
+    ),
+)
+_add(
+    "conv",
+    Implementation(CONV_TEMPLATE, _conv, tensorcore_stages, None, priority=10, supports=_mma),
+)
+
+
+def _cuda_target(arch: str) -> Target | None:
+    return Target.parse(f"cuda -arch={arch}") if arch else None
+
+
+def implementations(op: str, target: Any = None) -> list[Implementation]:
+    """The implementations of ``op`` that may run on the ``cuda`` ``target`` (a parsed
+    ``Target``, its string, or None: the default architecture), best first."""
+    return CUDA_STRATEGY.implementations(op, target)
 
 
 def compute_for(
@@ -189,10 +252,8 @@ def compute_for(
 ) -> list[Any] | None:
     """The template compute of ``op`` on ``inputs`` for ``arch`` (the default
     architecture where empty), or None where no template applies."""
-    strategy = STRATEGIES.get(op)
-    if strategy is None or _sm(arch) < MIN_SM:
-        return None
-    return strategy(inputs, attrs)
+    hit = CUDA_STRATEGY.compute(op, inputs, attrs, _cuda_target(arch))
+    return None if hit is None else hit[0]
 
 
 def task_for(
@@ -200,13 +261,6 @@ def task_for(
 ) -> tuple[str, tuple[Any, ...]] | None:
     """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
     ``in_types`` (objects with ``shape`` and ``dtype``) for ``arch``, or None where
-    :func:`compute_for` would not take a template: the task whose records it reads."""
-    if op not in STRATEGIES or op == "conv" or _sm(arch) < MIN_SM:
-        return None  # the NCHW conv takes untuned tiles: no task to tune
-    a, b = in_types[0], in_types[1]
-    trans_b = op == "gemm" and bool(attrs["trans_b"])
-    task = gemm_task(a.shape, str(a.dtype), b.shape, str(b.dtype), trans_b)
-    if task is None or op != "gemm":
-        return task
-    cs = tuple(int(d) for d in in_types[2].shape) if len(in_types) > 2 else None
-    return task if _gemm_fits(len(a.shape), cs, attrs, int(a.shape[0]), task[1][-5]) else None
+    :func:`compute_for` would not take a template: the task whose records it reads (the
+    NCHW conv takes untuned tiles: no task)."""
+    return CUDA_STRATEGY.task(op, in_types, attrs, _cuda_target(arch))

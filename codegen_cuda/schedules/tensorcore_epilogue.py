@@ -1,28 +1,33 @@
-"""The tensor-core schedule of a CUDA graph kernel, chosen by the tag of a strategy compute.
+"""The tensor-core GEMM's group schedule: the anchor of the CUDA strategy's GEMM templates.
 
-``codegen_cuda/schedules/strategy.py`` gives fp16/bf16 GEMM nodes the stages of
-``matmul_tensorcore.cuda`` (``AP``, ``BP``, ``CF``, ``CS`` and a cast tagged
-``tensorcore_gemm``). Where the kernel's group has one output, of the GEMM's shape, that
-reads the GEMM only elementwise (every read of it, and of the stages between, at the
-output's own indices), :func:`tensorcore_stages` inlines the stages between into that
-output, which becomes the template's epilogue (bias, activation, cast), and applies
+``codegen_cuda/strategy.py`` gives fp16/bf16 GEMM nodes the stages of
+``matmul_tensorcore.cuda`` (``AP``, ``BP``, ``CF``, ``CS`` and a cast tagged :data:`TAG`),
+paired there with :func:`tensorcore_stages` as their schedule. Where the kernel's group has
+one output, of the GEMM's shape, that reads the GEMM only elementwise (every read of it,
+and of the stages between, at the output's own indices), :func:`tensorcore_stages` inlines
+the stages between into that output, which becomes the template's epilogue (bias,
+activation, cast), and applies
 :func:`~ember.codegen_cuda.schedules.matmul_tensorcore.schedule_tensorcore_gemm`.
 A GEMM tagged ``layout="nchw"`` (the NCHW convolution of
 ``codegen_cuda/schedules/conv2d_nchw_gemm.py``) is scheduled as its own kernel's ``[M, O]``
 output (a device workspace), its bias the epilogue; the NCHW output and the group's tail
 (activation, residual) are left to the generic schedule, a second kernel.
 Otherwise (a transposed or reduced tail, several outputs) it leaves the stages to the
-generic schedule of ``ember.graph_schedule``, which computes the same values slowly.
+generic schedule (``codegen_cuda/schedules/generic.py``), which computes the same values
+slowly.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ember.codegen_cuda.schedules.matmul_tensorcore import schedule_tensorcore_gemm
 from ember.tir import expr as E
 from ember.tir.functor import post_order_visit
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import ComputeOp
+
+TAG = "tensorcore_gemm"  # the cast stage of the strategy's tensor-core GEMM compute
 
 
 def _producer_ops(t: Any) -> list[Any]:
@@ -82,9 +87,6 @@ def _epilogue_ok(out: Any, gemm: Any, ops: list[Any]) -> bool:
 def tensorcore_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     """Schedule a tensor-core GEMM with its group's tail as the epilogue, if there is one
     and the tail allows it (see the module docstring); the ids of the ops scheduled."""
-    from ember.codegen_cuda.schedules.matmul_tensorcore import schedule_tensorcore_gemm
-    from ember.codegen_cuda.schedules.strategy import TAG
-
     gemms = [st.op for st in s.stages if getattr(st.op, "tag", "") == TAG]
     if len(gemms) != 1 or len(outputs) != 1:
         return set()

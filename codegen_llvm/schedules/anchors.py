@@ -1,0 +1,176 @@
+"""The group schedules of the CPU strategy templates: each schedules the stages its
+template's compute made, with the fused group's elementwise tail as the epilogue.
+
+Each function here is the ``schedule`` of one :class:`~ember.tuner.strategy.Implementation`
+in ``codegen_llvm/strategy.py``, paired there with the compute whose stages it looks for
+(by the tag that compute's own template module sets). It takes the group's schedule and
+outputs, schedules what the template owns where the group's shape allows it (one output
+that the template's reduction reaches elementwise), and returns the ids of the ops it
+scheduled; where the shape does not fit it returns an empty set and the generic schedule
+(``codegen_llvm/schedules/generic.py``) takes every stage, computing the same values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ember.codegen_llvm.schedules import (
+    conv2d_nchwc,
+    depthwise_conv2d,
+    depthwise_conv2d_nchwc,
+    matmul_int8,
+    pool2d,
+    winograd,
+)
+from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
+from ember.tir.schedule.schedule import Schedule
+from ember.tir.te.tensor import ComputeOp, Tensor
+from ember.tir.topi.conv_flat import DEPTHWISE_FLAT_TAG, FLAT_CONV_TAG
+from ember.tuner.template import config_for_direct_call, using_config
+
+Anchor = Callable[[Schedule, list[Any]], set[int]]
+
+
+def producers(t: Tensor) -> list[Tensor]:
+    """Every tensor ``t`` depends on (not ``t`` itself), each once."""
+    seen: dict[int, Any] = {}
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        for p in getattr(cur.op, "input_tensors", ()):
+            if id(p.op) not in seen:
+                seen[id(p.op)] = p
+                stack.append(p)
+    return list(seen.values())
+
+
+def _tagged(s: Schedule, tag: str) -> list[ComputeOp]:
+    return [st.op for st in list(s.stages) if isinstance(st.op, ComputeOp) and st.op.tag == tag]
+
+
+def _sole_nchw_output(outputs: list[Any], conv: Tensor) -> Tensor | None:
+    """The group's one 4-D output, where ``conv`` is the only reduction it reads."""
+    if len(outputs) != 1 or outputs[0].ndim != 4:
+        return None
+    out = outputs[0]
+    reduces = [t for t in producers(out) if getattr(t.op, "reduce_axis", ())]
+    return out if [t.op for t in reduces] == [conv.op] else None
+
+
+def _flat_anchor(tag: str, apply: Callable[[Schedule, Tensor, Tensor], None]) -> Anchor:
+    """The anchor of a flat NCHW convolution template (direct or depthwise): its stage
+    (tagged ``tag``) needs one output of the convolution's NCHW shape that reads it (its
+    copy, maybe with an epilogue inlined); the flat input stays a stage."""
+
+    def anchor(s: Schedule, outputs: list[Any]) -> set[int]:
+        done: set[int] = set()
+        for op in _tagged(s, tag):
+            conv = op.output(0)
+            xf = op.input_tensors[0]
+            out = _sole_nchw_output(outputs, conv)
+            if out is None:  # the generic schedule takes it
+                continue
+            for inner in s.stages:
+                if (
+                    isinstance(inner.op, ComputeOp)
+                    and inner.op is not out.op
+                    and not (inner.op.reduce_axis or inner.op is xf.op)
+                ):
+                    inner.compute_inline()
+            before = {id(x.op) for x in s.stages}
+            apply(s, out, conv)
+            made = {id(x.op) for x in s.stages} - before  # the accumulator's cache stage
+            done |= {id(op), id(xf.op), id(out.op)} | made
+        return done
+
+    return anchor
+
+
+conv2d_flat = _flat_anchor(FLAT_CONV_TAG, schedule_conv2d_flat)
+depthwise_flat = _flat_anchor(DEPTHWISE_FLAT_TAG, depthwise_conv2d.schedule_depthwise_flat)
+
+
+def winograd_conv(s: Schedule, outputs: list[Any]) -> set[int]:
+    """The Winograd GEMM (``winograd_gemm``) with the group's one NCHW output reading it."""
+    done: set[int] = set()
+    for op in _tagged(s, "winograd_gemm"):
+        out = _sole_nchw_output(outputs, op.output(0))
+        if out is not None:
+            done |= winograd.schedule_winograd_output(s, out)
+    return done
+
+
+def _blocked_anchor(tag: str, schedule: Callable[[Schedule, Tensor, Tensor], None]) -> Anchor:
+    """The anchor of a blocked (NCHWc) convolution template: its reduction (tagged ``tag``)
+    with one 5-D output reading it (the epilogue inlined there)."""
+
+    def anchor(s: Schedule, outputs: list[Any]) -> set[int]:
+        done: set[int] = set()
+        for op in _tagged(s, tag):
+            done |= _template_nchwc(s, outputs, op.output(0), schedule)
+        return done
+
+    return anchor
+
+
+def _template_nchwc(
+    s: Schedule, outputs: list[Any], conv: Tensor, schedule: Callable[..., None]
+) -> set[int]:
+    pad = conv.op.input_tensors[0]
+    if len(outputs) != 1 or outputs[0].ndim != 5:
+        return set()
+    out = outputs[0]
+    reduces = [t for t in producers(out) if getattr(t.op, "reduce_axis", ())]
+    if out.op is not conv.op and [t.op for t in reduces] != [conv.op]:
+        return set()
+    keep = {id(out.op), id(conv.op), id(pad.op)}
+    for inner in s.stages:
+        if isinstance(inner.op, ComputeOp) and id(inner.op) not in keep:
+            inner.compute_inline()
+    before = {id(x.op) for x in s.stages}
+    schedule(s, out, conv)
+    made = {id(x.op) for x in s.stages} - before
+    kept = {id(out.op), id(conv.op)} | made
+    return kept | ({id(pad.op)} if getattr(pad.op, "tag", "") == "pad" else set())
+
+
+conv2d_nchwc_blocked = _blocked_anchor("conv2d_nchwc", conv2d_nchwc.schedule_conv2d_nchwc)
+depthwise_nchwc_blocked = _blocked_anchor(
+    depthwise_conv2d_nchwc.TAG, depthwise_conv2d_nchwc.schedule_depthwise_nchwc
+)
+
+
+def max_pool(s: Schedule, outputs: list[Any]) -> set[int]:
+    """``pool2d.llvm``'s schedule where the pool is the group's output (no epilogue)."""
+    done: set[int] = set()
+    for op in _tagged(s, pool2d.GRAPH_MAX_TAG):
+        if [t.op for t in outputs] == [op]:
+            done |= pool2d.schedule_max_pool2d_graph(s, op.output(0))
+    return done
+
+
+def int8_gemm(s: Schedule, outputs: list[Any]) -> set[int]:
+    """The VNNI int8 GEMM (``matmul_int8_panels``): its single (M, N) output, with the
+    stages between them inlined, gets ``matmul_int8.llvm``'s schedule with the knobs of
+    that task's best record in an enclosing ``apply_history_best`` (else the defaults);
+    A's padded copy is left to the generic schedule."""
+    panels = _tagged(s, "matmul_int8_panels")
+    if len(panels) != 1 or len(outputs) != 1 or outputs[0].ndim != 2:
+        return set()
+    cp, out = panels[0].output(0), outputs[0]
+    if [t.op for t in producers(out) if getattr(t.op, "reduce_axis", ())] != [cp.op]:
+        return set()
+    before = {id(t.op) for t in producers(cp)}
+    between = [
+        t.op
+        for t in producers(out)
+        if isinstance(t.op, ComputeOp) and id(t.op) not in before and t.op is not cp.op
+    ]
+    for op in between:
+        s[op].compute_inline()
+    args = dict(cp.op.attrs)["task_args"]
+    with using_config(config_for_direct_call("matmul_int8.llvm", args)):
+        mr, nb = matmul_int8.define_int8_knobs(args[0], args[1])
+    matmul_int8.schedule_int8_gemm(s, cp, out, mr, nb, copies=False)
+    return {id(cp.op), id(out.op)} | {id(op) for op in between}
