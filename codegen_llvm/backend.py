@@ -54,6 +54,11 @@ class CPUBackend(Backend):
     def schedule(self, outs: Sequence[Any], anchors: Sequence[Any] = ()) -> Any:
         return schedule_group(list(outs), anchors)
 
+    def strategy_key(self, ops: Sequence[str]) -> tuple[Any, ...]:
+        return tuple(
+            (op, tuple(i.name for i in CPU_STRATEGY.implementations(op, self.target))) for op in ops
+        )
+
     def task_for(self, op: str, in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
         return CPU_STRATEGY.task(op, in_types, attrs, self.target)
 

@@ -84,6 +84,12 @@ class Backend:
         own stages, this target's generic schedule the rest."""
         raise NotImplementedError(f"{type(self).__name__} has no graph schedule")
 
+    def strategy_key(self, ops: Sequence[str]) -> tuple[Any, ...]:
+        """What of this target's strategy tables decides the kernels of ``ops``: the names
+        of the implementations that may take them, so a kernel cached before an
+        implementation was registered is not reused after."""
+        return ()
+
     def task_for(
         self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
     ) -> tuple[str, tuple[Any, ...]] | None:

@@ -186,6 +186,7 @@ def get_group_kernel(
         str(tgt),
         active_fingerprint(),
         _context_key(),
+        backend.strategy_key(sorted({n.op for n in nodes})),
     )
     hit = _CACHE.get(key)
     if hit is not None:

@@ -24,7 +24,7 @@ class _Builder:
 
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng, self.k = rng, 0
-        self.nodes: list[Any]  # onnx NodeProtos (onnx is optional) = []
+        self.nodes: list[Any] = []  # onnx NodeProtos (onnx is optional)
         self.weights: dict[str, np.ndarray] = {}
 
     def name(self, base: str) -> str:

@@ -179,7 +179,7 @@ def test_the_entry_name_changes_with_version_target_and_key(monkeypatch):
     assert name == kernel_cache.entry_key(key, llvm)
     assert name != kernel_cache.entry_key((*key[:3], "records-fingerprint"), llvm)
     assert name != kernel_cache.entry_key(key, Target.parse("llvm -opt-level=2"))
-    monkeypatch.setattr(ember, "__version__", "99.0.0")
+    monkeypatch.setattr(kernel_cache, "__version__", "99.0.0")  # what the key reads
     assert name != kernel_cache.entry_key(key, llvm)
 
 

@@ -46,7 +46,7 @@ class InterpBackend(Backend):
         InterpBackend.built += [f.name for f in funcs]
         return InterpModule(list(funcs))
 
-    def schedule(self, outs: Sequence[Any]) -> Any:
+    def schedule(self, outs: Sequence[Any], anchors: Sequence[Any] = ()) -> Any:
         return te.create_schedule([t.op for t in outs])
 
 
