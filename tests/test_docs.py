@@ -33,6 +33,18 @@ def test_the_cuda_pass_list_matches_the_code():
     assert _documented("cuda") == _in_code(cuda_passes())
 
 
+def test_the_cpu_pass_list_matches_the_code():
+    from ember.backend import get_backend
+
+    assert _documented("llvm") == _in_code(get_backend("llvm").passes(PassContext()))
+
+
+def test_the_graph_pass_list_matches_the_code():
+    from ember.frontend.passes import DEFAULT_PASSES
+
+    assert _documented("graph") == _in_code(list(DEFAULT_PASSES))
+
+
 def test_a_changed_list_would_be_seen(tmp_path, monkeypatch):
     changed = DOC.read_text().replace("1. `split_host_device`", "1. `split_host`")
     fake = tmp_path / "architecture.md"
