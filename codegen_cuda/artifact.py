@@ -36,7 +36,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ember.codegen_cuda.device import visible_arch
+from ember.codegen_cuda.images import build_images, choose_image, export_archs
+from ember.codegen_cuda.module import CUDAModule
+from ember.codegen_cuda.nvrtc import CompiledCuda, nvrtc_version
+from ember.codegen_cuda.serialize import launch_table, module_from_parts, module_to_json
 from ember.errors import ArgumentError, EmberError, InvalidModelError
+from ember.runtime.artifact_schema import check_cuda_section
 
 # What code written for well-formed TIR raises when handed TIR that only looks like it.
 _MALFORMED = (
@@ -72,9 +78,6 @@ class CudaPacker:
 
     def add(self, module: Any, where: str) -> int:
         """The index of ``module`` in the archive (stored on first sight)."""
-        from ember.codegen_cuda.images import build_images, export_archs
-        from ember.codegen_cuda.module import CUDAModule
-        from ember.codegen_cuda.serialize import launch_table, module_to_json
 
         if id(module) in self._ids:
             return self._ids[id(module)]
@@ -112,7 +115,6 @@ class CudaPacker:
         return k
 
     def manifest_section(self) -> dict[str, Any]:
-        from ember.codegen_cuda.nvrtc import nvrtc_version
 
         section = {
             "archs": self.archs or [],
@@ -134,7 +136,6 @@ class CudaLoader:
     """Rebuilds the CUDA modules of an artifact whose hashes were already checked."""
 
     def __init__(self, manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> None:
-        from ember.runtime.artifact_schema import check_cuda_section
 
         section = manifest.get("cuda")
         check_cuda_section(section, path)
@@ -150,8 +151,6 @@ class CudaLoader:
 
     def _device_image(self) -> tuple[str, str] | None:
         """The image kind and arch this machine's GPU loads; None without one (or emulating)."""
-        from ember.codegen_cuda.device import visible_arch
-        from ember.codegen_cuda.images import choose_image
 
         device = None if emulating() else visible_arch()
         if device is None:
@@ -179,8 +178,6 @@ class CudaLoader:
         return module
 
     def _rebuild(self, k: int, entry: dict[str, Any]) -> Any:
-        from ember.codegen_cuda.nvrtc import CompiledCuda
-        from ember.codegen_cuda.serialize import launch_table, module_from_parts
 
         where = f"{self.path}: kernels/k{k}"
         try:

@@ -66,6 +66,7 @@ class CUDABackend(Backend):
         return device.device_available()
 
     def load_templates(self) -> None:
+        # start-up cost: the templates load when the tuner first asks for one
         import ember.codegen_cuda.schedules  # noqa: F401  (registers the templates)
 
     def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> Any:

@@ -77,4 +77,5 @@ class CPUBackend(Backend):
         return None
 
     def load_templates(self) -> None:
+        # start-up cost: the templates load when the tuner first asks for one
         import ember.codegen_llvm.schedules  # noqa: F401  (registers the templates)

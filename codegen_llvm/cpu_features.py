@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import llvmlite.binding as llvm
+
 from ember.errors import InvalidModelError
 from ember.target import Target
 
@@ -44,7 +46,6 @@ def _level_features(cpu: str) -> frozenset[str]:
 @functools.cache
 def host_cpu() -> tuple[str, str, frozenset[str]]:
     """``(LLVM CPU name, process triple, enabled features)`` of this machine."""
-    import llvmlite.binding as llvm
 
     try:
         features = frozenset(k for k, on in llvm.get_host_cpu_features().items() if on)

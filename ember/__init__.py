@@ -80,7 +80,7 @@ register_func("tuner.worker", _tuner_worker, override=True)
 
 # name -> (module, attribute or None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
-    "te": ("ember.tir.te", None),
+    "te": ("ember.te", None),
     "tir": ("ember.tir", None),
     "tuner": ("ember.tuner", None),
     "frontend": ("ember.frontend", None),

@@ -49,7 +49,8 @@ __all__ = [
     "geometry",
     "schedule_conv2d_flat",
 ]
-from ember.tuner.template import get_config, template
+from ember.tuner.space import FallbackConfig
+from ember.tuner.template import get_config, template, using_config
 
 REGISTER_BYTES = 64  # one AVX-512 register
 ACC_REGISTERS = 28  # of 32: room for the input vectors and a broadcast weight
@@ -160,7 +161,6 @@ def conv2d_geometry(X: Tensor, Wt: Tensor, strides: Any, pads: Any, dilations: A
 
 def conv2d_default_knobs(g: _Geometry, dtype: str) -> tuple[int, int, int, bool]:
     """The template's fallback knobs for ``g`` (what a graph uses until it is tuned)."""
-    from ember.tuner.space import FallbackConfig
 
     return conv2d_knobs(g, dtype, FallbackConfig())
 
@@ -168,7 +168,6 @@ def conv2d_default_knobs(g: _Geometry, dtype: str) -> tuple[int, int, int, bool]
 def conv2d_knobs(g: _Geometry, dtype: str, cfg: Any) -> tuple[int, int, int, bool]:
     """The knobs ``cfg`` (a config of this template's task for ``g``, e.g. a recorded
     one, or a ``FallbackConfig``) chooses for ``g``."""
-    from ember.tuner.template import using_config
 
     with using_config(cfg):
         return _define_knobs(g, dtype)

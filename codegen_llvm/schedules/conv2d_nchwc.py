@@ -37,7 +37,7 @@ from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.conv_nchwc import blocks, conv2d_nchwc
 from ember.tir.topi.workload import Conv2DWorkload
-from ember.tuner.template import get_config, template
+from ember.tuner.template import get_config, template, using_config
 
 TEMPLATE = "conv2d_NCHWc.llvm"
 REGISTER_BYTES = 64  # one AVX-512 register
@@ -140,7 +140,6 @@ def unrolled_fmas(g: _Geometry, c: Any, lanes: int) -> int:
 def nchwc_knobs(g: _Geometry, dtype: str, cfg: Any) -> NchwcKnobs:
     """The knobs ``cfg`` (a recorded config of this template's task for ``g``, or a
     ``FallbackConfig``) chooses."""
-    from ember.tuner.template import using_config
 
     with using_config(cfg):
         return _define_knobs(g, dtype)

@@ -41,7 +41,7 @@ from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.conv_flat import depthwise_flat
 from ember.tir.topi.workload import DepthwiseConv2DWorkload
-from ember.tuner.template import get_config, template
+from ember.tuner.template import get_config, template, using_config
 
 TEMPLATE = "depthwise_conv2d_nchw.llvm"
 REGISTER_BYTES = 64  # one AVX-512 register
@@ -136,7 +136,6 @@ def depthwise_knobs(
 ) -> tuple[int, int, int, bool]:
     """The knobs ``cfg`` (a config of this template's task for ``g``, e.g. a recorded
     one, or a ``FallbackConfig``) chooses for ``g``."""
-    from ember.tuner.template import using_config
 
     with using_config(cfg):
         return _define_knobs(g, multiplier, dtype)

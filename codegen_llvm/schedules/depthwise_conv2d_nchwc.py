@@ -39,7 +39,7 @@ from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.conv_nchwc import blocks, depthwise_conv2d_nchwc
 from ember.tir.topi.workload import DepthwiseConv2DWorkload
-from ember.tuner.template import get_config, template
+from ember.tuner.template import get_config, template, using_config
 
 TEMPLATE = "depthwise_conv2d_NCHWc.llvm"
 TAG = "depthwise_conv2d_nchwc"
@@ -90,7 +90,6 @@ def _define_knobs(g: Any, dtype: str) -> DepthwiseNchwcKnobs:
 def depthwise_nchwc_knobs(g: Any, dtype: str, cfg: Any) -> DepthwiseNchwcKnobs:
     """The knobs ``cfg`` (a recorded config of this template's task for ``g``, or a
     ``FallbackConfig``) chooses."""
-    from ember.tuner.template import using_config
 
     with using_config(cfg):
         return _define_knobs(g, dtype)

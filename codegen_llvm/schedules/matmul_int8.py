@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ember.codegen_llvm.tensor_intrinsics import (
     VNNI_GROUP,
     VNNI_LANES,
@@ -87,7 +89,6 @@ def define_int8_knobs(M: int, N: int) -> tuple[int, int]:
 def pack_b(b: Any) -> Any:
     """numpy: B (K, N) int8 -> packed ``Bp[N/16, K/4, 16, 4]`` (zero padded), as the
     template takes it; constant weights are packed once, when the model is compiled."""
-    import numpy as np
 
     K, N = b.shape
     x, g, _, _ = packed_shape(N, K)
@@ -99,7 +100,6 @@ def pack_b(b: Any) -> Any:
 def _reference(a: Any, bp: Any, *, workload: tuple[int, int, int]) -> Any:
     """numpy's int32 ``A @ B``, B unpacked from ``bp``; N comes from the ``workload``
     (M, N, K), since packed B is padded to whole 16-column panels."""
-    import numpy as np
 
     x, g, lanes, group = bp.shape
     b = bp.transpose(1, 3, 0, 2).reshape(g * group, x * lanes)[: a.shape[1]]

@@ -57,7 +57,7 @@ from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp, Tensor
-from ember.tuner.template import get_config, template
+from ember.tuner.template import get_config, template, using_config
 
 Matrix = Sequence[Sequence[F]]
 ACC_LANES = 28 * 16  # accumulator lanes of the micro-kernel: 28 AVX-512 float registers
@@ -336,7 +336,6 @@ def winograd_for_call(
 ) -> Tensor:
     """The template's compute on given tensors (a graph's convolution), with the knobs
     ``cfg`` (a record's config, or a ``FallbackConfig``) chooses for the task ``args``."""
-    from ember.tuner.template import using_config
 
     N, C, H, W, O, padding, _ = args
     with using_config(cfg):

@@ -1,4 +1,8 @@
-"""``ember.te``: tensor expressions and schedules, the language users write operators in."""
+"""Tensor expressions: placeholders, computes, reductions, scans and externs.
+
+Users reach them as ``ember.te`` (``ember/te.py``), which adds the schedule names that
+sit above them; the schedule code builds on this package.
+"""
 
 from ember.tir import op as _op
 from ember.tir.expr import max_ as max_expr
@@ -34,7 +38,6 @@ __all__ = [
     "Tensor",
     "comm_reducer",
     "compute",
-    "create_schedule",  # noqa: F405 - module __getattr__
     "decl_tensor_intrin",
     "extern",
     "max",
@@ -51,11 +54,3 @@ __all__ = [
     "thread_axis",
     "var",
 ]
-
-
-def __getattr__(name: str):  # create_schedule lives with schedules; imported on demand
-    if name in ("create_schedule", "Schedule", "Stage", "schedule"):
-        from ember.tir.schedule import schedule  # TVM's tvm.te.schedule module, too
-
-        return schedule if name == "schedule" else getattr(schedule, name)
-    raise AttributeError(f"module 'ember.te' has no attribute {name!r}")
