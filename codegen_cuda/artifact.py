@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ember.codegen_cuda.device import visible_arch
+from ember.codegen_cuda import device
 from ember.codegen_cuda.images import build_images, choose_image, export_archs
 from ember.codegen_cuda.module import CUDAModule
 from ember.codegen_cuda.nvrtc import CompiledCuda, nvrtc_version
@@ -151,12 +151,11 @@ class CudaLoader:
 
     def _device_image(self) -> tuple[str, str] | None:
         """The image kind and arch this machine's GPU loads; None without one (or emulating)."""
-
-        device = None if emulating() else visible_arch()
-        if device is None:
+        arch = None if emulating() else device.visible_arch()
+        if arch is None:
             return None
         archs = [str(a) for a in self.section.get("archs", [])]
-        return choose_image(archs, self.section.get("ptx_arch"), device, str(self.path))
+        return choose_image(archs, self.section.get("ptx_arch"), arch, str(self.path))
 
     def _member(self, name: Any) -> bytes:
         if not isinstance(name, str) or name not in self.members:
