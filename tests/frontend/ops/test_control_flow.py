@@ -336,3 +336,32 @@ def test_unrolled_loop_whose_carried_value_grows() -> None:
     runtime = make_model([node], {**inputs, "M": np.array(3, np.int64)}, ["v"], opset=13)
     with pytest.raises(ember.ArgumentError, match="changes the shapes of its carried values"):
         ember.frontend.from_onnx(_typed(runtime, {"v": [11]}))
+
+
+def test_subgraphs_are_compiled_with_the_callers_graph_passes() -> None:
+    """A branch goes through the same compile steps as the model around it: with
+    ``graph_passes=()`` its two ops stay two kernels, by default they fuse into one (the
+    subgraph compile used to drop the caller's passes)."""
+    then_g = _graph(
+        [helper.make_node("Add", ["a", "w"], ["s"]), helper.make_node("Relu", ["s"], ["t_out"])],
+        "then",
+        ["t_out"],
+    )
+    else_g = _graph([helper.make_node("Mul", ["a", "x"], ["e_out"])], "else", ["e_out"])
+    nodes = [
+        helper.make_node("Mul", ["x", "two"], ["a"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g),
+    ]
+    rng = np.random.default_rng(1)
+    inits = {"two": np.array(2.0, np.float32), "w": rng.standard_normal((3, 5)).astype(np.float32)}
+    inputs = {"x": rng.standard_normal((3, 5)).astype(np.float32), "cond": np.array(True)}
+    model = make_model(nodes, inputs, ["y"], inits, opset=13)
+
+    def then_kernels(lib) -> int:
+        (step,) = [st for st in lib.steps if hasattr(st.kernel, "then_model")]
+        return len(step.kernel.then_model.steps)
+
+    assert then_kernels(ember.compile(model)) == 1
+    unfused = ember.compile(model, graph_passes=())
+    assert then_kernels(unfused) == 2
+    np.testing.assert_allclose(unfused.run(inputs)[0], run_ort(model, inputs)[0], rtol=1e-5)
