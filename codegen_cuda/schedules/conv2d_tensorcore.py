@@ -39,6 +39,7 @@ from ember.tuner.template import template
 
 
 def conv_output_size(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
+    """Output extent of one spatial dim (symmetric padding), to size the im2col operand."""
     return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
 
 

@@ -85,6 +85,7 @@ def define_tensorcore_knobs() -> dict[str, Any]:
 
 
 def round_up(x: int, m: int) -> int:
+    """``x`` rounded up to a multiple of ``m``, to pad GEMM dims to whole tensor-core tiles."""
     return -(-x // m) * m
 
 

@@ -94,6 +94,7 @@ def source_fingerprint() -> str:
 
 
 def entry_path(name: str) -> Path:
+    """Where the on-disk kernel cache keeps the entry ``name`` (sharded by its first 2 chars)."""
     return config.cache_dir() / "kernels" / name[:2] / name
 
 

@@ -91,6 +91,8 @@ def _freeze(v: Any) -> Any:
 def kernel_key(
     op: str, attrs: dict[str, Any], in_types: Sequence[TensorType], target: str
 ) -> tuple[Any, ...]:
+    """The in-memory cache key of one op's kernel: equal keys compile to the same code, so a model
+    with repeated layers builds each kernel once."""
     return (op, tuple(sorted((k, _freeze(v)) for k, v in attrs.items())), tuple(in_types), target)
 
 
@@ -116,6 +118,7 @@ def _as_vector(t: Any) -> Any:
 
 
 def clear_cache() -> None:
+    """Forget the in-memory kernels, so tests and tuning runs start from a cold cache."""
     _CACHE.clear()
 
 
