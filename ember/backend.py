@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
     from ember.tir.te.tensor import Tensor
     from ember.tir.transform.context import PassContext
     from ember.tir.transform.pipeline import Pass
+    from ember.tuner.strategy import Implementation
 
 
 class Backend:
@@ -64,21 +65,21 @@ class Backend:
         raise NotImplementedError(f"{type(self).__name__} has no code generator")
 
     # -- graphs: what ember.compile asks -----------------------------------------
-    def graph_passes(self, common: Sequence[Any]) -> tuple[Any, ...]:
+    def graph_passes(self, common: Sequence[Pass]) -> tuple[Pass, ...]:
         """The graph passes ``ember.compile`` and ``ember.extract_tasks`` run, in order:
         ``common`` (``frontend/passes``' list) with this target's own placed among them."""
         return tuple(common)
 
     def compute(
         self, op: str, args: list[Tensor], attrs: dict[str, Any]
-    ) -> tuple[list[Tensor], Any] | None:
+    ) -> tuple[list[Tensor], Implementation] | None:
         """The outputs of this target's best strategy implementation of ``op`` on ``args``
         and that implementation (TVM's ``OpStrategy``: implementations by priority, each a
         ``tir/topi`` compute paired with its schedule and tuning task), or None where the
         op's generic compute (``frontend/ops``) serves."""
         return None
 
-    def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Any] = ()) -> Schedule:
+    def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         """The schedule of a fused group computing ``outs``: each implementation in
         ``anchors`` (what :meth:`compute` returned for the group's nodes) schedules its
         own stages, this target's generic schedule the rest."""
