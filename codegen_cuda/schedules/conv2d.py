@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp
 from ember.tir.topi.nn import conv2d_nchw
+from ember.tir.topi.transform import static_shape
 from ember.tuner.template import get_config, template
 
 
@@ -52,7 +52,7 @@ def conv2d_nchw_cuda(
     px = s[Y].fuse(y, x)
     po, pi = s[Y].split(px, factor=threads)
     s[Y].reorder(n, oo, po, oi, pi)
-    n_, o_, oh, ow = (int(E.const_value(d)) for d in Y.shape)
+    n_, o_, oh, ow = static_shape(Y)
     blocks_y = n_ * -(-o_ // oc_block)  # (image, channel block) pairs: y, if it fits
     bind_blocks(s[Y], [s[Y].fuse(n, oo), po], [blocks_y, -(-(oh * ow) // threads)])
     s[Y].bind(oi, "threadIdx.y")
