@@ -53,8 +53,9 @@ def pool2d_cuda(
     padding: int | tuple[int, ...] = 0, kind: str = "max", dtype: str = "float32",
 ) -> tuple[Schedule, list[Any]]:  # fmt: skip
     """2-D max/avg pooling on CUDA, one thread per output element (pooling is memory-bound)."""
+    (kh, kw), (sh, sw) = kernel, stride  # lists, when the arguments come from JSON records
     X = te.placeholder((N, C, H, W), dtype, name="X")
-    Y = pool2d(X, tuple(kernel), tuple(stride), _pads(padding), kind=kind)
+    Y = pool2d(X, (kh, kw), (sh, sw), _pads(padding), kind=kind)
     return _one_thread_per_output(Y), [X, Y]
 
 

@@ -79,7 +79,7 @@ def _epilogue_ok(out: Any, gemm: Any, ops: list[Any]) -> bool:
             continue
         if not isinstance(op, ComputeOp) or op.reduce_axis or op.num_outputs != 1:
             return False
-        dims = tuple(int(iv.dom.extent.value) for iv in op.axis)
+        dims = static_shape(op.output(0))
         if dims != shape or not _reads_elementwise(op, path):
             return False
     return True
