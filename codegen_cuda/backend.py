@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from ember.backend import Backend
+from ember.backend import ArtifactLoader, ArtifactPacker, Backend
 from ember.codegen_cuda import device
 from ember.codegen_cuda.artifact import CudaLoader, CudaPacker
 from ember.codegen_cuda.build import build_cuda, default_arch
@@ -79,13 +79,14 @@ class CUDABackend(Backend):
         # start-up cost: the templates load when the tuner first asks for one
         import ember.codegen_cuda.schedules  # noqa: F401  (registers the templates)
 
-    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> Any:
+    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> ArtifactPacker | None:
         return CudaPacker(archs, ptx)
 
-    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
-        return {"cuda": packer.manifest_section()}
+    def artifact_manifest(self, packer: ArtifactPacker) -> dict[str, Any]:
+        # the packer is the CudaPacker artifact_packer made for this export
+        return {"cuda": cast(CudaPacker, packer).manifest_section()}
 
     def artifact_loader(
         self, manifest: dict[str, Any], members: dict[str, bytes], path: Path
-    ) -> Any:
+    ) -> ArtifactLoader | None:
         return CudaLoader(manifest, members, path)

@@ -14,9 +14,10 @@ may be cached on disk, keyed by the machine the code was generated for.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ember.backend import Backend
+from ember.backend import ArtifactLoader, ArtifactPacker, Backend
 from ember.codegen_llvm import cpu_features, jit
 from ember.codegen_llvm.build import build_llvm
 from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned
@@ -76,12 +77,12 @@ class CPUBackend(Backend):
         spec = jit.MachineSpec.from_target(self.target)
         return " ".join([spec.triple, spec.cpu, spec.features, str(spec.opt_level)])
 
-    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
+    def artifact_manifest(self, packer: ArtifactPacker) -> dict[str, Any]:
         return {"cpu": cpu_features.built_for(str(self.target))}
 
     def artifact_loader(
-        self, manifest: dict[str, Any], members: dict[str, bytes], path: Any
-    ) -> Any:
+        self, manifest: dict[str, Any], members: dict[str, bytes], path: Path
+    ) -> ArtifactLoader | None:
         if isinstance(manifest.get("cpu"), dict):  # files before format 2: unchecked
             cpu_features.check_host(manifest["cpu"], path)
         return None

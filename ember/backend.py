@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ember.errors import ArgumentError
 from ember.target import TARGET_KINDS, KindInfo, Target, register_target_kind
 
 if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
+    from pathlib import Path
+
     from ember.frontend.graph import TensorType
     from ember.runtime.module import Module
     from ember.tir.schedule.schedule import Schedule
@@ -33,6 +35,24 @@ if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
     from ember.tir.transform.context import PassContext
     from ember.tir.transform.pipeline import Pass
     from ember.tuner.strategy import Implementation
+
+
+class ArtifactPacker(Protocol):
+    """How ``CompiledModel.export`` stores a target's kernels: :meth:`add` files a module
+    (once) and gives its index, ``members`` are the archive files made so far."""
+
+    members: dict[str, bytes]
+
+    def add(self, module: Module, where: str) -> int: ...
+
+
+class ArtifactLoader(Protocol):
+    """How loading an ``.ember`` file gets a target's kernels back: how many modules the
+    file holds, and module ``k`` rebuilt for this machine."""
+
+    def count(self) -> int: ...
+
+    def module(self, k: int) -> Module: ...
 
 
 class Backend:
@@ -111,7 +131,7 @@ class Backend:
     def load_templates(self) -> None:
         """Import this target's built-in tuning templates (the tuner asks on first lookup)."""
 
-    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> Any:
+    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> ArtifactPacker | None:
         """How ``CompiledModel.export`` stores this target's kernels: an object with
         ``add(module, where) -> index``, ``members`` and what :meth:`artifact_manifest`
         reads, or None for shared objects (``Module.export_library``). ``archs`` and
@@ -120,13 +140,13 @@ class Backend:
             raise ArgumentError("export: archs= and ptx= apply to CUDA models only")
         return None
 
-    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
+    def artifact_manifest(self, packer: ArtifactPacker) -> dict[str, Any]:
         """Sections this target adds to an ``.ember`` manifest (what the code needs)."""
         return {}
 
     def artifact_loader(
-        self, manifest: dict[str, Any], members: dict[str, bytes], path: Any
-    ) -> Any:
+        self, manifest: dict[str, Any], members: dict[str, bytes], path: Path
+    ) -> ArtifactLoader | None:
         """The reader of this target's kernels in a checked ``.ember`` file: an object with
         ``count()`` and ``module(k)``, or None for shared objects, after checking that this
         machine can run what the manifest says the code needs."""
