@@ -90,6 +90,6 @@ def exp(X: Tensor, name: str = "exp") -> Tensor:
 
 
 def copy(X: Tensor, name: str = "copy") -> Tensor:
-    """A copy of ``X`` as a new compute stage (ONNX ``Identity``, or a group output that must be
-    its own buffer)."""
+    """A copy of ``X`` as a stage of its own: the graph's ``copy`` op (ONNX ``Identity``, a
+    reduction over no axes, an output that would otherwise alias another value)."""
     return unary(X, lambda x: x, name)
