@@ -34,7 +34,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ember.codegen_cuda import device
 from ember.codegen_cuda.images import build_images, choose_image, export_archs
@@ -137,8 +137,9 @@ class CudaLoader:
 
     def __init__(self, manifest: dict[str, Any], members: dict[str, bytes], path: Path) -> None:
 
-        section = manifest.get("cuda")
-        check_cuda_section(section, path)
+        raw = manifest.get("cuda")
+        check_cuda_section(raw, path)  # raises unless a dict with the fields read below
+        section = cast("dict[str, Any]", raw)
         if section.get("sha256") != section_digest(section):
             raise InvalidModelError(
                 f"{path}: the manifest's 'cuda' section does not match its hash (tampered?)"
@@ -147,7 +148,7 @@ class CudaLoader:
         self.members = members
         self.path = path
         self.image = self._device_image()
-        self._modules: dict[int, Any] = {}
+        self._modules: dict[int, CUDAModule] = {}
 
     def _device_image(self) -> tuple[str, str] | None:
         """The image kind and arch this machine's GPU loads; None without one (or emulating)."""
@@ -166,7 +167,7 @@ class CudaLoader:
         """How many kernel modules the file holds (a step's kernel must be one of them)."""
         return len(self.section["modules"])
 
-    def module(self, k: Any) -> Any:
+    def module(self, k: Any) -> CUDAModule:
         if k in self._modules:
             return self._modules[k]
         modules = self.section["modules"]
@@ -176,7 +177,7 @@ class CudaLoader:
         self._modules[k] = module
         return module
 
-    def _rebuild(self, k: int, entry: dict[str, Any]) -> Any:
+    def _rebuild(self, k: int, entry: dict[str, Any]) -> CUDAModule:
 
         where = f"{self.path}: kernels/k{k}"
         try:

@@ -15,18 +15,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from ember.backend import Backend
+from ember.backend import ArtifactLoader, ArtifactPacker, Backend
 from ember.codegen_cuda import device
 from ember.codegen_cuda.artifact import CudaLoader, CudaPacker
 from ember.codegen_cuda.build import build_cuda, default_arch
 from ember.codegen_cuda.pipeline import cuda_passes
 from ember.codegen_cuda.strategy import CUDA_STRATEGY, schedule_group
 from ember.runtime.module import Module
+from ember.tir.schedule.schedule import Schedule
 from ember.tir.stmt import PrimFunc
+from ember.tir.te.tensor import Tensor
 from ember.tir.transform.context import PassContext
 from ember.tir.transform.pipeline import Pass
+from ember.tuner.strategy import Implementation
+
+if TYPE_CHECKING:  # types only: the graph's value types belong to the frontend
+    from ember.frontend.graph import TensorType
 
 
 class CUDABackend(Backend):
@@ -47,10 +53,12 @@ class CUDABackend(Backend):
     def build(self, funcs: Sequence[PrimFunc], ctx: PassContext) -> Module:
         return build_cuda(list(funcs), self.target, ctx=ctx)
 
-    def compute(self, op: str, args: list[Any], attrs: dict[str, Any]) -> Any:
+    def compute(
+        self, op: str, args: list[Tensor], attrs: dict[str, Any]
+    ) -> tuple[list[Tensor], Implementation] | None:
         return CUDA_STRATEGY.compute(op, args, attrs, self.target)
 
-    def schedule(self, outs: Sequence[Any], anchors: Sequence[Any] = ()) -> Any:
+    def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)
 
     def strategy_key(self, ops: Sequence[str]) -> tuple[Any, ...]:
@@ -59,7 +67,9 @@ class CUDABackend(Backend):
             for op in ops
         )
 
-    def task_for(self, op: str, in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    def task_for(
+        self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
+    ) -> tuple[str, tuple[Any, ...]] | None:
         return CUDA_STRATEGY.task(op, in_types, attrs, self.target)
 
     def device_available(self) -> bool:
@@ -69,13 +79,14 @@ class CUDABackend(Backend):
         # start-up cost: the templates load when the tuner first asks for one
         import ember.codegen_cuda.schedules  # noqa: F401  (registers the templates)
 
-    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> Any:
+    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> ArtifactPacker | None:
         return CudaPacker(archs, ptx)
 
-    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
-        return {"cuda": packer.manifest_section()}
+    def artifact_manifest(self, packer: ArtifactPacker) -> dict[str, Any]:
+        # the packer is the CudaPacker artifact_packer made for this export
+        return {"cuda": cast(CudaPacker, packer).manifest_section()}
 
     def artifact_loader(
         self, manifest: dict[str, Any], members: dict[str, bytes], path: Path
-    ) -> Any:
+    ) -> ArtifactLoader | None:
         return CudaLoader(manifest, members, path)

@@ -43,6 +43,7 @@ from ember.target import Target
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import PlaceholderOp, Tensor
+from ember.tir.topi.transform import static_shape
 from ember.tuner.space import FallbackConfig
 from ember.tuner.strategy import Implementation, StrategyTable
 from ember.tuner.template import config_for_direct_call, using_config
@@ -61,10 +62,6 @@ MATMUL_TEMPLATE = "matmul_tensorcore.cuda"
 BATCH_TEMPLATE = "batch_matmul_tensorcore.cuda"
 CONV_TEMPLATE = "conv2d_nchw_tensorcore.cuda"  # an implementation's name: no tuning task yet
 MIN_SM = 80  # mma.sync m16n8k16 and cp.async
-
-
-def _dims(t: Tensor) -> tuple[int, ...]:
-    return tuple(int(E.const_value(d)) for d in t.shape)
 
 
 def fallback_knobs(M: int, N: int) -> dict[str, Any]:
@@ -122,7 +119,7 @@ def tensorcore_compute(
 ) -> Tensor:
     """``A @ B`` as the template's stages (``task`` from :func:`gemm_task`), the last one
     (tagged :data:`TAG`) cast to A's dtype, with the knobs of the task's record."""
-    *batch, M, K = _dims(A)
+    *batch, M, K = static_shape(A)
     template, args = task
     trans_b = bool(args[-1])
     N = args[-5]  # (..., M, N, K, dtype, out_dtype, trans_b)
@@ -157,7 +154,7 @@ def _gemm_fits(
 
 def _matmul(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     A, B = inputs[0], inputs[1]
-    task = gemm_task(_dims(A), str(A.dtype), _dims(B), str(B.dtype), False)
+    task = gemm_task(static_shape(A), str(A.dtype), static_shape(B), str(B.dtype), False)
     return None if task is None else [tensorcore_compute(A, B, task, "matmul_tc")]
 
 
@@ -165,15 +162,17 @@ def _gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """ONNX Gemm: the GEMM, then ``+ beta * C`` broadcast (an elementwise stage the graph
     schedule inlines into the epilogue)."""
     A, B = inputs[0], inputs[1]
-    task = gemm_task(_dims(A), str(A.dtype), _dims(B), str(B.dtype), bool(attrs["trans_b"]))
-    cs = _dims(inputs[2]) if len(inputs) > 2 else None
-    if task is None or not _gemm_fits(A.ndim, cs, attrs, _dims(A)[0], task[1][-5]):
+    task = gemm_task(
+        static_shape(A), str(A.dtype), static_shape(B), str(B.dtype), bool(attrs["trans_b"])
+    )
+    cs = static_shape(inputs[2]) if len(inputs) > 2 else None
+    if task is None or not _gemm_fits(A.ndim, cs, attrs, static_shape(A)[0], task[1][-5]):
         return None
     prod = tensorcore_compute(A, B, task, "gemm_tc")
     if cs is None:
         return [prod]
     C, beta = inputs[2], attrs["beta"]
-    M, N = _dims(prod)
+    M, N = static_shape(prod)
 
     def out(i: E.PrimExpr, j: E.PrimExpr) -> E.PrimExpr:
         idx = [E.const(0, "int32") if d == 1 else v for d, v in zip(cs, (i, j)[2 - len(cs) :])]

@@ -14,17 +14,24 @@ may be cached on disk, keyed by the machine the code was generated for.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ember.backend import Backend
+from ember.backend import ArtifactLoader, ArtifactPacker, Backend
 from ember.codegen_llvm import cpu_features, jit
 from ember.codegen_llvm.build import build_llvm
 from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned
 from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
 from ember.runtime.module import Module
+from ember.tir.schedule.schedule import Schedule
 from ember.tir.stmt import PrimFunc
+from ember.tir.te.tensor import Tensor
 from ember.tir.transform.context import PassContext
 from ember.tir.transform.pipeline import Pass
+from ember.tuner.strategy import Implementation
+
+if TYPE_CHECKING:  # types only: the graph's value types belong to the frontend
+    from ember.frontend.graph import TensorType
 from ember.tir.transform.vectorize_loops import version_lane_guards
 
 
@@ -41,17 +48,19 @@ class CPUBackend(Backend):
     def build(self, funcs: Sequence[PrimFunc], ctx: PassContext) -> Module:
         return build_llvm(list(funcs), self.target, ctx=ctx, passes=self.passes(ctx))
 
-    def graph_passes(self, common: Sequence[Any]) -> tuple[Any, ...]:
+    def graph_passes(self, common: Sequence[Pass]) -> tuple[Pass, ...]:
         """``common`` with the convolution layout pass before dead-code elimination (it
         leaves the NCHW weights unused)."""
         names = [p.name for p in common]
         at = names.index("eliminate_dead_code")
         return (*common[:at], alter_conv_layout_tuned, *common[at:])
 
-    def compute(self, op: str, args: list[Any], attrs: dict[str, Any]) -> Any:
+    def compute(
+        self, op: str, args: list[Tensor], attrs: dict[str, Any]
+    ) -> tuple[list[Tensor], Implementation] | None:
         return CPU_STRATEGY.compute(op, args, attrs, self.target)
 
-    def schedule(self, outs: Sequence[Any], anchors: Sequence[Any] = ()) -> Any:
+    def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)
 
     def strategy_key(self, ops: Sequence[str]) -> tuple[Any, ...]:
@@ -59,19 +68,21 @@ class CPUBackend(Backend):
             (op, tuple(i.name for i in CPU_STRATEGY.implementations(op, self.target))) for op in ops
         )
 
-    def task_for(self, op: str, in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    def task_for(
+        self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
+    ) -> tuple[str, tuple[Any, ...]] | None:
         return CPU_STRATEGY.task(op, in_types, attrs, self.target)
 
     def disk_cache_key(self) -> str | None:
         spec = jit.MachineSpec.from_target(self.target)
         return " ".join([spec.triple, spec.cpu, spec.features, str(spec.opt_level)])
 
-    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
+    def artifact_manifest(self, packer: ArtifactPacker) -> dict[str, Any]:
         return {"cpu": cpu_features.built_for(str(self.target))}
 
     def artifact_loader(
-        self, manifest: dict[str, Any], members: dict[str, bytes], path: Any
-    ) -> Any:
+        self, manifest: dict[str, Any], members: dict[str, bytes], path: Path
+    ) -> ArtifactLoader | None:
         if isinstance(manifest.get("cpu"), dict):  # files before format 2: unchecked
             cpu_features.check_host(manifest["cpu"], path)
         return None

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ember.errors import ArgumentError
 from ember.target import TARGET_KINDS, KindInfo, Target, register_target_kind
 
 if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
+    from pathlib import Path
+
     from ember.frontend.graph import TensorType
     from ember.runtime.module import Module
     from ember.tir.schedule.schedule import Schedule
@@ -32,6 +34,25 @@ if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
     from ember.tir.te.tensor import Tensor
     from ember.tir.transform.context import PassContext
     from ember.tir.transform.pipeline import Pass
+    from ember.tuner.strategy import Implementation
+
+
+class ArtifactPacker(Protocol):
+    """How ``CompiledModel.export`` stores a target's kernels: :meth:`add` files a module
+    (once) and gives its index, ``members`` are the archive files made so far."""
+
+    members: dict[str, bytes]
+
+    def add(self, module: Module, where: str) -> int: ...
+
+
+class ArtifactLoader(Protocol):
+    """How loading an ``.ember`` file gets a target's kernels back: how many modules the
+    file holds, and module ``k`` rebuilt for this machine."""
+
+    def count(self) -> int: ...
+
+    def module(self, k: int) -> Module: ...
 
 
 class Backend:
@@ -64,21 +85,21 @@ class Backend:
         raise NotImplementedError(f"{type(self).__name__} has no code generator")
 
     # -- graphs: what ember.compile asks -----------------------------------------
-    def graph_passes(self, common: Sequence[Any]) -> tuple[Any, ...]:
+    def graph_passes(self, common: Sequence[Pass]) -> tuple[Pass, ...]:
         """The graph passes ``ember.compile`` and ``ember.extract_tasks`` run, in order:
         ``common`` (``frontend/passes``' list) with this target's own placed among them."""
         return tuple(common)
 
     def compute(
         self, op: str, args: list[Tensor], attrs: dict[str, Any]
-    ) -> tuple[list[Tensor], Any] | None:
+    ) -> tuple[list[Tensor], Implementation] | None:
         """The outputs of this target's best strategy implementation of ``op`` on ``args``
         and that implementation (TVM's ``OpStrategy``: implementations by priority, each a
         ``tir/topi`` compute paired with its schedule and tuning task), or None where the
         op's generic compute (``frontend/ops``) serves."""
         return None
 
-    def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Any] = ()) -> Schedule:
+    def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         """The schedule of a fused group computing ``outs``: each implementation in
         ``anchors`` (what :meth:`compute` returned for the group's nodes) schedules its
         own stages, this target's generic schedule the rest."""
@@ -110,7 +131,7 @@ class Backend:
     def load_templates(self) -> None:
         """Import this target's built-in tuning templates (the tuner asks on first lookup)."""
 
-    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> Any:
+    def artifact_packer(self, archs: Sequence[str] | None, ptx: bool) -> ArtifactPacker | None:
         """How ``CompiledModel.export`` stores this target's kernels: an object with
         ``add(module, where) -> index``, ``members`` and what :meth:`artifact_manifest`
         reads, or None for shared objects (``Module.export_library``). ``archs`` and
@@ -119,13 +140,13 @@ class Backend:
             raise ArgumentError("export: archs= and ptx= apply to CUDA models only")
         return None
 
-    def artifact_manifest(self, packer: Any) -> dict[str, Any]:
+    def artifact_manifest(self, packer: ArtifactPacker) -> dict[str, Any]:
         """Sections this target adds to an ``.ember`` manifest (what the code needs)."""
         return {}
 
     def artifact_loader(
-        self, manifest: dict[str, Any], members: dict[str, bytes], path: Any
-    ) -> Any:
+        self, manifest: dict[str, Any], members: dict[str, bytes], path: Path
+    ) -> ArtifactLoader | None:
         """The reader of this target's kernels in a checked ``.ember`` file: an object with
         ``count()`` and ``module(k)``, or None for shared objects, after checking that this
         machine can run what the manifest says the code needs."""

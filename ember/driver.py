@@ -12,16 +12,18 @@ from typing import Any
 
 from ember.backend import backend_kinds, get_backend
 from ember.errors import ArgumentError, EmberError
+from ember.runtime.module import Module
 from ember.target import Target
 from ember.tir.ir_module import IRModule
 from ember.tir.schedule.lower import schedule_to_primfunc
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.stmt import PrimFunc
+from ember.tir.te.tensor import Tensor
 from ember.tir.transform.context import PassContext
-from ember.tir.transform.pipeline import check_disabled, default_passes, run_passes
+from ember.tir.transform.pipeline import Pass, check_disabled, default_passes, run_passes
 
 
-def _schedule_and_args(sch: Any, args: Sequence[Any]) -> tuple[Any, list[Any]]:
+def _schedule_and_args(sch: Any, args: Sequence[Tensor]) -> tuple[Schedule, list[Tensor]]:
     if not isinstance(sch, Schedule):
         raise ArgumentError(
             f"expected a schedule from te.create_schedule, got {type(sch).__name__}"
@@ -32,12 +34,12 @@ def _schedule_and_args(sch: Any, args: Sequence[Any]) -> tuple[Any, list[Any]]:
 
 
 def lower(
-    sch: Any,
-    args: Sequence[Any],
+    sch: Schedule,
+    args: Sequence[Tensor],
     name: str = "main",
     disabled_passes: Sequence[str] = (),
     simple_mode: bool = False,
-) -> Any:
+) -> PrimFunc:
     """Lower a schedule to optimised TIR (a ``PrimFunc``).
 
     TVM's ``lower`` returns an IRModule holding one function; Ember deliberately returns
@@ -53,27 +55,30 @@ def lower(
     return _lower(sch, args, name, ctx, simple_mode)
 
 
-def _lower(sch: Any, args: Sequence[Any], name: str, ctx: Any, simple_mode: bool = False) -> Any:
+def _lower(
+    sch: Schedule, args: Sequence[Tensor], name: str, ctx: PassContext, simple_mode: bool = False
+) -> PrimFunc:
     sch, args = _schedule_and_args(sch, args)
     _check_name(name)
     try:
         func = schedule_to_primfunc(sch, args, name)
         if simple_mode:
             return func
-        return run_passes(func, default_passes(ctx), ctx)
+        out: PrimFunc = run_passes(func, default_passes(ctx), ctx)
+        return out
     except EmberError as e:
         raise e.add_context(f"while lowering '{name}'") from None
 
 
 def build(
-    inputs: Any,
-    args: Sequence[Any] | None = None,
+    inputs: Schedule | PrimFunc | IRModule | dict[str | Target, IRModule],
+    args: Sequence[Tensor] | None = None,
     target: str | Target | None = None,
     name: str = "main",
     disabled_passes: Sequence[str] = (),
     *,
     target_host: str | Target | None = None,
-) -> Any:
+) -> Module:
     """Compile for ``target`` into one callable module; ``mod[name]`` fetches a function.
 
     ``inputs`` is what TVM's ``tvm.build`` takes: a schedule (with ``args``), a
@@ -124,7 +129,9 @@ def _target_of(inputs: Any, target: str | Target | None) -> tuple[Target, Any]:
     return Target.parse("llvm" if target is None else target), inputs
 
 
-def _functions_to_build(inputs: Any, args: Sequence[Any] | None, name: str, ctx: Any) -> list[Any]:
+def _functions_to_build(
+    inputs: Any, args: Sequence[Tensor] | None, name: str, ctx: PassContext
+) -> list[PrimFunc]:
     """The lowered functions ``build``'s inputs stand for."""
     if isinstance(inputs, PrimFunc):
         return [inputs]
@@ -142,7 +149,7 @@ def _functions_to_build(inputs: Any, args: Sequence[Any] | None, name: str, ctx:
     return [_lower(inputs, args, name, ctx)]
 
 
-def target_passes(target: Target | None, ctx: Any = None) -> list[Any]:
+def target_passes(target: Target | None, ctx: PassContext | None = None) -> list[Pass]:
     """Every pass a build for ``target`` runs, in order, with the user passes of ``ctx``
     (the current context when None); for None, every registered target's passes."""
     ctx = ctx or PassContext.current()
@@ -152,7 +159,7 @@ def target_passes(target: Target | None, ctx: Any = None) -> list[Any]:
     return [*common, *dict((p.name, p) for p in own).values()]
 
 
-def _context(disabled_passes: Sequence[str], target: Target | None) -> Any:
+def _context(disabled_passes: Sequence[str], target: Target | None) -> PassContext:
     """The current PassContext with ``disabled_passes`` added, its names checked."""
     ctx = PassContext.current().with_disabled(disabled_passes)
     where = str(target) if target is not None else "any target"

@@ -21,33 +21,38 @@ from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ember.tir.te.tensor import ComputeOp
+from ember.target import Target
+from ember.tir.schedule.schedule import Schedule, Stage
+from ember.tir.te.tensor import ComputeOp, Operation, Tensor
 
-Compute = Callable[[Sequence[Any], dict[str, Any]], "list[Any] | None"]
+if TYPE_CHECKING:  # types only: the graph's value types belong to the frontend, above
+    from ember.frontend.graph import TensorType
+
+Compute = Callable[[Sequence[Tensor], dict[str, Any]], "list[Tensor] | None"]
 """``(input tensors, node attrs) -> output tensors``, or None where the implementation does
 not take this workload (a dtype, a layout, a geometry it has no template for)."""
 
-AnchorSchedule = Callable[[Any, list[Any]], "set[int]"]
+AnchorSchedule = Callable[[Schedule, list[Tensor]], "set[int]"]
 """``(schedule, group outputs) -> ids of the ops it scheduled``: the template's schedule of
 the stages its compute made, with the group's elementwise tail as its epilogue where the
 template allows it. It schedules nothing (an empty set) where the group's shape does not
 fit (several outputs, a reduction after it); the generic schedule then takes every stage."""
 
-Task = Callable[[Sequence[Any], dict[str, Any]], "tuple[str, tuple[Any, ...]] | None"]
+Task = Callable[[Sequence["TensorType"], dict[str, Any]], "tuple[str, tuple[Any, ...]] | None"]
 """``(input types with .shape and .dtype, node attrs) -> (template name, template args)``:
 the tuning task whose records the compute reads, or None where it does not apply."""
 
-TargetTest = Callable[[Any], bool]
+TargetTest = Callable[["Target | None"], bool]
 """Whether an implementation may run on a parsed target (a CPU feature, a GPU arch)."""
 
 
-def _always(target: Any) -> bool:
+def _always(target: Target | None) -> bool:
     return True
 
 
-def no_schedule(s: Any, outputs: list[Any]) -> set[int]:
+def no_schedule(s: Schedule, outputs: list[Tensor]) -> set[int]:
     """The anchor schedule of an implementation whose stages the generic schedule takes."""
     return set()
 
@@ -134,7 +139,7 @@ class StrategyTable:
         """The :class:`OpStrategy` of ``op``, None where no implementation is registered."""
         return self._ops.get(op)
 
-    def implementations(self, op: str, target: Any = None) -> list[Implementation]:
+    def implementations(self, op: str, target: Target | None = None) -> list[Implementation]:
         """The implementations of ``op`` that may run on ``target``, best first."""
         strat = self._ops.get(op)
         if strat is None:
@@ -142,8 +147,8 @@ class StrategyTable:
         return [i for i in strat.implementations if i.supports(target)]
 
     def compute(
-        self, op: str, inputs: Sequence[Any], attrs: dict[str, Any], target: Any = None
-    ) -> tuple[list[Any], Implementation] | None:
+        self, op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], target: Target | None = None
+    ) -> tuple[list[Tensor], Implementation] | None:
         """The outputs of the first implementation of ``op`` that takes the workload, and
         that implementation (the group's anchor); None where none does."""
         for impl in self.implementations(op, target):
@@ -153,7 +158,11 @@ class StrategyTable:
         return None
 
     def task(
-        self, op: str, in_types: Sequence[Any], attrs: dict[str, Any], target: Any = None
+        self,
+        op: str,
+        in_types: Sequence[TensorType],
+        attrs: dict[str, Any],
+        target: Target | None = None,
     ) -> tuple[str, tuple[Any, ...]] | None:
         """The tuning task of the first implementation of ``op`` that names one for the
         workload, in the order :meth:`compute` tries them; None where none does."""
@@ -164,7 +173,9 @@ class StrategyTable:
         return None
 
 
-def schedule_anchors(s: Any, outputs: list[Any], anchors: Sequence[Implementation]) -> set[int]:
+def schedule_anchors(
+    s: Schedule, outputs: list[Tensor], anchors: Sequence[Implementation]
+) -> set[int]:
     """Run each anchor's schedule on ``s`` once (it looks for every stage of its own, so
     two nodes on one template, or two implementations sharing a schedule, need one run);
     the ids of every op they scheduled."""
@@ -174,17 +185,17 @@ def schedule_anchors(s: Any, outputs: list[Any], anchors: Sequence[Implementatio
     return done
 
 
-def output_ops(outputs: Sequence[Any]) -> list[Any]:
+def output_ops(outputs: Sequence[Tensor]) -> list[Operation]:
     """The operations behind ``outputs``, each once (a tuple reduction has several outputs)."""
-    ops: dict[int, Any] = {}
+    ops: dict[int, Operation] = {}
     for t in outputs:
         ops.setdefault(id(t.op), t.op)
     return list(ops.values())
 
 
 def inline_injective(
-    s: Any, outputs: Sequence[Any], done: AbstractSet[int] = frozenset()
-) -> list[Any]:
+    s: Schedule, outputs: Sequence[Tensor], done: AbstractSet[int] = frozenset()
+) -> list[Stage]:
     """Inline every compute without a reduction that is not an output; return the stages
     left for a generic schedule. Stages an anchor scheduled (``done``) are left as they are.
 

@@ -22,7 +22,7 @@ def bind_blocks(stage: Stage, axes: list[Any], extents: list[int]) -> Any:
     70,000 batches) every block axis is fused onto ``x`` instead, whose limit is 2^31 - 1:
     a template, not the user, must keep its grid legal."""
     *outer, last = axes
-    *batch, middle = outer if outer else [None]
+    batch, middle = (outer[:-1], outer[-1]) if outer else ([], None)
     z = math.prod(extents[: len(batch)]) if batch else 1
     y = extents[len(batch)] if middle is not None else 1
     if y <= MAX_GRID_YZ and z <= MAX_GRID_YZ:

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp
 from ember.tir.topi.nn import conv2d_nchw
+from ember.tir.topi.transform import static_shape
 from ember.tuner.template import get_config, template
 
 
@@ -29,6 +29,8 @@ def conv2d_nchw_cuda(
     N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
     stride: int = 1, padding: int = 0, dilation: int = 1, dtype: str = "float32",
 ) -> tuple[Schedule, list[Any]]:  # fmt: skip
+    """Direct NCHW convolution on CUDA: each thread computes a few output channels at one pixel,
+    the weights staged in shared memory; the layers where the implicit GEMM loses."""
     cfg = get_config()
     blocks = [1, 2, 4, 8, 16]
     cfg.define_knob("oc_block", blocks, default=max(b for b in blocks if b <= min(8, O)))
@@ -50,7 +52,7 @@ def conv2d_nchw_cuda(
     px = s[Y].fuse(y, x)
     po, pi = s[Y].split(px, factor=threads)
     s[Y].reorder(n, oo, po, oi, pi)
-    n_, o_, oh, ow = (int(E.const_value(d)) for d in Y.shape)
+    n_, o_, oh, ow = static_shape(Y)
     blocks_y = n_ * -(-o_ // oc_block)  # (image, channel block) pairs: y, if it fits
     bind_blocks(s[Y], [s[Y].fuse(n, oo), po], [blocks_y, -(-(oh * ow) // threads)])
     s[Y].bind(oi, "threadIdx.y")

@@ -41,6 +41,8 @@ def conv2d_nchw_gemm_cuda(
     N: int, C: int, H: int, W: int, O: int, KH: int, KW: int,
     stride: int = 1, padding: int = 0, dilation: int = 1, dtype: str = "float32",
 ) -> tuple[Schedule, list[Any]]:  # fmt: skip
+    """NCHW convolution on CUDA as an implicit-im2col GEMM in shared-memory tiles (see the module
+    docstring); tuned against the direct template, layer by layer."""
     sh, sw = positive_pair(stride, "stride", "conv2d_nchw_gemm")
     dh, dw = positive_pair(dilation, "dilation", "conv2d_nchw_gemm")
     ph, pw = _pair(padding)

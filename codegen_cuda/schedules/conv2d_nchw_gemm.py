@@ -28,10 +28,7 @@ from ember.codegen_cuda.schedules.matmul_tensorcore import (
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
-
-
-def _dims(t: Tensor) -> tuple[int, ...]:
-    return tuple(int(E.const_value(d)) for d in t.shape)
+from ember.tir.topi.transform import static_shape
 
 
 def _all(conds: list[Any]) -> Any:
@@ -60,7 +57,7 @@ def im2col_nchw(
     shape: tuple[int, int],
 ) -> Tensor:  # fmt: skip
     """The padded ``[Mp, Kp]`` im2col matrix of NCHW ``X`` as a compute (never stored)."""
-    N, C, H, W = _dims(X)
+    N, C, H, W = static_shape(X)
     OH, OW = out_hw
     (sh, sw), (dh, dw), p = attrs["strides"], attrs["dilations"], attrs["pads"]
     M, K = N * OH * OW, C * KH * KW
@@ -86,7 +83,7 @@ def im2col_nchw(
 
 def weights_operand(Wt: Tensor, shape: tuple[int, int]) -> Tensor:
     """The ``[O, C, KH, KW]`` weights as the padded ``[Op, Kp]`` matrix (zero outside)."""
-    O, C, KH, KW = _dims(Wt)
+    O, C, KH, KW = static_shape(Wt)
     K = C * KH * KW
 
     def fetch(o: E.PrimExpr, k: E.PrimExpr) -> E.PrimExpr:
@@ -115,10 +112,10 @@ def conv_tensorcore_compute(
         return None
     if bias is not None and (bias.ndim != 1 or str(bias.dtype) != dtype):
         return None
-    out_hw = conv_geometry(_dims(X), _dims(Wt), attrs)
+    out_hw = conv_geometry(static_shape(X), static_shape(Wt), attrs)
     if out_hw is None:
         return None
-    N, (O, C, KH, KW), (OH, OW) = _dims(X)[0], _dims(Wt), out_hw
+    N, (O, C, KH, KW), (OH, OW) = static_shape(X)[0], static_shape(Wt), out_hw
     M, K = N * OH * OW, C * KH * KW
     knobs = knobs_for(M, O)
     Mp, Op, Kp = round_up(M, knobs["bm"]), round_up(O, knobs["bn"]), round_up(K, knobs["ks"])

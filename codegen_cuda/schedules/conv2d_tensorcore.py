@@ -35,10 +35,12 @@ from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.nn import positive_pair
+from ember.tir.topi.transform import static_shape
 from ember.tuner.template import template
 
 
 def conv_output_size(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
+    """Output extent of one spatial dim (symmetric padding), to size the im2col operand."""
     return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
 
 
@@ -47,7 +49,7 @@ def im2col_operand(
     dilation: tuple[int, int], shape: tuple[int, int],
 ) -> Tensor:  # fmt: skip
     """The padded ``[Mp, Kp]`` im2col matrix of NHWC ``X`` as a compute (never stored)."""
-    N, H, W, C = (int(E.const_value(d)) for d in X.shape)
+    N, H, W, C = static_shape(X)
     OH = conv_output_size(H, KH, stride[0], pad[0], dilation[0])
     OW = conv_output_size(W, KW, stride[1], pad[1], dilation[1])
     M, K = N * OH * OW, KH * KW * C

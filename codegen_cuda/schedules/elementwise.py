@@ -20,6 +20,8 @@ from ember.tuner.template import get_config, template
 def elementwise_chain_cuda(
     rows: int, cols: int, dtype: str = "float32"
 ) -> tuple[Schedule, list[Any]]:
+    """The fused bias-add/activation chain on CUDA, one thread per element: the baseline the tuner
+    measures thread counts against."""
     cfg = get_config()
     cfg.define_knob("threads", [64, 128, 256, 512, 1024], default=256)
     X = te.placeholder((rows, cols), dtype, name="X")

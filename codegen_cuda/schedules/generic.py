@@ -12,24 +12,26 @@ cross-thread reduction), and ``ember.graph.kernels`` gives a 0-d output an axis 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import cast
 
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te.operation import thread_axis
+from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tuner.strategy import Implementation, inline_injective, output_ops, schedule_anchors
 
 THREADS = 256
 
 
-def schedule_group(outputs: list[Any], anchors: Sequence[Implementation] = ()) -> Schedule:
+def schedule_group(outputs: list[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
     """The schedule of a kernel computing ``outputs``: each strategy implementation the
     group's nodes took (``anchors``) schedules its template's stages, the generic
     schedule the rest."""
     s = create_schedule(output_ops(outputs))
     for st in inline_injective(s, outputs, schedule_anchors(s, outputs, anchors)):
-        axes = list(st.op.axis)
+        op = cast(ComputeOp, st.op)  # inline_injective returns compute stages only
+        axes = list(op.axis)
         if not axes:  # a reduction to a scalar: one block's threads reduce together
-            red = list(st.op.reduce_axis)
+            red = list(op.reduce_axis)
             if red:
                 _, tx = st.split(st.fuse(*red) if len(red) > 1 else red[0], factor=THREADS)
                 st.bind(tx, thread_axis("threadIdx.x"))
@@ -41,6 +43,6 @@ def schedule_group(outputs: list[Any], anchors: Sequence[Implementation] = ()) -
     return s
 
 
-def schedule_generic(outputs: list[Any]) -> Schedule:
+def schedule_generic(outputs: list[Tensor]) -> Schedule:
     """The generic CUDA schedule of a kernel computing ``outputs`` (no template anchors)."""
     return schedule_group(outputs)

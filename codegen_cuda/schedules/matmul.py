@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.topi.nn import batch_matmul, matmul
+from ember.tir.topi.transform import static_shape
 from ember.tuner.template import get_config, template
 
 
@@ -56,7 +56,7 @@ def schedule_matmul_cuda(s: Schedule, C: Any, A: Any, B: Any, K: int, N: int) ->
     ty, yr = s[C].split(yi, nparts=bm // tm)
     tx, xr = s[C].split(xi, nparts=bn // tn)
     s[C].reorder(*batch, by, bx, ty, tx, yr, xr)
-    dims = [int(E.const_value(d)) for d in C.shape]
+    dims = list(static_shape(C))
     bind_blocks(s[C], [*batch, by, bx], [*dims[:-2], -(-dims[-2] // bm), -(-dims[-1] // bn)])
     s[C].bind(ty, "threadIdx.y")
     s[C].bind(tx, "threadIdx.x")

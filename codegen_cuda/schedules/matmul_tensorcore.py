@@ -49,6 +49,7 @@ from ember.tir import op as tirop
 from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.transform import static_shape
 from ember.tuner.template import get_config, template
 
 IN_DTYPES = ("float16", "bfloat16")
@@ -85,6 +86,7 @@ def define_tensorcore_knobs() -> dict[str, Any]:
 
 
 def round_up(x: int, m: int) -> int:
+    """``x`` rounded up to a multiple of ``m``, to pad GEMM dims to whole tensor-core tiles."""
     return -(-x // m) * m
 
 
@@ -114,7 +116,7 @@ def make_epilogue(acc_dtype: str, out_dtype: str, bias: Tensor | None, activatio
 def padded_operand(X: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
     """``X`` extended with zeros to ``shape`` (its trailing two dims rounded up to tiles);
     the read index is clamped so that no lane ever loads outside ``X``."""
-    real = tuple(int(E.const_value(d)) for d in X.shape)
+    real = static_shape(X)
     if real == shape:
         return te.compute(shape, lambda *i: X[i], name=name)
     zero = E.const(0, X.dtype)
@@ -136,8 +138,8 @@ def padded_operand(X: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
 
 def gemm_stages(AP: Tensor, BP: Tensor, acc_dtype: str, trans_b: bool) -> tuple[Tensor, Tensor]:
     """CF (the padded product, in ``acc_dtype``) and CS (its shared copy)."""
-    *batch, Mp, Kp = (int(E.const_value(d)) for d in AP.shape)
-    Np = int(E.const_value(BP.shape[-2 if trans_b else -1]))
+    *batch, Mp, Kp = static_shape(AP)
+    Np = static_shape(BP)[-2 if trans_b else -1]
     k = te.reduce_axis((0, Kp), name="k")
     nb = len(batch)
 
@@ -208,7 +210,7 @@ def _schedule_output(s: Schedule, C: Tensor, knobs: dict[str, Any], vector: int)
     bx, jj = s[C].split(j, factor=bn)
     s[C].reorder(*batch, by, bx, ii, jj)
     # several batch dims (heads of attention) share grid z, unless a grid limit says otherwise
-    dims = [int(E.const_value(d)) for d in C.shape]
+    dims = list(static_shape(C))
     extents = [*dims[:-2], -(-dims[-2] // bm), -(-dims[-1] // bn)]
     bx = bind_blocks(s[C], [*batch, by, bx], extents)
     fused = s[C].fuse(ii, jj)
@@ -267,8 +269,8 @@ def tensorcore_gemm(
     cores, scheduled; for use inside a template (it defines the knobs). ``A`` is ``[M, K]``
     or ``[batch, M, K]``, ``B`` likewise ``[K, N]`` (``[N, K]`` with ``trans_b``); the
     epilogue may read any other tensors (a bias, a residual), which stay inputs of ``C``."""
-    *batch, M, K = (int(E.const_value(d)) for d in A.shape)
-    N = int(E.const_value(B.shape[-2 if trans_b else -1]))
+    *batch, M, K = static_shape(A)
+    N = static_shape(B)[-2 if trans_b else -1]
     knobs = define_tensorcore_knobs()
     Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
     AP = padded_operand(A, (*batch, Mp, Kp), "AP")

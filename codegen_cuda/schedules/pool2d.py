@@ -52,8 +52,10 @@ def pool2d_cuda(
     N: int, C: int, H: int, W: int, kernel: tuple[int, int], stride: tuple[int, int],
     padding: int | tuple[int, ...] = 0, kind: str = "max", dtype: str = "float32",
 ) -> tuple[Schedule, list[Any]]:  # fmt: skip
+    """2-D max/avg pooling on CUDA, one thread per output element (pooling is memory-bound)."""
+    (kh, kw), (sh, sw) = kernel, stride  # lists, when the arguments come from JSON records
     X = te.placeholder((N, C, H, W), dtype, name="X")
-    Y = pool2d(X, tuple(kernel), tuple(stride), _pads(padding), kind=kind)
+    Y = pool2d(X, (kh, kw), (sh, sw), _pads(padding), kind=kind)
     return _one_thread_per_output(Y), [X, Y]
 
 
@@ -62,6 +64,8 @@ def depthwise_conv2d_nchw_cuda(
     N: int, C: int, H: int, W: int, KH: int, KW: int, stride: int = 1, padding: int = 0,
     dtype: str = "float32",
 ) -> tuple[Schedule, list[Any]]:  # fmt: skip
+    """Depthwise NCHW convolution on CUDA, one thread per output: too little reuse per output to
+    be worth shared-memory tiling."""
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((C, 1, KH, KW), dtype, name="W")
     Y = depthwise_conv2d_nchw(X, Wt, stride=stride, padding=padding)

@@ -45,6 +45,7 @@ def block_row_reduce(threads: int, steps: list[Tensor]) -> RowReduce:
 def reduce_cuda(
     R: int, C: int, kind: str = "sum", dtype: str = "float32"
 ) -> tuple[Schedule, list[Any]]:
+    """Row reduction on CUDA: one block per row, its threads combining the row in shared memory."""
     threads = _threads(C)
     X = te.placeholder((R, C), dtype, name="X")
     steps: list[Tensor] = []

@@ -26,6 +26,7 @@ from ember.tir import expr as E
 from ember.tir.functor import post_order_visit
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import ComputeOp
+from ember.tir.topi.transform import static_shape
 
 TAG = "tensorcore_gemm"  # the cast stage of the strategy's tensor-core GEMM compute
 
@@ -72,13 +73,13 @@ def _epilogue_ok(out: Any, gemm: Any, ops: list[Any]) -> bool:
 
     everything = [*ops, out.op]
     path = {id(op) for op in everything if depends(op)}
-    shape = tuple(int(E.const_value(d)) for d in gemm.shape)
+    shape = static_shape(gemm)
     for op in everything:
         if id(op) not in path or op is gemm.op:
             continue
         if not isinstance(op, ComputeOp) or op.reduce_axis or op.num_outputs != 1:
             return False
-        dims = tuple(int(iv.dom.extent.value) for iv in op.axis)
+        dims = static_shape(op.output(0))
         if dims != shape or not _reads_elementwise(op, path):
             return False
     return True

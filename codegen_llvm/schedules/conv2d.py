@@ -154,6 +154,8 @@ def geometry(w: Conv2DWorkload) -> _Geometry:
 
 
 def conv2d_geometry(X: Tensor, Wt: Tensor, strides: Any, pads: Any, dilations: Any) -> _Geometry:
+    """The template's geometry of a graph convolution's input and weight tensors (the strategy
+    reads its knobs from it before any schedule exists)."""
     N, C, H, W = (int(d.value) for d in X.shape)  # type: ignore[attr-defined]
     O, _, KH, KW = (int(d.value) for d in Wt.shape)  # type: ignore[attr-defined]
     return _Geometry(N, C, H, W, O, KH, KW, tuple(strides), tuple(pads), tuple(dilations))

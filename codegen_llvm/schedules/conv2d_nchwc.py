@@ -53,6 +53,9 @@ MAX_UNROLLED_FMAS = 2048
 
 @dataclass(frozen=True)
 class NchwcKnobs:
+    """The NCHWc conv template's knob values, read once from the config so the schedule code
+    takes plain fields instead of config look-ups."""
+
     ic_bn: int
     oc_bn: int
     ow_bn: int

@@ -48,6 +48,8 @@ OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 24, 28)
 
 @dataclass(frozen=True)
 class DepthwiseNchwcKnobs:
+    """The depthwise NCHWc template's knob values, read once from the config for the schedule."""
+
     cb: int
     ow_bn: int
     outer: str

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from ember.codegen_llvm.schedules.matmul import GemmTiles, schedule_gemm
 from ember.errors import InternalError
 from ember.tir.arith.const_int_bound import const_int_bound
 from ember.tir.schedule.schedule import Schedule, create_schedule
+from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tuner.space import ConfigEntity
 from ember.tuner.strategy import Implementation, inline_injective, output_ops, schedule_anchors
 from ember.tuner.template import config_for_direct_call
@@ -106,17 +107,18 @@ def _recorded_tiles(args: tuple[Any, ...], default: Any) -> Any:
     return replace(default, mr=values["mr"], ku=values["ku"], nc_panels=values["nc_panels"])
 
 
-def schedule_group(outputs: list[Any], anchors: Sequence[Implementation] = ()) -> Schedule:
+def schedule_group(outputs: list[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
     """The schedule of a kernel computing ``outputs``: each strategy implementation the
     group's nodes took (``anchors``) schedules its template's stages, the generic
     schedule the rest."""
     s = create_schedule(output_ops(outputs))
     for st in inline_injective(s, outputs, schedule_anchors(s, outputs, anchors)):
-        axes = list(st.op.axis)
+        op = cast(ComputeOp, st.op)  # inline_injective returns compute stages only
+        axes = list(op.axis)
         if not axes:
             continue
-        if st.op.reduce_axis:
-            if st.op.tag == "dense_packed":
+        if op.reduce_axis:
+            if op.tag == "dense_packed":
                 _schedule_dense_packed(s, st)
             elif len(axes) >= 2 and st.op.num_outputs == 1:
                 _schedule_reduction_cpu(s, st, axes)
@@ -130,6 +132,6 @@ def schedule_group(outputs: list[Any], anchors: Sequence[Implementation] = ()) -
     return s
 
 
-def schedule_generic(outputs: list[Any]) -> Schedule:
+def schedule_generic(outputs: list[Tensor]) -> Schedule:
     """The generic CPU schedule of a kernel computing ``outputs`` (no template anchors)."""
     return schedule_group(outputs)

@@ -26,6 +26,7 @@ from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import IterVar, Tensor
 from ember.tir.topi.pool2d_window import Pads, pool2d_window
+from ember.tir.topi.transform import static_shape
 from ember.tuner.template import get_config, template
 
 VECTOR_BYTES = 64  # one AVX-512 register
@@ -174,6 +175,6 @@ def schedule_max_pool2d_graph(s: Schedule, out: Tensor) -> set[int]:
     P = out.op.input_tensors[0]
     X = P.op.input_tensors[0] if getattr(P.op, "tag", "") == "pad" else P
     sw = dict(out.op.attrs)["stride_w"]
-    vec, pad_at, simd = _graph_knobs(int(out.shape[3].value), sw, out.dtype)
+    vec, pad_at, simd = _graph_knobs(static_shape(out)[3], sw, out.dtype)
     _schedule_pool(s, X, P, out, out, "max", vec, pad_at, simd)
     return {id(out.op)} | ({id(P.op)} if P is not X else set())

@@ -59,7 +59,7 @@ from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tuner.template import get_config, template, using_config
 
-Matrix = Sequence[Sequence[F]]
+Matrix = Sequence[Sequence[F | int]]
 ACC_LANES = 28 * 16  # accumulator lanes of the micro-kernel: 28 AVX-512 float registers
 TRANSFORM_VECTOR = 16  # channel lanes of the transforms
 

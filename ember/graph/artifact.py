@@ -62,6 +62,7 @@ READ_VERSIONS = (1, 2)
 
 
 def sha256(data: bytes) -> str:
+    """Hex SHA-256 of ``data``: the content hash an artifact records for each member it stores."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -316,4 +317,5 @@ def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> n
 
 
 def np_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of an Ember dtype name, for arrays read back from an artifact."""
     return numpy_dtype(dtype)

@@ -22,16 +22,16 @@ each node's tuning task instead of building.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ember.backend import Backend, get_backend
 from ember.driver import target_passes
 from ember.errors import ArgumentError, EmberError, InternalError
-from ember.frontend.graph import Graph, check_size
+from ember.frontend.graph import Graph, Node, check_size
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
-from ember.frontend.passes.graph_pass import as_graph_pass
+from ember.frontend.passes.graph_pass import GraphFn, as_graph_pass
 from ember.graph import kernel_cache
 from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel, symbolic_source
@@ -40,8 +40,11 @@ from ember.graph.kernels import get_group_kernel, get_kernel
 from ember.graph.step import Step, empty_kernel
 from ember.target import Target
 from ember.tir.transform.context import PassContext
-from ember.tir.transform.pipeline import check_disabled
+from ember.tir.transform.pipeline import Pass, check_disabled
 from ember.tuner.dispatch import apply_history_best
+
+SubgraphCompiler = Callable[[Graph], "CompiledModel | DynamicModel"]
+"""How control flow compiles its subgraphs: the driver's own steps, handed down."""
 
 
 def compile(
@@ -49,7 +52,7 @@ def compile(
     target: str | Target | Backend = "llvm",
     records: Any = None,
     shapes: Any = None,
-    graph_passes: Sequence[Any] | None = None,
+    graph_passes: Sequence[Pass | GraphFn] | None = None,
 ) -> CompiledModel | DynamicModel:
     """Compile ``model`` for ``target`` ("llvm", "cuda", or any registered backend);
     ``shapes`` fixes symbolic input dims.
@@ -80,7 +83,7 @@ def compile_graph(
     graph: Graph,
     target: str | Target | Backend,
     records: Any = None,
-    graph_passes: Sequence[Any] | None = None,
+    graph_passes: Sequence[Pass | GraphFn] | None = None,
 ) -> CompiledModel:
     """Steps 2-5 on an imported graph of static shapes (what a DynamicModel runs per size)."""
     backend = get_backend(target)
@@ -107,12 +110,16 @@ def compile_graph(
         ) from e
 
 
-def optimize(graph: Graph, backend: Backend, graph_passes: Sequence[Any] | None = None) -> Graph:
+def optimize(
+    graph: Graph, backend: Backend, graph_passes: Sequence[Pass | GraphFn] | None = None
+) -> Graph:
     """Step 2: the backend's graph passes (or ``graph_passes``), fusion among them."""
     return run_graph_passes(graph, _graph_passes(backend, graph_passes))
 
 
-def _graph_passes(backend: Backend, graph_passes: Sequence[Any] | None) -> Sequence[Any]:
+def _graph_passes(
+    backend: Backend, graph_passes: Sequence[Pass | GraphFn] | None
+) -> Sequence[Pass | GraphFn]:
     return backend.graph_passes(DEFAULT_PASSES) if graph_passes is None else graph_passes
 
 
@@ -149,11 +156,11 @@ def _records(records: Any, tgt: Target) -> Iterator[None]:
         yield
 
 
-def _groups(graph: Graph) -> list[list[Any]]:
+def _groups(graph: Graph) -> list[list[Node]]:
     """The nodes of each fused group (a node without a group is a group of its own), the
     groups in an order that runs each after the groups it reads from (topological over
     groups; ties by first node)."""
-    members: dict[Any, list[Any]] = {}
+    members: dict[tuple[str, Any], list[Node]] = {}
     for k, node in enumerate(graph.nodes):
         key = ("g", node.group) if node.group is not None else ("n", k)
         members.setdefault(key, []).append(node)
@@ -163,7 +170,7 @@ def _groups(graph: Graph) -> list[list[Any]]:
         key: {group_of[i] for n in nodes for i in n.inputs if i in group_of} - {key}
         for key, nodes in members.items()
     }
-    order: list[list[Any]] = []
+    order: list[list[Node]] = []
     done: set[Any] = set()
     while len(order) < len(keys):
         ready = [k for k in keys if k not in done and needs[k] <= done]
@@ -174,7 +181,9 @@ def _groups(graph: Graph) -> list[list[Any]]:
     return order
 
 
-def _group_step(graph: Graph, nodes: list[Any], backend: Backend, compile_subgraph: Any) -> Step:
+def _group_step(
+    graph: Graph, nodes: list[Node], backend: Backend, compile_subgraph: SubgraphCompiler
+) -> Step:
     if len(nodes) == 1:
         return _node_step(graph, nodes[0], backend, compile_subgraph)
     made = {o for n in nodes for o in n.outputs}
@@ -194,7 +203,9 @@ def _group_step(graph: Graph, nodes: list[Any], backend: Backend, compile_subgra
     return Step(kernel, tuple(inputs), tuple(outputs), where)
 
 
-def _node_step(graph: Graph, node: Any, backend: Backend, compile_subgraph: Any) -> Step:
+def _node_step(
+    graph: Graph, node: Node, backend: Backend, compile_subgraph: SubgraphCompiler
+) -> Step:
     if node.subgraphs:  # If / Loop / Scan: runs on the host over compiled subgraphs
         return control_step(graph, node, compile_subgraph)
     in_types = [graph.values[i].type for i in node.inputs]

@@ -42,9 +42,11 @@ from ember.frontend.onnx_import.importer import (
     overridable_initializers,
 )
 from ember.frontend.ops.registry import get_op
+from ember.frontend.passes.graph_pass import GraphFn
 from ember.graph.artifact_dynamic import export_dynamic
-from ember.graph.executor import ParamStore, input_array, inputs_in_order
+from ember.graph.executor import CompiledModel, ParamStore, input_array, inputs_in_order
 from ember.target import Target
+from ember.tir.transform.runner import Pass
 
 Binding = tuple[tuple[str, int], ...]
 
@@ -167,8 +169,10 @@ class DynamicModel:
         source: Any,
         target: Target,
         records: Any,
-        graph_passes: Any,
-        compile_graph: Callable[[Graph, Target, Any, Any], Any],
+        graph_passes: Sequence[Pass | GraphFn] | None,
+        compile_graph: Callable[
+            [Graph, Target, Any, Sequence[Pass | GraphFn] | None], CompiledModel
+        ],
     ) -> None:
         """``compile_graph(graph, target, records, graph_passes)`` compiles one size: the
         compile driver's own steps, passed in by the driver (and the loader) so that this
@@ -182,7 +186,7 @@ class DynamicModel:
         self.output_names = [v.name for v in source.outputs]
         self.input_types: list[TensorType] = [v.type for v in source.inputs]
         self.output_types: list[TensorType] = [v.type for v in source.outputs]
-        self.specializations: dict[Binding, Any] = {}
+        self.specializations: dict[Binding, CompiledModel] = {}
         self._params = ParamStore()  # the weights every size shares
         self._compiling = threading.Lock()  # one compile at a time, and one per size
 

@@ -36,6 +36,7 @@ from ember.backend import Backend, get_backend
 from ember.errors import EmberError
 from ember.runtime.export import link_shared
 from ember.runtime.load import VERSION, load_module
+from ember.runtime.module import Module
 from ember.target import Target
 from ember.version import __version__
 
@@ -94,6 +95,7 @@ def source_fingerprint() -> str:
 
 
 def entry_path(name: str) -> Path:
+    """Where the on-disk kernel cache keeps the entry ``name`` (sharded by its first 2 chars)."""
     return config.cache_dir() / "kernels" / name[:2] / name
 
 
@@ -101,7 +103,7 @@ def _sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def load(name: str) -> Any | None:
+def load(name: str) -> Module | None:
     """The cached module of entry ``name``, or None (absent, or corrupt and now removed)."""
     folder = entry_path(name)
     if not folder.is_dir():
@@ -111,13 +113,16 @@ def load(name: str) -> Any | None:
         meta = json.loads((folder / META).read_text())
         digest = _sha256_file(folder / LIBRARY)
     except (OSError, ValueError):  # a file missing or unreadable: the entry is not whole
-        return _discard(folder)
+        _discard(folder)
+        return None
     if not isinstance(meta, dict) or meta.get("sha256") != digest:
-        return _discard(folder)
+        _discard(folder)
+        return None
     try:
         module = load_module(folder / LIBRARY)
     except (EmberError, OSError):
-        return _discard(folder)
+        _discard(folder)
+        return None
     STATS["hit"] += 1
     disk_cache.touch(folder)
     return module
@@ -127,17 +132,19 @@ def _discard(folder: Path) -> None:
     """Remove a corrupt entry (best effort: another process may be doing the same)."""
     STATS["corrupt"] += 1
     shutil.rmtree(folder, ignore_errors=True)
-    return None
 
 
-def store(name: str, module: Any) -> None:
+def store(name: str, module: Module) -> None:
     """Write ``module``'s library as entry ``name``. Its object code is emitted now and linked
     on a worker thread (the linker is a separate process, so that overlaps the next kernel's
     compile); :func:`flush` waits for what is pending. A module with no library form (one
     that calls back into Python) or an unwritable cache folder is skipped: the cache only
     saves time, it never fails a compile."""
+    export = getattr(module, "export_object", None)  # a CPU module's object code
+    if export is None:
+        return
     try:
-        obj = module.export_object()
+        obj = export()
     except (EmberError, AttributeError):
         return
     with _LOCK:

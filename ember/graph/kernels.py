@@ -15,7 +15,7 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,10 +26,13 @@ from ember.frontend.graph import Node, TensorType
 from ember.frontend.ops.registry import get_op
 from ember.graph import kernel_cache
 from ember.runtime.cpu import CPUModule
+from ember.runtime.module import Module
 from ember.target import Target
 from ember.tir.te import operation as te
+from ember.tir.te.tensor import Tensor
 from ember.tir.transform.context import PassContext
 from ember.tuner.dispatch import active_fingerprint
+from ember.tuner.strategy import Implementation
 
 
 @dataclass
@@ -39,7 +42,7 @@ class Kernel:
     op: str
     in_types: tuple[TensorType, ...]
     out_types: tuple[TensorType, ...]
-    module: Any
+    module: Module
     target: Target
     # outputs the module writes as shape (1,) though they are 0-d (a GPU thread needs an axis)
     scalar_outputs: tuple[int, ...] = ()
@@ -61,12 +64,18 @@ class Kernel:
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Allocate outputs, run, return them (for folding and tests)."""
-        outs = [np.empty(t.shape, dtype=t.dtype) for t in self.out_types]
+        outs = [np.empty(_static_shape(t), dtype=t.dtype) for t in self.out_types]
         self(*inputs, *outs)
         return outs
 
 
 _CACHE: dict[tuple[Any, ...], Kernel] = {}
+
+
+def _static_shape(t: TensorType) -> tuple[int, ...]:
+    """``t``'s shape, all ints: kernels are built for static shapes only (a symbolic
+    dim makes a DynamicModel, which compiles each size it meets)."""
+    return cast("tuple[int, ...]", t.shape)
 
 
 def _freeze(v: Any) -> Any:
@@ -91,6 +100,8 @@ def _freeze(v: Any) -> Any:
 def kernel_key(
     op: str, attrs: dict[str, Any], in_types: Sequence[TensorType], target: str
 ) -> tuple[Any, ...]:
+    """The in-memory cache key of one op's kernel: equal keys compile to the same code, so a model
+    with repeated layers builds each kernel once."""
     return (op, tuple(sorted((k, _freeze(v)) for k, v in attrs.items())), tuple(in_types), target)
 
 
@@ -110,31 +121,32 @@ def get_kernel(
     return get_group_kernel([node], ins, outs, types, target)
 
 
-def _as_vector(t: Any) -> Any:
+def _as_vector(t: Tensor) -> Tensor:
     """A 0-d tensor as shape (1,), so a GPU kernel has an axis to put a thread on."""
     return te.compute((1,), lambda i: t[()], name=f"{t.op.name}_1", tag="injective")
 
 
 def clear_cache() -> None:
+    """Forget the in-memory kernels, so tests and tuning runs start from a cold cache."""
     _CACHE.clear()
 
 
 def group_to_te(
-    nodes: Sequence[Any],
+    nodes: Sequence[Node],
     inputs: Sequence[str],
     outputs: Sequence[str],
-    types: dict[str, Any],
+    types: dict[str, TensorType],
     target: str | Target | Backend = "llvm",
-    anchors: list[Any] | None = None,
-) -> tuple[list[Any], list[Any]]:
+    anchors: list[Implementation] | None = None,
+) -> tuple[list[Tensor], list[Tensor]]:
     """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
     node's compute is fed the tensors of the nodes before it, not placeholders. A node
     takes the compute of the target's best strategy implementation where one applies,
     else the op's own; the implementations taken are appended to ``anchors`` where given
     (the group's schedule runs theirs)."""
     backend = get_backend(target)
-    env = {
-        v: te.placeholder(types[v].shape, dtype=types[v].dtype, name=f"in{i}")
+    env: dict[str, Tensor] = {
+        v: te.placeholder(_static_shape(types[v]), dtype=types[v].dtype, name=f"in{i}")
         for i, v in enumerate(inputs)
     }
     placeholders = [env[v] for v in inputs]
@@ -157,7 +169,10 @@ def group_to_te(
 
 
 def group_key(
-    nodes: Sequence[Any], inputs: Sequence[str], outputs: Sequence[str], types: dict[str, Any]
+    nodes: Sequence[Node],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    types: dict[str, TensorType],
 ) -> tuple[Any, ...]:
     """A cache key naming a group's computation without its value names."""
     local = {v: k for k, v in enumerate(inputs)}
@@ -171,10 +186,10 @@ def group_key(
 
 
 def get_group_kernel(
-    nodes: Sequence[Any],
+    nodes: Sequence[Node],
     inputs: Sequence[str],
     outputs: Sequence[str],
-    types: dict[str, Any],
+    types: dict[str, TensorType],
     target: str | Target | Backend = "llvm",
 ) -> Kernel:
     """The compiled kernel of a fused group (one node is a group of one)."""
@@ -195,7 +210,7 @@ def get_group_kernel(
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     if module is None:
-        anchors: list[Any] = []
+        anchors: list[Implementation] = []
         placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend, anchors)
         if backend.scalars_as_vectors:
             scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)

@@ -30,6 +30,9 @@ class StepTime:
 
 @dataclass(frozen=True)
 class ModelProfile:
+    """Per-step and whole-run timings of a compiled model, as ``profile`` returns them, to show
+    where a run's time goes."""
+
     steps: tuple[StepTime, ...]
     total: float  # median seconds of a whole run
     overhead: float  # median over runs of a run's seconds outside its steps

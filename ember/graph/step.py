@@ -4,6 +4,7 @@ stores them and the loader makes them again; this module is what all four share.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ class Step:
     """``kernel(*inputs, *outputs)`` over the named values; ``where`` names the node or
     fused group it came from, for errors and profiles."""
 
-    kernel: Any
+    kernel: Callable[..., None]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     where: str

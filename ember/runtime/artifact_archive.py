@@ -80,6 +80,8 @@ _CHUNK = 1 << 20
 
 
 def member_infos(z: zipfile.ZipFile, p: Path) -> dict[str, zipfile.ZipInfo]:
+    """The members of an artifact zip by name, refusing duplicates and oversized archives before
+    anything is read (the file may come from elsewhere)."""
     infos: dict[str, zipfile.ZipInfo] = {}
     entries = z.infolist()
     if len(entries) > schema.MAX_MEMBERS:
@@ -128,6 +130,8 @@ def read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, p: Path, digest: str 
 
 
 def parse_json(data: bytes, name: str, p: Path) -> Any:
+    """``data`` parsed as JSON, or an ``InvalidModelError`` naming the member, so a damaged
+    artifact is reported as such rather than as a bare decoder error."""
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError

@@ -45,6 +45,8 @@ def metadata_digest(meta: dict) -> str:
 
 
 def read_metadata(lib: ctypes.CDLL, path: Path) -> dict:
+    """The metadata a library exported by Ember embeds under its metadata symbol; raises
+    ``ArgumentError`` for a library that Ember did not export."""
     try:
         fn = lib[METADATA_SYMBOL]
     except AttributeError as e:

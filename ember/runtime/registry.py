@@ -80,6 +80,7 @@ def remove_global_func(name: str) -> None:
 
 
 def list_global_func_names() -> list[str]:
+    """The names of all registered global functions, sorted (TVM's ``list_global_func_names``)."""
     return sorted(_FUNCS)
 
 

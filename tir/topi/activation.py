@@ -121,14 +121,18 @@ def is_inf(X: Tensor, detect_negative: bool, detect_positive: bool, name: str = 
 
 
 def leaky_relu(X: Tensor, alpha: float, name: str = "leaky_relu") -> Tensor:
+    """LeakyReLU: ``x`` for ``x >= 0``, else ``alpha * x`` (ONNX ``LeakyRelu``)."""
     return unary(X, lambda x: E.select(x < _zero(x), x * alpha, x), name)
 
 
 def elu(X: Tensor, alpha: float, name: str = "elu") -> Tensor:
+    """ELU: ``x`` for ``x >= 0``, else ``alpha * (exp(x) - 1)`` (ONNX ``Elu``)."""
     return unary(X, lambda x: E.select(x < _zero(x), (_op.exp(x) - 1.0) * alpha, x), name)
 
 
 def selu(X: Tensor, alpha: float, gamma: float, name: str = "selu") -> Tensor:
+    """SELU: ``gamma * x`` for ``x > 0``, else ``gamma * alpha * (exp(x) - 1)`` (ONNX ``Selu``)."""
+
     def f(x: E.PrimExpr) -> E.PrimExpr:
         return E.select(x <= _zero(x), (_op.exp(x) * alpha - alpha) * gamma, x * gamma)
 
@@ -155,6 +159,7 @@ def _hard_sigmoid(x: E.PrimExpr, alpha: float, beta: float) -> E.PrimExpr:
 
 
 def hard_sigmoid(X: Tensor, alpha: float, beta: float, name: str = "hard_sigmoid") -> Tensor:
+    """HardSigmoid: ``max(0, min(1, alpha * x + beta))`` (ONNX ``HardSigmoid``)."""
     return unary(X, lambda x: _hard_sigmoid(x, alpha, beta), name)
 
 
@@ -178,14 +183,17 @@ def _softplus(x: E.PrimExpr) -> E.PrimExpr:
 
 
 def softplus(X: Tensor, name: str = "softplus") -> Tensor:
+    """Softplus: ``log(1 + exp(x))``, computed so that large ``x`` does not overflow (ONNX)."""
     return unary(X, _softplus, name)
 
 
 def mish(X: Tensor, name: str = "mish") -> Tensor:
+    """Mish: ``x * tanh(softplus(x))`` (ONNX ``Mish``)."""
     return unary(X, lambda x: x * _op.tanh(_softplus(x)), name)
 
 
 def thresholded_relu(X: Tensor, alpha: float, name: str = "thresholded_relu") -> Tensor:
+    """ThresholdedReLU: ``x`` where ``x > alpha``, else 0 (ONNX ``ThresholdedRelu``)."""
     return unary(X, lambda x: E.select(x > alpha, x, _zero(x)), name)
 
 

@@ -148,6 +148,7 @@ def mean(tensors: Sequence[Tensor], name: str = "mean") -> Tensor:
 
 
 def where(cond: Tensor, X: Tensor, Y: Tensor, name: str = "where") -> Tensor:
+    """Elementwise ``cond ? X : Y`` with numpy broadcasting (ONNX ``Where``)."""
     return broadcast_map([cond, X, Y], E.select, name)
 
 

@@ -22,6 +22,8 @@ from ember.tir.topi.transform import static_shape
 
 
 def conv_out_size(size: int, k: int, stride: int, dil: int, pad_lo: int, pad_hi: int) -> int:
+    """Output extent of one convolved dim, given its padding on each side; shared by every conv
+    compute so their shapes agree."""
     return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
 
 

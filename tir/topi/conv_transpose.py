@@ -27,6 +27,8 @@ from ember.tir.topi.transform import static_shape
 def conv_transpose_out_size(
     size: int, k: int, stride: int, dil: int, pad_lo: int, pad_hi: int, out_pad: int
 ) -> int:
+    """Output extent of one dim of a transposed convolution (ONNX ``ConvTranspose`` without
+    ``output_shape``)."""
     return stride * (size - 1) + out_pad + (k - 1) * dil + 1 - pad_lo - pad_hi
 
 

@@ -75,16 +75,21 @@ def relu(X: Tensor, name: str = "relu") -> Tensor:
 
 
 def sigmoid(X: Tensor, name: str = "sigmoid") -> Tensor:
+    """Elementwise logistic sigmoid (ONNX ``Sigmoid``)."""
     return unary(X, _op.sigmoid, name)
 
 
 def tanh(X: Tensor, name: str = "tanh") -> Tensor:
+    """Elementwise hyperbolic tangent (ONNX ``Tanh``)."""
     return unary(X, _op.tanh, name)
 
 
 def exp(X: Tensor, name: str = "exp") -> Tensor:
+    """Elementwise exponential (ONNX ``Exp``)."""
     return unary(X, _op.exp, name)
 
 
 def copy(X: Tensor, name: str = "copy") -> Tensor:
+    """A copy of ``X`` as a stage of its own: the graph's ``copy`` op (ONNX ``Identity``, a
+    reduction over no axes, an output that would otherwise alias another value)."""
     return unary(X, lambda x: x, name)

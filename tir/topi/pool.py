@@ -23,6 +23,8 @@ from ember.tir.topi.transform import static_shape
 
 
 def pool_out_size(size: int, k: int, s: int, d: int, lo: int, hi: int, ceil_mode: bool) -> int:
+    """Output extent of one pooled dim; with ``ceil_mode`` the last window must still start inside
+    the input or left padding (ONNX's rule)."""
     span = size + lo + hi - d * (k - 1) - 1
     out = -(-span // s) + 1 if ceil_mode else span // s + 1
     if ceil_mode and (out - 1) * s >= size + lo:  # the last window must start inside

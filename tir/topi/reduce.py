@@ -51,6 +51,7 @@ def widen(v: E.PrimExpr, acc: str) -> E.PrimExpr:
 
 
 def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> tuple[int, ...]:
+    """The shape after reducing ``axes``: kept as 1s with ``keepdims``, else dropped."""
     if keepdims:
         return tuple(1 if d in axes else s for d, s in enumerate(shape))
     return tuple(s for d, s in enumerate(shape) if d not in axes)
