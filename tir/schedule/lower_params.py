@@ -40,10 +40,9 @@ def decl_lanes(shape: Sequence[E.ExprLike], dtype: str, name: str, scope: str = 
     return decl_buffer((*shape, lanes), dt.element_of(dtype), name=name, scope=scope)
 
 
-def scratch_buffer(st: Stage, shape: Sequence[E.ExprLike], k: int = 0) -> Buffer:
+def scratch_buffer(st: Stage, shape: tuple[int | E.PrimExpr, ...], k: int = 0) -> Buffer:
     """The buffer of output ``k`` of a stage that is no argument, of ``shape`` (the region
     its consumers read, from bound inference), padded per dim as ``storage_align`` asks."""
-    shape = tuple(shape)
     strides: tuple[int, ...] = ()
     if st.storage_align_:
         acc, out = 1, []
