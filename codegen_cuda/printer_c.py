@@ -6,77 +6,38 @@ intrinsics, thread indices, barriers, storage scopes). This base class knows C:
 operator precedence, the shape of ``for``/``if`` blocks, hoisting of ``Let``
 expressions into declarations, and how a vector value is printed lane by lane.
 Names are deterministic and keep the TIR names (``i_outer``); a clash gets a
-numeric suffix. Everything target-specific is a hook method.
+numeric suffix (:mod:`.c_syntax` holds the names and the precedence tables).
+Everything target-specific is a hook method.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ember.codegen_cuda.c_syntax import (  # noqa: F401 - re-exported: the printer's names
+    ADD,
+    BINARY_SYNTAX,
+    C_KEYWORDS,
+    COMPARE_SYNTAX,
+    COND,
+    EQ,
+    LAND,
+    LOR,
+    MUL,
+    PRIMARY,
+    REL,
+    UNARY,
+    NameTable,
+    Text,
+)
 from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith import Analyzer
 from ember.tir.buffer import Buffer
-
-# Precedence of C operators (higher binds tighter); PRIMARY never needs parentheses.
-PRIMARY, UNARY, MUL, ADD, REL, EQ, LAND, LOR, COND = 16, 15, 13, 12, 10, 9, 5, 4, 3
-BINARY_SYNTAX: dict[E.BinaryOp, tuple[str, int]] = {
-    E.BinaryOp.ADD: ("+", ADD),
-    E.BinaryOp.SUB: ("-", ADD),
-    E.BinaryOp.MUL: ("*", MUL),
-    E.BinaryOp.DIV: ("/", MUL),
-    E.BinaryOp.AND: ("&&", LAND),
-    E.BinaryOp.OR: ("||", LOR),
-}
-COMPARE_SYNTAX: dict[E.CompareOp, tuple[str, int]] = {
-    E.CompareOp.EQ: ("==", EQ),
-    E.CompareOp.NE: ("!=", EQ),
-    E.CompareOp.LT: ("<", REL),
-    E.CompareOp.LE: ("<=", REL),
-    E.CompareOp.GT: (">", REL),
-    E.CompareOp.GE: (">=", REL),
-}
-C_KEYWORDS = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto "
-    "if inline int long register restrict return short signed sizeof static struct switch "
-    "typedef union unsigned void volatile while bool true false class new delete this "
-    "template typename namespace operator private public protected virtual".split()
-)
-
-Text = tuple[str, int]  # printed expression and its precedence
-
-
-class NameTable:
-    """Deterministic C names for variables and buffers, unique within one function."""
-
-    def __init__(self, reserved: frozenset[str] = frozenset()) -> None:
-        self._used: set[str] = set(reserved)
-        self._names: dict[Any, str] = {}
-
-    def fresh(self, hint: str) -> str:
-        base = re.sub(r"\W", "_", hint) or "v"
-        if base[0].isdigit():
-            base = "v_" + base
-        name, n = base, 0
-        while name in self._used:
-            n += 1
-            name = f"{base}_{n}"
-        self._used.add(name)
-        return name
-
-    def bind(self, key: Any, hint: str) -> str:
-        """A new name for ``key`` (a second binding of one Var gets a second name)."""
-        name = self.fresh(hint)
-        self._names[key] = name
-        return name
-
-    def get(self, key: Any) -> str | None:
-        return self._names.get(key)
 
 
 class CPrinter:

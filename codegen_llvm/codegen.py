@@ -7,7 +7,7 @@ becomes one exported function ``i32 name(ptr noalias A, ptr noalias B, ...)``
 over its buffers' data pointers, returning 0, or the 1-based number of the
 failed ``AssertStmt`` (whose messages are kept in :class:`FunctionInfo`), or a
 negative code for a runtime failure. Expressions map through tables
-(:mod:`.arith`, :mod:`.casts`, :mod:`.intrinsics`), memory through
+(:mod:`.arith`, :mod:`.casts`), calls through :mod:`.calls`, memory through
 :mod:`.memory`, parallel loops through :mod:`.parallel`. A float ``a*b + c``
 becomes ``llvm.fmuladd`` so LLVM may fuse it; fast-math flags are set only for
 functions with the attribute ``fast_math``. Loops carry ``llvm.loop`` hints from
@@ -33,20 +33,16 @@ from ember.codegen_llvm.builder_utils import (
     declare_intrinsic,
     for_range,
     iota,
-    mem_type,
     reg_type,
     splat,
-    to_index,
 )
+from ember.codegen_llvm.calls import emit_call
 from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, round_to_bfloat16
 from ember.codegen_llvm.cpu_intrinsics import CpuFacts
 from ember.codegen_llvm.emitter import NUM_THREADS_GLOBAL, FunctionState
-from ember.codegen_llvm.externs import emit_extern_call
-from ember.codegen_llvm.intrinsics import emit_intrinsic
 from ember.codegen_llvm.loop_hints import loop_hints, minmax_reduction_loops
-from ember.codegen_llvm.packed import emit_packed_call
 from ember.codegen_llvm.parallel import emit_parallel_for
-from ember.errors import CompileError, InternalError, LoweringError
+from ember.errors import InternalError, LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -212,7 +208,8 @@ class CodeGenLLVM(Visitor):
         return ir.Constant(reg_type(e.dtype), value)
 
     # -- arithmetic ----------------------------------------------------------------------
-    def _operands(self, a: E.PrimExpr, b: E.PrimExpr) -> tuple[ir.Value, ir.Value]:
+    def operands(self, a: E.PrimExpr, b: E.PrimExpr) -> tuple[ir.Value, ir.Value]:
+        """``a`` and ``b`` emitted, the one with fewer lanes splatted to the other's."""
         x, y = self.visit(a), self.visit(b)
         lanes = max(dt.lanes_of(a.dtype), dt.lanes_of(b.dtype))
         if dt.lanes_of(a.dtype) < lanes:
@@ -231,7 +228,7 @@ class CodeGenLLVM(Visitor):
             if isinstance(prod, E.BinOp) and prod.op is E.BinaryOp.MUL and prod.dtype == e.dtype:
                 if addend.dtype != e.dtype:
                     continue
-                x, y = self._operands(prod.a, prod.b)
+                x, y = self.operands(prod.a, prod.b)
                 z = self.visit(addend)
                 fn = declare_intrinsic(self.module, "llvm.fmuladd", x.type, 3)
                 return self.builder.call(fn, [x, y, z], fastmath=self.fast)
@@ -241,14 +238,14 @@ class CodeGenLLVM(Visitor):
         fused = self._fmuladd(e)
         if fused is not None:
             return fused
-        x, y = self._operands(e.a, e.b)
+        x, y = self.operands(e.a, e.b)
         out = arith.emit_binary(self.builder, e.op, x, y, e.a.dtype, self.fast)
         if dt.element_of(e.dtype) == "bfloat16" and e.op in _ROUNDED_OPS:
             out = round_to_bfloat16(self.builder, out)
         return out
 
     def visit_Compare(self, e: E.Compare) -> ir.Value:
-        x, y = self._operands(e.a, e.b)
+        x, y = self.operands(e.a, e.b)
         return arith.emit_compare(self.builder, e.op, x, y, e.a.dtype, self.fast)
 
     def visit_Not(self, e: E.Not) -> ir.Value:
@@ -256,70 +253,14 @@ class CodeGenLLVM(Visitor):
 
     def visit_Select(self, e: E.Select) -> ir.Value:
         cond = self.visit(e.cond)
-        t, f = self._operands(e.true_value, e.false_value)
+        t, f = self.operands(e.true_value, e.false_value)
         return self.builder.select(cond, t, f)
 
     def visit_Cast(self, e: E.Cast) -> ir.Value:
         return emit_cast(self.builder, self.visit(e.value), e.value.dtype, e.dtype)
 
     def visit_Call(self, e: E.Call) -> ir.Value:
-        if e.op is E.Intrinsic.IF_THEN_ELSE:
-            return self._if_then_else(e)
-        if e.op is E.Intrinsic.CALL_PACKED:
-            return emit_packed_call(self, e)
-        if e.op is E.Intrinsic.PACK_ARRAY:
-            raise InternalError(f"pack_array outside a call_packed in '{self.func_name}'")
-        if e.op in E.EXTERN_CALLS:
-            return emit_extern_call(self.builder, e, [self.visit(a) for a in e.args[1:]], self.cpu)
-        if e.op is E.Intrinsic.ACCESS_PTR:  # Buffer.access_ptr: the element's address
-            data, offset, elem, _ = e.args
-            assert isinstance(data, E.Var) and isinstance(elem, E.StringImm)
-            index = to_index(self.builder, self.visit(offset), offset.dtype)
-            return self.builder.gep(self.visit(data), [index], source_etype=mem_type(elem.value))
-        if e.op in E.TENSOR_CORE_CALLS:
-            raise CompileError(
-                f"'{e.op.value}' in '{self.func_name}' is a CUDA tensor-core intrinsic; "
-                "only CUDA kernels (and the SIMT emulator) run it"
-            )
-        lanes = dt.lanes_of(e.dtype)
-        # the arguments' type: the result's, but for isnan/clz... whose result differs
-        arg_dtype = e.args[0].dtype if e.op in E.OWN_RESULT_TYPE else e.dtype
-        args = []
-        for a in e.args:
-            v = self.visit(a)
-            if (
-                dt.element_of(a.dtype) != dt.element_of(arg_dtype)
-                and e.op is not E.Intrinsic.LIKELY
-            ):
-                v = emit_cast(self.builder, v, a.dtype, arg_dtype)
-            elif dt.lanes_of(a.dtype) < lanes:
-                v = splat(self.builder, v, lanes)
-            args.append(v)
-        return emit_intrinsic(
-            self.builder, e.op, args, e.dtype, fast=bool(self.fast), arg_dtype=arg_dtype
-        )
-
-    def _if_then_else(self, e: E.Call) -> ir.Value:
-        """A branch per side and a phi: the side not taken never runs (its loads may be out
-        of bounds), for vectors too when the condition is one scalar. A per-lane condition
-        (its sides read no memory, see vectorize_loops) selects."""
-        cond, t, f = e.args
-        c = self.visit(cond)
-        if dt.lanes_of(cond.dtype) > 1:
-            tv, fv = self._operands(t, f)
-            return self.builder.select(c, tv, fv)
-        b = self.builder
-        with b.if_else(c) as (then, otherwise):
-            with then:
-                tv = self.visit(t)
-                t_end = b.block
-            with otherwise:
-                fv = self.visit(f)
-                f_end = b.block
-        phi = b.phi(tv.type)
-        phi.add_incoming(tv, t_end)
-        phi.add_incoming(fv, f_end)
-        return phi
+        return emit_call(self, e)
 
     def visit_Ramp(self, e: E.Ramp) -> ir.Value:
         b = self.builder

@@ -1,10 +1,11 @@
 """What the LLVM code generator's helper modules see of it: its per-function state and
 the :class:`Emitter` protocol.
 
-:mod:`ember.codegen_llvm.codegen` dispatches memory accesses, packed calls and parallel
-loops to :mod:`.memory`, :mod:`.packed` and :mod:`.parallel`, which call back into the
-visitor. They are typed against the protocol here rather than the visitor class, so
-the helpers sit below the visitor and the visitor imports them, never the reverse.
+:mod:`ember.codegen_llvm.codegen` dispatches calls, memory accesses, packed calls and
+parallel loops to :mod:`.calls`, :mod:`.memory`, :mod:`.packed` and :mod:`.parallel`,
+which call back into the visitor. They are typed against the protocol here rather than
+the visitor class, so the helpers sit below the visitor and the visitor imports them,
+never the reverse.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 
 from llvmlite import ir
 
+from ember.codegen_llvm.cpu_intrinsics import CpuFacts
 from ember.runtime.cpu import NUM_THREADS_SYMBOL
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -40,6 +42,8 @@ class Emitter(Protocol):
     """The code generator as its helpers use it (:class:`.codegen.CodeGenLLVM`)."""
 
     module: ir.Module
+    cpu: CpuFacts | None
+    fast: tuple[str, ...]
     noalias: bool
     func_name: str
     n_outlined: int
@@ -52,6 +56,8 @@ class Emitter(Protocol):
     def builder(self) -> ir.IRBuilder: ...
 
     def visit(self, node: Any) -> Any: ...
+
+    def operands(self, a: E.PrimExpr, b: E.PrimExpr) -> tuple[ir.Value, ir.Value]: ...
 
     def function_state(self, state: FunctionState) -> AbstractContextManager[FunctionState]: ...
 

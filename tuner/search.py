@@ -18,15 +18,14 @@ candidates can be built in parallel and so that what counts as a trial stays our
 The loop ends after ``n_trials`` measured candidates, after ``early_stopping``
 measured candidates without a better cost, when the space (or the grid) is exhausted,
 at ``timeout`` seconds, or after ``max_attempts`` proposals.
+
+The samplers by name are :mod:`ember.tuner.samplers`; who owns a trial when several
+processes tune one study (owner names, heartbeats) is :mod:`ember.tuner.trial_owners`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import os
-import socket
-import threading
 import time
 import warnings
 from collections import Counter
@@ -34,34 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember.errors import ConfigError
 from ember.tuner.encode import SpaceEncoding
 from ember.tuner.repair import nearest_valid
 from ember.tuner.result import ErrorKind, Measurer, MeasureResult
+from ember.tuner.samplers import SAMPLERS, make_sampler  # noqa: F401 - re-exported
 from ember.tuner.space import ConfigEntity
-
-_log = logging.getLogger("ember.tuner")
-SAMPLERS = ("tpe", "random", "cmaes", "grid")
-OWNER = f"{socket.gethostname()}:{os.getpid()}"  # who runs a trial, for resume
-
-
-def _abandoned(owner: Any) -> bool:
-    """Whether the process that asked for a trial is gone (unknown owners count as gone;
-    an owner on another host cannot be checked and does not)."""
-    if not isinstance(owner, str) or ":" not in owner:
-        return True
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    if int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+from ember.tuner.trial_owners import OWNER, Heartbeat, abandoned
 
 
 @dataclass(frozen=True)
@@ -104,102 +81,6 @@ class SearchState:
         return record
 
 
-def make_sampler(name: str, seed: int | None, encoding: SpaceEncoding) -> Any:
-    """The Optuna sampler ``name``, seeded."""
-    # optional dependency: optuna
-    import optuna
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if name == "tpe":
-            # constant_liar: trials asked together (a batch of parallel builds) spread out.
-            # n_ei_candidates=64 (Optuna's default is 24): with few draws from the
-            # good-trial density a seed can settle below the best, probably because the
-            # GEMM spaces' best region is narrow in their joint knobs. Against the sweeps of
-            # benchmarks/bench_tuner.py (1024^3, 2048^3, 64x1536x384; 10 seeds each) 24 left
-            # 3 of 30 seeds short of 95% of the true best after 200 trials, 64 none.
-            return optuna.samplers.TPESampler(
-                seed=seed,
-                multivariate=True,
-                n_startup_trials=10,
-                n_ei_candidates=64,
-                constant_liar=True,
-            )
-        if name == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
-        if name == "cmaes":
-            return optuna.samplers.CmaEsSampler(
-                seed=seed, warn_independent_sampling=False, n_startup_trials=5
-            )
-        if name == "grid":
-            return _GridSampler(encoding.grid(), seed=seed)
-    raise ConfigError(f"unknown sampler {name!r}; expected one of {SAMPLERS}")
-
-
-def _grid_class() -> type:
-    # optional dependency: optuna
-    import optuna
-
-    class GridSampler(optuna.samplers.GridSampler):
-        """Optuna's grid sampler, minus its ``study.stop()`` (which only works inside
-        ``study.optimize``); the loop asks ``is_exhausted`` instead."""
-
-        def after_trial(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    return GridSampler
-
-
-def _GridSampler(grid: dict[str, list[int]], seed: int | None) -> Any:  # noqa: N802
-    return _grid_class()(grid, seed=seed)
-
-
-class _Heartbeat:
-    """Records a heartbeat for every trial this process is measuring, on storages that
-    keep them (``RDBStorage(heartbeat_interval=...)``), so that a worker killed on any
-    host leaves trials that the other workers fail and retry once the grace period ends.
-    Optuna beats only inside ``study.optimize``; the search asks and tells itself."""
-
-    def __init__(self, storage: Any, interval: float) -> None:
-        self.storage, self.interval = storage, interval
-        self.trial_ids: set[int] = set()
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        threading.Thread(target=self._beat, name="ember-heartbeat", daemon=True).start()
-
-    @classmethod
-    def start(cls, study: Any) -> _Heartbeat | None:
-        # optional dependency: optuna
-        from optuna.storages._heartbeat import is_heartbeat_enabled
-
-        storage = getattr(study, "_storage", None)
-        if storage is None or not is_heartbeat_enabled(storage):
-            return None
-        return cls(storage, float(storage.get_heartbeat_interval()))
-
-    def watch(self, trial: Any) -> None:
-        with self.lock:
-            self.trial_ids.add(trial._trial_id)
-        self.storage.record_heartbeat(trial._trial_id)
-
-    def forget(self, trial: Any) -> None:
-        with self.lock:
-            self.trial_ids.discard(trial._trial_id)
-
-    def stop(self) -> None:
-        self.stopped.set()
-
-    def _beat(self) -> None:
-        while not self.stopped.wait(self.interval):
-            with self.lock:
-                ids = list(self.trial_ids)
-            for trial_id in ids:
-                try:
-                    self.storage.record_heartbeat(trial_id)
-                except Exception:  # the trial finished meanwhile, or the database blinked
-                    _log.debug("heartbeat for trial %s failed", trial_id, exc_info=True)
-
-
 @dataclass
 class SearchOptions:
     """How long and how widely a search runs: trials, parallel jobs, stopping rules."""
@@ -234,7 +115,7 @@ class Search:
         self.seen: set[int] = set()
         self.taken_in: set[int] = set()  # trial numbers already accounted for
         self.elsewhere: set[int] = set()  # configs being measured by another process
-        self.heartbeat = _Heartbeat.start(study)
+        self.heartbeat = Heartbeat.start(study)
         self.attempts = 0
 
     def enqueue(self, configs: Sequence[ConfigEntity]) -> None:
@@ -273,7 +154,7 @@ class Search:
                 # On a database the owner is written just after the ask, so a trial without
                 # one may be another worker's of a moment ago: heartbeats judge it there.
                 shared_and_young = owner is None and self.heartbeat is not None
-                if _abandoned(owner) and not shared_and_young:
+                if abandoned(owner) and not shared_and_young:
                     self.study.tell(t.number, state=TrialState.FAIL)
                 elif index is not None:
                     self.seen.add(index)

@@ -1,163 +1,36 @@
 """The graph executor: compiled kernels called in order over a static memory plan.
 
-``ember.graph.compile`` hands over a list of steps (a kernel and the values it
-reads and writes). The plan gives every intermediate value a view into a few
-reusable byte buffers: a buffer returns to the pool after the last step that
-reads its value, and a step's outputs are placed before its inputs are released,
-so a kernel never reads and writes the same memory. Inputs and outputs get
-buffers of the model's own too (inputs are copied in, outputs copied out), so the
-arrays of every step are fixed when the memory is made: each kernel checks its
-arrays once then (shape, dtype, contiguity, alignment, overlap) and ``run`` calls
-it without the per-call checks, which cost more than a small kernel runs.
-
-That memory, with the kernels bound to it, is a :class:`Workspace`, and a run owns
-one for its duration: a :class:`WorkspacePool` hands an idle one to each ``run`` and
-makes another when all are busy, so runs on several threads never share a buffer
-and still run in parallel (native kernel calls release the GIL). A lock around
-``run`` would be simpler but would serialise the threads; onnxruntime's sessions
-too give each concurrent run its own intermediate buffers. The params are read-only
-to kernels and kept once per model, shared by its workspaces (and, through a
-:class:`ParamStore`, by the sizes of a DynamicModel).
+``ember.graph.compile`` hands over the graph and a list of steps (a kernel and the values
+it reads and writes); :class:`CompiledModel` gives ``run(inputs) -> outputs``. The memory
+a run works in (the plan, the workspaces handed one per run, the shared params) is
+:mod:`ember.graph.workspace`; this module checks the user's inputs, takes a workspace,
+calls the bound kernels in order and copies the outputs out. It also times a model
+(``benchmark``, ``profile``) and writes it to a ``.ember`` file (``export``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError, InternalError
+from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import Graph, TensorType
 from ember.graph.artifact import export_model
-from ember.graph.index_guard import guard_index_reads
 from ember.graph.profiling import profile_calls
 from ember.graph.step import Step
-from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
+from ember.graph.workspace import (  # noqa: F401 - re-exported: the executor's public names
+    ParamStore,
+    Workspace,
+    WorkspacePool,
+    owned_params,
+    plan_memory,
+)
 from ember.target import Target
-
-
-def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarray], int]:
-    """Views for the intermediates over reused buffers; also returns the bytes allocated."""
-    keep = set(graph.params) | set(graph.input_names) | set(graph.output_names)
-    last_use: dict[str, int] = {}
-    for k, st in enumerate(steps):
-        for v in st.inputs:
-            last_use[v] = k
-    free: list[np.ndarray] = []
-    views: dict[str, np.ndarray] = {}
-    owner: dict[str, np.ndarray] = {}
-    total = 0
-    for k, st in enumerate(steps):
-        for v in st.outputs:
-            if v in keep:
-                continue
-            t = graph.values[v].type
-            need = max(t.size * np.dtype(t.dtype).itemsize, 1)
-            fits = [b for b in free if b.nbytes >= need]
-            buf = min(fits, key=lambda b: b.nbytes) if fits else None
-            if buf is None:
-                buf = aligned_empty(-(-need // CACHE_LINE) * CACHE_LINE)
-                total += need
-            else:
-                free = [b for b in free if b is not buf]
-            owner[v] = buf
-            views[v] = buf[: t.size * np.dtype(t.dtype).itemsize].view(t.dtype).reshape(t.shape)
-        for v in set(st.inputs) | set(st.outputs):
-            if v in owner and last_use.get(v, -1) <= k:
-                free.append(owner.pop(v))
-    return views, total
-
-
-def owned_params(graph: Graph) -> dict[str, np.ndarray]:
-    """The graph's constants as kernels read them: C-contiguous, each on a cache line."""
-    return {n: aligned_copy(p) for n, p in graph.params.items()}
-
-
-class Workspace:
-    """The memory of one run: the planned intermediates and a buffer of the model's own for
-    each input and each output, with every step's kernel bound to them.
-
-    The params are not part of it: kernels only read them, so every workspace of a model
-    shares one copy. Each array starts on a cache line.
-    """
-
-    def __init__(self, graph: Graph, steps: Sequence[Step], params: dict[str, np.ndarray]):
-        views, self.nbytes = plan_memory(graph, steps)
-        env: dict[str, np.ndarray] = {**params, **views}
-        for v in graph.inputs:  # always this run's own: a run writes them
-            env[v.name] = aligned_array(v.type.shape, v.type.dtype)
-        for v in graph.outputs:
-            if v.name not in env:  # else an input or a param, copied out
-                env[v.name] = aligned_array(v.type.shape, v.type.dtype)
-        self.env = env
-        self.inputs = [env[n] for n in graph.input_names]
-        # indices out of range are refused before a kernel would read a clamped row
-        self.calls = guard_index_reads(graph, steps, env, [_bind_step(st, env) for st in steps])
-
-    def load(self, arrays: Sequence[np.ndarray]) -> None:
-        """Copy checked input arrays into this workspace's input buffers."""
-        for buf, arr in zip(self.inputs, arrays):
-            np.copyto(buf, arr)
-
-
-class WorkspacePool:
-    """Workspaces handed out one per run and taken back after it, so runs on several
-    threads never share a buffer and still run in parallel (a kernel call releases the GIL).
-
-    A run takes an idle workspace or, when every one is busy, makes a new one (allocating
-    and binding, about as costly as one run); so the pool grows to the largest number of
-    runs that were ever in flight at once, and then allocates nothing more.
-    """
-
-    def __init__(self, make: Callable[[], Workspace]) -> None:
-        self._make = make
-        self._lock = threading.Lock()
-        self.first = make()  # made now: a plan a kernel refuses raises when the model is built
-        self._idle: list[Workspace] = [self.first]
-        self.size = 1
-
-    def acquire(self) -> Workspace:
-        """An idle workspace, or a new one; give it back with :meth:`release`."""
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-            self.size += 1
-        return self._make()  # outside the lock: other runs need not wait for the binding
-
-    def release(self, ws: Workspace) -> None:
-        with self._lock:
-            self._idle.append(ws)
-
-    @contextlib.contextmanager
-    def take(self) -> Iterator[Workspace]:
-        ws = self.acquire()
-        try:
-            yield ws
-        finally:
-            self.release(ws)
-
-
-def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:
-    """``st`` with its arrays fixed: a kernel that can bind (a CPU kernel) checks them now
-    and is then called unchecked; any other step (host control flow, a GPU kernel,
-    nothing to do) is called with them and checks what it needs each time."""
-    arrays = [env[v] for v in (*st.inputs, *st.outputs)]
-    bind = getattr(st.kernel, "bind", None)
-    if bind is None:
-        return functools.partial(st.kernel, *arrays)
-    try:
-        return bind(arrays)
-    except EmberError as e:
-        raise InternalError(
-            f"the memory plan gives {st.where} arrays its kernel refuses: {e}"
-        ) from e
 
 
 def inputs_in_order(
@@ -212,35 +85,6 @@ def input_array(name: str, value: Any, dtype: np.dtype | str) -> np.ndarray:
         got = type(value).__name__ if arr.dtype == object else str(arr.dtype)
         raise ArgumentError(f"input '{name}' must be {want}, got {got}{hint}")
     return arr
-
-
-class ParamStore:
-    """Constant arrays shared between compiled models: :meth:`intern` hands every caller
-    the same array for the same bytes (dtype, shape and content, compared bit for bit), so
-    the sizes a DynamicModel compiles keep one copy of each weight between them. A param
-    that differs between sizes (a folded shape, a layout chosen per size) is simply kept
-    once per distinct content."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._arrays: dict[tuple[str, tuple[int, ...], bytes], np.ndarray] = {}
-
-    @staticmethod
-    def _bytes(a: np.ndarray) -> np.ndarray:
-        return a.reshape(-1).view(np.uint8)
-
-    def intern(self, array: np.ndarray) -> np.ndarray:
-        a = aligned_copy(np.asarray(array))
-        key = (a.dtype.str, a.shape, hashlib.blake2b(self._bytes(a), digest_size=20).digest())
-        with self._lock:
-            kept = self._arrays.get(key)
-            if kept is not None and np.array_equal(self._bytes(kept), self._bytes(a)):
-                return kept
-            self._arrays.setdefault(key, a)
-            return a
-
-    def __len__(self) -> int:
-        return len(self._arrays)
 
 
 class CompiledModel:

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
-from ember.frontend.nn.layers import Linear, _expect_float, _has
+from ember.frontend.nn.checks import expect_float, has_param
+from ember.frontend.nn.layers import Linear
 from ember.frontend.nn.module import _RNG, Module, as_array
 from ember.frontend.nn.tensor import Tensor, dtype_kind
 
@@ -88,7 +89,7 @@ class MultiheadAttention(Module):
         e, h, d = self.embed_dim, self.num_heads, self.head_dim
         w = t.constant(np.ascontiguousarray(self._proj_weight(k).T), f"{self._scope}.w{k}")
         proj = t.node("MatMul", [x.name, w.name], (b, s, e))
-        if _has(self, "in_proj_bias"):
+        if has_param(self, "in_proj_bias"):
             proj = proj + t.constant(
                 self._params["in_proj_bias"][k * e : (k + 1) * e], f"{self._scope}.b{k}"
             )
@@ -141,7 +142,7 @@ class MultiheadAttention(Module):
                     f"nn.MultiheadAttention({self.embed_dim}): {what} of shape {list(x.shape)} "
                     f"(expected {layout}{dim}) or unbatched (L, {dim}))"
                 )
-            _expect_float(x, "MultiheadAttention")
+            expect_float(x, "MultiheadAttention")
         seq = 1 if self.batch_first and query.ndim == 3 else 0
         batch = 1 - seq
         if key.shape[seq] != value.shape[seq] or (

@@ -4,8 +4,10 @@ Each layer emits the ONNX operators an exported PyTorch layer would: ``Linear`` 
 ``Gemm`` (2-D input) or ``MatMul`` + ``Add``, ``Conv2d`` a ``Conv`` (after a ``Pad`` for
 the non-zero padding modes), ``LayerNorm`` a ``LayerNormalization``,
 ``MultiheadAttention`` (``attention.py``) the projections, a scaled
-``MatMul``/``Softmax``/``MatMul`` per head group and the output projection; the pooling
-layers live in ``pooling.py``.
+``MatMul``/``Softmax``/``MatMul`` per head group and the output projection; the
+activations live in ``activation.py``, the normalisations in ``normalization.py``, the
+pooling layers in ``pooling.py`` (all re-exported here), the shared argument checks in
+``checks.py``.
 
 Every constructor takes PyTorch's arguments with PyTorch's defaults, and computes what
 PyTorch's layer computes in evaluation mode (``model.eval()``): Ember compiles models
@@ -19,49 +21,23 @@ take batched (N, C, H, W) inputs; PyTorch's unbatched (C, H, W) form is refused.
 
 from __future__ import annotations
 
-import operator
-import warnings
 from typing import Any
 
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.frontend.nn.activation import (  # noqa: F401 - re-exported: the layers' names
+    GELU,
+    LeakyReLU,
+    ReLU,
+    Sigmoid,
+    Softmax,
+    Tanh,
+)
+from ember.frontend.nn.checks import expect_float, expect_ndim, has_param, pair
 from ember.frontend.nn.module import _RNG, Module, init_uniform
+from ember.frontend.nn.normalization import BatchNorm2d, LayerNorm  # noqa: F401 - re-exported
 from ember.frontend.nn.tensor import Tensor
-
-
-def _pair(v: Any, what: str, minimum: int = 0) -> tuple[int, int]:
-    """An int or a pair of ints, each at least ``minimum``, as a pair."""
-    try:
-        if isinstance(v, bool):
-            raise TypeError
-        pair = (operator.index(v),) * 2 if not isinstance(v, (tuple, list)) else tuple(v)
-        if len(pair) != 2 or any(isinstance(p, bool) for p in pair):
-            raise TypeError
-        out = (operator.index(pair[0]), operator.index(pair[1]))
-    except TypeError as e:
-        raise ArgumentError(f"{what} must be an int or a pair of ints, got {v!r}") from e
-    if min(out) < minimum:
-        raise ArgumentError(f"{what} must be at least {minimum}, got {v!r}")
-    return out
-
-
-def _expect(x: Tensor, ndim: int, what: str) -> None:
-    if x.ndim != ndim:
-        raise ArgumentError(f"nn.{what} expects a {ndim}-D input, got shape {list(x.shape)}")
-
-
-def _expect_float(x: Tensor, what: str) -> None:
-    """Weights are float32; PyTorch refuses to mix them with another input dtype, and so do we
-    (``x.float()`` converts)."""
-    if x.dtype != "float32":
-        raise ArgumentError(
-            f"nn.{what} has float32 parameters and got a {x.dtype} input; use x.float()"
-        )
-
-
-def _has(module: Module, name: str) -> bool:
-    return module._params.get(name) is not None
 
 
 class Linear(Module):
@@ -76,14 +52,14 @@ class Linear(Module):
 
     @property
     def has_bias(self) -> bool:
-        return _has(self, "bias")
+        return has_param(self, "bias")
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1:] != (self.in_features,):
             raise ArgumentError(
                 f"nn.Linear({self.in_features}, {self.out_features}) got input {list(x.shape)}"
             )
-        _expect_float(x, "Linear")
+        expect_float(x, "Linear")
         t = x.tracer
         w = self.traced(t, "weight")
         out_shape = (*x.shape[:-1], self.out_features)
@@ -125,9 +101,9 @@ class Conv2d(Module):
             raise ArgumentError(
                 f"nn.Conv2d: padding_mode must be one of {list(_PAD_MODES)}, got {padding_mode!r}"
             )
-        self.kernel = _pair(kernel_size, "nn.Conv2d kernel_size", 1)
-        self.stride = _pair(stride, "nn.Conv2d stride", 1)
-        self.dilation = _pair(dilation, "nn.Conv2d dilation", 1)
+        self.kernel = pair(kernel_size, "nn.Conv2d kernel_size", 1)
+        self.stride = pair(stride, "nn.Conv2d stride", 1)
+        self.dilation = pair(dilation, "nn.Conv2d dilation", 1)
         self.pads = self._resolve_padding(padding)  # (top, left, bottom, right)
         self.padding = padding if isinstance(padding, str) else self.pads[:2]
         self.groups, self.padding_mode = groups, padding_mode
@@ -155,16 +131,16 @@ class Conv2d(Module):
             raise ArgumentError(
                 f"nn.Conv2d: padding must be 'valid', 'same' or ints, got {padding!r}"
             )
-        ph, pw = _pair(padding, "nn.Conv2d padding")
+        ph, pw = pair(padding, "nn.Conv2d padding")
         return (ph, pw, ph, pw)
 
     @property
     def has_bias(self) -> bool:
-        return _has(self, "bias")
+        return has_param(self, "bias")
 
     def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, "Conv2d")
-        _expect_float(x, "Conv2d")
+        expect_ndim(x, 4, "Conv2d")
+        expect_float(x, "Conv2d")
         n, c, h, w = x.shape
         if c != self.in_channels:
             raise ArgumentError(f"nn.Conv2d expects {self.in_channels} channels, got {c}")
@@ -214,68 +190,6 @@ def _pad(x: Tensor, pads: list[int], mode: str, what: str) -> Tensor:
     return t.node("Pad", [x.name, p.name], shape, x.dtype, mode=mode)
 
 
-class _Activation(Module):
-    op_type = ""
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace  # no meaning in a traced graph; kept for PyTorch's signature
-        self.attrs: dict[str, Any] = {}
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.unary(self.op_type, **self.attrs)
-
-
-class ReLU(_Activation):
-    """``torch.nn.ReLU``: exports as ONNX ``Relu``."""
-
-    op_type = "Relu"
-
-
-class Sigmoid(_Activation):
-    """``torch.nn.Sigmoid``: exports as ONNX ``Sigmoid``."""
-
-    op_type = "Sigmoid"
-
-    def __init__(self) -> None:
-        super().__init__()
-
-
-class Tanh(_Activation):
-    """``torch.nn.Tanh``: exports as ONNX ``Tanh``."""
-
-    op_type = "Tanh"
-
-    def __init__(self) -> None:
-        super().__init__()
-
-
-class LeakyReLU(_Activation):
-    """``max(0, x) + negative_slope * min(0, x)``; PyTorch's default slope is 0.01."""
-
-    op_type = "LeakyRelu"
-
-    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
-        super().__init__(inplace)
-        self.negative_slope = float(negative_slope)
-        self.attrs = {"alpha": self.negative_slope}
-
-
-class GELU(_Activation):
-    """GELU; exact (erf) by default, ``approximate="tanh"`` for the tanh form, as in PyTorch."""
-
-    op_type = "Gelu"
-
-    def __init__(self, approximate: str = "none") -> None:
-        super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ArgumentError(
-                f"nn.GELU: approximate must be 'none' or 'tanh', got {approximate!r}"
-            )
-        self.approximate = approximate
-        self.attrs = {"approximate": approximate}
-
-
 class Identity(Module):
     """``torch.nn.Identity``: passes its input through, as models use it for a removed layer."""
 
@@ -296,26 +210,6 @@ class Dropout(Identity):
         self.p, self.inplace = p, inplace
 
 
-class Softmax(Module):
-    """Softmax over ``dim``. PyTorch's default ``dim=None`` picks a dim from the rank
-    (0 for 0-, 1- and 3-D inputs, else 1) with a deprecation warning; so does this."""
-
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, x: Tensor) -> Tensor:
-        dim = self.dim
-        if dim is None:
-            warnings.warn(
-                "nn.Softmax: implicit dimension choice is deprecated (as in PyTorch); pass dim=",
-                UserWarning,
-                stacklevel=2,
-            )
-            dim = 0 if x.ndim in (0, 1, 3) else 1
-        return x.softmax(dim)
-
-
 class Flatten(Module):
     """Flatten dims ``start_dim`` .. ``end_dim`` into one (PyTorch's defaults 1 and -1)."""
 
@@ -333,104 +227,6 @@ class Flatten(Module):
         s, e = s % nd, e % nd
         shape = (*x.shape[:s], int(np.prod(x.shape[s : e + 1])), *x.shape[e + 1 :])
         return x.reshape(*shape)
-
-
-class LayerNorm(Module):
-    """Normalise over the last ``len(normalized_shape)`` dims; ``weight`` (ones) and
-    ``bias`` (zeros) of that shape unless ``elementwise_affine=False`` / ``bias=False``."""
-
-    def __init__(
-        self,
-        normalized_shape: int | tuple[int, ...],
-        eps: float = 1e-5,
-        elementwise_affine: bool = True,
-        bias: bool = True,
-    ) -> None:
-        super().__init__()
-        shape = (
-            (operator.index(normalized_shape),)
-            if not isinstance(normalized_shape, (tuple, list))
-            else tuple(operator.index(d) for d in normalized_shape)
-        )
-        self.normalized_shape, self.eps = shape, float(eps)
-        self.elementwise_affine = elementwise_affine
-        self.size = shape[-1] if len(shape) == 1 else shape
-        ones, zeros = np.ones(shape, np.float32), np.zeros(shape, np.float32)
-        self.param("weight", ones if elementwise_affine else None, shape=shape)
-        self.param("bias", zeros if elementwise_affine and bias else None, shape=shape)
-
-    def forward(self, x: Tensor) -> Tensor:
-        k = len(self.normalized_shape)
-        if x.shape[x.ndim - k :] != self.normalized_shape or x.ndim < k:
-            raise ArgumentError(
-                f"nn.LayerNorm({list(self.normalized_shape)}) got input {list(x.shape)}"
-            )
-        _expect_float(x, "LayerNorm")
-        t = x.tracer
-        scale = (
-            self.traced(t, "weight")
-            if _has(self, "weight")
-            else t.constant(np.ones(self.normalized_shape, np.float32), f"{self._scope}.ones")
-        )
-        ins = [x.name, scale.name]
-        if _has(self, "bias"):
-            ins.append(self.traced(t, "bias").name)
-        return t.node("LayerNormalization", ins, x.shape, axis=-k, epsilon=self.eps)
-
-
-class BatchNorm2d(Module):
-    """Batch norm in evaluation mode, with PyTorch's names and buffers (``running_mean``,
-    ``running_var``, ``num_batches_tracked``). ``momentum`` only matters in training and is
-    kept for the signature; ``track_running_stats=False`` normalises with the batch's own
-    statistics (biased variance), as PyTorch does in evaluation mode."""
-
-    # PyTorch fills a missing num_batches_tracked in load_state_dict (older checkpoints).
-    _optional_state = frozenset({"num_batches_tracked"})
-
-    def __init__(
-        self,
-        num_features: int,
-        eps: float = 1e-5,
-        momentum: float | None = 0.1,
-        affine: bool = True,
-        track_running_stats: bool = True,
-    ) -> None:
-        super().__init__()
-        c = (num_features,)
-        self.num_features, self.eps, self.momentum = num_features, float(eps), momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        self.param("weight", np.ones(c, np.float32) if affine else None, shape=c)
-        self.param("bias", np.zeros(c, np.float32) if affine else None, shape=c)
-        track = track_running_stats
-        self.param("running_mean", np.zeros(c, np.float32) if track else None, shape=c)
-        self.param("running_var", np.ones(c, np.float32) if track else None, shape=c)
-        count = np.array(0, np.int64) if track else None
-        self.param("num_batches_tracked", count, shape=(), dtype="int64")
-
-    def _param_or(self, t: Any, name: str, fill: float) -> Tensor:
-        if _has(self, name):
-            return self.traced(t, name)
-        return t.constant(np.full(self.num_features, fill, np.float32), f"{self._scope}.{name}")
-
-    def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, "BatchNorm2d")
-        _expect_float(x, "BatchNorm2d")
-        if x.shape[1] != self.num_features:
-            raise ArgumentError(f"nn.BatchNorm2d({self.num_features}) got {x.shape[1]} channels")
-        t = x.tracer
-        weight, bias = self._param_or(t, "weight", 1.0), self._param_or(t, "bias", 0.0)
-        if not _has(self, "running_mean"):
-            return self._batch_stats(x, weight, bias)
-        ins = [x.name, weight.name, bias.name]
-        ins += [self.traced(t, "running_mean").name, self.traced(t, "running_var").name]
-        return t.node("BatchNormalization", ins, x.shape, epsilon=self.eps)
-
-    def _batch_stats(self, x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-        centred = x - x.mean((0, 2, 3))
-        var = (centred * centred).mean((0, 2, 3))
-        normed = centred / (var + self.eps).unary("Sqrt")
-        c = (1, self.num_features, 1, 1)
-        return normed * weight.reshape(*c) + bias.reshape(*c)
 
 
 class Embedding(Module):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError
-from ember.frontend.nn.layers import _expect, _pair
+from ember.frontend.nn.checks import expect_ndim, pair
 from ember.frontend.nn.module import Module
 from ember.frontend.nn.tensor import Tensor
 
@@ -39,10 +39,10 @@ class MaxPool2d(Module):
         if return_indices:
             raise ArgumentError("nn.MaxPool2d: return_indices=True is not supported")
         name = f"nn.{type(self).__name__}"
-        self.kernel_size = self.k = _pair(kernel_size, f"{name} kernel_size", 1)
-        self.stride = self.s = _pair(kernel_size if stride is None else stride, f"{name} stride", 1)
-        self.padding = self.p = _pair(padding, f"{name} padding")
-        self.dilation = _pair(dilation, f"{name} dilation", 1)
+        self.kernel_size = self.k = pair(kernel_size, f"{name} kernel_size", 1)
+        self.stride = self.s = pair(kernel_size if stride is None else stride, f"{name} stride", 1)
+        self.padding = self.p = pair(padding, f"{name} padding")
+        self.dilation = pair(dilation, f"{name} dilation", 1)
         self.ceil_mode = bool(ceil_mode)
         if any(p > k // 2 for p, k in zip(self.p, self.k)):  # PyTorch's rule (not dilated)
             raise ArgumentError(
@@ -69,7 +69,7 @@ class MaxPool2d(Module):
         }
 
     def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, type(self).__name__)
+        expect_ndim(x, 4, type(self).__name__)
         n, c, h, w = x.shape
         size = (self._out_size(h, 0), self._out_size(w, 1))
         attrs = {**self._attrs(), "dilations": list(self.dilation)}
@@ -98,7 +98,7 @@ class AvgPool2d(MaxPool2d):
         self.count_include_pad, self.divisor_override = bool(count_include_pad), divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, "AvgPool2d")
+        expect_ndim(x, 4, "AvgPool2d")
         if x.dtype not in ("float16", "float32", "float64"):
             raise ArgumentError(f"nn.AvgPool2d takes a float input, got {x.dtype}")
         n, c, h, w = x.shape
@@ -136,7 +136,7 @@ class AdaptiveAvgPool2d(Module):
         self.output_size = tuple(None if s is None else _positive_int(s, what) for s in sizes)
 
     def forward(self, x: Tensor) -> Tensor:
-        _expect(x, 4, "AdaptiveAvgPool2d")
+        expect_ndim(x, 4, "AdaptiveAvgPool2d")
         outs = [x.shape[2 + d] if o is None else int(o) for d, o in enumerate(self.output_size)]
         if outs == [1, 1]:
             return x.tracer.node("GlobalAveragePool", [x.name], (*x.shape[:2], 1, 1), x.dtype)

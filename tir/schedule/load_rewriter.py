@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def lane_index(
     buf: Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | None = None
 ) -> tuple[E.PrimExpr, ...]:
-    """Indices into a buffer (one made by ``lower._decl_lanes``): all lanes of the element."""
+    """Indices into a buffer (one made by ``lower_params.decl_lanes``): all lanes of the element."""
     if len(indices) == len(buf.shape):
         return indices
     lanes = buf.shape[-1]

@@ -17,7 +17,7 @@ the schedule never reads is still a parameter, a stage whose tensor is an
 argument may be computed at another stage's loop, writing its parameter buffer
 there, and one that is inlined leaves its parameter unwritten (with a warning).
 A tensor of a vector dtype (``float32x4``) gets a buffer of its elements with an
-innermost lane dimension.
+innermost lane dimension (:mod:`.lower_params` declares the buffers and parameters).
 """
 
 from __future__ import annotations
@@ -26,16 +26,22 @@ import warnings
 from collections.abc import Sequence
 
 from ember.errors import LoweringError
-from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.buffer import Buffer, decl_buffer
+from ember.tir.buffer import Buffer
 from ember.tir.functor import substitute
 from ember.tir.schedule.bound import StageBounds, infer_bounds
 from ember.tir.schedule.cross_thread import cross_thread_nest, thread_reduce_leaves
 from ember.tir.schedule.extern_lower import extern_bounds, extern_nest
 from ember.tir.schedule.graph import check_attach_tree, inlined_bodies
 from ember.tir.schedule.load_rewriter import LoadRewriter, lane_index
+from ember.tir.schedule.lower_params import (
+    box_float_scalars,
+    decl_lanes,
+    num_outputs,
+    scratch_buffer,
+    symbolic_split_amounts,
+)
 from ember.tir.schedule.relations import (
     Split,
     data_derived,
@@ -72,7 +78,7 @@ class _Lowering:
             st = sch.stage_of(t.op)
             if st is None and isinstance(t.op, PlaceholderOp):
                 # an input the schedule never reads is still a parameter, as in TVM
-                self.params.append(_decl_lanes(t.shape, t.dtype, t.name))
+                self.params.append(decl_lanes(t.shape, t.dtype, t.name))
                 continue
             if st is None:
                 raise LoweringError(f"argument '{t.name}' is not part of the schedule")
@@ -85,7 +91,7 @@ class _Lowering:
                     "argument: as in TVM, its buffer is a parameter the function never writes",
                     stacklevel=4,
                 )
-            buf = _decl_lanes(t.shape, t.dtype, t.name)
+            buf = decl_lanes(t.shape, t.dtype, t.name)
             self.set_buffer(st, t.value_index, buf)
             self.params.append(buf)
             arg_stages.add(id(st))
@@ -108,34 +114,34 @@ class _Lowering:
         for st in sch.stages:
             if id(st) not in self.bounds:
                 continue
-            for k in range(_num_outputs(st)):
+            for k in range(num_outputs(st)):
                 if self.buffer_of(st, k) is not None:
                     continue
                 t = st.op.output(k)
                 if id(st) in arg_stages:
-                    self.root_scratch.append(_decl_lanes(t.shape, t.dtype, t.name))
+                    self.root_scratch.append(decl_lanes(t.shape, t.dtype, t.name))
                     self.set_buffer(st, k, self.root_scratch[-1])
                 elif isinstance(st.op, ExternOp):  # each output its own shape, whole
-                    self.set_buffer(st, k, _decl_lanes(t.shape, t.dtype, t.name))
+                    self.set_buffer(st, k, decl_lanes(t.shape, t.dtype, t.name))
                 else:
-                    self.set_buffer(st, k, self._scratch_buffer(st, k))
+                    self.set_buffer(st, k, scratch_buffer(st, self.bounds[id(st)].alloc_shape, k))
 
     def buffer_of(self, st: Stage, k: int = 0) -> Buffer | None:
         """The buffer of the stage's ``k``-th output (None before it is made); a scan or an
         extern op keeps all its outputs in one buffer (see :mod:`.scan_lower`)."""
-        if k == 0 or _num_outputs(st) == 1:
+        if k == 0 or num_outputs(st) == 1:
             return self.buffers.get(id(st))
         return self.more_buffers.get((id(st), k))
 
     def set_buffer(self, st: Stage, k: int, buf: Buffer) -> None:
-        if k == 0 or _num_outputs(st) == 1:
+        if k == 0 or num_outputs(st) == 1:
             self.buffers[id(st)] = buf
         else:
             self.more_buffers[(id(st), k)] = buf
 
     def stage_buffers(self, st: Stage) -> list[Buffer]:
         """One buffer per output of the stage, in output order."""
-        return [self.buffer_of(st, k) for k in range(_num_outputs(st))]  # type: ignore[misc]
+        return [self.buffer_of(st, k) for k in range(num_outputs(st))]  # type: ignore[misc]
 
     def allocate(self, st: Stage, body: S.Stmt) -> S.Stmt:
         """``body`` inside the allocations of every output of a stage that is no argument."""
@@ -148,25 +154,6 @@ class _Lowering:
             if any(self.sch.stage_of(t.op) is st for t in other.op.input_tensors):
                 return True
         return False
-
-    def _scratch_buffer(self, st: Stage, k: int = 0) -> Buffer:
-        sb = self.bounds[id(st)]
-        shape = sb.alloc_shape
-        strides: tuple[int, ...] = ()
-        if st.storage_align_:
-            acc, out = 1, []
-            for d in reversed(range(len(shape))):
-                if d in st.storage_align_ and d != len(shape) - 1:
-                    factor, offset = st.storage_align_[d]
-                    acc = acc + ((offset - acc) % factor)
-                out.append(acc)
-                acc *= shape[d]
-            strides = tuple(reversed(out))
-        dtype = st.op.output_dtype(k)
-        name = st.op.output(k).name if _num_outputs(st) > 1 else st.name
-        if dt.lanes_of(dtype) > 1 and not strides:
-            return _decl_lanes(shape, dtype, name, st.scope)
-        return decl_buffer(shape, dtype, name=name, scope=st.scope, strides=strides)
 
     # -- statements ---------------------------------------------------------------------------
     def run(self) -> S.Stmt:
@@ -377,23 +364,6 @@ class _Lowering:
         return data_g + reduce_g, data_g
 
 
-def _num_outputs(st: Stage) -> int:
-    """Outputs with a buffer each: those of a multi-output compute, extern or scan."""
-    return st.op.num_outputs if isinstance(st.op, (ComputeOp, ExternOp, ScanOp)) else 1
-
-
-def _decl_lanes(
-    shape: Sequence[E.ExprLike], dtype: str, name: str, scope: str = "global"
-) -> Buffer:
-    """A buffer for a tensor of ``dtype``; a vector dtype (``float32x4``, TVM allows it in
-    placeholders and computes) is stored as its elements with one more, innermost
-    dimension of the lane count, so every backend sees an ordinary vector access."""
-    lanes = dt.lanes_of(dtype)
-    if lanes == 1:
-        return decl_buffer(tuple(shape), dtype, name=name, scope=scope)
-    return decl_buffer((*shape, lanes), dt.element_of(dtype), name=name, scope=scope)
-
-
 def _guard(body: S.Stmt, conds: list[E.PrimExpr]) -> S.Stmt:
     if not conds:
         return body
@@ -408,10 +378,10 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
     lw = _Lowering(sch, args)
     body = lw.run()
     attrs: tuple[tuple[str, object], ...] = (("global_symbol", name),)
-    divisors = _symbolic_split_amounts(sch)
+    divisors = symbolic_split_amounts(sch)
     if divisors:  # the runtime refuses a call where one of these is below 1
         attrs += (("positive_vars", divisors),)
-    params, body = _box_float_scalars(lw.params, body)
+    params, body = box_float_scalars(lw.params, body)
     func = S.PrimFunc(name, params, body, attrs)
     missing = undefined_vars(func)
     if missing:
@@ -422,33 +392,3 @@ def schedule_to_primfunc(sch: Schedule, args: Sequence[Tensor], name: str) -> S.
             "a te.reduce_axis must be used inside a reducer (te.sum(..., axis=k))"
         )
     return func
-
-
-def _box_float_scalars(
-    params: Sequence[Buffer | E.Var], body: S.Stmt
-) -> tuple[tuple[Buffer | E.Var, ...], S.Stmt]:
-    """A float scalar argument (TVM's ``bias = te.var("bias", dtype="float32")`` in its
-    extern_op tutorial) as a 0-d buffer read where the variable was: native functions take
-    sizes by value as integers only, and the runtime accepts a Python float for a 0-d
-    input (see ``ember.runtime.signature``)."""
-    out: list[Buffer | E.Var] = []
-    vmap: dict[E.Var, E.PrimExpr] = {}
-    for p in params:
-        if isinstance(p, E.Var) and dt.is_float(p.dtype):
-            buf = decl_buffer((), p.dtype, name=p.name)
-            vmap[p] = E.BufferLoad(p.dtype, buf, ())
-            out.append(buf)
-        else:
-            out.append(p)
-    return tuple(out), substitute(body, vmap) if vmap else body
-
-
-def _symbolic_split_amounts(sch: Schedule) -> tuple[E.Var, ...]:
-    """Variables that are a split's factor or part count: loops divide by them."""
-    out: list[E.Var] = []
-    for st in sch.stages:
-        for rel in st.relations:
-            for amount in (rel.factor, rel.nparts) if isinstance(rel, Split) else ():
-                if isinstance(amount, E.Var) and amount not in out:
-                    out.append(amount)
-    return tuple(out)
