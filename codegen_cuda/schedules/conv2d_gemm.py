@@ -24,16 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_cuda.schedules.common import bind_blocks, cooperative_fetch
-from ember.errors import ArgumentError
-from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
-from ember.tir.topi.nn import positive_pair
+from ember.tir.topi.conv_gemm import conv2d_nchw_im2col_gemm
 from ember.tuner.template import get_config, template
-
-
-def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
 @template("conv2d_nchw_gemm.cuda")
@@ -43,15 +37,6 @@ def conv2d_nchw_gemm_cuda(
 ) -> tuple[Schedule, list[Any]]:  # fmt: skip
     """NCHW convolution on CUDA as an implicit-im2col GEMM in shared-memory tiles (see the module
     docstring); tuned against the direct template, layer by layer."""
-    sh, sw = positive_pair(stride, "stride", "conv2d_nchw_gemm")
-    dh, dw = positive_pair(dilation, "dilation", "conv2d_nchw_gemm")
-    ph, pw = _pair(padding)
-    OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
-    OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
-    if OH <= 0 or OW <= 0:
-        raise ArgumentError(f"conv2d_nchw_gemm: output would be empty ({OH}x{OW})")
-    P, K, R = OH * OW, C * KH * KW, KH * KW
-
     cfg = get_config()
     cfg.define_knob("bm", [16, 32, 64, 128], default=64 if O >= 64 else 32)
     cfg.define_knob("bn", [16, 32, 64, 128], default=64)
@@ -69,19 +54,8 @@ def conv2d_nchw_gemm_cuda(
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((O, C, KH, KW), dtype, name="W")
 
-    def im2col(n: E.PrimExpr, k: E.PrimExpr, p: E.PrimExpr) -> E.PrimExpr:
-        c, kh, kw = k // R, k % R // KW, k % KW
-        y = p // OW * sh + kh * dh - ph
-        x = p % OW * sw + kw * dw - pw
-        inside = E.logical_and(E.logical_and(y >= 0, y < H), E.logical_and(x >= 0, x < W))
-        yc, xc = E.min_(E.max_(y, 0), H - 1), E.min_(E.max_(x, 0), W - 1)
-        return te.select(inside, X[n, c, yc, xc], E.const(0, dtype))
-
-    A = te.compute((N, K, P), im2col, name="im2col")
-    B = te.compute((O, K), lambda o, k: Wt[o, k // R, k % R // KW, k % KW], name="wcol")
-    k = te.reduce_axis((0, K), name="k")
-    G = te.compute((N, O, P), lambda n, o, p: te.sum(B[o, k] * A[n, k, p], axis=k), name="gemm")
-    Y = te.compute((N, O, OH, OW), lambda n, o, y, x: G[n, o, y * OW + x], name="conv")
+    A, B, G, Y = conv2d_nchw_im2col_gemm(X, Wt, stride, padding, dilation)
+    P = int(G.shape[2].value)  # type: ignore[attr-defined]
 
     s = create_schedule(Y.op)
     for stage, scope in ((A, "shared"), (B, "shared"), (G, "local")):
