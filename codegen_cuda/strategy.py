@@ -18,7 +18,7 @@ knobs and fetch widths in its attrs; its schedule,
 group's output with the elementwise tail (bias, activation, cast) inlined there: the
 template's fused epilogue. The knobs are the task's best record's in an enclosing
 ``apply_history_best``, else tiles sized to the problem (:func:`fallback_knobs`).
-fp16/bf16 2-D NCHW ``conv`` (group 1) takes the implicit GEMM of ``conv2d_nchw_gemm.py``
+fp16/bf16 2-D NCHW ``conv`` (group 1) takes the implicit GEMM of ``tir/topi/conv_gemm.py``
 (the same stages, A read from the input) with :func:`fallback_knobs`: no tuning task yet.
 """
 
@@ -29,20 +29,20 @@ from typing import Any
 
 from ember.codegen_cuda.build import default_arch
 from ember.codegen_cuda.resources import arch_number
-from ember.codegen_cuda.schedules.conv2d_nchw_gemm import conv_tensorcore_compute
 from ember.codegen_cuda.schedules.generic import schedule_generic, schedule_group
-from ember.codegen_cuda.schedules.matmul_tensorcore import (
-    IN_DTYPES,
-    define_tensorcore_knobs,
-    gemm_stages,
-    padded_operand,
-    round_up,
-)
+from ember.codegen_cuda.schedules.matmul_tensorcore import define_tensorcore_knobs
 from ember.codegen_cuda.schedules.tensorcore_epilogue import TAG, tensorcore_stages
 from ember.target import Target
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import PlaceholderOp, Tensor
+from ember.tir.topi.conv_gemm import conv_tensorcore_compute
+from ember.tir.topi.tensorcore_gemm import (
+    IN_DTYPES,
+    gemm_output,
+    round_up,
+    tensorcore_gemm_stages,
+)
 from ember.tir.topi.transform import static_shape
 from ember.tuner.space import FallbackConfig
 from ember.tuner.strategy import Implementation, StrategyTable
@@ -125,20 +125,16 @@ def tensorcore_compute(
     N = args[-5]  # (..., M, N, K, dtype, out_dtype, trans_b)
     dtype = str(A.dtype)
     knobs = _knobs(template, args, M, N)
-    Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
-    bb = tuple(batch) if B.ndim == A.ndim else ()
-    AP = padded_operand(A, (*batch, Mp, Kp), "AP")
-    BP = padded_operand(B, (*bb, Np, Kp) if trans_b else (*bb, Kp, Np), "BP")
-    CF, CS = gemm_stages(AP, BP, "float32", trans_b)
+    Np, Kp = round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
+    _, _, _, CS = tensorcore_gemm_stages(A, B, knobs, trans_b)
     vectors = (
         8 if _aligned(A, K, Kp) else 1,
         8 if (_aligned(B, K, Kp) if trans_b else _aligned(B, N, Np)) else 1,
         1,
     )
     attrs = {"knobs": tuple(sorted(knobs.items())), "trans_b": trans_b, "vectors": vectors}
-    return te.compute(
-        (*batch, M, N), lambda *i: CS[i].astype(dtype), name=name, tag=TAG, attrs=attrs
-    )
+    cast = lambda acc, idx: acc.astype(dtype)  # noqa: E731
+    return gemm_output(CS, (*batch, M, N), cast, name, TAG, attrs)
 
 
 def _gemm_fits(
@@ -183,7 +179,7 @@ def _gemm(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
 
 
 def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
-    """fp16/bf16 2-D group-1 NCHW ``conv``: the implicit GEMM of ``conv2d_nchw_gemm``, with
+    """fp16/bf16 2-D group-1 NCHW ``conv``: the implicit GEMM of ``tir/topi/conv_gemm.py``, with
     tiles sized to the problem (no tuning task yet)."""
     return conv_tensorcore_compute(inputs, attrs, fallback_knobs, TAG)
 

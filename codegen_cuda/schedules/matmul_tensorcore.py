@@ -33,7 +33,6 @@ rejected by ``verify_gpu`` before anything is compiled.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ember.codegen_cuda.schedules.common import bind_blocks
@@ -44,18 +43,19 @@ from ember.codegen_cuda.schedules.tensorcore_intrin import (
     wmma_store_intrin,
 )
 from ember.errors import ArgumentError
-from ember.tir import expr as E
-from ember.tir import op as tirop
 from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.tensorcore_gemm import (
+    IN_DTYPES,
+    Epilogue,
+    gemm_output,
+    make_epilogue,
+    round_up,
+    tensorcore_gemm_stages,
+)
 from ember.tir.topi.transform import static_shape
 from ember.tuner.template import get_config, template
-
-IN_DTYPES = ("float16", "bfloat16")
-ACTIVATIONS = ("none", "relu", "gelu")
-# (accumulator value, output indices) -> the output value
-Epilogue = Callable[[E.PrimExpr, tuple[E.PrimExpr, ...]], E.PrimExpr]
 
 
 def define_tensorcore_knobs() -> dict[str, Any]:
@@ -83,75 +83,6 @@ def define_tensorcore_knobs() -> dict[str, Any]:
     )
     names = ("bm", "bn", "wm", "wn", "ks", "stages", "layout", "route")
     return {k: cfg[k].val for k in names}
-
-
-def round_up(x: int, m: int) -> int:
-    """``x`` rounded up to a multiple of ``m``, to pad GEMM dims to whole tensor-core tiles."""
-    return -(-x // m) * m
-
-
-def activation_fn(name: str) -> Callable[[E.PrimExpr], E.PrimExpr]:
-    """The activation of a fused epilogue, on fp32 (or fp16) values."""
-    if name == "none":
-        return lambda x: x
-    if name == "relu":
-        return lambda x: E.max_(x, E.const(0, x.dtype))
-    if name == "gelu":  # exact GELU: x * Phi(x)
-        return lambda x: x * (tirop.erf(x * E.const(0.7071067811865476, x.dtype)) + 1) * 0.5
-    raise ArgumentError(f"tensor-core epilogue: activation must be one of {ACTIVATIONS}: {name!r}")
-
-
-def make_epilogue(acc_dtype: str, out_dtype: str, bias: Tensor | None, activation: str) -> Epilogue:
-    """``cast(out_dtype, act(acc + bias[col]))``: the tail a frontend fuses into a GEMM."""
-    act = activation_fn(activation)
-
-    def epilogue(acc: E.PrimExpr, idx: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
-        x = acc if bias is None else acc + bias[idx[-1]].astype(acc_dtype)
-        x = act(x)
-        return x if out_dtype == acc_dtype else x.astype(out_dtype)
-
-    return epilogue
-
-
-def padded_operand(X: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
-    """``X`` extended with zeros to ``shape`` (its trailing two dims rounded up to tiles);
-    the read index is clamped so that no lane ever loads outside ``X``."""
-    real = static_shape(X)
-    if real == shape:
-        return te.compute(shape, lambda *i: X[i], name=name)
-    zero = E.const(0, X.dtype)
-
-    def fetch(*idx: E.PrimExpr) -> E.PrimExpr:
-        inside = None
-        safe = []
-        for i, n, p in zip(idx, real, shape):
-            if n == p:
-                safe.append(i)
-                continue
-            cond = i < n
-            inside = cond if inside is None else E.logical_and(inside, cond)
-            safe.append(E.min_(i, n - 1))
-        return te.select(inside, X[tuple(safe)], zero)
-
-    return te.compute(shape, fetch, name=name)
-
-
-def gemm_stages(AP: Tensor, BP: Tensor, acc_dtype: str, trans_b: bool) -> tuple[Tensor, Tensor]:
-    """CF (the padded product, in ``acc_dtype``) and CS (its shared copy)."""
-    *batch, Mp, Kp = static_shape(AP)
-    Np = static_shape(BP)[-2 if trans_b else -1]
-    k = te.reduce_axis((0, Kp), name="k")
-    nb = len(batch)
-
-    def prod(*idx: E.PrimExpr) -> E.PrimExpr:
-        *b, i, j = idx
-        bb = tuple(b) if len(BP.shape) == nb + 2 else ()
-        bval = BP[(*bb, j, k)] if trans_b else BP[(*bb, k, j)]
-        return te.sum(AP[(*b, i, k)].astype(acc_dtype) * bval.astype(acc_dtype), axis=k)
-
-    CF = te.compute((*batch, Mp, Np), prod, name="CF")
-    CS = te.compute((*batch, Mp, Np), lambda *i: CF[i], name="CS")
-    return CF, CS
 
 
 def _bind_threads(stage: Stage, axis: Any, wz: int, wy: int) -> Any:
@@ -272,12 +203,9 @@ def tensorcore_gemm(
     *batch, M, K = static_shape(A)
     N = static_shape(B)[-2 if trans_b else -1]
     knobs = define_tensorcore_knobs()
-    Mp, Np, Kp = round_up(M, knobs["bm"]), round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
-    AP = padded_operand(A, (*batch, Mp, Kp), "AP")
-    BP = padded_operand(B, (*batch, Np, Kp) if trans_b else (*batch, Kp, Np), "BP")
-    CF, CS = gemm_stages(AP, BP, acc_dtype, trans_b)
-    epi = epilogue or (lambda acc, idx: acc)
-    C = te.compute((*batch, M, N), lambda *i: epi(CS[i], i), name=name)
+    Np, Kp = round_up(N, knobs["bn"]), round_up(K, knobs["ks"])
+    AP, BP, CF, CS = tensorcore_gemm_stages(A, B, knobs, trans_b, acc_dtype)
+    C = gemm_output(CS, (*batch, M, N), epilogue or (lambda acc, idx: acc), name)
     s = create_schedule(C.op)
     vec_a = 8 if K % 8 == 0 and Kp == K else 1
     vec_b = 8 if (K if trans_b else N) % 8 == 0 and (Kp == K if trans_b else Np == N) else 1

@@ -9,7 +9,7 @@ the stages between into that output, which becomes the template's epilogue (bias
 activation, cast), and applies
 :func:`~ember.codegen_cuda.schedules.matmul_tensorcore.schedule_tensorcore_gemm`.
 A GEMM tagged ``layout="nchw"`` (the NCHW convolution of
-``codegen_cuda/schedules/conv2d_nchw_gemm.py``) is scheduled as its own kernel's ``[M, O]``
+``tir/topi/conv_gemm.py``) is scheduled as its own kernel's ``[M, O]``
 output (a device workspace), its bias the epilogue; the NCHW output and the group's tail
 (activation, residual) are left to the generic schedule, a second kernel.
 Otherwise (a transposed or reduced tail, several outputs) it leaves the stages to the
