@@ -16,15 +16,13 @@ from hypothesis import strategies as st
 
 import ember
 from ember.codegen_llvm.schedules.winograd import (
-    MATRICES,
-    WinogradShape,
     schedule_winograd_output,
     winograd_conv,
-    winograd_weights,
 )
 from ember.errors import ArgumentError, ConfigError
 from ember.tir.schedule.schedule import create_schedule
 from ember.tir.te import operation as te
+from ember.tir.topi.winograd import MATRICES, WinogradShape, winograd_weights
 from ember.tuner.template import using_config
 from tests.codegen_llvm.schedules.template_helpers import task_of
 from tests.codegen_llvm.schedules.test_conv2d import conv_ref
