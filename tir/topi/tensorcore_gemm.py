@@ -84,6 +84,7 @@ def padded_operand(X: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
             cond = i < n
             inside = cond if inside is None else E.logical_and(inside, cond)
             safe.append(E.min_(i, n - 1))
+        assert inside is not None  # some dim is padded: real != shape
         return te.select(inside, X[tuple(safe)], zero)
 
     return te.compute(shape, fetch, name=name)
