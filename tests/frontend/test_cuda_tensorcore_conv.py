@@ -1,5 +1,5 @@
 """fp16 ONNX convolutions compiled for CUDA (sm_80+) take the implicit GEMM on the tensor
-cores (the CUDA strategy table's ``conv`` entry, ``codegen_cuda/schedules/conv2d_nchw_gemm.py``):
+cores (the CUDA strategy table's ``conv`` entry, ``tir/topi/conv_gemm.py``):
 the GEMM reads the NCHW input as its im2col matrix, the NCHW output and the group's tail
 (Relu, residual Add) are a second kernel. Run in the SIMT emulator.
 
