@@ -32,7 +32,7 @@ from ember.tir.transform.pipeline import Pass
 from ember.tuner.strategy import Implementation
 
 if TYPE_CHECKING:  # types only: the graph's value types belong to the frontend
-    from ember.frontend.graph import TensorType
+    pass
 
 
 class CUDABackend(Backend):
@@ -40,6 +40,7 @@ class CUDABackend(Backend):
     device's, else sm_80)."""
 
     kind = "cuda"
+    strategy = CUDA_STRATEGY
     scalars_as_vectors = True
     gpu = True
 
@@ -53,24 +54,8 @@ class CUDABackend(Backend):
     def build(self, funcs: Sequence[PrimFunc], ctx: PassContext) -> Module:
         return build_cuda(list(funcs), self.target, ctx=ctx)
 
-    def compute(
-        self, op: str, args: list[Tensor], attrs: dict[str, Any]
-    ) -> tuple[list[Tensor], Implementation] | None:
-        return CUDA_STRATEGY.compute(op, args, attrs, self.target)
-
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)
-
-    def strategy_key(self, ops: Sequence[str]) -> tuple[Any, ...]:
-        return tuple(
-            (op, tuple(i.name for i in CUDA_STRATEGY.implementations(op, self.target)))
-            for op in ops
-        )
-
-    def task_for(
-        self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
-    ) -> tuple[str, tuple[Any, ...]] | None:
-        return CUDA_STRATEGY.task(op, in_types, attrs, self.target)
 
     def device_available(self) -> bool:
         return device.device_available()

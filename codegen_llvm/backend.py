@@ -31,7 +31,7 @@ from ember.tir.transform.pipeline import Pass
 from ember.tuner.strategy import Implementation
 
 if TYPE_CHECKING:  # types only: the graph's value types belong to the frontend
-    from ember.frontend.graph import TensorType
+    pass
 from ember.tir.transform.vectorize_loops import version_lane_guards
 
 
@@ -39,6 +39,7 @@ class CPUBackend(Backend):
     """``llvm``: this machine's CPU (or the one ``-mcpu``/``-mtriple`` name)."""
 
     kind = "llvm"
+    strategy = CPU_STRATEGY
 
     def passes(self, ctx: PassContext) -> list[Pass]:
         # loops the vectorizer left serial for a guard on their lanes run as vectors
@@ -55,23 +56,8 @@ class CPUBackend(Backend):
         at = names.index("eliminate_dead_code")
         return (*common[:at], alter_conv_layout_tuned, *common[at:])
 
-    def compute(
-        self, op: str, args: list[Tensor], attrs: dict[str, Any]
-    ) -> tuple[list[Tensor], Implementation] | None:
-        return CPU_STRATEGY.compute(op, args, attrs, self.target)
-
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)
-
-    def strategy_key(self, ops: Sequence[str]) -> tuple[Any, ...]:
-        return tuple(
-            (op, tuple(i.name for i in CPU_STRATEGY.implementations(op, self.target))) for op in ops
-        )
-
-    def task_for(
-        self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
-    ) -> tuple[str, tuple[Any, ...]] | None:
-        return CPU_STRATEGY.task(op, in_types, attrs, self.target)
 
     def disk_cache_key(self) -> str | None:
         spec = jit.MachineSpec.from_target(self.target)

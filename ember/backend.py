@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
     from ember.tir.te.tensor import Tensor
     from ember.tir.transform.context import PassContext
     from ember.tir.transform.pipeline import Pass
-    from ember.tuner.strategy import Implementation
+    from ember.tuner.strategy import Implementation, StrategyTable
 
 
 class ArtifactPacker(Protocol):
@@ -68,6 +68,9 @@ class Backend:
     # code for a GPU: it runs on a device this process may lack (device_available) or in
     # the SIMT emulator, and artifacts store it per architecture (``--arch``)
     gpu: bool = False
+    # the operator strategies (``tuner/strategy.py``'s StrategyTable), or None for a target
+    # whose every node takes its op's generic compute and that names no tuning task
+    strategy: StrategyTable | None = None
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -97,7 +100,9 @@ class Backend:
         and that implementation (TVM's ``OpStrategy``: implementations by priority, each a
         ``tir/topi`` compute paired with its schedule and tuning task), or None where the
         op's generic compute (``frontend/ops``) serves."""
-        return None
+        if self.strategy is None:
+            return None
+        return self.strategy.compute(op, args, attrs, self.target)
 
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         """The schedule of a fused group computing ``outs``: each implementation in
@@ -109,14 +114,21 @@ class Backend:
         """What of this target's strategy tables decides the kernels of ``ops``: the names
         of the implementations that may take them, so a kernel cached before an
         implementation was registered is not reused after."""
-        return ()
+        if self.strategy is None:
+            return ()
+        table = self.strategy
+        return tuple(
+            (op, tuple(i.name for i in table.implementations(op, self.target))) for op in ops
+        )
 
     def task_for(
         self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
     ) -> tuple[str, tuple[Any, ...]] | None:
         """``(template name, arguments)`` of the tuning task a node's kernel runs here, or
         None (``ember.extract_tasks``)."""
-        return None
+        if self.strategy is None:
+            return None
+        return self.strategy.task(op, in_types, attrs, self.target)
 
     # -- runtime and storage ----------------------------------------------------------
     def disk_cache_key(self) -> str | None:

@@ -60,7 +60,7 @@ def extract_tasks(
 def _has_tasks(backend: Backend) -> bool:
     """Whether the backend names tuning tasks at all (a target without any is refused,
     rather than reported as a model with nothing to tune)."""
-    return type(backend).task_for is not Backend.task_for
+    return backend.strategy is not None or type(backend).task_for is not Backend.task_for
 
 
 def _require_static_inputs(graph: Graph) -> None:
