@@ -7,44 +7,5 @@ reading them here, under the name they always had.
 
 from __future__ import annotations
 
-from ember.runtime.dtype import (
-    ALIASES,
-    SCALAR_DTYPES,
-    SUB_BYTE_INTS,
-    bits_of,
-    bytes_of,
-    check_dtype,
-    element_of,
-    from_numpy,
-    int_range,
-    is_bool,
-    is_float,
-    is_int,
-    is_sub_byte_int,
-    is_uint,
-    lanes_of,
-    numpy_dtype,
-    split_lanes,
-    with_lanes,
-)
-
-__all__ = [
-    "ALIASES",
-    "SCALAR_DTYPES",
-    "SUB_BYTE_INTS",
-    "bits_of",
-    "bytes_of",
-    "check_dtype",
-    "element_of",
-    "from_numpy",
-    "int_range",
-    "is_bool",
-    "is_float",
-    "is_int",
-    "is_sub_byte_int",
-    "is_uint",
-    "lanes_of",
-    "numpy_dtype",
-    "split_lanes",
-    "with_lanes",
-]
+from ember.runtime.dtype import *  # noqa: F403 - the same names, re-exported
+from ember.runtime.dtype import __all__ as __all__
