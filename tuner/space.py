@@ -105,6 +105,11 @@ class Config:
     def add_constraint(self, fn: Constraint, description: str = "") -> None:
         """Reject configs for which ``fn(cfg)`` is false (recorded by the space only)."""
 
+    def set_record_extra(self, fn: Callable[[ConfigEntity], dict[str, Any]]) -> None:
+        """Write ``fn(config)``'s keys into each config's record (recorded by the space
+        only). An auto-scheduled task stores its schedule steps this way; a record whose
+        keys differ from what ``fn`` gives for its choices does not match the space."""
+
     def _define(self, name: str, build: Callable[[], Knob]) -> Knob:
         raise NotImplementedError
 
@@ -121,6 +126,7 @@ class ConfigSpace(Config):
     def __init__(self) -> None:
         self._knobs: dict[str, Knob] = {}
         self._constraints: list[tuple[Constraint, str]] = []
+        self._record_extra: Callable[[ConfigEntity], dict[str, Any]] | None = None
         self._frozen = False
 
     # -- collection (the template runs once against the space)
@@ -144,6 +150,15 @@ class ConfigSpace(Config):
             raise ConfigError(f"a constraint must be callable, got {fn!r}")
         label = description or getattr(fn, "__name__", "") or repr(fn)
         self._constraints.append((fn, label))
+
+    def set_record_extra(self, fn: Callable[[ConfigEntity], dict[str, Any]]) -> None:
+        if self._frozen:
+            raise ConfigError("set_record_extra after the config space was completed")
+        self._record_extra = fn
+
+    def record_extra(self, entity: ConfigEntity) -> dict[str, Any]:
+        """What :meth:`set_record_extra`'s function adds to ``entity``'s record ({} if none)."""
+        return {} if self._record_extra is None else self._record_extra(entity)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._knobs:
@@ -278,6 +293,7 @@ class ConfigEntity(Config):
             "index": self.index,
             "choices": dict(self._choices),
             "values": {n: knobs[n].value_json(i) for n, i in self._choices.items()},
+            **self.space.record_extra(self),
         }
 
     @staticmethod
@@ -298,6 +314,12 @@ class ConfigEntity(Config):
                 raise ConfigError(
                     f"config record does not match this space: knob '{name}' is {value!r} "
                     f"in the record but {mine!r} here; was the template changed?"
+                )
+        for key, mine in space.record_extra(entity).items():
+            if key in data and data[key] != mine:
+                raise ConfigError(
+                    f"config record does not match this space: its '{key}' differ from what "
+                    "this space builds for the same choices; was the template changed?"
                 )
         return entity
 

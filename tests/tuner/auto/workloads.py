@@ -1,0 +1,70 @@
+"""Workload functions the auto-scheduling tests tune: module-level, so the measuring
+worker imports them by module and name. Each returns the DAG's inputs, then outputs."""
+
+from __future__ import annotations
+
+from ember import te
+
+
+def matmul_bias_relu(m: int, n: int, k: int) -> list:
+    """relu(A @ B + bias): a matmul with an elementwise epilogue."""
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    bias = te.placeholder((n,), name="bias")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    d = te.compute((m, n), lambda i, j: c[i, j] + bias[j], name="D")
+    e = te.compute((m, n), lambda i, j: te.max(d[i, j], 0.0), name="E")
+    return [a, b, bias, e]
+
+
+def matmul(m: int, n: int, k: int) -> list:
+    """A @ B alone: the output has no epilogue to fuse (the cache_write rule)."""
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return [a, b, c]
+
+
+def row_sum(m: int, k: int) -> list:
+    """Sums of a few long rows (the rfactor rule)."""
+    a = te.placeholder((m, k), name="A")
+    r = te.reduce_axis((0, k), name="k")
+    s = te.compute((m,), lambda i: te.sum(a[i, r], axis=r), name="S")
+    return [a, s]
+
+
+def scale_add(m: int, n: int) -> list:
+    """2 * A + b[j]: an elementwise chain with a broadcast."""
+    a = te.placeholder((m, n), name="A")
+    b = te.placeholder((n,), name="b")
+    t = te.compute((m, n), lambda i, j: a[i, j] * 2.0, name="T")
+    o = te.compute((m, n), lambda i, j: t[i, j] + b[j], name="O")
+    return [a, b, o]
+
+
+def conv2d_relu(c: int, h: int, w: int, f: int, kh: int) -> list:
+    """A padded, stride-1 NCHW convolution (batch 1) with a ReLU."""
+    x = te.placeholder((1, c, h, w), name="X")
+    wt = te.placeholder((f, c, kh, kh), name="W")
+    p = kh // 2
+    pad = te.compute(
+        (1, c, h + 2 * p, w + 2 * p),
+        lambda n, ci, y, xx: te.if_then_else(
+            te.all(y >= p, y < h + p, xx >= p, xx < w + p), x[n, ci, y - p, xx - p], 0.0
+        ),
+        name="pad",
+    )
+    rc = te.reduce_axis((0, c), name="rc")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kh), name="rx")
+    conv = te.compute(
+        (1, f, h, w),
+        lambda n, ff, y, xx: te.sum(
+            pad[n, rc, y + ry, xx + rx] * wt[ff, rc, ry, rx], axis=[rc, ry, rx]
+        ),
+        name="conv",
+    )
+    out = te.compute((1, f, h, w), lambda *i: te.max(conv(*i), 0.0), name="relu")
+    return [x, wt, out]

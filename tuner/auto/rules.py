@@ -1,0 +1,250 @@
+"""Ansor's sketch rules for the CPU, each a small function of one stage.
+
+A rule looks at one stage of the DAG (:class:`~ember.tuner.auto.dag.DagInfo`) and either
+does not apply (None) or returns its variants: ``(label, build)`` pairs, each writing
+the stage's steps through a :class:`~ember.tuner.auto.sketch.SketchBuilder`. The
+generator (:func:`~ember.tuner.auto.sketch.generate_sketches`) walks the stages from the
+outputs back and lets the first rule that applies decide; several variants make several
+sketches. The rules, in priority order (:data:`CPU_RULES`):
+
+- :func:`rule_inline`: an injective stage that is not an output is inlined;
+- :func:`rule_fused_consumer`: an elementwise epilogue another stage's tile is fused into
+  is scheduled by that stage's rule;
+- :func:`rule_tile_with_fusion`: a stage with data reuse (matmul-, conv-like) is tiled
+  ``SSRSRS`` and computed inside the tiles of its elementwise consumer (at the first or
+  the second spatial level: two sketches);
+- :func:`rule_cache_write`: a stage with data reuse but no such consumer accumulates into
+  a ``local`` cache, tiled and fused into the copy out of it; or is tiled alone;
+- :func:`rule_rfactor`: a reduction over few outputs (too few to fill the cores)
+  factors its reduction with ``rfactor`` so that the partial sums run in parallel; or not;
+- :func:`rule_reduction` and :func:`rule_elementwise`: the rest.
+
+Annotations are parameters: each rule asks :func:`parallel`, :func:`vectorize` and
+:func:`auto_unroll` for the fused outer loop, the innermost spatial loop and the
+stage's unroll depth, which become choice knobs (``"none"`` and ``0`` drop the step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ember.tir.te.tensor import IterKind, IterVar
+from ember.tuner.auto.dag import DagInfo
+from ember.tuner.auto.sketch import Rule, SketchBuilder, Sym, Variant
+
+MAX_TILE = 64  # the largest inner tile factor (a vector loop LLVM still compiles quickly)
+UNROLL_STEPS = (0, 16, 64)  # auto_unroll_max_step choices
+RFACTOR_MAX_SPATIAL = 16  # fewer outputs than this leave cores idle ...
+RFACTOR_MIN_REDUCE = 64  # ... when each sums at least this many values
+
+
+def _extent(iv: IterVar) -> int:
+    return int(iv.dom.extent.value)  # type: ignore[union-attr,attr-defined]
+
+
+# -- annotations ---------------------------------------------------------------------------
+def parallel(b: SketchBuilder, stage: str, iv: IterVar) -> None:
+    """Run ``iv`` (the fused outer spatial loops) on the thread pool, or not (a knob)."""
+    if iv.kind is IterKind.REDUCE:
+        return
+    knob = b.choice_knob(f"{stage}.parallel", ["parallel", "none"])
+    b.annotate(stage, iv, Sym(knob))
+
+
+def vectorize(b: SketchBuilder, stage: str, iv: IterVar) -> None:
+    """Vectorize the innermost spatial loop ``iv``, or not (a knob)."""
+    if iv.kind is IterKind.REDUCE:
+        return
+    knob = b.choice_knob(f"{stage}.vectorize", ["vectorize", "none"])
+    b.annotate(stage, iv, Sym(knob))
+
+
+def auto_unroll(b: SketchBuilder, stage: str) -> None:
+    """TVM's ``auto_unroll_max_step`` pragma on the stage's outer loop: its innermost
+    loops are unrolled up to that many steps (a knob: 0 unrolls nothing)."""
+    loops = b.loops(stage)
+    if loops:
+        knob = b.choice_knob(f"{stage}.unroll", UNROLL_STEPS)
+        b.pragma(stage, loops[0], "auto_unroll_max_step", Sym(knob))
+
+
+# -- the tiling structure ---------------------------------------------------------------------
+def tile_ssrsrs(b: SketchBuilder, stage: str) -> tuple[list[list[IterVar]], list[str]]:
+    """Split each spatial loop in 4 and each reduction loop in 2 and order them
+    ``S0 S1 R0 S2 R1 S3`` (Ansor's CPU structure); the spatial levels and the knobs."""
+    op = b.stage(stage).op
+    levels: list[list[IterVar]] = [[], [], [], [], [], []]  # S0 S1 R0 S2 R1 S3
+    knobs = []
+    for d, iv in enumerate(op.axis):  # type: ignore[attr-defined]
+        k = b.split_knob(f"{stage}.tile{d}", _extent(iv), 4, MAX_TILE)
+        knobs.append(k)
+        s0, s1, s2, s3 = b.split(stage, iv, [Sym(k, 1, 2), Sym(k, 2, 3), Sym(k, 3, 4)])
+        for lvl, loop in zip((0, 1, 3, 5), (s0, s1, s2, s3)):
+            levels[lvl].append(loop)
+    for d, iv in enumerate(op.reduce_axis):  # type: ignore[attr-defined]
+        k = b.split_knob(f"{stage}.rtile{d}", _extent(iv), 2, MAX_TILE)
+        r0, r1 = b.split(stage, iv, [Sym(k, 1, 2)])
+        levels[2].append(r0)
+        levels[4].append(r1)
+    b.reorder(stage, [iv for lvl in levels for iv in lvl])
+    return [levels[0], levels[1], levels[3], levels[5]], knobs
+
+
+def schedule_tiled(b: SketchBuilder, stage: str) -> None:
+    """A tiled stage at the root: outer tiles in parallel, inner vectorized, unrolled."""
+    spatial, _ = tile_ssrsrs(b, stage)
+    if spatial[0]:
+        parallel(b, stage, b.fuse(stage, spatial[0]))
+        vectorize(b, stage, spatial[3][-1])
+    auto_unroll(b, stage)
+
+
+def fuse_into_consumer(b: SketchBuilder, producer: str, consumer: str, level: int) -> None:
+    """Tile ``producer`` and compute it inside ``consumer``'s tile loops, the consumer's
+    spatial loops split by the same knobs (Ansor's follow split) down to ``level``."""
+    spatial, knobs = tile_ssrsrs(b, producer)
+    axes = list(b.stage(consumer).op.axis)  # type: ignore[attr-defined]
+    if len(axes) != len(knobs):  # rule_tile_with_fusion checked the shapes match
+        raise ValueError(f"consumer '{consumer}' of '{producer}' has another rank")
+    cuts = [[Sym(k, 1, 3), Sym(k, 3, 4)] if level == 1 else
+            [Sym(k, 1, 2), Sym(k, 2, 3), Sym(k, 3, 4)] for k in knobs]  # fmt: skip
+    levels: list[list[IterVar]] = [[] for _ in range(len(cuts[0]) + 1)] if cuts else []
+    for iv, factors in zip(axes, cuts):
+        for lvl, loop in enumerate(b.split(consumer, iv, factors)):
+            levels[lvl].append(loop)
+    b.reorder(consumer, [iv for lvl in levels for iv in lvl])
+    outer = b.fuse(consumer, levels[0])
+    parallel(b, consumer, outer)
+    vectorize(b, consumer, levels[-1][-1])
+    b.compute_at(producer, consumer, outer if level == 1 else levels[1][-1])
+    vectorize(b, producer, spatial[3][-1])
+    auto_unroll(b, producer)
+
+
+# -- the rules ---------------------------------------------------------------------------------
+def rule_inline(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """An injective stage that is not an output: inline it into its consumers."""
+    s = info.stages[name]
+    if not s.injective or s.is_output:
+        return None
+    return [("", lambda b: b.inline(name))]
+
+
+def rule_fused_consumer(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """An elementwise consumer of a tiled stage: its producer's rule schedules it."""
+    for other, s in info.stages.items():
+        if s.has_reuse and info.elementwise_consumer(other) == name:
+            return [("", lambda b: None)]
+    return None
+
+
+def rule_tile_with_fusion(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """Data reuse and an elementwise consumer: ``SSRSRS`` tiles fused into the consumer."""
+    s = info.stages[name]
+    consumer = info.elementwise_consumer(name) if s.has_reuse else None
+    if consumer is None or info.stages[consumer].spatial != s.spatial:
+        return None
+    return [
+        (f"tile+fuse{lvl}", lambda b, lvl=lvl: fuse_into_consumer(b, name, consumer, lvl))
+        for lvl in (1, 2)
+    ]
+
+
+def _cached(b: SketchBuilder, name: str, level: int) -> None:
+    cache = b.cache_write(name, "local")
+    fuse_into_consumer(b, cache, name, level)
+
+
+def rule_cache_write(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """Data reuse without an elementwise consumer: accumulate in a ``local`` cache whose
+    tiles the copy out fuses (two levels), or tile the stage alone."""
+    s = info.stages[name]
+    if not s.has_reuse or s.op.num_outputs != 1:
+        return None
+    return [
+        ("cache+fuse1", lambda b: _cached(b, name, 1)),
+        ("cache+fuse2", lambda b: _cached(b, name, 2)),
+        ("tile", lambda b: schedule_tiled(b, name)),
+    ]
+
+
+def schedule_rfactor(b: SketchBuilder, name: str) -> None:
+    """Fuse the reduction loops, split them, and ``rfactor`` the inner part: the partial
+    sums (``<name>.rf``) run in parallel over it, the stage adds them up."""
+    op = b.stage(name).op
+    red = list(op.reduce_axis)  # type: ignore[attr-defined]
+    total = math.prod(_extent(iv) for iv in red)
+    fused = b.fuse(name, red)
+    k = b.split_knob(f"{name}.rfactor", total, 2, None)
+    _, inner = b.split(name, fused, [Sym(k, 1, 2)])
+    rf = b.rfactor(name, inner, 0)
+    parallel(b, rf, b.fuse(rf, list(b.stage(rf).op.axis)))  # type: ignore[attr-defined]
+    auto_unroll(b, rf)
+
+
+def rule_rfactor(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """A reduction over fewer outputs than cores, each of many values: ``rfactor`` it,
+    or schedule it as a plain reduction."""
+    s = info.stages[name]
+    if (
+        not s.reduce
+        or s.has_reuse
+        or s.op.num_outputs != 1
+        or s.spatial_size >= RFACTOR_MAX_SPATIAL
+        or s.reduce_size < RFACTOR_MIN_REDUCE
+    ):
+        return None
+    return [
+        ("rfactor", lambda b: schedule_rfactor(b, name)),
+        ("reduce", lambda b: _reduce(b, name)),
+    ]
+
+
+def _reduce(b: SketchBuilder, name: str) -> None:
+    op = b.stage(name).op
+    sp, red = list(op.axis), list(op.reduce_axis)  # type: ignore[attr-defined]
+    if sp:
+        k = b.split_knob(f"{name}.vec", _extent(sp[-1]), 2, MAX_TILE)
+        outer, inner = b.split(name, sp[-1], [Sym(k, 1, 2)])
+        b.reorder(name, [*sp[:-1], outer, *b.loops(name)[len(sp) + 1 :], inner])
+        parallel(b, name, b.fuse(name, [*sp[:-1], outer]))
+        vectorize(b, name, inner)
+    auto_unroll(b, name)
+
+
+def rule_reduction(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """Any other reduction: the last spatial loop split, its inner part innermost
+    (vectorized across outputs), the outer spatial loops fused and parallel."""
+    if not info.stages[name].reduce:
+        return None
+    return [("reduce", lambda b: _reduce(b, name))]
+
+
+def _elementwise(b: SketchBuilder, name: str) -> None:
+    sp = list(b.stage(name).op.axis)  # type: ignore[attr-defined]
+    if not sp:
+        return
+    k = b.split_knob(f"{name}.vec", _extent(sp[-1]), 2, MAX_TILE)
+    outer, inner = b.split(name, sp[-1], [Sym(k, 1, 2)])
+    parallel(b, name, b.fuse(name, [*sp[:-1], outer]))
+    vectorize(b, name, inner)
+
+
+def rule_elementwise(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """An injective output: outer loops fused and parallel, an inner split of the last
+    loop vectorized (kept apart so broadcast reads stay affine in the lane)."""
+    if info.stages[name].reduce:
+        return None
+    return [("", lambda b: _elementwise(b, name))]
+
+
+CPU_RULES: Sequence[Rule] = (
+    rule_inline,
+    rule_fused_consumer,
+    rule_tile_with_fusion,
+    rule_cache_write,
+    rule_rfactor,
+    rule_reduction,
+    rule_elementwise,
+)

@@ -1,0 +1,48 @@
+"""A sketch's symbols as tuner knobs, so the template machinery tunes sketches unchanged.
+
+One config space holds every sketch of a workload: a ``sketch`` knob picks one, and
+each sketch's symbols are knobs of their own (prefixed ``s<k>.``): ``define_split``
+for tile sizes (exact factorizations, inner factors bounded), ``define_knob`` for
+annotations and unroll depths. Optuna (:mod:`ember.tuner.search`) samples them knob by
+knob like any template's; the knobs of the sketches a config does not pick are
+ignored. :func:`steps_for` turns a config into the plain steps that build its schedule
+and that its record stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.tuner.auto.sketch import Sketch, concretize
+from ember.tuner.auto.steps import Step
+from ember.tuner.space import Config
+
+
+def define_sketch_space(cfg: Config, sketches: Sequence[Sketch]) -> None:
+    """Define the ``sketch`` knob and every sketch's knobs on ``cfg``."""
+    cfg.define_knob("sketch", [sk.name for sk in sketches])
+    for sk in sketches:
+        for decl in sk.knobs.values():
+            if decl.kind == "split":
+                cfg.define_split(
+                    decl.name, decl.extent, num_outputs=decl.parts, max_factor=decl.max_factor
+                )
+            else:
+                cfg.define_knob(decl.name, list(decl.candidates))
+
+
+def chosen_sketch(cfg: Config, sketches: Sequence[Sketch]) -> Sketch:
+    """The sketch ``cfg``'s ``sketch`` knob names."""
+    name = cfg["sketch"].val
+    return next(sk for sk in sketches if sk.name == name)
+
+
+def _value(cfg: Config, name: str) -> Any:
+    entity = cfg[name]
+    return entity.size if hasattr(entity, "size") else entity.val
+
+
+def steps_for(cfg: Config, sketches: Sequence[Sketch]) -> list[Step]:
+    """The concrete steps of the sketch ``cfg`` picks, with ``cfg``'s knob values."""
+    return concretize(chosen_sketch(cfg, sketches), lambda name: _value(cfg, name))
