@@ -203,7 +203,7 @@ def rule_rfactor(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | 
 
 def _reduce(b: SketchBuilder, name: str) -> None:
     op = b.stage(name).op
-    sp, red = list(op.axis), list(op.reduce_axis)  # type: ignore[attr-defined]
+    sp = list(op.axis)  # type: ignore[attr-defined]
     if sp:
         k = b.split_knob(f"{name}.vec", _extent(sp[-1]), 2, MAX_TILE)
         outer, inner = b.split(name, sp[-1], [Sym(k, 1, 2)])
