@@ -1,5 +1,8 @@
 """``ember records show|best|merge``: read and combine tuning records files.
 
+An auto-scheduled record (:mod:`ember.tuner.auto`) shows its chosen sketch's knobs in the
+table and its schedule steps below it, one per line.
+
 ``show`` prints the last ``--limit`` records, ``best`` the best valid record per task (what
 :func:`ember.tuner.apply_history_best` would use), ``merge`` writes the readable lines of
 several files into one, each distinct line once. Records are read by
@@ -13,7 +16,9 @@ import json
 from typing import Any
 
 from ember.cli.common import MESSAGE_WIDTH, console, ms_text, table
+from ember.errors import ScheduleError
 from ember.tuner import RecordWriter, best_records, read_records
+from ember.tuner.auto import format_steps, record_steps, steps_from_json
 from ember.tuner.result import spread_text
 
 
@@ -38,6 +43,11 @@ def _records_table(records: list[Any], title: str) -> Any:
     out = table(title, ("template", "args", "config", "cost", "error"))
     for r in records:
         values = r.config.get("values", {})  # read_records checked it is a dict
+        if record_steps(r.config) is not None:  # auto-scheduled: the chosen sketch's knobs
+            prefix = f"s{r.config.get('choices', {}).get('sketch')}."
+            values = {"sketch": values.get("sketch")} | {
+                k: v for k, v in values.items() if k.startswith(prefix)
+            }
         config = " ".join(f"{k}={v}".replace(" ", "") for k, v in values.items())
         out.add_row(r.template, _workload_args(r.workload_key), config, _cost_cell(r), _error(r))
     return out
@@ -73,13 +83,29 @@ def cmd_records_show(ns: argparse.Namespace) -> int:
     """``ember records show FILES``: the last ``--limit`` records as a table."""
     recs = read_records(ns.files)
     console().print(_records_table(recs[-ns.limit :], f"{len(recs)} records (last {ns.limit})"))
+    _print_steps(recs[-ns.limit :])
     return 0
+
+
+def _print_steps(records: list[Any]) -> None:
+    """The schedule steps of each auto-scheduled record, numbered as in the table."""
+    for n, r in enumerate(records, start=1):
+        steps = record_steps(r.config)
+        if steps is None:
+            continue
+        try:
+            text = format_steps(steps_from_json(steps))
+        except ScheduleError as e:  # another steps version: show what the file holds
+            text = f"{e.message}\n{json.dumps(steps)}"
+        print(f"steps of record {n} ({r.template} {_workload_args(r.workload_key)}):")
+        print("  " + text.replace("\n", "\n  "))
 
 
 def cmd_records_best(ns: argparse.Namespace) -> int:
     """``ember records best FILES``: the best valid record of each task as a table."""
     best = best_records(read_records(ns.files))
     console().print(_records_table(list(best.values()), f"best of {len(best)} task(s)"))
+    _print_steps(list(best.values()))
     return 0
 
 

@@ -350,13 +350,15 @@ def loop_extents(st: Stage) -> dict[IterVar, int]:
 
 
 def stage_names(s: Schedule) -> dict[str, Stage]:
-    """Every stage by its step name: the op's name, ``#k`` for a repeated name's k-th."""
+    """Every stage by its step name: the name of the op it was made for, ``#k`` for the
+    k-th stage of a repeated name."""
     seen: dict[str, int] = {}
     out: dict[str, Stage] = {}
     for st in s.stages:
-        k = seen.get(st.op.name, 0)
-        seen[st.op.name] = k + 1
-        out[st.op.name if k == 0 else f"{st.op.name}#{k}"] = st
+        name = st.origin_op.name  # rfactor renames a stage's op (``B.repl``), not the stage
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        out[name if k == 0 else f"{name}#{k}"] = st
     return out
 
 

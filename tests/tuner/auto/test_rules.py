@@ -1,0 +1,139 @@
+"""Each sketch rule on a small DAG: the sketches (symbolic step lists) it makes.
+
+Symbols print as ``$knob[lo:hi]`` (the product of a split knob's factors lo..hi, outer
+factor 0) or ``$knob`` (a choice knob's value); ``s<k>.`` prefixes sketch k's knobs.
+"""
+
+from __future__ import annotations
+
+from ember.tuner.auto import rules as R
+from ember.tuner.auto.dag import DagInfo
+from ember.tuner.auto.sketch import dag_info, generate_sketches
+from tests.tuner.auto import workloads as w
+
+
+def sketches(tensors, rules) -> dict[str, str]:
+    return {sk.name: sk.describe() for sk in generate_sketches(tensors, rules)}
+
+
+def test_dag_analysis_finds_reuse_injective_stages_and_the_epilogue():
+    info: DagInfo = dag_info(w.matmul_bias_relu(6, 10, 7))
+    c, d, e = info.stages["C"], info.stages["D"], info.stages["E"]
+    assert c.has_reuse and c.reduce == (7,) and c.spatial == (6, 10) and not c.is_output
+    assert d.injective and not d.has_reuse and e.is_output
+    assert info.elementwise_consumer("C") == "E"  # through D, which is inlined
+    conv = dag_info(w.conv2d_relu(3, 5, 5, 4, 3))
+    assert conv.stages["conv"].has_reuse and conv.elementwise_consumer("conv") == "relu"
+    rows = dag_info(w.row_sum(3, 70))  # every spatial loop indexes A: no reuse
+    assert not rows.stages["S"].has_reuse and rows.stages["S"].reduce_size == 70
+
+
+def test_a_transposing_consumer_is_not_fused():
+    from tests.tuner.auto.random_dag import build
+
+    tensors, _ = build([("matmul", 5), ("transpose", 1)], 3, 4)
+    info = dag_info(tensors)
+    assert info.elementwise_consumer("matmul0") is None
+
+
+def test_rule_inline_and_rule_elementwise():
+    assert sketches(w.scale_add(5, 7), [R.rule_inline, R.rule_elementwise]) == {
+        "default": "split O 1 [$s0.O.vec[1:2]]\n"
+        "fuse O [0,1]\n"
+        "annotate O 0 $s0.O.parallel\n"
+        "annotate O 1 $s0.O.vectorize\n"
+        "compute_inline T"
+    }
+
+
+FUSED_TILE = (
+    "split C 0 [$s{k}.C.tile0[1:2],$s{k}.C.tile0[2:3],$s{k}.C.tile0[3:4]]\n"
+    "split C 4 [$s{k}.C.tile1[1:2],$s{k}.C.tile1[2:3],$s{k}.C.tile1[3:4]]\n"
+    "split C 8 [$s{k}.C.rtile0[1:2]]\n"
+    "reorder C [0,4,1,5,8,2,6,9,3,7]\n"  # S0 S1 R0 S2 R1 S3
+)
+
+
+def test_rule_tile_with_fusion_fuses_the_epilogue_at_two_levels():
+    got = sketches(
+        w.matmul_bias_relu(6, 10, 7),
+        [R.rule_inline, R.rule_fused_consumer, R.rule_tile_with_fusion],
+    )
+    assert got == {
+        "tile+fuse1": "compute_inline D\n"
+        + FUSED_TILE.format(k=0)
+        + "split E 0 [$s0.C.tile0[1:3],$s0.C.tile0[3:4]]\n"
+        "split E 3 [$s0.C.tile1[1:3],$s0.C.tile1[3:4]]\n"
+        "reorder E [0,3,1,4,2,5]\n"
+        "fuse E [0,1]\n"
+        "annotate E 0 $s0.E.parallel\n"
+        "annotate E 4 $s0.E.vectorize\n"
+        "compute_at C E 0\n"
+        "annotate C 9 $s0.C.vectorize\n"
+        "pragma C 0 auto_unroll_max_step $s0.C.unroll",
+        "tile+fuse2": "compute_inline D\n"
+        + FUSED_TILE.format(k=1)
+        + "split E 0 [$s1.C.tile0[1:2],$s1.C.tile0[2:3],$s1.C.tile0[3:4]]\n"
+        "split E 4 [$s1.C.tile1[1:2],$s1.C.tile1[2:3],$s1.C.tile1[3:4]]\n"
+        "reorder E [0,4,1,5,2,6,3,7]\n"
+        "fuse E [0,1]\n"
+        "annotate E 0 $s1.E.parallel\n"
+        "annotate E 6 $s1.E.vectorize\n"
+        "compute_at C E 2\n"
+        "annotate C 9 $s1.C.vectorize\n"
+        "pragma C 0 auto_unroll_max_step $s1.C.unroll",
+    }
+
+
+def test_rule_cache_write_caches_an_output_or_tiles_it_alone():
+    got = sketches(w.matmul(6, 10, 7), [R.rule_cache_write])
+    assert list(got) == ["cache+fuse1", "cache+fuse2", "tile"]
+    assert got["cache+fuse1"].splitlines()[:2] == [
+        "cache_write C local",
+        "split C.local 0 [$s0.C.local.tile0[1:2],$s0.C.local.tile0[2:3],$s0.C.local.tile0[3:4]]",
+    ]
+    assert "compute_at C.local C 0" in got["cache+fuse1"]
+    assert "compute_at C.local C 2" in got["cache+fuse2"]
+    assert got["tile"] == (
+        FUSED_TILE.format(k=2) + "fuse C [0,1]\n"
+        "annotate C 0 $s2.C.parallel\n"
+        "annotate C 8 $s2.C.vectorize\n"
+        "pragma C 0 auto_unroll_max_step $s2.C.unroll"
+    )
+
+
+def test_rule_rfactor_factors_a_reduction_over_few_outputs():
+    got = sketches(w.row_sum(3, 70), [R.rule_rfactor])
+    assert got == {
+        "rfactor": "split S 1 [$s0.S.rfactor[1:2]]\n"
+        "rfactor S 2 0\n"
+        "fuse S.rf [0,1]\n"
+        "annotate S.rf 0 $s0.S.rf.parallel\n"
+        "pragma S.rf 0 auto_unroll_max_step $s0.S.rf.unroll",
+        "reduce": "split S 0 [$s1.S.vec[1:2]]\n"
+        "reorder S [0,2,1]\n"
+        "annotate S 0 $s1.S.parallel\n"
+        "annotate S 2 $s1.S.vectorize\n"
+        "pragma S 0 auto_unroll_max_step $s1.S.unroll",
+    }
+
+
+def test_rule_rfactor_leaves_wide_or_short_reductions_alone():
+    rules = [R.rule_rfactor, R.rule_reduction]
+    assert list(sketches(w.row_sum(40, 70), rules)) == ["reduce"]  # enough rows
+    assert list(sketches(w.row_sum(3, 20), rules)) == ["reduce"]  # short rows
+
+
+def test_all_cpu_rules_on_a_conv_with_padding_and_relu():
+    got = sketches(w.conv2d_relu(3, 5, 5, 4, 3), R.CPU_RULES)
+    assert list(got) == ["tile+fuse1", "tile+fuse2"]
+    first = got["tile+fuse1"].splitlines()
+    assert first[-1] == "compute_inline pad"  # stages are visited from the output back
+    # 4 spatial loops in 4 levels, 3 reduction loops in 2: S0 S1 R0 S2 R1 S3
+    assert first[7] == "reorder conv [0,4,8,12,1,5,9,13,16,18,20,2,6,10,14,17,19,21,3,7,11,15]"
+    assert first[13:17] == [
+        "fuse relu [0,1,2,3]",
+        "annotate relu 0 $s0.relu.parallel",
+        "annotate relu 8 $s0.relu.vectorize",
+        "compute_at conv relu 0",
+    ]
