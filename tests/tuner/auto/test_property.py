@@ -32,7 +32,7 @@ def dags(draw: st.DrawFn) -> tuple[list[tuple[str, int]], int, int]:
     return ops, rows, cols
 
 
-@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dag=dags(), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
 def test_every_sketch_candidate_matches_numpy(dag, seed, pick):
     ops, rows, cols = dag

@@ -1,0 +1,146 @@
+"""Auto tasks through the ordinary tuner: tune, records with steps, replay, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import ember
+from ember.cli import main
+from ember.errors import ArgumentError, ConfigError, EmberError, LoweringError
+from ember.tuner import apply_history_best, read_records, tune
+from ember.tuner.auto import apply_steps, create_auto_task, steps_from_json
+from ember.tuner.auto import task as auto_task
+from ember.tuner.records import host_device_name
+from ember.tuner.result import ErrorKind, MeasureResult
+from ember.tuner.space import ConfigEntity
+from tests.tuner.auto import workloads as w
+
+SHAPE = (7, 12, 5)  # m, n, k
+
+
+def _arrays(seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    m, n, k = SHAPE
+    return [rng.uniform(-1, 1, s).astype("float32") for s in ((m, k), (k, n), (n,))]
+
+
+def _reference(a, b, bias):
+    return np.maximum(a.astype(np.float64) @ b + bias, 0.0)
+
+
+def _run(s, args) -> np.ndarray:
+    a, b, bias = _arrays()
+    out = np.full(SHAPE[:2], np.nan, "float32")
+    ember.build(s, args, target="llvm")(a, b, bias, out)
+    return out
+
+
+class InProcessMeasurer:
+    """Builds, checks against numpy and times each candidate in this process (the
+    isolated workers of ``LocalMeasurer`` take seconds to start); a candidate the task
+    turns down is ``invalid_config``, as the worker reports it."""
+
+    device_name = host_device_name()
+    jobs = 1
+
+    def measure(self, task, configs):
+        out = []
+        for cfg in configs:
+            try:
+                s, args = task.instantiate(cfg)
+            except EmberError as e:
+                out.append(MeasureResult.failed(ErrorKind.INVALID_CONFIG, str(e)))
+                continue
+            mod = ember.build(s, args, target="llvm")
+            a, b, bias = _arrays()
+            c = np.full(SHAPE[:2], np.nan, "float32")
+            costs = mod.time_evaluator(number=2, repeat=2)(a, b, bias, c).results
+            if not np.allclose(c, _reference(a, b, bias), rtol=1e-4, atol=1e-4):
+                out.append(MeasureResult.failed(ErrorKind.WRONG_RESULT, "differs from numpy"))
+            else:
+                out.append(MeasureResult(tuple(costs)))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    records = tmp_path_factory.mktemp("auto") / "auto.jsonl"
+    task = create_auto_task(w.matmul_bias_relu, SHAPE, "llvm")
+    result = tune(task, n_trials=8, records=records, measure=InProcessMeasurer(), seed=0)
+    return task, result, records
+
+
+def test_tuning_an_auto_task_finds_a_kernel_that_matches_numpy(tuned):
+    task, result, _ = tuned
+    assert task.name == "auto.llvm"
+    assert task.args == ("tests.tuner.auto.workloads", "matmul_bias_relu", *SHAPE)
+    assert list(task.config_space.knobs["sketch"].candidates) == ["tile+fuse1", "tile+fuse2"]
+    assert len(result.trials) == 8 and result.errors == {}
+    out = _run(*task.instantiate(result.best_config))
+    np.testing.assert_allclose(out, _reference(*_arrays()), rtol=1e-4, atol=1e-4)
+
+
+def test_records_store_the_steps_and_replay_them(tuned):
+    task, result, records = tuned
+    recs = read_records(records)
+    assert len(recs) == 8 and all(r.template == "auto.llvm" for r in recs)
+    best = min(recs, key=lambda r: r.cost)
+    steps = steps_from_json(best.config["steps"])
+    assert best.config["steps"]["version"] == 1 and steps
+    assert best.config == result.best_config.to_json()
+    # the recorded steps alone rebuild the kernel, without the task or its space
+    replayed = ember.lower(*apply_steps(w.matmul_bias_relu(*SHAPE), steps))
+    with apply_history_best(records):
+        s, args = task.instantiate()  # no config: the best record's
+    assert str(ember.lower(s, args)) == str(replayed)
+    np.testing.assert_allclose(_run(s, args), _reference(*_arrays()), rtol=1e-4, atol=1e-4)
+
+
+def test_a_record_whose_steps_differ_from_the_space_is_refused(tuned):
+    task, result, _ = tuned
+    data = json.loads(json.dumps(result.best_config.to_json()))
+    data["steps"]["steps"] = data["steps"]["steps"][:-1]
+    with pytest.raises(ConfigError, match="'steps' differ"):
+        ConfigEntity.from_json(data, task.config_space)
+
+
+def test_records_show_prints_the_steps(tuned, capsys):
+    _, _, records = tuned
+    assert main(["records", "best", str(records)]) == 0
+    out = capsys.readouterr().out
+    assert "steps of record 1 (auto.llvm" in out
+    assert "compute_inline D" in out and "compute_at C E" in out
+
+
+def test_a_candidate_that_fails_verification_is_an_invalid_config(tuned, monkeypatch):
+    task, result, _ = tuned
+
+    def broken(*args, **kwargs):
+        raise LoweringError("made up")
+
+    monkeypatch.setattr(auto_task, "schedule_to_primfunc", broken)
+    with pytest.raises(ConfigError, match="fails verification: made up"):
+        task.instantiate(result.best_config)
+    got = InProcessMeasurer().measure(task, [result.best_config])
+    assert got[0].error is ErrorKind.INVALID_CONFIG
+
+
+def test_the_fallback_is_the_unscheduled_dag():
+    task = create_auto_task(w.scale_add, (5, 7))
+    s, args = task.instantiate()
+    assert [st.attach.name for st in s.stages] == ["ROOT"] * len(s.stages)
+
+
+def test_create_auto_task_refuses_what_a_worker_cannot_import():
+    with pytest.raises(ArgumentError, match="module-level function"):
+        create_auto_task(lambda: [], ())
+    with pytest.raises(ArgumentError, match="cannot import the workload"):
+        create_auto_task("tests.tuner.auto.workloads:nothing", ())
+    with pytest.raises(ConfigError, match="not for target 'cuda"):
+        create_auto_task(w.matmul, (4, 4, 4), "cuda")
