@@ -1,7 +1,8 @@
 """Template-free schedules: sketches generated from a compute DAG by Ansor-style rules.
 
-``create_auto_task(workload, args, "llvm")`` tunes any registered TE workload with the
-ordinary tuner (``ember.tuner.tune``): the DAG is analysed (:mod:`.dag`), the rules
+``create_auto_task(workload, args, "llvm")`` tunes any TE workload registered with
+``@register_workload`` through the ordinary tuner (``ember.tuner.tune``): the DAG is
+analysed (:mod:`.dag`), the rules
 (:mod:`.rules`) write sketches, step lists with symbolic tile sizes and annotations
 (:mod:`.sketch`), whose symbols become knobs (:mod:`.space`); a config's concrete steps
 (:mod:`.steps`) build its schedule and are stored in its record, and
@@ -17,7 +18,7 @@ from ember.tuner.auto.steps import (
     steps_from_json,
     steps_to_json,
 )
-from ember.tuner.auto.task import create_auto_task, record_steps
+from ember.tuner.auto.task import create_auto_task, record_steps, register_workload
 
 __all__ = [
     "STEPS_VERSION",
@@ -28,6 +29,7 @@ __all__ = [
     "format_steps",
     "generate_sketches",
     "record_steps",
+    "register_workload",
     "steps_from_json",
     "steps_to_json",
 ]

@@ -1,31 +1,30 @@
 """Auto-scheduled tasks: any registered workload function, tuned without a template.
 
-``create_auto_task(matmul_relu, (64, 64, 64), "llvm")`` makes an ordinary
-:class:`~ember.tuner.task.Task` of the generic template ``"auto.llvm"``, whose
-arguments are the workload function's module and name followed by its own
-arguments. The measuring worker rebuilds the task from ``task_spec`` (module, name,
-args, target) as it does any template's: importing this module registers the
-template, which imports the workload function by module and name, calls it for the
-DAG's tensors (inputs, then outputs), generates the sketches (:mod:`.rules`), defines
-their knobs (:mod:`.space`) and, for a chosen config, replays its steps
-(:mod:`.steps`). A candidate whose steps do not fit the schedule, or whose lowered
+``@register_workload`` (TVM's ``auto_scheduler.register_workload``) marks a module-level
+function that returns a compute DAG's tensors (inputs, then outputs), and registers for
+it one generic template per target kind, ``"auto/<module>.<name>.<kind>"``, whose body
+generates the DAG's sketches (:mod:`.rules`), defines their knobs (:mod:`.space`) and,
+for a chosen config, replays its steps (:mod:`.steps`).
+``create_auto_task(matmul_relu, (64, 64, 64), "llvm")`` is then an ordinary
+:class:`~ember.tuner.task.Task` of that template: the measuring worker rebuilds it from
+``task_spec`` (the template's module, which is the workload's: importing it registers
+the workload again there), and search, records and ``apply_history_best`` treat it as
+any template's task. A candidate whose steps do not fit the schedule, or whose lowered
 TIR fails verification, raises ``ConfigError`` while it is instantiated: the tuner
 records it as ``invalid_config`` and never measures it. Records store each config's
-steps (``config["steps"]``), which ``apply_history_best`` checks against the steps it
-rebuilds. Without a config (the fallback) the DAG keeps TE's default schedule, the
-reference the measurer checks candidates against.
+steps (``config["steps"]``), which a reader checks against the steps it rebuilds.
+Without a config (the fallback) the DAG keeps TE's default schedule, the reference
+the measurer checks candidates against.
 
-A workload function is any module-level function returning the tensors; a fused
-group of a model can be tuned the same way once a function rebuilds its compute from
-hashable arguments.
+A fused group of a model can be tuned the same way once a registered function
+rebuilds its compute from hashable arguments (a description of the group).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ember.errors import ArgumentError, ConfigError, EmberError
 from ember.target import Target
@@ -37,54 +36,67 @@ from ember.tuner.auto.rules import CPU_RULES
 from ember.tuner.auto.sketch import Sketch, generate_sketches
 from ember.tuner.auto.space import define_sketch_space, steps_for
 from ember.tuner.auto.steps import apply_steps, dag_outputs, steps_to_json
-from ember.tuner.space import ConfigEntity, ConfigSpace
+from ember.tuner.space import ConfigSpace
 from ember.tuner.task import Task, create_task
 from ember.tuner.template import get_config, template
 
+F = TypeVar("F", bound=Callable[..., Any])
 AUTO_VERSION = 1  # bump when the rules change the sketches (old records stop applying)
 RULES = {"llvm": CPU_RULES}
 
 
-def load_workload(module: str, name: str) -> Callable[..., Any]:
-    """The workload function ``name`` of ``module`` (imported if needed)."""
-    try:
-        func = importlib.import_module(module)
-        for part in name.split("."):
-            func = getattr(func, part)
-    except (ImportError, AttributeError) as e:
-        raise ArgumentError(f"cannot import the workload function '{module}.{name}': {e}") from e
-    if not callable(func):
-        raise ArgumentError(f"workload '{module}.{name}' is not a function")
-    return func  # type: ignore[return-value]
+_WORKLOADS: dict[str, Callable[..., Any]] = {}
 
 
-def workload_tensors(module: str, name: str, args: tuple[Any, ...]) -> list[Tensor]:
+def workload_key(func: Callable[..., Any]) -> str:
+    """``module.qualname``: the name a registered workload goes by."""
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+def register_workload(func: F) -> F:
+    """Register ``func`` (module-level, returning the DAG's tensors, inputs first) as an
+    auto-schedulable workload: one ``auto/<module>.<name>.<kind>`` template per target
+    kind with sketch rules. Registering it again (a re-imported module) is allowed."""
+    name = getattr(func, "__qualname__", "")
+    if not callable(func) or not name or "<" in name:
+        raise ArgumentError(
+            f"register_workload: {func!r} must be a module-level function (the measuring "
+            "worker finds it by importing its module)"
+        )
+    key = workload_key(func)
+    _WORKLOADS[key] = func
+    for kind in RULES:
+        body = functools.wraps(func)(functools.partial(_auto_schedule, kind, func))
+        template(f"auto/{key}.{kind}", version=AUTO_VERSION, override=True)(body)
+    return func
+
+
+def workload_tensors(func: Callable[..., Any], args: tuple[Any, ...]) -> list[Tensor]:
     """The DAG's tensors (inputs, then outputs) that the workload function returns."""
-    got = load_workload(module, name)(*args)
+    got = func(*args)
     tensors = list(got) if isinstance(got, (list, tuple)) else [got]
     if not all(isinstance(t, Tensor) for t in tensors):
         raise ArgumentError(
-            f"workload '{module}.{name}' must return a list of te tensors, got {got!r}"
+            f"workload '{workload_key(func)}' must return a list of te tensors, got {got!r}"
         )
     dag_outputs(tensors)  # refuses a list without a computed tensor
     return tensors
 
 
 @functools.lru_cache(maxsize=64)
-def sketches_of(module: str, name: str, args: tuple[Any, ...], kind: str) -> tuple[Sketch, ...]:
-    """The sketches of a workload for a target kind (cached: the template runs once per
-    config, and the sketches hold only names and symbols, no IR objects)."""
-    tensors = workload_tensors(module, name, args)
-    return tuple(generate_sketches(tensors, RULES[kind]))
+def sketches_of(key: str, args: tuple[Any, ...], kind: str) -> tuple[Sketch, ...]:
+    """The sketches of a registered workload for a target kind (cached: the template
+    runs once per config, and the sketches hold only names and symbols, no IR)."""
+    return tuple(generate_sketches(workload_tensors(_WORKLOADS[key], args), RULES[kind]))
 
 
-def auto_schedule(kind: str, module: str, name: str, args: tuple[Any, ...]) -> Any:
-    """The body of the ``auto.<kind>`` templates (see the module docstring)."""
+def _auto_schedule(kind: str, func: Callable[..., Any], *args: Any) -> Any:
+    """The body of the ``auto/...`` templates (see the module docstring)."""
     cfg = get_config()
-    tensors = workload_tensors(module, name, args)
+    tensors = workload_tensors(func, args)
     if cfg.is_fallback:
         return create_schedule([t.op for t in dag_outputs(tensors)]), tensors
-    sketches = sketches_of(module, name, args, kind)
+    sketches = sketches_of(workload_key(func), tuple(args), kind)
     define_sketch_space(cfg, sketches)
     if isinstance(cfg, ConfigSpace):
         cfg.set_record_extra(lambda e: {"steps": steps_to_json(steps_for(e, sketches))})
@@ -103,39 +115,23 @@ def verify_schedule(s: Schedule, tensors: list[Tensor]) -> None:
         raise ConfigError(f"the candidate's schedule fails verification: {e}") from e
 
 
-@template("auto.llvm", version=AUTO_VERSION)
-def auto_llvm(module: str, name: str, *args: Any) -> Any:
-    """Auto-scheduled CPU kernels of the workload ``module.name(*args)``."""
-    return auto_schedule("llvm", module, name, tuple(args))
-
-
 def create_auto_task(
     workload: Callable[..., Any] | str, args: tuple[Any, ...] = (), target: str | Target = "llvm"
 ) -> Task:
-    """The task that tunes ``workload(*args)`` with generated sketches on ``target``.
-
-    ``workload``: a module-level function (or ``"module:name"``) returning the DAG's
-    tensors, inputs first; the measuring worker imports it by module and name, so it
-    cannot be a lambda, a nested function or one defined in ``__main__``.
-    """
-    if isinstance(workload, str):
-        module, _, name = workload.partition(":")
-    else:
-        module = getattr(workload, "__module__", "") or ""
-        name = getattr(workload, "__qualname__", "") or ""
-    if not module or not name or "<" in name or module in ("__main__", "__mp_main__"):
+    """The task that tunes the registered ``workload(*args)`` (the function or its
+    ``module.name``) with generated sketches on ``target``."""
+    key = workload if isinstance(workload, str) else workload_key(workload)
+    if key not in _WORKLOADS or (not isinstance(workload, str) and _WORKLOADS[key] is not workload):
         raise ArgumentError(
-            f"workload {workload!r} must be a module-level function of an importable module "
-            "(the measuring worker imports it by module and name)"
+            f"workload {key!r} is not registered; decorate the module-level function with "
+            "@ember.tuner.auto.register_workload"
         )
-    if not isinstance(workload, str) and load_workload(module, name) is not workload:
-        raise ArgumentError(f"workload '{module}.{name}' is not the function passed")
     kind = Target.parse(target).kind
     if kind not in RULES:
         raise ConfigError(
             f"auto-scheduling has sketch rules for {sorted(RULES)}, not for target '{target}'"
         )
-    return create_task(f"auto.{kind}", (module, name, *args), target)
+    return create_task(f"auto/{key}.{kind}", tuple(args), target)
 
 
 def record_steps(config: dict[str, Any]) -> list[Any] | None:
@@ -144,4 +140,4 @@ def record_steps(config: dict[str, Any]) -> list[Any] | None:
     return steps if isinstance(steps, dict) else None
 
 
-__all__ = ["ConfigEntity", "auto_llvm", "create_auto_task", "load_workload", "record_steps"]
+__all__ = ["create_auto_task", "record_steps", "register_workload"]

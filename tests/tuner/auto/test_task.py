@@ -11,7 +11,7 @@ import ember
 from ember.cli import main
 from ember.errors import ArgumentError, ConfigError, EmberError, LoweringError
 from ember.tuner import apply_history_best, read_records, tune
-from ember.tuner.auto import apply_steps, create_auto_task, steps_from_json
+from ember.tuner.auto import apply_steps, create_auto_task, register_workload, steps_from_json
 from ember.tuner.auto import task as auto_task
 from ember.tuner.records import host_device_name
 from ember.tuner.result import ErrorKind, MeasureResult
@@ -78,8 +78,8 @@ def tuned(tmp_path_factory):
 
 def test_tuning_an_auto_task_finds_a_kernel_that_matches_numpy(tuned):
     task, result, _ = tuned
-    assert task.name == "auto.llvm"
-    assert task.args == ("tests.tuner.auto.workloads", "matmul_bias_relu", *SHAPE)
+    assert task.name == "auto/tests.tuner.auto.workloads.matmul_bias_relu.llvm"
+    assert task.args == SHAPE
     assert list(task.config_space.knobs["sketch"].candidates) == ["tile+fuse1", "tile+fuse2"]
     assert len(result.trials) == 8 and result.errors == {}
     out = _run(*task.instantiate(result.best_config))
@@ -89,7 +89,7 @@ def test_tuning_an_auto_task_finds_a_kernel_that_matches_numpy(tuned):
 def test_records_store_the_steps_and_replay_them(tuned):
     task, result, records = tuned
     recs = read_records(records)
-    assert len(recs) == 8 and all(r.template == "auto.llvm" for r in recs)
+    assert len(recs) == 8 and all(r.template == task.name for r in recs)
     best = min(recs, key=lambda r: r.cost)
     steps = steps_from_json(best.config["steps"])
     assert best.config["steps"]["version"] == 1 and steps
@@ -114,7 +114,7 @@ def test_records_show_prints_the_steps(tuned, capsys):
     _, _, records = tuned
     assert main(["records", "best", str(records)]) == 0
     out = capsys.readouterr().out
-    assert "steps of record 1 (auto.llvm" in out
+    assert "steps of record 1 (auto/tests.tuner.auto.workloads.matmul_bias_relu.llvm" in out
     assert "compute_inline D" in out and "compute_at C E" in out
 
 
@@ -137,10 +137,16 @@ def test_the_fallback_is_the_unscheduled_dag():
     assert [st.attach.name for st in s.stages] == ["ROOT"] * len(s.stages)
 
 
-def test_create_auto_task_refuses_what_a_worker_cannot_import():
+def test_workloads_must_be_registered_module_level_functions():
     with pytest.raises(ArgumentError, match="module-level function"):
-        create_auto_task(lambda: [], ())
-    with pytest.raises(ArgumentError, match="cannot import the workload"):
-        create_auto_task("tests.tuner.auto.workloads:nothing", ())
+        register_workload(lambda: [])
+    with pytest.raises(ArgumentError, match="is not registered; decorate"):
+        create_auto_task(_reference, ())
+    with pytest.raises(ArgumentError, match="is not registered"):
+        create_auto_task("tests.tuner.auto.workloads.nothing", ())
+    task = create_auto_task("tests.tuner.auto.workloads.matmul", (4, 4, 4))
+    assert task.name == "auto/tests.tuner.auto.workloads.matmul.llvm"
+    with pytest.raises(ArgumentError, match="takes arguments"):
+        create_auto_task(w.matmul, (4, 4))
     with pytest.raises(ConfigError, match="not for target 'cuda"):
         create_auto_task(w.matmul, (4, 4, 4), "cuda")

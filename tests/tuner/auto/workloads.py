@@ -4,8 +4,10 @@ worker imports them by module and name. Each returns the DAG's inputs, then outp
 from __future__ import annotations
 
 from ember import te
+from ember.tuner.auto import register_workload
 
 
+@register_workload
 def matmul_bias_relu(m: int, n: int, k: int) -> list:
     """relu(A @ B + bias): a matmul with an elementwise epilogue."""
     a = te.placeholder((m, k), name="A")
@@ -18,6 +20,7 @@ def matmul_bias_relu(m: int, n: int, k: int) -> list:
     return [a, b, bias, e]
 
 
+@register_workload
 def matmul(m: int, n: int, k: int) -> list:
     """A @ B alone: the output has no epilogue to fuse (the cache_write rule)."""
     a = te.placeholder((m, k), name="A")
@@ -27,6 +30,7 @@ def matmul(m: int, n: int, k: int) -> list:
     return [a, b, c]
 
 
+@register_workload
 def row_sum(m: int, k: int) -> list:
     """Sums of a few long rows (the rfactor rule)."""
     a = te.placeholder((m, k), name="A")
@@ -35,6 +39,7 @@ def row_sum(m: int, k: int) -> list:
     return [a, s]
 
 
+@register_workload
 def scale_add(m: int, n: int) -> list:
     """2 * A + b[j]: an elementwise chain with a broadcast."""
     a = te.placeholder((m, n), name="A")
@@ -44,6 +49,7 @@ def scale_add(m: int, n: int) -> list:
     return [a, b, o]
 
 
+@register_workload
 def conv2d_relu(c: int, h: int, w: int, f: int, kh: int) -> list:
     """A padded, stride-1 NCHW convolution (batch 1) with a ReLU."""
     x = te.placeholder((1, c, h, w), name="X")
