@@ -27,7 +27,7 @@ stage's unroll depth, which become choice knobs (``"none"`` and ``0`` drop the s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ember.tir.te.tensor import IterKind, IterVar
 from ember.tuner.auto.dag import DagInfo
@@ -145,10 +145,14 @@ def rule_tile_with_fusion(b: SketchBuilder, info: DagInfo, name: str) -> list[Va
     consumer = info.elementwise_consumer(name) if s.has_reuse else None
     if consumer is None or info.stages[consumer].spatial != s.spatial:
         return None
-    return [
-        (f"tile+fuse{lvl}", lambda b, lvl=lvl: fuse_into_consumer(b, name, consumer, lvl))
-        for lvl in (1, 2)
-    ]
+    return [(f"tile+fuse{lvl}", _fusing(name, consumer, lvl)) for lvl in (1, 2)]
+
+
+def _fusing(producer: str, consumer: str, level: int) -> Callable[[SketchBuilder], None]:
+    def build(b: SketchBuilder) -> None:
+        fuse_into_consumer(b, producer, consumer, level)
+
+    return build
 
 
 def _cached(b: SketchBuilder, name: str, level: int) -> None:

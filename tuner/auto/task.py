@@ -134,7 +134,7 @@ def create_auto_task(
     return create_task(f"auto/{key}.{kind}", tuple(args), target)
 
 
-def record_steps(config: dict[str, Any]) -> list[Any] | None:
+def record_steps(config: dict[str, Any]) -> dict[str, Any] | None:
     """The steps stored in a record's config, or None for a template's record."""
     steps = config.get("steps") if isinstance(config, dict) else None
     return steps if isinstance(steps, dict) else None
