@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ember.errors import ConfigError
 from ember.tir import expr as E
 from ember.tir.functor import post_order_visit
 from ember.tir.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
@@ -73,7 +74,10 @@ class DagInfo:
 def _const(x: E.PrimExpr) -> int:
     value = getattr(x, "value", None)
     if not isinstance(value, int):
-        raise ValueError(f"auto-scheduling needs constant extents, got {x}")
+        raise ConfigError(
+            f"auto-scheduling needs constant loop extents; an axis has extent {x} "
+            "(build the workload for one shape)"
+        )
     return value
 
 

@@ -6,6 +6,10 @@ factor 0) or ``$knob`` (a choice knob's value); ``s<k>.`` prefixes sketch k's kn
 
 from __future__ import annotations
 
+import pytest
+
+from ember import te
+from ember.errors import ConfigError
 from ember.tuner.auto import rules as R
 from ember.tuner.auto.dag import DagInfo
 from ember.tuner.auto.sketch import dag_info, generate_sketches
@@ -137,3 +141,11 @@ def test_all_cpu_rules_on_a_conv_with_padding_and_relu():
         "annotate relu 8 $s0.relu.vectorize",
         "compute_at conv relu 0",
     ]
+
+
+def test_a_symbolic_extent_is_a_config_error():
+    n = te.var("n")
+    a = te.placeholder((n, 4), name="A")
+    b = te.compute((n, 4), lambda i, j: a[i, j] + 1.0, name="B")
+    with pytest.raises(ConfigError, match="constant loop extents"):
+        generate_sketches([a, b], R.CPU_RULES)
