@@ -24,6 +24,7 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.perf import gate, report
+from ember.perf.timing import PAUSE_S
 
 REGRESSION_STATUS = 3
 
@@ -51,6 +52,13 @@ def add_parser(sub: Any) -> None:
         "--number", type=int, default=0, help="runs per batch (default 0: a ~50 ms batch)"
     )
     b.add_argument("--repeat", type=int, default=3, help="batches per turn; the best counts")
+    b.add_argument(
+        "--pause",
+        type=float,
+        default=PAUSE_S,
+        metavar="S",
+        help=f"seconds between turns, for the idle runtime's threads to sleep (default {PAUSE_S})",
+    )
     b.add_argument(
         "--mode",
         choices=("process", "blocks"),
@@ -87,8 +95,9 @@ def _check(ns: argparse.Namespace) -> None:
     for flag, value, least in (("--rounds", ns.rounds, 1), ("--repeat", ns.repeat, 1)):
         if value < least:
             raise ArgumentError(f"{flag} must be at least {least}, got {value}")
-    if ns.number < 0:
-        raise ArgumentError(f"--number must be 0 or more, got {ns.number}")
+    for flag, value in (("--number", ns.number), ("--pause", ns.pause)):
+        if value < 0:
+            raise ArgumentError(f"{flag} must be 0 or more, got {value}")
     if not 0 <= ns.noise_floor < 1:
         raise ArgumentError(f"--noise-floor is a fraction in [0, 1), got {ns.noise_floor}")
     if ns.update_baseline and not ns.baseline:
@@ -101,20 +110,26 @@ def _cmd_bench(ns: argparse.Namespace) -> int:
     from ember.frontend.testing.catalog import CATALOG
     from ember.perf import chart, models, timing
 
-    threads = _threads(ns)
-    chosen = [models.resolve(spec, ns.quick) for spec in ns.models or list(CATALOG)]
     baseline = None
     if ns.baseline and not (ns.update_baseline and not os.path.exists(ns.baseline)):
         baseline = gate.load_baseline(ns.baseline)
+    threads = _threads(ns)
+    chosen = [models.resolve(spec, ns.quick) for spec in ns.models or list(CATALOG)]
     print(report.header(threads), flush=True)
     timings = []
     with timing.Bench(ns.mode) as bench:
         for name, model, inputs in chosen:
             bench.load(name, model, inputs)
-            t = bench.time(name, threads, ns.rounds, ns.number, ns.repeat)
+            t = bench.time(name, threads, ns.rounds, ns.number, ns.repeat, pause=ns.pause)
             timings.append(t)
             print(report.row(name, t.as_dict()), flush=True)
-    settings = {"threads": threads, "quick": ns.quick, "rounds": ns.rounds, "mode": ns.mode}
+    settings = {
+        "threads": threads,
+        "quick": ns.quick,
+        "rounds": ns.rounds,
+        "mode": ns.mode,
+        "pause_s": ns.pause,
+    }
     result = report.build(timings, settings)
     print(f"geometric mean ratio {result['geomean_ratio']:.2f}")
     if ns.report:

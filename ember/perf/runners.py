@@ -21,7 +21,6 @@ import numpy as np
 
 import ember
 from ember.errors import ArgumentError, UserError
-from ember.graph.kernels import clear_cache
 from ember.runtime import set_num_threads
 
 MIN_BATCH_S = 0.05  # a batch of runs lasts at least this long when ``number`` is 0 (auto)
@@ -67,6 +66,7 @@ def graph_passes(spec: str) -> tuple[Any, ...] | None:
     ``-name`` drops one (``default,-alter_conv_layout``). An empty spec: the defaults."""
     if not spec:
         return None
+    # start-up cost: the compiler loads in Ember's process only, not onnxruntime's
     from ember import frontend
 
     chosen: list[Any] = []
@@ -116,6 +116,9 @@ class EmberRunner:
         proto = onnx.load_from_string(model)
         saved = os.environ.get("EMBER_DISK_CACHE")
         if self.cold:
+            # start-up cost: the compiler loads in Ember's process only, not onnxruntime's
+            from ember.graph.kernels import clear_cache
+
             clear_cache()
             os.environ["EMBER_DISK_CACHE"] = "0"
         try:
