@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ember.frontend.testing.catalog import CATALOG
-from ember.perf.timing import MODES, Bench
+from ember.perf.timing import MODES, PAUSE_S, Bench
 
 
 def models(quick: bool) -> dict[str, Callable[[np.random.Generator], tuple[object, dict]]]:
@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="turns each runtime takes")
     ap.add_argument("--threads", default="1,2", help="thread counts to time")
     ap.add_argument("--mode", choices=MODES, default="process", help="see the docstring")
+    ap.add_argument("--pause", type=float, default=PAUSE_S, help="seconds after each turn")
     ap.add_argument(
         "--graph-passes",
         default="",
@@ -77,7 +78,7 @@ def main() -> None:
             compile_s = bench.load(name, model, inputs)
             row = f"{name:14s}{compile_s:10.1f}"
             for t in threads:
-                m = bench.time(name, t, args.rounds, args.number, args.repeat, clock)
+                m = bench.time(name, t, args.rounds, args.number, args.repeat, clock, args.pause)
                 spread = f"{min(m.ratios):.2f}-{max(m.ratios):.2f}"
                 row += f"{m.ember_ms:13.2f}{m.ort_ms:12.2f}{m.ratio:10.2f}{spread:>12s}"
             print(row, flush=True)

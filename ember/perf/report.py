@@ -108,25 +108,40 @@ def header(threads: int) -> str:
     )
 
 
-def markdown(report: dict[str, Any]) -> str:
-    """The report as the README's table: a line naming the machine, then one row per
-    model with both latencies and the ratio (range over rounds)."""
-    m, v = report["machine"], report["versions"]
-    size = "small inputs (--quick)" if report.get("quick") else "full-size inputs"
+def markdown(*reports: dict[str, Any]) -> str:
+    """Reports as the README's table: a line naming the machine (the first report's), then
+    one row per model with, for each report (one per thread count, say), Ember's latency
+    and the ratio with its range over rounds."""
+    first = reports[0]
+    m, v = first["machine"], first["versions"]
+    size = "small inputs (--quick)" if first.get("quick") else "full-size inputs"
+    threads = " and ".join(str(r["threads"]) for r in reports)
     lines = [
-        f"{m['cpu']}, {m['cores']} cores, {report['threads']} thread(s), {size}; "
-        f"Ember {v['ember']}, onnxruntime {v['onnxruntime']}; "
-        f"{report.get('rounds', '?')} rounds, {report.get('mode', '?')} mode, "
-        f"load average {m.get('load_average')} at the start; {report['date'][:10]}.",
+        f"{m['cpu']}, {m['cores']} cores, {threads} thread(s), {size}; Ember {v['ember']}, "
+        f"onnxruntime {v['onnxruntime']}; {first.get('rounds', '?')} rounds, "
+        f"{first.get('mode', '?')} mode, load average {m.get('load_average')} at the start; "
+        f"{first['date'][:10]}. Ratio: onnxruntime time / Ember time (above 1, Ember is faster).",
         "",
-        "| model | Ember ms | onnxruntime ms | onnxruntime / Ember | range |",
-        "| --- | ---: | ---: | ---: | --- |",
     ]
-    for name, e in report["models"].items():
-        lines.append(
-            f"| {name} | {e['ember_ms']:.3f} | {e['ort_ms']:.3f} | {e['ratio']:.2f}x "
-            f"| {e['ratio_min']:.2f}-{e['ratio_max']:.2f} |"
-        )
-    if report.get("geomean_ratio"):
-        lines.append(f"| geometric mean | | | {report['geomean_ratio']:.2f}x | |")
+    head, rule = ["model"], ["---"]
+    for r in reports:
+        t = r["threads"]
+        head += [f"Ember {t}t ms", f"onnxruntime {t}t ms", f"ratio {t}t (range)"]
+        rule += ["---:", "---:", "---:"]
+    lines += ["| " + " | ".join(head) + " |", "| " + " | ".join(rule) + " |"]
+    names = list(dict.fromkeys(n for r in reports for n in r["models"]))
+    for name in names:
+        cells = [name]
+        for r in reports:
+            e = r["models"].get(name)
+            if e is None:
+                cells += ["-", "-", "-"]
+                continue
+            spread = f"{e['ratio_min']:.2f}-{e['ratio_max']:.2f}"
+            cells += [f"{e['ember_ms']:.3f}", f"{e['ort_ms']:.3f}", f"{e['ratio']:.2f}× ({spread})"]
+        lines.append("| " + " | ".join(cells) + " |")
+    means = ["geometric mean"]
+    for r in reports:
+        means += ["", "", f"{r['geomean_ratio']:.2f}×" if r.get("geomean_ratio") else "-"]
+    lines.append("| " + " | ".join(means) + " |")
     return "\n".join(lines)
