@@ -104,16 +104,30 @@ def _check(ns: argparse.Namespace) -> None:
         raise ArgumentError("--update-baseline needs --baseline FILE to write")
 
 
+def _baseline(ns: argparse.Namespace, threads: int) -> dict[str, Any] | None:
+    """The baseline to compare with, checked before anything runs; with
+    ``--update-baseline`` a missing, unreadable or incomparable one is only replaced."""
+    if not ns.baseline:
+        return None
+    try:
+        baseline = gate.load_baseline(ns.baseline)
+        gate.check_settings(baseline, threads, ns.quick)
+    except gate.BaselineError as e:
+        if not ns.update_baseline:
+            raise
+        print(f"ember bench: {e.message}; it will be replaced")
+        return None
+    return baseline
+
+
 def _cmd_bench(ns: argparse.Namespace) -> int:
     _check(ns)
     # start-up cost: the compiler, onnx and onnxruntime load only when a benchmark runs
     from ember.frontend.testing.catalog import CATALOG
     from ember.perf import chart, models, timing
 
-    baseline = None
-    if ns.baseline and not (ns.update_baseline and not os.path.exists(ns.baseline)):
-        baseline = gate.load_baseline(ns.baseline)
     threads = _threads(ns)
+    baseline = _baseline(ns, threads)
     chosen = [models.resolve(spec, ns.quick) for spec in ns.models or list(CATALOG)]
     print(report.header(threads), flush=True)
     timings = []

@@ -68,15 +68,21 @@ def allowance(current: dict[str, Any], baseline: dict[str, Any], floor: float = 
     return max(half_range(current), half_range(baseline), floor * float(baseline["ratio"]))
 
 
-def compare(report: dict[str, Any], baseline: dict[str, Any], floor: float = FLOOR) -> list:
-    """One :class:`Verdict` per model of ``report`` (both in the report format)."""
-    for key in ("threads", "quick"):
-        if report.get(key) != baseline.get(key):
+def check_settings(baseline: dict[str, Any], threads: int, quick: bool) -> None:
+    """Refuse a baseline taken at another thread count or input size: its ratios are not
+    comparable (checked before a run, so no time is spent on a run it cannot judge)."""
+    for key, value in (("threads", threads), ("quick", quick)):
+        if baseline.get(key) != value:
             raise BaselineError(
                 f"the baseline was taken with {key}={baseline.get(key)!r} and this run "
-                f"with {key}={report.get(key)!r}; rerun with the baseline's settings or "
-                "rewrite it with --update-baseline"
+                f"with {key}={value!r}; rerun with the baseline's settings or rewrite it "
+                "with --update-baseline"
             )
+
+
+def compare(report: dict[str, Any], baseline: dict[str, Any], floor: float = FLOOR) -> list:
+    """One :class:`Verdict` per model of ``report`` (both in the report format)."""
+    check_settings(baseline, report["threads"], report["quick"])
     out = []
     for name, entry in report["models"].items():
         base = baseline["models"].get(name)

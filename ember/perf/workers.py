@@ -35,7 +35,10 @@ def _serve(conn: Connection, name: str, cold: bool, passes: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     runner = make_runner(name, cold, passes)
     while True:
-        method, args = conn.recv()
+        try:
+            method, args = conn.recv()
+        except EOFError:  # the parent went away without a word: nothing left to serve
+            break
         if method == "stop":
             break
         try:

@@ -69,8 +69,10 @@ def test_a_baseline_it_meets_passes_and_the_report_and_chart_are_written(tmp_pat
 
 
 def test_update_baseline_writes_a_baseline_the_next_run_passes(tmp_path, capsys):
-    baseline = str(tmp_path / "new" / "baseline.json")
+    baseline = str(tmp_path / "baseline.json")
+    (tmp_path / "baseline.json").write_text('{"threads": 2, "quick": true, "models": {}}')
     assert main(_bench("--baseline", baseline, "--update-baseline")) == 0
+    assert "taken with threads=2 and this run with threads=1; " in capsys.readouterr().out
     written = json.loads(open(baseline).read())
     assert set(written["models"]) == {"mlp"} and written["threads"] == 1
     # a generous floor: this checks the file round-trips, not the shared machine's noise
@@ -118,3 +120,10 @@ def test_a_malformed_baseline_is_a_clean_error(text, message, tmp_path, capsys):
     path.write_text(text)
     assert main(["bench", "mlp", "--quick", "--baseline", str(path)]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_a_baseline_of_another_thread_count_is_refused_before_timing(tmp_path, capsys):
+    baseline = _baseline(tmp_path / "b.json", 1.0)  # taken at 1 thread
+    assert main(["bench", "mlp", "--quick", "--threads", "2", "--baseline", baseline]) == 1
+    err = capsys.readouterr().err
+    assert "the baseline was taken with threads=1 and this run with threads=2" in err
