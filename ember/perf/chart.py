@@ -38,7 +38,8 @@ def draw(report: dict[str, Any], path: str | Path, baseline: dict[str, Any] | No
             if n in baseline["models"]
         ]
         if marks:
-            ax.scatter(*zip(*marks), marker="_", s=400, color="black", label="baseline")
+            at, level = [x for x, _ in marks], [y for _, y in marks]
+            ax.scatter(at, level, marker="_", s=400, color="tab:blue", label="baseline")
             ax.legend(loc="best")
     ax.set_xticks(xs)
     ax.set_xticklabels(names, rotation=30, ha="right")
