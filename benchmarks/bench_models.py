@@ -1,109 +1,51 @@
-"""Whole models through ``ember.compile`` beside onnxruntime, at 1 and 2 threads.
+"""Whole models through ``ember.compile`` beside onnxruntime, at 1 and 2 threads, each
+runtime timed alone.
 
 Run: ``python benchmarks/bench_models.py`` (``--models resnet18,bert`` for a subset,
 ``--quick`` for small inputs, ``--graph-passes default,-alter_conv_layout`` to compile
-without a pass). Each model is built with onnx.helper from seeded
-random weights (``frontend/testing/zoo.py``, ``models.py``); Ember's output is
-checked against onnxruntime's before anything is timed. Compile time is cold: the
-in-process kernel cache is emptied first and the disk cache is off
-(``benchmarks/bench_compile_cache.py`` times a warm compile). The two runtimes take
-turns for ``--rounds`` rounds, with a pause after each so the other's threads have gone
-idle; in a round each is timed as the best of ``--repeat`` batches of ``--number``
-runs. A latency is the median over the rounds, the ratio (onnxruntime time / Ember
-time, so above 1 Ember is faster) the median of the rounds' ratios, printed with their
-range: on a shared machine one round alone moves by 5-10% with its load. Rerun on a
-quiet machine, or take single-thread figures with ``--threads 1 --cpu-time`` (the
-process's CPU time).
+without a pass). The models are the catalog's (``frontend/testing/catalog.py``: built
+with onnx.helper from seeded random weights); Ember's output is checked against
+onnxruntime's before anything is timed. Compile time is cold: the in-process kernel cache
+is emptied first and the disk cache is off (``benchmarks/bench_compile_cache.py`` times a
+warm compile).
+
+The timing is ``ember bench``'s (``ember/perf/timing.py``): each runtime in its own
+process (``--mode process``, the default; ``--mode blocks`` keeps both in this one), the
+two taking turns for ``--rounds`` rounds with a pause after each turn so the other's
+threads have gone idle; in a turn a runtime is timed as the best of ``--repeat`` batches
+of ``--number`` runs. A latency is the median over the rounds, the ratio (onnxruntime
+time / Ember time, so above 1 Ember is faster) the median of the rounds' ratios, printed
+with their range: on a shared machine one round alone moves by 5-10% with its load.
+Rerun on a quiet machine, or take single-thread figures with ``--threads 1 --cpu-time``
+(each runtime process's CPU time).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 
-from ember.frontend.testing import zoo
-from ember.frontend.testing.models import mlp, small_cnn, speech_lstm
-
-
-def _best(fn: Callable[[], object], number: int, repeat: int, clock: Callable[[], float]) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = clock()
-        for _ in range(number):
-            fn()
-        times.append((clock() - start) / number)
-    return min(times)
-
-
-def _cold_compile(model: object, passes: tuple[object, ...] | None) -> object:
-    """``ember.compile`` with the disk kernel cache off, so no earlier run's kernels count."""
-    import ember
-
-    saved = os.environ.get("EMBER_DISK_CACHE")
-    os.environ["EMBER_DISK_CACHE"] = "0"
-    try:
-        return ember.compile(model, target="llvm", graph_passes=passes)
-    finally:
-        if saved is None:
-            del os.environ["EMBER_DISK_CACHE"]
-        else:
-            os.environ["EMBER_DISK_CACHE"] = saved
+from ember.frontend.testing.catalog import CATALOG
+from ember.perf.timing import MODES, PAUSE_S, Bench
 
 
 def models(quick: bool) -> dict[str, Callable[[np.random.Generator], tuple[object, dict]]]:
-    size, seq = (64, 32) if quick else (224, 128)
-    return {
-        "resnet18": lambda rng: zoo.resnet18(rng, 1, size),
-        "mobilenet_v2": lambda rng: zoo.mobilenet_v2(rng, 1, size),
-        "bert": lambda rng: zoo.bert_encoder(rng, 1, seq, layers=4, hidden=256, heads=4),
-        "cnn": lambda rng: small_cnn(rng, 8, 64, 64),
-        "mlp": lambda rng: mlp(rng, 64, (512, 1024, 256)),
-        "speech": lambda rng: speech_lstm(),  # tiny: per-call overhead
-    }
-
-
-def _session(model: object, threads: int) -> object:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    data = model.SerializeToString()  # type: ignore[attr-defined]
-    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-
-
-def graph_passes(spec: str) -> tuple[object, ...] | None:
-    """The passes ``--graph-passes`` names (None: the target's defaults)."""
-    if not spec:
-        return None
-    import ember
-    from ember import frontend
-
-    chosen: list[object] = []
-    for name in spec.split(","):
-        if name == "default":
-            chosen += ember.get_backend("llvm").graph_passes(frontend.passes.DEFAULT_PASSES)
-        elif name.startswith("-"):
-            chosen = [p for p in chosen if getattr(p, "name", "") != name[1:]]
-        else:
-            chosen.append(getattr(frontend.passes, name))
-    return tuple(chosen)
+    """The catalog's builders at one input size (``profile_model.py`` uses them)."""
+    return {name: (lambda rng, b=build: b(rng, quick)) for name, build in CATALOG.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="", help="comma-separated subset of the models")
     ap.add_argument("--quick", action="store_true", help="small inputs (64x64 images, 32 tokens)")
-    ap.add_argument("--number", type=int, default=5)
+    ap.add_argument("--number", type=int, default=5, help="runs per batch (0: a ~50 ms batch)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3, help="turns each runtime takes")
     ap.add_argument("--threads", default="1,2", help="thread counts to time")
+    ap.add_argument("--mode", choices=MODES, default="process", help="see the docstring")
+    ap.add_argument("--pause", type=float, default=PAUSE_S, help="seconds after each turn")
     ap.add_argument(
         "--graph-passes",
         default="",
@@ -119,45 +61,27 @@ def main() -> None:
         "at more, threads waiting for each other count too)",
     )
     args = ap.parse_args()
-    clock = time.process_time if args.cpu_time else time.perf_counter
-
-    from ember.graph.kernels import clear_cache
-    from ember.runtime.threads import set_num_threads
-
-    passes = graph_passes(args.graph_passes)
-    table = models(args.quick)
-    chosen = [m for m in args.models.split(",") if m] or list(table)
+    clock = "cpu" if args.cpu_time else "wall"
+    chosen = [m for m in args.models.split(",") if m] or list(CATALOG)
+    unknown = [m for m in chosen if m not in CATALOG]
+    if unknown:
+        ap.error(f"unknown models {', '.join(unknown)}; choose from {', '.join(CATALOG)}")
     threads = [int(t) for t in args.threads.split(",")]
     head = "".join(
         f"{f'ember {t}t ms':>13s}{f'ort {t}t ms':>12s}{'ort/ember':>10s}{'range':>12s}"
         for t in threads
     )
-    print(f"{'model':14s}{'compile s':>10s}{head}")
-    for name in chosen:
-        model, inputs = table[name](np.random.default_rng(0))
-        clear_cache()
-        start = time.perf_counter()
-        lib = _cold_compile(model, passes)
-        compile_s = time.perf_counter() - start
-        want = _session(model, max(threads)).run(None, inputs)
-        for got, ref in zip(lib.run(inputs), want):
-            np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
-        row = f"{name:14s}{compile_s:10.1f}"
-        for t in threads:
-            set_num_threads(t)
-            sess = _session(model, t)
-            embers, orts = [], []
-            for _ in range(args.rounds):
-                embers.append(_best(lambda: lib.run(inputs), args.number, args.repeat, clock))  # noqa: B023
-                time.sleep(0.2)  # let the other runtime's threads go idle
-                orts.append(_best(lambda: sess.run(None, inputs), args.number, args.repeat, clock))  # noqa: B023
-                time.sleep(0.2)
-            ratios = [o / e for o, e in zip(orts, embers)]
-            spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
-            row += f"{statistics.median(embers) * 1e3:13.2f}{statistics.median(orts) * 1e3:12.2f}"
-            row += f"{statistics.median(ratios):10.2f}{spread:>12s}"
-        set_num_threads(None)
-        print(row, flush=True)
+    print(f"{'model':14s}{'compile s':>10s}{head}", flush=True)
+    with Bench(args.mode, cold=True, passes=args.graph_passes) as bench:
+        for name in chosen:
+            model, inputs = CATALOG[name](np.random.default_rng(0), args.quick)
+            compile_s = bench.load(name, model, inputs)
+            row = f"{name:14s}{compile_s:10.1f}"
+            for t in threads:
+                m = bench.time(name, t, args.rounds, args.number, args.repeat, clock, args.pause)
+                spread = f"{min(m.ratios):.2f}-{max(m.ratios):.2f}"
+                row += f"{m.ember_ms:13.2f}{m.ort_ms:12.2f}{m.ratio:10.2f}{spread:>12s}"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

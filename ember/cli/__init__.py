@@ -5,7 +5,8 @@ The verbs, in the order ``ember --help`` lists them: ``demo`` (:mod:`ember.cli.d
 ``info`` (:mod:`ember.cli.info`), ``compile``, ``run`` and ``inspect``
 (:mod:`ember.cli.compile`, :mod:`ember.cli.run`, :mod:`ember.cli.inspect`), ``tune``
 (:mod:`ember.cli.tune`, a model's tasks in :mod:`ember.cli.tune_model`), ``rpc-server``
-(:mod:`ember.cli.rpc_server`) and ``records`` (:mod:`ember.cli.records`); what they share
+(:mod:`ember.cli.rpc_server`), ``records`` (:mod:`ember.cli.records`) and ``bench``
+(:mod:`ember.cli.bench`, Ember beside onnxruntime and the performance gate); what they share
 is in :mod:`ember.cli.common`. Each verb module gives ``add_parser(sub)``, which registers
 its subcommand and the function that runs it, and imports the compiler, onnx, optuna and
 rich only when that function runs, so ``ember --help`` stays fast.
@@ -22,6 +23,7 @@ import sys
 import traceback
 
 from ember import config
+from ember.cli.bench import add_parser as add_bench
 from ember.cli.common import silence_broken_pipe, use_threads, verb_parser
 from ember.cli.compile import add_parser as add_compile
 from ember.cli.demo import add_parser as add_demo
@@ -42,6 +44,7 @@ VERBS = (
     add_tune,
     add_rpc_server,
     add_records,
+    add_bench,
 )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-VERBS = ("demo", "info", "compile", "run", "inspect", "tune", "rpc-server", "records")
+VERBS = ("demo", "info", "compile", "run", "inspect", "tune", "rpc-server", "records", "bench")
 HEAVY_PACKAGES = ("llvmlite", "onnx", "optuna", "rich", "matplotlib", "rpyc", "cuda")
 COMPILER = (
     "ember.codegen_llvm",

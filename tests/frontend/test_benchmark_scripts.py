@@ -33,6 +33,10 @@ def test_model_benchmark_script_checks_and_times(monkeypatch, capsys):
         "1",
         "--rounds",
         "2",
+        "--mode",  # in this process, no pauses: the script's table, not its timing
+        "blocks",
+        "--pause",
+        "0",
     ]
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(BENCH / "bench_models.py"), run_name="__main__")
