@@ -49,8 +49,8 @@ def pick_configs(task: Any, n: int, seed: int | None = 0) -> list[ConfigEntity]:
     """The fallback, then distinct random valid configs, ``n`` in all (fewer when the
     space has fewer valid ones)."""
     space = task.config_space
-    if len(space) <= n:
-        every = [space.get(i) for i in range(len(space))]
+    if space.size <= n:
+        every = [space.get(i) for i in range(space.size)]
         valid = [c for c in every if c.is_valid()]
         first = fallback_entity(task)
         return sorted(valid, key=lambda c: c != first)

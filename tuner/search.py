@@ -204,7 +204,7 @@ class Search:
             return "early_stopping"
         if opt.timeout is not None and time.monotonic() - state.started > opt.timeout:
             return "timeout"
-        if len(self.seen) >= len(self.task.config_space) or self._grid_exhausted():
+        if len(self.seen) >= self.task.config_space.size or self._grid_exhausted():
             return "space_exhausted"
         if self.attempts >= limit:
             return "max_attempts"
@@ -285,7 +285,7 @@ class Search:
         )
 
     def _batch_exhausts(self, in_batch: set[int]) -> bool:
-        return bool(in_batch) and len(self.seen) >= len(self.task.config_space)
+        return bool(in_batch) and len(self.seen) >= self.task.config_space.size
 
     def _tell_known(self, trial: Any, cfg: ConfigEntity) -> None:
         # optional dependency: optuna

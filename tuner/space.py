@@ -176,16 +176,23 @@ class ConfigSpace(Config):
     def knobs(self) -> Mapping[str, Knob]:
         return MappingProxyType(self._knobs)
 
-    def __len__(self) -> int:
+    @property
+    def size(self) -> int:
+        """The number of configs: the product of the knob sizes. A Python int of any size
+        (an auto-scheduled task's union of sketch knobs exceeds ``sys.maxsize``, which
+        ``len()`` cannot return)."""
         size = 1
         for knob in self._knobs.values():
             size *= len(knob)
         return size
 
+    def __len__(self) -> int:
+        return self.size
+
     def get(self, index: int) -> ConfigEntity:
         """Config ``index`` (mixed radix, the first-defined knob varies fastest)."""
-        if not is_int(index) or not 0 <= index < len(self):
-            raise ConfigError(f"config index {index!r} is outside [0, {len(self)})")
+        if not is_int(index) or not 0 <= index < self.size:
+            raise ConfigError(f"config index {index!r} is outside [0, {self.size})")
         index = int(index)
         choices = {}
         for name, knob in self._knobs.items():
@@ -216,13 +223,13 @@ class ConfigSpace(Config):
                 return entity
         labels = ", ".join(label for _, label in self._constraints)
         raise ConfigError(
-            f"no valid config in {max_tries} random draws from a space of {len(self)} "
+            f"no valid config in {max_tries} random draws from a space of {self.size} "
             f"(constraints: {labels})"
         )
 
     def __repr__(self) -> str:
         knobs = "; ".join(k.describe() for k in self._knobs.values())
-        return f"ConfigSpace(len={len(self)}, knobs=[{knobs}])"
+        return f"ConfigSpace(len={self.size}, knobs=[{knobs}])"
 
 
 def _drawer(rng: Any) -> Callable[[int], int]:

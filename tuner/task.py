@@ -155,7 +155,7 @@ class Task:
     def __repr__(self) -> str:
         return (
             f"Task({self.name!r}, args={self.args!r}, target='{self.target}', "
-            f"space={len(self.config_space)})"
+            f"space={self.config_space.size})"
         )
 
 

@@ -49,6 +49,12 @@ def add_parser(sub: Any) -> None:
                       help="with --op: comma-separated ints, e.g. 1024,1024,1024; with a "
                       "model: NAME=D0,D1,... fixing an input's shape (repeatable)")  # fmt: skip
     tune.add_argument("--dtype", default="float32")
+    tune.add_argument(
+        "--search",
+        default="both",
+        choices=["templates", "auto", "both"],
+        help="MODEL: template tasks, every fused group auto-scheduled, or both",
+    )
     tune.add_argument("--target", default="llvm")
     tune.add_argument("--trials", type=int, default=200, help="measured candidates")
     tune.add_argument("--log", default=None, help="records file (JSON lines), appended")

@@ -38,14 +38,16 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
     # start-up cost: the model compiler (importer, graph passes) loads only when tuning runs
     from ember.graph.model_tuning import extract_tasks
 
-    tasks = extract_tasks(ns.model, ns.target, parse_shapes(ns.shape) or None)
+    tasks = extract_tasks(ns.model, ns.target, parse_shapes(ns.shape) or None, search=ns.search)
     if not tasks:
         print(f"{ns.model}: no tunable kernels for {ns.target}")
         return 0
     print(f"{ns.model}: {len(tasks)} task(s), {ns.trials} trial(s), in rounds by gain")
 
+    labels = {id(mt.task): task_label(mt) for mt in tasks}
+
     def started(k: int, task: Any, trials: int) -> None:
-        print(f"[{k + 1}/{len(tasks)}] {task.name}{task.args}: {trials} more trial(s)", flush=True)
+        print(f"[{k + 1}/{len(tasks)}] {labels[id(task)]}: {trials} more trial(s)", flush=True)
 
     with LocalMeasurer(measure_option) as measurer:
         results = tune_tasks(
@@ -69,15 +71,24 @@ def print_model_summary(tasks: list[Any], results: list[Any], log: str | None) -
         best = best_result(res.trials)
         errors = ", ".join(f"{k} {n}" for k, n in res.errors.items()) or "none"
         out.add_row(
-            f"{mt.task.name}{mt.task.args}", str(mt.weight), str(len(res.trials)), errors,
+            task_label(mt), str(mt.weight), str(len(res.trials)), errors,
             measured_text(first), measured_text(best), _speedup(first, best),
         )  # fmt: skip
         for kind, message in error_examples(res.trials).items():
-            messages.append(f"{mt.task.name}{mt.task.args} {kind}: {message}")
+            messages.append(f"{task_label(mt)} {kind}: {message}")
     screen = console(width=160)
     screen.print(out)
     for line in messages:
         screen.print(line, markup=False, highlight=False)
+
+
+def task_label(mt: Any) -> str:
+    """How the summary names a task: a template task by name and arguments, a fused
+    group's auto task by its nodes (its argument is the group's whole JSON spec)."""
+    if mt.task.name.startswith("auto/"):
+        nodes = "+".join(dict.fromkeys(mt.nodes))
+        return f"auto: {nodes if len(nodes) <= 60 else nodes[:57] + '...'}"
+    return f"{mt.task.name}{mt.task.args}"
 
 
 def _speedup(first: Any, best: Any) -> str:

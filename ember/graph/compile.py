@@ -27,7 +27,7 @@ from typing import Any
 
 from ember.backend import Backend, get_backend
 from ember.driver import target_passes
-from ember.errors import ArgumentError, EmberError, InternalError
+from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import Graph, Node, check_size
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
@@ -36,6 +36,7 @@ from ember.graph import kernel_cache
 from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel, symbolic_source
 from ember.graph.executor import CompiledModel
+from ember.graph.groups import fused_groups, group_io
 from ember.graph.kernels import get_group_kernel, get_kernel
 from ember.graph.step import Step, empty_kernel
 from ember.target import Target
@@ -98,7 +99,7 @@ def compile_graph(
             return compile(sub, backend, None, None, graph_passes)
 
         steps = [  # 3-4. strategies and kernels, one per fused group
-            _group_step(graph, group, backend, compile_subgraph) for group in _groups(graph)
+            _group_step(graph, group, backend, compile_subgraph) for group in fused_groups(graph)
         ]
     kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
     try:
@@ -156,44 +157,14 @@ def _records(records: Any, tgt: Target) -> Iterator[None]:
         yield
 
 
-def _groups(graph: Graph) -> list[list[Node]]:
-    """The nodes of each fused group (a node without a group is a group of its own), the
-    groups in an order that runs each after the groups it reads from (topological over
-    groups; ties by first node)."""
-    members: dict[tuple[str, Any], list[Node]] = {}
-    for k, node in enumerate(graph.nodes):
-        key = ("g", node.group) if node.group is not None else ("n", k)
-        members.setdefault(key, []).append(node)
-    keys = list(members)
-    group_of = {o: key for key, nodes in members.items() for n in nodes for o in n.outputs}
-    needs = {
-        key: {group_of[i] for n in nodes for i in n.inputs if i in group_of} - {key}
-        for key, nodes in members.items()
-    }
-    order: list[list[Node]] = []
-    done: set[Any] = set()
-    while len(order) < len(keys):
-        ready = [k for k in keys if k not in done and needs[k] <= done]
-        if not ready:
-            raise InternalError("fused groups depend on each other in a cycle")
-        done.add(ready[0])
-        order.append(members[ready[0]])
-    return order
-
-
 def _group_step(
     graph: Graph, nodes: list[Node], backend: Backend, compile_subgraph: SubgraphCompiler
 ) -> Step:
     if len(nodes) == 1:
         return _node_step(graph, nodes[0], backend, compile_subgraph)
-    made = {o for n in nodes for o in n.outputs}
-    inputs = list(dict.fromkeys(i for n in nodes for i in n.inputs if i not in made))
-    inside = {id(n) for n in nodes}
-    read_outside = {i for n in graph.nodes if id(n) not in inside for i in n.inputs}
-    read_outside |= set(graph.output_names)
-    outputs = [o for n in nodes for o in n.outputs if o in read_outside]
+    io = group_io(graph, nodes)
+    inputs, outputs, types = io.inputs, io.outputs, io.types
     where = f"fused group of {', '.join(n.where() for n in nodes)}"
-    types = {v: graph.values[v].type for v in (*inputs, *made)}
     if all(types[o].size == 0 for o in outputs):
         return Step(empty_kernel, tuple(inputs), tuple(outputs), where)
     try:

@@ -15,16 +15,21 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ember.backend import Backend, get_backend
 from ember.driver import build
-from ember.errors import EmberError, InternalError
 from ember.frontend.graph import Node, TensorType
 from ember.frontend.ops.registry import get_op
 from ember.graph import kernel_cache
+from ember.graph.group_tasks import tuned_group
+from ember.graph.groups import (  # noqa: F401 - group_to_te re-exported
+    GroupIO,
+    group_to_te,
+    static_shape,
+)
 from ember.runtime.cpu import CPUModule
 from ember.runtime.module import Module
 from ember.target import Target
@@ -64,18 +69,12 @@ class Kernel:
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Allocate outputs, run, return them (for folding and tests)."""
-        outs = [np.empty(_static_shape(t), dtype=t.dtype) for t in self.out_types]
+        outs = [np.empty(static_shape(t), dtype=t.dtype) for t in self.out_types]
         self(*inputs, *outs)
         return outs
 
 
 _CACHE: dict[tuple[Any, ...], Kernel] = {}
-
-
-def _static_shape(t: TensorType) -> tuple[int, ...]:
-    """``t``'s shape, all ints: kernels are built for static shapes only (a symbolic
-    dim makes a DynamicModel, which compiles each size it meets)."""
-    return cast("tuple[int, ...]", t.shape)
 
 
 def _freeze(v: Any) -> Any:
@@ -131,43 +130,6 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def group_to_te(
-    nodes: Sequence[Node],
-    inputs: Sequence[str],
-    outputs: Sequence[str],
-    types: dict[str, TensorType],
-    target: str | Target | Backend = "llvm",
-    anchors: list[Implementation] | None = None,
-) -> tuple[list[Tensor], list[Tensor]]:
-    """Placeholders for a fused group's ``inputs`` and the tensors of its ``outputs``: each
-    node's compute is fed the tensors of the nodes before it, not placeholders. A node
-    takes the compute of the target's best strategy implementation where one applies,
-    else the op's own; the implementations taken are appended to ``anchors`` where given
-    (the group's schedule runs theirs)."""
-    backend = get_backend(target)
-    env: dict[str, Tensor] = {
-        v: te.placeholder(_static_shape(types[v]), dtype=types[v].dtype, name=f"in{i}")
-        for i, v in enumerate(inputs)
-    }
-    placeholders = [env[v] for v in inputs]
-    for node in nodes:
-        try:
-            args = [env[i] for i in node.inputs]
-            hit = backend.compute(node.op, args, node.attrs)
-            if hit is None:
-                outs = get_op(node.op).compute(args, node.attrs)
-            else:
-                outs = hit[0]
-                if anchors is not None:
-                    anchors.append(hit[1])
-        except EmberError as e:
-            raise e.add_context(f"while computing {node.where()}") from None
-        except Exception as e:
-            raise InternalError(f"compute of op '{node.op}' failed: {e}") from e
-        env.update(zip(node.outputs, outs))
-    return placeholders, [env[v] for v in outputs]
-
-
 def group_key(
     nodes: Sequence[Node],
     inputs: Sequence[str],
@@ -210,14 +172,18 @@ def get_group_kernel(
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     if module is None:
-        anchors: list[Implementation] = []
-        placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend, anchors)
-        if backend.scalars_as_vectors:
-            scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
-        outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
-        sch = backend.schedule(outs, anchors)
+        tuned = tuned_group(GroupIO(tuple(nodes), tuple(inputs), tuple(outputs), types), backend)
+        if tuned is not None:  # an auto-scheduling record of the group: its steps
+            sch, tensors = tuned
+        else:
+            anchors: list[Implementation] = []
+            placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend, anchors)
+            if backend.scalars_as_vectors:
+                scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
+            outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
+            sch, tensors = backend.schedule(outs, anchors), [*placeholders, *outs]
         ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
-        module = build(sch, [*placeholders, *outs], target=tgt, name=f"k_{ops}_{len(_CACHE)}")
+        module = build(sch, tensors, target=tgt, name=f"k_{ops}_{len(_CACHE)}")
         if disk:
             kernel_cache.store(disk, module)
     kern = Kernel(

@@ -11,7 +11,8 @@ the result is a plain list that :func:`ember.tuner.tune_tasks` takes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from ember.backend import Backend, get_backend
 from ember.errors import ArgumentError
 from ember.frontend.graph import SHAPES_HINT, Graph
 from ember.graph.compile import import_model, optimize
+from ember.graph.group_tasks import auto_schedulable, group_task
+from ember.graph.groups import fused_groups, group_io, group_spec
 from ember.target import Target
 from ember.tuner.task import create_task, workload_key
 
@@ -32,15 +35,24 @@ class ModelTask:
     nodes: list[str]
 
 
+SEARCHES = ("templates", "auto", "both")
+
+
 def extract_tasks(
     model: Any,
     target: str | Target | Backend = "llvm",
     shapes: Any = None,
     graph_passes: Sequence[Any] | None = None,
+    search: str = "templates",
 ) -> list[ModelTask]:
-    """The distinct template tasks behind ``model``'s kernels for ``target``, in graph
-    order, each with its weight (the number of nodes that run it). A target whose
-    backend has no tuning tasks gives ``ArgumentError``."""
+    """The distinct tuning tasks behind ``model``'s kernels for ``target``, in graph
+    order, each with its weight (the number of nodes or groups that run it).
+
+    ``search``: ``"templates"`` (the template task of each node a strategy takes),
+    ``"auto"`` (every fused group as an auto-scheduling task, :mod:`.group_tasks`) or
+    ``"both"``. A target whose backend has no tuning tasks gives ``ArgumentError``."""
+    if search not in SEARCHES:
+        raise ArgumentError(f"extract_tasks: search must be one of {SEARCHES}, got {search!r}")
     backend = get_backend(target)
     if not _has_tasks(backend):
         raise ArgumentError(f"extract_tasks: target {backend.target} has no tunable graph kernels")
@@ -48,13 +60,39 @@ def extract_tasks(
     _require_static_inputs(graph)
     graph = optimize(graph, backend, graph_passes)  # 2. the same graph passes as compile
     found: dict[tuple[str, str], ModelTask] = {}
-    for node, name, args in _node_tasks(graph, backend):
-        key = (name, workload_key(name, args))
-        if key not in found:
-            found[key] = ModelTask(create_task(name, args, backend.target), 0, [])
-        found[key].weight += 1
-        found[key].nodes.append(node.name)
+    if search in ("templates", "both"):
+        for node, name, args in _node_tasks(graph, backend):
+            _count(
+                found,
+                (name, workload_key(name, args)),
+                [node.name],
+                functools.partial(create_task, name, args, backend.target),
+            )
+    if search in ("auto", "both"):
+        for nodes in fused_groups(graph):
+            if any(n.subgraphs for n in nodes):
+                continue  # If/Loop bodies are compiled on their own; not tuned here
+            io = group_io(graph, nodes)
+            if auto_schedulable(io, backend):
+                _count(
+                    found,
+                    ("auto", group_spec(io)),
+                    [n.name for n in nodes],
+                    functools.partial(group_task, io, backend),
+                )
     return list(found.values())
+
+
+def _count(
+    found: dict[tuple[str, str], ModelTask],
+    key: tuple[str, str],
+    nodes: list[str],
+    make: Callable[[], Any],
+) -> None:
+    if key not in found:
+        found[key] = ModelTask(make(), 0, [])
+    found[key].weight += 1
+    found[key].nodes.extend(nodes)
 
 
 def _has_tasks(backend: Backend) -> bool:

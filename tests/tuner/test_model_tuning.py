@@ -219,6 +219,7 @@ def test_cli_tunes_a_model_and_compiles_with_the_records(tmp_path, capsys):
     onnx.save(model, path)
     log = tmp_path / "rec.jsonl"
     argv = ["tune", str(path), "--trials", "3", "--log", str(log), "--number", "1", "--repeat", "1"]
+    argv += ["--search", "templates"]  # the default, both, adds every fused group's auto task
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "3 task(s)" in out and "model tuning summary" in out

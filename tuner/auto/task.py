@@ -46,6 +46,7 @@ RULES = {"llvm": CPU_RULES}
 
 
 _WORKLOADS: dict[str, Callable[..., Any]] = {}
+_FALLBACKS: dict[str, Callable[..., Any]] = {}
 
 
 def workload_key(func: Callable[..., Any]) -> str:
@@ -53,10 +54,19 @@ def workload_key(func: Callable[..., Any]) -> str:
     return f"{func.__module__}.{func.__qualname__}"
 
 
-def register_workload(func: F) -> F:
+def register_workload(func: F | None = None, *, fallback: Callable[..., Any] | None = None) -> Any:
     """Register ``func`` (module-level, returning the DAG's tensors, inputs first) as an
     auto-schedulable workload: one ``auto/<module>.<name>.<kind>`` template per target
-    kind with sketch rules. Registering it again (a re-imported module) is allowed."""
+    kind with sketch rules. Registering it again (a re-imported module) is allowed.
+
+    ``fallback(*args) -> (schedule, tensors)``, optional, is the schedule of the fallback
+    config: the kernel the measurer times first and checks candidates against, and what
+    a config-less instantiation builds. Without it, TE's default schedule. A fused group of
+    a model names the schedule the untuned model runs, so a tuned kernel is compared with
+    the one it would replace. Use as ``@register_workload`` or
+    ``@register_workload(fallback=f)``."""
+    if func is None:
+        return functools.partial(register_workload, fallback=fallback)
     name = getattr(func, "__qualname__", "")
     if not callable(func) or not name or "<" in name:
         raise ArgumentError(
@@ -65,6 +75,10 @@ def register_workload(func: F) -> F:
         )
     key = workload_key(func)
     _WORKLOADS[key] = func
+    if fallback is None:
+        _FALLBACKS.pop(key, None)
+    else:
+        _FALLBACKS[key] = fallback
     for kind in RULES:
         body = functools.wraps(func)(functools.partial(_auto_schedule, kind, func))
         template(f"auto/{key}.{kind}", version=AUTO_VERSION, override=True)(body)
@@ -93,6 +107,9 @@ def sketches_of(key: str, args: tuple[Any, ...], kind: str) -> tuple[Sketch, ...
 def _auto_schedule(kind: str, func: Callable[..., Any], *args: Any) -> Any:
     """The body of the ``auto/...`` templates (see the module docstring)."""
     cfg = get_config()
+    fallback = _FALLBACKS.get(workload_key(func))
+    if cfg.is_fallback and fallback is not None:
+        return fallback(*args)
     tensors = workload_tensors(func, args)
     if cfg.is_fallback:
         return create_schedule([t.op for t in dag_outputs(tensors)]), tensors
