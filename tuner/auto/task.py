@@ -33,6 +33,7 @@ from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te.tensor import Tensor
 from ember.tir.verify import verify_well_formed
 from ember.tuner.auto.rules import CPU_RULES
+from ember.tuner.auto.rules_cuda import CUDA_RULES
 from ember.tuner.auto.sketch import Sketch, generate_sketches
 from ember.tuner.auto.space import define_sketch_space, steps_for
 from ember.tuner.auto.steps import apply_steps, dag_outputs, steps_to_json
@@ -42,7 +43,7 @@ from ember.tuner.template import get_config, template
 
 F = TypeVar("F", bound=Callable[..., Any])
 AUTO_VERSION = 1  # bump when the rules change the sketches (old records stop applying)
-RULES = {"llvm": CPU_RULES}
+RULES = {"llvm": CPU_RULES, "cuda": CUDA_RULES}
 
 
 _WORKLOADS: dict[str, Callable[..., Any]] = {}

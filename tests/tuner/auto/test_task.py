@@ -18,7 +18,7 @@ from ember.tuner.result import ErrorKind, MeasureResult
 from ember.tuner.space import ConfigEntity
 from tests.tuner.auto import workloads as w
 
-SHAPE = (7, 12, 5)  # m, n, k
+SHAPE = (5, 6, 4)  # m, n, k
 
 
 def _arrays(seed: int = 0) -> list[np.ndarray]:
@@ -148,5 +148,11 @@ def test_workloads_must_be_registered_module_level_functions():
     assert task.name == "auto/tests.tuner.auto.workloads.matmul.llvm"
     with pytest.raises(ArgumentError, match="takes arguments"):
         create_auto_task(w.matmul, (4, 4))
+    cuda = create_auto_task(w.matmul, (4, 4, 4), "cuda")
+    assert cuda.name == "auto/tests.tuner.auto.workloads.matmul.cuda"
+
+
+def test_a_target_kind_without_rules_is_refused(monkeypatch):
+    monkeypatch.setattr(auto_task, "RULES", {"llvm": auto_task.CPU_RULES})
     with pytest.raises(ConfigError, match="not for target 'cuda"):
         create_auto_task(w.matmul, (4, 4, 4), "cuda")
