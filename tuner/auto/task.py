@@ -13,8 +13,9 @@ any template's task. A candidate whose steps do not fit the schedule, or whose l
 TIR fails verification, raises ``ConfigError`` while it is instantiated: the tuner
 records it as ``invalid_config`` and never measures it. Records store each config's
 steps (``config["steps"]``), which a reader checks against the steps it rebuilds.
-Without a config (the fallback) the DAG keeps TE's default schedule, the reference
-the measurer checks candidates against.
+Without a config (the fallback) the DAG gets the backend's generic schedule, what an
+untuned fused group runs: the baseline a tuned kernel must beat, and the reference the
+measurer checks candidates against (built by other code than the sketches).
 
 A fused group of a model can be tuned the same way once a registered function
 rebuilds its compute from hashable arguments (a description of the group).
@@ -26,6 +27,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ember.backend import get_backend
 from ember.errors import ArgumentError, ConfigError, EmberError
 from ember.target import Target
 from ember.tir.schedule.lower import schedule_to_primfunc
@@ -95,8 +97,8 @@ def _auto_schedule(kind: str, func: Callable[..., Any], *args: Any) -> Any:
     """The body of the ``auto/...`` templates (see the module docstring)."""
     cfg = get_config()
     tensors = workload_tensors(func, args)
-    if cfg.is_fallback:
-        return create_schedule([t.op for t in dag_outputs(tensors)]), tensors
+    if cfg.is_fallback:  # what a fused group gets untuned: the backend's generic schedule
+        return get_backend(kind).schedule(dag_outputs(tensors)), tensors
     sketches = sketches_of(workload_key(func), tuple(args), kind)
     define_sketch_space(cfg, sketches)
     if isinstance(cfg, ConfigSpace):
