@@ -106,7 +106,7 @@ def rule_tile_gpu(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] |
     if not s.has_reuse or s.op.num_outputs != 1:
         return None
     consumer = info.elementwise_consumer(name)
-    if consumer is not None and info.stages[consumer].spatial == s.spatial:
+    if consumer is not None:
         return [("tile+fuse", _tiling(name, consumer, cache=False))]
     return [("cache+tile", _tiling(name, name, cache=True))]
 

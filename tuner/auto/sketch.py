@@ -257,7 +257,8 @@ def generate_sketches(
 ) -> list[Sketch]:
     """Every combination of the rules' variants, stage by stage from the outputs back
     (Ansor's order), up to ``max_sketches``. For each stage the first rule that applies
-    (returns variants) decides; a stage another rule already scheduled is skipped."""
+    (returns variants) decides; a rule may schedule other stages too (a fused epilogue),
+    which then match a rule that leaves them alone."""
     info = dag_info(tensors)
     order = list(reversed(info.stages))
     combos: list[list[int]] = [[]]
