@@ -58,13 +58,13 @@ def check_candidate(dag, seed: int, pick: int, target: str, rules) -> None:
     np.testing.assert_allclose(out, reference(*arrays), rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dag=dags(), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
 def test_every_cpu_sketch_candidate_matches_numpy(dag, seed, pick):
     check_candidate(dag, seed, pick, "llvm", CPU_RULES)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dag=dags(), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
 def test_every_cuda_sketch_candidate_matches_numpy_on_the_emulator(dag, seed, pick):
     check_candidate(dag, seed, pick, "cuda", CUDA_RULES)
