@@ -86,11 +86,20 @@ def workload_tensors(func: Callable[..., Any], args: tuple[Any, ...]) -> list[Te
     return tensors
 
 
-@functools.lru_cache(maxsize=64)
+_SKETCHES: dict[str, tuple[Sketch, ...]] = {}
+
+
 def sketches_of(key: str, args: tuple[Any, ...], kind: str) -> tuple[Sketch, ...]:
-    """The sketches of a registered workload for a target kind (cached: the template
-    runs once per config, and the sketches hold only names and symbols, no IR)."""
-    return tuple(generate_sketches(workload_tensors(_WORKLOADS[key], args), RULES[kind]))
+    """The sketches of a registered workload for a target kind, cached by the workload's
+    name and arguments (the template runs once per config; sketches hold only names and
+    symbols, no IR, and ``repr`` keys arguments that are lists as well)."""
+    cache_key = repr((key, args, kind))
+    if cache_key not in _SKETCHES:
+        if len(_SKETCHES) >= 64:
+            _SKETCHES.clear()
+        tensors = workload_tensors(_WORKLOADS[key], args)
+        _SKETCHES[cache_key] = tuple(generate_sketches(tensors, RULES[kind]))
+    return _SKETCHES[cache_key]
 
 
 def _auto_schedule(kind: str, func: Callable[..., Any], *args: Any) -> Any:
