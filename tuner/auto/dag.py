@@ -56,15 +56,19 @@ class DagInfo:
     def elementwise_consumer(self, name: str) -> str | None:
         """The stage that ``name``'s tile can be fused into: following its single
         consumers through inlinable (injective, non-output) stages, the first stage
-        that is kept, provided every read on the way is elementwise (same shape, the
-        indices are the reader's own axes in order). None where there is none."""
+        that is kept, provided every read on the way is elementwise (the same shape, the
+        indices the reader's own axes in order). None where there is none."""
         info = self.stages[name]
         if info.is_output or len(info.consumers) != 1:
             return None
         producer = info
         while True:
             cons = self.stages[producer.consumers[0]]
-            if not cons.injective or not _reads_elementwise(cons.op, producer.op):
+            if (
+                not cons.injective
+                or cons.spatial != info.spatial  # a crop reads C[i, j] over fewer i
+                or not _reads_elementwise(cons.op, producer.op)
+            ):
                 return None
             if cons.is_output or len(cons.consumers) != 1:
                 return cons.name if cons.is_output else None

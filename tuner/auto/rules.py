@@ -143,7 +143,7 @@ def rule_tile_with_fusion(b: SketchBuilder, info: DagInfo, name: str) -> list[Va
     """Data reuse and an elementwise consumer: ``SSRSRS`` tiles fused into the consumer."""
     s = info.stages[name]
     consumer = info.elementwise_consumer(name) if s.has_reuse else None
-    if consumer is None or info.stages[consumer].spatial != s.spatial:
+    if consumer is None:
         return None
     return [(f"tile+fuse{lvl}", _fusing(name, consumer, lvl)) for lvl in (1, 2)]
 

@@ -43,6 +43,19 @@ class Sym:
 
 
 @dataclass(frozen=True)
+class Prod:
+    """The product of several symbols (a GPU block's thread count across its axes)."""
+
+    parts: tuple[Sym, ...]
+
+    def resolve(self, values: Callable[[str], Any]) -> Any:
+        return math.prod(p.resolve(values) for p in self.parts)
+
+
+Symbol = (Sym, Prod)
+
+
+@dataclass(frozen=True)
 class KnobDecl:
     """A knob a sketch needs: ``split`` (``extent`` into ``parts`` factors, each inner
     factor at most ``max_factor``) or ``choice`` (one of ``candidates``, first default)."""
@@ -62,6 +75,8 @@ class Sketch:
     name: str
     steps: list[st.Step] = field(default_factory=list)
     knobs: dict[str, KnobDecl] = field(default_factory=dict)
+    # (description, symbol, limit): a config of this sketch needs symbol <= limit
+    limits: list[tuple[str, Sym | Prod, int]] = field(default_factory=list)
 
     def describe(self) -> str:
         """The steps, one per line, symbols shown as ``$knob``."""
@@ -69,6 +84,8 @@ class Sketch:
 
 
 def _show(x: Any) -> str:
+    if isinstance(x, Prod):
+        return "*".join(_show(p) for p in x.parts)
     if isinstance(x, Sym):
         return f"${x.knob}" + ("" if x.lo < 0 else f"[{x.lo}:{'' if x.hi is None else x.hi}]")
     if isinstance(x, (list, tuple)):
@@ -88,10 +105,12 @@ def concretize(sketch: Sketch, values: Callable[[str], Any]) -> list[st.Step]:
         changes = {}
         for f in fields(step):
             v = getattr(step, f.name)
-            if isinstance(v, Sym):
+            if isinstance(v, Symbol):
                 changes[f.name] = v.resolve(values)
-            elif isinstance(v, tuple) and any(isinstance(x, Sym) for x in v):
-                changes[f.name] = tuple(x.resolve(values) if isinstance(x, Sym) else x for x in v)
+            elif isinstance(v, tuple) and any(isinstance(x, Symbol) for x in v):
+                changes[f.name] = tuple(
+                    x.resolve(values) if isinstance(x, Symbol) else x for x in v
+                )
         step = replace(step, **changes) if changes else step
         if isinstance(step, st.Annotate) and step.how in DROPPED:
             continue
@@ -103,6 +122,8 @@ def concretize(sketch: Sketch, values: Callable[[str], Any]) -> list[st.Step]:
 
 def _placeholder(v: Any, knobs: dict[str, KnobDecl]) -> Any:
     """A stand-in for a symbol while the builder applies a step: factor 1, first choice."""
+    if isinstance(v, Prod):
+        return 1
     if not isinstance(v, Sym):
         return v
     decl = knobs[v.knob]
@@ -172,6 +193,10 @@ class SketchBuilder:
         self.add(st.Reorder(stage, tuple(loops.index(iv) for iv in full)))
 
     def fuse(self, stage: str, ivs: Sequence[IterVar]) -> IterVar:
+        """Fuse adjacent loops; no loops make a new outer loop of extent 1."""
+        if not ivs:
+            self.add(st.Fuse(stage, ()))
+            return self.loops(stage)[0]
         if len(ivs) == 1:
             return ivs[0]
         first = self.index(stage, ivs[0])
@@ -183,6 +208,20 @@ class SketchBuilder:
 
     def pragma(self, stage: str, iv: IterVar, key: str, value: Any) -> None:
         self.add(st.Pragma(stage, self.index(stage, iv), key, value))
+
+    def bind(self, stage: str, iv: IterVar, thread: str) -> None:
+        self.add(st.Bind(stage, self.index(stage, iv), thread))
+
+    def limit(self, what: str, symbol: Sym | Prod, most: int) -> None:
+        """Configs of this sketch must keep ``symbol`` at most ``most``."""
+        self.sketch.limits.append((what, symbol, most))
+
+    def cache_read(self, tensor_stage: str, scope: str, readers: Sequence[str]) -> str:
+        """A ``scope`` copy of ``tensor_stage``'s output for ``readers``; its stage name."""
+        before = set(map(id, self.schedule.stages))
+        self.add(st.CacheRead(tensor_stage, scope, tuple(readers)))
+        new = next(x for x in self.schedule.stages if id(x) not in before)
+        return self.name_of(new)
 
     def compute_at(self, stage: str, target: str, iv: IterVar) -> None:
         self.add(st.ComputeAt(stage, target, self.index(target, iv)))
@@ -218,7 +257,8 @@ def generate_sketches(
 ) -> list[Sketch]:
     """Every combination of the rules' variants, stage by stage from the outputs back
     (Ansor's order), up to ``max_sketches``. For each stage the first rule that applies
-    (returns variants) decides; a stage another rule already scheduled is skipped."""
+    (returns variants) decides; a rule may schedule other stages too (a fused epilogue),
+    which then match a rule that leaves them alone."""
     info = dag_info(tensors)
     order = list(reversed(info.stages))
     combos: list[list[int]] = [[]]

@@ -11,10 +11,10 @@ and that its record stores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember.tuner.auto.sketch import Sketch, concretize
+from ember.tuner.auto.sketch import Prod, Sketch, Sym, concretize
 from ember.tuner.auto.steps import Step
 from ember.tuner.space import Config
 
@@ -30,6 +30,17 @@ def define_sketch_space(cfg: Config, sketches: Sequence[Sketch]) -> None:
                 )
             else:
                 cfg.define_knob(decl.name, list(decl.candidates))
+        for what, symbol, most in sk.limits:
+            cfg.add_constraint(_within(sk, symbol, most), f"{sk.name}: {what} <= {most}")
+
+
+def _within(sketch: Sketch, symbol: Sym | Prod, most: int) -> Callable[[Any], bool]:
+    def check(cfg: Any) -> bool:
+        if cfg["sketch"].val != sketch.name:
+            return True
+        return bool(symbol.resolve(lambda name: _value(cfg, name)) <= most)
+
+    return check
 
 
 def chosen_sketch(cfg: Config, sketches: Sequence[Sketch]) -> Sketch:

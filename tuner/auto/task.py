@@ -13,8 +13,9 @@ any template's task. A candidate whose steps do not fit the schedule, or whose l
 TIR fails verification, raises ``ConfigError`` while it is instantiated: the tuner
 records it as ``invalid_config`` and never measures it. Records store each config's
 steps (``config["steps"]``), which a reader checks against the steps it rebuilds.
-Without a config (the fallback) the DAG keeps TE's default schedule, the reference
-the measurer checks candidates against.
+Without a config (the fallback) the DAG gets the backend's generic schedule, what an
+untuned fused group runs: the baseline a tuned kernel must beat, and the reference the
+measurer checks candidates against (built by other code than the sketches).
 
 A fused group of a model can be tuned the same way once a registered function
 rebuilds its compute from hashable arguments (a description of the group).
@@ -26,6 +27,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ember.backend import get_backend
 from ember.errors import ArgumentError, ConfigError, EmberError
 from ember.target import Target
 from ember.tir.schedule.lower import schedule_to_primfunc
@@ -33,6 +35,7 @@ from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te.tensor import Tensor
 from ember.tir.verify import verify_well_formed
 from ember.tuner.auto.rules import CPU_RULES
+from ember.tuner.auto.rules_cuda import CUDA_RULES
 from ember.tuner.auto.sketch import Sketch, generate_sketches
 from ember.tuner.auto.space import define_sketch_space, steps_for
 from ember.tuner.auto.steps import apply_steps, dag_outputs, steps_to_json
@@ -42,7 +45,7 @@ from ember.tuner.template import get_config, template
 
 F = TypeVar("F", bound=Callable[..., Any])
 AUTO_VERSION = 1  # bump when the rules change the sketches (old records stop applying)
-RULES = {"llvm": CPU_RULES}
+RULES = {"llvm": CPU_RULES, "cuda": CUDA_RULES}
 
 
 _WORKLOADS: dict[str, Callable[..., Any]] = {}
@@ -97,11 +100,20 @@ def workload_tensors(func: Callable[..., Any], args: tuple[Any, ...]) -> list[Te
     return tensors
 
 
-@functools.lru_cache(maxsize=64)
+_SKETCHES: dict[str, tuple[Sketch, ...]] = {}
+
+
 def sketches_of(key: str, args: tuple[Any, ...], kind: str) -> tuple[Sketch, ...]:
-    """The sketches of a registered workload for a target kind (cached: the template
-    runs once per config, and the sketches hold only names and symbols, no IR)."""
-    return tuple(generate_sketches(workload_tensors(_WORKLOADS[key], args), RULES[kind]))
+    """The sketches of a registered workload for a target kind, cached by the workload's
+    name and arguments (the template runs once per config; sketches hold only names and
+    symbols, no IR, and ``repr`` keys arguments that are lists as well)."""
+    cache_key = repr((key, args, kind))
+    if cache_key not in _SKETCHES:
+        if len(_SKETCHES) >= 64:
+            _SKETCHES.clear()
+        tensors = workload_tensors(_WORKLOADS[key], args)
+        _SKETCHES[cache_key] = tuple(generate_sketches(tensors, RULES[kind]))
+    return _SKETCHES[cache_key]
 
 
 def _auto_schedule(kind: str, func: Callable[..., Any], *args: Any) -> Any:
@@ -111,8 +123,8 @@ def _auto_schedule(kind: str, func: Callable[..., Any], *args: Any) -> Any:
     if cfg.is_fallback and fallback is not None:
         return fallback(*args)
     tensors = workload_tensors(func, args)
-    if cfg.is_fallback:
-        return create_schedule([t.op for t in dag_outputs(tensors)]), tensors
+    if cfg.is_fallback:  # what a fused group gets untuned: the backend's generic schedule
+        return get_backend(kind).schedule(dag_outputs(tensors)), tensors
     sketches = sketches_of(workload_key(func), tuple(args), kind)
     define_sketch_space(cfg, sketches)
     if isinstance(cfg, ConfigSpace):

@@ -2,8 +2,10 @@
 
 Hypothesis draws a compute DAG (:mod:`.random_dag`: elementwise, broadcast, transposes,
 reductions, matmul- and conv-like stages, odd shapes), the auto-scheduler generates its
-sketches, and one sketch with random knob values is replayed, built for ``llvm`` and
-run on random data (never zeros) against the numpy twin.
+sketches for the target, and one sketch with random knob values is replayed on the DAG
+built afresh, built, and run on random data (never zeros) against the numpy twin: on
+``llvm`` natively, on ``cuda`` in the SIMT emulator (which also checks shared-memory
+races and out-of-bounds accesses).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 import ember
 from ember.tuner.auto.rules import CPU_RULES
+from ember.tuner.auto.rules_cuda import CUDA_RULES
 from ember.tuner.auto.sketch import generate_sketches
 from ember.tuner.auto.space import define_sketch_space, steps_for
 from ember.tuner.auto.steps import apply_steps
@@ -32,26 +35,36 @@ def dags(draw: st.DrawFn) -> tuple[list[tuple[str, int]], int, int]:
     return ops, rows, cols
 
 
-@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(dag=dags(), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
-def test_every_sketch_candidate_matches_numpy(dag, seed, pick):
+def check_candidate(dag, seed: int, pick: int, target: str, rules) -> None:
     ops, rows, cols = dag
     tensors, reference = build(ops, rows, cols)
-    sketches = generate_sketches(tensors, CPU_RULES)
+    sketches = generate_sketches(tensors, rules)
     space = ConfigSpace()
     define_sketch_space(space, sketches)
     space.freeze()
     cfg = space.sample(seed)
-    choices = cfg.choices
-    choices["sketch"] = pick % len(sketches)
-    cfg = space.from_choices(choices)
-    steps = steps_for(cfg, sketches)
-
-    fresh, _ = build(ops, rows, cols)  # replay on a DAG built afresh, as a record does
-    s, args = apply_steps(fresh, steps)
-    mod = ember.build(s, args, target="llvm")
+    picked = space.from_choices({**cfg.choices, "sketch": pick % len(sketches)})
+    cfg = picked if picked.is_valid() else cfg  # a GPU sketch's thread limits may refuse it
+    fresh, _ = build(ops, rows, cols)  # replayed on a DAG built afresh, as a record is
+    s, args = apply_steps(fresh, steps_for(cfg, sketches))
+    mod = ember.build(s, args, target=target)
     rng = np.random.default_rng(seed)
     arrays = [rng.uniform(-1, 1, [int(d) for d in t.shape]).astype("float32") for t in args[:-1]]
     out = np.full([int(d) for d in args[-1].shape], np.nan, "float32")
-    mod(*arrays, out)
+    if target == "cuda":
+        mod.emulate(*arrays, out)
+    else:
+        mod(*arrays, out)
     np.testing.assert_allclose(out, reference(*arrays), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dag=dags(), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
+def test_every_cpu_sketch_candidate_matches_numpy(dag, seed, pick):
+    check_candidate(dag, seed, pick, "llvm", CPU_RULES)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dag=dags(), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
+def test_every_cuda_sketch_candidate_matches_numpy_on_the_emulator(dag, seed, pick):
+    check_candidate(dag, seed, pick, "cuda", CUDA_RULES)

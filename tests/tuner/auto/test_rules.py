@@ -40,6 +40,16 @@ def test_a_transposing_consumer_is_not_fused():
     assert info.elementwise_consumer("matmul0") is None
 
 
+def test_a_cropping_consumer_is_not_fused():
+    a = te.placeholder((6, 4), name="A")
+    b = te.placeholder((4, 5), name="B")
+    k = te.reduce_axis((0, 4), name="k")
+    c = te.compute((6, 5), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    crop = te.compute((3, 5), lambda i, j: c[i, j] + 1.0, name="crop")
+    assert dag_info([a, b, crop]).elementwise_consumer("C") is None
+    assert list(sketches([a, b, crop], R.CPU_RULES)) == ["cache+fuse1", "cache+fuse2", "tile"]
+
+
 def test_rule_inline_and_rule_elementwise():
     assert sketches(w.scale_add(5, 7), [R.rule_inline, R.rule_elementwise]) == {
         "default": "split O 1 [$s0.O.vec[1:2]]\n"

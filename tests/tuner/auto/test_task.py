@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ember
+from ember.backend import get_backend
 from ember.cli import main
 from ember.errors import ArgumentError, ConfigError, EmberError, LoweringError
 from ember.tuner import apply_history_best, read_records, tune
@@ -18,7 +19,7 @@ from ember.tuner.result import ErrorKind, MeasureResult
 from ember.tuner.space import ConfigEntity
 from tests.tuner.auto import workloads as w
 
-SHAPE = (7, 12, 5)  # m, n, k
+SHAPE = (5, 6, 4)  # m, n, k
 
 
 def _arrays(seed: int = 0) -> list[np.ndarray]:
@@ -131,10 +132,16 @@ def test_a_candidate_that_fails_verification_is_an_invalid_config(tuned, monkeyp
     assert got[0].error is ErrorKind.INVALID_CONFIG
 
 
-def test_the_fallback_is_the_unscheduled_dag():
-    task = create_auto_task(w.scale_add, (5, 7))
-    s, args = task.instantiate()
-    assert [st.attach.name for st in s.stages] == ["ROOT"] * len(s.stages)
+def test_the_fallback_is_the_backends_generic_schedule():
+    task = create_auto_task(w.matmul_bias_relu, SHAPE)
+    s, args = task.instantiate()  # no records: the generic schedule, not a sketch's
+    fresh = w.matmul_bias_relu(*SHAPE)
+    generic = get_backend("llvm").schedule(fresh[-1:])
+    assert str(ember.lower(s, args)) == str(ember.lower(generic, fresh))
+    np.testing.assert_allclose(_run(s, args), _reference(*_arrays()), rtol=1e-4, atol=1e-4)
+    cuda = create_auto_task(w.matmul_bias_relu, SHAPE, "cuda")
+    s, args = cuda.instantiate()
+    assert any(a.bind is not None for st in s.stages for a in st.iter_attrs.values())
 
 
 def test_workloads_must_be_registered_module_level_functions():
@@ -148,5 +155,11 @@ def test_workloads_must_be_registered_module_level_functions():
     assert task.name == "auto/tests.tuner.auto.workloads.matmul.llvm"
     with pytest.raises(ArgumentError, match="takes arguments"):
         create_auto_task(w.matmul, (4, 4))
+    cuda = create_auto_task(w.matmul, (4, 4, 4), "cuda")
+    assert cuda.name == "auto/tests.tuner.auto.workloads.matmul.cuda"
+
+
+def test_a_target_kind_without_rules_is_refused(monkeypatch):
+    monkeypatch.setattr(auto_task, "RULES", {"llvm": auto_task.CPU_RULES})
     with pytest.raises(ConfigError, match="not for target 'cuda"):
         create_auto_task(w.matmul, (4, 4, 4), "cuda")
