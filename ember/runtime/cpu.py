@@ -57,6 +57,20 @@ class CPUModule(Module):
     def _native(self, name: str) -> NativeFn:
         return self._entries[name]
 
+    def entry_address(self, name: str) -> int:
+        """The native address of function ``name`` (for :mod:`ember.runtime.step_loop`)."""
+        address = ctypes.cast(self._entries[name], ctypes.c_void_p).value
+        if not address:
+            raise ArgumentError(f"function '{name}' of this module has no native address")
+        return address
+
+    def threads_cell_address(self) -> int:
+        """The address of the thread-count global that :meth:`_before_call` sets, or 0
+        where no call sets it (no parallel loop, or no such global)."""
+        if self._threads_cell is None or not self.parallel:
+            return 0
+        return ctypes.addressof(self._threads_cell)
+
     def _before_call(self) -> None:
         cell = self._threads_cell
         if cell is not None and self.parallel:
