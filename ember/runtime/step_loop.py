@@ -85,6 +85,8 @@ def loop_kernel(call: Any, loop: StepLoop) -> BoundCall | None:
         return None
     if len(call.pointers) > loop.max_args:
         return None
+    if call.function.module.entry_address(call.function.name) is None:
+        return None
     return call
 
 
@@ -155,7 +157,7 @@ class NativeRun:
                 *[int(p) & _MASK for p in call.pointers]
             )
             self._args.append(args)
-            entry.fn = module.entry_address(call.function.name)
+            entry.fn = module.entry_address(call.function.name)  # not None: see loop_kernel
             entry.nargs = len(call.pointers)
             entry.args = ctypes.addressof(args)
             entry.cell = module.threads_cell_address()
