@@ -4,7 +4,8 @@ Run: ``python benchmarks/bench_overhead.py`` (``--rounds 5`` for more turns, ``-
 10,50`` for other chain lengths). Each model is compiled once, checked against
 onnxruntime, then timed four ways by turns, one block each per round with a pause after
 it: ``run`` (``CompiledModel.run``: input checks, the copy in, the steps, the copies
-out), ``steps`` (the workspace's step program alone, as ``run`` calls it), ``python``
+out), ``run-py`` (the same with every step called from Python, the executor before the
+native step loop), ``steps`` (the workspace's step program alone, as ``run`` calls it), ``python``
 (the bound kernels called one by one from a Python loop, as the executor did before the
 native step loop) and ``ctypes`` (each kernel's ctypes entry point called on its
 pointers, no status check), and onnxruntime's ``run``. The models: chains of N tiny
@@ -12,7 +13,8 @@ elementwise kernels (Add/Mul with constants on a [4, 7] tensor, compiled without
 passes so each node stays a kernel of its own: ``ctypes`` time is almost all call cost),
 a chain of 1x1 convolutions with Relu, the MLP and the speech LSTM of
 ``frontend/testing/models.py``. A figure is the best batch of a round, the median over
-rounds; ``us/kernel`` is ``run`` time divided by the number of steps.
+rounds; ``us/kernel`` is ``run`` time divided by the number of steps, and ``py
+us/kernel`` the same of ``run-py``.
 
 Timings move with the machine's load: rerun it alone, one thread (``--threads 1``).
 """
@@ -83,6 +85,20 @@ def _session(model: Any, threads: int) -> Any:
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
+def _without_loop(lib: Any) -> Any:
+    """A twin of ``lib`` (same graph, steps and kernels) whose workspaces call every step
+    from Python: the executor as it was before the native step loop."""
+    twin = getattr(lib, "_twin", None)
+    if twin is None:
+        from ember.graph.executor import CompiledModel, WorkspacePool
+
+        twin = CompiledModel(lib.graph, lib.steps, lib.target)
+        twin._loop = None
+        twin._pool = WorkspacePool(twin._new_workspace)
+        lib._twin = twin
+    return twin
+
+
 def _ways(lib: Any, inputs: dict) -> dict[str, Callable[[], object]]:
     """The ways of running ``lib`` that are timed, by label."""
     ws = lib._pool.acquire()  # held for the whole benchmark: the loops below reuse it
@@ -103,6 +119,8 @@ def _ways(lib: Any, inputs: dict) -> dict[str, Callable[[], object]]:
             native(*pointers)
 
     ways: dict[str, Callable[[], object]] = {"run": lambda: lib.run(inputs)}
+    if getattr(lib, "_loop", None) is not None:
+        ways["run-py"] = lambda: _without_loop(lib).run(inputs)
     if hasattr(lib, "_call_steps"):
         ways["steps"] = lambda: lib._call_steps(ws)
     ways["python"] = python_loop
@@ -138,12 +156,12 @@ def main() -> None:
     for name in [m for m in args.models.split(",") if m]:
         table.append((name, others[name](), None))
 
-    labels = ["run", "steps", "python", "ctypes", "ort"]
+    labels = ["run", "run-py", "steps", "python", "ctypes", "ort"]
     print(f"threads {args.threads}; microseconds per run, best batch, median of {args.rounds}")
     print(
         f"{'model':10s}{'kernels':>8s}"
         + "".join(f"{x:>10s}" for x in labels)
-        + f"{'us/kernel':>11s}"
+        + f"{'us/kernel':>11s}{'py us/kernel':>13s}"
     )
     for name, (model, inputs), passes in table:
         lib = ember.compile(model, target="llvm", graph_passes=passes)
@@ -159,7 +177,8 @@ def main() -> None:
         med = {k: statistics.median(v) * 1e6 for k, v in times.items()}
         n = len(lib.steps)
         cells = "".join(f"{med[x]:10.1f}" if x in med else f"{'-':>10s}" for x in labels)
-        print(f"{name:10s}{n:8d}{cells}{med['run'] / n:11.2f}", flush=True)
+        per = f"{med['run'] / n:11.2f}{med.get('run-py', float('nan')) / n:13.2f}"
+        print(f"{name:10s}{n:8d}{cells}{per}", flush=True)
     set_num_threads(None)
 
 

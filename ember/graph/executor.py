@@ -4,8 +4,10 @@
 it reads and writes); :class:`CompiledModel` gives ``run(inputs) -> outputs``. The memory
 a run works in (the plan, the workspaces handed one per run, the shared params) is
 :mod:`ember.graph.workspace`; this module checks the user's inputs, takes a workspace,
-calls the bound kernels in order and copies the outputs out. It also times a model
-(``benchmark``, ``profile``) and writes it to a ``.ember`` file (``export``).
+runs its steps in order (each run of consecutive CPU kernels as one call of the
+backend's native step loop, :mod:`ember.graph.step_program`) and copies the outputs out.
+It also times a model (``benchmark``, ``profile``) and writes it to a ``.ember`` file
+(``export``).
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ class CompiledModel:
     Each kernel's arguments are checked once, when a workspace is made, and bound
     (:meth:`ember.runtime.module.Function.bind`); ``run`` validates the user's inputs,
     takes a workspace, copies the inputs in, calls the bound kernels without further
-    checks and returns copies of the outputs (arrays of the caller's own).
+    checks (consecutive CPU kernels in one native call: :mod:`ember.graph.step_program`)
+    and returns copies of the outputs (arrays of the caller's own).
 
     ``run`` is thread-safe: each call takes a workspace of its own from a pool
     (:class:`WorkspacePool`), so concurrent runs of one model on several threads give
