@@ -11,10 +11,10 @@ native step loop) and ``ctypes`` (each kernel's ctypes entry point called on its
 pointers, no status check), and onnxruntime's ``run``. The models: chains of N tiny
 elementwise kernels (Add/Mul with constants on a [4, 7] tensor, compiled without graph
 passes so each node stays a kernel of its own: ``ctypes`` time is almost all call cost),
-a chain of 1x1 convolutions with Relu, the MLP and the speech LSTM of
-``frontend/testing/models.py``. A figure is the best batch of a round, the median over
-rounds; ``us/kernel`` is ``run`` time divided by the number of steps, and ``py
-us/kernel`` the same of ``run-py``.
+a chain of 1x1 convolutions with Relu, and the MLP (batch 1, 64-128-32), the small CNN
+(16x16) and the speech LSTM of ``frontend/testing/models.py``. A figure is the best batch
+of a round, the median over rounds; ``us/kernel`` is ``run`` time divided by the number
+of steps, and ``py us/kernel`` the same of ``run-py``.
 
 Timings move with the machine's load: rerun it alone, one thread (``--threads 1``).
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.frontend.testing.models import build_model, mlp, speech_lstm
+from ember.frontend.testing.models import build_model, mlp, small_cnn, speech_lstm
 
 
 def elementwise_chain(n: int, rng: np.random.Generator) -> tuple[Any, dict]:
@@ -132,7 +132,7 @@ def _ways(lib: Any, inputs: dict) -> dict[str, Callable[[], object]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chains", default="10,50,200", help="elementwise chain lengths")
-    ap.add_argument("--models", default="conv,mlp,speech", help="other models to time")
+    ap.add_argument("--models", default="conv,mlp,cnn,speech", help="other models to time")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--number", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
@@ -151,6 +151,7 @@ def main() -> None:
     others = {
         "conv": lambda: conv_chain(8, rng),
         "mlp": lambda: mlp(rng, 1, (64, 128, 32)),
+        "cnn": lambda: small_cnn(rng, 1, 16, 16),
         "speech": speech_lstm,
     }
     for name in [m for m in args.models.split(",") if m]:
