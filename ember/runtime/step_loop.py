@@ -152,25 +152,27 @@ class NativeRun:
         self._table = (Entry * len(calls))()
         for entry, call in zip(self._table, calls):
             module = call.function.module
-            assert isinstance(module, CPUModule)
+            if not isinstance(module, CPUModule) or loop_kernel(call, loop) is None:
+                raise InternalError(f"the step loop cannot call {call.function.name}")
             args = (ctypes.c_uint64 * max(len(call.pointers), 1))(
                 *[int(p) & _MASK for p in call.pointers]
             )
             self._args.append(args)
-            entry.fn = module.entry_address(call.function.name)  # not None: see loop_kernel
+            entry.fn = module.entry_address(call.function.name)
             entry.nargs = len(call.pointers)
             entry.args = ctypes.addressof(args)
             entry.cell = module.threads_cell_address()
             entry.cls = threads.class_of(module) if entry.cell else 0
         self._job = Job(ctypes.addressof(self._table), len(calls), threads.address, 0)
         self._job_address = ctypes.addressof(self._job)
+        self._count = len(calls)
 
     def __len__(self) -> int:
         return len(self.calls)
 
     def __call__(self) -> None:
         k = self._function(self._job_address)
-        if k != self._job.count:
+        if k != self._count:
             raise StepFailed(self.steps[k], self._error(k, int(self._job.status)))
 
     def _error(self, k: int, status: int) -> EmberError:
