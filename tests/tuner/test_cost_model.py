@@ -17,6 +17,9 @@ import numpy as np
 import optuna
 import pytest
 
+import ember.cli.tune as cli_tune
+from ember.cli import main
+from ember.errors import ArgumentError
 from ember.tir.schedule.lower import schedule_to_primfunc
 from ember.tir.schedule.schedule import create_schedule
 from ember.tir.te import operation as te
@@ -249,3 +252,17 @@ def test_tune_with_a_cost_model_measures_only_n_trials(tmp_path):
     assert len(skipped) >= 6 * 7 // 2  # most of the 8 proposals per trial were ranked out
     assert fake.calls[0] == fallback_entity(task)  # the queued fallback came first
     assert len(model.samples) == len(first) + 6  # every measurement updated the model
+
+
+def test_ember_tune_passes_cost_model(monkeypatch, capsys):
+    seen = {}
+
+    def fake_tune(*args, **kwargs):
+        seen.update(kwargs)
+        raise ArgumentError("stopped by the test")
+
+    monkeypatch.setattr(cli_tune, "tune_task", fake_tune)
+    argv = ["tune", "--op", "matmul", "--shape", "8,8,8", "--trials", "3"]
+    assert main([*argv, "--cost-model"]) == 1 and seen["cost_model"] is True
+    assert main(argv) == 1 and seen["cost_model"] is None
+    assert "stopped by the test" in capsys.readouterr().err

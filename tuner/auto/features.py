@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,84 +53,40 @@ from ember.tir.schedule.lower import schedule_to_primfunc
 TOP_ACCESSES = 8
 TOP_STORES = 3
 KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread")
-_KIND_OF = {
-    S.ForKind.SERIAL: "serial",
-    S.ForKind.PARALLEL: "parallel",
-    S.ForKind.VECTORIZED: "vectorized",
-    S.ForKind.UNROLLED: "unrolled",
-    S.ForKind.THREAD_BINDING: "thread",
-}
+_KIND_OF = dict(zip(S.ForKind, ("serial", "parallel", "vectorized", "unrolled", "thread")))
 ACCESS_FIELDS = (
     *KINDS,
-    "stride_inner",
-    "stride_min",
-    "vec_width",
-    "bytes",
-    "reuse",
-    "reuse_iter",
-    "reuse_bytes",
-    "count",
-    "is_write",
-    "is_read",
-    "is_global",
-    "is_local",
-    "is_shared",
+    *"stride_inner stride_min vec_width bytes reuse reuse_iter reuse_bytes count".split(),
+    *"is_write is_read is_global is_local is_shared".split(),
 )
-STORE_FIELDS = (
-    "flops",
-    "intensity",
-    "parallel",
-    "unrolled",
-    "vec_width",
-    "depth",
-    "guarded",
-    "count",
+STORE_FIELDS = tuple("flops intensity parallel unrolled vec_width depth guarded count".split())
+GLOBAL_FIELDS = tuple(
+    """flops bytes intensity parallel_max unrolled_max vec_width_max vector_flop_share
+    parallel_flop_share stores accesses loops guards alloc_global alloc_local alloc_shared
+    threads_per_block blocks registers""".split()
 )
-GLOBAL_FIELDS = (
-    "flops",
-    "bytes",
-    "intensity",
-    "parallel_max",
-    "unrolled_max",
-    "vec_width_max",
-    "vector_flop_share",
-    "parallel_flop_share",
-    "stores",
-    "accesses",
-    "loops",
-    "guards",
-    "alloc_global",
-    "alloc_local",
-    "alloc_shared",
-    "threads_per_block",
-    "blocks",
-    "registers",
+# fractions and flags, kept as they are; the other fields are counts, read as log2(1 + x)
+_RAW = set("intensity vector_flop_share parallel_flop_share guarded".split()) | set(
+    ACCESS_FIELDS[-5:]
 )
-# which fields are fractions or flags (kept as they are); the rest are counts (log2(1+x))
-_RAW = {
-    "intensity",
-    "vector_flop_share",
-    "parallel_flop_share",
-    "guarded",
-    "is_write",
-    "is_read",
-    "is_global",
-    "is_local",
-    "is_shared",
-}
 FEATURE_NAMES: tuple[str, ...] = (
     *(f"g.{f}" for f in GLOBAL_FIELDS),
     *(f"st{k}.{f}" for k in range(TOP_STORES) for f in STORE_FIELDS),
     *(f"acc{k}.{f}" for k in range(TOP_ACCESSES) for f in ACCESS_FIELDS),
 )
 N_FEATURES = len(FEATURE_NAMES)
-_FLOAT_OPS = {
-    E.BinaryOp.ADD,
-    E.BinaryOp.SUB,
-    E.BinaryOp.MUL,
-    E.BinaryOp.DIV,
-    E.BinaryOp.MIN,
-    E.BinaryOp.MAX,
+_B = E.BinaryOp
+_FLOAT_OPS = {_B.ADD, _B.SUB, _B.MUL, _B.DIV, _B.MIN, _B.MAX}
+_INT_OPS = {
+    _B.ADD: lambda a, b: a + b,
+    _B.SUB: lambda a, b: a - b,
+    _B.MUL: lambda a, b: a * b,
+    _B.MIN: min,
+    _B.MAX: max,
+    _B.FLOORDIV: lambda a, b: a // b if b else 0,
+    _B.FLOORMOD: lambda a, b: a % b if b else 0,
+    _B.TRUNCDIV: lambda a, b: truncdiv(a, b) if b else 0,
+    _B.TRUNCMOD: lambda a, b: truncmod(a, b) if b else 0,
 }
 
 
@@ -138,13 +94,11 @@ class _Unknown(Exception):
     """An index this reader cannot evaluate (an indirect load, a call)."""
 
 
-@dataclass
-class _Loop:
+class _Loop(NamedTuple):
     var: E.Var
     start: int
     extent: int
     kind: str
-    tag: str
 
 
 @dataclass
@@ -187,7 +141,10 @@ def _eval(e: E.PrimExpr, env: Mapping[E.Var, int], lets: Mapping[E.Var, E.PrimEx
         return 0 if bound is None else _eval(bound, env, lets)
     if t is E.BinOp:
         a, b = _eval(e.a, env, lets), _eval(e.b, env, lets)  # type: ignore[attr-defined]
-        return _binop(e.op, a, b)  # type: ignore[attr-defined]
+        fn = _INT_OPS.get(e.op)  # type: ignore[attr-defined]
+        if fn is None:
+            raise _Unknown(e.op.value)  # type: ignore[attr-defined]
+        return int(fn(a, b))
     if t is E.Cast or t is E.Broadcast:
         return _eval(e.value, env, lets)  # type: ignore[attr-defined]
     if t is E.Ramp:
@@ -198,30 +155,6 @@ def _eval(e: E.PrimExpr, env: Mapping[E.Var, int], lets: Mapping[E.Var, E.PrimEx
         inner = {**lets, e.var: e.value}  # type: ignore[attr-defined]
         return _eval(e.body, env, inner)  # type: ignore[attr-defined]
     raise _Unknown(t.__name__)
-
-
-def _binop(op: E.BinaryOp, a: int, b: int) -> int:
-    if op is E.BinaryOp.ADD:
-        return a + b
-    if op is E.BinaryOp.SUB:
-        return a - b
-    if op is E.BinaryOp.MUL:
-        return a * b
-    if op is E.BinaryOp.MIN:
-        return min(a, b)
-    if op is E.BinaryOp.MAX:
-        return max(a, b)
-    if b == 0:
-        return 0
-    if op is E.BinaryOp.FLOORDIV:
-        return a // b
-    if op is E.BinaryOp.FLOORMOD:
-        return a % b
-    if op is E.BinaryOp.TRUNCDIV:
-        return truncdiv(a, b)
-    if op is E.BinaryOp.TRUNCMOD:
-        return truncmod(a, b)
-    raise _Unknown(op.value)
 
 
 def _vars_in(e: Any, lets: Mapping[E.Var, E.PrimExpr], out: set[E.Var]) -> None:
@@ -260,7 +193,7 @@ class _Reader:
         if t is S.For:
             self.w.loops += 1
             kind = _KIND_OF.get(s.kind, "serial")
-            loop = _Loop(s.loop_var, _int(s.min, 0), max(_int(s.extent), 1), kind, s.thread_tag)
+            loop = _Loop(s.loop_var, _int(s.min, 0), max(_int(s.extent), 1), kind)
             if s.thread_tag:
                 self.w.threads[s.thread_tag] = max(self.w.threads.get(s.thread_tag, 1), loop.extent)
             self.stmt(s.body, (*loops, loop), guarded)
@@ -361,7 +294,6 @@ def _describe(acc: _Access, lets: Mapping[E.Var, E.PrimExpr]) -> None:
         (i for i in reversed(range(len(loops))) if not acc.used[i] and loops[i].extent > 1), None
     )
     inner_vec = loops[-1].extent if loops and loops[-1].kind == "vectorized" and acc.used[-1] else 1
-    scope = acc.buffer.scope
     acc.values = {
         **{k: math.prod(lp.extent for lp in loops if lp.kind == k) for k in KINDS},
         "stride_inner": steps[-1] if steps else 0,
@@ -376,9 +308,7 @@ def _describe(acc: _Access, lets: Mapping[E.Var, E.PrimExpr]) -> None:
         "count": count,
         "is_write": float(acc.write),
         "is_read": float(acc.read),
-        "is_global": float(scope == "global"),
-        "is_local": float(scope == "local"),
-        "is_shared": float(scope == "shared"),
+        **{f"is_{sc}": float(acc.buffer.scope == sc) for sc in ("global", "local", "shared")},
     }
     acc.values["_reuse_at"] = -1 if reuse_at is None else reuse_at
 
@@ -466,10 +396,4 @@ def features_of_config(task: Any, config: Any) -> np.ndarray:
     return features_of_schedule(sch, tensors)
 
 
-__all__ = [
-    "FEATURE_NAMES",
-    "N_FEATURES",
-    "extract_features",
-    "features_of_config",
-    "features_of_schedule",
-]
+__all__ = ["FEATURE_NAMES", "N_FEATURES", "extract_features", "features_of_config"]
