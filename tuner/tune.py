@@ -202,6 +202,8 @@ def tune(
     from, or True (warm-started from ``records`` when that file exists).
     """
     _check(n_trials, sampler, early_stopping)
+    if cost_model not in (None, False) and sampler == "grid":
+        raise ArgumentError("tune: cost_model ranks a sampler's proposals; a grid measures all")
     measurer, owned = _measurer(measure)
     writer = RecordWriter(records) if records is not None else None
     try:

@@ -252,6 +252,10 @@ def test_tune_with_a_cost_model_measures_only_n_trials(tmp_path):
     assert len(skipped) >= 6 * 7 // 2  # most of the 8 proposals per trial were ranked out
     assert fake.calls[0] == fallback_entity(task)  # the queued fallback came first
     assert len(model.samples) == len(first) + 6  # every measurement updated the model
+    with pytest.raises(ArgumentError, match="grid"):
+        tune(task, 3, measure=fake, sampler="grid", cost_model=model)
+    with pytest.raises(ArgumentError, match="cost_model must be"):
+        tune(task, 3, measure=fake, cost_model=3)
 
 
 def test_ember_tune_passes_cost_model(monkeypatch, capsys):

@@ -37,7 +37,7 @@ is deterministic: it depends on the TIR alone.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -77,7 +77,7 @@ FEATURE_NAMES: tuple[str, ...] = (
 N_FEATURES = len(FEATURE_NAMES)
 _B = E.BinaryOp
 _FLOAT_OPS = {_B.ADD, _B.SUB, _B.MUL, _B.DIV, _B.MIN, _B.MAX}
-_INT_OPS = {
+_INT_OPS: dict[E.BinaryOp, Callable[[int, int], int]] = {
     _B.ADD: lambda a, b: a + b,
     _B.SUB: lambda a, b: a - b,
     _B.MUL: lambda a, b: a * b,
