@@ -17,6 +17,7 @@ import numpy as np
 import optuna
 import pytest
 
+import ember
 import ember.cli.tune as cli_tune
 from ember.cli import main
 from ember.errors import ArgumentError
@@ -118,6 +119,10 @@ def test_features_see_parallel_vectorized_and_unrolled_loops():
     assert _feature(v, "g.unrolled_max") == pytest.approx(_log(4))
     assert _feature(v, "g.parallel_flop_share") == 1.0
     assert _feature(v, "st0.flops") == pytest.approx(_log(2 * 8 * 32 * 12))
+    # fully lowered TIR (k unrolled into copies, j into Ramp vectors) reads the same
+    lowered = extract_features(ember.lower(s, args))
+    for name in ("g.flops", "g.parallel_max", "g.vec_width_max", "g.parallel_flop_share"):
+        assert _feature(lowered, name) == pytest.approx(_feature(v, name)), name
 
 
 def test_features_are_deterministic_and_tell_configs_apart(fixture_task):
@@ -125,7 +130,7 @@ def test_features_are_deterministic_and_tell_configs_apart(fixture_task):
     rng = random.Random(1)
     a, b = space.sample(rng), space.sample(rng)
     fa = features_of_config(fixture_task, a)
-    assert np.array_equal(fa, features_of_config(fixture_task, a))
+    assert np.array_equal(fa, features_of_config(fixture_task, a)) and np.isfinite(fa).all()
     assert not np.array_equal(fa, features_of_config(fixture_task, b))
     s, args = fixture_task.instantiate(a)
     func = schedule_to_primfunc(s, args, "main")
