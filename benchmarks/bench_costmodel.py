@@ -1,7 +1,8 @@
 """The learned cost model on real timings: held-out ranking accuracy and trials-to-95%.
 
 Run: ``python benchmarks/bench_costmodel.py`` (two small matmul.llvm shapes, ``--configs``
-random valid configs each plus the fallback, about 3 minutes on a loaded 2-core machine).
+random valid configs each plus the fallback: 2 minutes for the first shape and 12 for the
+second on a 2-core machine at load 10; ``--reuse`` re-reads the records, about a minute).
 Each config is built once and timed in this process by turns (``--rounds`` rounds over
 all configs in a shuffled order, each a batch of at least 20 ms; the cost is the median
 round), with ``EMBER_NUM_THREADS`` set to ``--threads`` (1 by default: steadier on a
@@ -11,7 +12,8 @@ shared machine). The measured configs are written as tuning records
 Printed per shape:
 
 - pairwise ranking accuracy of the model on held-out configs (``--folds``-fold
-  cross-validation), and the same with the training costs shuffled (chance, ~0.5);
+  cross-validation), the same with the training costs shuffled (chance, ~0.5), and of a
+  model trained on the other shape's configs alone;
 - trials to reach 95% of the pool's best throughput, median over ``--seeds`` seeds, when
   the measured pool is searched (an offline replay: each "measurement" reads the pool)
   in random order, by the model trained online (rounds of 8: the top 6 plus 2 random
@@ -173,7 +175,13 @@ def main() -> int:
     p.add_argument("--reuse", action="store_true", help="read --out's records, measure nothing")
     args = p.parse_args()
     os.environ["EMBER_NUM_THREADS"] = args.threads
-    from ember.tuner.auto.cost_model import samples_from_records
+    # Ember is imported once EMBER_NUM_THREADS is set
+    from ember.tuner.auto.cost_model import (
+        CostModel,
+        pairwise_accuracy,
+        relative_throughput,
+        samples_from_records,
+    )
     from ember.tuner.records import read_records
     from ember.tuner.task import create_task
 
@@ -206,9 +214,15 @@ def main() -> int:
               f"{costs[len(costs) // 2] * 1e6:.1f} us, worst {costs[-1] * 1e6:.1f} us")  # fmt: skip
         print(f"  held-out pairwise accuracy {statistics.median(acc):.3f} "
               f"(shuffled labels {statistics.median(sh):.3f})")  # fmt: skip
+        cross = CostModel(seed=0).fit(other).predict([s.features for s in samples])
+        print(f"  trained on the other shape only: pairwise accuracy "
+              f"{pairwise_accuracy(relative_throughput(samples), cross):.3f}")  # fmt: skip
         within = sum(1 for c in costs if costs[0] / c >= TARGET)
-        print(f"  trials to 95% of best ({within} configs qualify), median over seeds: "
-              + ", ".join(f"{k} {statistics.median(v)} {v}" for k, v in runs.items()))  # fmt: skip
+        print(f"  trials to 95% of best ({within} configs qualify), median [quartiles] over "
+              f"{args.seeds} seeds:")  # fmt: skip
+        for name, v in runs.items():
+            q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+            print(f"    {name:<11} {statistics.median(v):5.1f} [{q[0]:.0f}-{q[2]:.0f}]")
     return 0
 
 
