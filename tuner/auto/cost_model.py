@@ -6,8 +6,11 @@ search (:mod:`ember.tuner.auto.guided`). It takes measured candidates as
 and gives scores, higher for faster candidates. As Ansor's XGBoost model does, targets
 are normalised per task: a candidate's score to learn is its throughput relative to the
 best of its task (``best_cost / cost``, in (0, 1]), so tasks of every size train one
-model. The booster is LightGBM (``lightgbm>=4``, the ``tune`` extra), trained with one
-thread and ``deterministic=True``, so the same samples give the same model text.
+model; it is learned by regression weighted towards the fast candidates (LightGBM's
+``lambdarank`` on the same targets ranked held-out matmul configs worse: 0.59-0.67
+against 0.79-0.82 pairwise on ``benchmarks/bench_costmodel.py``'s timings). The booster
+is LightGBM (``lightgbm>=4``, the ``tune`` extra), trained with one thread and
+``deterministic=True``, so the same samples give the same model text.
 
 ``fit`` trains on samples, ``update`` adds measurements and retrains on all of them
 (Ansor's online update: the data are small, and a full retrain keeps the model a
@@ -111,12 +114,8 @@ def pairwise_accuracy(
 class CostModel:
     """A LightGBM model of relative throughput; see the module notes."""
 
-    def __init__(self, seed: int = 0, rounds: int = 100, objective: str = "regression"):
-        if objective not in ("regression", "lambdarank"):
-            raise CostModelError(
-                f"cost model objective {objective!r}: expected 'regression' or 'lambdarank'"
-            )
-        self.seed, self.rounds, self.objective = seed, rounds, objective
+    def __init__(self, seed: int = 0, rounds: int = 100):
+        self.seed, self.rounds = seed, rounds
         self._samples: list[Sample] = []
         self._rebuild: Callable[[], list[Sample]] | None = None  # a loaded model's samples
         self.booster: Any = None
@@ -148,7 +147,7 @@ class CostModel:
 
     def _params(self, n: int) -> dict[str, Any]:
         params = {
-            "objective": self.objective,
+            "objective": "regression",
             "learning_rate": 0.05,
             "num_leaves": 31,
             "min_data_in_leaf": max(2, min(20, n // 20)),
@@ -162,8 +161,6 @@ class CostModel:
             "seed": self.seed,
             "verbose": -1,
         }
-        if self.objective == "lambdarank":
-            params["label_gain"] = [float(2**i - 1) for i in range(32)]
         return params
 
     def _train(self) -> None:
@@ -173,16 +170,9 @@ class CostModel:
         if len(rows) < 4 or np.ptp(y) == 0:  # nothing to order yet
             self.booster = None
             return
-        order = sorted(range(len(rows)), key=lambda i: rows[i].group)  # groups contiguous
-        X = np.stack([rows[i].features for i in order])
-        y = y[order]
-        if self.objective == "lambdarank":
-            labels = np.round(y * 31).astype(int)
-            sizes = [sum(1 for _ in g) for _, g in _groupby([rows[i].group for i in order])]
-            data = lgb.Dataset(X, labels, group=sizes, free_raw_data=True)
-        else:
-            # weight the fast candidates: the search only cares about the top of the order
-            data = lgb.Dataset(X, y, weight=0.2 + y, free_raw_data=True)
+        X = np.stack([s.features for s in rows])
+        # weight the fast candidates: the search only cares about the top of the order
+        data = lgb.Dataset(X, y, weight=0.2 + y, free_raw_data=True)
         self.booster = lgb.train(self._params(len(rows)), data, num_boost_round=self.rounds)
 
     def predict(self, rows: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
@@ -203,7 +193,7 @@ class CostModel:
             "format": MODEL_FORMAT,
             "features": FEATURES_SHA,
             "n_features": N_FEATURES,
-            "objective": self.objective,
+            "objective": "regression",
             "seed": self.seed,
             "rounds": self.rounds,
             "records_sha256": self.records_sha,
@@ -236,21 +226,11 @@ class CostModel:
                 f"{header.get('format')}, features {header.get('features')}); delete it to "
                 "retrain from the records"
             )
-        model = CostModel(int(header["seed"]), int(header["rounds"]), str(header["objective"]))
+        model = CostModel(int(header["seed"]), int(header["rounds"]))
         model.records_sha = str(header.get("records_sha256", ""))
         if body.strip():
             model.booster = _lightgbm().Booster(model_str=body)
         return model
-
-
-def _groupby(keys: list[str]) -> Iterable[tuple[str, list[str]]]:
-    out: list[tuple[str, list[str]]] = []
-    for k in keys:
-        if out and out[-1][0] == k:
-            out[-1][1].append(k)
-        else:
-            out.append((k, [k]))
-    return out
 
 
 def workload_args(workload_key: str) -> tuple[Any, ...] | None:
