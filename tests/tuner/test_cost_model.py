@@ -217,6 +217,8 @@ def test_bad_model_files_and_missing_lightgbm(tmp_path, monkeypatch):
     bad.write_text('ember-costmodel {"format": 99, "features": "x"}\n')
     with pytest.raises(CostModelError, match="another version"):
         CostModel.load(bad)
+    with pytest.raises(CostModelError, match="cannot read records file"):
+        warm_start(tmp_path / "missing.jsonl")
     monkeypatch.setitem(sys.modules, "lightgbm", None)
     f = np.zeros(N_FEATURES)
     rows = [Sample("a", f + i, 1.0 + i) for i in range(5)]

@@ -283,7 +283,10 @@ def records_sha256(paths: Sequence[str | Path]) -> str:
     """The SHA-256 of the records files' bytes, in order: what a saved model was fit on."""
     h = hashlib.sha256()
     for p in paths:
-        h.update(Path(p).read_bytes())
+        try:
+            h.update(Path(p).read_bytes())
+        except OSError as e:
+            raise CostModelError(f"cannot read records file '{p}' for the cost model: {e}") from e
     return h.hexdigest()
 
 
