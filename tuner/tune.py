@@ -199,7 +199,7 @@ def tune(
     ``cost_model``: rank candidates with the learned cost model and measure only its top
     ones and a few explorers (:mod:`ember.tuner.auto.guided`): a
     :class:`~ember.tuner.auto.cost_model.CostModel`, a records path to warm-start one
-    from, or True (warm-started from ``records`` when that file exists).
+    from, or True (warm-started from ``records`` and the ``transfer`` files that exist).
     """
     _check(n_trials, sampler, early_stopping)
     if cost_model not in (None, False) and sampler == "grid":
@@ -275,7 +275,7 @@ def _make_search(
     if cost_model is None or cost_model is False:
         search = Search(task, study, measurer, options)
     else:
-        model = _cost_model(cost_model, records, seed)
+        model = _cost_model(cost_model, records, seed, transfer)
         search = ModelGuidedSearch(task, study, measurer, options, model=model, seed=seed)
     if fresh:
         seeds = [c for c in [fallback_entity(task)] if c is not None]
@@ -287,19 +287,22 @@ def _make_search(
     return search
 
 
-def _cost_model(value: Any, records: Any, seed: int | None) -> CostModel:
+def _cost_model(value: Any, records: Any, seed: int | None, transfer: Any) -> CostModel:
     """The model ``tune(cost_model=value)`` asks for (see :func:`tune`)."""
     if isinstance(value, CostModel):
         return value
-    if value is True:
-        if records is not None and Path(records).exists():
-            return warm_start(records, seed=seed or 0)
-        return CostModel(seed=seed or 0)
     if isinstance(value, (str, Path)):
         return warm_start(value, seed=seed or 0)
-    raise ArgumentError(
-        f"tune: cost_model must be a CostModel, a records path or a bool, got {value!r}"
-    )
+    if value is not True:
+        raise ArgumentError(
+            f"tune: cost_model must be a CostModel, a records path or a bool, got {value!r}"
+        )
+    paths = [] if transfer is None else [t for t in transfer if isinstance(t, (str, Path))]
+    sources = [p for p in [records, *paths] if p is not None and Path(p).exists()]
+    if not sources:
+        return CostModel(seed=seed or 0)
+    save = sources[0] == records  # a model is kept beside the records it tunes into
+    return warm_start(sources[0], seed=seed or 0, save=save, others=sources[1:])
 
 
 def _recorder(

@@ -207,6 +207,10 @@ def test_model_file_is_reproducible_from_the_records(tmp_path, samples):
         f.write(lines[30])
     fresh = warm_start(records)
     assert fresh.records_sha != model.records_sha and len(fresh.samples) == 25
+    other = tmp_path / "other.jsonl"  # records of other tasks and shapes join the training
+    other.write_text("".join(lines[40:50]))
+    both = warm_start(records, others=[other], save=False)
+    assert both.records_sha != fresh.records_sha and len(both.samples) == 35
 
 
 def test_bad_model_files_and_missing_lightgbm(tmp_path, monkeypatch):
@@ -257,6 +261,15 @@ def test_tune_with_a_cost_model_measures_only_n_trials(tmp_path):
     assert len(skipped) >= 6 * 7 // 2  # most of the 8 proposals per trial were ranked out
     assert fake.calls[0] == fallback_entity(task)  # the queued fallback came first
     assert len(model.samples) == len(first) + 6  # every measurement updated the model
+    # cost_model=True warm-starts from the records tuned into and the transfer records; the
+    # model is kept beside the former
+    other = tmp_path / "matmul.jsonl"
+    other.write_text("".join(FIXTURE.read_text().splitlines(keepends=True)[:8]))
+    log2 = tmp_path / "r2.jsonl"
+    again = tune(task, 2, log2, storage=memory, measure=fake, cost_model=True, transfer=[other])
+    assert len(again.trials) == 2 and [p.name for p in tmp_path.glob("*.model")] == [
+        "r2.jsonl.model"
+    ]
     with pytest.raises(ArgumentError, match="grid"):
         tune(task, 3, measure=fake, sampler="grid", cost_model=model)
     with pytest.raises(ArgumentError, match="cost_model must be"):

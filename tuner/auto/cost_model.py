@@ -295,19 +295,23 @@ def model_path(records: str | Path) -> Path:
     return Path(str(records) + ".model")
 
 
-def warm_start(records: str | Path, seed: int = 0, save: bool = True) -> CostModel:
-    """The model of ``records``: loaded from ``<records>.model`` when that was trained on
-    these very records, else trained from them (and saved there when ``save``)."""
-    path, sha = model_path(records), records_sha256([records])
+def warm_start(
+    records: str | Path, seed: int = 0, save: bool = True, others: Sequence[str | Path] = ()
+) -> CostModel:
+    """The model of ``records`` (and of the ``others`` files: other tasks, other shapes):
+    loaded from ``<records>.model`` when that was trained on these very files, else
+    trained from them (and saved there when ``save``)."""
+    sources = [records, *others]
+    path, sha = model_path(records), records_sha256(sources)
     if path.exists():
         try:
             model = CostModel.load(path)
         except CostModelError:
             model = None
         if model is not None and model.records_sha == sha and model.seed == seed:
-            model._rebuild = lambda: samples_from_records(read_records(records))
+            model._rebuild = lambda: samples_from_records(read_records(sources))
             return model
-    model = CostModel(seed=seed).fit(samples_from_records(read_records(records)))
+    model = CostModel(seed=seed).fit(samples_from_records(read_records(sources)))
     model.records_sha = sha
     if save:
         model.save(path)
