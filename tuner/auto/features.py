@@ -48,7 +48,6 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith.fold import truncdiv, truncmod
 from ember.tir.functor import children
-from ember.tir.schedule.lower import schedule_to_primfunc
 
 TOP_ACCESSES = 8
 TOP_STORES = 3
@@ -387,6 +386,9 @@ def extract_features(func: S.PrimFunc, resources: Mapping[str, Any] | None = Non
 
 def features_of_schedule(sch: Any, tensors: Sequence[Any], name: str = "main") -> np.ndarray:
     """The features of a schedule's loop nests (``schedule_to_primfunc``, no passes)."""
+    # start-up cost: the schedule lowering loads only when a model ranks (not for `ember --help`)
+    from ember.tir.schedule.lower import schedule_to_primfunc
+
     return extract_features(schedule_to_primfunc(sch, list(tensors), name))
 
 
