@@ -21,8 +21,10 @@ from ember.backend import ArtifactLoader, ArtifactPacker, Backend
 from ember.codegen_llvm import cpu_features, jit
 from ember.codegen_llvm.build import build_llvm
 from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned
+from ember.codegen_llvm.step_loop import compiled_step_loop
 from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
 from ember.runtime.module import Module
+from ember.runtime.step_loop import StepLoop
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.stmt import PrimFunc
 from ember.tir.te.tensor import Tensor
@@ -72,6 +74,9 @@ class CPUBackend(Backend):
         if isinstance(manifest.get("cpu"), dict):  # files before format 2: unchecked
             cpu_features.check_host(manifest["cpu"], path)
         return None
+
+    def step_loop(self) -> StepLoop | None:
+        return compiled_step_loop(self.target)
 
     def load_templates(self) -> None:
         # start-up cost: the templates load when the tuner first asks for one

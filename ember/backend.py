@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # types only: the backends sit above the IR and the frontend
 
     from ember.frontend.graph import TensorType
     from ember.runtime.module import Module
+    from ember.runtime.step_loop import StepLoop
     from ember.tir.schedule.schedule import Schedule
     from ember.tir.stmt import PrimFunc
     from ember.tir.te.tensor import Tensor
@@ -139,6 +140,11 @@ class Backend:
     def device_available(self) -> bool:
         """Whether modules built here can run in this process now."""
         return True
+
+    def step_loop(self) -> StepLoop | None:
+        """A native loop that calls a compiled model's bound kernels in order in one call
+        (:mod:`ember.runtime.step_loop`), or None: the executor calls each from Python."""
+        return None
 
     def load_templates(self) -> None:
         """Import this target's built-in tuning templates (the tuner asks on first lookup)."""

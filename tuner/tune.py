@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError
+from ember.tuner.auto.cost_model import CostModel, warm_start
+from ember.tuner.auto.guided import ModelGuidedSearch
 from ember.tuner.encode import SpaceEncoding
 from ember.tuner.measure import LocalMeasurer, MeasureOption
 from ember.tuner.records import Record, RecordWriter, ember_version
@@ -186,6 +188,7 @@ def tune(
     study_name: str | None = None,
     transfer: Sequence[str | Path] | Iterable[Record] | None = None,
     on_trial: Callable[[SearchState, TrialRecord | None], None] | None = None,
+    cost_model: CostModel | str | Path | bool | None = None,
 ) -> TuneResult:
     """Tune ``task``; ``n_trials`` counts measured candidates (configs turned down before
     a build, and repeats of a config already measured, do not count).
@@ -193,8 +196,14 @@ def tune(
     ``measure``: a :class:`~ember.tuner.measure.MeasureOption` (default ``MeasureOption()``:
     isolated worker processes) or any measurer object. ``transfer``: records (paths) of
     the same template at other shapes whose best configs are tried first.
+    ``cost_model``: rank candidates with the learned cost model and measure only its top
+    ones and a few explorers (:mod:`ember.tuner.auto.guided`): a
+    :class:`~ember.tuner.auto.cost_model.CostModel`, a records path to warm-start one
+    from, or True (warm-started from ``records`` and the ``transfer`` files that exist).
     """
     _check(n_trials, sampler, early_stopping)
+    if cost_model not in (None, False) and sampler == "grid":
+        raise ArgumentError("tune: cost_model ranks a sampler's proposals; a grid measures all")
     measurer, owned = _measurer(measure)
     writer = RecordWriter(records) if records is not None else None
     try:
@@ -211,6 +220,7 @@ def tune(
             resume,
             study_name,
             transfer,
+            cost_model,
         )
         search.on_trial = _recorder(task, measurer, writer, on_trial)
         state = search.run()
@@ -254,6 +264,7 @@ def _make_search(
     resume: bool,
     study_name: str | None,
     transfer: Any,
+    cost_model: Any = None,
 ) -> Search:
     sampler_obj = make_sampler(sampler, seed, SpaceEncoding(task.config_space))
     study, fresh = create_study(
@@ -261,7 +272,11 @@ def _make_search(
     )
     jobs = int(getattr(measurer, "jobs", 1) or 1)
     options = SearchOptions(n_trials, jobs, early_stopping, timeout)
-    search = Search(task, study, measurer, options)
+    if cost_model is None or cost_model is False:
+        search = Search(task, study, measurer, options)
+    else:
+        model = _cost_model(cost_model, records, seed, transfer)
+        search = ModelGuidedSearch(task, study, measurer, options, model=model, seed=seed)
     if fresh:
         seeds = [c for c in [fallback_entity(task)] if c is not None]
         if transfer is not None:
@@ -270,6 +285,24 @@ def _make_search(
     else:
         search.restore()
     return search
+
+
+def _cost_model(value: Any, records: Any, seed: int | None, transfer: Any) -> CostModel:
+    """The model ``tune(cost_model=value)`` asks for (see :func:`tune`)."""
+    if isinstance(value, CostModel):
+        return value
+    if isinstance(value, (str, Path)):
+        return warm_start(value, seed=seed or 0)
+    if value is not True:
+        raise ArgumentError(
+            f"tune: cost_model must be a CostModel, a records path or a bool, got {value!r}"
+        )
+    paths = [] if transfer is None else [t for t in transfer if isinstance(t, (str, Path))]
+    sources = [p for p in [records, *paths] if p is not None and Path(p).exists()]
+    if not sources:
+        return CostModel(seed=seed or 0)
+    save = sources[0] == records  # a model is kept beside the records it tunes into
+    return warm_start(sources[0], seed=seed or 0, save=save, others=sources[1:])
 
 
 def _recorder(

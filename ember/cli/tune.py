@@ -72,6 +72,9 @@ def add_parser(sub: Any) -> None:
     tune.add_argument("--early-stopping", type=int, default=None, dest="early_stopping")
     tune.add_argument("--transfer", nargs="*", default=None, help="records of other shapes")
     tune.add_argument("--plot", default=None, help="write a convergence plot (PNG)")
+    tune.add_argument("--cost-model", action="store_true", dest="cost_model",
+                      help="measure only the learned cost model's top candidates and a few "
+                      "explorers (warm-started from --log's records)")  # fmt: skip
     tune.add_argument("--rpc", default=None, metavar="HOST:PORT",
                       help="measure on the host running `ember rpc-server`")  # fmt: skip
     tune.add_argument("--token", default=None,
@@ -149,7 +152,7 @@ def _run_tune(ns: argparse.Namespace, task: Any, measure: Any) -> Any:
             task, n_trials=ns.trials, records=ns.log, sampler=ns.sampler, seed=ns.seed,
             timeout=ns.timeout, storage=ns.storage, measure=measure,
             early_stopping=ns.early_stopping, resume=ns.resume, transfer=ns.transfer,
-            on_trial=display.update,
+            on_trial=display.update, cost_model=getattr(ns, "cost_model", False) or None,
         )  # fmt: skip
 
 

@@ -4,8 +4,10 @@
 it reads and writes); :class:`CompiledModel` gives ``run(inputs) -> outputs``. The memory
 a run works in (the plan, the workspaces handed one per run, the shared params) is
 :mod:`ember.graph.workspace`; this module checks the user's inputs, takes a workspace,
-calls the bound kernels in order and copies the outputs out. It also times a model
-(``benchmark``, ``profile``) and writes it to a ``.ember`` file (``export``).
+runs its steps in order (each run of consecutive CPU kernels as one call of the
+backend's native step loop, :mod:`ember.graph.step_program`) and copies the outputs out.
+It also times a model (``benchmark``, ``profile``) and writes it to a ``.ember`` file
+(``export``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.backend import get_backend
 from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import Graph, TensorType
 from ember.graph.artifact import export_model
@@ -30,6 +33,7 @@ from ember.graph.workspace import (  # noqa: F401 - re-exported: the executor's 
     owned_params,
     plan_memory,
 )
+from ember.runtime.step_loop import StepFailed
 from ember.target import Target
 
 
@@ -99,7 +103,8 @@ class CompiledModel:
     Each kernel's arguments are checked once, when a workspace is made, and bound
     (:meth:`ember.runtime.module.Function.bind`); ``run`` validates the user's inputs,
     takes a workspace, copies the inputs in, calls the bound kernels without further
-    checks and returns copies of the outputs (arrays of the caller's own).
+    checks (consecutive CPU kernels in one native call: :mod:`ember.graph.step_program`)
+    and returns copies of the outputs (arrays of the caller's own).
 
     ``run`` is thread-safe: each call takes a workspace of its own from a pool
     (:class:`WorkspacePool`), so concurrent runs of one model on several threads give
@@ -117,13 +122,14 @@ class CompiledModel:
         self.input_types: list[TensorType] = [v.type for v in graph.inputs]
         self.output_types: list[TensorType] = [v.type for v in graph.outputs]
         self._params = owned_params(graph)
+        self._loop = get_backend(target).step_loop()  # kernels in one native call, or None
         self._shared_with: Any = None  # the ParamStore the params came from, if any
         self._pool = WorkspacePool(self._new_workspace)
         self.workspace_bytes = self._pool.first.nbytes  # of each workspace
         self._input_dtypes = [b.dtype for b in self._pool.first.inputs]
 
     def _new_workspace(self) -> Workspace:
-        return Workspace(self.graph, self.steps, self._params)
+        return Workspace(self.graph, self.steps, self._params, self._loop)
 
     def share_params(self, store: ParamStore) -> None:
         """Take this model's params from ``store``, which hands the same array to every
@@ -174,10 +180,15 @@ class CompiledModel:
         return self._pool.take()
 
     def _call_steps(self, ws: Workspace) -> None:
+        """Run ``ws``'s program: native runs of kernels and the host steps between them."""
+        if ws.threads is not None:
+            ws.threads.publish()
         k = 0
         try:
-            for k, call in enumerate(ws.calls):  # noqa: B007 - k names a failing step
+            for k, call in ws.program:  # noqa: B007 - k names a failing step
                 call()
+        except StepFailed as f:
+            raise f.error.add_context(f"while running {self.steps[f.step].where}") from None
         except EmberError as e:
             raise e.add_context(f"while running {self.steps[k].where}") from None
 

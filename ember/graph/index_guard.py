@@ -1,6 +1,6 @@
 """Index checks around a compiled model's steps: no gather or scatter reads a clamped row.
 
-The executor (``ember/executor.py``) calls :func:`guard_index_reads` once, when it
+The executor (``ember/graph/workspace.py``) calls :func:`guard_index_reads` once, when it
 builds a model, with the bound call of each step. For every node that takes an index
 tensor (the table in ``frontend/ops/index_bounds.py``):
 
@@ -57,16 +57,26 @@ def guard_index_reads(
     for k, st in enumerate(steps):
         here = [(env[v], c) for v in st.inputs if v in checks for c in checks.pop(v)]
         if here:
-            guarded[k] = _checked(calls[k], here)
+            guarded[k] = GuardedCall(calls[k], here)
     return guarded
 
 
-def _checked(
-    call: Callable[[], None], checks: list[tuple[np.ndarray, Check]]
-) -> Callable[[], None]:
-    def run() -> None:
-        for array, check in checks:
-            check(array)
-        call()
+class GuardedCall:
+    """A step's call with the index checks that run before it (:meth:`check`); the native
+    step loop (``ember/graph/step_program.py``) runs the checks from Python and the call
+    in its table."""
 
-    return run
+    __slots__ = ("call", "checks")
+
+    def __init__(self, call: Callable[[], None], checks: list[tuple[np.ndarray, Check]]) -> None:
+        self.call = call
+        self.checks = checks
+
+    def check(self) -> None:
+        """Raise ArgumentError if an index array holds an index out of range."""
+        for array, check in self.checks:
+            check(array)
+
+    def __call__(self) -> None:
+        self.check()
+        self.call()

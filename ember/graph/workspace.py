@@ -10,7 +10,8 @@ fixed when the memory is made: each kernel checks its arrays once then (shape, d
 contiguity, alignment, overlap) and is later called without the per-call checks, which
 cost more than a small kernel runs.
 
-That memory, with the kernels bound to it, is a :class:`Workspace`, and a run owns one
+That memory, with the kernels bound to it, is a :class:`Workspace` (whose bound kernels
+run in native runs of the step loop, :mod:`ember.graph.step_program`), and a run owns one
 for its duration: a :class:`WorkspacePool` hands an idle one to each run and makes
 another when all are busy, so runs on several threads never share a buffer and still
 run in parallel (native kernel calls release the GIL). A lock around ``run`` would be
@@ -34,7 +35,9 @@ from ember.errors import EmberError, InternalError
 from ember.frontend.graph import Graph
 from ember.graph.index_guard import guard_index_reads
 from ember.graph.step import Step
+from ember.graph.step_program import Program, link_steps
 from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
+from ember.runtime.step_loop import StepLoop, ThreadCounts
 
 
 def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarray], int]:
@@ -82,7 +85,13 @@ class Workspace:
     shares one copy. Each array starts on a cache line.
     """
 
-    def __init__(self, graph: Graph, steps: Sequence[Step], params: dict[str, np.ndarray]):
+    def __init__(
+        self,
+        graph: Graph,
+        steps: Sequence[Step],
+        params: dict[str, np.ndarray],
+        loop: StepLoop | None = None,
+    ):
         views, self.nbytes = plan_memory(graph, steps)
         env: dict[str, np.ndarray] = {**params, **views}
         for v in graph.inputs:  # always this run's own: a run writes them
@@ -94,6 +103,16 @@ class Workspace:
         self.inputs = [env[n] for n in graph.input_names]
         # indices out of range are refused before a kernel would read a clamped row
         self.calls = guard_index_reads(graph, steps, env, [_bind_step(st, env) for st in steps])
+        self._loop = loop
+        self.link()
+
+    def link(self) -> None:
+        """Make :attr:`program` from :attr:`calls`: the steps a run calls, runs of CPU
+        kernels as one native call each (:mod:`ember.graph.step_program`); again after
+        replacing a call."""
+        self.program: Program
+        self.threads: ThreadCounts | None
+        self.program, self.threads = link_steps(self.calls, self._loop)
 
     def load(self, arrays: Sequence[np.ndarray]) -> None:
         """Copy checked input arrays into this workspace's input buffers."""

@@ -14,7 +14,7 @@ import ctypes
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ember.errors import ArgumentError
 from ember.runtime.export import check_output_path, install_file
@@ -56,6 +56,22 @@ class CPUModule(Module):
 
     def _native(self, name: str) -> NativeFn:
         return self._entries[name]
+
+    def entry_address(self, name: str) -> int | None:
+        """The native address of function ``name`` (for :mod:`ember.runtime.step_loop`), or
+        None where its entry is not a ctypes function pointer."""
+        entry: Any = self._entries[name]
+        try:
+            return ctypes.cast(entry, ctypes.c_void_p).value or None
+        except ctypes.ArgumentError:
+            return None
+
+    def threads_cell_address(self) -> int:
+        """The address of the thread-count global that :meth:`_before_call` sets, or 0
+        where no call sets it (no parallel loop, or no such global)."""
+        if self._threads_cell is None or not self.parallel:
+            return 0
+        return ctypes.addressof(self._threads_cell)
 
     def _before_call(self) -> None:
         cell = self._threads_cell
