@@ -226,3 +226,10 @@ def best_records(records: Iterable[Record], device: str | None = None) -> dict[s
         if old is None or rec.cost < old.cost:
             best[rec.task_key] = rec
     return best
+
+
+def record_steps(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The schedule steps an auto-scheduled record's config stores (``ember.tuner.auto``),
+    or None for a template's record."""
+    steps = config.get("steps") if isinstance(config, dict) else None
+    return steps if isinstance(steps, dict) else None

@@ -18,7 +18,7 @@ from typing import Any
 from ember.cli.common import MESSAGE_WIDTH, console, ms_text, table
 from ember.errors import ScheduleError
 from ember.tuner import RecordWriter, best_records, read_records
-from ember.tuner.auto import format_steps, record_steps, steps_from_json
+from ember.tuner.records import record_steps
 from ember.tuner.result import spread_text
 
 
@@ -89,6 +89,9 @@ def cmd_records_show(ns: argparse.Namespace) -> int:
 
 def _print_steps(records: list[Any]) -> None:
     """The schedule steps of each auto-scheduled record, numbered as in the table."""
+    # start-up cost: the schedule machinery loads only when a file holds auto records
+    from ember.tuner.auto.steps import format_steps, steps_from_json
+
     for n, r in enumerate(records, start=1):
         steps = record_steps(r.config)
         if steps is None:

@@ -39,6 +39,7 @@ from ember.tuner.auto.rules_cuda import CUDA_RULES
 from ember.tuner.auto.sketch import Sketch, generate_sketches
 from ember.tuner.auto.space import define_sketch_space, steps_for
 from ember.tuner.auto.steps import apply_steps, dag_outputs, steps_to_json
+from ember.tuner.records import record_steps  # noqa: F401 - re-exported
 from ember.tuner.space import ConfigSpace
 from ember.tuner.task import Task, create_task
 from ember.tuner.template import get_config, template
@@ -161,12 +162,6 @@ def create_auto_task(
             f"auto-scheduling has sketch rules for {sorted(RULES)}, not for target '{target}'"
         )
     return create_task(f"auto/{key}.{kind}", tuple(args), target)
-
-
-def record_steps(config: dict[str, Any]) -> dict[str, Any] | None:
-    """The steps stored in a record's config, or None for a template's record."""
-    steps = config.get("steps") if isinstance(config, dict) else None
-    return steps if isinstance(steps, dict) else None
 
 
 __all__ = ["create_auto_task", "record_steps", "register_workload"]
