@@ -275,7 +275,7 @@ def _make_search(
     if cost_model is None or cost_model is False:
         search = Search(task, study, measurer, options)
     else:
-        model = _cost_model(cost_model, records, seed, transfer)
+        model = make_cost_model(cost_model, records, seed, transfer)
         search = ModelGuidedSearch(task, study, measurer, options, model=model, seed=seed)
     if fresh:
         seeds = [c for c in [fallback_entity(task)] if c is not None]
@@ -287,8 +287,9 @@ def _make_search(
     return search
 
 
-def _cost_model(value: Any, records: Any, seed: int | None, transfer: Any) -> CostModel:
-    """The model ``tune(cost_model=value)`` asks for (see :func:`tune`)."""
+def make_cost_model(value: Any, records: Any, seed: int | None, transfer: Any) -> CostModel:
+    """The model ``tune(cost_model=value)`` asks for (see :func:`tune`); a model shared by
+    several tasks (``tune_tasks``) is made once with it and passed to each."""
     if isinstance(value, CostModel):
         return value
     if isinstance(value, (str, Path)):

@@ -24,6 +24,7 @@ from ember.cli.common import (
 )
 from ember.errors import ArgumentError
 from ember.tuner import LocalMeasurer, tune_tasks
+from ember.tuner.tune import make_cost_model
 
 
 def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
@@ -49,11 +50,13 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
     def started(k: int, task: Any, trials: int) -> None:
         print(f"[{k + 1}/{len(tasks)}] {labels[id(task)]}: {trials} more trial(s)", flush=True)
 
+    # one cost model for every task, warm-started from the records file (Ansor's shared model)
+    model = make_cost_model(True, ns.log, ns.seed, None) if ns.cost_model else None
     with LocalMeasurer(measure_option) as measurer:
         results = tune_tasks(
             tasks, n_trials=ns.trials, records=ns.log, measure=measurer, sampler=ns.sampler,
             seed=ns.seed, early_stopping=ns.early_stopping, on_task=started,
-            timeout=ns.timeout,
+            timeout=ns.timeout, cost_model=model,
         )  # fmt: skip
     print_model_summary(tasks, results, ns.log)
     return 0

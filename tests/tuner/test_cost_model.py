@@ -288,3 +288,28 @@ def test_ember_tune_passes_cost_model(monkeypatch, capsys):
     assert main([*argv, "--cost-model"]) == 1 and seen["cost_model"] is True
     assert main(argv) == 1 and seen["cost_model"] is None
     assert "stopped by the test" in capsys.readouterr().err
+
+
+def test_ember_tune_model_shares_one_cost_model_across_tasks(monkeypatch, tmp_path, capsys):
+    import onnx
+
+    from ember.cli import tune_model
+    from ember.frontend.testing.models import small_cnn
+    from ember.tuner.auto.cost_model import CostModel
+
+    model, _ = small_cnn(np.random.default_rng(0), 1, 8, 8)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    seen = {}
+
+    def fake_tune_tasks(tasks, **kwargs):
+        seen.update(kwargs, tasks=tasks)
+        raise ArgumentError("stopped by the test")
+
+    monkeypatch.setattr(tune_model, "tune_tasks", fake_tune_tasks)
+    argv = ["tune", str(path), "--trials", "3", "--search", "auto"]
+    assert main([*argv, "--cost-model"]) == 1
+    assert isinstance(seen["cost_model"], CostModel)
+    assert all(t.task.name.startswith("auto/") for t in seen["tasks"])
+    assert main(argv) == 1 and seen["cost_model"] is None
+    assert "stopped by the test" in capsys.readouterr().err
