@@ -8,21 +8,34 @@ three pieces:
   running iterations ``[begin, end)``; its buffer arguments are ``noalias``
   like the kernel's own, which LLVM keeps as alias scopes if it inlines it;
 * a *worker* ``void f.parK(ptr closure)`` that each thread runs: it reads the
-  captured values from the closure, takes its static share of the range from
-  ``omp_get_thread_num`` / ``omp_get_num_threads`` and calls the body;
-* at the loop's place, a closure struct ``{status*, min, extent, captured...}``
-  on the stack and ``GOMP_parallel(worker, &closure, num_threads, 0)``, where
-  ``num_threads`` is the module global ``__ember_num_threads`` the runtime sets
-  (0: libgomp's default). A failing assert in any thread stores its code into
-  the shared status, which the caller returns after the team joins.
+  captured values from the closure and takes chunks of the range from a shared
+  counter in the closure (an ``atomicrmw add``) until none is left, calling the
+  body on each. A thread the OS preempts holds up the others by one chunk at most:
+  its siblings take over the rest, where a static share per thread made the whole
+  team wait for the slowest. Chunks are about ``1 / CHUNKS_PER_THREAD`` of a
+  thread's share, and at least ``MIN_CHUNK_WORK`` operations
+  (:mod:`ember.codegen_llvm.parallel_work`);
+* at the loop's place, a closure struct ``{status*, min, extent, counter,
+  captured...}`` on the stack and ``GOMP_parallel(worker, &closure, num_threads,
+  0)``, where ``num_threads`` is the module global ``__ember_num_threads`` the
+  runtime sets (0: libgomp's default). A failing assert in any thread stores its
+  code into the shared status (and stops the others taking chunks), which the
+  caller returns after the team joins. The calling thread is one of the team.
+
+No region is opened, and the caller runs the body over the whole range itself, when
+the runtime asks for one thread or when the loop's work (extent times the operations
+of one iteration) is below ``MIN_PARALLEL_WORK``: decided at compile time where the
+extent is a constant (the launch then folds away), by a compare at run time otherwise.
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
 
+from ember.codegen_llvm import parallel_work
 from ember.codegen_llvm.builder_utils import (
     I32,
+    I64,
     PTR,
     VOID,
     declare,
@@ -126,7 +139,10 @@ def _emit_body(cg: Emitter, loop: S.For, captured: list[E.Var], name: str) -> ir
 
 def _closure_type(loop: S.For, captured: list[E.Var]) -> ir.LiteralStructType:
     iv = reg_type(loop.loop_var.dtype)
-    return ir.LiteralStructType([PTR, iv, iv] + [_arg_type(v) for v in captured])
+    return ir.LiteralStructType([PTR, iv, iv, I64] + [_arg_type(v) for v in captured])
+
+
+_N_FIXED = 4  # closure fields before the captured values: status, min, extent, counter
 
 
 def _field(b: ir.IRBuilder, ty: ir.Type, ptr: ir.Value, i: int) -> ir.Value:
@@ -143,30 +159,47 @@ def _emit_worker(
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     closure = fn.args[0]
-    values = [
-        b.load(_field(b, ty, closure, i), typ=ty.elements[i]) for i in range(len(ty.elements))
+    values = [b.load(_field(b, ty, closure, i), typ=ty.elements[i]) for i in (0, 1, 2)]
+    values += [
+        b.load(_field(b, ty, closure, i), typ=ty.elements[i])
+        for i in range(_N_FIXED, len(ty.elements))
     ]
     status, lo, extent = values[:3]
+    counter = _field(b, ty, closure, 3)
     iv = lo.type
-    tid = b.call(declare(cg.module, "omp_get_thread_num", I32, []), [])
-    nt = b.call(declare(cg.module, "omp_get_num_threads", I32, []), [])
-    if iv.width != 32:
-        tid, nt = b.sext(tid, iv), b.sext(nt, iv)
-    # balanced static schedule: the first (extent % nt) threads take one extra iteration
-    q, r = b.sdiv(extent, nt), b.srem(extent, nt)
-    smin = declare_intrinsic(cg.module, "llvm.smin", iv, 2)
-    begin = b.add(b.add(lo, b.mul(tid, q)), b.call(smin, [tid, r]))
-    end = b.add(begin, b.add(q, b.zext(b.icmp_signed("<", tid, r), iv)))
-    rc = b.call(body, values[3:] + [begin, end])
+    n = b.sext(extent, I64) if iv.width < 64 else extent
+    nt = b.sext(b.call(declare(cg.module, "omp_get_num_threads", I32, []), []), I64)
+    # chunk: a CHUNKS_PER_THREAD-th of a thread's share, at least MIN_CHUNK_WORK operations
+    smax = declare_intrinsic(cg.module, "llvm.smax", I64, 2)
+    smin = declare_intrinsic(cg.module, "llvm.smin", I64, 2)
+    per = b.mul(nt, ir.Constant(I64, parallel_work.CHUNKS_PER_THREAD))
+    least = parallel_work.min_chunk(parallel_work.iteration_work(loop))
+    chunk = b.call(smax, [b.sdiv(n, per), ir.Constant(I64, least)], name="chunk")
+    head = b.append_basic_block("take")
+    run = b.append_basic_block("run")
+    done = b.append_basic_block("done")
+    b.branch(head)
+    b.position_at_end(head)
+    start = b.atomic_rmw("add", counter, chunk, "monotonic", name="start")
+    b.cbranch(b.icmp_signed("<", start, n), run, done)
+    b.position_at_end(run)
+    end = b.call(smin, [b.add(start, chunk), n])
+    if iv.width < 64:
+        start, end = b.trunc(start, iv), b.trunc(end, iv)
+    rc = b.call(body, values[3:] + [b.add(lo, start), b.add(lo, end)])
     with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
         # any failing thread's code will do; atomic so concurrent writers do not race
         b.atomic_rmw("xchg", status, rc, "monotonic")
+        b.atomic_rmw("xchg", counter, n, "monotonic")  # the others take no more chunks
+    b.branch(head)
+    b.position_at_end(done)
     b.ret_void()
     return fn
 
 
 def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
-    """Replace ``loop`` by a ``GOMP_parallel`` launch of its outlined body."""
+    """Replace ``loop`` by a ``GOMP_parallel`` launch of its outlined body, or a call of the
+    body on the whole range where one thread is asked for or the work is small."""
     captured = captured_vars(loop)
     missing = [v.name for v in captured if v not in cg.state.vars]
     if missing:
@@ -185,14 +218,26 @@ def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
     ty = _closure_type(loop, captured)
     closure = entry_alloca(b, ty, name=f"{name}.closure")
     status = entry_alloca(b, I32, name=f"{name}.status")
+    values = [cg.state.vars[v] for v in captured]
     with b.if_then(b.icmp_signed(">", extent, ir.Constant(extent.type, 0))):
-        b.store(ir.Constant(I32, 0), status)
-        fields = [status, lo, extent] + [cg.state.vars[v] for v in captured]
-        for i, value in enumerate(fields):
-            b.store(value, _field(b, ty, closure, i))
         threads = b.load(cg.module.get_global(NUM_THREADS_GLOBAL), typ=I32)
-        gomp = declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-        b.call(gomp, [worker, closure, threads, ir.Constant(I32, 0)])
-        rc = b.load(status, typ=I32)
-        with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
-            cg.emit_error_return(rc)
+        serial = b.icmp_signed("==", threads, ir.Constant(I32, 1))
+        below = parallel_work.serial_below(parallel_work.iteration_work(loop))
+        if below > 0:
+            small = b.icmp_signed("<", extent, ir.Constant(extent.type, below))
+            serial = b.or_(serial, small, name="serial")
+        with b.if_else(serial) as (alone, team):
+            with alone:
+                rc = b.call(body, values + [lo, b.add(lo, extent)])
+                with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
+                    cg.emit_error_return(rc)
+            with team:
+                b.store(ir.Constant(I32, 0), status)
+                fields = [status, lo, extent, ir.Constant(I64, 0)] + values
+                for i, value in enumerate(fields):
+                    b.store(value, _field(b, ty, closure, i))
+                gomp = declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+                b.call(gomp, [worker, closure, threads, ir.Constant(I32, 0)])
+                rc = b.load(status, typ=I32)
+                with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
+                    cg.emit_error_return(rc)

@@ -2,8 +2,11 @@
 
 Compiled CPU modules read :func:`effective_num_threads` before each call and
 hand it to libgomp. The value is, in order: what :func:`set_num_threads` set,
-the ``EMBER_NUM_THREADS`` environment variable, or ``os.cpu_count()``. A module
-built for a target with ``-num-threads=N`` uses ``N``.
+the ``EMBER_NUM_THREADS`` environment variable, or :func:`available_cpus`: the CPUs
+this process may run on (``os.sched_getaffinity``, so ``taskset`` and container
+cpusets count), no more than its cgroup's CPU quota allows (``cpu.max``; a container
+given 1.5 CPUs on a 64-core host gets 2 threads, not 64). A module built for a target
+with ``-num-threads=N`` uses ``N``.
 
 libgomp's thread pool does not survive ``fork()``: a child forked after the
 parent ran a parallel loop on several threads hangs in its first parallel
@@ -35,7 +38,10 @@ between its runs pays a wake-up that, on a busy machine, waits for the scheduler
 
 from __future__ import annotations
 
+import functools
+import math
 import os
+from pathlib import Path
 
 from ember import config
 from ember.errors import ArgumentError
@@ -46,6 +52,32 @@ _keep_spin = False
 _explicit: int | None = None
 _pool_started = False  # this process ran a parallel loop on more than one thread
 _forked_after_pool = False  # we are a child forked after that: the pool is unusable
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max ..."
+
+
+def _cgroup_cpu_limit(path: Path) -> int | None:
+    """CPUs a cgroup v2 quota allows (rounded up), or None without a quota."""
+    try:
+        quota, period = path.read_text().split()[:2]
+        limit = int(quota) / int(period)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None  # no cgroup v2 file, "max" (no quota), or something unreadable
+    return max(1, math.ceil(limit)) if limit > 0 else None
+
+
+def available_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """CPUs this process may use: its affinity mask, capped by its cgroup's CPU quota."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no sched_getaffinity on this platform
+        n = os.cpu_count() or 1
+    limit = _cgroup_cpu_limit(cpu_max)
+    return max(1, min(n, limit) if limit else n)
+
+
+@functools.cache
+def _default_threads() -> int:
+    return available_cpus()  # read once: a syscall and a file read are too slow per call
 
 
 def set_num_threads(n: int | None) -> None:
@@ -62,7 +94,7 @@ def get_num_threads() -> int:
         return 1
     if _explicit is not None:
         return _explicit
-    return config.num_threads() or os.cpu_count() or 1
+    return config.num_threads() or _default_threads()
 
 
 def effective_num_threads(fixed: int | None = None) -> int:
