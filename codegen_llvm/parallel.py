@@ -48,6 +48,7 @@ from ember.codegen_llvm.casts import emit_cast
 from ember.codegen_llvm.emitter import NUM_THREADS_GLOBAL, Emitter, FunctionState
 from ember.codegen_llvm.loop_hints import loop_hints
 from ember.errors import InternalError
+from ember.runtime.cpu import LAUNCH_SYMBOL
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import Visitor
@@ -139,10 +140,11 @@ def _emit_body(cg: Emitter, loop: S.For, captured: list[E.Var], name: str) -> ir
 
 def _closure_type(loop: S.For, captured: list[E.Var]) -> ir.LiteralStructType:
     iv = reg_type(loop.loop_var.dtype)
-    return ir.LiteralStructType([PTR, iv, iv, I64] + [_arg_type(v) for v in captured])
+    return ir.LiteralStructType([PTR, iv, iv, I64, I64] + [_arg_type(v) for v in captured])
 
 
-_N_FIXED = 4  # closure fields before the captured values: status, min, extent, counter
+_N_FIXED = 5  # closure fields before the captured values: status, min, extent, counter, chunk
+LAUNCH_GLOBAL = LAUNCH_SYMBOL  # ptr the runtime sets to Ember's pool; null: libgomp
 
 
 def _field(b: ir.IRBuilder, ty: ir.Type, ptr: ir.Value, i: int) -> ir.Value:
@@ -166,15 +168,10 @@ def _emit_worker(
     ]
     status, lo, extent = values[:3]
     counter = _field(b, ty, closure, 3)
+    chunk = b.load(_field(b, ty, closure, 4), typ=I64, name="chunk")
     iv = lo.type
     n = b.sext(extent, I64) if iv.width < 64 else extent
-    nt = b.sext(b.call(declare(cg.module, "omp_get_num_threads", I32, []), []), I64)
-    # chunk: a CHUNKS_PER_THREAD-th of a thread's share, at least MIN_CHUNK_WORK operations
-    smax = declare_intrinsic(cg.module, "llvm.smax", I64, 2)
     smin = declare_intrinsic(cg.module, "llvm.smin", I64, 2)
-    per = b.mul(nt, ir.Constant(I64, parallel_work.CHUNKS_PER_THREAD))
-    least = parallel_work.min_chunk(parallel_work.iteration_work(loop))
-    chunk = b.call(smax, [b.sdiv(n, per), ir.Constant(I64, least)], name="chunk")
     head = b.append_basic_block("take")
     run = b.append_basic_block("run")
     done = b.append_basic_block("done")
@@ -232,12 +229,68 @@ def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
                 with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
                     cg.emit_error_return(rc)
             with team:
-                b.store(ir.Constant(I32, 0), status)
-                fields = [status, lo, extent, ir.Constant(I64, 0)] + values
-                for i, value in enumerate(fields):
-                    b.store(value, _field(b, ty, closure, i))
-                gomp = declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-                b.call(gomp, [worker, closure, threads, ir.Constant(I32, 0)])
-                rc = b.load(status, typ=I32)
-                with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
-                    cg.emit_error_return(rc)
+                fields = [status, lo, extent, ir.Constant(I64, 0), None, *values]
+                _launch(cg, loop, worker, (ty, closure), fields, threads)
+
+
+class _FunctionPointer(ir.LoadInstr):
+    """A function's address loaded from memory: llvmlite calls through a value only when
+    it knows the function type, which an opaque ``ptr`` does not carry."""
+
+    def __init__(self, block: ir.Block, ptr: ir.Value, fnty: ir.FunctionType, name: str):
+        super().__init__(block, ptr, name, typ=PTR)
+        self._fnty = fnty
+
+    @property
+    def function_type(self) -> ir.FunctionType:
+        return self._fnty
+
+
+def _launch_global(module: ir.Module) -> ir.GlobalVariable:
+    existing = module.globals.get(LAUNCH_GLOBAL)
+    if isinstance(existing, ir.GlobalVariable):
+        return existing
+    launch = ir.GlobalVariable(module, PTR, LAUNCH_GLOBAL)
+    launch.initializer = ir.Constant(PTR, None)
+    return launch
+
+
+def _launch(
+    cg: Emitter,
+    loop: S.For,
+    worker: ir.Function,
+    closure: tuple[ir.LiteralStructType, ir.Value],
+    fields: list[ir.Value | None],
+    threads: ir.Value,
+) -> None:
+    """Fill the closure (``fields``, the chunk size left to compute) and run ``worker`` on
+    the pool the runtime set, else on libgomp."""
+    b = cg.builder
+    ty, ptr = closure
+    status, extent = fields[0], fields[2]
+    assert status is not None and extent is not None
+    n = b.sext(extent, I64) if extent.type.width < 64 else extent
+    # chunk: a CHUNKS_PER_THREAD-th of a thread's share (threads 0 is libgomp's default:
+    # assume 8), at least MIN_CHUNK_WORK operations
+    team = b.sext(threads, I64)
+    team = b.select(b.icmp_signed(">", team, ir.Constant(I64, 0)), team, ir.Constant(I64, 8))
+    per = b.mul(team, ir.Constant(I64, parallel_work.CHUNKS_PER_THREAD))
+    least = parallel_work.min_chunk(parallel_work.iteration_work(loop))
+    smax = declare_intrinsic(cg.module, "llvm.smax", I64, 2)
+    chunk = b.call(smax, [b.sdiv(n, per), ir.Constant(I64, least)], name="chunk")
+    b.store(ir.Constant(I32, 0), status)
+    fields[4] = chunk
+    for i, value in enumerate(fields):
+        b.store(value, _field(b, ty, ptr, i))
+    pool_run = ir.FunctionType(VOID, [PTR, PTR, I32])
+    launch = _FunctionPointer(b.block, _launch_global(cg.module), pool_run, "launch")
+    b._insert(launch)  # what IRBuilder.load does, with the subclass
+    with b.if_else(b.icmp_unsigned("!=", launch, ir.Constant(PTR, None))) as (pool, gomp):
+        with pool:
+            b.call(launch, [worker, ptr, threads])
+        with gomp:
+            fn = declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+            b.call(fn, [worker, ptr, threads, ir.Constant(I32, 0)])
+    rc = b.load(status, typ=I32)
+    with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
+        cg.emit_error_return(rc)

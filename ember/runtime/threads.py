@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ember import config
@@ -102,6 +103,32 @@ def effective_num_threads(fixed: int | None = None) -> int:
     if _forked_after_pool:
         return 1
     return fixed or get_num_threads()
+
+
+_pool_factory: Callable[[], int] | None = None
+_launcher: int | None = None
+
+
+def register_pool(address: Callable[[], int]) -> None:
+    """Name the function that gives the address of Ember's thread pool (the CPU backend's
+    ``ember_pool_run``; 0 where it has none); called once, when that backend loads."""
+    global _pool_factory, _launcher
+    _pool_factory, _launcher = address, None
+
+
+def parallel_launcher() -> int:
+    """Address compiled modules launch parallel loops through (0: libgomp).
+
+    ``EMBER_THREAD_POOL=gomp`` chooses libgomp; by default Ember's own pool, built on first
+    use, where the CPU backend has loaded.
+    """
+    global _launcher
+    if _launcher is None:
+        if _pool_factory is None:
+            return 0  # not built yet: ask again next call
+        use_gomp = os.environ.get("EMBER_THREAD_POOL", "").strip().lower() == "gomp"
+        _launcher = 0 if use_gomp else _pool_factory()
+    return _launcher
 
 
 def note_parallel_launch(n: int) -> None:
