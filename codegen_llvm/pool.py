@@ -172,9 +172,14 @@ owned:
   %pid = call i32 @getpid()
   %owner = load atomic i32, ptr @owner seq_cst, align 4
   %mine = icmp eq i32 %pid, %owner
-  br i1 %mine, label %lock, label %forked
-forked:
-  ; first use, or a child forked from a process with threads: it has none of them
+  br i1 %mine, label %lock, label %claim
+claim:
+  ; first use, or a child forked from a process with threads (it has none of them): one
+  ; caller claims the pool (-1) and resets it; a caller meanwhile runs alone
+  %c = cmpxchg ptr @owner, i32 %owner, i32 -1 seq_cst seq_cst
+  %claimed = extractvalue { i32, i1 } %c, 1
+  br i1 %claimed, label %reset, label %alone
+reset:
   store atomic i32 0, ptr @created seq_cst, align 4
   store atomic i32 0, ptr @busy seq_cst, align 4
   store atomic i32 0, ptr @entry seq_cst, align 4

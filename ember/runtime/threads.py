@@ -66,13 +66,14 @@ def _cgroup_cpu_limit(path: Path) -> int | None:
     return max(1, math.ceil(limit)) if limit > 0 else None
 
 
-def available_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
-    """CPUs this process may use: its affinity mask, capped by its cgroup's CPU quota."""
+def available_cpus(cpu_max: Path | None = None) -> int:
+    """CPUs this process may use: its affinity mask, capped by its cgroup's CPU quota
+    (read from ``cpu_max``, default :data:`CGROUP_CPU_MAX`)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # no sched_getaffinity on this platform
         n = os.cpu_count() or 1
-    limit = _cgroup_cpu_limit(cpu_max)
+    limit = _cgroup_cpu_limit(cpu_max or CGROUP_CPU_MAX)
     return max(1, min(n, limit) if limit else n)
 
 
