@@ -8,6 +8,8 @@ block, then a *busy* block with one ``while True`` Python process started beside
 (pinned nowhere, so on a two-core machine it takes half the cores), then a pause. A
 block's time is the median of its runs; the slowdown factor of a round is busy / quiet.
 The table prints both runtimes' medians and the range of the factor over the rounds.
+The last column is Ember's slowdown when each of its runs follows an onnxruntime run in
+the same process (another runtime's spinning pool beside it), over its quiet time.
 
 "Quiet" means no busy process of ours: on a shared machine others' load comes and goes,
 so repeat the script and read the ranges, not one figure.
@@ -64,11 +66,15 @@ def _runner(runtime: str, name: str, threads: int) -> Callable[[], object]:
     return lambda: sess.run(None, inputs)
 
 
-def _block(fn: Callable[[], object], seconds: float) -> float:
-    """Median time of one run over about ``seconds`` of runs."""
+def _block(
+    fn: Callable[[], object], seconds: float, before: Callable[[], object] | None = None
+) -> float:
+    """Median time of one run over about ``seconds`` of runs (``before`` untimed before each)."""
     times: list[float] = []
     stop = time.perf_counter() + seconds
     while time.perf_counter() < stop or len(times) < 5:
+        if before is not None:
+            before()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -76,12 +82,20 @@ def _block(fn: Callable[[], object], seconds: float) -> float:
 
 
 def child(runtime: str, name: str, threads: int, rounds: int, seconds: float) -> None:
-    """Time one runtime on one model, quiet and busy by turns; print JSON."""
+    """Time one runtime on one model, quiet and busy by turns; print JSON.
+
+    For Ember also *beside*: each run right after an onnxruntime run of the same model in
+    the same process (only Ember's run timed), while onnxruntime's threads still spin.
+    """
     fn = _runner(runtime, name, threads)
+    other = _runner("ort", name, threads) if runtime == "ember" else None
     _block(fn, 0.3)  # warm up
-    quiet, busy = [], []
+    quiet, busy, beside = [], [], []
     for _ in range(rounds):
         quiet.append(_block(fn, seconds))
+        if other is not None:
+            beside.append(_block(fn, seconds, before=other))
+            time.sleep(0.3)
         hog = subprocess.Popen([sys.executable, "-c", BUSY])
         try:
             time.sleep(0.2)
@@ -90,7 +104,7 @@ def child(runtime: str, name: str, threads: int, rounds: int, seconds: float) ->
             hog.kill()
             hog.wait()
         time.sleep(0.3)
-    print(json.dumps({"quiet": quiet, "busy": busy}))
+    print(json.dumps({"quiet": quiet, "busy": busy, "beside": beside}))
 
 
 def _measure(runtime: str, name: str, args: argparse.Namespace) -> dict:
@@ -116,16 +130,20 @@ def main() -> None:
         return
     print(f"{args.threads} threads; factor = busy / quiet, median [range], {args.rounds} rounds")
     print(f"{'model':14s}{'ember quiet/busy ms':>22s}{'factor':>17s}", end="")
-    print(f"{'ort quiet/busy ms':>22s}{'factor':>17s}")
+    print(f"{'ort quiet/busy ms':>22s}{'factor':>17s}{'ember beside ort':>20s}")
     for name in chosen:
-        row = f"{name:14s}"
+        row, tail = f"{name:14s}", ""
         for runtime in ("ember", "ort"):
             r = _measure(runtime, name, args)
             factors = [b / q for q, b in zip(r["quiet"], r["busy"])]
             q, b = statistics.median(r["quiet"]) * 1e3, statistics.median(r["busy"]) * 1e3
             spread = f"[{min(factors):.1f}-{max(factors):.1f}]"
             row += f"{f'{q:.3f} / {b:.3f}':>22s}{statistics.median(factors):7.1f} {spread:>9s}"
-        print(row, flush=True)
+            if r["beside"]:
+                beside = [s / q for q, s in zip(r["quiet"], r["beside"])]
+                spread_b = f"[{min(beside):.1f}-{max(beside):.1f}]"
+                tail = f"{statistics.median(beside):7.1f} {spread_b:>9s}"
+        print(row + f"{tail:>20s}", flush=True)
 
 
 if __name__ == "__main__":
