@@ -30,9 +30,9 @@ modules use libgomp. ``EMBER_THREAD_POOL=gomp`` selects libgomp everywhere.
 
 from __future__ import annotations
 
-import functools
 import platform
 import sys
+import threading
 
 from ember.codegen_llvm import jit
 from ember.runtime import threads
@@ -176,6 +176,9 @@ owned:
 claim:
   ; first use, or a child forked from a process with threads (it has none of them): one
   ; caller claims the pool (-1) and resets it; a caller meanwhile runs alone
+  %claiming = icmp eq i32 %owner, -1
+  br i1 %claiming, label %alone, label %tryclaim
+tryclaim:
   %c = cmpxchg ptr @owner, i32 %owner, i32 -1 seq_cst seq_cst
   %claimed = extractvalue { i32, i1 } %c, 1
   br i1 %claimed, label %reset, label %alone
@@ -282,20 +285,22 @@ def pool_ir(machine: str) -> str:
     return ir
 
 
-_engine: object = None  # the JIT engine owning the pool's code: it lives as long as the process
+_lock = threading.Lock()
+_built: list[tuple[object, int]] = []  # (engine, address): the engine owns the pool's code
 
 
-@functools.cache
 def launcher_address() -> int:
-    """Address of ``ember_pool_run``, compiled on first use; 0 where the pool is unsupported."""
-    global _engine
+    """Address of ``ember_pool_run``, compiled once, on first use (by whichever thread gets
+    there first); 0 where the pool is unsupported."""
     machine = platform.machine()
     if not sys.platform.startswith("linux") or machine not in FUTEX:
         return 0
-    spec = jit.MachineSpec.from_target(Target.parse("llvm"))
-    _, engine = jit.compile_ir(pool_ir(machine), spec)
-    _engine = engine
-    return int(engine.get_function_address("ember_pool_run"))
+    with _lock:  # two pools would mean two sets of threads, and a freed one would crash
+        if not _built:
+            spec = jit.MachineSpec.from_target(Target.parse("llvm"))
+            _, engine = jit.compile_ir(pool_ir(machine), spec)
+            _built.append((engine, int(engine.get_function_address("ember_pool_run"))))
+        return _built[0][1]
 
 
 threads.register_pool(launcher_address)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,3 +175,43 @@ def test_thread_count_follows_affinity(monkeypatch, tmp_path):
         assert rt.get_num_threads() == 3
     finally:
         th._default_threads.cache_clear()
+
+
+FIRST_USE_FROM_THREADS = """
+import threading, numpy as np
+import ember.runtime as rt
+from ember.codegen_llvm import parallel_work
+from ember.tir import stmt as S
+from tests.codegen_llvm.llvm_helpers import build, load, loop, param, store
+parallel_work.MIN_PARALLEL_WORK = 0
+A, out = param("A", (777,)), param("out", (777,))
+body = loop(777, lambda i: store(out, i, load(A, i) * 2.0), kind=S.ForKind.PARALLEL)
+mod = build(S.PrimFunc("first", (A, out), body))
+rt.set_num_threads(2)
+a = np.random.default_rng(0).standard_normal(777).astype("float32")
+start, bad = threading.Barrier(6), []
+def work():
+    start.wait()
+    for _ in range(50):
+        o = np.full(777, np.nan, "float32")
+        mod(a, o)
+        bad.extend([] if np.array_equal(o, a * 2) else [1])
+ts = [threading.Thread(target=work) for _ in range(6)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("bad", len(bad))
+"""
+
+
+def test_pool_first_used_by_many_threads_at_once():
+    """Six threads make the process's first parallel call together: one pool is built."""
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-c", FIRST_USE_FROM_THREADS],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["bad", "0"]
