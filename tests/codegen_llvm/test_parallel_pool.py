@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import threading
@@ -140,18 +141,7 @@ def test_pool_threads_join_the_caller():
     addr = pool.launcher_address()
     if not addr:
         pytest.skip("no Ember pool on this platform")
-    seen: set[int] = set()
-    lock = threading.Lock()
-
-    def work(_: int | None) -> None:
-        with lock:
-            seen.add(threading.get_native_id())
-        deadline = time.monotonic() + 5
-        while len(seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.001)
-
-    RUN(addr)(WORKER(work), None, 3)
-    assert len(seen) >= 2
+    assert _pool_threads_seen(addr, 3) == 3
     calls = []
     RUN(addr)(WORKER(lambda _: calls.append(1)), None, 1)  # one thread: the caller alone
     assert calls == [1]
@@ -215,3 +205,40 @@ def test_pool_first_used_by_many_threads_at_once():
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["bad", "0"]
+
+
+def _pool_threads_seen(addr: int, n: int) -> int:
+    """The most threads that ran one job of ``n`` threads at once (each entering thread
+    waits up to 5 s for ``n`` to be in)."""
+    inside = [0, 0]  # now, most
+    lock = threading.Lock()
+
+    def work(_: int | None) -> None:
+        with lock:
+            inside[0] += 1
+            inside[1] = max(inside)
+        deadline = time.monotonic() + 5
+        while inside[1] < n and time.monotonic() < deadline:
+            time.sleep(0.001)
+        with lock:
+            inside[0] -= 1
+
+    RUN(addr)(WORKER(work), None, n)
+    return inside[1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_pool_starts_new_threads_in_a_forked_child():
+    addr = pool.launcher_address()
+    if not addr:
+        pytest.skip("no Ember pool on this platform")
+    assert _pool_threads_seen(addr, 3) == 3
+    pid = os.fork()
+    if pid == 0:  # child: the parent's pool threads are gone; the exit code says what ran
+        code = 1
+        try:
+            code = 0 if _pool_threads_seen(addr, 3) == 3 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
