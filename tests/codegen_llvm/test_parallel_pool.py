@@ -100,6 +100,20 @@ def test_libgomp_path_still_right(fine_chunks, monkeypatch, rng):
         rt.set_num_threads(None)
 
 
+def test_exported_library_runs_on_the_pool(fine_chunks, tmp_path, rng):
+    mod = _affine(333, "exported")
+    mod.export_library(tmp_path / "k.so")
+    loaded = rt.load_module(tmp_path / "k.so")
+    rt.set_num_threads(3)
+    try:
+        a, o = rand(333, "float32", rng), sentinel(333, "float32")
+        loaded(a, o)
+        assert loaded._launch_cell.value == pool.launcher_address()
+        np.testing.assert_array_equal(o, a * 2 + 1)
+    finally:
+        rt.set_num_threads(None)
+
+
 def test_beside_openblas_and_another_caller(fine_chunks, rng):
     """Kernels stay right while numpy's OpenBLAS threads and a second caller share the pool."""
     mod = _affine(999, "crowd")
