@@ -1,4 +1,4 @@
-"""Parallel loops: outline the body and run it on libgomp's thread team.
+"""Parallel loops: outline the body and run it on Ember's thread pool (or libgomp's team).
 
 Used by :mod:`ember.codegen_llvm.codegen` for the outermost ``For`` of kind
 ``PARALLEL`` (parallel loops nested inside it run serially). The loop becomes
@@ -15,12 +15,16 @@ three pieces:
   team wait for the slowest. Chunks are about ``1 / CHUNKS_PER_THREAD`` of a
   thread's share, and at least ``MIN_CHUNK_WORK`` operations
   (:mod:`ember.codegen_llvm.parallel_work`);
-* at the loop's place, a closure struct ``{status*, min, extent, counter,
-  captured...}`` on the stack and ``GOMP_parallel(worker, &closure, num_threads,
-  0)``, where ``num_threads`` is the module global ``__ember_num_threads`` the
-  runtime sets (0: libgomp's default). A failing assert in any thread stores its
-  code into the shared status (and stops the others taking chunks), which the
-  caller returns after the team joins. The calling thread is one of the team.
+* at the loop's place, a closure struct ``{status*, min, extent, counter, chunk,
+  captured...}`` on the stack and a call ``launch(worker, &closure, num_threads)``
+  through the module global ``__ember_parallel_launch``, which the runtime points at
+  Ember's pool (:mod:`ember.codegen_llvm.pool`); where it is null (a library called
+  from C without Ember's runtime, or ``EMBER_THREAD_POOL=gomp``) the call is
+  ``GOMP_parallel(worker, &closure, num_threads, 0)``. ``num_threads`` is the module
+  global ``__ember_num_threads`` the runtime sets (0: libgomp's default). A failing
+  assert in any thread stores its code into the shared status (and stops the others
+  taking chunks), which the caller returns after the threads are done. The calling
+  thread works too.
 
 No region is opened, and the caller runs the body over the whole range itself, when
 the runtime asks for one thread or when the loop's work (extent times the operations
@@ -195,8 +199,9 @@ def _emit_worker(
 
 
 def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
-    """Replace ``loop`` by a ``GOMP_parallel`` launch of its outlined body, or a call of the
-    body on the whole range where one thread is asked for or the work is small."""
+    """Replace ``loop`` by a launch of its outlined body on the runtime's pool (libgomp's
+    team where none is set), or a call of the body on the whole range where one thread is
+    asked for or the work is small."""
     captured = captured_vars(loop)
     missing = [v.name for v in captured if v not in cg.state.vars]
     if missing:
@@ -219,7 +224,8 @@ def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
     with b.if_then(b.icmp_signed(">", extent, ir.Constant(extent.type, 0))):
         threads = b.load(cg.module.get_global(NUM_THREADS_GLOBAL), typ=I32)
         serial = b.icmp_signed("==", threads, ir.Constant(I32, 1))
-        below = parallel_work.serial_below(parallel_work.iteration_work(loop))
+        work = parallel_work.iteration_work(loop)
+        below = parallel_work.serial_below(work)
         if below > 0:
             small = b.icmp_signed("<", extent, ir.Constant(extent.type, below))
             serial = b.or_(serial, small, name="serial")
@@ -229,8 +235,8 @@ def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
                 with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
                     cg.emit_error_return(rc)
             with team:
-                fields = [status, lo, extent, ir.Constant(I64, 0), None, *values]
-                _launch(cg, loop, worker, (ty, closure), fields, threads)
+                least = parallel_work.min_chunk(work)
+                _launch(cg, worker, (ty, closure, status), [lo, extent, *values], threads, least)
 
 
 class _FunctionPointer(ir.LoadInstr):
@@ -257,29 +263,28 @@ def _launch_global(module: ir.Module) -> ir.GlobalVariable:
 
 def _launch(
     cg: Emitter,
-    loop: S.For,
     worker: ir.Function,
-    closure: tuple[ir.LiteralStructType, ir.Value],
-    fields: list[ir.Value | None],
+    closure: tuple[ir.LiteralStructType, ir.Value, ir.Value],
+    values: list[ir.Value],
     threads: ir.Value,
+    least: int,
 ) -> None:
-    """Fill the closure (``fields``, the chunk size left to compute) and run ``worker`` on
-    the pool the runtime set, else on libgomp."""
+    """Fill the closure (type, pointer, status cell) with ``values`` (min, extent, the
+    captured values) and a chunk size of at least ``least`` iterations, and run ``worker``
+    on the pool the runtime set, else on libgomp."""
     b = cg.builder
-    ty, ptr = closure
-    status, extent = fields[0], fields[2]
-    assert status is not None and extent is not None
+    ty, ptr, status = closure
+    extent = values[1]
     n = b.sext(extent, I64) if extent.type.width < 64 else extent
     # chunk: a CHUNKS_PER_THREAD-th of a thread's share (threads 0 is libgomp's default:
     # assume 8), at least MIN_CHUNK_WORK operations
     team = b.sext(threads, I64)
     team = b.select(b.icmp_signed(">", team, ir.Constant(I64, 0)), team, ir.Constant(I64, 8))
     per = b.mul(team, ir.Constant(I64, parallel_work.CHUNKS_PER_THREAD))
-    least = parallel_work.min_chunk(parallel_work.iteration_work(loop))
     smax = declare_intrinsic(cg.module, "llvm.smax", I64, 2)
     chunk = b.call(smax, [b.sdiv(n, per), ir.Constant(I64, least)], name="chunk")
     b.store(ir.Constant(I32, 0), status)
-    fields[4] = chunk
+    fields = [status, *values[:2], ir.Constant(I64, 0), chunk, *values[2:]]
     for i, value in enumerate(fields):
         b.store(value, _field(b, ty, ptr, i))
     pool_run = ir.FunctionType(VOID, [PTR, PTR, I32])
