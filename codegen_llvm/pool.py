@@ -25,11 +25,15 @@ null, calls libgomp as before). The call:
   worker alone, and a process forked from one with threads starts new ones.
 
 Linux only (futex, ``pthread_create``); elsewhere :func:`launcher_address` returns 0 and
-modules use libgomp. ``EMBER_THREAD_POOL=gomp`` selects libgomp everywhere.
+modules use libgomp. ``EMBER_THREAD_POOL=gomp`` selects libgomp everywhere;
+``EMBER_POOL_SPIN`` and ``EMBER_POOL_JOIN_SPIN`` (rounds, read when this module loads)
+change how long idle threads and a waiting caller spin before they sleep: 0 on a machine
+shared with busier work, more where kernels are called with long gaps between them.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import threading
@@ -40,7 +44,17 @@ from ember.target import Target
 
 FUTEX = {"x86_64": 202, "aarch64": 98}  # the futex syscall's number
 PAUSE = {"x86_64": "pause", "aarch64": "yield"}  # a spin loop's CPU hint
-SPIN_ROUNDS = 4096  # an idle thread's spin before it sleeps: about 100-300 us
+
+
+def _rounds(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return min(int(value), 1 << 30) if value.isdigit() else default
+
+
+# An idle thread's spin before it sleeps (about 100-300 us by default; 0: sleep at once),
+# and the caller's spin waiting for threads still on their last chunk.
+SPIN_ROUNDS = _rounds("EMBER_POOL_SPIN", 4096)
+JOIN_SPIN_ROUNDS = _rounds("EMBER_POOL_JOIN_SPIN", 4096)
 YIELD_EVERY = 16  # rounds between sched_yield calls while spinning
 MAX_THREADS = 256
 
@@ -245,7 +259,7 @@ jspin:
 jagain:
   call void @relax(i32 %i)
   %i1 = add i32 %i, 1
-  %jmore = icmp ult i32 %i1, {spin}
+  %jmore = icmp ult i32 %i1, {join_spin}
   br i1 %jmore, label %jspin, label %jsleep
 jsleep:
   store atomic i32 1, ptr @waiting seq_cst, align 4
@@ -275,6 +289,7 @@ def pool_ir(machine: str) -> str:
         "futex": FUTEX[machine],
         "pause": PAUSE[machine],
         "spin": SPIN_ROUNDS,
+        "join_spin": JOIN_SPIN_ROUNDS,
         "yield_every": YIELD_EVERY,
         "yield_last": YIELD_EVERY - 1,
         "max_threads": MAX_THREADS,

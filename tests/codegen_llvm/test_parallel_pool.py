@@ -208,11 +208,14 @@ print("bad", len(bad))
 
 
 def test_pool_first_used_by_many_threads_at_once():
-    """Six threads make the process's first parallel call together: one pool is built."""
+    """Six threads make the process's first parallel call together: one pool is built.
+    Its threads and callers never spin, so every wait is a futex sleep and wake."""
     root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "EMBER_POOL_SPIN": "0", "EMBER_POOL_JOIN_SPIN": "0"}
     run = subprocess.run(
         [sys.executable, "-c", FIRST_USE_FROM_THREADS],
         cwd=root,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
