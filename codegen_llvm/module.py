@@ -20,10 +20,17 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ember.codegen_llvm import jit
+from ember.codegen_llvm import pool as _pool  # noqa: F401 - registers the thread pool
 from ember.codegen_llvm.builder_utils import I8, PTR
 from ember.codegen_llvm.packed import TRAMPOLINE
 from ember.errors import ArgumentError, InternalError
-from ember.runtime.cpu import METADATA_SYMBOL, NUM_THREADS_SYMBOL, CPUModule, native_prototype
+from ember.runtime.cpu import (
+    LAUNCH_SYMBOL,
+    METADATA_SYMBOL,
+    NUM_THREADS_SYMBOL,
+    CPUModule,
+    native_prototype,
+)
 from ember.runtime.export import link_shared, link_with, write_output
 from ember.runtime.load import FORMAT, VERSION, metadata_digest
 from ember.runtime.signature import FunctionSignature
@@ -67,9 +74,11 @@ class LLVMModule(CPUModule):
             entries[sig.name] = native_prototype(sig)(addr)
         cell_addr = engine.get_global_value_address(NUM_THREADS_SYMBOL)
         cell = ctypes.c_int32.from_address(cell_addr) if cell_addr else None
+        launch_addr = engine.get_global_value_address(LAUNCH_SYMBOL)
+        launch = ctypes.c_void_p.from_address(launch_addr) if launch_addr else None
         sources = {"ll": ll, "ll-unopt": ll_unopt}
         parallel = "@GOMP_parallel" in ll
-        super().__init__(signatures, entries, cell, fixed_threads, sources, parallel)
+        super().__init__(signatures, entries, cell, fixed_threads, sources, parallel, launch)
         self._engine = engine  # owns the machine code the entries point into
         self.spec = spec
         self.target = target

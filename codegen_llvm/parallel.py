@@ -1,4 +1,4 @@
-"""Parallel loops: outline the body and run it on libgomp's thread team.
+"""Parallel loops: outline the body and run it on Ember's thread pool (or libgomp's team).
 
 Used by :mod:`ember.codegen_llvm.codegen` for the outermost ``For`` of kind
 ``PARALLEL`` (parallel loops nested inside it run serially). The loop becomes
@@ -8,21 +8,38 @@ three pieces:
   running iterations ``[begin, end)``; its buffer arguments are ``noalias``
   like the kernel's own, which LLVM keeps as alias scopes if it inlines it;
 * a *worker* ``void f.parK(ptr closure)`` that each thread runs: it reads the
-  captured values from the closure, takes its static share of the range from
-  ``omp_get_thread_num`` / ``omp_get_num_threads`` and calls the body;
-* at the loop's place, a closure struct ``{status*, min, extent, captured...}``
-  on the stack and ``GOMP_parallel(worker, &closure, num_threads, 0)``, where
-  ``num_threads`` is the module global ``__ember_num_threads`` the runtime sets
-  (0: libgomp's default). A failing assert in any thread stores its code into
-  the shared status, which the caller returns after the team joins.
+  captured values from the closure and takes chunks of the range from a shared
+  counter in the closure (an ``atomicrmw add``) until none is left, calling the
+  body on each. A thread the OS preempts holds up the others by one chunk at most:
+  its siblings take over the rest, where a static share per thread made the whole
+  team wait for the slowest. Chunks are about ``1 / CHUNKS_PER_THREAD`` of a
+  thread's share, and at least ``MIN_CHUNK_WORK`` operations
+  (:mod:`ember.codegen_llvm.parallel_work`);
+* at the loop's place, a closure struct ``{status*, min, extent, counter, chunk,
+  captured...}`` on the stack and a call ``launch(worker, &closure, num_threads)``
+  through the module global ``__ember_parallel_launch``, which the runtime points at
+  Ember's pool (:mod:`ember.codegen_llvm.pool`); where it is null (a library called
+  from C without Ember's runtime, or ``EMBER_THREAD_POOL=gomp``) the call is
+  ``GOMP_parallel(worker, &closure, num_threads, 0)``. ``num_threads`` is the module
+  global ``__ember_num_threads`` the runtime sets (0: libgomp's default). A failing
+  assert in any thread stores its code into the shared status (and stops the others
+  taking chunks), which the caller returns after the threads are done. The calling
+  thread works too.
+
+No region is opened, and the caller runs the body over the whole range itself, when
+the runtime asks for one thread or when the loop's work (extent times the operations
+of one iteration) is below ``MIN_PARALLEL_WORK``: decided at compile time where the
+extent is a constant (the launch then folds away), by a compare at run time otherwise.
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
 
+from ember.codegen_llvm import parallel_work
 from ember.codegen_llvm.builder_utils import (
     I32,
+    I64,
     PTR,
     VOID,
     declare,
@@ -35,6 +52,7 @@ from ember.codegen_llvm.casts import emit_cast
 from ember.codegen_llvm.emitter import NUM_THREADS_GLOBAL, Emitter, FunctionState
 from ember.codegen_llvm.loop_hints import loop_hints
 from ember.errors import InternalError
+from ember.runtime.cpu import LAUNCH_SYMBOL
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import Visitor
@@ -126,7 +144,11 @@ def _emit_body(cg: Emitter, loop: S.For, captured: list[E.Var], name: str) -> ir
 
 def _closure_type(loop: S.For, captured: list[E.Var]) -> ir.LiteralStructType:
     iv = reg_type(loop.loop_var.dtype)
-    return ir.LiteralStructType([PTR, iv, iv] + [_arg_type(v) for v in captured])
+    return ir.LiteralStructType([PTR, iv, iv, I64, I64] + [_arg_type(v) for v in captured])
+
+
+_N_FIXED = 5  # closure fields before the captured values: status, min, extent, counter, chunk
+LAUNCH_GLOBAL = LAUNCH_SYMBOL  # ptr the runtime sets to Ember's pool; null: libgomp
 
 
 def _field(b: ir.IRBuilder, ty: ir.Type, ptr: ir.Value, i: int) -> ir.Value:
@@ -143,30 +165,43 @@ def _emit_worker(
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     closure = fn.args[0]
-    values = [
-        b.load(_field(b, ty, closure, i), typ=ty.elements[i]) for i in range(len(ty.elements))
+    values = [b.load(_field(b, ty, closure, i), typ=ty.elements[i]) for i in (0, 1, 2)]
+    values += [
+        b.load(_field(b, ty, closure, i), typ=ty.elements[i])
+        for i in range(_N_FIXED, len(ty.elements))
     ]
     status, lo, extent = values[:3]
+    counter = _field(b, ty, closure, 3)
+    chunk = b.load(_field(b, ty, closure, 4), typ=I64, name="chunk")
     iv = lo.type
-    tid = b.call(declare(cg.module, "omp_get_thread_num", I32, []), [])
-    nt = b.call(declare(cg.module, "omp_get_num_threads", I32, []), [])
-    if iv.width != 32:
-        tid, nt = b.sext(tid, iv), b.sext(nt, iv)
-    # balanced static schedule: the first (extent % nt) threads take one extra iteration
-    q, r = b.sdiv(extent, nt), b.srem(extent, nt)
-    smin = declare_intrinsic(cg.module, "llvm.smin", iv, 2)
-    begin = b.add(b.add(lo, b.mul(tid, q)), b.call(smin, [tid, r]))
-    end = b.add(begin, b.add(q, b.zext(b.icmp_signed("<", tid, r), iv)))
-    rc = b.call(body, values[3:] + [begin, end])
+    n = b.sext(extent, I64) if iv.width < 64 else extent
+    smin = declare_intrinsic(cg.module, "llvm.smin", I64, 2)
+    head = b.append_basic_block("take")
+    run = b.append_basic_block("run")
+    done = b.append_basic_block("done")
+    b.branch(head)
+    b.position_at_end(head)
+    start = b.atomic_rmw("add", counter, chunk, "monotonic", name="start")
+    b.cbranch(b.icmp_signed("<", start, n), run, done)
+    b.position_at_end(run)
+    end = b.call(smin, [b.add(start, chunk), n])
+    if iv.width < 64:
+        start, end = b.trunc(start, iv), b.trunc(end, iv)
+    rc = b.call(body, values[3:] + [b.add(lo, start), b.add(lo, end)])
     with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
         # any failing thread's code will do; atomic so concurrent writers do not race
         b.atomic_rmw("xchg", status, rc, "monotonic")
+        b.atomic_rmw("xchg", counter, n, "monotonic")  # the others take no more chunks
+    b.branch(head)
+    b.position_at_end(done)
     b.ret_void()
     return fn
 
 
 def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
-    """Replace ``loop`` by a ``GOMP_parallel`` launch of its outlined body."""
+    """Replace ``loop`` by a launch of its outlined body on the runtime's pool (libgomp's
+    team where none is set), or a call of the body on the whole range where one thread is
+    asked for or the work is small."""
     captured = captured_vars(loop)
     missing = [v.name for v in captured if v not in cg.state.vars]
     if missing:
@@ -185,14 +220,82 @@ def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
     ty = _closure_type(loop, captured)
     closure = entry_alloca(b, ty, name=f"{name}.closure")
     status = entry_alloca(b, I32, name=f"{name}.status")
+    values = [cg.state.vars[v] for v in captured]
     with b.if_then(b.icmp_signed(">", extent, ir.Constant(extent.type, 0))):
-        b.store(ir.Constant(I32, 0), status)
-        fields = [status, lo, extent] + [cg.state.vars[v] for v in captured]
-        for i, value in enumerate(fields):
-            b.store(value, _field(b, ty, closure, i))
         threads = b.load(cg.module.get_global(NUM_THREADS_GLOBAL), typ=I32)
-        gomp = declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-        b.call(gomp, [worker, closure, threads, ir.Constant(I32, 0)])
-        rc = b.load(status, typ=I32)
-        with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
-            cg.emit_error_return(rc)
+        serial = b.icmp_signed("==", threads, ir.Constant(I32, 1))
+        work = parallel_work.iteration_work(loop)
+        below = parallel_work.serial_below(work)
+        if below > 0:
+            small = b.icmp_signed("<", extent, ir.Constant(extent.type, below))
+            serial = b.or_(serial, small, name="serial")
+        with b.if_else(serial) as (alone, team):
+            with alone:
+                rc = b.call(body, values + [lo, b.add(lo, extent)])
+                with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
+                    cg.emit_error_return(rc)
+            with team:
+                least = parallel_work.min_chunk(work)
+                _launch(cg, worker, (ty, closure, status), [lo, extent, *values], threads, least)
+
+
+class _FunctionPointer(ir.LoadInstr):
+    """A function's address loaded from memory: llvmlite calls through a value only when
+    it knows the function type, which an opaque ``ptr`` does not carry."""
+
+    def __init__(self, block: ir.Block, ptr: ir.Value, fnty: ir.FunctionType, name: str):
+        super().__init__(block, ptr, name, typ=PTR)
+        self._fnty = fnty
+
+    @property
+    def function_type(self) -> ir.FunctionType:
+        return self._fnty
+
+
+def _launch_global(module: ir.Module) -> ir.GlobalVariable:
+    existing = module.globals.get(LAUNCH_GLOBAL)
+    if isinstance(existing, ir.GlobalVariable):
+        return existing
+    launch = ir.GlobalVariable(module, PTR, LAUNCH_GLOBAL)
+    launch.initializer = ir.Constant(PTR, None)
+    return launch
+
+
+def _launch(
+    cg: Emitter,
+    worker: ir.Function,
+    closure: tuple[ir.LiteralStructType, ir.Value, ir.Value],
+    values: list[ir.Value],
+    threads: ir.Value,
+    least: int,
+) -> None:
+    """Fill the closure (type, pointer, status cell) with ``values`` (min, extent, the
+    captured values) and a chunk size of at least ``least`` iterations, and run ``worker``
+    on the pool the runtime set, else on libgomp."""
+    b = cg.builder
+    ty, ptr, status = closure
+    extent = values[1]
+    n = b.sext(extent, I64) if extent.type.width < 64 else extent
+    # chunk: a CHUNKS_PER_THREAD-th of a thread's share (threads 0 is libgomp's default:
+    # assume 8), at least MIN_CHUNK_WORK operations
+    team = b.sext(threads, I64)
+    team = b.select(b.icmp_signed(">", team, ir.Constant(I64, 0)), team, ir.Constant(I64, 8))
+    per = b.mul(team, ir.Constant(I64, parallel_work.CHUNKS_PER_THREAD))
+    smax = declare_intrinsic(cg.module, "llvm.smax", I64, 2)
+    chunk = b.call(smax, [b.sdiv(n, per), ir.Constant(I64, least)], name="chunk")
+    b.store(ir.Constant(I32, 0), status)
+    fields = [status, *values[:2], ir.Constant(I64, 0), chunk, *values[2:]]
+    for i, value in enumerate(fields):
+        b.store(value, _field(b, ty, ptr, i))
+    pool_run = ir.FunctionType(VOID, [PTR, PTR, I32])
+    launch = _FunctionPointer(b.block, _launch_global(cg.module), pool_run, "launch")
+    b._insert(launch)  # what IRBuilder.load does, with the subclass
+    with b.if_else(b.icmp_unsigned("!=", launch, ir.Constant(PTR, None))) as (pool, gomp):
+        with pool:
+            b.call(launch, [worker, ptr, threads])
+        with gomp:
+            fn = declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+            b.call(fn, [worker, ptr, threads, ir.Constant(I32, 0)])
+    rc = b.load(status, typ=I32)
+    with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
+        cg.emit_error_return(rc)

@@ -20,9 +20,14 @@ from ember.errors import ArgumentError
 from ember.runtime.export import check_output_path, install_file
 from ember.runtime.module import Module, NativeFn
 from ember.runtime.signature import FunctionSignature
-from ember.runtime.threads import effective_num_threads, note_parallel_launch
+from ember.runtime.threads import (
+    effective_num_threads,
+    note_parallel_launch,
+    parallel_launcher,
+)
 
 NUM_THREADS_SYMBOL = "__ember_num_threads"
+LAUNCH_SYMBOL = "__ember_parallel_launch"  # ptr to the pool's run function; null: libgomp
 METADATA_SYMBOL = "__ember_metadata"
 
 
@@ -46,8 +51,10 @@ class CPUModule(Module):
         fixed_threads: int | None = None,
         sources: Mapping[str, str] | None = None,
         parallel: bool = False,
+        launch_cell: ctypes.c_void_p | None = None,
     ) -> None:
         super().__init__(signatures)
+        self._launch_cell = launch_cell
         self._entries = dict(entries)
         self._threads_cell = threads_cell
         self.fixed_threads = fixed_threads
@@ -80,6 +87,11 @@ class CPUModule(Module):
             if cell.value != n:
                 cell.value = n
             note_parallel_launch(n)
+            launch = self._launch_cell
+            if launch is not None and n > 1:
+                addr = parallel_launcher()
+                if (launch.value or 0) != addr:
+                    launch.value = addr or None
 
     def _source_formats(self) -> list[str]:
         return list(self._sources)
@@ -115,7 +127,11 @@ class SharedLibraryModule(CPUModule):
             cell: ctypes.c_int32 | None = ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL)
         except ValueError:
             cell = None
-        super().__init__(signatures, entries, cell, fixed_threads, sources, parallel)
+        try:
+            launch: ctypes.c_void_p | None = ctypes.c_void_p.in_dll(lib, LAUNCH_SYMBOL)
+        except ValueError:  # a library without parallel loops, or exported before the pool
+            launch = None
+        super().__init__(signatures, entries, cell, fixed_threads, sources, parallel, launch)
         self.path = path
         self._lib = lib  # keeps the library mapped as long as the module lives
         self._file = file  # the file loaded, still readable if ``path`` was replaced since

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ember.runtime as rt
+from ember.codegen_llvm import parallel_work
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -17,6 +18,12 @@ from ember.tir.buffer import decl_buffer
 from tests.codegen_llvm.llvm_helpers import build, load, loop, param, rand, sentinel, store
 
 PAR = S.ForKind.PARALLEL
+
+
+@pytest.fixture(autouse=True)
+def always_fork(monkeypatch):
+    """These loops are small: open a parallel region for them all the same."""
+    monkeypatch.setattr(parallel_work, "MIN_PARALLEL_WORK", 0)
 
 
 @pytest.fixture(params=[1, 2], ids=lambda n: f"{n}threads")

@@ -1,0 +1,68 @@
+"""How much work one iteration of a parallel loop does, to decide whether it pays to fork.
+
+Opening a parallel region costs a few microseconds when libgomp's threads spin and
+60-80 us when they sleep (and far more when another process holds a core): a kernel
+whose whole loop runs in less than that is faster on the calling thread alone, and
+small models are made of such kernels. :func:`iteration_work` counts the IR nodes one
+iteration of a loop's body evaluates, multiplying by the trip count of each inner loop,
+as a rough operation count; :mod:`ember.codegen_llvm.parallel` runs the loop serially when
+``extent * work`` is below :data:`MIN_PARALLEL_WORK` (folded at compile time where the
+extent is a constant, a compare at run time otherwise) and gives each thread's chunk at
+least :data:`MIN_CHUNK_WORK`. A body with an inner loop of symbolic trip count has unknown
+work and always runs in parallel, as before.
+"""
+
+from __future__ import annotations
+
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from ember.tir.functor import Node, children
+
+# Operations below which a parallel loop runs serially (about 10-30 us of scalar code on
+# a 2-4 GHz core); see benchmarks/bench_contention.py for the figures behind it.
+MIN_PARALLEL_WORK = 16_000
+# Operations a thread's chunk of iterations does at least, so that taking a chunk (one
+# atomic add on a shared counter) stays small beside running it.
+MIN_CHUNK_WORK = 2_000
+# Chunks per thread when the loop is big: enough that a thread's siblings take over most
+# of the work of one the OS preempted, few enough that the counter is not contended.
+CHUNKS_PER_THREAD = 8
+
+
+def _work(node: Node) -> int | None:
+    if isinstance(node, S.For):
+        if not isinstance(node.extent, E.IntImm):
+            return None
+        body = _work(node.body)
+        if body is None:
+            return None
+        trips = max(node.extent.value, 0)
+        if node.kind is S.ForKind.VECTORIZED:
+            trips = -(-trips // 8)  # one vector operation does several lanes' work
+        return 1 + trips * body
+    total = 1
+    for child in children(node):
+        part = _work(child)
+        if part is None:
+            return None
+        total += part
+    return total
+
+
+def iteration_work(loop: S.For) -> int | None:
+    """Operations (IR nodes evaluated) in one iteration of ``loop``; ``None`` if unknown."""
+    return _work(loop.body)
+
+
+def min_chunk(work: int | None) -> int:
+    """Fewest iterations a thread takes at once, for iterations of ``work`` operations."""
+    if work is None or work <= 0:
+        return 1
+    return max(1, -(-MIN_CHUNK_WORK // work))
+
+
+def serial_below(work: int | None) -> int:
+    """Extents below which the loop runs on the calling thread alone (0: never)."""
+    if work is None or work <= 0:
+        return 0
+    return -(-MIN_PARALLEL_WORK // work)
