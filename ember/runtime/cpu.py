@@ -87,11 +87,18 @@ class CPUModule(Module):
             if cell.value != n:
                 cell.value = n
             note_parallel_launch(n)
-            launch = self._launch_cell
-            if launch is not None and n > 1:
-                addr = parallel_launcher()
-                if (launch.value or 0) != addr:
-                    launch.value = addr or None
+            if n > 1:
+                self.point_launch()
+
+    def point_launch(self) -> None:
+        """Point the module's parallel loops at the process's launcher (Ember's thread pool,
+        or libgomp where the global stays null); the step loop calls it for the kernels
+        it calls directly."""
+        launch = self._launch_cell
+        if launch is not None:
+            addr = parallel_launcher()
+            if (launch.value or 0) != addr:
+                launch.value = addr or None
 
     def _source_formats(self) -> list[str]:
         return list(self._sources)

@@ -97,6 +97,7 @@ class ThreadCounts:
     def __init__(self, calls: Sequence[BoundCall]) -> None:
         modules = [c.function.module for c in calls]
         parallel = [m for m in modules if isinstance(m, CPUModule) and m.threads_cell_address()]
+        self._modules = list({id(m): m for m in parallel}.values())
         self._fixed = list(dict.fromkeys(m.fixed_threads for m in parallel))
         self.array = (ctypes.c_int32 * max(len(self._fixed), 1))()
         self.address = ctypes.addressof(self.array)
@@ -115,6 +116,9 @@ class ThreadCounts:
             self.array[k] = n
             top = max(top, n)
         note_parallel_launch(top)
+        if top > 1:  # the loop calls the kernels directly: point them at the thread pool
+            for module in self._modules:
+                module.point_launch()
 
 
 class StepFailed(Exception):

@@ -221,3 +221,23 @@ def test_the_thread_count_reaches_the_kernels() -> None:
             assert all(c.value == n for c in cells)
     finally:
         set_num_threads(None)
+
+
+def test_kernels_the_loop_calls_launch_on_the_thread_pool() -> None:
+    """The loop calls kernels without their module's per-call setup, which points a
+    module's parallel loops at Ember's pool: the loop must do it (else libgomp runs them,
+    which collapses on a busy machine)."""
+    from ember.runtime.threads import parallel_launcher
+
+    model, inputs, consts = _chain(2, (64, 4099), seed=7)
+    lib = ember.compile(model, graph_passes=())
+    mods = [st.kernel.module for st in lib.steps if st.kernel.module.parallel]
+    assert mods and all(m._launch_cell is not None for m in mods)
+    try:
+        set_num_threads(2)
+        got = lib.run(inputs)
+        assert parallel_launcher() != 0  # the pool (EMBER_THREAD_POOL is not set to gomp)
+        assert all(m._launch_cell.value == parallel_launcher() for m in mods)
+    finally:
+        set_num_threads(None)
+    np.testing.assert_allclose(got[0], _numpy_chain(inputs["x"], consts), rtol=1e-5, atol=1e-6)
