@@ -63,9 +63,10 @@ def resnet50_sized(
 
 
 def resnet50(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]:
-    """ResNet-50 at 224x224 (quick: 32x32, width 8, one block per stage, 10 classes)."""
+    """ResNet-50 at 224x224 (quick: 19x19, width 4, two stages of two and one blocks, 10
+    classes)."""
     if quick:
-        return resnet50_sized(rng, 1, 32, width=8, blocks=(1, 2, 1, 1), classes=10)
+        return resnet50_sized(rng, 1, 19, width=4, blocks=(2, 1), classes=10)
     return resnet50_sized(rng)
 
 
@@ -90,10 +91,20 @@ def _fire(b: _Builder, x: str, cin: int, squeeze: int, expand: int) -> str:
     return b.node("Concat", branches, axis=1)
 
 
+FIRES_1_1 = ((16, 64), (16, 64), None, (32, 128), (32, 128), None, (48, 192), (48, 192),
+             (64, 256), (64, 256))  # fmt: skip
+"""SqueezeNet 1.1's fire modules as (squeeze, expand) channels; None is a max pool."""
+
+
 def squeezenet_sized(
-    rng: np.random.Generator, batch: int = 1, size: int = 224, scale: int = 1, classes: int = 1000
+    rng: np.random.Generator,
+    batch: int = 1,
+    size: int = 224,
+    scale: int = 1,
+    classes: int = 1000,
+    fires: tuple[tuple[int, int] | None, ...] = FIRES_1_1,
 ) -> tuple[Any, dict]:
-    """torchvision's SqueezeNet 1.1: eight fire modules (squeeze 1x1, expand 1x1 and 3x3
+    """torchvision's SqueezeNet 1.1: fire modules (squeeze 1x1, expand 1x1 and 3x3
     concatenated), ceil-mode max pools, a 1x1 conv classifier; channels divided by
     ``scale``."""
     b = _Builder(rng)
@@ -103,8 +114,6 @@ def squeezenet_sized(
 
     x = pool(_conv_relu(b, "input", 3, 64 // scale, 3, stride=2))
     cin = 64 // scale
-    fires = [(16, 64), (16, 64), None, (32, 128), (32, 128), None, (48, 192), (48, 192),
-             (64, 256), (64, 256)]  # fmt: skip
     for fire in fires:
         if fire is None:
             x = pool(x)
@@ -118,9 +127,9 @@ def squeezenet_sized(
 
 
 def squeezenet(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]:
-    """SqueezeNet 1.1 at 224x224 (quick: 39x39, channels / 8, 10 classes)."""
+    """SqueezeNet 1.1 at 224x224 (quick: 23x23, channels / 8, three fires, 10 classes)."""
     if quick:
-        return squeezenet_sized(rng, 1, 39, scale=8, classes=10)
+        return squeezenet_sized(rng, 1, 23, 8, 10, fires=((16, 64), None, (32, 128)))
     return squeezenet_sized(rng)
 
 
@@ -181,7 +190,7 @@ def _split(b: _Builder, x: str, sizes: str) -> Any:
 
 
 def shufflenet_v2(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]:
-    """ShuffleNet v2 x1.0 at 224x224 (quick: 35x35, narrow, one or two units per stage)."""
+    """ShuffleNet v2 x1.0 at 224x224 (quick: 19x19, narrow, one stage of two units)."""
     if quick:
-        return shufflenet_v2_sized(rng, 1, 35, (8, 16, 32, 48, 64), (2, 1, 2), classes=10)
+        return shufflenet_v2_sized(rng, 1, 19, (8, 16, 32), (2,), classes=10)
     return shufflenet_v2_sized(rng)

@@ -239,6 +239,7 @@ def gpt2_decode(
     """GPT-2 small (``layers`` of hidden 768, 12 heads, vocabulary 50,257) as a decode step
     with a cache of ``past`` positions, 128 by default (quick: 2 layers, hidden 32, 2
     heads, vocabulary 64, 5 past positions)."""
-    if quick:
-        return gpt2_decode_sized(rng, 2, 32, 2, vocab=64, positions=32, past=past or 5)
+    if quick:  # the mask bounds the cache: room for twice the sample length
+        past = past or 5
+        return gpt2_decode_sized(rng, 2, 32, 2, vocab=64, positions=max(32, 2 * past), past=past)
     return gpt2_decode_sized(rng, layers, past=past or 128)

@@ -40,6 +40,19 @@ def test_model_benchmark_script_checks_and_times(monkeypatch, capsys):
     assert "cnn" in out and "mlp" in out and "ort/ember" in out
 
 
+def test_model_benchmark_lists_the_new_models_and_prints_compile_times(monkeypatch, capsys):
+    """The first six models keep their place; ``--compile-only`` prints one line per model."""
+    pytest.importorskip("onnxruntime")
+    argv = ["bench_models.py", "--quick", "--compile-only", "--models", "mlp"]
+    monkeypatch.setattr(sys, "argv", argv)
+    scope = runpy.run_path(str(BENCH / "bench_models.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert re.search(r"\nmlp +\d+\.\d\n", out) and "ort/ember" not in out
+    names = list(scope["models"](True))
+    assert names[:6] == ["resnet18", "mobilenet_v2", "bert", "cnn", "mlp", "speech"]
+    assert {"resnet50", "bert_base", "gpt2_past1024", "mel_spectrogram"} <= set(names)
+
+
 def test_conv_benchmark_script_checks_every_template_and_tunes(monkeypatch, capsys, tmp_path):
     pytest.importorskip("onnxruntime")
     monkeypatch.syspath_prepend(str(BENCH))
