@@ -63,10 +63,9 @@ def resnet50_sized(
 
 
 def resnet50(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]:
-    """ResNet-50 at 224x224 (quick: 19x19, width 4, two stages of two and one blocks, 10
-    classes)."""
+    """ResNet-50 at 224x224 (quick: 19x19, width 4, two stages of one block, 10 classes)."""
     if quick:
-        return resnet50_sized(rng, 1, 19, width=4, blocks=(2, 1), classes=10)
+        return resnet50_sized(rng, 1, 19, width=4, blocks=(1, 1), classes=10)
     return resnet50_sized(rng)
 
 
@@ -127,9 +126,9 @@ def squeezenet_sized(
 
 
 def squeezenet(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]:
-    """SqueezeNet 1.1 at 224x224 (quick: 23x23, channels / 8, three fires, 10 classes)."""
+    """SqueezeNet 1.1 at 224x224 (quick: 23x23, channels / 8, one fire, 10 classes)."""
     if quick:
-        return squeezenet_sized(rng, 1, 23, 8, 10, fires=((16, 64), None, (32, 128)))
+        return squeezenet_sized(rng, 1, 23, 8, 10, fires=((16, 64), None))
     return squeezenet_sized(rng)
 
 

@@ -26,9 +26,9 @@ PAST = "past_sequence_length"
 
 def bert_base(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]:
     """BERT-base's encoder: 12 layers, hidden 768, 12 heads, sequence 128, vocabulary
-    30,522 (quick: 2 layers, hidden 32, 2 heads, 8 tokens)."""
+    30,522 (quick: 1 layer, hidden 32, 2 heads, 8 tokens)."""
     if quick:
-        return bert_encoder(rng, 1, seq=8, layers=2, hidden=32, heads=2, vocab=50)
+        return bert_encoder(rng, 1, seq=8, layers=1, hidden=32, heads=2, vocab=50)
     return bert_encoder(rng, 1, seq=128, layers=12, hidden=768, heads=12, vocab=30522)
 
 
@@ -108,9 +108,9 @@ def vit_sized(
 
 
 def vit(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]:
-    """ViT-B/16 at 224x224 (quick: 48x48 image, 16x16 patches, 2 layers, hidden 32)."""
+    """ViT-B/16 at 224x224 (quick: 48x48 image, 16x16 patches, 1 layer, hidden 32)."""
     if quick:
-        return vit_sized(rng, size=48, layers=2, hidden=32, heads=2, classes=10)
+        return vit_sized(rng, size=48, layers=1, hidden=32, heads=2, classes=10)
     return vit_sized(rng)
 
 

@@ -31,8 +31,8 @@ def _with_logits(model):
     out.CopyFrom(model)
     softmax = [n for n in out.graph.node if n.op_type == "Softmax"]
     if softmax:
-        vi = onnx.helper.make_tensor_value_info(softmax[-1].input[0], onnx.TensorProto.FLOAT, None)
-        out.graph.output.append(vi)
+        typed = onnx.shape_inference.infer_shapes(out).graph.value_info
+        out.graph.output.append(next(vi for vi in typed if vi.name == softmax[-1].input[0]))
     return out
 
 
