@@ -186,8 +186,8 @@ def gpt2_decode_sized(
     (2,048 here, so a past of 1,024 fits); ``past`` sizes the sample inputs."""
     b = _Builder(rng)
     d = hidden // heads
-    wte = (rng.standard_normal((vocab, hidden)) * 0.02).astype("float32")
-    wpe = (rng.standard_normal((positions, hidden)) * 0.01).astype("float32")
+    wte = rng.standard_normal((vocab, hidden), dtype=np.float32) * np.float32(0.02)
+    wpe = rng.standard_normal((positions, hidden), dtype=np.float32) * np.float32(0.01)
     mask, position_ids = _causal_mask(b, "past_key_values.0.key", positions)
     x = b.node(
         "Add",
@@ -202,7 +202,7 @@ def gpt2_decode_sized(
     inputs = {"input_ids": rng.integers(0, vocab, (1, 1)).astype("int64")}
     for layer in range(layers):
         for kind in ("key", "value"):
-            cache = rng.standard_normal((1, heads, past, d)).astype("float32")
+            cache = rng.standard_normal((1, heads, past, d), dtype=np.float32)
             inputs[f"past_key_values.{layer}.{kind}"] = cache
     outputs = [logits, *(f"present.{i}.{k}" for i in range(layers) for k in ("key", "value"))]
     model = build_model(b.nodes, inputs, outputs, b.weights)
@@ -227,7 +227,7 @@ def decode_inputs(model_inputs: dict, past: int, rng: np.random.Generator) -> di
         shape = list(value.shape)
         if name.startswith("past_key_values."):
             shape[2] = past
-            out[name] = rng.standard_normal(shape).astype("float32")
+            out[name] = rng.standard_normal(shape, dtype=np.float32)
         else:
             out[name] = value
     return out
