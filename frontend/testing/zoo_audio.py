@@ -155,3 +155,8 @@ def kws_dscnn(rng: np.random.Generator, quick: bool = False) -> tuple[Any, dict]
     if quick:
         return kws_dscnn_sized(rng, frames=25, channels=16, blocks=2)
     return kws_dscnn_sized(rng)
+
+
+BUILDERS = {"mel_spectrogram": mel_spectrogram, "kws_dscnn": kws_dscnn}
+"""This module's models by name, each ``builder(rng, quick) -> (model, inputs)``; the STFT
+variant is left out (Ember has no STFT)."""

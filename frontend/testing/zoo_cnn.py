@@ -193,3 +193,7 @@ def shufflenet_v2(rng: np.random.Generator, quick: bool = False) -> tuple[Any, d
     if quick:
         return shufflenet_v2_sized(rng, 1, 19, (8, 16, 32), (2,), classes=10)
     return shufflenet_v2_sized(rng)
+
+
+BUILDERS = {"resnet50": resnet50, "squeezenet": squeezenet, "shufflenet_v2": shufflenet_v2}
+"""This module's models by name, each ``builder(rng, quick) -> (model, inputs)``."""

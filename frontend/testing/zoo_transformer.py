@@ -243,3 +243,7 @@ def gpt2_decode(
         past = past or 5
         return gpt2_decode_sized(rng, 2, 32, 2, vocab=64, positions=max(32, 2 * past), past=past)
     return gpt2_decode_sized(rng, layers, past=past or 128)
+
+
+BUILDERS = {"bert_base": bert_base, "vit": vit, "gpt2_decode": gpt2_decode}
+"""This module's models by name, each ``builder(rng, quick) -> (model, inputs)``."""

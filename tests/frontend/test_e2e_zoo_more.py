@@ -21,13 +21,9 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 BUILDERS = {
-    "resnet50": zoo_cnn.resnet50,
-    "squeezenet": zoo_cnn.squeezenet,
-    "shufflenet_v2": zoo_cnn.shufflenet_v2,
-    "bert_base": zoo_transformer.bert_base,
-    "vit": zoo_transformer.vit,
-    "mel_spectrogram": zoo_audio.mel_spectrogram,
-    "kws_dscnn": zoo_audio.kws_dscnn,
+    **zoo_cnn.BUILDERS,
+    **{k: v for k, v in zoo_transformer.BUILDERS.items() if k != "gpt2_decode"},  # below
+    **zoo_audio.BUILDERS,
 }
 
 
