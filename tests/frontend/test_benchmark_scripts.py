@@ -44,6 +44,14 @@ def test_model_benchmark_script_checks_and_times(monkeypatch, capsys):
     assert "cnn" in out and "mlp" in out and "ort/ember" in out
 
 
+def test_model_benchmark_lists_the_new_models():
+    """The first six models keep their place; the bigger and the real ones follow."""
+    scope = runpy.run_path(str(BENCH / "bench_models.py"))
+    names = list(scope["models"](True))
+    assert names[:6] == ["resnet18", "mobilenet_v2", "bert", "cnn", "mlp", "speech"]
+    assert {"resnet50", "bert_base", "gpt2_past1024", "mel_spectrogram"} <= set(names)
+
+
 def test_conv_benchmark_script_checks_every_template_and_tunes(monkeypatch, capsys, tmp_path):
     pytest.importorskip("onnxruntime")
     monkeypatch.syspath_prepend(str(BENCH))
