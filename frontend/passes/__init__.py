@@ -20,6 +20,7 @@ from ember.frontend.passes.alter_conv_layout import alter_conv_layout, alter_con
 from ember.frontend.passes.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
 from ember.frontend.passes.fold_batch_norm import fold_batch_norm
+from ember.frontend.passes.fuse_attention import fuse_attention
 from ember.frontend.passes.fuse_ops import fuse_ops
 from ember.frontend.passes.graph_pass import GRAPH, as_graph_pass, graph_pass
 from ember.frontend.passes.pack_dense_weights import pack_dense_weights
@@ -58,6 +59,7 @@ __all__ = [
     "eliminate_common_subexpr",
     "eliminate_dead_code",
     "fold_batch_norm",
+    "fuse_attention",
     "fuse_ops",
     "graph_pass",
     "pack_dense_weights",
