@@ -344,6 +344,93 @@ def a_conv_with_few_output_channels_stays_nchw() -> tuple[Graph, Graph]:
     return g(), g()
 
 
+# -- fuse_attention ------------------------------------------------------------------------
+
+B, S, H, D = 2, 5, 3, 4  # scores [B, H, S, S]; a BERT-style [B, S, H*D] -> [B, S, H, D]
+BHSD, BSHD = (0, 2, 1, 3), (B, S, H, D)
+
+
+def _heads(b: GraphBuilder, x: str, perm: tuple[int, ...]) -> str:
+    shape = tuple(BSHD[p] for p in perm)
+    return b.node("transpose", [x], shape, perm=perm)
+
+
+@expected("fuse_attention")
+def bert_attention_becomes_one_node_reading_the_untransposed_heads() -> tuple[Graph, Graph]:
+    b = GraphBuilder()
+    q, k, v = (b.input(n, BSHD) for n in "qkv")
+    mask = b.input("mask", (B, 1, 1, S))
+    kt = _heads(b, k, (0, 2, 3, 1))  # K^T [B, H, D, S], as exporters write it
+    s = b.node("matmul", [_heads(b, q, BHSD), kt], (B, H, S, S))
+    s = b.node("divide", [s, b.param("c", np.array(8.0, "float32"))], (B, H, S, S))
+    s = b.node("softmax", [b.node("add", [s, mask], (B, H, S, S))], (B, H, S, S), axis=3)
+    ctx = b.node("matmul", [s, _heads(b, v, BHSD)], (B, H, S, D))
+    before = b.build(b.node("transpose", [ctx], BSHD, perm=BHSD))
+
+    e = GraphBuilder()
+    q, k, v = (e.input(n, BSHD) for n in "qkv")
+    mask = e.input("mask", (B, 1, 1, S))
+    _heads(e, k, (0, 2, 3, 1)), _heads(e, q, BHSD), e.param("c", np.array(8.0, "float32"))
+    _heads(e, v, BHSD)  # the transposes stay for dead-code elimination to drop
+    axes = {"q_axes": BHSD, "k_axes": BHSD, "v_axes": BHSD, "out_axes": BHSD}
+    return before, e.build(e.node("attention", [q, k, v, mask], BSHD, scale=0.125, **axes))
+
+
+@expected("fuse_attention")
+def a_multiplied_scale_and_k_given_transposed_fuse_without_a_mask() -> tuple[Graph, Graph]:
+    def g(fused: bool) -> Graph:
+        b = GraphBuilder()
+        q, kt, v = (
+            b.input("q", (B, H, S, D)),
+            b.input("kt", (B, H, D, S + 2)),
+            b.input("v", (B, H, S + 2, 7)),
+        )
+        c = b.param("c", np.full((1, 1, 1, 1), 0.5, "float32"))
+        if fused:
+            axes = {
+                "q_axes": (0, 1, 2, 3),
+                "k_axes": (0, 1, 3, 2),
+                "v_axes": (0, 1, 2, 3),
+                "out_axes": (0, 1, 2, 3),
+            }
+            return b.build(b.node("attention", [q, kt, v], (B, H, S, 7), scale=0.5, **axes))
+        s = b.node("matmul", [q, kt], (B, H, S, S + 2))
+        s = b.node(
+            "softmax", [b.node("multiply", [c, s], (B, H, S, S + 2))], (B, H, S, S + 2), axis=3
+        )
+        return b.build(b.node("matmul", [s, v], (B, H, S, 7)))
+
+    return g(False), g(True)
+
+
+def _near_miss(axis: int = 3, scale: np.ndarray | None = None, shared: bool = False) -> Graph:
+    b = GraphBuilder()
+    q, kt, v = b.input("q", (B, H, S, D)), b.input("kt", (B, H, D, S)), b.input("v", (B, H, S, D))
+    s = b.node("matmul", [q, kt], (B, H, S, S))
+    if scale is not None:
+        s = b.node("divide", [s, b.param("c", scale)], (B, H, S, S))
+    p = b.node("softmax", [s], (B, H, S, S), axis=axis)
+    out = b.node("matmul", [p, v], (B, H, S, D))
+    return b.build(out, s) if shared else b.build(out)
+
+
+@expected("fuse_attention")
+def a_softmax_over_another_axis_is_left_alone() -> tuple[Graph, Graph]:
+    return _near_miss(axis=2), _near_miss(axis=2)
+
+
+@expected("fuse_attention")
+def a_scale_of_more_than_one_element_is_left_alone() -> tuple[Graph, Graph]:
+    c = np.array([1.0, 2.0, 3.0, 4.0, 5.0], "float32")  # one scale per key: not a scalar
+    return _near_miss(scale=c), _near_miss(scale=c)
+
+
+@expected("fuse_attention")
+def scores_read_elsewhere_are_left_alone() -> tuple[Graph, Graph]:
+    c = np.array(2.0, "float32")
+    return _near_miss(scale=c, shared=True), _near_miss(scale=c, shared=True)
+
+
 # -- the tests -----------------------------------------------------------------------------
 
 
