@@ -431,6 +431,94 @@ def scores_read_elsewhere_are_left_alone() -> tuple[Graph, Graph]:
     return _near_miss(scale=c, shared=True), _near_miss(scale=c, shared=True)
 
 
+# -- fuse_layer_norm -----------------------------------------------------------------------
+
+LN = (2, 3, 6)  # normalized over the last axis
+
+
+def _decomposed_ln(b: GraphBuilder, x: str, square: str = "pow", exponent: float = 2.0) -> str:
+    """LayerNorm as exporters before opset 17 write it, up to the division."""
+    mu = b.node("reduce", [x], (2, 3, 1), kind="mean", axes=(2,), keepdims=True)
+    d = b.node("subtract", [x, mu], LN)
+    if square == "pow":
+        sq = b.node("pow", [d, b.param("two", np.array(exponent, "float32"))], LN)
+    else:
+        sq = b.node("multiply", [d, d], LN)
+    var = b.node("reduce", [sq], (2, 3, 1), kind="mean", axes=(2,), keepdims=True)
+    root = b.node(
+        "sqrt",
+        [b.node("add", [var, b.param("eps", np.array(1e-5, "float32"))], (2, 3, 1))],
+        (2, 3, 1),
+    )
+    return b.node("divide", [d, root], LN)
+
+
+@expected("fuse_layer_norm")
+def a_decomposed_layer_norm_with_gamma_and_beta_is_one_normalize() -> tuple[Graph, Graph]:
+    g, beta = np.linspace(0.5, 1.5, 6, dtype="float32"), np.linspace(-1, 1, 6, dtype="float32")
+    b = GraphBuilder()
+    x = b.input("x", LN)
+    y = b.node("multiply", [_decomposed_ln(b, x), b.param("g", g)], LN)
+    before = b.build(b.node("relu", [b.node("add", [y, b.param("beta", beta)], LN)], LN))
+
+    e = GraphBuilder()
+    x = e.input("x", LN)
+    e.param("two", np.array(2.0, "float32")), e.param("eps", np.array(1e-5, "float32"))
+    attrs = {"axes": (2,), "eps": float(np.float32(1e-5)), "center": True, "acc": "float32"}
+    n = e.node("normalize", [x, e.param("g", g), e.param("beta", beta)], LN, **attrs)
+    return before, e.build(e.node("relu", [n], LN))
+
+
+@expected("fuse_layer_norm")
+def an_rms_norm_with_a_reciprocal_is_an_uncentred_normalize() -> tuple[Graph, Graph]:
+    g = np.linspace(0.5, 1.5, 6, dtype="float32")
+
+    def graph(fused: bool) -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", LN)
+        eps, gp = b.param("eps", np.array(1e-6, "float32")), b.param("g", g)
+        if fused:
+            attrs = {
+                "axes": (2,),
+                "eps": float(np.float32(1e-6)),
+                "center": False,
+                "acc": "float32",
+            }
+            return b.build(b.node("normalize", [x, gp], LN, **attrs))
+        var = b.node(
+            "reduce",
+            [b.node("multiply", [x, x], LN)],
+            (2, 3, 1),
+            kind="mean",
+            axes=(2,),
+            keepdims=True,
+        )
+        root = b.node("sqrt", [b.node("add", [eps, var], (2, 3, 1))], (2, 3, 1))
+        y = b.node("multiply", [x, b.node("reciprocal", [root], (2, 3, 1))], LN)
+        return b.build(b.node("multiply", [gp, y], LN))
+
+    return graph(False), graph(True)
+
+
+@expected("fuse_layer_norm")
+def a_cube_instead_of_a_square_is_left_alone() -> tuple[Graph, Graph]:
+    def graph() -> Graph:
+        b = GraphBuilder()
+        return b.build(_decomposed_ln(b, b.input("x", LN), exponent=3.0))
+
+    return graph(), graph()
+
+
+@expected("fuse_layer_norm")
+def a_mean_read_outside_the_chain_is_left_alone() -> tuple[Graph, Graph]:
+    def graph() -> Graph:
+        b = GraphBuilder()
+        y = _decomposed_ln(b, b.input("x", LN), square="multiply")
+        return b.build(y, b.nodes[0].outputs[0])  # the mean is also an output
+
+    return graph(), graph()
+
+
 # -- the tests -----------------------------------------------------------------------------
 
 
