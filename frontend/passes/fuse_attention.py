@@ -63,7 +63,9 @@ class _View:
     def shape(self, name: str) -> tuple[int, ...] | None:
         """The static shape of a float value, else None."""
         t = self.graph.values[name].type
-        return t.shape if t.is_static and t.dtype in FLOATS else None  # type: ignore[return-value]
+        if not t.is_static or t.dtype not in FLOATS:
+            return None
+        return tuple(int(d) for d in t.shape)
 
     def only_use(self, name: str) -> Node | None:
         """The one node reading ``name`` when it is read once and is no graph output."""
@@ -88,10 +90,8 @@ def _through_transpose(view: _View, name: str, kt: bool) -> tuple[str, Axes]:
     transpose made it (its perm folded in), else the operand itself. ``kt``: the operand
     is Kᵀ (logical batch, head, feature, position), so K's axes swap the last two."""
     node = view.made_by(name, "transpose")
-    src, perm = (node.inputs[0], tuple(node.attrs["perm"])) if node else (name, IDENTITY)
-    if kt:
-        perm = (perm[0], perm[1], perm[3], perm[2])
-    return src, perm  # type: ignore[return-value]
+    src, p = (node.inputs[0], tuple(node.attrs["perm"])) if node else (name, IDENTITY)
+    return src, (p[0], p[1], p[3], p[2]) if kt else (p[0], p[1], p[2], p[3])
 
 
 def _scale(view: _View, node: Node, scores: str) -> float | None:
@@ -127,9 +127,9 @@ def _match(view: _View, softmax: Node) -> _Match | None:
     if node is not None and view.only_use(cur) is chain[0]:
         prev = node.inputs[0] if node.op == "divide" else _chain_side(view, node)
         factor = _scale(view, node, prev) if prev else None
-        if factor is None or view.shape(prev) != shape:  # type: ignore[arg-type]
+        if prev is None or factor is None or view.shape(prev) != shape:
             return None
-        chain, scale, cur = [node, *chain], factor, prev  # type: ignore[assignment]
+        chain, scale, cur = [node, *chain], factor, prev
     qk = view.made_by(cur, "matmul")
     if qk is None or view.only_use(cur) is not chain[0]:
         return None
@@ -178,9 +178,9 @@ def _finish(
     nodes, out, oa = [*chain, pv], pv.outputs[0], IDENTITY
     after = view.only_use(out)
     if after is not None and after.op == "transpose":
-        perm = tuple(after.attrs["perm"])
-        nodes, out, oa = [*nodes, after], after.outputs[0], tuple(perm.index(i) for i in range(4))
-    layout = AttentionLayout(qa, ka, va, oa)  # type: ignore[arg-type]
+        inv = [tuple(after.attrs["perm"]).index(i) for i in range(4)]
+        nodes, out, oa = [*nodes, after], after.outputs[0], (inv[0], inv[1], inv[2], inv[3])
+    layout = AttentionLayout(qa, ka, va, oa)
     return _Match(nodes, qsrc, ksrc, vsrc, mask, scale, layout, out)
 
 

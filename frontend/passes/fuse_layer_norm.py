@@ -110,10 +110,12 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
         return None
     square, d = squared
     axes = tuple(var_mean.attrs["axes"])
+    x, centring = d, []  # RMS norm unless d is x minus its mean over the same axes
     sub = view.made_by(d, "subtract")
     mean = _mean(view, sub.inputs[1]) if sub is not None else None
-    center = mean is not None and mean.inputs[0] == sub.inputs[0] and mean.attrs["axes"] == axes  # type: ignore[union-attr]
-    x = sub.inputs[0] if center else d  # type: ignore[union-attr]
+    if sub is not None and mean is not None:
+        if mean.inputs[0] == sub.inputs[0] and tuple(mean.attrs["axes"]) == axes:
+            x, centring = sub.inputs[0], [mean, sub]
     t = view.graph.values[x].type
     if t.dtype not in FLOATS or view.shape(d) != tuple(t.shape):
         return None
@@ -121,7 +123,7 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
     if found is None:
         return None
     steps, y = found
-    chain = [*([mean, sub] if center else []), square, var_mean, add, sqrt, *steps]
+    chain = [*centring, square, var_mean, add, sqrt, *steps]
     gamma = beta = None
     for op in ("multiply", "add"):
         user = _only_user(view, y)
@@ -133,7 +135,7 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
         gamma, beta = (other, None) if op == "multiply" else (gamma, other)
         chain.append(user)
         y = user.outputs[0]
-    m = _Match(chain, x, axes, eps, center, gamma, beta)  # type: ignore[arg-type]
+    m = _Match(chain, x, axes, eps, bool(centring), gamma, beta)
     return m if _closed(view, m) else None
 
 

@@ -73,7 +73,7 @@ def attention_block(
     mask = np.ones((batch, seq), np.int64)
     for b in range(1, batch):
         mask[b, seq - (b * seq) // (batch + 1) :] = 0  # a shorter sentence, padded
-    inputs = {"x": x, "attention_mask": mask}
+    inputs: dict[str, np.ndarray] = {"x": x, "attention_mask": mask}
     return build_model(nodes, inputs, [out], weights), inputs
 
 
