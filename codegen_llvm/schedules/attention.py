@@ -82,9 +82,9 @@ def flash_attention(
     rows: int = 4,
 ) -> Tensor:
     """``softmax(Q Kᵀ · scale + mask) V`` as one extern stage (see the module notes)."""
-    B, H, Sq, D = layout.logical(_dims(q), layout.q)
-    Sk = layout.logical(_dims(k), layout.k)[2]
-    Dv = layout.logical(_dims(v), layout.v)[3]
+    B, H, Sq, D = layout.sizes("q", _dims(q))
+    Sk = layout.sizes("k", _dims(k))[2]
+    Dv = layout.sizes("v", _dims(v))[3]
     rows = min(rows, Sq)
     while block_q > 4 * rows and B * H * -(-Sq // block_q) < MIN_TASKS:
         block_q //= 2  # short sequences: smaller query blocks, enough tasks for the threads
@@ -96,7 +96,7 @@ def flash_attention(
         return _Kernel(shape, layout, scale, ins, outs[0]).build()
 
     inputs = [q, k, v] if mask is None else [q, k, v, mask]
-    out_shape = layout.physical((B, H, Sq, Dv), layout.out)
+    out_shape = layout.shape("out", (B, H, Sq, Dv))
     return extern(out_shape, inputs, body, name="attention", tag="attention")
 
 
@@ -151,7 +151,7 @@ class _Kernel:
         with ib.for_range(0, n.bk, name="j") as j:
             with ib.if_then_else(j0 + j < n.Sk):
                 with ib.for_range(0, n.D, name="d") as d:
-                    ib.store(kt, (d, j), at(self.K, self.layout.k, b, h, j0 + j, d))
+                    ib.store(kt, (d, j), at(self.K, self.layout, "k", b, h, j0 + j, d))
             with ib.else_():
                 with ib.for_range(0, n.D, name="d") as d:
                     ib.store(kt, (d, j), self.const(0.0))
@@ -165,7 +165,7 @@ class _Kernel:
                 ib.store(s, (r, j), self.const(0.0))
         with ib.for_range(0, n.D, name="d") as d:
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                qd = at(self.Q, self.layout.q, b, h, E.min_(i + r, n.Sq - 1), d)
+                qd = at(self.Q, self.layout, "q", b, h, E.min_(i + r, n.Sq - 1), d)
                 with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
                     ib.store(s, (r, j), s[r, j] + qd * kt[d, j])
         c, ninf = self.const(self.scale), self.const(float("-inf"))
@@ -219,7 +219,7 @@ class _Kernel:
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
                 p = s[r, j]
                 with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
-                    vj = at(self.V, self.layout.v, b, h, j0 + j, e)
+                    vj = at(self.V, self.layout, "v", b, h, j0 + j, e)
                     ib.store(acc, (r0 + r, e), acc[r0 + r, e] + p * vj)
 
     def store(self, acc: Buffer, lsum: Buffer, b: Any, h: Any, i0: Any) -> None:
@@ -232,5 +232,5 @@ class _Kernel:
                     total = total + lsum[r, lane]
                 inv = ib.let("inv", self.const(1.0) / total)
                 with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
-                    index = self.layout.physical((b, h, i0 + r, e), self.layout.out)
+                    index = self.layout.index("out", b, h, i0 + r, e)
                     ib.store(self.O, index, acc[r, e] * inv)

@@ -9,11 +9,12 @@ Expects a verified graph; gives one where each chain
     out    = matmul(probs, V)         [then transpose(out, perm), optional]
 
 over 4-D static float tensors (batch, head, position, feature) is one ``attention(Q, K,
-V[, mask])`` node (``frontend/ops/attention.py``) with ``scale`` 1/c or c. The transposes
-that make Q, K and V (BERT's ``[B, S, H·D] → reshape [B, S, H, D] → transpose [B, H, S,
-D]``) and the one after it fold into the node's axes attributes: it reads the
-transposes' inputs and writes the final layout, so those copies go (dead-code
-elimination drops the transposes nobody else reads). The CPU runs the node as a kernel
+V[, mask])`` node (``frontend/ops/attention.py``) with ``scale`` 1/c or c. The reshapes
+and transposes that make Q, K and V (BERT's ``[B, S, H·D] → reshape [B, S, H, D] →
+transpose [B, H, S, D]``) and those after it (``transpose [B, S, H, D] → reshape [B, S,
+H·D]``) fold into the node's axes and split attributes: it reads the reshapes' inputs and
+writes the final layout, so those copies go (dead-code elimination drops the ones nobody
+else reads). The CPU runs the node as a kernel
 that never stores the score matrix (``codegen_llvm/schedules/attention.py``).
 
 It fires only where the node means exactly what the chain does: softmax over the last
@@ -85,13 +86,28 @@ class _View:
         return value if math.isfinite(value) else None
 
 
-def _through_transpose(view: _View, name: str, kt: bool) -> tuple[str, Axes]:
-    """The tensor an operand is read from and its axes: the transpose's input when a
-    transpose made it (its perm folded in), else the operand itself. ``kt``: the operand
-    is Kᵀ (logical batch, head, feature, position), so K's axes swap the last two."""
+def _source(view: _View, name: str, kt: bool) -> tuple[str, Axes, int]:
+    """The tensor an operand is read from, the axes of its 4-D view, and the split (the
+    view's feature count where the tensor is the 3-D one a reshape split into heads, else
+    0). A transpose that made the operand folds into the axes, and a reshape that made
+    the transpose's input (or the operand) from ``[a, b, h·d]`` into the split. ``kt``: the
+    operand is Kᵀ (logical batch, head, feature, position), so K's axes swap the last two."""
     node = view.made_by(name, "transpose")
     src, p = (node.inputs[0], tuple(node.attrs["perm"])) if node else (name, IDENTITY)
-    return src, (p[0], p[1], p[3], p[2]) if kt else (p[0], p[1], p[2], p[3])
+    axes = (p[0], p[1], p[3], p[2]) if kt else (p[0], p[1], p[2], p[3])
+    merged, split = _merged(view, src)
+    return (merged, axes, split) if merged else (src, axes, 0)
+
+
+def _merged(view: _View, name: str) -> tuple[str | None, int]:
+    """``(x, d)`` where ``name`` (4-D ``[a, b, h, d]``) is a reshape of a 3-D ``x`` of
+    shape ``[a, b, h·d]``, else ``(None, 0)``."""
+    node, shape = view.made_by(name, "reshape"), view.shape(name)
+    if node is None or shape is None or len(shape) != 4:
+        return None, 0
+    if view.shape(node.inputs[0]) != (shape[0], shape[1], shape[2] * shape[3]):
+        return None, 0
+    return node.inputs[0], shape[3]
 
 
 def _scale(view: _View, node: Node, scores: str) -> float | None:
@@ -170,17 +186,19 @@ def _finish(
         return None
     if mask is not None and view.graph.values[mask].type.dtype != dtype:
         return None
-    (qsrc, qa), (ksrc, ka), (vsrc, va) = (
-        _through_transpose(view, q, False),
-        _through_transpose(view, kt, True),
-        _through_transpose(view, v, False),
-    )
+    qsrc, qa, qsplit = _source(view, q, False)
+    ksrc, ka, ksplit = _source(view, kt, True)
+    vsrc, va, vsplit = _source(view, v, False)
     nodes, out, oa = [*chain, pv], pv.outputs[0], IDENTITY
     after = view.only_use(out)
     if after is not None and after.op == "transpose":
         inv = [tuple(after.attrs["perm"]).index(i) for i in range(4)]
         nodes, out, oa = [*nodes, after], after.outputs[0], (inv[0], inv[1], inv[2], inv[3])
-    layout = AttentionLayout(qa, ka, va, oa)
+    osplit, after, shape = 0, view.only_use(out), view.shape(out)
+    if after is not None and after.op == "reshape" and shape is not None:
+        if view.shape(after.outputs[0]) == (shape[0], shape[1], shape[2] * shape[3]):
+            nodes, out, osplit = [*nodes, after], after.outputs[0], shape[3]
+    layout = AttentionLayout(qa, ka, va, oa, qsplit, ksplit, vsplit, osplit)
     return _Match(nodes, qsrc, ksrc, vsrc, mask, scale, layout, out)
 
 

@@ -28,45 +28,69 @@ IDENTITY: Axes = (0, 1, 2, 3)
 @dataclass(frozen=True)
 class AttentionLayout:
     """Where each logical axis (batch, head, position, feature) sits in Q, K, V and the
-    output: ``q[i]`` is the axis of Q's tensor holding logical axis ``i``."""
+    output: ``q[i]`` is the axis of Q's 4-D view holding logical axis ``i``. A nonzero
+    ``q_split`` says Q's tensor is 3-D, its last axis the view's last two merged (heads ·
+    features, ``q_split`` features): the ``[B, S, H·D]`` tensor before BERT's reshape."""
 
     q: Axes = IDENTITY
     k: Axes = IDENTITY
     v: Axes = IDENTITY
     out: Axes = IDENTITY
+    q_split: int = 0
+    k_split: int = 0
+    v_split: int = 0
+    out_split: int = 0
 
     def __post_init__(self) -> None:
         for name in ("q", "k", "v", "out"):
             if sorted(getattr(self, name)) != [0, 1, 2, 3]:
                 raise ArgumentError(f"attention: {name} axes {getattr(self, name)} are not a perm")
 
-    @staticmethod
-    def logical(shape: Sequence[Any], axes: Sequence[int]) -> tuple[Any, ...]:
-        """``shape`` (a tensor's) in logical order (batch, head, position, feature)."""
-        return tuple(shape[a] for a in axes)
+    def _of(self, which: str) -> tuple[Axes, int]:
+        return getattr(self, which), getattr(self, f"{which}_split")
 
-    @staticmethod
-    def physical(logical: Sequence[Any], axes: Sequence[int]) -> tuple[Any, ...]:
-        """The tensor shape (or index) whose axis ``axes[i]`` holds ``logical[i]``."""
-        out: list[Any] = [0] * len(axes)
+    def sizes(self, which: str, shape: Sequence[Any]) -> tuple[Any, ...]:
+        """(batch, head, position, feature) of operand ``which`` ("q", "k", "v", "out")
+        from its tensor's shape."""
+        axes, split = self._of(which)
+        view = (*shape[:2], shape[2] // split, split) if split else tuple(shape)
+        return tuple(view[a] for a in axes)
+
+    def shape(self, which: str, sizes: Sequence[Any]) -> tuple[Any, ...]:
+        """The tensor shape of operand ``which`` holding logical ``sizes``."""
+        return self.index(which, *sizes, flat=False)
+
+    def index(self, which: str, b: Any, h: Any, s: Any, d: Any, flat: bool = True) -> tuple:
+        """The index into operand ``which``'s tensor of logical (b, h, s, d) (with ``flat``
+        False: of a shape, so a merged axis multiplies instead of offsetting)."""
+        axes, split = self._of(which)
+        view: list[Any] = [0, 0, 0, 0]
         for i, a in enumerate(axes):
-            out[a] = logical[i]
-        return tuple(out)
+            view[a] = (b, h, s, d)[i]
+        if not split:
+            return tuple(view)
+        last = view[2] * view[3] if not flat else view[2] * split + view[3]
+        return (view[0], view[1], last)
 
-    def attrs(self) -> dict[str, Axes]:
-        """The layout as node attributes (``q_axes`` ...)."""
-        return {"q_axes": self.q, "k_axes": self.k, "v_axes": self.v, "out_axes": self.out}
+    def attrs(self) -> dict[str, Any]:
+        """The layout as node attributes (``q_axes``, ``q_split``, ...)."""
+        out: dict[str, Any] = {}
+        for which in ("q", "k", "v", "out"):
+            axes, split = self._of(which)
+            out[f"{which}_axes"], out[f"{which}_split"] = axes, split
+        return out
 
     @classmethod
     def from_attrs(cls, attrs: dict[str, Any]) -> AttentionLayout:
         """The layout :meth:`attrs` wrote."""
         a = attrs
-        return cls(a["q_axes"], a["k_axes"], a["v_axes"], a["out_axes"])
+        axes = (a["q_axes"], a["k_axes"], a["v_axes"], a["out_axes"])
+        return cls(*axes, a["q_split"], a["k_split"], a["v_split"], a["out_split"])
 
 
-def at(t: Any, axes: Sequence[int], *logical: Any) -> E.PrimExpr:
-    """``t`` (a tensor or a buffer) at logical (batch, head, position, feature)."""
-    return t[AttentionLayout.physical(logical, axes)]
+def at(t: Any, layout: AttentionLayout, which: str, *logical: Any) -> E.PrimExpr:
+    """Operand ``which`` (a tensor or a buffer) at logical (batch, head, position, feature)."""
+    return t[layout.index(which, *logical)]
 
 
 def mask_at(mask: Any, b: Any, h: Any, i: Any, j: Any) -> E.PrimExpr:
@@ -75,6 +99,16 @@ def mask_at(mask: Any, b: Any, h: Any, i: Any, j: Any) -> E.PrimExpr:
     rank = len(mask.shape)
     logical = (b, h, i, j)[4 - rank :]
     return mask[tuple(0 if _is_one(n) else x for n, x in zip(mask.shape, logical))]
+
+
+def _ints(shape: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(int(E.const_value(d) or 0) if isinstance(d, E.PrimExpr) else d for d in shape)
+
+
+def _logical_of_out(layout: AttentionLayout, idx: Sequence[Any], dv: int) -> tuple[Any, ...]:
+    """The logical (b, h, s, d) an output index stands for (the inverse of ``index``)."""
+    view = (*idx[:2], idx[2] // dv, idx[2] % dv) if layout.out_split else tuple(idx)
+    return tuple(view[a] for a in layout.out)
 
 
 def _is_one(n: Any) -> bool:
@@ -91,14 +125,14 @@ def attention(
     name: str = "attention",
 ) -> Tensor:
     """``softmax(Q Kᵀ · scale + mask) V``, the score matrix a stage of its own."""
-    B, H, Sq, D = layout.logical(q.shape, layout.q)
-    Sk = layout.logical(k.shape, layout.k)[2]
-    Dv = layout.logical(v.shape, layout.v)[3]
+    B, H, Sq, D = layout.sizes("q", _ints(q.shape))
+    Sk = layout.sizes("k", _ints(k.shape))[2]
+    Dv = layout.sizes("v", _ints(v.shape))[3]
     c = E.const(scale, q.dtype)
     d = te.reduce_axis((0, D), name="d")
 
     def score(b: Any, h: Any, i: Any, j: Any) -> E.PrimExpr:
-        return te.sum(at(q, layout.q, b, h, i, d) * at(k, layout.k, b, h, j, d), axis=d)
+        return te.sum(at(q, layout, "q", b, h, i, d) * at(k, layout, "k", b, h, j, d), axis=d)
 
     dot = te.compute((B, H, Sq, Sk), score, name=f"{name}_dot")
 
@@ -123,15 +157,15 @@ def attention(
     jv = te.reduce_axis((0, Sk), name="jv")
     ctx = te.compute(
         (B, H, Sq, Dv),
-        lambda b, h, i, e: te.sum(ex[b, h, i, jv] * at(v, layout.v, b, h, jv, e), axis=jv),
+        lambda b, h, i, e: te.sum(ex[b, h, i, jv] * at(v, layout, "v", b, h, jv, e), axis=jv),
         name=f"{name}_ctx",
     )
 
     def out(*idx: Any) -> E.PrimExpr:
-        b, h, i, e = AttentionLayout.logical(idx, layout.out)
+        b, h, i, e = _logical_of_out(layout, idx, Dv)
         return ctx[b, h, i, e] / sm[b, h, i]
 
-    shape = AttentionLayout.physical((B, H, Sq, Dv), layout.out)
+    shape = layout.shape("out", (B, H, Sq, Dv))
     return te.compute(shape, out, name=name, tag="attention")
 
 

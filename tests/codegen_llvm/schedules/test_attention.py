@@ -16,7 +16,8 @@ from ember import te
 from ember.codegen_llvm.schedules.attention import flash_attention
 from ember.tir.topi.attention import AttentionLayout
 
-BHSD = (0, 2, 1, 3)  # [B, S, H, D] tensors: BERT's heads before their transpose
+BHSD = (0, 2, 1, 3)  # [B, S, H, D] views: BERT's heads before their transpose
+# (with a split of D: the [B, S, H·D] tensor before its reshape into heads)
 
 
 def reference(q, k, v, mask, scale):  # noqa: ANN001, ANN201
@@ -31,10 +32,11 @@ def reference(q, k, v, mask, scale):  # noqa: ANN001, ANN201
 
 def run(q, k, v, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
     """The kernel on logical operands stored in ``layout``; the output in logical order."""
-    arrays = [
-        np.ascontiguousarray(np.transpose(a, np.argsort(ax)))
-        for a, ax in ((q, layout.q), (k, layout.k), (v, layout.v))
-    ]
+    arrays = []
+    for a, which in zip((q, k, v), "qkv"):
+        view = np.ascontiguousarray(np.transpose(a, np.argsort(getattr(layout, which))))
+        split = getattr(layout, f"{which}_split")
+        arrays.append(view.reshape(*view.shape[:2], -1) if split else view)
     ph = [te.placeholder(a.shape, name=n) for a, n in zip(arrays, "qkv")]
     m = None if mask is None else te.placeholder(mask.shape, name="mask")
     out = flash_attention(*ph, m, scale, layout, **blocks)
@@ -43,11 +45,13 @@ def run(q, k, v, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
     mod = ember.build(s, args, target="llvm", name="attention")
     o = np.full(tuple(int(d) for d in out.shape), np.nan, np.float32)
     mod(*arrays, *([mask] if mask is not None else []), o)
+    if layout.out_split:
+        o = o.reshape(*o.shape[:2], -1, layout.out_split)
     return np.transpose(o, layout.out)
 
 
 CASES = [  # B, H, Sq, Sk, D, Dv, mask kind, layout
-    (2, 3, 7, 33, 80, 80, "pad", AttentionLayout(BHSD, BHSD, BHSD, BHSD)),
+    (2, 3, 7, 33, 80, 80, "pad", AttentionLayout(BHSD, BHSD, BHSD, BHSD, 80, 80, 80, 80)),
     (1, 2, 1, 33, 64, 24, "causal", AttentionLayout(BHSD, (0, 2, 3, 1), BHSD)),
     (1, 1, 1, 1, 8, 8, None, AttentionLayout()),
     (1, 2, 129, 129, 8, 8, "full", AttentionLayout()),

@@ -347,33 +347,38 @@ def a_conv_with_few_output_channels_stays_nchw() -> tuple[Graph, Graph]:
 # -- fuse_attention ------------------------------------------------------------------------
 
 B, S, H, D = 2, 5, 3, 4  # scores [B, H, S, S]; a BERT-style [B, S, H*D] -> [B, S, H, D]
-BHSD, BSHD = (0, 2, 1, 3), (B, S, H, D)
+BHSD, BSHD, BSE = (0, 2, 1, 3), (B, S, H, D), (B, S, H * D)
+NO_SPLIT = {"q_split": 0, "k_split": 0, "v_split": 0, "out_split": 0}
 
 
 def _heads(b: GraphBuilder, x: str, perm: tuple[int, ...]) -> str:
-    shape = tuple(BSHD[p] for p in perm)
-    return b.node("transpose", [x], shape, perm=perm)
+    """``x`` [B, S, H*D] reshaped into heads and transposed by ``perm``."""
+    split = b.node("reshape", [x], BSHD, shape=BSHD)
+    return b.node("transpose", [split], tuple(BSHD[p] for p in perm), perm=perm)
 
 
 @expected("fuse_attention")
-def bert_attention_becomes_one_node_reading_the_untransposed_heads() -> tuple[Graph, Graph]:
+def bert_attention_becomes_one_node_reading_the_unsplit_heads() -> tuple[Graph, Graph]:
     b = GraphBuilder()
-    q, k, v = (b.input(n, BSHD) for n in "qkv")
+    q, k, v = (b.input(n, BSE) for n in "qkv")
     mask = b.input("mask", (B, 1, 1, S))
     kt = _heads(b, k, (0, 2, 3, 1))  # K^T [B, H, D, S], as exporters write it
     s = b.node("matmul", [_heads(b, q, BHSD), kt], (B, H, S, S))
     s = b.node("divide", [s, b.param("c", np.array(8.0, "float32"))], (B, H, S, S))
     s = b.node("softmax", [b.node("add", [s, mask], (B, H, S, S))], (B, H, S, S), axis=3)
     ctx = b.node("matmul", [s, _heads(b, v, BHSD)], (B, H, S, D))
-    before = b.build(b.node("transpose", [ctx], BSHD, perm=BHSD))
+    merged = b.node("transpose", [ctx], BSHD, perm=BHSD)
+    before = b.build(b.node("reshape", [merged], BSE, shape=BSE))
 
     e = GraphBuilder()
-    q, k, v = (e.input(n, BSHD) for n in "qkv")
+    q, k, v = (e.input(n, BSE) for n in "qkv")
     mask = e.input("mask", (B, 1, 1, S))
     _heads(e, k, (0, 2, 3, 1)), _heads(e, q, BHSD), e.param("c", np.array(8.0, "float32"))
-    _heads(e, v, BHSD)  # the transposes stay for dead-code elimination to drop
+    _heads(e, v, BHSD)  # the reshapes and transposes stay for dead-code elimination
     axes = {"q_axes": BHSD, "k_axes": BHSD, "v_axes": BHSD, "out_axes": BHSD}
-    return before, e.build(e.node("attention", [q, k, v, mask], BSHD, scale=0.125, **axes))
+    splits = {"q_split": D, "k_split": D, "v_split": D, "out_split": D}
+    fused = e.node("attention", [q, k, v, mask], BSE, scale=0.125, **axes, **splits)
+    return before, e.build(fused)
 
 
 @expected("fuse_attention")
@@ -393,7 +398,8 @@ def a_multiplied_scale_and_k_given_transposed_fuse_without_a_mask() -> tuple[Gra
                 "v_axes": (0, 1, 2, 3),
                 "out_axes": (0, 1, 2, 3),
             }
-            return b.build(b.node("attention", [q, kt, v], (B, H, S, 7), scale=0.5, **axes))
+            attention = b.node("attention", [q, kt, v], (B, H, S, 7), scale=0.5, **axes, **NO_SPLIT)
+            return b.build(attention)
         s = b.node("matmul", [q, kt], (B, H, S, S + 2))
         s = b.node(
             "softmax", [b.node("multiply", [c, s], (B, H, S, S + 2))], (B, H, S, S + 2), axis=3
