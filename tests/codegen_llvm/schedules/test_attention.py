@@ -14,7 +14,7 @@ import pytest
 import ember
 from ember import te
 from ember.codegen_llvm.schedules.attention import flash_attention
-from ember.tir.topi.attention import AttentionLayout
+from ember.tir.topi.attention import AttentionLayout, attention
 
 BHSD = (0, 2, 1, 3)  # [B, S, H, D] views: BERT's heads before their transpose
 # (with a split of D: the [B, S, H·D] tensor before its reshape into heads)
@@ -92,3 +92,23 @@ def test_large_scores_are_stable(rng):  # noqa: ANN001
     v = rng.standard_normal((1, 1, 37, 16)).astype(np.float32)
     got = run(q, k, v, None, 1.0, AttentionLayout(), block_q=4, block_k=16)
     np.testing.assert_allclose(got, reference(q, k, v, None, 1.0), rtol=1e-4, atol=1e-5)
+
+
+def test_generic_compute_matches_numpy_in_float64(rng):  # noqa: ANN001
+    """The op's generic compute (scores stored; what float64 and other targets run), on the
+    BERT layout with its reshapes folded in (a plain schedule: building it is what costs)."""
+    B, H, Sq, Sk, D = 2, 3, 5, 9, 4
+    layout = AttentionLayout(BHSD, BHSD, BHSD, BHSD, D, D, D, D)
+    q, k, v = (rng.standard_normal((B, H, n, D)) for n in (Sq, Sk, Sk))
+    mask = np.where(rng.random((B, 1, 1, Sk)) < 0.3, -1e4, 0.0)
+    arrays = [
+        np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(B, -1, H * D) for a in (q, k, v)
+    ]
+    ph = [te.placeholder(a.shape, name=n, dtype="float64") for a, n in zip(arrays, "qkv")]
+    m = te.placeholder(mask.shape, name="mask", dtype="float64")
+    out = attention(*ph, m, 0.5, layout)
+    mod = ember.build(te.create_schedule(out.op), [*ph, m, out], target="llvm", name="attention")
+    o = np.full((B, Sq, H * D), np.nan)
+    mod(*arrays, mask, o)
+    want = reference(q, k, v, mask, 0.5).transpose(0, 2, 1, 3).reshape(B, Sq, H * D)
+    np.testing.assert_allclose(o, want, rtol=1e-10, atol=1e-12)
