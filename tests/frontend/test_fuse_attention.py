@@ -23,9 +23,19 @@ def ort_unfused(model, inputs):  # noqa: ANN001, ANN201
     return sess.run(None, inputs)[0]
 
 
-def test_fused_block_matches_onnxruntime(rng):  # noqa: ANN001
-    model, inputs = attention_block(rng, batch=2, seq=13, heads=3, head_dim=8)
-    lib = ember.compile(model, target="llvm")
+B, S, H = 2, 37, 3  # the block: batch 2 (the second sentence padded), 37 tokens, 3 heads
+
+
+@pytest.fixture(scope="module")
+def block():  # noqa: ANN201
+    """The BERT-style block (Q/K/V and output projections, Div by sqrt(d), padding mask)
+    and Ember's default CPU compile of it."""
+    model, inputs = attention_block(np.random.default_rng(0), batch=B, seq=S, heads=H, head_dim=8)
+    return model, inputs, ember.compile(model, target="llvm")
+
+
+def test_fused_block_matches_onnxruntime(block):  # noqa: ANN001
+    model, inputs, lib = block
     ops = [n.op for n in lib.graph.nodes]
     assert ops.count("attention") == 1 and not {"softmax", "transpose"} & set(ops)
     assert ops.count("reshape") == 1  # the mask's Unsqueeze; the heads' reshapes folded in
@@ -33,19 +43,12 @@ def test_fused_block_matches_onnxruntime(rng):  # noqa: ANN001
     np.testing.assert_allclose(got, ort_unfused(model, inputs), rtol=1e-4, atol=1e-5)
 
 
-def test_the_fused_plan_holds_no_score_matrix(rng):  # noqa: ANN001
-    """Without the pass the plan keeps the [B, H, S, S] scores; with it, none. (The scale is
-    a Mul here, and there are no projections: Q, K and V are reshapes of the input.)"""
-    B, H, S = 2, 2, 64
-    model, inputs = attention_block(
-        rng, batch=B, seq=S, heads=H, head_dim=8, projections=False, multiply=True
-    )
-    fused = ember.compile(model, target="llvm")
+def test_the_fused_plan_holds_no_score_matrix(block):  # noqa: ANN001
+    """Without the pass the plan keeps the [B, H, S, S] scores; with it, none."""
+    model, inputs, fused = block
     with PassContext(disabled_pass=["fuse_attention"]):
         unfused = ember.compile(model, target="llvm")
     assert "softmax" in [n.op for n in unfused.graph.nodes]
     assert unfused.workspace_bytes - fused.workspace_bytes >= B * H * S * S * 4
     assert fused.workspace_bytes < B * H * S * S * 4
-    (got,) = fused.run(inputs)
-    np.testing.assert_allclose(got, unfused.run(inputs)[0], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(got, ort_unfused(model, inputs), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fused.run(inputs)[0], unfused.run(inputs)[0], rtol=1e-4, atol=1e-5)
