@@ -58,7 +58,8 @@ class AttentionLayout:
 
     def shape(self, which: str, sizes: Sequence[Any]) -> tuple[Any, ...]:
         """The tensor shape of operand ``which`` holding logical ``sizes``."""
-        return self.index(which, *sizes, flat=False)
+        b, h, s, d = sizes
+        return self.index(which, b, h, s, d, flat=False)
 
     def index(self, which: str, b: Any, h: Any, s: Any, d: Any, flat: bool = True) -> tuple:
         """The index into operand ``which``'s tensor of logical (b, h, s, d) (with ``flat``
