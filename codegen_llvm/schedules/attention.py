@@ -34,17 +34,13 @@ from ember.tir.buffer import Buffer
 from ember.tir.ir_builder import IRBuilder
 from ember.tir.te.extern import extern
 from ember.tir.te.tensor import Tensor
-from ember.tir.topi.attention import AttentionLayout, at, mask_at
+from ember.tir.topi.attention import AttentionLayout, at, mask_at, static_shape
 
 VECTOR = 16  # float32 lanes of an AVX-512 register: the key block is a multiple of it
 # Fewest parallel tasks the query blocks are shrunk (down to 4 tiles) to give. Blocks of 128
 # rows amortize each key block's transposed copy: at B=1, H=4, S=512, D=64 on one Zen 4
 # core, 3.8 ms at 128 rows, 4.5 ms at 32 (onnxruntime's unfused graph 3.9 ms).
 MIN_TASKS = 32
-
-
-def _dims(t: Tensor) -> tuple[int, ...]:
-    return tuple(int(E.const_value(d) or 0) if not isinstance(d, int) else d for d in t.shape)
 
 
 @dataclass(frozen=True)
@@ -82,9 +78,9 @@ def flash_attention(
     rows: int = 4,
 ) -> Tensor:
     """``softmax(Q Kᵀ · scale + mask) V`` as one extern stage (see the module notes)."""
-    B, H, Sq, D = layout.sizes("q", _dims(q))
-    Sk = layout.sizes("k", _dims(k))[2]
-    Dv = layout.sizes("v", _dims(v))[3]
+    B, H, Sq, D = layout.sizes("q", static_shape(q.shape))
+    Sk = layout.sizes("k", static_shape(k.shape))[2]
+    Dv = layout.sizes("v", static_shape(v.shape))[3]
     rows = min(rows, Sq)
     while block_q > 4 * rows and B * H * -(-Sq // block_q) < MIN_TASKS:
         block_q //= 2  # short sequences: smaller query blocks, enough tasks for the threads

@@ -102,7 +102,8 @@ def mask_at(mask: Any, b: Any, h: Any, i: Any, j: Any) -> E.PrimExpr:
     return mask[tuple(0 if _is_one(n) else x for n, x in zip(mask.shape, logical))]
 
 
-def _ints(shape: Sequence[Any]) -> tuple[int, ...]:
+def static_shape(shape: Sequence[Any]) -> tuple[int, ...]:
+    """A tensor's shape as ints (its dims are constants: kernels are built per size)."""
     return tuple(int(E.const_value(d) or 0) if isinstance(d, E.PrimExpr) else d for d in shape)
 
 
@@ -126,9 +127,9 @@ def attention(
     name: str = "attention",
 ) -> Tensor:
     """``softmax(Q Kᵀ · scale + mask) V``, the score matrix a stage of its own."""
-    B, H, Sq, D = layout.sizes("q", _ints(q.shape))
-    Sk = layout.sizes("k", _ints(k.shape))[2]
-    Dv = layout.sizes("v", _ints(v.shape))[3]
+    B, H, Sq, D = layout.sizes("q", static_shape(q.shape))
+    Sk = layout.sizes("k", static_shape(k.shape))[2]
+    Dv = layout.sizes("v", static_shape(v.shape))[3]
     c = E.const(scale, q.dtype)
     d = te.reduce_axis((0, D), name="d")
 
@@ -170,4 +171,4 @@ def attention(
     return te.compute(shape, out, name=name, tag="attention")
 
 
-__all__ = ["IDENTITY", "AttentionLayout", "at", "attention", "mask_at"]
+__all__ = ["IDENTITY", "AttentionLayout", "at", "attention", "mask_at", "static_shape"]
