@@ -23,6 +23,7 @@ from typing import Any
 
 from ember.codegen_llvm.schedules import (
     anchors,
+    attention,
     conv2d,
     conv2d_nchwc,
     depthwise_conv2d,
@@ -34,6 +35,7 @@ from ember.codegen_llvm.schedules import (
 from ember.codegen_llvm.schedules.generic import schedule_generic, schedule_group
 from ember.codegen_llvm.tensor_intrinsics import has_vnni
 from ember.tir import topi
+from ember.tir.topi.attention import AttentionLayout
 from ember.tir.topi.conv_nchwc import conv2d_nchwc as nchwc_compute
 from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc as dw_nchwc_compute
 from ember.tir.topi.workload import Conv2DWorkload, DepthwiseConv2DWorkload
@@ -65,6 +67,7 @@ WINOGRAD_MIN_SIZE = 16
 MATMUL_TEMPLATE = "matmul.llvm"
 INT8_TEMPLATE = "matmul_int8.llvm"
 POOL_TEMPLATE = "pool2d.llvm"
+ATTENTION = "attention.llvm"  # no tuning task: its block sizes are fixed
 
 
 def conv_task_args(
@@ -290,6 +293,17 @@ def _dense_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | N
     return [topi.dense_packed(inputs[0], inputs[1], attrs["n"])]
 
 
+def _attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """float32 attention: the kernel with an online softmax that never stores the scores
+    (``schedules/attention.py``); other dtypes take the op's generic compute."""
+    if any(str(t.dtype) != "float32" for t in inputs):
+        return None
+    q, k, v = inputs[:3]
+    mask = inputs[3] if len(inputs) > 3 else None
+    layout = AttentionLayout.from_attrs(attrs)
+    return [attention.flash_attention(q, k, v, mask, attrs["scale"], layout)]
+
+
 def _vnni(target: Any) -> bool:
     """Whether the ``llvm`` target (a ``Target``, its string, None: the host) has VNNI."""
     return has_vnni(None if target is None else str(target))
@@ -357,6 +371,7 @@ _add(
     ),
 )
 _add("max_pool", Implementation(POOL_TEMPLATE, _max_pool, anchors.max_pool, None, priority=10))
+_add("attention", Implementation(ATTENTION, _attention, no_schedule, None, priority=10))
 _add(
     "dense_packed",
     Implementation(MATMUL_TEMPLATE, _dense_packed, no_schedule, _dense_packed_task, priority=10),

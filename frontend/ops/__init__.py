@@ -1,6 +1,7 @@
 """The Ember operator library; importing it registers every op family (see ``registry``)."""
 
 from ember.frontend.ops import (
+    attention,
     broadcast,
     control_flow,
     elementwise,
@@ -19,6 +20,7 @@ from ember.frontend.ops import (
 from ember.frontend.ops.registry import OpDef, get_op, list_ops, register_op
 
 __all__ = [
+    "attention",
     "broadcast",
     "control_flow",
     "elementwise",

@@ -20,6 +20,8 @@ from ember.frontend.passes.alter_conv_layout import alter_conv_layout, alter_con
 from ember.frontend.passes.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
 from ember.frontend.passes.fold_batch_norm import fold_batch_norm
+from ember.frontend.passes.fuse_attention import fuse_attention
+from ember.frontend.passes.fuse_layer_norm import fuse_layer_norm
 from ember.frontend.passes.fuse_ops import fuse_ops
 from ember.frontend.passes.graph_pass import GRAPH, as_graph_pass, graph_pass
 from ember.frontend.passes.pack_dense_weights import pack_dense_weights
@@ -30,6 +32,7 @@ from ember.tir.transform.runner import Pass, run_passes
 DEFAULT_PASSES: tuple[Pass, ...] = (
     eliminate_common_subexpr,
     fold_batch_norm,
+    fuse_layer_norm,
     pack_dense_weights,
     pack_int8_weights,
     eliminate_dead_code,
@@ -58,6 +61,8 @@ __all__ = [
     "eliminate_common_subexpr",
     "eliminate_dead_code",
     "fold_batch_norm",
+    "fuse_attention",
+    "fuse_layer_norm",
     "fuse_ops",
     "graph_pass",
     "pack_dense_weights",

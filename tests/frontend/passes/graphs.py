@@ -43,6 +43,7 @@ class GraphBuilder:
         inputs: list[str],
         shape: tuple[Any, ...],
         out_dtype: str = "float32",
+        /,  # so ``shape=`` may be an attribute (a reshape's)
         *,
         out: str | None = None,
         fused: int | None = None,

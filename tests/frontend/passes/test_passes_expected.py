@@ -344,6 +344,187 @@ def a_conv_with_few_output_channels_stays_nchw() -> tuple[Graph, Graph]:
     return g(), g()
 
 
+# -- fuse_attention ------------------------------------------------------------------------
+
+B, S, H, D = 2, 5, 3, 4  # scores [B, H, S, S]; a BERT-style [B, S, H*D] -> [B, S, H, D]
+BHSD, BSHD, BSE = (0, 2, 1, 3), (B, S, H, D), (B, S, H * D)
+NO_SPLIT = {"q_split": 0, "k_split": 0, "v_split": 0, "out_split": 0}
+
+
+def _heads(b: GraphBuilder, x: str, perm: tuple[int, ...]) -> str:
+    """``x`` [B, S, H*D] reshaped into heads and transposed by ``perm``."""
+    split = b.node("reshape", [x], BSHD, shape=BSHD)
+    return b.node("transpose", [split], tuple(BSHD[p] for p in perm), perm=perm)
+
+
+@expected("fuse_attention")
+def bert_attention_becomes_one_node_reading_the_unsplit_heads() -> tuple[Graph, Graph]:
+    b = GraphBuilder()
+    q, k, v = (b.input(n, BSE) for n in "qkv")
+    mask = b.input("mask", (B, 1, 1, S))
+    kt = _heads(b, k, (0, 2, 3, 1))  # K^T [B, H, D, S], as exporters write it
+    s = b.node("matmul", [_heads(b, q, BHSD), kt], (B, H, S, S))
+    s = b.node("divide", [s, b.param("c", np.array(8.0, "float32"))], (B, H, S, S))
+    s = b.node("softmax", [b.node("add", [s, mask], (B, H, S, S))], (B, H, S, S), axis=3)
+    ctx = b.node("matmul", [s, _heads(b, v, BHSD)], (B, H, S, D))
+    merged = b.node("transpose", [ctx], BSHD, perm=BHSD)
+    before = b.build(b.node("reshape", [merged], BSE, shape=BSE))
+
+    e = GraphBuilder()
+    q, k, v = (e.input(n, BSE) for n in "qkv")
+    mask = e.input("mask", (B, 1, 1, S))
+    _heads(e, k, (0, 2, 3, 1)), _heads(e, q, BHSD), e.param("c", np.array(8.0, "float32"))
+    _heads(e, v, BHSD)  # the reshapes and transposes stay for dead-code elimination
+    axes = {"q_axes": BHSD, "k_axes": BHSD, "v_axes": BHSD, "out_axes": BHSD}
+    splits = {"q_split": D, "k_split": D, "v_split": D, "out_split": D}
+    fused = e.node("attention", [q, k, v, mask], BSE, scale=0.125, **axes, **splits)
+    return before, e.build(fused)
+
+
+@expected("fuse_attention")
+def a_multiplied_scale_and_k_given_transposed_fuse_without_a_mask() -> tuple[Graph, Graph]:
+    def g(fused: bool) -> Graph:
+        b = GraphBuilder()
+        q, kt, v = (
+            b.input("q", (B, H, S, D)),
+            b.input("kt", (B, H, D, S + 2)),
+            b.input("v", (B, H, S + 2, 7)),
+        )
+        c = b.param("c", np.full((1, 1, 1, 1), 0.5, "float32"))
+        if fused:
+            axes = {
+                "q_axes": (0, 1, 2, 3),
+                "k_axes": (0, 1, 3, 2),
+                "v_axes": (0, 1, 2, 3),
+                "out_axes": (0, 1, 2, 3),
+            }
+            attention = b.node("attention", [q, kt, v], (B, H, S, 7), scale=0.5, **axes, **NO_SPLIT)
+            return b.build(attention)
+        s = b.node("matmul", [q, kt], (B, H, S, S + 2))
+        s = b.node(
+            "softmax", [b.node("multiply", [c, s], (B, H, S, S + 2))], (B, H, S, S + 2), axis=3
+        )
+        return b.build(b.node("matmul", [s, v], (B, H, S, 7)))
+
+    return g(False), g(True)
+
+
+def _near_miss(axis: int = 3, scale: np.ndarray | None = None, shared: bool = False) -> Graph:
+    b = GraphBuilder()
+    q, kt, v = b.input("q", (B, H, S, D)), b.input("kt", (B, H, D, S)), b.input("v", (B, H, S, D))
+    s = b.node("matmul", [q, kt], (B, H, S, S))
+    if scale is not None:
+        s = b.node("divide", [s, b.param("c", scale)], (B, H, S, S))
+    p = b.node("softmax", [s], (B, H, S, S), axis=axis)
+    out = b.node("matmul", [p, v], (B, H, S, D))
+    return b.build(out, s) if shared else b.build(out)
+
+
+@expected("fuse_attention")
+def a_softmax_over_another_axis_is_left_alone() -> tuple[Graph, Graph]:
+    return _near_miss(axis=2), _near_miss(axis=2)
+
+
+@expected("fuse_attention")
+def a_scale_of_more_than_one_element_is_left_alone() -> tuple[Graph, Graph]:
+    c = np.array([1.0, 2.0, 3.0, 4.0, 5.0], "float32")  # one scale per key: not a scalar
+    return _near_miss(scale=c), _near_miss(scale=c)
+
+
+@expected("fuse_attention")
+def scores_read_elsewhere_are_left_alone() -> tuple[Graph, Graph]:
+    c = np.array(2.0, "float32")
+    return _near_miss(scale=c, shared=True), _near_miss(scale=c, shared=True)
+
+
+# -- fuse_layer_norm -----------------------------------------------------------------------
+
+LN = (2, 3, 6)  # normalized over the last axis
+
+
+def _decomposed_ln(b: GraphBuilder, x: str, square: str = "pow", exponent: float = 2.0) -> str:
+    """LayerNorm as exporters before opset 17 write it, up to the division."""
+    mu = b.node("reduce", [x], (2, 3, 1), kind="mean", axes=(2,), keepdims=True)
+    d = b.node("subtract", [x, mu], LN)
+    if square == "pow":
+        sq = b.node("pow", [d, b.param("two", np.array(exponent, "float32"))], LN)
+    else:
+        sq = b.node("multiply", [d, d], LN)
+    var = b.node("reduce", [sq], (2, 3, 1), kind="mean", axes=(2,), keepdims=True)
+    root = b.node(
+        "sqrt",
+        [b.node("add", [var, b.param("eps", np.array(1e-5, "float32"))], (2, 3, 1))],
+        (2, 3, 1),
+    )
+    return b.node("divide", [d, root], LN)
+
+
+@expected("fuse_layer_norm")
+def a_decomposed_layer_norm_with_gamma_and_beta_is_one_normalize() -> tuple[Graph, Graph]:
+    g, beta = np.linspace(0.5, 1.5, 6, dtype="float32"), np.linspace(-1, 1, 6, dtype="float32")
+    b = GraphBuilder()
+    x = b.input("x", LN)
+    y = b.node("multiply", [_decomposed_ln(b, x), b.param("g", g)], LN)
+    before = b.build(b.node("relu", [b.node("add", [y, b.param("beta", beta)], LN)], LN))
+
+    e = GraphBuilder()
+    x = e.input("x", LN)
+    e.param("two", np.array(2.0, "float32")), e.param("eps", np.array(1e-5, "float32"))
+    attrs = {"axes": (2,), "eps": float(np.float32(1e-5)), "center": True, "acc": "float32"}
+    n = e.node("normalize", [x, e.param("g", g), e.param("beta", beta)], LN, **attrs)
+    return before, e.build(e.node("relu", [n], LN))
+
+
+@expected("fuse_layer_norm")
+def an_rms_norm_with_a_reciprocal_is_an_uncentred_normalize() -> tuple[Graph, Graph]:
+    g = np.linspace(0.5, 1.5, 6, dtype="float32")
+
+    def graph(fused: bool) -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", LN)
+        eps, gp = b.param("eps", np.array(1e-6, "float32")), b.param("g", g)
+        if fused:
+            attrs = {
+                "axes": (2,),
+                "eps": float(np.float32(1e-6)),
+                "center": False,
+                "acc": "float32",
+            }
+            return b.build(b.node("normalize", [x, gp], LN, **attrs))
+        var = b.node(
+            "reduce",
+            [b.node("multiply", [x, x], LN)],
+            (2, 3, 1),
+            kind="mean",
+            axes=(2,),
+            keepdims=True,
+        )
+        root = b.node("sqrt", [b.node("add", [eps, var], (2, 3, 1))], (2, 3, 1))
+        y = b.node("multiply", [x, b.node("reciprocal", [root], (2, 3, 1))], LN)
+        return b.build(b.node("multiply", [gp, y], LN))
+
+    return graph(False), graph(True)
+
+
+@expected("fuse_layer_norm")
+def a_cube_instead_of_a_square_is_left_alone() -> tuple[Graph, Graph]:
+    def graph() -> Graph:
+        b = GraphBuilder()
+        return b.build(_decomposed_ln(b, b.input("x", LN), exponent=3.0))
+
+    return graph(), graph()
+
+
+@expected("fuse_layer_norm")
+def a_mean_read_outside_the_chain_is_left_alone() -> tuple[Graph, Graph]:
+    def graph() -> Graph:
+        b = GraphBuilder()
+        y = _decomposed_ln(b, b.input("x", LN), square="multiply")
+        return b.build(y, b.nodes[0].outputs[0])  # the mean is also an output
+
+    return graph(), graph()
+
+
 # -- the tests -----------------------------------------------------------------------------
 
 

@@ -1,0 +1,204 @@
+"""Layer-norm fusion: a LayerNorm or RMSNorm written out in primitives becomes ``normalize``.
+
+Exporters before ONNX opset 17 (and many since) write layer normalization as
+
+    mu  = reduce_mean(x, axes, keepdims)        (layer norm only)
+    d   = x - mu                                 (RMS norm: d is x)
+    var = reduce_mean(pow(d, 2) | d * d, axes, keepdims)
+    y   = d / sqrt(var + eps)                    or d * reciprocal(sqrt(var + eps))
+    y   = y * gamma                              optional
+    y   = y + beta                               optional, after gamma
+
+which Ember would run as four kernels (two reductions, each followed by elementwise
+work). Expects a verified graph; gives one where each such chain over float32 or float64
+is one ``normalize`` node (``frontend/ops/norm.py``: axes, eps, ``center`` False for RMS,
+accumulation in the input's dtype) — what onnxruntime's LayerNormFusion and
+SimplifiedLayerNormFusion do. The residual add before it (SkipLayerNorm) and bias + GELU
+need no pass: they are elementwise, and ``fuse_ops`` already puts them in the epilogue of
+the GEMM before them.
+
+It fires only where the node means what the chain does: both means over the same axes
+with keepdims, a constant exponent of 2, a one-element finite constant ``eps``, gamma
+and beta broadcasting to ``x`` without growing it, and every intermediate read only
+inside the chain (none a graph output). Anything else is left as it was.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ember.errors import ArgumentError
+from ember.frontend.graph import Graph, Node
+from ember.frontend.ops.registry import broadcast_shapes
+from ember.frontend.passes.graph_pass import graph_pass
+
+FLOATS = ("float32", "float64")
+
+
+@dataclass
+class _Match:
+    nodes: list[Node]  # the chain, in graph order; the last one's output is the result
+    x: str
+    axes: tuple[int, ...]
+    eps: float
+    center: bool
+    gamma: str | None
+    beta: str | None
+
+
+class _View:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.producers = graph.producers()
+        self.consumers = graph.consumers()
+        self.outputs = set(graph.output_names)
+
+    def made_by(self, name: str, op: str) -> Node | None:
+        node = self.producers.get(name)
+        return node if node is not None and node.op == op else None
+
+    def users(self, name: str) -> list[Node]:
+        """The nodes reading ``name``; a graph output counts as one more (outside) reader."""
+        found = list(self.consumers.get(name, []))
+        return found + [Node("output", "", (), ())] if name in self.outputs else found
+
+    def scalar(self, name: str) -> float | None:
+        c = self.graph.params.get(name)
+        if c is None or c.size != 1 or c.dtype.kind != "f":
+            return None
+        value = float(c.reshape(-1)[0])
+        return value if math.isfinite(value) else None
+
+    def shape(self, name: str) -> tuple:
+        return tuple(self.graph.values[name].type.shape)
+
+
+def _other(node: Node, name: str) -> str | None:
+    """The other input of a binary ``node`` reading ``name``."""
+    a, b = node.inputs
+    return b if a == name else a if b == name else None
+
+
+def _mean(view: _View, name: str) -> Node | None:
+    node = view.made_by(name, "reduce")
+    ok = node is not None and node.attrs["kind"] == "mean" and node.attrs["keepdims"]
+    return node if ok else None
+
+
+def _square_of(view: _View, name: str) -> tuple[Node, str] | None:
+    """``(node, d)`` where ``name = pow(d, 2)`` or ``d * d``."""
+    node = view.producers.get(name)
+    if node is None:
+        return None
+    if node.op == "pow" and view.scalar(node.inputs[1]) == 2.0:
+        return node, node.inputs[0]
+    if node.op == "multiply" and node.inputs[0] == node.inputs[1]:
+        return node, node.inputs[0]
+    return None
+
+
+def _match(view: _View, sqrt: Node) -> _Match | None:
+    """The chain through ``sqrt`` (the one node every form has once), or None."""
+    add = view.made_by(sqrt.inputs[0], "add")
+    var_mean = None if add is None else _mean(view, add.inputs[0]) or _mean(view, add.inputs[1])
+    if add is None or var_mean is None:
+        return None
+    eps = view.scalar(_other(add, var_mean.outputs[0]) or "")
+    squared = _square_of(view, var_mean.inputs[0])
+    if eps is None or eps < 0 or squared is None:
+        return None
+    square, d = squared
+    axes = tuple(var_mean.attrs["axes"])
+    x, centring = d, []  # RMS norm unless d is x minus its mean over the same axes
+    sub = view.made_by(d, "subtract")
+    mean = _mean(view, sub.inputs[1]) if sub is not None else None
+    if sub is not None and mean is not None:
+        if mean.inputs[0] == sub.inputs[0] and tuple(mean.attrs["axes"]) == axes:
+            x, centring = sub.inputs[0], [mean, sub]
+    t = view.graph.values[x].type
+    if t.dtype not in FLOATS or view.shape(d) != tuple(t.shape):
+        return None
+    found = _normalized(view, sqrt, d)
+    if found is None:
+        return None
+    steps, y = found
+    chain = [*centring, square, var_mean, add, sqrt, *steps]
+    gamma = beta = None
+    for op in ("multiply", "add"):
+        user = _only_user(view, y)
+        if user is None or user.op != op or (op == "add" and gamma is None):
+            break
+        other = _other(user, y)
+        if other is None or not _fits(view.shape(other), tuple(t.shape)) or other == y:
+            break
+        gamma, beta = (other, None) if op == "multiply" else (gamma, other)
+        chain.append(user)
+        y = user.outputs[0]
+    m = _Match(chain, x, axes, eps, bool(centring), gamma, beta)
+    return m if _closed(view, m) else None
+
+
+def _normalized(view: _View, sqrt: Node, d: str) -> tuple[list[Node], str] | None:
+    """The nodes dividing ``d`` by the root (a divide, or a reciprocal and a multiply) and
+    the value they give."""
+    user = _only_user(view, sqrt.outputs[0])
+    if user is None:
+        return None
+    if user.op == "divide" and user.inputs == (d, sqrt.outputs[0]):
+        return [user], user.outputs[0]
+    if user.op == "reciprocal":
+        mul = _only_user(view, user.outputs[0])
+        if mul is not None and mul.op == "multiply" and _other(mul, user.outputs[0]) == d:
+            return [user, mul], mul.outputs[0]
+    return None
+
+
+def _only_user(view: _View, name: str) -> Node | None:
+    users = view.users(name)
+    return users[0] if len(users) == 1 else None
+
+
+def _fits(shape: tuple, x: tuple) -> bool:
+    try:
+        return broadcast_shapes(shape, x) == x
+    except ArgumentError:
+        return False
+
+
+def _closed(view: _View, m: _Match) -> bool:
+    """Every value the chain makes, but its result, is read only inside the chain."""
+    inside = {id(n) for n in m.nodes}
+    for node in m.nodes[:-1]:
+        if any(id(u) not in inside for o in node.outputs for u in view.users(o)):
+            return False
+    return True
+
+
+def _apply(graph: Graph, m: _Match) -> Graph:
+    """``graph`` with the chain of ``m`` replaced by one node where its last node was."""
+    last = m.nodes[-1]
+    inputs = tuple(i for i in (m.x, m.gamma, m.beta) if i is not None)
+    dtype = graph.values[m.x].type.dtype
+    attrs = {"axes": m.axes, "eps": m.eps, "center": m.center, "acc": dtype}
+    fused = Node("normalize", last.name, inputs, last.outputs, attrs, "LayerNormalization")
+    gone = {id(n) for n in m.nodes[:-1]}
+    nodes = [fused if n is last else n for n in graph.nodes if id(n) not in gone]
+    dead = {o for n in m.nodes[:-1] for o in n.outputs}
+    values = {k: v for k, v in graph.values.items() if k not in dead}
+    return replace(graph, nodes=nodes, values=values)
+
+
+@graph_pass
+def fuse_layer_norm(graph: Graph) -> Graph:
+    """Runs the pass on ``graph`` (see the module notes), one chain at a time."""
+    while True:
+        view = _View(graph)
+        sqrts = (n for n in graph.nodes if n.op == "sqrt")
+        found = next((m for n in sqrts for m in [_match(view, n)] if m), None)
+        if found is None:
+            return graph
+        graph = _apply(graph, found)
+
+
+__all__ = ["fuse_layer_norm"]

@@ -1,0 +1,114 @@
+"""The CPU's fused attention kernel (online softmax, no stored scores) against numpy.
+
+Odd sequence lengths and head dims (the key and query tails of the blocks, vector tails),
+the multi-head layouts the graph pass folds in, masks with -inf and -10000 entries, a
+fully masked row (NaN, as the unfused softmax gives), and scores large enough that
+exp overflows unless the running maximum is subtracted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember import te
+from ember.codegen_llvm.schedules.attention import flash_attention
+from ember.tir.topi.attention import AttentionLayout, attention
+
+BHSD = (0, 2, 1, 3)  # [B, S, H, D] views: BERT's heads before their transpose
+# (with a split of D: the [B, S, H·D] tensor before its reshape into heads)
+
+
+def reference(q, k, v, mask, scale):  # noqa: ANN001, ANN201
+    """softmax(q kᵀ · scale + mask) v in float64, logical [B, H, S, D] operands."""
+    s = np.einsum("bhid,bhjd->bhij", q.astype(np.float64), k.astype(np.float64)) * scale
+    if mask is not None:
+        s = s + mask
+    with np.errstate(invalid="ignore"):  # a fully masked row: -inf - -inf, NaN as in ORT
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def run(q, k, v, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
+    """The kernel on logical operands stored in ``layout``; the output in logical order."""
+    arrays = []
+    for a, which in zip((q, k, v), "qkv"):
+        view = np.ascontiguousarray(np.transpose(a, np.argsort(getattr(layout, which))))
+        split = getattr(layout, f"{which}_split")
+        arrays.append(view.reshape(*view.shape[:2], -1) if split else view)
+    ph = [te.placeholder(a.shape, name=n) for a, n in zip(arrays, "qkv")]
+    m = None if mask is None else te.placeholder(mask.shape, name="mask")
+    out = flash_attention(*ph, m, scale, layout, **blocks)
+    s = te.create_schedule(out.op)
+    args = [*ph, *([m] if m is not None else []), out]
+    mod = ember.build(s, args, target="llvm", name="attention")
+    o = np.full(tuple(int(d) for d in out.shape), np.nan, np.float32)
+    mod(*arrays, *([mask] if mask is not None else []), o)
+    if layout.out_split:
+        o = o.reshape(*o.shape[:2], -1, layout.out_split)
+    return np.transpose(o, layout.out)
+
+
+CASES = [  # B, H, Sq, Sk, D, Dv, mask kind, layout
+    (2, 3, 7, 33, 80, 80, "pad", AttentionLayout(BHSD, BHSD, BHSD, BHSD, 80, 80, 80, 80)),
+    (1, 2, 1, 33, 64, 24, "causal", AttentionLayout(BHSD, (0, 2, 3, 1), BHSD)),
+    (1, 1, 1, 1, 8, 8, None, AttentionLayout()),
+    (1, 2, 129, 129, 8, 8, "full", AttentionLayout()),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:6])) + f"-{c[6]}")
+def test_matches_numpy(case, rng):  # noqa: ANN001
+    B, H, Sq, Sk, D, Dv, kind, layout = case
+    q, k = rng.standard_normal((B, H, Sq, D)), rng.standard_normal((B, H, Sk, D))
+    v = rng.standard_normal((B, H, Sk, Dv))
+    q, k, v = (a.astype(np.float32) for a in (q, k, v))
+    mask = None
+    if kind == "pad":  # BERT's padding mask, [B, 1, 1, Sk]: -inf past each sequence's end
+        mask = np.zeros((B, 1, 1, Sk), np.float32)
+        mask[0, ..., 20:] = -np.inf
+        mask[1, ..., 5:9] = -np.inf
+    elif kind == "causal":  # [Sq, Sk], -10000 above the diagonal, as GPT-2's exporters add
+        mask = np.triu(np.full((Sq, Sk), -10000.0, np.float32), 1 + Sk - Sq)
+    elif kind == "full":  # one value per score, some -inf, row 3 of head 1 all -inf
+        mask = rng.standard_normal((B, H, Sq, Sk)).astype(np.float32)
+        mask[rng.random(mask.shape) < 0.3] = -np.inf
+        mask[0, 1, 3, :] = -np.inf
+    scale = 1.0 / np.sqrt(D)
+    got = run(q, k, v, mask, scale, layout)
+    want = reference(q, k, v, mask, scale)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    if kind == "full":
+        assert np.isnan(got[0, 1, 3]).all() and not np.isnan(np.delete(got[0, 1], 3, 0)).any()
+
+
+def test_large_scores_are_stable(rng):  # noqa: ANN001
+    """Scores near 1000: exp would overflow without the running max; later key blocks with a
+    larger max rescale what earlier ones added (three key blocks of 16)."""
+    q = rng.standard_normal((1, 1, 5, 16)).astype(np.float32) * 8
+    k = rng.standard_normal((1, 1, 37, 16)).astype(np.float32) * 8
+    k[0, 0, 30:] *= 2  # the largest scores come last
+    v = rng.standard_normal((1, 1, 37, 16)).astype(np.float32)
+    got = run(q, k, v, None, 1.0, AttentionLayout(), block_q=4, block_k=16)
+    np.testing.assert_allclose(got, reference(q, k, v, None, 1.0), rtol=1e-4, atol=1e-5)
+
+
+def test_generic_compute_matches_numpy_in_float64(rng):  # noqa: ANN001
+    """The op's generic compute (scores stored; what float64 and other targets run), on the
+    BERT layout with its reshapes folded in (a plain schedule: building it is what costs)."""
+    B, H, Sq, Sk, D = 2, 3, 5, 9, 4
+    layout = AttentionLayout(BHSD, BHSD, BHSD, BHSD, D, D, D, D)
+    q, k, v = (rng.standard_normal((B, H, n, D)) for n in (Sq, Sk, Sk))
+    mask = np.where(rng.random((B, 1, 1, Sk)) < 0.3, -1e4, 0.0)
+    arrays = [
+        np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(B, -1, H * D) for a in (q, k, v)
+    ]
+    ph = [te.placeholder(a.shape, name=n, dtype="float64") for a, n in zip(arrays, "qkv")]
+    m = te.placeholder(mask.shape, name="mask", dtype="float64")
+    out = attention(*ph, m, 0.5, layout)
+    mod = ember.build(te.create_schedule(out.op), [*ph, m, out], target="llvm", name="attention")
+    o = np.full((B, Sq, H * D), np.nan)
+    mod(*arrays, mask, o)
+    want = reference(q, k, v, mask, 0.5).transpose(0, 2, 1, 3).reshape(B, Sq, H * D)
+    np.testing.assert_allclose(o, want, rtol=1e-10, atol=1e-12)

@@ -1,0 +1,50 @@
+"""Layer-norm fusion end to end: a residual add and a LayerNorm spelled out in
+ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add, as exporters before opset 17 write BERT's, runs as
+the add and one ``normalize`` kernel (not four) and matches onnxruntime. (Bias and GELU
+before the residual need no pass: ``fuse_ops`` makes them the GEMM's epilogue.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember.frontend.testing.models import build_model
+
+ort = pytest.importorskip("onnxruntime")
+helper = pytest.importorskip("onnx.helper")
+
+
+def skip_layer_norm(rng: np.random.Generator, e: int = 24) -> tuple[object, dict[str, np.ndarray]]:
+    f32 = np.float32
+    w = {
+        "g": rng.uniform(0.5, 1.5, e).astype(f32),
+        "b": rng.standard_normal(e).astype(f32),
+        "two": np.array(2.0, f32),
+        "eps": np.array(1e-5, f32),
+        "axes": np.array([-1], np.int64),
+    }
+    nodes: list[object] = []
+
+    def n(op: str, ins: list[str], **attrs: object) -> str:
+        out = f"{op}_{len(nodes)}"
+        nodes.append(helper.make_node(op, ins, [out], **attrs))
+        return out
+
+    s = n("Add", ["x", "residual"])  # SkipLayerNorm's skip
+    d = n("Sub", [s, n("ReduceMean", [s, "axes"], keepdims=1)])
+    var = n("ReduceMean", [n("Pow", [d, "two"]), "axes"], keepdims=1)
+    y = n("Div", [d, n("Sqrt", [n("Add", [var, "eps"])])])
+    out = n("Add", [n("Mul", [y, "g"]), "b"])
+    inputs = {k: rng.standard_normal((2, 5, e)).astype(f32) for k in ("x", "residual")}
+    return build_model(nodes, inputs, [out], w, opset=18), inputs
+
+
+def test_decomposed_layer_norm_runs_as_one_kernel_and_matches_onnxruntime(rng):  # noqa: ANN001
+    model, inputs = skip_layer_norm(rng)
+    lib = ember.compile(model, target="llvm")
+    groups = {n.group for n in lib.graph.nodes}
+    assert len(groups) == 2 and [n.op for n in lib.graph.nodes] == ["add", "normalize"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = lib.run(inputs)
+    np.testing.assert_allclose(got, want.run(None, inputs)[0], rtol=1e-4, atol=1e-5)
