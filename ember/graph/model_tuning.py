@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.backend import Backend, get_backend
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import SHAPES_HINT, Graph
 from ember.graph.compile import import_model, optimize
 from ember.graph.group_tasks import auto_schedulable, group_task
@@ -73,13 +73,16 @@ def extract_tasks(
             if any(n.subgraphs for n in nodes):
                 continue  # If/Loop bodies are compiled on their own; not tuned here
             io = group_io(graph, nodes)
-            if auto_schedulable(io, backend):
-                _count(
-                    found,
-                    ("auto", group_spec(io)),
-                    [n.name for n in nodes],
-                    functools.partial(group_task, io, backend),
-                )
+            key = ("auto", group_spec(io))
+            if key not in found:
+                if not auto_schedulable(io, backend):
+                    continue
+                try:
+                    found[key] = ModelTask(group_task(io, backend), 0, [])
+                except EmberError:  # no sketch fits (an extern kernel): the group stays untuned
+                    continue
+            found[key].weight += 1
+            found[key].nodes.extend(n.name for n in nodes)
     return list(found.values())
 
 

@@ -156,3 +156,19 @@ def test_a_group_task_rebuilds_in_another_process_from_its_spec(tuned):
     conv, _, _ = tuned
     again = group_task(group_from_spec(conv.task.args[0]), "llvm")
     assert again.key == conv.task.key
+
+
+def test_a_group_no_sketch_fits_stays_untuned_rather_than_failing_extraction():
+    """BERT's attention fuses into one extern kernel (an online softmax no sketch can
+    write): extraction leaves that group out and lists the others."""
+    from ember.backend import get_backend
+    from ember.frontend.testing.catalog import CATALOG
+    from ember.graph.compile import import_model, optimize
+
+    model, _ = CATALOG["bert"](np.random.default_rng(0), True)
+    graph = optimize(import_model(model), get_backend("llvm"))
+    fused = {n.name for n in graph.nodes if n.op == "attention"}
+    assert fused  # the pass fired: one attention node per layer
+    auto = ember.extract_tasks(model, "llvm", search="auto")
+    nodes = {n for t in auto for n in t.nodes}
+    assert auto and not fused & nodes
