@@ -9,6 +9,8 @@ widths; ``benchmarks/bench_models.py`` runs the full sizes.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -39,7 +41,27 @@ def _check(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", list(BUILDERS))
+NIGHTLY = {"resnet50", "squeezenet"}  # 5-20 s each; their block kinds are tested elsewhere
+# (ResNet-18's residual blocks, Concat of convs) and the nightly run (EMBER_NIGHTLY=1) has them
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n,
+            marks=[
+                pytest.mark.slow,
+                pytest.mark.skipif(
+                    not os.environ.get("EMBER_NIGHTLY"), reason="nightly: set EMBER_NIGHTLY=1"
+                ),
+            ],
+        )
+        if n in NIGHTLY
+        else n
+        for n in BUILDERS
+    ],
+)
 def test_quick_model_matches_onnxruntime(name):
     model, feeds = BUILDERS[name](np.random.default_rng(5), quick=True)
     want = _reference(model, feeds)
