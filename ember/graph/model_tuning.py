@@ -251,6 +251,15 @@ def task_times(profile: Any, tasks: Sequence[ModelTask]) -> tuple[dict[str, floa
     return spent, sorted(rest, key=lambda r: -r[1])
 
 
+def records_by_task(log: str | Path, keys: set[str]) -> dict[str, list[Any]]:
+    """The valid records of ``log`` for the tasks ``keys``, by task key."""
+    by_task: dict[str, list[Any]] = {}
+    for rec in read_records(log):
+        if rec.task_key in keys and rec.ok:
+            by_task.setdefault(rec.task_key, []).append(rec)
+    return by_task
+
+
 def check_records(
     model: Any,
     log: str | Path,
@@ -258,24 +267,24 @@ def check_records(
     target: str | Target | Backend = "llvm",
     shapes: Any = None,
     tolerance: float = 0.03,
-    timer: ModelTimer | None = None,
+    **timing: Any,
 ) -> ModelCheck:
     """Time ``model`` with and without the records ``log`` holds for ``tasks``, drop (by
     :func:`drop_slow_records`) the tasks' records that slow it, and move their lines out
     of ``log`` into ``<log>.dropped``. Tasks are tried most suspect first: by how much
-    their kernels slowed down in the model's profile with every record."""
-    keys = {mt.task.key for mt in tasks}
-    by_task: dict[str, list[Any]] = {}
-    for rec in read_records(log):
-        if rec.task_key in keys and rec.ok:
-            by_task.setdefault(rec.task_key, []).append(rec)
-    timer = timer or ModelTimer(model, by_task, target, shapes)
-    untuned = timer.compiled(frozenset()).profile(timer.inputs)
-    spent, rest = task_times(untuned, tasks)
-    every = frozenset(by_task)
-    after, _ = task_times(timer.compiled(every).profile(timer.inputs), tasks)
-    order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
-    choice = drop_slow_records(order, timer, tolerance)
+    their kernels slowed down in the model's profile with every record. ``timing``:
+    :class:`ModelTimer`'s ``blocks``, ``block_s``, ``pause_s``."""
+    by_task = records_by_task(log, {mt.task.key for mt in tasks})
+    timer = ModelTimer(model, by_task, target, shapes, **timing)
+    try:
+        untuned = timer.compiled(frozenset()).profile(timer.inputs)
+        spent, rest = task_times(untuned, tasks)
+        every = frozenset(by_task)
+        after, _ = task_times(timer.compiled(every).profile(timer.inputs), tasks)
+        order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
+        choice = drop_slow_records(order, timer, tolerance)
+    finally:
+        timer.close()
     moved = move_records(log, set(choice.dropped)) if choice.dropped else 0
     return ModelCheck(
         choice, getattr(timer, "seconds", untuned.total), choice.times[every], choice.final,
