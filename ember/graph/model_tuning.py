@@ -176,6 +176,7 @@ class ModelTimer:
         self.model, self.records, self.target, self.shapes = model, records, target, shapes
         self.blocks, self.block_s, self.pause_s = blocks, block_s, pause_s
         self._compiled: dict[frozenset[str], Any] = {}
+        self.seconds = 0.0  # the untuned model's fastest block in the last call
         self._dir = tempfile.TemporaryDirectory(prefix="ember-model-check-")
         self.inputs = self.compiled(frozenset())._example(None)
 
@@ -287,7 +288,7 @@ def check_records(
         timer.close()
     moved = move_records(log, set(choice.dropped)) if choice.dropped else 0
     return ModelCheck(
-        choice, getattr(timer, "seconds", untuned.total), choice.times[every], choice.final,
+        choice, timer.seconds or untuned.total, choice.times[every], choice.final,
         spent, rest, untuned.total, moved,
     )  # fmt: skip
 
@@ -296,7 +297,8 @@ def move_records(log: str | Path, task_keys: set[str]) -> int:
     """Move the lines of ``task_keys`` from ``log`` to ``<log>.dropped`` (appended, so
     they stay for a later look); returns how many moved. Other lines stay as they were."""
     path = Path(log)
-    keep, drop = [], []
+    keep: list[str] = []
+    drop: list[str] = []
     for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
         try:
             key = json.loads(line).get("task_key")
