@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.backend import Backend, get_backend
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import SHAPES_HINT, Graph
 from ember.graph.compile import compile as compile_model
 from ember.graph.compile import import_model, optimize
@@ -198,7 +198,11 @@ class ModelTimer:
     def __call__(self, kept: frozenset[str]) -> float:
         if not kept:
             return 1.0
-        base, cand = self.compiled(frozenset()), self.compiled(kept)
+        base = self.compiled(frozenset())
+        try:
+            cand = self.compiled(kept)
+        except EmberError:  # records the model cannot compile with are as bad as can be
+            return math.inf
         base.run(self.inputs), cand.run(self.inputs)  # warm-up
         start = time.perf_counter()
         base.run(self.inputs)
@@ -281,7 +285,10 @@ def check_records(
         untuned = timer.compiled(frozenset()).profile(timer.inputs)
         spent, rest = task_times(untuned, tasks)
         every = frozenset(by_task)
-        after, _ = task_times(timer.compiled(every).profile(timer.inputs), tasks)
+        try:
+            after, _ = task_times(timer.compiled(every).profile(timer.inputs), tasks)
+        except EmberError:  # the timer finds which records break the compile
+            after = spent
         order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
         choice = drop_slow_records(order, timer, tolerance)
     finally:

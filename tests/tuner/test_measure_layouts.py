@@ -10,6 +10,7 @@ import pytest
 from ember.tir.topi.conv_nchwc import pack_nchwc_weights
 from ember.tuner import ErrorKind, LocalMeasurer, MeasureOption, create_task
 from ember.tuner.tune import fallback_entity
+from tests.tuner import templates  # noqa: F401  (registers blocked_scale.llvm)
 
 # C = 12 and O = 20: channel blocks 4, 8, 12 in and 8, 16 out, none dividing both
 ARGS = (1, 12, 7, 9, 20, 3, 3, 1, 1, 1, "float32")
@@ -42,8 +43,12 @@ def test_every_channel_block_is_measured_and_checked():
     # the fallback's layout and two others, each block changed (builds take the time)
     configs = [base] + [c for c in configs if (c["ic_bn"].val, c["oc_bn"].val) in PICK]
     # flushed, as model tasks are measured: each timed call after the cache flush
+    scale = create_task("blocked_scale.llvm", args=(24,))
+    blocked = [scale.config_space.from_choices({"block": k}) for k in range(3)]
     with LocalMeasurer(MeasureOption(number=2, repeat=2, flush_cache=True)) as m:
         results = m.measure(task, configs)
+        # a template without a numpy reference: the compute, unscheduled, in each layout
+        assert all(r.ok for r in m.measure(scale, blocked)), m.measure(scale, blocked)
     bad = [
         (c["ic_bn"].val, c["oc_bn"].val, r.message) for c, r in zip(configs, results) if not r.ok
     ]
