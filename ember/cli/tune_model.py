@@ -65,7 +65,20 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
     check = None
     if ns.log and getattr(ns, "model_check", True) and any(r.best_config for r in results):
         print("checking the records on the whole model (timed with and without them, by turns)")
-        check = check_records(ns.model, ns.log, tasks, ns.target, parse_shapes(ns.shape) or None)
+        every = {mt.task.key for mt in tasks}
+        names = {mt.task.key: f"{mt.task.name}{mt.task.args}" for mt in tasks}
+
+        def timed(kept: frozenset[str], ratio: float) -> None:
+            left_out = sorted(every - kept)
+            what = "with no records" if not kept else "with every record"
+            if kept and len(left_out) == 1:
+                what = f"without {names[left_out[0]]}"
+            elif kept and left_out:
+                what = f"with {len(kept)} task(s)' records"
+            print(f"  {what}: {ratio:.3f}x the untuned model", flush=True)
+
+        shapes = parse_shapes(ns.shape) or None
+        check = check_records(ns.model, ns.log, tasks, ns.target, shapes, on_time=timed)
     print_model_summary(tasks, results, ns.log, check)
     return 0
 

@@ -124,7 +124,11 @@ class RecordChoice:
 
 
 def drop_slow_records(
-    keys: Sequence[str], timer: Timer, tolerance: float = 0.03, passes: int = 2
+    keys: Sequence[str],
+    timer: Timer,
+    tolerance: float = 0.03,
+    passes: int = 2,
+    on_time: Callable[[frozenset[str], float], None] | None = None,
 ) -> RecordChoice:
     """Greedily drop the tasks (``keys``, most suspect first) whose records slow the model.
 
@@ -133,12 +137,15 @@ def drop_slow_records(
     ``tolerance`` (a fraction: the noise), its records are dropped for good. Up to
     ``passes`` rounds over the tasks still kept. Last, should the kept records still leave
     the model slower than none by more than ``tolerance``, all are dropped: the result is
-    never slower than the untuned model beyond noise."""
+    never slower than the untuned model beyond noise. ``on_time(kept, time)`` is called
+    after each timing (progress)."""
     times: dict[frozenset[str], float] = {}
 
     def time_of(kept: frozenset[str]) -> float:
         if kept not in times:
             times[kept] = timer(kept)
+            if on_time is not None:
+                on_time(kept, times[kept])
         return times[kept]
 
     untuned = time_of(frozenset())
@@ -272,12 +279,14 @@ def check_records(
     target: str | Target | Backend = "llvm",
     shapes: Any = None,
     tolerance: float = 0.03,
+    on_time: Callable[[frozenset[str], float], None] | None = None,
     **timing: Any,
 ) -> ModelCheck:
     """Time ``model`` with and without the records ``log`` holds for ``tasks``, drop (by
     :func:`drop_slow_records`) the tasks' records that slow it, and move their lines out
     of ``log`` into ``<log>.dropped``. Tasks are tried most suspect first: by how much
-    their kernels slowed down in the model's profile with every record. ``timing``:
+    their kernels slowed down in the model's profile with every record. ``on_time``: see
+    :func:`drop_slow_records`. ``timing``:
     :class:`ModelTimer`'s ``blocks``, ``block_s``, ``pause_s``."""
     by_task = records_by_task(log, {mt.task.key for mt in tasks})
     timer = ModelTimer(model, by_task, target, shapes, **timing)
@@ -290,7 +299,7 @@ def check_records(
         except EmberError:  # the timer finds which records break the compile
             after = spent
         order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
-        choice = drop_slow_records(order, timer, tolerance)
+        choice = drop_slow_records(order, timer, tolerance, on_time=on_time)
     finally:
         timer.close()
     moved = move_records(log, set(choice.dropped)) if choice.dropped else 0
