@@ -15,7 +15,7 @@ import json
 import math
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,6 +129,7 @@ def drop_slow_records(
     tolerance: float = 0.03,
     passes: int = 2,
     on_time: Callable[[frozenset[str], float], None] | None = None,
+    suspects: Collection[str] | None = None,
 ) -> RecordChoice:
     """Greedily drop the tasks (``keys``, most suspect first) whose records slow the model.
 
@@ -138,7 +139,11 @@ def drop_slow_records(
     ``passes`` rounds over the tasks still kept. Last, should the kept records still leave
     the model slower than none by more than ``tolerance``, all are dropped: the result is
     never slower than the untuned model beyond noise. ``on_time(kept, time)`` is called
-    after each timing (progress)."""
+    after each timing (progress).
+
+    Each timing compiles the model anew, so with ``suspects`` (tasks whose kernels ran
+    slower in the tuned model's profile) only those are tried while the kept records
+    make the model no slower than none; every task is tried once they do."""
     times: dict[frozenset[str], float] = {}
 
     def time_of(kept: frozenset[str]) -> float:
@@ -148,12 +153,18 @@ def drop_slow_records(
                 on_time(kept, times[kept])
         return times[kept]
 
+    def worth_trying(key: str) -> bool:
+        slower = time_of(kept) > untuned * (1 + tolerance)
+        return key in kept and (suspects is None or key in suspects or slower)
+
     untuned = time_of(frozenset())
     kept = frozenset(keys)
     current = time_of(kept)
     for _ in range(passes):
         changed = False
-        for key in [k for k in keys if k in kept]:
+        for key in keys:
+            if not worth_trying(key):
+                continue
             without = kept - {key}
             if time_of(without) < current * (1 - tolerance):
                 kept, current, changed = without, time_of(without), True
@@ -285,9 +296,10 @@ def check_records(
     """Time ``model`` with and without the records ``log`` holds for ``tasks``, drop (by
     :func:`drop_slow_records`) the tasks' records that slow it, and move their lines out
     of ``log`` into ``<log>.dropped``. Tasks are tried most suspect first: by how much
-    their kernels slowed down in the model's profile with every record. ``on_time``: see
-    :func:`drop_slow_records`. ``timing``:
-    :class:`ModelTimer`'s ``blocks``, ``block_s``, ``pause_s``."""
+    their kernels slowed down in the model's profile with every record; while the model
+    is no slower with the records, only the tasks whose kernels slowed down are tried.
+    ``on_time``: see :func:`drop_slow_records`. ``timing``: :class:`ModelTimer`'s
+    ``blocks``, ``block_s``, ``pause_s``."""
     by_task = records_by_task(log, {mt.task.key for mt in tasks})
     timer = ModelTimer(model, by_task, target, shapes, **timing)
     try:
@@ -299,7 +311,8 @@ def check_records(
         except EmberError:  # the timer finds which records break the compile
             after = spent
         order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
-        choice = drop_slow_records(order, timer, tolerance, on_time=on_time)
+        suspects = {k for k in every if after[k] > spent[k] * (1 + tolerance)}
+        choice = drop_slow_records(order, timer, tolerance, on_time=on_time, suspects=suspects)
     finally:
         timer.close()
     moved = move_records(log, set(choice.dropped)) if choice.dropped else 0

@@ -135,3 +135,18 @@ def test_the_summary_says_what_the_check_found(capsys):
     )
     assert "3 record line(s) moved" in text
     assert "untuned groups (no template): 2 kernel(s), 15.0% of the model's time" in text
+
+
+def test_only_suspects_are_tried_while_the_records_make_the_model_faster():
+    calls = []
+    effects = {"a": -0.2, "b": 0.05, "c": 0.0}
+    choice = drop_slow_records(["b", "a", "c"], fake_timer(effects, calls), suspects={"b"})
+    assert choice.kept == {"a", "c"} and set(calls) == {
+        frozenset(),
+        frozenset("abc"),
+        frozenset("ac"),
+    }
+    # slower with every record: every task is tried, suspect or not
+    calls.clear()
+    choice = drop_slow_records(["a"], fake_timer({"a": 0.2}, calls), suspects=set())
+    assert choice.kept == frozenset() and calls == [frozenset(), frozenset("a")]
