@@ -5,11 +5,12 @@ builds and runs candidates lives here, on top, and the package root registers
 :func:`serve` as the global function ``"tuner.worker"``; the tuner's
 :mod:`ember.tuner.workers` starts it in ``spawn``-ed processes and sends requests:
 
-- ``("prepare", spec, workdir, seed, check)``: random inputs (seeded) and reference
-  outputs of the task, saved as ``.npy`` files (see :mod:`ember.tuner.measure` for
-  where the reference comes from);
+- ``("prepare", spec, workdir, seed, check, config)``: random inputs (seeded) and
+  reference outputs for the tensors of ``config`` (None: the fallback's), saved as
+  ``.npy`` files (see :mod:`ember.tuner.measure` for where the reference comes from);
 - ``("build", spec, config, lib_path)``: instantiate the config and build it, exported
-  to ``lib_path`` (``{"lib": None}`` when the module cannot be exported);
+  to ``lib_path`` (``{"lib": None}`` when the module cannot be exported), and name its
+  argument signature (``signature``: shapes and dtypes, the layout it takes);
 - ``("run", spec, config, lib_path, workdir, timing)``: load (or build) the candidate,
   time it, then check its output once.
 
@@ -25,6 +26,7 @@ import inspect
 import json
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -35,8 +37,9 @@ from ember.driver import build, lower
 from ember.errors import ArgumentError, EmberError
 from ember.runtime import load_module
 from ember.runtime.aligned import aligned_array, aligned_copy
-from ember.runtime.threads import keep_openmp_spin
 from ember.tir.interp import run as interpret
+from ember.tir.schedule.schedule import create_schedule
+from ember.tir.te import operation as te
 from ember.tuner import create_task
 from ember.tuner.records import host_device_name
 from ember.tuner.space import ConfigEntity, FallbackConfig
@@ -52,7 +55,10 @@ def serve(conn: Any, role: str = "worker") -> None:
     # blocked; ignoring it here covers threads that unblock it (the OpenMP pool's).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    keep_openmp_spin()  # steady timings: see ember.runtime.threads
+    # No keep_openmp_spin(): candidates are timed with the OpenMP spin a model runs with
+    # (ember.runtime.threads). With libgomp's own, on a machine busier than its cores the
+    # worker timed ResNet-18's convolutions 3-10x slower than the model ran them, and by
+    # chance: tuning picked noise. A model's spin outlasts the gaps between timed calls.
 
     conn.send({"device": host_device_name(), "role": role})
     worker = _Worker()
@@ -110,10 +116,17 @@ class _Worker:
 
     # -- prepare -------------------------------------------------------------------------
 
-    def prepare(self, spec: dict[str, Any], workdir: str, seed: int, check: bool) -> dict:
+    def prepare(
+        self, spec: dict[str, Any], workdir: str, seed: int, check: bool, config: Any = None
+    ) -> dict:
+        """Inputs and reference outputs for the tensors of ``config`` (None: the fallback).
 
+        A template's config may choose its tensors' layout (``conv2d_NCHWc.llvm``'s channel
+        blocks), so the measurer prepares once per distinct argument signature, with the
+        config of the first candidate that has it."""
         task = self.task(spec)
-        _, tensors = task.instantiate(FallbackConfig())
+        cfg = FallbackConfig() if config is None else self._entity(task, config)
+        _, tensors = task.instantiate(cfg)
         roles = [_is_input(t) for t in tensors]
         rng = np.random.default_rng(seed)
         arrays = [_random(t, rng) if is_in else _empty(t) for t, is_in in zip(tensors, roles)]
@@ -128,33 +141,39 @@ class _Worker:
             for i, expected in _reference(task, tensors, arrays, roles).items():
                 np.save(out / f"expected{i}.npy", expected)
         (out / "meta.json").write_text(json.dumps(meta))
-        return {"ok": True}
+        return {"ok": True, "signature": signature_of(tensors)}
+
+    def _entity(self, task: Any, config: dict) -> ConfigEntity:
+        return ConfigEntity.from_json(config, task.config_space)
 
     # -- build ---------------------------------------------------------------------------
 
     def build(self, spec: dict[str, Any], config: dict, lib: str) -> dict:
-        mod = self._compile(spec, config)
-        if isinstance(mod, dict):
-            return mod
-
+        """Build ``config``; the answer names the library and the candidate's argument
+        signature (shapes and dtypes: the layout its inputs must be prepared in)."""
+        built = self._compile(spec, config)
+        if isinstance(built, dict):
+            return built
+        mod, tensors = built
+        signature = signature_of(tensors)
         if not hasattr(mod, "export_library"):  # a CUDA module: the runner builds it again
-            return {"lib": None}
+            return {"lib": None, "signature": signature}
         try:
             mod.export_library(lib)
         except ArgumentError:  # calls back into Python: the runner builds it itself
-            return {"lib": None}
-        return {"lib": lib}
+            return {"lib": None, "signature": signature}
+        return {"lib": lib, "signature": signature}
 
     def _compile(self, spec: dict[str, Any], config: dict) -> Any:
-
+        """``(module, tensors)`` of ``config``, or an error answer."""
         task = self.task(spec)
         try:
-            cfg = ConfigEntity.from_json(config, task.config_space)
+            cfg = self._entity(task, config)
             sch, tensors = task.instantiate(cfg)
         except EmberError as e:
             return {"error": "invalid_config", "message": _describe(e)}
         try:
-            return build(sch, tensors, target=task.target)
+            return build(sch, tensors, target=task.target), tensors
         except EmberError as e:
             kind = "invalid_config" if "verify_gpu" in str(e) else "compile"
             return {"error": kind, "message": _describe(e)}
@@ -168,9 +187,10 @@ class _Worker:
         if lib:
             mod = load_module(lib)
         else:
-            mod = self._compile(spec, config)
-            if isinstance(mod, dict):
-                return mod
+            built = self._compile(spec, config)
+            if isinstance(built, dict):
+                return built
+            mod = built[0]
         inputs, meta = self._inputs(workdir)
         args = [
             a.copy() if is_in else np.full_like(a, _sentinel(a.dtype))
@@ -179,19 +199,22 @@ class _Worker:
         if timing.get("dry_run"):
             return self._check_once(mod, args, workdir, meta, timing)
         try:
-            evaluate = mod.time_evaluator(
-                number=timing["number"],
-                repeat=timing["repeat"],
-                min_repeat_ms=timing["min_repeat_ms"],
-            )
-            result = evaluate(*args)
+            if timing.get("flush_cache") and hasattr(mod, "get_function"):
+                costs = time_flushed(mod, args, timing["number"], timing["repeat"])
+            else:
+                evaluate = mod.time_evaluator(
+                    number=timing["number"],
+                    repeat=timing["repeat"],
+                    min_repeat_ms=timing["min_repeat_ms"],
+                )
+                costs = list(evaluate(*args).results)
         except EmberError as e:
             return {"error": "runtime", "message": _describe(e)}
         if meta["check"]:
             wrong = _check(args, workdir, meta["roles"], timing["rtol"], timing["atol"])
             if wrong:
                 return {"error": "wrong_result", "message": wrong}
-        return {"costs": list(result.results)}
+        return {"costs": costs}
 
     def _check_once(self, mod: Any, args: list, workdir: str, meta: dict, timing: dict) -> dict:
         """One untimed run (a CUDA module on the SIMT emulator) and the result check."""
@@ -225,6 +248,73 @@ class _Worker:
         return self.inputs[workdir]
 
 
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache's size (Linux sysfs), or 32 MiB where it cannot be read."""
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except ValueError:
+            continue
+    return max(sizes, default=32 << 20)
+
+
+class CacheFlusher:
+    """Evicts the CPU caches the way a model's kernel finds them: a parallel kernel writes
+    one buffer the size of the last-level cache from another (twice its size touched, on
+    every core, so each core's own L2 is overwritten too), then the numpy read of
+    ``first`` (the kernel's input, which in a model the layer before has just written)
+    brings that back. What TVM's ``cache_flush_cpu_non_first_arg`` leaves, without
+    ``clflush``; and the kernel leaves the OpenMP threads spinning, as the kernel before
+    does in a model, rather than asleep."""
+
+    def __init__(self) -> None:
+        n = last_level_cache_bytes() // 4
+        A = te.placeholder((n,), "float32", name="A")
+        B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+        s = create_schedule(B.op)
+        outer, inner = s[B].split(B.op.axis[0], factor=1024)
+        s[B].parallel(outer)
+        s[B].vectorize(s[B].split(inner, factor=16)[1])
+        mod = build(s, [A, B], target="llvm", name="flush_caches")
+        self.fn = mod.get_function(mod.entry_name)
+        buffers = [aligned_array((n,), "float32") for _ in range(2)]
+        self.arrays, self.pointers = self.fn.prepare(buffers)
+
+    def __call__(self, first: np.ndarray | None) -> None:
+        self.fn.native(*self.pointers)
+        if first is not None:
+            first.sum()
+
+
+_FLUSHER: list[CacheFlusher] = []  # made on first use: a CUDA worker never needs one
+
+
+def time_flushed(mod: Any, args: list[np.ndarray], number: int, repeat: int) -> list[float]:
+    """Seconds per call of ``mod``'s entry, one per repeat (the mean of ``number`` calls),
+    the caches flushed before each call and only the call timed."""
+    fn = mod.get_function(mod.entry_name)
+    arrays, pointers = fn.prepare(args)
+    fn.invoke(pointers)  # warm-up (code, page tables), and the only status check
+    native, first = fn.native, args[0] if args else None
+    if not _FLUSHER:
+        _FLUSHER.append(CacheFlusher())
+    flush = _FLUSHER[0]
+    costs = []
+    for _ in range(repeat):
+        total = 0.0
+        for _ in range(number):
+            flush(first)
+            start = time.perf_counter()
+            native(*pointers)
+            total += time.perf_counter() - start
+        costs.append(total / number)
+    del arrays
+    return costs
+
+
 def _is_input(tensor: Any) -> bool:
     return type(tensor.op).__name__ == "PlaceholderOp"
 
@@ -252,7 +342,11 @@ def _sentinel(dtype: np.dtype) -> Any:
 
 
 def _reference(task: Any, tensors: list, arrays: list, roles: list) -> dict[int, np.ndarray]:
-    """Expected outputs, by position in the template's tensor list."""
+    """Expected outputs, by position in the template's tensor list: the template's numpy
+    ``reference`` where it has one; else the fallback schedule where its tensors are the
+    candidate's, else the candidate's compute with no schedule (every stage at the root,
+    in its default loop order) on the CPU. Either is interpreted for small tasks and
+    compiled for large ones; none depends on the candidate's schedule."""
 
     outputs = [i for i, is_in in enumerate(roles) if not is_in]
     reference = task.template.reference
@@ -264,18 +358,23 @@ def _reference(task: Any, tensors: list, arrays: list, roles: list) -> dict[int,
             got = reference(*inputs)
         got = got if isinstance(got, (tuple, list)) else [got]
         return {i: np.asarray(g, dtype=arrays[i].dtype) for i, g in zip(outputs, got)}
-    sch, tensors = task.instantiate(_fallback())
+    sch, fallback = task.instantiate(FallbackConfig())
+    target = task.target
+    if signature_of(fallback) == signature_of(tensors):
+        tensors = fallback
+    else:  # another layout than the fallback's: the same compute, unscheduled
+        sch, target = create_schedule([tensors[i] for i in outputs]), "llvm"
     work = [a.copy() for a in arrays]
     if sum(a.size for a in arrays) <= INTERP_LIMIT:
         interpret(lower(sch, tensors), *work)
     else:
-        build(sch, tensors, target=task.target)(*work)
+        build(sch, tensors, target=target)(*work)
     return {i: work[i] for i in outputs}
 
 
-def _fallback() -> Any:
-
-    return FallbackConfig()
+def signature_of(tensors: list) -> list[list[Any]]:
+    """``[[shape, dtype], ...]`` of a candidate's tensors, in argument order."""
+    return [[list(_shape(t)), str(t.dtype)] for t in tensors]
 
 
 def _check(args: list, workdir: str, roles: list, rtol: float, atol: float) -> str:

@@ -4,12 +4,15 @@ Sits under ``tune`` (:mod:`ember.tuner.tune`) and over the worker processes
 (:mod:`ember.tuner.workers`). For a batch of configs of one task, a
 :class:`LocalMeasurer`
 
-1. prepares the task once, in a builder process: random inputs (seeded, never zeros)
-   and the reference outputs, saved as ``.npy`` files. The reference is the template's
-   numpy ``reference`` when it has one; otherwise the template's *fallback* schedule
-   run by the reference interpreter (``ember.tir.interp``) for small tasks, or built
-   by the compiler for large ones. Either way it does not depend on the candidate's
-   schedule;
+1. prepares the task once per layout, in a builder process: random inputs (seeded,
+   never zeros) and the reference outputs, saved as ``.npy`` files, for each distinct
+   argument signature (shapes, dtypes) the built candidates have: a config may choose
+   its tensors' layout (``conv2d_NCHWc.llvm``'s channel blocks). The reference is the
+   template's numpy ``reference`` when it has one; otherwise the template's *fallback*
+   schedule (where its layout is the candidate's) or the candidate's compute with no
+   schedule, run by the reference interpreter (``ember.tir.interp``) for small tasks,
+   or built by the compiler for large ones. Either way it does not depend on the
+   candidate's schedule;
 2. builds the candidates in ``jobs`` builder processes at once, each exported as a
    shared library (a module that calls back into Python cannot be exported and is
    built by the runner instead);
@@ -17,7 +20,8 @@ Sits under ``tune`` (:mod:`ember.tuner.tune`) and over the worker processes
    BLAS, no builds of others' code: a kernel timed just after an OpenBLAS call runs
    slower for tens of milliseconds), with AutoTVM's timing: one warm-up call, then
    ``repeat`` batches of ``number`` calls, each batch lengthened to at least
-   ``min_repeat_ms``; the cost is the median batch's seconds per call;
+   ``min_repeat_ms``; the cost is the median batch's seconds per call. With
+   ``flush_cache`` the caches are flushed before each call (see :class:`MeasureOption`);
 4. checks the output of the last timed call against the reference, once per candidate.
 
 A worker that overruns ``timeout`` (``build_timeout`` for builds) is killed, one that
@@ -26,6 +30,7 @@ crashes is noticed; both are restarted and the candidate gets its :class:`ErrorK
 
 from __future__ import annotations
 
+import json
 import queue
 import shutil
 import tempfile
@@ -52,6 +57,10 @@ class MeasureOption:
     ``timeout``: seconds a run may take (timing included); ``build_timeout``: seconds a
     build may take; ``jobs``: builder processes; ``rtol``/``atol``: the result check
     for floats (integers must match exactly); ``check``: compare with the reference.
+    ``flush_cache`` (TVM's ``enable_cpu_cache_flush``): before each timed call the runner
+    writes over a buffer twice the last-level cache and reads the first argument back, so
+    each call finds its weights and outputs cold, as a model's kernel does, and only the
+    call is timed (each repeat is then the mean of ``number`` single calls).
     """
 
     number: int = 10
@@ -65,6 +74,7 @@ class MeasureOption:
     atol: float = 1e-4
     seed: int = 0
     dry_run: bool = False
+    flush_cache: bool = False
 
     def __post_init__(self) -> None:
         for name in ("number", "repeat", "jobs"):
@@ -100,7 +110,7 @@ class LocalMeasurer:
         self._builders = [WorkerProcess("builder") for _ in range(self.jobs)]
         self._runner = WorkerProcess("runner")
         self._dir = Path(tempfile.mkdtemp(prefix="ember-tune-"))
-        self._prepared: dict[str, Path] = {}
+        self._prepared: dict[tuple[str, str], Path] = {}
         self._lock = threading.Lock()
         self._count = 0
 
@@ -115,7 +125,7 @@ class LocalMeasurer:
         return self._runner.restarts + sum(b.restarts for b in self._builders)
 
     def measure(self, task: Any, configs: list[ConfigEntity]) -> list[MeasureResult]:
-        workdir = self._prepare(task)
+        self._prepare(task, None)  # the fallback's layout: an unpreparable task fails here
         spec = task_spec(task)
         free: queue.SimpleQueue[WorkerProcess] = queue.SimpleQueue()
         for builder in self._builders:
@@ -124,7 +134,7 @@ class LocalMeasurer:
         def build(cfg: ConfigEntity) -> MeasureResult | dict[str, Any]:
             builder = free.get()
             try:
-                return self._build(builder, spec, cfg, workdir)
+                return self._build(builder, spec, cfg)
             finally:
                 free.put(builder)
 
@@ -135,6 +145,10 @@ class LocalMeasurer:
             for cfg, built in zip(configs, builds):
                 if isinstance(built, MeasureResult):
                     results.append(built)
+                    continue
+                workdir = self._prepare(task, built.get("signature"), cfg)
+                if isinstance(workdir, MeasureResult):
+                    results.append(workdir)
                 else:
                     results.append(self._run(spec, cfg, built, workdir))
         except KeyboardInterrupt:
@@ -148,28 +162,46 @@ class LocalMeasurer:
         pool.shutdown()
         return results
 
-    def _prepare(self, task: Any) -> Path:
-        if task.key in self._prepared:
-            return self._prepared[task.key]
-        workdir = self._dir / task.key
+    def _prepare(
+        self, task: Any, signature: Any, cfg: ConfigEntity | None = None
+    ) -> Path | MeasureResult:
+        """The folder holding inputs and reference outputs for the candidates of ``task``
+        whose arguments have ``signature`` (shapes and dtypes; None: the fallback's),
+        prepared with ``cfg``'s tensors the first time. A template's config may choose
+        its tensors' layout (``conv2d_NCHWc.llvm``'s channel blocks), so each layout
+        gets its own inputs and reference. The fallback's layout that cannot be prepared
+        raises ``CompileError``; another one fails the candidate that brought it."""
+        key = (task.key, json.dumps(signature))
+        if key in self._prepared:
+            return self._prepared[key]
+        with self._lock:
+            self._count += 1
+            workdir = self._dir / task.key / f"layout{self._count}"
         workdir.mkdir(parents=True, exist_ok=True)
-        request = ("prepare", task_spec(task), str(workdir), self.option.seed, self.option.check)
+        config = None if cfg is None else cfg.to_json()
+        request = ("prepare", task_spec(task), str(workdir), self.option.seed,
+                   self.option.check, config)  # fmt: skip
         reply = self._builders[0].call(request, self.option.build_timeout * 5)
         if reply.status != "ok" or reply.value.get("error"):
             detail = reply.value.get("message") if reply.status == "ok" else reply.value
-            raise CompileError(
+            text = (
                 f"cannot prepare inputs and reference outputs of task '{task.name}' "
                 f"{task.args}: {detail}"
             )
-        self._prepared[task.key] = workdir
+            if cfg is None:
+                raise CompileError(text)
+            return MeasureResult.failed(ErrorKind.RUNTIME, f"prepare: {text}")
+        self._prepared[key] = workdir
+        if signature is None:  # the fallback's layout under its own signature too
+            self._prepared[(task.key, json.dumps(reply.value.get("signature")))] = workdir
         return workdir
 
     def _build(
-        self, builder: WorkerProcess, spec: dict[str, Any], cfg: ConfigEntity, workdir: Path
+        self, builder: WorkerProcess, spec: dict[str, Any], cfg: ConfigEntity
     ) -> MeasureResult | dict[str, Any]:
         with self._lock:
             self._count += 1
-            lib = workdir / f"cand{self._count}.so"
+            lib = self._dir / f"cand{self._count}.so"
         reply = builder.call(("build", spec, cfg.to_json(), str(lib)), self.option.build_timeout)
         if reply.status != "ok":
             kind = ErrorKind.TIMEOUT if reply.status == "timeout" else ErrorKind.CRASH

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError
+from ember.tuner.measure import MeasureOption
 from ember.tuner.task import Task
 from ember.tuner.tune import TuneResult, _measurer, tune
 
@@ -135,12 +136,15 @@ def tune_tasks(
     ``schedule``: ``"gradient"`` (rounds to the task of largest expected gain, see the
     module docstring) or ``"weight"`` (one share per task by weight). ``round_trials``:
     trials per round (default: a quarter of an even share, 1 to 10). ``timeout``: seconds
-    for the whole call. ``on_task(index, task, trials)`` is called before each round;
+    for the whole call. ``measure``: as :func:`~ember.tuner.tune`'s, but by default
+    ``MeasureOption(flush_cache=True)``: the caches flushed before each timed call.
+    ``on_task(index, task, trials)`` is called before each round;
     other keywords go to :func:`ember.tuner.tune`.
     """
     _check(n_trials, schedule, round_trials)
     pairs = _entries(tasks)
-    measurer, owned = _measurer(measure)
+    # a model's kernels find their weights cold: by default they are measured so
+    measurer, owned = _measurer(MeasureOption(flush_cache=True) if measure is None else measure)
     deadline = None if timeout is None else time.monotonic() + timeout
     common = dict(records=records, sampler=sampler, measure=measurer, early_stopping=early_stopping)
     try:

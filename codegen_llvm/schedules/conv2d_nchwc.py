@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
@@ -148,7 +150,28 @@ def nchwc_knobs(g: _Geometry, dtype: str, cfg: Any) -> NchwcKnobs:
         return _define_knobs(g, dtype)
 
 
-@template(TEMPLATE, version=2)  # 2: the unroll_ic knob
+def nchwc_reference(X: np.ndarray, Wt: np.ndarray, workload: tuple[Any, ...]) -> np.ndarray:
+    """The blocked output of the blocked ``X`` and ``Wt`` by numpy (the measurer's check,
+    whatever channel blocks a config chose): unblocked to NCHW / OIHW with every lane,
+    padded ones too, convolved tap by tap in float64, and blocked again."""
+    g = geometry(Conv2DWorkload(*workload))
+    N, CB, H, W, cb = X.shape
+    OB, _, KH, KW, _, ob = Wt.shape
+    x = X.transpose(0, 1, 4, 2, 3).reshape(N, CB * cb, H, W).astype(np.float64)
+    w = Wt.transpose(0, 5, 1, 4, 2, 3).reshape(OB * ob, CB * cb, KH, KW).astype(np.float64)
+    top, left, bottom, right = _pads_of(g)
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    out = np.zeros((OB * ob, N, g.OH, g.OW))
+    for ky in range(KH):
+        for kx in range(KW):
+            y0, x0 = ky * g.dh, kx * g.dw
+            patch = xp[:, :, y0 : y0 + (g.OH - 1) * g.sh + 1 : g.sh,
+                       x0 : x0 + (g.OW - 1) * g.sw + 1 : g.sw]  # fmt: skip
+            out += np.tensordot(w[:, :, ky, kx], patch, axes=([1], [1]))
+    return out.reshape(OB, ob, N, g.OH, g.OW).transpose(2, 0, 3, 4, 1).astype(X.dtype)
+
+
+@template(TEMPLATE, version=2, reference=nchwc_reference)  # 2: the unroll_ic knob
 def conv2d_nchwc_llvm(
     N: int,
     C: int,

@@ -68,6 +68,22 @@ def add_parser(sub: Any) -> None:
     tune.add_argument("--min-repeat-ms", type=float, default=0.0, dest="min_repeat_ms")
     tune.add_argument("--run-timeout", type=float, default=10.0, dest="run_timeout",
                       help="seconds one candidate's run may take")  # fmt: skip
+    tune.add_argument(
+        "--flush-cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        dest="flush_cache",
+        help="flush the CPU caches before each timed call, "
+        "as a model's kernels find them (default: on for a model, off for --op)",
+    )
+    tune.add_argument(
+        "--model-check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        dest="model_check",
+        help="with a model and --log: time it with and "
+        "without the records and drop those that slow it (default: on)",
+    )
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--early-stopping", type=int, default=None, dest="early_stopping")
     tune.add_argument("--transfer", nargs="*", default=None, help="records of other shapes")
@@ -116,9 +132,12 @@ def _check_counts(ns: argparse.Namespace) -> None:
 
 
 def _measure_option(ns: argparse.Namespace) -> Any:
+    flush = getattr(ns, "flush_cache", None)
+    if flush is None:  # a model's kernels find their weights cold: measure them so
+        flush = ns.model is not None
     return MeasureOption(
         number=ns.number, repeat=ns.repeat, min_repeat_ms=ns.min_repeat_ms,
-        timeout=ns.run_timeout, jobs=ns.jobs,
+        timeout=ns.run_timeout, jobs=ns.jobs, flush_cache=flush,
     )  # fmt: skip
 
 

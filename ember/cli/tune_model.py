@@ -4,9 +4,16 @@
 from :func:`ember.graph.model_tuning.extract_tasks` (``--shape NAME=D0,D1,...`` fixes
 symbolic input dims), :func:`ember.tuner.tune_tasks` spends ``--trials`` on them in
 rounds, each to the task whose weighted cost (how many kernels run it times its best
-cost) is expected to drop most, appending to ``--log``, and a table
-summarises each task's fallback and best cost. ``ember compile model.onnx --records
-LOG`` then builds the model with the best configs.
+cost) is expected to drop most, appending to ``--log``. Candidates are timed with the
+caches flushed before each call (``--no-flush-cache`` to time them warm), as the model's
+kernels find their weights. Then (``--no-model-check`` skips it) the model is compiled
+with and without the records and timed by turns, and the records of tasks that make it
+slower are dropped (:func:`ember.graph.model_tuning.check_records`: moved to
+``LOG.dropped``). A table summarises each task's failed candidates by error kind, its
+fallback and best cost and the untuned model's time in its kernels; below it, the
+model's measured change beside the one the tuned kernels predict, the records dropped,
+and the groups no template covers with their share of the model's time. ``ember compile
+model.onnx --records LOG`` then builds the model with the kept configs.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ from ember.cli.common import (
     console,
     error_examples,
     measured_text,
+    ms_text,
     parse_shapes,
     table,
 )
 from ember.errors import ArgumentError
 from ember.tuner import LocalMeasurer, tune_tasks
-from ember.tuner.tune import make_cost_model
+from ember.tuner.tune import fallback_entity, make_cost_model
 
 
 def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
@@ -37,7 +45,7 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
             "apply to tuning one --op only"
         )
     # start-up cost: the model compiler (importer, graph passes) loads only when tuning runs
-    from ember.graph.model_tuning import extract_tasks
+    from ember.graph.model_tuning import check_records, extract_tasks
 
     tasks = extract_tasks(ns.model, ns.target, parse_shapes(ns.shape) or None, search=ns.search)
     if not tasks:
@@ -58,24 +66,59 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
             seed=ns.seed, early_stopping=ns.early_stopping, on_task=started,
             timeout=ns.timeout, cost_model=model,
         )  # fmt: skip
-    print_model_summary(tasks, results, ns.log)
+    check = None
+    if ns.log and getattr(ns, "model_check", True) and any(r.best_config for r in results):
+        print("checking the records on the whole model (timed with and without them, by turns)")
+        every = {mt.task.key for mt in tasks}
+        names = {mt.task.key: task_label(mt) for mt in tasks}
+
+        def timed(kept: frozenset[str], ratio: float) -> None:
+            left_out = sorted(every - kept)
+            what = "with no records" if not kept else "with every record"
+            if kept and len(left_out) == 1:
+                what = f"without {names[left_out[0]]}"
+            elif kept and left_out:
+                what = f"with {len(kept)} task(s)' records"
+            print(f"  {what}: {ratio:.3f}x the untuned model", flush=True)
+
+        shapes = parse_shapes(ns.shape) or None
+        check = check_records(ns.model, ns.log, tasks, ns.target, shapes, on_time=timed)
+    print_model_summary(tasks, results, ns.log, check)
     return 0
 
 
-def print_model_summary(tasks: list[Any], results: list[Any], log: str | None) -> None:
-    """One row per task: weight, trials, errors (kinds and counts), fallback and best cost,
-    speedup. A cost whose repeats say the machine was busy is flagged, and so is a speedup
-    taken from one: neither says what the kernel does on an idle machine."""
-    columns = ("task", "weight", "trials", "errors", "fallback", "best", "speedup")
+def fallback_result(res: Any) -> Any:
+    """The result of the task's fallback config among its trials (the first trial of a
+    fresh study), or None where it was not measured (a default outside the space)."""
+    fallback = fallback_entity(res.task)
+    return next((t.result for t in res.trials if t.config == fallback), None)
+
+
+def print_model_summary(
+    tasks: list[Any], results: list[Any], log: str | None, check: Any = None
+) -> None:
+    """One row per task: weight, trials, failed candidates (kinds and counts), fallback
+    and best cost, speedup, and (with ``check``) the untuned model's time in the task's
+    kernels. A cost whose repeats say the machine was busy is flagged, and so is a speedup
+    taken from one: neither says what the kernel does on an idle machine. Then the
+    whole model's measured change beside the one the kernels predict, which records were
+    dropped, and which groups stayed untuned."""
+    columns = ("task", "weight", "trials", "failed", "fallback", "best", "speedup", "in model")
     out = table(f"model tuning summary (records: {log or 'not written'})", columns)
     messages: list[str] = []
+    predicted = 0.0
     for mt, res in zip(tasks, results):
-        first = res.trials[0].result if res.trials else None
-        best = best_result(res.trials)
-        errors = ", ".join(f"{k} {n}" for k, n in res.errors.items()) or "none"
+        first, best = fallback_result(res), best_result(res.trials)
+        failed = sum(res.errors.values())
+        errors = ", ".join(f"{k} {n}" for k, n in res.errors.items())
+        in_model = check.task_s.get(mt.task.key) if check is not None else None
+        if in_model is not None and first is not None and first.ok and best is not None:
+            predicted += in_model * (1 - best.cost / first.cost)
         out.add_row(
-            task_label(mt), str(mt.weight), str(len(res.trials)), errors,
-            measured_text(first), measured_text(best), _speedup(first, best),
+            task_label(mt), str(mt.weight), str(len(res.trials)),
+            f"{failed} ({errors})" if failed else "0", measured_text(first),
+            measured_text(best), _speedup(first, best),
+            "-" if in_model is None else ms_text(in_model),
         )  # fmt: skip
         for kind, message in error_examples(res.trials).items():
             messages.append(f"{task_label(mt)} {kind}: {message}")
@@ -83,6 +126,43 @@ def print_model_summary(tasks: list[Any], results: list[Any], log: str | None) -
     screen.print(out)
     for line in messages:
         screen.print(line, markup=False, highlight=False)
+    total = sum(len(r.trials) for r in results)
+    failed = sum(sum(r.errors.values()) for r in results)
+    print(f"failed candidates: {failed} of {total} measured")
+    if check is not None:
+        for line in check_lines(tasks, check, predicted):
+            print(line)
+
+
+def check_lines(tasks: list[Any], check: Any, predicted: float) -> list[str]:
+    """The model check's findings as lines: measured against predicted change, records
+    dropped, untuned groups and their share of the model's time."""
+    base = check.untuned_s
+    names = {mt.task.key: task_label(mt) for mt in tasks}
+    lines = [
+        f"model: untuned {ms_text(base)}, with every record {_change(check.tuned, base)}, "
+        f"with the kept records {_change(check.final, base)} (measured by turns)",
+        f"predicted by the tuned kernels (their speedups times their time in the model): "
+        f"{-predicted * 1e3:+.3f} ms ({-100 * predicted / base:+.1f}%)",
+    ]
+    kept = len(check.choice.kept)
+    lines.append(f"records kept for {kept} of {kept + len(check.choice.dropped)} task(s)")
+    for key in check.choice.dropped:
+        lines.append(f"  dropped (slowed the model): {names.get(key, key)}")
+    if check.moved:
+        lines.append(f"  {check.moved} record line(s) moved to <log>.dropped")
+    rest = check.untuned_groups
+    share = 100 * sum(s for _, s in rest) / check.profile_s if check.profile_s else 0.0
+    top = ", ".join(f"{ops} {ms_text(s)}" for ops, s in rest[:5])
+    lines.append(
+        f"untuned groups (no template): {len(rest)} kernel(s), {share:.1f}% of the model's "
+        f"time{': ' + top if top else ''}"
+    )
+    return lines
+
+
+def _change(ratio: float, base: float) -> str:
+    return f"{ms_text(ratio * base)} ({100 * (ratio - 1):+.1f}%)"
 
 
 def task_label(mt: Any) -> str:

@@ -12,17 +12,24 @@ the result is a plain list that :func:`ember.tuner.tune_tasks` takes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ember.backend import Backend, get_backend
 from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import SHAPES_HINT, Graph
+from ember.graph.compile import compile as compile_model
 from ember.graph.compile import import_model, optimize
 from ember.graph.group_tasks import auto_schedulable, group_task
 from ember.graph.groups import fused_groups, group_io, group_spec
 from ember.target import Target
+from ember.tuner.records import read_records
 from ember.tuner.task import create_task, workload_key
 
 
@@ -126,3 +133,250 @@ def _node_tasks(graph: Graph, backend: Backend) -> list[tuple[Any, str, tuple[An
         if hit is not None:
             out.append((node, *hit))
     return out
+
+
+# -- keeping only the records that make the whole model faster -----------------------------
+#
+# A kernel tuned alone can slow the model it runs in: its records may change a layout that
+# its neighbours then pay for, or win on warm caches what it loses with the model's cold
+# weights (apache/tvm#9269). So after tuning, the model is compiled with and without the
+# records and timed by turns, and a task's records that make it slower are dropped.
+
+Timer = Callable[[frozenset[str]], float]
+
+
+@dataclass
+class RecordChoice:
+    """Which tasks' records :func:`drop_slow_records` kept, and the model time (in the
+    timer's units) of every set of kept tasks it timed: ``times[frozenset()]`` is the
+    untuned model, ``times[all]`` the model with every record."""
+
+    kept: frozenset[str]
+    dropped: list[str]
+    times: dict[frozenset[str], float]
+
+    @property
+    def untuned(self) -> float:
+        return self.times[frozenset()]
+
+    @property
+    def final(self) -> float:
+        return self.times[self.kept]
+
+
+def drop_slow_records(
+    keys: Sequence[str],
+    timer: Timer,
+    tolerance: float = 0.03,
+    passes: int = 2,
+    on_time: Callable[[frozenset[str], float], None] | None = None,
+    suspects: Collection[str] | None = None,
+) -> RecordChoice:
+    """Greedily drop the tasks (``keys``, most suspect first) whose records slow the model.
+
+    ``timer(kept)`` is the model's time with the records of the ``kept`` tasks only. Each
+    task in turn is left out; where that makes the model faster by more than
+    ``tolerance`` (a fraction: the noise), its records are dropped for good. Up to
+    ``passes`` rounds over the tasks still kept. Last, should the kept records still leave
+    the model slower than none by more than ``tolerance``, all are dropped: the result is
+    never slower than the untuned model beyond noise. ``on_time(kept, time)`` is called
+    after each timing (progress).
+
+    Each timing compiles the model anew, so with ``suspects`` (tasks whose kernels ran
+    slower in the tuned model's profile) only those are tried while the kept records
+    make the model no slower than none; every task is tried once they do."""
+    times: dict[frozenset[str], float] = {}
+
+    def time_of(kept: frozenset[str]) -> float:
+        if kept not in times:
+            times[kept] = timer(kept)
+            if on_time is not None:
+                on_time(kept, times[kept])
+        return times[kept]
+
+    def worth_trying(key: str) -> bool:
+        slower = time_of(kept) > untuned * (1 + tolerance)
+        return key in kept and (suspects is None or key in suspects or slower)
+
+    untuned = time_of(frozenset())
+    kept = frozenset(keys)
+    current = time_of(kept)
+    for _ in range(passes):
+        changed = False
+        for key in keys:
+            if not worth_trying(key):
+                continue
+            without = kept - {key}
+            if time_of(without) < current * (1 - tolerance):
+                kept, current, changed = without, time_of(without), True
+        if not changed:
+            break
+    if current > untuned * (1 + tolerance):
+        kept = frozenset()
+    return RecordChoice(kept, [k for k in keys if k not in kept], times)
+
+
+class ModelTimer:
+    """Times a model compiled with the records of some tasks against the untuned model, by
+    turns: ``blocks`` alternating blocks of ``number`` runs each, with a pause between
+    them, so load from elsewhere falls on both alike. A call gives the ratio of the two
+    fastest blocks (the untuned model is 1.0)."""
+
+    def __init__(
+        self,
+        model: Any,
+        records: dict[str, list[Any]],
+        target: str | Target | Backend = "llvm",
+        shapes: Any = None,
+        blocks: int = 5,
+        block_s: float = 0.1,
+        pause_s: float = 0.02,
+    ) -> None:
+        self.model, self.records, self.target, self.shapes = model, records, target, shapes
+        self.blocks, self.block_s, self.pause_s = blocks, block_s, pause_s
+        self._compiled: dict[frozenset[str], Any] = {}
+        self.seconds = 0.0  # the untuned model's fastest block in the last call
+        self._dir = tempfile.TemporaryDirectory(prefix="ember-model-check-")
+        self.inputs = self.compiled(frozenset())._example(None)
+
+    def compiled(self, kept: frozenset[str]) -> Any:
+        """The model compiled with the records of the ``kept`` tasks (cached)."""
+        if kept not in self._compiled:
+            path = None
+            if kept:
+                path = Path(self._dir.name) / f"kept{len(self._compiled)}.jsonl"
+                lines = [r.to_line() for k in sorted(kept) for r in self.records[k]]
+                path.write_text("\n".join(lines) + "\n")
+            # a path keeps apply_history_best's host-device filter (records are this host's)
+            self._compiled[kept] = compile_model(
+                self.model, self.target, records=None if path is None else str(path),
+                shapes=self.shapes,
+            )  # fmt: skip
+        return self._compiled[kept]
+
+    def __call__(self, kept: frozenset[str]) -> float:
+        if not kept:
+            return 1.0
+        base = self.compiled(frozenset())
+        try:
+            cand = self.compiled(kept)
+        except EmberError:  # records the model cannot compile with are as bad as can be
+            return math.inf
+        base.run(self.inputs), cand.run(self.inputs)  # warm-up
+        start = time.perf_counter()
+        base.run(self.inputs)
+        number = max(1, int(self.block_s / max(time.perf_counter() - start, 1e-6)))
+        best = {id(base): math.inf, id(cand): math.inf}
+        for k in range(self.blocks):
+            for m in (base, cand) if k % 2 == 0 else (cand, base):
+                start = time.perf_counter()
+                for _ in range(number):
+                    m.run(self.inputs)
+                best[id(m)] = min(best[id(m)], (time.perf_counter() - start) / number)
+                time.sleep(self.pause_s)
+        self.seconds = best[id(base)]
+        return best[id(cand)] / best[id(base)]
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+
+@dataclass
+class ModelCheck:
+    """What timing the whole model with and without its tuning records found.
+
+    ``untuned_s``: seconds per run of the model without records (its fastest block);
+    ``tuned`` and ``final``: the model with every record, and with the kept ones, as a
+    ratio to the untuned model; ``task_s``: the untuned model's seconds in each task's
+    kernels (its profile, summed over the task's nodes); ``untuned_groups``: the
+    kernels no task covers (no template), ``(ops, seconds)``, slowest first."""
+
+    choice: RecordChoice
+    untuned_s: float
+    tuned: float
+    final: float
+    task_s: dict[str, float]
+    untuned_groups: list[tuple[str, float]]
+    profile_s: float
+    moved: int = 0
+
+
+def task_times(profile: Any, tasks: Sequence[ModelTask]) -> tuple[dict[str, float], list]:
+    """Seconds of each task's kernels in ``profile`` (a ``ModelProfile``), by task key, and
+    the ``(ops, seconds)`` of the steps no task covers."""
+    spent: dict[str, float] = {mt.task.key: 0.0 for mt in tasks}
+    rest = []
+    for step in profile.steps:
+        owner = next((mt for mt in tasks if any(f"'{n}' (" in step.where for n in mt.nodes)), None)
+        if owner is None:
+            rest.append((step.ops, step.seconds))
+        else:
+            spent[owner.task.key] += step.seconds
+    return spent, sorted(rest, key=lambda r: -r[1])
+
+
+def records_by_task(log: str | Path, keys: set[str]) -> dict[str, list[Any]]:
+    """The valid records of ``log`` for the tasks ``keys``, by task key."""
+    by_task: dict[str, list[Any]] = {}
+    for rec in read_records(log):
+        if rec.task_key in keys and rec.ok:
+            by_task.setdefault(rec.task_key, []).append(rec)
+    return by_task
+
+
+def check_records(
+    model: Any,
+    log: str | Path,
+    tasks: Sequence[ModelTask],
+    target: str | Target | Backend = "llvm",
+    shapes: Any = None,
+    tolerance: float = 0.03,
+    on_time: Callable[[frozenset[str], float], None] | None = None,
+    **timing: Any,
+) -> ModelCheck:
+    """Time ``model`` with and without the records ``log`` holds for ``tasks``, drop (by
+    :func:`drop_slow_records`) the tasks' records that slow it, and move their lines out
+    of ``log`` into ``<log>.dropped``. Tasks are tried most suspect first: by how much
+    their kernels slowed down in the model's profile with every record; while the model
+    is no slower with the records, only the tasks whose kernels slowed down are tried.
+    ``on_time``: see :func:`drop_slow_records`. ``timing``: :class:`ModelTimer`'s
+    ``blocks``, ``block_s``, ``pause_s``."""
+    by_task = records_by_task(log, {mt.task.key for mt in tasks})
+    timer = ModelTimer(model, by_task, target, shapes, **timing)
+    try:
+        untuned = timer.compiled(frozenset()).profile(timer.inputs)
+        spent, rest = task_times(untuned, tasks)
+        every = frozenset(by_task)
+        try:
+            after, _ = task_times(timer.compiled(every).profile(timer.inputs), tasks)
+        except EmberError:  # the timer finds which records break the compile
+            after = spent
+        order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
+        suspects = {k for k in every if after[k] > spent[k] * (1 + tolerance)}
+        choice = drop_slow_records(order, timer, tolerance, on_time=on_time, suspects=suspects)
+    finally:
+        timer.close()
+    moved = move_records(log, set(choice.dropped)) if choice.dropped else 0
+    return ModelCheck(
+        choice, timer.seconds or untuned.total, choice.times[every], choice.final,
+        spent, rest, untuned.total, moved,
+    )  # fmt: skip
+
+
+def move_records(log: str | Path, task_keys: set[str]) -> int:
+    """Move the lines of ``task_keys`` from ``log`` to ``<log>.dropped`` (appended, so
+    they stay for a later look); returns how many moved. Other lines stay as they were."""
+    path = Path(log)
+    keep: list[str] = []
+    drop: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            key = json.loads(line).get("task_key")
+        except (ValueError, AttributeError):
+            key = None
+        (drop if key in task_keys else keep).append(line)
+    if drop:
+        with open(str(path) + ".dropped", "a", encoding="utf-8") as f:
+            f.writelines(drop)
+        path.write_text("".join(keep), encoding="utf-8")
+    return len(drop)

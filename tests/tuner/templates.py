@@ -91,3 +91,17 @@ def fault(n: int):
     if mode == "bad_schedule":
         s[C].split(C.op.axis[0], factor=0)  # the schedule refuses it: an invalid config
     return s, [A, C]
+
+
+@template("blocked_scale.llvm", override=True)
+def blocked_scale(n: int):
+    """``C = 2 A + 1`` on ``A`` laid out as ``[n / block, block]``: a knob that chooses the
+    tensors' shapes, and no numpy reference (the measurer computes one from the compute)."""
+    cfg = get_config()
+    cfg.define_knob("block", [2, 4, 8], default=4)
+    b = cfg["block"].val
+    A = te.placeholder((n // b, b), "float32", name="A")
+    C = te.compute((n // b, b), lambda i, j: A[i, j] * 2.0 + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    s[C].vectorize(C.op.axis[1])
+    return s, [A, C]

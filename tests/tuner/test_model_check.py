@@ -1,0 +1,152 @@
+"""After tuning a model, its records are checked on the whole model: compiled with and
+without them, timed by turns, and the records that slow it dropped."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ember.frontend.testing import models
+from ember.graph.model_tuning import (
+    ModelTimer,
+    check_records,
+    drop_slow_records,
+    extract_tasks,
+    move_records,
+    records_by_task,
+)
+from ember.tuner import MeasureResult, tune_tasks
+from ember.tuner.records import host_device_name
+
+pytest.importorskip("onnx")
+
+
+def fake_timer(effects, calls=None):
+    """The model's time (untuned: 1.0) with the records of ``kept``: the sum of each kept
+    task's effect, plus ``pairs`` effects that only show when two records are kept together
+    (a layout one record chooses, which another kernel then pays for)."""
+
+    def timer(kept):
+        if calls is not None:
+            calls.append(kept)
+        return (
+            1.0
+            + sum(effects.get(k, 0.0) for k in kept)
+            + sum(e for pair, e in effects.items() if isinstance(pair, frozenset) and pair <= kept)
+        )
+
+    return timer
+
+
+def test_a_record_that_slows_the_model_is_dropped_one_that_speeds_it_kept():
+    calls = []
+    effects = {"slow": 0.10, "fast": -0.20, "noise": 0.005}
+    choice = drop_slow_records(["slow", "fast", "noise"], fake_timer(effects, calls), 0.03)
+    assert choice.kept == {"fast", "noise"} and choice.dropped == ["slow"]
+    assert choice.final == pytest.approx(0.805) and choice.untuned == 1.0
+    assert len(calls) == len(set(calls))  # no set of records timed twice
+
+
+def test_records_that_slow_the_model_only_together_lose_one_of_them():
+    effects = {"a": -0.05, "b": -0.05, frozenset({"a", "b"}): 0.30}
+    choice = drop_slow_records(["a", "b"], fake_timer(effects))
+    assert len(choice.kept) == 1 and choice.final == pytest.approx(0.95)
+
+
+def test_kept_records_never_leave_the_model_slower_than_none():
+    # each record alone is a loss within the tolerance; all of them together beyond it
+    effects = {k: 0.02 for k in "abcd"}
+    choice = drop_slow_records(list("abcd"), fake_timer(effects), 0.03)
+    assert choice.kept == frozenset() and choice.final == 1.0
+
+
+def test_move_records_moves_only_the_dropped_tasks_lines(tmp_path):
+    log = tmp_path / "r.jsonl"
+    lines = [json.dumps({"task_key": k, "n": i}) + "\n" for i, k in enumerate("abab")]
+    log.write_text("".join(lines) + "not json\n")
+    assert move_records(log, {"b"}) == 2
+    assert log.read_text() == lines[0] + lines[2] + "not json\n"
+    assert (tmp_path / "r.jsonl.dropped").read_text() == lines[1] + lines[3]
+
+
+class CheapestLast:
+    """Costs that make a config other than the fallback the best of every task, with no
+    worker processes: the records then change the model's kernels."""
+
+    device_name = host_device_name()
+    jobs = 1
+
+    def measure(self, task, configs):
+        return [MeasureResult((1.0 / (1 + c.index),) * 3) for c in configs]
+
+    def close(self):
+        pass
+
+
+def test_a_tuned_small_model_is_not_slower_than_the_untuned_one(tmp_path):
+    """One task (a model compiles again for each set of records it is timed with: the
+    kernel cache keys on every record in force)."""
+    model, feeds = models.small_cnn(np.random.default_rng(0), h=12, w=12)
+    tasks = extract_tasks(model)[:1]
+    log = tmp_path / "cnn.jsonl"
+    tune_tasks(tasks, n_trials=2, records=log, measure=CheapestLast(), seed=0)
+    records = records_by_task(log, {tasks[0].task.key})
+    assert len(records[tasks[0].task.key]) == 2
+    check = check_records(model, log, tasks, blocks=5, block_s=0.02, pause_s=0.005)
+    assert set(check.task_s) == {tasks[0].task.key} and check.task_s[tasks[0].task.key] > 0
+    ops = [ops for ops, _ in check.untuned_groups]
+    assert any("softmax" in o for o in ops) and all(s > 0 for _, s in check.untuned_groups)
+    assert check.final <= 1.03 or not check.choice.kept
+    # timed again by fresh turns, the kept records do not make the model slower
+    again = ModelTimer(model, records, blocks=7, block_s=0.02, pause_s=0.005)
+    try:
+        assert again(check.choice.kept) <= 1.2
+        reference = again.compiled(frozenset()).run(feeds)[0]
+        got = again.compiled(check.choice.kept).run(feeds)[0]
+    finally:
+        again.close()
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
+
+
+def test_the_summary_says_what_the_check_found(capsys):
+    """The lines under the summary table: measured against predicted change, the records
+    dropped, the untuned groups' share of the model's time."""
+    from types import SimpleNamespace
+
+    from ember.cli.tune_model import check_lines
+    from ember.graph.model_tuning import ModelCheck, RecordChoice
+
+    tasks = [
+        SimpleNamespace(task=SimpleNamespace(key=k, name="conv.llvm", args=(k,))) for k in "ab"
+    ]
+    times = {frozenset(): 1.0, frozenset("ab"): 1.1, frozenset("a"): 0.9}
+    choice = RecordChoice(frozenset("a"), ["b"], times)
+    check = ModelCheck(choice, 0.01, 1.1, 0.9, {"a": 0.004, "b": 0.002},
+                       [("softmax", 0.001), ("add", 0.0005)], 0.01, moved=3)  # fmt: skip
+    text = "\n".join(check_lines(tasks, check, predicted=0.0015))
+    assert "untuned 10.0000 ms, with every record 11.0000 ms (+10.0%)" in text
+    assert "with the kept records 9.0000 ms (-10.0%)" in text
+    assert "-1.500 ms (-15.0%)" in text  # predicted
+    assert (
+        "records kept for 1 of 2 task(s)" in text
+        and "dropped (slowed the model): conv.llvm('b',)" in text
+    )
+    assert "3 record line(s) moved" in text
+    assert "untuned groups (no template): 2 kernel(s), 15.0% of the model's time" in text
+
+
+def test_only_suspects_are_tried_while_the_records_make_the_model_faster():
+    calls = []
+    effects = {"a": -0.2, "b": 0.05, "c": 0.0}
+    choice = drop_slow_records(["b", "a", "c"], fake_timer(effects, calls), suspects={"b"})
+    assert choice.kept == {"a", "c"} and set(calls) == {
+        frozenset(),
+        frozenset("abc"),
+        frozenset("ac"),
+    }
+    # slower with every record: every task is tried, suspect or not
+    calls.clear()
+    choice = drop_slow_records(["a"], fake_timer({"a": 0.2}, calls), suspects=set())
+    assert choice.kept == frozenset() and calls == [frozenset(), frozenset("a")]
