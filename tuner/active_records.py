@@ -9,6 +9,8 @@ both, lets the task read it without importing the module that creates tasks.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from ember.tuner.space import ConfigEntity
@@ -21,6 +23,8 @@ class RecordBlock(Protocol):
 
     best: dict[str, Any]
     fingerprint: str
+
+    def record_for(self, question: tuple[Any, ...]) -> Any: ...
 
     def config_for_task(self, task: Any) -> ConfigEntity | None: ...
 
@@ -40,8 +44,67 @@ def active_fingerprint() -> tuple[str, ...]:
     return tuple(h.fingerprint for h in open_blocks() if h.best)
 
 
+# -- which records a build consulted ---------------------------------------------------
+# A cache of things built under records (the graph's kernels) must not key them on every
+# record in force: a model checked with one task's records left out would rebuild all its
+# kernels. Instead a build runs inside ``tracking_consults()``, which notes each question
+# asked of the open blocks and the record that answered it; the built thing is reused
+# while ``answer()`` gives the same answers.
+
+
+def answer(question: tuple[Any, ...]) -> Any:
+    """Which record the open blocks answer ``question`` with, as a comparable value (None
+    where none has one): ``("task", key)`` asks for a task's best record,
+    ``("call", name, args)`` for a directly called template's, ``("fingerprint",)`` for
+    the whole set (what a build whose questions are unknown depends on)."""
+    if question[0] == "fingerprint":
+        return active_fingerprint()
+    for block in reversed(open_blocks()):
+        rec = block.record_for(question)
+        if rec is not None:
+            return (rec.task_key, repr(rec.config))
+    return None
+
+
+def _note(question: tuple[Any, ...]) -> None:
+    stack = getattr(_LOCAL, "consults", None)
+    if stack:
+        stack[-1].append((question, answer(question)))
+
+
+@contextmanager
+def tracking_consults() -> Iterator[list[tuple[tuple[Any, ...], Any]]]:
+    """The questions asked of the open record blocks in the block, with their answers;
+    a tracked build nested in another counts for the outer one too."""
+    stack = getattr(_LOCAL, "consults", None)
+    if stack is None:
+        stack = _LOCAL.consults = []
+    found: list[tuple[tuple[Any, ...], Any]] = []
+    stack.append(found)
+    try:
+        yield found
+    finally:
+        stack.pop()
+        if stack:
+            stack[-1].extend(found)
+
+
+def answers_unchanged(consults: list[tuple[tuple[Any, ...], Any]]) -> bool:
+    """Whether the open blocks still answer every noted question as they did."""
+    return all(answer(q) == a for q, a in consults)
+
+
+def note_task_question(key: str) -> Any:
+    """Ask the open blocks for task ``key``'s best record without building the task, noting
+    the question for :func:`tracking_consults`; the answer as :func:`answer` gives it."""
+    question = ("task", key)
+    _note(question)
+    return answer(question)
+
+
 def best_config_for(task: Any) -> ConfigEntity | None:
     """The config ``Task.instantiate()`` uses without one: the innermost block's record."""
+    _note(("task", task.key))
     for block in reversed(open_blocks()):
         cfg = block.config_for_task(task)
         if cfg is not None:
@@ -52,6 +115,7 @@ def best_config_for(task: Any) -> ConfigEntity | None:
 def best_config_for_call(name: str, args: tuple[Any, ...]) -> ConfigEntity | None:
     """The config of template ``name`` called directly on ``args``: the innermost block's
     record for that workload (a resolver of ``template.DIRECT_CALL_RESOLVERS``)."""
+    _note(("call", name, tuple(args)))
     for block in reversed(open_blocks()):
         cfg = block.config_for_call(name, args)
         if cfg is not None:

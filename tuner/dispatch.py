@@ -53,6 +53,15 @@ class HistoryBest:
             json.dumps(chosen, sort_keys=True, default=repr).encode()
         ).hexdigest()
 
+    def record_for(self, question: tuple[Any, ...]) -> Record | None:
+        """The record this block answers ``question`` with (see
+        :func:`ember.tuner.active_records.answer`): ``("task", task key)`` or
+        ``("call", template name, args)``."""
+        if question[0] == "task":
+            return self.best.get(question[1])
+        name, args = question[1], question[2]
+        return self.by_workload.get((workload_key(name, args), name.rpartition(".")[2]))
+
     def config_for_task(self, task: Any) -> ConfigEntity | None:
         rec = self.best.get(task.key)
         if rec is None:

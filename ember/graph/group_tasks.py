@@ -23,7 +23,7 @@ from ember.graph.groups import GroupIO, group_from_spec, group_spec, group_to_te
 from ember.target import Target
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import Tensor
-from ember.tuner.active_records import best_config_for, open_blocks
+from ember.tuner.active_records import best_config_for, note_task_question, open_blocks
 from ember.tuner.auto import create_auto_task, register_workload
 from ember.tuner.auto.task import AUTO_VERSION, RULES, workload_key
 from ember.tuner.strategy import Implementation
@@ -82,12 +82,11 @@ def tuned_group(io: GroupIO, backend: Backend) -> tuple[Schedule, list[Tensor]] 
     """``(schedule, tensors)`` rebuilt from the best record of the group's task in the open
     ``apply_history_best`` blocks, or None where none has one (the common case: checked
     by the task's key, without generating sketches)."""
-    blocks = [b for b in open_blocks() if b.best]
-    if not blocks or not auto_schedulable(io, backend):
+    if not any(b.best for b in open_blocks()) or not auto_schedulable(io, backend):
         return None
     args = _args(io, backend)
     key = task_key(_name(backend), args, backend.target, AUTO_VERSION)
-    if not any(key in b.best for b in blocks):
+    if note_task_question(key) is None:
         return None
     task = create_auto_task(fused_group, args, backend.target)
     cfg = best_config_for(task)

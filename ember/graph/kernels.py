@@ -36,6 +36,7 @@ from ember.target import Target
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.transform.context import PassContext
+from ember.tuner.active_records import answers_unchanged, tracking_consults
 from ember.tuner.dispatch import active_fingerprint
 from ember.tuner.strategy import Implementation
 
@@ -74,7 +75,8 @@ class Kernel:
         return outs
 
 
-_CACHE: dict[tuple[Any, ...], Kernel] = {}
+# key -> the kernels built under it, each with the record questions its build asked
+_CACHE: dict[tuple[Any, ...], list[tuple[list[Any], Kernel]]] = {}
 
 
 def _freeze(v: Any) -> Any:
@@ -157,33 +159,25 @@ def get_group_kernel(
     """The compiled kernel of a fused group (one node is a group of one)."""
     backend = get_backend(target)
     tgt = backend.target
+    fingerprint = active_fingerprint()
     key = (
         "group",
         group_key(nodes, inputs, outputs, types),
         str(tgt),
-        active_fingerprint(),
+        bool(fingerprint),  # built under records or not; which ones: the consults below
         _context_key(),
         backend.strategy_key(sorted({n.op for n in nodes})),
     )
-    hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    disk = kernel_cache.entry_key(key, backend) if kernel_cache.enabled(backend) else None
+    for consults, hit in _CACHE.get(key, ()):
+        if answers_unchanged(consults):
+            return hit
+    disk_key = (*key[:3], fingerprint, *key[4:])  # on disk: keyed by every record in force
+    disk = kernel_cache.entry_key(disk_key, backend) if kernel_cache.enabled(backend) else None
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
+    consults: list[Any] = [(("fingerprint",), fingerprint)]  # a loaded module's: unknown
     if module is None:
-        tuned = tuned_group(GroupIO(tuple(nodes), tuple(inputs), tuple(outputs), types), backend)
-        if tuned is not None:  # an auto-scheduling record of the group: its steps
-            sch, tensors = tuned
-        else:
-            anchors: list[Implementation] = []
-            placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend, anchors)
-            if backend.scalars_as_vectors:
-                scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
-            outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
-            sch, tensors = backend.schedule(outs, anchors), [*placeholders, *outs]
-        ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
-        module = build(sch, tensors, target=tgt, name=f"k_{ops}_{len(_CACHE)}")
+        module, scalars, consults = _build_group(nodes, inputs, outputs, types, backend)
         if disk:
             kernel_cache.store(disk, module)
     kern = Kernel(
@@ -194,8 +188,35 @@ def get_group_kernel(
         tgt,
         scalars,
     )
-    _CACHE[key] = kern
+    _CACHE.setdefault(key, []).append((consults, kern))
     return kern
+
+
+def _build_group(
+    nodes: Sequence[Node],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    types: dict[str, TensorType],
+    backend: Backend,
+) -> tuple[Module, tuple[int, ...], list[Any]]:
+    """The group's module, its 0-d outputs written as shape (1,), and the questions its
+    strategies and schedules asked of the open record blocks (with their answers): the
+    kernel is reused under other records that answer them alike."""
+    scalars: tuple[int, ...] = ()
+    with tracking_consults() as consults:
+        tuned = tuned_group(GroupIO(tuple(nodes), tuple(inputs), tuple(outputs), types), backend)
+        if tuned is not None:  # an auto-scheduling record of the group: its steps
+            sch, tensors = tuned
+        else:
+            anchors: list[Implementation] = []
+            placeholders, outs = group_to_te(nodes, inputs, outputs, types, backend, anchors)
+            if backend.scalars_as_vectors:
+                scalars = tuple(k for k, t in enumerate(outs) if t.ndim == 0)
+            outs = [_as_vector(t) if k in scalars else t for k, t in enumerate(outs)]
+            sch, tensors = backend.schedule(outs, anchors), [*placeholders, *outs]
+    ops = "_".join(dict.fromkeys(n.op for n in nodes))[:40]
+    module = build(sch, tensors, target=backend.target, name=f"k_{ops}_{len(_CACHE)}")
+    return module, scalars, consults
 
 
 def _context_key() -> tuple[Any, ...]:

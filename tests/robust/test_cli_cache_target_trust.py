@@ -148,11 +148,11 @@ def test_item_16_records_commands_skip_what_read_records_skips(tmp_path, capsys)
 def _fake_tune_result():
     """Four trials: a fallback measured on a loaded machine (repeats 1 ms and 9 ms), a
     runtime error with its message, a crash, and a clean 2 ms trial."""
-    from types import SimpleNamespace
 
+    from ember.tuner import create_task
     from ember.tuner.result import ErrorKind, MeasureResult
     from ember.tuner.search import TrialRecord
-    from ember.tuner.tune import TuneResult
+    from ember.tuner.tune import TuneResult, fallback_entity
 
     results = [
         MeasureResult((1e-3, 9e-3, 8e-3)),
@@ -161,8 +161,9 @@ def _fake_tune_result():
         MeasureResult((2.0e-3, 2.02e-3, 2.01e-3)),
     ]
     best = [8e-3, 8e-3, 8e-3, 2.01e-3]
-    trials = [TrialRecord(k, None, r, b) for k, (r, b) in enumerate(zip(results, best))]
-    task = SimpleNamespace(name="matmul.llvm", args=(8, 8, 8), target="llvm")
+    task = create_task("matmul.llvm", (8, 8, 8, "float32"))
+    configs = [fallback_entity(task), None, None, None]  # the fallback is measured first
+    trials = [TrialRecord(k, c, r, b) for k, (c, r, b) in enumerate(zip(configs, results, best))]
     return TuneResult(task, None, 2.01e-3, trials, 0, 0, "trials", None), task
 
 
@@ -182,7 +183,7 @@ def test_item_35_tuning_errors_and_busy_measurements_are_shown(
     assert "busy machine" in out and "x9.00 spread" in out  # 9 ms / 1 ms, from the repeats
     print_model_summary([SimpleNamespace(task=task, weight=3)], [result], None)
     out = capsys.readouterr().out
-    assert "errors" in out and "runtime 1" in out and "crash 1" in out
+    assert "failed" in out and "runtime 1" in out and "crash 1" in out
     assert "index 70 out of range" in out
     assert "unreliable" in out  # 8 ms / 2.01 ms = 3.98x, but from a busy measurement
     # records show: the message beside the kind, and the busy flag
