@@ -11,6 +11,12 @@ Children are the dataclass fields holding a ``PrimExpr`` or ``Stmt``, or tuples
 of them (any :class:`~ember.tir.node.IRNode`: this module needs no node module, so the
 nodes may use it). Buffers are not children: a pass that rewrites buffers does so in its
 ``visit_BufferLoad`` / ``visit_BufferStore``.
+
+Computes share subexpressions (one node object at many places: Winograd's select chains
+are read by every sum of a transform), so an expression is a DAG whose paths can be
+exponentially many. A walk whose result for a node does not depend on where the node sits
+uses ``MemoMutator`` or ``OnceVisitor`` (or ``post_order_visit(..., once=True)``) and costs
+the distinct nodes; a walk with scopes skips an expression met again in the same scope.
 """
 
 from __future__ import annotations
