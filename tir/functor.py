@@ -11,6 +11,12 @@ Children are the dataclass fields holding a ``PrimExpr`` or ``Stmt``, or tuples
 of them (any :class:`~ember.tir.node.IRNode`: this module needs no node module, so the
 nodes may use it). Buffers are not children: a pass that rewrites buffers does so in its
 ``visit_BufferLoad`` / ``visit_BufferStore``.
+
+Computes share subexpressions (one node object at many places: Winograd's select chains
+are read by every sum of a transform), so an expression is a DAG whose paths can be
+exponentially many. A walk whose result for a node does not depend on where the node sits
+uses ``MemoMutator`` or ``OnceVisitor`` (or ``post_order_visit(..., once=True)``) and costs
+the distinct nodes; a walk with scopes skips an expression met again in the same scope.
 """
 
 from __future__ import annotations
@@ -124,10 +130,53 @@ class Mutator(_Dispatch):
         return func if body is func.body else func.with_body(body)
 
 
-def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
-    """Call ``fn`` on every node below and including ``node``, children first."""
+class MemoMutator(Mutator):
+    """A mutator whose result for a node depends on that node alone, not on where it sits
+    (no scopes, no analyzer facts): it rewrites each distinct node object once and returns
+    the same result wherever the node appears again. An expression that shares a subtree
+    (a select chain referenced by many sums) is then rewritten in time proportional to its
+    distinct nodes, and the result shares it too, instead of being copied into a tree with
+    one copy per path. One instance serves one rewrite with fixed settings."""
 
-    class _Post(Visitor):
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[Node, Node]] = {}  # id -> (node, result): keeps ids alive
+
+    def visit(self, node: Node) -> Any:
+        hit = self._memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        out = self._method(node)(self, node)
+        self._memo[id(node)] = (node, out)
+        return out
+
+
+class OnceVisitor(Visitor):
+    """A read-only walk that visits each distinct node object once, as TVM's
+    ``PostOrderVisit`` does: for walks whose findings do not depend on the path to a node
+    (which variables or loads occur), a shared subtree is walked once instead of once per
+    path."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+        self._alive: list[Node] = []  # keeps the ids in ``_seen`` from being reused
+
+    def visit(self, node: Node) -> Any:
+        key = id(node)
+        if key in self._seen:
+            return None
+        self._seen.add(key)
+        self._alive.append(node)
+        return self._method(node)(self, node)
+
+
+def post_order_visit(node: Node, fn: Callable[[Node], None], *, once: bool = False) -> None:
+    """Call ``fn`` on every node below and including ``node``, children first: at each
+    place a node appears, or with ``once`` on each distinct node object once (TVM's
+    ``PostOrderVisit``; a DAG costs its distinct nodes, not its paths)."""
+
+    base = OnceVisitor if once else Visitor
+
+    class _Post(base):  # type: ignore[valid-type,misc]
         def generic_visit(self, n: Node) -> None:
             Visitor.generic_visit(self, n)
             fn(n)
@@ -135,8 +184,9 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
     _Post().visit(node)
 
 
-class _Substitute(Mutator):
+class _Substitute(MemoMutator):
     def __init__(self, vmap: Mapping[Var, PrimExpr]) -> None:
+        super().__init__()
         self.vmap = vmap
 
     def visit_Var(self, v: Var) -> PrimExpr:
@@ -154,7 +204,10 @@ def uses_var(node: Node, pred: Callable[[Var], bool]) -> bool:
     """True if some variable in ``node`` satisfies ``pred``."""
     found = False
 
-    class _Find(Visitor):
+    class _Find(OnceVisitor):
+        def visit(self, node: Node) -> Any:
+            return None if found else OnceVisitor.visit(self, node)
+
         def visit_Var(self, v: Var) -> None:
             nonlocal found
             if pred(v):
@@ -168,7 +221,7 @@ def free_vars(node: Node) -> set[Var]:
     """Every variable mentioned in ``node`` (including ones bound inside it)."""
     out: set[Var] = set()
 
-    class _Collect(Visitor):
+    class _Collect(OnceVisitor):
         def visit_Var(self, v: Var) -> None:
             out.add(v)
 

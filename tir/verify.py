@@ -9,6 +9,8 @@ have removed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.errors import InternalError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -18,16 +20,36 @@ from ember.tir.functor import Visitor
 
 
 class _Verify(Visitor):
+    """Collects the problems; an expression met again while the same variables are
+    defined has nothing new to report, so a shared subexpression is checked once."""
+
     def __init__(self, func: S.PrimFunc) -> None:
         self.func = func
         self.defined: set[E.Var] = set(func.size_vars())
         self.problems: list[str] = []
         self.undefined: list[E.Var] = []
+        self.context = 0  # changes with ``defined``
+        self.seen: set[tuple[int, int]] = set()
+        self.alive: list[E.PrimExpr] = []  # keeps the ids in ``seen`` from being reused
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, E.PrimExpr):
+            key = (id(node), self.context)
+            if key in self.seen:
+                return None
+            self.seen.add(key)
+            self.alive.append(node)
+        return self._method(node)(self, node)
 
     def define(self, v: E.Var, what: str) -> None:
         if v in self.defined:
             self.problems.append(f"variable '{v.name}' is redefined inside its own scope ({what})")
         self.defined.add(v)
+        self.context += 1
+
+    def undefine(self, v: E.Var) -> None:
+        self.defined.discard(v)
+        self.context += 1
 
     def visit_Var(self, v: E.Var) -> None:
         if v not in self.defined and v.dtype != "handle":
@@ -40,19 +62,20 @@ class _Verify(Visitor):
         self.visit(s.extent)
         self.define(s.loop_var, "loop")
         self.visit(s.body)
-        self.defined.discard(s.loop_var)
+        self.undefine(s.loop_var)
 
     def visit_LetStmt(self, s: S.LetStmt) -> None:
         self.visit(s.value)
         self.define(s.var, "let")
         self.visit(s.body)
-        self.defined.discard(s.var)
+        self.undefine(s.var)
 
     def visit_Let(self, e: E.Let) -> None:
         self.visit(e.value)
         self.defined.add(e.var)
+        self.context += 1
         self.visit(e.body)
-        self.defined.discard(e.var)
+        self.undefine(e.var)
 
     def visit_BinOp(self, e: E.BinOp) -> None:
         if not (e.a.dtype == e.b.dtype == e.dtype):

@@ -250,7 +250,7 @@ def _reads_only_on_chip(sch: Schedule, body: E.PrimExpr) -> bool:
             producer = sch.stage_of(node.producer.op)
             ok = ok and producer is not None and producer.scope in ON_CHIP_SCOPES
 
-    post_order_visit(body, visit)
+    post_order_visit(body, visit, once=True)
     return ok
 
 
@@ -261,7 +261,7 @@ def _shuffles_lanes(body: E.PrimExpr) -> bool:
         nonlocal found
         found = found or (isinstance(node, E.Call) and node.op in E.WARP_SHUFFLES)
 
-    post_order_visit(body, visit)
+    post_order_visit(body, visit, once=True)
     return found
 
 
@@ -304,7 +304,7 @@ def _loads_of(body: E.PrimExpr, sch: Schedule, producer: Stage) -> list[E.Produc
         if isinstance(node, E.ProducerLoad) and sch.stage_of(node.producer.op) is producer:
             out.append(node)
 
-    post_order_visit(body, visit)
+    post_order_visit(body, visit, once=True)
     return out
 
 

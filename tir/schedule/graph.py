@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.errors import ScheduleError
 from ember.tir import expr as E
-from ember.tir.functor import Mutator, post_order_visit, substitute
+from ember.tir.functor import MemoMutator, post_order_visit, substitute
 from ember.tir.schedule.attach import AttachKind
 from ember.tir.schedule.relations import Fuse, Split
 from ember.tir.te.tensor import ComputeOp, IterVar, PlaceholderOp
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from ember.tir.schedule.schedule import Schedule, Stage
 
 
-class _Inline(Mutator):
+class _Inline(MemoMutator):
     def __init__(self, sch: Schedule, bodies: dict[int, E.PrimExpr]) -> None:
+        super().__init__()
         self.sch = sch
         self.bodies = bodies
 
@@ -70,7 +71,7 @@ def producer_stages(sch: Schedule, body: E.PrimExpr | tuple[E.PrimExpr, ...]) ->
                 found.setdefault(id(st), st)
 
     for b in body if isinstance(body, tuple) else (body,):
-        post_order_visit(b, visit)
+        post_order_visit(b, visit, once=True)
     return list(found.values())
 
 

@@ -13,7 +13,7 @@ from ember.errors import LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir.buffer import Buffer
-from ember.tir.functor import Mutator
+from ember.tir.functor import MemoMutator
 from ember.tir.te.tensor import ComputeOp
 
 if TYPE_CHECKING:
@@ -33,10 +33,13 @@ def lane_index(
     return (*indices, ramp)
 
 
-class LoadRewriter(Mutator):
-    """Tensor reads -> buffer reads, offset by the producer's computed region."""
+class LoadRewriter(MemoMutator):
+    """Tensor reads -> buffer reads, offset by the producer's computed region (the
+    lowering's buffers and bounds are fixed while an instance is used, so a shared
+    subexpression is rewritten once)."""
 
     def __init__(self, lw: _Lowering) -> None:
+        super().__init__()
         self.lw = lw
 
     def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:

@@ -171,7 +171,7 @@ def _check_no_nested_reduce(body: E.PrimExpr, name: str) -> None:
                 "put the surrounding arithmetic in a separate compute"
             )
 
-    post_order_visit(body, visit)
+    post_order_visit(body, visit, once=True)
 
 
 # -- reducers ------------------------------------------------------------------------------

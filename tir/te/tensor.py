@@ -200,7 +200,7 @@ class ComputeOp(Operation):
                 found.setdefault((id(t.op), t.value_index), t)
 
         for body in self.bodies:
-            post_order_visit(body, visit)
+            post_order_visit(body, visit, once=True)
         return tuple(found.values())
 
     def __repr__(self) -> str:

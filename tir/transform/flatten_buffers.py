@@ -15,11 +15,15 @@ from __future__ import annotations
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
-from ember.tir.functor import Mutator
+from ember.tir.functor import MemoMutator
 
 
-class _Flatten(Mutator):
+class _Flatten(MemoMutator):
+    """An access's flat index depends on its buffer alone, so shared subexpressions are
+    flattened once and stay shared."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.flat: dict[int, Buffer] = {}
 
     def buffer(self, b: Buffer) -> Buffer:

@@ -35,7 +35,15 @@ from ember.tir import stmt as S
 from ember.tir.arith import Analyzer, IntSet
 from ember.tir.arith.int_set import is_neg_inf, is_pos_inf
 from ember.tir.arith.linear import is_index_type, to_expr, to_linear
-from ember.tir.functor import Mutator, Visitor, post_order_visit, substitute, uses_var
+from ember.tir.functor import (
+    MemoMutator,
+    Mutator,
+    Visitor,
+    children,
+    post_order_visit,
+    substitute,
+    uses_var,
+)
 
 CompareOp = E.CompareOp
 
@@ -78,30 +86,67 @@ def _impure(c: E.PrimExpr) -> bool:
     return found
 
 
-class _Guards(Visitor):
-    """Collects, for loop variable ``v``, the zone of every likely-guard conjunct below."""
+class _HasLikely:
+    """Whether an expression holds a ``likely`` call, remembered per node object for the
+    whole pass: the guard search skips the expressions without one (the arithmetic of a
+    store's value), however often the same subexpression is met."""
 
-    def __init__(self, v: E.Var, ana: Analyzer) -> None:
-        self.v, self.ana = v, ana
+    def __init__(self) -> None:
+        self.memo: dict[int, tuple[E.PrimExpr, bool]] = {}  # id -> (node, answer)
+
+    def __call__(self, e: E.PrimExpr) -> bool:
+        hit = self.memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        found = _likely_arg(e) is not None or any(self(c) for c in children(e))
+        self.memo[id(e)] = (e, found)
+        return found
+
+
+class _Guards(Visitor):
+    """Collects, for loop variable ``v``, the zone of every likely-guard conjunct below.
+
+    What a guard's zone is depends on the enclosing loops and lets (``dom``, ``local``),
+    which stay fixed inside an expression: an expression object met again in the same
+    context is skipped, so a subexpression shared by many sums is walked once; one
+    without a ``likely`` call is not walked at all."""
+
+    def __init__(self, v: E.Var, ana: Analyzer, has_likely: _HasLikely) -> None:
+        self.v, self.ana, self.has_likely = v, ana, has_likely
         self.dom: dict[E.Var, IntSet] = {}
         self.local: set[E.Var] = set()
         self.zones: dict[int, list[Any]] = {}  # id(guard) -> per conjunct: _Zone | _UNKNOWN | None
         self.nodes: dict[int, Any] = {}
+        self.context = 0  # changes with ``dom`` and ``local``
+        self.seen: set[tuple[int, int]] = set()  # (id(expr), context) already walked
+        self.alive: list[E.PrimExpr] = []  # keeps the ids in ``seen`` from being reused
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, E.PrimExpr):
+            key = (id(node), self.context)
+            if key in self.seen or not self.has_likely(node):
+                return None
+            self.seen.add(key)
+            self.alive.append(node)
+        return self._method(node)(self, node)
 
     def visit_For(self, s: S.For) -> None:
         self.visit(s.min)
         self.visit(s.extent)
         saved = self.dom.get(s.loop_var)
         self.dom[s.loop_var] = IntSet.from_range(E.Range(s.min, s.extent))
+        self.context += 1
         self.visit(s.body)
         if saved is None:
             del self.dom[s.loop_var]
         else:
             self.dom[s.loop_var] = saved
+        self.context += 1
 
     def visit_LetStmt(self, s: S.LetStmt) -> None:
         self.visit(s.value)
         self.local.add(s.var)
+        self.context += 1
         self.visit(s.body)
 
     def visit_IfThenElse(self, s: S.IfThenElse) -> None:
@@ -190,10 +235,11 @@ def _whole_body_guard(body: S.Stmt) -> S.IfThenElse | None:
     return None
 
 
-class _RemoveGuards(Mutator):
+class _RemoveGuards(MemoMutator):
     """Drops the conjuncts known true in the main loop; a guard left with none goes away."""
 
     def __init__(self, removable: dict[int, list[bool]]) -> None:
+        super().__init__()
         self.removable = removable
 
     def _remaining(self, node: Any, cond: E.PrimExpr) -> E.PrimExpr | None:
@@ -228,6 +274,7 @@ class _RemoveGuards(Mutator):
 class _Partition(Mutator):
     def __init__(self) -> None:
         self.ana = Analyzer()
+        self.has_likely = _HasLikely()
 
     def visit(self, node: Any) -> Any:
         if isinstance(node, E.PrimExpr):
@@ -261,7 +308,7 @@ class _Partition(Mutator):
         return S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_tag, s.annotations)
 
     def partition(self, s: S.For) -> S.Stmt | None:
-        guards = _Guards(s.loop_var, self.ana)
+        guards = _Guards(s.loop_var, self.ana, self.has_likely)
         guards.visit(s.body)
         zones = [z for found in guards.zones.values() for z in found if isinstance(z, _Zone)]
         if not zones:
@@ -342,7 +389,7 @@ def _unroll_first(s: S.For) -> bool:
             if uses_var(n, lambda v: v is s.loop_var):
                 found.append(n)
 
-    post_order_visit(s.body, vectorized_over)
+    post_order_visit(s.body, vectorized_over, once=True)
     return bool(found)
 
 

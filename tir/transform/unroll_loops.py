@@ -26,6 +26,8 @@ failing the build.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import Mutator, substitute
@@ -43,6 +45,11 @@ class _Unroll(Mutator):
         self.steps = 0  # statements one run executes
         self.unroll_depth = 0  # unrolled loops nested inside
         self.normal_depth = 0  # loops that stay loops, nested inside
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, E.PrimExpr):  # only statements change: values are not walked
+            return node
+        return self._method(node)(self, node)
 
     def _count(self, s: S.Stmt) -> S.Stmt:
         self.steps += 1

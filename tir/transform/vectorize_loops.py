@@ -47,6 +47,8 @@ in a fused parallel loop ran its whole micro-kernel as scalar code, 3-10x slower
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
@@ -443,6 +445,11 @@ class _Vectorize(Mutator):
     def __init__(self, disabled: bool = False) -> None:
         self.disabled = disabled
 
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, E.PrimExpr):  # outside vectorized loops nothing else changes
+            return node
+        return self._method(node)(self, node)
+
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)
         if s.kind is not S.ForKind.VECTORIZED:
@@ -483,6 +490,11 @@ class _Version(Mutator):
 
     def __init__(self) -> None:
         self.tests: Tests = {}
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, E.PrimExpr):  # only marked loops change
+            return node
+        return self._method(node)(self, node)
 
     def visit_For(self, s: S.For) -> S.Stmt:
         body = self.visit(s.body)

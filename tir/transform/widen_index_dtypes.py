@@ -24,11 +24,13 @@ returned unchanged.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith.const_int_bound import Bound, ConstIntBound
-from ember.tir.functor import Mutator, Visitor
+from ember.tir.functor import MemoMutator, Visitor, free_vars
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 WIDE = "int64"
@@ -48,6 +50,20 @@ class _FindOverflow(Visitor):
         self.loop_vars: set[E.Var] = set()
         self.wide: set[E.Var] = set()
         self.in_index = False  # inside an index, a comparison or a loop bound
+        # an expression met again with the same ``in_index`` and loop bounds finds nothing
+        # new: skipped, so a subexpression shared by many sums is walked once
+        self.context = 0  # changes with the loop bounds
+        self.seen: set[tuple[int, bool, int]] = set()
+        self.alive: list[E.PrimExpr] = []  # keeps the ids in ``seen`` from being reused
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, E.PrimExpr):
+            key = (id(node), self.in_index, self.context)
+            if key in self.seen:
+                return None
+            self.seen.add(key)
+            self.alive.append(node)
+        return self._method(node)(self, node)
 
     def visit_For(self, s: S.For) -> None:
         self._in_index(s.min, s.extent)
@@ -60,6 +76,7 @@ class _FindOverflow(Visitor):
                 self.wide.add(v)
         self.bounds.var_bounds[v] = (lo, hi)
         self.bounds.cache.clear()
+        self.context += 1
         self.visit(s.body)
 
     def _in_index(self, *exprs: E.PrimExpr) -> None:
@@ -85,20 +102,14 @@ class _FindOverflow(Visitor):
             self._widen_vars_of(e)
 
     def _widen_vars_of(self, e: E.PrimExpr) -> None:
-        found: list[E.Var] = []
-
-        class _Vars(Visitor):
-            def visit_Var(self, v: E.Var) -> None:
-                found.append(v)
-
-        _Vars().visit(e)
-        self.wide.update(v for v in found if v in self.loop_vars)
+        self.wide.update(v for v in free_vars(e) if v in self.loop_vars)
 
 
-class _Widen(Mutator):
+class _Widen(MemoMutator):
     """Replaces the widened variables and re-derives the dtypes above them."""
 
     def __init__(self, new_vars: dict[E.Var, E.Var]) -> None:
+        super().__init__()
         self.new_vars = new_vars
 
     def visit_Var(self, v: E.Var) -> E.PrimExpr:

@@ -155,6 +155,37 @@ def test_loop_partition() -> None:
     assert_structural_equal(loop_partition(before()), expected())
 
 
+def test_loop_partition_shared_guard() -> None:
+    """A guarded select that appears twice in one store (the same object, as a compute
+    that reuses a subexpression builds it) is removed at both places in the main loop,
+    as two separate copies would be; the tail keeps it."""
+
+    def shared(i: E.PrimExpr, B: object) -> E.PrimExpr:
+        return E.select(likely(i < 6), B[i], E.const(0.0, "float32"))  # type: ignore[index]
+
+    def before() -> S.PrimFunc:
+        ib = IRBuilder()
+        A = ib.param((8,), "float32", name="A")
+        B = ib.param((8,), "float32", name="B")
+        with ib.for_range(0, 8, name="i") as i:
+            s = shared(i, B)
+            ib.store(A, i, s * s)
+        return ib.get_func("f")
+
+    def expected() -> S.PrimFunc:
+        ib = IRBuilder()
+        A = ib.param((8,), "float32", name="A")
+        B = ib.param((8,), "float32", name="B")
+        with ib.for_range(0, 6, name="i") as i:
+            ib.store(A, i, B[i] * B[i])
+        with ib.for_range(6, 8, name="i") as i:
+            s = shared(i, B)
+            ib.store(A, i, s * s)
+        return ib.get_func("f")
+
+    assert_structural_equal(loop_partition(before()), expected())
+
+
 def test_vectorize_loops() -> None:
     """A vectorized loop becomes one vector statement: ramps for affine indices,
     broadcasts for invariant values."""
