@@ -433,6 +433,8 @@ class CUDAPrinter(CUDAVectorMemory):
         if isinstance(s.value, E.Call) and s.value.op in E.TENSOR_CORE_CALLS:
             print_tensor_core(self, s.value)
             return
+        if isinstance(s.value, E.Call) and s.value.op is E.Intrinsic.PREFETCH:
+            return  # Stage.prefetch is a CPU cache hint; GPU code emits nothing for it
         super().stmt_Evaluate(s)
 
     def print_allocate(self, s: S.Allocate) -> None:

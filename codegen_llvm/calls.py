@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ember.codegen_llvm.builder_utils import mem_type, splat, to_index
+from ember.codegen_llvm.builder_utils import I32, declare, mem_type, splat, to_index
 from ember.codegen_llvm.casts import emit_cast
 from ember.codegen_llvm.emitter import Emitter
 from ember.codegen_llvm.externs import emit_extern_call
@@ -35,6 +35,8 @@ def emit_call(cg: Emitter, e: E.Call) -> ir.Value:
         raise InternalError(f"pack_array outside a call_packed in '{cg.func_name}'")
     if e.op in E.EXTERN_CALLS:
         return emit_extern_call(cg.builder, e, [cg.visit(a) for a in e.args[1:]], cg.cpu)
+    if e.op is E.Intrinsic.PREFETCH:
+        return _prefetch(cg, e)
     if e.op is E.Intrinsic.ACCESS_PTR:  # Buffer.access_ptr: the element's address
         data, offset, elem, _ = e.args
         assert isinstance(data, E.Var) and isinstance(elem, E.StringImm)
@@ -57,6 +59,19 @@ def emit_call(cg: Emitter, e: E.Call) -> ir.Value:
             v = splat(cg.builder, v, lanes)
         args.append(v)
     return emit_intrinsic(cg.builder, e.op, args, e.dtype, fast=bool(cg.fast), arg_dtype=arg_dtype)
+
+
+def _prefetch(cg: Emitter, e: E.Call) -> ir.Value:
+    """``llvm.prefetch(address, read, locality 3, data cache)``; the TIR call's value is 0.
+    The address is an ``access_ptr`` the schedule's ``prefetch`` clamped into its buffer,
+    though a prefetch would not fault anyway."""
+    (ptr,) = e.args
+    address = cg.visit(ptr)
+    fn = declare(
+        cg.builder.module, "llvm.prefetch.p0", ir.VoidType(), [address.type, I32, I32, I32]
+    )
+    cg.builder.call(fn, [address, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+    return ir.Constant(I32, 0)
 
 
 def _if_then_else(cg: Emitter, e: E.Call) -> ir.Value:

@@ -141,6 +141,11 @@ class Intrinsic(enum.Enum):
     # whose pointer is ``data`` (TVM's ``Buffer.access_ptr``), a ``handle`` handed to a C or
     # CUDA function by ``call_extern``; compiled code only (no interpreter has addresses).
     ACCESS_PTR = "access_ptr"
+    # ``(access_ptr,)``: a hint that the element at that address (an ``ACCESS_PTR`` call) is
+    # read soon, so its cache line is fetched now (TVM's tir.prefetch, made by the schedule's
+    # ``prefetch``). It never faults and changes no value: the LLVM backend emits
+    # ``llvm.prefetch`` (read, locality 3, data cache); CUDA and the interpreters skip it.
+    PREFETCH = "prefetch"
     # -- tensor cores (CUDA device code only; built and documented in tir.tensor_core) --------
     # Warp-collective statements on per-lane fragment registers (``local`` arrays) or on
     # opaque ``wmma.*`` fragments; their arguments are buffer pointers, offsets and
@@ -168,7 +173,8 @@ TENSOR_CORE_CALLS = frozenset(
 EXTERN_CALLS = frozenset({Intrinsic.CALL_PURE_EXTERN, Intrinsic.CALL_EXTERN})
 # Calls a backend handles by their structure, not by a per-operator table entry.
 PACKED_CALLS = frozenset({Intrinsic.CALL_PACKED, Intrinsic.PACK_ARRAY})
-STRUCTURAL_CALLS = EXTERN_CALLS | PACKED_CALLS | {Intrinsic.IF_THEN_ELSE, Intrinsic.ACCESS_PTR}
+_ADDRESSES = {Intrinsic.ACCESS_PTR, Intrinsic.PREFETCH}
+STRUCTURAL_CALLS = EXTERN_CALLS | PACKED_CALLS | _ADDRESSES | {Intrinsic.IF_THEN_ELSE}
 # Float arguments, bool result.
 FLOAT_PREDICATES = frozenset({Intrinsic.ISNAN, Intrinsic.ISINF, Intrinsic.ISFINITE})
 # Integer (and bool) operands; everything else but ABS and LIKELY takes floats.

@@ -205,6 +205,8 @@ class ExprCompilerBase:
             return self._if_then_else(e)
         if e.op in E.PACKED_CALLS:
             return self._packed_call(e)
+        if e.op is E.Intrinsic.PREFETCH:  # a cache hint: nothing to compute
+            return ("c", 0)
         if e.op is E.Intrinsic.ACCESS_PTR:
             raise ArgumentError(
                 "access_ptr: an address for a C/CUDA function; the interpreter and the CUDA "

@@ -42,6 +42,7 @@ from ember.tir.schedule.lower_params import (
     scratch_buffer,
     symbolic_split_amounts,
 )
+from ember.tir.schedule.prefetch import prefetch_nest
 from ember.tir.schedule.relations import (
     Split,
     data_derived,
@@ -329,6 +330,7 @@ class _Lowering:
             # A virtual thread is a share of one thread's work: its iterations run one after
             # another in the same thread, unrolled so each keeps its own registers.
             kind, tag = S.ForKind.UNROLLED, ""
+        body = prefetch_nest(self, st, iv, body)
         return S.For(iv.var, E.const(0, iv.var.dtype), ext, kind, body, tag, ann)
 
     def store_index(self, st: Stage, iv: IterVar) -> E.PrimExpr:

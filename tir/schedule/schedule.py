@@ -42,6 +42,17 @@ class IterAttr:
     bind: IterVar | None = None
     pragmas: list[tuple[str, Any]] = field(default_factory=list)
     tensor_intrin: Any = None  # a TensorIntrin that replaces the loops from here inward
+    prefetches: list[tuple[Tensor, E.PrimExpr]] = field(default_factory=list)
+
+    @property
+    def prefetch_data(self) -> list[Tensor]:
+        """TVM's name: the tensors ``prefetch`` asked for at this loop."""
+        return [t for t, _ in self.prefetches]
+
+    @property
+    def prefetch_offset(self) -> list[E.PrimExpr]:
+        """TVM's name: how many iterations ahead each of ``prefetch_data`` is fetched."""
+        return [k for _, k in self.prefetches]
 
     @property
     def iter_type(self) -> int:
@@ -320,6 +331,28 @@ class Stage:
     def pragma(self, axis: IterVar, key: str, value: Any = 1) -> None:
         iv = self._leaf(axis, "pragma")
         self._attr(iv).pragmas.append((key, value))
+
+    def prefetch(self, tensor: Tensor, var: IterVar, offset: E.ExprLike) -> None:
+        """At each iteration of loop ``var``, ask the cache for the region of ``tensor`` that
+        iteration ``var + offset`` reads (TVM's ``s[C].prefetch``), so the memory arrives
+        while this iteration computes. A hint only: results never change, and every
+        address it names lies inside the tensor (:mod:`ember.tir.schedule.prefetch`). CPU
+        code issues ``llvm.prefetch``; CUDA code emits nothing for it."""
+        iv = self._leaf(var, "prefetch")
+        if not isinstance(tensor, Tensor):
+            raise self._error(f"prefetch expects a tensor, got {tensor!r}", iv)
+        producer = self.schedule.stage_of(tensor.op)
+        if producer is None or not self.schedule._reads(self, producer):
+            raise self._error(f"prefetch: stage '{self.name}' does not read '{tensor.name}'", iv)
+        k = E.convert(offset)
+        if not dt.is_int(k.dtype):
+            raise self._error(f"prefetch: the offset must be an integer, got {offset!r}", iv)
+        attr = self._attr(iv)
+        if attr.kind is ForKind.VECTORIZED:
+            raise self._error(
+                f"prefetch: axis '{iv.name}' is vectorized; prefetch at an outer loop", iv
+            )
+        attr.prefetches.append((tensor, k))
 
     def bind(self, axis: IterVar, thread: IterVar | str) -> None:
         """Map a loop to a GPU block or thread index."""

@@ -187,3 +187,27 @@ def test_errors():
         )
     with pytest.raises(ArgumentError, match="is not NCHW"):
         layout_transform(X, 8, 0, 16)
+
+
+@pytest.mark.parametrize(
+    "outer, prefetch", [("rows", "next_ic_block"), ("reduction", "next_oc_block")]
+)
+def test_prefetch_knob_keeps_results_and_emits_prefetches(outer, prefetch, rng):  # noqa: ANN001
+    """``prefetch``: the next block's weights hinted (llvm.prefetch) with the same result
+    (odd channels, a ragged last tile); off by default, where it measured slower."""
+    shape = (1, 19, 5, 6, 20, 3, 3)
+    task = task_of("conv2d_NCHWc.llvm", *shape, 1, 1, 1, "float32")
+    knobs = task.config_space.knobs
+    assert knobs["prefetch"].default_value == "none"
+    pick = {"ic_bn": 8, "oc_bn": 8, "ow_bn": 4, "unroll_kernel": False}
+    pick.update({"outer": outer, "prefetch": prefetch})
+    choice = {k: knobs[k].default_index for k in knobs}
+    choice.update({k: list(knobs[k].candidates).index(v) for k, v in pick.items()})
+    s, tensors = task.instantiate(task.config_space.from_choices(choice))
+    mod = ember.build(s, tensors, target="llvm")
+    assert "call void @llvm.prefetch.p0(" in mod.get_source("ll")
+    x = rng.standard_normal(shape[:4]).astype("float32")
+    w = rng.standard_normal((20, 19, 3, 3)).astype("float32")
+    got = np.full([int(d.value) for d in tensors[-1].shape], np.nan, dtype="float32")
+    mod(block(x, 8), pack_nchwc_weights(w, 8, 8), got)
+    np.testing.assert_allclose(unblock(got, 20), conv_ref(x, w, 1, 1, 1), rtol=1e-4, atol=1e-3)

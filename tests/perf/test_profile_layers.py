@@ -1,0 +1,49 @@
+"""``benchmarks/profile_layers.py`` matches every ResNet-18 conv in both runtimes' profiles."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember.frontend.graph import Node
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "profile_layers.py"
+
+
+@pytest.fixture(scope="module")
+def script() -> dict:
+    return runpy.run_path(str(SCRIPT), run_name="profile_layers")
+
+
+def test_onnxruntime_nodes_map_back_to_every_conv(script: dict) -> None:
+    pytest.importorskip("onnxruntime")
+    model, inputs = script["build"](32)
+    convs = {n.name for n in model.graph.node if n.op_type == "Conv"}
+    got = script["ort_layers"](model, inputs, 1, 2)
+    assert set(got["seconds"]) == convs  # fused Conv+BN+Relu(+Add) nodes named back to a conv
+    assert all(t > 0 for t in got["seconds"].values())
+    assert got["shapes"]["conv_2"] == "1x3x32x32 * 64x3x7x7"
+
+
+def test_ember_steps_name_their_conv(script: dict) -> None:
+    nodes = [
+        Node("conv2d", "conv_19", ("x",), ("y",), op_type="Conv"),
+        Node("relu", "relu_2", ("y",), ("z",)),
+    ]
+    where = f"fused group of {', '.join(n.where() for n in nodes)}"  # as compile.py names a step
+    assert script["_CONV"].search(where).group(1) == "conv_19"
+
+
+def test_table_gives_medians_and_ratios(script: dict) -> None:
+    ort = [{"seconds": {"c1": 2e-3, "c2": 1e-3}, "shapes": {"c1": "a", "c2": "b"}}] * 2
+    emb = [
+        {"seconds": {"c1": 1e-3, "c2": 2e-3}, "shapes": {}},
+        {"seconds": {"c1": 3e-3, "c2": 2e-3}, "shapes": {}},
+    ]
+    text = script["table"](ort, emb)
+    assert "c1" in text and " 1.00" in text  # median of 1 and 3 ms is 2 ms
+    assert "0.50  <0.95" in text
+    assert f"{np.sqrt(0.5):.2f}" in text  # geometric mean of 1.0 and 0.5
