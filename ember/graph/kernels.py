@@ -168,8 +168,8 @@ def get_group_kernel(
         _context_key(),
         backend.strategy_key(sorted({n.op for n in nodes})),
     )
-    for consults, hit in _CACHE.get(key, ()):
-        if answers_unchanged(consults):
+    for asked, hit in _CACHE.get(key, ()):
+        if answers_unchanged(asked):
             return hit
     disk_key = (*key[:3], fingerprint, *key[4:])  # on disk: keyed by every record in force
     disk = kernel_cache.entry_key(disk_key, backend) if kernel_cache.enabled(backend) else None
