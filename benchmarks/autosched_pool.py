@@ -120,7 +120,7 @@ def ensure_pool(
     """The task's pool records, measured now unless ``folder`` already holds ``n`` of them."""
     path = pool_path(folder, task)
     if path.exists() and sum(r.ok for r in read_records(path)) >= n:
-        log(f"  {task.name[:60]}: pool read from {path}")
+        log(f"  {task.name}{task.args}: pool read from {path}")
         return path
     t0 = time.perf_counter()
     configs = sample_configs(task, n, seed)

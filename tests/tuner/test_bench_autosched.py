@@ -77,8 +77,9 @@ def test_tables_print_every_task_strategy_and_goal():
     assert rows[0]["acc"] > 0.7 > rows[0]["shuffled"]  # the made-up cost is learnable
     assert "pairwise acc" in R.costmodel_table(rows)
 
-    cold, warm = B.warm_runs(pool, enc, {"other": other}, [0], proposals=4, eps=0.2)
+    cold, warm, cross = B.warm_runs(pool, enc, {"other": other}, [0], proposals=4, eps=0.2)
     assert 1 <= cold[0] <= len(pool) and 1 <= warm[0] <= len(pool)
+    assert cross > 0.7  # the other pool's made-up costs follow the same rule
     assert "warm: other" in R.warm_table("fake", ["other"], cold, warm)
 
     reach = R.reach_table(
