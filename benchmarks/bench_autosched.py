@@ -49,6 +49,7 @@ from typing import Any
 import autosched_workloads as w
 from autosched_pool import ensure_pool, load_pool, random_inputs, time_by_turns
 from autosched_replay import (
+    PoolEntry,
     PoolIndex,
     costmodel_table,
     efficiency_table,
@@ -172,20 +173,23 @@ def run_reach(a: argparse.Namespace, tasks: list[Any]) -> None:
     print(reach_table(rows))
 
 
-def load_pools(a: argparse.Namespace, tasks: list[Any]) -> tuple[dict, dict, dict]:
-    """Each task's pool (measured now or read from ``--pool-records``), encoding and task."""
-    pools, encs, autos = {}, {}, {}
+def load_pools(
+    a: argparse.Namespace, tasks: list[Any]
+) -> tuple[dict[str, list[PoolEntry]], dict[str, SpaceEncoding]]:
+    """Each task's pool (measured now or read from ``--pool-records``) and encoding."""
+    pools: dict[str, list[PoolEntry]] = {}
+    encs: dict[str, SpaceEncoding] = {}
     for t in tasks:
         task = create_auto_task(t.workload, t.args, "llvm")
         path = ensure_pool(task, a.long, a.pool_records, a.rounds, a.min_repeat_ms, a.seed)
-        pools[t.name], encs[t.name], autos[t.name] = load_pool(task, path), None, task
+        pools[t.name] = load_pool(task, path)
         encs[t.name] = SpaceEncoding(task.config_space)
-    return pools, encs, autos
+    return pools, encs
 
 
 def run_efficiency(a: argparse.Namespace, tasks: list[Any]) -> None:
     """Replay the three strategies over each task's pool and print trials to 95%."""
-    pools, encs, _ = load_pools(a, tasks)
+    pools, encs = load_pools(a, tasks)
     t0 = time.perf_counter()
     res = efficiency_results(pools, encs, a.seed_list, a.proposals, a.eps)
     print(f"\nefficiency: trials to 95% of the pool's best (pool = {a.long} random configs, "
@@ -197,12 +201,12 @@ def run_efficiency(a: argparse.Namespace, tasks: list[Any]) -> None:
 
 def run_costmodel(a: argparse.Namespace, tasks: list[Any], new: Any) -> None:
     """Held-out accuracy per task; cold against warm start on the new shape."""
-    pools, _, _ = load_pools(a, tasks)
+    pools, _ = load_pools(a, tasks)
     rows = costmodel_rows(pools, a.folds, a.seed_list)
     print(f"\ncostmodel: held-out pairwise accuracy, {a.folds}-fold, median over seeds "
           f"{a.seed_list}")  # fmt: skip
     print(costmodel_table(rows))
-    npools, nencs, _ = load_pools(a, [new])
+    npools, nencs = load_pools(a, [new])
     cold, warm, cross = warm_runs(
         npools[new.name], nencs[new.name], pools, a.seed_list, a.proposals, a.eps
     )
