@@ -1,0 +1,107 @@
+"""``benchmarks/bench_autosched.py``'s table-making code, on a small fake pool (nothing is
+built or timed), so the script cannot rot: the replays, the cost-model rows and every table."""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("optuna")
+pytest.importorskip("lightgbm")
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import autosched_replay as R  # noqa: E402
+import autosched_workloads as W  # noqa: E402
+import bench_autosched as B  # noqa: E402
+
+from ember.tuner.auto import create_auto_task  # noqa: E402
+from ember.tuner.auto.features import N_FEATURES  # noqa: E402
+from ember.tuner.encode import SpaceEncoding  # noqa: E402
+
+
+def fake_pool(n: int, seed: int) -> tuple[list[R.PoolEntry], SpaceEncoding]:
+    """Distinct configs of a real auto task's space, with a made-up cost that depends on the
+    parameters and features that carry it (so a model can learn the order)."""
+    task = create_auto_task(W.matmul, (24, 20, 12), "llvm")
+    enc = SpaceEncoding(task.config_space)
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    pool, seen = [], set()
+    while len(pool) < n:
+        cfg = task.config_space.sample(rng)
+        if cfg in seen:
+            continue
+        seen.add(cfg)
+        params = enc.encode(cfg)
+        x = nrng.random(N_FEATURES)
+        cost = 1e-5 * (1.0 + 4.0 * x[0] + 0.01 * sum(params.values()))
+        pool.append(R.PoolEntry(cfg, params, x, cost))
+    return pool, enc
+
+
+def test_replays_count_trials_within_the_pool():
+    pool, enc = fake_pool(24, seed=1)
+    best = min(e.cost for e in pool)
+    for seed in range(2):
+        for n in (R.replay_random(pool, seed), R.replay_tpe(pool, enc, seed)):
+            assert 1 <= n <= len(pool)
+    # the snapping finds a pool config's own parameters, and never a measured one
+    index = R.PoolIndex(enc, pool)
+    free = np.ones(len(pool), dtype=bool)
+    assert index.nearest(pool[5].params, free) == 5
+    free[5] = False
+    assert index.nearest(pool[5].params, free) != 5
+    assert any(R.qualifies(pool, i, best) for i in range(len(pool)))
+
+
+def test_tables_print_every_task_strategy_and_goal():
+    pool, enc = fake_pool(24, seed=2)
+    other, _ = fake_pool(16, seed=3)
+    pools = {"fake": pool}
+    res = B.efficiency_results(pools, {"fake": enc}, [0, 1], proposals=4, eps=0.2)
+    assert set(res["fake"]) == set(R.STRATEGIES)
+    assert all(1 <= n <= len(pool) for v in res["fake"].values() for n in v)
+    text = R.efficiency_table(res, pools)
+    assert "fake" in text and "model+TPE" in text and "random" in text
+    assert re.search(r"\n-+", text)
+
+    rows = B.costmodel_rows({"fake": pool + other}, folds=2, seeds=[0])
+    assert rows[0]["samples"] == 40
+    assert rows[0]["acc"] > 0.7 > rows[0]["shuffled"]  # the made-up cost is learnable
+    assert "pairwise acc" in R.costmodel_table(rows)
+
+    cold, warm, cross = B.warm_runs(pool, enc, {"other": other}, [0], proposals=4, eps=0.2)
+    assert 1 <= cold[0] <= len(pool) and 1 <= warm[0] <= len(pool)
+    assert cross > 0.7  # the other pool's made-up costs follow the same rule
+    assert "warm: other" in R.warm_table("fake", ["other"], cold, warm)
+
+    reach = R.reach_table(
+        [
+            {
+                "task": "t",
+                "template": "matmul.llvm",
+                "template_trials": 3,
+                "template_cost": 2e-5,
+                "auto_trials": 3,
+                "auto_cost": 1e-5,
+                "template_turns": 2e-5,
+                "auto_turns": 1e-5,
+            }
+        ]
+    )
+    assert "2.00" in reach and "yes" in reach
+
+
+def test_quick_defaults_and_printed_settings():
+    a = B.parse(["efficiency", "--quick", "--seeds", "2", "--seed", "3"])
+    assert (a.trials, a.template_trials, a.long, a.seed_list) == (30, 30, 120, [3, 4])
+    full = B.parse(["reach", "--trials", "50"])
+    assert (full.trials, full.template_trials, full.long) == (50, 50, 1000)
+    assert [t.name for t in W.tasks(True)] == ["matmul128x128x128", "conv16->16@14"]
