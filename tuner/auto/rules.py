@@ -7,7 +7,8 @@ generator (:func:`~ember.tuner.auto.sketch.generate_sketches`) walks the stages 
 outputs back and lets the first rule that applies decide; several variants make several
 sketches. The rules, in priority order (:data:`CPU_RULES`):
 
-- :func:`rule_inline`: an injective stage that is not an output is inlined;
+- :func:`rule_inline`: an injective stage that is not an output is inlined, unless it is
+  expensive and inlining would repeat it (``DagInfo.should_inline``);
 - :func:`rule_fused_consumer`: an elementwise epilogue another stage's tile is fused into
   is scheduled by that stage's rule;
 - :func:`rule_tile_with_fusion`: a stage with data reuse (matmul-, conv-like) is tiled
@@ -15,6 +16,10 @@ sketches. The rules, in priority order (:data:`CPU_RULES`):
   the second spatial level: two sketches);
 - :func:`rule_cache_write`: a stage with data reuse but no such consumer accumulates into
   a ``local`` cache, tiled and fused into the copy out of it; or is tiled alone;
+- :func:`rule_reduce_at_rows`: an output whose reductions (and kept stages) are read
+  row by row (softmax, layer norm) computes them at its parallel row loop, each row's
+  data still in cache; plainly, or each reduction ``rfactor`` ed over a vector-wide inner
+  split (partial sums in vector lanes);
 - :func:`rule_rfactor`: a reduction over few outputs (too few to fill the cores)
   factors its reduction with ``rfactor`` so that the partial sums run in parallel; or not;
 - :func:`rule_reduction` and :func:`rule_elementwise`: the rest.
@@ -125,8 +130,7 @@ def fuse_into_consumer(b: SketchBuilder, producer: str, consumer: str, level: in
 # -- the rules ---------------------------------------------------------------------------------
 def rule_inline(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
     """An injective stage that is not an output: inline it into its consumers."""
-    s = info.stages[name]
-    if not s.injective or s.is_output:
+    if not info.should_inline(name):
         return None
     return [("", lambda b: b.inline(name))]
 
@@ -171,6 +175,68 @@ def rule_cache_write(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant
         ("cache+fuse2", lambda b: _cached(b, name, 2)),
         ("tile", lambda b: schedule_tiled(b, name)),
     ]
+
+
+def _split_last_vectorized(b: SketchBuilder, name: str) -> IterVar | None:
+    """Split the stage's last data axis by a knob and vectorize the inner part; the outer
+    part (None where the axis has extent 1)."""
+    axis = list(b.stage(name).op.axis)[-1]  # type: ignore[attr-defined]
+    if _extent(axis) < 2:
+        return None
+    k = b.split_knob(f"{name}.vec", _extent(axis), 2, MAX_TILE)
+    outer, inner = b.split(name, axis, [Sym(k, 1, 2)])
+    vectorize(b, name, inner)
+    return outer
+
+
+def _vector_rfactor(b: SketchBuilder, name: str) -> str:
+    """Fuse the stage's reduction loops, split off a vector-wide inner part and
+    ``rfactor`` it as the last data axis of ``<name>.rf``, whose sums run over the outer
+    part with that axis innermost and vectorized (lane-wise partial sums); the stage
+    then adds the lanes up. The ``.rf`` stage's name."""
+    op = b.stage(name).op
+    red = list(op.reduce_axis)  # type: ignore[attr-defined]
+    total = math.prod(_extent(iv) for iv in red)
+    fused = b.fuse(name, red)
+    k = b.split_knob(f"{name}.lanes", total, 2, MAX_TILE)
+    _, inner = b.split(name, fused, [Sym(k, 1, 2)])
+    rf = b.rfactor(name, inner, len(op.axis))  # type: ignore[attr-defined]
+    *spatial, lanes, outer = b.loops(rf)
+    b.reorder(rf, [*spatial, outer, lanes])
+    vectorize(b, rf, lanes)
+    return rf
+
+
+def schedule_rows(b: SketchBuilder, name: str, producers: Sequence[str], rf: bool) -> None:
+    """``name``'s leading axes fused into a parallel row loop, its last axis split and
+    vectorized; every producer (``DagInfo.row_producers``, producers first) computed at
+    the row loop, its own last axis vectorized, each reduction ``rfactor`` ed over vector
+    lanes where ``rf``."""
+    sp = list(b.stage(name).op.axis)  # type: ignore[attr-defined]
+    _split_last_vectorized(b, name)
+    row = b.fuse(name, sp[:-1])
+    parallel(b, name, row)
+    for p in producers:
+        if b.stage(p).op.reduce_axis:  # type: ignore[attr-defined]
+            if rf:
+                b.compute_at(_vector_rfactor(b, p), name, row)
+        else:
+            _split_last_vectorized(b, p)
+        b.compute_at(p, name, row)
+        b.done.add(p)
+
+
+def rule_reduce_at_rows(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """An output whose kept producers are each read within one of its rows (softmax's
+    max and sum, layer norm's mean, variance and reciprocal deviation): computed at its
+    row loop, with plain reductions or vector-lane ``rfactor`` ed ones."""
+    producers = info.row_producers(name)
+    if producers is None:
+        return None
+    variants: list[Variant] = [("rows", lambda b: schedule_rows(b, name, producers, False))]
+    if any(info.stages[p].reduce for p in producers):
+        variants.append(("rows+rf", lambda b: schedule_rows(b, name, producers, True)))
+    return variants
 
 
 def schedule_rfactor(b: SketchBuilder, name: str) -> None:
@@ -248,6 +314,7 @@ CPU_RULES: Sequence[Rule] = (
     rule_fused_consumer,
     rule_tile_with_fusion,
     rule_cache_write,
+    rule_reduce_at_rows,
     rule_rfactor,
     rule_reduction,
     rule_elementwise,
