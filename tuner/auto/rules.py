@@ -177,14 +177,26 @@ def rule_cache_write(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant
     ]
 
 
+VECTOR_WIDTHS = (16, 8, 32, 4)  # vector loop widths of a row, the default first
+
+
+def _lanes_knob(b: SketchBuilder, what: str, extent: int) -> Sym:
+    """The width of a row's vector loop: a choice of the ``VECTOR_WIDTHS`` dividing
+    ``extent`` (a few, the likely best first, rather than every factorization: a row
+    has little else to tune), or an inner split factor where none divides."""
+    widths = [w for w in VECTOR_WIDTHS if extent % w == 0]
+    if widths:
+        return Sym(b.choice_knob(what, widths))
+    return Sym(b.split_knob(what, extent, 2, MAX_TILE), 1, 2)
+
+
 def _split_last_vectorized(b: SketchBuilder, name: str) -> IterVar | None:
     """Split the stage's last data axis by a knob and vectorize the inner part; the outer
     part (None where the axis has extent 1)."""
     axis = list(b.stage(name).op.axis)[-1]  # type: ignore[attr-defined]
     if _extent(axis) < 2:
         return None
-    k = b.split_knob(f"{name}.vec", _extent(axis), 2, MAX_TILE)
-    outer, inner = b.split(name, axis, [Sym(k, 1, 2)])
+    outer, inner = b.split(name, axis, [_lanes_knob(b, f"{name}.vec", _extent(axis))])
     vectorize(b, name, inner)
     return outer
 
@@ -198,8 +210,7 @@ def _vector_rfactor(b: SketchBuilder, name: str) -> str:
     red = list(op.reduce_axis)  # type: ignore[attr-defined]
     total = math.prod(_extent(iv) for iv in red)
     fused = b.fuse(name, red)
-    k = b.split_knob(f"{name}.lanes", total, 2, MAX_TILE)
-    _, inner = b.split(name, fused, [Sym(k, 1, 2)])
+    _, inner = b.split(name, fused, [_lanes_knob(b, f"{name}.lanes", total)])
     rf = b.rfactor(name, inner, len(op.axis))  # type: ignore[attr-defined]
     *spatial, lanes, outer = b.loops(rf)
     b.reorder(rf, [*spatial, outer, lanes])
@@ -220,8 +231,8 @@ def schedule_rows(b: SketchBuilder, name: str, producers: Sequence[str], rf: boo
         if b.stage(p).op.reduce_axis:  # type: ignore[attr-defined]
             if rf:
                 b.compute_at(_vector_rfactor(b, p), name, row)
-        else:
-            _split_last_vectorized(b, p)
+        elif len(b.stage(p).op.axis) >= len(sp):  # type: ignore[attr-defined]
+            _split_last_vectorized(b, p)  # a stage with a row of its own (softmax's exp)
         b.compute_at(p, name, row)
         b.done.add(p)
 

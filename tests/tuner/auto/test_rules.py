@@ -159,3 +159,104 @@ def test_a_symbolic_extent_is_a_config_error():
     b = te.compute((n, 4), lambda i, j: a[i, j] + 1.0, name="B")
     with pytest.raises(ConfigError, match="constant loop extents"):
         generate_sketches([a, b], R.CPU_RULES)
+
+
+def test_an_expensive_stage_is_not_inlined_where_it_would_be_repeated():
+    soft = dag_info(w.softmax_rows(5, 24))  # exp read by the sum and by the output
+    assert soft.stages["ex"].expensive and not soft.should_inline("ex")
+    norm = dag_info(w.norm_rows(3, 7))  # rsqrt of a row read by every element of it
+    assert not norm.should_inline("inv")
+    assert norm.should_inline("g2")  # cheap: inlined whatever reads it
+    chain = dag_info(w.scale_add(5, 7))
+    assert chain.should_inline("T") and not chain.should_inline("O")  # O is the output
+
+
+def test_row_producers_are_the_kept_stages_read_within_a_row():
+    assert dag_info(w.softmax_rows(5, 24)).row_producers("out") == ["mx", "ex", "sm"]
+    assert dag_info(w.norm_rows(3, 7)).row_producers("out") == ["mean", "sq", "inv"]
+    assert dag_info(w.scale_add(5, 7)).row_producers("O") is None  # nothing kept
+    assert dag_info(w.matmul_bias_relu(6, 10, 7)).row_producers("E") is None  # tiled
+    a = te.placeholder((6, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    s = te.compute((6,), lambda i: te.sum(a[i, k], axis=k), name="S")
+    across = te.compute((6, 6), lambda i, j: a[i, j] / s[j], name="O")  # another row's sum
+    assert dag_info([a, across]).row_producers("O") is None
+
+
+def test_rule_reduce_at_rows_computes_softmax_at_the_row_loop():
+    got = sketches(w.softmax_rows(5, 24), [R.rule_reduce_at_rows])
+    row = (
+        "split out 1 [$s{k}.out.vec]\n"
+        "annotate out 2 $s{k}.out.vectorize\n"
+        "annotate out 0 $s{k}.out.parallel\n"
+    )
+    assert got == {
+        "rows": row.format(k=0) + "compute_at mx out 0\n"
+        "split ex 1 [$s0.ex.vec]\n"
+        "annotate ex 2 $s0.ex.vectorize\n"
+        "compute_at ex out 0\n"
+        "compute_at sm out 0",
+        "rows+rf": row.format(k=1) + "split mx 1 [$s1.mx.lanes]\n"
+        "rfactor mx 2 1\n"  # mx.rf[i, lane] = max over the outer part
+        "reorder mx.rf [0,2,1]\n"  # lanes innermost ...
+        "annotate mx.rf 2 $s1.mx.rf.vectorize\n"  # ... and vectorized
+        "compute_at mx.rf out 0\n"
+        "compute_at mx out 0\n"
+        "split ex 1 [$s1.ex.vec]\n"
+        "annotate ex 2 $s1.ex.vectorize\n"
+        "compute_at ex out 0\n"
+        "split sm 1 [$s1.sm.lanes]\n"
+        "rfactor sm 2 1\n"
+        "reorder sm.rf [0,2,1]\n"
+        "annotate sm.rf 2 $s1.sm.rf.vectorize\n"
+        "compute_at sm.rf out 0\n"
+        "compute_at sm out 0",
+    }
+    space = generate_sketches(w.softmax_rows(5, 24), [R.rule_reduce_at_rows])[1].knobs
+    assert space["s1.sm.lanes"].candidates == (8, 4)  # the vector widths dividing 24
+
+
+def test_rule_reduce_at_rows_on_a_norm_with_odd_rows():
+    got = sketches(w.norm_rows(3, 7), R.CPU_RULES)
+    assert list(got) == ["rows", "rows+rf"]
+    # no vector width divides 7: a split knob; the per-row rsqrt is not split
+    assert got["rows"].splitlines() == [
+        "split out 1 [$s0.out.vec[1:2]]",
+        "annotate out 2 $s0.out.vectorize",
+        "annotate out 0 $s0.out.parallel",
+        "compute_at mean out 0",
+        "compute_at sq out 0",
+        "compute_at inv out 0",
+        "compute_inline g2",
+    ]
+
+
+@pytest.mark.parametrize("make", [w.softmax_rows, w.norm_rows])
+def test_row_sketches_compute_what_numpy_does(make):
+    import numpy as np
+
+    import ember
+    from ember.tuner.auto.space import define_sketch_space, steps_for
+    from ember.tuner.auto.steps import apply_steps
+    from ember.tuner.space import ConfigSpace
+
+    m, n = 5, 24
+    sks = generate_sketches(make(m, n), R.CPU_RULES)
+    space = ConfigSpace()
+    define_sketch_space(space, sks)
+    space.freeze()
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-2, 2, (m, n)).astype("float32")
+    g = rng.uniform(-2, 2, n).astype("float32")
+    if make is w.softmax_rows:
+        e = np.exp(a - a.max(1, keepdims=True))
+        want, ins = e / e.sum(1, keepdims=True), [a]
+    else:
+        mean, sq = a.mean(1, keepdims=True), (a * a).mean(1, keepdims=True)
+        want, ins = (a - mean) / np.sqrt(sq + 1) * g * 2, [a, g]
+    for pick in range(len(sks)):
+        cfg = space.from_choices({**space.sample(pick).choices, "sketch": pick})
+        s, args = apply_steps(make(m, n), steps_for(cfg, sks))
+        out = np.full((m, n), np.nan, "float32")
+        ember.build(s, args, target="llvm")(*ins, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)

@@ -74,3 +74,32 @@ def conv2d_relu(c: int, h: int, w: int, f: int, kh: int) -> list:
     )
     out = te.compute((1, f, h, w), lambda *i: te.max(conv(*i), 0.0), name="relu")
     return [x, wt, out]
+
+
+@register_workload
+def softmax_rows(m: int, n: int) -> list:
+    """Softmax over rows with its exponentials a stage of their own (read twice)."""
+    a = te.placeholder((m, n), name="A")
+    k1 = te.reduce_axis((0, n), name="k1")
+    mx = te.compute((m,), lambda i: te.max(a[i, k1], axis=k1), name="mx")
+    ex = te.compute((m, n), lambda i, j: te.exp(a[i, j] - mx[i]), name="ex")
+    k2 = te.reduce_axis((0, n), name="k2")
+    sm = te.compute((m,), lambda i: te.sum(ex[i, k2], axis=k2), name="sm")
+    out = te.compute((m, n), lambda i, j: ex[i, j] / sm[i], name="out")
+    return [a, out]
+
+
+@register_workload
+def norm_rows(m: int, n: int) -> list:
+    """(A - mean) * rsqrt(mean square + 1) * g: a row reduction, an expensive per-row stage
+    read by broadcast, and a broadcast operand."""
+    a = te.placeholder((m, n), name="A")
+    g = te.placeholder((n,), name="g")
+    k1 = te.reduce_axis((0, n), name="k1")
+    mean = te.compute((m,), lambda i: te.sum(a[i, k1] / n, axis=k1), name="mean")
+    k2 = te.reduce_axis((0, n), name="k2")
+    sq = te.compute((m,), lambda i: te.sum(a[i, k2] * a[i, k2] / n, axis=k2), name="sq")
+    inv = te.compute((m,), lambda i: te.rsqrt(sq[i] + 1.0), name="inv")
+    g2 = te.compute((n,), lambda j: g[j] * 2.0, name="g2")
+    out = te.compute((m, n), lambda i, j: (a[i, j] - mean[i]) * inv[i] * g2[j], name="out")
+    return [a, g, out]
