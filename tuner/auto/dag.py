@@ -16,7 +16,7 @@ broadcasts it), and an output's *row producers*: the stages kept apart (reductio
 injective stages not inlined) that it depends on, when each is read only within one row
 of the output (its leading indices the reader's leading axes), so that all of them can
 be computed at the output's row loop (softmax's max and sum, layer norm's mean and
-variance) while the row is in cache.
+variance, a depthwise conv's 3x3 windows) while the row is in cache.
 """
 
 from __future__ import annotations
@@ -123,12 +123,16 @@ class DagInfo:
                 if p not in seen:
                     seen.add(p)
                     todo.append(p)
-                    if prod.has_reuse:
+                    if prod.has_reuse and prod.reduce_size > ROW_STENCIL_MAX:
                         return None  # a matmul or conv is tiled, not computed per row
                     if not self.should_inline(p):
                         found.append(p)
         order = list(self.stages)
         return sorted(found, key=order.index) or None
+
+
+ROW_STENCIL_MAX = 27  # a reduction with reuse over at most this many values (a depthwise
+# 3x3 window) may still be computed row by row; a longer one (matmul, conv) is tiled
 
 
 _EXPENSIVE = {

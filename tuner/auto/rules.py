@@ -201,6 +201,21 @@ def _split_last_vectorized(b: SketchBuilder, name: str) -> IterVar | None:
     return outer
 
 
+def _reduce_across_row(b: SketchBuilder, name: str) -> None:
+    """A reduction with a row of outputs (a depthwise conv's): the row split by a vector
+    width, the reduction loops between its parts (unrolled by a knob), the inner part
+    vectorized, so each lane accumulates its own output."""
+    loops = b.loops(name)
+    n_red = len(b.stage(name).op.reduce_axis)  # type: ignore[attr-defined]
+    spatial, red = loops[: len(loops) - n_red], loops[len(loops) - n_red :]
+    outer, inner = b.split(name, spatial[-1], [_lanes_knob(b, f"{name}.vec", _extent(spatial[-1]))])
+    b.reorder(name, [*spatial[:-1], outer, *red, inner])
+    vectorize(b, name, inner)
+    knob = b.choice_knob(f"{name}.unroll", ["unroll", "none"])
+    for iv in red:  # (auto_unroll stops at the vector loop, innermost here)
+        b.annotate(name, iv, Sym(knob))
+
+
 def _vector_rfactor(b: SketchBuilder, name: str) -> str:
     """Fuse the stage's reduction loops, split off a vector-wide inner part and
     ``rfactor`` it as the last data axis of ``<name>.rf``, whose sums run over the outer
@@ -228,13 +243,23 @@ def schedule_rows(b: SketchBuilder, name: str, producers: Sequence[str], rf: boo
     row = b.fuse(name, sp[:-1])
     parallel(b, name, row)
     for p in producers:
-        if b.stage(p).op.reduce_axis:  # type: ignore[attr-defined]
-            if rf:
-                b.compute_at(_vector_rfactor(b, p), name, row)
-        elif len(b.stage(p).op.axis) >= len(sp):  # type: ignore[attr-defined]
-            _split_last_vectorized(b, p)  # a stage with a row of its own (softmax's exp)
+        op = b.stage(p).op
+        own_row = len(op.axis) >= len(sp) and _extent(op.axis[-1]) > 1  # type: ignore[attr-defined]
+        # (the same test as _own_row, on the live stage)
+        if op.reduce_axis and own_row:  # type: ignore[attr-defined]
+            _reduce_across_row(b, p)  # a stencil's outputs along the row: vector lanes
+        elif op.reduce_axis and rf:  # type: ignore[attr-defined]
+            b.compute_at(_vector_rfactor(b, p), name, row)
+        elif own_row:
+            _split_last_vectorized(b, p)  # softmax's exp: its row computed once
         b.compute_at(p, name, row)
         b.done.add(p)
+
+
+def _own_row(info: DagInfo, name: str, rank: int) -> bool:
+    """Whether stage ``name`` has a row of its own under an output of rank ``rank``."""
+    spatial = info.stages[name].spatial
+    return len(spatial) >= rank and spatial[-1] > 1
 
 
 def rule_reduce_at_rows(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
@@ -245,7 +270,8 @@ def rule_reduce_at_rows(b: SketchBuilder, info: DagInfo, name: str) -> list[Vari
     if producers is None:
         return None
     variants: list[Variant] = [("rows", lambda b: schedule_rows(b, name, producers, False))]
-    if any(info.stages[p].reduce for p in producers):
+    rank = len(info.stages[name].spatial)
+    if any(info.stages[p].reduce and not _own_row(info, p, rank) for p in producers):
         variants.append(("rows+rf", lambda b: schedule_rows(b, name, producers, True)))
     return variants
 

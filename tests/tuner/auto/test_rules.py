@@ -41,9 +41,9 @@ def test_a_transposing_consumer_is_not_fused():
 
 
 def test_a_cropping_consumer_is_not_fused():
-    a = te.placeholder((6, 4), name="A")
-    b = te.placeholder((4, 5), name="B")
-    k = te.reduce_axis((0, 4), name="k")
+    a = te.placeholder((6, 40), name="A")  # a long reduction: tiled, not done by rows
+    b = te.placeholder((40, 5), name="B")
+    k = te.reduce_axis((0, 40), name="k")
     c = te.compute((6, 5), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
     crop = te.compute((3, 5), lambda i, j: c[i, j] + 1.0, name="crop")
     assert dag_info([a, b, crop]).elementwise_consumer("C") is None
@@ -175,7 +175,9 @@ def test_row_producers_are_the_kept_stages_read_within_a_row():
     assert dag_info(w.softmax_rows(5, 24)).row_producers("out") == ["mx", "ex", "sm"]
     assert dag_info(w.norm_rows(3, 7)).row_producers("out") == ["mean", "sq", "inv"]
     assert dag_info(w.scale_add(5, 7)).row_producers("O") is None  # nothing kept
-    assert dag_info(w.matmul_bias_relu(6, 10, 7)).row_producers("E") is None  # tiled
+    assert dag_info(w.matmul_bias_relu(6, 10, 40)).row_producers("E") is None  # tiled
+    # a short reduction with reuse (a 3-tap stencil's window) is computed row by row
+    assert dag_info(w.matmul_bias_relu(6, 10, 3)).row_producers("E") == ["C"]
     a = te.placeholder((6, 6), name="A")
     k = te.reduce_axis((0, 6), name="k")
     s = te.compute((6,), lambda i: te.sum(a[i, k], axis=k), name="S")
@@ -231,7 +233,7 @@ def test_rule_reduce_at_rows_on_a_norm_with_odd_rows():
     ]
 
 
-@pytest.mark.parametrize("make", [w.softmax_rows, w.norm_rows])
+@pytest.mark.parametrize("make", [w.softmax_rows, w.norm_rows, w.stencil_clip])
 def test_row_sketches_compute_what_numpy_does(make):
     import numpy as np
 
@@ -241,7 +243,8 @@ def test_row_sketches_compute_what_numpy_does(make):
     from ember.tuner.space import ConfigSpace
 
     m, n = 5, 24
-    sks = generate_sketches(make(m, n), R.CPU_RULES)
+    args = (m, n, 3) if make is w.stencil_clip else (m, n)
+    sks = generate_sketches(make(*args), R.CPU_RULES)
     space = ConfigSpace()
     define_sketch_space(space, sks)
     space.freeze()
@@ -251,12 +254,33 @@ def test_row_sketches_compute_what_numpy_does(make):
     if make is w.softmax_rows:
         e = np.exp(a - a.max(1, keepdims=True))
         want, ins = e / e.sum(1, keepdims=True), [a]
+    elif make is w.stencil_clip:
+        x, wt = rng.uniform(-9, 9, (m, n + 2)).astype("float32"), a[:, :3].copy()
+        want = np.clip(sum(x[:, t : t + n] * wt[:, t : t + 1] for t in range(3)), 0, 6)
+        ins, want = [x, wt], want[:, :-1]
     else:
         mean, sq = a.mean(1, keepdims=True), (a * a).mean(1, keepdims=True)
         want, ins = (a - mean) / np.sqrt(sq + 1) * g * 2, [a, g]
     for pick in range(len(sks)):
         cfg = space.from_choices({**space.sample(pick).choices, "sketch": pick})
-        s, args = apply_steps(make(m, n), steps_for(cfg, sks))
-        out = np.full((m, n), np.nan, "float32")
-        ember.build(s, args, target="llvm")(*ins, out)
+        s, tensors = apply_steps(make(*args), steps_for(cfg, sks))
+        out = np.full(want.shape, np.nan, "float32")
+        ember.build(s, tensors, target="llvm")(*ins, out)
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_rule_reduce_at_rows_vectorizes_a_stencil_across_its_row():
+    tensors = w.stencil_clip(4, 16, 3)
+    assert dag_info(tensors).stages["C"].has_reuse
+    # the crop keeps the window's tiles from fusing the epilogue; no sum without a row of
+    # its own, so no rfactor variant
+    assert sketches(tensors, R.CPU_RULES) == {
+        "rows": "split O 1 [$s0.O.vec[1:2]]\n"  # 15: no vector width divides it
+        "annotate O 2 $s0.O.vectorize\n"
+        "annotate O 0 $s0.O.parallel\n"
+        "split C 1 [$s0.C.vec]\n"
+        "reorder C [0,1,3,2]\n"  # the window's loop between the row's parts
+        "annotate C 3 $s0.C.vectorize\n"
+        "annotate C 2 $s0.C.unroll\n"
+        "compute_at C O 0"
+    }

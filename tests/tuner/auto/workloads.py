@@ -103,3 +103,16 @@ def norm_rows(m: int, n: int) -> list:
     g2 = te.compute((n,), lambda j: g[j] * 2.0, name="g2")
     out = te.compute((m, n), lambda i, j: (a[i, j] - mean[i]) * inv[i] * g2[j], name="out")
     return [a, g, out]
+
+
+@register_workload
+def stencil_clip(c: int, n: int, taps: int) -> list:
+    """A per-channel 1-D window (a depthwise conv's shape: reuse over a short reduction)
+    with a ReLU6 over all but its last output, as Ember's depthwise conv computes a padded
+    row and crops it (so the window's tile cannot fuse the epilogue)."""
+    x = te.placeholder((c, n + taps - 1), name="X")
+    wt = te.placeholder((c, taps), name="W")
+    t = te.reduce_axis((0, taps), name="t")
+    conv = te.compute((c, n), lambda i, j: te.sum(x[i, j + t] * wt[i, t], axis=t), name="C")
+    out = te.compute((c, n - 1), lambda i, j: te.min(te.max(conv[i, j], 0.0), 6.0), name="O")
+    return [x, wt, out]
