@@ -165,8 +165,10 @@ def main() -> int:
             flush=True,
         )
     if rows:
-        print(f"median gen/auto {statistics.median(r['vs_generic'] for r in rows):.2f}  "
-              f"median ort/auto {statistics.median(r['vs_ort'] for r in rows):.2f}")
+        print(
+            f"median gen/auto {statistics.median(r['vs_generic'] for r in rows):.2f}  "
+            f"median ort/auto {statistics.median(r['vs_ort'] for r in rows):.2f}"
+        )
     return 0
 
 

@@ -85,7 +85,6 @@ class DagInfo:
                 return cons.name if cons.is_output else None
             producer = cons
 
-
     def should_inline(self, name: str) -> bool:
         """Inline an injective non-output stage, unless it is expensive and inlining would
         compute it more than once per element (Ansor inlines only what is cheap to repeat):

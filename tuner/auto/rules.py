@@ -208,7 +208,8 @@ def _reduce_across_row(b: SketchBuilder, name: str) -> None:
     loops = b.loops(name)
     n_red = len(b.stage(name).op.reduce_axis)  # type: ignore[attr-defined]
     spatial, red = loops[: len(loops) - n_red], loops[len(loops) - n_red :]
-    outer, inner = b.split(name, spatial[-1], [_lanes_knob(b, f"{name}.vec", _extent(spatial[-1]))])
+    width = _lanes_knob(b, f"{name}.vec", _extent(spatial[-1]))
+    outer, inner = b.split(name, spatial[-1], [width])
     b.reorder(name, [*spatial[:-1], outer, *red, inner])
     vectorize(b, name, inner)
     knob = b.choice_knob(f"{name}.unroll", ["unroll", "none"])
@@ -244,8 +245,7 @@ def schedule_rows(b: SketchBuilder, name: str, producers: Sequence[str], rf: boo
     parallel(b, name, row)
     for p in producers:
         op = b.stage(p).op
-        own_row = len(op.axis) >= len(sp) and _extent(op.axis[-1]) > 1  # type: ignore[attr-defined]
-        # (the same test as _own_row, on the live stage)
+        own_row = _has_row([_extent(iv) for iv in op.axis], len(sp))  # type: ignore[attr-defined]
         if op.reduce_axis and own_row:  # type: ignore[attr-defined]
             _reduce_across_row(b, p)  # a stencil's outputs along the row: vector lanes
         elif op.reduce_axis and rf:  # type: ignore[attr-defined]
@@ -256,9 +256,9 @@ def schedule_rows(b: SketchBuilder, name: str, producers: Sequence[str], rf: boo
         b.done.add(p)
 
 
-def _own_row(info: DagInfo, name: str, rank: int) -> bool:
-    """Whether stage ``name`` has a row of its own under an output of rank ``rank``."""
-    spatial = info.stages[name].spatial
+def _has_row(spatial: Sequence[int], rank: int) -> bool:
+    """Whether a stage of extents ``spatial`` has a row of its own under an output of
+    rank ``rank`` (softmax's exp, a depthwise conv), not one value per row (a sum)."""
     return len(spatial) >= rank and spatial[-1] > 1
 
 
@@ -271,7 +271,7 @@ def rule_reduce_at_rows(b: SketchBuilder, info: DagInfo, name: str) -> list[Vari
         return None
     variants: list[Variant] = [("rows", lambda b: schedule_rows(b, name, producers, False))]
     rank = len(info.stages[name].spatial)
-    if any(info.stages[p].reduce and not _own_row(info, p, rank) for p in producers):
+    if any(info.stages[p].reduce and not _has_row(info.stages[p].spatial, rank) for p in producers):
         variants.append(("rows+rf", lambda b: schedule_rows(b, name, producers, True)))
     return variants
 

@@ -192,7 +192,7 @@ def test_rule_reduce_at_rows_computes_softmax_at_the_row_loop():
         "annotate out 2 $s{k}.out.vectorize\n"
         "annotate out 0 $s{k}.out.parallel\n"
     )
-    assert got == {
+    want = {
         "rows": row.format(k=0) + "compute_at mx out 0\n"
         "split ex 1 [$s0.ex.vec]\n"
         "annotate ex 2 $s0.ex.vectorize\n"
@@ -214,6 +214,7 @@ def test_rule_reduce_at_rows_computes_softmax_at_the_row_loop():
         "compute_at sm.rf out 0\n"
         "compute_at sm out 0",
     }
+    assert got == want
     space = generate_sketches(w.softmax_rows(5, 24), [R.rule_reduce_at_rows])[1].knobs
     assert space["s1.sm.lanes"].candidates == (8, 4)  # the vector widths dividing 24
 
