@@ -130,8 +130,8 @@ class DagInfo:
         return sorted(found, key=order.index) or None
 
 
-ROW_STENCIL_MAX = 27  # a reduction with reuse over at most this many values (a depthwise
-# 3x3 window) may still be computed row by row; a longer one (matmul, conv) is tiled
+ROW_STENCIL_MAX = 25  # a reduction with reuse over at most this many values (a depthwise
+# 3x3 or 5x5 window) may be computed row by row; a longer one (matmul, conv) is tiled
 
 
 _EXPENSIVE = {
