@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from ember import te
 from ember.frontend.testing.models import build_model
+from ember.tuner.auto import create_auto_task, register_workload
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -116,6 +118,29 @@ WORKLOADS: dict[str, Callable[[np.random.Generator], tuple[Any, dict[str, np.nda
     "depthwise3x3+relu6 144x56x56": depthwise_relu6,
     "global_avg_pool 1280x7x7": global_avg_pool,
     "gelu+residual 128x3072": gelu_residual,
+}
+
+
+@register_workload
+def softmax_exp_stage(m: int, n: int) -> list:
+    """Softmax over rows as ``softmax_axis`` computes it, but with the exponentials a
+    stage of their own (read by the sum and the division): what the op's compute would
+    give if it did not evaluate ``exp`` twice per element."""
+    x = te.placeholder((m, n), name="X")
+    k1 = te.reduce_axis((0, n), name="k1")
+    mx = te.compute((m,), lambda i: te.max(x[i, k1], axis=k1), name="softmax_max")
+    ex = te.compute((m, n), lambda i, j: te.exp(x[i, j] - mx[i]), name="softmax_exp")
+    k2 = te.reduce_axis((0, n), name="k2")
+    sm = te.compute((m,), lambda i: te.sum(ex[i, k2], axis=k2), name="softmax_sum")
+    return [x, te.compute((m, n), lambda i, j: ex[i, j] / sm[i], name="softmax")]
+
+
+# what-if rows: the same onnx model for onnxruntime, another compute for Ember
+EXTRA: dict[str, tuple[Callable[[np.random.Generator], tuple[Any, dict]], Callable[[], Any]]] = {
+    "softmax 4096x1024, exp a stage": (
+        softmax,
+        lambda: create_auto_task(softmax_exp_stage, (4096, 1024), "llvm"),
+    ),
 }
 
 

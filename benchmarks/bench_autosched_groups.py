@@ -7,7 +7,9 @@ configs of its sketches (seeded; each built and timed once in this process, chec
 against the generic schedule's output), then times by turns, in blocks with pauses, the
 generic schedule of every group, the best auto kernel of every group, and onnxruntime
 running the same model at the same thread count. A workload of several groups (BERT's
-scale and mask are a group apart from the softmax) adds its groups' times.
+scale and mask are a group apart from the softmax) adds its groups' times. ``--extra``
+adds what-if rows (:data:`autosched_workloads.EXTRA`: another compute for the same op),
+left out of the medians.
 
     python benchmarks/bench_autosched_groups.py --trials 32 --seed 0 --rounds 7
 """
@@ -27,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from autosched_workloads import WORKLOADS  # noqa: E402
+from autosched_workloads import EXTRA, WORKLOADS  # noqa: E402
 
 import ember  # noqa: E402
 from ember.tuner.space import FallbackConfig  # noqa: E402
@@ -110,8 +112,14 @@ def _ort(model: Any, feed: dict[str, np.ndarray], threads: int) -> Any:
 
 def run(name: str, trials: int, seed: int, rounds: int, threads: int) -> dict[str, Any]:
     """Search and time one workload; its times (median over rounds, ms) and ratios."""
-    model, feed = WORKLOADS[name](np.random.default_rng(seed))
-    groups = [Group(mt.task, seed) for mt in ember.extract_tasks(model, "llvm", search="auto")]
+    if name in EXTRA:
+        make, task = EXTRA[name]
+        model, feed = make(np.random.default_rng(seed))
+        groups = [Group(task(), seed)]
+    else:
+        model, feed = WORKLOADS[name](np.random.default_rng(seed))
+        tasks = ember.extract_tasks(model, "llvm", search="auto")
+        groups = [Group(mt.task, seed) for mt in tasks]
     for k, g in enumerate(groups):
         g.search(trials, seed + k)
     ort_fn = _ort(model, feed, threads)
@@ -145,6 +153,9 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--only", default="", help="run the workloads whose name contains this")
+    p.add_argument(
+        "--extra", action="store_true", help="add what-if rows (another compute for an op)"
+    )
     args = p.parse_args()
     threads = int(os.environ.get("EMBER_NUM_THREADS") or os.cpu_count() or 1)
     print(
@@ -154,7 +165,7 @@ def main() -> int:
     head = f"{'workload':32} {'generic ms':>10} {'auto ms':>9} {'ort ms':>9} {'gen/auto':>8}"
     print(head + f" {'ort/auto':>8}  best sketch (failed candidates)")
     rows = []
-    for name in WORKLOADS:
+    for name in [*WORKLOADS, *(EXTRA if args.extra else ())]:
         if args.only not in name:
             continue
         r = run(name, args.trials, args.seed, args.rounds, threads)
@@ -164,6 +175,7 @@ def main() -> int:
             f"{r['vs_generic']:8.2f} {r['vs_ort']:8.2f}  {r['sketches']} ({r['failed']})",
             flush=True,
         )
+    rows = [r for r in rows if r["name"] in WORKLOADS]
     if rows:
         print(
             f"median gen/auto {statistics.median(r['vs_generic'] for r in rows):.2f}  "
