@@ -320,12 +320,32 @@ def _reduce(b: SketchBuilder, name: str) -> None:
     auto_unroll(b, name)
 
 
+LANES_MIN_REDUCE = 8  # a reduction over fewer values gains nothing from vector lanes
+
+
+def _reduce_in_lanes(b: SketchBuilder, name: str) -> None:
+    """Partial sums in vector lanes (``_vector_rfactor``) computed at the stage's fused,
+    parallel output loop, then added up: a reduction whose outputs give no vector loop."""
+    rank = len(b.stage(name).op.axis)  # type: ignore[attr-defined]
+    rf = _vector_rfactor(b, name)
+    outer = b.fuse(name, b.loops(name)[:rank])  # rfactor gave the stage new loops
+    parallel(b, name, outer)
+    b.compute_at(rf, name, outer)
+
+
 def rule_reduction(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
     """Any other reduction: the last spatial loop split, its inner part innermost
-    (vectorized across outputs), the outer spatial loops fused and parallel."""
-    if not info.stages[name].reduce:
+    (vectorized across outputs), the outer spatial loops fused and parallel. Where the
+    last spatial loop is too short to vectorize (global pooling's 1 x 1) and the
+    reduction is long enough, also partial sums in vector lanes."""
+    s = info.stages[name]
+    if not s.reduce:
         return None
-    return [("reduce", lambda b: _reduce(b, name))]
+    variants: list[Variant] = [("reduce", lambda b: _reduce(b, name))]
+    short = not s.spatial or s.spatial[-1] < min(VECTOR_WIDTHS)
+    if short and s.reduce_size >= LANES_MIN_REDUCE and s.op.num_outputs == 1:
+        variants.append(("reduce+lanes", lambda b: _reduce_in_lanes(b, name)))
+    return variants
 
 
 def _elementwise(b: SketchBuilder, name: str) -> None:

@@ -135,7 +135,8 @@ def test_rule_rfactor_factors_a_reduction_over_few_outputs():
 def test_rule_rfactor_leaves_wide_or_short_reductions_alone():
     rules = [R.rule_rfactor, R.rule_reduction]
     assert list(sketches(w.row_sum(40, 70), rules)) == ["reduce"]  # enough rows
-    assert list(sketches(w.row_sum(3, 20), rules)) == ["reduce"]  # short rows
+    # short rows: not factored across the cores; 3 outputs make no vector loop: lanes
+    assert list(sketches(w.row_sum(3, 20), rules)) == ["reduce", "reduce+lanes"]
 
 
 def test_all_cpu_rules_on_a_conv_with_padding_and_relu():
@@ -234,7 +235,7 @@ def test_rule_reduce_at_rows_on_a_norm_with_odd_rows():
     ]
 
 
-@pytest.mark.parametrize("make", [w.softmax_rows, w.norm_rows, w.stencil_clip])
+@pytest.mark.parametrize("make", [w.softmax_rows, w.norm_rows, w.stencil_clip, w.global_pool])
 def test_row_sketches_compute_what_numpy_does(make):
     import numpy as np
 
@@ -244,6 +245,8 @@ def test_row_sketches_compute_what_numpy_does(make):
     from ember.tuner.space import ConfigSpace
 
     m, n = 5, 24
+    if make is w.global_pool:
+        n = 7  # 49 values: no vector width divides them (an odd split)
     args = (m, n, 3) if make is w.stencil_clip else (m, n)
     sks = generate_sketches(make(*args), R.CPU_RULES)
     space = ConfigSpace()
@@ -259,6 +262,9 @@ def test_row_sketches_compute_what_numpy_does(make):
         x, wt = rng.uniform(-9, 9, (m, n + 2)).astype("float32"), a[:, :3].copy()
         want = np.clip(sum(x[:, t : t + n] * wt[:, t : t + 1] for t in range(3)), 0, 6)
         ins, want = [x, wt], want[:, :-1]
+    elif make is w.global_pool:
+        x = rng.uniform(-2, 2, (m, n, n)).astype("float32")
+        want, ins = x.mean((1, 2))[:, None], [x]
     else:
         mean, sq = a.mean(1, keepdims=True), (a * a).mean(1, keepdims=True)
         want, ins = (a - mean) / np.sqrt(sq + 1) * g * 2, [a, g]
@@ -285,3 +291,20 @@ def test_rule_reduce_at_rows_vectorizes_a_stencil_across_its_row():
         "annotate C 2 $s0.C.unroll\n"
         "compute_at C O 0"
     }
+
+
+def test_rule_reduction_adds_vector_lanes_where_the_outputs_have_no_vector_loop():
+    got = sketches(w.global_pool(6, 4), [R.rule_inline, R.rule_reduction, R.rule_elementwise])
+    assert list(got) == ["reduce", "reduce+lanes"]
+    assert got["reduce+lanes"].splitlines()[4:] == [
+        "fuse S [2,3]",  # the 4 x 4 window: 16 values ...
+        "split S 2 [$s1.S.lanes]",  # ... in 16, 8 or 4 lanes
+        "rfactor S 3 2",
+        "reorder S.rf [0,1,3,2]",
+        "annotate S.rf 3 $s1.S.rf.vectorize",
+        "fuse S [0,1]",
+        "annotate S 0 $s1.S.parallel",
+        "compute_at S.rf S 0",
+    ]
+    rules = [R.rule_rfactor, R.rule_reduction]
+    assert list(sketches(w.row_sum(40, 70), rules)) == ["reduce"]  # 40 outputs in a row

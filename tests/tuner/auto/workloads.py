@@ -116,3 +116,14 @@ def stencil_clip(c: int, n: int, taps: int) -> list:
     conv = te.compute((c, n), lambda i, j: te.sum(x[i, j + t] * wt[i, t], axis=t), name="C")
     out = te.compute((c, n - 1), lambda i, j: te.min(te.max(conv[i, j], 0.0), 6.0), name="O")
     return [x, wt, out]
+
+
+@register_workload
+def global_pool(c: int, h: int) -> list:
+    """Global average pooling of (c, h, h) to (c, 1): one output per channel, no vector
+    loop among the outputs (the reduction's vector lanes rule)."""
+    x = te.placeholder((c, h, h), name="X")
+    ry = te.reduce_axis((0, h), name="ry")
+    rx = te.reduce_axis((0, h), name="rx")
+    s = te.compute((c, 1), lambda i, j: te.sum(x[i, ry, rx + j], axis=[ry, rx]), name="S")
+    return [x, te.compute((c, 1), lambda i, j: s[i, j] / (h * h), name="P")]
