@@ -22,7 +22,8 @@ sketches. The rules, in priority order (:data:`CPU_RULES`):
   split (partial sums in vector lanes);
 - :func:`rule_rfactor`: a reduction over few outputs (too few to fill the cores)
   factors its reduction with ``rfactor`` so that the partial sums run in parallel; or not;
-- :func:`rule_reduction` and :func:`rule_elementwise`: the rest.
+- :func:`rule_reduction` and :func:`rule_elementwise`: the rest (a reduction whose
+  outputs give no vector loop, global pooling's, may also sum in vector lanes).
 
 Annotations are parameters: each rule asks :func:`parallel`, :func:`vectorize` and
 :func:`auto_unroll` for the fused outer loop, the innermost spatial loop and the
