@@ -8,6 +8,15 @@ and convolution, which are tiled), its spatial and reduction extents (a reductio
 over few outputs is factored with ``rfactor``), its consumers, and whether its one
 consumer reads it elementwise (``out[i, j] = f(C[i, j], ...)``: an epilogue that can
 be fused into its tile). Ansor asks the same questions of its ``ComputeDAG``.
+
+Two more facts serve the row rules: whether an injective stage is worth inlining (not
+when it calls an expensive intrinsic such as ``exp`` or ``rsqrt`` and inlining would
+evaluate it more than once per element: several consumers, or a consumer that
+broadcasts it), and an output's *row producers*: the stages kept apart (reductions, and
+injective stages not inlined) that it depends on, when each is read only within one row
+of the output (its leading indices the reader's leading axes), so that all of them can
+be computed at the output's row loop (softmax's max and sum, layer norm's mean and
+variance, a depthwise conv's 3x3 windows) while the row is in cache.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ class StageInfo:
     reduce: tuple[int, ...]  # extents of the reduction axes
     has_reuse: bool
     consumers: list[str] = field(default_factory=list)
+    producers: list[str] = field(default_factory=list)  # compute stages it reads
+    expensive: bool = False  # calls an intrinsic that costs many instructions (exp, erf)
 
     @property
     def injective(self) -> bool:
@@ -73,6 +84,95 @@ class DagInfo:
             if cons.is_output or len(cons.consumers) != 1:
                 return cons.name if cons.is_output else None
             producer = cons
+
+    def should_inline(self, name: str) -> bool:
+        """Inline an injective non-output stage, unless it is expensive and inlining would
+        compute it more than once per element (Ansor inlines only what is cheap to repeat):
+        several consumers, or a consumer with more elements than it (a broadcast read)."""
+        s = self.stages[name]
+        if not s.injective or s.is_output:
+            return False
+        if not s.expensive:
+            return True
+        cons = [self.stages[c] for c in s.consumers]
+        return len(cons) == 1 and cons[0].spatial_size <= s.spatial_size
+
+    def row_producers(self, name: str) -> list[str] | None:
+        """The stages ``name`` (an injective output of rank >= 2) depends on that are
+        kept (not inlined), when every one of them is read only inside one row of it:
+        each read, on every path between them, indexes its leading ``rank - 1``
+        dimensions by the reader's leading axes (through inlined stages too). None where
+        there is no such stage, or one is read across rows (a transpose, a crop)."""
+        out = self.stages[name]
+        m = len(out.spatial) - 1
+        if not out.injective or not out.is_output or m < 1 or out.spatial[-1] < 2:
+            return None
+        found: list[str] = []
+        todo, seen = [name], {name}
+        while todo:
+            reader = self.stages[todo.pop()]
+            for p in reader.producers:
+                prod = self.stages[p]
+                if not _row_local(reader, prod, m, out.spatial[:m]):
+                    if self.should_inline(p) and not prod.producers:
+                        continue  # a broadcast operand (gamma[c]) computed inline
+                    return None
+                if prod.is_output:
+                    return None
+                if p not in seen:
+                    seen.add(p)
+                    todo.append(p)
+                    if prod.has_reuse and prod.reduce_size > ROW_STENCIL_MAX:
+                        return None  # a matmul or conv is tiled, not computed per row
+                    if not self.should_inline(p):
+                        found.append(p)
+        order = list(self.stages)
+        return sorted(found, key=order.index) or None
+
+
+ROW_STENCIL_MAX = 25  # a reduction with reuse over at most this many values (a depthwise
+# 3x3 or 5x5 window) may be computed row by row; a longer one (matmul, conv) is tiled
+
+
+_EXPENSIVE = {
+    E.Intrinsic.EXP,
+    E.Intrinsic.EXP2,
+    E.Intrinsic.EXP10,
+    E.Intrinsic.LOG,
+    E.Intrinsic.LOG2,
+    E.Intrinsic.LOG10,
+    E.Intrinsic.LOG1P,
+    E.Intrinsic.SQRT,
+    E.Intrinsic.RSQRT,
+    E.Intrinsic.ERF,
+    E.Intrinsic.SIGMOID,
+    E.Intrinsic.TANH,
+    E.Intrinsic.SIN,
+    E.Intrinsic.COS,
+}
+
+
+def _is_expensive(op: ComputeOp) -> bool:
+    found = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, E.Call) and node.op in _EXPENSIVE:
+            found.append(node)
+
+    for body in op.bodies:
+        post_order_visit(body, visit)
+    return bool(found)
+
+
+def _row_local(reader: StageInfo, producer: StageInfo, m: int, rows: tuple[int, ...]) -> bool:
+    """Whether ``reader`` reads ``producer`` only at its own row: both span the output's
+    ``m`` leading (row) extents ``rows``, and every read's first ``m`` indices are the
+    reader's first ``m`` axes."""
+    if reader.spatial[:m] != rows or producer.spatial[:m] != rows:
+        return False
+    axes = [iv.var for iv in reader.op.axis[:m]]
+    loads = [ld for ld in _loads(reader.op) if ld.producer.op is producer.op]
+    return all(all(i is a for i, a in zip(ld.indices[:m], axes)) for ld in loads)
 
 
 def _const(x: E.PrimExpr) -> int:
@@ -143,10 +243,12 @@ def analyze(tensors: Sequence[Tensor], names: dict[str, Operation]) -> DagInfo:
             tuple(_const(iv.dom.extent) for iv in op.axis),  # type: ignore[union-attr]
             tuple(_const(iv.dom.extent) for iv in op.reduce_axis),  # type: ignore[union-attr]
             _has_reuse(op),
+            expensive=_is_expensive(op),
         )
     for name, info in stages.items():
         for t in info.op.input_tensors:
             prod = by_op.get(id(t.op))
             if prod in stages and name not in stages[prod].consumers:
                 stages[prod].consumers.append(name)
+                info.producers.append(prod)
     return DagInfo(stages)

@@ -7,7 +7,8 @@ generator (:func:`~ember.tuner.auto.sketch.generate_sketches`) walks the stages 
 outputs back and lets the first rule that applies decide; several variants make several
 sketches. The rules, in priority order (:data:`CPU_RULES`):
 
-- :func:`rule_inline`: an injective stage that is not an output is inlined;
+- :func:`rule_inline`: an injective stage that is not an output is inlined, unless it is
+  expensive and inlining would repeat it (``DagInfo.should_inline``);
 - :func:`rule_fused_consumer`: an elementwise epilogue another stage's tile is fused into
   is scheduled by that stage's rule;
 - :func:`rule_tile_with_fusion`: a stage with data reuse (matmul-, conv-like) is tiled
@@ -15,9 +16,14 @@ sketches. The rules, in priority order (:data:`CPU_RULES`):
   the second spatial level: two sketches);
 - :func:`rule_cache_write`: a stage with data reuse but no such consumer accumulates into
   a ``local`` cache, tiled and fused into the copy out of it; or is tiled alone;
+- :func:`rule_reduce_at_rows`: an output whose reductions (and kept stages) are read
+  row by row (softmax, layer norm) computes them at its parallel row loop, each row's
+  data still in cache; plainly, or each reduction ``rfactor`` ed over a vector-wide inner
+  split (partial sums in vector lanes);
 - :func:`rule_rfactor`: a reduction over few outputs (too few to fill the cores)
   factors its reduction with ``rfactor`` so that the partial sums run in parallel; or not;
-- :func:`rule_reduction` and :func:`rule_elementwise`: the rest.
+- :func:`rule_reduction` and :func:`rule_elementwise`: the rest (a reduction whose
+  outputs give no vector loop, global pooling's, may also sum in vector lanes).
 
 Annotations are parameters: each rule asks :func:`parallel`, :func:`vectorize` and
 :func:`auto_unroll` for the fused outer loop, the innermost spatial loop and the
@@ -125,8 +131,7 @@ def fuse_into_consumer(b: SketchBuilder, producer: str, consumer: str, level: in
 # -- the rules ---------------------------------------------------------------------------------
 def rule_inline(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
     """An injective stage that is not an output: inline it into its consumers."""
-    s = info.stages[name]
-    if not s.injective or s.is_output:
+    if not info.should_inline(name):
         return None
     return [("", lambda b: b.inline(name))]
 
@@ -173,6 +178,105 @@ def rule_cache_write(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant
     ]
 
 
+VECTOR_WIDTHS = (16, 8, 32, 4)  # vector loop widths of a row, the default first
+
+
+def _lanes_knob(b: SketchBuilder, what: str, extent: int) -> Sym:
+    """The width of a row's vector loop: a choice of the ``VECTOR_WIDTHS`` dividing
+    ``extent`` (a few, the likely best first, rather than every factorization: a row
+    has little else to tune), or an inner split factor where none divides."""
+    widths = [w for w in VECTOR_WIDTHS if extent % w == 0]
+    if widths:
+        return Sym(b.choice_knob(what, widths))
+    return Sym(b.split_knob(what, extent, 2, MAX_TILE), 1, 2)
+
+
+def _split_last_vectorized(b: SketchBuilder, name: str) -> IterVar | None:
+    """Split the stage's last data axis by a knob and vectorize the inner part; the outer
+    part (None where the axis has extent 1)."""
+    axis = list(b.stage(name).op.axis)[-1]  # type: ignore[attr-defined]
+    if _extent(axis) < 2:
+        return None
+    outer, inner = b.split(name, axis, [_lanes_knob(b, f"{name}.vec", _extent(axis))])
+    vectorize(b, name, inner)
+    return outer
+
+
+def _reduce_across_row(b: SketchBuilder, name: str) -> None:
+    """A reduction with a row of outputs (a depthwise conv's): the row split by a vector
+    width, the reduction loops between its parts (unrolled by a knob), the inner part
+    vectorized, so each lane accumulates its own output."""
+    loops = b.loops(name)
+    n_red = len(b.stage(name).op.reduce_axis)  # type: ignore[attr-defined]
+    spatial, red = loops[: len(loops) - n_red], loops[len(loops) - n_red :]
+    width = _lanes_knob(b, f"{name}.vec", _extent(spatial[-1]))
+    outer, inner = b.split(name, spatial[-1], [width])
+    b.reorder(name, [*spatial[:-1], outer, *red, inner])
+    vectorize(b, name, inner)
+    knob = b.choice_knob(f"{name}.unroll", ["unroll", "none"])
+    for iv in red:  # (auto_unroll stops at the vector loop, innermost here)
+        b.annotate(name, iv, Sym(knob))
+
+
+def _vector_rfactor(b: SketchBuilder, name: str) -> str:
+    """Fuse the stage's reduction loops, split off a vector-wide inner part and
+    ``rfactor`` it as the last data axis of ``<name>.rf``, whose sums run over the outer
+    part with that axis innermost and vectorized (lane-wise partial sums); the stage
+    then adds the lanes up. The ``.rf`` stage's name."""
+    op = b.stage(name).op
+    red = list(op.reduce_axis)  # type: ignore[attr-defined]
+    total = math.prod(_extent(iv) for iv in red)
+    fused = b.fuse(name, red)
+    _, inner = b.split(name, fused, [_lanes_knob(b, f"{name}.lanes", total)])
+    rf = b.rfactor(name, inner, len(op.axis))  # type: ignore[attr-defined]
+    *spatial, lanes, outer = b.loops(rf)
+    b.reorder(rf, [*spatial, outer, lanes])
+    vectorize(b, rf, lanes)
+    return rf
+
+
+def schedule_rows(b: SketchBuilder, name: str, producers: Sequence[str], rf: bool) -> None:
+    """``name``'s leading axes fused into a parallel row loop, its last axis split and
+    vectorized; every producer (``DagInfo.row_producers``, producers first) computed at
+    the row loop, its own last axis vectorized, each reduction ``rfactor`` ed over vector
+    lanes where ``rf``."""
+    sp = list(b.stage(name).op.axis)  # type: ignore[attr-defined]
+    _split_last_vectorized(b, name)
+    row = b.fuse(name, sp[:-1])
+    parallel(b, name, row)
+    for p in producers:
+        op = b.stage(p).op
+        own_row = _has_row([_extent(iv) for iv in op.axis], len(sp))  # type: ignore[attr-defined]
+        if op.reduce_axis and own_row:  # type: ignore[attr-defined]
+            _reduce_across_row(b, p)  # a stencil's outputs along the row: vector lanes
+        elif op.reduce_axis and rf:  # type: ignore[attr-defined]
+            b.compute_at(_vector_rfactor(b, p), name, row)
+        elif own_row:
+            _split_last_vectorized(b, p)  # softmax's exp: its row computed once
+        b.compute_at(p, name, row)
+        b.done.add(p)
+
+
+def _has_row(spatial: Sequence[int], rank: int) -> bool:
+    """Whether a stage of extents ``spatial`` has a row of its own under an output of
+    rank ``rank`` (softmax's exp, a depthwise conv), not one value per row (a sum)."""
+    return len(spatial) >= rank and spatial[-1] > 1
+
+
+def rule_reduce_at_rows(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
+    """An output whose kept producers are each read within one of its rows (softmax's
+    max and sum, layer norm's mean, variance and reciprocal deviation): computed at its
+    row loop, with plain reductions or vector-lane ``rfactor`` ed ones."""
+    producers = info.row_producers(name)
+    if producers is None:
+        return None
+    variants: list[Variant] = [("rows", lambda b: schedule_rows(b, name, producers, False))]
+    rank = len(info.stages[name].spatial)
+    if any(info.stages[p].reduce and not _has_row(info.stages[p].spatial, rank) for p in producers):
+        variants.append(("rows+rf", lambda b: schedule_rows(b, name, producers, True)))
+    return variants
+
+
 def schedule_rfactor(b: SketchBuilder, name: str) -> None:
     """Fuse the reduction loops, split them, and ``rfactor`` the inner part: the partial
     sums (``<name>.rf``) run in parallel over it, the stage adds them up."""
@@ -217,12 +321,32 @@ def _reduce(b: SketchBuilder, name: str) -> None:
     auto_unroll(b, name)
 
 
+LANES_MIN_REDUCE = 8  # a reduction over fewer values gains nothing from vector lanes
+
+
+def _reduce_in_lanes(b: SketchBuilder, name: str) -> None:
+    """Partial sums in vector lanes (``_vector_rfactor``) computed at the stage's fused,
+    parallel output loop, then added up: a reduction whose outputs give no vector loop."""
+    rank = len(b.stage(name).op.axis)  # type: ignore[attr-defined]
+    rf = _vector_rfactor(b, name)
+    outer = b.fuse(name, b.loops(name)[:rank])  # rfactor gave the stage new loops
+    parallel(b, name, outer)
+    b.compute_at(rf, name, outer)
+
+
 def rule_reduction(b: SketchBuilder, info: DagInfo, name: str) -> list[Variant] | None:
     """Any other reduction: the last spatial loop split, its inner part innermost
-    (vectorized across outputs), the outer spatial loops fused and parallel."""
-    if not info.stages[name].reduce:
+    (vectorized across outputs), the outer spatial loops fused and parallel. Where the
+    last spatial loop is too short to vectorize (global pooling's 1 x 1) and the
+    reduction is long enough, also partial sums in vector lanes."""
+    s = info.stages[name]
+    if not s.reduce:
         return None
-    return [("reduce", lambda b: _reduce(b, name))]
+    variants: list[Variant] = [("reduce", lambda b: _reduce(b, name))]
+    short = not s.spatial or s.spatial[-1] < min(VECTOR_WIDTHS)
+    if short and s.reduce_size >= LANES_MIN_REDUCE and s.op.num_outputs == 1:
+        variants.append(("reduce+lanes", lambda b: _reduce_in_lanes(b, name)))
+    return variants
 
 
 def _elementwise(b: SketchBuilder, name: str) -> None:
@@ -248,6 +372,7 @@ CPU_RULES: Sequence[Rule] = (
     rule_fused_consumer,
     rule_tile_with_fusion,
     rule_cache_write,
+    rule_reduce_at_rows,
     rule_rfactor,
     rule_reduction,
     rule_elementwise,

@@ -4,7 +4,9 @@ A DAG is a chain of ops on a 2-D tensor ``X`` (rows, cols), each op one of:
 elementwise (an inlinable stage), broadcast add of a new vector input, transpose
 (injective but not elementwise), a reduction over the last axis (sum or max),
 matmul-like (a new weight input: data reuse) and conv-like (a 1-D convolution over
-the columns with a channel reduction: data reuse with shifted windows). Shapes are
+the columns with a channel reduction: data reuse with shifted windows), and, in
+``ROW_OPS``, softmax over the last axis (row reductions read back by the row, an
+expensive stage read twice). Shapes are
 small and odd. ``build(ops, rows, cols)`` gives the tensors (inputs, then the output)
 and a numpy function of the input arrays computing the same output.
 """
@@ -19,6 +21,7 @@ import numpy as np
 from ember import te
 
 OPS = ("relu", "scale", "bias", "transpose", "sum", "max", "matmul", "conv")
+ROW_OPS = (*OPS, "softmax")  # the CPU rules compute row reductions at the row loop
 
 
 def build(ops: list[tuple[str, int]], rows: int, cols: int) -> tuple[list, Callable[..., Any]]:
@@ -43,7 +46,7 @@ def build(ops: list[tuple[str, int]], rows: int, cols: int) -> tuple[list, Calla
 
 def _op(kind: str, size: int, n: int, cur: Any, shape: tuple, inputs: list) -> tuple:
     name = f"{kind}{n}"
-    if kind == "relu" or (kind in ("sum", "max", "transpose") and len(shape) == 1):
+    if kind == "relu" or (kind in ("sum", "max", "transpose", "softmax") and len(shape) == 1):
         out = te.compute(shape, lambda *i: te.max(cur(*i), 0.0), name=name)
         return out, shape, lambda v, e: np.maximum(v, 0.0)
     if kind == "scale":
@@ -57,6 +60,8 @@ def _op(kind: str, size: int, n: int, cur: Any, shape: tuple, inputs: list) -> t
     if kind == "transpose":
         out = te.compute(shape[::-1], lambda i, j: cur[j, i], name=name)
         return out, shape[::-1], lambda v, e: v.T
+    if kind == "softmax" and len(shape) == 2:
+        return _softmax(name, cur, shape)
     if kind in ("sum", "max"):
         r = te.reduce_axis((0, shape[1]), name=f"r{n}")
         red = te.sum if kind == "sum" else te.max
@@ -95,3 +100,19 @@ def _op(kind: str, size: int, n: int, cur: Any, shape: tuple, inputs: list) -> t
         return np.einsum("cxt,fct->fx", cols, wv)
 
     return out, (size, width), conv
+
+
+def _softmax(name: str, cur: Any, shape: tuple) -> tuple:
+    rows, cols = shape
+    k1 = te.reduce_axis((0, cols), name=f"{name}_k1")
+    mx = te.compute((rows,), lambda i: te.max(cur[i, k1], axis=k1), name=f"{name}_max")
+    ex = te.compute(shape, lambda i, j: te.exp(cur[i, j] - mx[i]), name=f"{name}_exp")
+    k2 = te.reduce_axis((0, cols), name=f"{name}_k2")
+    sm = te.compute((rows,), lambda i: te.sum(ex[i, k2], axis=k2), name=f"{name}_sum")
+    out = te.compute(shape, lambda i, j: ex[i, j] / sm[i], name=name)
+
+    def softmax(v: Any, e: list) -> Any:
+        x = np.exp(v - v.max(1, keepdims=True))
+        return x / x.sum(1, keepdims=True)
+
+    return out, shape, softmax

@@ -41,9 +41,9 @@ def test_a_transposing_consumer_is_not_fused():
 
 
 def test_a_cropping_consumer_is_not_fused():
-    a = te.placeholder((6, 4), name="A")
-    b = te.placeholder((4, 5), name="B")
-    k = te.reduce_axis((0, 4), name="k")
+    a = te.placeholder((6, 40), name="A")  # a long reduction: tiled, not done by rows
+    b = te.placeholder((40, 5), name="B")
+    k = te.reduce_axis((0, 40), name="k")
     c = te.compute((6, 5), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
     crop = te.compute((3, 5), lambda i, j: c[i, j] + 1.0, name="crop")
     assert dag_info([a, b, crop]).elementwise_consumer("C") is None
@@ -135,7 +135,8 @@ def test_rule_rfactor_factors_a_reduction_over_few_outputs():
 def test_rule_rfactor_leaves_wide_or_short_reductions_alone():
     rules = [R.rule_rfactor, R.rule_reduction]
     assert list(sketches(w.row_sum(40, 70), rules)) == ["reduce"]  # enough rows
-    assert list(sketches(w.row_sum(3, 20), rules)) == ["reduce"]  # short rows
+    # short rows: not factored across the cores; 3 outputs make no vector loop: lanes
+    assert list(sketches(w.row_sum(3, 20), rules)) == ["reduce", "reduce+lanes"]
 
 
 def test_all_cpu_rules_on_a_conv_with_padding_and_relu():
@@ -159,3 +160,151 @@ def test_a_symbolic_extent_is_a_config_error():
     b = te.compute((n, 4), lambda i, j: a[i, j] + 1.0, name="B")
     with pytest.raises(ConfigError, match="constant loop extents"):
         generate_sketches([a, b], R.CPU_RULES)
+
+
+def test_an_expensive_stage_is_not_inlined_where_it_would_be_repeated():
+    soft = dag_info(w.softmax_rows(5, 24))  # exp read by the sum and by the output
+    assert soft.stages["ex"].expensive and not soft.should_inline("ex")
+    norm = dag_info(w.norm_rows(3, 7))  # rsqrt of a row read by every element of it
+    assert not norm.should_inline("inv")
+    assert norm.should_inline("g2")  # cheap: inlined whatever reads it
+    chain = dag_info(w.scale_add(5, 7))
+    assert chain.should_inline("T") and not chain.should_inline("O")  # O is the output
+
+
+def test_row_producers_are_the_kept_stages_read_within_a_row():
+    assert dag_info(w.softmax_rows(5, 24)).row_producers("out") == ["mx", "ex", "sm"]
+    assert dag_info(w.norm_rows(3, 7)).row_producers("out") == ["mean", "sq", "inv"]
+    assert dag_info(w.scale_add(5, 7)).row_producers("O") is None  # nothing kept
+    assert dag_info(w.matmul_bias_relu(6, 10, 40)).row_producers("E") is None  # tiled
+    # a short reduction with reuse (a 3-tap stencil's window) is computed row by row
+    assert dag_info(w.matmul_bias_relu(6, 10, 3)).row_producers("E") == ["C"]
+    a = te.placeholder((6, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    s = te.compute((6,), lambda i: te.sum(a[i, k], axis=k), name="S")
+    across = te.compute((6, 6), lambda i, j: a[i, j] / s[j], name="O")  # another row's sum
+    assert dag_info([a, across]).row_producers("O") is None
+
+
+def test_rule_reduce_at_rows_computes_softmax_at_the_row_loop():
+    got = sketches(w.softmax_rows(5, 24), [R.rule_reduce_at_rows])
+    row = (
+        "split out 1 [$s{k}.out.vec]\n"
+        "annotate out 2 $s{k}.out.vectorize\n"
+        "annotate out 0 $s{k}.out.parallel\n"
+    )
+    want = {
+        "rows": row.format(k=0) + "compute_at mx out 0\n"
+        "split ex 1 [$s0.ex.vec]\n"
+        "annotate ex 2 $s0.ex.vectorize\n"
+        "compute_at ex out 0\n"
+        "compute_at sm out 0",
+        "rows+rf": row.format(k=1) + "split mx 1 [$s1.mx.lanes]\n"
+        "rfactor mx 2 1\n"  # mx.rf[i, lane] = max over the outer part
+        "reorder mx.rf [0,2,1]\n"  # lanes innermost ...
+        "annotate mx.rf 2 $s1.mx.rf.vectorize\n"  # ... and vectorized
+        "compute_at mx.rf out 0\n"
+        "compute_at mx out 0\n"
+        "split ex 1 [$s1.ex.vec]\n"
+        "annotate ex 2 $s1.ex.vectorize\n"
+        "compute_at ex out 0\n"
+        "split sm 1 [$s1.sm.lanes]\n"
+        "rfactor sm 2 1\n"
+        "reorder sm.rf [0,2,1]\n"
+        "annotate sm.rf 2 $s1.sm.rf.vectorize\n"
+        "compute_at sm.rf out 0\n"
+        "compute_at sm out 0",
+    }
+    assert got == want
+    space = generate_sketches(w.softmax_rows(5, 24), [R.rule_reduce_at_rows])[1].knobs
+    assert space["s1.sm.lanes"].candidates == (8, 4)  # the vector widths dividing 24
+
+
+def test_rule_reduce_at_rows_on_a_norm_with_odd_rows():
+    got = sketches(w.norm_rows(3, 7), R.CPU_RULES)
+    assert list(got) == ["rows", "rows+rf"]
+    # no vector width divides 7: a split knob; the per-row rsqrt is not split
+    assert got["rows"].splitlines() == [
+        "split out 1 [$s0.out.vec[1:2]]",
+        "annotate out 2 $s0.out.vectorize",
+        "annotate out 0 $s0.out.parallel",
+        "compute_at mean out 0",
+        "compute_at sq out 0",
+        "compute_at inv out 0",
+        "compute_inline g2",
+    ]
+
+
+@pytest.mark.parametrize("make", [w.softmax_rows, w.norm_rows, w.stencil_clip, w.global_pool])
+def test_row_sketches_compute_what_numpy_does(make):
+    import numpy as np
+
+    import ember
+    from ember.tuner.auto.space import define_sketch_space, steps_for
+    from ember.tuner.auto.steps import apply_steps
+    from ember.tuner.space import ConfigSpace
+
+    m, n = 5, 24
+    if make is w.global_pool:
+        n = 7  # 49 values: no vector width divides them (an odd split)
+    args = (m, n, 3) if make is w.stencil_clip else (m, n)
+    sks = generate_sketches(make(*args), R.CPU_RULES)
+    space = ConfigSpace()
+    define_sketch_space(space, sks)
+    space.freeze()
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-2, 2, (m, n)).astype("float32")
+    g = rng.uniform(-2, 2, n).astype("float32")
+    if make is w.softmax_rows:
+        e = np.exp(a - a.max(1, keepdims=True))
+        want, ins = e / e.sum(1, keepdims=True), [a]
+    elif make is w.stencil_clip:
+        x, wt = rng.uniform(-9, 9, (m, n + 2)).astype("float32"), a[:, :3].copy()
+        want = np.clip(sum(x[:, t : t + n] * wt[:, t : t + 1] for t in range(3)), 0, 6)
+        ins, want = [x, wt], want[:, :-1]
+    elif make is w.global_pool:
+        x = rng.uniform(-2, 2, (m, n, n)).astype("float32")
+        want, ins = x.mean((1, 2))[:, None], [x]
+    else:
+        mean, sq = a.mean(1, keepdims=True), (a * a).mean(1, keepdims=True)
+        want, ins = (a - mean) / np.sqrt(sq + 1) * g * 2, [a, g]
+    for pick in range(len(sks)):
+        cfg = space.from_choices({**space.sample(pick).choices, "sketch": pick})
+        s, tensors = apply_steps(make(*args), steps_for(cfg, sks))
+        out = np.full(want.shape, np.nan, "float32")
+        ember.build(s, tensors, target="llvm")(*ins, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_rule_reduce_at_rows_vectorizes_a_stencil_across_its_row():
+    tensors = w.stencil_clip(4, 16, 3)
+    assert dag_info(tensors).stages["C"].has_reuse
+    # the crop keeps the window's tiles from fusing the epilogue; no sum without a row of
+    # its own, so no rfactor variant
+    assert sketches(tensors, R.CPU_RULES) == {
+        "rows": "split O 1 [$s0.O.vec[1:2]]\n"  # 15: no vector width divides it
+        "annotate O 2 $s0.O.vectorize\n"
+        "annotate O 0 $s0.O.parallel\n"
+        "split C 1 [$s0.C.vec]\n"
+        "reorder C [0,1,3,2]\n"  # the window's loop between the row's parts
+        "annotate C 3 $s0.C.vectorize\n"
+        "annotate C 2 $s0.C.unroll\n"
+        "compute_at C O 0"
+    }
+
+
+def test_rule_reduction_adds_vector_lanes_where_the_outputs_have_no_vector_loop():
+    got = sketches(w.global_pool(6, 4), [R.rule_inline, R.rule_reduction, R.rule_elementwise])
+    assert list(got) == ["reduce", "reduce+lanes"]
+    assert got["reduce+lanes"].splitlines()[4:] == [
+        "fuse S [2,3]",  # the 4 x 4 window: 16 values ...
+        "split S 2 [$s1.S.lanes]",  # ... in 16, 8 or 4 lanes
+        "rfactor S 3 2",
+        "reorder S.rf [0,1,3,2]",
+        "annotate S.rf 3 $s1.S.rf.vectorize",
+        "fuse S [0,1]",
+        "annotate S 0 $s1.S.parallel",
+        "compute_at S.rf S 0",
+    ]
+    rules = [R.rule_rfactor, R.rule_reduction]
+    assert list(sketches(w.row_sum(40, 70), rules)) == ["reduce"]  # 40 outputs in a row
