@@ -78,7 +78,10 @@ def _case_id(case: tuple[str, tuple[Any, ...]]) -> str:
 def test_every_cuda_template_has_a_case():
     import ember.codegen_cuda.schedules  # noqa: F401 - registers the templates
 
-    assert {name for name, _ in CASES} == set(registered_templates("cuda"))
+    # auto-scheduled workloads register generic "auto/..." templates: their sketches are
+    # checked by tests/tuner/auto (every CUDA sketch run in the emulator, race-checked)
+    hand_written = {n for n in registered_templates("cuda") if not n.startswith("auto/")}
+    assert {name for name, _ in CASES} == hand_written
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
