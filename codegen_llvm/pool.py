@@ -75,6 +75,8 @@ declare i32 @sched_yield()
 declare i32 @getpid()
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
+declare i32 @sigfillset(ptr)
+declare i32 @pthread_sigmask(i32, ptr, ptr)
 
 define internal void @relax(i32 %i) {
 entry:
@@ -130,6 +132,11 @@ done:
 
 define internal ptr @pool_thread(ptr %start) {
 entry:
+  ; no signal is delivered to a pool thread: the process's handlers (Python's SIGINT,
+  ; which only sets a flag the main thread reads) must run where they are expected
+  %mask = alloca [128 x i8], align 8
+  %filled = call i32 @sigfillset(ptr %mask)
+  %masked = call i32 @pthread_sigmask(i32 0, ptr %mask, ptr null)
   %g0 = ptrtoint ptr %start to i32
   br label %idle
 idle:

@@ -515,11 +515,18 @@ def test_item_21_ctrl_c_prints_one_line(tmp_path) -> None:
     import signal
     import time
 
+    def as_in_a_terminal() -> None:
+        # a shell starts a command with SIGINT handled and unblocked; a test process may
+        # pass on another state (ignored or blocked by an earlier test or by the runner)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     log = tmp_path / "t.jsonl"
     cmd = [sys.executable, "-m", "ember.cli", "tune", "--op", "matmul", "--shape", "32,32,32"]
     proc = subprocess.Popen(
         [*cmd, "--trials", "400", "--jobs", "2", "--log", str(log)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, start_new_session=True,
+        preexec_fn=as_in_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not log.exists() or len(log.read_bytes()) < 1):
