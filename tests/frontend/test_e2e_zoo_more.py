@@ -41,8 +41,9 @@ def _check(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
 
 
-NIGHTLY = {"resnet50", "squeezenet"}  # 5-20 s each; their block kinds are tested elsewhere
-# (ResNet-18's residual blocks, Concat of convs) and the nightly run (EMBER_NIGHTLY=1) has them
+NIGHTLY = {"resnet50", "squeezenet", "bert_base"}  # 5-20 s each; their block kinds are tested
+# elsewhere (ResNet-18's residual blocks, Concat of convs, test_e2e_zoo's BERT encoder) and the
+# nightly run (EMBER_NIGHTLY=1) has them
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -68,8 +70,15 @@ def _gemm_config(task, **values):  # noqa: ANN001, ANN003, ANN202
 
 
 @pytest.mark.parametrize("pack", ["ahead", "block", "none"])
-@pytest.mark.parametrize("name", ["matmul.llvm", "dense.llvm"])
+@pytest.mark.parametrize(
+    "name",
+    # dense.llvm packs through the same code as matmul.llvm (its weights transposed):
+    # one packing of it in CI, all three nightly
+    ["matmul.llvm", "dense.llvm"],
+)
 def test_every_packing_matches_numpy(name, pack, rng):  # noqa: ANN001
+    if name == "dense.llvm" and pack != "ahead" and not os.environ.get("EMBER_NIGHTLY"):
+        pytest.skip("nightly: EMBER_NIGHTLY=1 (dense.llvm shares matmul.llvm's packing)")
     """37 rows in 6-row tiles, 150 columns in 32-wide blocks of two 16-lane panels: the
     edge row tile, edge block and edge panel all partial."""
     task = task_of(name, 37, 150, 29, "float32")
