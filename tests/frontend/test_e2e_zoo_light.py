@@ -7,14 +7,13 @@ checks all nine end to end; CI checks that they are found and their weights repl
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 import ember
 from ember.errors import ArgumentError
 from ember.frontend.testing import zoo_light
+from tests.nightly import nightly_param
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -63,21 +62,7 @@ def test_random_weights_replace_the_placeholders():
     assert np.std(_session(model).run(None, feeds)[0]) > 1e-4
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=[
-                pytest.mark.slow,
-                pytest.mark.skipif(
-                    not os.environ.get("EMBER_NIGHTLY"), reason="nightly: set EMBER_NIGHTLY=1"
-                ),
-            ],
-        )
-        for n in NAMES
-    ],
-)
+@pytest.mark.parametrize("name", [nightly_param(n) for n in NAMES])
 def test_light_model_matches_onnxruntime(name):
     model, feeds = zoo_light.light_model(name, np.random.default_rng(2))
     model = _with_logits(model)

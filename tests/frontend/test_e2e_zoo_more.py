@@ -9,8 +9,6 @@ widths; ``benchmarks/bench_models.py`` runs the full sizes.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -18,6 +16,7 @@ import ember
 from ember.errors import UnsupportedOperatorError
 from ember.frontend.testing import zoo_audio, zoo_cnn, zoo_transformer
 from ember.graph.dynamic_model import DynamicModel
+from tests.nightly import nightly_param
 
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -46,23 +45,7 @@ NIGHTLY = {"resnet50", "squeezenet", "bert_base"}  # 5-20 s each; their block ki
 # nightly run (EMBER_NIGHTLY=1) has them
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=[
-                pytest.mark.slow,
-                pytest.mark.skipif(
-                    not os.environ.get("EMBER_NIGHTLY"), reason="nightly: set EMBER_NIGHTLY=1"
-                ),
-            ],
-        )
-        if n in NIGHTLY
-        else n
-        for n in BUILDERS
-    ],
-)
+@pytest.mark.parametrize("name", [nightly_param(n) if n in NIGHTLY else n for n in BUILDERS])
 def test_quick_model_matches_onnxruntime(name):
     model, feeds = BUILDERS[name](np.random.default_rng(5), quick=True)
     want = _reference(model, feeds)

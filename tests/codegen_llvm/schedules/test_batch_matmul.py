@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -20,6 +18,7 @@ from ember.codegen_llvm.schedules.matmul import (
 from ember.tuner import FallbackConfig
 from ember.tuner.template import using_config
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.nightly import NIGHTLY
 from tests.numerics import check
 
 
@@ -77,7 +76,7 @@ def _gemm_config(task, **values):  # noqa: ANN001, ANN003, ANN202
     ["matmul.llvm", "dense.llvm"],
 )
 def test_every_packing_matches_numpy(name, pack, rng):  # noqa: ANN001
-    if name == "dense.llvm" and pack != "ahead" and not os.environ.get("EMBER_NIGHTLY"):
+    if name == "dense.llvm" and pack != "ahead" and not NIGHTLY:
         pytest.skip("nightly: EMBER_NIGHTLY=1 (dense.llvm shares matmul.llvm's packing)")
     """37 rows in 6-row tiles, 150 columns in 32-wide blocks of two 16-lane panels: the
     edge row tile, edge block and edge panel all partial."""

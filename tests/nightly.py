@@ -1,0 +1,17 @@
+"""Cases run only by the nightly run (``EMBER_NIGHTLY=1``): end-to-end checks too slow for
+CI's 15 minutes whose block kinds CI covers elsewhere."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+NIGHTLY = bool(os.environ.get("EMBER_NIGHTLY"))
+skip_unless_nightly = pytest.mark.skipif(not NIGHTLY, reason="nightly: set EMBER_NIGHTLY=1")
+
+
+def nightly_param(*values: Any) -> Any:
+    """A ``parametrize`` case marked ``slow`` that runs only in the nightly run."""
+    return pytest.param(*values, marks=[pytest.mark.slow, skip_unless_nightly])
