@@ -125,6 +125,8 @@ class LocalMeasurer:
         return self._runner.restarts + sum(b.restarts for b in self._builders)
 
     def measure(self, task: Any, configs: list[ConfigEntity]) -> list[MeasureResult]:
+        for worker in [*self._builders, self._runner]:
+            worker.revive()
         self._prepare(task, None)  # the fallback's layout: an unpreparable task fails here
         spec = task_spec(task)
         free: queue.SimpleQueue[WorkerProcess] = queue.SimpleQueue()
@@ -153,11 +155,11 @@ class LocalMeasurer:
                     results.append(self._run(spec, cfg, built, workdir))
         except KeyboardInterrupt:
             # Ctrl-C: stop now. Waiting would build every queued config first (workers
-            # ignore SIGINT, see workers._sigint_blocked); killing the workers ends the
+            # ignore SIGINT, see workers._sigint_blocked); retiring the workers ends the
             # build threads' waits at once, and the next measure() starts fresh ones.
             pool.shutdown(wait=False, cancel_futures=True)
             for worker in [*self._builders, self._runner]:
-                worker.kill()
+                worker.retire()
             raise
         pool.shutdown()
         return results

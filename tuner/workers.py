@@ -12,6 +12,7 @@ never takes the tuner down.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import signal
 import sys
@@ -19,6 +20,7 @@ import threading
 import time
 import types
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +54,8 @@ class WorkerProcess:
         self._conn: Any = None
         self.hello: dict[str, Any] = {}
         self.restarts = 0
+        self._retired = False  # interrupted: answer at once, start nothing (see retire)
+        self._restart_lock = threading.Lock()
 
     @property
     def alive(self) -> bool:
@@ -61,13 +65,7 @@ class WorkerProcess:
         entry = get_global_func("tuner.worker")
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=entry, args=(child, self.role), daemon=True)
-        with _MAIN_LOCK, _sigint_blocked():  # no re-run of the user's script (see _MAIN_LOCK)
-            saved = sys.modules["__main__"]
-            sys.modules["__main__"] = types.ModuleType("__main__")
-            try:
-                proc.start()
-            finally:
-                sys.modules["__main__"] = saved
+        _spawner().submit(_start, proc).result()
         child.close()
         self._proc, self._conn = proc, parent
         if not parent.poll(STARTUP_TIMEOUT_S):
@@ -82,14 +80,18 @@ class WorkerProcess:
 
     def call(self, request: tuple[Any, ...], timeout: float) -> Reply:
         """Send ``request`` and wait up to ``timeout`` seconds for the answer."""
-        if not self.alive:
-            self.kill()
-            self.start()
+        with self._restart_lock:
+            if self._retired:
+                return Reply("crash", "the tuner was interrupted")
+            if not self.alive:
+                self.kill()
+                self.start()
+            conn = self._conn  # retire() may clear the attribute while this thread waits
         start = time.perf_counter()
         try:
-            self._conn.send(request)
-            ready = self._conn.poll(timeout)
-            value = self._conn.recv() if ready else None
+            conn.send(request)
+            ready = conn.poll(timeout)
+            value = conn.recv() if ready else None
         except (EOFError, OSError):
             code = None
             if self._proc is not None:
@@ -107,12 +109,26 @@ class WorkerProcess:
     def kill(self) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
-        if conn is not None:
-            conn.close()
-        if proc is not None:
+        if proc is not None:  # first: its closed end wakes a thread waiting for its answer
             if proc.is_alive():
                 proc.kill()
             proc.join(5)
+        if conn is not None:
+            conn.close()
+
+    def retire(self) -> None:
+        """Kill the worker and answer every call, those waiting now included, at once
+        without starting another, until :meth:`revive`. Used on Ctrl-C: a build thread
+        that took one more queued candidate would otherwise start a fresh worker and
+        wait up to ``build_timeout`` for it, and the interpreter waits for that thread
+        before it exits (a CI run once saw Ctrl-C take 60 s)."""
+        with self._restart_lock:
+            self._retired = True
+            self.kill()
+
+    def revive(self) -> None:
+        """Allow calls to start a worker again (a new measuring round after Ctrl-C)."""
+        self._retired = False
 
     def close(self) -> None:
         """Ask the worker to exit, then make sure it did."""
@@ -123,6 +139,26 @@ class WorkerProcess:
             except OSError:
                 pass
         self.kill()
+
+
+@functools.cache
+def _spawner() -> ThreadPoolExecutor:
+    """The one long-lived thread that starts every worker. A worker asks Linux to kill it
+    when its parent dies (``PR_SET_PDEATHSIG``, ember/tune_worker.py), and Linux means the
+    parent *thread*: a worker started from a measuring round's build thread was killed
+    when that round ended, and the next round's build found it alive or dying, so a good
+    candidate could be recorded as a crash and every round paid for fresh workers."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-worker-start")
+
+
+def _start(proc: Any) -> None:
+    with _MAIN_LOCK, _sigint_blocked():  # no re-run of the user's script (see _MAIN_LOCK)
+        saved = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            proc.start()
+        finally:
+            sys.modules["__main__"] = saved
 
 
 @contextlib.contextmanager

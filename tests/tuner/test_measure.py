@@ -68,6 +68,54 @@ def _fixed_cost(m, task, cfg):
     return m.measure(task, [cfg])[0].cost
 
 
+def test_a_retired_worker_answers_at_once_and_starts_nothing():
+    """Ctrl-C retires the workers: a thread waiting for a hung candidate is released at
+    once, and a thread that takes another candidate gets an answer without a fresh worker
+    being started and waited for (Ctrl-C once took build_timeout, 60 s, to exit)."""
+    import threading
+    import time
+
+    task = create_task("fault.llvm", args=(11,))
+    with LocalMeasurer(MeasureOption(timeout=300.0, number=1, repeat=1, min_repeat_ms=0)) as m:
+        results: list = []
+        hung = [_mode(task, "hang")]
+        waiting = threading.Thread(target=lambda: results.extend(m.measure(task, hung)))
+        waiting.start()
+        deadline = time.monotonic() + 60
+        while not m._runner.alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the runner is inside the hung candidate
+        start = time.monotonic()
+        m._runner.retire()
+        waiting.join(30)
+        assert not waiting.is_alive() and time.monotonic() - start < 10
+        assert [r.error for r in results] == [ErrorKind.CRASH]
+        reply = m._runner.call(("run",), 300.0)
+        assert reply.status == "crash" and not m._runner.alive  # nothing was started
+        again = m.measure(task, [_mode(task, "ok")])
+        assert [r.error for r in again] == [ErrorKind.OK], again[0].message
+
+
+def test_a_worker_outlives_the_thread_that_started_it():
+    """Linux's parent-death signal follows the starting *thread*: workers started by one
+    round's build threads were killed when the round ended."""
+    import threading
+    import time
+
+    from ember.tuner.workers import WorkerProcess
+
+    worker = WorkerProcess("builder")
+    starter = threading.Thread(target=worker.start)
+    starter.start()
+    starter.join()
+    try:
+        pid = worker._proc.pid
+        time.sleep(1.0)
+        assert worker.alive and worker._proc.pid == pid
+    finally:
+        worker.close()
+
+
 def test_worker_timing_does_not_see_the_parents_numpy():
     task = create_task("matmul.llvm", args=(96, 96, 96, "float32"))
     cfg = fallback_entity(task)
