@@ -30,6 +30,7 @@ from ember.codegen_llvm.schedules import (
     depthwise_conv2d_nchwc,
     matmul_int8,
     pool2d,
+    rows,
     winograd,
 )
 from ember.codegen_llvm.schedules.generic import schedule_generic, schedule_group
@@ -371,6 +372,27 @@ _add(
     ),
 )
 _add("max_pool", Implementation(POOL_TEMPLATE, _max_pool, anchors.max_pool, None, priority=10))
+for _op, _log in (("softmax", False), ("log_softmax", True)):
+    _add(
+        _op,
+        Implementation(
+            rows.SOFTMAX_TEMPLATE,
+            lambda inputs, attrs, log=_log: rows.softmax_graph(list(inputs), attrs, log),
+            rows.schedule_rows,
+            None if _log else (lambda types, attrs: rows.softmax_task_args(types[0], attrs)),
+            priority=10,
+        ),
+    )
+_add(
+    "normalize",
+    Implementation(
+        rows.LAYER_NORM_TEMPLATE,
+        lambda inputs, attrs: rows.normalize_graph(list(inputs), attrs),
+        rows.schedule_rows,
+        lambda types, attrs: rows.normalize_task_args(list(types), attrs),
+        priority=10,
+    ),
+)
 _add("attention", Implementation(ATTENTION, _attention, no_schedule, None, priority=10))
 _add(
     "dense_packed",

@@ -95,6 +95,7 @@ def test_extract_tasks_small_cnn_and_mlp_match_the_nodes():
         ("conv2d_nchw.llvm", (2, 3, 13, 11, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), "float32"), 1),
         ("conv2d_nchw.llvm", (2, 8, 6, 5, 12, 3, 3, (2, 2), (0, 1, 1, 0), (1, 1), "float32"), 1),
         ("matmul.llvm", (2, 10, 12, "float32"), 1),
+        ("softmax.llvm", (2, 10, "float32"), 1),  # its row schedule's lanes knob
     ]
     mlp, _ = models.mlp(np.random.default_rng(2), batch=5, sizes=(12, 20, 7))
     got = [(t.task.name, t.task.args, t.weight) for t in ember.extract_tasks(mlp)]
