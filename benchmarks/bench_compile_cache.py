@@ -1,7 +1,8 @@
 """Compile time of a model cold and warm from the disk kernel cache, each in a fresh process.
 
-Run: ``python benchmarks/bench_compile_cache.py`` (``--model cnn`` or ``--size 64`` for a
-quick run). The model (``frontend/testing/zoo.py``) is saved as ONNX; two fresh
+Run: ``python benchmarks/bench_compile_cache.py`` (``--model resnet50``, or any other name of
+the benchmark catalog, ``frontend/testing/catalog.py``; ``--model cnn`` for a quick run). The
+model (seeded weights) is saved as ONNX; two fresh
 processes then compile it with ``EMBER_CACHE_DIR`` pointing at one empty temporary
 folder: the first builds and stores every kernel, the second loads them. Each process
 prints its compile seconds, the cache counters and a hash of its outputs, which must
@@ -27,7 +28,8 @@ from ember.graph import kernel_cache
 start = time.perf_counter()
 model = ember.compile(sys.argv[1])
 took = time.perf_counter() - start
-out = model.run([np.load(sys.argv[2])])[0]
+feeds = dict(np.load(sys.argv[2]))
+out = model.run(feeds)[0]
 digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()[:16]
 print(json.dumps({"seconds": took, "stats": kernel_cache.STATS, "outputs": digest}))
 """
@@ -36,7 +38,7 @@ print(json.dumps({"seconds": took, "stats": kernel_cache.STATS, "outputs": diges
 def _child(folder: Path, cache: Path) -> dict:
     env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
     env.pop("EMBER_DISK_CACHE", None)
-    args = [sys.executable, "-c", CHILD, str(folder / "m.onnx"), str(folder / "x.npy")]
+    args = [sys.executable, "-c", CHILD, str(folder / "m.onnx"), str(folder / "feeds.npz")]
     done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"the compile process failed:\n{done.stderr}")
@@ -46,25 +48,20 @@ def _child(folder: Path, cache: Path) -> dict:
 def main() -> None:
     import onnx
 
-    from ember.frontend.testing import zoo
-    from ember.frontend.testing.models import small_cnn
+    from ember.frontend.testing.catalog import CATALOG
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="resnet18", choices=("resnet18", "cnn"))
-    ap.add_argument("--size", type=int, default=224, help="image size (resnet18)")
+    ap.add_argument("--model", default="resnet18", choices=sorted(CATALOG))
+    ap.add_argument("--quick", action="store_true", help="the catalog's small variant")
     args = ap.parse_args()
-    rng = np.random.default_rng(0)
-    if args.model == "resnet18":
-        model, feeds = zoo.resnet18(rng, 1, args.size)
-    else:
-        model, feeds = small_cnn(rng, 1)
+    model, feeds = CATALOG[args.model](np.random.default_rng(0), args.quick)
     with tempfile.TemporaryDirectory(prefix="ember-bench-cache-") as tmp:
         folder = Path(tmp)
         onnx.save(model, str(folder / "m.onnx"))
-        np.save(folder / "x.npy", next(iter(feeds.values())))
+        np.savez(folder / "feeds.npz", **feeds)
         cold = _child(folder, folder / "cache")
         warm = _child(folder, folder / "cache")
-    print(f"{'run':6s}{'compile s':>10s}  cache counters")
+    print(f"{args.model}: {'run':6s}{'compile s':>10s}  cache counters")
     for name, r in (("cold", cold), ("warm", warm)):
         print(f"{name:6s}{r['seconds']:10.2f}  {r['stats']}")
     same = cold["outputs"] == warm["outputs"]
