@@ -3,6 +3,23 @@
 ``CPUBackend.graph_passes`` puts it before dead-code elimination; its channel blocks
 come from the tuning records in force (:func:`tuned_blocks`), else the pass's own
 measured rule. On CUDA the NCHW convolutions stay as they are.
+
+The graph must run what was measured. A conv whose input arrives blocked keeps that
+block (re-blocking it would cost a transform), so it can only run the ``conv2d_NCHWc.llvm``
+configs measured with that ``ic_bn``: the chooser picks among those, and the graph's
+kernel (``strategy._conv_nchwc``) asks the records for the best config with the blocks
+the graph gave it, never the task's best record under other blocks; where no record has
+them, both take the template's fallback, as the untuned graph does.
+
+Records can also cost transforms the kernels do not see: an ``oc_bn`` other than the
+block of the value it is added to (a ResNet's residual add) splits the chain, and the
+add reads one operand re-blocked. The rule here keeps the chain in one block: a conv
+whose input has block ``b`` takes the best record with ``oc_bn == b`` unless it measured
+more than :data:`KEEP_BLOCK_SLOWDOWN` times slower than the best with that ``ic_bn``. A
+transform reads and writes the whole activation and stops the add's fusion into the
+conv, which in a model costs more than a few percent of one conv; the full answer weighs
+each transform's measured cost against the kernels' (TVM's graph tuner, a dynamic
+program over the layouts of a whole graph), not done here.
 """
 
 from __future__ import annotations
@@ -10,20 +27,40 @@ from __future__ import annotations
 from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
 from ember.frontend.passes import alter_conv_layout_with
 from ember.frontend.passes.alter_conv_layout import ConvWorkload, default_blocks
+from ember.tuner.active_records import measured_for_call
 from ember.tuner.space import ConfigEntity
 from ember.tuner.template import config_for_direct_call
 
+# a config with oc_bn == the input's block is taken up to this much slower than the best
+# measured with the input's block (module doc)
+KEEP_BLOCK_SLOWDOWN = 1.10
 
-def tuned_blocks(w: ConvWorkload) -> tuple[int, int] | None:
-    """``(ic_bn, oc_bn)`` of the ``conv2d_NCHWc.llvm`` record for ``w`` in an enclosing
-    ``apply_history_best`` block; NCHW (None) where only a ``conv2d_nchw.llvm`` record
-    exists (that tuning chose NCHW); else the pass's measured rule."""
-    cfg = config_for_direct_call(NCHWC_TEMPLATE, w.args)
-    if isinstance(cfg, ConfigEntity):
+
+def tuned_blocks(w: ConvWorkload, in_block: int | None = None) -> tuple[int, int] | None:
+    """``(ic_bn, oc_bn)`` for ``w`` from the ``conv2d_NCHWc.llvm`` records of an enclosing
+    ``apply_history_best`` block: with an NCHW input (``in_block`` None) the best
+    record's; with a blocked one, among the records of ``ic_bn == in_block``, the best
+    with ``oc_bn == in_block`` if within :data:`KEEP_BLOCK_SLOWDOWN` of the best, else
+    the best. NCHW (None) where only a ``conv2d_nchw.llvm`` record exists (that tuning
+    chose NCHW); else, and where no record has the input's block, the pass's measured
+    rule (the fallback config runs)."""
+    args = w.args
+    where = () if in_block is None else (("ic_bn", in_block),)
+    fits = measured_for_call(NCHWC_TEMPLATE, args, where)
+    if fits is None:
+        tuned_nchwc = in_block is not None and measured_for_call(NCHWC_TEMPLATE, args)
+        if not tuned_nchwc and isinstance(
+            config_for_direct_call(CONV_TEMPLATE, args), ConfigEntity
+        ):
+            return None
+        return default_blocks(w, in_block)
+    cfg, cost = fits
+    if in_block is None:
         return cfg["ic_bn"].val, cfg["oc_bn"].val
-    if isinstance(config_for_direct_call(CONV_TEMPLATE, w.args), ConfigEntity):
-        return None
-    return default_blocks(w)
+    keep = measured_for_call(NCHWC_TEMPLATE, args, (*where, ("oc_bn", in_block)))
+    if keep is not None and keep[1] <= KEEP_BLOCK_SLOWDOWN * cost:
+        return in_block, in_block
+    return in_block, cfg["oc_bn"].val
 
 
 alter_conv_layout_tuned = alter_conv_layout_with(tuned_blocks)  # named alter_conv_layout
