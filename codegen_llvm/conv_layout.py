@@ -28,6 +28,7 @@ from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
 from ember.frontend.passes import alter_conv_layout_with
 from ember.frontend.passes.alter_conv_layout import ConvWorkload, default_blocks
 from ember.tuner.active_records import measured_for_call
+from ember.tuner.knob import OtherOptionEntity
 from ember.tuner.space import ConfigEntity
 from ember.tuner.template import config_for_direct_call
 
@@ -56,11 +57,17 @@ def tuned_blocks(w: ConvWorkload, in_block: int | None = None) -> tuple[int, int
         return default_blocks(w, in_block)
     cfg, cost = fits
     if in_block is None:
-        return cfg["ic_bn"].val, cfg["oc_bn"].val
+        return _block(cfg, "ic_bn"), _block(cfg, "oc_bn")
     keep = measured_for_call(NCHWC_TEMPLATE, args, (*where, ("oc_bn", in_block)))
     if keep is not None and keep[1] <= KEEP_BLOCK_SLOWDOWN * cost:
         return in_block, in_block
-    return in_block, cfg["oc_bn"].val
+    return in_block, _block(cfg, "oc_bn")
+
+
+def _block(cfg: ConfigEntity, knob: str) -> int:
+    entity = cfg[knob]
+    assert isinstance(entity, OtherOptionEntity)  # the template defines it with define_knob
+    return int(entity.val)
 
 
 alter_conv_layout_tuned = alter_conv_layout_with(tuned_blocks)  # named alter_conv_layout
