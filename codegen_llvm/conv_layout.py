@@ -12,39 +12,44 @@ the graph gave it, never the task's best record under other blocks; where no rec
 them, both take the template's fallback, as the untuned graph does.
 
 Records can also cost transforms the kernels do not see: an ``oc_bn`` other than the
-block of the value it is added to (a ResNet's residual add) splits the chain, and the
-add reads one operand re-blocked. The rule here keeps the chain in one block: a conv
-whose input has block ``b`` takes the best record with ``oc_bn == b`` unless it measured
-more than :data:`KEEP_BLOCK_SLOWDOWN` times slower than the best with that ``ic_bn``. A
-transform reads and writes the whole activation and stops the add's fusion into the
-conv, which in a model costs more than a few percent of one conv; the full answer weighs
-each transform's measured cost against the kernels' (TVM's graph tuner, a dynamic
-program over the layouts of a whole graph), not done here.
+block of the value it is added to (a ResNet's shortcut) makes the add read one operand
+re-blocked (before this rule, both went to NCHW and back, and the add ran unfused). So a
+conv takes the best record with the block the pass wants for its output (the shortcut's,
+else its input's: one block along the chain) unless it measured more than
+:data:`KEEP_BLOCK_SLOWDOWN` times slower than the best it may run. A conv with an NCHW
+input (the stem) wants the template's default block, the one every later conv's
+fallback record (measured first by ``tune``) has. A re-block reads and writes the whole
+activation, a few percent of a conv's time; the full answer weighs each transform's
+measured cost against the kernels' over the whole graph (TVM's graph tuner, a dynamic
+program over the layouts), not done here.
 """
 
 from __future__ import annotations
 
 from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
 from ember.frontend.passes import alter_conv_layout_with
-from ember.frontend.passes.alter_conv_layout import ConvWorkload, default_blocks
+from ember.frontend.passes.alter_conv_layout import ConvWorkload, channel_block, default_blocks
 from ember.tuner.active_records import measured_for_call
 from ember.tuner.knob import OtherOptionEntity
 from ember.tuner.space import ConfigEntity
 from ember.tuner.template import config_for_direct_call
 
-# a config with oc_bn == the input's block is taken up to this much slower than the best
-# measured with the input's block (module doc)
+# a config with the output block the pass wants is taken up to this much slower than the
+# best the conv may run (module doc)
 KEEP_BLOCK_SLOWDOWN = 1.10
 
 
-def tuned_blocks(w: ConvWorkload, in_block: int | None = None) -> tuple[int, int] | None:
+def tuned_blocks(
+    w: ConvWorkload, in_block: int | None = None, want: int | None = None
+) -> tuple[int, int] | None:
     """``(ic_bn, oc_bn)`` for ``w`` from the ``conv2d_NCHWc.llvm`` records of an enclosing
-    ``apply_history_best`` block: with an NCHW input (``in_block`` None) the best
-    record's; with a blocked one, among the records of ``ic_bn == in_block``, the best
-    with ``oc_bn == in_block`` if within :data:`KEEP_BLOCK_SLOWDOWN` of the best, else
-    the best. NCHW (None) where only a ``conv2d_nchw.llvm`` record exists (that tuning
-    chose NCHW); else, and where no record has the input's block, the pass's measured
-    rule (the fallback config runs)."""
+    ``apply_history_best`` block, among those of ``ic_bn == in_block`` when the input is
+    blocked: the best with ``oc_bn == want`` (the block that adds no transform; the
+    template's default block when the pass knows none, which the fallback record of
+    every later conv has) if it measured within :data:`KEEP_BLOCK_SLOWDOWN` of the best,
+    else the best. NCHW (None) where only a ``conv2d_nchw.llvm`` record exists (that
+    tuning chose NCHW); else, and where no record has the input's block, the pass's
+    measured rule (the fallback config runs)."""
     args = w.args
     where = () if in_block is None else (("ic_bn", in_block),)
     fits = measured_for_call(NCHWC_TEMPLATE, args, where)
@@ -55,13 +60,12 @@ def tuned_blocks(w: ConvWorkload, in_block: int | None = None) -> tuple[int, int
         ):
             return None
         return default_blocks(w, in_block)
+    target = channel_block(w.O) if want is None else want
+    keep = measured_for_call(NCHWC_TEMPLATE, args, (*where, ("oc_bn", target)))
     cfg, cost = fits
-    if in_block is None:
-        return _block(cfg, "ic_bn"), _block(cfg, "oc_bn")
-    keep = measured_for_call(NCHWC_TEMPLATE, args, (*where, ("oc_bn", in_block)))
     if keep is not None and keep[1] <= KEEP_BLOCK_SLOWDOWN * cost:
-        return in_block, in_block
-    return in_block, _block(cfg, "oc_bn")
+        cfg = keep[0]
+    return _block(cfg, "ic_bn"), _block(cfg, "oc_bn")
 
 
 def _block(cfg: ConfigEntity, knob: str) -> int:

@@ -15,12 +15,14 @@ binary op meets operands of two blocks (the second re-blocked to the first's, on
 transform rather than a round trip through NCHW). This is TVM's AlterOpLayout for
 x86 ``conv2d_NCHWc``.
 
-The blocks come from a chooser, ``(ConvWorkload, in_block) -> (ic_bn, oc_bn) | None``
-(None keeps the conv in NCHW; ``in_block`` is the block the conv's input already has,
-None for an NCHW input): :func:`default_blocks` unless :func:`alter_conv_layout_with`
-is given another, e.g. one reading the ``conv2d_NCHWc.llvm`` tuning records
-(``codegen_llvm/conv_layout.py``). A conv whose input is already blocked keeps that
-block, so a chooser told ``in_block`` picks the output block for it.
+The blocks come from a chooser, ``(ConvWorkload, in_block, want) -> (ic_bn, oc_bn) |
+None`` (None keeps the conv in NCHW): :func:`default_blocks` unless
+:func:`alter_conv_layout_with` is given another, e.g. one reading the
+``conv2d_NCHWc.llvm`` tuning records (``codegen_llvm/conv_layout.py``). ``in_block`` is
+the block the conv's input already has (None for an NCHW input), which the conv keeps, so
+the chooser picks the output block for it; ``want`` is the output block that adds no
+transform: that of the blocked value the output meets at a binary op (through unary
+elementwise ops: a ResNet's shortcut), else the input's (the chain's), else None.
 
 Why it pays (2-core AVX-512 host shared with other jobs, load average 6 to 8, so
 only interleaved best-of-N runs are comparable; fallback knobs): on the ResNet-18
@@ -71,7 +73,7 @@ LANEWISE_BINARY = frozenset({"add", "subtract", "multiply"})
 ConvWorkload = Conv2DWorkload  # the conv templates' workload (``tir/topi/workload.py``)
 
 
-BlockChooser = Callable[[ConvWorkload, "int | None"], "tuple[int, int] | None"]
+BlockChooser = Callable[[ConvWorkload, "int | None", "int | None"], "tuple[int, int] | None"]
 
 
 def channel_block(channels: int) -> int:
@@ -84,10 +86,13 @@ def channel_block(channels: int) -> int:
     return channels if channels < LANES else LANES
 
 
-def default_blocks(w: ConvWorkload, in_block: int | None = None) -> tuple[int, int] | None:
+def default_blocks(
+    w: ConvWorkload, in_block: int | None = None, want: int | None = None
+) -> tuple[int, int] | None:
     """The measured rule: block every conv with at least one register of output
     channels (below that the vector lanes would run mostly empty); the input's block
-    where it has one."""
+    where it has one. ``want`` is not used: the defaults depend on the channel counts
+    alone, so one value's blocks agree wherever it is added to another."""
     if w.O < LANES:
         return None
     return in_block or channel_block(w.C), channel_block(w.O)
@@ -133,6 +138,10 @@ class _Rewriter:
         self.nodes: list[Node] = []
         self.blocked: dict[str, tuple[str, int]] = {}  # NCHW name -> (blocked name, block)
         self.twins: dict[tuple[str, int], str] = {}  # (NCHW name, block) -> blocked name
+        self.users: dict[str, list[Node]] = {}
+        for nd in graph.nodes:
+            for i in dict.fromkeys(nd.inputs):
+                self.users.setdefault(i, []).append(nd)
         self.plain = set(graph.input_names) | set(graph.params)
         self.changed = False
 
@@ -190,6 +199,23 @@ class _Rewriter:
         """The block a conv's input already has (None: NCHW), which the conv keeps."""
         x = node.inputs[0]
         return self.blocked[x][1] if x in self.blocked else None
+
+    def wanted_block(self, node: Node) -> int | None:
+        """The output block of conv ``node`` that needs no transform: the block of the
+        blocked value its output meets at a binary lane-wise op, following the output
+        through unary elementwise ops of one user; else its input's block."""
+        v = node.outputs[0]
+        while len(self.users.get(v, ())) == 1 and v not in self.graph.output_names:
+            user = self.users[v][0]
+            if user.op in LANEWISE_BINARY and len(user.inputs) == 2:
+                other = user.inputs[1] if user.inputs[0] == v else user.inputs[0]
+                if other in self.blocked:
+                    return self.blocked[other][1]
+                break
+            if len(user.inputs) != 1 or get_op(user.op).kind != ELEMWISE:
+                break
+            v = user.outputs[0]
+        return self.in_block(node)
 
     def conv(self, node: Node, w: ConvWorkload, ic_bn: int, oc_bn: int) -> None:
         x = node.inputs[0]
@@ -329,14 +355,15 @@ class _Rewriter:
 
 def alter_conv_layout_with(choose: BlockChooser) -> Pass:
     """The pass (named ``alter_conv_layout`` whatever the chooser) with blocks from
-    ``choose`` (``(ConvWorkload, in_block) -> (ic_bn, oc_bn) | None``, ``in_block`` the
-    block the conv's input already has, None for NCHW)."""
+    ``choose`` (``(ConvWorkload, in_block, want) -> (ic_bn, oc_bn) | None``: module doc)."""
 
     def alter_conv_layout(graph: Graph) -> Graph:
         r = _Rewriter(graph)
         for node in graph.nodes:
             w = _workload(node, graph)
-            picked = choose(w, r.in_block(node)) if w is not None else None
+            picked = None
+            if w is not None:
+                picked = choose(w, r.in_block(node), r.wanted_block(node))
             if picked is not None:
                 r.conv(node, w, *picked)  # type: ignore[arg-type]
             elif not (r.depthwise(node) or r.lanewise(node)):

@@ -152,6 +152,9 @@ def test_a_block_without_records_runs_the_fallback(tmp_path):
         got = _knobs_built(tuned.graph, conv2)
     fallback = _knobs_built(plain.graph, untuned)
     assert got[:2] == (16, 32) and got[2] == fallback[2]
+    # conv2's block 32 meets the shortcut's 16 at the add: one re-block, the add blocked
+    reblock = {"src": 16, "dst": 32, "channels": 32}
+    assert [nd.attrs for nd in tuned.graph.nodes if nd.op == "layout_transform"][1] == reblock
 
 
 def test_tuned_blocks_rule(tmp_path):
@@ -174,13 +177,20 @@ def test_tuned_blocks_rule(tmp_path):
                            host_device_name(), "0")
                 )  # fmt: skip
         with apply_history_best(path, target="llvm"):
-            return [tuned_blocks(w, b) for b in (None, 16, 4)]
+            # NCHW input; input block 16 (wanted out too); 16 wanting 32 for a shortcut; 4
+            return [tuned_blocks(w, *bw) for bw in ((None, None), (16, 16), (16, 32), (4, 4))]
 
-    assert blocks_with(tmp_path / "none.jsonl", []) == [(16, 32), (16, 32), (4, 32)]
-    assert blocks_with(tmp_path / "nchw.jsonl", [], nchw_record=True) == [None] * 3
+    none = blocks_with(tmp_path / "none.jsonl", [])
+    assert none == [(16, 32), (16, 32), (16, 32), (4, 32)]
+    assert blocks_with(tmp_path / "nchw.jsonl", [], nchw_record=True) == [None] * 4
     slow = 2.0 * KEEP_BLOCK_SLOWDOWN
     rows = [(8, 16, 1.0), (16, 32, 2.0), (16, 16, 0.99 * slow)]
     got = blocks_with(tmp_path / "keep.jsonl", rows, nchw_record=True)
-    assert got == [(8, 16), (16, 16), (4, 32)]  # NCHWc was tuned: ic_bn 4 falls back blocked
-    rows = [(8, 16, 1.0), (16, 32, 2.0), (16, 16, 1.01 * slow)]
-    assert blocks_with(tmp_path / "split.jsonl", rows) == [(8, 16), (16, 32), (4, 32)]
+    # the stem wants the default block 32: (16, 32) is 2x slower; NCHWc was tuned, so
+    # ic_bn 4 (no record) falls back to the blocked default
+    assert got == [(8, 16), (16, 16), (16, 32), (4, 32)]
+    rows = [(8, 16, 1.0), (16, 32, 2.0), (16, 16, 1.01 * slow), (4, 16, 1.0)]
+    got = blocks_with(tmp_path / "split.jsonl", rows)
+    assert got == [(8, 16), (16, 32), (16, 32), (4, 16)]
+    rows = [(8, 16, 1.0), (16, 32, 1.05)]  # the stem keeps the default block 32 within 10%
+    assert blocks_with(tmp_path / "stem.jsonl", rows)[0] == (16, 32)
