@@ -230,13 +230,16 @@ def _nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
 
 def _conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """Blocked convolutions: the ``conv2d_NCHWc.llvm`` compute with the register tile of
-    the task's best record (the fallback's without one); the blocks are the graph's."""
+    the task's best record among those measured with the graph's blocks (the fallback's
+    without one): a tile is only run with the blocks it was measured with."""
     x, w = inputs[0], inputs[1]
     if str(x.dtype) not in ("float32", "float64"):
         return None
     args = nchwc_task_args(_dims(x), str(x.dtype), _dims(w), attrs)
     g = conv2d.geometry(Conv2DWorkload.from_args(args))
-    knobs = conv2d_nchwc.nchwc_knobs(g, args[-1], config_for_direct_call(NCHWC_TEMPLATE, args))
+    where = (("ic_bn", _dims(x)[4]), ("oc_bn", _dims(w)[5]))
+    cfg = config_for_direct_call(NCHWC_TEMPLATE, args, where)
+    knobs = conv2d_nchwc.nchwc_knobs(g, args[-1], cfg)
     extra = conv2d_nchwc.knob_attrs(knobs)
     a = attrs
     return [nchwc_compute(x, w, _bias(inputs), a["strides"], a["pads"], a["dilations"], extra)]
@@ -262,15 +265,17 @@ def _dwconv_nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
 
 def _dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """Blocked depthwise convolutions: the ``depthwise_conv2d_NCHWc.llvm`` compute with the
-    tile of the task's best record (the fallback's without one); the block is the graph's."""
+    tile of the task's best record among those measured with the graph's block (the
+    block is the input's); without one, the fallback's tile fitted to the block."""
     x, w = inputs[0], inputs[1]
     if str(x.dtype) not in ("float32", "float64"):
         return None
     args = dwconv_nchwc_task_args(_dims(x), str(x.dtype), _dims(w), attrs)
     g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(args))
-    cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args)
+    block = _dims(x)[4]
+    cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args, (("cb", block),))
     knobs = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, args[-1], cfg)
-    knobs = depthwise_conv2d_nchwc.fit_block(knobs, _dims(x)[4], args[-1])
+    knobs = depthwise_conv2d_nchwc.fit_block(knobs, block, args[-1])
     extra = depthwise_conv2d_nchwc.knob_attrs(knobs)
     a = attrs
     return [dw_nchwc_compute(x, w, _bias(inputs), a["strides"], a["pads"], a["dilations"], extra)]

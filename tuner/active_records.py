@@ -17,6 +17,10 @@ from ember.tuner.space import ConfigEntity
 
 _LOCAL = threading.local()
 
+# knob values a config must have, ``(("ic_bn", 16), ("oc_bn", 32))``: a question's
+# ``where`` selects the fastest record among those measured with them
+Where = tuple[tuple[str, Any], ...]
+
 
 class RecordBlock(Protocol):
     """What one open block answers (``dispatch.HistoryBest``)."""
@@ -28,7 +32,9 @@ class RecordBlock(Protocol):
 
     def config_for_task(self, task: Any) -> ConfigEntity | None: ...
 
-    def config_for_call(self, name: str, args: tuple[Any, ...]) -> ConfigEntity | None: ...
+    def config_for_call(
+        self, name: str, args: tuple[Any, ...], where: Where = ()
+    ) -> ConfigEntity | None: ...
 
 
 def open_blocks() -> list[RecordBlock]:
@@ -55,8 +61,9 @@ def active_fingerprint() -> tuple[str, ...]:
 def answer(question: tuple[Any, ...]) -> Any:
     """Which record the open blocks answer ``question`` with, as a comparable value (None
     where none has one): ``("task", key)`` asks for a task's best record,
-    ``("call", name, args)`` for a directly called template's, ``("fingerprint",)`` for
-    the whole set (what a build whose questions are unknown depends on)."""
+    ``("call", name, args)`` for a directly called template's, ``("call", name, args,
+    where)`` for the best of those with the knob values ``where``, ``("fingerprint",)``
+    for the whole set (what a build whose questions are unknown depends on)."""
     if question[0] == "fingerprint":
         return active_fingerprint()
     for block in reversed(open_blocks()):
@@ -112,12 +119,35 @@ def best_config_for(task: Any) -> ConfigEntity | None:
     return None
 
 
-def best_config_for_call(name: str, args: tuple[Any, ...]) -> ConfigEntity | None:
+def _call_question(name: str, args: tuple[Any, ...], where: Where) -> tuple[Any, ...]:
+    return ("call", name, tuple(args), tuple(where)) if where else ("call", name, tuple(args))
+
+
+def best_config_for_call(
+    name: str, args: tuple[Any, ...], where: Where = ()
+) -> ConfigEntity | None:
     """The config of template ``name`` called directly on ``args``: the innermost block's
-    record for that workload (a resolver of ``template.DIRECT_CALL_RESOLVERS``)."""
-    _note(("call", name, tuple(args)))
+    record for that workload, the fastest among those with the knob values ``where``
+    when given (a resolver of ``template.DIRECT_CALL_RESOLVERS``)."""
+    _note(_call_question(name, args, where))
     for block in reversed(open_blocks()):
-        cfg = block.config_for_call(name, args)
+        cfg = block.config_for_call(name, args, where)
         if cfg is not None:
             return cfg
+    return None
+
+
+def measured_for_call(
+    name: str, args: tuple[Any, ...], where: Where = ()
+) -> tuple[ConfigEntity, float] | None:
+    """As :func:`best_config_for_call`, with the record's measured cost (median seconds):
+    for a caller that weighs measured configs against each other (the CPU layout pass)."""
+    question = _call_question(name, args, where)
+    _note(question)
+    for block in reversed(open_blocks()):
+        rec = block.record_for(question)
+        if rec is not None:
+            cfg = block.config_for_call(name, args, where)
+            if cfg is not None:
+                return cfg, float(rec.cost)
     return None

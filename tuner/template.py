@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from ember.backend import backend_kinds, get_backend
 from ember.errors import ArgumentError, ConfigError
 from ember.target import TARGET_KINDS
+from ember.tuner.active_records import Where
 from ember.tuner.space import Config, FallbackConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -145,15 +146,18 @@ def _qualname(func: Callable[..., Any]) -> str:
 
 
 # Resolvers consulted, innermost first, for the config of a template run without a chosen
-# config; ``apply_history_best`` (:mod:`ember.tuner.dispatch`) pushes one per block.
-DIRECT_CALL_RESOLVERS: list[Callable[[str, tuple[Any, ...]], Config | None]] = []
+# config, given (name, args, where); ``apply_history_best`` (:mod:`ember.tuner.dispatch`)
+# pushes one per block.
+DIRECT_CALL_RESOLVERS: list[Callable[[str, tuple[Any, ...], Where], Config | None]] = []
 
 
-def config_for_direct_call(name: str, args: tuple[Any, ...]) -> Config:
+def config_for_direct_call(name: str, args: tuple[Any, ...], where: Where = ()) -> Config:
     """The config a template called directly (not through a task) runs with: the best
-    record of an enclosing ``apply_history_best`` block, else the fallback."""
+    record of an enclosing ``apply_history_best`` block, else the fallback. ``where``
+    (knob values, ``(("ic_bn", 16),)``): the best record among those measured with them,
+    for a caller that can run only such configs; the fallback when none was."""
     for resolve in reversed(DIRECT_CALL_RESOLVERS):
-        cfg = resolve(name, args)
+        cfg = resolve(name, args, where)
         if cfg is not None:
             return cfg
     return FallbackConfig()

@@ -10,13 +10,19 @@ and ``add``/``subtract``/``multiply`` of two blocked tensors of one block or of 
 blocked tensor and a per-channel or scalar constant (re-laid out too).
 ``layout_transform`` nodes appear only at the boundaries: where an NCHW value
 enters a blocked conv, where a blocked value reaches an op that needs NCHW
-(global pooling, flatten, reshape, a graph output), once per value. This is
-TVM's AlterOpLayout for x86 ``conv2d_NCHWc``.
+(global pooling, flatten, reshape, a graph output), once per value, and where a
+binary op meets operands of two blocks (the second re-blocked to the first's, one
+transform rather than a round trip through NCHW). This is TVM's AlterOpLayout for
+x86 ``conv2d_NCHWc``.
 
-The blocks come from a chooser, ``(ConvWorkload) -> (ic_bn, oc_bn) | None`` (None
-keeps the conv in NCHW): :func:`default_blocks` unless :func:`alter_conv_layout_with`
-is given another, e.g. one reading the ``conv2d_NCHWc.llvm`` tuning records
-(``codegen_llvm/conv_layout.py``). A conv whose input is already blocked keeps that block.
+The blocks come from a chooser, ``(ConvWorkload, in_block, want) -> (ic_bn, oc_bn) |
+None`` (None keeps the conv in NCHW): :func:`default_blocks` unless
+:func:`alter_conv_layout_with` is given another, e.g. one reading the
+``conv2d_NCHWc.llvm`` tuning records (``codegen_llvm/conv_layout.py``). ``in_block`` is
+the block the conv's input already has (None for an NCHW input), which the conv keeps, so
+the chooser picks the output block for it; ``want`` is the output block that adds no
+transform: that of the blocked value the output meets at a binary op (through unary
+elementwise ops: a ResNet's shortcut), else the input's (the chain's), else None.
 
 Why it pays (2-core AVX-512 host shared with other jobs, load average 6 to 8, so
 only interleaved best-of-N runs are comparable; fallback knobs): on the ResNet-18
@@ -67,7 +73,7 @@ LANEWISE_BINARY = frozenset({"add", "subtract", "multiply"})
 ConvWorkload = Conv2DWorkload  # the conv templates' workload (``tir/topi/workload.py``)
 
 
-BlockChooser = Callable[[ConvWorkload], "tuple[int, int] | None"]
+BlockChooser = Callable[[ConvWorkload, "int | None", "int | None"], "tuple[int, int] | None"]
 
 
 def channel_block(channels: int) -> int:
@@ -80,12 +86,16 @@ def channel_block(channels: int) -> int:
     return channels if channels < LANES else LANES
 
 
-def default_blocks(w: ConvWorkload) -> tuple[int, int] | None:
+def default_blocks(
+    w: ConvWorkload, in_block: int | None = None, want: int | None = None
+) -> tuple[int, int] | None:
     """The measured rule: block every conv with at least one register of output
-    channels (below that the vector lanes would run mostly empty)."""
+    channels (below that the vector lanes would run mostly empty); the input's block
+    where it has one. ``want`` is not used: the defaults depend on the channel counts
+    alone, so one value's blocks agree wherever it is added to another."""
     if w.O < LANES:
         return None
-    return channel_block(w.C), channel_block(w.O)
+    return in_block or channel_block(w.C), channel_block(w.O)
 
 
 def _workload(node: Node, graph: Graph) -> ConvWorkload | None:
@@ -127,6 +137,11 @@ class _Rewriter:
         self.params, self.values = dict(graph.params), dict(graph.values)
         self.nodes: list[Node] = []
         self.blocked: dict[str, tuple[str, int]] = {}  # NCHW name -> (blocked name, block)
+        self.twins: dict[tuple[str, int], str] = {}  # (NCHW name, block) -> blocked name
+        self.users: dict[str, list[Node]] = {}
+        for nd in graph.nodes:
+            for i in dict.fromkeys(nd.inputs):
+                self.users.setdefault(i, []).append(nd)
         self.plain = set(graph.input_names) | set(graph.params)
         self.changed = False
 
@@ -156,6 +171,8 @@ class _Rewriter:
         """A blocked twin of NCHW value ``v`` (made by a transform unless it exists)."""
         if v in self.blocked and self.blocked[v][1] == block:
             return self.blocked[v][0]
+        if (v, block) in self.twins:
+            return self.twins[v, block]
         t = self.values[v].type
         n, c, h, w = t.shape
         name = self.add_value(
@@ -167,6 +184,7 @@ class _Rewriter:
         else:
             self.transform(node, v, name, 0, block, c)  # type: ignore[arg-type]
         self.blocked.setdefault(v, (name, block))
+        self.twins[v, block] = name
         return name
 
     def need_plain(self, v: str, node: Node) -> None:
@@ -177,10 +195,31 @@ class _Rewriter:
         self.transform(node, src, v, block, 0, self.values[v].type.shape[1])  # type: ignore[arg-type]
         self.plain.add(v)
 
+    def in_block(self, node: Node) -> int | None:
+        """The block a conv's input already has (None: NCHW), which the conv keeps."""
+        x = node.inputs[0]
+        return self.blocked[x][1] if x in self.blocked else None
+
+    def wanted_block(self, node: Node) -> int | None:
+        """The output block of conv ``node`` that needs no transform: the block of the
+        blocked value its output meets at a binary lane-wise op, following the output
+        through unary elementwise ops of one user; else its input's block."""
+        v = node.outputs[0]
+        while len(self.users.get(v, ())) == 1 and v not in self.graph.output_names:
+            user = self.users[v][0]
+            if user.op in LANEWISE_BINARY and len(user.inputs) == 2:
+                other = user.inputs[1] if user.inputs[0] == v else user.inputs[0]
+                if other in self.blocked:
+                    return self.blocked[other][1]
+                break
+            if len(user.inputs) != 1 or get_op(user.op).kind != ELEMWISE:
+                break
+            v = user.outputs[0]
+        return self.in_block(node)
+
     def conv(self, node: Node, w: ConvWorkload, ic_bn: int, oc_bn: int) -> None:
         x = node.inputs[0]
-        if x in self.blocked:
-            ic_bn = self.blocked[x][1]
+        ic_bn = self.in_block(node) or ic_bn
         xb = self.to_blocked(x, ic_bn, node)
         weights = self.add_param(
             f"{node.inputs[1]}_nchwc", pack_nchwc_weights(self.params[node.inputs[1]], ic_bn, oc_bn)
@@ -257,9 +296,9 @@ class _Rewriter:
                 return False
             args = [self.blocked[node.inputs[0]][0]]
         elif len(node.inputs) == 2 and node.op in LANEWISE_BINARY:
-            args = [self._operand(i, t, block) for i in node.inputs]
-            if any(a is None for a in args):
+            if not all(self._takes(i, t) for i in node.inputs):
                 return False
+            args = [self._operand(i, t, block, node) for i in node.inputs]
         else:
             return False
         n, c, h, w = t.shape
@@ -270,21 +309,29 @@ class _Rewriter:
         self.blocked[out] = (ob, block)
         return True
 
-    def _operand(self, v: str, out: TensorType, block: int) -> str | None:
-        """The blocked form of a binary op's operand: a blocked twin of the output's
-        shape and block, or a constant that is a scalar or one value per channel."""
+    def _takes(self, v: str, out: TensorType) -> bool:
+        """Whether a binary op's operand ``v`` can be read blocked: a blocked value of the
+        output's shape (of any block), or a constant that is a scalar or one value per
+        channel."""
         if v in self.blocked:
-            same = self.values[v].type.shape == out.shape and self.blocked[v][1] == block
-            return self.blocked[v][0] if same else None
+            return self.values[v].type.shape == out.shape
         if v not in self.params:
-            return None
+            return False
+        data = self.params[v]
+        c = out.shape[1]
+        return data.size == 1 or (
+            data.ndim >= 3 and data.shape[-3:] == (c, 1, 1) and data.size == c
+        )
+
+    def _operand(self, v: str, out: TensorType, block: int, node: Node) -> str:
+        """The blocked form of an operand :meth:`_takes`: its twin in ``block`` (re-blocked
+        if it has another), the scalar, or the per-channel constant re-laid out."""
+        if v in self.blocked:
+            return self.to_blocked(v, block, node)
         data = self.params[v]
         if data.size == 1:
             return v
         c = out.shape[1]
-        per_channel = data.ndim >= 3 and data.shape[-3:] == (c, 1, 1) and data.size == c
-        if not per_channel:
-            return None
         packed = pack_nchwc_bias(data.reshape(c), block).reshape(1, -1, 1, 1, block)
         return self.add_param(f"{v}_nchw{block}c", packed)
 
@@ -308,13 +355,15 @@ class _Rewriter:
 
 def alter_conv_layout_with(choose: BlockChooser) -> Pass:
     """The pass (named ``alter_conv_layout`` whatever the chooser) with blocks from
-    ``choose`` (``(ConvWorkload) -> (ic_bn, oc_bn) | None``)."""
+    ``choose`` (``(ConvWorkload, in_block, want) -> (ic_bn, oc_bn) | None``: module doc)."""
 
     def alter_conv_layout(graph: Graph) -> Graph:
         r = _Rewriter(graph)
         for node in graph.nodes:
             w = _workload(node, graph)
-            picked = choose(w) if w is not None else None
+            picked = None
+            if w is not None:
+                picked = choose(w, r.in_block(node), r.wanted_block(node))
             if picked is not None:
                 r.conv(node, w, *picked)  # type: ignore[arg-type]
             elif not (r.depthwise(node) or r.lanewise(node)):

@@ -236,11 +236,62 @@ def test_a_chooser_picks_the_blocks_and_mismatches_reblock(rng):  # noqa: ANN001
     """A chooser's blocks; a conv reading a blocked value keeps its block."""
     model, inputs = conv_chain(rng, c=16, o=32)
     g = ember.frontend.from_onnx(model)
-    after = run_graph_passes(g, [alter_conv_layout_with(lambda w: (8, 16))])
+    told = []
+    chooser = lambda w, b, want: told.append((b, want)) or (8, 16)  # noqa: E731
+    after = run_graph_passes(g, [alter_conv_layout_with(chooser)])
+    # the second conv is told its input's block, and that its output meets r1 (block 16)
+    assert told == [(None, None), (16, 16)]
     convs = [nd for nd in after.nodes if nd.op == "conv_nchwc"]
     assert [after.params[c.inputs[1]].shape[4:] for c in convs] == [(8, 16), (16, 16)]
     got = ember.compile(after, graph_passes=[fuse_ops]).run(inputs)
     np.testing.assert_allclose(got[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_an_add_of_two_blocks_reblocks_one_operand(rng):  # noqa: ANN001
+    """conv2's output block (32) differs from the residual's (16): the add stays blocked,
+    in the first operand's block, with one transform of the other (not both to NCHW)."""
+    model, _ = conv_chain(rng, c=13, o=32)
+    chooser = lambda w, b, want: (13, 16) if b is None else (b, 32)  # noqa: E731
+    after = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout_with(chooser)])
+    assert ops(after) == [
+        ("layout_transform", ("x",), ("x_nchw13c",)),
+        ("conv_nchwc", ("x_nchw13c", "W1_nchwc", "B1_nchwc"), ("c1_nchw16c",)),
+        ("relu", ("c1_nchw16c",), ("r1_nchw16c",)),
+        ("conv_nchwc", ("r1_nchw16c", "W2_nchwc"), ("c2_nchw32c",)),
+        ("layout_transform", ("r1_nchw16c",), ("r1_nchw32c",)),
+        ("add", ("c2_nchw32c", "r1_nchw32c"), ("s_nchw32c",)),
+        ("relu", ("s_nchw32c",), ("r2_nchw32c",)),
+        ("layout_transform", ("r2_nchw32c",), ("r2",)),
+        ("reshape", ("r2",), ("f",)),
+    ]
+    assert after.nodes[4].attrs == {"src": 16, "dst": 32, "channels": 32}
+    # run against onnxruntime: tests/codegen_llvm/test_conv_layout_records.py (fallback)
+
+
+def test_a_conv_is_told_the_block_its_output_is_added_to(rng):  # noqa: ANN001
+    """A shortcut conv after the main path (a ResNet's downsampling block) is told the
+    main path's block as the one it wants: the add needs no transform when it takes it."""
+    weights = {"W0": _w(rng, 16, 5, 3, 3), "W1": _w(rng, 32, 16, 3, 3), "W2": _w(rng, 32, 16, 1, 1)}
+    nodes = [
+        n("Conv", ["x", "W0"], ["c0"], pads=[1, 1, 1, 1]),
+        n("Conv", ["c0", "W1"], ["c1"], pads=[1, 1, 1, 1]),
+        n("Conv", ["c0", "W2"], ["c2"]),
+        n("Relu", ["c2"], ["r2"]),
+        n("Add", ["c1", "r2"], ["y"]),
+    ]
+    x = rng.standard_normal((1, 5, 6, 7)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y"], weights)
+    told = []
+
+    def chooser(w, b, want):  # noqa: ANN001, ANN202
+        told.append((w.C, b, want))
+        return (5, 16) if b is None else (b, want if w.KH == 1 else 8)
+
+    after = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout_with(chooser)])
+    assert told == [(5, None, None), (16, 16, 16), (16, 16, 8)]
+    assert [nd.op for nd in after.nodes].count("layout_transform") == 2  # x in, y out
+    got = ember.compile(after, graph_passes=[fuse_ops]).run({"x": x})
+    np.testing.assert_allclose(got[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
 def test_an_epilogue_keeps_its_layout_transform_out(rng):  # noqa: ANN001
@@ -279,34 +330,6 @@ def test_resnet18_quick_matches_onnxruntime():
     assert len(transforms) == 2  # the input, and before the global pool
     want = run_ort(model, inputs)
     np.testing.assert_allclose(lib.run(inputs)[0], want[0], rtol=1e-4, atol=1e-4)
-
-
-def test_records_override_the_layout(monkeypatch):  # noqa: ANN001
-    """A ``conv2d_NCHWc.llvm`` record chooses the blocks; a ``conv2d_nchw.llvm`` record
-    alone keeps the conv in NCHW; with neither, the measured rule."""
-    import importlib
-
-    from ember.codegen_llvm.conv_layout import tuned_blocks
-    from ember.tuner import create_task
-
-    tt = importlib.import_module("ember.tuner.template")
-
-    w = ConvWorkload(1, 16, 9, 11, 32, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1))
-    space = create_task("conv2d_NCHWc.llvm", w.args, "llvm").config_space
-    picked = next(
-        cfg
-        for cfg in (space.get(i) for i in range(len(space)))
-        if cfg["ic_bn"].val == 8 and cfg["oc_bn"].val == 16
-    )
-    nchw = create_task("conv2d_nchw.llvm", w.args, "llvm").config_space.get(0)
-    records = {}
-    resolver = lambda name, args: records.get(name) if args == w.args else None  # noqa: E731
-    monkeypatch.setattr(tt, "DIRECT_CALL_RESOLVERS", [*tt.DIRECT_CALL_RESOLVERS, resolver])
-    assert tuned_blocks(w) == default_blocks(w) == (16, 32)
-    records["conv2d_nchw.llvm"] = nchw
-    assert tuned_blocks(w) is None
-    records["conv2d_NCHWc.llvm"] = picked
-    assert tuned_blocks(w) == (8, 16)
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)
