@@ -290,7 +290,7 @@ def _dense_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | N
     """GEMMs over pre-packed weight panels: the op's own compute; the generic schedule runs
     ``matmul.llvm``'s micro-kernel on it (``schedules/generic.py``), with the tiles of the
     task's best record."""
-    return [topi.dense_packed(inputs[0], inputs[1], attrs["n"])]
+    return [topi.dense_packed(inputs[0], inputs[1], attrs["n"], whole_panels=True)]
 
 
 def _attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:

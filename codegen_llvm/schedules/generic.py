@@ -78,17 +78,21 @@ def _schedule_dense_packed(s: Schedule, st: Any) -> None:
     panels (``frontend/passes/pack_dense_weights.py``): mr rows x nr lanes accumulate in
     registers, k unrolled by ku, column blocks of nc_panels panels run in parallel with the
     rows. The tiles are the matmul task's best record's (:func:`_recorded_tiles`), else
-    4 rows, k unrolled by 4 and blocks of two panels."""
+    4 rows, k unrolled by 4 and blocks of two panels where the panels pair up (else of
+    one: a block past the last panel would run the whole k loop for nothing)."""
     *lead, i, j = st.op.axis
     rows = _extent(i)
-    nr = int(dict(st.op.attrs)["nr"])
-    many = rows >= 2 or bool(lead)
-    tiles = GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if many else 1)
+    attrs = dict(st.op.attrs)
+    nr = int(attrs["nr"])
+    pairs = rows >= 2 or bool(lead)
+    pairs = pairs and -(-_extent(j) // nr) % 2 == 0
+    tiles = GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if pairs else 1)
     m = rows
     for ax in lead:
         m *= _extent(ax)
     k = _extent(st.op.reduce_axis[0])
-    tiles = _recorded_tiles((m, _extent(j), k, "float32"), tiles)
+    n = int(attrs.get("n", _extent(j)))  # the task's N, not the panels' padded width
+    tiles = _recorded_tiles((m, n, k, "float32"), tiles)
     schedule_gemm(s, st.op.output(0), None, tiles)
 
 

@@ -3,6 +3,9 @@ rewrite is checked on the graph, and every form against onnxruntime on odd shape
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +14,7 @@ from onnx import helper
 
 import ember
 from ember.frontend.passes import pack_dense_weights
-from ember.frontend.passes.pack_dense_weights import pack_panels
+from ember.frontend.passes.pack_dense_weights import pack_panels, panel_width
 from tests.frontend.onnx_models import check_against_ort, make_model
 
 pytest.importorskip("onnxruntime")
@@ -102,3 +105,39 @@ def test_packed_weights_on_cuda_in_the_emulator(monkeypatch):
         [i.float_data or np.frombuffer(i.raw_data, "float32") for i in model.graph.initializer][0]
     ).reshape(17, 33)
     np.testing.assert_allclose(lib.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def _cpu_group(rows: tuple[int, ...], k: int, n: int) -> tuple[Any, list[Any]]:
+    """The CPU group schedule of ``dense_packed + bias`` on panels as the pass packs them."""
+    from ember.codegen_llvm.schedules.generic import schedule_group
+    from ember.tir import te, topi
+
+    nr = panel_width(n)
+    a = te.placeholder((*rows, k), "float32", name="a")
+    p = te.placeholder((-(-n // nr), k, nr), "float32", name="p")
+    b = te.placeholder((n,), "float32", name="b")
+    d = topi.dense_packed(a, p, n, whole_panels=True)
+    out = te.compute(d.shape, lambda *i: d[i] + b[i[-1]], name="out")
+    return schedule_group([out]), [a, p, b, out]
+
+
+@pytest.mark.parametrize(
+    "rows, k, n", [((9, 3), 11, 28), ((27,), 14, 20), ((2, 5), 7, 70), ((6,), 5, 150)]
+)
+def test_cpu_kernel_runs_whole_panels_without_lane_tests(rows, k, n):
+    """N short of the panel width (an LSTM's 4H = 28 gates in a 32-lane panel): the product
+    spans the whole panels, so no lane is tested against N and the micro-kernel stays
+    vectorized (it was scalar, and a block past the last panel ran the k loop for
+    nothing); the result matches numpy, bias and all."""
+    s, args = _cpu_group(rows, k, n)
+    text = str(ember.lower(s, args))
+    # the register tile accumulates whole vectors: no lane is updated alone
+    assert "dense_packed.local[ramp(" in text
+    assert not re.search(r"dense_packed\.local\[(?!ramp\()[^\]]*\] = dense_packed", text)
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((*rows, k)).astype("float32")
+    w = rng.standard_normal((k, n)).astype("float32")
+    bias = rng.standard_normal(n).astype("float32")
+    got = np.empty((*rows, n), "float32")
+    ember.build(s, args, target="llvm")(x, pack_panels(w, panel_width(n)), bias, got)
+    np.testing.assert_allclose(got, x @ w + bias, rtol=1e-5, atol=1e-5)
