@@ -107,33 +107,44 @@ def test_packed_weights_on_cuda_in_the_emulator(monkeypatch):
     np.testing.assert_allclose(lib.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
 
 
-def _cpu_group(rows: tuple[int, ...], k: int, n: int) -> tuple[Any, list[Any]]:
-    """The CPU group schedule of ``dense_packed + bias`` on panels as the pass packs them."""
+def _cpu_group(rows: tuple[int, ...], k: int, n: int) -> tuple[Any, list[Any], bool]:
+    """The CPU kernel of ``dense_packed + bias`` as a model gets it: the strategy's compute
+    on panels as the pass packs them, then the group schedule; and whether the product
+    spans whole panels (an injective stage keeping N columns reads it)."""
     from ember.codegen_llvm.schedules.generic import schedule_group
-    from ember.tir import te, topi
+    from ember.codegen_llvm.strategy import compute_for
+    from ember.tir import te
 
     nr = panel_width(n)
     a = te.placeholder((*rows, k), "float32", name="a")
     p = te.placeholder((-(-n // nr), k, nr), "float32", name="p")
     b = te.placeholder((n,), "float32", name="b")
-    d = topi.dense_packed(a, p, n, whole_panels=True)
+    (d,) = compute_for("dense_packed", [a, p], {"n": n})
     out = te.compute(d.shape, lambda *i: d[i] + b[i[-1]], name="out")
-    return schedule_group([out]), [a, p, b, out]
+    return schedule_group([out]), [a, p, b, out], d.op.name == "dense_packed_cols"
 
 
 @pytest.mark.parametrize(
-    "rows, k, n", [((9, 3), 11, 28), ((27,), 14, 20), ((2, 5), 7, 70), ((6,), 5, 150)]
+    "rows, k, n, whole",
+    [
+        ((9, 3), 11, 28, True),  # one panel, partly used (an LSTM's 4H gate columns)
+        ((27,), 14, 20, True),
+        ((8,), 9, 150, True),  # the column edge among other row and column blocks
+        ((2, 5), 7, 70, False),  # the edge is the one column block: N stays
+        ((1,), 5, 150, False),  # one row block
+        ((6,), 5, 128, False),  # no edge
+    ],
 )
-def test_cpu_kernel_runs_whole_panels_without_lane_tests(rows, k, n):
-    """N short of the panel width (an LSTM's 4H = 28 gates in a 32-lane panel): the product
-    spans the whole panels, so no lane is tested against N and the micro-kernel stays
-    vectorized (it was scalar, and a block past the last panel ran the k loop for
-    nothing); the result matches numpy, bias and all."""
-    s, args = _cpu_group(rows, k, n)
+def test_cpu_kernel_spans_whole_panels_where_the_edge_would_run_scalar(rows, k, n, whole):
+    """Where N ends inside a weight panel and the edge tile would test its lanes against N
+    (and run as scalar code), the product spans the whole panels and only the epilogue
+    keeps N columns; the result matches numpy, bias and all, either way."""
+    s, args, spans = _cpu_group(rows, k, n)
+    assert spans == whole
     text = str(ember.lower(s, args))
-    # the register tile accumulates whole vectors: no lane is updated alone
-    assert "dense_packed.local[ramp(" in text
-    assert not re.search(r"dense_packed\.local\[(?!ramp\()[^\]]*\] = dense_packed", text)
+    if whole:  # the register tile accumulates whole vectors: no lane is updated alone
+        assert "dense_packed.local[ramp(" in text
+        assert not re.search(r"dense_packed\.local\[(?!ramp\()[^\]]*\] = dense_packed", text)
     rng = np.random.default_rng(n)
     x = rng.standard_normal((*rows, k)).astype("float32")
     w = rng.standard_normal((k, n)).astype("float32")
