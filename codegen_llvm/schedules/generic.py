@@ -90,7 +90,7 @@ def whole_panels_pay(shape: Sequence[int], nr: int) -> bool:
     (``topi.dense_packed(whole_panels=True)``). Over N columns short of a panel edge the
     edge tile tests its lanes against N; where that tile sits in the parallel loop beside
     other row and column blocks the tests are neither cut off nor versioned, and the whole
-    micro-kernel runs as scalar code (6-10x slower on AVX-512 at 5-32 rows and N 150, 200,
+    micro-kernel runs as scalar code (2-10x slower on AVX-512 at 5-32 rows and N 150, 200,
     1000); in a single panel it is partitioned but no faster than the padded lanes. Where
     the edge is the only column block of several panels the padded lanes cost more (12-19%
     at N 100 and 200 in 64-lane panels) than the partitioned edge, so N stays."""
