@@ -33,7 +33,11 @@ from ember.codegen_llvm.schedules import (
     rows,
     winograd,
 )
-from ember.codegen_llvm.schedules.generic import schedule_generic, schedule_group
+from ember.codegen_llvm.schedules.generic import (
+    schedule_generic,
+    schedule_group,
+    whole_panels_pay,
+)
 from ember.codegen_llvm.tensor_intrinsics import has_vnni
 from ember.tir import topi
 from ember.tir.topi.attention import AttentionLayout
@@ -293,10 +297,14 @@ def _dense_packed_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
 
 
 def _dense_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
-    """GEMMs over pre-packed weight panels: the op's own compute; the generic schedule runs
-    ``matmul.llvm``'s micro-kernel on it (``schedules/generic.py``), with the tiles of the
-    task's best record."""
-    return [topi.dense_packed(inputs[0], inputs[1], attrs["n"])]
+    """GEMMs over pre-packed weight panels: the op's own compute, over whole panels where
+    that pays (``whole_panels_pay``); the generic schedule runs ``matmul.llvm``'s
+    micro-kernel on it (``schedules/generic.py``), with the tiles of the task's best
+    record."""
+    a, panels = inputs
+    n = int(attrs["n"])
+    whole = whole_panels_pay((*_dims(a)[:-1], n), _dims(panels)[-1])
+    return [topi.dense_packed(a, panels, n, whole_panels=whole)]
 
 
 def _attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:

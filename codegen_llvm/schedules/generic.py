@@ -14,6 +14,7 @@ axis (kept apart so broadcast reads stay affine in the vector lane).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -130,22 +131,47 @@ def _schedule_reduction_vector(s: Schedule, st: Any, axis: Any) -> None:
     s[acc].vectorize(jc)
 
 
+def dense_packed_tiles(shape: Sequence[int], nr: int) -> GemmTiles:
+    """The default micro-kernel tiles of a ``dense_packed`` stage of output ``shape``
+    (columns padded or not) over ``nr``-lane panels: 4 rows (fewer where there are fewer),
+    k unrolled by 4, and blocks of two panels where there are several row blocks and the
+    panels pair up (else of one: a block past the last panel would run the whole k loop
+    for nothing)."""
+    *lead, rows, cols = shape
+    pairs = (rows >= 2 or bool(lead)) and -(-cols // nr) % 2 == 0
+    return GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if pairs else 1)
+
+
+def whole_panels_pay(shape: Sequence[int], nr: int) -> bool:
+    """Whether a ``dense_packed`` product of output ``shape`` should span whole panels
+    (``topi.dense_packed(whole_panels=True)``). Over N columns short of a panel edge the
+    edge tile tests its lanes against N; where that tile sits in the parallel loop beside
+    other row and column blocks the tests are neither cut off nor versioned, and the whole
+    micro-kernel runs as scalar code (2-10x slower on AVX-512 at 5-32 rows and N 150, 200,
+    1000); in a single panel it is partitioned but no faster than the padded lanes. Where
+    the edge is the only column block of several panels the padded lanes cost more (12-19%
+    at N 100 and 200 in 64-lane panels) than the partitioned edge, so N stays."""
+    *lead, rows, n = shape
+    if n % nr == 0:
+        return False
+    tiles = dense_packed_tiles(shape, nr)
+    panels = -(-n // nr)
+    row_blocks = -(-rows // tiles.mr) * math.prod(lead)
+    return panels == 1 or (-(-panels // tiles.nc_panels) > 1 and row_blocks > 1)
+
+
 def _schedule_dense_packed(s: Schedule, st: Any) -> None:
     """The ``matmul.llvm`` template's register-blocked micro-kernel over pre-packed weight
     panels (``frontend/passes/pack_dense_weights.py``): mr rows x nr lanes accumulate in
     registers, k unrolled by ku, column blocks of nc_panels panels run in parallel with the
     rows. The tiles are the matmul task's best record's (:func:`_recorded_tiles`), else
-    4 rows, k unrolled by 4 and blocks of two panels."""
-    *lead, i, j = st.op.axis
-    rows = _extent(i)
-    nr = int(dict(st.op.attrs)["nr"])
-    many = rows >= 2 or bool(lead)
-    tiles = GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if many else 1)
-    m = rows
-    for ax in lead:
-        m *= _extent(ax)
+    :func:`dense_packed_tiles`."""
+    attrs = dict(st.op.attrs)
+    shape = [_extent(ax) for ax in st.op.axis]
+    tiles = dense_packed_tiles(shape, int(attrs["nr"]))
     k = _extent(st.op.reduce_axis[0])
-    tiles = _recorded_tiles((m, _extent(j), k, "float32"), tiles)
+    n = int(attrs.get("n", shape[-1]))  # the task's N, not the panels' padded width
+    tiles = _recorded_tiles((math.prod(shape[:-1]), n, k, "float32"), tiles)
     schedule_gemm(s, st.op.output(0), None, tiles)
 
 

@@ -3,6 +3,9 @@ rewrite is checked on the graph, and every form against onnxruntime on odd shape
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +14,7 @@ from onnx import helper
 
 import ember
 from ember.frontend.passes import pack_dense_weights
-from ember.frontend.passes.pack_dense_weights import pack_panels
+from ember.frontend.passes.pack_dense_weights import pack_panels, panel_width
 from tests.frontend.onnx_models import check_against_ort, make_model
 
 pytest.importorskip("onnxruntime")
@@ -102,3 +105,50 @@ def test_packed_weights_on_cuda_in_the_emulator(monkeypatch):
         [i.float_data or np.frombuffer(i.raw_data, "float32") for i in model.graph.initializer][0]
     ).reshape(17, 33)
     np.testing.assert_allclose(lib.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def _cpu_group(rows: tuple[int, ...], k: int, n: int) -> tuple[Any, list[Any], bool]:
+    """The CPU kernel of ``dense_packed + bias`` as a model gets it: the strategy's compute
+    on panels as the pass packs them, then the group schedule; and whether the product
+    spans whole panels (an injective stage keeping N columns reads it)."""
+    from ember.codegen_llvm.schedules.generic import schedule_group
+    from ember.codegen_llvm.strategy import compute_for
+    from ember.tir import te
+
+    nr = panel_width(n)
+    a = te.placeholder((*rows, k), "float32", name="a")
+    p = te.placeholder((-(-n // nr), k, nr), "float32", name="p")
+    b = te.placeholder((n,), "float32", name="b")
+    (d,) = compute_for("dense_packed", [a, p], {"n": n})
+    out = te.compute(d.shape, lambda *i: d[i] + b[i[-1]], name="out")
+    return schedule_group([out]), [a, p, b, out], d.op.name == "dense_packed_cols"
+
+
+@pytest.mark.parametrize(
+    "rows, k, n, whole",
+    [
+        ((9, 3), 11, 28, True),  # one panel, partly used (an LSTM's 4H gate columns)
+        ((27,), 14, 20, True),
+        ((8,), 9, 150, True),  # the column edge among other row and column blocks
+        ((2, 5), 7, 70, False),  # the edge is the one column block: N stays
+        ((1,), 5, 150, False),  # one row block
+        ((6,), 5, 128, False),  # no edge
+    ],
+)
+def test_cpu_kernel_spans_whole_panels_where_the_edge_would_run_scalar(rows, k, n, whole):
+    """Where N ends inside a weight panel and the edge tile would test its lanes against N
+    (and run as scalar code), the product spans the whole panels and only the epilogue
+    keeps N columns; the result matches numpy, bias and all, either way."""
+    s, args, spans = _cpu_group(rows, k, n)
+    assert spans == whole
+    text = str(ember.lower(s, args))
+    if whole:  # the register tile accumulates whole vectors: no lane is updated alone
+        assert "dense_packed.local[ramp(" in text
+        assert not re.search(r"dense_packed\.local\[(?!ramp\()[^\]]*\] = dense_packed", text)
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((*rows, k)).astype("float32")
+    w = rng.standard_normal((k, n)).astype("float32")
+    bias = rng.standard_normal(n).astype("float32")
+    got = np.empty((*rows, n), "float32")
+    ember.build(s, args, target="llvm")(x, pack_panels(w, panel_width(n)), bias, got)
+    np.testing.assert_allclose(got, x @ w + bias, rtol=1e-5, atol=1e-5)

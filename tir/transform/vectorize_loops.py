@@ -7,8 +7,8 @@ by the same stores on vectors of ``extent`` lanes (a guard that does not depend
 on the loop stays around them): the loop variable becomes
 ``ramp(min, 1, lanes)`` (a partitioned loop's main part starts past its guards),
 loop-invariant values are broadcast, and an index that is affine in the variable
-becomes a ``Ramp``, so the backend emits one vector
-load or store. A serial loop inside the vectorized one (a reduction ``for k`` under
+(through casts that widen a signed integer too) becomes a ``Ramp``, so the backend
+emits one vector load or store. A serial loop inside the vectorized one (a reduction ``for k`` under
 a vectorized output axis) stays a loop with a vector body, as in TVM: the
 vectorized loop moves inward. Where that is not possible (a store whose index does
 not move with the loop, an inner loop whose bounds move with it, conditions, an
@@ -69,6 +69,13 @@ Tests = dict[int, E.PrimExpr]  # versioning tests by id (held, so no other node 
 
 def _lanes(e: E.PrimExpr) -> int:
     return dt.lanes_of(e.dtype)
+
+
+def _widens(src: str, dst: str) -> bool:
+    """Whether a cast from ``src`` to ``dst`` keeps every value: signed integers to a
+    signed integer at least as wide."""
+    signed = dt.is_int(src) and dt.is_int(dst) and not (dt.is_uint(src) or dt.is_uint(dst))
+    return signed and dt.bits_of(dst) >= dt.bits_of(src)
 
 
 def _broadcast(e: E.PrimExpr, lanes: int) -> E.PrimExpr:
@@ -138,6 +145,16 @@ class _VectorizeExpr(Mutator):
         v = self.visit(e.value)
         if v is e.value:
             return e
+        if isinstance(v, E.Ramp) and _widens(v.dtype, e.dtype):
+            # int64(ramp(b, s)) is ramp(int64(b), int64(s)) as an index never wraps: an
+            # int32 lane offset added to an int64 base read from memory (an LSTM step's
+            # row, a runtime slice start) stays an affine index, not a gather
+            scalar = dt.element_of(e.dtype)
+            base, stride = (
+                E.const(x.value, scalar) if isinstance(x, E.IntImm) else E.Cast(scalar, x)
+                for x in (v.base, v.stride)
+            )
+            return E.Ramp(dt.with_lanes(scalar, v.lanes), base, stride, v.lanes)
         return E.Cast(dt.with_lanes(e.dtype, _lanes(v)), v)
 
     def visit_Call(self, e: E.Call) -> E.PrimExpr:

@@ -277,3 +277,20 @@ def test_long_sequence_concatenates_in_a_tree() -> None:
     widest = max(len(n.inputs) for n in ember.frontend.from_onnx(model).nodes if n.op == "concat")
     assert widest <= 32
     check_against_ort(model, inputs, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_constant_weights_odd_hidden_both_directions(op: str) -> None:
+    """Weights as initializers, so each direction's input projection is a packed GEMM whose
+    gate columns (4H = 148, 3H = 111) end inside a weight panel; hidden 37, 5 steps,
+    batch 3, runtime lengths."""
+    rng = np.random.default_rng(16)
+    lens = np.array([5, 2, 4])
+    inputs = _inputs(rng, op, 5, 3, 6, 37, 2, lens=lens, initial=True)
+    inputs.pop("initial_c", None)
+    feeds = {k: inputs.pop(k) for k in ("X", "sequence_lens")}
+    names = [k if k in inputs or k in feeds else "" for k in ORDER[:6]]  # initial_h last
+    node = helper.make_node(op, names, ["Y", "Y_h"], hidden_size=37, direction="bidirectional")
+    model = make_model([node], feeds, ["Y", "Y_h"], initializers=inputs)
+    assert "dense_packed" in [n.op for n in ember.compile(model).graph.nodes]
+    check_against_ort(model, feeds, rtol=1e-4, atol=2e-5)

@@ -244,3 +244,47 @@ def test_item_32_an_inner_loop_whose_trip_count_moves_with_the_lanes_stays_seria
     after = vectorize_loops(before)
     assert "ramp(" not in repr(after)
     assert "for j in unroll(8):" in repr(after)  # 8 lanes or fewer: unrolled, as before
+
+
+def _offset_loop(cast_to: str, lane_dtype: str = "int32"):  # type: ignore[no-untyped-def]
+    """``for c in vectorized(7): B[c] = A[T[0] * 5 + cast(c * 2)]``: a lane offset cast
+    to the type of a base read from memory (an LSTM step's row, a runtime slice start)."""
+    A, B = decl_buffer((40,), "float32", "A"), decl_buffer((7,), "float32", "B")
+    T = decl_buffer((1,), "int64", "T")
+    c = E.Var("c", lane_dtype)
+    offset = E.Cast(cast_to, c * E.const(2, lane_dtype))
+    if cast_to != "int64":
+        offset = E.Cast("int64", offset)
+    body = S.BufferStore(B, A[T[0] * E.const(5, "int64") + offset], (c,))
+    loop = S.For(c, E.const(0, lane_dtype), E.const(7, lane_dtype), K.VECTORIZED, body)
+    return func(loop, A, T, B)
+
+
+def test_a_widened_lane_offset_stays_an_affine_index() -> None:
+    """int64(ramp) is a ramp of int64s: one vector load, not seven scalar ones (each LSTM
+    cell's gates ran scalar so, 0.7 us a step instead of 0.12)."""
+    before = _offset_loop("int64")
+    expected = "\n".join(
+        [
+            'def f(A: Buffer((40), "float32"), T: Buffer((1), "int64"), '
+            'B: Buffer((7), "float32")):',
+            "    B[ramp(0, 1, 7)] = A[ramp(T[0] * int64(5) + int64(0), int64(2), 7)]",
+        ]
+    )
+    after = vectorize_loops(before)
+    assert repr(after) == expected
+    a, t = np.arange(40, dtype=np.float32) + 0.5, np.array([3], np.int64)
+    want, got = np.zeros(7, np.float32), np.zeros(7, np.float32)
+    run(before, a, t, want)
+    run(after, a, t, got)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_cast_that_may_change_lanes_keeps_them_apart() -> None:
+    """Through uint32 or int8 a lane's value may wrap: no ramp of the result, and the
+    loop keeps its meaning."""
+    for cast_to in ("uint32", "int8"):
+        before = _offset_loop(cast_to)
+        after = vectorize_loops(before)
+        assert "A[ramp(" not in repr(after), repr(after)
+        assert trace(after) == trace(before)
