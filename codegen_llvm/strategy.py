@@ -385,24 +385,29 @@ _add(
     ),
 )
 _add("max_pool", Implementation(POOL_TEMPLATE, _max_pool, anchors.max_pool, None, priority=10))
-for _op, _log in (("softmax", False), ("log_softmax", True)):
-    _add(
-        _op,
-        Implementation(
-            rows.SOFTMAX_TEMPLATE,
-            lambda inputs, attrs, log=_log: rows.softmax_graph(list(inputs), attrs, log),
-            rows.schedule_rows,
-            None if _log else (lambda types, attrs: rows.softmax_task_args(types[0], attrs)),
-            priority=10,
-        ),
-    )
+_add(
+    "softmax",
+    Implementation(
+        rows.SOFTMAX_TEMPLATE,
+        rows.softmax_compute,
+        rows.schedule_rows,
+        rows.softmax_task,
+        priority=10,
+    ),
+)
+_add(
+    "log_softmax",
+    Implementation(
+        rows.SOFTMAX_TEMPLATE, rows.log_softmax_compute, rows.schedule_rows, None, priority=10
+    ),
+)
 _add(
     "normalize",
     Implementation(
         rows.LAYER_NORM_TEMPLATE,
-        lambda inputs, attrs: rows.normalize_graph(list(inputs), attrs),
+        rows.normalize_graph,
         rows.schedule_rows,
-        lambda types, attrs: rows.normalize_task_args(list(types), attrs),
+        rows.normalize_task_args,
         priority=10,
     ),
 )

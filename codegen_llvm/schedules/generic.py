@@ -105,9 +105,10 @@ def _schedule_reduction_in_lanes(s: Schedule, st: Any, axes: list[Any]) -> None:
     _, lane = st.split(inner, factor=lanes)
     rf = s.rfactor(st.op.output(0), lane, len(axes))
     rf_stage = s[rf]
-    *spatial, lanes = rf_stage.op.axis
-    rf_stage.reorder(*spatial, *rf_stage.op.reduce_axis, lanes)
-    rf_stage.vectorize(lanes)
+    rf_op = cast(ComputeOp, rf_stage.op)
+    *spatial, lane_axis = rf_op.axis
+    rf_stage.reorder(*spatial, *rf_op.reduce_axis, lane_axis)
+    rf_stage.vectorize(lane_axis)
     outer = st.fuse(*st.op.axis) if len(st.op.axis) > 1 else st.op.axis[0]
     _parallel(st, outer, work)
     rf_stage.compute_at(st, outer)
@@ -126,8 +127,9 @@ def _schedule_reduction_vector(s: Schedule, st: Any, axis: Any) -> None:
     st.vectorize(ji)
     _parallel(st, jo, work)
     s[acc].compute_at(st, jo)
-    (jc,) = s[acc].op.axis
-    s[acc].reorder(*s[acc].op.reduce_axis, jc)
+    acc_op = cast(ComputeOp, s[acc].op)
+    (jc,) = acc_op.axis
+    s[acc].reorder(*acc_op.reduce_axis, jc)
     s[acc].vectorize(jc)
 
 

@@ -20,7 +20,8 @@ to 194 us (onnxruntime 155 us; the scale and mask are a kernel of their own).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from ember.codegen_llvm.schedules.generic import PARALLEL_MIN_WORK
 from ember.codegen_llvm.schedules.reduce import (
@@ -30,6 +31,7 @@ from ember.codegen_llvm.schedules.reduce import (
     stages_by_name,
 )
 from ember.tir.schedule.schedule import Schedule
+from ember.tir.te.tensor import ComputeOp
 from ember.tir.topi import row_ops
 from ember.tir.topi.rows import lane_row_reduce
 from ember.tuner.space import FallbackConfig
@@ -79,6 +81,23 @@ def softmax_graph(inputs: list[Any], attrs: dict[str, Any], log: bool) -> list[A
     return [row_ops.softmax_rows(x, log, lane_row_reduce(lanes), name=name)]
 
 
+def softmax_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """The strategy's softmax compute (:func:`softmax_graph`)."""
+    return softmax_graph(list(inputs), attrs, log=False)
+
+
+def log_softmax_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """The strategy's log-softmax compute (:func:`softmax_graph`)."""
+    return softmax_graph(list(inputs), attrs, log=True)
+
+
+def softmax_task(
+    in_types: Sequence[Any], attrs: dict[str, Any]
+) -> tuple[str, tuple[Any, ...]] | None:
+    """The strategy's softmax task (:func:`softmax_task_args` of the input's type)."""
+    return softmax_task_args(in_types[0], attrs)
+
+
 def _trailing_only(t: Any, ndim: int) -> bool:
     """Whether ``t`` broadcasts to the rows as one value per column (shape (..., 1, C))."""
     ts = static_shape(t)
@@ -86,7 +105,7 @@ def _trailing_only(t: Any, ndim: int) -> bool:
 
 
 def normalize_task_args(
-    inputs: list[Any], attrs: dict[str, Any]
+    inputs: Sequence[Any], attrs: dict[str, Any]
 ) -> tuple[str, tuple[Any, ...]] | None:
     """``layer_norm.llvm`` of ``(rows, columns, eps)`` for a float32 centred norm over the
     last axis with a scale and a bias of one value per column."""
@@ -98,7 +117,7 @@ def normalize_task_args(
     return LAYER_NORM_TEMPLATE, (*_rows(x), float(attrs["eps"]), "float32")
 
 
-def _fits_rows(inputs: list[Any], attrs: dict[str, Any]) -> bool:
+def _fits_rows(inputs: Sequence[Any], attrs: dict[str, Any]) -> bool:
     x = inputs[0]
     xs = static_shape(x)
     if len(xs) < 2 or tuple(attrs["axes"]) != (len(xs) - 1,):
@@ -108,7 +127,7 @@ def _fits_rows(inputs: list[Any], attrs: dict[str, Any]) -> bool:
     return all(_trailing_only(t, len(xs)) for t in inputs[1:])
 
 
-def normalize_graph(inputs: list[Any], attrs: dict[str, Any]) -> list[Any] | None:
+def normalize_graph(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """The row compute of a float32 normalize over the last axis whose scale and bias hold
     one value per column; None otherwise (the op's own compute)."""
     if not _fits_rows(inputs, attrs):
@@ -137,7 +156,7 @@ def schedule_rows(s: Schedule, outputs: list[Any]) -> set[int]:
     out = outputs[0]
     name, attrs = out.op.name, dict(out.op.attrs)
     t = stages_by_name(out)
-    *lead, col = s[out].op.axis
+    *lead, col = cast(ComputeOp, out.op).axis
     row = s[out].fuse(*lead) if len(lead) > 1 else lead[0]
     total = t[f"{name}_max" if f"{name}_max" in t else f"{name}_var"]
     lanes = int(_partials_of(total).shape[1].value)
@@ -161,5 +180,7 @@ def schedule_rows(s: Schedule, outputs: list[Any]) -> set[int]:
             compute_row_reduction_at(s, _partials_of(mean), mean, s[out], row)
         last, total = t[f"{name}_rstd"], t[f"{name}_var"]
     s[last].compute_at(s[out], row)
-    compute_row_reduction_at(s, _partials_of(total), total, s[last], s[last].op.axis[0])
+    compute_row_reduction_at(
+        s, _partials_of(total), total, s[last], cast(ComputeOp, last.op).axis[0]
+    )
     return {id(st.op) for st in t.values() if hasattr(st.op, "axis")}
