@@ -86,7 +86,8 @@ def _reduce_size(st: Any) -> int:
 
 
 def _schedule_reduction_in_lanes(s: Schedule, st: Any, axes: list[Any]) -> None:
-    """A reduction whose outputs give no vector loop (global pooling, a row's mean): its
+    """A reduction of at least ``2 * LANES`` values whose outputs give no vector loop
+    (global pooling, a row's mean; a small window's stays in the register tile): its
     reduction loops fused, split by ``LANES`` and ``rfactor`` ed, so ``LANES`` partial sums
     accumulate in one vector register (a reduction's store does not move with a loop over
     it, so it never vectorizes), computed at the output's fused parallel loop and then
@@ -206,7 +207,7 @@ def schedule_group(outputs: list[Tensor], anchors: Sequence[Implementation] = ()
             single = st.op.num_outputs == 1
             if op.tag == "dense_packed":
                 _schedule_dense_packed(s, st)
-            elif single and _extent(axes[-1]) < VECTOR and _reduce_size(st) >= VECTOR:
+            elif single and _extent(axes[-1]) < VECTOR and _reduce_size(st) >= 2 * LANES:
                 _schedule_reduction_in_lanes(s, st, axes)
             elif len(axes) >= 2 and single:
                 _schedule_reduction_cpu(s, st, axes)
