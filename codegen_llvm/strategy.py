@@ -19,6 +19,7 @@ same order. Adding a template is one module under ``schedules/`` and one entry h
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ember.codegen_llvm.schedules import (
@@ -227,8 +228,8 @@ def nchwc_task_args(
 
 def _nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
     x, w = in_types[0], in_types[1]
-    if str(x.dtype) != "float32":  # float64 runs the template untuned
-        return None
+    if str(x.dtype) != "float32" or attrs.get("groups", 1) != 1:
+        return None  # float64 and grouped convolutions run the template untuned
     return NCHWC_TEMPLATE, nchwc_task_args(_dims(x), "float32", _dims(w), attrs)
 
 
@@ -239,14 +240,24 @@ def _conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | Non
     x, w = inputs[0], inputs[1]
     if str(x.dtype) not in ("float32", "float64"):
         return None
+    groups = attrs.get("groups", 1)
     args = nchwc_task_args(_dims(x), str(x.dtype), _dims(w), attrs)
+    if groups == 1:
+        where = (("ic_bn", _dims(x)[4]), ("oc_bn", _dims(w)[5]))
+        cfg = config_for_direct_call(NCHWC_TEMPLATE, args, where)
+    else:  # one group's workload, untuned: no record measured a grouped kernel
+        wl = Conv2DWorkload.from_args(args)
+        args = replace(wl, C=wl.C // groups, O=wl.O // groups).args
+        cfg = FallbackConfig()
     g = conv2d.geometry(Conv2DWorkload.from_args(args))
-    where = (("ic_bn", _dims(x)[4]), ("oc_bn", _dims(w)[5]))
-    cfg = config_for_direct_call(NCHWC_TEMPLATE, args, where)
     knobs = conv2d_nchwc.nchwc_knobs(g, args[-1], cfg)
     extra = conv2d_nchwc.knob_attrs(knobs)
     a = attrs
-    return [nchwc_compute(x, w, _bias(inputs), a["strides"], a["pads"], a["dilations"], extra)]
+    return [
+        nchwc_compute(
+            x, w, _bias(inputs), a["strides"], a["pads"], a["dilations"], extra, groups=groups
+        )
+    ]
 
 
 def dwconv_nchwc_task_args(

@@ -65,8 +65,11 @@ def _output_plane(x: TensorType, kh: int, kw: int, attrs: dict[str, Any]) -> tup
 
 def _infer_conv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x, w = types[0], types[1]
-    if x.ndim != 5 or w.ndim != 6 or x.shape[1] != w.shape[1] or x.shape[4] != w.shape[4]:
+    g = attrs.get("groups", 1)
+    if x.ndim != 5 or w.ndim != 6 or x.shape[1] != w.shape[1] * g or x.shape[4] != w.shape[4]:
         raise ArgumentError(f"conv_nchwc: input {x} and blocked weights {w} do not fit")
+    if w.shape[0] % g:
+        raise ArgumentError(f"conv_nchwc: {w.shape[0]} output blocks do not split in {g} groups")
     if len(types) > 2 and types[2].shape != (w.shape[0], w.shape[5]):
         raise ArgumentError(f"conv_nchwc: bias {types[2]} does not fit weights {w}")
     oh, ow = _output_plane(x, w.shape[2], w.shape[3], attrs)
@@ -75,10 +78,16 @@ def _infer_conv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
 
 @register_op("conv_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_conv_nchwc, num_inputs=(2, 3))
 def conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
-    """A 2-D convolution on channel-blocked tensors with pre-blocked weights."""
+    """A 2-D convolution (grouped with ``groups``, each group whole channel blocks) on
+    channel-blocked tensors with pre-blocked weights."""
     bias = inputs[2] if len(inputs) > 2 else None
     a = attrs
-    return [topi.conv2d_nchwc(inputs[0], inputs[1], bias, a["strides"], a["pads"], a["dilations"])]
+    return [
+        topi.conv2d_nchwc(
+            inputs[0], inputs[1], bias, a["strides"], a["pads"], a["dilations"],
+            groups=a.get("groups", 1),
+        )
+    ]  # fmt: skip
 
 
 def _infer_dwconv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

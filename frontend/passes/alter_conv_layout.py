@@ -114,6 +114,29 @@ def _workload(node: Node, graph: Graph) -> ConvWorkload | None:
                         tuple(a["strides"]), tuple(a["pads"]), tuple(a["dilations"]))  # fmt: skip
 
 
+def _grouped(node: Node, graph: Graph) -> int | None:
+    """The group count of a float32 2-D grouped conv with constant weights that is neither
+    one group nor depthwise; None for any other node."""
+    g = node.attrs.get("group", 1) if node.op == "conv" else 1
+    if g == 1 or node.inputs[1] not in graph.params or _is_depthwise(node, graph):
+        return None
+    if len(node.inputs) > 2 and node.inputs[2] not in graph.params:
+        return None
+    x, w = graph.values[node.inputs[0]].type, graph.params[node.inputs[1]]
+    if x.dtype != "float32" or x.ndim != 4 or not x.is_static or w.ndim != 4:
+        return None
+    return g if w.shape[0] % g == 0 and x.shape[1] == w.shape[1] * g else None
+
+
+def _dividing(channels: int, first: int | None) -> int | None:
+    """A block dividing a group's ``channels``: ``first`` where it does, else two registers'
+    lanes, one, or half of one; None where none does."""
+    for b in (first, 2 * LANES, LANES, LANES // 2):
+        if b is not None and channels % b == 0:
+            return b
+    return None
+
+
 def _is_depthwise(node: Node, graph: Graph) -> bool:
     """A float32 2-D depthwise conv with constant weights: one input channel per group and
     one filter per channel (channel multiplier 1)."""
@@ -245,6 +268,50 @@ class _Rewriter:
         self.blocked[out] = (ob, oc_bn)
         self.changed = True
 
+    def grouped(self, node: Node) -> bool:
+        """Emit a grouped conv (neither one group nor depthwise) blocked, where every group's
+        input and output channels are whole blocks; False otherwise. Its input keeps its
+        block where that divides a group's channels (else it is re-blocked); a plain input
+        is blocked only for a group of at least a register of output channels."""
+        g = _grouped(node, self.graph)
+        if g is None:
+            return False
+        x = node.inputs[0]
+        w = self.params[node.inputs[1]]
+        O, c_group = w.shape[0], w.shape[1]
+        o_group = O // g
+        ic_bn = _dividing(c_group, self.in_block(node))
+        oc_bn = _dividing(o_group, self.wanted_block(node))
+        if ic_bn is None or oc_bn is None or (x not in self.blocked and o_group < LANES):
+            return False
+        xb = self.to_blocked(x, ic_bn, node)
+        inputs = [
+            xb,
+            self.add_param(f"{node.inputs[1]}_nchwc", pack_nchwc_weights(w, ic_bn, oc_bn)),
+        ]
+        if len(node.inputs) > 2:
+            bias = pack_nchwc_bias(self.params[node.inputs[2]], oc_bn)
+            inputs.append(self.add_param(f"{node.inputs[2]}_nchwc", bias))
+        out = node.outputs[0]
+        t = self.values[out].type
+        shape = (t.shape[0], O // oc_bn, t.shape[2], t.shape[3], oc_bn)
+        ob = self.add_value(self.fresh(f"{out}_nchw{oc_bn}c"), shape, t.dtype)
+        a = node.attrs
+        attrs = {
+            "strides": tuple(a["strides"]),
+            "pads": tuple(a["pads"]),
+            "dilations": tuple(a["dilations"]),
+            "in_channels": c_group * g,
+            "channels": O,
+            "groups": g,
+        }
+        self.nodes.append(
+            replace(node, op="conv_nchwc", inputs=tuple(inputs), outputs=(ob,), attrs=attrs)
+        )
+        self.blocked[out] = (ob, oc_bn)
+        self.changed = True
+        return True
+
     def depthwise(self, node: Node) -> bool:
         """Emit a depthwise conv (one filter per channel) blocked as its input is; False if
         it is not one or its input is not blocked (a transform just for it would cost
@@ -366,7 +433,7 @@ def alter_conv_layout_with(choose: BlockChooser) -> Pass:
                 picked = choose(w, r.in_block(node), r.wanted_block(node))
             if picked is not None:
                 r.conv(node, w, *picked)  # type: ignore[arg-type]
-            elif not (r.depthwise(node) or r.lanewise(node)):
+            elif not (r.depthwise(node) or r.grouped(node) or r.lanewise(node)):
                 r.other(node)
         return r.finish() if r.changed else graph
 

@@ -151,21 +151,27 @@ def conv2d_nchwc(
     pads: Sequence[int],
     dilations: Sequence[int],
     attrs: dict | None = None,
+    groups: int = 1,
 ) -> Tensor:
-    """``out[n, ob, y, x, oi] = sum_{cb, ky, kx, ci} Xpad[n, cb, y*sh + ky*dh, x*sw +
-    kx*dw, ci] * Wt[ob, cb, ky, kx, ci, oi] (+ bias[ob, oi])``.
+    """``out[n, ob, y, x, oi] = sum_{cb, ky, kx, ci} Xpad[n, base(ob) + cb, y*sh + ky*dh,
+    x*sw + kx*dw, ci] * Wt[ob, cb, ky, kx, ci, oi] (+ bias[ob, oi])``.
 
-    X is ``[N, C/cb, H, W, cb]``, Wt ``[O/ob, C/cb, KH, KW, cb, ob]``, bias ``[O/ob, ob]``;
-    ``pads`` is ``(top, left, bottom, right)``. The reduction stage is tagged
-    ``conv2d_nchwc`` and carries ``attrs`` (a template's knobs) for its schedule.
+    X is ``[N, C/cb, H, W, cb]``, Wt ``[O/ob, C/groups/cb, KH, KW, cb, ob]``, bias
+    ``[O/ob, ob]``; ``pads`` is ``(top, left, bottom, right)``. With ``groups`` (each group's
+    channels whole blocks), output block ``ob`` reads the input blocks of its group from
+    ``base(ob)``: a grouped convolution is the same loop nest with a shorter channel
+    reduction. The reduction stage is tagged ``conv2d_nchwc`` and carries ``attrs`` (a
+    template's knobs) for its schedule.
     """
     xs, ws = static_shape(X), static_shape(Wt)
-    if len(xs) != 5 or len(ws) != 6 or xs[1] != ws[1] or xs[4] != ws[4]:
+    if len(xs) != 5 or len(ws) != 6 or xs[1] != ws[1] * groups or xs[4] != ws[4] or ws[0] % groups:
         raise ArgumentError(
-            f"conv2d_nchwc: input {list(xs)} and blocked weights {list(ws)} do not fit"
+            f"conv2d_nchwc: input {list(xs)} and blocked weights {list(ws)} do not fit "
+            f"{groups} group(s)"
         )
-    N, CB, H, W, cb = xs
-    OB, _, KH, KW, _, ob = ws
+    N, _, H, W, cb = xs
+    OB, CB, KH, KW, _, ob = ws
+    per_group = OB // groups
     (sh, sw), (dh, dw) = tuple(strides), tuple(dilations)
     OH, OW = _output_plane("conv2d_nchwc", H, W, KH, KW, strides, pads, dilations)
     P = _pad_blocked(X, pads)
@@ -175,7 +181,8 @@ def conv2d_nchwc(
     ri = te.reduce_axis((0, cb), name="ri")
 
     def body(n: E.PrimExpr, o: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, oi: E.PrimExpr):  # noqa: ANN202
-        pix = P[n, rc, y * sh + ry * dh, x * sw + rx * dw, ri]
+        c = rc if groups == 1 else E.floordiv(o, per_group) * CB + rc
+        pix = P[n, c, y * sh + ry * dh, x * sw + rx * dw, ri]
         return te.sum(pix * Wt[o, rc, ry, rx, ri, oi], axis=(rc, ry, rx, ri))
 
     conv = te.compute(

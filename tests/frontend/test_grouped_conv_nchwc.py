@@ -1,0 +1,66 @@
+"""Grouped convolutions (neither one group nor depthwise, as ShuffleNet and ResNeXt have)
+run channel-blocked (``conv_nchwc`` with ``groups``) where each group's channels are whole
+blocks, and stay NCHW otherwise; against onnxruntime on random data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import ember
+from ember.frontend.passes import alter_conv_layout, run_graph_passes
+from tests.frontend.onnx_models import make_model, run_ort
+
+
+def _w(rng, *shape):  # noqa: ANN001, ANN202
+    return (rng.standard_normal(shape) * 0.3).astype("float32")
+
+
+def grouped_block(rng, c=48, g=3, mid=96, hw=9, k=3, stride=1):  # noqa: ANN001, ANN202
+    """conv (plain input) -> relu -> grouped conv -> relu -> grouped 1x1 conv + residual."""
+    pad = k // 2
+    weights = {
+        "W1": _w(rng, c, 8, 3, 3),
+        "W2": _w(rng, mid, c // g, k, k),
+        "B2": _w(rng, mid),
+        "W3": _w(rng, c, mid // g, 1, 1),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "W1"], ["c1"], pads=[1, 1, 1, 1]),
+        n("Relu", ["c1"], ["r1"]),
+        n("Conv", ["r1", "W2", "B2"], ["c2"], group=g, pads=[pad] * 4, strides=[stride] * 2),
+        n("Relu", ["c2"], ["r2"]),
+        n("Conv", ["r2", "W3"], ["c3"], group=g),
+    ]
+    if stride == 1:
+        nodes.append(n("Add", ["c3", "r1"], ["y"]))
+    else:
+        nodes.append(n("Relu", ["c3"], ["y"]))
+    x = np.random.default_rng(1).standard_normal((1, 8, hw, hw)).astype("float32")
+    return make_model(nodes, {"x": x}, ["y"], weights), {"x": x}
+
+
+@pytest.mark.parametrize(
+    "c, g, mid, hw, k, stride, transforms",
+    [(48, 3, 96, 9, 3, 1, 2), (96, 3, 48, 7, 1, 2, 2), (48, 2, 64, 5, 3, 1, 3)],
+    ids=["g3-3x3", "g3-1x1-s2", "g2-reblocked"],  # groups of 24: 16-blocks re-blocked to 8
+)
+def test_grouped_convs_run_blocked_and_match_onnxruntime(c, g, mid, hw, k, stride, transforms, rng):  # noqa: ANN001, E501
+    model, feeds = grouped_block(rng, c, g, mid, hw, k, stride)
+    graph = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
+    grouped = [nd for nd in graph.nodes if nd.op == "conv_nchwc" and nd.attrs.get("groups")]
+    assert [nd.attrs["groups"] for nd in grouped] == [g, g]
+    assert [nd.op for nd in graph.nodes].count("layout_transform") == transforms
+    got = ember.compile(model, target="llvm").run(feeds)[0]
+    np.testing.assert_allclose(got, run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_groups_of_partial_blocks_stay_nchw(rng):  # noqa: ANN001
+    """12 channels in 3 groups of 4: no block divides a group, so the conv stays NCHW."""
+    model, feeds = grouped_block(rng, c=12, g=3, mid=24, hw=6)
+    graph = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
+    assert [nd.attrs["group"] for nd in graph.nodes if nd.op == "conv"] == [1, 3, 3]
+    got = ember.compile(model, target="llvm").run(feeds)[0]
+    np.testing.assert_allclose(got, run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
