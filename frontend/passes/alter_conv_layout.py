@@ -240,33 +240,32 @@ class _Rewriter:
             v = user.outputs[0]
         return self.in_block(node)
 
-    def conv(self, node: Node, w: ConvWorkload, ic_bn: int, oc_bn: int) -> None:
-        x = node.inputs[0]
-        ic_bn = self.in_block(node) or ic_bn
-        xb = self.to_blocked(x, ic_bn, node)
-        weights = self.add_param(
-            f"{node.inputs[1]}_nchwc", pack_nchwc_weights(self.params[node.inputs[1]], ic_bn, oc_bn)
-        )
-        inputs = [xb, weights]
+    def emit(
+        self, node: Node, op: str, xb: str, weights: np.ndarray, block: int, **attrs: Any
+    ) -> None:
+        """Emit blocked conv ``op`` of ``node`` on blocked input ``xb``: its packed
+        ``weights`` and bias (per ``block`` output channels) as params, its output blocked."""
+        inputs = [xb, self.add_param(f"{node.inputs[1]}_nchwc", weights)]
         if len(node.inputs) > 2:
-            bias = pack_nchwc_bias(self.params[node.inputs[2]], oc_bn)
+            bias = pack_nchwc_bias(self.params[node.inputs[2]], block)
             inputs.append(self.add_param(f"{node.inputs[2]}_nchwc", bias))
         out = node.outputs[0]
         t = self.values[out].type
-        shape = (t.shape[0], blocks(w.O, oc_bn), t.shape[2], t.shape[3], oc_bn)
-        ob = self.add_value(self.fresh(f"{out}_nchw{oc_bn}c"), shape, t.dtype)
-        attrs = {
-            "strides": w.strides,
-            "pads": w.pads,
-            "dilations": w.dilations,
-            "in_channels": w.C,
-            "channels": w.O,
-        }
-        self.nodes.append(
-            replace(node, op="conv_nchwc", inputs=tuple(inputs), outputs=(ob,), attrs=attrs)
-        )
-        self.blocked[out] = (ob, oc_bn)
+        n, c, h, w = t.shape
+        shape = (n, blocks(c, block), h, w, block)  # type: ignore[arg-type]
+        ob = self.add_value(self.fresh(f"{out}_nchw{block}c"), shape, t.dtype)
+        a = node.attrs
+        geometry = {k: tuple(a[k]) for k in ("strides", "pads", "dilations")}
+        attrs = {**geometry, **attrs}
+        self.nodes.append(replace(node, op=op, inputs=tuple(inputs), outputs=(ob,), attrs=attrs))
+        self.blocked[out] = (ob, block)
         self.changed = True
+
+    def conv(self, node: Node, w: ConvWorkload, ic_bn: int, oc_bn: int) -> None:
+        ic_bn = self.in_block(node) or ic_bn
+        xb = self.to_blocked(node.inputs[0], ic_bn, node)
+        weights = pack_nchwc_weights(self.params[node.inputs[1]], ic_bn, oc_bn)
+        self.emit(node, "conv_nchwc", xb, weights, oc_bn, in_channels=w.C, channels=w.O)
 
     def grouped(self, node: Node) -> bool:
         """Emit a grouped conv (neither one group nor depthwise) blocked, where every group's
@@ -285,31 +284,10 @@ class _Rewriter:
         if ic_bn is None or oc_bn is None or (x not in self.blocked and o_group < LANES):
             return False
         xb = self.to_blocked(x, ic_bn, node)
-        inputs = [
-            xb,
-            self.add_param(f"{node.inputs[1]}_nchwc", pack_nchwc_weights(w, ic_bn, oc_bn)),
-        ]
-        if len(node.inputs) > 2:
-            bias = pack_nchwc_bias(self.params[node.inputs[2]], oc_bn)
-            inputs.append(self.add_param(f"{node.inputs[2]}_nchwc", bias))
-        out = node.outputs[0]
-        t = self.values[out].type
-        shape = (t.shape[0], O // oc_bn, t.shape[2], t.shape[3], oc_bn)
-        ob = self.add_value(self.fresh(f"{out}_nchw{oc_bn}c"), shape, t.dtype)
-        a = node.attrs
-        attrs = {
-            "strides": tuple(a["strides"]),
-            "pads": tuple(a["pads"]),
-            "dilations": tuple(a["dilations"]),
-            "in_channels": c_group * g,
-            "channels": O,
-            "groups": g,
-        }
-        self.nodes.append(
-            replace(node, op="conv_nchwc", inputs=tuple(inputs), outputs=(ob,), attrs=attrs)
+        weights = pack_nchwc_weights(w, ic_bn, oc_bn)
+        self.emit(
+            node, "conv_nchwc", xb, weights, oc_bn, in_channels=c_group * g, channels=O, groups=g
         )
-        self.blocked[out] = (ob, oc_bn)
-        self.changed = True
         return True
 
     def depthwise(self, node: Node) -> bool:
@@ -320,30 +298,9 @@ class _Rewriter:
         if x not in self.blocked or not _is_depthwise(node, self.graph):
             return False
         xb, block = self.blocked[x]
-        weights = self.add_param(
-            f"{node.inputs[1]}_nchwc",
-            pack_nchwc_depthwise_weights(self.params[node.inputs[1]], block),
-        )
-        inputs = [xb, weights]
-        if len(node.inputs) > 2:
-            bias = pack_nchwc_bias(self.params[node.inputs[2]], block)
-            inputs.append(self.add_param(f"{node.inputs[2]}_nchwc", bias))
-        out = node.outputs[0]
-        n, c, h, w = self.values[out].type.shape
-        shape = (n, blocks(c, block), h, w, block)  # type: ignore[arg-type]
-        ob = self.add_value(self.fresh(f"{out}_nchw{block}c"), shape, self.values[out].type.dtype)
-        a = node.attrs
-        attrs = {
-            "strides": tuple(a["strides"]),
-            "pads": tuple(a["pads"]),
-            "dilations": tuple(a["dilations"]),
-            "channels": c,
-        }
-        self.nodes.append(
-            replace(node, op="dwconv_nchwc", inputs=tuple(inputs), outputs=(ob,), attrs=attrs)
-        )
-        self.blocked[out] = (ob, block)
-        self.changed = True
+        weights = pack_nchwc_depthwise_weights(self.params[node.inputs[1]], block)
+        channels = self.values[node.outputs[0]].type.shape[1]
+        self.emit(node, "dwconv_nchwc", xb, weights, block, channels=channels)
         return True
 
     def lanewise(self, node: Node) -> bool:
