@@ -23,6 +23,7 @@ from ember.codegen_llvm.build import build_llvm
 from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned
 from ember.codegen_llvm.step_loop import compiled_step_loop
 from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
+from ember.frontend.passes.conv1d_as_2d import conv1d_as_2d
 from ember.frontend.passes.fuse_attention import fuse_attention
 from ember.runtime.module import Module
 from ember.runtime.step_loop import StepLoop
@@ -53,11 +54,11 @@ class CPUBackend(Backend):
         return build_llvm(list(funcs), self.target, ctx=ctx, passes=self.passes(ctx))
 
     def graph_passes(self, common: Sequence[Pass]) -> tuple[Pass, ...]:
-        """``common`` with attention fusion and the convolution layout pass before dead-code
-        elimination (they leave transposes and the NCHW weights unused)."""
+        """``common`` with attention fusion, 1-D convs as 2-D and the convolution layout pass
+        before dead-code elimination (they leave transposes and the NCHW weights unused)."""
         names = [p.name for p in common]
         at = names.index("eliminate_dead_code")
-        return (*common[:at], fuse_attention, alter_conv_layout_tuned, *common[at:])
+        return (*common[:at], fuse_attention, conv1d_as_2d, alter_conv_layout_tuned, *common[at:])
 
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)

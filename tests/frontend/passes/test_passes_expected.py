@@ -299,6 +299,26 @@ def an_intermediate_output_ends_its_group() -> tuple[Graph, Graph]:
     return g([None, None]), g([0, 1])
 
 
+# -- conv1d_as_2d ---------------------------------------------------------------------------
+
+
+@expected("conv1d_as_2d")
+def a_1d_conv_becomes_a_2d_conv_of_height_1() -> tuple[Graph, Graph]:
+    W = rng().standard_normal((4, 3, 5)).astype("float32")
+    attrs = {"strides": (2,), "pads": (1, 2), "dilations": (1,), "group": 1}
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 20))
+    before = b.build(b.node("conv", [x, b.param("W", W)], (1, 4, 9), **attrs))
+
+    e = GraphBuilder()
+    x = e.input("x", (1, 3, 20))
+    x4 = e.node("reshape", [x], (1, 3, 1, 20), shape=(1, 3, 1, 20))
+    w4 = e.param("W4", W.reshape(4, 3, 1, 5))
+    attrs4 = {"strides": (1, 2), "pads": (0, 1, 0, 2), "dilations": (1, 1), "group": 1}
+    y4 = e.node("conv", [x4, w4], (1, 4, 1, 9), **attrs4)
+    return before, e.build(e.node("reshape", [y4], (1, 4, 9), shape=(1, 4, 9)))
+
+
 # -- alter_conv_layout ---------------------------------------------------------------------
 
 
