@@ -1,6 +1,7 @@
 """Grouped convolutions (neither one group nor depthwise, as ShuffleNet and ResNeXt have)
 run channel-blocked (``conv_nchwc`` with ``groups``) where each group's channels are whole
-blocks, and stay NCHW otherwise; against onnxruntime on random data."""
+blocks, and stay NCHW otherwise; a channel concat of blocked values in whole blocks stays
+blocked (SqueezeNet's fire modules); against onnxruntime on random data."""
 
 from __future__ import annotations
 
@@ -62,5 +63,45 @@ def test_groups_of_partial_blocks_stay_nchw(rng):  # noqa: ANN001
     model, feeds = grouped_block(rng, c=12, g=3, mid=24, hw=6)
     graph = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
     assert [nd.attrs["group"] for nd in graph.nodes if nd.op == "conv"] == [1, 3, 3]
+    got = ember.compile(model, target="llvm").run(feeds)[0]
+    np.testing.assert_allclose(got, run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def fire_module(rng, c=16, s=16, e=32, hw=7):  # noqa: ANN001, ANN202
+    """SqueezeNet's fire module: a squeeze conv, two expand convs concatenated by channel,
+    then the next squeeze conv."""
+    weights = {
+        "S": _w(rng, s, c, 1, 1),
+        "E1": _w(rng, e, s, 1, 1),
+        "E3": _w(rng, e, s, 3, 3),
+        "N": _w(rng, 16, 2 * e, 1, 1),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "S"], ["s"]),
+        n("Relu", ["s"], ["rs"]),
+        n("Conv", ["rs", "E1"], ["e1"]),
+        n("Relu", ["e1"], ["r1"]),
+        n("Conv", ["rs", "E3"], ["e3"], pads=[1, 1, 1, 1]),
+        n("Relu", ["e3"], ["r3"]),
+        n("Concat", ["r1", "r3"], ["cat"], axis=1),
+        n("Conv", ["cat", "N"], ["y"]),
+    ]
+    x = rng.standard_normal((1, c, hw, hw)).astype("float32")
+    return make_model(nodes, {"x": x}, ["y"], weights), {"x": x}
+
+
+@pytest.mark.parametrize(
+    "e, blocked", [(32, True), (24, True), (20, False)], ids=["32-in-32s", "24-in-8s", "20-padded"]
+)
+def test_a_channel_concat_of_blocked_values_stays_blocked(e, blocked, rng):  # noqa: ANN001
+    """Channels in whole blocks: the concat joins the blocks (no transform to NCHW and back);
+    20 channels in a padded block of 16 go through NCHW."""
+    model, feeds = fire_module(rng, e=e)
+    graph = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
+    ops = [nd.op for nd in graph.nodes]
+    assert (ops.count("layout_transform") == 2) == blocked  # only the input's and output's
+    concat = next(nd for nd in graph.nodes if nd.op == "concat")
+    assert all(graph.values[i].type.ndim == (5 if blocked else 4) for i in concat.inputs)
     got = ember.compile(model, target="llvm").run(feeds)[0]
     np.testing.assert_allclose(got, run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
