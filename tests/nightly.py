@@ -15,3 +15,9 @@ skip_unless_nightly = pytest.mark.skipif(not NIGHTLY, reason="nightly: set EMBER
 def nightly_param(*values: Any) -> Any:
     """A ``parametrize`` case marked ``slow`` that runs only in the nightly run."""
     return pytest.param(*values, marks=[pytest.mark.slow, skip_unless_nightly])
+
+
+def examples(n: int) -> int:
+    """A property test's ``max_examples``: ``n`` in the nightly run, half of it (at least 3)
+    in CI, whose 15 minutes the slowest property tests (builds of random configs) fill."""
+    return n if NIGHTLY else max(3, n // 2)

@@ -17,6 +17,7 @@ from ember.tir import stmt as S
 from ember.tir.functor import Mutator
 from ember.tuner import create_task
 from tests.codegen_cuda.test_cuda_build import _DropBarrier
+from tests.nightly import examples
 
 
 def _matmul(shape, arch="sm_80", **knobs):  # noqa: ANN001, ANN003
@@ -150,7 +151,7 @@ def test_waiting_for_everything_is_correct_but_not_pipelined(rng):
     np.testing.assert_allclose(_emulate(mod, a, b), a @ b, rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     m=st.integers(1, 80),
     n=st.integers(1, 80),

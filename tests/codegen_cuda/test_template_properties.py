@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import ember
 from ember import te
 from ember.tuner import create_task
+from tests.nightly import examples
 
 small = st.integers(1, 24)
 rows = st.integers(1, 40)
@@ -108,7 +109,7 @@ def _reference(name: str, args: tuple, tensors: list, inputs: list[np.ndarray]) 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_template_property(name):
     @settings(
-        max_examples=10,
+        max_examples=examples(10),
         deadline=None,
         suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
     )

@@ -20,6 +20,7 @@ from ember.frontend.passes import (
 from ember.frontend.passes.alter_conv_layout import ConvWorkload, default_blocks
 from ember.tir.topi.conv_nchwc import pack_nchwc_weights
 from tests.frontend.onnx_models import make_model, run_ort
+from tests.nightly import examples
 
 pytest.importorskip("onnxruntime")
 n = helper.make_node
@@ -332,7 +333,7 @@ def test_resnet18_quick_matches_onnxruntime():
     np.testing.assert_allclose(lib.run(inputs)[0], want[0], rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True)
+@settings(max_examples=examples(6), deadline=None, derandomize=True)
 @given(
     c=st.integers(1, 20),
     o=st.integers(16, 40),

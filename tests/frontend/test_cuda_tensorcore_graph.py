@@ -22,6 +22,7 @@ import ember
 from ember.frontend.graph import TensorType
 from ember.graph.kernels import get_kernel
 from tests.frontend.onnx_models import helper, make_model
+from tests.nightly import examples
 
 pytestmark = pytest.mark.nvrtc
 TOL = {"rtol": 4e-3, "atol": 4e-3}
@@ -154,7 +155,9 @@ def test_group_with_two_outputs_falls_back_correctly(rng):
 
 
 @settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(8),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     m=st.integers(1, 70),

@@ -18,7 +18,7 @@ from ember.codegen_llvm.schedules.matmul import (
 from ember.tuner import FallbackConfig
 from ember.tuner.template import using_config
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
-from tests.nightly import NIGHTLY
+from tests.nightly import NIGHTLY, examples
 from tests.numerics import check
 
 
@@ -115,7 +115,7 @@ def test_packing_default_follows_the_column_blocks():
     assert default(2, 256, dense=True) == "ahead"
 
 
-@settings(max_examples=16, deadline=None)
+@settings(max_examples=examples(16), deadline=None)
 @given(
     m=st.integers(1, 40),
     n=st.integers(1, 200),

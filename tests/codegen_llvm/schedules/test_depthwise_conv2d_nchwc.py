@@ -22,6 +22,7 @@ from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc, pack_nchwc_depthwi
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
 from tests.codegen_llvm.schedules.test_conv2d_nchwc import _run, block, unblock
 from tests.codegen_llvm.schedules.test_depthwise_conv2d import depthwise_ref
+from tests.nightly import examples
 
 
 def _case(rng, shape, stride, pad, dilation, cfg=None, task=None):  # noqa: ANN001, ANN202
@@ -67,7 +68,7 @@ def test_template_sampled_configs(case, rng):  # noqa: ANN001
         _case(rng, shape, stride, pad, dilation, cfg, task)
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=examples(10), deadline=None, derandomize=True)
 @given(
     c=st.integers(1, 40),
     hw=st.tuples(st.integers(1, 12), st.integers(1, 12)),

@@ -26,6 +26,7 @@ from ember.tir.topi.winograd import MATRICES, WinogradShape, winograd_weights
 from ember.tuner.template import using_config
 from tests.codegen_llvm.schedules.template_helpers import task_of
 from tests.codegen_llvm.schedules.test_conv2d import conv_ref
+from tests.nightly import examples
 
 
 def _tol(C: int) -> dict[str, float]:
@@ -112,7 +113,7 @@ def test_bias_and_residual_relu_epilogue(m, rng):  # noqa: ANN001
     np.testing.assert_allclose(got, want, **_tol(C))
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(index=st.integers(0, 10**6))
 def test_random_legal_configs(index):  # noqa: ANN001
     args = (1, 5, 9, 11, 7, 1, "float32")

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.onnx_models import check_against_ort, single_node
+from tests.nightly import examples
 
 
 def _f32(rng, *shape):
@@ -66,7 +67,7 @@ def ct_case(draw):
     return groups, cin, og, k, d, s, pads, out_pad, hw, seed
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ct_case())
 def test_conv_transpose_property(case):
     groups, cin, og, k, d, s, pads, out_pad, hw, seed = case
@@ -220,7 +221,7 @@ def window_case(draw):
     return nsp, k, s, pads, size, draw(st.integers(0, 99))
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(window_case(), st.sampled_from([1, 2, 3]), st.integers(0, 1))
 def test_window_ops_property(case, p, storage_order):
     """LpPool and MaxPool-with-Indices over random windows, against onnxruntime."""
