@@ -114,6 +114,8 @@ class EmberRunner:
         import onnx
 
         proto = onnx.load_from_string(model)
+        self.models.clear()  # one model at a time (see OrtRunner.load)
+        self.inputs.clear()
         saved = os.environ.get("EMBER_DISK_CACHE")
         if self.cold:
             # start-up cost: the compiler loads in Ember's process only, not onnxruntime's
@@ -168,7 +170,13 @@ class OrtRunner:
         return self.sessions[key, threads]
 
     def load(self, key: str, model: bytes, inputs: dict[str, np.ndarray]) -> Loaded:
-        """Open a session for ``model`` under ``key``; one run's outputs come back."""
+        """Open a session for ``model`` under ``key``, closing the earlier models' (a runner
+        holds one model at a time: with every session kept, timing the whole catalog at one
+        thread grew this process to 12 GB and the OOM killer ended the run); one run's
+        outputs come back."""
+        self.models.clear()
+        self.inputs.clear()
+        self.sessions.clear()
         self.models[key], self.inputs[key] = model, inputs
         start = time.perf_counter()
         session = self._session(key, os.cpu_count() or 1)
