@@ -21,3 +21,9 @@ def examples(n: int) -> int:
     """A property test's ``max_examples``: ``n`` in the nightly run, half of it (at least 3)
     in CI, whose 15 minutes the slowest property tests (builds of random configs) fill."""
     return n if NIGHTLY else max(3, n // 2)
+
+
+def configs(n: int) -> int:
+    """How many sampled configs a template test builds: ``n`` nightly, half (at least 2) in
+    CI (each is a full LLVM build of a template kernel, 1-3 s)."""
+    return n if NIGHTLY else max(2, n // 2)

@@ -18,7 +18,7 @@ from ember.codegen_llvm.schedules.matmul import (
 from ember.tuner import FallbackConfig
 from ember.tuner.template import using_config
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
-from tests.nightly import NIGHTLY, examples
+from tests.nightly import NIGHTLY, configs, examples
 from tests.numerics import check
 
 
@@ -41,7 +41,7 @@ def test_fallback_medium_llvm(rng):  # noqa: ANN001
 
 def test_sampled_configs(rng):  # noqa: ANN001
     task = task_of("batch_matmul.llvm", 2, 11, 37, 10, "float32")
-    for cfg in sampled_configs(task, 4, seed=4):
+    for cfg in sampled_configs(task, configs(4), seed=4):
         s, args = task.instantiate(cfg)
         check(s, args, bmm_ref, rng)
 

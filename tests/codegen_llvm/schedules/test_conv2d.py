@@ -11,6 +11,7 @@ import ember
 from ember.codegen_llvm.schedules.conv2d import conv2d_nchw_llvm
 from ember.errors import ArgumentError
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.nightly import configs
 from tests.numerics import check
 
 
@@ -83,7 +84,7 @@ def test_float64(rng):  # noqa: ANN001
 def test_sampled_configs(args, rng):  # noqa: ANN001
     task = task_of("conv2d_nchw.llvm", *args, "float32")
     stride, padding, dilation = args[7:]
-    for cfg in sampled_configs(task, 4, seed=len(task.config_space)):
+    for cfg in sampled_configs(task, configs(4), seed=len(task.config_space)):
         s, tensors = task.instantiate(cfg)
         check(s, tensors, lambda x, w: conv_ref(x, w, stride, padding, dilation), rng)
 

@@ -17,6 +17,7 @@ from ember.tir.te import operation as te
 from ember.tir.topi.conv_nchwc import conv2d_nchwc, layout_transform, pack_nchwc_weights
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
 from tests.codegen_llvm.schedules.test_conv2d import conv_ref
+from tests.nightly import configs
 
 
 def block(x: np.ndarray, cb: int) -> np.ndarray:
@@ -78,7 +79,7 @@ def test_template_fallback(case, rng):  # noqa: ANN001
 def test_template_sampled_configs(case, rng):  # noqa: ANN001
     shape, stride, pad, dilation = case
     task = task_of("conv2d_NCHWc.llvm", *shape, stride, pad, dilation, "float32")
-    for cfg in sampled_configs(task, 3, seed=task.config_space.size // 3):
+    for cfg in sampled_configs(task, configs(3), seed=task.config_space.size // 3):
         _template_case(rng, shape, stride, pad, dilation, cfg, task)
 
 

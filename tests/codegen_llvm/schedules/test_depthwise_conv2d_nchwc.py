@@ -22,7 +22,7 @@ from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc, pack_nchwc_depthwi
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
 from tests.codegen_llvm.schedules.test_conv2d_nchwc import _run, block, unblock
 from tests.codegen_llvm.schedules.test_depthwise_conv2d import depthwise_ref
-from tests.nightly import examples
+from tests.nightly import configs, examples
 
 
 def _case(rng, shape, stride, pad, dilation, cfg=None, task=None):  # noqa: ANN001, ANN202
@@ -64,7 +64,7 @@ def test_template_sampled_configs(case, rng):  # noqa: ANN001
     task = task_of(
         "depthwise_conv2d_NCHWc.llvm", N, C, H, W, 1, KH, KW, stride, pad, dilation, "float32"
     )
-    for cfg in sampled_configs(task, 3, seed=len(task.config_space)):
+    for cfg in sampled_configs(task, configs(3), seed=len(task.config_space)):
         _case(rng, shape, stride, pad, dilation, cfg, task)
 
 
