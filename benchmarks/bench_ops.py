@@ -23,6 +23,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_autosched_groups import _block_s  # noqa: E402  (one block timer for both scripts)
 
 Case = tuple[list[Any], dict[str, np.ndarray], dict[str, np.ndarray]]  # nodes, feeds, inits
 
@@ -113,17 +116,6 @@ def cases(rng: np.random.Generator) -> dict[str, Callable[[], Case]]:
     }  # fmt: skip
 
 
-def _best_block(fn: Callable[[], Any], min_s: float) -> float:
-    fn()
-    n, start = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        took = time.perf_counter() - start
-        if took >= min_s:
-            return took / n
-
-
 def run_case(name: str, case: Case, threads: int, rounds: int) -> dict[str, Any]:
     """Compile, check against onnxruntime, time both by turns."""
     # optional dependency: onnxruntime
@@ -147,9 +139,9 @@ def run_case(name: str, case: Case, threads: int, rounds: int) -> dict[str, Any]
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
     ember_s, ort_s = [], []
     for _ in range(rounds):
-        ember_s.append(_best_block(lambda: lib.run(feeds), 0.15))
+        ember_s.append(_block_s(lambda: lib.run(feeds), 0.15))
         time.sleep(0.05)
-        ort_s.append(_best_block(lambda: sess.run(None, feeds), 0.15))
+        ort_s.append(_block_s(lambda: sess.run(None, feeds), 0.15))
         time.sleep(0.05)
     kernels = sum(s.seconds for s in lib.profile(feeds, number=5).steps)
     e, o = min(ember_s), min(ort_s)

@@ -116,17 +116,27 @@ def _workload(node: Node, graph: Graph) -> ConvWorkload | None:
                         tuple(a["strides"]), tuple(a["pads"]), tuple(a["dilations"]))  # fmt: skip
 
 
-def _grouped(node: Node, graph: Graph) -> int | None:
-    """The group count of a float32 2-D grouped conv with constant weights that is neither
-    one group nor depthwise; None for any other node."""
-    g = node.attrs.get("group", 1) if node.op == "conv" else 1
-    if g == 1 or node.inputs[1] not in graph.params or _is_depthwise(node, graph):
+def _constant_conv(node: Node, graph: Graph) -> tuple[TensorType, np.ndarray] | None:
+    """``(input type, weights)`` of a float32 2-D conv with constant weights (and bias) on a
+    static input; None for any other node."""
+    if node.op != "conv" or node.inputs[1] not in graph.params:
         return None
     if len(node.inputs) > 2 and node.inputs[2] not in graph.params:
         return None
     x, w = graph.values[node.inputs[0]].type, graph.params[node.inputs[1]]
     if x.dtype != "float32" or x.ndim != 4 or not x.is_static or w.ndim != 4:
         return None
+    return x, w
+
+
+def _grouped(node: Node, graph: Graph) -> int | None:
+    """The group count of a float32 2-D grouped conv with constant weights that is neither
+    one group nor depthwise; None for any other node."""
+    conv = _constant_conv(node, graph)
+    g = node.attrs.get("group", 1) if conv is not None else 1
+    if conv is None or g == 1 or _is_depthwise(node, graph):
+        return None
+    x, w = conv
     return g if w.shape[0] % g == 0 and x.shape[1] == w.shape[1] * g else None
 
 
@@ -142,13 +152,10 @@ def _dividing(channels: int, first: int | None) -> int | None:
 def _is_depthwise(node: Node, graph: Graph) -> bool:
     """A float32 2-D depthwise conv with constant weights: one input channel per group and
     one filter per channel (channel multiplier 1)."""
-    if node.op != "conv" or node.inputs[1] not in graph.params:
+    conv = _constant_conv(node, graph)
+    if conv is None:
         return False
-    if len(node.inputs) > 2 and node.inputs[2] not in graph.params:
-        return False
-    x, w = graph.values[node.inputs[0]].type, graph.params[node.inputs[1]]
-    if x.dtype != "float32" or x.ndim != 4 or not x.is_static or w.ndim != 4:
-        return False
+    x, w = conv
     c = x.shape[1]
     return node.attrs.get("group") == c and w.shape[:2] == (c, 1)
 
