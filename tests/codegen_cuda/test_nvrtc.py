@@ -118,6 +118,7 @@ def test_compile_error_marks_the_offending_line():
 def test_disk_cache_hits_on_second_compile(tmp_path, monkeypatch):
     _needs_nvrtc()
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_DISK_CACHE", "1")
     source = print_kernel(K.tiled_matmul(32, 32, 32, 16))
     first = compile_cuda(source, "sm_80")
     second = compile_cuda(source, "sm_80")

@@ -165,6 +165,7 @@ def test_the_cache_can_be_turned_off(cnn, cache, monkeypatch, off):
 
 def test_default_folder_is_under_xdg_cache_home(monkeypatch, tmp_path):
     monkeypatch.delenv("EMBER_CACHE_DIR", raising=False)
+    monkeypatch.delenv("EMBER_DISK_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert config.cache_dir() == tmp_path / "ember"
     monkeypatch.delenv("XDG_CACHE_HOME")
