@@ -104,7 +104,10 @@ class CompiledModel:
     (:meth:`ember.runtime.module.Function.bind`); ``run`` validates the user's inputs,
     takes a workspace, copies the inputs in, calls the bound kernels without further
     checks (consecutive CPU kernels in one native call: :mod:`ember.graph.step_program`)
-    and returns copies of the outputs (arrays of the caller's own).
+    and returns copies of the outputs (arrays of the caller's own). Large inputs and
+    outputs are read and written where the caller has them instead, when only native
+    kernels touch them (:data:`ember.graph.workspace.MOVABLE_BYTES`); the outputs are
+    the caller's own either way.
 
     ``run`` is thread-safe: each call takes a workspace of its own from a pool
     (:class:`WorkspacePool`), so concurrent runs of one model on several threads give
@@ -200,13 +203,26 @@ class CompiledModel:
         arrays = self._check_inputs(inputs)
         ws = self._pool.acquire()  # not `with`: a run of a small model is a few microseconds
         try:
-            ws.load(arrays)
+            ws.load(arrays, borrow=True)
+            fresh = ws.fresh_outputs()
             self._call_steps(ws)
-            return [np.array(ws.env[v], copy=True) for v in self.output_names]
+            return self._outputs(ws, fresh)
         finally:
             self._pool.release(ws)
 
     __call__ = run
+
+    def _outputs(self, ws: Workspace, fresh: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The caller's outputs: the new arrays the run wrote, else copies of ``ws``'s (an
+        output listed twice is two arrays, as onnxruntime gives)."""
+        out = []
+        for v in self.output_names:
+            if v in fresh:
+                given = fresh[v]
+                out.append(given if all(a is not given for a in out) else given.copy())
+            else:
+                out.append(np.array(ws.env[v], copy=True))
+        return out
 
     def export(self, path: Any, archs: Sequence[str] | None = None, ptx: bool = True) -> None:
         """Write this model to one ``.ember`` file that :func:`ember.load` reads in any

@@ -19,11 +19,19 @@ simpler but would serialise the threads; onnxruntime's sessions too give each co
 run its own intermediate buffers. The params are read-only to kernels and kept once per
 model, shared by its workspaces (and, through a :class:`ParamStore`, by the sizes of a
 DynamicModel).
+
+A large input or output is not copied (:data:`MOVABLE_BYTES`): when every step that
+touches it is a kernel of a native run, the run points those kernels' table entries at
+the caller's input array (C-contiguous and aligned, as most are) and at a new output
+array that it hands to the caller as is. A decode step with a KV cache reads and writes
+tens of megabytes of past keys and values, which the copies in and out tripled. The
+workspace keeps its own buffers for everything else (the Python path, a profile).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
 import threading
@@ -33,11 +41,17 @@ import numpy as np
 
 from ember.errors import EmberError, InternalError
 from ember.frontend.graph import Graph
-from ember.graph.index_guard import guard_index_reads
+from ember.graph.index_guard import GuardedCall, guard_index_reads
 from ember.graph.step import Step
 from ember.graph.step_program import Program, link_steps
 from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
-from ember.runtime.step_loop import StepLoop, ThreadCounts
+from ember.runtime.step_loop import NativeRun, StepLoop, ThreadCounts
+
+# Inputs and outputs this large are read and written where the caller has them when they
+# can be (see the module notes): below it a copy costs less than repointing the kernels.
+MOVABLE_BYTES = 1 << 16
+
+Slots = list[tuple["ctypes.Array[ctypes.c_uint64]", int]]
 
 
 def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarray], int]:
@@ -104,6 +118,7 @@ class Workspace:
         # indices out of range are refused before a kernel would read a clamped row
         self.calls = guard_index_reads(graph, steps, env, [_bind_step(st, env) for st in steps])
         self._loop = loop
+        self._graph, self._steps = graph, steps
         self.link()
 
     def link(self) -> None:
@@ -113,11 +128,34 @@ class Workspace:
         self.program: Program
         self.threads: ThreadCounts | None
         self.program, self.threads = link_steps(self.calls, self._loop)
+        g = self._graph
+        self._in_slots = _movable(g, self._steps, g.input_names, self.env, self.calls, self.program)
+        self._out_slots = _movable(
+            g, self._steps, g.output_names, self.env, self.calls, self.program
+        )
 
-    def load(self, arrays: Sequence[np.ndarray]) -> None:
-        """Copy checked input arrays into this workspace's input buffers."""
-        for buf, arr in zip(self.inputs, arrays):
+    def load(self, arrays: Sequence[np.ndarray], borrow: bool = False) -> None:
+        """Copy checked input arrays into this workspace's input buffers; with ``borrow``,
+        the program reads a large C-contiguous one where it is instead (see the module
+        notes), until the next load. The calls of :attr:`calls` always read the copies."""
+        for name, buf, arr in zip(self._graph.input_names, self.inputs, arrays):
+            slots = self._in_slots.get(name)
+            if slots and borrow and arr.flags.c_contiguous and arr.flags.aligned:
+                _point(slots, arr.ctypes.data)
+                continue
+            if slots:
+                _point(slots, buf.ctypes.data)
             np.copyto(buf, arr)
+
+    def fresh_outputs(self) -> dict[str, np.ndarray]:
+        """A new array for each large output that the program then writes in place of this
+        workspace's buffer, to be handed to the caller without a copy."""
+        out = {}
+        for name, slots in self._out_slots.items():
+            buf = self.env[name]
+            out[name] = arr = aligned_array(buf.shape, buf.dtype)
+            _point(slots, arr.ctypes.data)
+        return out
 
 
 class WorkspacePool:
@@ -155,6 +193,44 @@ class WorkspacePool:
             yield ws
         finally:
             self.release(ws)
+
+
+def _movable(
+    graph: Graph,
+    steps: Sequence[Step],
+    names: Sequence[str],
+    env: dict[str, np.ndarray],
+    calls: Sequence[Callable[[], None]],
+    program: Program,
+) -> dict[str, Slots]:
+    """The table slots of each of ``names`` (inputs or outputs) that a run may repoint: one
+    of :data:`MOVABLE_BYTES` or more, neither a param nor both an input and an output,
+    every step touching it a kernel of a native run, none checking it from Python."""
+    runs = {k: run for _, run in program if isinstance(run, NativeRun) for k in run.steps}
+    fixed = set(graph.params) | (set(graph.input_names) & set(graph.output_names))
+    checked = {id(a) for c in calls if isinstance(c, GuardedCall) for a, _ in c.checks}
+    found: dict[str, Slots] = {}
+    for name in dict.fromkeys(names):
+        arr = env[name]
+        if name in fixed or arr.nbytes < MOVABLE_BYTES or id(arr) in checked:
+            continue
+        users = [k for k, st in enumerate(steps) if name in st.inputs or name in st.outputs]
+        slots: Slots = []
+        for k in users:
+            run = runs.get(k)
+            here = run.pointer_slots(k, arr.ctypes.data) if run is not None else []
+            if not here:
+                break
+            slots += here
+        else:
+            if users:
+                found[name] = slots
+    return found
+
+
+def _point(slots: Slots, address: int) -> None:
+    for table, position in slots:
+        table[position] = address
 
 
 def _bind_step(st: Step, env: dict[str, np.ndarray]) -> Callable[[], None]:

@@ -174,6 +174,14 @@ class NativeRun:
     def __len__(self) -> int:
         return len(self.calls)
 
+    def pointer_slots(self, step: int, address: int) -> list[tuple[ctypes.Array[Any], int]]:
+        """Where step ``step``'s entry passes the array at ``address`` (its argument table
+        and positions), so that a workspace can point the kernel at another array of the
+        same shape: ``table[position] = new_address``."""
+        i = self.steps.index(step)
+        args = self._args[i]
+        return [(args, j) for j, a in enumerate(self.calls[i].arrays) if a.ctypes.data == address]
+
     def __call__(self) -> None:
         k = self._function(self._job_address)
         if k != self._count:
