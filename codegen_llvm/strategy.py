@@ -29,6 +29,7 @@ from ember.codegen_llvm.schedules import (
     conv2d_nchwc,
     depthwise_conv2d,
     depthwise_conv2d_nchwc,
+    grouped_pointwise,
     matmul_int8,
     pool2d,
     rows,
@@ -191,6 +192,18 @@ def _direct(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     g = conv2d.conv2d_geometry(x, w, attrs["strides"], attrs["pads"], attrs["dilations"])
     knobs = conv2d.conv2d_knobs(g, x.dtype, config_for_direct_call(CONV_TEMPLATE, args))
     return [conv2d.conv2d_flat(x, w, _bias(inputs), g, *knobs)]
+
+
+def _grouped_pointwise(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """Grouped 1x1 float32 convolutions (not depthwise) with unit strides and no padding:
+    one register-tiled GEMM per group, untuned (``schedules/grouped_pointwise.py``)."""
+    x, w = inputs[0], inputs[1]
+    if x.dtype != "float32" or w.dtype != "float32":
+        return None
+    if not grouped_pointwise.applies(_dims(x), _dims(w), attrs):
+        return None
+    conv = grouped_pointwise.grouped_pointwise_conv(x, w, _bias(inputs), int(attrs["group"]))
+    return [conv]
 
 
 def _depthwise_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
@@ -371,6 +384,16 @@ _add(
     "conv",
     Implementation(
         DEPTHWISE_TEMPLATE, _depthwise, anchors.depthwise_flat, _depthwise_task, priority=10
+    ),
+)
+_add(
+    "conv",
+    Implementation(
+        "conv2d_grouped_pointwise",
+        _grouped_pointwise,
+        anchors.grouped_1x1,
+        None,
+        priority=10,
     ),
 )
 _add(

@@ -19,6 +19,7 @@ from ember.codegen_llvm.schedules import (
     conv2d_nchwc,
     depthwise_conv2d,
     depthwise_conv2d_nchwc,
+    grouped_pointwise,
     matmul_int8,
     pool2d,
     winograd,
@@ -89,6 +90,26 @@ def _flat_anchor(tag: str, apply: Callable[[Schedule, Tensor, Tensor], None]) ->
 
 conv2d_flat = _flat_anchor(FLAT_CONV_TAG, schedule_conv2d_flat)
 depthwise_flat = _flat_anchor(DEPTHWISE_FLAT_TAG, depthwise_conv2d.schedule_depthwise_flat)
+
+
+def grouped_1x1(s: Schedule, outputs: list[Any]) -> set[int]:
+    """A grouped 1x1 convolution (``schedules/grouped_pointwise.py``) with the group's one
+    NCHW output reading it; every other computed stage (its 4-D view, the epilogue, an
+    injective producer of its input) is inlined."""
+    done: set[int] = set()
+    for op in _tagged(s, grouped_pointwise.TAG):
+        conv = op.output(0)
+        out = _sole_nchw_output(outputs, conv)
+        if out is None:
+            continue
+        for inner in s.stages:
+            if isinstance(inner.op, ComputeOp) and inner.op is not out.op and inner.op is not op:
+                if not inner.op.reduce_axis:
+                    inner.compute_inline()
+        before = {id(x.op) for x in s.stages}
+        grouped_pointwise.schedule_grouped_pointwise(s, out, conv)
+        done |= {id(op), id(out.op)} | ({id(x.op) for x in s.stages} - before)
+    return done
 
 
 def winograd_conv(s: Schedule, outputs: list[Any]) -> set[int]:
