@@ -38,6 +38,7 @@ import numpy as np
 
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.errors import InternalError
+from ember.frontend.passes.alter_conv_layout import channel_block
 from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.stmt import ForKind
@@ -72,17 +73,6 @@ class NchwcKnobs:
     outer: str = "channels"
     unroll_ic: bool = False
     prefetch: str = "none"
-
-
-def channel_block(channels: int, lanes: int) -> int:
-    """The default block of ``channels``: two registers' ``lanes``, one, or half of one,
-    whichever divides them first (two registers of output channels halve the input
-    broadcasts per multiply-add), else all of them when fewer than a register, else
-    one register (the last block zero-padded)."""
-    for b in (2 * lanes, lanes, lanes // 2):
-        if b and channels % b == 0:
-            return b
-    return channels if channels < lanes else lanes
 
 
 def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:

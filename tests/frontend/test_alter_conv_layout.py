@@ -17,7 +17,7 @@ from ember.frontend.passes import (
     fuse_ops,
     run_graph_passes,
 )
-from ember.frontend.passes.alter_conv_layout import ConvWorkload, default_blocks
+from ember.frontend.passes.alter_conv_layout import ConvWorkload, channel_block, default_blocks
 from ember.tir.topi.conv_nchwc import pack_nchwc_weights
 from tests.frontend.onnx_models import make_model, run_ort
 from tests.nightly import examples
@@ -126,6 +126,33 @@ def test_blocks_pad_channels_and_constants_are_relaid(rng):  # noqa: ANN001
     got = ember.compile(after, graph_passes=[fuse_ops]).run({"x": x})
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "channels,block",
+    [(24, 8), (40, 8), (120, 8), (136, 16), (1000, 16), (20, 16), (13, 13), (96, 32), (48, 16)],
+)
+def test_channel_blocks(channels, block):
+    """Half a register only below eight registers of channels; zero-padded above."""
+    assert channel_block(channels) == block
+
+
+def test_a_classifier_conv_of_1000_channels_runs_padded_blocks(rng):  # noqa: ANN001
+    """SqueezeNet's head: a 1x1 conv to 1,000 channels, ReLU, global average pool; its
+    output lanes 1,000..1,007 are zero padding that the pool never reads."""
+    weights = {"W": _w(rng, 1000, 24, 1, 1), "B": _w(rng, 1000)}
+    nodes = [
+        n("Conv", ["x", "W", "B"], ["c"], name="conv"),
+        n("Relu", ["c"], ["r"], name="relu"),
+        n("GlobalAveragePool", ["r"], ["g"], name="gap"),
+    ]
+    x = rng.standard_normal((1, 24, 5, 3)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["g"], weights)
+    after = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
+    conv = next(nd for nd in after.nodes if nd.op == "conv_nchwc")
+    assert after.values[conv.outputs[0]].type.shape == (1, 63, 5, 3, 16)
+    got = ember.compile(model).run({"x": x})[0]
+    np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
 def test_convs_it_does_not_take_stay(rng):  # noqa: ANN001
