@@ -70,6 +70,8 @@ LANES = 16  # float32 lanes of one AVX-512 register
 # unary ops that keep the zero lanes past the channel count finite (they are never read)
 FINITE_AT_ZERO = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "exp", "copy", "clip"})
 LANEWISE_BINARY = frozenset({"add", "subtract", "multiply"})
+# variadic ops, lane-wise too (ONNX Sum is the residual add of Caffe2-exported ResNets)
+LANEWISE_VARIADIC = frozenset({"sum", "max", "min", "mean"})
 
 
 ConvWorkload = Conv2DWorkload  # the conv templates' workload (``tir/topi/workload.py``)
@@ -151,6 +153,13 @@ def _dividing(channels: int, first: int | None) -> int | None:
         if b is not None and channels % b == 0:
             return b
     return None
+
+
+def _lanewise_nary(node: Node) -> bool:
+    """A binary or variadic op of several operands that reads them lane for lane."""
+    if node.op in LANEWISE_BINARY:
+        return len(node.inputs) == 2
+    return node.op in LANEWISE_VARIADIC and len(node.inputs) >= 2
 
 
 def _is_depthwise(node: Node, graph: Graph) -> bool:
@@ -243,10 +252,10 @@ class _Rewriter:
         v = node.outputs[0]
         while len(self.users.get(v, ())) == 1 and v not in self.graph.output_names:
             user = self.users[v][0]
-            if user.op in LANEWISE_BINARY and len(user.inputs) == 2:
-                other = user.inputs[1] if user.inputs[0] == v else user.inputs[0]
-                if other in self.blocked:
-                    return self.blocked[other][1]
+            if _lanewise_nary(user):
+                others = [i for i in user.inputs if i != v and i in self.blocked]
+                if others:
+                    return self.blocked[others[0]][1]
                 break
             if len(user.inputs) != 1 or get_op(user.op).kind != ELEMWISE:
                 break
@@ -332,7 +341,7 @@ class _Rewriter:
             if padded and node.op not in FINITE_AT_ZERO:
                 return False
             args = [self.blocked[node.inputs[0]][0]]
-        elif len(node.inputs) == 2 and node.op in LANEWISE_BINARY:
+        elif _lanewise_nary(node):
             if not all(self._takes(i, t) for i in node.inputs):
                 return False
             args = [self._operand(i, t, block, node) for i in node.inputs]
