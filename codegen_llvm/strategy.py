@@ -32,6 +32,7 @@ from ember.codegen_llvm.schedules import (
     grouped_pointwise,
     matmul_int8,
     pool2d,
+    pool_nchwc,
     rows,
     winograd,
 )
@@ -357,6 +358,19 @@ def _int8_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | No
     return [matmul_int8.int8_gemm(a, p, M, int(attrs["n"]), K)[1]]
 
 
+def _pool_nchwc(kind: str) -> Any:
+    """The blocked pool's own compute, which :func:`pool_nchwc.schedule_pool_nchwc` takes."""
+
+    def compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+        a = attrs
+        window = (a["kernel"], a["strides"], a["pads"], a["dilations"], a["ceil_mode"])
+        if kind == "max":
+            return [topi.max_pool2d_nchwc(inputs[0], *window)]
+        return [topi.avg_pool2d_nchwc(inputs[0], *window, a["count_include_pad"])]
+
+    return compute
+
+
 def _max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """2-D NCHW float32 max pooling without dilation or ceil mode: ``pool2d.llvm``'s
     compute, scheduled by the template where the pool is the kernel's output."""
@@ -419,6 +433,13 @@ _add(
     ),
 )
 _add("max_pool", Implementation(POOL_TEMPLATE, _max_pool, anchors.max_pool, None, priority=10))
+for _kind in ("max", "avg"):
+    _add(
+        f"{_kind}_pool_nchwc",
+        Implementation(
+            "pool_nchwc", _pool_nchwc(_kind), pool_nchwc.schedule_pool_nchwc, None, priority=10
+        ),
+    )
 _add(
     "softmax",
     Implementation(

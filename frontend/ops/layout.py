@@ -7,6 +7,7 @@ Attributes (every one present):
 - ``layout_transform``: ``src`` and ``dst`` channel blocks (0 means plain NCHW), and
   ``channels``, the logical channel count (blocked lanes past it are zero).
 - ``max_pool_nchwc``: those of ``max_pool`` (2-D), on an NCHW[c] input.
+- ``avg_pool_nchwc``: those of ``avg_pool`` (2-D), on an NCHW[c] input.
 - ``conv_nchwc``: ``strides``, ``dilations`` (pairs), ``pads`` (top, left, bottom,
   right), ``in_channels`` and ``channels``, the logical input and output channel
   counts (what a tuning task of the NCHW workload needs). Inputs: the blocked input
@@ -118,6 +119,31 @@ def _infer_max_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorTyp
         raise ArgumentError(f"max_pool_nchwc: input {x} is not NCHWc, or the pool is not 2-D")
     (out,) = infer_pool_window([TensorType(x.shape[:4], x.dtype)], attrs)
     return [TensorType((*out.shape, x.shape[4]), x.dtype)]
+
+
+def _infer_avg_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x = types[0]
+    if x.ndim != 5 or len(attrs["kernel"]) != 2:
+        raise ArgumentError(f"avg_pool_nchwc: input {x} is not NCHWc, or the pool is not 2-D")
+    (out,) = infer_pool_window([TensorType(x.shape[:4], x.dtype)], attrs)
+    return [TensorType((*out.shape, x.shape[4]), x.dtype)]
+
+
+@register_op("avg_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_avg_pool_nchwc)
+def avg_pool_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """2-D average pooling on a channel-blocked tensor, lane by lane."""
+    a = attrs
+    return [
+        topi.avg_pool2d_nchwc(
+            inputs[0],
+            a["kernel"],
+            a["strides"],
+            a["pads"],
+            a["dilations"],
+            a["ceil_mode"],
+            a["count_include_pad"],
+        )
+    ]
 
 
 @register_op("max_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_max_pool_nchwc)

@@ -5,9 +5,10 @@ where each float32 2-D NCHW convolution with one group, constant weights and a
 workload the chooser takes becomes ``conv_nchwc`` on ``[N, C/cb, H, W, cb]``
 activations with its weights (and bias) blocked once, here, at compile time
 (``tir/topi/conv_nchwc.py``). Blocked values stay blocked through what can read
-them lane for lane: unary elementwise ops, 2-D max pooling (``max_pool_nchwc``),
-``add``/``subtract``/``multiply`` of two blocked tensors of one block or of a
-blocked tensor and a per-channel or scalar constant (re-laid out too), and a channel
+them lane for lane: unary elementwise ops, 2-D max and average pooling
+(``max_pool_nchwc``, ``avg_pool_nchwc``), ``add``/``subtract``/``multiply`` and the
+variadic ``sum``/``max``/``min``/``mean`` of blocked tensors (re-blocked to the
+first's block) and per-channel or scalar constants (re-laid out too), and a channel
 ``concat`` of blocked tensors whose channels are whole blocks (a concat of the blocks).
 Grouped convolutions whose groups are whole blocks run blocked too (``groups``).
 ``layout_transform`` nodes appear only at the boundaries: where an NCHW value
@@ -335,8 +336,9 @@ class _Rewriter:
             return False
         block = next(self.blocked[i][1] for i in node.inputs if i in self.blocked)
         padded = t.shape[1] % block != 0
-        if node.op == "max_pool" and len(node.attrs["kernel"]) == 2:
-            args, node = [self.blocked[node.inputs[0]][0]], replace(node, op="max_pool_nchwc")
+        if node.op in ("max_pool", "avg_pool") and len(node.attrs["kernel"]) == 2:
+            op = f"{node.op}_nchwc"
+            args, node = [self.blocked[node.inputs[0]][0]], replace(node, op=op)
         elif len(node.inputs) == 1 and get_op(node.op).kind == ELEMWISE:
             if padded and node.op not in FINITE_AT_ZERO:
                 return False

@@ -9,6 +9,7 @@ maps its nodes onto these functions.
 from ember.tir.topi import activation, broadcast, indexing, resize, scatter
 from ember.tir.topi.conv import conv_nd
 from ember.tir.topi.conv_nchwc import (
+    avg_pool2d_nchwc,
     conv2d_nchwc,
     depthwise_conv2d_nchwc,
     layout_transform,
@@ -68,6 +69,7 @@ __all__ = [
     "conv_nd",
     "conv_transpose_nd",
     "layout_transform",
+    "avg_pool2d_nchwc",
     "max_pool2d_nchwc",
     "copy",
     "dense",

@@ -248,6 +248,9 @@ def depthwise_conv2d_nchwc(
     return _with_bias("depthwise_conv2d_nchwc", conv, bias)
 
 
+POOL_NCHWC_TAG = "pool_nchwc"  # the window reduction of a blocked max or average pool
+
+
 def max_pool2d_nchwc(
     X: Tensor,
     kernel: Sequence[int],
@@ -274,4 +277,41 @@ def max_pool2d_nchwc(
         value = E.select(inside, X[n, c, hh, vv, i], te.min_value(X.dtype))
         return nan_order.max_nan(value, axis=(ry, rx))  # a NaN in the window gives NaN
 
-    return te.compute((xs[0], xs[1], oh, ow, xs[4]), f, name="max_pool_nchwc", tag="pool_max")
+    shape = (xs[0], xs[1], oh, ow, xs[4])
+    return te.compute(shape, f, name="max_pool_nchwc", tag=POOL_NCHWC_TAG)
+
+
+def avg_pool2d_nchwc(
+    X: Tensor,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    ceil_mode: bool = False,
+    count_include_pad: bool = False,
+) -> Tensor:
+    """2-D average pooling of a float NCHW[c] tensor, each lane its own channel: the
+    windows and divisors of ``pool_nd`` (padding counted or not)."""
+    xs = static_shape(X)
+    if len(xs) != 5 or len(kernel) != 2:
+        raise ArgumentError(f"avg_pool2d_nchwc: input {list(xs)} is not NCHWc, or not 2-D")
+    w = Window(tuple(kernel), tuple(strides), tuple(dilations), tuple(pads[:2]), tuple(pads[2:]),
+               xs[2:4])  # fmt: skip
+    oh, ow = w.out_sizes(ceil_mode, "avg_pool2d_nchwc")
+    ry = te.reduce_axis((0, kernel[0]), name="ry")
+    rx = te.reduce_axis((0, kernel[1]), name="rx")
+
+    def f(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
+        h, v = w.taps((y, x), (ry, rx))
+        inside = E.logical_and(E.logical_and(h >= 0, h < xs[2]), E.logical_and(v >= 0, v < xs[3]))
+        hh, vv = E.max_(E.min_(h, xs[2] - 1), 0), E.max_(E.min_(v, xs[3] - 1), 0)
+        value = E.select(inside, X[n, c, hh, vv, i], E.const(0, X.dtype))
+        return te.sum(value, axis=(ry, rx))
+
+    shape = (xs[0], xs[1], oh, ow, xs[4])
+    total = te.compute(shape, f, name="avg_pool_nchwc_sum", tag=POOL_NCHWC_TAG)
+
+    def average(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
+        return total[n, c, y, x, i] / E.cast(X.dtype, w.count((y, x), count_include_pad))
+
+    return te.compute(shape, average, name="avg_pool_nchwc", tag="pool_avg")
