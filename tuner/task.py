@@ -128,9 +128,10 @@ class Task:
         """``(schedule, tensors)`` for ``config``.
 
         ``config``: None (the best record of an enclosing ``apply_history_best`` block,
-        else the fallback; with fixed knobs, the fallback with their values), a ``ConfigEntity`` of this task's space, a
-        ``FallbackConfig``, a dict ``{knob: choice index}`` or a config index. A config
-        that breaks one of the template's constraints raises ``ConfigError``.
+        else the fallback, its fixed knobs at their values), a ``ConfigEntity`` of this
+        task's space, a ``FallbackConfig``, a dict ``{knob: choice index}`` or a config
+        index. A config that breaks one of the template's constraints raises
+        ``ConfigError``.
         """
         cfg = self._resolve(config)
         if isinstance(cfg, ConfigEntity):
