@@ -18,6 +18,7 @@ from onnx import helper
 import ember
 import ember.codegen_llvm.strategy as cpu_strategy
 from ember.backend import get_backend
+from ember.cli.tune_model import task_label
 from ember.codegen_llvm.strategy import NCHWC_TEMPLATE
 from ember.frontend.testing import models
 from ember.graph.compile import import_model, optimize
@@ -108,6 +109,8 @@ def test_conv_tasks_fix_the_graphs_blocks_and_tuning_measures_only_those(tmp_pat
         assert (mt.task.fixed["ic_bn"], mt.task.fixed["oc_bn"]) == place[mt.task.key]
     c, d = (next(t.task for t in tasks if n in t.nodes) for n in ("convC", "convD"))
     assert c.workload_key == d.workload_key and c.key != d.key
+    labels = {task_label(mt) for mt in tasks}  # the summary tells the two apart
+    assert {f"{NCHWC_TEMPLATE}{c.args} ic_bn={i},oc_bn=32" for i in (16, 32)} <= labels
     # a user's task of the same workload keeps the whole space
     user = create_task(NCHWC_TEMPLATE, c.args)
     assert not user.fixed and user.config_space.size > 4 * c.config_space.size
