@@ -92,7 +92,7 @@ def _aligned(X: Tensor, row: int, padded_row: int) -> bool:
 
 def gemm_task(
     a_shape: Sequence[int], a_dtype: str, b_shape: Sequence[int], b_dtype: str, trans_b: bool
-) -> tuple[str, tuple[Any, ...]] | None:
+) -> tuple[Any, ...] | None:
     """The template task (name, arguments) of ``A @ B`` (B transposed with ``trans_b``), or
     None where the templates do not take it: fp16/bf16 operands of one dtype, A at least
     2-D, B 2-D or with A's batch dims (which the batch template takes as one)."""
@@ -253,7 +253,7 @@ def compute_for(
 
 def task_for(
     op: str, in_types: Sequence[Any], attrs: dict[str, Any], arch: str = ""
-) -> tuple[str, tuple[Any, ...]] | None:
+) -> tuple[Any, ...] | None:
     """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
     ``in_types`` (objects with ``shape`` and ``dtype``) for ``arch``, or None where
     :func:`compute_for` would not take a template: the task whose records it reads (the

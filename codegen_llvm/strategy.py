@@ -241,10 +241,14 @@ def nchwc_task_args(
 
 
 def _nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    """The node's task, its channel blocks fixed: the input's block is its producer's and
+    the weights' output block the one the layout pass chose, and :func:`_conv_nchwc` runs
+    only records measured with both, so no trial goes to other blocks."""
     x, w = in_types[0], in_types[1]
     if str(x.dtype) != "float32" or attrs.get("groups", 1) != 1:
         return None  # float64 and grouped convolutions run the template untuned
-    return NCHWC_TEMPLATE, nchwc_task_args(_dims(x), "float32", _dims(w), attrs)
+    blocks = {"ic_bn": _dims(x)[4], "oc_bn": _dims(w)[5]}
+    return NCHWC_TEMPLATE, nchwc_task_args(_dims(x), "float32", _dims(w), attrs), blocks
 
 
 def _conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
@@ -286,10 +290,13 @@ def dwconv_nchwc_task_args(
 
 
 def _dwconv_nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    """The node's task, its channel block fixed to the input's (:func:`_dwconv_nchwc` runs
+    only records measured with it)."""
     x, w = in_types[0], in_types[1]
     if str(x.dtype) != "float32":
         return None
-    return DEPTHWISE_NCHWC_TEMPLATE, dwconv_nchwc_task_args(_dims(x), "float32", _dims(w), attrs)
+    args = dwconv_nchwc_task_args(_dims(x), "float32", _dims(w), attrs)
+    return DEPTHWISE_NCHWC_TEMPLATE, args, {"cb": _dims(x)[4]}
 
 
 def _dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
@@ -490,12 +497,12 @@ def compute_for(
 
 def task_for(
     op: str, in_types: Sequence[Any], attrs: dict[str, Any], target: Any = None
-) -> tuple[str, tuple[Any, ...]] | None:
+) -> tuple[Any, ...] | None:
     """``(template name, arguments)`` of the tuning task behind a node of ``op`` on
     ``in_types`` (objects with ``shape`` and ``dtype``), or None where no template
     applies: convolutions the conv strategy takes (``conv2d_winograd.llvm`` or
     ``conv2d_nchw.llvm``, ``depthwise_conv2d_nchw.llvm`` for depthwise ones), blocked
-    ``conv_nchwc`` ones as ``conv2d_NCHWc.llvm`` of their NCHW workload (``dwconv_nchwc``
-    ones as ``depthwise_conv2d_NCHWc.llvm``), and ``dense_packed`` GEMMs as
-    ``matmul.llvm`` of ``(M, N, K)``."""
+    ``conv_nchwc`` ones as ``conv2d_NCHWc.llvm`` of their NCHW workload with their channel
+    blocks as fixed knobs third (``dwconv_nchwc`` ones as ``depthwise_conv2d_NCHWc.llvm``),
+    and ``dense_packed`` GEMMs as ``matmul.llvm`` of ``(M, N, K)``."""
     return CPU_STRATEGY.task(op, in_types, attrs, target)

@@ -124,8 +124,9 @@ class Backend:
 
     def task_for(
         self, op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]
-    ) -> tuple[str, tuple[Any, ...]] | None:
-        """``(template name, arguments)`` of the tuning task a node's kernel runs here, or
+    ) -> tuple[Any, ...] | None:
+        """``(template name, arguments)`` of the tuning task a node's kernel runs here, with
+        ``{knob: value}`` third where the node fixes some knobs (``tuner.strategy.Task``), or
         None (``ember.extract_tasks``)."""
         if self.strategy is None:
             return None

@@ -101,7 +101,7 @@ def task_from_spec(spec: dict[str, Any]) -> Any:
     module = spec.get("module", "")
     if module and module not in ("__main__", "__mp_main__") and module not in sys.modules:
         importlib.import_module(module)
-    return create_task(spec["name"], tuple(spec["args"]), spec["target"])
+    return create_task(spec["name"], tuple(spec["args"]), spec["target"], spec.get("fixed"))
 
 
 class _Worker:
@@ -125,8 +125,8 @@ class _Worker:
         blocks), so the measurer prepares once per distinct argument signature, with the
         config of the first candidate that has it."""
         task = self.task(spec)
-        cfg = FallbackConfig() if config is None else self._entity(task, config)
-        _, tensors = task.instantiate(cfg)
+        # None: the task's fallback (with its fixed knobs: the layout every candidate has)
+        _, tensors = task.instantiate(None if config is None else self._entity(task, config))
         roles = [_is_input(t) for t in tensors]
         rng = np.random.default_rng(seed)
         arrays = [_random(t, rng) if is_in else _empty(t) for t, is_in in zip(tensors, roles)]

@@ -15,7 +15,9 @@ distributions):
 - a knob of numbers in increasing order (``define_knob("mr", [1, 2, 4, 8])``) becomes
   an ordered index parameter;
 - any other knob (booleans, strings, reorders, annotations) an unordered categorical
-  over its candidate indices.
+  over its candidate indices;
+- a knob the space holds fixed (``ConfigSpace.with_fixed``) no parameter: every
+  decoded config has its fixed value, so no trial is spent on another.
 
 ``SpaceEncoding.decode(params)`` gives the :class:`ConfigEntity`; ``encode(entity)``
 gives parameters that decode back to it (what ``study.enqueue_trial`` takes).
@@ -126,6 +128,7 @@ class SpaceEncoding:
         self._codecs = {
             name: _SplitCodec(k) if isinstance(k, SplitKnob) else _IndexCodec(k)
             for name, k in space.knobs.items()
+            if name not in space.fixed
         }
 
     @property
@@ -141,7 +144,7 @@ class SpaceEncoding:
 
     def decode(self, params: Mapping[str, int]) -> ConfigEntity:
         """The config that ``params`` stand for; every in-range vector decodes."""
-        choices = {}
+        choices = dict(self.space.fixed)
         for name, codec in self._codecs.items():
             try:
                 values = [params[p.name] for p in codec.params]

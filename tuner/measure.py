@@ -91,13 +91,14 @@ class MeasureOption:
 
 def task_spec(task: Any) -> dict[str, Any]:
     """What a worker needs to rebuild ``task``: the template's module (imported there, so
-    templates registered outside Ember work), name, arguments and target."""
+    templates registered outside Ember work), name, arguments, target and fixed knobs."""
     return {
         "module": getattr(task.template.func, "__module__", ""),
         "name": task.name,
         "args": task.args,
         "target": str(task.target),
         "key": task.key,
+        "fixed": dict(getattr(task, "fixed", {})),
     }
 
 

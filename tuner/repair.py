@@ -25,8 +25,8 @@ def nearest_valid(
     total move in candidate index, then the lowest config index. ``None`` when no config
     within ``max_changes`` knobs is valid, or ``budget`` checks did not find one."""
     space = entity.space
-    base = entity.choices
-    names = [n for n, k in space.knobs.items() if len(k) > 1]
+    base = {**entity.choices, **space.fixed}  # a fixed knob only ever takes its value
+    names = [n for n, k in space.knobs.items() if len(k) > 1 and n not in space.fixed]
     checked = 0
     for k in range(1, max_changes + 1):
         best: tuple[tuple[int, int], ConfigEntity] | None = None

@@ -145,7 +145,7 @@ class _Measurers:
 def _builtin_task(spec: dict[str, Any]) -> Any:
     """A task of a registered (or built-in) template; ``ember rpc-server`` passes a maker
     that also imports the template's module."""
-    return create_task(spec["name"], tuple(spec["args"]), spec["target"])
+    return create_task(spec["name"], tuple(spec["args"]), spec["target"], spec.get("fixed"))
 
 
 def _result_dict(r: MeasureResult) -> dict[str, Any]:

@@ -14,6 +14,11 @@ template body meets three kinds of config:
 - :class:`FallbackConfig` when no config was chosen: every knob at its default, which
   the template may override (``if cfg.is_fallback: cfg["tile"] = [-1, 4]``).
 
+A space may hold some knobs fixed (:meth:`ConfigSpace.with_fixed`): a graph's blocked
+convolution can run only the channel blocks its neighbours give it, so its task searches
+the other knobs alone. Its configs keep every knob and their index in the whole space, so
+a record of a fixed task is a full config that a task without the restriction reads.
+
 Defaults: the ``default=`` of a define; otherwise the first candidate, except for a
 split, which defaults to its most balanced candidate (smallest largest factor, ties to
 the larger outer factor), a tiling that is moderate on every machine.
@@ -127,6 +132,7 @@ class ConfigSpace(Config):
         self._knobs: dict[str, Knob] = {}
         self._constraints: list[tuple[Constraint, str]] = []
         self._record_extra: Callable[[ConfigEntity], dict[str, Any]] | None = None
+        self._fixed: dict[str, int] = {}  # knob -> the one choice this space allows
         self._frozen = False
 
     # -- collection (the template runs once against the space)
@@ -170,6 +176,32 @@ class ConfigSpace(Config):
         self._frozen = True
         return self
 
+    def with_fixed(self, values: Mapping[str, Any]) -> ConfigSpace:
+        """A copy of this complete space in which knob ``name`` takes only the candidate
+        ``values[name]`` (its value as records write it: ``{"ic_bn": 16}``). The copy's
+        configs still choose every knob, indexed in the whole space; its size, sampling,
+        encoding for a search and validity count only the configs with those values."""
+        if not self._frozen:
+            raise ConfigError("with_fixed needs a completed config space")
+        fixed = dict(self._fixed)
+        for name, value in values.items():
+            if name not in self._knobs:
+                raise _unknown(name, self._knobs)
+            knob = self._knobs[name]
+            choice = next((i for i in range(len(knob)) if knob.value_json(i) == value), None)
+            if choice is None:
+                shown = [knob.value_json(i) for i in range(len(knob))]
+                raise ConfigError(
+                    f"knob '{name}' cannot be fixed to {value!r}: its candidates are {shown}"
+                )
+            fixed[name] = choice
+        out = ConfigSpace()
+        out._knobs = self._knobs
+        out._constraints = self._constraints
+        out._record_extra = self._record_extra
+        out._fixed = fixed
+        return out.freeze()
+
     # -- the space as a finite set of configs
 
     @property
@@ -177,22 +209,46 @@ class ConfigSpace(Config):
         return MappingProxyType(self._knobs)
 
     @property
+    def fixed(self) -> Mapping[str, int]:
+        """The knobs this space holds fixed, each with its one allowed choice index."""
+        return MappingProxyType(self._fixed)
+
+    @property
+    def fixed_values(self) -> dict[str, Any]:
+        """The fixed knobs with their values as records write them (``{"ic_bn": 16}``)."""
+        return {n: self._knobs[n].value_json(i) for n, i in self._fixed.items()}
+
+    @property
     def size(self) -> int:
-        """The number of configs: the product of the knob sizes. A Python int of any size
-        (an auto-scheduled task's union of sketch knobs exceeds ``sys.maxsize``, which
-        ``len()`` cannot return)."""
+        """The number of configs: the product of the sizes of the knobs not fixed. A Python
+        int of any size (an auto-scheduled task's union of sketch knobs exceeds
+        ``sys.maxsize``, which ``len()`` cannot return)."""
         size = 1
-        for knob in self._knobs.values():
-            size *= len(knob)
+        for name, knob in self._knobs.items():
+            size *= 1 if name in self._fixed else len(knob)
         return size
 
     def __len__(self) -> int:
         return self.size
 
+    def default_entity(self) -> ConfigEntity | None:
+        """Every knob at its default (a fixed one at its fixed value): what the template's
+        fallback runs, as a config of this space. None where a default lies outside its
+        knob's candidates, or the config breaks a constraint."""
+        if any(k.default_index is None for n, k in self._knobs.items() if n not in self._fixed):
+            return None
+        choices = {n: self._fixed.get(n, k.default_index) for n, k in self._knobs.items()}
+        cfg = self.from_choices(choices)  # type: ignore[arg-type]
+        return cfg if cfg.is_valid() else None
+
     def get(self, index: int) -> ConfigEntity:
-        """Config ``index`` (mixed radix, the first-defined knob varies fastest)."""
-        if not is_int(index) or not 0 <= index < self.size:
-            raise ConfigError(f"config index {index!r} is outside [0, {self.size})")
+        """Config ``index`` of the whole space (mixed radix, the first-defined knob varies
+        fastest; fixed knobs count with all their candidates)."""
+        whole = 1
+        for knob in self._knobs.values():
+            whole *= len(knob)
+        if not is_int(index) or not 0 <= index < whole:
+            raise ConfigError(f"config index {index!r} is outside [0, {whole})")
         index = int(index)
         choices = {}
         for name, knob in self._knobs.items():
@@ -204,8 +260,13 @@ class ConfigSpace(Config):
         return ConfigEntity(self, choices)
 
     def violations(self, entity: ConfigEntity) -> list[str]:
-        """Descriptions of the constraints ``entity`` breaks."""
-        return [label for fn, label in self._constraints if not fn(entity)]
+        """Descriptions of the constraints ``entity`` breaks, a fixed knob's value first."""
+        off = [
+            f"knob '{n}' is fixed to {self._knobs[n].value_json(i)!r}"
+            for n, i in self._fixed.items()
+            if entity.choices[n] != i
+        ]
+        return off + [label for fn, label in self._constraints if not fn(entity)]
 
     def is_valid(self, entity: ConfigEntity) -> bool:
         return not self.violations(entity)
@@ -218,7 +279,10 @@ class ConfigSpace(Config):
         """
         draw = _drawer(rng)
         for _ in range(max_tries):
-            entity = ConfigEntity(self, {n: draw(len(k)) for n, k in self._knobs.items()})
+            choices = {n: self._fixed.get(n) for n in self._knobs}
+            for n, k in self._knobs.items():
+                choices[n] = draw(len(k)) if choices[n] is None else choices[n]
+            entity = ConfigEntity(self, choices)  # type: ignore[arg-type]
             if self.is_valid(entity):
                 return entity
         labels = ", ".join(label for _, label in self._constraints)
@@ -229,7 +293,8 @@ class ConfigSpace(Config):
 
     def __repr__(self) -> str:
         knobs = "; ".join(k.describe() for k in self._knobs.values())
-        return f"ConfigSpace(len={self.size}, knobs=[{knobs}])"
+        fixed = f", fixed={self.fixed_values}" if self._fixed else ""
+        return f"ConfigSpace(len={self.size}, knobs=[{knobs}]{fixed})"
 
 
 def _drawer(rng: Any) -> Callable[[int], int]:

@@ -40,9 +40,12 @@ the stages its compute made, with the group's elementwise tail as its epilogue w
 template allows it. It schedules nothing (an empty set) where the group's shape does not
 fit (several outputs, a reduction after it); the generic schedule then takes every stage."""
 
-Task = Callable[[Sequence["TensorType"], dict[str, Any]], "tuple[str, tuple[Any, ...]] | None"]
+Task = Callable[[Sequence["TensorType"], dict[str, Any]], "tuple[Any, ...] | None"]
 """``(input types with .shape and .dtype, node attrs) -> (template name, template args)``:
-the tuning task whose records the compute reads, or None where it does not apply."""
+the tuning task whose records the compute reads, or None where it does not apply. A third
+element, ``{knob: value}``, names knobs the node's kernel can only run at one value (a
+blocked convolution's channel blocks, which its neighbours fix): its task holds them fixed
+(``create_task(..., fixed=)``) and searches only the rest."""
 
 TargetTest = Callable[["Target | None"], bool]
 """Whether an implementation may run on a parsed target (a CPU feature, a GPU arch)."""
@@ -163,9 +166,10 @@ class StrategyTable:
         in_types: Sequence[TensorType],
         attrs: dict[str, Any],
         target: Target | None = None,
-    ) -> tuple[str, tuple[Any, ...]] | None:
+    ) -> tuple[Any, ...] | None:
         """The tuning task of the first implementation of ``op`` that names one for the
-        workload, in the order :meth:`compute` tries them; None where none does."""
+        workload (``(name, args)`` or ``(name, args, fixed knobs)``, see :data:`Task`), in
+        the order :meth:`compute` tries them; None where none does."""
         for impl in self.implementations(op, target):
             hit = impl.task(in_types, attrs) if impl.task is not None else None
             if hit is not None:

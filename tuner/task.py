@@ -6,6 +6,13 @@ template up (:mod:`ember.tuner.template`), runs it once against an empty
 whose ``instantiate(config)`` builds ``(schedule, tensors)`` for one config (the
 fallback when none is given). ``workload_key`` is a stable string naming the workload
 (template and arguments) for tuning records. Search and measurement sit above this.
+
+``create_task(..., fixed={"ic_bn": 16})`` holds knobs at one value: a task a model's
+graph gives (its blocked convolution can run only the channel blocks its neighbours
+have) searches only the rest. Such a task has its own key (two places of one workload
+with other blocks are two tasks, each with its study and records) but the same
+workload key, and its records are full configs: a caller that asks for the workload's
+best record with those values (``apply_history_best``'s ``where``) finds them.
 """
 
 from __future__ import annotations
@@ -55,19 +62,33 @@ def workload_key(name: str, args: tuple[Any, ...]) -> str:
     return json.dumps([name, body], separators=(",", ":"))
 
 
-def task_key(name: str, args: tuple[Any, ...], target: str | Target, version: int = 1) -> str:
+def task_key(
+    name: str,
+    args: tuple[Any, ...],
+    target: str | Target,
+    version: int = 1,
+    fixed: Mapping[str, Any] | None = None,
+) -> str:
     """A short stable hash naming template ``name`` (at ``version``) on ``args`` for
-    ``target``: the same in every process and on every machine, the key of records."""
-    body = json.dumps(
-        [workload_key(name, args), str(Target.parse(target)), int(version)], separators=(",", ":")
-    )
+    ``target``, with the knob values ``fixed`` (none: the key tasks had before knobs could
+    be fixed): the same in every process and on every machine, the key of records."""
+    parts: list[Any] = [workload_key(name, args), str(Target.parse(target)), int(version)]
+    if fixed:
+        parts.append(sorted(fixed.items()))
+    body = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()[:20]
 
 
 class Task:
     """A template applied to workload arguments for one target, with its config space."""
 
-    def __init__(self, name: str, args: tuple[Any, ...], target: str | Target | None = None):
+    def __init__(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        target: str | Target | None = None,
+        fixed: Mapping[str, Any] | None = None,
+    ):
         _, kind = split_name(name)
         self.template: TemplateInfo = lookup_template(name)
         self.name = name
@@ -87,8 +108,16 @@ class Task:
                 f"but the task's target is '{self.target}'"
             )
         self.workload_key = workload_key(name, self.args)
-        self.key = task_key(name, self.args, self.target, self.template.version)
-        self.config_space = self._collect_space()
+        space = self._collect_space()
+        if fixed:
+            try:
+                space = space.with_fixed(fixed)
+            except ConfigError as err:
+                err.add_context(f"while fixing knobs of task '{name}'{self.args}")
+                raise
+        self.config_space = space
+        self.fixed: dict[str, Any] = space.fixed_values
+        self.key = task_key(name, self.args, self.target, self.template.version, self.fixed)
 
     def _collect_space(self) -> ConfigSpace:
         space = ConfigSpace()
@@ -99,9 +128,10 @@ class Task:
         """``(schedule, tensors)`` for ``config``.
 
         ``config``: None (the best record of an enclosing ``apply_history_best`` block,
-        else the fallback), a ``ConfigEntity`` of this task's space, a
-        ``FallbackConfig``, a dict ``{knob: choice index}`` or a config index. A config
-        that breaks one of the template's constraints raises ``ConfigError``.
+        else the fallback, its fixed knobs at their values), a ``ConfigEntity`` of this
+        task's space, a ``FallbackConfig``, a dict ``{knob: choice index}`` or a config
+        index. A config that breaks one of the template's constraints raises
+        ``ConfigError``.
         """
         cfg = self._resolve(config)
         if isinstance(cfg, ConfigEntity):
@@ -115,6 +145,8 @@ class Task:
     def _resolve(self, config: Any) -> Config:
         if config is None:
             best = best_config_for(self)
+            if best is None and self.fixed:
+                best = self.config_space.default_entity()
             return FallbackConfig() if best is None else best
         if isinstance(config, ConfigEntity):
             if config.space is not self.config_space:
@@ -153,12 +185,19 @@ class Task:
         return result[0], list(result[1])
 
     def __repr__(self) -> str:
+        fixed = f", fixed={self.fixed}" if self.fixed else ""
         return (
             f"Task({self.name!r}, args={self.args!r}, target='{self.target}', "
-            f"space={self.config_space.size})"
+            f"space={self.config_space.size}{fixed})"
         )
 
 
-def create_task(name: str, args: tuple[Any, ...] = (), target: str | Target | None = None) -> Task:
-    """The task of template ``name`` on ``args`` for ``target`` (default: the name's suffix)."""
-    return Task(name, args, target)
+def create_task(
+    name: str,
+    args: tuple[Any, ...] = (),
+    target: str | Target | None = None,
+    fixed: Mapping[str, Any] | None = None,
+) -> Task:
+    """The task of template ``name`` on ``args`` for ``target`` (default: the name's
+    suffix); ``fixed``: knob values the task's configs all have (see the module notes)."""
+    return Task(name, args, target, fixed)

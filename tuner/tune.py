@@ -66,13 +66,10 @@ class TuneResult:
 
 
 def fallback_entity(task: Any) -> ConfigEntity | None:
-    """The template's defaults as a config of its space (None where a default lies outside
-    the knob's candidates, or breaks a constraint)."""
-    knobs = task.config_space.knobs
-    if any(k.default_index is None for k in knobs.values()):
-        return None
-    cfg = task.config_space.from_choices({n: k.default_index for n, k in knobs.items()})
-    return cfg if cfg.is_valid() else None
+    """The template's defaults as a config of its space, fixed knobs at their values: the
+    kernel the task's place in a model runs untuned (None where a default lies outside the
+    knob's candidates, or breaks a constraint)."""
+    return task.config_space.default_entity()  # type: ignore[no-any-return]
 
 
 def open_storage(storage: Any, records: str | Path | None) -> Any:

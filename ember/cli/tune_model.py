@@ -167,11 +167,15 @@ def _change(ratio: float, base: float) -> str:
 
 def task_label(mt: Any) -> str:
     """How the summary names a task: a template task by name and arguments, a fused
-    group's auto task by its nodes (its argument is the group's whole JSON spec)."""
+    group's auto task by its nodes (its argument is the group's whole JSON spec); the knobs
+    a task holds fixed (a blocked conv's channel blocks) follow, since one workload at two
+    places with other blocks is two tasks."""
     if mt.task.name.startswith("auto/"):
         nodes = "+".join(dict.fromkeys(mt.nodes))
         return f"auto: {nodes if len(nodes) <= 60 else nodes[:57] + '...'}"
-    return f"{mt.task.name}{mt.task.args}"
+    fixed = getattr(mt.task, "fixed", None)
+    knobs = " " + ",".join(f"{k}={v}" for k, v in fixed.items()) if fixed else ""
+    return f"{mt.task.name}{mt.task.args}{knobs}"
 
 
 def _speedup(first: Any, best: Any) -> str:

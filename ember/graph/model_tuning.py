@@ -4,7 +4,10 @@ Sits on top, beside ``ember.compile``: it runs the compile driver's first two st
 (import, the backend's graph passes: ``compile.py``) and asks the target's backend
 (its strategy) which template task each node's kernel takes:
 convolutions the conv strategy takes become ``conv2d_nchw.llvm`` tasks, ``dense_packed``
-GEMMs ``matmul.llvm`` tasks, fp16/bf16 GEMMs on CUDA ``matmul_tensorcore.cuda`` ones. The tuner
+GEMMs ``matmul.llvm`` tasks, fp16/bf16 GEMMs on CUDA ``matmul_tensorcore.cuda`` ones.
+A blocked convolution's task (``conv2d_NCHWc.llvm``) holds the channel blocks the untuned
+graph gives that node fixed: the graph can run no other, so no trial is spent on them,
+and one workload at two places with other blocks is two tasks. The tuner
 cannot do this itself (it never imports the graph compiler or a code generator), so
 the result is a plain list that :func:`ember.tuner.tune_tasks` takes.
 """
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.backend import Backend, get_backend
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, ConfigError, EmberError
 from ember.frontend.graph import SHAPES_HINT, Graph
 from ember.graph.compile import compile as compile_model
 from ember.graph.compile import import_model, optimize
@@ -66,14 +69,14 @@ def extract_tasks(
     graph = import_model(model, shapes)  # 1. import
     _require_static_inputs(graph)
     graph = optimize(graph, backend, graph_passes)  # 2. the same graph passes as compile
-    found: dict[tuple[str, str], ModelTask] = {}
+    found: dict[tuple[str, ...], ModelTask | None] = {}
     if search in ("templates", "both"):
-        for node, name, args in _node_tasks(graph, backend):
+        for node, name, args, fixed in _node_tasks(graph, backend):
             _count(
                 found,
-                (name, workload_key(name, args)),
+                (name, workload_key(name, args), json.dumps(sorted(fixed.items()))),
                 [node.name],
-                functools.partial(create_task, name, args, backend.target),
+                functools.partial(create_task, name, args, backend.target, fixed),
             )
     if search in ("auto", "both"):
         for nodes in fused_groups(graph):
@@ -88,21 +91,28 @@ def extract_tasks(
                     found[key] = ModelTask(group_task(io, backend), 0, [])
                 except EmberError:  # no sketch fits (an extern kernel): the group stays untuned
                     continue
-            found[key].weight += 1
-            found[key].nodes.extend(n.name for n in nodes)
-    return list(found.values())
+            _count(found, key, [n.name for n in nodes], lambda: None)
+    return [mt for mt in found.values() if mt is not None]
 
 
 def _count(
-    found: dict[tuple[str, str], ModelTask],
-    key: tuple[str, str],
+    found: dict[tuple[str, ...], ModelTask | None],
+    key: tuple[str, ...],
     nodes: list[str],
     make: Callable[[], Any],
 ) -> None:
+    """Count ``nodes`` for the task ``key``, made the first time; a task whose fixed knob
+    values its template does not offer is left out (None): no config of it could run
+    there, so no trial is spent on it and its nodes run the template's fallback."""
     if key not in found:
-        found[key] = ModelTask(make(), 0, [])
-    found[key].weight += 1
-    found[key].nodes.extend(nodes)
+        try:
+            found[key] = ModelTask(make(), 0, [])
+        except ConfigError:
+            found[key] = None
+    mt = found[key]
+    if mt is not None:
+        mt.weight += 1
+        mt.nodes.extend(nodes)
 
 
 def _has_tasks(backend: Backend) -> bool:
@@ -121,7 +131,12 @@ def _require_static_inputs(graph: Graph) -> None:
         )
 
 
-def _node_tasks(graph: Graph, backend: Backend) -> list[tuple[Any, str, tuple[Any, ...]]]:
+def _node_tasks(
+    graph: Graph, backend: Backend
+) -> list[tuple[Any, str, tuple[Any, ...], dict[str, Any]]]:
+    """``(node, template name, args, fixed knobs)`` of each node a strategy names a task
+    for; the fixed knobs (a blocked conv's channel blocks in this graph) are what the node
+    can run, so its task searches only configs with them."""
     out = []
     for node in graph.nodes:
         if node.subgraphs:
@@ -131,7 +146,8 @@ def _node_tasks(graph: Graph, backend: Backend) -> list[tuple[Any, str, tuple[An
             continue
         hit = backend.task_for(node.op, in_types, node.attrs)
         if hit is not None:
-            out.append((node, *hit))
+            name, args, *fixed = hit
+            out.append((node, name, args, dict(fixed[0]) if fixed else {}))
     return out
 
 
