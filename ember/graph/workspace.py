@@ -2,13 +2,12 @@
 
 The executor (:mod:`ember.graph.executor`) hands over the graph and its steps (a kernel
 and the values it reads and writes) and gets back the memory a run works in. The plan
-gives every intermediate value a view into a few reusable byte buffers: a buffer returns
-to the pool after the last step that reads its value, and a step's outputs are placed
-before its inputs are released, so a kernel never reads and writes the same memory.
-Inputs and outputs get buffers of the model's own too, so the arrays of every step are
-fixed when the memory is made: each kernel checks its arrays once then (shape, dtype,
-contiguity, alignment, overlap) and is later called without the per-call checks, which
-cost more than a small kernel runs.
+(:mod:`ember.graph.memory_plan`) gives every intermediate value a view into a few
+reusable byte buffers, and places a concat's operands in its result so that the concat
+copies nothing (its step is left out of the run). Inputs and outputs get buffers of the
+model's own too, so the arrays of every step are fixed when the memory is made: each
+kernel checks its arrays once then (shape, dtype, contiguity, alignment, overlap) and is
+later called without the per-call checks, which cost more than a small kernel runs.
 
 That memory, with the kernels bound to it, is a :class:`Workspace` (whose bound kernels
 run in native runs of the step loop, :mod:`ember.graph.step_program`), and a run owns one
@@ -42,9 +41,10 @@ import numpy as np
 from ember.errors import EmberError, InternalError
 from ember.frontend.graph import Graph
 from ember.graph.index_guard import GuardedCall, guard_index_reads
-from ember.graph.step import Step
+from ember.graph.memory_plan import absorbed_concats, plan_memory
+from ember.graph.step import Step, empty_kernel
 from ember.graph.step_program import Program, link_steps
-from ember.runtime.aligned import CACHE_LINE, aligned_array, aligned_copy, aligned_empty
+from ember.runtime.aligned import aligned_array, aligned_copy
 from ember.runtime.step_loop import NativeRun, StepLoop, ThreadCounts
 
 # Inputs and outputs this large are read and written where the caller has them when they
@@ -52,38 +52,6 @@ from ember.runtime.step_loop import NativeRun, StepLoop, ThreadCounts
 MOVABLE_BYTES = 1 << 16
 
 Slots = list[tuple["ctypes.Array[ctypes.c_uint64]", int]]
-
-
-def plan_memory(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, np.ndarray], int]:
-    """Views for the intermediates over reused buffers; also returns the bytes allocated."""
-    keep = set(graph.params) | set(graph.input_names) | set(graph.output_names)
-    last_use: dict[str, int] = {}
-    for k, st in enumerate(steps):
-        for v in st.inputs:
-            last_use[v] = k
-    free: list[np.ndarray] = []
-    views: dict[str, np.ndarray] = {}
-    owner: dict[str, np.ndarray] = {}
-    total = 0
-    for k, st in enumerate(steps):
-        for v in st.outputs:
-            if v in keep:
-                continue
-            t = graph.values[v].type
-            need = max(t.size * np.dtype(t.dtype).itemsize, 1)
-            fits = [b for b in free if b.nbytes >= need]
-            buf = min(fits, key=lambda b: b.nbytes) if fits else None
-            if buf is None:
-                buf = aligned_empty(-(-need // CACHE_LINE) * CACHE_LINE)
-                total += need
-            else:
-                free = [b for b in free if b is not buf]
-            owner[v] = buf
-            views[v] = buf[: t.size * np.dtype(t.dtype).itemsize].view(t.dtype).reshape(t.shape)
-        for v in set(st.inputs) | set(st.outputs):
-            if v in owner and last_use.get(v, -1) <= k:
-                free.append(owner.pop(v))
-    return views, total
 
 
 def owned_params(graph: Graph) -> dict[str, np.ndarray]:
@@ -106,7 +74,8 @@ class Workspace:
         params: dict[str, np.ndarray],
         loop: StepLoop | None = None,
     ):
-        views, self.nbytes = plan_memory(graph, steps)
+        slabs, absorbed = absorbed_concats(graph, steps)
+        views, self.nbytes = plan_memory(graph, steps, slabs)
         env: dict[str, np.ndarray] = {**params, **views}
         for v in graph.inputs:  # always this run's own: a run writes them
             env[v.name] = aligned_array(v.type.shape, v.type.dtype)
@@ -116,7 +85,11 @@ class Workspace:
         self.env = env
         self.inputs = [env[n] for n in graph.input_names]
         # indices out of range are refused before a kernel would read a clamped row
-        self.calls = guard_index_reads(graph, steps, env, [_bind_step(st, env) for st in steps])
+        bound = [
+            functools.partial(empty_kernel) if k in absorbed else _bind_step(st, env)
+            for k, st in enumerate(steps)
+        ]  # an absorbed concat's operands are already in place (memory_plan.py)
+        self.calls = guard_index_reads(graph, steps, env, bound)
         self._loop = loop
         self._graph, self._steps = graph, steps
         self.link()
