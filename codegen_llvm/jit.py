@@ -20,6 +20,7 @@ import ctypes.util
 import functools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -84,9 +85,14 @@ def target_machine(spec: MachineSpec, for_jit: bool) -> llvm.TargetMachine:
     _init_llvm()
     try:
         target = llvm.Target.from_triple(spec.triple)
-        if for_jit:
+        if for_jit:  # position-independent too: its object code is also the library's
             return target.create_target_machine(
-                cpu=spec.cpu, features=spec.features, opt=spec.opt_level, jit=True
+                cpu=spec.cpu,
+                features=spec.features,
+                opt=spec.opt_level,
+                reloc="pic",
+                codemodel="default",
+                jit=True,
             )
         return target.create_target_machine(
             cpu=spec.cpu,
@@ -143,21 +149,34 @@ def optimize(mod: llvm.ModuleRef, spec: MachineSpec) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def compile_ir(ll: str, spec: MachineSpec) -> tuple[str, llvm.ExecutionEngine]:
-    """Verify, optimise and JIT ``ll``; returns the optimised ``.ll`` and the live engine."""
+def compile_ir(
+    ll: str, spec: MachineSpec, extra: Callable[[str], str] | None = None
+) -> tuple[str, llvm.ExecutionEngine, bytes]:
+    """Verify, optimise and JIT ``ll``; returns the optimised ``.ll``, the live engine and
+    the position-independent object code the engine loaded, which a library links as is
+    (one code generation for both). ``extra(optimised ll)`` gives another module's text
+    linked in before code generation: the metadata an exported library carries."""
     mod = parse_and_verify(ll, spec)
     optimize(mod, spec)
     optimized = str(mod)
+    if extra is not None:
+        more = parse_and_verify(extra(optimized), spec)
+        more.data_layout = mod.data_layout
+        mod.link_in(more)
     load_compiler_runtime()
     if "GOMP_parallel" in optimized:
         load_libgomp()
+    objects: list[bytes] = []
     try:
         engine = llvm.create_mcjit_compiler(mod, target_machine(spec, for_jit=True))
+        engine.set_object_cache(lambda _module, data: objects.append(data))
         engine.finalize_object()
         engine.run_static_constructors()
     except RuntimeError as e:
         raise CompileError("LLVM failed to generate machine code", source=ll, log=str(e)) from e
-    return optimized, engine
+    if len(objects) != 1:
+        raise InternalError(f"LLVM gave {len(objects)} object files for one module")
+    return optimized, engine, objects[0]
 
 
 def emit(ll: str, spec: MachineSpec, kind: str, extra_ll: str = "") -> bytes | str:

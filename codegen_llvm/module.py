@@ -53,6 +53,23 @@ def metadata_ir(payload: str) -> str:
     return str(module)
 
 
+def module_metadata(
+    signatures: Sequence[FunctionSignature], target: Target, fixed_threads: int | None, ll: str
+) -> dict:
+    """What an exported library says of itself (read back by :mod:`ember.runtime.load`)."""
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "target": str(target),
+        "num_threads": fixed_threads,
+        "parallel": "@GOMP_parallel" in ll,
+        "functions": [sig.to_json() for sig in signatures],
+        "ll": ll,
+    }
+    meta["sha256"] = metadata_digest(meta)
+    return meta
+
+
 class LLVMModule(CPUModule):
     """Functions compiled in this process by LLVM; ``get_source("ll" | "ll-unopt" | "asm")``."""
 
@@ -65,6 +82,7 @@ class LLVMModule(CPUModule):
         spec: jit.MachineSpec,
         target: Target,
         fixed_threads: int | None = None,
+        obj: bytes | None = None,
     ) -> None:
         entries = {}
         for sig in signatures:
@@ -80,6 +98,7 @@ class LLVMModule(CPUModule):
         parallel = "@GOMP_parallel" in ll
         super().__init__(signatures, entries, cell, fixed_threads, sources, parallel, launch)
         self._engine = engine  # owns the machine code the entries point into
+        self._object = obj  # that machine code as an object file, metadata inside, if kept
         self.spec = spec
         self.target = target
 
@@ -93,17 +112,9 @@ class LLVMModule(CPUModule):
         return super().get_source(fmt)
 
     def metadata(self) -> dict:
-        meta = {
-            "format": FORMAT,
-            "version": VERSION,
-            "target": str(self.target),
-            "num_threads": self.fixed_threads,
-            "parallel": self.parallel,
-            "functions": [sig.to_json() for sig in self.signatures],
-            "ll": self._sources["ll"],
-        }
-        meta["sha256"] = metadata_digest(meta)
-        return meta
+        return module_metadata(
+            self.signatures, self.target, self.fixed_threads, self._sources["ll"]
+        )
 
     def export_library(
         self, path: str | Path, fcompile: Any = None, options: Sequence[str] | None = None
@@ -149,6 +160,8 @@ class LLVMModule(CPUModule):
                 "through a symbol that lives only in this process; build it in the process that "
                 "calls it instead of exporting it"
             )
+        if self._object is not None:  # the JIT's own object code
+            return self._object
         payload = json.dumps(self.metadata())
         obj = jit.emit(self._sources["ll"], self.spec, "object", extra_ll=metadata_ir(payload))
         assert isinstance(obj, bytes)

@@ -320,7 +320,7 @@ def launcher_address() -> int:
     with _lock:  # two pools would mean two sets of threads, and a freed one would crash
         if not _built:
             spec = jit.MachineSpec.from_target(Target.parse("llvm"))
-            _, engine = jit.compile_ir(pool_ir(machine), spec)
+            _, engine, _ = jit.compile_ir(pool_ir(machine), spec)
             _built.append((engine, int(engine.get_function_address("ember_pool_run"))))
         return _built[0][1]
 

@@ -117,7 +117,7 @@ def step_loop_ir(max_args: int = MAX_ARGS) -> str:
 @functools.cache
 def _compiled(target: str) -> StepLoop:
     spec = jit.MachineSpec.from_target(Target.parse(target))
-    _, engine = jit.compile_ir(step_loop_ir(), spec)
+    _, engine, _ = jit.compile_ir(step_loop_ir(), spec)
     address = engine.get_function_address(SYMBOL)
     return StepLoop(LOOP_PROTOTYPE(address), MAX_ARGS, engine)
 

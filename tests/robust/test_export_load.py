@@ -147,3 +147,24 @@ def test_metadata_that_is_not_json(tmp_path: Path) -> None:
     _patch(path, b'"shape": [1000]', b'"shape": {1000]')
     with pytest.raises(ArgumentError, match="not valid JSON"):
         ember.runtime.load_module(path)
+
+
+def test_a_library_links_the_jits_own_object_code(tmp_path: Path, monkeypatch, rng) -> None:  # noqa: ANN001
+    """One code generation per kernel: the JIT's object code (position-independent, with the
+    metadata linked in) is what the library links; LLVM is not asked for it again."""
+    from ember.codegen_llvm import jit
+
+    mod = _scale(29, 1.5)
+
+    def no_second_codegen(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("object code emitted a second time")
+
+    monkeypatch.setattr(jit, "emit", no_second_codegen)
+    path = tmp_path / "m.so"
+    mod.export_library(str(path))
+    loaded = ember.runtime.load_module(str(path))
+    a = rng.uniform(-2, 2, 29).astype(np.float32)
+    out = np.full(29, np.nan, np.float32)
+    loaded(a, out)
+    np.testing.assert_allclose(out, a * 1.5 + 0.5, rtol=1e-6)
+    assert loaded.get_source("ll") == mod.get_source("ll")  # the metadata came along
