@@ -22,7 +22,7 @@ from typing import Any
 
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te import operation as te
-from ember.tir.te.tensor import Tensor
+from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tir.topi.transform import static_shape
 
 TAG = "conv2d_grouped_pointwise"
@@ -76,10 +76,10 @@ def schedule_grouped_pointwise(s: Schedule, out: Tensor, conv: Tensor) -> None:
     into which the 4-D view and any elementwise epilogue are inlined: ``out``'s spatial
     axes fused and tiled, the accumulator of each tile in registers, (batch, channel
     tile) in parallel."""
-    rows = tile_rows(int(dict(conv.op.attrs)["group_channels"]))
+    rows = tile_rows(int(dict(_compute(conv).attrs)["group_channels"]))
     acc = s.cache_write(conv, "local")
     s[conv].compute_inline()
-    n, o, h, q = s[out].op.axis
+    n, o, h, q = _compute(out).axis
     p = s[out].fuse(h, q)
     oo, oi = s[out].split(o, factor=rows)
     po, pi = s[out].split(p, factor=LANES * COLS)
@@ -88,10 +88,16 @@ def schedule_grouped_pointwise(s: Schedule, out: Tensor, conv: Tensor) -> None:
     _, lanes = s[out].split(pi, factor=LANES)
     s[out].vectorize(lanes)
     s[acc].compute_at(s[out], po)
-    _, ao, ap = s[acc].op.axis
-    (rc,) = s[acc].op.reduce_axis
+    _, ao, ap = _compute(acc).axis
+    (rc,) = _compute(acc).reduce_axis
     aj, ak = s[acc].split(ap, factor=LANES)
     s[acc].reorder(rc, ao, aj, ak)
     s[acc].unroll(ao)
     s[acc].unroll(aj)
     s[acc].vectorize(ak)
+
+
+def _compute(t: Tensor) -> ComputeOp:
+    op = t.op
+    assert isinstance(op, ComputeOp)
+    return op

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.tir import expr as E
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tir.topi.conv_nchwc import POOL_NCHWC_TAG
@@ -31,21 +32,25 @@ def schedule_pool_nchwc(s: Schedule, outputs: list[Any]) -> set[int]:
         for st in s.stages
         if isinstance(st.op, ComputeOp) and st.op is not red.op and st.op is not out.op
     ]
-    if any(op.reduce_axis for op in between) or (out.op is not red.op and out.op.reduce_axis):
+    if any(op.reduce_axis for op in between) or not isinstance(out.op, ComputeOp):
+        return set()
+    if out.op is not red.op and out.op.reduce_axis:
         return set()
     for op in between:
         s[op].compute_inline()
-    n, c, y, x, lanes = s[out].op.axis
+    n, c, y, x, lanes = out.op.axis
     s[out].parallel(s[out].fuse(n, c, y))
     if out.op is red.op:
-        ry, rx = s[out].op.reduce_axis
+        ry, rx = out.op.reduce_axis
         s[out].reorder(x, ry, rx, lanes)
         _taps_outside(s, red, ry, rx, lanes)
         return {id(red.op)}
     s[out].vectorize(lanes)
     s[red].compute_at(s[out], x)
-    *_, red_lanes = s[red].op.axis
-    ry, rx = s[red].op.reduce_axis
+    red_op = red.op
+    assert isinstance(red_op, ComputeOp)
+    *_, red_lanes = red_op.axis
+    ry, rx = red_op.reduce_axis
     s[red].reorder(ry, rx, red_lanes)
     _taps_outside(s, red, ry, rx, red_lanes)
     return {id(red.op), id(out.op)} | {id(op) for op in between}
@@ -55,8 +60,10 @@ UNROLL_TAPS = 16  # windows up to this many taps are unrolled (a global pool's a
 
 
 def _taps_outside(s: Schedule, red: Tensor, ry: Any, rx: Any, lanes: Any) -> None:
-    kh, kw = (int(ax.dom.extent) for ax in red.op.reduce_axis)
-    if kh * kw <= UNROLL_TAPS:
+    assert isinstance(red.op, ComputeOp)
+    extents = [ax.dom.extent if ax.dom is not None else None for ax in red.op.reduce_axis]
+    taps = [e.value if isinstance(e, E.IntImm) else UNROLL_TAPS + 1 for e in extents]
+    if taps[0] * taps[1] <= UNROLL_TAPS:
         s[red].unroll(ry)
         s[red].unroll(rx)
     s[red].vectorize(lanes)

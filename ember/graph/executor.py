@@ -215,7 +215,7 @@ class CompiledModel:
     def _outputs(self, ws: Workspace, fresh: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The caller's outputs: the new arrays the run wrote, else copies of ``ws``'s (an
         output listed twice is two arrays, as onnxruntime gives)."""
-        out = []
+        out: list[np.ndarray] = []
         for v in self.output_names:
             if v in fresh:
                 given = fresh[v]

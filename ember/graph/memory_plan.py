@@ -69,10 +69,11 @@ def absorbed_concats(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, Sla
         if any(producer[v] in absorbed for v in ins):  # an operand that is itself a view
             continue
         types = [graph.values[v].type for v in (out, *ins)]
-        if len({t.dtype for t in types}) != 1:
+        if len({t.dtype for t in types}) != 1 or not all(t.is_static for t in types):
             continue
         itemsize = np.dtype(types[0].dtype).itemsize
-        offsets = _slab_offsets(types[0].shape, [t.shape for t in types[1:]], itemsize)
+        shapes = [tuple(int(d) for d in t.shape) for t in types]
+        offsets = _slab_offsets(shapes[0], shapes[1:], itemsize)
         if offsets:
             slabs.update({v: (out, off) for v, off in zip(ins, offsets)})
             absorbed.add(k)
@@ -109,7 +110,7 @@ def plan_memory(
         else:
             free = [b for b in free if b is not buf]
         owner[v] = buf
-        views[v] = buf[: t.size * np.dtype(t.dtype).itemsize].view(t.dtype).reshape(t.shape)
+        views[v] = buf[: t.size * np.dtype(t.dtype).itemsize].view(t.dtype).reshape(t.shape)  # type: ignore[arg-type]
         return buf
 
     for k, st in enumerate(steps):
@@ -121,7 +122,7 @@ def plan_memory(
                 buf = owner[out] if out in owner else place(out)
                 t = graph.values[v].type
                 nbytes = t.size * np.dtype(t.dtype).itemsize
-                views[v] = buf[offset : offset + nbytes].view(t.dtype).reshape(t.shape)
+                views[v] = buf[offset : offset + nbytes].view(t.dtype).reshape(t.shape)  # type: ignore[arg-type]
                 continue
             place(v)
         for v in [v for v in owner if last_use.get(v, -1) <= k]:
