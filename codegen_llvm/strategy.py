@@ -365,6 +365,25 @@ def _int8_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | No
     return [matmul_int8.int8_gemm(a, p, M, int(attrs["n"]), K)[1]]
 
 
+# the template unrolls the window: above this many taps (a global pool) the generic schedule
+# is faster (GlobalAveragePool over 256x56x56: 196 us generic, 644 us on the template)
+AVG_POOL_MAX_TAPS = 25
+
+
+def _avg_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """2-D NCHW float32 average pooling without dilation or ceil mode: ``pool2d.llvm``'s
+    compute (padding counted or not), scheduled by the template where the pool is the
+    kernel's output."""
+    x = inputs[0]
+    kernel, strides, pads = attrs["kernel"], attrs["strides"], attrs["pads"]
+    if x.ndim != 4 or x.dtype != "float32" or len(kernel) != 2 or attrs["ceil_mode"]:
+        return None
+    if any(d != 1 for d in attrs["dilations"]) or kernel[0] * kernel[1] > AVG_POOL_MAX_TAPS:
+        return None  # a global pool's window: the generic schedule sums it in vector lanes
+    window = (tuple(kernel), tuple(strides), tuple(pads))
+    return [pool2d.avg_pool2d_graph(x, *window, bool(attrs["count_include_pad"]))]
+
+
 def _pool_nchwc(kind: str) -> Any:
     """The blocked pool's own compute, which :func:`pool_nchwc.schedule_pool_nchwc` takes."""
 
@@ -440,6 +459,7 @@ _add(
     ),
 )
 _add("max_pool", Implementation(POOL_TEMPLATE, _max_pool, anchors.max_pool, None, priority=10))
+_add("avg_pool", Implementation(POOL_TEMPLATE, _avg_pool, anchors.avg_pool, None, priority=10))
 for _kind in ("max", "avg"):
     _add(
         f"{_kind}_pool_nchwc",

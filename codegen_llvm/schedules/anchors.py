@@ -171,6 +171,17 @@ def max_pool(s: Schedule, outputs: list[Any]) -> set[int]:
     return done
 
 
+def avg_pool(s: Schedule, outputs: list[Any]) -> set[int]:
+    """``pool2d.llvm``'s average pooling where its output is the group's (no epilogue)."""
+    done: set[int] = set()
+    for op in _tagged(s, pool2d.GRAPH_AVG_TAG):
+        red = op.output(0)
+        reads = getattr(outputs[0].op, "input_tensors", []) if len(outputs) == 1 else []
+        if len(reads) == 1 and reads[0].op is red.op:
+            done |= pool2d.schedule_avg_pool2d_graph(s, red, outputs[0])
+    return done
+
+
 def int8_gemm(s: Schedule, outputs: list[Any]) -> set[int]:
     """The VNNI int8 GEMM (``matmul_int8_panels``): its single (M, N) output, with the
     stages between them inlined, gets ``matmul_int8.llvm``'s schedule with the knobs of

@@ -24,7 +24,7 @@ from ember.errors import ArgumentError
 from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, Stage, create_schedule
 from ember.tir.te import operation as te
-from ember.tir.te.tensor import IterVar, Tensor
+from ember.tir.te.tensor import ComputeOp, IterVar, Tensor
 from ember.tir.topi.pool2d_window import Pads, pool2d_window
 from ember.tir.topi.transform import static_shape
 from ember.tuner.template import get_config, template
@@ -163,6 +163,34 @@ def max_pool2d_graph(
     """The template's max pooling of a graph tensor X (NCHW); its stage carries the tag
     ``GRAPH_MAX_TAG`` that :func:`schedule_max_pool2d_graph` schedules."""
     return pool2d_window(X, kernel, stride, pads, "max", GRAPH_MAX_TAG)[2]
+
+
+GRAPH_AVG_TAG = "pool2d_avg_nchw"  # the graph's average pooling on this template
+
+
+def avg_pool2d_graph(
+    X: Tensor,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    pads: Pads,
+    count_include_pad: bool,
+) -> Tensor:
+    """The template's average pooling of a graph tensor X (NCHW); its window sum carries
+    the tag ``GRAPH_AVG_TAG`` that :func:`schedule_avg_pool2d_graph` schedules."""
+    return pool2d_window(X, kernel, stride, pads, "avg", GRAPH_AVG_TAG, count_include_pad)[2]
+
+
+def schedule_avg_pool2d_graph(s: Schedule, red: Tensor, out: Tensor) -> set[int]:
+    """Schedule a graph's average pooling ``out`` (made by :func:`avg_pool2d_graph`, the
+    kernel's output) over its window sum ``red``, with the knobs of
+    :func:`schedule_max_pool2d_graph`; returns the ids of the ops it scheduled."""
+    P = red.op.input_tensors[0]
+    X = P.op.input_tensors[0] if getattr(P.op, "tag", "") == "pad" else P
+    assert isinstance(red.op, ComputeOp)
+    sw = dict(red.op.attrs)["stride_w"]
+    vec, pad_at, simd = _graph_knobs(static_shape(out)[3], sw, out.dtype)
+    _schedule_pool(s, X, P, red, out, "avg", vec, pad_at, simd)
+    return {id(out.op), id(red.op)} | ({id(P.op)} if P is not X else set())
 
 
 def schedule_max_pool2d_graph(s: Schedule, out: Tensor) -> set[int]:

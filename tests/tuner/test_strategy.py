@@ -48,6 +48,7 @@ def test_cpu_conv_implementations_in_order_and_tasks():
         "conv2d_winograd.llvm",
         "conv2d_nchw.llvm",
         "depthwise_conv2d_nchw.llvm",
+        "conv2d_grouped_pointwise",
     ]
 
     class T:

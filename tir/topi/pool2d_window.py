@@ -13,6 +13,7 @@ from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi import nan_order
+from ember.tir.topi.pool import Window
 from ember.tir.topi.reduce import acc_dtype
 from ember.tir.topi.rows import likely
 
@@ -42,12 +43,15 @@ def pool2d_window(
     pads: Pads,
     kind: str,
     tag: str = "",
+    count_include_pad: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``(padded input, window reduction, output)``; the last two are one tensor for max.
 
     ``pads`` is ``(top, left, bottom, right)``; a max is NaN where the window holds a NaN
     and pads with the dtype's lowest value; an average of 16-bit floats sums and scales
-    in float32; ``tag`` names the reduction (default ``pool_{kind}``)."""
+    in float32, dividing by the whole window or, without ``count_include_pad``, by its
+    taps inside the input (ONNX's default); ``tag`` names the reduction (default
+    ``pool_{kind}``)."""
     N, C, H, W = (int(s.value) for s in X.shape)  # type: ignore[attr-defined]
     (kh, kw), (sh, sw) = kernel, stride
     # max pools pad with the dtype's lowest value: -inf, or INT_MIN for integers
@@ -77,9 +81,13 @@ def pool2d_window(
     if kind == "max":
         return P, red, red
     scale = E.const(1.0 / (kh * kw), acc)
+    window = Window(kernel, stride, (1, 1), pads[:2], pads[2:], (H, W))
 
     def average(n: Any, c: Any, y: Any, x: Any) -> E.PrimExpr:
-        value = red[n, c, y, x] * scale
+        if count_include_pad or not any(pads):
+            value = red[n, c, y, x] * scale
+        else:
+            value = red[n, c, y, x] / E.cast(acc, window.count((y, x), False))
         return value if acc == X.dtype else E.cast(X.dtype, value)
 
     out = te.compute((N, C, OH, OW), average, name="pool", tag="pool_avg")
