@@ -113,23 +113,15 @@ def dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _infer_max_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+def _infer_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x = types[0]
     if x.ndim != 5 or len(attrs["kernel"]) != 2:
-        raise ArgumentError(f"max_pool_nchwc: input {x} is not NCHWc, or the pool is not 2-D")
+        raise ArgumentError(f"pooling on NCHWc: input {x} is not NCHWc, or the pool is not 2-D")
     (out,) = infer_pool_window([TensorType(x.shape[:4], x.dtype)], attrs)
     return [TensorType((*out.shape, x.shape[4]), x.dtype)]
 
 
-def _infer_avg_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
-    x = types[0]
-    if x.ndim != 5 or len(attrs["kernel"]) != 2:
-        raise ArgumentError(f"avg_pool_nchwc: input {x} is not NCHWc, or the pool is not 2-D")
-    (out,) = infer_pool_window([TensorType(x.shape[:4], x.dtype)], attrs)
-    return [TensorType((*out.shape, x.shape[4]), x.dtype)]
-
-
-@register_op("avg_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_avg_pool_nchwc)
+@register_op("avg_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_pool_nchwc)
 def avg_pool_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """2-D average pooling on a channel-blocked tensor, lane by lane."""
     a = attrs
@@ -146,7 +138,7 @@ def avg_pool_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     ]
 
 
-@register_op("max_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_max_pool_nchwc)
+@register_op("max_pool_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_pool_nchwc)
 def max_pool_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """2-D max pooling on a channel-blocked tensor, lane by lane."""
     a = attrs

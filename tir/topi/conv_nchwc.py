@@ -251,6 +251,41 @@ def depthwise_conv2d_nchwc(
 POOL_NCHWC_TAG = "pool_nchwc"  # the window reduction of a blocked max or average pool
 
 
+def _pool_window_nchwc(
+    X: Tensor,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    ceil_mode: bool,
+    kind: str,
+) -> tuple[Tensor, Window]:
+    """The window reduction of a 2-D pool of an NCHW[c] tensor, each lane its own channel
+    (the windows of ``pool_nd``; ``pads`` is ``(top, left, bottom, right)``): a max that
+    a NaN in the window makes NaN, or a sum; and the window, for an average's divisor."""
+    op = f"{kind}_pool2d_nchwc"
+    xs = static_shape(X)
+    if len(xs) != 5 or len(kernel) != 2:
+        raise ArgumentError(f"{op}: input {list(xs)} is not NCHWc, or not 2-D")
+    w = Window(tuple(kernel), tuple(strides), tuple(dilations), tuple(pads[:2]), tuple(pads[2:]),
+               xs[2:4])  # fmt: skip
+    oh, ow = w.out_sizes(ceil_mode, op)
+    ry = te.reduce_axis((0, kernel[0]), name="ry")
+    rx = te.reduce_axis((0, kernel[1]), name="rx")
+    fill = te.min_value(X.dtype) if kind == "max" else E.const(0, X.dtype)
+    reducer = nan_order.max_nan if kind == "max" else te.sum
+
+    def f(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
+        h, v = w.taps((y, x), (ry, rx))
+        inside = E.logical_and(E.logical_and(h >= 0, h < xs[2]), E.logical_and(v >= 0, v < xs[3]))
+        hh, vv = E.max_(E.min_(h, xs[2] - 1), 0), E.max_(E.min_(v, xs[3] - 1), 0)
+        return reducer(E.select(inside, X[n, c, hh, vv, i], fill), axis=(ry, rx))
+
+    name = "max_pool_nchwc" if kind == "max" else "avg_pool_nchwc_sum"
+    shape = (xs[0], xs[1], oh, ow, xs[4])
+    return te.compute(shape, f, name=name, tag=POOL_NCHWC_TAG), w
+
+
 def max_pool2d_nchwc(
     X: Tensor,
     kernel: Sequence[int],
@@ -259,26 +294,8 @@ def max_pool2d_nchwc(
     dilations: Sequence[int],
     ceil_mode: bool = False,
 ) -> Tensor:
-    """2-D max pooling of an NCHW[c] tensor, each lane its own channel (the same windows
-    as ``pool_nd``; ``pads`` is ``(top, left, bottom, right)``)."""
-    xs = static_shape(X)
-    if len(xs) != 5 or len(kernel) != 2:
-        raise ArgumentError(f"max_pool2d_nchwc: input {list(xs)} is not NCHWc, or not 2-D")
-    w = Window(tuple(kernel), tuple(strides), tuple(dilations), tuple(pads[:2]), tuple(pads[2:]),
-               xs[2:4])  # fmt: skip
-    oh, ow = w.out_sizes(ceil_mode, "max_pool2d_nchwc")
-    ry = te.reduce_axis((0, kernel[0]), name="ry")
-    rx = te.reduce_axis((0, kernel[1]), name="rx")
-
-    def f(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
-        h, v = w.taps((y, x), (ry, rx))
-        inside = E.logical_and(E.logical_and(h >= 0, h < xs[2]), E.logical_and(v >= 0, v < xs[3]))
-        hh, vv = E.max_(E.min_(h, xs[2] - 1), 0), E.max_(E.min_(v, xs[3] - 1), 0)
-        value = E.select(inside, X[n, c, hh, vv, i], te.min_value(X.dtype))
-        return nan_order.max_nan(value, axis=(ry, rx))  # a NaN in the window gives NaN
-
-    shape = (xs[0], xs[1], oh, ow, xs[4])
-    return te.compute(shape, f, name="max_pool_nchwc", tag=POOL_NCHWC_TAG)
+    """2-D max pooling of an NCHW[c] tensor, each lane its own channel."""
+    return _pool_window_nchwc(X, kernel, strides, pads, dilations, ceil_mode, "max")[0]
 
 
 def avg_pool2d_nchwc(
@@ -292,26 +309,9 @@ def avg_pool2d_nchwc(
 ) -> Tensor:
     """2-D average pooling of a float NCHW[c] tensor, each lane its own channel: the
     windows and divisors of ``pool_nd`` (padding counted or not)."""
-    xs = static_shape(X)
-    if len(xs) != 5 or len(kernel) != 2:
-        raise ArgumentError(f"avg_pool2d_nchwc: input {list(xs)} is not NCHWc, or not 2-D")
-    w = Window(tuple(kernel), tuple(strides), tuple(dilations), tuple(pads[:2]), tuple(pads[2:]),
-               xs[2:4])  # fmt: skip
-    oh, ow = w.out_sizes(ceil_mode, "avg_pool2d_nchwc")
-    ry = te.reduce_axis((0, kernel[0]), name="ry")
-    rx = te.reduce_axis((0, kernel[1]), name="rx")
-
-    def f(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
-        h, v = w.taps((y, x), (ry, rx))
-        inside = E.logical_and(E.logical_and(h >= 0, h < xs[2]), E.logical_and(v >= 0, v < xs[3]))
-        hh, vv = E.max_(E.min_(h, xs[2] - 1), 0), E.max_(E.min_(v, xs[3] - 1), 0)
-        value = E.select(inside, X[n, c, hh, vv, i], E.const(0, X.dtype))
-        return te.sum(value, axis=(ry, rx))
-
-    shape = (xs[0], xs[1], oh, ow, xs[4])
-    total = te.compute(shape, f, name="avg_pool_nchwc_sum", tag=POOL_NCHWC_TAG)
+    total, w = _pool_window_nchwc(X, kernel, strides, pads, dilations, ceil_mode, "avg")
 
     def average(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
         return total[n, c, y, x, i] / E.cast(X.dtype, w.count((y, x), count_include_pad))
 
-    return te.compute(shape, average, name="avg_pool_nchwc", tag="pool_avg")
+    return te.compute(total.shape, average, name="avg_pool_nchwc", tag="pool_avg")
