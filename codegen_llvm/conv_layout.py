@@ -7,7 +7,7 @@ measured rule. On CUDA the NCHW convolutions stay as they are.
 The graph must run what was measured. A conv whose input arrives blocked keeps that
 block (re-blocking it would cost a transform), so it can only run the ``conv2d_NCHWc.llvm``
 configs measured with that ``ic_bn``: the chooser picks among those, and the graph's
-kernel (``strategy._conv_nchwc``) asks the records for the best config with the blocks
+kernel (``conv_strategies.nchwc_compute_for``) asks the records for the best config with the blocks
 the graph gave it, never the task's best record under other blocks; where no record has
 them, both take the template's fallback, as the untuned graph does.
 

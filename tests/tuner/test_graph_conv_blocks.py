@@ -2,7 +2,7 @@
 
 Each ``conv_nchwc`` node's input block is its producer's and its output block the one
 ``alter_conv_layout`` chose, and its kernel runs only records measured with both
-(``codegen_llvm/strategy.py``). So ``extract_tasks`` gives its task those blocks as fixed
+(``codegen_llvm/conv_strategies.py``). So ``extract_tasks`` gives its task those blocks as fixed
 knobs, the tuner measures only configs with them, and every conv of the model compiled
 with the records runs a measured config. The model here has one workload at two places
 with other input blocks (after a channel concat of two 16-channel blocks, and after a
@@ -16,7 +16,7 @@ import pytest
 from onnx import helper
 
 import ember
-import ember.codegen_llvm.strategy as cpu_strategy
+import ember.codegen_llvm.conv_strategies as cpu_strategy
 from ember.backend import get_backend
 from ember.cli.tune_model import task_label
 from ember.codegen_llvm.strategy import NCHWC_TEMPLATE
