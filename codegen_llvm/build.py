@@ -18,7 +18,6 @@ from ember.codegen_llvm.codegen import codegen_module, function_symbol
 from ember.codegen_llvm.cpu_intrinsics import cpu_facts
 from ember.codegen_llvm.intrinsics import INTRINSICS
 from ember.codegen_llvm.module import LLVMModule, metadata_ir, module_metadata
-from ember.codegen_llvm.packed import TRAMPOLINE
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.runtime.signature import FunctionSignature
 from ember.target import Target
@@ -117,12 +116,9 @@ def build_llvm(
     ll_unopt = str(module)
     signatures = [dataclasses.replace(s, errors=i.errors) for s, i in zip(signatures, infos)]
     threads = _num_threads(tgt)
-    exportable = TRAMPOLINE not in ll_unopt  # a call back into Python lives in this process
 
     def metadata(ll: str) -> str:
         return metadata_ir(json.dumps(module_metadata(signatures, tgt, threads, ll)))
 
-    ll, engine, obj = jit.compile_ir(ll_unopt, spec, metadata if exportable else None)
-    return LLVMModule(
-        signatures, ll_unopt, ll, engine, spec, tgt, threads, obj if exportable else None
-    )
+    ll, engine, obj = jit.compile_ir(ll_unopt, spec, metadata)
+    return LLVMModule(signatures, ll_unopt, ll, engine, spec, tgt, threads, obj)

@@ -11,7 +11,6 @@ signatures as JSON), then linked by the system C compiler.
 from __future__ import annotations
 
 import ctypes
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,7 +81,7 @@ class LLVMModule(CPUModule):
         spec: jit.MachineSpec,
         target: Target,
         fixed_threads: int | None = None,
-        obj: bytes | None = None,
+        obj: bytes = b"",
     ) -> None:
         entries = {}
         for sig in signatures:
@@ -98,7 +97,7 @@ class LLVMModule(CPUModule):
         parallel = "@GOMP_parallel" in ll
         super().__init__(signatures, entries, cell, fixed_threads, sources, parallel, launch)
         self._engine = engine  # owns the machine code the entries point into
-        self._object = obj  # that machine code as an object file, metadata inside, if kept
+        self._object = obj  # that machine code as an object file, metadata inside
         self.spec = spec
         self.target = target
 
@@ -151,18 +150,14 @@ class LLVMModule(CPUModule):
         write_output(path, data)
 
     def export_object(self) -> bytes:
-        """The object code ``export_library`` links: the functions and their metadata. The
-        disk kernel cache emits it at once and links it on a worker thread, since LLVM's
-        context is not safe to share across threads but the linker is a separate process."""
+        """The object code ``export_library`` links: the functions and their metadata, as
+        the JIT compiled them (:func:`ember.codegen_llvm.jit.compile_ir`). The disk kernel
+        cache takes it at once and links it on a worker thread, the linker being a
+        separate process."""
         if TRAMPOLINE in self._sources["ll"]:
             raise ArgumentError(
                 "export_library: this module calls back into Python (call_packed / te.extern), "
                 "through a symbol that lives only in this process; build it in the process that "
                 "calls it instead of exporting it"
             )
-        if self._object is not None:  # the JIT's own object code
-            return self._object
-        payload = json.dumps(self.metadata())
-        obj = jit.emit(self._sources["ll"], self.spec, "object", extra_ll=metadata_ir(payload))
-        assert isinstance(obj, bytes)
-        return obj
+        return self._object

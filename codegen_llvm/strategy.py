@@ -138,14 +138,10 @@ def _avg_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """2-D NCHW float32 average pooling without dilation or ceil mode: ``pool2d.llvm``'s
     compute (padding counted or not), scheduled by the template where the pool is the
     kernel's output."""
-    x = inputs[0]
-    kernel, strides, pads = attrs["kernel"], attrs["strides"], attrs["pads"]
-    if x.ndim != 4 or x.dtype != "float32" or len(kernel) != 2 or attrs["ceil_mode"]:
-        return None
-    if any(d != 1 for d in attrs["dilations"]) or kernel[0] * kernel[1] > AVG_POOL_MAX_TAPS:
+    window = _template_window(inputs[0], attrs)
+    if window is None or window[0][0] * window[0][1] > AVG_POOL_MAX_TAPS:
         return None  # a global pool's window: the generic schedule sums it in vector lanes
-    window = (tuple(kernel), tuple(strides), tuple(pads))
-    return [pool2d.avg_pool2d_graph(x, *window, bool(attrs["count_include_pad"]))]
+    return [pool2d.avg_pool2d_graph(inputs[0], *window, bool(attrs["count_include_pad"]))]
 
 
 def _pool_nchwc(kind: str) -> Any:
@@ -164,13 +160,19 @@ def _pool_nchwc(kind: str) -> Any:
 def _max_pool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """2-D NCHW float32 max pooling without dilation or ceil mode: ``pool2d.llvm``'s
     compute, scheduled by the template where the pool is the kernel's output."""
-    x = inputs[0]
-    kernel, strides, pads = attrs["kernel"], attrs["strides"], attrs["pads"]
+    window = _template_window(inputs[0], attrs)
+    return None if window is None else [pool2d.max_pool2d_graph(inputs[0], *window)]
+
+
+def _template_window(x: Any, attrs: dict[str, Any]) -> tuple[Any, Any, Any] | None:
+    """``(kernel, strides, pads)`` of a pool ``pool2d.llvm`` takes: 2-D NCHW float32,
+    without dilation or ceil mode; else None."""
+    kernel = attrs["kernel"]
     if x.ndim != 4 or x.dtype != "float32" or len(kernel) != 2 or attrs["ceil_mode"]:
         return None
     if any(d != 1 for d in attrs["dilations"]):
         return None
-    return [pool2d.max_pool2d_graph(x, tuple(kernel), tuple(strides), tuple(pads))]
+    return tuple(kernel), tuple(attrs["strides"]), tuple(attrs["pads"])
 
 
 CPU_STRATEGY = StrategyTable("llvm")
