@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ember.backend import ArtifactLoader, ArtifactPacker, Backend
 from ember.codegen_llvm import cpu_features, jit
 from ember.codegen_llvm.build import build_llvm
-from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned
+from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned, transform_winograd_weights_tuned
 from ember.codegen_llvm.step_loop import compiled_step_loop
 from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
 from ember.frontend.passes.conv1d_as_2d import conv1d_as_2d
@@ -54,11 +54,14 @@ class CPUBackend(Backend):
         return build_llvm(list(funcs), self.target, ctx=ctx, passes=self.passes(ctx))
 
     def graph_passes(self, common: Sequence[Pass]) -> tuple[Pass, ...]:
-        """``common`` with attention fusion, 1-D convs as 2-D and the convolution layout pass
-        before dead-code elimination (they leave transposes and the NCHW weights unused)."""
+        """``common`` with attention fusion, 1-D convs as 2-D, the convolution layout pass and
+        Winograd's compile-time weight transform before dead-code elimination (they leave
+        transposes and the NCHW weights unused)."""
         names = [p.name for p in common]
         at = names.index("eliminate_dead_code")
-        return (*common[:at], fuse_attention, conv1d_as_2d, alter_conv_layout_tuned, *common[at:])
+        convs = (conv1d_as_2d, alter_conv_layout_tuned, transform_winograd_weights_tuned)
+        cpu = (fuse_attention, *convs)
+        return (*common[:at], *cpu, *common[at:])
 
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)

@@ -1,4 +1,6 @@
-"""The CPU's convolution layout pass: ``alter_conv_layout`` with blocks chosen by tuning.
+"""The CPU's convolution layout pass: ``alter_conv_layout`` with blocks chosen by tuning,
+and ``transform_winograd_weights`` after it, with the Winograd choice of the records or
+the size rule (``conv_strategies.winograd_nchwc_knobs``).
 
 ``CPUBackend.graph_passes`` puts it before dead-code elimination; its channel blocks
 come from the tuning records in force (:func:`tuned_blocks`), else the pass's own
@@ -26,8 +28,8 @@ program over the layouts), not done here.
 
 from __future__ import annotations
 
-from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE
-from ember.frontend.passes import alter_conv_layout_with
+from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE, winograd_nchwc_knobs
+from ember.frontend.passes import alter_conv_layout_with, transform_winograd_weights_with
 from ember.frontend.passes.alter_conv_layout import ConvWorkload, channel_block, default_blocks
 from ember.tuner.active_records import measured_for_call
 from ember.tuner.knob import OtherOptionEntity
@@ -75,3 +77,5 @@ def _block(cfg: ConfigEntity, knob: str) -> int:
 
 
 alter_conv_layout_tuned = alter_conv_layout_with(tuned_blocks)  # named alter_conv_layout
+# after it: blocked 3x3 convs that records or the size rule give Winograd, weights transformed
+transform_winograd_weights_tuned = transform_winograd_weights_with(winograd_nchwc_knobs)

@@ -21,11 +21,12 @@ from ember.codegen_llvm.schedules import (
     grouped_pointwise,
     winograd,
 )
+from ember.frontend.ops.layout import conv_winograd_nchwc
 from ember.tir.topi.conv_nchwc import conv2d_nchwc as nchwc_compute
 from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc as dw_nchwc_compute
 from ember.tir.topi.workload import Conv2DWorkload, DepthwiseConv2DWorkload
 from ember.tuner.space import FallbackConfig
-from ember.tuner.template import config_for_direct_call
+from ember.tuner.template import config_for_direct_call, using_config
 
 CONV_TEMPLATE = "conv2d_nchw.llvm"
 NCHWC_TEMPLATE = conv2d_nchwc.TEMPLATE
@@ -98,12 +99,16 @@ def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
         return WINOGRAD_TEMPLATE, wargs
     if not isinstance(config_for_direct_call(CONV_TEMPLATE, conv_args), FallbackConfig):
         return CONV_TEMPLATE, conv_args
+    return (WINOGRAD_TEMPLATE, wargs) if winograd_by_rule(conv_args) else (CONV_TEMPLATE, conv_args)
+
+
+def winograd_by_rule(conv_args: tuple[Any, ...]) -> bool:
+    """The size rule, without records: both channel counts reach ``WINOGRAD_MIN_CHANNELS``
+    and the output's height and width ``WINOGRAD_MIN_SIZE``."""
     w = Conv2DWorkload.from_args(conv_args)
     pads = w.pads4
     OH, OW = w.H + pads[0] + pads[2] - 2, w.W + pads[1] + pads[3] - 2
-    if min(w.C, w.O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE:
-        return WINOGRAD_TEMPLATE, wargs
-    return CONV_TEMPLATE, conv_args
+    return min(w.C, w.O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE
 
 
 def dims(t: Any) -> tuple[int, ...]:
@@ -243,6 +248,43 @@ def nchwc_compute_for(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]
             x, w, bias_input(inputs), a["strides"], a["pads"], a["dilations"], extra, groups=groups
         )
     ]
+
+
+def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[str, int] | None:
+    """The Winograd knobs of a blocked convolution (its NCHW workload ``args``, channel
+    blocks ``ic_bn``/``oc_bn``) where it runs on Winograd, else None: with a Winograd
+    record, its config; else a direct record measured with these blocks keeps it direct;
+    else the size rule of :func:`choose_conv_task`, with the fallback config. The chooser
+    of ``transform_winograd_weights`` (``CPUBackend.graph_passes``)."""
+    wargs = winograd_task_args(args)
+    if wargs is None or args[-1] != "float32":
+        return None
+    cfg = config_for_direct_call(WINOGRAD_TEMPLATE, wargs)
+    if isinstance(cfg, FallbackConfig):
+        where = (("ic_bn", ic_bn), ("oc_bn", oc_bn))
+        if not isinstance(config_for_direct_call(NCHWC_TEMPLATE, args, where), FallbackConfig):
+            return None
+        if not winograd_by_rule(args):
+            return None
+    N, C, H, W, O, _, _ = wargs
+    with using_config(cfg):
+        m, tiles = winograd.define_winograd_knobs(N, C, H, W, O)
+    return {"m": m, "mr": tiles.mr, "nr": tiles.nr, "ku": tiles.ku, "nc_panels": tiles.nc_panels}
+
+
+def winograd_blocked_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    """The ``conv2d_winograd.llvm`` task of a ``conv_winograd_nchwc`` node (the NCHW
+    template measures the same GEMM and transforms)."""
+    x = in_types[0]
+    N, _, H, W, _ = dims(x)
+    C, O = attrs["in_channels"], attrs["channels"]
+    return WINOGRAD_TEMPLATE, (N, C, H, W, O, tuple(attrs["pads"]), str(x.dtype))
+
+
+def winograd_blocked_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """``conv_winograd_nchwc``: the op's own compute, which the blocked Winograd anchor
+    (``anchors.winograd_nchwc``) schedules."""
+    return conv_winograd_nchwc(inputs, attrs) if str(inputs[0].dtype) == "float32" else None
 
 
 def dwconv_nchwc_task_args(

@@ -44,7 +44,10 @@ from ember.codegen_llvm.conv_strategies import (  # noqa: F401 - re-exported: th
     nchwc_compute_for,
     nchwc_task,
     nchwc_task_args,
+    winograd_blocked_compute,
+    winograd_blocked_task,
     winograd_compute,
+    winograd_nchwc_knobs,
     winograd_task,
     winograd_task_args,
 )
@@ -202,6 +205,16 @@ _add(
         grouped_pointwise_compute,
         anchors.grouped_1x1,
         None,
+        priority=10,
+    ),
+)
+_add(
+    "conv_winograd_nchwc",
+    Implementation(
+        WINOGRAD_TEMPLATE,
+        winograd_blocked_compute,
+        anchors.winograd_nchwc,
+        winograd_blocked_task,
         priority=10,
     ),
 )

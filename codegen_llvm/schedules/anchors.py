@@ -122,6 +122,18 @@ def winograd_conv(s: Schedule, outputs: list[Any]) -> set[int]:
     return done
 
 
+def winograd_nchwc(s: Schedule, outputs: list[Any]) -> set[int]:
+    """The blocked Winograd GEMM with the group's one 5-D (NCHWc) output reading it."""
+    done: set[int] = set()
+    for op in _tagged(s, "winograd_gemm"):
+        if len(outputs) != 1 or outputs[0].ndim != 5:
+            continue
+        reduces = [t for t in producers(outputs[0]) if getattr(t.op, "reduce_axis", ())]
+        if [t.op for t in reduces] == [op]:
+            done |= winograd.schedule_winograd_output(s, outputs[0])
+    return done
+
+
 def _blocked_anchor(tag: str, schedule: Callable[[Schedule, Tensor, Tensor], None]) -> Anchor:
     """The anchor of a blocked (NCHWc) convolution template: its reduction (tagged ``tag``)
     with one 5-D output reading it (the epilogue inlined there)."""

@@ -53,7 +53,11 @@ from ember.codegen_llvm.schedules.matmul import GemmTiles, define_gemm_knobs, sc
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp, Tensor
-from ember.tir.topi.winograd import WinogradShape, winograd_conv2d, winograd_weights
+from ember.tir.topi.winograd import (
+    WinogradShape,
+    winograd_conv2d,
+    winograd_weights,
+)
 from ember.tuner.template import get_config, template, using_config
 
 ACC_LANES = 28 * 16  # accumulator lanes of the micro-kernel: 28 AVX-512 float registers
@@ -88,16 +92,27 @@ def winograd_conv(
 
 def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:
     """Schedule every stage of a Winograd convolution whose GEMM is ``M`` (its knobs in
-    the op's attrs) and whose NCHW result is ``out``, an output stage of shape
-    (N, O, OH, OW) into which ``conv`` (and any elementwise epilogue) is inlined."""
+    the op's attrs) and whose result is ``out``, an output stage of shape (N, O, OH, OW),
+    or (N, O/ob, OH, OW, ob) for the blocked variant, into which ``conv`` (and any
+    elementwise epilogue) is inlined."""
     knobs = dict(M.op.attrs)
-    m = knobs["m"]
     V, U = M.op.input_tensors
     tiles = GemmTiles(knobs["mr"], knobs["nr"], knobs["ku"], knobs["nc_panels"])
     schedule_gemm(s, M, None, tiles)
+    blocked = out.ndim == 5
+    (_schedule_input_nchwc if blocked else _schedule_input)(s, V, out, knobs["m"])
+    if isinstance(U.op, ComputeOp):  # a placeholder U (pre-transformed) needs nothing
+        e1, e2, ob, c, z = s[U].op.axis
+        s[U].reorder(ob, c, e1, e2, z)
+        s[U].parallel(s[U].fuse(ob, c))
+        _unroll_positions(s[U], [e1, e2], z, knobs["nr"])
+    (_schedule_output_nchwc if blocked else _schedule_output)(s, out, knobs["m"])
+
+
+def _schedule_input(s: Schedule, V: Tensor, out: Tensor, m: int) -> None:
+    """The input transform, a channel at a time: its padded plane stays in L1."""
     (Xp,) = V.op.input_tensors
     tw = -(-int(out.shape[3].value) // m)  # type: ignore[attr-defined]
-    # the input transform, a channel at a time: its padded plane stays in L1
     e1, e2, c, t = s[V].op.axis
     row, tx = s[V].split(t, factor=tw)
     s[V].reorder(c, row, e1, e2, tx)
@@ -106,12 +121,28 @@ def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:
     s[Xp].compute_at(s[V], c)
     *_, w = s[Xp].op.axis
     s[Xp].vectorize(s[Xp].split(w, factor=TRANSFORM_VECTOR)[1])
-    if isinstance(U.op, ComputeOp):  # a placeholder U (pre-transformed) needs nothing
-        e1, e2, ob, c, z = s[U].op.axis
-        s[U].reorder(ob, c, e1, e2, z)
-        s[U].parallel(s[U].fuse(ob, c))
-        _unroll_positions(s[U], [e1, e2], z, knobs["nr"])
-    # the output transform, a tile at a time, channels along the lanes, stored NCHW
+
+
+def _schedule_input_nchwc(s: Schedule, V: Tensor, out: Tensor, m: int) -> None:
+    """The blocked input transform, a row of tiles and a channel block at a time, the
+    block's lanes as the vector: the row's padded strip (``m + 2`` rows) stays in L1 and
+    every load and store is contiguous."""
+    (Xp,) = V.op.input_tensors
+    cb = int(Xp.shape[4].value)  # type: ignore[attr-defined]
+    tw = -(-int(out.shape[3].value) // m)  # type: ignore[attr-defined]
+    e1, e2, t, c = s[V].op.axis
+    row, tx = s[V].split(t, factor=tw)
+    co, ci = s[V].split(c, factor=cb)
+    s[V].reorder(row, co, tx, e1, e2, ci)
+    s[V].parallel(row)
+    _unroll_positions(s[V], [e1, e2], ci, cb)
+    s[Xp].compute_at(s[V], co)
+    *_, i = s[Xp].op.axis
+    s[Xp].vectorize(s[Xp].split(i, factor=TRANSFORM_VECTOR)[1])
+
+
+def _schedule_output(s: Schedule, out: Tensor, m: int) -> None:
+    """The output transform, a tile at a time, channels along the lanes, stored NCHW."""
     n, o, y, x = s[out].op.axis
     ty, yi = s[out].split(y, factor=m)
     tx, xi = s[out].split(x, factor=m)
@@ -119,6 +150,17 @@ def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:
     s[out].reorder(n, ty, tx, oo, yi, xi, oi)
     s[out].parallel(s[out].fuse(n, ty, tx))
     _unroll_positions(s[out], [yi, xi], oi, TRANSFORM_VECTOR)
+
+
+def _schedule_output_nchwc(s: Schedule, out: Tensor, m: int) -> None:
+    """The blocked output transform, a tile at a time, the block's lanes as the vector."""
+    n, ok, y, x, oi = s[out].op.axis
+    ob = int(out.shape[4].value)  # type: ignore[attr-defined]
+    ty, yi = s[out].split(y, factor=m)
+    tx, xi = s[out].split(x, factor=m)
+    s[out].reorder(n, ok, ty, tx, yi, xi, oi)
+    s[out].parallel(s[out].fuse(n, ok, ty))
+    _unroll_positions(s[out], [yi, xi], oi, ob)
 
 
 def _unroll_positions(st: Any, positions: list[Any], lanes: Any, extent: int) -> None:
@@ -163,10 +205,10 @@ def conv2d_winograd_llvm(
 
 
 def schedule_winograd_output(s: Schedule, out: Tensor) -> set[int]:
-    """Schedule a Winograd convolution ending in ``out`` (of shape (N, O, OH, OW)): its
-    NCHW stage and any elementwise stages between it and ``out`` are inlined into
-    ``out`` (a fused epilogue: bias, residual add, ReLU), the rest as the template
-    does. Returns the ids of the ops scheduled."""
+    """Schedule a Winograd convolution ending in ``out`` (of shape (N, O, OH, OW), or
+    blocked (N, O/ob, OH, OW, ob)): its output stage and any elementwise stages between
+    it and ``out`` are inlined into ``out`` (a fused epilogue: bias, residual add, ReLU),
+    the rest as the template does. Returns the ids of the ops scheduled."""
     (M,) = [t for t in _producers(out) if getattr(t.op, "tag", "") == "winograd_gemm"]
     V, U = M.op.input_tensors
     inner = {id(op) for op in (M.op, V.op, V.op.input_tensors[0].op, U.op)}

@@ -17,6 +17,13 @@ Attributes (every one present):
   ``dilations``, ``pads`` as above and ``channels``, the logical channel count.
   Inputs: the blocked input, the weights blocked at compile time ``[C/cb, KH, KW,
   cb]`` and an optional bias ``[C/cb, cb]``.
+- ``conv_winograd_nchwc`` (a 3x3 stride-1 ``conv_nchwc`` by Winograd F(m x m, 3 x 3),
+  made by ``transform_winograd_weights``): ``pads``, ``in_channels``, ``channels``,
+  ``out_block`` (the output's channel block) and the knobs ``m`` and the GEMM's ``mr``,
+  ``nr``, ``ku``, ``nc_panels`` (:data:`WINOGRAD_KNOBS`; the weights were transformed
+  for ``m`` and ``nr``).
+  Inputs: the blocked input, the transformed weights ``[a, a, ceil(O/nr), C, nr]``
+  (``a = m + 2``, ``O`` and ``C`` the blocked channel counts) and an optional bias.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from ember.frontend.ops.registry import register_op
 from ember.tir import topi
 from ember.tir.topi.conv import conv_out_size
 from ember.tir.topi.conv_nchwc import blocks
+from ember.tir.topi.winograd import WinogradShape, winograd_conv2d_nchwc
 
 Types = Sequence[TensorType]
 
@@ -89,6 +97,43 @@ def conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
             groups=a.get("groups", 1),
         )
     ]  # fmt: skip
+
+
+WINOGRAD_KNOBS = ("m", "mr", "nr", "ku", "nc_panels")
+
+
+def _winograd_shape(x: Any, attrs: dict[str, Any]) -> WinogradShape:
+    N, _, H, W, _ = x.shape
+    C, O = attrs["in_channels"], attrs["channels"]
+    return WinogradShape(N, C, H, W, O, tuple(attrs["pads"]), attrs["m"])
+
+
+def _infer_conv_winograd_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x, u = types[0], types[1]
+    ob, a = attrs["out_block"], attrs["m"] + 2
+    if x.ndim != 5 or not x.is_static or u.ndim != 5 or u.shape[:2] != (a, a):
+        raise ArgumentError(f"conv_winograd_nchwc: input {x} or weights {u} do not fit")
+    if u.shape[3] != x.shape[1] * x.shape[4] or u.shape[4] != attrs["nr"]:
+        raise ArgumentError(f"conv_winograd_nchwc: weights {u} do not fit input {x}")
+    g = _winograd_shape(x, attrs)
+    if u.shape[2] * u.shape[4] < blocks(g.O, ob) * ob:
+        raise ArgumentError(f"conv_winograd_nchwc: weights {u} hold fewer than {g.O} outputs")
+    if len(types) > 2 and types[2].shape != (blocks(g.O, ob), ob):
+        raise ArgumentError(f"conv_winograd_nchwc: bias {types[2]} does not fit {g.O} outputs")
+    return [TensorType((g.N, blocks(g.O, ob), g.OH, g.OW, ob), x.dtype)]
+
+
+@register_op(
+    "conv_winograd_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_conv_winograd_nchwc, num_inputs=(2, 3)
+)
+def conv_winograd_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A blocked 3x3 stride-1 convolution by Winograd, on weights transformed at compile time."""
+    x = inputs[0]
+    bias = inputs[2] if len(inputs) > 2 else None
+    shape = TensorType(tuple(int(getattr(d, "value", d)) for d in x.shape), str(x.dtype))
+    g = _winograd_shape(shape, attrs)
+    knobs = {k: attrs[k] for k in WINOGRAD_KNOBS}
+    return [winograd_conv2d_nchwc(x, inputs[1], bias, g, attrs["out_block"], knobs)]
 
 
 def _infer_dwconv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

@@ -27,6 +27,7 @@ from ember.frontend.passes.fuse_ops import fuse_ops
 from ember.frontend.passes.graph_pass import GRAPH, as_graph_pass, graph_pass
 from ember.frontend.passes.pack_dense_weights import pack_dense_weights
 from ember.frontend.passes.pack_int8_weights import pack_int8_weights
+from ember.frontend.passes.winograd_weights import transform_winograd_weights_with
 from ember.tir.transform.context import PassContext
 from ember.tir.transform.runner import Pass, run_passes
 
@@ -58,6 +59,7 @@ __all__ = [
     "GRAPH",
     "alter_conv_layout",
     "alter_conv_layout_with",
+    "transform_winograd_weights_with",
     "as_graph_pass",
     "eliminate_common_subexpr",
     "eliminate_dead_code",

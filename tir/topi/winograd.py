@@ -6,7 +6,10 @@ explains the layouts. The stages, by name and tag (the schedule finds them by th
 ``X_pad`` (tag ``pad``), the zero-padded input; ``V`` (``winograd_input``), the transformed
 input tiles; ``U`` (``winograd_weights``), the weights transformed into the GEMM's packed
 panels; ``M`` (``winograd_gemm``), the batched GEMM over channels, its knobs in the op's
-attrs; ``conv`` (``conv2d_winograd``), the NCHW output transform.
+attrs; ``conv`` (``conv2d_winograd``), the NCHW output transform. The channel-blocked variants
+(:func:`winograd_conv2d_nchwc`, for a graph's ``conv_nchwc`` nodes) read ``[N, C/cb, H, W,
+cb]`` inputs and blocked weights and write ``[N, O/ob, OH, OW, ob]``, with the same stage
+names and tags.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction as F
 from typing import Any
+
+import numpy as np
 
 from ember.errors import ArgumentError
 from ember.tir import expr as E
@@ -25,8 +30,11 @@ __all__ = [
     "Matrix",
     "WinogradShape",
     "winograd_conv2d",
+    "winograd_conv2d_nchwc",
     "winograd_input",
+    "winograd_input_nchwc",
     "winograd_weights",
+    "winograd_weights_numpy",
 ]
 
 Matrix = Sequence[Sequence[F | int]]
@@ -164,6 +172,25 @@ def winograd_weights(Wt: Tensor, m: int, nr: int) -> Tensor:
     return te.compute((a, a, -(-O // nr), C, nr), f, name="U", tag="winograd_weights")
 
 
+def winograd_weights_numpy(wb: np.ndarray, m: int, nr: int) -> np.ndarray:
+    """:func:`winograd_weights` of weights blocked as ``[O/ob, C/cb, 3, 3, cb, ob]`` (zero
+    past the real channels), in numpy, over all ``O/ob * ob`` outputs and ``C/cb * cb``
+    inputs: a graph's constant weights transformed once, at compile time (in float64,
+    then cast), so the kernel reads ``U`` (``[a, a, ceil(O/nr), C, nr]``) as an input."""
+    OB, CB, kh, kw, cb, ob = wb.shape
+    if (kh, kw) != (3, 3):
+        raise ArgumentError(f"winograd weights: a 3x3 kernel is needed, got {kh}x{kw}")
+    w = wb.astype(np.float64).transpose(0, 5, 1, 4, 2, 3).reshape(OB * ob, CB * cb, 3, 3)
+    G = np.array(MATRICES[m][1], dtype=np.float64)
+    full = np.einsum("ik,ockl,jl->ijoc", G, w, G)  # (G w G^T)[i, j] per (o, c)
+    a, O, C = m + 2, OB * ob, CB * cb
+    panels = -(-O // nr)
+    padded = np.zeros((a, a, panels * nr, C), np.float64)
+    padded[:, :, :O] = full
+    U = padded.reshape(a, a, panels, nr, C).transpose(0, 1, 2, 4, 3)
+    return np.ascontiguousarray(U.astype(wb.dtype))
+
+
 def winograd_conv2d(
     X: Tensor, U: Tensor, bias: Tensor | None, g: WinogradShape, knobs: dict[str, int]
 ) -> Tensor:
@@ -188,3 +215,59 @@ def winograd_conv2d(
         return value + bias[o] if bias is not None else value
 
     return te.compute((g.N, g.O, g.OH, g.OW), output, name="conv", tag="conv2d_winograd")
+
+
+def winograd_input_nchwc(X: Tensor, g: WinogradShape) -> Tensor:
+    """``V[e1, e2, t, c]``: the transformed input tiles of a blocked ``X`` (``[N, C/cb, H,
+    W, cb]``), over every blocked channel (lanes past the real ones are read and meet zero
+    weights), tiles as the GEMM's rows so each step broadcasts from one row."""
+    N, CB, H, W, cb = (int(d.value) for d in X.shape)  # type: ignore[attr-defined]
+    dtype = X.dtype
+    rows, cols = g.TH * g.m + 2, g.TW * g.m + 2
+
+    def pad(n, c, h, w, i):  # noqa: ANN001, ANN202
+        y, x = h - g.pt, w - g.pl
+        inside = E.logical_and(E.logical_and(y >= 0, y < H), E.logical_and(x >= 0, x < W))
+        yy, xx = E.max_(E.min_(y, H - 1), 0), E.max_(E.min_(x, W - 1), 0)
+        return E.select(inside, X[n, c, yy, xx, i], E.const(0, dtype))
+
+    Xp = te.compute((N, CB, rows, cols, cb), pad, name="X_pad", tag="pad")
+    BT = MATRICES[g.m][0]
+
+    def transform(e1, e2, t, c):  # noqa: ANN001, ANN202
+        n, ty, tx = g.tile(t)
+
+        def tap(i: int, j: int) -> Any:
+            return Xp[n, c // cb, ty * g.m + i, tx * g.m + j, c % cb]
+
+        return _sandwich(BT, e1, e2, tap, g.a, dtype)
+
+    return te.compute((g.a, g.a, g.T, CB * cb), transform, name="V", tag="winograd_input")
+
+
+def winograd_conv2d_nchwc(
+    X: Tensor, U: Tensor, bias: Tensor | None, g: WinogradShape, ob: int, knobs: dict[str, int]
+) -> Tensor:
+    """:func:`winograd_conv2d` on a blocked ``X``, writing ``[N, O/ob, OH, OW, ob]`` (plus
+    ``bias[o // ob, o % ob]``, a blocked bias, when given); ``U`` covers ``O/ob * ob``
+    outputs (:func:`winograd_weights_numpy`), so the lanes past ``O`` come out as the
+    bias's (zero) padding."""
+    V = winograd_input_nchwc(X, g)
+    dtype, nr = X.dtype, knobs["nr"]
+    OB = -(-g.O // ob)
+    c = te.reduce_axis((0, int(V.shape[3].value)), name="c")  # type: ignore[attr-defined]
+
+    def gemm(e1, e2, t, o):  # noqa: ANN001, ANN202
+        return te.sum(V[e1, e2, t, c.var] * U[e1, e2, o // nr, c.var, o % nr], axis=c)
+
+    M = te.compute((g.a, g.a, g.T, OB * ob), gemm, name="M", tag="winograd_gemm", attrs=knobs)
+    AT = MATRICES[g.m][2]
+
+    def output(n, ok, y, x, oi):  # noqa: ANN001, ANN202
+        t = (n * g.TH + y // g.m) * g.TW + x // g.m
+        tap = lambda i, j: M[i, j, t, ok * ob + oi]  # noqa: E731
+        value = _sandwich(AT, y % g.m, x % g.m, tap, g.a, dtype)
+        return value + bias[ok, oi] if bias is not None else value
+
+    shape = (g.N, OB, g.OH, g.OW, ob)
+    return te.compute(shape, output, name="conv", tag="conv2d_winograd_nchwc")
