@@ -40,6 +40,11 @@ WINOGRAD_TEMPLATE = "conv2d_winograd.llvm"
 # runs in the kernel, so on small images it (C * O * 36 values) outweighs the saving.
 WINOGRAD_MIN_CHANNELS = 32
 WINOGRAD_MIN_SIZE = 16
+# Blocked convolutions (a graph's, weights transformed at compile time) gain down to 7x7:
+# ResNet-18 at 2 threads (benchmarks/profile_layers.py), onnxruntime's node time over
+# Ember's: 256ch at 14x14 1.53-1.81 (direct 0.95-0.99), 512ch at 7x7 1.18-1.52 (direct
+# 1.08-1.15).
+WINOGRAD_MIN_SIZE_BLOCKED = 7
 
 
 def conv_task_args(
@@ -102,13 +107,13 @@ def choose_conv_task(conv_args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
     return (WINOGRAD_TEMPLATE, wargs) if winograd_by_rule(conv_args) else (CONV_TEMPLATE, conv_args)
 
 
-def winograd_by_rule(conv_args: tuple[Any, ...]) -> bool:
+def winograd_by_rule(conv_args: tuple[Any, ...], min_size: int = WINOGRAD_MIN_SIZE) -> bool:
     """The size rule, without records: both channel counts reach ``WINOGRAD_MIN_CHANNELS``
-    and the output's height and width ``WINOGRAD_MIN_SIZE``."""
+    and the output's height and width ``min_size``."""
     w = Conv2DWorkload.from_args(conv_args)
     pads = w.pads4
     OH, OW = w.H + pads[0] + pads[2] - 2, w.W + pads[1] + pads[3] - 2
-    return min(w.C, w.O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= WINOGRAD_MIN_SIZE
+    return min(w.C, w.O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= min_size
 
 
 def dims(t: Any) -> tuple[int, ...]:
@@ -254,7 +259,8 @@ def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[
     """The Winograd knobs of a blocked convolution (its NCHW workload ``args``, channel
     blocks ``ic_bn``/``oc_bn``) where it runs on Winograd, else None: with a Winograd
     record, its config; else a direct record measured with these blocks keeps it direct;
-    else the size rule of :func:`choose_conv_task`, with the fallback config. The chooser
+    else the size rule of :func:`choose_conv_task` down to ``WINOGRAD_MIN_SIZE_BLOCKED``,
+    with the fallback config. The chooser
     of ``transform_winograd_weights`` (``CPUBackend.graph_passes``)."""
     wargs = winograd_task_args(args)
     if wargs is None or args[-1] != "float32":
@@ -264,7 +270,7 @@ def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[
         where = (("ic_bn", ic_bn), ("oc_bn", oc_bn))
         if not isinstance(config_for_direct_call(NCHWC_TEMPLATE, args, where), FallbackConfig):
             return None
-        if not winograd_by_rule(args):
+        if not winograd_by_rule(args, WINOGRAD_MIN_SIZE_BLOCKED):
             return None
     N, C, H, W, O, _, _ = wargs
     with using_config(cfg):

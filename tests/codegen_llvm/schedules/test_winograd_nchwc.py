@@ -157,8 +157,8 @@ def test_pass_transforms_the_weights_at_compile_time(rng):  # noqa: ANN001
 
 
 def test_default_rule_picks_winograd_in_a_resnet_layer():
-    """The CPU chooser gives Winograd to a 32->32 layer at 16x16 (the size rule) and not
-    to one at 8x8, with the fallback's knobs."""
+    """The CPU chooser gives Winograd to a 32->32 layer at 16x16 and 7x7 (the blocked size
+    rule) and not to one at 6x6, with the fallback's knobs."""
     from ember.codegen_llvm.conv_strategies import winograd_nchwc_knobs
 
     def args(H: int) -> tuple:
@@ -166,7 +166,8 @@ def test_default_rule_picks_winograd_in_a_resnet_layer():
 
     knobs = winograd_nchwc_knobs(args(16), 32, 32)
     assert knobs is not None and knobs["m"] == 4 and knobs["nr"] >= 32
-    assert winograd_nchwc_knobs(args(8), 32, 32) is None
+    assert winograd_nchwc_knobs(args(7), 32, 32) is not None
+    assert winograd_nchwc_knobs(args(6), 32, 32) is None
 
 
 @settings(max_examples=examples(3), deadline=None, derandomize=True)
