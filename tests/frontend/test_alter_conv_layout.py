@@ -356,7 +356,8 @@ def test_an_epilogue_keeps_its_layout_transform_out(rng):  # noqa: ANN001
 def test_chain_through_compile_matches_onnxruntime(shape, rng):  # noqa: ANN001
     model, inputs = conv_chain(rng, *shape)
     lib = ember.compile(model, target="llvm")
-    assert "conv_nchwc" in {nd.op for nd in lib.graph.nodes}
+    ops = {nd.op for nd in lib.graph.nodes}
+    assert ops & {"conv_nchwc", "conv_winograd_nchwc"}  # blocked (64 channels: Winograd)
     np.testing.assert_allclose(lib.run(inputs)[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
 
 
