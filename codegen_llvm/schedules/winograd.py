@@ -130,14 +130,14 @@ def _schedule_input_nchwc(s: Schedule, V: Tensor, out: Tensor, m: int) -> None:
     (Xp,) = V.op.input_tensors
     cb = int(Xp.shape[4].value)  # type: ignore[attr-defined]
     tw = -(-int(out.shape[3].value) // m)  # type: ignore[attr-defined]
-    e1, e2, t, c = s[V].op.axis
+    e1, e2, t, c = s[V].op.axis  # type: ignore[attr-defined]
     row, tx = s[V].split(t, factor=tw)
     co, ci = s[V].split(c, factor=cb)
     s[V].reorder(row, co, tx, e1, e2, ci)
     s[V].parallel(row)
     _unroll_positions(s[V], [e1, e2], ci, cb)
     s[Xp].compute_at(s[V], co)
-    *_, i = s[Xp].op.axis
+    *_, i = s[Xp].op.axis  # type: ignore[attr-defined]
     s[Xp].vectorize(s[Xp].split(i, factor=TRANSFORM_VECTOR)[1])
 
 
@@ -154,7 +154,7 @@ def _schedule_output(s: Schedule, out: Tensor, m: int) -> None:
 
 def _schedule_output_nchwc(s: Schedule, out: Tensor, m: int) -> None:
     """The blocked output transform, a tile at a time, the block's lanes as the vector."""
-    n, ok, y, x, oi = s[out].op.axis
+    n, ok, y, x, oi = s[out].op.axis  # type: ignore[attr-defined]
     ob = int(out.shape[4].value)  # type: ignore[attr-defined]
     ty, yi = s[out].split(y, factor=m)
     tx, xi = s[out].split(x, factor=m)

@@ -111,12 +111,13 @@ def _winograd_shape(x: Any, attrs: dict[str, Any]) -> WinogradShape:
 def _infer_conv_winograd_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x, u = types[0], types[1]
     ob, a = attrs["out_block"], attrs["m"] + 2
-    if x.ndim != 5 or not x.is_static or u.ndim != 5 or u.shape[:2] != (a, a):
+    if x.ndim != 5 or not (x.is_static and u.is_static) or u.ndim != 5 or u.shape[:2] != (a, a):
         raise ArgumentError(f"conv_winograd_nchwc: input {x} or weights {u} do not fit")
-    if u.shape[3] != x.shape[1] * x.shape[4] or u.shape[4] != attrs["nr"]:
+    xs, us = [int(d) for d in x.shape], [int(d) for d in u.shape]  # static (checked above)
+    if us[3] != xs[1] * xs[4] or us[4] != attrs["nr"]:
         raise ArgumentError(f"conv_winograd_nchwc: weights {u} do not fit input {x}")
     g = _winograd_shape(x, attrs)
-    if u.shape[2] * u.shape[4] < blocks(g.O, ob) * ob:
+    if us[2] * us[4] < blocks(g.O, ob) * ob:
         raise ArgumentError(f"conv_winograd_nchwc: weights {u} hold fewer than {g.O} outputs")
     if len(types) > 2 and types[2].shape != (blocks(g.O, ob), ob):
         raise ArgumentError(f"conv_winograd_nchwc: bias {types[2]} does not fit {g.O} outputs")

@@ -43,7 +43,7 @@ def _args(node: Node, graph: Graph) -> tuple[Any, ...] | None:
     a = node.attrs
     if tuple(a["strides"]) != (1, 1) or tuple(a["dilations"]) != (1, 1):
         return None
-    N, _, H, W, _ = x.shape
+    N, _, H, W, _ = (int(d) for d in x.shape)  # static (checked above)
     geometry = (tuple(a["strides"]), tuple(a["pads"]), tuple(a["dilations"]))
     return Conv2DWorkload(N, a["in_channels"], H, W, a["channels"], 3, 3, *geometry, x.dtype).args
 
