@@ -190,3 +190,27 @@ def test_random_winograd_graphs_match_onnxruntime(c, o, hw, m):  # noqa: ANN001
     lib = ember.compile(model, target="llvm", graph_passes=passes)
     assert any(n.op == "conv_winograd_nchwc" for n in lib.graph.nodes)
     np.testing.assert_allclose(lib.run(feeds)[0], run_ort(model, feeds)[0], **_tol(c))
+
+
+def test_op_refuses_weights_that_do_not_fit():
+    """``conv_winograd_nchwc``'s shape rule: transformed weights for another tile size,
+    channel count or panel width, or a bias of the wrong blocks, are refused with
+    ``ArgumentError`` before any kernel is built."""
+    from ember.errors import ArgumentError
+    from ember.frontend.graph import TensorType
+    from ember.frontend.ops.registry import get_op
+
+    op = get_op("conv_winograd_nchwc")
+    attrs = {
+        "pads": (1, 1, 1, 1), "in_channels": 20, "channels": 40, "out_block": 16,
+        "m": 4, "mr": 4, "nr": 32, "ku": 4, "nc_panels": 1,
+    }  # fmt: skip
+    x = TensorType((1, 2, 9, 13, 16), "float32")
+    good = TensorType((6, 6, 2, 32, 32), "float32")
+    (out,) = op.infer_types([x, good], attrs)
+    assert out.shape == (1, 3, 9, 13, 16)
+    for bad in [(4, 4, 2, 32, 32), (6, 6, 2, 16, 32), (6, 6, 2, 32, 16), (6, 6, 1, 32, 32)]:
+        with pytest.raises(ArgumentError, match="conv_winograd_nchwc"):
+            op.infer_types([x, TensorType(bad, "float32")], attrs)
+    with pytest.raises(ArgumentError, match="bias"):
+        op.infer_types([x, good, TensorType((2, 16), "float32")], attrs)
