@@ -24,23 +24,32 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from ember.frontend.testing import zoo
+from ember.frontend.testing.catalog import CATALOG
 from ember.frontend.testing.models import mlp, small_cnn, speech_lstm
 
 BUSY = "while True:\n    pass\n"
 
 
 def models() -> dict[str, Callable[[np.random.Generator], tuple[object, dict]]]:
-    """The models timed, small enough to compile in seconds."""
+    """The models timed: small ones that compile in seconds, then three of the benchmark
+    catalog at full size (``frontend/testing/catalog.py``: ResNet-18 at 224, the BERT-style
+    encoder, the DS-CNN keyword spotter, the wake-word kind of model of issue 25)."""
     return {
         "mobilenet_v2": lambda rng: zoo.mobilenet_v2(rng, 1, 96),
         "cnn": lambda rng: small_cnn(rng, 2, 32, 32),
         "mlp": lambda rng: mlp(rng, 16, (256, 512, 128)),
         "speech": lambda rng: speech_lstm(),  # tiny kernels: per-region overhead
+        **{name: partial(_catalog, name) for name in ("resnet18", "bert", "kws_dscnn")},
     }
+
+
+def _catalog(name: str, rng: np.random.Generator) -> tuple[object, dict]:
+    return CATALOG[name](rng, False)
 
 
 def _runner(runtime: str, name: str, threads: int) -> Callable[[], object]:
