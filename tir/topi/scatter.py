@@ -17,6 +17,7 @@ with no schedule of their own.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ember.errors import ArgumentError
@@ -121,19 +122,48 @@ def scatter_nd(X: Tensor, indices: Tensor, updates: Tensor, reduction: str = "no
 
 
 def cumsum(X: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
-    """ONNX CumSum along ``axis`` as a masked sum over the axis."""
+    """ONNX CumSum along ``axis`` in two levels, ``O(n sqrt(n))`` work for ``n`` elements
+    along it rather than a masked sum over the whole axis (``O(n^2)``: 1,024 x 1,024 ran
+    at 0.02x onnxruntime): the axis is cut into blocks of ``b = ceil(sqrt(n))``; each
+    element sums its block's elements up to it (a masked sum over ``b``) plus the totals
+    of the blocks before it (a masked sum over ``n / b`` block totals)."""
     src = static_shape(X)
-    j = te.reduce_axis((0, src[axis]), "j")
+    n = src[axis]
+    b = math.isqrt(n - 1) + 1 if n > 1 else 1
+    nb = -(-n // b)
 
-    def f(*p: E.PrimExpr) -> E.PrimExpr:
-        i = p[axis]
+    def at(p: Sequence[E.PrimExpr], pos: E.PrimExpr) -> E.PrimExpr:
+        return X[(*p[:axis], pos, *p[axis + 1 :])]
+
+    t = te.reduce_axis((0, b), "t")
+
+    def total(*p: E.PrimExpr) -> E.PrimExpr:
+        pos = p[axis] * b + t.var
+        return te.sum(at(p, E.min_(pos, n - 1)), axis=t, where=pos < n)
+
+    totals = te.compute((*src[:axis], nb, *src[axis + 1 :]), total, name="cumsum_blocks")
+    j = te.reduce_axis((0, b), "j")
+    q = te.reduce_axis((0, nb), "q")
+
+    def keeps(k: E.PrimExpr, i: E.PrimExpr) -> E.PrimExpr:  # element k counts for i
         if reverse:
-            cond = j.var > i if exclusive else j.var >= i
-        else:
-            cond = j.var < i if exclusive else j.var <= i
-        return te.sum(X[(*p[:axis], j.var, *p[axis + 1 :])], axis=j, where=cond)
+            return k > i if exclusive else k >= i
+        return k < i if exclusive else k <= i
 
-    return te.compute(src, f, name="cumsum")
+    def within(*p: E.PrimExpr) -> E.PrimExpr:
+        i = p[axis]
+        pos = (i // b) * b + j.var
+        inside = E.logical_and(pos < n, keeps(pos, i))
+        return te.sum(at(p, E.min_(pos, n - 1)), axis=j, where=inside)
+
+    def earlier(*p: E.PrimExpr) -> E.PrimExpr:
+        i = p[axis]
+        before = q.var > i // b if reverse else q.var < i // b
+        return te.sum(totals[(*p[:axis], q.var, *p[axis + 1 :])], axis=q, where=before)
+
+    part = te.compute(src, within, name="cumsum_within")
+    blocks = te.compute(src, earlier, name="cumsum_before")
+    return te.compute(src, lambda *p: part[p] + blocks[p], name="cumsum")
 
 
 # Up to this k, TopK picks the best remaining element k times (O(k*n)); above it, it

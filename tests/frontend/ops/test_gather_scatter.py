@@ -106,6 +106,30 @@ def test_cumsum(rng, exclusive, reverse, axis):
     check("CumSum", [("x", x), ("=a", i64(axis))], opset=14, exclusive=exclusive, reverse=reverse)
 
 
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(
+    shape=st.lists(st.integers(1, 40), min_size=1, max_size=3),
+    data=st.data(),
+    exclusive=st.integers(0, 1),
+    reverse=st.integers(0, 1),
+)
+def test_cumsum_blocks_match_numpy(shape, data, exclusive, reverse):  # noqa: ANN001
+    """The two-level CumSum (blocks of ceil(sqrt(n))) on random shapes, lengths that are
+    and are not squares, every axis and mode, against numpy's running sum."""
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = np.random.default_rng(len(shape) * 100 + shape[0]).standard_normal(shape).astype("float32")
+    want = np.flip(x, axis) if reverse else x
+    want = np.cumsum(want.astype(np.float64), axis=axis)
+    if exclusive:
+        want = want - (np.flip(x, axis) if reverse else x)
+    want = np.flip(want, axis) if reverse else want
+    model = node_model(
+        "CumSum", [("x", x), ("=a", i64(axis))], opset=14, exclusive=exclusive, reverse=reverse
+    )
+    (got,) = ember.compile(model, target="llvm").run({"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
 def test_cumsum_int(rng):
     x = rng.integers(-9, 9, (3, 6)).astype(np.int32)
     check("CumSum", [("x", x), ("=a", np.array(1, np.int32))], opset=14)
