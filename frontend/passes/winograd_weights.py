@@ -8,6 +8,13 @@ The chooser, ``(conv args, ic_bn, oc_bn) -> knobs | None``, is the backend's (th
 reads the tuning records and the size rule, ``codegen_llvm/conv_strategies.py``): the
 pass only rewrites.
 
+A deliberate difference from a direct convolution (as in every Winograd implementation,
+cuDNN's and TVM's too): a tile's outputs are computed from all its inputs together, so a
+NaN or infinite input makes NaN every output of the tiles that read it, not only those
+whose 3x3 window holds it, and rounding differs slightly (F(4x4) loses about a decimal
+digit). ``PassContext(disabled_pass=["transform_winograd_weights"])`` keeps every
+convolution direct.
+
 Why at compile time: transforming in the kernel costs ``36 C O`` values a call, which on
 large layers (512 channels: 9.4 M values) outweighs much of what Winograd saves, and
 its unrolled ``G w G^T`` stage was the slowest stage of the kernel to compile (0.7 of

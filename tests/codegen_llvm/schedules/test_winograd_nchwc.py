@@ -214,3 +214,26 @@ def test_op_refuses_weights_that_do_not_fit():
             op.infer_types([x, TensorType(bad, "float32")], attrs)
     with pytest.raises(ArgumentError, match="bias"):
         op.infer_types([x, good, TensorType((2, 16), "float32")], attrs)
+
+
+def test_nan_spreads_over_a_tile_and_the_pass_can_be_disabled(rng):  # noqa: ANN001
+    """A documented difference from a direct convolution: Winograd mixes a tile's inputs,
+    so a NaN input makes NaN every output of the tiles that read it (a superset of
+    onnxruntime's NaN outputs; the other outputs still match). Disabling
+    ``transform_winograd_weights`` gives onnxruntime's NaN positions exactly."""
+    from ember.transform import PassContext
+
+    model, feeds = _model(rng, 32, 32, 16, 16)
+    feeds["x"][0, 3, 5, 9] = np.nan
+    want = run_ort(model, feeds)[0]
+    lib = ember.compile(model, target="llvm")
+    assert any(n.op == "conv_winograd_nchwc" for n in lib.graph.nodes)
+    got = lib.run(feeds)[0]
+    assert np.isnan(got).sum() > np.isnan(want).sum() and np.isnan(got)[np.isnan(want)].all()
+    finite = ~np.isnan(got)
+    np.testing.assert_allclose(got[finite], want[finite], **_tol(32))
+    with PassContext(disabled_pass=["transform_winograd_weights"]):
+        direct = ember.compile(model, target="llvm")
+    assert not any(n.op == "conv_winograd_nchwc" for n in direct.graph.nodes)
+    out = direct.run(feeds)[0]
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
