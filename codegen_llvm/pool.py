@@ -27,7 +27,7 @@ null, calls libgomp as before). The call:
   threads still inside the job that lasts longer than the caller's own call (and over
   ``STALL``, 50 us), so one of them was preempted holding a part while another process has
   its core. On a two-core machine shared with a busy process, such waits took a small
-  CNN's run from 0.29 ms (one thread's time) to a median 0.46-0.57 ms; a thread on a free
+  CNN's runs from 0.29 ms (one thread's time) to a median 0.42-0.57 ms; a thread on a free
   core never waits that long, so a quiet machine keeps its threads.
 
 Linux only (futex, ``pthread_create``); elsewhere :func:`launcher_address` returns 0 and
