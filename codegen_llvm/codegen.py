@@ -41,7 +41,7 @@ from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, roun
 from ember.codegen_llvm.cpu_intrinsics import CpuFacts
 from ember.codegen_llvm.emitter import NUM_THREADS_GLOBAL, FunctionState
 from ember.codegen_llvm.loop_hints import loop_hints, minmax_reduction_loops
-from ember.codegen_llvm.parallel import emit_parallel_for
+from ember.codegen_llvm.parallel import emit_parallel_for, runs_serially
 from ember.errors import InternalError, LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
@@ -302,7 +302,7 @@ class CodeGenLLVM(Visitor):
                 f"loop '{s.loop_var.name}' in '{self.func_name}' is bound to GPU thread axis "
                 f"'{s.thread_tag}', which the CPU target 'llvm' cannot run; build for 'cuda'"
             )
-        if s.kind is S.ForKind.PARALLEL and not self.state.in_parallel:
+        if s.kind is S.ForKind.PARALLEL and not self.state.in_parallel and not runs_serially(s):
             emit_parallel_for(self, s)
             return
         b = self.builder

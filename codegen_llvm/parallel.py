@@ -8,28 +8,31 @@ three pieces:
   running iterations ``[begin, end)``; its buffer arguments are ``noalias``
   like the kernel's own, which LLVM keeps as alias scopes if it inlines it;
 * a *worker* ``void f.parK(ptr closure)`` that each thread runs: it reads the
-  captured values from the closure and takes chunks of the range from a shared
-  counter in the closure (an ``atomicrmw add``) until none is left, calling the
-  body on each. A thread the OS preempts holds up the others by one chunk at most:
-  its siblings take over the rest, where a static share per thread made the whole
-  team wait for the slowest. Chunks are about ``1 / CHUNKS_PER_THREAD`` of a
-  thread's share, and at least ``MIN_CHUNK_WORK`` operations
-  (:mod:`ember.codegen_llvm.parallel_work`);
-* at the loop's place, a closure struct ``{status*, min, extent, counter, chunk,
-  captured...}`` on the stack and a call ``launch(worker, &closure, num_threads)``
-  through the module global ``__ember_parallel_launch``, which the runtime points at
-  Ember's pool (:mod:`ember.codegen_llvm.pool`); where it is null (a library called
-  from C without Ember's runtime, or ``EMBER_THREAD_POOL=gomp``) the call is
-  ``GOMP_parallel(worker, &closure, num_threads, 0)``. ``num_threads`` is the module
-  global ``__ember_num_threads`` the runtime sets (0: libgomp's default). A failing
-  assert in any thread stores its code into the shared status (and stops the others
-  taking chunks), which the caller returns after the threads are done. The calling
-  thread works too.
+  captured values from the closure and takes parts of the range from a shared counter in
+  the closure (an ``atomicrmw add``) until none is left, calling the body on each. A
+  thread the OS preempts holds up the others by one part at most: its siblings take over
+  the rest, where a static share per thread made the whole team wait for the slowest.
+  :func:`ember.codegen_llvm.parallel_work.partition` sizes them: up to
+  ``CHUNKS_PER_THREAD`` parts a thread, each at least ``MIN_CHUNK_WORK`` operations,
+  their number a multiple of the team and their sizes within one iteration of each
+  other, so two threads get the same work;
+* at the loop's place, a closure struct ``{status*, min, extent, counter, parts,
+  captured...}`` on the stack and a call ``launch(worker, &closure, team)`` through the
+  module global ``__ember_parallel_launch``, which the runtime points at Ember's pool
+  (:mod:`ember.codegen_llvm.pool`); where it is null (a library called from C without
+  Ember's runtime, or ``EMBER_THREAD_POOL=gomp``) the call is
+  ``GOMP_parallel(worker, &closure, team, 0)``. ``team`` is the module global
+  ``__ember_num_threads`` the runtime sets (0: libgomp's default), less where the loop
+  has too few iterations to give every thread a part. A failing assert in any thread
+  stores its code into the shared status (and stops the others taking parts), which the
+  caller returns after the threads are done. The calling thread works too.
 
-No region is opened, and the caller runs the body over the whole range itself, when
-the runtime asks for one thread or when the loop's work (extent times the operations
-of one iteration) is below ``MIN_PARALLEL_WORK``: decided at compile time where the
-extent is a constant (the launch then folds away), by a compare at run time otherwise.
+No region is opened, and the caller runs the body over the whole range itself, when the
+runtime asks for one thread, when the partition leaves one thread, or when the loop's
+work (extent times the operations of one iteration) is below ``MIN_PARALLEL_WORK``. Where
+the extent is a constant and that holds for any thread count, the loop is not outlined at
+all (:func:`runs_serially`): the code generator emits it as a serial loop, and a parallel
+loop nested in it may take the threads instead.
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ def _closure_type(loop: S.For, captured: list[E.Var]) -> ir.LiteralStructType:
     return ir.LiteralStructType([PTR, iv, iv, I64, I64] + [_arg_type(v) for v in captured])
 
 
-_N_FIXED = 5  # closure fields before the captured values: status, min, extent, counter, chunk
+_N_FIXED = 5  # closure fields before the captured values: status, min, extent, counter, parts
 LAUNCH_GLOBAL = LAUNCH_SYMBOL  # ptr the runtime sets to Ember's pool; null: libgomp
 
 
@@ -172,36 +175,70 @@ def _emit_worker(
     ]
     status, lo, extent = values[:3]
     counter = _field(b, ty, closure, 3)
-    chunk = b.load(_field(b, ty, closure, 4), typ=I64, name="chunk")
+    parts = b.load(_field(b, ty, closure, 4), typ=I64, name="parts")
     iv = lo.type
     n = b.sext(extent, I64) if iv.width < 64 else extent
-    smin = declare_intrinsic(cg.module, "llvm.smin", I64, 2)
     head = b.append_basic_block("take")
     run = b.append_basic_block("run")
     done = b.append_basic_block("done")
     b.branch(head)
     b.position_at_end(head)
-    start = b.atomic_rmw("add", counter, chunk, "monotonic", name="start")
-    b.cbranch(b.icmp_signed("<", start, n), run, done)
+    part = b.atomic_rmw("add", counter, ir.Constant(I64, 1), "monotonic", name="part")
+    b.cbranch(b.icmp_signed("<", part, parts), run, done)
     b.position_at_end(run)
-    end = b.call(smin, [b.add(start, chunk), n])
+    # part p is [p * n / parts, (p + 1) * n / parts): sizes within one iteration
+    start = b.udiv(b.mul(part, n), parts, name="begin")
+    end = b.udiv(b.mul(b.add(part, ir.Constant(I64, 1)), n), parts, name="end")
     if iv.width < 64:
         start, end = b.trunc(start, iv), b.trunc(end, iv)
     rc = b.call(body, values[3:] + [b.add(lo, start), b.add(lo, end)])
     with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
         # any failing thread's code will do; atomic so concurrent writers do not race
         b.atomic_rmw("xchg", status, rc, "monotonic")
-        b.atomic_rmw("xchg", counter, n, "monotonic")  # the others take no more chunks
+        b.atomic_rmw("xchg", counter, parts, "monotonic")  # the others take no more parts
     b.branch(head)
     b.position_at_end(done)
     b.ret_void()
     return fn
 
 
+def runs_serially(loop: S.For) -> bool:
+    """Whether parallel ``loop`` runs on the calling thread at any thread count: its extent
+    is a constant too small to give two threads a part each
+    (:func:`ember.codegen_llvm.parallel_work.partition`) or below the small-work cut-off.
+    Such a loop is emitted as a serial one, not outlined."""
+    if not isinstance(loop.extent, E.IntImm):
+        return False
+    work = parallel_work.iteration_work(loop)
+    least = parallel_work.min_chunk(work)
+    return loop.extent.value < max(2 * least, parallel_work.serial_below(work))
+
+
+def emit_partition(
+    module: ir.Module, b: ir.IRBuilder, n: ir.Value, threads: ir.Value, least: int
+) -> tuple[ir.Value, ir.Value]:
+    """``parallel_work.partition(n, threads, least)`` in IR: ``(team, parts)`` as i64 from
+    an i64 extent ``n`` > 0 and the i32 thread count ``threads`` (0: libgomp's default)."""
+    smin = declare_intrinsic(module, "llvm.smin", I64, 2)
+    smax = declare_intrinsic(module, "llvm.smax", I64, 2)
+    asked = b.sext(threads, I64)
+    default = ir.Constant(I64, parallel_work.DEFAULT_TEAM)
+    asked = b.select(b.icmp_signed(">", asked, ir.Constant(I64, 0)), asked, default)
+    least = max(1, least)
+    team = b.call(smin, [asked, b.sdiv(n, ir.Constant(I64, least))], name="team")
+    share = b.sdiv(n, b.mul(b.call(smax, [team, ir.Constant(I64, 1)]), ir.Constant(I64, least)))
+    per = b.call(smin, [share, ir.Constant(I64, parallel_work.CHUNKS_PER_THREAD)])
+    per = b.call(smax, [per, ir.Constant(I64, 1)])
+    alone = b.icmp_signed("<=", team, ir.Constant(I64, 1))
+    one = ir.Constant(I64, 1)
+    team = b.select(alone, one, team)
+    return team, b.select(alone, one, b.mul(team, per), name="parts")
+
+
 def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
     """Replace ``loop`` by a launch of its outlined body on the runtime's pool (libgomp's
     team where none is set), or a call of the body on the whole range where one thread is
-    asked for or the work is small."""
+    asked for, the partition leaves one, or the work is small."""
     captured = captured_vars(loop)
     missing = [v.name for v in captured if v not in cg.state.vars]
     if missing:
@@ -223,20 +260,24 @@ def emit_parallel_for(cg: Emitter, loop: S.For) -> None:
     values = [cg.state.vars[v] for v in captured]
     with b.if_then(b.icmp_signed(">", extent, ir.Constant(extent.type, 0))):
         threads = b.load(cg.module.get_global(NUM_THREADS_GLOBAL), typ=I32)
-        serial = b.icmp_signed("==", threads, ir.Constant(I32, 1))
         work = parallel_work.iteration_work(loop)
+        n = b.sext(extent, I64) if extent.type.width < 64 else extent
+        team, parts = emit_partition(cg.module, b, n, threads, parallel_work.min_chunk(work))
+        serial = b.icmp_signed("==", team, ir.Constant(I64, 1), name="serial")
         below = parallel_work.serial_below(work)
         if below > 0:
             small = b.icmp_signed("<", extent, ir.Constant(extent.type, below))
             serial = b.or_(serial, small, name="serial")
-        with b.if_else(serial) as (alone, team):
+        with b.if_else(serial) as (alone, together):
             with alone:
                 rc = b.call(body, values + [lo, b.add(lo, extent)])
                 with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
                     cg.emit_error_return(rc)
-            with team:
-                least = parallel_work.min_chunk(work)
-                _launch(cg, worker, (ty, closure, status), [lo, extent, *values], threads, least)
+            with together:
+                # libgomp's default count stays its own (0); else the partition's team
+                default = b.icmp_signed("==", threads, ir.Constant(I32, 0))
+                team = b.select(default, threads, b.trunc(team, I32), name="team")
+                _launch(cg, worker, (ty, closure, status), [lo, extent, *values], team, parts)
 
 
 class _FunctionPointer(ir.LoadInstr):
@@ -266,25 +307,16 @@ def _launch(
     worker: ir.Function,
     closure: tuple[ir.LiteralStructType, ir.Value, ir.Value],
     values: list[ir.Value],
-    threads: ir.Value,
-    least: int,
+    team: ir.Value,
+    parts: ir.Value,
 ) -> None:
     """Fill the closure (type, pointer, status cell) with ``values`` (min, extent, the
-    captured values) and a chunk size of at least ``least`` iterations, and run ``worker``
-    on the pool the runtime set, else on libgomp."""
+    captured values) and the number of ``parts``, and run ``worker`` on ``team`` threads
+    of the pool the runtime set, else of libgomp."""
     b = cg.builder
     ty, ptr, status = closure
-    extent = values[1]
-    n = b.sext(extent, I64) if extent.type.width < 64 else extent
-    # chunk: a CHUNKS_PER_THREAD-th of a thread's share (threads 0 is libgomp's default:
-    # assume 8), at least MIN_CHUNK_WORK operations
-    team = b.sext(threads, I64)
-    team = b.select(b.icmp_signed(">", team, ir.Constant(I64, 0)), team, ir.Constant(I64, 8))
-    per = b.mul(team, ir.Constant(I64, parallel_work.CHUNKS_PER_THREAD))
-    smax = declare_intrinsic(cg.module, "llvm.smax", I64, 2)
-    chunk = b.call(smax, [b.sdiv(n, per), ir.Constant(I64, least)], name="chunk")
     b.store(ir.Constant(I32, 0), status)
-    fields = [status, *values[:2], ir.Constant(I64, 0), chunk, *values[2:]]
+    fields = [status, *values[:2], ir.Constant(I64, 0), parts, *values[2:]]
     for i, value in enumerate(fields):
         b.store(value, _field(b, ty, ptr, i))
     pool_run = ir.FunctionType(VOID, [PTR, PTR, I32])
@@ -292,10 +324,10 @@ def _launch(
     b._insert(launch)  # what IRBuilder.load does, with the subclass
     with b.if_else(b.icmp_unsigned("!=", launch, ir.Constant(PTR, None))) as (pool, gomp):
         with pool:
-            b.call(launch, [worker, ptr, threads])
+            b.call(launch, [worker, ptr, team])
         with gomp:
             fn = declare(cg.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-            b.call(fn, [worker, ptr, threads, ir.Constant(I32, 0)])
+            b.call(fn, [worker, ptr, team, ir.Constant(I32, 0)])
     rc = b.load(status, typ=I32)
     with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
         cg.emit_error_return(rc)

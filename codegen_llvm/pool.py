@@ -22,21 +22,30 @@ null, calls libgomp as before). The call:
   thread waiting for its core gets it, then sleeps on a futex; the caller waits for
   joined threads the same way;
 * a second caller while the pool is busy (another Python thread, a pool thread) runs the
-  worker alone, and a process forked from one with threads starts new ones.
+  worker alone, and a process forked from one with threads starts new ones;
+* after a *stall* the caller runs jobs alone for ``BACKOFF`` (10 ms): a stall is a wait for
+  threads still inside the job that lasts longer than the caller's own call (and over
+  ``STALL``, 50 us), so one of them was preempted holding a part while another process has
+  its core. On a two-core machine shared with a busy process, such waits took a small
+  CNN's runs from 0.29 ms (one thread's time) to a median 0.42-0.57 ms; a thread on a free
+  core never waits that long, so a quiet machine keeps its threads.
 
 Linux only (futex, ``pthread_create``); elsewhere :func:`launcher_address` returns 0 and
 modules use libgomp. ``EMBER_THREAD_POOL=gomp`` selects libgomp everywhere;
 ``EMBER_POOL_SPIN`` and ``EMBER_POOL_JOIN_SPIN`` (rounds, read when this module loads)
 change how long idle threads and a waiting caller spin before they sleep: 0 on a machine
 shared with busier work, more where kernels are called with long gaps between them.
+``EMBER_POOL_BACKOFF_US`` sets the time alone after a stall (0: never alone).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import sys
 import threading
+from typing import Any
 
 from ember.codegen_llvm import jit
 from ember.runtime import threads
@@ -56,6 +65,10 @@ def _rounds(name: str, default: int) -> int:
 SPIN_ROUNDS = _rounds("EMBER_POOL_SPIN", 4096)
 JOIN_SPIN_ROUNDS = _rounds("EMBER_POOL_JOIN_SPIN", 4096)
 YIELD_EVERY = 16  # rounds between sched_yield calls while spinning
+# A wait for threads still inside a job, longer than the caller's own call and than
+# STALL_NS, is a stall; the caller then runs jobs alone for BACKOFF_NS.
+STALL_NS = 50_000
+BACKOFF_NS = _rounds("EMBER_POOL_BACKOFF_US", 10_000) * 1000
 MAX_THREADS = 256
 
 _IR = """
@@ -69,14 +82,29 @@ _IR = """
 @sleepers = internal global i32 0
 @waiting = internal global i32 0
 @owner = internal global i32 0
+@ember_pool_calm_until = global i64 0
+@ember_pool_backoff_ns = global i64 {backoff_ns}
 
 declare i64 @syscall(i64, ...)
 declare i32 @sched_yield()
 declare i32 @getpid()
+declare i32 @clock_gettime(i32, ptr)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
 declare i32 @sigfillset(ptr)
 declare i32 @pthread_sigmask(i32, ptr, ptr)
+
+define internal i64 @now_ns() {
+entry:
+  %ts = alloca { i64, i64 }, align 8
+  %0 = call i32 @clock_gettime(i32 1, ptr %ts)
+  %s = load i64, ptr %ts, align 8
+  %nsp = getelementptr inbounds { i64, i64 }, ptr %ts, i32 0, i32 1
+  %ns = load i64, ptr %nsp, align 8
+  %sns = mul i64 %s, 1000000000
+  %t = add i64 %sns, %ns
+  ret i64 %t
+}
 
 define internal void @relax(i32 %i) {
 entry:
@@ -185,7 +213,13 @@ ran:
 define void @ember_pool_run(ptr %fn, ptr %arg, i32 %n) {
 entry:
   %many = icmp sgt i32 %n, 1
-  br i1 %many, label %owned, label %alone
+  br i1 %many, label %calm, label %alone
+calm:
+  ; after a stall (see %judge) the caller works alone for a while
+  %tnow = call i64 @now_ns()
+  %until = load atomic i64, ptr @ember_pool_calm_until monotonic, align 8
+  %stalled = icmp slt i64 %tnow, %until
+  br i1 %stalled, label %alone, label %owned
 alone:
   call void %fn(ptr %arg)
   ret void
@@ -257,12 +291,13 @@ work:
   %none = icmp eq i32 %busyhelpers, 0
   br i1 %none, label %unlock, label %join
 join:
+  %closed = call i64 @now_ns()
   br label %jspin
 jspin:
   %i = phi i32 [ 0, %join ], [ %i1, %jagain ]
   %e = load atomic i32, ptr @entry seq_cst, align 4
   %zero = icmp eq i32 %e, 0
-  br i1 %zero, label %unlock, label %jagain
+  br i1 %zero, label %judge, label %jagain
 jagain:
   call void @relax(i32 %i)
   %i1 = add i32 %i, 1
@@ -280,6 +315,24 @@ jblock:
   br label %jcheck
 jdone:
   store atomic i32 0, ptr @waiting seq_cst, align 4
+  br label %judge
+judge:
+  ; a stall: the threads still inside took longer after the caller was done than the
+  ; caller's whole call (and over {stall_ns} ns), so one was preempted holding a part;
+  ; its core is taken, and for @ember_pool_backoff_ns the caller runs jobs alone
+  %tdone = call i64 @now_ns()
+  %waited = sub i64 %tdone, %closed
+  %worked = sub i64 %closed, %tnow
+  %long = icmp sgt i64 %waited, %worked
+  %over = icmp sgt i64 %waited, {stall_ns}
+  %stall = and i1 %long, %over
+  %bo = load atomic i64, ptr @ember_pool_backoff_ns monotonic, align 8
+  %backoff = icmp sgt i64 %bo, 0
+  %calmdown = and i1 %stall, %backoff
+  br i1 %calmdown, label %quiet, label %unlock
+quiet:
+  %later = add i64 %tdone, %bo
+  store atomic i64 %later, ptr @ember_pool_calm_until monotonic, align 8
   br label %unlock
 unlock:
   store atomic i32 0, ptr @busy seq_cst, align 4
@@ -300,6 +353,8 @@ def pool_ir(machine: str) -> str:
         "yield_every": YIELD_EVERY,
         "yield_last": YIELD_EVERY - 1,
         "max_threads": MAX_THREADS,
+        "stall_ns": STALL_NS,
+        "backoff_ns": BACKOFF_NS,
     }
     ir = _IR
     for name, value in values.items():
@@ -308,7 +363,7 @@ def pool_ir(machine: str) -> str:
 
 
 _lock = threading.Lock()
-_built: list[tuple[object, int]] = []  # (engine, address): the engine owns the pool's code
+_built: list[tuple[Any, int]] = []  # (engine, address): the engine owns the pool's code
 
 
 def launcher_address() -> int:
@@ -323,6 +378,18 @@ def launcher_address() -> int:
             _, engine, _ = jit.compile_ir(pool_ir(machine), spec)
             _built.append((engine, int(engine.get_function_address("ember_pool_run"))))
         return _built[0][1]
+
+
+def set_backoff(seconds: float) -> None:
+    """How long a caller runs jobs alone after a stall (0: never; the default is
+    ``EMBER_POOL_BACKOFF_US`` or 10 ms); also ends a backoff in progress. A no-op where
+    the pool is unsupported."""
+    if not launcher_address():
+        return
+    engine = _built[0][0]
+    values = {"ember_pool_backoff_ns": int(seconds * 1e9), "ember_pool_calm_until": 0}
+    for name, value in values.items():
+        ctypes.c_int64.from_address(engine.get_global_value_address(name)).value = value
 
 
 threads.register_pool(launcher_address)

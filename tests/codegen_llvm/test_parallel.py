@@ -22,8 +22,10 @@ PAR = S.ForKind.PARALLEL
 
 @pytest.fixture(autouse=True)
 def always_fork(monkeypatch):
-    """These loops are small: open a parallel region for them all the same."""
+    """These loops are small: open a parallel region for them all the same (no work
+    cut-off, and parts of one iteration may go to each thread)."""
     monkeypatch.setattr(parallel_work, "MIN_PARALLEL_WORK", 0)
+    monkeypatch.setattr(parallel_work, "MIN_CHUNK_WORK", 1)
 
 
 @pytest.fixture(params=[1, 2], ids=lambda n: f"{n}threads")

@@ -63,3 +63,15 @@ def test_conv_benchmark_script_checks_every_template_and_tunes(monkeypatch, caps
     for name in ("direct fallback", "NCHWc fallback", "winograd fallback", "nchwc tuned (3"):
         assert name in out
     assert "vs onnxruntime" in out
+
+
+def test_profile_script_compares_thread_counts(monkeypatch, capsys):
+    """``--threads 1,2``: every step's time at each count, by turns, and the speedup."""
+    argv = ["profile_model.py", "--model", "cnn", "--quick", "--threads", "1,2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--rounds", "1", "--number", "1"])
+    monkeypatch.syspath_prepend(str(BENCH))
+    runpy.run_path(str(BENCH / "profile_model.py"), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["#", "ops", "1t", "ms", "2t", "ms", "2t/1t"]
+    assert any(line.split()[1:2] == ["conv+relu"] for line in lines[1:])
+    assert lines[-1].split()[0] == "run" and re.fullmatch(r"\d+\.\d\dx", lines[-1].split()[-1])
