@@ -275,7 +275,7 @@ def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[
     N, C, H, W, O, _, _ = wargs
     with using_config(cfg):
         m, tiles = winograd.define_winograd_knobs(N, C, H, W, O)
-    return {"m": m, "mr": tiles.mr, "nr": tiles.nr, "ku": tiles.ku, "nc_panels": tiles.nc_panels}
+    return winograd.knob_attrs(m, tiles)
 
 
 def winograd_blocked_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:

@@ -50,9 +50,10 @@ def _tagged(s: Schedule, tag: str) -> list[ComputeOp]:
     return [st.op for st in list(s.stages) if isinstance(st.op, ComputeOp) and st.op.tag == tag]
 
 
-def _sole_nchw_output(outputs: list[Any], conv: Tensor) -> Tensor | None:
-    """The group's one 4-D output, where ``conv`` is the only reduction it reads."""
-    if len(outputs) != 1 or outputs[0].ndim != 4:
+def _sole_nchw_output(outputs: list[Any], conv: Tensor, ndim: int = 4) -> Tensor | None:
+    """The group's one ``ndim``-D output (4: NCHW, 5: NCHW[c]), where ``conv`` is the only
+    reduction it reads."""
+    if len(outputs) != 1 or outputs[0].ndim != ndim:
         return None
     out = outputs[0]
     reduces = [t for t in producers(out) if getattr(t.op, "reduce_axis", ())]
@@ -126,11 +127,9 @@ def winograd_nchwc(s: Schedule, outputs: list[Any]) -> set[int]:
     """The blocked Winograd GEMM with the group's one 5-D (NCHWc) output reading it."""
     done: set[int] = set()
     for op in _tagged(s, "winograd_gemm"):
-        if len(outputs) != 1 or outputs[0].ndim != 5:
-            continue
-        reduces = [t for t in producers(outputs[0]) if getattr(t.op, "reduce_axis", ())]
-        if [t.op for t in reduces] == [op]:
-            done |= winograd.schedule_winograd_output(s, outputs[0])
+        out = _sole_nchw_output(outputs, op.output(0), ndim=5)
+        if out is not None:
+            done |= winograd.schedule_winograd_output(s, out)
     return done
 
 

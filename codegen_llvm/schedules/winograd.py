@@ -53,11 +53,7 @@ from ember.codegen_llvm.schedules.matmul import GemmTiles, define_gemm_knobs, sc
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp, Tensor
-from ember.tir.topi.winograd import (
-    WinogradShape,
-    winograd_conv2d,
-    winograd_weights,
-)
+from ember.tir.topi.winograd import WinogradShape, winograd_conv2d, winograd_weights
 from ember.tuner.template import get_config, template, using_config
 
 ACC_LANES = 28 * 16  # accumulator lanes of the micro-kernel: 28 AVX-512 float registers
@@ -86,8 +82,13 @@ def winograd_conv(
     """The template's compute from the transformed weights ``U`` on
     (:func:`~ember.tir.topi.winograd.winograd_conv2d`), the GEMM tagged with the knobs
     ``tiles`` of the micro-kernel that schedules it."""
-    knobs = {"m": g.m, "mr": tiles.mr, "nr": tiles.nr, "ku": tiles.ku, "nc_panels": tiles.nc_panels}
-    return winograd_conv2d(X, U, bias, g, knobs)
+    return winograd_conv2d(X, U, bias, g, knob_attrs(g.m, tiles))
+
+
+def knob_attrs(m: int, tiles: GemmTiles) -> dict[str, int]:
+    """The GEMM op's attrs (and a blocked Winograd node's knobs): tile size ``m`` and the
+    micro-kernel ``tiles``, which :func:`schedule_winograd` reads back."""
+    return {"m": m, "mr": tiles.mr, "nr": tiles.nr, "ku": tiles.ku, "nc_panels": tiles.nc_panels}
 
 
 def schedule_winograd(s: Schedule, out: Tensor, M: Tensor) -> None:

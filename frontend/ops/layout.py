@@ -102,8 +102,8 @@ def conv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 WINOGRAD_KNOBS = ("m", "mr", "nr", "ku", "nc_panels")
 
 
-def _winograd_shape(x: Any, attrs: dict[str, Any]) -> WinogradShape:
-    N, _, H, W, _ = x.shape
+def _winograd_shape(x_shape: Sequence[int], attrs: dict[str, Any]) -> WinogradShape:
+    N, _, H, W, _ = x_shape
     C, O = attrs["in_channels"], attrs["channels"]
     return WinogradShape(N, C, H, W, O, tuple(attrs["pads"]), attrs["m"])
 
@@ -116,7 +116,7 @@ def _infer_conv_winograd_nchwc(types: Types, attrs: dict[str, Any]) -> list[Tens
     xs, us = [int(d) for d in x.shape], [int(d) for d in u.shape]  # static (checked above)
     if us[3] != xs[1] * xs[4] or us[4] != attrs["nr"]:
         raise ArgumentError(f"conv_winograd_nchwc: weights {u} do not fit input {x}")
-    g = _winograd_shape(x, attrs)
+    g = _winograd_shape(xs, attrs)
     if us[2] * us[4] < blocks(g.O, ob) * ob:
         raise ArgumentError(f"conv_winograd_nchwc: weights {u} hold fewer than {g.O} outputs")
     if len(types) > 2 and types[2].shape != (blocks(g.O, ob), ob):
@@ -131,8 +131,7 @@ def conv_winograd_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[An
     """A blocked 3x3 stride-1 convolution by Winograd, on weights transformed at compile time."""
     x = inputs[0]
     bias = inputs[2] if len(inputs) > 2 else None
-    shape = TensorType(tuple(int(getattr(d, "value", d)) for d in x.shape), str(x.dtype))
-    g = _winograd_shape(shape, attrs)
+    g = _winograd_shape([int(getattr(d, "value", d)) for d in x.shape], attrs)
     knobs = {k: attrs[k] for k in WINOGRAD_KNOBS}
     return [winograd_conv2d_nchwc(x, inputs[1], bias, g, attrs["out_block"], knobs)]
 

@@ -18,14 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import graph_pass
-
-
-def _fresh(base: str, taken: dict[str, Value]) -> str:
-    name = base
-    while name in taken:
-        name += "_"
-    return name
+from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 
 
 def _takes(node: Node, graph: Graph) -> bool:
@@ -46,7 +39,7 @@ def conv1d_as_2d(graph: Graph) -> Graph:
     replaced: set[str] = set()
 
     def value(base: str, shape: tuple, dtype: str) -> str:
-        name = _fresh(base, values)
+        name = fresh_name(base, values)
         values[name] = Value(name, TensorType(tuple(shape), dtype))
         return name
 

@@ -16,7 +16,7 @@ called as ``fuse_ops(graph)``); :func:`as_graph_pass` takes what a user hands
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ember.errors import ArgumentError, InternalError
@@ -24,6 +24,15 @@ from ember.frontend.graph import Graph, format_graph
 from ember.tir.transform.runner import IRKind, Pass
 
 GraphFn = Callable[[Graph], Graph]
+
+
+def fresh_name(base: str, taken: Mapping[str, object]) -> str:
+    """``base``, or ``base`` with underscores appended until no key of ``taken`` has it:
+    the name of a value or param a pass adds."""
+    name = base
+    while name in taken:
+        name += "_"
+    return name
 
 
 def _verify(graph: Graph, after: str) -> None:

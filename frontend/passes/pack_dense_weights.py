@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import graph_pass
+from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 
 PANEL_WIDTHS = (16, 32, 64)
 
@@ -34,13 +34,6 @@ def pack_panels(w: np.ndarray, nr: int) -> np.ndarray:
     padded = np.zeros((k, panels * nr), dtype=w.dtype)
     padded[:, :n] = w
     return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
-
-
-def _fresh(base: str, values: dict[str, Value]) -> str:
-    name = base
-    while name in values:
-        name += "_"
-    return name
 
 
 def _weights(node: Node, graph: Graph) -> np.ndarray | None:
@@ -74,12 +67,12 @@ def pack_dense_weights(graph: Graph) -> Graph:
         changed = True
         k, n = w.shape
         packed = pack_panels(w, panel_width(n))
-        pname = _fresh(f"{node.inputs[1]}_panels", values)
+        pname = fresh_name(f"{node.inputs[1]}_panels", values)
         params[pname] = packed
         values[pname] = Value(pname, TensorType(tuple(packed.shape), "float32"))
         out = node.outputs[0]
         has_c = node.op == "gemm" and len(node.inputs) > 2
-        prod = _fresh(f"{out}_prod", values) if has_c else out
+        prod = fresh_name(f"{out}_prod", values) if has_c else out
         values[prod] = values[out] if not has_c else Value(prod, values[out].type)
         nodes.append(
             replace(
@@ -94,7 +87,7 @@ def pack_dense_weights(graph: Graph) -> Graph:
             c = node.inputs[2]
             if node.attrs["beta"] != 1.0:
                 scaled = (params[c] * np.float32(node.attrs["beta"])).astype(np.float32)
-                c = _fresh(f"{c}_beta", values)
+                c = fresh_name(f"{c}_beta", values)
                 params[c] = scaled
                 values[c] = Value(c, TensorType(tuple(scaled.shape), "float32"))
             nodes.append(Node("add", node.name, (prod, c), (out,), {}, node.op_type))

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import graph_pass
+from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 from ember.tir.topi.winograd import winograd_weights_numpy
 from ember.tir.topi.workload import Conv2DWorkload
 from ember.tir.transform.runner import Pass
@@ -67,14 +67,12 @@ def transform_winograd_weights_with(choose: WinogradChooser) -> Pass:
         for node in graph.nodes:
             args = _args(node, graph)
             w = graph.params[node.inputs[1]] if args is not None else None
-            knobs = None if w is None else choose(args, w.shape[4], w.shape[5])  # type: ignore[arg-type]
+            knobs = None if args is None or w is None else choose(args, w.shape[4], w.shape[5])
             if w is None or knobs is None:
                 nodes.append(node)
                 continue
             U = winograd_weights_numpy(w, knobs["m"], knobs["nr"])
-            name = node.inputs[1] + "_winograd"
-            while name in values:
-                name += "_"
+            name = fresh_name(node.inputs[1] + "_winograd", values)
             values[name] = Value(name, TensorType(U.shape, str(U.dtype)))
             params[name] = U
             replaced.add(node.inputs[1])

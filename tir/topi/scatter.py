@@ -132,8 +132,8 @@ def cumsum(X: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
     b = math.isqrt(n - 1) + 1 if n > 1 else 1
     nb = -(-n // b)
 
-    def at(p: Sequence[E.PrimExpr], pos: E.PrimExpr) -> E.PrimExpr:
-        return X[(*p[:axis], pos, *p[axis + 1 :])]
+    def at(p: Sequence[E.PrimExpr], pos: E.PrimExpr, T: Tensor = X) -> E.PrimExpr:
+        return T[(*p[:axis], pos, *p[axis + 1 :])]
 
     t = te.reduce_axis((0, b), "t")
 
@@ -159,7 +159,7 @@ def cumsum(X: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
     def earlier(*p: E.PrimExpr) -> E.PrimExpr:
         i = p[axis]
         before = q.var > i // b if reverse else q.var < i // b
-        return te.sum(totals[(*p[:axis], q.var, *p[axis + 1 :])], axis=q, where=before)
+        return te.sum(at(p, q.var, totals), axis=q, where=before)
 
     part = te.compute(src, within, name="cumsum_within")
     blocks = te.compute(src, earlier, name="cumsum_before")

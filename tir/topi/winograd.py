@@ -135,18 +135,26 @@ class WinogradShape:
         return t // (self.TH * self.TW), (t // self.TW) % self.TH, t % self.TW
 
 
-def winograd_input(X: Tensor, g: WinogradShape) -> Tensor:
-    """``V[e1, e2, c, t]``: the transformed input tiles (via the zero-padded copy)."""
-    dtype = X.dtype
+def _padded(X: Tensor, g: WinogradShape) -> Tensor:
+    """``X_pad``: ``X`` (NCHW, or blocked NCHW[c] with its lanes last) zero-padded to whole
+    ``m x m`` tiles plus the 2-pixel halo, a stage of its own (tag ``pad``)."""
+    shape = [int(d.value) for d in X.shape]  # type: ignore[attr-defined]
     rows, cols = g.TH * g.m + 2, g.TW * g.m + 2
 
-    def pad(n, c, h, w):  # noqa: ANN001, ANN202
+    def pad(*p: E.PrimExpr) -> E.PrimExpr:  # (n, c, h, w) and the lane where blocked
+        n, c, h, w, *lane = p
         y, x = h - g.pt, w - g.pl
         inside = E.logical_and(E.logical_and(y >= 0, y < g.H), E.logical_and(x >= 0, x < g.W))
         yy, xx = E.max_(E.min_(y, g.H - 1), 0), E.max_(E.min_(x, g.W - 1), 0)
-        return E.select(inside, X[n, c, yy, xx], E.const(0, dtype))
+        return E.select(inside, X[(n, c, yy, xx, *lane)], E.const(0, X.dtype))
 
-    Xp = te.compute((g.N, g.C, rows, cols), pad, name="X_pad", tag="pad")
+    return te.compute((*shape[:2], rows, cols, *shape[4:]), pad, name="X_pad", tag="pad")
+
+
+def winograd_input(X: Tensor, g: WinogradShape) -> Tensor:
+    """``V[e1, e2, c, t]``: the transformed input tiles (via the zero-padded copy)."""
+    dtype = X.dtype
+    Xp = _padded(X, g)
     BT = MATRICES[g.m][0]
 
     def transform(e1, e2, c, t):  # noqa: ANN001, ANN202
@@ -221,17 +229,9 @@ def winograd_input_nchwc(X: Tensor, g: WinogradShape) -> Tensor:
     """``V[e1, e2, t, c]``: the transformed input tiles of a blocked ``X`` (``[N, C/cb, H,
     W, cb]``), over every blocked channel (lanes past the real ones are read and meet zero
     weights), tiles as the GEMM's rows so each step broadcasts from one row."""
-    N, CB, H, W, cb = (int(d.value) for d in X.shape)  # type: ignore[attr-defined]
+    CB, cb = (int(X.shape[i].value) for i in (1, 4))  # type: ignore[attr-defined]
     dtype = X.dtype
-    rows, cols = g.TH * g.m + 2, g.TW * g.m + 2
-
-    def pad(n, c, h, w, i):  # noqa: ANN001, ANN202
-        y, x = h - g.pt, w - g.pl
-        inside = E.logical_and(E.logical_and(y >= 0, y < H), E.logical_and(x >= 0, x < W))
-        yy, xx = E.max_(E.min_(y, H - 1), 0), E.max_(E.min_(x, W - 1), 0)
-        return E.select(inside, X[n, c, yy, xx, i], E.const(0, dtype))
-
-    Xp = te.compute((N, CB, rows, cols, cb), pad, name="X_pad", tag="pad")
+    Xp = _padded(X, g)
     BT = MATRICES[g.m][0]
 
     def transform(e1, e2, t, c):  # noqa: ANN001, ANN202
