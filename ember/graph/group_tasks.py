@@ -25,6 +25,7 @@ from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import Tensor
 from ember.tuner.active_records import best_config_for, note_task_question, open_blocks
 from ember.tuner.auto import create_auto_task, register_workload
+from ember.tuner.auto.space import is_fallback_choice
 from ember.tuner.auto.task import AUTO_VERSION, RULES, workload_key
 from ember.tuner.strategy import Implementation
 from ember.tuner.task import Task, task_key
@@ -90,7 +91,7 @@ def tuned_group(io: GroupIO, backend: Backend) -> tuple[Schedule, list[Tensor]] 
         return None
     task = create_auto_task(fused_group, args, backend.target)
     cfg = best_config_for(task)
-    if cfg is None:
+    if cfg is None or is_fallback_choice(cfg):  # nothing measured beat the untuned kernel
         return None
     schedule, tensors = task.instantiate(cfg)
     return schedule, list(tensors)

@@ -18,8 +18,10 @@ from ember.graph import group_tasks, kernels
 from ember.graph.group_tasks import fused_group, group_task
 from ember.graph.groups import group_from_spec, group_spec
 from ember.tuner import tune
+from ember.tuner.auto.space import is_fallback_choice
 from ember.tuner.records import host_device_name
 from ember.tuner.result import ErrorKind, MeasureResult
+from ember.tuner.tune import fallback_entity
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -41,8 +43,9 @@ class InProcessMeasurer:
     device_name = host_device_name()
     jobs = 1
 
-    def __init__(self):
+    def __init__(self, fallback_cost=None):
         self.expected = {}
+        self.fallback_cost = fallback_cost  # reported for the untuned kernel, if set
 
     def _expected(self, task):
         if task.key not in self.expected:
@@ -68,6 +71,8 @@ class InProcessMeasurer:
                 continue
             got = [np.full_like(o, np.nan) for o in outs]
             costs = mod.time_evaluator(number=2, repeat=2)(*ins, *got).results
+            if self.fallback_cost is not None and is_fallback_choice(cfg):
+                costs = [self.fallback_cost] * len(costs)
             ok = all(np.allclose(g, o, rtol=1e-4, atol=1e-4) for g, o in zip(got, outs))
             results.append(
                 MeasureResult(tuple(costs))
@@ -126,7 +131,9 @@ def tuned(model, tmp_path_factory):
     onnx_model, _ = model
     records = tmp_path_factory.mktemp("groups") / "groups.jsonl"
     fc = next(t for t in ember.extract_tasks(onnx_model, "llvm", search="auto") if "fc" in t.nodes)
-    result = tune(fc.task, n_trials=4, records=records, measure=InProcessMeasurer(), seed=0)
+    # the untuned kernel reported slow, so a sketch's config is the best record
+    measurer = InProcessMeasurer(fallback_cost=1.0)
+    result = tune(fc.task, n_trials=4, records=records, measure=measurer, seed=0)
     return fc, result, records
 
 
@@ -149,6 +156,33 @@ def test_a_tuned_group_record_is_applied_and_the_model_still_matches_onnxruntime
     assert applied.count(True) == 1  # only the fc group has a record
     want = _ort(onnx_model, inputs)
     for got, ref in zip(cm.run(inputs), want):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_the_search_measures_the_untuned_kernel_first_and_its_record_changes_nothing(
+    model, tmp_path, monkeypatch
+):
+    """The first trial is the kernel the untuned model runs (the summary's baseline, not
+    a sketch's default); where nothing beats it, compiling with the records builds the
+    untuned kernel."""
+    onnx_model, inputs = model
+    conv = next(
+        t for t in ember.extract_tasks(onnx_model, "llvm", search="auto") if "conv1" in t.nodes
+    )
+    records = tmp_path / "fallback.jsonl"
+    result = tune(conv.task, n_trials=3, records=records, measure=InProcessMeasurer(0.0), seed=0)
+    first = result.trials[0].config
+    assert is_fallback_choice(first) and first == fallback_entity(conv.task)
+    assert sum(is_fallback_choice(t.config) for t in result.trials) == 1
+    assert is_fallback_choice(result.best_config)
+    untuned = [str(ember.lower(*conv.task.instantiate()))]
+    assert str(ember.lower(*conv.task.instantiate(first))) == untuned[0]
+    applied = []
+    real = group_tasks.tuned_group
+    monkeypatch.setattr(kernels, "tuned_group", lambda io, b: applied.append(real(io, b)))
+    cm = ember.compile(onnx_model, target="llvm", records=records)
+    assert applied and all(got is None for got in applied)
+    for got, ref in zip(cm.run(inputs), _ort(onnx_model, inputs)):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
 
 

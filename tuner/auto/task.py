@@ -13,8 +13,10 @@ any template's task. A candidate whose steps do not fit the schedule, or whose l
 TIR fails verification, raises ``ConfigError`` while it is instantiated: the tuner
 records it as ``invalid_config`` and never measures it. Records store each config's
 steps (``config["steps"]``), which a reader checks against the steps it rebuilds.
-Without a config (the fallback) the DAG gets the backend's generic schedule, what an
-untuned fused group runs: the baseline a tuned kernel must beat, and the reference the
+Without a config (the fallback), and for the space's default config (the ``sketch``
+knob's ``fallback`` choice), the DAG gets its untuned schedule: the workload's
+registered fallback, else the backend's generic schedule. That is the baseline a tuned
+kernel must beat, measured first by every search as its seed, and the reference the
 measurer checks candidates against (built by other code than the sketches).
 
 A fused group of a model can be tuned the same way once a registered function
@@ -37,7 +39,7 @@ from ember.tir.verify import verify_well_formed
 from ember.tuner.auto.rules import CPU_RULES
 from ember.tuner.auto.rules_cuda import CUDA_RULES
 from ember.tuner.auto.sketch import Sketch, generate_sketches
-from ember.tuner.auto.space import define_sketch_space, steps_for
+from ember.tuner.auto.space import define_sketch_space, is_fallback_choice, steps_for
 from ember.tuner.auto.steps import apply_steps, dag_outputs, steps_to_json
 from ember.tuner.records import record_steps  # noqa: F401 - re-exported
 from ember.tuner.space import ConfigSpace
@@ -45,7 +47,7 @@ from ember.tuner.task import Task, create_task
 from ember.tuner.template import get_config, template
 
 F = TypeVar("F", bound=Callable[..., Any])
-AUTO_VERSION = 2  # bump when the rules change the sketches (old records stop applying)
+AUTO_VERSION = 3  # bump when the rules change the sketches (old records stop applying)
 RULES = {"llvm": CPU_RULES, "cuda": CUDA_RULES}
 
 
@@ -120,20 +122,29 @@ def sketches_of(key: str, args: tuple[Any, ...], kind: str) -> tuple[Sketch, ...
 def _auto_schedule(kind: str, func: Callable[..., Any], *args: Any) -> Any:
     """The body of the ``auto/...`` templates (see the module docstring)."""
     cfg = get_config()
-    fallback = _FALLBACKS.get(workload_key(func))
-    if cfg.is_fallback and fallback is not None:
-        return fallback(*args)
-    tensors = workload_tensors(func, args)
-    if cfg.is_fallback:  # what a fused group gets untuned: the backend's generic schedule
-        return get_backend(kind).schedule(dag_outputs(tensors)), tensors
+    if cfg.is_fallback:
+        return _untuned(kind, func, args)
     sketches = sketches_of(workload_key(func), tuple(args), kind)
     define_sketch_space(cfg, sketches)
     if isinstance(cfg, ConfigSpace):
+        tensors = workload_tensors(func, args)
         cfg.set_record_extra(lambda e: {"steps": steps_to_json(steps_for(e, sketches))})
         return create_schedule([t.op for t in dag_outputs(tensors)]), tensors
-    s, tensors = apply_steps(tensors, steps_for(cfg, sketches))
+    if is_fallback_choice(cfg):
+        return _untuned(kind, func, args)
+    s, tensors = apply_steps(workload_tensors(func, args), steps_for(cfg, sketches))
     verify_schedule(s, tensors)
     return s, tensors
+
+
+def _untuned(kind: str, func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """The workload's untuned schedule: its registered fallback's, else the backend's
+    generic schedule (what a fused group without anchors runs untuned)."""
+    fallback = _FALLBACKS.get(workload_key(func))
+    if fallback is not None:
+        return fallback(*args)
+    tensors = workload_tensors(func, args)
+    return get_backend(kind).schedule(dag_outputs(tensors)), tensors
 
 
 def verify_schedule(s: Schedule, tensors: list[Tensor]) -> None:
