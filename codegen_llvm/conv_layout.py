@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ember.codegen_llvm.strategy import CONV_TEMPLATE, NCHWC_TEMPLATE, winograd_nchwc_knobs
 from ember.frontend.passes import alter_conv_layout_with, transform_winograd_weights_with
-from ember.frontend.passes.alter_conv_layout import ConvWorkload, channel_block, default_blocks
+from ember.frontend.passes.conv_blocks import ConvWorkload, channel_block, default_blocks
 from ember.tuner.active_records import measured_for_call
 from ember.tuner.knob import OtherOptionEntity
 from ember.tuner.space import ConfigEntity

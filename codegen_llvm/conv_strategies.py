@@ -20,6 +20,7 @@ from ember.codegen_llvm.schedules import (
     depthwise_conv2d_nchwc,
     grouped_pointwise,
     winograd,
+    winograd_nchwc,
 )
 from ember.frontend.ops.layout import conv_winograd_nchwc
 from ember.tir.topi.conv_nchwc import conv2d_nchwc as nchwc_compute
@@ -33,6 +34,7 @@ NCHWC_TEMPLATE = conv2d_nchwc.TEMPLATE
 DEPTHWISE_TEMPLATE = depthwise_conv2d.TEMPLATE
 DEPTHWISE_NCHWC_TEMPLATE = depthwise_conv2d_nchwc.TEMPLATE
 WINOGRAD_TEMPLATE = "conv2d_winograd.llvm"
+WINOGRAD_NCHWC_TEMPLATE = winograd_nchwc.TEMPLATE  # the blocked kernel a graph runs
 # Winograd by default where both channel counts and the output's height and width reach
 # these (3x3, stride 1, no dilation). benchmarks/bench_conv.py on ResNet-18's layers
 # (1 thread, fallback configs, vs the direct template's fallback): 64ch at 56x56 3.7x,
@@ -257,15 +259,17 @@ def nchwc_compute_for(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]
 
 def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[str, int] | None:
     """The Winograd knobs of a blocked convolution (its NCHW workload ``args``, channel
-    blocks ``ic_bn``/``oc_bn``) where it runs on Winograd, else None: with a Winograd
-    record, its config; else a direct record measured with these blocks keeps it direct;
-    else the size rule of :func:`choose_conv_task` down to ``WINOGRAD_MIN_SIZE_BLOCKED``,
-    with the fallback config. The chooser
-    of ``transform_winograd_weights`` (``CPUBackend.graph_passes``)."""
+    blocks ``ic_bn``/``oc_bn``) where it runs on Winograd, else None: with a
+    ``conv2d_winograd_NCHWc.llvm`` record of these blocks, its config; else a direct
+    record measured with these blocks keeps it direct; else the size rule of
+    :func:`choose_conv_task` down to ``WINOGRAD_MIN_SIZE_BLOCKED``, with the fallback
+    config. Records of the NCHW template ``conv2d_winograd.llvm`` are not read here: they
+    time another kernel (NCHW, weights transformed per call). The chooser of
+    ``transform_winograd_weights`` (``CPUBackend.graph_passes``)."""
     wargs = winograd_task_args(args)
     if wargs is None or args[-1] != "float32":
         return None
-    cfg = config_for_direct_call(WINOGRAD_TEMPLATE, wargs)
+    cfg = config_for_direct_call(WINOGRAD_NCHWC_TEMPLATE, (*wargs, ic_bn, oc_bn))
     if isinstance(cfg, FallbackConfig):
         where = (("ic_bn", ic_bn), ("oc_bn", oc_bn))
         if not isinstance(config_for_direct_call(NCHWC_TEMPLATE, args, where), FallbackConfig):
@@ -279,12 +283,13 @@ def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[
 
 
 def winograd_blocked_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
-    """The ``conv2d_winograd.llvm`` task of a ``conv_winograd_nchwc`` node (the NCHW
-    template measures the same GEMM and transforms)."""
+    """The ``conv2d_winograd_NCHWc.llvm`` task of a ``conv_winograd_nchwc`` node: the
+    graph's kernel, with its channel blocks and transformed weights."""
     x = in_types[0]
-    N, _, H, W, _ = dims(x)
+    N, _, H, W, ic_bn = dims(x)
     C, O = attrs["in_channels"], attrs["channels"]
-    return WINOGRAD_TEMPLATE, (N, C, H, W, O, tuple(attrs["pads"]), str(x.dtype))
+    args = (N, C, H, W, O, tuple(attrs["pads"]), str(x.dtype), ic_bn, attrs["out_block"])
+    return WINOGRAD_NCHWC_TEMPLATE, args
 
 
 def winograd_blocked_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:

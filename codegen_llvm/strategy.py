@@ -27,6 +27,7 @@ from ember.codegen_llvm.conv_strategies import (  # noqa: F401 - re-exported: th
     DEPTHWISE_NCHWC_TEMPLATE,
     DEPTHWISE_TEMPLATE,
     NCHWC_TEMPLATE,
+    WINOGRAD_NCHWC_TEMPLATE,
     WINOGRAD_TEMPLATE,
     bias_input,
     choose_conv_task,
@@ -211,7 +212,7 @@ _add(
 _add(
     "conv_winograd_nchwc",
     Implementation(
-        WINOGRAD_TEMPLATE,
+        WINOGRAD_NCHWC_TEMPLATE,
         winograd_blocked_compute,
         anchors.winograd_nchwc,
         winograd_blocked_task,

@@ -14,6 +14,7 @@ from ember.codegen_llvm.schedules import (
     reduce,
     softmax,
     winograd,
+    winograd_nchwc,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "reduce",
     "softmax",
     "winograd",
+    "winograd_nchwc",
 ]

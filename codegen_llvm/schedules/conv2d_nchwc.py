@@ -38,7 +38,7 @@ import numpy as np
 
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.errors import InternalError
-from ember.frontend.passes.alter_conv_layout import channel_block
+from ember.frontend.passes.conv_blocks import channel_block
 from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.stmt import ForKind

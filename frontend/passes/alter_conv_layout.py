@@ -48,7 +48,6 @@ convolutions, and depthwise ones on an NCHW input, stay NCHW.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -57,6 +56,18 @@ import numpy as np
 from ember.frontend.graph import Graph, Node, TensorType, Value
 from ember.frontend.op_kinds import ELEMWISE
 from ember.frontend.ops.registry import get_op
+from ember.frontend.passes.conv_blocks import (
+    FINITE_AT_ZERO,
+    LANES,
+    BlockChooser,
+    ConvWorkload,
+    conv_workload,
+    default_blocks,
+    dividing,
+    grouped_count,
+    is_depthwise,
+    lanewise_nary,
+)
 from ember.frontend.passes.graph_pass import graph_pass
 from ember.tir.topi.conv_nchwc import (
     blocks,
@@ -64,114 +75,7 @@ from ember.tir.topi.conv_nchwc import (
     pack_nchwc_depthwise_weights,
     pack_nchwc_weights,
 )
-from ember.tir.topi.workload import Conv2DWorkload
 from ember.tir.transform.runner import Pass
-
-LANES = 16  # float32 lanes of one AVX-512 register
-# unary ops that keep the zero lanes past the channel count finite (they are never read)
-FINITE_AT_ZERO = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "exp", "copy", "clip"})
-LANEWISE_BINARY = frozenset({"add", "subtract", "multiply"})
-# variadic ops, lane-wise too (ONNX Sum is the residual add of Caffe2-exported ResNets)
-LANEWISE_VARIADIC = frozenset({"sum", "max", "min", "mean"})
-
-
-ConvWorkload = Conv2DWorkload  # the conv templates' workload (``tir/topi/workload.py``)
-
-
-BlockChooser = Callable[[ConvWorkload, "int | None", "int | None"], "tuple[int, int] | None"]
-
-
-def channel_block(channels: int, lanes: int = LANES) -> int:
-    """The default block of ``channels`` (the ``conv2d_NCHWc.llvm`` template's too): two
-    registers' ``lanes``, one, or half of one, whichever divides them first (two registers
-    of output channels halve the input broadcasts per multiply-add); else all of them
-    below one register; else one register, the last block zero-padded. Half a register
-    is taken only below eight registers of channels: above, padding costs under 1/16
-    of the work where half-width vectors cost up to half (SqueezeNet's 1,000-channel
-    classifier conv ran 1.43x slower than onnxruntime's on blocks of 8)."""
-    for b in (2 * lanes, lanes, lanes // 2):
-        if b and channels % b == 0 and (b >= lanes or channels < 8 * lanes):
-            return b
-    return channels if channels < lanes else lanes
-
-
-def default_blocks(
-    w: ConvWorkload, in_block: int | None = None, want: int | None = None
-) -> tuple[int, int] | None:
-    """The measured rule: block every conv with at least one register of output
-    channels (below that the vector lanes would run mostly empty); the input's block
-    where it has one. ``want`` is not used: the defaults depend on the channel counts
-    alone, so one value's blocks agree wherever it is added to another."""
-    if w.O < LANES:
-        return None
-    return in_block or channel_block(w.C), channel_block(w.O)
-
-
-def _workload(node: Node, graph: Graph) -> ConvWorkload | None:
-    """The node's workload if it is a conv this pass may rewrite."""
-    if node.op != "conv" or node.attrs.get("group") != 1 or node.inputs[1] not in graph.params:
-        return None
-    x = graph.values[node.inputs[0]].type
-    w = graph.params[node.inputs[1]]
-    if x.dtype != "float32" or x.ndim != 4 or not x.is_static or w.ndim != 4:
-        return None
-    if len(node.inputs) > 2 and node.inputs[2] not in graph.params:
-        return None
-    a = node.attrs
-    N, C, H, W = x.shape
-    return ConvWorkload(N, C, H, W, w.shape[0], w.shape[2], w.shape[3],  # type: ignore[arg-type]
-                        tuple(a["strides"]), tuple(a["pads"]), tuple(a["dilations"]))  # fmt: skip
-
-
-def _constant_conv(node: Node, graph: Graph) -> tuple[TensorType, np.ndarray] | None:
-    """``(input type, weights)`` of a float32 2-D conv with constant weights (and bias) on a
-    static input; None for any other node."""
-    if node.op != "conv" or node.inputs[1] not in graph.params:
-        return None
-    if len(node.inputs) > 2 and node.inputs[2] not in graph.params:
-        return None
-    x, w = graph.values[node.inputs[0]].type, graph.params[node.inputs[1]]
-    if x.dtype != "float32" or x.ndim != 4 or not x.is_static or w.ndim != 4:
-        return None
-    return x, w
-
-
-def _grouped(node: Node, graph: Graph) -> int | None:
-    """The group count of a float32 2-D grouped conv with constant weights that is neither
-    one group nor depthwise; None for any other node."""
-    conv = _constant_conv(node, graph)
-    g = node.attrs.get("group", 1) if conv is not None else 1
-    if conv is None or g == 1 or _is_depthwise(node, graph):
-        return None
-    x, w = conv
-    return g if w.shape[0] % g == 0 and x.shape[1] == w.shape[1] * g else None
-
-
-def _dividing(channels: int, first: int | None) -> int | None:
-    """A block dividing a group's ``channels``: ``first`` where it does, else two registers'
-    lanes, one, or half of one; None where none does."""
-    for b in (first, 2 * LANES, LANES, LANES // 2):
-        if b is not None and channels % b == 0:
-            return b
-    return None
-
-
-def _lanewise_nary(node: Node) -> bool:
-    """A binary or variadic op of several operands that reads them lane for lane."""
-    if node.op in LANEWISE_BINARY:
-        return len(node.inputs) == 2
-    return node.op in LANEWISE_VARIADIC and len(node.inputs) >= 2
-
-
-def _is_depthwise(node: Node, graph: Graph) -> bool:
-    """A float32 2-D depthwise conv with constant weights: one input channel per group and
-    one filter per channel (channel multiplier 1)."""
-    conv = _constant_conv(node, graph)
-    if conv is None:
-        return False
-    x, w = conv
-    c = x.shape[1]
-    return node.attrs.get("group") == c and w.shape[:2] == (c, 1)
 
 
 class _Rewriter:
@@ -253,7 +157,7 @@ class _Rewriter:
         v = node.outputs[0]
         while len(self.users.get(v, ())) == 1 and v not in self.graph.output_names:
             user = self.users[v][0]
-            if _lanewise_nary(user):
+            if lanewise_nary(user):
                 others = [i for i in user.inputs if i != v and i in self.blocked]
                 if others:
                     return self.blocked[others[0]][1]
@@ -295,15 +199,15 @@ class _Rewriter:
         input and output channels are whole blocks; False otherwise. Its input keeps its
         block where that divides a group's channels (else it is re-blocked); a plain input
         is blocked only for a group of at least a register of output channels."""
-        g = _grouped(node, self.graph)
+        g = grouped_count(node, self.graph)
         if g is None:
             return False
         x = node.inputs[0]
         w = self.params[node.inputs[1]]
         O, c_group = w.shape[0], w.shape[1]
         o_group = O // g
-        ic_bn = _dividing(c_group, self.in_block(node))
-        oc_bn = _dividing(o_group, self.wanted_block(node))
+        ic_bn = dividing(c_group, self.in_block(node))
+        oc_bn = dividing(o_group, self.wanted_block(node))
         if ic_bn is None or oc_bn is None or (x not in self.blocked and o_group < LANES):
             return False
         xb = self.to_blocked(x, ic_bn, node)
@@ -318,7 +222,7 @@ class _Rewriter:
         it is not one or its input is not blocked (a transform just for it would cost
         more than the blocked kernel saves)."""
         x = node.inputs[0]
-        if x not in self.blocked or not _is_depthwise(node, self.graph):
+        if x not in self.blocked or not is_depthwise(node, self.graph):
             return False
         xb, block = self.blocked[x]
         weights = pack_nchwc_depthwise_weights(self.params[node.inputs[1]], block)
@@ -343,7 +247,7 @@ class _Rewriter:
             if padded and node.op not in FINITE_AT_ZERO:
                 return False
             args = [self.blocked[node.inputs[0]][0]]
-        elif _lanewise_nary(node):
+        elif lanewise_nary(node):
             if not all(self._takes(i, t) for i in node.inputs):
                 return False
             args = [self._operand(i, t, block, node) for i in node.inputs]
@@ -418,7 +322,7 @@ def alter_conv_layout_with(choose: BlockChooser) -> Pass:
     def alter_conv_layout(graph: Graph) -> Graph:
         r = _Rewriter(graph)
         for node in graph.nodes:
-            w = _workload(node, graph)
+            w = conv_workload(node, graph)
             picked = None
             if w is not None:
                 picked = choose(w, r.in_block(node), r.wanted_block(node))

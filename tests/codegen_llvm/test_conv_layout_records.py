@@ -162,7 +162,7 @@ def test_tuned_blocks_rule(tmp_path):
     block b the best record of ic_bn b, with oc_bn b when within KEEP_BLOCK_SLOWDOWN;
     no record of ic_bn b: the measured rule; only a ``conv2d_nchw.llvm`` record: NCHW."""
     from ember.codegen_llvm.conv_layout import KEEP_BLOCK_SLOWDOWN, tuned_blocks
-    from ember.frontend.passes.alter_conv_layout import ConvWorkload
+    from ember.frontend.passes.conv_blocks import ConvWorkload
 
     w = ConvWorkload(1, 16, 9, 11, 32, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1))
     nchw = create_task("conv2d_nchw.llvm", w.args, "llvm")

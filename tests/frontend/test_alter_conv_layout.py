@@ -17,7 +17,7 @@ from ember.frontend.passes import (
     fuse_ops,
     run_graph_passes,
 )
-from ember.frontend.passes.alter_conv_layout import ConvWorkload, channel_block, default_blocks
+from ember.frontend.passes.conv_blocks import ConvWorkload, channel_block, default_blocks
 from ember.tir.topi.conv_nchwc import pack_nchwc_weights
 from tests.frontend.onnx_models import make_model, run_ort
 from tests.nightly import examples

@@ -22,7 +22,7 @@ from ember.frontend.passes import (
     run_graph_passes,
     transform_winograd_weights_with,
 )
-from ember.frontend.passes.alter_conv_layout import default_blocks
+from ember.frontend.passes.conv_blocks import default_blocks
 from ember.tir import expr as E
 from ember.tir.schedule.schedule import create_schedule
 from ember.tir.te import operation as te
