@@ -20,7 +20,7 @@ import math
 import tempfile
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -304,8 +304,10 @@ class ModelCheck:
     ``untuned_s``: seconds per run of the model without records (its fastest block);
     ``tuned`` and ``final``: the model with every record, and with the kept ones, as a
     ratio to the untuned model; ``task_s``: the untuned model's seconds in each task's
-    kernels (its profile, summed over the task's nodes); ``untuned_groups``: the
-    kernels no task covers (no template), ``(ops, seconds)``, slowest first."""
+    kernels (its profile, summed over the task's nodes; a kernel that a template task
+    and an auto task both cover counts for each); ``untuned_groups``: the kernels no
+    task covers (no template), ``(ops, seconds)``, slowest first; ``kernels``: each
+    covered kernel's seconds with the keys of the tasks covering it."""
 
     choice: RecordChoice
     untuned_s: float
@@ -315,20 +317,28 @@ class ModelCheck:
     untuned_groups: list[tuple[str, float]]
     profile_s: float
     moved: int = 0
+    kernels: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
 
 
-def task_times(profile: Any, tasks: Sequence[ModelTask]) -> tuple[dict[str, float], list]:
-    """Seconds of each task's kernels in ``profile`` (a ``ModelProfile``), by task key, and
-    the ``(ops, seconds)`` of the steps no task covers."""
+def task_times(
+    profile: Any, tasks: Sequence[ModelTask]
+) -> tuple[dict[str, float], list, list[tuple[float, tuple[str, ...]]]]:
+    """Seconds of each task's kernels in ``profile`` (a ``ModelProfile``), by task key;
+    the ``(ops, seconds)`` of the steps no task covers; and each covered step's
+    ``(seconds, keys of the tasks covering it)``. With ``--search both`` a conv's kernel
+    is covered by its template task and its group's auto task, and either's record
+    would replace it, so each is given the step's time."""
     spent: dict[str, float] = {mt.task.key: 0.0 for mt in tasks}
-    rest = []
+    rest, kernels = [], []
     for step in profile.steps:
-        owner = next((mt for mt in tasks if any(f"'{n}' (" in step.where for n in mt.nodes)), None)
-        if owner is None:
+        owners = [mt for mt in tasks if any(f"'{n}' (" in step.where for n in mt.nodes)]
+        if not owners:
             rest.append((step.ops, step.seconds))
-        else:
-            spent[owner.task.key] += step.seconds
-    return spent, sorted(rest, key=lambda r: -r[1])
+            continue
+        for mt in owners:
+            spent[mt.task.key] += step.seconds
+        kernels.append((step.seconds, tuple(dict.fromkeys(mt.task.key for mt in owners))))
+    return spent, sorted(rest, key=lambda r: -r[1]), kernels
 
 
 def records_by_task(log: str | Path, keys: set[str]) -> dict[str, list[Any]]:
@@ -361,10 +371,10 @@ def check_records(
     timer = ModelTimer(model, by_task, target, shapes, **timing)
     try:
         untuned = timer.compiled(frozenset()).profile(timer.inputs)
-        spent, rest = task_times(untuned, tasks)
+        spent, rest, kernels = task_times(untuned, tasks)
         every = frozenset(by_task)
         try:
-            after, _ = task_times(timer.compiled(every).profile(timer.inputs), tasks)
+            after = task_times(timer.compiled(every).profile(timer.inputs), tasks)[0]
         except EmberError:  # the timer finds which records break the compile
             after = spent
         order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
@@ -375,7 +385,7 @@ def check_records(
     moved = move_records(log, set(choice.dropped)) if choice.dropped else 0
     return ModelCheck(
         choice, timer.seconds or untuned.total, choice.times[every], choice.final,
-        spent, rest, untuned.total, moved,
+        spent, rest, untuned.total, moved, kernels,
     )  # fmt: skip
 
 

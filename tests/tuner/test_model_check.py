@@ -157,3 +157,29 @@ def test_only_suspects_are_tried_while_the_records_make_the_model_faster():
     calls.clear()
     choice = drop_slow_records(["a"], fake_timer({"a": 0.2}, calls), suspects=set())
     assert choice.kept == frozenset() and calls == [frozenset(), frozenset("a")]
+
+
+def test_a_kernel_two_tasks_cover_counts_for_each_and_is_saved_once():
+    """With ``--search both`` a conv's kernel is covered by its template task and by its
+    group's auto task: each is shown the kernel's time, and the predicted saving takes
+    the better of the two picks for it, not their sum."""
+    from types import SimpleNamespace
+
+    from ember.cli.tune_model import predicted_saving
+    from ember.graph.model_tuning import task_times
+
+    def step(name, ops, seconds):  # noqa: ANN001, ANN202
+        return SimpleNamespace(where=f"node '{name}' (Conv)", ops=ops, seconds=seconds)
+
+    profile = SimpleNamespace(
+        steps=[step("conv_1", "conv2d+relu", 0.004), step("softmax_3", "softmax", 0.001)]
+    )
+    tasks = [
+        SimpleNamespace(task=SimpleNamespace(key="t"), nodes=["conv_1"]),
+        SimpleNamespace(task=SimpleNamespace(key="g"), nodes=["conv_1", "relu_2"]),
+    ]
+    spent, rest, kernels = task_times(profile, tasks)
+    assert spent == {"t": 0.004, "g": 0.004}
+    assert rest == [("softmax", 0.001)] and kernels == [(0.004, ("t", "g"))]
+    assert predicted_saving(kernels, {"t": 0.25, "g": 0.5}) == 0.002
+    assert predicted_saving(kernels, {"t": 0.25}) == 0.001
