@@ -29,9 +29,10 @@ conv the live auto search found a config 1.7x faster than a 120-config pool's be
 efficiency counts measure how fast each rule finds the pool's top, not the space's. (The
 ``conv2d_NCHWc.llvm`` configs with other channel blocks than the fallback's used to fail
 on inputs prepared in the fallback's layout; the measurer now prepares inputs per
-layout, ``tests/tuner/test_measure_layouts.py``.) Cost: ``all --quick`` took about 16 minutes on 2 cores at load 3-7 (reach 8.5, efficiency
-5.5, costmodel 2.5); the full run is estimated at 3-4 hours on a quiet 2-core machine
-(the 1024^3 tuning runs and its 1000-config pool dominate).
+layout, ``tests/tuner/test_measure_layouts.py``.) Cost: ``all --quick`` took about 16
+minutes on 2 cores at load 3-7 (reach 8.5, efficiency 5.5, costmodel 2.5); the full run
+is estimated at 3-4 hours on a quiet 2-core machine (the 1024^3 tuning runs and its
+1000-config pool dominate).
 """
 
 from __future__ import annotations
