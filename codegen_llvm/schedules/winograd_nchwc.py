@@ -47,7 +47,7 @@ def winograd_nchwc_reference(X: np.ndarray, U: np.ndarray, workload: tuple[Any, 
     _, CB, _, _, cb = X.shape
     x = X.transpose(0, 1, 4, 2, 3).reshape(N, CB * cb, H, W).astype(np.float64)
     xp = np.zeros((N, CB * cb, g.TH * g.m + 2, g.TW * g.m + 2))
-    xp[:, :, g.pt : g.pt + H, g.pl : g.pl + W] = x[:, :, : xp.shape[2] - g.pt, : xp.shape[3] - g.pl]
+    xp[:, :, g.pt : g.pt + H, g.pl : g.pl + W] = x  # whole tiles cover pt + H rows and more
     tiles = np.empty((N, CB * cb, g.TH, g.TW, a, a))
     for i in range(a):
         for j in range(a):

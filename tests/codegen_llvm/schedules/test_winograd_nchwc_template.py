@@ -21,22 +21,12 @@ from ember.tuner import LocalMeasurer, MeasureOption, create_task
 from ember.tuner.records import Record, RecordWriter, host_device_name
 from ember.tuner.tune import fallback_entity
 from ember.version import __version__
+from tests.codegen_llvm.schedules.test_conv2d import conv_ref
 from tests.codegen_llvm.schedules.test_winograd_nchwc import _blocked, _model, _tol, _unblocked
 from tests.frontend.onnx_models import run_ort
 
 # 20 channels in blocks of 8 (padded lanes), 40 out in blocks of 16, odd sizes, uneven pads
 ARGS = (1, 20, 9, 11, 40, (1, 0, 2, 1), "float32", 8, 16)
-
-
-def _direct(x: np.ndarray, w: np.ndarray, pads: tuple[int, ...]) -> np.ndarray:
-    t, left, b, r = pads
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, b), (left, r)))
-    OH, OW = xp.shape[2] - 2, xp.shape[3] - 2
-    out = np.zeros((x.shape[0], w.shape[0], OH, OW))
-    for ky in range(3):
-        for kx in range(3):
-            out += np.einsum("oc,nchw->nohw", w[:, :, ky, kx], xp[:, :, ky : ky + OH, kx : kx + OW])
-    return out
 
 
 @pytest.mark.parametrize("m, nr", [(2, 16), (4, 16), (4, 48)])
@@ -48,7 +38,7 @@ def test_the_reference_is_the_convolution(rng, m, nr):  # noqa: ANN001
     w = rng.uniform(-1, 1, (O, C, 3, 3)).astype("float32")
     U = winograd_weights_numpy(pack_nchwc_weights(w, cb, ob), m, nr)
     got = _unblocked(winograd_nchwc_reference(_blocked(x, cb), U, workload=ARGS))
-    np.testing.assert_allclose(got[:, :O], _direct(x, w, pads), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[:, :O], conv_ref(x, w, 1, pads, 1), rtol=1e-4, atol=1e-4)
     assert not got[:, O:].any()
 
 
