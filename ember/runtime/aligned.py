@@ -32,9 +32,10 @@ def aligned_array(shape: Any, dtype: Any) -> np.ndarray:
     return aligned_empty(nbytes, dtype, shape)
 
 
-def aligned_copy(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous array that starts on a cache line (``a`` itself if so)."""
-    if a.flags.c_contiguous and a.ctypes.data % CACHE_LINE == 0:
+def aligned_copy(a: np.ndarray, force: bool = False) -> np.ndarray:
+    """``a`` as a C-contiguous array that starts on a cache line (``a`` itself if so,
+    unless ``force``: then always a new array)."""
+    if not force and a.flags.c_contiguous and a.ctypes.data % CACHE_LINE == 0:
         return a
     out = aligned_empty(a.nbytes, a.dtype, a.shape)
     out[...] = a

@@ -186,3 +186,30 @@ def test_verify_gpu_rejections_are_invalid_configs(tmp_path):
     assert cfg.is_valid()
     reply = _Worker().build(task_spec(task), cfg.to_json(), str(tmp_path / "x.so"))
     assert reply["error"] == "invalid_config" and "verify_gpu" in reply["message"]
+
+
+def test_candidates_are_timed_on_fresh_cache_line_aligned_copies(tmp_path, monkeypatch):
+    """numpy's own copy starts 16 bytes into a line, where every AVX-512 access straddles
+    two lines; the model's arrays start on lines, so the timed copies must too."""
+    from ember import tune_worker
+    from ember.tuner.measure import task_spec
+
+    seen = []
+
+    def fake_time(mod, args, number, repeat):
+        seen.extend(a.ctypes.data % 64 for a in args)
+        return [1e-3]
+
+    monkeypatch.setattr(tune_worker, "time_flushed", fake_time)
+    task = create_task("matmul.llvm", (16, 24, 8, "float32"))
+    spec, worker = task_spec(task), tune_worker._Worker()
+    assert worker.prepare(spec, str(tmp_path), 0, False).get("ok")
+    timing = {"flush_cache": True, "number": 1, "repeat": 1, "dry_run": False}
+    got = worker.run(spec, fallback_entity(task).to_json(), None, str(tmp_path), timing)
+    assert got == {"costs": [1e-3]}
+    assert seen == [0, 0, 0]
+    prepared, _ = worker._inputs(str(tmp_path))
+    again = []
+    monkeypatch.setattr(tune_worker, "time_flushed", lambda m, a, n, r: again.extend(a) or [1.0])
+    worker.run(spec, fallback_entity(task).to_json(), None, str(tmp_path), timing)
+    assert all(a is not p and not np.shares_memory(a, p) for a, p in zip(again, prepared))
