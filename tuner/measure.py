@@ -165,6 +165,37 @@ class LocalMeasurer:
         pool.shutdown()
         return results
 
+    def measure_by_turns(
+        self, task: Any, configs: list[ConfigEntity], rounds: int
+    ) -> list[list[MeasureResult]]:
+        """Each of ``configs`` built once, then timed by turns ``rounds`` times (one result
+        per config per round): what :func:`ember.tuner.retime.retime` compares, without
+        rebuilding a config each round."""
+        for worker in [*self._builders, self._runner]:
+            worker.revive()
+        self._prepare(task, None)
+        spec = task_spec(task)
+        ready: list[MeasureResult | tuple[dict[str, Any], Path]] = []
+        for cfg in configs:
+            built = self._build(self._builders[0], spec, cfg)
+            if isinstance(built, MeasureResult):
+                ready.append(built)
+                continue
+            workdir = self._prepare(task, built.get("signature"), cfg)
+            ready.append(workdir if isinstance(workdir, MeasureResult) else (built, workdir))
+        try:
+            return [
+                [
+                    r if isinstance(r, MeasureResult) else self._run(spec, cfg, *r, keep=True)
+                    for cfg, r in zip(configs, ready)
+                ]
+                for _ in range(rounds)
+            ]
+        finally:
+            for r in ready:
+                if not isinstance(r, MeasureResult) and r[0].get("lib"):
+                    Path(r[0]["lib"]).unlink(missing_ok=True)
+
     def _prepare(
         self, task: Any, signature: Any, cfg: ConfigEntity | None = None
     ) -> Path | MeasureResult:
@@ -218,13 +249,18 @@ class LocalMeasurer:
         return value
 
     def _run(
-        self, spec: dict[str, Any], cfg: ConfigEntity, built: dict[str, Any], workdir: Path
+        self,
+        spec: dict[str, Any],
+        cfg: ConfigEntity,
+        built: dict[str, Any],
+        workdir: Path,
+        keep: bool = False,
     ) -> MeasureResult:
         timing = asdict(self.option)
         request = ("run", spec, cfg.to_json(), built.get("lib"), str(workdir), timing)
         reply: Reply = self._runner.call(request, self.option.timeout)
         build_s = float(built.get("build_s", 0.0))
-        if built.get("lib"):
+        if built.get("lib") and not keep:
             Path(built["lib"]).unlink(missing_ok=True)
         if reply.status != "ok":
             kind = ErrorKind.TIMEOUT if reply.status == "timeout" else ErrorKind.CRASH

@@ -84,6 +84,14 @@ def add_parser(sub: Any) -> None:
         help="with a model and --log: time it with and "
         "without the records and drop those that slow it (default: on)",
     )
+    tune.add_argument(
+        "--retime-rounds",
+        type=int,
+        default=3,
+        dest="retime_rounds",
+        help="with a model: time each task's pick against its fallback again, by turns, "
+        "this many rounds after the search, for the summary's speedups (0: off; default 3)",
+    )
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--early-stopping", type=int, default=None, dest="early_stopping")
     tune.add_argument("--transfer", nargs="*", default=None, help="records of other shapes")

@@ -10,7 +10,9 @@ kernels find their weights. Then (``--no-model-check`` skips it) the model is co
 with and without the records and timed by turns, and the records of tasks that make it
 slower are dropped (:func:`ember.graph.model_tuning.check_records`: moved to
 ``LOG.dropped``). A table summarises each task's failed candidates by error kind, its
-fallback and best cost and the untuned model's time in its kernels; below it, the
+fallback and best cost, the pick's speedup timed again against the fallback by turns
+after the search (``--retime-rounds``; :mod:`ember.tuner.retime`) and the untuned
+model's time in its kernels; below it, the
 model's measured change beside the one the tuned kernels predict, the records dropped,
 and the groups no template covers with their share of the model's time. ``ember compile
 model.onnx --records LOG`` then builds the model with the kept configs.
@@ -32,6 +34,7 @@ from ember.cli.common import (
 )
 from ember.errors import ArgumentError
 from ember.tuner import LocalMeasurer, tune_tasks
+from ember.tuner.retime import Retimed, retime
 from ember.tuner.tune import fallback_entity, make_cost_model
 
 
@@ -66,6 +69,7 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
             seed=ns.seed, early_stopping=ns.early_stopping, on_task=started,
             timeout=ns.timeout, cost_model=model,
         )  # fmt: skip
+        retimed = retime_picks(measurer, results, getattr(ns, "retime_rounds", 3))
     check = None
     if ns.log and getattr(ns, "model_check", True) and any(r.best_config for r in results):
         print("checking the records on the whole model (timed with and without them, by turns)")
@@ -83,8 +87,30 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
 
         shapes = parse_shapes(ns.shape) or None
         check = check_records(ns.model, ns.log, tasks, ns.target, shapes, on_time=timed)
-    print_model_summary(tasks, results, ns.log, check)
+    print_model_summary(tasks, results, ns.log, check, retimed)
     return 0
+
+
+def retime_picks(measurer: Any, results: list[Any], rounds: int) -> dict[str, Retimed]:
+    """Each task's pick timed again against its fallback, by turns (:mod:`ember.tuner.retime`),
+    by task key; tasks whose pick is the fallback, or that failed, are left out."""
+    if rounds < 1:
+        return {}
+    picked = []
+    for res in results:
+        fallback, first = fallback_entity(res.task), fallback_result(res)
+        if fallback is None or first is None or not first.ok:
+            continue  # no fallback measured: nothing to time the pick against
+        if res.best_config is not None and res.best_config != fallback:
+            picked.append((res, fallback))
+    if picked:
+        print(f"re-timing {len(picked)} pick(s) against their fallbacks ({rounds} rounds by turns)")
+    found = {}
+    for res, fallback in picked:
+        got = retime(measurer, res.task, fallback, res.best_config, rounds)
+        if got is not None:
+            found[res.task.key] = got
+    return found
 
 
 def fallback_result(res: Any) -> Any:
@@ -95,7 +121,11 @@ def fallback_result(res: Any) -> Any:
 
 
 def print_model_summary(
-    tasks: list[Any], results: list[Any], log: str | None, check: Any = None
+    tasks: list[Any],
+    results: list[Any],
+    log: str | None,
+    check: Any = None,
+    retimed: dict[str, Retimed] | None = None,
 ) -> None:
     """One row per task: weight, trials, failed candidates (kinds and counts), fallback
     and best cost, speedup, and (with ``check``) the untuned model's time in the task's
@@ -112,12 +142,15 @@ def print_model_summary(
         failed = sum(res.errors.values())
         errors = ", ".join(f"{k} {n}" for k, n in res.errors.items())
         in_model = check.task_s.get(mt.task.key) if check is not None else None
-        if first is not None and first.ok and best is not None:
+        again = (retimed or {}).get(mt.task.key)
+        if again is not None:
+            saved[mt.task.key] = again.saved
+        elif first is not None and first.ok and best is not None:
             saved[mt.task.key] = 1 - best.cost / first.cost
         out.add_row(
             task_label(mt), str(mt.weight), str(len(res.trials)),
             f"{failed} ({errors})" if failed else "0", measured_text(first),
-            measured_text(best), _speedup(first, best),
+            measured_text(best), _speedup(first, best, again),
             "-" if in_model is None else ms_text(in_model),
         )  # fmt: skip
         for kind, message in error_examples(res.trials).items():
@@ -153,7 +186,8 @@ def check_lines(tasks: list[Any], check: Any, predicted: float) -> list[str]:
     lines = [
         f"model: untuned {ms_text(base)}, with every record {_change(check.tuned, base)}, "
         f"with the kept records {_change(check.final, base)} (measured by turns)",
-        f"predicted by the tuned kernels (their speedups times their time in the model): "
+        f"predicted by the tuned kernels (speedups, re-timed where they were, times their "
+        f"time in the model): "
         f"{-predicted * 1e3:+.3f} ms ({-100 * predicted / base:+.1f}%)",
     ]
     kept = len(check.choice.kept)
@@ -189,8 +223,10 @@ def task_label(mt: Any) -> str:
     return f"{mt.task.name}{mt.task.args}{knobs}"
 
 
-def _speedup(first: Any, best: Any) -> str:
+def _speedup(first: Any, best: Any, again: Retimed | None = None) -> str:
     if first is None or best is None or not first.ok:
         return "-"
     text = f"{first.cost / best.cost:.2f}x"
+    if again is not None:
+        return f"{again.speedup:.2f}x re-timed (search: {text})"
     return f"{text} (unreliable: busy machine)" if first.busy or best.busy else text
