@@ -185,7 +185,8 @@ def check_lines(tasks: list[Any], check: Any, predicted: float) -> list[str]:
     names = {mt.task.key: task_label(mt) for mt in tasks}
     lines = [
         f"model: untuned {ms_text(base)}, with every record {_change(check.tuned, base)}, "
-        f"with the kept records {_change(check.final, base)} (measured by turns)",
+        f"with the kept records {_change(check.final, base)} (measured by turns; the kept "
+        f"records timed once more, longer)",
         f"predicted by the tuned kernels (speedups, re-timed where they were, times their "
         f"time in the model): "
         f"{-predicted * 1e3:+.3f} ms ({-100 * predicted / base:+.1f}%)",
