@@ -7,14 +7,15 @@ because its online softmax carries state across key blocks — a running row max
 ``m``, a running sum ``l`` and an accumulator rescaled by ``exp(m_old - m_new)`` whenever
 the maximum grows — which a tensor expression cannot say.
 
-Per task (batch, head and a block of ``block_q`` query rows: the parallel loop) it walks
-the keys in blocks of ``block_k``. The key block is copied once, transposed, into a
-scratch ``kt[d, j]`` that all the task's query rows reuse. The rows go ``rows`` at a time:
-their ``rows × block_k`` scores are one register tile (unrolled over rows, vectorized over
-keys, one broadcast of Q and one load of ``kt`` per feature), then each row's maximum,
-exponentials and sum, and ``P V`` adds into the rows' accumulators, vectorized over the
-head dim with V's row loaded once for all of them. Scratch is ``O(block_q · Dv + D ·
-block_k)`` per task, so memory grows with the sequence, never with its square.
+First, one pass parallel over the heads copies every head's keys, transposed, into a
+scratch ``kt[head, d, j]``. Then per task (batch, head and a block of ``block_q`` query
+rows: the parallel loop) it walks the keys in blocks of ``block_k``. The rows go ``rows``
+at a time: their ``rows × block_k`` scores are one register tile (unrolled over rows,
+vectorized over keys, one broadcast of Q and one load of ``kt`` per feature), then each
+row's maximum, exponentials and sum, and ``P V`` adds into a ``rows × Dv`` register tile,
+vectorized over the head dim with V's row loaded once for all of them, between one load
+and one store of the rows' accumulators. Scratch is ``O(block_q · Dv)`` per task and
+``O(H · D · Sk)`` for the keys, so memory grows with the sequence, never with its square.
 
 Query rows past the end of the last block compute a copy of the last row (their Q and
 mask reads are clamped) and are not stored; keys past the end score ``-inf`` (weight 0)
@@ -37,9 +38,10 @@ from ember.tir.te.tensor import Tensor
 from ember.tir.topi.attention import AttentionLayout, at, mask_at, static_shape
 
 VECTOR = 16  # float32 lanes of an AVX-512 register: the key block is a multiple of it
-# Fewest parallel tasks the query blocks are shrunk (down to 4 tiles) to give. Blocks of 128
-# rows amortize each key block's transposed copy: at B=1, H=4, S=512, D=64 on one Zen 4
-# core, 3.8 ms at 128 rows, 4.5 ms at 32 (onnxruntime's unfused graph 3.9 ms).
+# Fewest parallel tasks the query blocks are shrunk (down to 4 tiles) to give. With the keys
+# transposed once for all tasks, small blocks cost little: at B=1, H=4, S=512, D=64 on one
+# Zen 4 core, 4.21-4.28 ms from 4 tasks of 128 rows to 64 of 8. (With each task copying its
+# own key blocks, as before, 7.0 ms at the 64-row blocks this gives, timed the same day.)
 MIN_TASKS = 32
 
 
@@ -114,15 +116,20 @@ class _Kernel:
 
     def build(self) -> Any:
         n, ib = self.n, self.ib
+        kt = self.transpose_keys()
         with ib.for_range(0, n.B * n.H * n.q_blocks, name="task", kind="parallel") as task:
-            b = task // (n.H * n.q_blocks)
-            h = task // n.q_blocks % n.H
+            bh = task // n.q_blocks
+            b, h = bh // n.H, bh % n.H
             i0 = task % n.q_blocks * n.bq
             acc = ib.allocate((n.bq, n.Dv), self.dtype, "local", "acc")
             m = ib.allocate((n.bq,), self.dtype, "local", "row_max")
             lsum = ib.allocate((n.bq, VECTOR), self.dtype, "local", "row_sum")
-            kt = ib.allocate((n.D, n.bk), self.dtype, "local", "kt")
             s = ib.allocate((n.rows, n.bk), self.dtype, "local", "scores")
+            # register tiles: indexed by unrolled and vectorized loops only, so LLVM keeps
+            # them in vector registers across the loop over features (or keys) they sum
+            # over, where ``s`` and ``acc`` (indexed by a loop variable) live in memory
+            tile = ib.allocate((n.rows, n.bk), self.dtype, "local", "score_tile")
+            pv = ib.allocate((n.rows, n.Dv), self.dtype, "local", "value_tile")
             with ib.for_range(0, n.bq, name="r") as r:
                 ib.store(m, r, self.const(float("-inf")))
                 with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
@@ -131,43 +138,53 @@ class _Kernel:
                     ib.store(acc, (r, e), self.const(0.0))
             with ib.for_range(0, n.k_blocks, name="kb") as kb:
                 j0 = kb * n.bk
-                self.load_keys(kt, b, h, j0)
                 with ib.for_range(0, n.bq // n.rows, name="t") as t:
                     r0 = t * n.rows
-                    self.scores(s, kt, b, h, i0 + r0, j0)
+                    self.scores(s, tile, kt, bh, i0 + r0, j0)
                     with ib.for_range(0, n.rows, name="r") as r:
                         self.online_softmax(s, acc, m, lsum, r, r0 + r, j0)
-                    self.add_values(s, acc, b, h, r0, j0)
+                    self.add_values(s, acc, pv, b, h, r0, j0)
             self.store(acc, lsum, b, h, i0)
         return ib.get()
 
-    def load_keys(self, kt: Buffer, b: Any, h: Any, j0: Any) -> None:
-        """``kt[d, j] = K[j0 + j, d]``, zero past the last key (those lanes score -inf)."""
+    def transpose_keys(self) -> Buffer:
+        """``kt[b·H + h, d, j] = K[b, h, j, d]``, zero past the last key (those lanes score
+        -inf) up to whole key blocks: one pass, parallel over the heads, before the tasks,
+        whose key blocks then read ``kt`` a vector at a time. (Each task used to copy its
+        own key blocks: at BERT's 128 positions, 16-row query blocks, the copies were about
+        a third of the kernel.) ``O(sequence)`` scratch per head, as K itself."""
         n, ib = self.n, self.ib
-        with ib.for_range(0, n.bk, name="j") as j:
-            with ib.if_then_else(j0 + j < n.Sk):
-                with ib.for_range(0, n.D, name="d") as d:
-                    ib.store(kt, (d, j), at(self.K, self.layout, "k", b, h, j0 + j, d))
-            with ib.else_():
-                with ib.for_range(0, n.D, name="d") as d:
-                    ib.store(kt, (d, j), self.const(0.0))
+        keys = n.k_blocks * n.bk
+        kt = ib.allocate((n.B * n.H, n.D, keys), self.dtype, "global", "keys_t")
+        with ib.for_range(0, n.B * n.H, name="bh", kind="parallel") as bh:
+            b, h = bh // n.H, bh % n.H
+            with ib.for_range(0, keys, name="j") as j:
+                with ib.if_then_else(j < n.Sk):
+                    with ib.for_range(0, n.D, name="d") as d:
+                        ib.store(kt, (bh, d, j), at(self.K, self.layout, "k", b, h, j, d))
+                with ib.else_():
+                    with ib.for_range(0, n.D, name="d") as d:
+                        ib.store(kt, (bh, d, j), self.const(0.0))
+        return kt
 
-    def scores(self, s: Buffer, kt: Buffer, b: Any, h: Any, i: Any, j0: Any) -> None:
+    def scores(self, s: Buffer, tile: Buffer, kt: Buffer, bh: Any, i: Any, j0: Any) -> None:
         """``s[r, j] = scale · Q[i + r] · K[j0 + j] + mask``, -inf past the last key: a
-        ``rows × bk`` tile, unrolled over rows and vectorized over keys."""
+        ``rows × bk`` register tile, unrolled over rows and vectorized over keys, summed
+        over the features and then scaled, masked and stored to ``s``."""
         n, ib = self.n, self.ib
         with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
             with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
-                ib.store(s, (r, j), self.const(0.0))
+                ib.store(tile, (r, j), self.const(0.0))
+        b, h = bh // n.H, bh % n.H
         with ib.for_range(0, n.D, name="d") as d:
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
                 qd = at(self.Q, self.layout, "q", b, h, E.min_(i + r, n.Sq - 1), d)
                 with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
-                    ib.store(s, (r, j), s[r, j] + qd * kt[d, j])
+                    ib.store(tile, (r, j), tile[r, j] + qd * kt[bh, d, j0 + j])
         c, ninf = self.const(self.scale), self.const(float("-inf"))
         with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
             with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
-                x = s[r, j] * c
+                x = tile[r, j] * c
                 if self.M is not None:  # lanes past the keys read the last key's mask
                     ii, jj = E.min_(i + r, n.Sq - 1), E.min_(j0 + j, n.Sk - 1)
                     x = x + mask_at(self.M, b, h, ii, jj)
@@ -208,15 +225,24 @@ class _Kernel:
         with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
             ib.store(acc, (row, e), acc[row, e] * alpha)
 
-    def add_values(self, s: Buffer, acc: Buffer, b: Any, h: Any, r0: Any, j0: Any) -> None:
-        """``acc[r0 + r] += sum_j s[r, j] V[j0 + j]`` over the block's real keys."""
+    def add_values(
+        self, s: Buffer, acc: Buffer, pv: Buffer, b: Any, h: Any, r0: Any, j0: Any
+    ) -> None:
+        """``acc[r0 + r] += sum_j s[r, j] V[j0 + j]`` over the block's real keys, summed in
+        the register tile ``pv`` (rows × Dv) between one load and one store of ``acc``."""
         n, ib = self.n, self.ib
+        with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+            with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
+                ib.store(pv, (r, e), acc[r0 + r, e])
         with ib.for_range(0, E.min_(n.bk, n.Sk - j0), name="j") as j:
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
                 p = s[r, j]
                 with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
                     vj = at(self.V, self.layout, "v", b, h, j0 + j, e)
-                    ib.store(acc, (r0 + r, e), acc[r0 + r, e] + p * vj)
+                    ib.store(pv, (r, e), pv[r, e] + p * vj)
+        with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+            with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
+                ib.store(acc, (r0 + r, e), pv[r, e])
 
     def store(self, acc: Buffer, lsum: Buffer, b: Any, h: Any, i0: Any) -> None:
         """The task's real rows, each divided by its sum, in the output's layout."""
