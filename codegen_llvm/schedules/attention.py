@@ -159,11 +159,11 @@ class _Kernel:
                     ib.store(acc, (r, e), self.const(0.0))
             with ib.for_range(0, n.k_blocks, name="kb") as kb:
                 j0 = kb * n.bk
-                if kt is not None:
+                if shared is not None:
+                    keys = functools.partial(_shared_key, shared, bh, j0)
+                elif kt is not None:  # (always, without ``shared``)
                     self.load_keys(kt, b, h, j0)
                     keys = functools.partial(_block_key, kt)
-                else:
-                    keys = functools.partial(_shared_key, shared, bh, j0)
                 with ib.for_range(0, n.bq // n.rows, name="t") as t:
                     r0 = t * n.rows
                     self.scores(s, tile, keys, b, h, i0 + r0, j0)
