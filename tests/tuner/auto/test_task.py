@@ -14,6 +14,7 @@ from ember.errors import ArgumentError, ConfigError, EmberError, LoweringError
 from ember.tuner import apply_history_best, read_records, tune
 from ember.tuner.auto import apply_steps, create_auto_task, register_workload, steps_from_json
 from ember.tuner.auto import task as auto_task
+from ember.tuner.auto.space import is_fallback_choice
 from ember.tuner.records import host_device_name
 from ember.tuner.result import ErrorKind, MeasureResult
 from ember.tuner.space import ConfigEntity
@@ -42,10 +43,16 @@ def _run(s, args) -> np.ndarray:
 class InProcessMeasurer:
     """Builds, checks against numpy and times each candidate in this process (the
     isolated workers of ``LocalMeasurer`` take seconds to start); a candidate the task
-    turns down is ``invalid_config``, as the worker reports it."""
+    turns down is ``invalid_config``, as the worker reports it. The untuned schedule (the
+    ``fallback`` sketch choice, which has no steps) is built and checked but reported at
+    ``fallback_cost`` seconds where that is set: timed for real it can win on a loaded
+    machine, and the tests of recorded steps need a sketch to be best."""
 
     device_name = host_device_name()
     jobs = 1
+
+    def __init__(self, fallback_cost: float | None = None) -> None:
+        self.fallback_cost = fallback_cost
 
     def measure(self, task, configs):
         out = []
@@ -61,6 +68,8 @@ class InProcessMeasurer:
             costs = mod.time_evaluator(number=2, repeat=2)(a, b, bias, c).results
             if not np.allclose(c, _reference(a, b, bias), rtol=1e-4, atol=1e-4):
                 out.append(MeasureResult.failed(ErrorKind.WRONG_RESULT, "differs from numpy"))
+            elif self.fallback_cost is not None and is_fallback_choice(cfg):
+                out.append(MeasureResult((self.fallback_cost,) * 2))
             else:
                 out.append(MeasureResult(tuple(costs)))
         return out
@@ -73,7 +82,8 @@ class InProcessMeasurer:
 def tuned(tmp_path_factory):
     records = tmp_path_factory.mktemp("auto") / "auto.jsonl"
     task = create_auto_task(w.matmul_bias_relu, SHAPE, "llvm")
-    result = tune(task, n_trials=8, records=records, measure=InProcessMeasurer(), seed=0)
+    measure = InProcessMeasurer(fallback_cost=1.0)
+    result = tune(task, n_trials=8, records=records, measure=measure, seed=0)
     return task, result, records
 
 
