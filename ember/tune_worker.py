@@ -193,8 +193,9 @@ class _Worker:
             mod = built[0]
         inputs, meta = self._inputs(workdir)
         # fresh copies (a candidate may write its inputs), on cache lines as the prepared
-        # arrays are: numpy's own copy starts 16 bytes in, and every AVX-512 access to it
-        # straddles two lines (candidates timed 1.4x slower than they run in the model)
+        # arrays and a model's are: numpy's own copy starts 16 bytes into a line, where
+        # an AVX-512 access straddles two (no difference showed on ResNet-18's kernels,
+        # but a candidate should be timed on the memory it will run on)
         args = [aligned_copy(a, force=True) for a in inputs]
         for a, is_in in zip(args, meta["roles"]):
             if not is_in:
