@@ -108,3 +108,30 @@ def test_the_model_summary_shows_the_retimed_speedup_and_predicts_from_it(capsys
     assert "1.25x re-timed (search: 2.00x)" in out
     # 4 ms in the model times the re-timed saving (0.2), not the search's (0.5)
     assert "-0.800 ms (-8.0%)" in out
+
+
+def test_retime_picks_times_only_tasks_whose_pick_is_not_their_measured_fallback(capsys) -> None:
+    from ember.cli.tune_model import retime_picks
+    from ember.tuner.search import TrialRecord
+    from ember.tuner.tune import TuneResult
+
+    task = _task()
+    fallback = fallback_entity(task)
+    pick = task.config_space.get((fallback.index + 1) % len(task.config_space))
+    ok = MeasureResult((1e-3,) * 3)
+
+    def result(configs, best):  # noqa: ANN001, ANN202
+        trials = [TrialRecord(k, c, ok, 1e-3) for k, c in enumerate(configs)]
+        return TuneResult(task, best, 1e-3, trials, 0, 0, "trials", None)
+
+    picked = result([fallback, pick], pick)
+    kept_fallback = result([fallback, pick], fallback)  # nothing beat the untuned kernel
+    no_fallback = result([pick], pick)  # a resumed study: the fallback not measured here
+    measurer = NoisyMeasurer({fallback.index: 2e-3, pick.index: 1e-3}, seed=5)
+    found = retime_picks(measurer, [picked, kept_fallback, no_fallback], 3)
+    assert list(found) == [task.key] and measurer.calls == 3  # one task, three rounds
+    assert 1.5 < found[task.key].speedup < 2.7
+    assert (
+        "re-timing 1 pick(s) against their fallbacks (3 rounds by turns)" in capsys.readouterr().out
+    )
+    assert retime_picks(measurer, [picked], 0) == {} and measurer.calls == 3
