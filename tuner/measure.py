@@ -126,10 +126,7 @@ class LocalMeasurer:
         return self._runner.restarts + sum(b.restarts for b in self._builders)
 
     def measure(self, task: Any, configs: list[ConfigEntity]) -> list[MeasureResult]:
-        for worker in [*self._builders, self._runner]:
-            worker.revive()
-        self._prepare(task, None)  # the fallback's layout: an unpreparable task fails here
-        spec = task_spec(task)
+        spec = self._begin(task)
         free: queue.SimpleQueue[WorkerProcess] = queue.SimpleQueue()
         for builder in self._builders:
             free.put(builder)
@@ -165,16 +162,21 @@ class LocalMeasurer:
         pool.shutdown()
         return results
 
+    def _begin(self, task: Any) -> dict[str, Any]:
+        """Workers revived and the fallback's layout prepared (an unpreparable task fails
+        here); the task's spec for the workers."""
+        for worker in [*self._builders, self._runner]:
+            worker.revive()
+        self._prepare(task, None)
+        return task_spec(task)
+
     def measure_by_turns(
         self, task: Any, configs: list[ConfigEntity], rounds: int
     ) -> list[list[MeasureResult]]:
         """Each of ``configs`` built once, then timed by turns ``rounds`` times (one result
         per config per round): what :func:`ember.tuner.retime.retime` compares, without
         rebuilding a config each round."""
-        for worker in [*self._builders, self._runner]:
-            worker.revive()
-        self._prepare(task, None)
-        spec = task_spec(task)
+        spec = self._begin(task)
         ready: list[MeasureResult | tuple[dict[str, Any], Path]] = []
         for cfg in configs:
             built = self._build(self._builders[0], spec, cfg)
