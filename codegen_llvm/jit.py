@@ -12,6 +12,21 @@ Parallel loops call libgomp, loaded into the process once on first use. The
 compiler's runtime helpers (libgcc's ``__truncdfhf2`` for a float64 -> float16
 cast on CPUs without AVX512-FP16, ...) are made resolvable once, before the first
 JIT: a helper MCJIT cannot find is called through a null address.
+
+JIT engines generate code for the large code model, whose references (to constants,
+globals, the GOT, other functions, and from the unwind tables) are all 64 bits wide.
+MCJIT's memory manager maps an object's code, read-only data and writable data
+separately, wherever the kernel finds room; under the default (small) model, code
+reaches its constants by 32-bit PC-relative offsets, so in a process whose address
+space many engines and large arrays had fragmented, one object's sections could land
+over 2 GiB apart and LLVM aborted the process in ``resolveX86_64Relocation``
+(``isInt<32>(RealOffset)``): ``ember tune`` on MobileNetV2 died that way after 45
+minutes, compiling the model to check its records. llvmlite's own memory manager
+(``use_lmm``, one block per object) would also avoid it, but it under-reserves for some
+objects (the step loop with its clock) and aborts on its own assertion. The large model
+costs nothing measurable here (MobileNetV2, ResNet-18 and the BERT encoder timed within
+noise of the small model's code, 1 thread). Objects emitted for the system linker
+(:func:`emit`) keep the default model: a shared library's sections stay together.
 """
 
 from __future__ import annotations
@@ -91,7 +106,7 @@ def target_machine(spec: MachineSpec, for_jit: bool) -> llvm.TargetMachine:
                 features=spec.features,
                 opt=spec.opt_level,
                 reloc="pic",
-                codemodel="default",
+                codemodel="large",  # 64-bit references only: see the module notes
                 jit=True,
             )
         return target.create_target_machine(
