@@ -1,7 +1,10 @@
-"""ResNet-18's convolutions one by one: onnxruntime's node profile beside Ember's ``profile()``.
+"""A model's convolutions (and GEMMs) one by one: onnxruntime's node profile beside Ember's
+``profile()``.
 
 Run: ``python benchmarks/profile_layers.py`` (``--size 224 --threads 2 --rounds 3
---number 10``). The model is ``frontend/testing/zoo.py``'s ResNet-18 (seeded weights).
+--number 10``). The model is ``frontend/testing/zoo.py``'s ResNet-18 (seeded weights),
+or with ``--model NAME`` any model of ``bench_models.py``'s catalog that has
+convolutions (``--model mobilenet_v2``; ``--size`` is then the catalog's).
 Each runtime is timed alone in a process of its own, the two taking turns for
 ``--rounds`` rounds with a ``--pause`` after each turn. In a turn, onnxruntime runs the
 model ``--number`` times with its profiler on (``SessionOptions.enable_profiling``; the
@@ -38,27 +41,34 @@ import numpy as np
 import ember
 from ember.runtime.threads import set_num_threads
 
-_CONV = re.compile(r"ONNX node '([^']+)' \(Conv\)")
+ANCHORS = ("Conv", "Gemm", "MatMul")  # the layers a table row stands for
+_ANCHOR = re.compile(r"ONNX node '([^']+)' \((?:Conv|Gemm|MatMul)\)")
+# onnxruntime's kernels for them (its fused ones keep the anchor's inputs first)
+ORT_OPS = {"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "FusedMatMul"}
 
 
-def build(size: int) -> tuple[Any, dict[str, np.ndarray]]:
-    """The seeded ResNet-18 at ``size`` x ``size`` and its input."""
-    # optional dependency: onnx (the zoo builds models with onnx.helper)
+def build(model: str, size: int) -> tuple[Any, dict[str, np.ndarray]]:
+    """The seeded ResNet-18 at ``size`` x ``size``, or the catalog's ``model``, and its input."""
+    # optional dependency: onnx (the zoo and the catalog build models with onnx.helper)
     from ember.frontend.testing import zoo
+    from ember.frontend.testing.catalog import CATALOG
 
-    return zoo.resnet18(np.random.default_rng(0), size=size)
+    if model == "resnet18":
+        return zoo.resnet18(np.random.default_rng(0), size=size)
+    return CATALOG[model](np.random.default_rng(0), False)
 
 
 def conv_of(model: Any) -> dict[str, str]:
-    """For every node name of ``model``: the conv its first-input chain starts from."""
+    """For every node name of ``model``: the conv (or Gemm, MatMul) its first-input chain
+    starts from."""
     nodes = {n.name: n for n in model.graph.node}
     producer = {out: n for n in model.graph.node for out in n.output}
     found: dict[str, str] = {}
     for name, node in nodes.items():
         n = node
-        while n is not None and n.op_type != "Conv" and n.input:
+        while n is not None and n.op_type not in ANCHORS and n.input:
             n = producer.get(n.input[0])
-        if n is not None and n.op_type == "Conv":
+        if n is not None and n.op_type in ANCHORS:
             found[name] = n.name
     return found
 
@@ -83,7 +93,7 @@ def ort_layers(model: Any, inputs: dict, threads: int, number: int) -> dict[str,
     times: dict[str, list[float]] = {}
     shapes: dict[str, str] = {}
     for e in events:
-        if e.get("cat") != "Node" or e.get("args", {}).get("op_name") != "Conv":
+        if e.get("cat") != "Node" or e.get("args", {}).get("op_name") not in ORT_OPS:
             continue
         name = e["name"].removesuffix("_kernel_time")
         while name and name not in convs:  # drop the fusion suffixes (_nchwc, ...)
@@ -94,9 +104,11 @@ def ort_layers(model: Any, inputs: dict, threads: int, number: int) -> dict[str,
         times.setdefault(conv, []).append(e["dur"] * 1e-6)
         x, w = (s["float"] for s in e["args"]["input_type_shape"][:2])
         shapes[conv] = f"{'x'.join(map(str, x))} * {'x'.join(map(str, w))}"
+    runs = [e["dur"] * 1e-6 for e in events if e.get("name") == "model_run"]
     return {
         "seconds": {c: statistics.median(ts[1:] or ts) for c, ts in times.items()},
         "shapes": shapes,
+        "total": statistics.median(runs[1:] or runs),
     }
 
 
@@ -107,15 +119,15 @@ def ember_layers(model: Any, inputs: dict, threads: int, number: int) -> dict[st
     prof = lib.profile(inputs, number=number)
     seconds: dict[str, float] = {}
     for step in prof.steps:
-        m = _CONV.search(step.where)
+        m = _ANCHOR.search(step.where)
         if m:
             seconds[m.group(1)] = step.seconds
-    return {"seconds": seconds, "shapes": {}}
+    return {"seconds": seconds, "shapes": {}, "total": prof.total}
 
 
 def worker(args: argparse.Namespace) -> None:
     """One turn of one runtime: its layer times as JSON on stdout."""
-    model, inputs = build(args.size)
+    model, inputs = build(args.model, args.size)
     run = ort_layers if args.worker == "ort" else ember_layers
     print(json.dumps(run(model, inputs, args.threads, args.number)))
 
@@ -123,6 +135,7 @@ def worker(args: argparse.Namespace) -> None:
 def turn(args: argparse.Namespace, runtime: str) -> dict[str, Any]:
     """Run one runtime's turn in a fresh process."""
     cmd = [sys.executable, __file__, "--worker", runtime, "--size", str(args.size)]
+    cmd += ["--model", args.model]
     cmd += ["--threads", str(args.threads), "--number", str(args.number)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -145,7 +158,11 @@ def table(ort: list[dict], emb: list[dict]) -> str:
         )
     o_sum = sum(statistics.median(r["seconds"][c] for r in ort) for c in shapes)
     e_sum = sum(statistics.median(r["seconds"].get(c, 0.0) for r in emb) for c in shapes)
-    lines.append(f"{'all convs':45s} {o_sum * 1e3:8.3f} {e_sum * 1e3:9.3f} {o_sum / e_sum:6.2f}")
+    lines.append(f"{'all layers':45s} {o_sum * 1e3:8.3f} {e_sum * 1e3:9.3f} {o_sum / e_sum:6.2f}")
+    o_run = statistics.median(r["total"] for r in ort)
+    e_run = statistics.median(r["total"] for r in emb)
+    run = f"{o_run * 1e3:8.3f} {e_run * 1e3:9.3f} {o_run / e_run:6.2f}"
+    lines.append(f"{'whole run, profiled':45s} {run}")
     if ratios:
         geo = float(np.exp(np.mean(np.log(ratios))))
         lines.append(f"geometric mean ratio {geo:.2f}; {sum(r < 0.95 for r in ratios)} below 0.95")
@@ -154,7 +171,8 @@ def table(ort: list[dict], emb: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, default=224, help="input height and width")
+    ap.add_argument("--model", default="resnet18", help="a catalog model with convolutions")
+    ap.add_argument("--size", type=int, default=224, help="ResNet-18's input height and width")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--number", type=int, default=10, help="profiled runs per turn")
     ap.add_argument("--rounds", type=int, default=3, help="turns each runtime takes")
@@ -171,7 +189,8 @@ def main() -> None:
         time.sleep(args.pause)
         emb.append(turn(args, "ember"))
         time.sleep(args.pause)
-    print(f"ResNet-18 {args.size}x{args.size}, {args.threads} threads, {args.rounds} rounds")
+    shown = f"ResNet-18 {args.size}x{args.size}" if args.model == "resnet18" else args.model
+    print(f"{shown}, {args.threads} threads, {args.rounds} rounds")
     print("ratio = onnxruntime / Ember (above 1: Ember faster)")
     print(table(ort, emb))
 

@@ -10,13 +10,20 @@ that many arguments loaded from the entry's array, and returns at the first nonz
 status. Kernels take at most :data:`MAX_ARGS` arguments here; a step with more stays
 on the Python path. The IR is written as text: an indirect call through an opaque
 pointer is one line there.
+
+Where the job has a stamps array (a profile), the loop reads the monotonic clock
+(``clock_gettime``, the clock ``time.perf_counter`` reads on Linux) before the first
+call and after each one, so a kernel's time is taken between two kernels of a real run,
+with the pool's threads as the run leaves them, and not around a Python call.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import sys
 import threading
+import time
 
 from ember.codegen_llvm import jit
 from ember.runtime.step_loop import BAD_ARITY, LOOP_PROTOTYPE, StepLoop
@@ -26,9 +33,34 @@ MAX_ARGS = 48
 SYMBOL = "ember_run_steps"
 _LOCK = threading.Lock()
 
+# The clock: nanoseconds of ``clock_gettime(clock)`` (a 64-bit ``struct timespec``).
+_CLOCK = """\
+declare i32 @clock_gettime(i32, ptr)
+
+define internal i64 @ember_now() nounwind {{
+  %ts = alloca [2 x i64], align 8
+  %rc = call i32 @clock_gettime(i32 {clock}, ptr %ts)
+  %s = load i64, ptr %ts
+  %ns.p = getelementptr inbounds i64, ptr %ts, i64 1
+  %ns = load i64, ptr %ns.p
+  %s.ns = mul i64 %s, 1000000000
+  %t = add i64 %s.ns, %ns
+  ret i64 %t
+}}
+
+"""
+
+# Without a clock the stamps pointer is never read.
+_NO_CLOCK = """\
+define internal i64 @ember_now() nounwind {
+  ret i64 0
+}
+
+"""
+
 _HEAD = """\
 %Entry = type {{ ptr, i64, ptr, ptr, i64 }}
-%Job = type {{ ptr, i64, ptr, i64 }}
+%Job = type {{ ptr, i64, ptr, i64, ptr }}
 
 define i64 @{symbol}(ptr %job) nounwind {{
 entry:
@@ -38,9 +70,16 @@ entry:
   %threads.p = getelementptr inbounds %Job, ptr %job, i64 0, i32 2
   %threads = load ptr, ptr %threads.p
   %status.p = getelementptr inbounds %Job, ptr %job, i64 0, i32 3
+  %stamps.p = getelementptr inbounds %Job, ptr %job, i64 0, i32 4
+  %stamps = load ptr, ptr %stamps.p
+  %timed = icmp ne ptr %stamps, null
+  br i1 %timed, label %start, label %head
+start:
+  %t0 = call i64 @ember_now()
+  store i64 %t0, ptr %stamps
   br label %head
 head:
-  %k = phi i64 [ 0, %entry ], [ %k.next, %next ]
+  %k = phi i64 [ 0, %entry ], [ 0, %start ], [ %k.next, %next ]
   %more = icmp slt i64 %k, %count
   br i1 %more, label %body, label %done
 body:
@@ -73,9 +112,16 @@ _TAIL = """\
 joined:
   %rc = phi i32 {incoming}
   %ok = icmp eq i32 %rc, 0
-  br i1 %ok, label %next, label %failed
-next:
+  br i1 %ok, label %stamp, label %failed
+stamp:
   %k.next = add i64 %k, 1
+  br i1 %timed, label %clock, label %next
+clock:
+  %t = call i64 @ember_now()
+  %t.p = getelementptr inbounds i64, ptr %stamps, i64 %k.next
+  store i64 %t, ptr %t.p
+  br label %next
+next:
   br label %head
 failed:
   %rc.wide = sext i32 %rc to i64
@@ -102,13 +148,15 @@ def _call_block(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def step_loop_ir(max_args: int = MAX_ARGS) -> str:
-    """The loop's LLVM IR: ``i64 ember_run_steps(ptr job)`` (see the module notes)."""
+def step_loop_ir(max_args: int = MAX_ARGS, clock: int | None = None) -> str:
+    """The loop's LLVM IR: ``i64 ember_run_steps(ptr job)`` (see the module notes);
+    ``clock`` is the ``clock_gettime`` clock id its stamps read (None: no stamps)."""
     arities = range(max_args + 1)
     cases = " ".join(f"i64 {n}, label %call{n}" for n in arities)
     incoming = ", ".join(f"[ %rc{n}, %call{n} ]" for n in arities)
     return (
-        _HEAD.format(symbol=SYMBOL, cases=cases)
+        (_NO_CLOCK if clock is None else _CLOCK.format(clock=clock))
+        + _HEAD.format(symbol=SYMBOL, cases=cases)
         + "".join(_call_block(n) for n in arities)
         + _TAIL.format(incoming=incoming, bad_arity=BAD_ARITY)
     )
@@ -117,9 +165,11 @@ def step_loop_ir(max_args: int = MAX_ARGS) -> str:
 @functools.cache
 def _compiled(target: str) -> StepLoop:
     spec = jit.MachineSpec.from_target(Target.parse(target))
-    _, engine, _ = jit.compile_ir(step_loop_ir(), spec)
+    # perf_counter's clock where the platform names it (CLOCK_MONOTONIC on Linux)
+    clock = getattr(time, "CLOCK_MONOTONIC", None) if sys.platform == "linux" else None
+    _, engine, _ = jit.compile_ir(step_loop_ir(clock=clock), spec)
     address = engine.get_function_address(SYMBOL)
-    return StepLoop(LOOP_PROTOTYPE(address), MAX_ARGS, engine)
+    return StepLoop(LOOP_PROTOTYPE(address), MAX_ARGS, engine, stamps=clock is not None)
 
 
 def compiled_step_loop(target: Target) -> StepLoop | None:

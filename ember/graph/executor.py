@@ -24,7 +24,7 @@ from ember.backend import get_backend
 from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import Graph, TensorType
 from ember.graph.artifact import export_model
-from ember.graph.profiling import profile_calls
+from ember.graph.profiling import profile_calls, timed_call
 from ember.graph.step import Step
 from ember.graph.workspace import (  # noqa: F401 - re-exported: the executor's public names
     ParamStore,
@@ -182,14 +182,18 @@ class CompiledModel:
         """A workspace of the caller's own while the block runs (see :class:`WorkspacePool`)."""
         return self._pool.take()
 
-    def _call_steps(self, ws: Workspace) -> None:
-        """Run ``ws``'s program: native runs of kernels and the host steps between them."""
+    def _call_steps(self, ws: Workspace, seconds: list[float] | None = None) -> None:
+        """Run ``ws``'s program: native runs of kernels and the host steps between them;
+        with ``seconds`` (a slot per step, for a profile), add each step's time to its slot."""
         if ws.threads is not None:
             ws.threads.publish()
         k = 0
         try:
             for k, call in ws.program:  # noqa: B007 - k names a failing step
-                call()
+                if seconds is None:
+                    call()
+                else:
+                    timed_call(k, call, seconds)
         except StepFailed as f:
             raise f.error.add_context(f"while running {self.steps[f.step].where}") from None
         except EmberError as e:

@@ -1,22 +1,34 @@
 """Per-kernel times of a compiled model: where a run's time goes, group by group.
 
-:meth:`ember.graph.executor.CompiledModel.profile` runs the model ``number`` times with a
-clock around each step (a fused group's kernel, or a host step such as an ``If``),
-in order and on one of the model's workspaces, so each kernel sees the caches a real run
-leaves it. It gives a :class:`ModelProfile`: the median time of each step, the
-median time of a whole ``run`` (input copy, every step, output copy) and the median
-of what a run spends outside its steps (Python between kernels, copies). On a busy
-machine the steps' medians sum to less than the median run: a run of many steps is
-rarely spared a preemption that a median of each step leaves out.
+:meth:`ember.graph.executor.CompiledModel.profile` runs the model ``number`` times as
+``run`` does (input checks, the program of native runs and host steps, the outputs), on
+one of its workspaces, and times every step. A kernel in a native run of the step loop
+is timed by the loop itself, from the end of the kernel before it to its own end
+(:meth:`ember.runtime.step_loop.NativeRun.timed`): between two kernels of a real run,
+with the pool's threads spinning as a run leaves them. Clocks around Python calls of
+each kernel, which this module used before, let the pool's threads go to sleep between
+kernels, so a small parallel kernel paid a wake-up it does not pay in a run (MobileNetV2's
+14x14 depthwise convolutions looked slower on two threads than on one). A host step (an
+``If``, a gather's index check) is timed around its Python call. Where the loop has no
+clock (it reads ``clock_gettime``, on Linux), every step is called from Python as before.
+
+The result is a :class:`ModelProfile`: the median time of each step, the median time of
+a whole ``run`` and the median of what a run spends outside its steps (input checks and
+copies, Python between native runs, the outputs). On a busy machine the steps' medians
+sum to less than the median run: a run of many steps is rarely spared a preemption that
+a median of each step leaves out.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ember.runtime.step_loop import NativeRun
 
 
 @dataclass(frozen=True)
@@ -71,25 +83,51 @@ def step_ops(step: Any) -> str:
 
 
 def profile_calls(model: Any, inputs: Any, number: int) -> ModelProfile:
-    """Time each of ``model``'s bound steps over ``number`` runs (after one warm-up)."""
+    """Time each of ``model``'s steps over ``number`` runs (after one warm-up)."""
     model.run(inputs)
     per_step: list[list[float]] = [[] for _ in model.steps]
     totals, outside = [], []
     clock = time.perf_counter
     for _ in range(number):
+        seconds = [0.0] * len(model.steps)
         start = clock()
         arrays = model._check_inputs(inputs)
         with model._workspace() as ws:
-            ws.load(arrays)
-            for k, call in enumerate(ws.calls):
-                t0 = clock()
-                call()
-                per_step[k].append(clock() - t0)
-            [np.array(ws.env[v], copy=True) for v in model.output_names]
+            if _loop_timed(ws.program):
+                ws.load(arrays, borrow=True)
+                fresh = ws.fresh_outputs()
+                model._call_steps(ws, seconds)
+                model._outputs(ws, fresh)
+            else:  # each kernel called from Python, on the workspace's own buffers
+                ws.load(arrays)
+                for k, call in enumerate(ws.calls):
+                    t0 = clock()
+                    call()
+                    seconds[k] = clock() - t0
+                [np.array(ws.env[v], copy=True) for v in model.output_names]
         totals.append(clock() - start)
-        outside.append(totals[-1] - sum(ts[-1] for ts in per_step))
+        for k, s in enumerate(seconds):
+            per_step[k].append(s)
+        outside.append(totals[-1] - sum(seconds))
     steps = tuple(
         StepTime(step_ops(st), st.where, float(np.median(ts)))
         for st, ts in zip(model.steps, per_step)
     )
     return ModelProfile(steps, float(np.median(totals)), max(float(np.median(outside)), 0.0))
+
+
+def _loop_timed(program: Any) -> bool:
+    """Whether the step loop can time every native run of ``program``."""
+    return all(call.timeable for _, call in program if isinstance(call, NativeRun))
+
+
+def timed_call(step: int, call: Callable[[], None], seconds: list[float]) -> None:
+    """Call a program entry of step ``step`` and add its time to ``seconds``: a native
+    run's per kernel, as the loop read them, a host step's around the call."""
+    if isinstance(call, NativeRun):
+        for k, s in zip(call.steps, call.timed()):
+            seconds[k] += s
+        return
+    t0 = time.perf_counter()
+    call()
+    seconds[step] += time.perf_counter() - t0

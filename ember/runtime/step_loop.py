@@ -14,9 +14,14 @@ since the arrays never move) and the thread counts a run publishes
 The loop's C view, with every field 64 bits wide::
 
     struct Entry { void *fn; int64 nargs; uint64 *args; int32 *cell; int64 cls; };
-    struct Job   { Entry *table; int64 count; int32 *threads; int64 status; };
+    struct Job   { Entry *table; int64 count; int32 *threads; int64 status;
+                   int64 *stamps; };
     int64 ember_run_steps(Job *job);   /* count, or the index of the entry that failed,
                                           its status in job->status */
+
+``stamps`` is null in a run. A profile (:meth:`NativeRun.timed`) points it at
+``count + 1`` slots: the loop writes the monotonic clock's nanoseconds before the first
+call and after each one.
 
 A kernel is ``int32 f(void *, ..., int64, ...)`` (:func:`ember.runtime.cpu.native_prototype`)
 and the loop calls it as ``int32 f(uint64, ...)``: every argument is one 64-bit integer
@@ -62,6 +67,7 @@ class Job(ctypes.Structure):
         ("count", ctypes.c_int64),
         ("threads", ctypes.c_void_p),
         ("status", ctypes.c_int64),
+        ("stamps", ctypes.c_void_p),
     ]
 
 
@@ -71,11 +77,13 @@ LOOP_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 @dataclass(frozen=True)
 class StepLoop:
     """The compiled loop: ``function(address of a Job) -> int``; calls of more than
-    ``max_args`` arguments stay on the Python path. ``owner`` keeps its code alive."""
+    ``max_args`` arguments stay on the Python path. ``owner`` keeps its code alive;
+    ``stamps``: the loop writes a job's stamps (its platform has the clock)."""
 
     function: Callable[[int], int]
     max_args: int
     owner: Any = field(repr=False, default=None)
+    stamps: bool = False
 
 
 def loop_kernel(call: Any, loop: StepLoop) -> BoundCall | None:
@@ -167,7 +175,8 @@ class NativeRun:
             entry.args = ctypes.addressof(args)
             entry.cell = module.threads_cell_address()
             entry.cls = threads.class_of(module) if entry.cell else 0
-        self._job = Job(ctypes.addressof(self._table), len(calls), threads.address, 0)
+        self._job = Job(ctypes.addressof(self._table), len(calls), threads.address, 0, None)
+        self._stamps = (ctypes.c_int64 * (len(calls) + 1))()
         self._job_address = ctypes.addressof(self._job)
         self._count = len(calls)
 
@@ -186,6 +195,24 @@ class NativeRun:
         k = self._function(self._job_address)
         if k != self._count:
             raise StepFailed(self.steps[k], self._error(k, int(self._job.status)))
+
+    @property
+    def timeable(self) -> bool:
+        """Whether :meth:`timed` can time this run's kernels."""
+        return self._loop.stamps
+
+    def timed(self) -> list[float]:
+        """Run as a call does, and return each kernel's seconds, read by the loop between
+        consecutive calls (see the module notes)."""
+        if not self._loop.stamps:
+            raise InternalError("this step loop was compiled without a clock")
+        self._job.stamps = ctypes.addressof(self._stamps)
+        try:
+            self()
+        finally:
+            self._job.stamps = None
+        t = self._stamps
+        return [(t[k + 1] - t[k]) * 1e-9 for k in range(self._count)]
 
     def _error(self, k: int, status: int) -> EmberError:
         if status == BAD_ARITY:

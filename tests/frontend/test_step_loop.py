@@ -7,6 +7,7 @@ way (every bound call from Python), which must give bit-identical results.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -241,3 +242,77 @@ def test_kernels_the_loop_calls_launch_on_the_thread_pool() -> None:
     finally:
         set_num_threads(None)
     np.testing.assert_allclose(got[0], _numpy_chain(inputs["x"], consts), rtol=1e-5, atol=1e-6)
+
+
+# --- profiles: the loop stamps the clock between kernels -------------------------------
+
+
+def test_a_timed_run_stamps_each_kernel_and_computes_the_same(chain) -> None:
+    _, inputs, consts, lib = chain
+    with lib._workspace() as ws:
+        (item,) = ws.program
+        run = item[1]
+        assert run.timeable  # Linux: the loop reads clock_gettime
+        ws.load(lib._check_inputs(inputs))
+        start = time.perf_counter()
+        seconds = run.timed()
+        wall = time.perf_counter() - start
+        got = ws.env[lib.output_names[0]].copy()
+        assert run._job.stamps is None  # a plain run after it writes no stamps
+    assert len(seconds) == 23 and all(s > 0 for s in seconds)
+    assert sum(seconds) <= wall  # read inside the call: the same clock as perf_counter
+    np.testing.assert_allclose(got, _numpy_chain(inputs["x"], consts), rtol=1e-5, atol=1e-6)
+
+
+def test_a_profile_gives_each_kernel_its_own_time() -> None:
+    """A 192x192 product among tiny elementwise kernels: the loop's stamps must give the
+    product's time to the product's step, not to the step after it."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((192, 192)).astype(np.float32)
+    c = rng.standard_normal((192, 192)).astype(np.float32)
+    nodes = [
+        helper.make_node("Add", ["x", "c"], ["a"], name="add0"),
+        helper.make_node("MatMul", ["a", "w"], ["m"], name="matmul"),
+        helper.make_node("Add", ["m", "c"], ["b"], name="add1"),
+        helper.make_node("Mul", ["b", "c"], ["y"], name="mul"),
+    ]
+    x = rng.standard_normal((192, 192)).astype(np.float32)
+    lib = ember.compile(make_model(nodes, {"x": x}, ["y"], {"w": w, "c": c}), graph_passes=())
+    kinds = [type(call).__name__ for _, call in lib._pool.first.program]
+    assert kinds == ["NativeRun"]
+    prof = lib.profile({"x": x}, number=5)
+    slowest = max(prof.steps, key=lambda s: s.seconds)
+    assert "matmul" in slowest.where
+    assert sum(s.seconds for s in prof.steps) <= prof.total
+
+
+def test_a_kernel_failing_in_a_profile_names_its_step(failing_kernel) -> None:
+    model, _, _ = _chain(4, (3, 7, 5), seed=8)
+    lib = ember.compile(model, graph_passes=())
+    with lib._workspace() as ws:  # step 2 becomes the failing copy (v1 -> v2)
+        st = lib.steps[2]
+        fn = failing_kernel.get_function(failing_kernel.entry_name)
+        ws.calls[2] = fn.bind([ws.env[st.inputs[0]], ws.env[st.outputs[0]]])
+        ws.link()
+    x = np.random.default_rng(9).uniform(-1, 1, (3, 7, 5)).astype("float32")
+    x[0, 0, 0] = 1e4
+    with pytest.raises(PackedFuncError, match=r"(?s)too large.*while running ONNX node 'Add2'"):
+        lib.profile({"x": x}, number=1)
+    assert ws.program[0][1]._job.stamps is None
+    assert lib._pool._idle == [ws]
+
+
+def test_a_loop_without_a_clock_profiles_from_python(chain) -> None:
+    _, inputs, _, lib = chain
+    loop = lib._loop
+    ws = Workspace(lib.graph, lib.steps, lib._params, StepLoop(loop.function, 48, loop.owner))
+    run = ws.program[0][1]
+    assert isinstance(run, NativeRun) and not run.timeable
+    with pytest.raises(InternalError, match="without a clock"):
+        run.timed()
+    idle, lib._pool._idle = lib._pool._idle, [ws]  # the profile takes this one: Python calls
+    try:
+        prof = lib.profile(inputs, number=2)
+    finally:
+        lib._pool._idle = idle
+    assert len(prof.steps) == 23 and all(s.seconds > 0 for s in prof.steps)

@@ -1,4 +1,5 @@
-"""``benchmarks/profile_layers.py`` matches every ResNet-18 conv in both runtimes' profiles."""
+"""``benchmarks/profile_layers.py`` matches every ResNet-18 conv (and its Gemm) in both
+runtimes' profiles."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ def script() -> dict:
 
 def test_onnxruntime_nodes_map_back_to_every_conv(script: dict) -> None:
     pytest.importorskip("onnxruntime")
-    model, inputs = script["build"](32)
-    convs = {n.name for n in model.graph.node if n.op_type == "Conv"}
+    model, inputs = script["build"]("resnet18", 32)
+    anchors = {n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul")}
+    assert any(n.startswith("gemm") for n in anchors)
     got = script["ort_layers"](model, inputs, 1, 2)
-    assert set(got["seconds"]) == convs  # fused Conv+BN+Relu(+Add) nodes named back to a conv
+    assert set(got["seconds"]) == anchors  # fused Conv+BN+Relu(+Add) nodes named back to a conv
+    assert got["total"] > 0
     assert all(t > 0 for t in got["seconds"].values())
     assert got["shapes"]["conv_2"] == "1x3x32x32 * 64x3x7x7"
 
@@ -34,16 +37,19 @@ def test_ember_steps_name_their_conv(script: dict) -> None:
         Node("relu", "relu_2", ("y",), ("z",)),
     ]
     where = f"fused group of {', '.join(n.where() for n in nodes)}"  # as compile.py names a step
-    assert script["_CONV"].search(where).group(1) == "conv_19"
+    assert script["_ANCHOR"].search(where).group(1) == "conv_19"
 
 
 def test_table_gives_medians_and_ratios(script: dict) -> None:
-    ort = [{"seconds": {"c1": 2e-3, "c2": 1e-3}, "shapes": {"c1": "a", "c2": "b"}}] * 2
+    ort = [
+        {"seconds": {"c1": 2e-3, "c2": 1e-3}, "shapes": {"c1": "a", "c2": "b"}, "total": 4e-3}
+    ] * 2
     emb = [
-        {"seconds": {"c1": 1e-3, "c2": 2e-3}, "shapes": {}},
-        {"seconds": {"c1": 3e-3, "c2": 2e-3}, "shapes": {}},
+        {"seconds": {"c1": 1e-3, "c2": 2e-3}, "shapes": {}, "total": 5e-3},
+        {"seconds": {"c1": 3e-3, "c2": 2e-3}, "shapes": {}, "total": 3e-3},
     ]
     text = script["table"](ort, emb)
     assert "c1" in text and " 1.00" in text  # median of 1 and 3 ms is 2 ms
     assert "0.50  <0.95" in text
     assert f"{np.sqrt(0.5):.2f}" in text  # geometric mean of 1.0 and 0.5
+    assert "whole run, profiled" in text and "4.000     4.000   1.00" in text
