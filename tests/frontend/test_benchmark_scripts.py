@@ -75,3 +75,20 @@ def test_profile_script_compares_thread_counts(monkeypatch, capsys):
     assert lines[0].split() == ["#", "ops", "1t", "ms", "2t", "ms", "2t/1t"]
     assert any(line.split()[1:2] == ["conv+relu"] for line in lines[1:])
     assert lines[-1].split()[0] == "run" and re.fullmatch(r"\d+\.\d\dx", lines[-1].split()[-1])
+
+
+def test_host_noise_script_samples_every_cpu(monkeypatch, capsys):
+    """Each sample times the loop pinned to each CPU, and the affinity is restored."""
+    import os
+
+    mask = os.sched_getaffinity(0)
+    argv = ["host_noise.py", "--seconds", "0.3", "--interval", "0"]
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(BENCH / "host_noise.py"), run_name="__main__")
+    assert os.sched_getaffinity(0) == mask
+    lines = capsys.readouterr().out.splitlines()
+    samples = int(lines[0].split()[0])
+    assert samples >= 1 and len(lines) == 1 + samples + len(mask) + 1
+    figures = [float(f) for line in lines[1 : 1 + samples] for f in line.split()]
+    assert len(figures) == samples * len(mask) and min(figures) == 1.0
+    assert lines[-1].startswith("every CPU slow at once:")
