@@ -66,6 +66,13 @@ def add_parser(sub: Any) -> None:
         help="process: each runtime in its own process (default); blocks: both in this one",
     )
     b.add_argument("--quick", action="store_true", help="small inputs (seconds per model)")
+    b.add_argument(
+        "--host-check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="probe each CPU between rounds and take a round again when the host was "
+        "slowing one (default: on)",
+    )
     b.add_argument("--baseline", metavar="FILE", help="fail when a ratio falls below this")
     b.add_argument(
         "--update-baseline", action="store_true", help="write this run to --baseline's FILE"
@@ -124,17 +131,22 @@ def _cmd_bench(ns: argparse.Namespace) -> int:
     _check(ns)
     # start-up cost: the compiler, onnx and onnxruntime load only when a benchmark runs
     from ember.frontend.testing.catalog import CATALOG
-    from ember.perf import chart, models, timing
+    from ember.perf import chart, host, models, timing
 
     threads = _threads(ns)
     baseline = _baseline(ns, threads)
     chosen = [models.resolve(spec, ns.quick) for spec in ns.models or list(CATALOG)]
+    watch = host.HostWatch() if ns.host_check else None
+    if watch is not None:
+        watch.calibrate()
     print(report.header(threads), flush=True)
     timings = []
     with timing.Bench(ns.mode) as bench:
         for name, model, inputs in chosen:
             bench.load(name, model, inputs)
-            t = bench.time(name, threads, ns.rounds, ns.number, ns.repeat, pause=ns.pause)
+            t = bench.time(
+                name, threads, ns.rounds, ns.number, ns.repeat, pause=ns.pause, host=watch
+            )
             timings.append(t)
             print(report.row(name, t.as_dict()), flush=True)
     settings = {
@@ -143,6 +155,7 @@ def _cmd_bench(ns: argparse.Namespace) -> int:
         "rounds": ns.rounds,
         "mode": ns.mode,
         "pause_s": ns.pause,
+        "host_check": ns.host_check,
     }
     result = report.build(timings, settings)
     print(f"geometric mean ratio {result['geomean_ratio']:.2f}")

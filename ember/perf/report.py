@@ -94,9 +94,11 @@ def write(report: dict[str, Any], path: str | Path) -> None:
 def row(name: str, entry: dict[str, Any]) -> str:
     """A model's line of the console table (header: :func:`header`)."""
     spread = f"{entry['ratio_min']:.2f}-{entry['ratio_max']:.2f}"
+    retaken = entry.get("retaken", 0)
+    note = f"  ({retaken} round(s) retaken: the host was slowing a CPU)" if retaken else ""
     return (
         f"{name:16s}{entry['compile_s']:10.1f}{entry['ember_ms']:12.3f}{entry['ort_ms']:12.3f}"
-        f"{entry['ratio']:11.2f}{spread:>12s}"
+        f"{entry['ratio']:11.2f}{spread:>12s}{note}"
     )
 
 

@@ -22,6 +22,11 @@ Two modes (``mode``):
 What no mode does is alternate single runs in one process: that times the two pools
 fighting for the cores, not the kernels (issue 25).
 
+With a :class:`~ember.perf.host.HostWatch` (``ember bench`` passes one unless told
+``--no-host-check``), the host is probed before and after each round, and a round during
+which it was slowing a CPU is taken again, up to ``rounds`` retakes for a model; each
+kept round's probe and the number of retakes go into the report.
+
 Before anything is timed, both runtimes run the model once on the same inputs and
 their outputs must agree (:class:`MismatchError` otherwise): a fast wrong answer is no
 result.
@@ -38,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import ArgumentError, SystemError_
+from ember.perf.host import HostWatch
 from ember.perf.runners import CLOCKS, EmberRunner, OrtRunner, make_runner
 from ember.perf.workers import WorkerRunner
 
@@ -60,6 +66,8 @@ class ModelTiming:
     ember_s: list[float] = field(default_factory=list)
     ort_s: list[float] = field(default_factory=list)
     numbers: tuple[int, int] = (0, 0)  # runs per batch: Ember's, onnxruntime's
+    host_slowdown: list[float] = field(default_factory=list)  # per kept round, if probed
+    retaken: int = 0  # rounds taken again because the host was slowing a CPU
 
     @property
     def ratios(self) -> list[float]:
@@ -93,9 +101,11 @@ class ModelTiming:
             "compile_s": self.compile_s,
             "rounds": [
                 {"ember_ms": e * 1e3, "ort_ms": o * 1e3, "ratio": o / e}
-                for e, o in zip(self.ember_s, self.ort_s)
+                | ({"host_slowdown": self.host_slowdown[k]} if self.host_slowdown else {})
+                for k, (e, o) in enumerate(zip(self.ember_s, self.ort_s))
             ],
             "number": {"ember": self.numbers[0], "onnxruntime": self.numbers[1]},
+            "retaken": self.retaken,
         }
 
 
@@ -168,10 +178,12 @@ class Bench:
         repeat: int = 3,
         clock: str = "wall",
         pause: float = PAUSE_S,
+        host: HostWatch | None = None,
     ) -> ModelTiming:
         """Time model ``name`` (loaded first) on ``threads`` threads in both runtimes, by
         turns over ``rounds`` rounds (see the module's docstring); ``number`` 0 picks the
-        runs per batch so that a batch lasts about 50 ms."""
+        runs per batch so that a batch lasts about 50 ms. With ``host``, a round the host
+        slowed is taken again (up to ``rounds`` times)."""
         for flag, value, least in (("threads", threads, 1), ("rounds", rounds, 1)):
             if value < least:
                 raise ArgumentError(f"{flag} must be at least {least}, got {value}")
@@ -183,12 +195,22 @@ class Bench:
             raise ArgumentError(f"model {name!r} was not loaded")
         out = ModelTiming(name, threads, self.compile_s[name])
         numbers = [0, 0]
-        for _ in range(rounds):
-            seconds, numbers[1] = self.ort.time(name, threads, number, repeat, clock)
-            out.ort_s.append(seconds)
+        # probed between rounds, after the pauses: a runtime's threads still spinning
+        # after its turn would make a probe beside them look slow
+        before = host.check() if host else 1.0
+        while len(out.ember_s) < rounds:
+            ort_s, numbers[1] = self.ort.time(name, threads, number, repeat, clock)
             time.sleep(pause)
-            seconds, numbers[0] = self.ember.time(name, threads, number, repeat, clock)
-            out.ember_s.append(seconds)
+            ember_s, numbers[0] = self.ember.time(name, threads, number, repeat, clock)
             time.sleep(pause)
+            after = host.check() if host else 1.0
+            slowdown, before = max(before, after), after
+            if host is not None and host.is_slow(slowdown) and out.retaken < rounds:
+                out.retaken += 1
+                continue
+            out.ort_s.append(ort_s)
+            out.ember_s.append(ember_s)
+            if host is not None:
+                out.host_slowdown.append(slowdown)
         out.numbers = (numbers[0], numbers[1])
         return out

@@ -68,6 +68,18 @@ def test_a_baseline_it_meets_passes_and_the_report_and_chart_are_written(tmp_pat
     assert mlp["ratio_min"] <= mlp["ratio"] <= mlp["ratio_max"]
     assert mlp["ratio"] == pytest.approx(mlp["ort_ms"] / mlp["ember_ms"])
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the host was probed around the round (a retake at most, one round)
+    assert data["host_check"] is True and 0 <= mlp["retaken"] <= 1
+    assert mlp["rounds"][0]["host_slowdown"] >= 1.0
+
+
+def test_no_host_check_times_the_rounds_as_they_come(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    assert main(_bench("--no-host-check", "--report", str(report))) == 0
+    data = json.loads(report.read_text())
+    mlp = data["models"]["mlp"]
+    assert data["host_check"] is False and mlp["retaken"] == 0
+    assert "host_slowdown" not in mlp["rounds"][0]
 
 
 def test_update_baseline_writes_a_baseline_the_next_run_passes(tmp_path, capsys):

@@ -54,3 +54,62 @@ def test_outputs_that_differ_stop_the_benchmark_before_timing():
     with pytest.raises(ArgumentError, match="model .m. was not loaded"):
         bench.time("m", threads=1, pause=0.0)
     assert log == []
+
+
+def _watch(times_per_probe: list[list[float]]):
+    from ember.perf.host import HostWatch
+
+    probes = iter(times_per_probe)
+    return HostWatch(probe=lambda: list(next(probes)))
+
+
+def test_a_round_the_host_slowed_is_taken_again_and_reported():
+    """Probes between rounds (two CPUs): the probe after attempt 2 finds the second CPU
+    1.5x slow, so attempt 2 (which it ends) and attempt 3 (which it starts) are taken
+    again; the three rounds kept are attempts 1, 4 and 5."""
+    log: list[str] = []
+    bench = _bench([np.arange(6, dtype="float32").reshape(2, 3)], log)
+    bench.ort.seconds = [2e-3, 9e-3, 8e-3, 3e-3, 1e-3]
+    bench.ember.seconds = [1e-3, 1e-3, 1e-3, 1e-3, 2e-3]
+    bench.load("m", _Model(), {})
+    watch = _watch([[1.0, 1.0]] * 3 + [[1.0, 1.5]] + [[1.0, 1.0]] * 3)
+    watch.check()  # the calibration's probe
+    t = bench.time("m", threads=2, rounds=3, pause=0.0, host=watch)
+    assert log == ["onnxruntime", "ember"] * 5
+    assert t.retaken == 2 and t.ratios == pytest.approx([2.0, 3.0, 0.5])
+    entry = t.as_dict()
+    assert entry["retaken"] == 2
+    assert [r["host_slowdown"] for r in entry["rounds"]] == [1.0, 1.0, 1.0]
+
+
+def test_retakes_stop_at_the_number_of_rounds():
+    """A host slow the whole time: after ``rounds`` retakes the rounds are kept as they
+    come, each with its slowdown in the report."""
+    log: list[str] = []
+    bench = _bench([np.arange(6, dtype="float32").reshape(2, 3)], log)
+    bench.ort.seconds = [2e-3] * 4
+    bench.ember.seconds = [1e-3] * 4
+    bench.load("m", _Model(), {})
+    watch = _watch([[1.0]] + [[2.0]] * 4)
+    t = bench.time("m", threads=1, rounds=2, pause=0.0, host=watch)
+    assert log == ["onnxruntime", "ember"] * 4 and t.retaken == 2
+    assert [r["host_slowdown"] for r in t.as_dict()["rounds"]] == [2.0, 2.0]
+
+
+def test_the_watch_keeps_each_cpu_s_fastest_time():
+    watch = _watch([[2.0, 1.0], [1.0, 1.0], [1.0, 1.3], [1.2, 1.0]])
+    assert watch.check() == 1.0  # the first probe only sets the fastest times
+    assert watch.check() == 1.0  # CPU 0 got faster: its best is now 1.0
+    assert watch.check() == pytest.approx(1.3) and watch.is_slow(1.3)
+    assert watch.check() == pytest.approx(1.2) and not watch.is_slow(1.2)
+
+
+def test_a_real_probe_pins_each_cpu_and_restores_the_affinity():
+    import os
+
+    from ember.perf.host import probe_cpus
+
+    mask = os.sched_getaffinity(0)
+    times = probe_cpus(sorted(mask), loop=1000)
+    assert len(times) == len(mask) and all(t > 0 for t in times)
+    assert os.sched_getaffinity(0) == mask
