@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ember.frontend.testing.catalog import CATALOG
+from ember.perf.host import HostWatch
 from ember.perf.timing import MODES, PAUSE_S, Bench
 
 
@@ -46,6 +47,12 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2", help="thread counts to time")
     ap.add_argument("--mode", choices=MODES, default="process", help="see the docstring")
     ap.add_argument("--pause", type=float, default=PAUSE_S, help="seconds after each turn")
+    ap.add_argument(
+        "--host-check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="retake a round during which the host was slowing a CPU (ember/perf/host.py)",
+    )
     ap.add_argument(
         "--graph-passes",
         default="",
@@ -71,6 +78,9 @@ def main() -> None:
         f"{f'ember {t}t ms':>13s}{f'ort {t}t ms':>12s}{'ort/ember':>10s}{'range':>12s}"
         for t in threads
     )
+    watch = HostWatch() if args.host_check else None
+    if watch is not None:
+        watch.calibrate()
     print(f"{'model':14s}{'compile s':>10s}{head}", flush=True)
     with Bench(args.mode, cold=True, passes=args.graph_passes) as bench:
         for name in chosen:
@@ -78,7 +88,9 @@ def main() -> None:
             compile_s = bench.load(name, model, inputs)
             row = f"{name:14s}{compile_s:10.1f}"
             for t in threads:
-                m = bench.time(name, t, args.rounds, args.number, args.repeat, clock, args.pause)
+                m = bench.time(
+                    name, t, args.rounds, args.number, args.repeat, clock, args.pause, watch
+                )
                 spread = f"{min(m.ratios):.2f}-{max(m.ratios):.2f}"
                 row += f"{m.ember_ms:13.2f}{m.ort_ms:12.2f}{m.ratio:10.2f}{spread:>12s}"
             print(row, flush=True)
