@@ -23,35 +23,12 @@ that ``ember bench`` reports as a model's ratio range.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
-LOOP = 300_000
+from ember.perf.host import allowed_cpus, probe_cpus
 
-
-def spin(n: int) -> int:
-    """A fixed amount of pure interpreter work."""
-    total = 0
-    for i in range(n):
-        total += i
-    return total
-
-
-def sample(cpus: list[int]) -> list[float]:
-    """The loop's seconds pinned to each of ``cpus`` in turn (this thread's affinity is
-    restored after)."""
-    mask = os.sched_getaffinity(0)
-    out = []
-    try:
-        for cpu in cpus:
-            os.sched_setaffinity(0, {cpu})
-            start = time.perf_counter()
-            spin(LOOP)
-            out.append(time.perf_counter() - start)
-    finally:
-        os.sched_setaffinity(0, mask)
-    return out
+LOOP = 300_000  # about 8 ms a CPU: long enough to see a spell, short beside one
 
 
 def main() -> None:
@@ -60,11 +37,11 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=0.5, help="seconds between samples")
     ap.add_argument("--slow", type=float, default=1.3, help="a slow sample's factor")
     args = ap.parse_args()
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = allowed_cpus()
     rows: list[list[float]] = []
     end = time.monotonic() + args.seconds
     while time.monotonic() < end:
-        rows.append(sample(cpus))
+        rows.append(probe_cpus(cpus, LOOP))
         time.sleep(args.interval)
     best = [min(r[k] for r in rows) for k in range(len(cpus))]
     print(f"{len(rows)} samples, CPUs {cpus}; each figure: time / that CPU's fastest")

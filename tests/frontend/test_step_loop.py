@@ -167,16 +167,22 @@ def failing_kernel():
     ember.remove_global_func("test.steploop.copy")
 
 
+def _fail_at(lib, failing_kernel, step: int) -> Workspace:
+    """``lib``'s workspace with step ``step`` replaced by the failing copy (in -> out)."""
+    with lib._workspace() as ws:
+        st = lib.steps[step]
+        fn = failing_kernel.get_function(failing_kernel.entry_name)
+        ws.calls[step] = fn.bind([ws.env[st.inputs[0]], ws.env[st.outputs[0]]])
+        ws.link()
+    return ws
+
+
 def test_a_kernel_failing_inside_a_native_run_names_its_step(failing_kernel) -> None:
     model, _, consts = _chain(6, (3, 7, 5), seed=2)
     lib = ember.compile(model, graph_passes=())
-    with lib._workspace() as ws:  # step 3 becomes the failing copy (v2 -> v3)
-        st = lib.steps[3]
-        fn = failing_kernel.get_function(failing_kernel.entry_name)
-        ws.calls[3] = fn.bind([ws.env[st.inputs[0]], ws.env[st.outputs[0]]])
-        ws.link()
-        (item,) = ws.program
-        assert isinstance(item[1], NativeRun)
+    ws = _fail_at(lib, failing_kernel, 3)  # step 3 becomes the failing copy (v2 -> v3)
+    (item,) = ws.program
+    assert isinstance(item[1], NativeRun)
     x = np.random.default_rng(4).uniform(-1, 1, (3, 7, 5)).astype("float32")
     want = x
     for k in range(6):
@@ -289,11 +295,7 @@ def test_a_profile_gives_each_kernel_its_own_time() -> None:
 def test_a_kernel_failing_in_a_profile_names_its_step(failing_kernel) -> None:
     model, _, _ = _chain(4, (3, 7, 5), seed=8)
     lib = ember.compile(model, graph_passes=())
-    with lib._workspace() as ws:  # step 2 becomes the failing copy (v1 -> v2)
-        st = lib.steps[2]
-        fn = failing_kernel.get_function(failing_kernel.entry_name)
-        ws.calls[2] = fn.bind([ws.env[st.inputs[0]], ws.env[st.outputs[0]]])
-        ws.link()
+    ws = _fail_at(lib, failing_kernel, 2)  # step 2 becomes the failing copy (v1 -> v2)
     x = np.random.default_rng(9).uniform(-1, 1, (3, 7, 5)).astype("float32")
     x[0, 0, 0] = 1e4
     with pytest.raises(PackedFuncError, match=r"(?s)too large.*while running ONNX node 'Add2'"):
