@@ -18,6 +18,12 @@ probes before and after each round and takes a round again when either probe fou
 slowdown of :data:`SLOW` or more, up to as many retakes as rounds; what it kept is in the
 report (each round's slowdown, the retakes), so a reader sees which figures the host may
 have touched.
+
+What it does not catch: periods in which a 2-thread run of either runtime drops to about
+its 1-thread speed while each CPU, probed alone, runs at its best (MobileNetV2 at 6.3-6.8
+ms in every runtime for four rounds in a row, the probes at 1.03-1.04x; 2026-11-29). A
+probe of both CPUs at once (two threads hashing, which releases the GIL) read 0.96-1.15x
+of one CPU alone in a fast period; whether it sees those slow periods is not measured yet.
 """
 
 from __future__ import annotations
