@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ember.frontend.testing.catalog import CATALOG
-from ember.perf.host import HostWatch
+from ember.perf.host import calibrated_watch
 from ember.perf.timing import MODES, PAUSE_S, Bench
 
 
@@ -78,9 +78,7 @@ def main() -> None:
         f"{f'ember {t}t ms':>13s}{f'ort {t}t ms':>12s}{'ort/ember':>10s}{'range':>12s}"
         for t in threads
     )
-    watch = HostWatch() if args.host_check else None
-    if watch is not None:
-        watch.calibrate()
+    watch = calibrated_watch(args.host_check)
     print(f"{'model':14s}{'compile s':>10s}{head}", flush=True)
     with Bench(args.mode, cold=True, passes=args.graph_passes) as bench:
         for name in chosen:

@@ -20,8 +20,8 @@ separately, wherever the kernel finds room; under the default (small) model, cod
 reaches its constants by 32-bit PC-relative offsets, so in a process whose address
 space many engines and large arrays had fragmented, one object's sections could land
 over 2 GiB apart and LLVM aborted the process in ``resolveX86_64Relocation``
-(``isInt<32>(RealOffset)``): ``ember tune`` on MobileNetV2 died that way after 45
-minutes, compiling the model to check its records. llvmlite's own memory manager
+(``isInt<32>(RealOffset)``): ``ember tune`` on MobileNetV2 died that way about 40
+minutes in, compiling the model to check its records. llvmlite's own memory manager
 (``use_lmm``, one block per object) would also avoid it, but it under-reserves for some
 objects (the step loop with its clock) and aborts on its own assertion. The large model
 costs nothing measurable here (MobileNetV2, ResNet-18 and the BERT encoder timed within

@@ -136,9 +136,7 @@ def _cmd_bench(ns: argparse.Namespace) -> int:
     threads = _threads(ns)
     baseline = _baseline(ns, threads)
     chosen = [models.resolve(spec, ns.quick) for spec in ns.models or list(CATALOG)]
-    watch = host.HostWatch() if ns.host_check else None
-    if watch is not None:
-        watch.calibrate()
+    watch = host.calibrated_watch(ns.host_check)
     print(report.header(threads), flush=True)
     timings = []
     with timing.Bench(ns.mode) as bench:

@@ -7,8 +7,7 @@ is timed by the loop itself, from the end of the kernel before it to its own end
 (:meth:`ember.runtime.step_loop.NativeRun.timed`): between two kernels of a real run,
 with the pool's threads spinning as a run leaves them. Clocks around Python calls of
 each kernel, which this module used before, let the pool's threads go to sleep between
-kernels, so a small parallel kernel paid a wake-up it does not pay in a run (MobileNetV2's
-14x14 depthwise convolutions looked slower on two threads than on one). A host step (an
+kernels, so a small parallel kernel could pay a wake-up it does not pay in a run. A host step (an
 ``If``, a gather's index check) is timed around its Python call. Where the loop has no
 clock (it reads ``clock_gettime``, on Linux), every step is called from Python as before.
 

@@ -101,8 +101,18 @@ class HostWatch:
             self._best = list(times)
             return 1.0
         self._best = [min(b, t) for b, t in zip(self._best, times)]
-        return max(t / b for t, b in zip(times, self._best) if b > 0)
+        return max((t / b for t, b in zip(times, self._best) if b > 0), default=1.0)
 
     def is_slow(self, slowdown: float) -> bool:
         """Whether a probe's slowdown says the host was taking a CPU."""
         return slowdown >= self.slow
+
+
+def calibrated_watch(enabled: bool) -> HostWatch | None:
+    """A :class:`HostWatch` that has learned each CPU's fastest time, or None when the
+    benchmark was told not to probe (``--no-host-check``)."""
+    if not enabled:
+        return None
+    watch = HostWatch()
+    watch.calibrate()
+    return watch

@@ -176,7 +176,7 @@ class NativeRun:
             entry.cell = module.threads_cell_address()
             entry.cls = threads.class_of(module) if entry.cell else 0
         self._job = Job(ctypes.addressof(self._table), len(calls), threads.address, 0, None)
-        self._stamps = (ctypes.c_int64 * (len(calls) + 1))()
+        self._stamps: ctypes.Array[ctypes.c_int64] | None = None  # made by a first profile
         self._job_address = ctypes.addressof(self._job)
         self._count = len(calls)
 
@@ -204,14 +204,16 @@ class NativeRun:
     def timed(self) -> list[float]:
         """Run as a call does, and return each kernel's seconds, read by the loop between
         consecutive calls (see the module notes)."""
-        if not self._loop.stamps:
+        if not self.timeable:
             raise InternalError("this step loop was compiled without a clock")
-        self._job.stamps = ctypes.addressof(self._stamps)
+        if self._stamps is None:
+            self._stamps = (ctypes.c_int64 * (self._count + 1))()
+        t = self._stamps
+        self._job.stamps = ctypes.addressof(t)
         try:
             self()
         finally:
             self._job.stamps = None
-        t = self._stamps
         return [(t[k + 1] - t[k]) * 1e-9 for k in range(self._count)]
 
     def _error(self, k: int, status: int) -> EmberError:

@@ -5,7 +5,7 @@ the small code model, code reaches its constants by 32-bit PC-relative offsets, 
 process whose address space many engines and large arrays had fragmented, one object's
 sections landed over 2 GiB apart: LLVM aborted the process
 (``resolveX86_64Relocation``: ``isInt<32>(RealOffset)``), as ``ember tune`` on
-MobileNetV2 did after 45 minutes. The tests read the relocations of the objects the
+MobileNetV2 did about 40 minutes in. The tests read the relocations of the objects the
 engines load, from the ELF file itself, and refuse any 32-bit one.
 """
 
