@@ -1,7 +1,8 @@
 """How much slower Ember and onnxruntime run with one busy process beside them.
 
 Run: ``python benchmarks/bench_contention.py`` (``--models mobilenet_v2,mlp``,
-``--threads 2``, ``--rounds 3``). Each (model, runtime) pair is timed in its own
+``--threads 2``, ``--rounds 3``; ``--models all``: every model of ``ember bench``'s
+catalog). Each (model, runtime) pair is timed in its own
 process, so one runtime's thread pool never competes with the other's. In that process
 the model is compiled (Ember: disk cache allowed) and then timed by turns: a *quiet*
 block, then a *busy* block with one ``while True`` Python process started beside it
@@ -52,8 +53,18 @@ def _catalog(name: str, rng: np.random.Generator) -> tuple[object, dict]:
     return CATALOG[name](rng, False)
 
 
+def builder(name: str) -> Callable[[np.random.Generator], tuple[object, dict]]:
+    """The model called ``name``: one of :func:`models`, else any catalog model at full size
+    (``--models all`` times the whole catalog, as ``ember bench`` does)."""
+    if name in models():
+        return models()[name]
+    if name in CATALOG:
+        return partial(_catalog, name)
+    raise SystemExit(f"unknown model {name!r}: {sorted(set(models()) | set(CATALOG))}")
+
+
 def _runner(runtime: str, name: str, threads: int) -> Callable[[], object]:
-    model, inputs = models()[name](np.random.default_rng(0))
+    model, inputs = builder(name)(np.random.default_rng(0))
     if runtime == "ember":
         import ember
         from ember.runtime.threads import set_num_threads
@@ -127,33 +138,38 @@ def _measure(runtime: str, name: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     """Parse the command line; as parent, run a child per (model, runtime) and tabulate."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="", help="comma-separated subset")
+    ap.add_argument("--models", default="", help="comma-separated names, or all (the catalog)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=0.5, help="length of one timed block")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     chosen = [m for m in args.models.split(",") if m] or list(models())
+    if chosen == ["all"]:
+        chosen = list(CATALOG)
     if args.child:
         child(args.child, chosen[0], args.threads, args.rounds, args.seconds)
         return
     print(f"{args.threads} threads; factor = busy / quiet, median [range], {args.rounds} rounds")
-    print(f"{'model':14s}{'ember quiet/busy ms':>22s}{'factor':>17s}", end="")
+    print(f"{'model':20s}{'ember quiet/busy ms':>22s}{'factor':>17s}", end="")
     print(f"{'ort quiet/busy ms':>22s}{'factor':>17s}{'ember beside ort':>20s}")
+    no_worse = 0
     for name in chosen:
-        row, tail = f"{name:14s}", ""
+        row, tail, medians = f"{name:20s}", "", {}
         for runtime in ("ember", "ort"):
             r = _measure(runtime, name, args)
             factors = [b / q for q, b in zip(r["quiet"], r["busy"])]
+            medians[runtime] = statistics.median(factors)
             q, b = statistics.median(r["quiet"]) * 1e3, statistics.median(r["busy"]) * 1e3
             spread = f"[{min(factors):.1f}-{max(factors):.1f}]"
-            row += f"{f'{q:.3f} / {b:.3f}':>22s}{statistics.median(factors):7.1f} {spread:>9s}"
+            row += f"{f'{q:.3f} / {b:.3f}':>22s}{medians[runtime]:7.1f} {spread:>9s}"
             if r["beside"]:
                 beside = [s / q for q, s in zip(r["quiet"], r["beside"])]
                 spread_b = f"[{min(beside):.1f}-{max(beside):.1f}]"
                 tail = f"{statistics.median(beside):7.1f} {spread_b:>9s}"
+        no_worse += medians["ember"] <= medians["ort"]
         print(row + f"{tail:>20s}", flush=True)
-
+    print(f"Ember's median factor at most onnxruntime's on {no_worse} of {len(chosen)} models")
 
 if __name__ == "__main__":
     main()

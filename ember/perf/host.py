@@ -12,12 +12,19 @@ host's moods, not the runtimes: its ratio lands far from the others and widens t
 that the gate takes for noise.
 
 :class:`HostWatch` times the same pure-Python loop (:data:`LOOP` rounds, about 2.5 ms)
-pinned to each CPU the process may use, keeps each CPU's fastest time, and reports a
-probe's *slowdown*: its slowest CPU's time over that CPU's fastest. ``ember bench``
-probes before and after each round and takes a round again when either probe found a
-slowdown of :data:`SLOW` or more, up to as many retakes as rounds; what it kept is in the
-report (each round's slowdown, the retakes), so a reader sees which figures the host may
-have touched.
+pinned to each CPU the process may use, keeps every probe's times, and reports a probe's
+*slowdown*: the largest, over the CPUs, of its time over that CPU's usual time, the
+median of all its probes so far. ``ember bench`` probes before and after each round and
+takes a round again when either probe found a slowdown of :data:`SLOW` or more, up to as
+many retakes as rounds; what it kept is in the report (each round's slowdown, the
+retakes), so a reader sees which figures the host may have touched.
+
+Why the usual time and not the fastest: the host's mood lasts. On 2026-11-29, in the
+evening, both CPUs ran the loop 1.5-1.6x slower than their fastest in 26 of 38 samples
+of ``host_noise.py``; measured against the fastest, the probe flagged 70 of the 72
+rounds of a catalog run and the retakes, capped, only tripled its time. Against the
+median, the rounds are compared in whatever state the host is mostly in, and a spell
+out of it is what gets retaken. A spell *faster* than usual is not flagged.
 
 What it does not catch: periods in which a 2-thread run of either runtime drops to about
 its 1-thread speed while each CPU, probed alone, runs at its best (MobileNetV2 at 6.3-6.8
@@ -29,6 +36,7 @@ of one CPU alone in a fast period; whether it sees those slow periods is not mea
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable, Sequence
 
@@ -73,10 +81,11 @@ def probe_cpus(cpus: Sequence[int], loop: int = LOOP) -> list[float]:
 
 
 class HostWatch:
-    """The fastest probe time of each CPU so far, and each new probe's slowdown against it.
+    """Every probe's time on each CPU so far, and each new probe's slowdown against the
+    CPU's usual (median) time.
 
-    ``probe`` (for tests) returns one time per CPU, as :func:`probe_cpus` does; the first
-    ``warmup`` probes of :meth:`calibrate` only set the fastest times."""
+    ``probe`` (for tests) returns one time per CPU, as :func:`probe_cpus` does; the
+    probes of :meth:`calibrate` only learn the usual times."""
 
     def __init__(
         self,
@@ -86,22 +95,24 @@ class HostWatch:
         cpus = allowed_cpus()
         self.slow = slow
         self._probe = probe or (lambda: probe_cpus(cpus))
-        self._best: list[float] | None = None
+        self._seen: list[list[float]] = []  # per CPU, every probe's time
 
-    def calibrate(self, warmup: int = 5, pause: float = 0.02) -> None:
-        """Probe ``warmup`` times, ``pause`` seconds apart, to learn the fastest times."""
+    def calibrate(self, warmup: int = 9, pause: float = 0.05) -> None:
+        """Probe ``warmup`` times, ``pause`` seconds apart, to learn the usual times."""
         for _ in range(warmup):
             self.check()
             time.sleep(pause)
 
     def check(self) -> float:
-        """Probe now: the slowest CPU's time over its fastest so far (1.0 at best)."""
+        """Probe now: the slowest CPU's time over its usual time (1.0 or less: as usual)."""
         times = self._probe()
-        if self._best is None or len(self._best) != len(times):
-            self._best = list(times)
+        if len(self._seen) != len(times):
+            self._seen = [[t] for t in times]
             return 1.0
-        self._best = [min(b, t) for b, t in zip(self._best, times)]
-        return max((t / b for t, b in zip(times, self._best) if b > 0), default=1.0)
+        for seen, t in zip(self._seen, times):
+            seen.append(t)
+        usual = [statistics.median(seen) for seen in self._seen]
+        return max((t / u for t, u in zip(times, usual) if u > 0), default=1.0)
 
     def is_slow(self, slowdown: float) -> bool:
         """Whether a probe's slowdown says the host was taking a CPU."""
@@ -109,7 +120,7 @@ class HostWatch:
 
 
 def calibrated_watch(enabled: bool) -> HostWatch | None:
-    """A :class:`HostWatch` that has learned each CPU's fastest time, or None when the
+    """A :class:`HostWatch` that has learned each CPU's usual time, or None when the
     benchmark was told not to probe (``--no-host-check``)."""
     if not enabled:
         return None

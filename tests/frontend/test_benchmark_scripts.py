@@ -92,3 +92,21 @@ def test_host_noise_script_samples_every_cpu(monkeypatch, capsys):
     figures = [float(f) for line in lines[1 : 1 + samples] for f in line.split()]
     assert len(figures) == samples * len(mask) and min(figures) == 1.0
     assert lines[-1].startswith("every CPU slow at once:")
+
+
+
+def test_contention_benchmark_takes_any_catalog_model():
+    """``bench_contention.py --models NAME`` times its own small models or any model of
+    ``ember bench``'s catalog at full size; an unknown name stops with the names it knows."""
+    import numpy as np
+
+    from ember.frontend.testing.catalog import CATALOG
+
+    scope = runpy.run_path(str(BENCH / "bench_contention.py"))
+    model, inputs = scope["builder"]("kws_dscnn")(np.random.default_rng(0))
+    expected, _ = CATALOG["kws_dscnn"](np.random.default_rng(0), False)
+    assert [n.op_type for n in model.graph.node] == [n.op_type for n in expected.graph.node]
+    small, _ = scope["builder"]("mlp")(np.random.default_rng(0))  # the script's own MLP
+    assert small.graph.node
+    with pytest.raises(SystemExit, match="unknown model 'nope'"):
+        scope["builder"]("nope")

@@ -53,3 +53,12 @@ def test_table_gives_medians_and_ratios(script: dict) -> None:
     assert "0.50  <0.95" in text
     assert f"{np.sqrt(0.5):.2f}" in text  # geometric mean of 1.0 and 0.5
     assert "whole run, profiled" in text and "4.000     4.000   1.00" in text
+
+
+def test_fused_matmul_add_nodes_map_back_to_their_matmul(script: dict) -> None:
+    # onnxruntime names MatMul+Add fused into a Gemm "matmul_56/MatMulAddFusion"
+    pytest.importorskip("onnxruntime")
+    model, inputs = script["build"]("bert", 0)
+    got = script["ort_layers"](model, inputs, 1, 1)
+    dense = {n.name for n in model.graph.node if n.op_type == "MatMul"}
+    assert len(set(got["seconds"]) & dense) >= 24  # 6 weight GEMMs in each of 4 layers
