@@ -29,6 +29,7 @@ import numpy as np
 
 from ember.frontend.testing.catalog import CATALOG
 from ember.perf.host import calibrated_watch
+from ember.perf.runners import EmberSettings
 from ember.perf.timing import MODES, PAUSE_S, Bench
 
 
@@ -80,7 +81,7 @@ def main() -> None:
     )
     watch = calibrated_watch(args.host_check)
     print(f"{'model':14s}{'compile s':>10s}{head}", flush=True)
-    with Bench(args.mode, cold=True, passes=args.graph_passes) as bench:
+    with Bench(args.mode, EmberSettings(cold=True, passes=args.graph_passes)) as bench:
         for name in chosen:
             model, inputs = CATALOG[name](np.random.default_rng(0), args.quick)
             compile_s = bench.load(name, model, inputs)

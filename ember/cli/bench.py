@@ -6,7 +6,9 @@ default) or ``.onnx`` files. Each is checked against onnxruntime, then timed wit
 runtime alone, by turns over ``--rounds`` rounds (:mod:`ember.perf.timing`); a table of
 latencies and ratios (onnxruntime time / Ember time: above 1 Ember is faster) with
 their range over rounds is printed, ``--report`` writes the JSON report and ``--chart``
-its PNG bar chart.
+its PNG bar chart. ``--records FILE`` compiles Ember's side with tuning records (``ember
+tune``'s log), so a tuned model is timed against onnxruntime the same way; the report
+names the file.
 
 With ``--baseline FILE`` each model's ratio is compared with the baseline's by the rule in
 :mod:`ember.perf.gate`; a model below it by more than the measured noise makes the
@@ -84,6 +86,11 @@ def add_parser(sub: Any) -> None:
         metavar="F",
         help=f"least allowed drop, a fraction of the baseline ratio (default {gate.FLOOR})",
     )
+    b.add_argument(
+        "--records",
+        metavar="FILE",
+        help="compile Ember's side with these tuning records (ember tune's --log)",
+    )
     b.add_argument("--report", metavar="OUT.json", help="write the JSON report here")
     b.add_argument("--chart", metavar="OUT.png", help="write the bar chart here")
     b.set_defaults(fn=_cmd_bench)
@@ -109,6 +116,8 @@ def _check(ns: argparse.Namespace) -> None:
         raise ArgumentError(f"--noise-floor is a fraction in [0, 1), got {ns.noise_floor}")
     if ns.update_baseline and not ns.baseline:
         raise ArgumentError("--update-baseline needs --baseline FILE to write")
+    if ns.records and not os.path.isfile(ns.records):
+        raise ArgumentError(f"--records: no file {ns.records!r}")
 
 
 def _baseline(ns: argparse.Namespace, threads: int) -> dict[str, Any] | None:
@@ -131,7 +140,7 @@ def _cmd_bench(ns: argparse.Namespace) -> int:
     _check(ns)
     # start-up cost: the compiler, onnx and onnxruntime load only when a benchmark runs
     from ember.frontend.testing.catalog import CATALOG
-    from ember.perf import chart, host, models, timing
+    from ember.perf import chart, host, models, runners, timing
 
     threads = _threads(ns)
     baseline = _baseline(ns, threads)
@@ -139,7 +148,8 @@ def _cmd_bench(ns: argparse.Namespace) -> int:
     watch = host.calibrated_watch(ns.host_check)
     print(report.header(threads), flush=True)
     timings = []
-    with timing.Bench(ns.mode) as bench:
+    settings = runners.EmberSettings(records=ns.records or "")
+    with timing.Bench(ns.mode, settings) as bench:
         for name, model, inputs in chosen:
             bench.load(name, model, inputs)
             t = bench.time(
@@ -147,15 +157,16 @@ def _cmd_bench(ns: argparse.Namespace) -> int:
             )
             timings.append(t)
             print(report.row(name, t.as_dict()), flush=True)
-    settings = {
+    run_settings = {
         "threads": threads,
         "quick": ns.quick,
         "rounds": ns.rounds,
         "mode": ns.mode,
         "pause_s": ns.pause,
         "host_check": ns.host_check,
+        "records": ns.records,
     }
-    result = report.build(timings, settings)
+    result = report.build(timings, run_settings)
     print(f"geometric mean ratio {result['geomean_ratio']:.2f}")
     if ns.report:
         report.write(result, ns.report)

@@ -31,6 +31,20 @@ RUNTIMES = ("ember", "onnxruntime")
 
 
 @dataclass(frozen=True)
+class EmberSettings:
+    """How Ember's side compiles each model.
+
+    ``cold`` empties the in-process kernel cache and turns the disk cache off, so the
+    compile time counts every kernel (``bench_models.py`` prints it); ``passes`` is a
+    graph-pass spec (:func:`graph_passes`); ``records`` a tuning records file that the
+    compile applies (``ember tune``'s log), to time a tuned model against onnxruntime."""
+
+    cold: bool = False
+    passes: str = ""
+    records: str = ""
+
+
+@dataclass(frozen=True)
 class Loaded:
     """What loading a model gave: the seconds it took (Ember's compile) and the outputs of
     one run on the benchmark's inputs (checked against the other runtime before timing)."""
@@ -95,16 +109,13 @@ def onnxruntime() -> Any:
 
 
 class EmberRunner:
-    """Ember's side: ``ember.compile`` for the CPU; threads through ``set_num_threads``.
-
-    ``cold`` compiles with the in-process kernel cache emptied and the disk cache off, so
-    the compile time counts every kernel (``bench_models.py`` prints it)."""
+    """Ember's side: ``ember.compile`` for the CPU, as ``settings`` say; threads through
+    ``set_num_threads``."""
 
     name = "ember"
 
-    def __init__(self, cold: bool = False, passes: str = "") -> None:
-        self.cold = cold
-        self.passes = passes
+    def __init__(self, settings: EmberSettings | None = None) -> None:
+        self.settings = settings or EmberSettings()
         self.models: dict[str, Any] = {}
         self.inputs: dict[str, dict[str, np.ndarray]] = {}
 
@@ -117,7 +128,8 @@ class EmberRunner:
         self.models.clear()  # one model at a time (see OrtRunner.load)
         self.inputs.clear()
         saved = os.environ.get("EMBER_DISK_CACHE")
-        if self.cold:
+        cold, records = self.settings.cold, self.settings.records or None
+        if cold:
             # start-up cost: the compiler loads in Ember's process only, not onnxruntime's
             from ember.graph.kernels import clear_cache
 
@@ -125,12 +137,13 @@ class EmberRunner:
             os.environ["EMBER_DISK_CACHE"] = "0"
         try:
             start = time.perf_counter()
-            lib = ember.compile(proto, target="llvm", graph_passes=graph_passes(self.passes))
+            passes = graph_passes(self.settings.passes)
+            lib = ember.compile(proto, target="llvm", records=records, graph_passes=passes)
             seconds = time.perf_counter() - start
         finally:
-            if self.cold and saved is None:
+            if cold and saved is None:
                 del os.environ["EMBER_DISK_CACHE"]
-            elif self.cold:
+            elif cold:
                 os.environ["EMBER_DISK_CACHE"] = saved  # type: ignore[assignment]
         self.models[key], self.inputs[key] = lib, inputs
         return Loaded(seconds, [np.asarray(o) for o in lib.run(inputs)])
@@ -191,10 +204,10 @@ class OrtRunner:
         return best_of(lambda: session.run(None, inputs), number, repeat, clock)
 
 
-def make_runner(name: str, cold: bool = False, passes: str = "") -> EmberRunner | OrtRunner:
-    """The runner for runtime ``name`` (one of ``RUNTIMES``)."""
+def make_runner(name: str, settings: EmberSettings | None = None) -> EmberRunner | OrtRunner:
+    """The runner for runtime ``name`` (one of ``RUNTIMES``); ``settings`` are Ember's."""
     if name == "ember":
-        return EmberRunner(cold, passes)
+        return EmberRunner(settings)
     if name == "onnxruntime":
         return OrtRunner()
     raise ArgumentError(f"no runtime named {name!r}; choose one of {', '.join(RUNTIMES)}")

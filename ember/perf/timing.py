@@ -44,7 +44,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, SystemError_
 from ember.perf.host import HostWatch
-from ember.perf.runners import CLOCKS, EmberRunner, OrtRunner, make_runner
+from ember.perf.runners import CLOCKS, EmberRunner, EmberSettings, OrtRunner, make_runner
 from ember.perf.workers import WorkerRunner
 
 MODES = ("process", "blocks")
@@ -113,20 +113,20 @@ class Bench:
     """The two runtimes, ready to load and time models; close it (or use ``with``) to
     stop the worker processes of ``mode="process"``.
 
-    ``cold`` makes Ember's compile time count every kernel (no kernel cache);
-    ``passes`` is a graph-pass spec (:func:`ember.perf.runners.graph_passes`).
+    ``settings`` say how Ember compiles (:class:`~ember.perf.runners.EmberSettings`: a
+    cold compile, the graph passes, tuning records).
     """
 
-    def __init__(self, mode: str = "process", cold: bool = False, passes: str = "") -> None:
+    def __init__(self, mode: str = "process", settings: EmberSettings | None = None) -> None:
         if mode not in MODES:
             raise ArgumentError(f"no timing mode {mode!r}; choose one of {', '.join(MODES)}")
         self.mode = mode
         self.runners: list[EmberRunner | OrtRunner | WorkerRunner] = []
         for name in ("onnxruntime", "ember"):  # onnxruntime first: it checks the install
             if mode == "process":
-                self.runners.append(WorkerRunner(name, cold, passes))
+                self.runners.append(WorkerRunner(name, settings))
             else:
-                self.runners.append(make_runner(name, cold, passes))
+                self.runners.append(make_runner(name, settings))
         self.ort, self.ember = self.runners
         self.compile_s: dict[str, float] = {}
 

@@ -24,16 +24,16 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ember.errors import EmberError, InternalError
-from ember.perf.runners import Loaded, make_runner
+from ember.perf.runners import EmberSettings, Loaded, make_runner
 
 CALL_TIMEOUT_S = 1800.0  # a cold ResNet-50 compile on a loaded machine stays well inside
 
 
-def _serve(conn: Connection, name: str, cold: bool, passes: str) -> None:
+def _serve(conn: Connection, name: str, settings: EmberSettings | None) -> None:
     """The worker's loop: run each ``(method, args)`` the parent sends on the runner, send
     back ``("ok", value)`` or ``("error", exception)``, until ``("stop", ())``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    runner = make_runner(name, cold, passes)
+    runner = make_runner(name, settings)
     while True:
         try:
             method, args = conn.recv()
@@ -60,12 +60,12 @@ def _portable(e: Exception) -> Exception:
 class WorkerRunner:
     """A runner (``"ember"`` or ``"onnxruntime"``) living in a spawned process."""
 
-    def __init__(self, name: str, cold: bool = False, passes: str = "") -> None:
+    def __init__(self, name: str, settings: EmberSettings | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.name = name
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(
-            target=_serve, args=(child, name, cold, passes), daemon=True, name=f"bench-{name}"
+            target=_serve, args=(child, name, settings), daemon=True, name=f"bench-{name}"
         )
         self._proc.start()
         child.close()

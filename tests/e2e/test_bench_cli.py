@@ -106,9 +106,29 @@ def test_a_model_may_be_an_onnx_file(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[1].startswith("tiny ")
 
 
+def test_records_reach_ember_s_compile_and_the_report(tmp_path, capsys, monkeypatch):
+    import ember
+
+    records = tmp_path / "tuned.jsonl"
+    records.write_text("")  # an empty log: no record applies, the compile still reads it
+    seen = []
+    real = ember.compile
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("records"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ember, "compile", spy)
+    out = tmp_path / "r.json"
+    assert main(_bench("--records", str(records), "--report", str(out))) == 0
+    assert seen == [str(records)]
+    assert json.loads(out.read_text())["records"] == str(records)
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
+        (["bench", "mlp", "--records", "nosuch.jsonl"], "--records: no file 'nosuch.jsonl'"),
         (["bench", "nosuch"], "unknown model 'nosuch': neither a catalog name (resnet18,"),
         (["bench", "missing.onnx"], "model file 'missing.onnx' does not exist"),
         (["bench", "mlp", "--update-baseline"], "--update-baseline needs --baseline FILE"),
