@@ -21,13 +21,13 @@ retakes), so a reader sees which figures the host may have touched.
 
 Why the usual time and not the fastest: the host's mood lasts. On 2026-11-29, in the
 evening, both CPUs ran the loop 1.5-1.6x slower than their fastest in 26 of 38 samples
-of ``host_noise.py``; measured against the fastest, the probe flagged 70 of the 72
-rounds of a catalog run and the retakes, capped, only tripled its time. Against the
-median, the rounds are compared in whatever state the host is mostly in, and a spell
-out of it is what gets retaken. A spell *faster* than usual is not flagged.
+of ``host_noise.py``; measured against the fastest, the probe had a catalog run retake
+71 rounds, the cap of three on 23 of its 24 models, which only tripled its time.
+Against the median, the rounds are compared in whatever state the host is mostly in,
+and a spell out of it is what gets retaken. A spell *faster* than usual is not flagged.
 
 What it does not catch: periods in which a 2-thread run of either runtime drops to about
-its 1-thread speed while each CPU, probed alone, runs at its best (MobileNetV2 at 6.3-6.8
+its 1-thread speed while each CPU, probed alone, runs as usual (MobileNetV2 at 6.3-6.8
 ms in every runtime for four rounds in a row, the probes at 1.03-1.04x; 2026-11-29). A
 probe of both CPUs at once (two threads hashing, which releases the GIL) read 0.96-1.15x
 of one CPU alone in a fast period; whether it sees those slow periods is not measured yet.
