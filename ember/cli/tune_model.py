@@ -70,6 +70,7 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
             timeout=ns.timeout, cost_model=model,
         )  # fmt: skip
         retimed = retime_picks(measurer, results, getattr(ns, "retime_rounds", 3))
+    slower = drop_slower_picks(ns.log, retimed)
     check = None
     if ns.log and getattr(ns, "model_check", True) and any(r.best_config for r in results):
         print("checking the records on the whole model (timed with and without them, by turns)")
@@ -87,8 +88,25 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
 
         shapes = parse_shapes(ns.shape) or None
         check = check_records(ns.model, ns.log, tasks, ns.target, shapes, on_time=timed)
-    print_model_summary(tasks, results, ns.log, check, retimed)
+    print_model_summary(tasks, results, ns.log, check, retimed, slower)
     return 0
+
+
+def drop_slower_picks(log: str | None, retimed: dict[str, Retimed]) -> list[str]:
+    """Move out of ``log`` the records of the tasks whose pick, timed again by turns, ran
+    slower than the fallback (a search's best is the luckiest of many noisy timings: on
+    the BERT encoder four of eight picks re-timed at 0.85-0.99x); the model then runs the
+    fallback there, which is what a tuned kernel must never be slower than. Their keys,
+    in the order given."""
+    slower = [key for key, again in retimed.items() if again.speedup < 1.0]
+    if slower and log:
+        # start-up cost: the model compiler loads only when tuning a model
+        from ember.graph.model_tuning import move_records
+
+        moved = move_records(log, set(slower))
+        print(f"dropping {moved} record line(s) of {len(slower)} task(s) whose pick re-timed "
+              "slower than its fallback (moved to <log>.dropped)")  # fmt: skip
+    return slower if log else []
 
 
 def retime_picks(measurer: Any, results: list[Any], rounds: int) -> dict[str, Retimed]:
@@ -126,13 +144,14 @@ def print_model_summary(
     log: str | None,
     check: Any = None,
     retimed: dict[str, Retimed] | None = None,
+    slower: list[str] | None = None,
 ) -> None:
     """One row per task: weight, trials, failed candidates (kinds and counts), fallback
     and best cost, speedup, and (with ``check``) the untuned model's time in the task's
     kernels. A cost whose repeats say the machine was busy is flagged, and so is a speedup
     taken from one: neither says what the kernel does on an idle machine. Then the
     whole model's measured change beside the one the kernels predict, which records were
-    dropped, and which groups stayed untuned."""
+    dropped (``slower``: by :func:`drop_slower_picks`), and which groups stayed untuned."""
     columns = ("task", "weight", "trials", "failed", "fallback", "best", "speedup", "in model")
     out = table(f"model tuning summary (records: {log or 'not written'})", columns)
     messages: list[str] = []
@@ -143,7 +162,9 @@ def print_model_summary(
         errors = ", ".join(f"{k} {n}" for k, n in res.errors.items())
         in_model = check.task_s.get(mt.task.key) if check is not None else None
         again = (retimed or {}).get(mt.task.key)
-        if again is not None:
+        if mt.task.key in (slower or ()):
+            saved[mt.task.key] = 0.0  # its records were dropped: the fallback runs
+        elif again is not None:
             saved[mt.task.key] = again.saved
         elif first is not None and first.ok and best is not None:
             saved[mt.task.key] = 1 - best.cost / first.cost
@@ -162,6 +183,9 @@ def print_model_summary(
     total = sum(len(r.trials) for r in results)
     failed = sum(sum(r.errors.values()) for r in results)
     print(f"failed candidates: {failed} of {total} measured")
+    names = {mt.task.key: task_label(mt) for mt in tasks}
+    for key in slower or ():
+        print(f"dropped (pick re-timed slower than its fallback): {names.get(key, key)}")
     if check is not None:
         for line in check_lines(tasks, check, predicted_saving(check.kernels, saved)):
             print(line)
@@ -189,7 +213,7 @@ def check_lines(tasks: list[Any], check: Any, predicted: float) -> list[str]:
         f"records timed once more, longer)",
         f"predicted by the tuned kernels (speedups, re-timed where they were, times their "
         f"time in the model): "
-        f"{-predicted * 1e3:+.3f} ms ({-100 * predicted / base:+.1f}%)",
+        f"{0.0 - predicted * 1e3:+.3f} ms ({0.0 - 100 * predicted / base:+.1f}%)",  # no -0.000
     ]
     kept = len(check.choice.kept)
     lines.append(f"records kept for {kept} of {kept + len(check.choice.dropped)} task(s)")

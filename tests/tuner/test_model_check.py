@@ -228,3 +228,27 @@ def test_a_kernel_two_tasks_cover_counts_for_each_and_is_saved_once():
     assert kernels == [(0.0005, ("l",)), (0.004, ("t", "g"))]
     assert predicted_saving(kernels, {"t": 0.25, "g": 0.5}) == 0.002
     assert predicted_saving(kernels, {"t": 0.25}) == 0.001
+
+
+def test_the_longer_timer_has_the_last_word_on_the_records_kept():
+    """The BERT encoder's check: the short timings kept eight tasks' records at 0.999x,
+    the longer timing put the same set at 1.065x, and they were kept. Now the longer
+    timer's verdict on the kept set decides: the task that slows it goes; where no single
+    task does, none is kept."""
+    true = {"slow": 0.06, "fast": -0.02}
+
+    def quick(kept):  # noqa: ANN001, ANN202 - the short timings miss "slow"
+        return 1.0 + (-0.02 if "fast" in kept else 0.0)
+
+    choice = drop_slow_records(["slow", "fast"], quick, 0.03, confirm=fake_timer(true))
+    assert choice.kept == {"fast"} and choice.dropped == ["slow"]
+    assert choice.confirmed == pytest.approx(0.98)
+    # each a little slower, together beyond the tolerance: left out in turn until it holds
+    spread = {k: 0.02 for k in "abc"}
+    choice = drop_slow_records(list("abc"), lambda kept: 1.0, 0.03, confirm=fake_timer(spread))
+    assert choice.kept == {"c"} and choice.confirmed == pytest.approx(1.02)
+    worse = {k: 0.04 for k in "abc"}  # even one alone is too slow: none is kept
+    choice = drop_slow_records(list("abc"), lambda kept: 1.0, 0.03, confirm=fake_timer(worse))
+    assert choice.kept == frozenset() and choice.confirmed == 1.0
+    # and the quick timer alone still decides as before
+    assert drop_slow_records(["slow", "fast"], quick, 0.03).kept == {"slow", "fast"}

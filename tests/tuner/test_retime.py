@@ -135,3 +135,43 @@ def test_retime_picks_times_only_tasks_whose_pick_is_not_their_measured_fallback
         "re-timing 1 pick(s) against their fallbacks (3 rounds by turns)" in capsys.readouterr().out
     )
     assert retime_picks(measurer, [picked], 0) == {} and measurer.calls == 3
+
+
+def test_a_pick_that_re_times_slower_loses_its_records_and_its_predicted_saving(
+    tmp_path, capsys
+) -> None:
+    """A tuned kernel is never slower than the one it replaces: a task whose pick re-timed
+    below its fallback has its records moved out of the log, so the model runs the
+    fallback there, and the summary names it and predicts nothing from it."""
+    import json
+
+    from ember.cli.tune_model import drop_slower_picks, print_model_summary
+    from ember.graph.model_tuning import ModelCheck, RecordChoice
+    from ember.tuner.retime import Retimed
+    from ember.tuner.search import TrialRecord
+    from ember.tuner.tune import TuneResult
+
+    log = tmp_path / "r.jsonl"
+    lines = [json.dumps({"task_key": k, "n": i}) + "\n" for i, k in enumerate("abab")]
+    log.write_text("".join(lines))
+    retimed = {"a": Retimed(1e-3, 1.1e-3, 3), "b": Retimed(2e-3, 1e-3, 3)}
+    assert drop_slower_picks(str(log), retimed) == ["a"]
+    assert log.read_text() == lines[1] + lines[3]
+    assert (tmp_path / "r.jsonl.dropped").read_text() == lines[0] + lines[2]
+    assert "dropping 2 record line(s) of 1 task(s)" in capsys.readouterr().out
+    assert drop_slower_picks(None, retimed) == []  # no log: nothing to move
+
+    task = _task()
+    fallback = fallback_entity(task)
+    pick = task.config_space.get((fallback.index + 1) % len(task.config_space))
+    trials = [TrialRecord(0, fallback, MeasureResult((2e-3,) * 3), 1e-3),
+              TrialRecord(1, pick, MeasureResult((1e-3,) * 3), 1e-3)]  # fmt: skip
+    result = TuneResult(task, pick, 1e-3, trials, 0, 0, "trials", None)
+    check = ModelCheck(RecordChoice(frozenset(), [], {frozenset(): 1.0}), 10e-3, 1.0, 1.0,
+                       {task.key: 4e-3}, [], 10e-3, kernels=[(4e-3, (task.key,))])  # fmt: skip
+    mt = SimpleNamespace(task=task, weight=1, nodes=["n"])
+    slow = {task.key: Retimed(1e-3, 1.25e-3, 3)}
+    print_model_summary([mt], [result], None, check, slow, [task.key])
+    out = capsys.readouterr().out
+    assert "0.80x re-timed" in out and "dropped (pick re-timed slower than its fallback)" in out
+    assert "+0.000 ms (+0.0%)" in out  # predicted: the fallback runs, nothing changes
