@@ -11,8 +11,9 @@ with and without the records and timed by turns, and the records of tasks that m
 slower are dropped (:func:`ember.graph.model_tuning.check_records`: moved to
 ``LOG.dropped``). A table summarises each task's failed candidates by error kind, its
 fallback and best cost, the pick's speedup timed again against the fallback by turns
-after the search (``--retime-rounds``; :mod:`ember.tuner.retime`) and the untuned
-model's time in its kernels; below it, the
+after the search (``--retime-rounds``; :mod:`ember.tuner.retime`: a pick slower than its
+fallback loses its records before the model check) and the untuned model's time in its
+kernels; below it, the
 model's measured change beside the one the tuned kernels predict, the records dropped,
 and the groups no template covers with their share of the model's time. ``ember compile
 model.onnx --records LOG`` then builds the model with the kept configs.
