@@ -1,16 +1,17 @@
 """How much slower Ember and onnxruntime run with one busy process beside them.
 
 Run: ``python benchmarks/bench_contention.py`` (``--models mobilenet_v2,mlp``,
-``--threads 2``, ``--rounds 3``; ``--models all``: every model of ``ember bench``'s
-catalog). Each (model, runtime) pair is timed in its own
-process, so one runtime's thread pool never competes with the other's. In that process
-the model is compiled (Ember: disk cache allowed) and then timed by turns: a *quiet*
-block, then a *busy* block with one ``while True`` Python process started beside it
-(pinned nowhere, so on a two-core machine it takes half the cores), then a pause. A
-block's time is the median of its runs; the slowdown factor of a round is busy / quiet.
-The table prints both runtimes' medians and the range of the factor over the rounds.
-The last column is Ember's slowdown when each of its runs follows an onnxruntime run in
-the same process (another runtime's spinning pool beside it), over its quiet time.
+``--threads 2``, ``--rounds 3``; ``--models catalog/NAME`` for any model of ``ember
+bench``'s catalog, ``--models all`` for every one, at full size). Each (model, runtime)
+pair is timed in its own process, so one runtime's thread pool never competes with the
+other's. In that process the model is compiled (Ember: disk cache allowed) and then
+timed by turns: a *quiet* block, then a *busy* block with one ``while True`` Python
+process started beside it (pinned nowhere, so on a two-core machine it takes half the
+cores), then a pause. A block's time is the median of its runs; the slowdown factor of a
+round is busy / quiet. The table prints both runtimes' medians and the range of the
+factor over the rounds. The last column is Ember's slowdown when each of its runs
+follows an onnxruntime run in the same process (another runtime's spinning pool beside
+it), over its quiet time.
 
 "Quiet" means no busy process of ours: on a shared machine others' load comes and goes,
 so repeat the script and read the ranges, not one figure.
@@ -54,13 +55,16 @@ def _catalog(name: str, rng: np.random.Generator) -> tuple[object, dict]:
 
 
 def builder(name: str) -> Callable[[np.random.Generator], tuple[object, dict]]:
-    """The model called ``name``: one of :func:`models`, else any catalog model at full size
-    (``--models all`` times the whole catalog, as ``ember bench`` does)."""
+    """The model called ``name``: one of :func:`models`, or ``catalog/NAME`` for any model of
+    ``ember bench``'s catalog at full size (``--models all`` times the whole catalog so)."""
+    catalog = name.removeprefix("catalog/")
+    if catalog != name and catalog in CATALOG:
+        return partial(_catalog, catalog)
     if name in models():
         return models()[name]
-    if name in CATALOG:
-        return partial(_catalog, name)
-    raise SystemExit(f"unknown model {name!r}: {sorted(set(models()) | set(CATALOG))}")
+    raise SystemExit(
+        f"unknown model {name!r}: {sorted(models())} or catalog/NAME, NAME one of {list(CATALOG)}"
+    )
 
 
 def _runner(runtime: str, name: str, threads: int) -> Callable[[], object]:
@@ -146,7 +150,7 @@ def main() -> None:
     args = ap.parse_args()
     chosen = [m for m in args.models.split(",") if m] or list(models())
     if chosen == ["all"]:
-        chosen = list(CATALOG)
+        chosen = [f"catalog/{name}" for name in CATALOG]
     if args.child:
         child(args.child, chosen[0], args.threads, args.rounds, args.seconds)
         return
@@ -155,7 +159,7 @@ def main() -> None:
     print(f"{'ort quiet/busy ms':>22s}{'factor':>17s}{'ember beside ort':>20s}")
     no_worse = 0
     for name in chosen:
-        row, tail, medians = f"{name:20s}", "", {}
+        row, tail, medians = f"{name.removeprefix('catalog/'):20s}", "", {}
         for runtime in ("ember", "ort"):
             r = _measure(runtime, name, args)
             factors = [b / q for q, b in zip(r["quiet"], r["busy"])]
