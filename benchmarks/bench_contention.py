@@ -157,7 +157,7 @@ def main() -> None:
     print(f"{args.threads} threads; factor = busy / quiet, median [range], {args.rounds} rounds")
     print(f"{'model':20s}{'ember quiet/busy ms':>22s}{'factor':>17s}", end="")
     print(f"{'ort quiet/busy ms':>22s}{'factor':>17s}{'ember beside ort':>20s}")
-    no_worse = 0
+    worse: list[str] = []
     for name in chosen:
         row, tail, medians = f"{name.removeprefix('catalog/'):20s}", "", {}
         for runtime in ("ember", "ort"):
@@ -171,9 +171,15 @@ def main() -> None:
                 beside = [s / q for q, s in zip(r["quiet"], r["beside"])]
                 spread_b = f"[{min(beside):.1f}-{max(beside):.1f}]"
                 tail = f"{statistics.median(beside):7.1f} {spread_b:>9s}"
-        no_worse += medians["ember"] <= medians["ort"]
+        if medians["ember"] > medians["ort"]:
+            worse.append(f"{name.removeprefix('catalog/')} ({medians['ember']:.2f} against "
+                         f"{medians['ort']:.2f})")  # fmt: skip
         print(row + f"{tail:>20s}", flush=True)
+    no_worse = len(chosen) - len(worse)
     print(f"Ember's median factor at most onnxruntime's on {no_worse} of {len(chosen)} models")
+    if worse:
+        print(f"above it: {', '.join(worse)}")
+
 
 if __name__ == "__main__":
     main()
