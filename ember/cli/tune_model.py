@@ -96,7 +96,7 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
 def drop_slower_picks(log: str | None, retimed: dict[str, Retimed]) -> list[str]:
     """Move out of ``log`` the records of the tasks whose pick, timed again by turns, ran
     slower than the fallback (a search's best is the luckiest of many noisy timings: on
-    the BERT encoder four of eight picks re-timed at 0.85-0.99x); the model then runs the
+    the BERT encoder five of eight picks re-timed at 0.85-0.99x); the model then runs the
     fallback there, which is what a tuned kernel must never be slower than. Their keys,
     in the order given."""
     slower = [key for key, again in retimed.items() if again.speedup < 1.0]

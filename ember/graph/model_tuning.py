@@ -213,8 +213,8 @@ def drop_slow_records(
     Leaving each of thirty tasks out in turn, the fastest-looking timing is the lowest of
     thirty noisy ones; on ResNet-18 such one-off timings dropped records that helped.
     It also has the last word on the set kept (:func:`_confirmed`): on the BERT encoder
-    the short timings kept eight tasks' records at 0.999x while the longer timer put them
-    at 1.065x, and they were kept."""
+    the short timings kept eight tasks' records that the longer timer put at 1.065x, and
+    they were kept."""
     times: dict[frozenset[str], float] = {}
 
     def time_of(kept: frozenset[str]) -> float:

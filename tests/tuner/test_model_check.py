@@ -231,8 +231,8 @@ def test_a_kernel_two_tasks_cover_counts_for_each_and_is_saved_once():
 
 
 def test_the_longer_timer_has_the_last_word_on_the_records_kept():
-    """The BERT encoder's check: the short timings kept eight tasks' records at 0.999x,
-    the longer timing put the same set at 1.065x, and they were kept. Now the longer
+    """The BERT encoder's check: the short timings kept eight tasks' records, the longer
+    timing put the same set at 1.065x, and they were kept. Now the longer
     timer's verdict on the kept set decides: the task that slows it goes; where no single
     task does, none is kept."""
     true = {"slow": 0.06, "fast": -0.02}
