@@ -58,7 +58,9 @@ def test_table_gives_medians_and_ratios(script: dict) -> None:
 def test_fused_matmul_add_nodes_map_back_to_their_matmul(script: dict) -> None:
     # onnxruntime names MatMul+Add fused into a Gemm "matmul_56/MatMulAddFusion"
     pytest.importorskip("onnxruntime")
-    model, inputs = script["build"]("bert", 0)
+    from ember.frontend.testing import zoo
+
+    model, inputs = zoo.bert_encoder(np.random.default_rng(0), 1, 16, layers=1, hidden=32, heads=2)
     got = script["ort_layers"](model, inputs, 1, 1)
     dense = {n.name for n in model.graph.node if n.op_type == "MatMul"}
-    assert len(set(got["seconds"]) & dense) >= 24  # 6 weight GEMMs in each of 4 layers
+    assert len(set(got["seconds"]) & dense) >= 6  # the layer's six weight GEMMs
