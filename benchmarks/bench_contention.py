@@ -159,7 +159,8 @@ def main() -> None:
     print(f"{'ort quiet/busy ms':>22s}{'factor':>17s}{'ember beside ort':>20s}")
     worse: list[str] = []
     for name in chosen:
-        row, tail, medians = f"{name.removeprefix('catalog/'):20s}", "", {}
+        shown = name.removeprefix("catalog/")
+        row, tail, medians = f"{shown:20s}", "", {}
         for runtime in ("ember", "ort"):
             r = _measure(runtime, name, args)
             factors = [b / q for q, b in zip(r["quiet"], r["busy"])]
@@ -172,8 +173,7 @@ def main() -> None:
                 spread_b = f"[{min(beside):.1f}-{max(beside):.1f}]"
                 tail = f"{statistics.median(beside):7.1f} {spread_b:>9s}"
         if medians["ember"] > medians["ort"]:
-            worse.append(f"{name.removeprefix('catalog/')} ({medians['ember']:.2f} against "
-                         f"{medians['ort']:.2f})")  # fmt: skip
+            worse.append(f"{shown} ({medians['ember']:.2f} against {medians['ort']:.2f})")
         print(row + f"{tail:>20s}", flush=True)
     no_worse = len(chosen) - len(worse)
     print(f"Ember's median factor at most onnxruntime's on {no_worse} of {len(chosen)} models")
