@@ -7,11 +7,23 @@ pair is timed in its own process, so one runtime's thread pool never competes wi
 other's. In that process the model is compiled (Ember: disk cache allowed) and then
 timed by turns: a *quiet* block, then a *busy* block with one ``while True`` Python
 process started beside it (pinned nowhere, so on a two-core machine it takes half the
-cores), then a pause. A block's time is the median of its runs; the slowdown factor of a
-round is busy / quiet. The table prints both runtimes' medians and the range of the
-factor over the rounds. The last column is Ember's slowdown when each of its runs
-follows an onnxruntime run in the same process (another runtime's spinning pool beside
-it), over its quiet time.
+cores), then a pause. The slowdown factor of a round is busy / quiet, of the blocks'
+**mean** run times, and also of their medians. The table prints both runtimes' mean
+times, the mean factor's median and range over the rounds, the median factor, and the
+busy block's 95th percentile over its quiet median. The last column is Ember's slowdown
+(means) when each of its runs follows an onnxruntime run in the same process (another
+runtime's spinning pool beside it).
+
+Why the mean leads: a pool whose idle thread keeps spinning on the busy core runs most
+calls at its quiet speed and a few 10-20x slower, stalled on a preempted thread for the
+rest of a scheduler time slice (about 4 ms here). The median sees only the fast calls;
+the mean, which is what a stream of requests costs, sees both. On 2026-11-30 (2 cores,
+one busy process) onnxruntime's small CNN, MLP and log-mel front end ran at 0.9-1.1x
+their quiet medians but 2.0-2.5x their quiet means, with 95th percentiles of 4.3-5.0 ms;
+Ember's pool, which stops offering work to a preempted thread for 10 ms after a stall,
+ran them at a steady one-thread speed: 1.5-1.9x by either measure, 95th percentiles of
+0.34-0.96 ms. An Ember pool changed to spin like onnxruntime's (no ``sched_yield``, long
+spins, no back-off) matched onnxruntime's medians and its 2.2-2.4x means and 4 ms tails.
 
 "Quiet" means no busy process of ours: on a shared machine others' load comes and goes,
 so repeat the script and read the ranges, not one figure.
@@ -92,8 +104,9 @@ def _runner(runtime: str, name: str, threads: int) -> Callable[[], object]:
 
 def _block(
     fn: Callable[[], object], seconds: float, before: Callable[[], object] | None = None
-) -> float:
-    """Median time of one run over about ``seconds`` of runs (``before`` untimed before each)."""
+) -> dict[str, float]:
+    """Mean, median and 95th percentile of one run's time over about ``seconds`` of runs
+    (``before`` untimed before each)."""
     times: list[float] = []
     stop = time.perf_counter() + seconds
     while time.perf_counter() < stop or len(times) < 5:
@@ -102,7 +115,11 @@ def _block(
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return {
+        "mean": statistics.fmean(times),
+        "median": statistics.median(times),
+        "p95": float(np.percentile(times, 95)),
+    }
 
 
 def child(runtime: str, name: str, threads: int, rounds: int, seconds: float) -> None:
@@ -154,31 +171,53 @@ def main() -> None:
     if args.child:
         child(args.child, chosen[0], args.threads, args.rounds, args.seconds)
         return
-    print(f"{args.threads} threads; factor = busy / quiet, median [range], {args.rounds} rounds")
-    print(f"{'model':20s}{'ember quiet/busy ms':>22s}{'factor':>17s}", end="")
-    print(f"{'ort quiet/busy ms':>22s}{'factor':>17s}{'ember beside ort':>20s}")
-    worse: list[str] = []
+    print(f"{args.threads} threads, {args.rounds} rounds; factor = busy / quiet")
+    head = f"{'quiet/busy mean ms':>20s}{'mean factor':>17s}{'median f.':>10s}{'p95':>6s}  "
+    print(f"{'':18s}{'--- Ember ---':^55s}{'--- onnxruntime ---':^55s}")
+    print(f"{'model':18s}{head}{head}{'Ember beside ort':>16s}")
+    worse: dict[str, list[str]] = {"mean": [], "median": []}
     for name in chosen:
         shown = name.removeprefix("catalog/")
-        row, tail, medians = f"{shown:20s}", "", {}
+        row, tail, factor = f"{shown:18s}", "", {}
         for runtime in ("ember", "ort"):
             r = _measure(runtime, name, args)
-            factors = [b / q for q, b in zip(r["quiet"], r["busy"])]
-            medians[runtime] = statistics.median(factors)
-            q, b = statistics.median(r["quiet"]) * 1e3, statistics.median(r["busy"]) * 1e3
-            spread = f"[{min(factors):.1f}-{max(factors):.1f}]"
-            row += f"{f'{q:.3f} / {b:.3f}':>22s}{medians[runtime]:7.1f} {spread:>9s}"
+            factor[runtime] = summary(r)
+            f = factor[runtime]
+            times = f"{f['quiet_ms']:.3f} / {f['busy_ms']:.3f}"
+            spread = f"[{f['low']:.1f}-{f['high']:.1f}]"
+            row += f"{times:>20s}{f['mean']:7.1f} {spread:>9s}{f['median']:10.1f}{f['p95']:6.1f}  "
             if r["beside"]:
-                beside = [s / q for q, s in zip(r["quiet"], r["beside"])]
-                spread_b = f"[{min(beside):.1f}-{max(beside):.1f}]"
-                tail = f"{statistics.median(beside):7.1f} {spread_b:>9s}"
-        if medians["ember"] > medians["ort"]:
-            worse.append(f"{shown} ({medians['ember']:.2f} against {medians['ort']:.2f})")
-        print(row + f"{tail:>20s}", flush=True)
-    no_worse = len(chosen) - len(worse)
-    print(f"Ember's median factor at most onnxruntime's on {no_worse} of {len(chosen)} models")
-    if worse:
-        print(f"above it: {', '.join(worse)}")
+                beside = [s["mean"] / q["mean"] for q, s in zip(r["quiet"], r["beside"])]
+                tail = f"{statistics.median(beside):7.1f} [{min(beside):.1f}-{max(beside):.1f}]"
+        for stat, names in worse.items():
+            if factor["ember"][stat] > factor["ort"][stat]:
+                names.append(
+                    f"{shown} ({factor['ember'][stat]:.2f} against {factor['ort'][stat]:.2f})"
+                )
+        print(row + f"{tail:>16s}", flush=True)
+    for stat, names in worse.items():
+        no_worse = len(chosen) - len(names)
+        print(f"Ember's {stat} factor at most onnxruntime's on {no_worse} of {len(chosen)} models")
+        if names:
+            print(f"  above it: {', '.join(names)}")
+
+
+def summary(r: dict[str, list[dict[str, float]]]) -> dict[str, float]:
+    """One runtime's row from a child's blocks: mean quiet and busy times (ms), the median
+    over rounds of the mean factor and its range, the median factor, and the busy blocks'
+    95th percentile over the quiet median (both medians over rounds)."""
+    means = [b["mean"] / q["mean"] for q, b in zip(r["quiet"], r["busy"])]
+    medians = [b["median"] / q["median"] for q, b in zip(r["quiet"], r["busy"])]
+    tails = [b["p95"] / q["median"] for q, b in zip(r["quiet"], r["busy"])]
+    return {
+        "quiet_ms": statistics.median(q["mean"] for q in r["quiet"]) * 1e3,
+        "busy_ms": statistics.median(b["mean"] for b in r["busy"]) * 1e3,
+        "mean": statistics.median(means),
+        "low": min(means),
+        "high": max(means),
+        "median": statistics.median(medians),
+        "p95": statistics.median(tails),
+    }
 
 
 if __name__ == "__main__":

@@ -94,7 +94,6 @@ def test_host_noise_script_samples_every_cpu(monkeypatch, capsys):
     assert lines[-1].startswith("every CPU slow at once:")
 
 
-
 def test_contention_benchmark_takes_any_catalog_model():
     """``bench_contention.py --models NAME`` times its own small models, and
     ``catalog/NAME`` any model of ``ember bench``'s catalog at full size (its MobileNetV2
@@ -113,3 +112,31 @@ def test_contention_benchmark_takes_any_catalog_model():
     assert size != [d.dim_value for d in full.graph.input[0].type.tensor_type.shape.dim]
     with pytest.raises(SystemExit, match="unknown model 'nope'"):
         scope["builder"]("nope")
+
+
+def test_contention_summary_charges_a_pool_for_its_stalls():
+    """A runtime whose busy runs are mostly quiet-fast with a few 4 ms stalls has a busy
+    median near its quiet one but a mean factor over 2; one running steadily at half speed
+    reads 2 by both. The summary's factor is of the means, so the steady one is not worse."""
+    import statistics
+
+    scope = runpy.run_path(str(BENCH / "bench_contention.py"))
+    quiet = [0.2e-3] * 100
+    gamble = [0.2e-3] * 85 + [4.0e-3] * 15
+    steady = [0.4e-3] * 100
+
+    def rounds(busy: list[float]) -> dict:
+        def block(times: list[float]) -> dict:
+            return {
+                "mean": statistics.fmean(times),
+                "median": statistics.median(times),
+                "p95": sorted(times)[94],
+            }
+
+        return {"quiet": [block(quiet)] * 2, "busy": [block(busy)] * 2}
+
+    risky, even = scope["summary"](rounds(gamble)), scope["summary"](rounds(steady))
+    assert risky["median"] == pytest.approx(1.0) and risky["mean"] == pytest.approx(3.85)
+    assert even["median"] == pytest.approx(2.0) == even["mean"]
+    assert risky["p95"] == pytest.approx(20.0) and even["p95"] == pytest.approx(2.0)
+    assert even["mean"] < risky["mean"] and risky["busy_ms"] == pytest.approx(0.77)
