@@ -24,6 +24,7 @@ import ctypes
 import importlib
 import inspect
 import json
+import os
 import signal
 import sys
 import time
@@ -204,7 +205,8 @@ class _Worker:
             return self._check_once(mod, args, workdir, meta, timing)
         try:
             if timing.get("flush_cache") and hasattr(mod, "get_function"):
-                costs = time_flushed(mod, args, timing["number"], timing["repeat"])
+                level = timing.get("flush_level", "llc")
+                costs = time_flushed(mod, args, timing["number"], timing["repeat"], level)
             else:
                 evaluate = mod.time_evaluator(
                     number=timing["number"],
@@ -252,17 +254,34 @@ class _Worker:
         return self.inputs[workdir]
 
 
+def _cache_sizes() -> dict[int, int]:
+    """Bytes of cpu0's data or unified cache at each level (Linux sysfs), the largest where
+    a level lists several; empty where sysfs has none."""
+    sizes: dict[int, int] = {}
+    for folder in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if (folder / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((folder / "level").read_text())
+            text = (folder / "size").read_text().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            size = int(text.rstrip("KMG")) * scale
+        except (OSError, ValueError):
+            continue
+        sizes[level] = max(size, sizes.get(level, 0))
+    return sizes
+
+
 def last_level_cache_bytes() -> int:
     """The largest CPU cache's size (Linux sysfs), or 32 MiB where it cannot be read."""
-    sizes = []
-    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = path.read_text().strip().upper()
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        try:
-            sizes.append(int(text.rstrip("KMG")) * scale)
-        except ValueError:
-            continue
-    return max(sizes, default=32 << 20)
+    return max(_cache_sizes().values(), default=32 << 20)
+
+
+def private_cache_bytes() -> int:
+    """One core's L2 (the level below the last; Linux sysfs), or 1 MiB where unknown."""
+    sizes = _cache_sizes()
+    below = [size for level, size in sizes.items() if level < max(sizes, default=0)]
+    return max(below, default=1 << 20)
 
 
 class CacheFlusher:
@@ -274,8 +293,11 @@ class CacheFlusher:
     ``clflush``; and the kernel leaves the OpenMP threads spinning, as the kernel before
     does in a model, rather than asleep."""
 
-    def __init__(self) -> None:
-        n = last_level_cache_bytes() // 4
+    def __init__(self, level: str = "llc") -> None:
+        # "l2": twice each core's L2 touched on every core, which the last-level cache
+        # (a victim cache on AMD) mostly absorbs, so a model's resident weights stay there
+        per = last_level_cache_bytes() if level == "llc" else private_cache_bytes()
+        n = per * (1 if level == "llc" else max(1, os.cpu_count() or 1)) // 4
         A = te.placeholder((n,), "float32", name="A")
         B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
         s = create_schedule(B.op)
@@ -293,19 +315,22 @@ class CacheFlusher:
             first.sum()
 
 
-_FLUSHER: list[CacheFlusher] = []  # made on first use: a CUDA worker never needs one
+_FLUSHERS: dict[str, CacheFlusher] = {}  # made on first use: a CUDA worker never needs one
 
 
-def time_flushed(mod: Any, args: list[np.ndarray], number: int, repeat: int) -> list[float]:
+def time_flushed(
+    mod: Any, args: list[np.ndarray], number: int, repeat: int, level: str = "llc"
+) -> list[float]:
     """Seconds per call of ``mod``'s entry, one per repeat (the mean of ``number`` calls),
-    the caches flushed before each call and only the call timed."""
+    the caches flushed down to ``level`` (``MeasureOption.flush_level``) before each call
+    and only the call timed."""
     fn = mod.get_function(mod.entry_name)
     arrays, pointers = fn.prepare(args)
     fn.invoke(pointers)  # warm-up (code, page tables), and the only status check
     native, first = fn.native, args[0] if args else None
-    if not _FLUSHER:
-        _FLUSHER.append(CacheFlusher())
-    flush = _FLUSHER[0]
+    if level not in _FLUSHERS:
+        _FLUSHERS[level] = CacheFlusher(level)
+    flush = _FLUSHERS[level]
     costs = []
     for _ in range(repeat):
         total = 0.0

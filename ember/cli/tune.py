@@ -73,8 +73,9 @@ def add_parser(sub: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         dest="flush_cache",
-        help="flush the CPU caches before each timed call, "
-        "as a model's kernels find them (default: on for a model, off for --op)",
+        help="flush the CPU caches before each timed call, as a model's kernels find them "
+        "(default for a model: on, only each core's own caches where the weights fit in "
+        "half the last-level cache; off for --op)",
     )
     tune.add_argument(
         "--model-check",

@@ -99,6 +99,11 @@ def extract_tasks(
     return [mt for mt in found.values() if mt is not None]
 
 
+def weight_bytes(model: Any, shapes: Any = None) -> int:
+    """Bytes of ``model``'s constants (weights, biases, tables) as imported."""
+    return sum(int(a.nbytes) for a in import_model(model, shapes).params.values())
+
+
 def _count(
     found: dict[tuple[str, ...], ModelTask | None],
     key: tuple[str, ...],

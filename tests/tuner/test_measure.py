@@ -196,7 +196,7 @@ def test_candidates_are_timed_on_fresh_cache_line_aligned_copies(tmp_path, monke
 
     seen = []
 
-    def fake_time(mod, args, number, repeat):
+    def fake_time(mod, args, number, repeat, level="llc"):
         seen.extend(a.ctypes.data % 64 for a in args)
         return [1e-3]
 
@@ -210,6 +210,8 @@ def test_candidates_are_timed_on_fresh_cache_line_aligned_copies(tmp_path, monke
     assert seen == [0, 0, 0]
     prepared, _ = worker._inputs(str(tmp_path))
     again = []
-    monkeypatch.setattr(tune_worker, "time_flushed", lambda m, a, n, r: again.extend(a) or [1.0])
+    monkeypatch.setattr(
+        tune_worker, "time_flushed", lambda m, a, n, r, level="llc": again.extend(a) or [1.0]
+    )
     worker.run(spec, fallback_entity(task).to_json(), None, str(tmp_path), timing)
     assert all(a is not p and not np.shares_memory(a, p) for a, p in zip(again, prepared))
