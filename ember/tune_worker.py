@@ -290,8 +290,14 @@ class CacheFlusher:
     every core, so each core's own L2 is overwritten too), then the numpy read of
     ``first`` (the kernel's input, which in a model the layer before has just written)
     brings that back. What TVM's ``cache_flush_cpu_non_first_arg`` leaves, without
-    ``clflush``; and the kernel leaves the OpenMP threads spinning, as the kernel before
-    does in a model, rather than asleep."""
+    ``clflush``; and the kernel leaves the thread pool's threads spinning, as the kernel
+    before does in a model, rather than asleep.
+
+    It runs on the pool the candidate runs on (``invoke`` points the module at it and sets
+    its thread count). Called through the bare native entry, as it once was, it ran on
+    libgomp's team, whose idle thread then spun on a core through the timed call: every
+    parallel candidate was timed at about its one-thread speed (a 128x1024x256 GEMM at
+    0.57-0.60 ms flushed against 0.31-0.33 warm and 0.33 in the BERT encoder)."""
 
     def __init__(self, level: str = "llc") -> None:
         # "l2": twice each core's L2 touched on every core, which the last-level cache
@@ -310,7 +316,7 @@ class CacheFlusher:
         self.arrays, self.pointers = self.fn.prepare(buffers)
 
     def __call__(self, first: np.ndarray | None) -> None:
-        self.fn.native(*self.pointers)
+        self.fn.invoke(self.pointers)
         if first is not None:
             first.sum()
 

@@ -96,3 +96,22 @@ def test_candidates_are_measured_and_checked_with_either_flush():
         with LocalMeasurer(option) as measurer:
             (result,) = measurer.measure(task, [fallback_entity(task)])
         assert result.ok and 0 < result.cost < 1, (level, result)
+
+
+def test_the_flush_runs_on_the_pool_the_candidate_runs_on(monkeypatch):
+    """Called through its bare native entry, the flush kernel ran on libgomp's team, whose
+    idle thread then spun through the timed call and held parallel candidates to about
+    one thread's speed. Through ``invoke`` it sets its thread count and runs on Ember's
+    pool, as the candidate and a model's kernels do."""
+    from ember.runtime.threads import parallel_launcher, set_num_threads
+
+    monkeypatch.setattr(tune_worker, "private_cache_bytes", lambda: 1 << 16)
+    set_num_threads(2)
+    try:
+        flush = tune_worker.CacheFlusher("l2")
+        flush(None)
+        module = flush.fn.module
+        assert module.parallel and module._threads_cell.value == 2
+        assert (module._launch_cell.value or 0) == parallel_launcher()
+    finally:
+        set_num_threads(None)
