@@ -302,8 +302,10 @@ class CacheFlusher:
     def __init__(self, level: str = "llc") -> None:
         # "l2": twice each core's L2 touched on every core, which the last-level cache
         # (a victim cache on AMD) mostly absorbs, so a model's resident weights stay there
-        per = last_level_cache_bytes() if level == "llc" else private_cache_bytes()
-        n = per * (1 if level == "llc" else max(1, os.cpu_count() or 1)) // 4
+        if level == "llc":
+            n = last_level_cache_bytes() // 4
+        else:
+            n = private_cache_bytes() * (os.cpu_count() or 1) // 4
         A = te.placeholder((n,), "float32", name="A")
         B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
         s = create_schedule(B.op)
