@@ -55,6 +55,7 @@ from ember.codegen_llvm.conv_strategies import (  # noqa: F401 - re-exported: th
 from ember.codegen_llvm.schedules import (
     anchors,
     attention,
+    dense_packed,
     matmul_int8,
     pool2d,
     pool_nchwc,
@@ -79,32 +80,31 @@ __all__ = [
     "task_for",
 ]
 
-MATMUL_TEMPLATE = "matmul.llvm"
 INT8_TEMPLATE = "matmul_int8.llvm"
 POOL_TEMPLATE = "pool2d.llvm"
 ATTENTION = "attention.llvm"  # no tuning task: its block sizes are fixed
 
 
 def _dense_packed_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
-    """``matmul.llvm`` of ``(M, N, K)``, M the product of the leading dims (float32)."""
+    """``dense_packed.llvm`` of the node's A shape, N and panel width (float32): the
+    kernel the graph runs, over weights packed at compile time."""
     if str(in_types[0].dtype) != "float32":
         return None
-    a = dims(in_types[0])
-    m = 1
-    for d in a[:-1]:
-        m *= d
-    return MATMUL_TEMPLATE, (m, int(attrs["n"]), a[-1], "float32")
+    return dense_packed.TEMPLATE, dense_packed.task_args(
+        dims(in_types[0]), int(attrs["n"]), dims(in_types[1])[-1]
+    )
 
 
 def _dense_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """GEMMs over pre-packed weight panels: the op's own compute, over whole panels where
     that pays (``whole_panels_pay``); the generic schedule runs ``matmul.llvm``'s
-    micro-kernel on it (``schedules/generic.py``), with the tiles of the task's best
-    record."""
+    micro-kernel on it (``schedules/generic.py``), with the tiles of the
+    ``dense_packed.llvm`` task's best record."""
     a, panels = inputs
-    n = int(attrs["n"])
-    whole = whole_panels_pay((*dims(a)[:-1], n), dims(panels)[-1])
-    return [topi.dense_packed(a, panels, n, whole_panels=whole)]
+    n, nr = int(attrs["n"]), dims(panels)[-1]
+    whole = whole_panels_pay((*dims(a)[:-1], n), nr)
+    tiles = dense_packed.tile_attrs(dense_packed.graph_tiles(dims(a), n, nr))
+    return [topi.dense_packed(a, panels, n, whole_panels=whole, attrs=tiles)]
 
 
 def _attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
@@ -279,7 +279,9 @@ _add(
 _add("attention", Implementation(ATTENTION, _attention, no_schedule, None, priority=10))
 _add(
     "dense_packed",
-    Implementation(MATMUL_TEMPLATE, _dense_packed, no_schedule, _dense_packed_task, priority=10),
+    Implementation(
+        dense_packed.TEMPLATE, _dense_packed, no_schedule, _dense_packed_task, priority=10
+    ),
 )
 
 
@@ -307,5 +309,5 @@ def task_for(
     ``conv2d_nchw.llvm``, ``depthwise_conv2d_nchw.llvm`` for depthwise ones), blocked
     ``conv_nchwc`` ones as ``conv2d_NCHWc.llvm`` of their NCHW workload with their channel
     blocks as fixed knobs third (``dwconv_nchwc`` ones as ``depthwise_conv2d_NCHWc.llvm``),
-    and ``dense_packed`` GEMMs as ``matmul.llvm`` of ``(M, N, K)``."""
+    and ``dense_packed`` GEMMs as ``dense_packed.llvm`` (``schedules/dense_packed.py``)."""
     return CPU_STRATEGY.task(op, in_types, attrs, target)

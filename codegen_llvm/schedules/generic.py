@@ -24,9 +24,7 @@ from ember.errors import InternalError
 from ember.tir.arith.const_int_bound import const_int_bound
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te.tensor import ComputeOp, Tensor
-from ember.tuner.space import ConfigEntity
 from ember.tuner.strategy import Implementation, inline_injective, output_ops, schedule_anchors
-from ember.tuner.template import config_for_direct_call
 
 VECTOR = 8
 ROWS = 4
@@ -167,30 +165,14 @@ def _schedule_dense_packed(s: Schedule, st: Any) -> None:
     """The ``matmul.llvm`` template's register-blocked micro-kernel over pre-packed weight
     panels (``frontend/passes/pack_dense_weights.py``): mr rows x nr lanes accumulate in
     registers, k unrolled by ku, column blocks of nc_panels panels run in parallel with the
-    rows. The tiles are the matmul task's best record's (:func:`_recorded_tiles`), else
-    :func:`dense_packed_tiles`."""
+    rows. The tiles are the compute's (``attrs``: the ``dense_packed.llvm`` task's, chosen
+    by the strategy from its records), else :func:`dense_packed_tiles`."""
     attrs = dict(st.op.attrs)
-    shape = [_extent(ax) for ax in st.op.axis]
-    tiles = dense_packed_tiles(shape, int(attrs["nr"]))
-    k = _extent(st.op.reduce_axis[0])
-    n = int(attrs.get("n", shape[-1]))  # the task's N, not the panels' padded width
-    tiles = _recorded_tiles((math.prod(shape[:-1]), n, k, "float32"), tiles)
+    tiles = dense_packed_tiles([_extent(ax) for ax in st.op.axis], int(attrs["nr"]))
+    if "mr" in attrs:
+        tiles = replace(tiles, mr=int(attrs["mr"]), ku=int(attrs["ku"]),
+                        nc_panels=int(attrs["nc_panels"]))  # fmt: skip
     schedule_gemm(s, st.op.output(0), None, tiles)
-
-
-def _recorded_tiles(args: tuple[Any, ...], default: Any) -> Any:
-    """The tiles of the ``matmul.llvm`` record for ``args`` in an enclosing
-    ``apply_history_best`` block, where it packs B in panels of the width the weights
-    were packed with (a record that streams B or packs other panels does not apply)."""
-    cfg = config_for_direct_call("matmul.llvm", args)
-    if not isinstance(cfg, ConfigEntity):
-        return default
-    values = {name: cfg[name].val for name in cfg.choices}
-    if values.get("pack", "none") == "none" or values.get("gemv", "tile") != "tile":
-        return default
-    if values.get("nr") != default.nr:
-        return default
-    return replace(default, mr=values["mr"], ku=values["ku"], nc_panels=values["nc_panels"])
 
 
 def schedule_group(outputs: list[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:

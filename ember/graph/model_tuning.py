@@ -4,7 +4,8 @@ Sits on top, beside ``ember.compile``: it runs the compile driver's first two st
 (import, the backend's graph passes: ``compile.py``) and asks the target's backend
 (its strategy) which template task each node's kernel takes:
 convolutions the conv strategy takes become ``conv2d_nchw.llvm`` tasks, ``dense_packed``
-GEMMs ``matmul.llvm`` tasks, fp16/bf16 GEMMs on CUDA ``matmul_tensorcore.cuda`` ones.
+GEMMs ``dense_packed.llvm`` tasks (the graph's kernel over its packed weights), fp16/bf16
+GEMMs on CUDA ``matmul_tensorcore.cuda`` ones.
 A blocked convolution's task (``conv2d_NCHWc.llvm``) holds the channel blocks the untuned
 graph gives that node fixed: the graph can run no other, so no trial is spent on them,
 and one workload at two places with other blocks is two tasks. The tuner

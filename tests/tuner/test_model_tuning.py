@@ -81,11 +81,11 @@ def test_extract_tasks_counts_distinct_workloads():
     assert by_name == [
         ("conv2d_nchw.llvm", 2, ["conv1", "conv2"]),
         ("conv2d_nchw.llvm", 1, ["conv3"]),
-        ("matmul.llvm", 1, ["fc"]),
+        ("dense_packed.llvm", 1, ["fc"]),
     ]
     assert tasks[0].task.args == (1, 4, 9, 7, 4, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), "float32")
     assert tasks[1].task.args == (1, 4, 9, 7, 6, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), "float32")
-    assert tasks[2].task.args == (1, 5, 120, "float32")
+    assert tasks[2].task.args == (1, 5, 120, 16, (), "float32")  # rows, N, K, panel width
 
 
 def test_extract_tasks_small_cnn_and_mlp_match_the_nodes():
@@ -94,14 +94,14 @@ def test_extract_tasks_small_cnn_and_mlp_match_the_nodes():
     assert got == [
         ("conv2d_nchw.llvm", (2, 3, 13, 11, 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), "float32"), 1),
         ("conv2d_nchw.llvm", (2, 8, 6, 5, 12, 3, 3, (2, 2), (0, 1, 1, 0), (1, 1), "float32"), 1),
-        ("matmul.llvm", (2, 10, 12, "float32"), 1),
+        ("dense_packed.llvm", (2, 10, 12, 16, (), "float32"), 1),
         ("softmax.llvm", (2, 10, "float32"), 1),  # its row schedule's lanes knob
     ]
     mlp, _ = models.mlp(np.random.default_rng(2), batch=5, sizes=(12, 20, 7))
     got = [(t.task.name, t.task.args, t.weight) for t in ember.extract_tasks(mlp)]
     assert got == [
-        ("matmul.llvm", (5, 20, 12, "float32"), 1),
-        ("matmul.llvm", (5, 7, 20, "float32"), 1),
+        ("dense_packed.llvm", (5, 20, 12, 32, (), "float32"), 1),
+        ("dense_packed.llvm", (5, 7, 20, 16, (), "float32"), 1),
     ]
 
 
@@ -274,33 +274,63 @@ def _write_record(log, task, choices):
     return cfg
 
 
-@pytest.mark.parametrize(("nr", "applies"), [(32, True), (64, False)])
-def test_dense_packed_takes_a_matmul_records_tiles_when_its_panels_fit(tmp_path, nr, applies):
-    """The MLP's first GEMM (N=20) is packed in 32-wide panels: a record with nr=32 gives
-    its mr/ku/nc_panels, one with another nr is ignored; both still match onnxruntime."""
-    from ember.codegen_llvm.schedules.generic import _recorded_tiles
-    from ember.codegen_llvm.schedules.matmul import GemmTiles
-
-    model, feeds = models.mlp(np.random.default_rng(6), batch=5, sizes=(12, 20, 7))
-    task = ember.extract_tasks(model)[0].task
-    assert task.args == (5, 20, 12, "float32")
+def _choices(task, want):
     knobs = task.config_space.knobs
-    want = {"mr": 2, "nr": nr, "ku": 2, "nc_panels": 4, "pack": "ahead"}
     choices = {n: k.default_index for n, k in knobs.items()}
     for name, value in want.items():
         values = [knobs[name].entity(i).val for i in range(len(knobs[name]))]
         choices[name] = values.index(value)
-    log = tmp_path / "mm.jsonl"
-    _write_record(log, task, choices)
-    default = GemmTiles(mr=4, nr=32, ku=4, nc_panels=2)
-    with apply_history_best(log):
-        got = _recorded_tiles(task.args, default)
-    if applies:
-        assert got == GemmTiles(mr=2, nr=32, ku=2, nc_panels=4)
-    else:
-        assert got == default
-    compiled = ember.compile(model, records=log)
-    np.testing.assert_allclose(compiled.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+    return choices
+
+
+def test_dense_packed_task_is_the_kernel_the_graph_runs():
+    """The MLP's GEMMs are tasks of the graph's own kernel (weights packed at compile
+    time in 32- and 16-wide panels): the fallback is the graph's default tiles, and the
+    template's fallback schedule lowers to the graph kernel's product loop nest."""
+    from ember.codegen_llvm.schedules.generic import dense_packed_tiles
+    from ember.tuner.tune import fallback_entity
+
+    model, _ = models.mlp(np.random.default_rng(6), batch=5, sizes=(12, 20, 7))
+    task = ember.extract_tasks(model)[0].task
+    assert (task.name, task.args) == ("dense_packed.llvm", (5, 20, 12, 32, (), "float32"))
+    fallback = fallback_entity(task)
+    got = {n: fallback[n].val for n in ("mr", "ku", "nc_panels")}
+    want = dense_packed_tiles((5, 20), 32)
+    assert got == {"mr": want.mr, "ku": want.ku, "nc_panels": want.nc_panels}
+    assert set(task.config_space.knobs) == {"mr", "ku", "nc_panels"}  # nr is the graph's
+
+
+@pytest.mark.parametrize("template", ["dense_packed.llvm", "matmul.llvm"])
+def test_a_gemm_record_sets_the_graph_kernels_tiles(tmp_path, template):
+    """A ``dense_packed.llvm`` record of the MLP's first GEMM gives the graph kernel its
+    mr/ku/nc_panels; so does a ``matmul.llvm`` record of the same (M, N, K) packing 32-wide
+    panels (how such nodes were tuned before), where one with other panels is ignored.
+    Each compiled model still matches onnxruntime."""
+    from ember.codegen_llvm.schedules.dense_packed import graph_tiles
+    from ember.codegen_llvm.schedules.generic import dense_packed_tiles
+    from ember.codegen_llvm.schedules.matmul import GemmTiles
+    from ember.tuner import create_task
+
+    model, feeds = models.mlp(np.random.default_rng(6), batch=5, sizes=(12, 20, 7))
+    want = {"mr": 2, "ku": 2, "nc_panels": 4}
+    default = dense_packed_tiles((5, 20), 32)
+    assert default != GemmTiles(mr=2, nr=32, ku=2, nc_panels=4)
+    cases = [({}, True)] if template == "dense_packed.llvm" else [({"nr": 64}, False), ({}, True)]
+    for i, (extra, applies) in enumerate(cases):
+        if template == "dense_packed.llvm":
+            task = ember.extract_tasks(model)[0].task
+        else:
+            task = create_task("matmul.llvm", (5, 20, 12, "float32"), "llvm")
+            extra = {"nr": 32, "pack": "ahead", **extra}
+        log = tmp_path / f"{template}{i}.jsonl"
+        _write_record(log, task, _choices(task, {**want, **extra}))
+        with apply_history_best(log):
+            got = graph_tiles((5, 12), 20, 32)
+        assert got == (GemmTiles(mr=2, nr=32, ku=2, nc_panels=4) if applies else default)
+        compiled = ember.compile(model, records=log)
+        np.testing.assert_allclose(
+            compiled.run(feeds)[0], _ort(model, feeds)[0], rtol=1e-4, atol=1e-4
+        )
 
 
 def test_a_blocked_depthwise_conv_is_a_task_and_takes_its_record(tmp_path):

@@ -10,6 +10,8 @@ float16, a 1000-term dot product of values near 1 is off by a dozen units in the
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
@@ -121,7 +123,12 @@ def gemm(
 
 
 def dense_packed(
-    A: Tensor, packed: Tensor, n: int, name: str = "dense_packed", whole_panels: bool = False
+    A: Tensor,
+    packed: Tensor,
+    n: int,
+    name: str = "dense_packed",
+    whole_panels: bool = False,
+    attrs: dict[str, Any] | None = None,
 ) -> Tensor:
     """``A @ W`` with ``W`` (K x n) stored as panels ``packed[p, k, z] = W[k, p*nr + z]``
     (zero past ``n``), the layout the CPU GEMM micro-kernel reads with unit stride.
@@ -131,7 +138,8 @@ def dense_packed(
     column, the padding too (its weights are zero), and an injective stage keeps the first
     ``n``: the micro-kernel's column loops then divide evenly, where over ``n`` columns
     they would test each lane against ``n`` and stay scalar (an LSTM's 4H = 28 gate
-    columns in a 32-lane panel ran 30x slower so)."""
+    columns in a 32-lane panel ran 30x slower so). ``attrs`` (a schedule's tiles) join
+    the product stage's ``nr`` and ``n``."""
     sa, sp = static_shape(A), static_shape(packed)
     if len(sa) < 2 or len(sp) != 3 or sa[-1] != sp[1] or sp[0] * sp[2] < n:
         raise ArgumentError(f"dense_packed: A {list(sa)} and panels {list(sp)} do not fit")
@@ -143,7 +151,8 @@ def dense_packed(
         return te.sum(A[(*lead, row, k)] * packed[col // nr, k, col % nr], axis=k)
 
     width = sp[0] * nr if whole_panels else n
-    out = te.compute((*sa[:-1], width), f, name=name, tag="dense_packed", attrs={"nr": nr, "n": n})
+    stage_attrs = {**(attrs or {}), "nr": nr, "n": n}
+    out = te.compute((*sa[:-1], width), f, name=name, tag="dense_packed", attrs=stage_attrs)
     if width == n:
         return out
     return te.compute((*sa[:-1], n), lambda *i: out[i], name=f"{name}_cols")
