@@ -21,10 +21,19 @@ hundred samples; features cost a few milliseconds per proposal). A grid search i
 guided: it measures every point anyway. Until
 the model has something to order (four measured candidates of different cost), batches
 are the sampler's own.
+
+A space of at most ``ENUMERABLE`` configs (a ``dense_packed.llvm`` GEMM's 96, a row
+template's handful) is ranked whole instead: every valid config not yet measured is
+scored, and the batch (the top ones and the explorers) is queued in the study, so each
+measured candidate costs one trial. Sampled, such a space ran out of new configs: TPE
+proposed measured ones again and again, each a trial told its known cost, until the
+BERT encoder's study held about 85 trials per measured candidate and ``Study.ask``
+(which walks every trial) took most of the budget.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,7 +45,18 @@ from ember.tuner.auto.cost_model import CostModel, Sample
 from ember.tuner.auto.features import features_of_config
 from ember.tuner.result import MeasureResult
 from ember.tuner.search import Search
-from ember.tuner.space import ConfigEntity
+from ember.tuner.space import ConfigEntity, ConfigSpace
+
+ENUMERABLE = 256  # configs: a space this small is ranked whole, not sampled
+
+
+def valid_configs(space: ConfigSpace) -> list[ConfigEntity]:
+    """Every valid config of ``space`` (fixed knobs at their values), in index order."""
+    names = list(space.knobs)
+    fixed = space.fixed
+    ranges = [[fixed[n]] if n in fixed else range(len(space.knobs[n])) for n in names]
+    configs = (space.from_choices(dict(zip(names, c))) for c in itertools.product(*ranges))
+    return sorted((c for c in configs if c.is_valid()), key=lambda c: c.index)
 
 
 def choose(
@@ -104,6 +124,7 @@ class ModelGuidedSearch(Search):
         self.pinned: set[int] = set()
         self.skipped = 0
         self.restored = False
+        self.whole: list[ConfigEntity] | None = None  # the space, where it is enumerable
         if self.opt.max_attempts is None:
             self.opt.max_attempts = (20 * self.opt.n_trials + 200) * self.pool
 
@@ -136,6 +157,9 @@ class ModelGuidedSearch(Search):
             self.pending = []
         if not self.model.trained or want < 1:
             return super()._propose(want, limit)
+        if self.task.config_space.size <= ENUMERABLE:
+            self._queue_ranked(want)
+            return super()._propose(want, limit)
         batch = super()._propose(want * self.pool, limit)
         pinned = [b for b in batch if b[1].index in self.pinned]
         free = [b for b in batch if b[1].index not in self.pinned]
@@ -152,6 +176,21 @@ class ModelGuidedSearch(Search):
             if trial.number not in kept:  # a queued config past this batch comes back next
                 self._skip(trial, cfg, requeue=cfg.index in self.pinned)
         return keep
+
+    def _queue_ranked(self, want: int) -> None:
+        """Queue this batch from the whole space (see the module notes): the configs
+        not yet measured, the model's top ones and explorers; queued configs (the
+        fallback, transferred ones) stay ahead of them."""
+        if self.whole is None:
+            self.whole = valid_configs(self.task.config_space)
+        done = set(self.known) | self.seen | self.elsewhere
+        left = [c for c in self.whole if c.index not in done and c.index not in self.pinned]
+        scored = [(c, r) for c in left if (r := self._row(c)) is not None]
+        free = max(0, want - len(self.pinned - done))
+        n_explore = int(free * self.eps + self.rng.random())
+        rows = [r for _, r in scored]
+        for p in choose(self.model, rows, free - n_explore, n_explore, self.rng):
+            self.study.enqueue_trial(self.encoding.encode(scored[p][0]), skip_if_exists=False)
 
     def run(self) -> Any:
         state = super().run()
