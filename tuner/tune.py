@@ -78,10 +78,6 @@ def open_storage(storage: Any, records: str | Path | None) -> Any:
     """An Optuna storage: None -> a journal file beside ``records`` (in memory without
     records); a URL (``postgresql://``, ``sqlite://``) opens a database storage; a path that is
     not a URL names a journal file; a storage object is used as is."""
-    # optional dependency: optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-
     if storage is None:
         if records is None:
             return None
@@ -92,13 +88,7 @@ def open_storage(storage: Any, records: str | Path | None) -> Any:
     try:
         if "://" in text:
             return _database_storage(text)
-        # optional dependency: optuna (the lock subclasses one of its classes)
-        from ember.tuner.journal_lock import OwnedJournalLock
-
-        # Optuna's default lock makes a resumed run wait 30 s for a SIGKILLed one's
-        return _journal(text, lambda: JournalStorage(
-            JournalFileBackend(text, lock_obj=OwnedJournalLock(text))
-        ))  # fmt: skip
+        return _journal(text)
     except Exception as e:  # a missing driver, a refused connection, an unwritable file
         raise ArgumentError(f"cannot open the Optuna storage '{text}': {e}") from e
 
@@ -113,15 +103,22 @@ _JOURNALS: dict[str, tuple[tuple[int, int], Any]] = {}
 _JOURNALS_LOCK = threading.Lock()
 
 
-def _journal(path: str, make: Callable[[], Any]) -> Any:
-    """The storage of journal ``path`` this process already opened, else ``make()``'s;
-    a file deleted or replaced since (another inode) is opened afresh."""
+def _journal(path: str) -> Any:
+    """The storage of journal ``path`` this process already opened, else a new one; a
+    file deleted or replaced since (another inode) is opened afresh."""
+    # optional dependency: optuna (the lock subclasses one of its classes)
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from ember.tuner.journal_lock import OwnedJournalLock
+
     key = os.path.realpath(path)
     with _JOURNALS_LOCK:
         known = _JOURNALS.get(key)
         if known is not None and _file_id(key) == known[0]:
             return known[1]
-        storage = make()
+        # Optuna's default lock makes a resumed run wait 30 s for a SIGKILLed one's
+        storage = JournalStorage(JournalFileBackend(path, lock_obj=OwnedJournalLock(path)))
         file_id = _file_id(key)
         if file_id is not None:
             _JOURNALS[key] = (file_id, storage)

@@ -28,9 +28,11 @@ from ember.codegen_llvm.schedules.generic import (
     whole_panels_pay,
 )
 from ember.codegen_llvm.schedules.matmul import GemmTiles
+from ember.errors import ArgumentError
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te import operation as te
 from ember.tir.topi.linalg import dense_packed
+from ember.tuner.knob import is_int
 from ember.tuner.space import ConfigEntity
 from ember.tuner.template import config_for_direct_call, get_config, template, using_config
 
@@ -71,13 +73,25 @@ def dense_packed_llvm(
     """``C = A @ W`` with A of shape ``(*lead, M, K)`` and W given as ``[ceil(N/nr), K,
     nr]`` panels; C is ``(*lead, M, N)``, or as wide as the panels where the graph's
     compute spans them (:func:`whole_panels_pay`)."""
-    lead = tuple(int(d) for d in lead)
+    lead = _checked(M, N, K, nr, lead)
     tiles = _define_knobs(M, N, nr, lead)
     A = te.placeholder((*lead, M, K), dtype, name="A")
     P = te.placeholder((-(-N // nr), K, nr), dtype, name="P")
     whole = whole_panels_pay((*lead, M, N), nr)
     C = dense_packed(A, P, N, whole_panels=whole, attrs=tile_attrs(tiles))
     return schedule_group([C]), [A, P, C]  # the graph's own schedule of the node
+
+
+def _checked(M: Any, N: Any, K: Any, nr: Any, lead: Any) -> tuple[int, ...]:
+    """``lead`` as a tuple, after an ``ArgumentError`` for any size that is not a positive
+    integer (a task is made from a user's arguments too)."""
+    if not isinstance(lead, (list, tuple)):
+        raise ArgumentError(f"{TEMPLATE}: lead must be a list of sizes, got {lead!r}")
+    sizes = {"M": M, "N": N, "K": K, "nr": nr, **{f"lead[{i}]": d for i, d in enumerate(lead)}}
+    for name, value in sizes.items():
+        if not is_int(value) or value < 1:
+            raise ArgumentError(f"{TEMPLATE}: {name} must be a positive integer, got {value!r}")
+    return tuple(int(d) for d in lead)
 
 
 def tile_attrs(tiles: GemmTiles) -> dict[str, int]:

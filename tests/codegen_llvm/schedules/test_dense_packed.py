@@ -75,3 +75,20 @@ def test_random_shapes_and_configs_match_numpy(M, N, K, nr, lead, seed):
     rng = np.random.default_rng(seed)
     (cfg,) = sampled_configs(task, 1, seed)
     _run(task, cfg, rng)
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        ((5, 20, 12, 0, ()), "nr"),
+        ((0, 20, 12, 32, ()), "M"),
+        ((5, 20, 12, 32, (-1,)), "lead\\[0\\]"),
+        ((5, 20, 12, 32, "x"), "lead must be a list"),
+        ((5, True, 12, 32, ()), "N"),
+    ],
+)
+def test_bad_sizes_are_an_argument_error(args, names):
+    from ember.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=names):
+        task_of("dense_packed.llvm", *args, "float32")
