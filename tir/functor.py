@@ -22,6 +22,7 @@ the distinct nodes; a walk with scopes skips an expression met again in the same
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 Node = Any  # PrimExpr | Stmt
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 
 
 def fields_of(cls: type) -> tuple[str, ...]:
@@ -49,15 +51,36 @@ def _is_node(x: Any) -> bool:
     return isinstance(x, IRNode)
 
 
+def _no_fields(node: Any) -> tuple[Any, ...]:
+    return ()
+
+
+def field_values(node: Node) -> tuple[Any, ...]:
+    """The values of a node's fields, in field order: one C-level ``attrgetter`` call per
+    node class instead of a ``getattr`` per field, since every walk starts here."""
+    cls = type(node)
+    get = _GETTERS.get(cls)
+    if get is None:
+        names = fields_of(cls)
+        if not names:
+            get = _no_fields
+        elif len(names) == 1:
+            one = operator.attrgetter(names[0])
+            get = lambda n: (one(n),)  # noqa: E731
+        else:
+            get = operator.attrgetter(*names)
+        _GETTERS[cls] = get
+    return get(node)
+
+
 def children(node: Node) -> list[Node]:
     """The direct child nodes of ``node``, in field order."""
     out: list[Node] = []
-    for name in fields_of(type(node)):
-        value = getattr(node, name)
-        if _is_node(value):
+    for value in field_values(node):
+        if isinstance(value, IRNode):
             out.append(value)
         elif isinstance(value, tuple):
-            out.extend(v for v in value if _is_node(v))
+            out.extend(v for v in value if isinstance(v, IRNode))
     return out
 
 
@@ -91,8 +114,13 @@ class Visitor(_Dispatch):
         return self._method(node)(self, node)
 
     def generic_visit(self, node: Node) -> None:
-        for child in children(node):
-            self.visit(child)
+        for value in field_values(node):
+            if isinstance(value, IRNode):
+                self.visit(value)
+            elif isinstance(value, tuple):
+                for v in value:
+                    if isinstance(v, IRNode):
+                        self.visit(v)
 
 
 class Mutator(_Dispatch):
@@ -108,15 +136,14 @@ class Mutator(_Dispatch):
         return self.visit(s)
 
     def generic_visit(self, node: Node) -> Node:
-        names = fields_of(type(node))
+        old_values = field_values(node)
         values = []
         changed = False
-        for name in names:
-            old = getattr(node, name)
-            if _is_node(old):
+        for old in old_values:
+            if isinstance(old, IRNode):
                 new = self.visit(old)
-            elif isinstance(old, tuple) and any(_is_node(v) for v in old):
-                new = tuple(self.visit(v) if _is_node(v) else v for v in old)
+            elif isinstance(old, tuple) and any(isinstance(v, IRNode) for v in old):
+                new = tuple(self.visit(v) if isinstance(v, IRNode) else v for v in old)
                 if all(a is b for a, b in zip(new, old)):
                     new = old
             else:
@@ -169,19 +196,30 @@ class OnceVisitor(Visitor):
         return self._method(node)(self, node)
 
 
+class _PostOrder(Visitor):
+    def __init__(self, fn: Callable[[Node], None]) -> None:
+        self.fn = fn
+
+    def generic_visit(self, node: Node) -> None:
+        Visitor.generic_visit(self, node)
+        self.fn(node)
+
+
+class _PostOrderOnce(OnceVisitor):
+    def __init__(self, fn: Callable[[Node], None]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def generic_visit(self, node: Node) -> None:
+        Visitor.generic_visit(self, node)
+        self.fn(node)
+
+
 def post_order_visit(node: Node, fn: Callable[[Node], None], *, once: bool = False) -> None:
     """Call ``fn`` on every node below and including ``node``, children first: at each
     place a node appears, or with ``once`` on each distinct node object once (TVM's
     ``PostOrderVisit``; a DAG costs its distinct nodes, not its paths)."""
-
-    base = OnceVisitor if once else Visitor
-
-    class _Post(base):  # type: ignore[valid-type,misc]
-        def generic_visit(self, n: Node) -> None:
-            Visitor.generic_visit(self, n)
-            fn(n)
-
-    _Post().visit(node)
+    (_PostOrderOnce(fn) if once else _PostOrder(fn)).visit(node)
 
 
 class _Substitute(MemoMutator):
@@ -200,30 +238,38 @@ def substitute(node: Node, vmap: Mapping[Var, PrimExpr]) -> Node:
     return _Substitute(vmap).visit(node)
 
 
+class _FindVar(OnceVisitor):
+    def __init__(self, pred: Callable[[Var], bool]) -> None:
+        super().__init__()
+        self.pred = pred
+        self.found = False
+
+    def visit(self, node: Node) -> Any:
+        return None if self.found else OnceVisitor.visit(self, node)
+
+    def visit_Var(self, v: Var) -> None:
+        if self.pred(v):
+            self.found = True
+
+
 def uses_var(node: Node, pred: Callable[[Var], bool]) -> bool:
     """True if some variable in ``node`` satisfies ``pred``."""
-    found = False
+    finder = _FindVar(pred)
+    finder.visit(node)
+    return finder.found
 
-    class _Find(OnceVisitor):
-        def visit(self, node: Node) -> Any:
-            return None if found else OnceVisitor.visit(self, node)
 
-        def visit_Var(self, v: Var) -> None:
-            nonlocal found
-            if pred(v):
-                found = True
+class _CollectVars(OnceVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: set[Var] = set()
 
-    _Find().visit(node)
-    return found
+    def visit_Var(self, v: Var) -> None:
+        self.out.add(v)
 
 
 def free_vars(node: Node) -> set[Var]:
     """Every variable mentioned in ``node`` (including ones bound inside it)."""
-    out: set[Var] = set()
-
-    class _Collect(OnceVisitor):
-        def visit_Var(self, v: Var) -> None:
-            out.add(v)
-
-    _Collect().visit(node)
-    return out
+    collect = _CollectVars()
+    collect.visit(node)
+    return collect.out

@@ -29,6 +29,8 @@ emulator. Where Ember deliberately differs from TVM:
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from ember.errors import ArgumentError
@@ -75,6 +77,8 @@ _BITS = {
 SUB_BYTE_INTS = ("int4", "uint4")
 
 
+# The dtype queries below are cached: passes and code generators ask them of every node.
+@cache
 def split_lanes(dtype: str) -> tuple[str, int]:
     """``"float32x8"`` -> ``("float32", 8)``; a scalar has one lane."""
     if "x" in dtype:
@@ -84,11 +88,13 @@ def split_lanes(dtype: str) -> tuple[str, int]:
     return dtype, 1
 
 
+@cache
 def element_of(dtype: str) -> str:
     """The scalar type of a (possibly vector) dtype: ``"float32x4"`` -> ``"float32"``."""
     return split_lanes(dtype)[0]
 
 
+@cache
 def lanes_of(dtype: str) -> int:
     """How many lanes a dtype has (1 for scalars); backends size vector registers by it."""
     return split_lanes(dtype)[1]
@@ -119,6 +125,7 @@ def check_dtype(dtype: str) -> str:
     return dtype
 
 
+@cache
 def bits_of(dtype: str) -> int:
     """Width in bits of ``dtype``'s element type, for wrapping, promotion and storage sizes."""
     return _BITS[element_of(dtype)]
@@ -129,21 +136,25 @@ def bytes_of(dtype: str) -> int:
     return max(1, _BITS[element_of(dtype)] // 8) * lanes_of(dtype)
 
 
+@cache
 def is_float(dtype: str) -> bool:
     """Whether arithmetic on ``dtype`` is floating point (IEEE or bfloat16), not integer."""
     return element_of(dtype) in ("float16", "bfloat16", "float32", "float64")
 
 
+@cache
 def is_int(dtype: str) -> bool:
     """Signed or unsigned integer (bool excluded)."""
     return element_of(dtype).startswith(("int", "uint"))
 
 
+@cache
 def is_uint(dtype: str) -> bool:
     """Whether ``dtype`` is unsigned: picks logical shifts, unsigned compares and zero-extension."""
     return element_of(dtype).startswith("uint")
 
 
+@cache
 def is_bool(dtype: str) -> bool:
     """Whether ``dtype`` is the 1-bit truth type that comparisons and selects produce."""
     return element_of(dtype) == "bool"

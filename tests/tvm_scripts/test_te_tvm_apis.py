@@ -77,10 +77,12 @@ def test_ir_transform_preorder_replaces_and_skips_children():
     body = tvm.tir.stmt_functor.ir_transform(func.body, pre, None, ["tir.BufferStore", "For"])
     assert seen == ["For", "BufferStore"]  # children of the replaced store are not visited
     f = tvm.build(func.with_body(body), target="llvm")
-    a = np.random.uniform(-1, 1, 6).astype("float32")
+    a = np.random.default_rng(0).uniform(-1, 1, 6).astype("float32")
     b = np.full(6, np.nan, "float32")
     f(a, b)
-    np.testing.assert_allclose(b, a * 3 + 1, rtol=1e-6)
+    # atol: LLVM may fuse a*3+1 into one FMA, which rounds once where numpy rounds twice;
+    # near a = -1/3 the sum cancels and that one rounding is a large relative error
+    np.testing.assert_allclose(b, a * 3 + 1, rtol=1e-6, atol=1e-6)
 
 
 def test_allocate_extents():
