@@ -86,27 +86,40 @@ def pack_panels(B: Tensor, nr: int, transposed: bool) -> Tensor:
 
 
 def schedule_gemm(
-    s: Schedule, C: Tensor, packed: Tensor | None, tiles: GemmTiles, pack_per_block: bool = False
+    s: Schedule,
+    C: Tensor,
+    packed: Tensor | None,
+    tiles: GemmTiles,
+    pack_per_block: bool = False,
+    out: Tensor | None = None,
 ) -> None:
     """Schedule ``C[..., i, j] = sum_k A[..., i, k] * packed[..., j // nr, k, j % nr]``.
 
     Leading (batch) axes of C are fused with the column-block and row-block loops
     into one parallel loop, or, with ``pack_per_block``, with the column-block loop
     alone, inside which the block's panels are packed; ``C`` must not have been
-    scheduled yet.
+    scheduled yet. ``out``, where given, is an elementwise stage of C's shape reading C
+    at its own indices (an epilogue: bias, residual, activation, every stage between
+    inlined): C is inlined into it and ``out`` takes C's loops, so each register tile
+    goes through the epilogue as it is stored, instead of C being written whole and
+    read back by a second parallel loop.
     """
     mr, nr, ku = tiles.mr, tiles.nr, tiles.ku
     acc = s.cache_write(C, "local")
-    *lead, i, j = s[C].op.axis
-    jb, ji = s[C].split(j, factor=nr * tiles.nc_panels)
-    io, ii = s[C].split(i, factor=mr)
-    jo, jt = s[C].split(ji, factor=nr)
-    s[C].reorder(*lead, jb, io, jo, ii, jt)
-    s[C].vectorize(jt)
+    T = C
+    if out is not None and out.op is not C.op:
+        s[C].compute_inline()
+        T = out
+    *lead, i, j = s[T].op.axis
+    jb, ji = s[T].split(j, factor=nr * tiles.nc_panels)
+    io, ii = s[T].split(i, factor=mr)
+    jo, jt = s[T].split(ji, factor=nr)
+    s[T].reorder(*lead, jb, io, jo, ii, jt)
+    s[T].vectorize(jt)
     per_block = pack_per_block and packed is not None
-    outer = s[C].fuse(*lead, jb) if per_block else s[C].fuse(*lead, jb, io)
-    s[C].parallel(outer)
-    s[acc].compute_at(s[C], jo)
+    outer = s[T].fuse(*lead, jb) if per_block else s[T].fuse(*lead, jb, io)
+    s[T].parallel(outer)
+    s[acc].compute_at(s[T], jo)
     *_, ic, jc = s[acc].op.axis
     (kk,) = s[acc].op.reduce_axis
     ko, ki = s[acc].split(kk, factor=ku)
@@ -118,7 +131,7 @@ def schedule_gemm(
         *pb, x, _, z = s[packed].op.axis
         s[packed].vectorize(z)
         if per_block:
-            s[packed].compute_at(s[C], outer)
+            s[packed].compute_at(s[T], outer)
         else:
             s[packed].parallel(s[packed].fuse(*pb, x))
 

@@ -3,6 +3,7 @@ rewrite is checked on the graph, and every form against onnxruntime on odd shape
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -152,3 +153,79 @@ def test_cpu_kernel_spans_whole_panels_where_the_edge_would_run_scalar(rows, k, 
     got = np.empty((*rows, n), "float32")
     ember.build(s, args, target="llvm")(x, pack_panels(w, panel_width(n)), bias, got)
     np.testing.assert_allclose(got, x @ w + bias, rtol=1e-5, atol=1e-5)
+
+
+def _epilogue_group(
+    rows: tuple[int, ...], k: int, n: int, tail: str
+) -> tuple[Any, list[Any], bool]:
+    """``dense_packed`` with an elementwise tail as a fused group has it: bias, erf-GELU
+    and a residual (``gelu``), or a transposed read of the product (``transpose``); and
+    whether the product spans whole panels (wider than the output)."""
+    from ember.codegen_llvm.schedules.generic import schedule_group
+    from ember.codegen_llvm.strategy import compute_for
+    from ember.tir import te
+    from ember.tir.topi.activation import erf
+
+    nr = panel_width(n)
+    a = te.placeholder((*rows, k), "float32", name="a")
+    p = te.placeholder((-(-n // nr), k, nr), "float32", name="p")
+    b = te.placeholder((n,), "float32", name="b")
+    r = te.placeholder((*rows, n), "float32", name="r")
+    (d,) = compute_for("dense_packed", [a, p], {"n": n})
+    biased = te.compute(d.shape, lambda *i: d[i] + b[i[-1]], name="biased")
+    if tail == "gelu":
+        out = te.compute(
+            d.shape,
+            lambda *i: biased[i] * 0.5 * (erf(biased[i] * 0.7071067811865476) + 1.0) + r[i],
+            name="out",
+        )
+    else:
+        shape = (*rows[:-1], n, rows[-1])
+        out = te.compute(shape, lambda *i: biased[(*i[:-2], i[-1], i[-2])] + 1.0, name="out")
+    return schedule_group([out]), [a, p, b, r, out], d.op.name == "dense_packed_cols"
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    st.lists(st.integers(1, 3), min_size=0, max_size=1),
+    st.integers(1, 21),
+    st.integers(1, 19),
+    st.integers(1, 140),
+)
+def test_an_elementwise_tail_is_applied_to_each_register_tile(lead, m, k, n):
+    """Bias, GELU and a residual after a packed GEMM run in the GEMM's own loops: one
+    parallel loop and no product buffer, where the product keeps N columns (the
+    whole-panel form keeps its buffer); the result matches numpy on odd shapes."""
+    rows = (*lead, m)
+    s, args, spans = _epilogue_group(rows, k, n, "gelu")
+    text = str(ember.lower(s, args))
+    product = re.search(r"dense_packed\w* = alloc", text)
+    assert text.count("parallel(") <= 1 and bool(product) == spans
+    rng = np.random.default_rng(m * k + n)
+    x = rng.standard_normal((*rows, k)).astype("float32")
+    w = rng.standard_normal((k, n)).astype("float32")
+    bias, res = rng.standard_normal(n).astype("float32"), rng.standard_normal((*rows, n))
+    got = np.full((*rows, n), np.nan, "float32")
+    ember.build(s, args, target="llvm")(x, pack_panels(w, panel_width(n)), bias,
+                                        res.astype("float32"), got)  # fmt: skip
+    y = x.astype("float64") @ w + bias
+    want = y * 0.5 * (1 + np.vectorize(math.erf)(y / np.sqrt(2))) + res.astype("float32")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_transposed_read_of_the_product_keeps_it_a_stage():
+    """A tail reading the product at other indices than its own (a transpose) is not
+    fused into the GEMM's tiles: the product is written whole first, and the result is
+    still right."""
+    rows, k, n = (5, 12), 9, 64
+    s, args, spans = _epilogue_group(rows, k, n, "transpose")
+    text = str(ember.lower(s, args))
+    assert not spans and re.search(r"dense_packed\w* = alloc", text)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((*rows, k)).astype("float32")
+    w = rng.standard_normal((k, n)).astype("float32")
+    bias = rng.standard_normal(n).astype("float32")
+    res = np.zeros((*rows, n), "float32")
+    got = np.full((5, n, 12), np.nan, "float32")
+    ember.build(s, args, target="llvm")(x, pack_panels(w, panel_width(n)), bias, res, got)
+    np.testing.assert_allclose(got, np.swapaxes(x @ w + bias, -1, -2) + 1, rtol=1e-5, atol=1e-5)
