@@ -195,7 +195,7 @@ def _epilogue(C: Tensor, outputs: Sequence[Tensor]) -> Tensor | None:
     return out if _reads_elementwise(out, C.op) else None
 
 
-def _reads_elementwise(t: Tensor, target: ComputeOp) -> bool:
+def _reads_elementwise(t: Tensor, target: Any) -> bool:
     """Whether every path from ``t`` to ``target`` goes through computes without a
     reduction, each of ``t``'s shape and read at the reader's own axes, in order."""
     op = cast(ComputeOp, t.op)
