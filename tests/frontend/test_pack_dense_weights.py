@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper
+from onnx import TensorProto, helper
 
 import ember
 from ember.frontend.passes import pack_dense_weights
@@ -229,3 +229,33 @@ def test_a_transposed_read_of_the_product_keeps_it_a_stage():
     got = np.full((5, n, 12), np.nan, "float32")
     ember.build(s, args, target="llvm")(x, pack_panels(w, panel_width(n)), bias, res, got)
     np.testing.assert_allclose(got, np.swapaxes(x @ w + bias, -1, -2) + 1, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, n", [((1, 7), 33), ((2, 5, 7), 70), ((9, 16), 64)])
+def test_fused_tails_match_onnxruntime_with_nan_and_inf(shape, n):
+    """Tails a model writes after a constant-weight MatMul (bias, Relu, a product with an
+    input, a cast to float16; bias, Sigmoid, a Where on a mask), fused into the GEMM's
+    tiles, against onnxruntime, with NaN and Inf among the inputs."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(shape).astype("float32")
+    x.flat[0], x.flat[1] = np.nan, np.inf
+    g = rng.standard_normal((*shape[:-1], n)).astype("float32")
+    mask = rng.random(n) > 0.5
+    inits = {
+        "w": rng.standard_normal((shape[-1], n)).astype("float32"),
+        "b": rng.standard_normal(n).astype("float32"),
+    }
+    mm = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"])]
+    relu = mm + [
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Mul", ["r", "g"], ["p"]),
+        helper.make_node("Cast", ["p"], ["y"], to=TensorProto.FLOAT16),
+    ]
+    check_against_ort(make_model(relu, {"x": x, "g": g}, ["y"], inits), {"x": x, "g": g},
+                      rtol=1e-3, atol=1e-3)  # fmt: skip
+    where = mm + [
+        helper.make_node("Sigmoid", ["a"], ["s"]),
+        helper.make_node("Where", ["c", "s", "a"], ["y"]),
+    ]
+    check_against_ort(make_model(where, {"x": x, "c": mask}, ["y"], inits), {"x": x, "c": mask},
+                      rtol=1e-4, atol=1e-4)  # fmt: skip
