@@ -47,10 +47,6 @@ def fields_of(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _is_node(x: Any) -> bool:
-    return isinstance(x, IRNode)
-
-
 def _no_fields(node: Any) -> tuple[Any, ...]:
     return ()
 
@@ -114,6 +110,7 @@ class Visitor(_Dispatch):
         return self._method(node)(self, node)
 
     def generic_visit(self, node: Node) -> None:
+        # ``children`` inlined: this runs for every node of every walk, and builds no list
         for value in field_values(node):
             if isinstance(value, IRNode):
                 self.visit(value)

@@ -22,11 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_cuda.schedules.matmul_tensorcore import schedule_tensorcore_gemm
-from ember.tir import expr as E
-from ember.tir.functor import post_order_visit
 from ember.tir.schedule.schedule import Schedule
+from ember.tir.te.reads import elementwise_tail
 from ember.tir.te.tensor import ComputeOp
-from ember.tir.topi.transform import static_shape
 
 TAG = "tensorcore_gemm"  # the cast stage of the strategy's tensor-core GEMM compute
 
@@ -41,48 +39,6 @@ def _producer_ops(t: Any) -> list[Any]:
                 seen[id(p.op)] = p.op
                 stack.append(p.op)
     return list(seen.values())
-
-
-def _reads_elementwise(op: ComputeOp, path: set[int]) -> bool:
-    """Whether every read ``op`` makes of an op in ``path`` is at ``op``'s own indices."""
-    axes = [iv.var for iv in op.axis]
-    ok = True
-
-    def check(n: Any) -> None:
-        nonlocal ok
-        if isinstance(n, E.ProducerLoad) and id(n.producer.op) in path:
-            same = len(n.indices) == len(axes) and all(i is a for i, a in zip(n.indices, axes))
-            ok = ok and same
-
-    for body in op.bodies:
-        post_order_visit(body, check)
-    return ok
-
-
-def _epilogue_ok(out: Any, gemm: Any, ops: list[Any]) -> bool:
-    """Whether every op between the GEMM's cast and ``out`` (inclusive) reads its way
-    elementwise, keeps the GEMM's shape and reduces nothing."""
-    memo: dict[int, bool] = {}
-
-    def depends(op: Any) -> bool:
-        if op is gemm.op:
-            return True
-        if id(op) not in memo:
-            memo[id(op)] = any(depends(t.op) for t in getattr(op, "input_tensors", ()))
-        return memo[id(op)]
-
-    everything = [*ops, out.op]
-    path = {id(op) for op in everything if depends(op)}
-    shape = static_shape(gemm)
-    for op in everything:
-        if id(op) not in path or op is gemm.op:
-            continue
-        if not isinstance(op, ComputeOp) or op.reduce_axis or op.num_outputs != 1:
-            return False
-        dims = static_shape(op.output(0))
-        if dims != shape or not _reads_elementwise(op, path):
-            return False
-    return True
 
 
 def tensorcore_stages(s: Schedule, outputs: list[Any]) -> set[int]:
@@ -104,7 +60,7 @@ def tensorcore_stages(s: Schedule, outputs: list[Any]) -> set[int]:
     if attrs.get("layout") == "nchw":  # the NCHW conv: its [M, O] GEMM is a kernel of its own
         schedule_tensorcore_gemm(s, ap, bp, cf, cs, gemm, knobs, True, attrs["vectors"])
         return {id(t.op) for t in (ap, bp, cf, cs, gemm)}
-    if not _epilogue_ok(out, gemm, ops):
+    if not elementwise_tail(out, gemm):
         return set()
     keep = {id(t.op) for t in (ap, bp, cf, cs, out)}
     for st in s.stages:

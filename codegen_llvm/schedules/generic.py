@@ -21,10 +21,9 @@ from typing import Any, cast
 
 from ember.codegen_llvm.schedules.matmul import GemmTiles, schedule_gemm
 from ember.errors import InternalError
-from ember.tir import expr as E
 from ember.tir.arith.const_int_bound import const_int_bound
-from ember.tir.functor import post_order_visit
 from ember.tir.schedule.schedule import Schedule, create_schedule
+from ember.tir.te.reads import elementwise_tail
 from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tuner.strategy import Implementation, inline_injective, output_ops, schedule_anchors
 
@@ -183,81 +182,12 @@ def _schedule_dense_packed(s: Schedule, st: Any, outputs: Sequence[Tensor]) -> T
 
 
 def _epilogue(C: Tensor, outputs: Sequence[Tensor]) -> Tensor | None:
-    """The group's one output when it is an elementwise function of ``C``: of C's shape,
-    reading C, and every stage between them, only at its own indices (other inputs, a
-    bias or a residual, are read however they like). None otherwise (C is an output
-    itself, or a reshape, transpose or reduction sits between), and C keeps its loops."""
-    if len(outputs) != 1 or outputs[0].op is C.op:
-        return None
-    out = outputs[0]
-    if not isinstance(out.op, ComputeOp) or out.op.reduce_axis:
-        return None
-    return out if _reads_elementwise(out, C.op) else None
-
-
-def _reads_elementwise(t: Tensor, target: Any) -> bool:
-    """Whether every path from ``t`` to ``target`` goes through computes without a
-    reduction, each of ``t``'s shape and read at the reader's own axes, in order."""
-    op = cast(ComputeOp, t.op)
-    axes = [iv.var for iv in op.axis]
-    for load in _loads(op):
-        prod = load.producer
-        if prod.op is not target and not _reaches(prod.op, target):
-            continue  # an input C does not flow into: read at any index
-        if not isinstance(prod.op, ComputeOp) or not _same_shape(prod, t):
-            return False
-        if len(load.indices) != len(axes) or not all(
-            _same_index(i, a, d) for i, a, d in zip(load.indices, axes, prod.shape)
-        ):
-            return False
-        if prod.op is not target and (prod.op.reduce_axis or not _reads_elementwise(prod, target)):
-            return False
-    return True
-
-
-def _same_index(index: Any, axis: Any, dim: Any) -> bool:
-    """``index`` reads ``axis``'s element: the axis itself, or 0 along a dimension of one
-    (as a broadcast reads a (1, M, N) operand)."""
-    return index is axis or (
-        _extent_of(dim) == 1 and isinstance(index, E.IntImm) and index.value == 0
-    )
-
-
-def _same_shape(a: Tensor, b: Tensor) -> bool:
-    return len(a.shape) == len(b.shape) and all(
-        _extent_of(x) == _extent_of(y) is not None for x, y in zip(a.shape, b.shape)
-    )
-
-
-def _extent_of(dim: Any) -> int | None:
-    lo, hi = const_int_bound(dim)
-    return int(lo) if lo == hi else None
-
-
-def _reaches(op: Any, target: Any) -> bool:
-    """Whether ``op`` depends on ``target``."""
-    stack, seen = [op], set()
-    while stack:
-        cur = stack.pop()
-        if cur is target:
-            return True
-        for t in getattr(cur, "input_tensors", ()):
-            if id(t.op) not in seen:
-                seen.add(id(t.op))
-                stack.append(t.op)
-    return False
-
-
-def _loads(op: ComputeOp) -> list[E.ProducerLoad]:
-    found: list[E.ProducerLoad] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, E.ProducerLoad):
-            found.append(node)
-
-    for body in op.bodies:
-        post_order_visit(body, visit, once=True)
-    return found
+    """The group's one output when it is an elementwise function of ``C``
+    (:func:`~ember.tir.te.reads.elementwise_tail`); None otherwise (C is an output itself,
+    or a reshape, transpose or reduction sits between), and C keeps its loops."""
+    if len(outputs) == 1 and outputs[0].op is not C.op and elementwise_tail(outputs[0], C):
+        return outputs[0]
+    return None
 
 
 def schedule_group(outputs: list[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:

@@ -81,6 +81,21 @@ def test_fp16_mlp_runs_on_the_tensor_cores(rng):
         assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix" in src, op
 
 
+def test_a_batch_of_one_takes_the_tensor_cores_with_its_tail(rng):
+    """A (1, M, K) input: the bias add reads the (1, M, N) product at index 0 along its
+    batch of one, which is still its own element, so the tail is the epilogue (one
+    tensor-core kernel) and the result is right."""
+    x, w, b = _half(rng, (1, 32, 64)), _half(rng, (64, 48), 0.5), _half(rng, (48,), 0.5)
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "w"], ["m"]), n("Add", ["m", "b"], ["a"]), n("Relu", ["a"], ["y"])]
+    lib = ember.compile(make_model(nodes, {"x": x}, ["y"], {"w": w, "b": b}), target="cuda")
+    want = np.maximum((x.astype("f8") @ w.astype("f8")).astype(F16) + b, 0)
+    np.testing.assert_allclose(lib.run({"x": x})[0].astype("f8"), want.astype("f8"), **TOL)
+    sources = _sources(lib)
+    assert list(sources) == ["matmul+add+relu"], set(sources)
+    assert "mma.sync.aligned.m16n8k16" in sources["matmul+add+relu"]
+
+
 def test_fp16_mlp_matches_onnxruntime(rng):
     ort = pytest.importorskip("onnxruntime")
     model, x, _ = _mlp(rng)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ember.errors import ConfigError
 from ember.tir import expr as E
 from ember.tir.functor import post_order_visit
+from ember.tir.te.reads import producer_loads
 from ember.tir.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 
@@ -171,7 +172,7 @@ def _row_local(reader: StageInfo, producer: StageInfo, m: int, rows: tuple[int, 
     if reader.spatial[:m] != rows or producer.spatial[:m] != rows:
         return False
     axes = [iv.var for iv in reader.op.axis[:m]]
-    loads = [ld for ld in _loads(reader.op) if ld.producer.op is producer.op]
+    loads = [ld for ld in producer_loads(reader.op) if ld.producer.op is producer.op]
     return all(all(i is a for i, a in zip(ld.indices[:m], axes)) for ld in loads)
 
 
@@ -185,18 +186,6 @@ def _const(x: E.PrimExpr) -> int:
     return value
 
 
-def _loads(op: ComputeOp) -> list[E.ProducerLoad]:
-    found: list[E.ProducerLoad] = []
-
-    def visit(node: object) -> None:
-        if isinstance(node, E.ProducerLoad):
-            found.append(node)
-
-    for body in op.bodies:
-        post_order_visit(body, visit)
-    return found
-
-
 def _vars(e: E.PrimExpr) -> set[E.Var]:
     out: set[E.Var] = set()
     post_order_visit(e, lambda n: out.add(n) if isinstance(n, E.Var) else None)
@@ -208,7 +197,7 @@ def _has_reuse(op: ComputeOp) -> bool:
     if not op.reduce_axis:
         return False
     spatial = {iv.var for iv in op.axis if _const(iv.dom.extent) > 1}  # type: ignore[union-attr]
-    for load in _loads(op):
+    for load in producer_loads(op):
         used: set[E.Var] = set()
         for idx in load.indices:
             used |= _vars(idx)
@@ -218,7 +207,7 @@ def _has_reuse(op: ComputeOp) -> bool:
 
 
 def _reads_elementwise(reader: ComputeOp, producer: Operation) -> bool:
-    loads = [ld for ld in _loads(reader) if ld.producer.op is producer]
+    loads = [ld for ld in producer_loads(reader) if ld.producer.op is producer]
     axes = tuple(iv.var for iv in reader.axis)
     return bool(loads) and all(
         len(ld.indices) == len(axes) and all(i is a for i, a in zip(ld.indices, axes))
