@@ -8,8 +8,9 @@ spatial axes in parallel (a ROWS x VECTOR register tile where there are two axes
 ``matmul.llvm`` micro-kernel for a ``dense_packed`` GEMM, partial sums in vector lanes
 where the outputs' last axis is too short for a vector, blocks of 64 outputs where there
 is one output axis); an output without a reduction
-fuses its outer axes into one parallel loop and vectorizes an inner split of its last
-axis (kept apart so broadcast reads stay affine in the vector lane).
+vectorizes an inner split of its last axis (kept apart so broadcast reads stay affine in
+the vector lane) and runs the fewest leading axes that give ``PARALLEL_PARTS`` iterations
+as one parallel loop, the axes between them plain loops.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ LANES = 16  # partial sums of a reduction summed in vector lanes (one AVX-512 re
 # Below this many multiply-adds (or elements moved) a stage runs on one thread: waking
 # the thread pool costs more than the work.
 PARALLEL_MIN_WORK = 1 << 15
+# Iterations of an elementwise stage's parallel loop enough to share among the threads
+# (parallel_work.CHUNKS_PER_THREAD parts each, for up to 8 threads).
+PARALLEL_PARTS = 64
 
 
 def _extent(iv: Any) -> int:
@@ -219,8 +223,23 @@ def schedule_group(outputs: list[Tensor], anchors: Sequence[Implementation] = ()
         *outer, last = axes
         lo, li = st.split(last, factor=VECTOR)
         st.vectorize(li)
-        _parallel(st, st.fuse(*outer) if outer else lo)
+        lead = _leading(outer, PARALLEL_PARTS)
+        _parallel(st, st.fuse(*lead) if lead else lo)
     return s
+
+
+def _leading(axes: Sequence[Any], least: int) -> list[Any]:
+    """The fewest leading ``axes`` whose extents multiply to ``least`` or more (all of
+    them where they never do): the parallel loop. The axes after them stay loops of their
+    own, so an iteration does not rebuild its indices from one fused counter with a
+    division and a remainder per axis (a blocked layout transform, fused over its four
+    outer axes, spent more time there than moving its data)."""
+    n = 1
+    for k, iv in enumerate(axes):
+        n *= _extent(iv)
+        if n >= least:
+            return list(axes[: k + 1])
+    return list(axes)
 
 
 def schedule_generic(outputs: list[Tensor]) -> Schedule:

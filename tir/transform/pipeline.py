@@ -30,6 +30,7 @@ from ember.tir.transform.runner import (
 )
 from ember.tir.transform.simplify import simplify
 from ember.tir.transform.unroll_loops import unroll_loops
+from ember.tir.transform.unswitch_selects import unswitch_selects
 from ember.tir.transform.vectorize_loops import vectorize_loops
 from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
 
@@ -49,6 +50,7 @@ def default_passes(ctx: PassContext | None = None) -> list[Pass]:
         Pass("simplify", simplify),
         *user[1],
         # phase 2: loop transformations
+        Pass("unswitch_selects", unswitch_selects),
         Pass("loop_partition", loop_partition),
         Pass("simplify", simplify),
         Pass("vectorize_loops", vectorize_loops, uses_context=True),

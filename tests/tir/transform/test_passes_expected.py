@@ -10,6 +10,8 @@ style is TVM's ``tests/python/tir-transform`` tests.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import decl_buffer
@@ -20,6 +22,7 @@ from ember.tir.transform.flatten_buffers import flatten_buffers
 from ember.tir.transform.loop_partition import loop_partition
 from ember.tir.transform.simplify import simplify
 from ember.tir.transform.unroll_loops import unroll_loops
+from ember.tir.transform.unswitch_selects import unswitch_selects
 from ember.tir.transform.vectorize_loops import FALLBACK, vectorize_loops, version_lane_guards
 from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
 
@@ -184,6 +187,59 @@ def test_loop_partition_shared_guard() -> None:
         return ib.get_func("f")
 
     assert_structural_equal(loop_partition(before()), expected())
+
+
+def test_unswitch_selects() -> None:
+    """A concat's select on the row (invariant in the column loop) becomes an ``if`` in
+    the row loop around two copies of the column loop, each reading one input; the
+    select on the column (a lane of the inner loop) stays."""
+
+    def params(ib: IRBuilder) -> tuple[Any, Any, Any]:
+        A = ib.param((3, 5), "float32", name="A")
+        B = ib.param((4, 5), "float32", name="B")
+        C = ib.param((7, 5), "float32", name="C")
+        return A, B, C
+
+    def before() -> S.PrimFunc:
+        ib = IRBuilder()
+        A, B, C = params(ib)
+        with ib.for_range(0, 7, name="i", kind="parallel") as i:
+            with ib.for_range(0, 5, name="j") as j:
+                row = E.select(i < 3, A[E.min_(i, 2), j], B[E.max_(i - 3, 0), j])
+                ib.store(C, (i, j), E.select(j < 2, row, row * 2.0))
+        return ib.get_func("f")
+
+    def expected() -> S.PrimFunc:
+        ib = IRBuilder()
+        A, B, C = params(ib)
+        with ib.for_range(0, 7, name="i", kind="parallel") as i:
+            with ib.if_then_else(i < 3):
+                with ib.for_range(0, 5, name="j") as j:
+                    row = A[E.min_(i, 2), j]
+                    ib.store(C, (i, j), E.select(j < 2, row, row * 2.0))
+            with ib.else_():
+                with ib.for_range(0, 5, name="j") as j:
+                    row = B[E.max_(i - 3, 0), j]
+                    ib.store(C, (i, j), E.select(j < 2, row, row * 2.0))
+        return ib.get_func("f")
+
+    assert_structural_equal(unswitch_selects(before()), expected())
+
+
+def test_unswitch_selects_leaves_data_and_lane_conditions() -> None:
+    """A select on a loaded value (ReLU), one of two constants, and one in a vectorized
+    loop on its own lane are left as they are."""
+    ib = IRBuilder()
+    A = ib.param((8, 8), "float32", name="A")
+    B = ib.param((8, 8), "float32", name="B")
+    with ib.for_range(0, 8, name="i") as i:
+        with ib.for_range(0, 8, name="j", kind="vectorized") as j:
+            relu = E.select(A[i, j] > 0.0, A[i, j], E.const(0.0, "float32"))
+            flag = E.select(i < 4, E.const(1.0, "float32"), E.const(2.0, "float32"))
+            lane = E.select(j < 3, A[i, j], B[i, j])
+            ib.store(B, (i, j), relu + flag + lane)
+    func = ib.get_func("f")
+    assert unswitch_selects(func) is func
 
 
 def test_vectorize_loops() -> None:
