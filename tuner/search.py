@@ -10,7 +10,8 @@ candidates can be built in parallel and so that what counts as a trial stays our
   told to Optuna as PRUNED (TPE then ranks it with the bad trials) and is never built;
   the nearest valid config to one the constraints refuse is measured next
   (:mod:`ember.tuner.repair`);
-- a config seen before is told its known value and not measured again;
+- a config seen before is told its known value and not measured again, and a config
+  no trial has had is queued next, drawn at random;
 - ``n_trials`` counts *measured* candidates: built and run, whatever the outcome. A
   candidate that failed (compile, runtime, timeout, wrong result, crash) is told as
   FAIL and also counts.
@@ -26,6 +27,7 @@ processes tune one study (owner names, heartbeats) is :mod:`ember.tuner.trial_ow
 from __future__ import annotations
 
 import math
+import random
 import time
 import warnings
 from collections import Counter
@@ -39,6 +41,9 @@ from ember.tuner.result import ErrorKind, Measurer, MeasureResult
 from ember.tuner.samplers import SAMPLERS, make_sampler  # noqa: F401 - re-exported
 from ember.tuner.space import ConfigEntity
 from ember.tuner.trial_owners import OWNER, Heartbeat, abandoned
+
+# Spaces up to this many configs list their unseen ones to draw from (see _queue_unseen).
+LISTED_SPACE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -237,6 +242,7 @@ class Search:
                 or self._held_elsewhere(trial.number, cfg.index)
             ):
                 self._tell_known(trial, cfg)
+                self._queue_unseen()
             elif not cfg.is_valid():
                 self._reject(trial, cfg)
             else:
@@ -262,6 +268,33 @@ class Search:
         fixed = nearest_valid(cfg)
         if fixed is not None and fixed.index not in self.seen:
             self.study.enqueue_trial(self.encoding.encode(fixed), skip_if_exists=True)
+
+    def _queue_unseen(self) -> None:
+        """After a duplicate, queue a config no trial has had yet, drawn at random: a
+        sampler that keeps proposing what it knows (CMA-ES once it has converged, TPE on
+        an almost exhausted space) then still moves on, where before it could spend every
+        attempt up to ``max_attempts`` on duplicates (CMA-ES measured 19 of a 48-config
+        space in 10,181 attempts). AutoTVM's model-based tuners do the same when their
+        model picks points already visited. A grid search has no duplicates to answer."""
+        # optional dependency: optuna
+        from optuna.samplers import GridSampler
+
+        if isinstance(self.study.sampler, GridSampler):
+            return
+        space = self.task.config_space
+        taken = self.seen | self.elsewhere
+        if len(taken) >= space.size:
+            return
+        rng = random.Random(self.attempts * 1_000_003 + len(taken))  # reproducible runs
+        if space.size <= LISTED_SPACE:
+            index = rng.choice([i for i in range(space.size) if i not in taken])
+        else:  # a big space is mostly unseen: a few draws find a new config
+            index = next(
+                (i for i in (rng.randrange(space.size) for _ in range(64)) if i not in taken), -1
+            )
+            if index < 0:
+                return
+        self.study.enqueue_trial(self.encoding.encode(space.get(index)), skip_if_exists=True)
 
     def _held_elsewhere(self, number: int, index: int) -> bool:
         """On a shared database, whether another trial already holds config ``index``.

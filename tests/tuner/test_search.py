@@ -167,6 +167,19 @@ def test_grid_exhausts_a_small_space():
     assert result.stopped == "space_exhausted"
 
 
+@pytest.mark.parametrize("sampler", ["tpe", "random", "cmaes"])
+def test_a_sampler_stuck_on_duplicates_still_exhausts_a_small_space(sampler):
+    """Each duplicate queues an unseen config: every sampler measures all 48 configs and
+    stops for that reason, with at most one duplicate per config (CMA-ES used to measure
+    19 and spend its 10,200 attempts proposing what it knew)."""
+    t = create_task("tiny_add.llvm", args=(4,))
+    fake = FakeMeasurer()
+    result = tune(t, n_trials=500, measure=fake, sampler=sampler, seed=0)
+    assert sorted(c.index for c in fake.calls) == list(range(len(t.config_space)))
+    assert result.stopped == "space_exhausted"
+    assert result.duplicates <= len(t.config_space)
+
+
 def test_early_stopping(task):
     fake = FakeMeasurer(cost=lambda cfg: 1.0)  # nothing ever beats the fallback
     result = tune(task, n_trials=100, measure=fake, early_stopping=7, seed=0)
