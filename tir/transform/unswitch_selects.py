@@ -55,27 +55,26 @@ _IMPURE = (E.BufferLoad, E.ProducerLoad, E.Call, E.Reduce, E.Let)
 _READS = (E.BufferLoad, E.ProducerLoad)
 
 
-def _bound_inside(body: S.Stmt) -> set[E.Var]:
+def _invariant_condition(body: S.Stmt, var: E.Var) -> E.PrimExpr | None:
+    """The first select condition in ``body`` that the pass may hoist to ``var``'s loop
+    (None also where the body has no loop: the branch would run per element)."""
     bound: set[E.Var] = set()
+    loops: list[S.For] = []
+    selects: list[E.Select] = []
 
-    def check(n: Any) -> None:
+    def collect(n: Any) -> None:
         if isinstance(n, S.For):
             bound.add(n.loop_var)
+            loops.append(n)
         elif isinstance(n, (S.LetStmt, E.Let)):
             bound.add(n.var)
+        elif isinstance(n, E.Select):
+            selects.append(n)
 
-    post_order_visit(body, check, once=True)
-    return bound
-
-
-def _invariant_condition(body: S.Stmt, var: E.Var) -> E.PrimExpr | None:
-    """The first select condition in ``body`` that the pass may hoist to ``var``'s loop."""
-    bound = _bound_inside(body)
-    found: list[E.PrimExpr] = []
-
-    def check(n: Any) -> None:
-        if found or not isinstance(n, E.Select):
-            return
+    post_order_visit(body, collect, once=True)
+    if not selects or not loops:
+        return None
+    for n in selects:
         c = n.cond
         if (
             not _contains(c, _IMPURE)
@@ -83,10 +82,8 @@ def _invariant_condition(body: S.Stmt, var: E.Var) -> E.PrimExpr | None:
             and not uses_var(c, lambda v: v in bound)
             and (_contains(n.true_value, _READS) or _contains(n.false_value, _READS))
         ):
-            found.append(c)
-
-    post_order_visit(body, check, once=True)
-    return found[0] if found else None
+            return c
+    return None
 
 
 class _Pick(MemoMutator):
@@ -104,8 +101,8 @@ class _Pick(MemoMutator):
 
 
 def _split(body: S.Stmt, var: E.Var, budget: int) -> S.Stmt:
-    if budget < 2 or not _contains(body, (S.For,)):
-        return body  # no loop inside: the branch would run per element, a select is cheaper
+    if budget < 2:
+        return body
     cond = _invariant_condition(body, var)
     if cond is None:
         return body
