@@ -1,7 +1,7 @@
 """``unswitch_selects`` on real kernels: concatenations and a ShuffleNet channel shuffle
 under the generic CPU schedule, built and run on random data against numpy, with the
-lowered IR checked for the hoisted ``if`` (the Before/Expected test is in
-``test_passes_expected.py``)."""
+lowered IR checked for the hoisted ``if``; and random loop nests run before and after the
+pass by the test executor (the Before/Expected test is in ``test_passes_expected.py``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ from hypothesis import strategies as st
 
 import ember
 from ember.codegen_llvm.schedules.generic import schedule_generic
+from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir import topi
+from ember.tir.buffer import decl_buffer
 from ember.tir.functor import post_order_visit
 from ember.tir.te import placeholder
 from ember.tir.topi.indexing import strided_slice
+from ember.tir.transform.unswitch_selects import unswitch_selects
 from ember.transform import PassContext
+from tests.tir.transform.tir_exec import run
 
 
 def _ifs(func: S.PrimFunc) -> int:
@@ -83,3 +87,57 @@ def test_a_channel_shuffle_reads_each_source_in_its_own_branch() -> None:
         got = np.full(want.shape, np.nan, "float32")
         f(kept, branch, got)
         np.testing.assert_array_equal(got, want)
+
+
+_CMP = [E.CompareOp.LT, E.CompareOp.GE, E.CompareOp.EQ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    extents=st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(1, 4)),
+    kinds=st.tuples(
+        st.sampled_from([S.ForKind.SERIAL, S.ForKind.PARALLEL]),
+        st.sampled_from([S.ForKind.SERIAL, S.ForKind.UNROLLED, S.ForKind.VECTORIZED]),
+    ),
+    conds=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 2), st.integers(-1, 5)),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_random_nests_keep_their_stores(extents, kinds, conds) -> None:
+    """Random three-deep loop nests whose stores pick among loads by nested selects on
+    comparisons of a loop variable, or the sum of two, with constants: the pass keeps
+    every store, its value and its order (run by the test executor)."""
+    ni, nj, nk = extents
+    A = decl_buffer((8, 8, 8), "float32", name="A")
+    B = decl_buffer((8, 8, 8), "float32", name="B")
+    C = decl_buffer((ni, nj, nk), "float32", name="C")
+    i, j, k = E.Var("i", "int32"), E.Var("j", "int32"), E.Var("k", "int32")
+    loops = (i, j, k)
+    value: E.PrimExpr = A[i, j, k]
+    for n, (which, plus, op, const) in enumerate(conds):
+        lhs = loops[which] if plus == 3 else loops[which] + loops[plus]
+        cond = E.Compare("bool", _CMP[op], lhs, E.const(const, "int32"))
+        other = (B if n % 2 else A)[k, i, j]
+        value = E.select(cond, other + float(n), value)
+    body = S.BufferStore(C, value, (i, j, k))
+    nest = S.For(
+        i,
+        E.const(0),
+        E.const(ni),
+        kinds[0],
+        S.For(
+            j,
+            E.const(0),
+            E.const(nj),
+            kinds[1],
+            S.For(k, E.const(0), E.const(nk), S.ForKind.SERIAL, body),
+        ),
+    )
+    func = S.PrimFunc("f", (A, B, C), nest)
+    rng = np.random.default_rng(ni * 100 + nj * 10 + nk)
+    data = {A: rng.standard_normal((8, 8, 8)), B: rng.standard_normal((8, 8, 8))}
+    before = run(func, {}, {b: a.copy() for b, a in data.items()})
+    after = run(unswitch_selects(func), {}, {b: a.copy() for b, a in data.items()})
+    assert after == before
