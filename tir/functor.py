@@ -256,6 +256,29 @@ def uses_var(node: Node, pred: Callable[[Var], bool]) -> bool:
     return finder.found
 
 
+class _FindNode(OnceVisitor):
+    def __init__(self, pred: Callable[[Node], bool]) -> None:
+        super().__init__()
+        self.pred = pred
+        self.found = False
+
+    def visit(self, node: Node) -> Any:
+        if self.found:
+            return None
+        if self.pred(node):
+            self.found = True
+            return None
+        return OnceVisitor.visit(self, node)
+
+
+def contains(node: Node, pred: Callable[[Node], bool]) -> bool:
+    """True if ``node`` or a node inside it satisfies ``pred`` (each distinct node tested
+    once; the walk stops at the first)."""
+    finder = _FindNode(pred)
+    finder.visit(node)
+    return finder.found
+
+
 class _CollectVars(OnceVisitor):
     def __init__(self) -> None:
         super().__init__()

@@ -42,7 +42,8 @@ from ember.tuner.samplers import SAMPLERS, make_sampler  # noqa: F401 - re-expor
 from ember.tuner.space import ConfigEntity
 from ember.tuner.trial_owners import OWNER, Heartbeat, abandoned
 
-# Spaces up to this many configs list their unseen ones to draw from (see _queue_unseen).
+# Spaces up to this many configs list their unseen ones when random draws find none
+# (see Search._queue_unseen).
 LISTED_SPACE = 1 << 16
 
 
@@ -286,14 +287,14 @@ class Search:
         if len(taken) >= space.size:
             return
         rng = random.Random(self.attempts * 1_000_003 + len(taken))  # reproducible runs
-        if space.size <= LISTED_SPACE:
+        # a few draws find a new config unless the space is nearly exhausted; only then
+        # (and only for a space small enough) are the unseen ones listed
+        draws = (rng.randrange(space.size) for _ in range(64))
+        index = next((i for i in draws if i not in taken), -1)
+        if index < 0 and space.size <= LISTED_SPACE:
             index = rng.choice([i for i in range(space.size) if i not in taken])
-        else:  # a big space is mostly unseen: a few draws find a new config
-            index = next(
-                (i for i in (rng.randrange(space.size) for _ in range(64)) if i not in taken), -1
-            )
-            if index < 0:
-                return
+        if index < 0:
+            return
         self.study.enqueue_trial(self.encoding.encode(space.get(index)), skip_if_exists=True)
 
     def _held_elsewhere(self, number: int, index: int) -> bool:

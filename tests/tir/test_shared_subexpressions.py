@@ -16,7 +16,14 @@ import numpy as np
 import ember
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, free_vars, post_order_visit, substitute, uses_var
+from ember.tir.functor import (
+    Mutator,
+    contains,
+    free_vars,
+    post_order_visit,
+    substitute,
+    uses_var,
+)
 from ember.tir.schedule.lower import schedule_to_primfunc
 from ember.tir.schedule.schedule import create_schedule
 from ember.tir.structural import assert_structural_equal
@@ -50,6 +57,7 @@ def test_substitute_matches_a_tree_walk_and_keeps_sharing() -> None:
     assert big.a is big.b
     assert uses_var(big, lambda v: v is y) and not uses_var(big, lambda v: v is x)
     assert free_vars(big) == {y}
+    assert contains(big, lambda n: n is y) and not contains(big, lambda n: n is x)
 
 
 def test_post_order_visit_once_visits_each_node_once() -> None:

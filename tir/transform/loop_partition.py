@@ -40,6 +40,7 @@ from ember.tir.functor import (
     Mutator,
     Visitor,
     children,
+    contains,
     post_order_visit,
     substitute,
     uses_var,
@@ -74,16 +75,13 @@ class _Zone:
 _UNKNOWN = object()  # a conjunct that mentions the loop variable but cannot be analyzed
 
 
-def _impure(c: E.PrimExpr) -> bool:
-    found = False
+_IMPURE = (E.BufferLoad, E.ProducerLoad, E.Call, E.Reduce, E.Let)
 
-    def check(n: Any) -> None:
-        nonlocal found
-        if isinstance(n, (E.BufferLoad, E.ProducerLoad, E.Call, E.Reduce, E.Let)):
-            found = True
 
-    post_order_visit(c, check)
-    return found
+def impure(c: E.PrimExpr) -> bool:
+    """Whether condition ``c`` reads memory, calls, reduces or binds (so a pass may not
+    evaluate it elsewhere than where it stands); ``unswitch_selects`` asks it too."""
+    return contains(c, lambda n: isinstance(n, _IMPURE))
 
 
 class _HasLikely:
@@ -181,7 +179,7 @@ class _Guards(Visitor):
                 CompareOp.NE,
             )
         )
-        if not ok or _impure(c) or uses_var(c, lambda x: x in self.local):
+        if not ok or impure(c) or uses_var(c, lambda x: x in self.local):
             return _UNKNOWN
         assert isinstance(c, E.Compare)
         # c  <=>  d <= 0

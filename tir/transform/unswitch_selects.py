@@ -33,26 +33,16 @@ from typing import Any
 
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import MemoMutator, Mutator, post_order_visit, uses_var
+from ember.tir.functor import MemoMutator, Mutator, contains, post_order_visit, uses_var
 from ember.tir.structural import structural_equal
+from ember.tir.transform.loop_partition import impure
 
 MAX_VERSIONS = 4
 _HOSTS = (S.ForKind.SERIAL, S.ForKind.PARALLEL)
 
 
-def _contains(node: Any, kinds: tuple[type, ...]) -> bool:
-    found = False
-
-    def check(n: Any) -> None:
-        nonlocal found
-        found = found or isinstance(n, kinds)
-
-    post_order_visit(node, check, once=True)
-    return found
-
-
-_IMPURE = (E.BufferLoad, E.ProducerLoad, E.Call, E.Reduce, E.Let)
-_READS = (E.BufferLoad, E.ProducerLoad)
+def _reads(e: E.PrimExpr) -> bool:
+    return contains(e, lambda n: isinstance(n, (E.BufferLoad, E.ProducerLoad)))
 
 
 def _invariant_condition(body: S.Stmt, var: E.Var) -> E.PrimExpr | None:
@@ -77,10 +67,10 @@ def _invariant_condition(body: S.Stmt, var: E.Var) -> E.PrimExpr | None:
     for n in selects:
         c = n.cond
         if (
-            not _contains(c, _IMPURE)
+            not impure(c)
             and uses_var(c, lambda v: v is var)
             and not uses_var(c, lambda v: v in bound)
-            and (_contains(n.true_value, _READS) or _contains(n.false_value, _READS))
+            and (_reads(n.true_value) or _reads(n.false_value))
         ):
             return c
     return None
