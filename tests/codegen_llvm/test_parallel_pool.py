@@ -63,6 +63,81 @@ def test_dynamic_chunks_cover_every_iteration_once(fine_chunks, n, rng):
         np.testing.assert_array_equal(o, a * 2 + 1)
 
 
+@pytest.mark.parametrize("n", [2, 3, 7, 64, 1001])
+def test_parts_from_both_ends_run_each_iteration_once(fine_chunks, n):
+    """``out[i] += A[i]`` is not idempotent: a part run twice, or skipped, shows. The two
+    threads take parts from opposite ends of the range wherever they sit on CPUs of both
+    parities; each call must still add every ``A[i]`` exactly once."""
+    A, out = param("A", (n,)), param("out", (n,))
+    body = loop(n, lambda i: store(out, i, load(out, i) + load(A, i)), kind=PAR)
+    mod = build(S.PrimFunc(f"both_ends{n}", (A, out), body))
+    if sys.platform.startswith("linux"):
+        assert "sched_getcpu" in mod.get_source("ll-unopt")
+    a = np.arange(1, n + 1, dtype="float32")
+    o = np.zeros(n, "float32")
+    calls = 0
+    for t in (2, 3, 4):
+        rt.set_num_threads(t)
+        try:
+            for _ in range(30):
+                mod(a, o)
+                calls += 1
+        finally:
+            rt.set_num_threads(None)
+    np.testing.assert_array_equal(o, a * calls)
+
+
+FROM_ONE_END = """
+import os, sys, numpy as np
+import ember.runtime as rt
+from ember.codegen_llvm import parallel_work
+from ember.tir import expr as E
+from ember.tir import stmt as S
+from tests.codegen_llvm.llvm_helpers import build, load, loop, param, store
+os.sched_setaffinity(0, {int(sys.argv[1])})  # before the pool starts: its threads inherit it
+parallel_work.MIN_PARALLEL_WORK = 0
+parallel_work.MIN_CHUNK_WORK = 1
+n = 400
+A, out = param("A", (n,)), param("out", (n,))
+body = loop(n, lambda i: S.AssertStmt(i < n - 1, "the last iteration", store(out, i, load(A, i))),
+            kind=S.ForKind.PARALLEL)
+mod = build(S.PrimFunc("one_end", (A, out), body))
+rt.set_num_threads(2)
+o = np.zeros(n, "float32")
+try:
+    mod(np.ones(n, "float32"), o)
+except Exception as e:
+    print("raised", type(e).__name__)
+print("written", int(o.sum()))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or not {0, 1} <= os.sched_getaffinity(0),
+    reason="needs Linux and CPUs 0 and 1",
+)
+@pytest.mark.parametrize("cpu", [0, 1])
+def test_threads_on_an_odd_cpu_take_parts_from_the_back(cpu):
+    """Both threads pinned to one CPU take parts from the same end: from the front on CPU 0,
+    so the assert in the loop's last iteration fails after every other iteration has
+    stored, and from the back on CPU 1, so it fails in the first part taken (one of 16,
+    25 iterations each) and at most the part the other thread took beside it ran too
+    (a thread stops taking parts once the failure is stored)."""
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-c", FROM_ONE_END, str(cpu)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    n, lines = 400, run.stdout.split("\n")
+    assert lines[0] == "raised ArgumentError"
+    written = int(lines[1].split()[1])
+    assert written == n - 1 if cpu == 0 else written <= 2 * 25 - 1
+
+
 def test_symbolic_extent_decides_at_run_time(rng):
     n = E.Var("n", "int32")
     A, out = param("A", (n,)), param("out", (n,))
