@@ -36,6 +36,13 @@ def num_threads() -> int | None:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
+def compile_jobs() -> int | None:
+    """``EMBER_COMPILE_JOBS``: processes that build a model's missing kernels at once
+    (default: the CPUs the process may use; 1 builds them one by one in the process)."""
+    value = os.environ.get("EMBER_COMPILE_JOBS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def cache_dir() -> Path:
     """``EMBER_CACHE_DIR``: where compiled kernels are cached on disk (NVRTC output and
     CPU kernel libraries); default ``$XDG_CACHE_HOME/ember``, else ``~/.cache/ember``."""

@@ -36,8 +36,9 @@ from ember.graph import kernel_cache
 from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel, symbolic_source
 from ember.graph.executor import CompiledModel
-from ember.graph.groups import fused_groups, group_io
-from ember.graph.kernels import get_group_kernel, get_kernel
+from ember.graph.groups import GroupIO, fused_groups, group_io
+from ember.graph.kernels import get_group_kernel, get_kernel, node_group
+from ember.graph.parallel_build import prebuild
 from ember.graph.step import Step, empty_kernel
 from ember.target import Target
 from ember.tir.transform.context import PassContext
@@ -98,8 +99,10 @@ def compile_graph(
         def compile_subgraph(sub: Graph) -> CompiledModel | DynamicModel:
             return compile(sub, backend, None, None, graph_passes)
 
+        groups = fused_groups(graph)
+        prebuild(_kernel_jobs(graph, groups), backend)  # missing kernels, on every core
         steps = [  # 3-4. strategies and kernels, one per fused group
-            _group_step(graph, group, backend, compile_subgraph) for group in fused_groups(graph)
+            _group_step(graph, group, backend, compile_subgraph) for group in groups
         ]
     kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
     try:
@@ -155,6 +158,22 @@ def _records(records: Any, tgt: Target) -> Iterator[None]:
         return
     with apply_history_best(records, target=tgt):
         yield
+
+
+def _kernel_jobs(graph: Graph, groups: list[list[Node]]) -> list[GroupIO]:
+    """The groups :func:`_group_step` will build a kernel for, as it will ask for them."""
+    jobs = []
+    for nodes in groups:
+        if len(nodes) == 1 and not nodes[0].subgraphs:
+            node = nodes[0]
+            job = node_group(node.op, node.attrs, [graph.values[i].type for i in node.inputs])
+        elif len(nodes) > 1:
+            job = group_io(graph, nodes)
+        else:
+            continue  # control flow: its subgraphs are compiled on their own
+        if any(job.types[o].size != 0 for o in job.outputs):
+            jobs.append(job)
+    return jobs
 
 
 def _group_step(

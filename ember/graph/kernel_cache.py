@@ -128,6 +128,11 @@ def load(name: str) -> Module | None:
     return module
 
 
+def present(name: str) -> bool:
+    """Whether entry ``name`` is on disk (whole or not: :func:`load` checks)."""
+    return entry_path(name).is_dir()
+
+
 def _discard(folder: Path) -> None:
     """Remove a corrupt entry (best effort: another process may be doing the same)."""
     STATS["corrupt"] += 1
@@ -162,6 +167,15 @@ def flush() -> None:
 
 _LOCK = threading.Lock()
 _PENDING: list[Future[None]] = []
+
+
+def after_fork_in_child() -> None:
+    """Forget the parent's linker thread, which a forked child does not have (its
+    executor would queue entries that never get written), and the parent's lock."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    _PENDING.clear()
+    _linker.cache_clear()
 
 
 @functools.cache

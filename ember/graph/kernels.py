@@ -114,12 +114,18 @@ def get_kernel(
 ) -> Kernel:
     """The compiled kernel of ``op`` on ``in_types`` for ``target`` (built once per process):
     a group of one node, for folding and for graphs compiled without fusion."""
+    g = node_group(op, attrs, in_types)
+    return get_group_kernel(g.nodes, g.inputs, g.outputs, g.types, target)
+
+
+def node_group(op: str, attrs: dict[str, Any], in_types: Sequence[TensorType]) -> GroupIO:
+    """One op on ``in_types`` as a group of one node, its values renamed by position."""
     out_types = get_op(op).infer_types(in_types, attrs)
     ins = tuple(f"in{i}" for i in range(len(in_types)))
     outs = tuple(f"out{k}" for k in range(len(out_types)))
     node = Node(op, op, ins, outs, dict(attrs), op)
     types = {**dict(zip(ins, in_types)), **dict(zip(outs, out_types))}
-    return get_group_kernel([node], ins, outs, types, target)
+    return GroupIO((node,), ins, outs, types)
 
 
 def _as_vector(t: Tensor) -> Tensor:
@@ -160,19 +166,10 @@ def get_group_kernel(
     backend = get_backend(target)
     tgt = backend.target
     fingerprint = active_fingerprint()
-    key = (
-        "group",
-        group_key(nodes, inputs, outputs, types),
-        str(tgt),
-        bool(fingerprint),  # built under records or not; which ones: the consults below
-        _context_key(),
-        backend.strategy_key(sorted({n.op for n in nodes})),
-    )
+    key, disk = group_keys(nodes, inputs, outputs, types, backend)
     for asked, hit in _CACHE.get(key, ()):
         if answers_unchanged(asked):
             return hit
-    disk_key = (*key[:3], fingerprint, *key[4:])  # on disk: keyed by every record in force
-    disk = kernel_cache.entry_key(disk_key, backend) if kernel_cache.enabled(backend) else None
     module = kernel_cache.load(disk) if disk else None
     scalars: tuple[int, ...] = ()
     consults: list[Any] = [(("fingerprint",), fingerprint)]  # a loaded module's: unknown
@@ -190,6 +187,29 @@ def get_group_kernel(
     )
     _CACHE.setdefault(key, []).append((consults, kern))
     return kern
+
+
+def group_keys(
+    nodes: Sequence[Node],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    types: dict[str, TensorType],
+    backend: Backend,
+) -> tuple[tuple[Any, ...], str | None]:
+    """A group's in-process cache key, and its disk cache entry's name (None where the
+    backend's kernels are not cached on disk), under the records and PassContext in force."""
+    fingerprint = active_fingerprint()
+    key = (
+        "group",
+        group_key(nodes, inputs, outputs, types),
+        str(backend.target),
+        bool(fingerprint),  # built under records or not; which ones: the consults
+        _context_key(),
+        backend.strategy_key(sorted({n.op for n in nodes})),
+    )
+    disk_key = (*key[:3], fingerprint, *key[4:])  # on disk: keyed by every record in force
+    disk = kernel_cache.entry_key(disk_key, backend) if kernel_cache.enabled(backend) else None
+    return key, disk
 
 
 def _build_group(

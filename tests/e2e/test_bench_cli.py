@@ -70,7 +70,8 @@ def test_a_baseline_it_meets_passes_and_the_report_and_chart_are_written(tmp_pat
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the host was probed around the round (a retake at most, one round)
     assert data["host_check"] is True and 0 <= mlp["retaken"] <= 1
-    assert mlp["rounds"][0]["host_slowdown"] >= 1.0
+    # a probe over its CPU's usual time; under 1.0 when the calibration's probes were slower
+    assert mlp["rounds"][0]["host_slowdown"] > 0
 
 
 def test_no_host_check_times_the_rounds_as_they_come(tmp_path, capsys):

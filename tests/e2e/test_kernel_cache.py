@@ -53,6 +53,7 @@ def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     monkeypatch.setenv("EMBER_CACHE_DIR", str(folder))
     monkeypatch.delenv("EMBER_DISK_CACHE", raising=False)
+    monkeypatch.setenv("EMBER_COMPILE_JOBS", "1")  # one process: these tests count its builds
     clear_cache()
     for k in kernel_cache.STATS:
         monkeypatch.setitem(kernel_cache.STATS, k, 0)
