@@ -41,6 +41,7 @@ from ember.graph.kernels import get_group_kernel, group_keys
 from ember.runtime.threads import available_cpus
 
 JOB_BYTES = 4  # one job number in the pipe, little-endian
+MAX_JOBS = 4096 // JOB_BYTES  # PIPE_BUF on Linux: the queue is written whole, at once
 
 
 def missing(jobs: Sequence[GroupIO], backend: Backend) -> list[GroupIO]:
@@ -68,13 +69,13 @@ def prebuild(jobs: Sequence[GroupIO], backend: Backend) -> int:
     forked, and nothing was built here: the caller builds as it goes)."""
     if not kernel_cache.enabled(backend):
         return 1
-    todo = missing(jobs, backend)
+    todo = missing(jobs, backend)[:MAX_JOBS]  # any others: built as the compile goes
     n = processes(len(todo))
     if n < 2:
         return 1
     kernel_cache.flush()  # the linker thread idle, so no child inherits a half-held lock
     read, write = os.pipe()
-    try:
+    try:  # at most PIPE_BUF bytes: written whole at once, before any child reads
         os.write(write, b"".join(k.to_bytes(JOB_BYTES, "little") for k in range(len(todo))))
     finally:
         os.close(write)  # the queue is complete: a read past it finds the end

@@ -132,3 +132,14 @@ def test_only_the_main_thread_forks(monkeypatch):
     assert seen == [1]
     monkeypatch.setenv("EMBER_COMPILE_JOBS", "1")
     assert parallel_build.processes(9) == 1
+
+
+def test_kernels_past_the_queue_are_built_by_the_compile(cnn, cache, monkeypatch):
+    monkeypatch.setattr(parallel_build, "MAX_JOBS", 2)  # the queue fits one pipe write
+    used = _processes(monkeypatch)
+    got = ember.compile(cnn[0]).run([cnn[1]])[0]
+    assert used == [2] and kernel_cache.STATS["hit"] <= 2  # at most the queue came from it
+    assert kernel_cache.STATS["stored"] + kernel_cache.STATS["hit"] == _entries(cache) > 2
+    monkeypatch.setenv("EMBER_DISK_CACHE", "0")
+    clear_cache()
+    np.testing.assert_array_equal(ember.compile(cnn[0]).run([cnn[1]])[0], got)
