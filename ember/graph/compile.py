@@ -93,18 +93,20 @@ def compile_graph(
     passes = [as_graph_pass(p) for p in _graph_passes(backend, graph_passes)]
     ctx = PassContext.current()  # names it disables must be passes this compile can run
     check_disabled(ctx, [*target_passes(backend.target, ctx), *passes], str(backend.target))
-    with _records(records, backend.target):
-        graph = optimize(graph, backend, passes)  # 2. graph passes, fusion last
+    try:
+        with _records(records, backend.target):
+            graph = optimize(graph, backend, passes)  # 2. graph passes, fusion last
 
-        def compile_subgraph(sub: Graph) -> CompiledModel | DynamicModel:
-            return compile(sub, backend, None, None, graph_passes)
+            def compile_subgraph(sub: Graph) -> CompiledModel | DynamicModel:
+                return compile(sub, backend, None, None, graph_passes)
 
-        groups = fused_groups(graph)
-        prebuild(_kernel_jobs(graph, groups), backend)  # missing kernels, on every core
-        steps = [  # 3-4. strategies and kernels, one per fused group
-            _group_step(graph, group, backend, compile_subgraph) for group in groups
-        ]
-    kernel_cache.flush()  # the disk cache holds this model's kernels once compile returns
+            groups = fused_groups(graph)
+            prebuild(_kernel_jobs(graph, groups), backend)  # missing kernels, on every core
+            steps = [  # 3-4. strategies and kernels, one per fused group
+                _group_step(graph, group, backend, compile_subgraph) for group in groups
+            ]
+    finally:  # the disk cache holds the kernels built once compile returns or raises
+        kernel_cache.flush()
     try:
         return CompiledModel(graph, steps, backend.target)  # 5. plan
     except MemoryError as e:  # the memory plan's buffers: one allocation failed
@@ -161,12 +163,16 @@ def _records(records: Any, tgt: Target) -> Iterator[None]:
 
 
 def _kernel_jobs(graph: Graph, groups: list[list[Node]]) -> list[GroupIO]:
-    """The groups :func:`_group_step` will build a kernel for, as it will ask for them."""
+    """The groups :func:`_group_step` will build a kernel for, as it will ask for them (a
+    node whose kernel cannot even be asked for is left to it, which reports where)."""
     jobs = []
     for nodes in groups:
         if len(nodes) == 1 and not nodes[0].subgraphs:
             node = nodes[0]
-            job = node_group(node.op, node.attrs, [graph.values[i].type for i in node.inputs])
+            try:
+                job = node_group(node.op, node.attrs, [graph.values[i].type for i in node.inputs])
+            except EmberError:
+                continue
         elif len(nodes) > 1:
             job = group_io(graph, nodes)
         else:

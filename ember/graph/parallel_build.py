@@ -26,6 +26,7 @@ up the others' share.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -74,7 +75,10 @@ def prebuild(jobs: Sequence[GroupIO], backend: Backend) -> int:
     if n < 2:
         return 1
     kernel_cache.flush()  # the linker thread idle, so no child inherits a half-held lock
-    read, write = os.pipe()
+    try:
+        read, write = os.pipe()
+    except OSError:  # out of file descriptors: one process, as the compile goes
+        return 1
     try:  # at most PIPE_BUF bytes: written whole at once, before any child reads
         os.write(write, b"".join(k.to_bytes(JOB_BYTES, "little") for k in range(len(todo))))
     finally:
@@ -84,7 +88,10 @@ def prebuild(jobs: Sequence[GroupIO], backend: Backend) -> int:
         for _ in range(n - 1):
             with warnings.catch_warnings():  # Python 3.12's note on forking with threads
                 warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:  # a process limit: the ones started share the queue
+                    break
             if pid == 0:
                 _child(read, todo, backend)  # never returns
             children.append(pid)
@@ -96,7 +103,9 @@ def prebuild(jobs: Sequence[GroupIO], backend: Backend) -> int:
     finally:
         os.close(read)
         for pid in children:
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ChildProcessError):  # reaped already (SIGCHLD ignored)
+                os.waitpid(pid, 0)
+    return 1 + len(children)
     return n
 
 

@@ -143,3 +143,29 @@ def test_kernels_past_the_queue_are_built_by_the_compile(cnn, cache, monkeypatch
     monkeypatch.setenv("EMBER_DISK_CACHE", "0")
     clear_cache()
     np.testing.assert_array_equal(ember.compile(cnn[0]).run([cnn[1]])[0], got)
+
+
+def test_a_refused_fork_leaves_the_compile_to_one_process(cnn, cache, monkeypatch):
+    def refuse() -> int:
+        raise BlockingIOError("fork: resource temporarily unavailable")
+
+    monkeypatch.setattr(parallel_build.os, "fork", refuse)
+    used = _processes(monkeypatch)
+    got = ember.compile(cnn[0]).run([cnn[1]])[0]
+    assert used == [1] and kernel_cache.STATS["hit"] == 0  # this process built them all
+    monkeypatch.setenv("EMBER_DISK_CACHE", "0")
+    clear_cache()
+    np.testing.assert_array_equal(ember.compile(cnn[0]).run([cnn[1]])[0], got)
+
+
+def test_children_reaped_by_the_system_are_not_waited_for(cnn, cache, monkeypatch):
+    """With SIGCHLD ignored the kernel reaps a child as it exits; waiting for it fails."""
+    import signal
+
+    old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        used = _processes(monkeypatch)
+        ember.compile(cnn[0])
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+    assert used == [2] and kernel_cache.STATS["hit"] >= 1
