@@ -4,8 +4,9 @@ forked processes, which store them there, while the compiling process builds its
 Lowering and the TIR passes are Python, so threads would take turns on one core under the
 GIL; processes do not. The kernels travel through the disk cache (``kernel_cache.py``):
 once the children are done, ``ember.compile`` goes through the groups in order as before
-and loads each child's kernel from its entry (a 50-100 ms load against 0.2-3 s of build),
-so what runs is exactly what a warm compile from the cache runs. Nothing else crosses the
+and loads each child's kernel from its entry (a warm compile loads ResNet-50's 29 kernels
+in under 2 s, where building them takes 14 s), so what runs is exactly what a warm
+compile from the cache runs. Nothing else crosses the
 fork: a child's kernel that failed to build or to store is simply missing, and the parent
 builds it itself, raising its error with the usual context.
 
@@ -67,7 +68,7 @@ def processes(count: int) -> int:
 def prebuild(jobs: Sequence[GroupIO], backend: Backend) -> int:
     """Build the kernels of ``jobs`` missing from the disk cache, in this process and
     forked ones, into the cache; returns the number of processes that took part (1: none
-    forked, and nothing was built here: the caller builds as it goes)."""
+    was forked). Whatever is still missing afterwards the caller builds as it goes."""
     if not kernel_cache.enabled(backend):
         return 1
     todo = missing(jobs, backend)[:MAX_JOBS]  # any others: built as the compile goes
