@@ -37,7 +37,7 @@ from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel, symbolic_source
 from ember.graph.executor import CompiledModel
 from ember.graph.groups import GroupIO, fused_groups, group_io
-from ember.graph.kernels import get_group_kernel, get_kernel, node_group
+from ember.graph.kernels import get_group_kernel, node_group
 from ember.graph.parallel_build import prebuild
 from ember.graph.step import Step, empty_kernel
 from ember.target import Target
@@ -162,53 +162,51 @@ def _records(records: Any, tgt: Target) -> Iterator[None]:
         yield
 
 
+def _kernel_job(graph: Graph, nodes: list[Node]) -> GroupIO | None:
+    """What a group's kernel is built from, as ``kernels.py`` is asked for it (a single
+    node's values renamed by position, so repeated layers share one kernel); None where
+    no kernel is built: control flow (its subgraphs are compiled on their own) and a group
+    whose outputs are all empty."""
+    if len(nodes) > 1:
+        io = group_io(graph, nodes)
+        return None if all(io.types[o].size == 0 for o in io.outputs) else io
+    node = nodes[0]
+    if node.subgraphs or all(graph.values[o].type.size == 0 for o in node.outputs):
+        return None
+    return node_group(node.op, node.attrs, [graph.values[i].type for i in node.inputs])
+
+
 def _kernel_jobs(graph: Graph, groups: list[list[Node]]) -> list[GroupIO]:
-    """The groups :func:`_group_step` will build a kernel for, as it will ask for them (a
-    node whose kernel cannot even be asked for is left to it, which reports where)."""
+    """The kernels :func:`_group_step` will ask for (a group whose kernel cannot even be
+    asked for is left to it, which reports where)."""
     jobs = []
     for nodes in groups:
-        if len(nodes) == 1 and not nodes[0].subgraphs:
-            node = nodes[0]
-            try:
-                job = node_group(node.op, node.attrs, [graph.values[i].type for i in node.inputs])
-            except EmberError:
-                continue
-        elif len(nodes) > 1:
-            job = group_io(graph, nodes)
-        else:
-            continue  # control flow: its subgraphs are compiled on their own
-        if any(job.types[o].size != 0 for o in job.outputs):
-            jobs.append(job)
+        with contextlib.suppress(EmberError):
+            job = _kernel_job(graph, nodes)
+            if job is not None:
+                jobs.append(job)
     return jobs
 
 
 def _group_step(
     graph: Graph, nodes: list[Node], backend: Backend, compile_subgraph: SubgraphCompiler
 ) -> Step:
+    first = nodes[0]
+    if len(nodes) == 1 and first.subgraphs:  # If / Loop / Scan: on the host, over subgraphs
+        return control_step(graph, first, compile_subgraph)
     if len(nodes) == 1:
-        return _node_step(graph, nodes[0], backend, compile_subgraph)
-    io = group_io(graph, nodes)
-    inputs, outputs, types = io.inputs, io.outputs, io.types
-    where = f"fused group of {', '.join(n.where() for n in nodes)}"
-    if all(types[o].size == 0 for o in outputs):
-        return Step(empty_kernel, tuple(inputs), tuple(outputs), where)
+        inputs, outputs, where = first.inputs, first.outputs, first.where()
+        context = f"while compiling {where}"
+    else:
+        io = group_io(graph, nodes)
+        inputs, outputs = io.inputs, io.outputs
+        where = f"fused group of {', '.join(n.where() for n in nodes)}"
+        context = f"while compiling the {where}"
     try:
-        kernel = get_group_kernel(nodes, inputs, outputs, types, backend)
+        job = _kernel_job(graph, nodes)
+        if job is None:  # empty results
+            return Step(empty_kernel, tuple(inputs), tuple(outputs), where)
+        kernel = get_group_kernel(job.nodes, job.inputs, job.outputs, job.types, backend)
     except EmberError as e:
-        raise e.add_context(f"while compiling the {where}") from None
+        raise e.add_context(context) from None
     return Step(kernel, tuple(inputs), tuple(outputs), where)
-
-
-def _node_step(
-    graph: Graph, node: Node, backend: Backend, compile_subgraph: SubgraphCompiler
-) -> Step:
-    if node.subgraphs:  # If / Loop / Scan: runs on the host over compiled subgraphs
-        return control_step(graph, node, compile_subgraph)
-    in_types = [graph.values[i].type for i in node.inputs]
-    if all(graph.values[o].type.size == 0 for o in node.outputs):
-        return Step(empty_kernel, node.inputs, node.outputs, node.where())  # empty results
-    try:
-        kernel = get_kernel(node.op, node.attrs, in_types, backend)
-    except EmberError as e:
-        raise e.add_context(f"while compiling {node.where()}") from None
-    return Step(kernel, node.inputs, node.outputs, node.where())
