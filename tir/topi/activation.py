@@ -21,14 +21,33 @@ from ember.tir.topi.elementwise import unary
 
 Fn = Callable[[E.PrimExpr], E.PrimExpr]
 
-# erf for float32 from vectorizable arithmetic and exp (libm's erff is a scalar call, 20x
-# slower): the Taylor series of erf(x)/x in x^2 below |x| = 1, and Abramowitz & Stegun
-# 7.1.26 (|error| <= 1.5e-7) above. Relative error within 2e-7 (about 3 ulp) everywhere.
-_ERF_TAYLOR = tuple(
-    2.0 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(10)
+# erf for float32 from vectorizable arithmetic (libm's erff is a scalar call, 40x slower):
+# erf(x) = x P(x²) / Q(x²) with x clamped to [-4, 4] (erf(4) rounds to 1 in float32), P and
+# Q of degree 5, fitted to erf's relative error over 40,000 Chebyshev points of [0, 4] in
+# float64 (least squares reweighted toward the largest errors, linearised by the last Q)
+# and rounded to float32. Over every seventh float32 in (1e-30, 4] it is within 3.6e-7
+# relative of erf (the worst near 1, about 6 ulp; below x = 1 within 2.6e-7), everywhere
+# else exact. It replaced a two-piece formula (a Taylor series below |x| = 1, Abramowitz
+# & Stegun 7.1.26 with an exp above, both computed for every lane): 2e-7 relative, but
+# about twice the work; BERT's bias+GELU GEMM epilogue went from 0.365 to 0.338 ms
+# (128x256 by 256x1024, two threads), next to 0.311 ms with no epilogue.
+_ERF_CLAMP = 4.0
+_ERF_P = (
+    1.1283791065216064,
+    0.19352151453495026,
+    0.053098611533641815,
+    0.00388234481215477,
+    0.0002845449198503047,
+    1.9869689822371583e-06,
 )
-_AS_P = 0.3275911
-_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+_ERF_Q = (
+    1.0,
+    0.5048365592956543,
+    0.11534024775028229,
+    0.01520522776991129,
+    0.0011853330070152879,
+    3.7421043089125305e-05,
+)
 
 
 def _horner(z: E.PrimExpr, coeffs: tuple[float, ...]) -> E.PrimExpr:
@@ -40,15 +59,20 @@ def _horner(z: E.PrimExpr, coeffs: tuple[float, ...]) -> E.PrimExpr:
 
 
 def erf(x: E.PrimExpr) -> E.PrimExpr:
-    """``erf(x)``; float32 by the vectorizable formula above, other types by the intrinsic."""
+    """``erf(x)``; float32 by the rational formula above, other types by the intrinsic.
+    The input is clamped to ±4 and the result to ±1 (past 3.5 the rounding may overshoot
+    1 by an ulp or two, and GELU's ``x (1 + erf)`` at -inf must see exactly 0, a NaN as
+    onnxruntime's). The clamps are compare-and-selects, so a NaN passes through."""
     if x.dtype != "float32":
         return _op.erf(x)
-    z = x * x
-    ax = _op.abs(x)
-    t = 1.0 / (ax * _AS_P + 1.0)
-    tail = 1.0 - _horner(t, (0.0, *_AS_A)) * _op.exp(-z)
-    big = E.select(x < 0.0, -tail, tail)
-    return E.select(ax < 1.0, _horner(z, _ERF_TAYLOR) * x, big)
+    c = _symmetric(x, _ERF_CLAMP)
+    z = c * c
+    return _symmetric(c * _horner(z, _ERF_P) / _horner(z, _ERF_Q), 1.0)
+
+
+def _symmetric(x: E.PrimExpr, bound: float) -> E.PrimExpr:
+    """``x`` clamped to ``[-bound, bound]`` (:func:`_clamp`: NaN stays NaN)."""
+    return _clamp(x, E.const(-bound, x.dtype), E.const(bound, x.dtype))
 
 
 # Unary math by ONNX-like name: the TIR intrinsic each one is. ``round`` is ONNX's
