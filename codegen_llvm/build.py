@@ -32,6 +32,7 @@ _RESERVED = frozenset(
     | {n for r in INTRINSICS.values() if r.libm for n in (r.libm, r.libm + "f")}
     | {n for r in INTRINSICS.values() if r.llvm for n in (r.llvm, r.llvm + "f")}
     | {"exp", "expf", "log", "logf", "sqrt", "sqrtf", "pow", "powf", "sin", "sinf", "cos", "cosf"}
+    | {"erf", "erff", "tanh", "tanhf"}  # formulas for float32 vectors, libm for the rest
 )
 
 

@@ -4,7 +4,7 @@ Used by :mod:`ember.codegen_llvm.codegen` for ``Call`` nodes. The table
 ``INTRINSICS`` has one rule per intrinsic: an overloaded LLVM intrinsic
 (``llvm.sin.v16f32`` works on vectors and LLVM expands it), a C math library
 function called lane by lane (``erf`` has no LLVM intrinsic), or a short
-formula (``sigmoid``, ``rsqrt``; ``exp`` and ``tanh`` of float32 vectors are
+formula (``sigmoid``, ``rsqrt``; ``exp``, ``tanh`` and ``erf`` of float32 vectors are
 inline polynomials from :mod:`.vecmath`, scalars call the C library). float32
 and float64 compute natively; float16 and bfloat16 compute in float32 and
 round back. ``ROUND`` rounds halves away from zero (C's ``round``, TVM's), ``NEARBYINT``
@@ -33,7 +33,7 @@ from ember.codegen_llvm.builder_utils import (
     splat_const,
 )
 from ember.codegen_llvm.casts import round_to_bfloat16
-from ember.codegen_llvm.vecmath import vector_exp, vector_tanh
+from ember.codegen_llvm.vecmath import vector_erf, vector_exp, vector_tanh
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.expr import WARP_SHUFFLES, Intrinsic
@@ -89,6 +89,12 @@ def _tanh(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
     return _call_libm(b, "tanh", args, flags)
 
 
+def _erf(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+    if _is_f32_vector(args[0]):
+        return vector_erf(b, args[0], flags)
+    return _call_libm(b, "erf", args, flags)
+
+
 def _rsqrt(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
     root = _call_llvm(b, "sqrt", args, flags)
     return b.fdiv(splat_const(root.type, 1.0), root, flags=flags)
@@ -115,7 +121,7 @@ INTRINSICS: dict[Intrinsic, IntrinsicRule] = {
     Intrinsic.LOG1P: IntrinsicRule(1, libm="log1p"),
     Intrinsic.SQRT: IntrinsicRule(1, llvm="sqrt"),
     Intrinsic.RSQRT: IntrinsicRule(1, formula=_rsqrt),
-    Intrinsic.ERF: IntrinsicRule(1, libm="erf"),
+    Intrinsic.ERF: IntrinsicRule(1, formula=_erf),
     Intrinsic.SIGMOID: IntrinsicRule(1, formula=_sigmoid),
     Intrinsic.ABS: IntrinsicRule(1, llvm="fabs"),
     Intrinsic.FLOOR: IntrinsicRule(1, llvm="floor"),

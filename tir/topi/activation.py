@@ -30,9 +30,10 @@ Fn = Callable[[E.PrimExpr], E.PrimExpr]
 # else exact. It replaced a two-piece formula (a Taylor series below |x| = 1, Abramowitz
 # & Stegun 7.1.26 with an exp above, both computed for every lane): 2e-7 relative, but
 # about twice the work; BERT's bias+GELU GEMM epilogue went from 0.365 to 0.338 ms
-# (128x256 by 256x1024, two threads), next to 0.311 ms with no epilogue.
-_ERF_CLAMP = 4.0
-_ERF_P = (
+# (128x256 by 256x1024, two threads), next to 0.311 ms with no epilogue. The LLVM backend
+# emits the same formula for ``erf`` of float32 vectors (codegen_llvm/vecmath.py).
+ERF_CLAMP = 4.0
+ERF_P = (
     1.1283791065216064,
     0.19352151453495026,
     0.053098611533641815,
@@ -40,7 +41,7 @@ _ERF_P = (
     0.0002845449198503047,
     1.9869689822371583e-06,
 )
-_ERF_Q = (
+ERF_Q = (
     1.0,
     0.5048365592956543,
     0.11534024775028229,
@@ -65,9 +66,9 @@ def erf(x: E.PrimExpr) -> E.PrimExpr:
     onnxruntime's). The clamps are compare-and-selects, so a NaN passes through."""
     if x.dtype != "float32":
         return _op.erf(x)
-    c = _symmetric(x, _ERF_CLAMP)
+    c = _symmetric(x, ERF_CLAMP)
     z = c * c
-    return _symmetric(c * _horner(z, _ERF_P) / _horner(z, _ERF_Q), 1.0)
+    return _symmetric(c * _horner(z, ERF_P) / _horner(z, ERF_Q), 1.0)
 
 
 def _symmetric(x: E.PrimExpr, bound: float) -> E.PrimExpr:
