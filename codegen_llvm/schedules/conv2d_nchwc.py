@@ -38,7 +38,7 @@ import numpy as np
 
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.errors import InternalError
-from ember.frontend.passes.conv_blocks import channel_block
+from ember.frontend.passes.conv_blocks import channel_block, input_block
 from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.stmt import ForKind
@@ -78,8 +78,14 @@ class NchwcKnobs:
 def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     cfg = get_config()
     lanes = REGISTER_BYTES // dt.bytes_of(dtype)
-    ic_default, oc_default = channel_block(g.C, lanes), channel_block(g.O, lanes)
-    ics = sorted({ic_default, *(b for b in (4, 8, 16, 32, 64) if b <= max(g.C, 4))})
+    ic_default, oc_default = input_block(g.C, lanes), channel_block(g.O, lanes)
+    ics = sorted(
+        {
+            ic_default,
+            channel_block(g.C, lanes),
+            *(b for b in (4, 8, 16, 32, 64) if b <= max(g.C, 4)),
+        }
+    )
     ocs = sorted({oc_default, *(b for b in (8, 16, 32, 64) if b <= max(g.O, 8))})
     # measured on the ResNet-18 layers: about 16 accumulator registers is the sweet spot
     regs_per_px = blocks(oc_default, lanes)

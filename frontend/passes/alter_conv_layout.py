@@ -118,7 +118,8 @@ class _Rewriter:
         )
 
     def to_blocked(self, v: str, block: int, node: Node) -> str:
-        """A blocked twin of NCHW value ``v`` (made by a transform unless it exists)."""
+        """A blocked twin of NCHW value ``v`` (made by a transform unless it exists; by a
+        reshape for blocks of one channel, which keep NCHW's order)."""
         if v in self.blocked and self.blocked[v][1] == block:
             return self.blocked[v][0]
         if (v, block) in self.twins:
@@ -131,6 +132,9 @@ class _Rewriter:
         if v in self.blocked:  # blocked with another block: re-block without NCHW
             src, s = self.blocked[v]
             self.transform(node, src, name, s, block, c)  # type: ignore[arg-type]
+        elif block == 1:
+            shape = {"shape": (n, c, h, w, 1)}
+            self.nodes.append(Node("reshape", node.name, (v,), (name,), shape, "Reshape"))
         else:
             self.transform(node, v, name, 0, block, c)  # type: ignore[arg-type]
         self.blocked.setdefault(v, (name, block))

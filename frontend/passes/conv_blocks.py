@@ -13,6 +13,7 @@ from ember.frontend.graph import Graph, Node, TensorType
 from ember.tir.topi.workload import Conv2DWorkload
 
 LANES = 16  # float32 lanes of one AVX-512 register
+IMAGE_CHANNELS = 4  # at most this many input channels (gray, RGB, RGBA): blocks of one
 # unary ops that keep the zero lanes past the channel count finite (they are never read)
 FINITE_AT_ZERO = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "exp", "copy", "clip"})
 LANEWISE_BINARY = frozenset({"add", "subtract", "multiply"})
@@ -40,6 +41,16 @@ def channel_block(channels: int, lanes: int = LANES) -> int:
     return channels if channels < lanes else lanes
 
 
+def input_block(channels: int, lanes: int = LANES) -> int:
+    """The default block of a conv's NCHW input: one channel for an image's few channels
+    (:data:`IMAGE_CHANNELS`), whose blocked layout ``[N, C, H, W, 1]`` is NCHW itself, so
+    the input is blocked by a reshape rather than a transpose and the micro-kernel reads
+    each channel's plane; else :func:`channel_block`. MobileNetV2's RGB stem at two
+    threads: the input's transform 0.073 ms against the reshape's 0.030, the conv 0.153
+    against 0.129 ms (the whole model 1-2% faster, by turns)."""
+    return 1 if channels <= IMAGE_CHANNELS else channel_block(channels, lanes)
+
+
 def default_blocks(
     w: ConvWorkload, in_block: int | None = None, want: int | None = None
 ) -> tuple[int, int] | None:
@@ -49,7 +60,7 @@ def default_blocks(
     alone, so one value's blocks agree wherever it is added to another."""
     if w.O < LANES:
         return None
-    return in_block or channel_block(w.C), channel_block(w.O)
+    return in_block or input_block(w.C), channel_block(w.O)
 
 
 def conv_workload(node: Node, graph: Graph) -> ConvWorkload | None:
