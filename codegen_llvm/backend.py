@@ -25,6 +25,7 @@ from ember.codegen_llvm.step_loop import compiled_step_loop
 from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
 from ember.frontend.passes.conv1d_as_2d import conv1d_as_2d
 from ember.frontend.passes.fuse_attention import fuse_attention
+from ember.frontend.passes.fuse_dw_pointwise import fuse_dw_pointwise
 from ember.runtime.module import Module
 from ember.runtime.step_loop import StepLoop
 from ember.tir.schedule.schedule import Schedule
@@ -59,7 +60,10 @@ class CPUBackend(Backend):
         transposes and the NCHW weights unused)."""
         names = [p.name for p in common]
         at = names.index("eliminate_dead_code")
-        convs = (conv1d_as_2d, alter_conv_layout_tuned, transform_winograd_weights_tuned)
+        convs = (
+            conv1d_as_2d, alter_conv_layout_tuned, transform_winograd_weights_tuned,
+            fuse_dw_pointwise,
+        )  # fmt: skip
         cpu = (fuse_attention, *convs)
         return (*common[:at], *cpu, *common[at:])
 

@@ -25,6 +25,7 @@ from ember.codegen_llvm.schedules import (
 from ember.frontend.ops.layout import conv_winograd_nchwc
 from ember.tir.topi.conv_nchwc import conv2d_nchwc as nchwc_compute
 from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc as dw_nchwc_compute
+from ember.tir.topi.conv_nchwc import depthwise_pointwise_nchwc as dw_pw_compute
 from ember.tir.topi.workload import Conv2DWorkload, DepthwiseConv2DWorkload
 from ember.tuner.space import FallbackConfig
 from ember.tuner.template import config_for_direct_call, using_config
@@ -336,3 +337,35 @@ def dwconv_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[A
     a = attrs
     geometry = (a["strides"], a["pads"], a["dilations"])
     return [dw_nchwc_compute(x, w, bias_input(inputs), *geometry, extra)]
+
+
+def dwconv_pw_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """A depthwise conv, clipped, and the 1x1 conv on it (``dwconv_pw_nchwc``): each conv's
+    register tile from its own template's config, as :func:`dwconv_nchwc_compute` and
+    :func:`nchwc_compute_for` choose them for the two convs apart."""
+    x, dw_w, dw_b, pw_w, pw_b = inputs
+    dtype = str(x.dtype)
+    if dtype not in ("float32", "float64"):
+        return None
+    dw_args = dwconv_nchwc_task_args(dims(x), dtype, dims(dw_w), attrs)
+    g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(dw_args))
+    block = dims(x)[4]
+    cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, dw_args, (("cb", block),))
+    dk = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, dtype, cfg)
+    dk = depthwise_conv2d_nchwc.fit_block(dk, block, dtype)
+    N = dims(x)[0]
+    pw = Conv2DWorkload(
+        N, attrs["channels"], g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1), (0, 0, 0, 0),
+        (1, 1), dtype,
+    )  # fmt: skip
+    where = (("ic_bn", block), ("oc_bn", dims(pw_w)[5]))
+    pcfg = config_for_direct_call(NCHWC_TEMPLATE, pw.args, where)
+    pk = conv2d_nchwc.nchwc_knobs(conv2d.geometry(pw), dtype, pcfg)
+    a = attrs
+    return [
+        dw_pw_compute(
+            x, dw_w, dw_b, pw_w, pw_b, a["strides"], a["pads"], a["dilations"],
+            (a["min"], a["max"]), depthwise_conv2d_nchwc.knob_attrs(dk),
+            conv2d_nchwc.knob_attrs(pk),
+        )
+    ]  # fmt: skip

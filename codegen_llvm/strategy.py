@@ -41,6 +41,7 @@ from ember.codegen_llvm.conv_strategies import (  # noqa: F401 - re-exported: th
     dwconv_nchwc_compute,
     dwconv_nchwc_task,
     dwconv_nchwc_task_args,
+    dwconv_pw_nchwc_compute,
     grouped_pointwise_compute,
     nchwc_compute_for,
     nchwc_task,
@@ -233,6 +234,12 @@ _add(
         anchors.depthwise_nchwc_blocked,
         dwconv_nchwc_task,
         priority=10,
+    ),
+)
+_add(
+    "dwconv_pw_nchwc",
+    Implementation(
+        "dwconv_pw_nchwc", dwconv_pw_nchwc_compute, anchors.dw_pointwise, None, priority=10
     ),
 )
 _add(

@@ -19,6 +19,7 @@ from ember.codegen_llvm.schedules import (
     conv2d_nchwc,
     depthwise_conv2d,
     depthwise_conv2d_nchwc,
+    dw_pointwise_nchwc,
     grouped_pointwise,
     matmul_int8,
     pool2d,
@@ -171,6 +172,31 @@ conv2d_nchwc_blocked = _blocked_anchor("conv2d_nchwc", conv2d_nchwc.schedule_con
 depthwise_nchwc_blocked = _blocked_anchor(
     depthwise_conv2d_nchwc.TAG, depthwise_conv2d_nchwc.schedule_depthwise_nchwc
 )
+
+
+def dw_pointwise(s: Schedule, outputs: list[Any]) -> set[int]:
+    """The anchor of ``dwconv_pw_nchwc``: its 1x1 reduction with one 5-D output reading it
+    (the epilogue inlined there), the clipped depthwise row computed inside."""
+    for op in _tagged(s, "conv2d_nchwc"):
+        conv = op.output(0)
+        found = dw_pointwise_nchwc.stages_of(conv)
+        if found is None or len(outputs) != 1 or outputs[0].ndim != 5:
+            continue
+        mid, dw = found
+        out = outputs[0]
+        reduces = {id(t.op) for t in producers(out) if getattr(t.op, "reduce_axis", ())}
+        if out.op is not conv.op and reduces != {id(conv.op), id(dw.op)}:
+            continue
+        pad = dw.op.input_tensors[0]
+        keep = {id(out.op), id(conv.op), id(mid.op), id(dw.op), id(pad.op)}
+        for inner in s.stages:
+            if isinstance(inner.op, ComputeOp) and id(inner.op) not in keep:
+                inner.compute_inline()
+        before = {id(x.op) for x in s.stages}
+        dw_pointwise_nchwc.schedule_dw_pointwise(s, out, conv, mid, dw)
+        made = {id(x.op) for x in s.stages} - before
+        return keep | made
+    return set()
 
 
 def max_pool(s: Schedule, outputs: list[Any]) -> set[int]:

@@ -1,4 +1,4 @@
-"""Channel-blocked layout ops: ``layout_transform``, ``conv_nchwc``, ``dwconv_nchwc``.
+"""Channel-blocked layout ops: ``layout_transform``, ``conv_nchwc``, ``dwconv_nchwc``, ...
 
 The ONNX importer never makes these; the ``alter_conv_layout`` pass does, when it
 moves CPU convolutions to the NCHW[c] layout (``tir/topi/conv_nchwc.py``).
@@ -17,6 +17,12 @@ Attributes (every one present):
   ``dilations``, ``pads`` as above and ``channels``, the logical channel count.
   Inputs: the blocked input, the weights blocked at compile time ``[C/cb, KH, KW,
   cb]`` and an optional bias ``[C/cb, cb]``.
+- ``dwconv_pw_nchwc`` (a ``dwconv_nchwc``, a clip and a 1x1 stride-1 ``conv_nchwc`` on
+  its result, made by ``fuse_dw_pointwise``): the depthwise conv's ``strides``,
+  ``dilations``, ``pads`` and ``channels``, the clip's ``min`` and ``max`` (None: no
+  bound) and the 1x1 conv's ``out_channels``. Inputs: the blocked input, the depthwise
+  weights and bias, the 1x1 conv's blocked weights ``[O/ob, C/cb, 1, 1, cb, ob]`` and
+  bias.
 - ``conv_winograd_nchwc`` (a 3x3 stride-1 ``conv_nchwc`` by Winograd F(m x m, 3 x 3),
   made by ``transform_winograd_weights``): ``pads``, ``in_channels``, ``channels``,
   ``out_block`` (the output's channel block) and the knobs ``m`` and the GEMM's ``mr``,
@@ -154,6 +160,27 @@ def dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     return [
         topi.depthwise_conv2d_nchwc(
             inputs[0], inputs[1], bias, a["strides"], a["pads"], a["dilations"]
+        )
+    ]
+
+
+def _infer_dwconv_pw_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    (mid,) = _infer_dwconv_nchwc(types[:3], attrs)
+    (out,) = _infer_conv_nchwc(
+        [mid, *types[3:]], {"strides": (1, 1), "pads": (0,) * 4, "dilations": (1, 1)}
+    )
+    if types[3].shape[2:4] != (1, 1):
+        raise ArgumentError(f"dwconv_pw_nchwc: weights {types[3]} are not a 1x1 conv's")
+    return [out]
+
+
+@register_op("dwconv_pw_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_dwconv_pw_nchwc, num_inputs=5)
+def dwconv_pw_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A blocked depthwise conv, clipped, then a blocked 1x1 conv on its result."""
+    a = attrs
+    return [
+        topi.depthwise_pointwise_nchwc(
+            *inputs, a["strides"], a["pads"], a["dilations"], (a["min"], a["max"])
         )
     ]
 

@@ -12,6 +12,7 @@ from ember.tir.topi.conv_nchwc import (
     avg_pool2d_nchwc,
     conv2d_nchwc,
     depthwise_conv2d_nchwc,
+    depthwise_pointwise_nchwc,
     layout_transform,
     max_pool2d_nchwc,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "conv2d_nchw",
     "conv2d_nchwc",
     "depthwise_conv2d_nchwc",
+    "depthwise_pointwise_nchwc",
     "conv_integer",
     "conv_nd",
     "conv_transpose_nd",

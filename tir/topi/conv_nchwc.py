@@ -248,6 +248,47 @@ def depthwise_conv2d_nchwc(
     return _with_bias("depthwise_conv2d_nchwc", conv, bias)
 
 
+DW_POINTWISE_MID_TAG = "dw_pointwise_mid"  # the depthwise output a fused 1x1 conv reads
+
+
+def depthwise_pointwise_nchwc(
+    X: Tensor,
+    dw_weights: Tensor,
+    dw_bias: Tensor | None,
+    pw_weights: Tensor,
+    pw_bias: Tensor | None,
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    clip: tuple[float | None, float | None] = (None, None),
+    dw_attrs: dict | None = None,
+    pw_attrs: dict | None = None,
+) -> Tensor:
+    """A depthwise convolution, clipped to ``clip`` (either bound optional: a ReLU6), then a
+    1x1 convolution of stride 1 on its result: ``conv2d_nchwc(clip(depthwise_conv2d_nchwc(X)),
+    pw_weights)``, the MobileNet block's depthwise and projection convs as one compute.
+    The clipped depthwise output is a stage of its own, tagged
+    :data:`DW_POINTWISE_MID_TAG`, so a schedule can compute one row of it where the 1x1
+    conv reads it and it never reaches memory. Shapes as in :func:`depthwise_conv2d_nchwc`
+    and :func:`conv2d_nchwc`; ``pw_weights`` is ``[O/ob, C/cb, 1, 1, cb, ob]``."""
+    ws = static_shape(pw_weights)
+    if len(ws) != 6 or ws[2:4] != (1, 1):
+        raise ArgumentError(f"depthwise_pointwise_nchwc: weights {list(ws)} are not a 1x1 conv's")
+    dw = depthwise_conv2d_nchwc(X, dw_weights, dw_bias, strides, pads, dilations, dw_attrs)
+    lo, hi = clip
+
+    def clipped(n: E.PrimExpr, b: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
+        v = dw[n, b, y, x, i]
+        if lo is not None:
+            v = E.select(v < lo, E.const(lo, v.dtype), v)
+        if hi is not None:
+            v = E.select(v > hi, E.const(hi, v.dtype), v)
+        return v
+
+    mid = te.compute(dw.shape, clipped, name="dw_clip", tag=DW_POINTWISE_MID_TAG)
+    return conv2d_nchwc(mid, pw_weights, pw_bias, (1, 1), (0, 0, 0, 0), (1, 1), pw_attrs)
+
+
 POOL_NCHWC_TAG = "pool_nchwc"  # the window reduction of a blocked max or average pool
 
 
