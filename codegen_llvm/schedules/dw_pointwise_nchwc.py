@@ -27,7 +27,7 @@ def schedule_dw_pointwise(s: Schedule, out: Tensor, conv: Tensor, mid: Tensor, d
     """Schedule the 1x1 reduction ``conv`` (reaching the 5-D ``out`` elementwise, or
     ``out`` itself), its input ``mid`` (the clipped depthwise output) and the depthwise
     reduction ``dw``; every other stage between them must have been inlined already."""
-    pw_attrs, dw_attrs = dict(conv.op.attrs), dict(dw.op.attrs)
+    pw_attrs, dw_attrs = dict(getattr(conv.op, "attrs", {})), dict(getattr(dw.op, "attrs", {}))
     pad = dw.op.input_tensors[0]
     acc = s.cache_write(conv, "local")
     if out.op is not conv.op:
@@ -37,26 +37,30 @@ def schedule_dw_pointwise(s: Schedule, out: Tensor, conv: Tensor, mid: Tensor, d
     if getattr(pad.op, "tag", "") == "pad":
         s[pad].compute_inline()  # taps test the border, as the depthwise template's do
 
-    n, o, y, x, lane = s[out].op.axis
+    out_op: Any = s[out].op
+    n, o, y, x, lane = out_op.axis
     s[out].vectorize(lane)
     xo, xi = _row_tiles(s[out], x, int(pw_attrs.get("ow_bn", 8)))
     s[out].reorder(n, y, o, xo, xi, lane)
     row = s[out].fuse(n, y)
     s[out].parallel(row)
     s[acc].compute_at(s[out], xo)
-    _, _, _, ax, ai = s[acc].op.axis
-    rc, ry, rx, ri = s[acc].op.reduce_axis
+    acc_op: Any = s[acc].op  # a ComputeOp: cache_write made it
+    _, _, _, ax, ai = acc_op.axis
+    rc, ry, rx, ri = acc_op.reduce_axis
     s[acc].reorder(rc, ry, rx, ri, ax, ai)
     s[acc].unroll(ax)
     s[acc].vectorize(ai)
 
     s[mid].compute_at(s[out], row)
-    _, _, _, mx, ml = s[mid].op.axis
+    mid_op: Any = s[mid].op
+    _, _, _, mx, ml = mid_op.axis
     s[mid].vectorize(ml)
     mxo, _ = _row_tiles(s[mid], mx, int(dw_attrs.get("ow_bn", 7)))
     s[dacc].compute_at(s[mid], mxo)
-    _, _, _, dx, di = s[dacc].op.axis
-    ky, kx = s[dacc].op.reduce_axis
+    dacc_op: Any = s[dacc].op
+    _, _, _, dx, di = dacc_op.axis
+    ky, kx = dacc_op.reduce_axis
     s[dacc].reorder(ky, kx, dx, di)
     if bool(dw_attrs.get("unroll_kernel", True)):
         s[dacc].unroll(ky)

@@ -177,12 +177,11 @@ def _infer_dwconv_pw_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorTy
 @register_op("dwconv_pw_nchwc", OUT_ELEMWISE_FUSABLE, infer=_infer_dwconv_pw_nchwc, num_inputs=5)
 def dwconv_pw_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """A blocked depthwise conv, clipped, then a blocked 1x1 conv on its result."""
+    x, dw_w, dw_b, pw_w, pw_b = inputs
     a = attrs
-    return [
-        topi.depthwise_pointwise_nchwc(
-            *inputs, a["strides"], a["pads"], a["dilations"], (a["min"], a["max"])
-        )
-    ]
+    geometry = (a["strides"], a["pads"], a["dilations"])
+    clip = (a["min"], a["max"])
+    return [topi.depthwise_pointwise_nchwc(x, dw_w, dw_b, pw_w, pw_b, *geometry, clip)]
 
 
 def _infer_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

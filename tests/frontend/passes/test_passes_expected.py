@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -362,6 +363,51 @@ def a_conv_with_few_output_channels_stays_nchw() -> tuple[Graph, Graph]:
         return b.build(b.node("conv", [x, b.param("W", W)], (1, 8, 5, 5), **CONV))
 
     return g(), g()
+
+
+# -- fuse_dw_pointwise ---------------------------------------------------------------------
+
+DW = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1)}
+PW = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1)}
+
+
+def _dw_pw_params(b: GraphBuilder) -> tuple[str, str, str, str]:
+    r = rng()
+    return (
+        b.param("dw", r.standard_normal((2, 3, 3, 16)).astype("float32")),
+        b.param("db", r.standard_normal((2, 16)).astype("float32")),
+        b.param("pw", r.standard_normal((1, 2, 1, 1, 16, 16)).astype("float32")),
+        b.param("pb", r.standard_normal((1, 16)).astype("float32")),
+    )
+
+
+def _dw_clip_pw(h: int, w: int) -> Graph:
+    """dwconv_nchwc (32 channels) -> clip [0, 6] -> 1x1 conv_nchwc to 16, at ``h x w``."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 2, h, w, 16))
+    dw, db, pw, pb = _dw_pw_params(b)
+    d = b.node("dwconv_nchwc", [x, dw, db], (1, 2, h, w, 16), **DW, channels=32)
+    c = b.node("clip", [d], (1, 2, h, w, 16), min=0.0, max=6.0)
+    y = b.node("conv_nchwc", [c, pw, pb], (1, 1, h, w, 16), **PW, in_channels=32, channels=16)
+    return b.build(y)
+
+
+@expected("fuse_dw_pointwise")
+def a_large_depthwise_clip_pointwise_chain_is_one_node() -> tuple[Graph, Graph]:
+    h, w = 128, 64  # the depthwise output is 1 MB: MIN_BYTES
+    e = GraphBuilder()
+    x = e.input("x", (1, 2, h, w, 16))
+    dw, db, pw, pb = _dw_pw_params(e)
+    attrs = {**DW, "channels": 32, "min": 0.0, "max": 6.0, "out_channels": 16}
+    y = e.node("dwconv_pw_nchwc", [x, dw, db, pw, pb], (1, 1, h, w, 16), **attrs)
+    g = e.build(y)
+    fused = replace(g.nodes[0], op_type="Conv_nchwc")  # the 1x1 conv's, whose name it keeps
+    return _dw_clip_pw(h, w), replace(g, nodes=[fused])
+
+
+@expected("fuse_dw_pointwise")
+def a_small_depthwise_output_stays_apart() -> tuple[Graph, Graph]:
+    return _dw_clip_pw(9, 7), _dw_clip_pw(9, 7)
 
 
 # -- fuse_attention ------------------------------------------------------------------------
