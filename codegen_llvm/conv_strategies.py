@@ -231,6 +231,15 @@ def nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
     return NCHWC_TEMPLATE, nchwc_task_args(dims(x), "float32", dims(w), attrs), blocks
 
 
+def _nchwc_tile(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[str, Any]:
+    """The ``conv2d_NCHWc.llvm`` schedule knobs (as compute attrs) for the workload ``args``
+    on the graph's blocks: the best record measured with them, else the fallback's."""
+    where = (("ic_bn", ic_bn), ("oc_bn", oc_bn))
+    cfg = config_for_direct_call(NCHWC_TEMPLATE, args, where)
+    g = conv2d.geometry(Conv2DWorkload.from_args(args))
+    return conv2d_nchwc.knob_attrs(conv2d_nchwc.nchwc_knobs(g, args[-1], cfg))
+
+
 def nchwc_compute_for(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """Blocked convolutions: the ``conv2d_NCHWc.llvm`` compute with the register tile of
     the task's best record among those measured with the graph's blocks (the fallback's
@@ -241,15 +250,12 @@ def nchwc_compute_for(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]
     groups = attrs.get("groups", 1)
     args = nchwc_task_args(dims(x), str(x.dtype), dims(w), attrs)
     if groups == 1:
-        where = (("ic_bn", dims(x)[4]), ("oc_bn", dims(w)[5]))
-        cfg = config_for_direct_call(NCHWC_TEMPLATE, args, where)
+        extra = _nchwc_tile(args, dims(x)[4], dims(w)[5])
     else:  # one group's workload, untuned: no record measured a grouped kernel
         wl = Conv2DWorkload.from_args(args)
         args = replace(wl, C=wl.C // groups, O=wl.O // groups).args
-        cfg = FallbackConfig()
-    g = conv2d.geometry(Conv2DWorkload.from_args(args))
-    knobs = conv2d_nchwc.nchwc_knobs(g, args[-1], cfg)
-    extra = conv2d_nchwc.knob_attrs(knobs)
+        g = conv2d.geometry(Conv2DWorkload.from_args(args))
+        extra = conv2d_nchwc.knob_attrs(conv2d_nchwc.nchwc_knobs(g, args[-1], FallbackConfig()))
     a = attrs
     return [
         nchwc_compute(
@@ -320,6 +326,19 @@ def dwconv_nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
     return DEPTHWISE_NCHWC_TEMPLATE, args, {"cb": dims(x)[4]}
 
 
+def _dwconv_nchwc_tile(x: Any, w: Any, attrs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The ``depthwise_conv2d_NCHWc.llvm`` schedule knobs (as compute attrs) for a
+    ``dwconv_nchwc`` of input ``x`` and weights ``w``: the best record measured with the
+    input's block, else the fallback's tile fitted to that block; with the conv's geometry."""
+    args = dwconv_nchwc_task_args(dims(x), str(x.dtype), dims(w), attrs)
+    g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(args))
+    block = dims(x)[4]
+    cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args, (("cb", block),))
+    knobs = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, args[-1], cfg)
+    knobs = depthwise_conv2d_nchwc.fit_block(knobs, block, args[-1])
+    return depthwise_conv2d_nchwc.knob_attrs(knobs), g
+
+
 def dwconv_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """Blocked depthwise convolutions: the ``depthwise_conv2d_NCHWc.llvm`` compute with the
     tile of the task's best record among those measured with the graph's block (the
@@ -327,13 +346,7 @@ def dwconv_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[A
     x, w = inputs[0], inputs[1]
     if str(x.dtype) not in ("float32", "float64"):
         return None
-    args = dwconv_nchwc_task_args(dims(x), str(x.dtype), dims(w), attrs)
-    g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(args))
-    block = dims(x)[4]
-    cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args, (("cb", block),))
-    knobs = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, args[-1], cfg)
-    knobs = depthwise_conv2d_nchwc.fit_block(knobs, block, args[-1])
-    extra = depthwise_conv2d_nchwc.knob_attrs(knobs)
+    extra = _dwconv_nchwc_tile(x, w, attrs)[0]
     a = attrs
     geometry = (a["strides"], a["pads"], a["dilations"])
     return [dw_nchwc_compute(x, w, bias_input(inputs), *geometry, extra)]
@@ -341,31 +354,19 @@ def dwconv_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[A
 
 def dwconv_pw_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """A depthwise conv, clipped, and the 1x1 conv on it (``dwconv_pw_nchwc``): each conv's
-    register tile from its own template's config, as :func:`dwconv_nchwc_compute` and
-    :func:`nchwc_compute_for` choose them for the two convs apart."""
+    register tile chosen as :func:`dwconv_nchwc_compute` and :func:`nchwc_compute_for`
+    choose them for the two convs apart."""
     x, dw_w, dw_b, pw_w, pw_b = inputs
     dtype = str(x.dtype)
     if dtype not in ("float32", "float64"):
         return None
-    dw_args = dwconv_nchwc_task_args(dims(x), dtype, dims(dw_w), attrs)
-    g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(dw_args))
-    block = dims(x)[4]
-    cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, dw_args, (("cb", block),))
-    dk = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, dtype, cfg)
-    dk = depthwise_conv2d_nchwc.fit_block(dk, block, dtype)
-    N = dims(x)[0]
+    dw_tile, g = _dwconv_nchwc_tile(x, dw_w, attrs)
     pw = Conv2DWorkload(
-        N, attrs["channels"], g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1), (0, 0, 0, 0),
-        (1, 1), dtype,
+        dims(x)[0], attrs["channels"], g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1),
+        (0, 0, 0, 0), (1, 1), dtype,
     )  # fmt: skip
-    where = (("ic_bn", block), ("oc_bn", dims(pw_w)[5]))
-    pcfg = config_for_direct_call(NCHWC_TEMPLATE, pw.args, where)
-    pk = conv2d_nchwc.nchwc_knobs(conv2d.geometry(pw), dtype, pcfg)
+    pw_tile = _nchwc_tile(pw.args, dims(x)[4], dims(pw_w)[5])
     a = attrs
-    return [
-        dw_pw_compute(
-            x, dw_w, dw_b, pw_w, pw_b, a["strides"], a["pads"], a["dilations"],
-            (a["min"], a["max"]), depthwise_conv2d_nchwc.knob_attrs(dk),
-            conv2d_nchwc.knob_attrs(pk),
-        )
-    ]  # fmt: skip
+    geometry = (a["strides"], a["pads"], a["dilations"])
+    clip = (a["min"], a["max"])
+    return [dw_pw_compute(x, dw_w, dw_b, pw_w, pw_b, *geometry, clip, dw_tile, pw_tile)]

@@ -13,6 +13,7 @@ scheduled; where the shape does not fit it returns an empty set and the generic 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ember.codegen_llvm.schedules import (
@@ -157,15 +158,20 @@ def _template_nchwc(
     reduces = [t for t in producers(out) if getattr(t.op, "reduce_axis", ())]
     if out.op is not conv.op and [t.op for t in reduces] != [conv.op]:
         return set()
-    keep = {id(out.op), id(conv.op), id(pad.op)}
+    kept = _inline_others(s, [out, conv, pad], lambda: schedule(s, out, conv))
+    return kept if getattr(pad.op, "tag", "") == "pad" else kept - {id(pad.op)}
+
+
+def _inline_others(s: Schedule, keep: list[Tensor], schedule: Callable[[], None]) -> set[int]:
+    """Inline every compute stage but those of ``keep``, run ``schedule``, and return the
+    ids of the ops it owns: ``keep``'s and the stages it made (cache writes)."""
+    kept = {id(t.op) for t in keep}
     for inner in s.stages:
-        if isinstance(inner.op, ComputeOp) and id(inner.op) not in keep:
+        if isinstance(inner.op, ComputeOp) and id(inner.op) not in kept:
             inner.compute_inline()
     before = {id(x.op) for x in s.stages}
-    schedule(s, out, conv)
-    made = {id(x.op) for x in s.stages} - before
-    kept = {id(out.op), id(conv.op)} | made
-    return kept | ({id(pad.op)} if getattr(pad.op, "tag", "") == "pad" else set())
+    schedule()
+    return kept | ({id(x.op) for x in s.stages} - before)
 
 
 conv2d_nchwc_blocked = _blocked_anchor("conv2d_nchwc", conv2d_nchwc.schedule_conv2d_nchwc)
@@ -176,26 +182,23 @@ depthwise_nchwc_blocked = _blocked_anchor(
 
 def dw_pointwise(s: Schedule, outputs: list[Any]) -> set[int]:
     """The anchor of ``dwconv_pw_nchwc``: its 1x1 reduction with one 5-D output reading it
-    (the epilogue inlined there), the clipped depthwise row computed inside."""
+    (the epilogue inlined there), and the clipped depthwise output the reduction reads,
+    computed a row at a time inside."""
+    if len(outputs) != 1 or outputs[0].ndim != 5:
+        return set()
+    out = outputs[0]
     for op in _tagged(s, "conv2d_nchwc"):
-        conv = op.output(0)
-        found = dw_pointwise_nchwc.stages_of(conv)
-        if found is None or len(outputs) != 1 or outputs[0].ndim != 5:
+        conv, mid = op.output(0), op.input_tensors[0]
+        dws = [t for t in producers(mid) if getattr(t.op, "tag", "") == depthwise_conv2d_nchwc.TAG]
+        if len(dws) != 1 or not isinstance(mid.op, ComputeOp) or mid.op.reduce_axis:
             continue
-        mid, dw = found
-        out = outputs[0]
+        dw = dws[0]
         reduces = {id(t.op) for t in producers(out) if getattr(t.op, "reduce_axis", ())}
         if out.op is not conv.op and reduces != {id(conv.op), id(dw.op)}:
             continue
-        pad = dw.op.input_tensors[0]
-        keep = {id(out.op), id(conv.op), id(mid.op), id(dw.op), id(pad.op)}
-        for inner in s.stages:
-            if isinstance(inner.op, ComputeOp) and id(inner.op) not in keep:
-                inner.compute_inline()
-        before = {id(x.op) for x in s.stages}
-        dw_pointwise_nchwc.schedule_dw_pointwise(s, out, conv, mid, dw)
-        made = {id(x.op) for x in s.stages} - before
-        return keep | made
+        keep = [out, conv, mid, dw, dw.op.input_tensors[0]]
+        schedule = partial(dw_pointwise_nchwc.schedule_dw_pointwise, s, out, conv, mid, dw)
+        return _inline_others(s, keep, schedule)
     return set()
 
 

@@ -2,15 +2,14 @@
 conv after it reads it, so the depthwise output never reaches memory.
 
 The compute (``tir/topi/conv_nchwc.py``, :func:`depthwise_pointwise_nchwc`) is the
-depthwise reduction, its clip (the stage tagged ``dw_pointwise_mid``) and a blocked 1x1
-conv reading it. The loop over (batch, output row) runs in parallel. In each iteration the
-clipped depthwise output of that row (every channel block, the whole width: 14-32 KB in
-MobileNetV2) is computed first, in ``ow_bn``-pixel register tiles as in
-``depthwise_conv2d_nchwc.py``, then the 1x1 conv's output blocks of that row, in
-``ow_bn x ob`` accumulator tiles as in ``conv2d_nchwc.py``, read it from L1. The 1x1
-conv's epilogue (bias, a residual add) is inlined into the output stage. The knobs are
-those of the two templates' configs for the two convolutions, read from the computes'
-attrs; there is no task of its own to tune.
+depthwise reduction, its clip (a stage of its own) and a blocked 1x1 conv reading it. The
+loop over (batch, output row) runs in parallel. In each iteration the clipped depthwise
+output of that row (every channel block, the whole width: 14-32 KB in MobileNetV2) is
+computed first, in ``ow_bn``-pixel register tiles as in ``depthwise_conv2d_nchwc.py``,
+then the 1x1 conv's output blocks of that row, in ``ow_bn x ob`` accumulator tiles as in
+``conv2d_nchwc.py``, read it from L1. The 1x1 conv's epilogue (bias, a residual add) is
+inlined into the output stage. The knobs are those of the two templates' configs for the
+two convolutions, read from the computes' attrs; there is no task of its own to tune.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from typing import Any
 from ember.codegen_llvm.schedules.conv2d_nchwc import _row_tiles
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import Tensor
-from ember.tir.topi.conv_nchwc import DW_POINTWISE_MID_TAG
 
 
 def schedule_dw_pointwise(s: Schedule, out: Tensor, conv: Tensor, mid: Tensor, dw: Tensor) -> None:
@@ -67,21 +65,3 @@ def schedule_dw_pointwise(s: Schedule, out: Tensor, conv: Tensor, mid: Tensor, d
         s[dacc].unroll(kx)
     s[dacc].unroll(dx)
     s[dacc].vectorize(di)
-
-
-def stages_of(conv: Tensor) -> tuple[Tensor, Tensor] | None:
-    """``(mid, dw)`` of the fused compute whose 1x1 reduction is ``conv``, or None where
-    ``conv`` reads something else."""
-    mid = conv.op.input_tensors[0]
-    if getattr(mid.op, "tag", "") != DW_POINTWISE_MID_TAG:
-        return None
-    found: list[Any] = []
-    stack = [mid]
-    while stack:  # the depthwise reduction, behind its bias stage
-        t = stack.pop()
-        for p in getattr(t.op, "input_tensors", ()):
-            if getattr(p.op, "tag", "") == "depthwise_conv2d_nchwc":
-                found.append(p)
-            elif not getattr(p.op, "reduce_axis", ()) and getattr(p.op, "tag", "") != "pad":
-                stack.append(p)
-    return (mid, found[0]) if len(found) == 1 else None

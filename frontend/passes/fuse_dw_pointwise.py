@@ -30,13 +30,11 @@ from ember.frontend.passes.graph_pass import graph_pass
 MIN_BYTES = 1 << 20  # the depthwise output's size from which fusing pays (module notes)
 
 
-def _bounds(node: Node) -> tuple[float | None, float | None] | None:
-    """The clip bounds ``node`` applies, or None where it is neither a clip nor a ReLU."""
+def _bounds(node: Node) -> tuple[float | None, float | None]:
+    """The bounds clip or ReLU ``node`` applies."""
     if node.op == "relu":
         return 0.0, None
-    if node.op == "clip":
-        return node.attrs.get("min"), node.attrs.get("max")
-    return None
+    return node.attrs.get("min"), node.attrs.get("max")
 
 
 def _pointwise(node: Node, graph: Graph) -> bool:
@@ -50,9 +48,10 @@ def _pointwise(node: Node, graph: Graph) -> bool:
     return len(w) == 6 and tuple(w[2:4]) == (1, 1)
 
 
-def _chain(graph: Graph, conv: Node, producers: dict, users: dict) -> tuple[Node, Node] | None:
+def _chain(
+    graph: Graph, conv: Node, producers: dict, users: dict, outputs: set[str]
+) -> tuple[Node, Node] | None:
     """The depthwise conv and the clip before 1x1 ``conv``, where they form the chain."""
-    outputs = set(graph.output_names)
 
     def sole_producer(v: str, ops: tuple[str, ...]) -> Node | None:
         node = producers.get(v)
@@ -61,7 +60,7 @@ def _chain(graph: Graph, conv: Node, producers: dict, users: dict) -> tuple[Node
         return node
 
     clip = sole_producer(conv.inputs[0], ("clip", "relu"))
-    if clip is None or _bounds(clip) is None:
+    if clip is None:
         return None
     dw = sole_producer(clip.inputs[0], ("dwconv_nchwc",))
     if dw is None or len(dw.inputs) != 3:
@@ -73,7 +72,7 @@ def _chain(graph: Graph, conv: Node, producers: dict, users: dict) -> tuple[Node
 
 
 def _fuse(graph: Graph, dw: Node, clip: Node, conv: Node) -> Graph:
-    lo, hi = _bounds(clip)  # type: ignore[misc]  # _chain checked it
+    lo, hi = _bounds(clip)
     a = dw.attrs
     attrs = {
         "strides": a["strides"], "pads": a["pads"], "dilations": a["dilations"],
@@ -93,12 +92,13 @@ def fuse_dw_pointwise(graph: Graph) -> Graph:
     """Runs the pass on ``graph`` (see the module notes), one chain at a time."""
     while True:
         producers, users = graph.producers(), graph.consumers()
+        outputs = set(graph.output_names)
         found = next(
             (
                 (*chain, conv)
                 for conv in graph.nodes
                 if _pointwise(conv, graph)
-                for chain in [_chain(graph, conv, producers, users)]
+                for chain in [_chain(graph, conv, producers, users, outputs)]
                 if chain is not None
             ),
             None,

@@ -23,7 +23,7 @@ from ember.errors import ArgumentError
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
-from ember.tir.topi import nan_order
+from ember.tir.topi import activation, nan_order
 from ember.tir.topi.conv import conv_out_size
 from ember.tir.topi.pool import Window
 from ember.tir.topi.transform import static_shape
@@ -248,9 +248,6 @@ def depthwise_conv2d_nchwc(
     return _with_bias("depthwise_conv2d_nchwc", conv, bias)
 
 
-DW_POINTWISE_MID_TAG = "dw_pointwise_mid"  # the depthwise output a fused 1x1 conv reads
-
-
 def depthwise_pointwise_nchwc(
     X: Tensor,
     dw_weights: Tensor,
@@ -267,25 +264,15 @@ def depthwise_pointwise_nchwc(
     """A depthwise convolution, clipped to ``clip`` (either bound optional: a ReLU6), then a
     1x1 convolution of stride 1 on its result: ``conv2d_nchwc(clip(depthwise_conv2d_nchwc(X)),
     pw_weights)``, the MobileNet block's depthwise and projection convs as one compute.
-    The clipped depthwise output is a stage of its own, tagged
-    :data:`DW_POINTWISE_MID_TAG`, so a schedule can compute one row of it where the 1x1
-    conv reads it and it never reaches memory. Shapes as in :func:`depthwise_conv2d_nchwc`
+    The clipped depthwise output is a stage of its own (:func:`activation.clip`), so a
+    schedule can compute one row of it where the 1x1 conv reads it and it never reaches
+    memory. Shapes as in :func:`depthwise_conv2d_nchwc`
     and :func:`conv2d_nchwc`; ``pw_weights`` is ``[O/ob, C/cb, 1, 1, cb, ob]``."""
     ws = static_shape(pw_weights)
     if len(ws) != 6 or ws[2:4] != (1, 1):
         raise ArgumentError(f"depthwise_pointwise_nchwc: weights {list(ws)} are not a 1x1 conv's")
     dw = depthwise_conv2d_nchwc(X, dw_weights, dw_bias, strides, pads, dilations, dw_attrs)
-    lo, hi = clip
-
-    def clipped(n: E.PrimExpr, b: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, i: E.PrimExpr):  # noqa: ANN202
-        v = dw[n, b, y, x, i]
-        if lo is not None:
-            v = E.select(v < lo, E.const(lo, v.dtype), v)
-        if hi is not None:
-            v = E.select(v > hi, E.const(hi, v.dtype), v)
-        return v
-
-    mid = te.compute(dw.shape, clipped, name="dw_clip", tag=DW_POINTWISE_MID_TAG)
+    mid = activation.clip(dw, *clip, name="dw_clip")
     return conv2d_nchwc(mid, pw_weights, pw_bias, (1, 1), (0, 0, 0, 0), (1, 1), pw_attrs)
 
 
