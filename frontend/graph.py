@@ -58,6 +58,11 @@ class TensorType:
         return math.prod(int(d) for d in self.shape)
 
     @property
+    def dims(self) -> tuple[int, ...]:
+        """The shape as ints; only for static shapes."""
+        return tuple(int(d) for d in self.shape)
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the values; only for static shapes."""
         return self.size * np.dtype(self.dtype).itemsize

@@ -14,6 +14,13 @@ step has nothing left to do (:func:`absorbed_concats` names those steps). An ope
 is placed so only when it is an intermediate that no other absorbed concat takes; the
 result's buffer then lives from the first operand's step to the last read of any of
 them. SqueezeNet 1.1 spent 5% of its time (0.40 of 8.1 ms, one thread) copying them.
+
+A CPU reshape step (Reshape, Flatten, Squeeze, Unsqueeze: row-major, so the bytes do not
+move) whose result is an intermediate is a view of its operand when that operand is a
+graph input or a planned intermediate (:func:`aliased_reshapes`): its step does nothing
+and the operand's buffer lives until the last read of either. An image model's input,
+reshaped to blocks of one channel for its first conv, was copied once a run (0.03 ms of
+MobileNetV2's 3.7 at two threads).
 """
 
 from __future__ import annotations
@@ -80,17 +87,54 @@ def absorbed_concats(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, Sla
     return slabs, absorbed
 
 
-def plan_memory(
+def aliased_reshapes(
     graph: Graph, steps: Sequence[Step], slabs: dict[str, Slab] | None = None
+) -> dict[int, tuple[str, str]]:
+    """The reshape steps whose result is a view of their operand (see the module notes):
+    step index -> (result, operand). ``slabs`` (concat operands placed in their result)
+    are left alone on both sides."""
+    slabs = slabs or {}
+    outputs, inputs = set(graph.output_names), set(graph.input_names)
+    keep = set(graph.params) | inputs | outputs
+    aliased: dict[int, tuple[str, str]] = {}
+    results: set[str] = set()
+    for k, st in enumerate(steps):
+        if getattr(st.kernel, "op", None) != "reshape" or not _on_cpu(st):
+            continue
+        if len(st.inputs) != 1 or len(st.outputs) != 1:
+            continue
+        (src,), (out,) = st.inputs, st.outputs
+        if out in keep or out in slabs or src in slabs or src in results or src in outputs:
+            continue
+        if src in keep and src not in inputs:  # a param: folded before it gets here
+            continue
+        a, b = graph.values[src].type, graph.values[out].type
+        if a.dtype != b.dtype or not (a.is_static and b.is_static) or a.size != b.size:
+            continue
+        aliased[k] = (out, src)
+        results.add(out)
+    return aliased
+
+
+def plan_memory(
+    graph: Graph,
+    steps: Sequence[Step],
+    slabs: dict[str, Slab] | None = None,
+    aliases: dict[int, tuple[str, str]] | None = None,
 ) -> tuple[dict[str, np.ndarray], int]:
     """Views for the intermediates over reused buffers, ``slabs`` placed in their concat's
-    result; also returns the bytes allocated."""
+    result and each of ``aliases`` (:func:`aliased_reshapes`) a view of its operand where
+    the operand is planned here (a graph input's is the workspace's to make); also returns
+    the bytes allocated."""
     slabs = slabs or {}
+    views_of = dict((aliases or {}).values())  # result -> operand
     keep = set(graph.params) | set(graph.input_names) | set(graph.output_names)
     last_use: dict[str, int] = {}
     for k, st in enumerate(steps):
         for v in st.inputs:
             last_use[v] = k
+    for out, src in views_of.items():  # an operand lives as long as its view is read
+        last_use[src] = max(last_use.get(src, -1), last_use.get(out, -1))
     for v, (out, _) in slabs.items():  # a result lives as long as any of its operands
         last_use[out] = max(last_use.get(out, -1), last_use.get(v, -1))
     free: list[np.ndarray] = []
@@ -116,6 +160,10 @@ def plan_memory(
     for k, st in enumerate(steps):
         for v in st.outputs:
             if v in keep or v in views:
+                continue
+            if v in views_of:
+                if views_of[v] in views:
+                    views[v] = views[views_of[v]].reshape(graph.values[v].type.dims)
                 continue
             if v in slabs:
                 out, offset = slabs[v]

@@ -383,7 +383,8 @@ def task_times(
     for step in profile.steps:
         owners = [mt for mt in tasks if any(w in step.where for w in mt.wheres)]
         if not owners:
-            rest.append((step.ops, step.seconds))
+            if step.seconds > 0:  # else a step with nothing to run (a reshape's view)
+                rest.append((step.ops, step.seconds))
             continue
         for mt in owners:
             spent[mt.task.key] += step.seconds

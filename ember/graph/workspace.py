@@ -22,7 +22,8 @@ DynamicModel).
 A large input or output is not copied (:data:`MOVABLE_BYTES`): when every step that
 touches it is a kernel of a native run, the run points those kernels' table entries at
 the caller's input array (C-contiguous and aligned, as most are) and at a new output
-array that it hands to the caller as is. A decode step with a KV cache reads and writes
+array that it hands to the caller as is (its memory reused once the caller drops it:
+:mod:`ember.runtime.recycled`). A decode step with a KV cache reads and writes
 tens of megabytes of past keys and values, which the copies in and out tripled. The
 workspace keeps its own buffers for everything else (the Python path, a profile).
 """
@@ -41,10 +42,11 @@ import numpy as np
 from ember.errors import EmberError, InternalError
 from ember.frontend.graph import Graph
 from ember.graph.index_guard import GuardedCall, guard_index_reads
-from ember.graph.memory_plan import absorbed_concats, plan_memory
+from ember.graph.memory_plan import absorbed_concats, aliased_reshapes, plan_memory
 from ember.graph.step import Step, empty_kernel
 from ember.graph.step_program import Program, link_steps
 from ember.runtime.aligned import aligned_array, aligned_copy
+from ember.runtime.recycled import Recycler
 from ember.runtime.step_loop import NativeRun, StepLoop, ThreadCounts
 
 # Inputs and outputs this large are read and written where the caller has them when they
@@ -75,23 +77,28 @@ class Workspace:
         loop: StepLoop | None = None,
     ):
         slabs, absorbed = absorbed_concats(graph, steps)
-        views, self.nbytes = plan_memory(graph, steps, slabs)
+        aliases = aliased_reshapes(graph, steps, slabs)
+        views, self.nbytes = plan_memory(graph, steps, slabs, aliases)
         env: dict[str, np.ndarray] = {**params, **views}
         for v in graph.inputs:  # always this run's own: a run writes them
             env[v.name] = aligned_array(v.type.shape, v.type.dtype)
+        for out, src in aliases.values():  # a reshaped input: a view of the input's buffer
+            env.setdefault(out, env[src].reshape(graph.values[out].type.dims))
         for v in graph.outputs:
             if v.name not in env:  # else an input or a param, copied out
                 env[v.name] = aligned_array(v.type.shape, v.type.dtype)
         self.env = env
         self.inputs = [env[n] for n in graph.input_names]
         # indices out of range are refused before a kernel would read a clamped row
+        empty = absorbed | set(aliases)
         bound = [
-            functools.partial(empty_kernel) if k in absorbed else _bind_step(st, env)
+            functools.partial(empty_kernel) if k in empty else _bind_step(st, env)
             for k, st in enumerate(steps)
-        ]  # an absorbed concat's operands are already in place (memory_plan.py)
+        ]  # an absorbed concat's operands and a reshape's view are in place (memory_plan.py)
         self.calls = guard_index_reads(graph, steps, env, bound)
         self._loop = loop
-        self._graph, self._steps = graph, steps
+        self._graph, self._steps, self._views = graph, steps, aliases
+        self._recycler = Recycler()  # the outputs handed out, their memory back once dropped
         self.link()
 
     def link(self) -> None:
@@ -101,11 +108,9 @@ class Workspace:
         self.program: Program
         self.threads: ThreadCounts | None
         self.program, self.threads = link_steps(self.calls, self._loop)
-        g = self._graph
-        self._in_slots = _movable(g, self._steps, g.input_names, self.env, self.calls, self.program)
-        self._out_slots = _movable(
-            g, self._steps, g.output_names, self.env, self.calls, self.program
-        )
+        g, steps, env, views = self._graph, self._steps, self.env, self._views
+        self._in_slots = _movable(g, steps, g.input_names, env, self.calls, self.program, views)
+        self._out_slots = _movable(g, steps, g.output_names, env, self.calls, self.program, views)
 
     def load(self, arrays: Sequence[np.ndarray], borrow: bool = False) -> None:
         """Copy checked input arrays into this workspace's input buffers; with ``borrow``,
@@ -126,8 +131,8 @@ class Workspace:
         out = {}
         for name, slots in self._out_slots.items():
             buf = self.env[name]
-            out[name] = arr = aligned_array(buf.shape, buf.dtype)
-            _point(slots, arr.ctypes.data)
+            out[name], address = self._recycler.array(buf.shape, buf.dtype)
+            _point(slots, address)
         return out
 
 
@@ -175,19 +180,24 @@ def _movable(
     env: dict[str, np.ndarray],
     calls: Sequence[Callable[[], None]],
     program: Program,
+    views: dict[int, tuple[str, str]],
 ) -> dict[str, Slots]:
     """The table slots of each of ``names`` (inputs or outputs) that a run may repoint: one
     of :data:`MOVABLE_BYTES` or more, neither a param nor both an input and an output,
-    every step touching it a kernel of a native run, none checking it from Python."""
+    every step touching it (or a reshape's view of it, ``views``) a kernel of a native run,
+    none checking it from Python."""
     runs = {k: run for _, run in program if isinstance(run, NativeRun) for k in run.steps}
     fixed = set(graph.params) | (set(graph.input_names) & set(graph.output_names))
     checked = {id(a) for c in calls if isinstance(c, GuardedCall) for a, _ in c.checks}
     found: dict[str, Slots] = {}
     for name in dict.fromkeys(names):
         arr = env[name]
-        if name in fixed or arr.nbytes < MOVABLE_BYTES or id(arr) in checked:
+        named = {name} | {out for out, src in views.values() if src == name}
+        if name in fixed or arr.nbytes < MOVABLE_BYTES or checked & {id(env[v]) for v in named}:
             continue
-        users = [k for k, st in enumerate(steps) if name in st.inputs or name in st.outputs]
+        users = [
+            k for k, st in enumerate(steps) if k not in views and named & {*st.inputs, *st.outputs}
+        ]  # the steps touching it or a reshaped view of it (at its address)
         slots: Slots = []
         for k in users:
             run = runs.get(k)

@@ -1,16 +1,21 @@
-"""The memory plan places a concat's operands in its result (``ember/graph/memory_plan.py``):
-which concats it takes, where the operands land, and models against onnxruntime, run
-several times with new data (a kernel writing the wrong slab would pass once on
-leftovers)."""
+"""The memory plan places a concat's operands in its result and makes a reshape a view of
+its operand (``ember/graph/memory_plan.py``): which steps it takes, where the values land,
+and models against onnxruntime, run several times with new data (a kernel writing the
+wrong slab, or one left reading the last run's input, would pass once on leftovers)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from onnx import helper
 
 import ember
-from ember.graph.memory_plan import absorbed_concats, plan_memory
+from ember.frontend.graph import Graph, TensorType, Value
+from ember.graph.memory_plan import absorbed_concats, aliased_reshapes, plan_memory
+from ember.graph.step import Step
+from ember.graph.workspace import MOVABLE_BYTES
 from tests.frontend.onnx_models import make_model, run_ort
 
 pytest.importorskip("onnxruntime")
@@ -121,3 +126,51 @@ def test_concat_of_a_graph_input_copies(rng):  # noqa: ANN001
     x = rng.standard_normal((1, 5, 4, 3)).astype("float32")
     lib = _check_runs(make_model(nodes, {"x": x}, ["y"], w), x)
     assert absorbed_concats(lib.graph, lib.steps)[1] == set()
+
+
+def _stem(rng, shape: tuple[int, ...]):  # noqa: ANN001, ANN202
+    """An RGB input into a 3x3 stride-2 conv and a 1x1 conv: the layout pass blocks the
+    input by one channel, a reshape of it."""
+    w = {"A": _w(rng, 32, 3, 3, 3), "B": _w(rng, 16, 32, 1, 1)}
+    nodes = [
+        n("Conv", ["x", "A"], ["a"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        n("Relu", ["a"], ["ar"]),
+        n("Conv", ["ar", "B"], ["y"]),
+    ]
+    x = rng.standard_normal(shape).astype("float32")
+    return make_model(nodes, {"x": x}, ["y"], w), x
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 9, 7), (1, 3, 96, 97)])  # copied in; read in place
+def test_a_reshaped_input_is_a_view_of_it(rng, shape):  # noqa: ANN001
+    model, x = _stem(rng, shape)
+    lib = _check_runs(model, x)
+    aliases = aliased_reshapes(lib.graph, lib.steps)
+    assert [getattr(lib.steps[k].kernel, "op", "") for k in aliases] == ["reshape"]
+    ((out, src),) = aliases.values()
+    assert src == "x"
+    with lib._workspace() as ws:
+        assert np.shares_memory(ws.env[out], ws.env["x"])
+        assert ("x" in ws._in_slots) == (x.nbytes >= MOVABLE_BYTES)
+
+
+def test_a_reshape_of_an_intermediate_is_a_view_and_keeps_it_alive() -> None:
+    """Before/Expected on a hand-made plan: the view shares its operand's buffer, and the
+    operand's buffer is not handed to a later value while the view is still read."""
+    types = {"x": (4, 6), "a": (4, 6), "r": (24,), "b": (24,), "y": (24,)}
+    values = {v: Value(v, TensorType(shape, "float32")) for v, shape in types.items()}
+    g = Graph([values["x"]], [values["y"]], [], {}, values)
+    reshape = SimpleNamespace(op="reshape", target=SimpleNamespace(kind="llvm"), bind=None)
+    other = SimpleNamespace(op="exp", target=SimpleNamespace(kind="llvm"), bind=None)
+    steps = [
+        Step(other, ("x",), ("a",), "exp"),
+        Step(reshape, ("a",), ("r",), "reshape"),
+        Step(other, ("r",), ("b",), "exp"),  # a new value while r is still read
+        Step(other, ("r", "b"), ("y",), "add"),
+    ]
+    aliases = aliased_reshapes(g, steps)
+    assert aliases == {1: ("r", "a")}
+    views, total = plan_memory(g, steps, None, aliases)
+    assert np.shares_memory(views["r"], views["a"]) and views["r"].shape == (24,)
+    assert not np.shares_memory(views["b"], views["a"])
+    assert total == 2 * 96

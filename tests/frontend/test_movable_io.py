@@ -8,14 +8,13 @@ data, since a kernel left pointing at the last run's arrays would still pass onc
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import ember
 from ember.errors import ArgumentError
 from ember.graph.workspace import MOVABLE_BYTES
+from tests.concurrency import in_threads
 from tests.frontend.onnx_models import helper, make_model
 
 PAST = (1, 4, 129, 64)  # 132 KB of float32: above MOVABLE_BYTES
@@ -125,22 +124,12 @@ def test_profile_after_a_moved_run_reads_its_own_copy(lib) -> None:
 
 
 def test_concurrent_runs_each_get_their_own_results(lib) -> None:
-    errors: list[BaseException] = []
-
     def worker(seed: int) -> None:
-        try:
-            for k in range(4):
-                feed = _inputs(100 * seed + k)
-                _check(lib.run(feed), feed)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for k in range(4):
+            feed = _inputs(100 * seed + k)
+            _check(lib.run(feed), feed)
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    in_threads(worker, 4)
 
 
 def test_a_large_index_input_is_still_checked() -> None:
@@ -162,3 +151,47 @@ def test_a_large_index_input_is_still_checked() -> None:
     with pytest.raises(ArgumentError, match="out of range|index"):
         lib.run({"data": data, "idx": bad})
     np.testing.assert_array_equal(lib.run({"data": data, "idx": idx})[0], data[idx])
+
+
+def test_a_reshaped_index_input_is_still_checked() -> None:
+    """Indices reshaped before the gather (the reshape a view of the input) are checked
+    from the buffer the gather reads."""
+    rng = np.random.default_rng(6)
+    data = rng.standard_normal((50, 8)).astype("float32")
+    idx = rng.integers(0, 50, size=(MOVABLE_BYTES // 8 + 10,)).astype("int64")
+    shape = np.array([-1, 2], dtype=np.int64)
+    model = make_model(
+        [
+            helper.make_node("Reshape", ["idx", "shape"], ["pairs"]),
+            helper.make_node("Gather", ["data", "pairs"], ["out"], axis=0),
+        ],
+        {"data": data, "idx": idx},
+        ["out"],
+        {"shape": shape},
+    )
+    lib = ember.compile(model)
+    for k in range(3):
+        fresh = np.roll(idx, k)
+        np.testing.assert_array_equal(
+            lib.run({"data": data, "idx": fresh})[0], data[fresh.reshape(-1, 2)]
+        )
+    bad = idx.copy()
+    bad[-1] = 50
+    with pytest.raises(ArgumentError, match="out of range|index"):
+        lib.run({"data": data, "idx": bad})
+
+
+def test_an_output_kept_in_part_is_not_written_by_later_runs(lib) -> None:
+    """A moved output's memory is reused only once nothing of the caller's reads it."""
+    first = lib.run(_inputs(11))
+    piece = first[0][0, 1]  # a view into the first run's present
+    want = piece.copy()
+    del first
+    for seed in (12, 13):
+        _check(lib.run(_inputs(seed)), _inputs(seed))
+    np.testing.assert_array_equal(piece, want)
+    with lib._workspace() as ws:
+        before = ws._recycler.waiting()
+    del piece
+    with lib._workspace() as ws:
+        assert ws._recycler.waiting() >= before

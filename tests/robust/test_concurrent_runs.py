@@ -22,30 +22,14 @@ import ember
 from ember.errors import ArgumentError
 from ember.frontend.testing.models import mlp, symbolic_batch
 from ember.graph.executor import CompiledModel
+from tests.concurrency import in_threads
 from tests.frontend.onnx_models import helper, make_model, numpy_helper, run_ort
 
 THREADS = 8
 
 
 def _in_threads(work: Callable[[int], None], n: int = THREADS) -> None:
-    """``work(k)`` on ``n`` threads released together; the first failure is re-raised."""
-    start = threading.Barrier(n)
-    errors: list[BaseException] = []
-
-    def body(k: int) -> None:
-        try:
-            start.wait()
-            work(k)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=body, args=(k,)) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    in_threads(work, n)
 
 
 def _check_concurrent(
