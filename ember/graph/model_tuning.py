@@ -357,7 +357,9 @@ class ModelCheck:
     kernels (its profile, summed over the task's nodes; a kernel that a template task
     and an auto task both cover counts for each); ``untuned_groups``: the kernels no
     task covers (no template), ``(ops, seconds)``, slowest first; ``kernels``: each
-    covered kernel's seconds with the keys of the tasks covering it."""
+    covered kernel's seconds with the keys of the tasks covering it; ``tuned_kernels``:
+    the same kernels' seconds in the profile of the model with every record (empty where
+    that model did not compile), to show what each tuned kernel saved where it runs."""
 
     choice: RecordChoice
     untuned_s: float
@@ -368,6 +370,7 @@ class ModelCheck:
     profile_s: float
     moved: int = 0
     kernels: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+    tuned_kernels: list[float] = field(default_factory=list)
 
 
 def task_times(
@@ -431,9 +434,11 @@ def check_records(
         spent, rest, kernels = task_times(untuned, tasks)
         every = frozenset(by_task)
         try:
-            after = task_times(timer.compiled(every).profile(timer.inputs), tasks)[0]
+            after, _, tuned = task_times(timer.compiled(every).profile(timer.inputs), tasks)
         except EmberError:  # the timer finds which records break the compile
-            after = spent
+            after, tuned = spent, []
+        if [keys for _, keys in tuned] != [keys for _, keys in kernels]:
+            tuned = []  # the tuned model's steps are not the untuned one's: nothing to pair
         order = sorted(every, key=lambda k: spent[k] - after[k])  # slowed down most first
         suspects = {k for k in every if after[k] > spent[k] * (1 + tolerance)}
 
@@ -449,7 +454,7 @@ def check_records(
     moved = move_records(log, set(choice.dropped)) if choice.dropped else 0
     return ModelCheck(
         choice, timer.seconds or untuned.total, choice.times[every], final,
-        spent, rest, untuned.total, moved, kernels,
+        spent, rest, untuned.total, moved, kernels, [t for t, _ in tuned],
     )  # fmt: skip
 
 

@@ -164,8 +164,12 @@ def test_the_summary_says_what_the_check_found(capsys):
     times = {frozenset(): 1.0, frozenset("ab"): 1.1, frozenset("a"): 0.9}
     choice = RecordChoice(frozenset("a"), ["b"], times)
     check = ModelCheck(choice, 0.01, 1.1, 0.9, {"a": 0.004, "b": 0.002},
-                       [("softmax", 0.001), ("add", 0.0005)], 0.01, moved=3)  # fmt: skip
+                       [("softmax", 0.001), ("add", 0.0005)], 0.01, moved=3,
+                       kernels=[(0.004, ("a",)), (0.002, ("b",))],
+                       tuned_kernels=[0.0032, 0.0005])  # fmt: skip
     text = "\n".join(check_lines(tasks, check, predicted=0.0015))
+    # what the kept task's kernel saved where the model ran it (b's was dropped)
+    assert "the same kernels in the model's profile with every record: -0.800 ms (-8.0%)" in text
     assert "untuned 10.0000 ms, with every record 11.0000 ms (+10.0%)" in text
     assert "with the kept records 9.0000 ms (-10.0%)" in text
     assert "-1.500 ms (-15.0%)" in text  # predicted

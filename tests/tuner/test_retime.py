@@ -37,6 +37,21 @@ def _task():
     return create_task("matmul.llvm", (16, 24, 8, "float32"))
 
 
+def _searched(fallback_s: float = 2e-3):
+    """A task whose search timed its fallback at ``fallback_s`` and picked another config at
+    1 ms: the task, the search's result, and the model task holding it."""
+    from ember.tuner.search import TrialRecord
+    from ember.tuner.tune import TuneResult
+
+    task = _task()
+    fallback = fallback_entity(task)
+    pick = task.config_space.get((fallback.index + 1) % len(task.config_space))
+    trials = [TrialRecord(0, fallback, MeasureResult((fallback_s,) * 3), fallback_s),
+              TrialRecord(1, pick, MeasureResult((1e-3,) * 3), 1e-3)]  # fmt: skip
+    result = TuneResult(task, pick, 1e-3, trials, 0, 0, "trials", None)
+    return task, result, SimpleNamespace(task=task, weight=1, nodes=["n"])
+
+
 def test_retiming_removes_the_winners_curse_of_a_search_among_equal_kernels() -> None:
     task = _task()
     space = task.config_space
@@ -88,21 +103,11 @@ def test_the_model_summary_shows_the_retimed_speedup_and_predicts_from_it(capsys
     from ember.cli.tune_model import print_model_summary
     from ember.graph.model_tuning import ModelCheck, RecordChoice
     from ember.tuner.retime import Retimed
-    from ember.tuner.search import TrialRecord
-    from ember.tuner.tune import TuneResult
 
-    task = _task()
-    fallback = fallback_entity(task)
-    pick = task.config_space.get((fallback.index + 1) % len(task.config_space))
-    trials = [
-        TrialRecord(0, fallback, MeasureResult((2e-3,) * 3), 2e-3),
-        TrialRecord(1, pick, MeasureResult((1e-3,) * 3), 1e-3),
-    ]
-    result = TuneResult(task, pick, 1e-3, trials, 0, 0, "trials", None)
+    task, result, mt = _searched()
     choice = RecordChoice(frozenset({task.key}), (), {frozenset(): 1.0})
     check = ModelCheck(choice, 10e-3, 0.9, 0.9, {task.key: 4e-3}, [], 10e-3,
                        kernels=[(4e-3, (task.key,))])  # fmt: skip
-    mt = SimpleNamespace(task=task, weight=1, nodes=["n"])
     print_model_summary([mt], [result], None, check, {task.key: Retimed(2e-3, 1.6e-3, 3)})
     out = capsys.readouterr().out
     assert "1.25x re-timed (search: 2.00x)" in out
@@ -148,8 +153,6 @@ def test_a_pick_that_re_times_slower_loses_its_records_and_its_predicted_saving(
     from ember.cli.tune_model import drop_slower_picks, print_model_summary
     from ember.graph.model_tuning import ModelCheck, RecordChoice
     from ember.tuner.retime import Retimed
-    from ember.tuner.search import TrialRecord
-    from ember.tuner.tune import TuneResult
 
     log = tmp_path / "r.jsonl"
     lines = [json.dumps({"task_key": k, "n": i}) + "\n" for i, k in enumerate("abab")]
@@ -161,17 +164,28 @@ def test_a_pick_that_re_times_slower_loses_its_records_and_its_predicted_saving(
     assert "dropping 2 record line(s) of 1 task(s)" in capsys.readouterr().out
     assert drop_slower_picks(None, retimed) == []  # no log: nothing to move
 
-    task = _task()
-    fallback = fallback_entity(task)
-    pick = task.config_space.get((fallback.index + 1) % len(task.config_space))
-    trials = [TrialRecord(0, fallback, MeasureResult((2e-3,) * 3), 1e-3),
-              TrialRecord(1, pick, MeasureResult((1e-3,) * 3), 1e-3)]  # fmt: skip
-    result = TuneResult(task, pick, 1e-3, trials, 0, 0, "trials", None)
+    task, result, mt = _searched()
     check = ModelCheck(RecordChoice(frozenset(), [], {frozenset(): 1.0}), 10e-3, 1.0, 1.0,
                        {task.key: 4e-3}, [], 10e-3, kernels=[(4e-3, (task.key,))])  # fmt: skip
-    mt = SimpleNamespace(task=task, weight=1, nodes=["n"])
     slow = {task.key: Retimed(1e-3, 1.25e-3, 3)}
     print_model_summary([mt], [result], None, check, slow, [task.key])
     out = capsys.readouterr().out
     assert "0.80x re-timed" in out and "dropped (pick re-timed slower than its fallback)" in out
     assert "+0.000 ms (+0.0%)" in out  # predicted: the fallback runs, nothing changes
+
+
+def test_the_prediction_counts_only_the_records_the_check_kept(capsys) -> None:
+    """A task whose records the model check dropped runs its fallback in the model the
+    summary compares against: its kernels' saving is not part of the prediction."""
+    from ember.cli.tune_model import print_model_summary
+    from ember.graph.model_tuning import ModelCheck, RecordChoice
+    from ember.tuner.retime import Retimed
+
+    task, result, mt = _searched()
+    for kept, want in ((frozenset({task.key}), "-2.000 ms (-20.0%)"), (frozenset(), "+0.000 ms")):
+        choice = RecordChoice(kept, [] if kept else [task.key], {frozenset(): 1.0, kept: 1.0})
+        check = ModelCheck(choice, 10e-3, 0.9, 0.9, {task.key: 4e-3}, [], 10e-3,
+                           kernels=[(4e-3, (task.key,))])  # fmt: skip
+        print_model_summary([mt], [result], None, check, {task.key: Retimed(2e-3, 1e-3, 3)})
+        out = capsys.readouterr().out
+        assert "predicted by the kept records' kernels" in out and want in out
