@@ -35,16 +35,19 @@ def outside(lib: Any, inputs: dict, runs: int) -> tuple[float, float, float, flo
             t = (ctypes.c_int64 * (len(loop) + 1))()
             loop._job.stamps = ctypes.addressof(t)
             stamps.append((t, len(loop)))
-    lib.run(inputs)
     rows = []
-    for _ in range(runs):
-        start = time.monotonic_ns()
+    try:
         lib.run(inputs)
-        end = time.monotonic_ns()
-        span = sum(t[n] - t[0] for t, n in stamps)
-        rows.append(
-            (end - start, span, stamps[0][0][0] - start, end - stamps[-1][0][stamps[-1][1]])
-        )
+        for _ in range(runs):
+            start = time.monotonic_ns()
+            lib.run(inputs)
+            end = time.monotonic_ns()
+            span = sum(t[n] - t[0] for t, n in stamps)
+            (first, _), (last, n) = stamps[0], stamps[-1]
+            rows.append((end - start, span, first[0] - start, end - last[n]))
+    finally:  # the loop must not write into the arrays once they are freed
+        for loop in loops:
+            loop._job.stamps = None
     run, span, before, after = np.median(np.array(rows, dtype=np.float64), axis=0) / 1e3
     return run, span, before, after
 
