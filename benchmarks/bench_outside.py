@@ -16,7 +16,7 @@ gather, control flow) counts as outside.
 from __future__ import annotations
 
 import argparse
-import ctypes
+import contextlib
 import time
 from typing import Any
 
@@ -27,16 +27,12 @@ def outside(lib: Any, inputs: dict, runs: int) -> tuple[float, float, float, flo
     """Median microseconds of a run, its kernels' span, and the time before the first and
     after the last kernel, over ``runs`` runs."""
     with lib._workspace() as ws:
-        loops = [call for _, call in ws.program if hasattr(call, "timeable")]
+        loops = [call for _, call in ws.program if hasattr(call, "stamped")]
         if not loops or not all(c.timeable for c in loops):
             raise SystemExit("no native run of this model can be timed")
-        stamps = []
-        for loop in loops:
-            t = (ctypes.c_int64 * (len(loop) + 1))()
-            loop._job.stamps = ctypes.addressof(t)
-            stamps.append((t, len(loop)))
     rows = []
-    try:
+    with contextlib.ExitStack() as stack:
+        stamps = [(stack.enter_context(loop.stamped()), len(loop)) for loop in loops]
         lib.run(inputs)
         for _ in range(runs):
             start = time.monotonic_ns()
@@ -45,9 +41,6 @@ def outside(lib: Any, inputs: dict, runs: int) -> tuple[float, float, float, flo
             span = sum(t[n] - t[0] for t, n in stamps)
             (first, _), (last, n) = stamps[0], stamps[-1]
             rows.append((end - start, span, first[0] - start, end - last[n]))
-    finally:  # the loop must not write into the arrays once they are freed
-        for loop in loops:
-            loop._job.stamps = None
     run, span, before, after = np.median(np.array(rows, dtype=np.float64), axis=0) / 1e3
     return run, span, before, after
 

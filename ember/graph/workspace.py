@@ -97,7 +97,7 @@ class Workspace:
         ]  # an absorbed concat's operands and a reshape's view are in place (memory_plan.py)
         self.calls = guard_index_reads(graph, steps, env, bound)
         self._loop = loop
-        self._graph, self._steps, self._views = graph, steps, aliases
+        self._graph, self._steps, self._aliases = graph, steps, aliases
         self._recycler = Recycler()  # the outputs handed out, their memory back once dropped
         self.link()
 
@@ -108,9 +108,9 @@ class Workspace:
         self.program: Program
         self.threads: ThreadCounts | None
         self.program, self.threads = link_steps(self.calls, self._loop)
-        g, steps, env, views = self._graph, self._steps, self.env, self._views
-        self._in_slots = _movable(g, steps, g.input_names, env, self.calls, self.program, views)
-        self._out_slots = _movable(g, steps, g.output_names, env, self.calls, self.program, views)
+        g, steps, env, aliases = self._graph, self._steps, self.env, self._aliases
+        self._in_slots = _movable(g, steps, g.input_names, env, self.calls, self.program, aliases)
+        self._out_slots = _movable(g, steps, g.output_names, env, self.calls, self.program, aliases)
 
     def load(self, arrays: Sequence[np.ndarray], borrow: bool = False) -> None:
         """Copy checked input arrays into this workspace's input buffers; with ``borrow``,
@@ -180,11 +180,11 @@ def _movable(
     env: dict[str, np.ndarray],
     calls: Sequence[Callable[[], None]],
     program: Program,
-    views: dict[int, tuple[str, str]],
+    aliases: dict[int, tuple[str, str]],
 ) -> dict[str, Slots]:
     """The table slots of each of ``names`` (inputs or outputs) that a run may repoint: one
     of :data:`MOVABLE_BYTES` or more, neither a param nor both an input and an output,
-    every step touching it (or a reshape's view of it, ``views``) a kernel of a native run,
+    every step touching it (or a reshape's view of it, ``aliases``) a kernel of a native run,
     none checking it from Python."""
     runs = {k: run for _, run in program if isinstance(run, NativeRun) for k in run.steps}
     fixed = set(graph.params) | (set(graph.input_names) & set(graph.output_names))
@@ -192,11 +192,13 @@ def _movable(
     found: dict[str, Slots] = {}
     for name in dict.fromkeys(names):
         arr = env[name]
-        named = {name} | {out for out, src in views.values() if src == name}
+        named = {name} | {out for out, src in aliases.values() if src == name}
         if name in fixed or arr.nbytes < MOVABLE_BYTES or checked & {id(env[v]) for v in named}:
             continue
         users = [
-            k for k, st in enumerate(steps) if k not in views and named & {*st.inputs, *st.outputs}
+            k
+            for k, st in enumerate(steps)
+            if k not in aliases and named & {*st.inputs, *st.outputs}
         ]  # the steps touching it or a reshaped view of it (at its address)
         slots: Slots = []
         for k in users:

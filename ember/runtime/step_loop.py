@@ -33,8 +33,9 @@ Python calls it), so ``set_num_threads`` keeps working between runs.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,19 +207,26 @@ class NativeRun:
         """Whether :meth:`timed` can time this run's kernels."""
         return self._loop.stamps
 
-    def timed(self) -> list[float]:
-        """Run as a call does, and return each kernel's seconds, read by the loop between
-        consecutive calls (see the module notes)."""
+    @contextlib.contextmanager
+    def stamped(self) -> Iterator[ctypes.Array[ctypes.c_int64]]:
+        """While the block runs, every call of this run writes its stamps (the clock before
+        the first kernel and after each) into the array given; the loop is handed back
+        its null pointer after, so it never writes into a freed array."""
         if not self.timeable:
             raise InternalError("this step loop was compiled without a clock")
         if self._stamps is None:
             self._stamps = (ctypes.c_int64 * (self._count + 1))()
-        t = self._stamps
-        self._job.stamps = ctypes.addressof(t)
+        self._job.stamps = ctypes.addressof(self._stamps)
         try:
-            self()
+            yield self._stamps
         finally:
             self._job.stamps = None
+
+    def timed(self) -> list[float]:
+        """Run as a call does, and return each kernel's seconds, read by the loop between
+        consecutive calls (see the module notes)."""
+        with self.stamped() as t:
+            self()
         return [(t[k + 1] - t[k]) * 1e-9 for k in range(self._count)]
 
     def _error(self, k: int, status: int) -> EmberError:
