@@ -19,8 +19,8 @@ taps or a channel block's input channels unrolled in the micro-kernel) and ``out
 output rows or channel blocks are the outer half of the parallel loop, or
 ``"reduction"``, where each thread takes whole channel blocks and walks the input
 channel blocks outermost, accumulating the block's whole output plane in a local
-tile, so each weight is read from memory once rather than once per output row (a
-tuning choice: as a default it ran slower than rows outer, see ``_define_knobs``).
+tile, so each weight is read from memory once rather than once per output row (the
+default only for weights of 8 MB or more over a small plane, see ``_define_knobs``).
 ``prefetch`` hints the next input channel block's weights at each block of the
 micro-kernel (``next_ic_block``) or the next parallel iteration's weights
 (``next_oc_block``) with ``Stage.prefetch``; off by default: on ResNet-18's 3x3 layers
@@ -53,7 +53,8 @@ TEMPLATE = "conv2d_NCHWc.llvm"
 REGISTER_BYTES = 64  # one AVX-512 register
 ACC_REGISTERS = 24  # of 32: room for the weight vectors and the broadcasts
 DEFAULT_ACC_REGISTERS = 16
-SMALL_PLANE = 32 << 10  # bytes of a channel block's output plane: rows outer whatever the weights
+SMALL_PLANE = 32 << 10  # bytes of a channel block's output plane: in L1
+REDUCTION_OUTER_MIN_WEIGHTS = 8 << 20  # bytes: over a small plane, read each weight once
 ROWS_OUTER_MAX_WEIGHTS = 1 << 20  # bytes: half of this machine's per-core L2
 OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
 # A body beyond the decoded-instruction cache (about 4K micro-ops) is fetched through
@@ -111,16 +112,21 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # ResNet-18's 64- and 128-channel layers (weights up to 590 KB) and cost up to 2.4x
     # on its 512-channel ones (9.4 MB), hence the default by the weights' size.
     # Reduction outer (input channel blocks outermost, the plane in a local tile) reads
-    # each weight once; it was the default for such weights over a small plane until
-    # rows outer, timed in the model by turns (each build in a process of its own), ran
-    # those layers faster at 1 and 2 threads: MobileNetV2's 1x1 convs at 7x7 (1.2-1.6 MB)
-    # 10-18%, ResNet-50's 1x1 convs at 7x7 and 14x14 (1-4 MB) 7-12%, ResNet-18's 3x3
-    # 256->512 conv at 7x7 (4.7 MB) 2-9%. A small plane is a few rows, so each thread
-    # reads all the weights a few times, from its L2 after the first.
+    # each weight once. Over a small plane (a few rows, so rows outer reads the weights a
+    # few times) it pays only for the largest weights: timed in the model by turns (each
+    # build in a process of its own), rows outer ran MobileNetV2's 1x1 convs at 7x7
+    # (1.2-1.6 MB) 10-18% faster at 1 and 2 threads, ResNet-50's 1x1 convs at 7x7 and
+    # 14x14 (1-4 MB) 7-12%, ResNet-18's 3x3 256->512 conv at 7x7 (4.7 MB) 1-9%, its 3x3
+    # 256-channel convs at 14x14 (2.4 MB, Winograd off) within 1%; its 512-channel ones
+    # at 7x7 (9.4 MB, Winograd off) ran 3-6% faster with reduction outer.
     weight_bytes = g.O * g.C * g.KH * g.KW * dt.bytes_of(dtype)
     plane_bytes = g.OH * g.OW * oc_default * dt.bytes_of(dtype)
-    small_plane = plane_bytes <= SMALL_PLANE
-    outer_default = "rows" if weight_bytes <= ROWS_OUTER_MAX_WEIGHTS or small_plane else "channels"
+    if weight_bytes <= ROWS_OUTER_MAX_WEIGHTS:
+        outer_default = "rows"
+    elif plane_bytes > SMALL_PLANE:
+        outer_default = "channels"
+    else:
+        outer_default = "rows" if weight_bytes < REDUCTION_OUTER_MIN_WEIGHTS else "reduction"
     cfg.define_knob("outer", ["channels", "rows", "reduction"], default=outer_default)
     # prefetch (Stage.prefetch, llvm.prefetch): "next_ic_block" hints, at each input
     # channel block of the micro-kernel, the next block's weights; "next_oc_block", at each

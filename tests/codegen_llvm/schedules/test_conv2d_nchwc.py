@@ -103,14 +103,17 @@ def test_template_random_configs(c, o, hw, k, stride, pad, pick):  # noqa: ANN00
     _template_case(np.random.default_rng(pick), (1, c, h, w, o, k, k), stride, pad, 1, cfg, task)
 
 
-def test_large_weights_over_a_small_plane_default_to_rows_outer(rng):  # noqa: ANN001
-    """Weights over 1 MiB and a small output plane: rows outer (measured faster than the
-    reduction-outer schedule in MobileNetV2 and ResNet-50, which stays a tuning choice,
-    tested below); checked against numpy."""
+def test_outer_default_by_weights_and_plane(rng):  # noqa: ANN001
+    """Over a small output plane: rows outer up to 8 MB of weights (measured faster in
+    MobileNetV2 and ResNet-50), reduction outer (each weight read once) beyond; checked
+    against numpy. A large plane with large weights: channels outer."""
     shape = (1, 192, 7, 5, 160, 3, 3)  # 1.1 MB of weights, a 7x5 plane
     task = task_of("conv2d_NCHWc.llvm", *shape, 1, 1, 1, "float32")
     assert task.config_space.knobs["outer"].default_value == "rows"
     _template_case(rng, shape, 1, 1, 1)
+    shape = (1, 512, 7, 7, 512, 3, 3)  # 9.4 MB of weights, as ResNet-18's last layers
+    task = task_of("conv2d_NCHWc.llvm", *shape, 1, 1, 1, "float32")
+    assert task.config_space.knobs["outer"].default_value == "reduction"
     small = task_of("conv2d_NCHWc.llvm", 1, 64, 56, 56, 64, 3, 3, 1, 1, 1, "float32")
     assert small.config_space.knobs["outer"].default_value == "rows"
     big_plane = task_of("conv2d_NCHWc.llvm", 1, 256, 56, 56, 256, 3, 3, 1, 1, 1, "float32")
