@@ -253,13 +253,19 @@ def check_lines(tasks: list[Any], check: Any, predicted: float) -> list[str]:
     dropped, untuned groups and their share of the model's time."""
     base = check.untuned_s
     names = {mt.task.key: task_label(mt) for mt in tasks}
+    spread = check.final_spread
+    noise = ""
+    if spread is not None:
+        lo, hi = (100 * (r - 1) for r in spread)
+        noise = f"; block by block {lo:+.1f}% to {hi:+.1f}%"
     lines = [
         f"model: untuned {ms_text(base)}, with every record {_change(check.tuned, base)}, "
         f"with the kept records {_change(check.final, base)} (measured by turns; the kept "
-        f"records timed once more, longer)",
+        f"records timed once more, longer{noise})",
         f"predicted by the kept records' kernels (speedups, re-timed where they were, times "
         f"their time in the model): "
-        f"{0.0 - predicted * 1e3:+.3f} ms ({0.0 - 100 * predicted / base:+.1f}%)",  # no -0.000
+        f"{0.0 - predicted * 1e3:+.3f} ms ({0.0 - 100 * predicted / base:+.1f}%)"  # no -0.000
+        + _against(1 - predicted / base, spread),
     ]
     in_model = saved_in_profile(check.kernels, check.tuned_kernels, check.choice.kept)
     if in_model is not None:
@@ -281,6 +287,15 @@ def check_lines(tasks: list[Any], check: Any, predicted: float) -> list[str]:
         f"time{': ' + top if top else ''}"
     )
     return lines
+
+
+def _against(ratio: float, spread: tuple[float, float] | None) -> str:
+    """Whether a predicted ratio to the untuned model lies within the measured blocks'
+    ratios: within the noise of the measured change, or outside it."""
+    if spread is None:
+        return ""
+    lo, hi = spread
+    return ", within the measured range" if lo <= ratio <= hi else ", outside the measured range"
 
 
 def _change(ratio: float, base: float) -> str:

@@ -285,7 +285,9 @@ class ModelTimer:
     """Times a model compiled with the records of some tasks against the untuned model, by
     turns: ``blocks`` alternating blocks of ``number`` runs each, with a pause between
     them, so load from elsewhere falls on both alike. A call gives the ratio of the two
-    fastest blocks (the untuned model is 1.0)."""
+    fastest blocks (the untuned model is 1.0); ``spread[kept]`` keeps the lowest and the
+    highest ratio of a block of the set's to the untuned block timed beside it, in its
+    last call: what the noise lets that ratio be, for a prediction to be held against."""
 
     def __init__(
         self,
@@ -301,6 +303,7 @@ class ModelTimer:
         self.blocks, self.block_s, self.pause_s = blocks, block_s, pause_s
         self._compiled: dict[frozenset[str], Any] = {}
         self.seconds = 0.0  # the untuned model's fastest block in the last call
+        self.spread: dict[frozenset[str], tuple[float, float]] = {}
         self._dir = tempfile.TemporaryDirectory(prefix="ember-model-check-")
         self.inputs = self.compiled(frozenset())._example(None)
 
@@ -333,14 +336,19 @@ class ModelTimer:
         base.run(self.inputs)
         number = max(1, int(self.block_s / max(time.perf_counter() - start, 1e-6)))
         best = {id(base): math.inf, id(cand): math.inf}
+        pairs = []
         for k in range(self.blocks if blocks is None else blocks):
+            block = {}
             for m in (base, cand) if k % 2 == 0 else (cand, base):
                 start = time.perf_counter()
                 for _ in range(number):
                     m.run(self.inputs)
-                best[id(m)] = min(best[id(m)], (time.perf_counter() - start) / number)
+                block[id(m)] = (time.perf_counter() - start) / number
+                best[id(m)] = min(best[id(m)], block[id(m)])
                 time.sleep(self.pause_s)
+            pairs.append(block[id(cand)] / block[id(base)])
         self.seconds = best[id(base)]
+        self.spread[kept] = (min(pairs), max(pairs))
         return best[id(cand)] / best[id(base)]
 
     def close(self) -> None:
@@ -359,7 +367,9 @@ class ModelCheck:
     task covers (no template), ``(ops, seconds)``, slowest first; ``kernels``: each
     covered kernel's seconds with the keys of the tasks covering it; ``tuned_kernels``:
     the same kernels' seconds in the profile of the model with every record (empty where
-    that model did not compile), to show what each tuned kernel saved where it runs."""
+    that model did not compile), to show what each tuned kernel saved where it runs;
+    ``final_spread``: the lowest and highest ratio of the kept records' blocks to the
+    untuned blocks beside them in the timing that gave ``final`` (None: nothing kept)."""
 
     choice: RecordChoice
     untuned_s: float
@@ -371,6 +381,7 @@ class ModelCheck:
     moved: int = 0
     kernels: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
     tuned_kernels: list[float] = field(default_factory=list)
+    final_spread: tuple[float, float] | None = None
 
 
 def task_times(
@@ -449,12 +460,13 @@ def check_records(
             order, timer, tolerance, on_time=on_time, suspects=suspects, confirm=longer
         )
         final = 1.0 if choice.confirmed is None else choice.confirmed
+        spread = timer.spread.get(choice.kept) if choice.confirmed is not None else None
     finally:
         timer.close()
     moved = move_records(log, set(choice.dropped)) if choice.dropped else 0
     return ModelCheck(
         choice, timer.seconds or untuned.total, choice.times[every], final,
-        spent, rest, untuned.total, moved, kernels, [t for t, _ in tuned],
+        spent, rest, untuned.total, moved, kernels, [t for t, _ in tuned], spread,
     )  # fmt: skip
 
 

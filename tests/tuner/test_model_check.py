@@ -129,8 +129,11 @@ def test_a_tuned_small_model_is_not_slower_than_the_untuned_one(tmp_path, monkey
     assert check.choice.final <= 1.03 or not check.choice.kept
     if check.choice.kept:  # the reported change: the kept records timed once more, longer
         assert timings[-1] == (check.choice.kept, 15, check.final)
+        # the ratio of the fastest blocks lies within the block-by-block ratios beside it
+        lo, hi = check.final_spread
+        assert 0 < lo <= check.final <= hi
     else:
-        assert check.final == 1.0
+        assert check.final == 1.0 and check.final_spread is None
     monkeypatch.undo()
     # timed again by fresh turns, the kept records do not make the model slower; on a
     # loaded machine one timing can be off by more than the margin, so the claim fails
@@ -166,8 +169,13 @@ def test_the_summary_says_what_the_check_found(capsys):
     check = ModelCheck(choice, 0.01, 1.1, 0.9, {"a": 0.004, "b": 0.002},
                        [("softmax", 0.001), ("add", 0.0005)], 0.01, moved=3,
                        kernels=[(0.004, ("a",)), (0.002, ("b",))],
-                       tuned_kernels=[0.0032, 0.0005])  # fmt: skip
+                       tuned_kernels=[0.0032, 0.0005], final_spread=(0.84, 0.93))  # fmt: skip
     text = "\n".join(check_lines(tasks, check, predicted=0.0015))
+    # the measured change's noise, and whether the prediction (-15%) falls within it
+    assert "block by block -16.0% to -7.0%" in text
+    assert "(-15.0%), within the measured range" in text
+    outside = "\n".join(check_lines(tasks, check, predicted=0.0005))
+    assert "(-5.0%), outside the measured range" in outside
     # what the kept task's kernel saved where the model ran it (b's was dropped)
     assert "the same kernels in the model's profile with every record: -0.800 ms (-8.0%)" in text
     assert "untuned 10.0000 ms, with every record 11.0000 ms (+10.0%)" in text
