@@ -14,10 +14,13 @@ turns, and the records of tasks that make it slower are dropped
 summarises each task's failed candidates by error kind, its fallback and best cost, the
 pick's speedup timed again against the fallback by turns after the search (``--retime-
 rounds``; :mod:`ember.tuner.retime`: a pick slower than its fallback loses its records
-before the model check) and the untuned model's time in its kernels; below it, the
-model's measured change beside the one the tuned kernels predict, the records dropped,
-and the groups no template covers with their share of the model's time. ``ember compile
-model.onnx --records LOG`` then builds the model with the kept configs.
+before the model check), then in the model (the model compiled with that task's records
+alone, profiled by turns against the untuned one: the speedup the prediction uses, and
+a pick slower there loses its records too) and the untuned model's time in its kernels;
+below it, the model's measured change (with the range of its block-by-block ratios)
+beside the one the tuned kernels predict, the records dropped, and the groups no
+template covers with their share of the model's time. ``ember compile model.onnx
+--records LOG`` then builds the model with the kept configs.
 """
 
 from __future__ import annotations
@@ -103,10 +106,14 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
         retimed = retime_picks(measurer, results, getattr(ns, "retime_rounds", 3))
     slower = drop_slower_picks(ns.log, retimed)
     check = None
+    timed_there: dict[str, Retimed] = {}
     if ns.log and getattr(ns, "model_check", True) and any(r.best_config for r in results):
-        print("checking the records on the whole model (timed with and without them, by turns)")
         every = {mt.task.key for mt in tasks}
         names = {mt.task.key: task_label(mt) for mt in tasks}
+        shapes = parse_shapes(ns.shape) or None
+        timed_there = retime_in_model_picks(ns, tasks, shapes, names)
+        slower += drop_slower_picks(ns.log, timed_there, "in the model")
+        print("checking the records on the whole model (timed with and without them, by turns)")
 
         def timed(kept: frozenset[str], ratio: float) -> None:
             left_out = sorted(every - kept)
@@ -117,18 +124,37 @@ def cmd_tune_model(ns: argparse.Namespace, measure_option: Any) -> int:
                 what = f"with {len(kept)} task(s)' records"
             print(f"  {what}: {ratio:.3f}x the untuned model", flush=True)
 
-        shapes = parse_shapes(ns.shape) or None
         check = check_records(ns.model, ns.log, tasks, ns.target, shapes, on_time=timed)
-    print_model_summary(tasks, results, ns.log, check, retimed, slower)
+    print_model_summary(tasks, results, ns.log, check, retimed, slower, timed_there)
     return 0
 
 
-def drop_slower_picks(log: str | None, retimed: dict[str, Retimed]) -> list[str]:
-    """Move out of ``log`` the records of the tasks whose pick, timed again by turns, ran
-    slower than the fallback (a search's best is the luckiest of many noisy timings: on
-    the BERT encoder five of eight picks re-timed at 0.85-0.99x); the model then runs the
-    fallback there, which is what a tuned kernel must never be slower than. Their keys,
-    in the order given."""
+def retime_in_model_picks(
+    ns: argparse.Namespace, tasks: list[Any], shapes: Any, names: dict[str, str]
+) -> dict[str, Retimed]:
+    """Each kept pick timed again where the model runs it (its records alone against none,
+    :func:`ember.graph.model_tuning.retime_in_model`), by task key; printed as it goes."""
+    from ember.graph.model_tuning import records_by_task, retime_in_model
+
+    rounds = getattr(ns, "retime_rounds", 3)
+    picked = records_by_task(ns.log, {mt.task.key for mt in tasks})
+    if rounds < 1 or not picked:
+        return {}
+    print(f"re-timing {len(picked)} pick(s) in the model (each task's records alone against "
+          f"none, {rounds} rounds by turns)")  # fmt: skip
+
+    def done(key: str, got: Retimed) -> None:
+        print(f"  {names.get(key, key)}: {got.speedup:.2f}x in the model", flush=True)
+
+    return retime_in_model(ns.model, ns.log, tasks, ns.target, shapes, rounds, on_task=done)
+
+
+def drop_slower_picks(log: str | None, retimed: dict[str, Retimed], where: str = "") -> list[str]:
+    """Move out of ``log`` the records of the tasks whose pick, timed again by turns (alone,
+    or ``where`` says: in the model), ran slower than the fallback (a search's best is the
+    luckiest of many noisy timings: on the BERT encoder five of eight picks re-timed at
+    0.85-0.99x); the model then runs the fallback there, which is what a tuned kernel must
+    never be slower than. Their keys, in the order given."""
     slower = [key for key, again in retimed.items() if again.speedup < 1.0]
     if slower and log:
         # start-up cost: the model compiler loads only when tuning a model
@@ -136,7 +162,8 @@ def drop_slower_picks(log: str | None, retimed: dict[str, Retimed]) -> list[str]
 
         moved = move_records(log, set(slower))
         print(f"dropping {moved} record line(s) of {len(slower)} task(s) whose pick re-timed "
-              "slower than its fallback (moved to <log>.dropped)")  # fmt: skip
+              f"slower than its fallback{' ' + where if where else ''} (moved to "
+              "<log>.dropped)")  # fmt: skip
     return slower if log else []
 
 
@@ -176,13 +203,16 @@ def print_model_summary(
     check: Any = None,
     retimed: dict[str, Retimed] | None = None,
     slower: list[str] | None = None,
+    timed_there: dict[str, Retimed] | None = None,
 ) -> None:
     """One row per task: weight, trials, failed candidates (kinds and counts), fallback
     and best cost, speedup, and (with ``check``) the untuned model's time in the task's
     kernels. A cost whose repeats say the machine was busy is flagged, and so is a speedup
     taken from one: neither says what the kernel does on an idle machine. Then the
-    whole model's measured change beside the one the kernels predict, which records were
-    dropped (``slower``: by :func:`drop_slower_picks`), and which groups stayed untuned."""
+    whole model's measured change beside the one the kernels predict (from each pick's
+    speedup in the model, ``timed_there``, where it was timed there; else re-timed alone),
+    which records were dropped (``slower``: by :func:`drop_slower_picks`), and which
+    groups stayed untuned."""
     columns = ("task", "weight", "trials", "failed", "fallback", "best", "speedup", "in model")
     out = table(f"model tuning summary (records: {log or 'not written'})", columns)
     messages: list[str] = []
@@ -193,8 +223,11 @@ def print_model_summary(
         errors = ", ".join(f"{k} {n}" for k, n in res.errors.items())
         in_model = check.task_s.get(mt.task.key) if check is not None else None
         again = (retimed or {}).get(mt.task.key)
+        there = (timed_there or {}).get(mt.task.key)
         if mt.task.key in (slower or ()):
             saved[mt.task.key] = 0.0  # its records were dropped: the fallback runs
+        elif there is not None:
+            saved[mt.task.key] = there.saved
         elif again is not None:
             saved[mt.task.key] = again.saved
         elif first is not None and first.ok and best is not None:
@@ -202,7 +235,7 @@ def print_model_summary(
         out.add_row(
             task_label(mt), str(mt.weight), str(len(res.trials)),
             f"{failed} ({errors})" if failed else "0", measured_text(first),
-            measured_text(best), _speedup(first, best, again),
+            measured_text(best), _speedup(first, best, again, there),
             "-" if in_model is None else ms_text(in_model),
         )  # fmt: skip
         for kind, message in error_examples(res.trials).items():
@@ -262,8 +295,8 @@ def check_lines(tasks: list[Any], check: Any, predicted: float) -> list[str]:
         f"model: untuned {ms_text(base)}, with every record {_change(check.tuned, base)}, "
         f"with the kept records {_change(check.final, base)} (measured by turns; the kept "
         f"records timed once more, longer{noise})",
-        f"predicted by the kept records' kernels (speedups, re-timed where they were, times "
-        f"their time in the model): "
+        f"predicted by the kept records' kernels (speedups timed in the model, else re-timed "
+        f"alone, times their time in the model): "
         f"{0.0 - predicted * 1e3:+.3f} ms ({0.0 - 100 * predicted / base:+.1f}%)"  # no -0.000
         + _against(1 - predicted / base, spread),
     ]
@@ -315,10 +348,14 @@ def task_label(mt: Any) -> str:
     return f"{mt.task.name}{mt.task.args}{knobs}"
 
 
-def _speedup(first: Any, best: Any, again: Retimed | None = None) -> str:
+def _speedup(
+    first: Any, best: Any, again: Retimed | None = None, there: Retimed | None = None
+) -> str:
     if first is None or best is None or not first.ok:
         return "-"
     text = f"{first.cost / best.cost:.2f}x"
     if again is not None:
-        return f"{again.speedup:.2f}x re-timed (search: {text})"
-    return f"{text} (unreliable: busy machine)" if first.busy or best.busy else text
+        text = f"{again.speedup:.2f}x re-timed (search: {text})"
+    elif first.busy or best.busy:
+        text = f"{text} (unreliable: busy machine)"
+    return text if there is None else f"{text}; {there.speedup:.2f}x in the model"

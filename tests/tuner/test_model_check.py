@@ -264,3 +264,52 @@ def test_the_longer_timer_has_the_last_word_on_the_records_kept():
     assert choice.kept == frozenset() and choice.confirmed == 1.0
     # and the quick timer alone still decides as before
     assert drop_slow_records(["slow", "fast"], quick, 0.03).kept == {"slow", "fast"}
+
+
+def test_each_pick_is_timed_again_where_the_model_runs_it(tmp_path):
+    """``retime_in_model``: the task's kernels summed in the profile of the untuned model
+    and of the model compiled with that task's records alone, by turns; a pick whose
+    record picks a different config gives a different kernel there."""
+    from ember.graph.model_tuning import retime_in_model
+
+    model, _ = models.small_cnn(np.random.default_rng(0), h=12, w=12)
+    tasks = extract_tasks(model)[:1]
+    log = tmp_path / "cnn.jsonl"
+    tune_tasks(tasks, n_trials=2, records=log, measure=CheapestLast(), seed=0)
+    seen = []
+    found = retime_in_model(
+        model, log, tasks, rounds=2, number=3, on_task=lambda k, t: seen.append(k)
+    )
+    key = tasks[0].task.key
+    assert list(found) == [key] and seen == [key]
+    got = found[key]
+    assert got.fallback_s > 0 and got.best_s > 0 and got.rounds == 2
+    assert got.speedup == pytest.approx(got.fallback_s / got.best_s)
+    # a task without records gets no figure
+    (tmp_path / "none.jsonl").write_text("")
+    assert retime_in_model(model, tmp_path / "none.jsonl", tasks, rounds=1, number=1) == {}
+
+
+def test_the_summary_predicts_from_the_speedup_in_the_model(tmp_path, capsys):
+    """Where a pick was timed in the model, the summary shows that speedup beside the
+    re-timed one and predicts from it; a pick slower there loses its records."""
+    from ember.cli.tune_model import drop_slower_picks, print_model_summary
+    from ember.graph.model_tuning import ModelCheck, RecordChoice
+    from ember.tuner.retime import Retimed
+    from tests.tuner.test_retime import _searched
+
+    task, result, mt = _searched()
+    choice = RecordChoice(frozenset({task.key}), [], {frozenset(): 1.0})
+    check = ModelCheck(choice, 10e-3, 0.99, 0.99, {task.key: 4e-3}, [], 10e-3,
+                       kernels=[(4e-3, (task.key,))], final_spread=(0.97, 1.01))  # fmt: skip
+    there = {task.key: Retimed(4e-3, 3.8e-3, 3)}
+    print_model_summary([mt], [result], None, check, {task.key: Retimed(2e-3, 1e-3, 3)}, [], there)
+    out = capsys.readouterr().out
+    assert "2.00x re-timed (search: 2.00x); 1.05x in the model" in out
+    # 4 ms of kernels times the saving in the model (5%), not the re-timed one (50%)
+    assert "-0.200 ms (-2.0%), within the measured range" in out
+    log = tmp_path / "r.jsonl"
+    log.write_text(json.dumps({"task_key": "a"}) + "\n" + json.dumps({"task_key": "b"}) + "\n")
+    slower = {"a": Retimed(1e-3, 1.1e-3, 3), "b": Retimed(1e-3, 0.9e-3, 3)}
+    assert drop_slower_picks(str(log), slower, "in the model") == ["a"]
+    assert "slower than its fallback in the model" in capsys.readouterr().out
