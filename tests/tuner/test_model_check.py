@@ -266,7 +266,7 @@ def test_the_longer_timer_has_the_last_word_on_the_records_kept():
     assert drop_slow_records(["slow", "fast"], quick, 0.03).kept == {"slow", "fast"}
 
 
-def test_each_pick_is_timed_again_where_the_model_runs_it(tmp_path):
+def test_each_pick_is_timed_again_where_the_model_runs_it(tmp_path, monkeypatch):
     """``retime_in_model``: the task's kernels summed in the profile of the untuned model
     and of the model compiled with that task's records alone, by turns; a pick whose
     record picks a different config gives a different kernel there."""
@@ -285,6 +285,16 @@ def test_each_pick_is_timed_again_where_the_model_runs_it(tmp_path):
     got = found[key]
     assert got.fallback_s > 0 and got.best_s > 0 and got.rounds == 2
     assert got.speedup == pytest.approx(got.fallback_s / got.best_s)
+    # the model compiled for the task is let go once timed (one per task adds up)
+    forgotten, forget = [], ModelTimer.forget
+
+    def spy(self, kept):  # noqa: ANN001, ANN202
+        forget(self, kept)
+        forgotten.append((kept, list(self._compiled)))
+
+    monkeypatch.setattr(ModelTimer, "forget", spy)
+    retime_in_model(model, log, tasks, rounds=1, number=1)
+    assert forgotten == [(frozenset({key}), [frozenset()])]
     # a task without records gets no figure
     (tmp_path / "none.jsonl").write_text("")
     assert retime_in_model(model, tmp_path / "none.jsonl", tasks, rounds=1, number=1) == {}
