@@ -189,7 +189,7 @@ def retime_picks(measurer: Any, results: list[Any], rounds: int) -> dict[str, Re
         fallback, first = fallback_entity(res.task), fallback_result(res)
         if fallback is None or first is None or not first.ok:
             continue  # no fallback measured: nothing to time the pick against
-        if res.best_config is not None and res.best_config != fallback:
+        if _picked(res):
             picked.append((res, fallback))
     if picked:
         print(f"re-timing {len(picked)} pick(s) against their fallbacks ({rounds} rounds by turns)")
