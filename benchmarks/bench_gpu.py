@@ -15,6 +15,11 @@ emulator's profile on a small shape: ``ldmatrix`` bank conflicts (0 expected) an
 shared-memory bank conflicts. With a device it also times the fp16 GEMM 4096^3
 against cuBLAS (PyTorch or CuPy) in the same process; without one it says so and
 prints no timing.
+
+The attention section (``--attention``, printed alone) gives the fused
+attention kernel's resources at BERT-base's heads for sequences 128 to 4,096 and, with a
+device and PyTorch, its time beside PyTorch's ``scaled_dot_product_attention`` and the
+unfused product, its error against the latter and the device memory each takes.
 """
 
 from __future__ import annotations
@@ -254,9 +259,99 @@ def tensorcore_device_bench() -> None:
     print(line, flush=True)
 
 
+ATTENTION_SEQS = (128, 1024, 4096)  # BERT-base's heads (12 of 64), batch 1, float32
+ATTENTION_ROWS = (64, 128)  # query rows (threads) per block: each is timed, the best shown
+
+
+def _attention_kernel(S: int, arch: str | None, rows: int = 64) -> Any:
+    import ember
+    from ember import te
+    from ember.codegen_cuda.schedules.attention import flash_attention_cuda
+    from ember.tir.topi.attention import AttentionLayout
+
+    shape, mask = (1, 12, S, 64), (1, 1, 1, S)
+    ph = [te.placeholder(x, name=n) for x, n in zip((shape,) * 3 + (mask,), "qkvm")]
+    out = flash_attention_cuda(*ph[:3], ph[3], 0.125, AttentionLayout(), rows=rows)
+    target = "cuda" if arch is None else f"cuda -arch={arch}"
+    return ember.build(te.create_schedule(out.op), [*ph, out], target=target, name="attention")
+
+
+def _torch_attention(q: Any, k: Any, v: Any, mask: Any) -> tuple[Callable, Callable]:
+    """PyTorch's unfused attention (the scores stored) and its fused SDPA, on device tensors."""
+    import torch
+    import torch.nn.functional as F
+
+    def unfused() -> Any:
+        return torch.softmax(q @ k.transpose(-1, -2) * 0.125 + mask, -1) @ v
+
+    def sdpa() -> Any:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.125)
+
+    return unfused, sdpa
+
+
+def attention_bench(gpu: bool) -> None:
+    """The fused attention kernel (``codegen_cuda/schedules/attention.py``: online softmax,
+    no stored scores) at BERT-base's heads with a padding mask. Always: NVRTC's registers,
+    shared bytes and spills. With a device and PyTorch: its time beside PyTorch's
+    ``scaled_dot_product_attention`` and the unfused ``softmax(Q Kᵀ s + mask) V`` (the
+    scores stored), its result checked against the unfused one, and the device memory each
+    takes beyond its inputs and output (PyTorch's allocator peak; Ember's kernel allocates
+    none)."""
+    print("fused attention, 12 heads x 64, batch 1, float32, padding mask")
+    for S in ATTENTION_SEQS:
+        for arch in ("sm_80", "sm_90"):
+            use = next(iter(_attention_kernel(S, arch).resource_usage().values()))
+            print(
+                f"  S={S:<5} {arch}: {use.registers} registers, {use.shared_bytes} shared "
+                f"bytes, {use.local_bytes} spilled",
+                flush=True,
+            )
+    if not gpu or torch_peers() is None:
+        print("  attention timing: needs a CUDA device and PyTorch; not timed here")
+        return
+    import torch
+
+    rng = np.random.default_rng(0)
+    print(
+        "S | ember us | unfused (PyTorch) us | SDPA (PyTorch) us | unfused/ember | SDPA/ember"
+        " | max |err| vs unfused | extra MiB unfused / SDPA / ember"
+    )
+    for S in ATTENTION_SEQS:
+        q, k, v = (rng.standard_normal((1, 12, S, 64)).astype("float32") for _ in range(3))
+        mask = np.zeros((1, 1, 1, S), "float32")
+        mask[..., S - S // 8 :] = -10000.0
+        out = np.zeros_like(q)
+        times = {}
+        for rows in ATTENTION_ROWS:
+            mod = _attention_kernel(S, None, rows)
+            times[rows] = mod.time_evaluator(number=10, repeat=5)(q, k, v, mask, out).median
+        rows = min(times, key=times.__getitem__)
+        t = times[rows]
+        _attention_kernel(S, None, rows)(q, k, v, mask, out)
+        unfused, sdpa = _torch_attention(*(torch.from_numpy(x).cuda() for x in (q, k, v, mask)))
+        extra = []
+        for fn in (unfused, sdpa):
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            want = fn()
+            torch.cuda.synchronize()
+            extra.append((torch.cuda.max_memory_allocated() - base - want.nbytes) / 2**20)
+        err = float(np.abs(unfused().cpu().numpy() - out).max())
+        tu, ts = _time(unfused, _torch_elapsed_ms), _time(sdpa, _torch_elapsed_ms)
+        print(
+            f"{S} | {t * 1e6:9.1f} | {tu * 1e6:9.1f} | {ts * 1e6:9.1f} | {tu / t:.2f}x | "
+            f"{ts / t:.2f}x | {err:.1e} | {extra[0]:.1f} / {extra[1]:.1f} / 0 | rows "
+            + ", ".join(f"{r}: {x * 1e6:.1f} us" for r, x in times.items()),
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tensorcore", action="store_true", help="only the tensor-core section")
+    parser.add_argument("--attention", action="store_true", help="only the attention section")
     opts = parser.parse_args()
     try:
         from ember.codegen_cuda.device import device_available
@@ -266,6 +361,9 @@ def main() -> None:
             return False
 
     gpu = device_available()
+    if opts.attention:
+        attention_bench(gpu)
+        return
     if not opts.tensorcore:
         device_bench() if gpu else resource_table()
     tensorcore_table()

@@ -23,6 +23,7 @@ from ember.codegen_cuda.artifact import CudaLoader, CudaPacker
 from ember.codegen_cuda.build import build_cuda, default_arch
 from ember.codegen_cuda.pipeline import cuda_passes
 from ember.codegen_cuda.strategy import CUDA_STRATEGY, schedule_group
+from ember.frontend.passes.fuse_attention import fuse_attention
 from ember.runtime.module import Module
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.stmt import PrimFunc
@@ -50,6 +51,13 @@ class CUDABackend(Backend):
 
     def passes(self, ctx: PassContext) -> list[Pass]:
         return cuda_passes()
+
+    def graph_passes(self, common: Sequence[Pass]) -> tuple[Pass, ...]:
+        """``common`` with attention fusion before dead-code elimination (it leaves the
+        chain's transposes unused)."""
+        names = [p.name for p in common]
+        at = names.index("eliminate_dead_code")
+        return (*common[:at], fuse_attention, *common[at:])
 
     def build(self, funcs: Sequence[PrimFunc], ctx: PassContext) -> Module:
         return build_cuda(list(funcs), self.target, ctx=ctx)

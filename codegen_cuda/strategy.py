@@ -20,6 +20,8 @@ template's fused epilogue. The knobs are the task's best record's in an enclosin
 ``apply_history_best``, else tiles sized to the problem (:func:`fallback_knobs`).
 fp16/bf16 2-D NCHW ``conv`` (group 1) takes the implicit GEMM of ``tir/topi/conv_gemm.py``
 (the same stages, A read from the input) with :func:`fallback_knobs`: no tuning task yet.
+float32 ``attention`` (the node ``fuse_attention`` makes) with heads of at most 64
+features runs the kernel of ``schedules/attention.py``, which never stores the scores.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from ember.codegen_cuda.build import default_arch
 from ember.codegen_cuda.resources import arch_number
+from ember.codegen_cuda.schedules import attention
 from ember.codegen_cuda.schedules.generic import schedule_generic, schedule_group
 from ember.codegen_cuda.schedules.matmul_tensorcore import define_tensorcore_knobs
 from ember.codegen_cuda.schedules.tensorcore_epilogue import TAG, tensorcore_stages
@@ -36,6 +39,7 @@ from ember.target import Target
 from ember.tir import expr as E
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import PlaceholderOp, Tensor
+from ember.tir.topi.attention import AttentionLayout
 from ember.tir.topi.conv_gemm import conv_tensorcore_compute
 from ember.tir.topi.tensorcore_gemm import (
     IN_DTYPES,
@@ -45,7 +49,7 @@ from ember.tir.topi.tensorcore_gemm import (
 )
 from ember.tir.topi.transform import static_shape
 from ember.tuner.space import FallbackConfig
-from ember.tuner.strategy import Implementation, StrategyTable
+from ember.tuner.strategy import Implementation, StrategyTable, no_schedule
 from ember.tuner.template import config_for_direct_call, using_config
 
 __all__ = [
@@ -61,6 +65,7 @@ __all__ = [
 MATMUL_TEMPLATE = "matmul_tensorcore.cuda"
 BATCH_TEMPLATE = "batch_matmul_tensorcore.cuda"
 CONV_TEMPLATE = "conv2d_nchw_tensorcore.cuda"  # an implementation's name: no tuning task yet
+ATTENTION = "attention.cuda"  # no tuning task: its blocks are sized to the problem
 MIN_SM = 80  # mma.sync m16n8k16 and cp.async
 
 
@@ -184,6 +189,23 @@ def _conv(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     return conv_tensorcore_compute(inputs, attrs, fallback_knobs, TAG)
 
 
+def _attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """float32 attention over heads the kernel's registers hold: the fused kernel; else the
+    op's generic compute (scores, softmax, product as stages)."""
+    if any(str(t.dtype) != "float32" for t in inputs):
+        return None
+    q, k, v = inputs[:3]
+    if any(not isinstance(d, E.IntImm) for t in inputs for d in t.shape):
+        return None  # symbolic sizes: the kernel's blocks are sized per shape
+    layout = AttentionLayout.from_attrs(attrs)
+    D = layout.sizes("q", static_shape(q))[3]
+    Dv = layout.sizes("v", static_shape(v))[3]
+    if not attention.fits(D, Dv):
+        return None
+    mask = inputs[3] if len(inputs) > 3 else None
+    return [attention.flash_attention_cuda(q, k, v, mask, attrs["scale"], layout)]
+
+
 def _matmul_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
     a, b = in_types[0], in_types[1]
     return gemm_task(a.shape, str(a.dtype), b.shape, str(b.dtype), False)
@@ -230,6 +252,8 @@ _add(
     "conv",
     Implementation(CONV_TEMPLATE, _conv, tensorcore_stages, None, priority=10, supports=_mma),
 )
+
+_add("attention", Implementation(ATTENTION, _attention, no_schedule, None, priority=10))
 
 
 def _cuda_target(arch: str) -> Target | None:

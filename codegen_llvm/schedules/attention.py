@@ -36,10 +36,15 @@ from typing import Any
 from ember.tir import expr as E
 from ember.tir import op as T
 from ember.tir.buffer import Buffer
-from ember.tir.ir_builder import IRBuilder
-from ember.tir.te.extern import extern
 from ember.tir.te.tensor import Tensor
-from ember.tir.topi.attention import AttentionLayout, at, mask_at, static_shape
+from ember.tir.topi.attention import (
+    AttentionLayout,
+    KernelWriter,
+    at,
+    attention_extern,
+    mask_at,
+    sizes_of,
+)
 
 VECTOR = 16  # float32 lanes of an AVX-512 register: the key block is a multiple of it
 # Fewest parallel tasks the query blocks are shrunk (down to 4 tiles) to give. With the keys
@@ -84,9 +89,7 @@ def flash_attention(
     rows: int = 4,
 ) -> Tensor:
     """``softmax(Q Kᵀ · scale + mask) V`` as one extern stage (see the module notes)."""
-    B, H, Sq, D = layout.sizes("q", static_shape(q.shape))
-    Sk = layout.sizes("k", static_shape(k.shape))[2]
-    Dv = layout.sizes("v", static_shape(v.shape))[3]
+    B, H, Sq, Sk, D, Dv = sizes_of(q, k, v, layout)
     rows = min(rows, Sq)
     while block_q > 4 * rows and B * H * -(-Sq // block_q) < MIN_TASKS:
         block_q //= 2  # short sequences: smaller query blocks, enough tasks for the threads
@@ -94,32 +97,23 @@ def flash_attention(
     bk = min(-(-block_k // VECTOR) * VECTOR, -(-Sk // VECTOR) * VECTOR)
     shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows)
 
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Any:
-        return _Kernel(shape, layout, scale, ins, outs[0]).build()
+    def body(ins: list[Buffer], out: Buffer) -> Any:
+        return _Kernel(shape, layout, scale, ins, out).build()
 
-    inputs = [q, k, v] if mask is None else [q, k, v, mask]
-    out_shape = layout.shape("out", (B, H, Sq, Dv))
-    return extern(out_shape, inputs, body, name="attention", tag="attention")
+    return attention_extern(q, k, v, mask, layout, body)
 
 
 KeyAt = Callable[[Any, Any], E.PrimExpr]  # key block feature d, key j -> K[j0 + j, d]
 
 
-class _Kernel:
+class _Kernel(KernelWriter):
     """Writes the kernel's TIR: one method per step of a task."""
 
     def __init__(
         self, shape: _Shape, layout: AttentionLayout, scale: float, ins: list[Buffer], out: Buffer
     ) -> None:
-        self.n, self.layout, self.scale = shape, layout, scale
-        self.Q, self.K, self.V = ins[:3]
-        self.M = ins[3] if len(ins) > 3 else None
-        self.O = out
-        self.dtype = out.dtype
-        self.ib = IRBuilder()
-
-    def const(self, value: float) -> E.PrimExpr:
-        return E.const(value, self.dtype)
+        super().__init__(layout, scale, ins, out)
+        self.n = shape
 
     def build(self) -> Any:
         n, ib = self.n, self.ib

@@ -12,13 +12,16 @@ against.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ember.errors import ArgumentError
 from ember.tir import expr as E
+from ember.tir.buffer import Buffer
+from ember.tir.ir_builder import IRBuilder
 from ember.tir.te import operation as te
+from ember.tir.te.extern import extern
 from ember.tir.te.tensor import Tensor
 
 Axes = tuple[int, int, int, int]
@@ -127,9 +130,7 @@ def attention(
     name: str = "attention",
 ) -> Tensor:
     """``softmax(Q Kᵀ · scale + mask) V``, the score matrix a stage of its own."""
-    B, H, Sq, D = layout.sizes("q", static_shape(q.shape))
-    Sk = layout.sizes("k", static_shape(k.shape))[2]
-    Dv = layout.sizes("v", static_shape(v.shape))[3]
+    B, H, Sq, Sk, D, Dv = sizes_of(q, k, v, layout)
     c = E.const(scale, q.dtype)
     d = te.reduce_axis((0, D), name="d")
 
@@ -171,4 +172,57 @@ def attention(
     return te.compute(shape, out, name=name, tag="attention")
 
 
-__all__ = ["IDENTITY", "AttentionLayout", "at", "attention", "mask_at", "static_shape"]
+def sizes_of(
+    q: Tensor, k: Tensor, v: Tensor, layout: AttentionLayout
+) -> tuple[int, int, int, int, int, int]:
+    """The logical sizes (B, H, Sq, Sk, D, Dv) of the operands stored in ``layout``."""
+    B, H, Sq, D = layout.sizes("q", static_shape(q.shape))
+    Sk = layout.sizes("k", static_shape(k.shape))[2]
+    Dv = layout.sizes("v", static_shape(v.shape))[3]
+    return B, H, Sq, Sk, D, Dv
+
+
+Body = Callable[[list[Buffer], Buffer], Any]  # (Q, K, V[, mask] buffers, output) -> TIR
+
+
+def attention_extern(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, layout: AttentionLayout, body: Body
+) -> Tensor:
+    """The output (in ``layout``) of a fused kernel written as TIR by ``body``: one extern
+    stage tagged ``attention``, the targets' kernels (which never store the scores)."""
+    B, H, Sq, _, _, Dv = sizes_of(q, k, v, layout)
+    inputs = [q, k, v] if mask is None else [q, k, v, mask]
+    out_shape = layout.shape("out", (B, H, Sq, Dv))
+    return extern(
+        out_shape, inputs, lambda ins, outs: body(ins, outs[0]), name="attention", tag="attention"
+    )
+
+
+class KernelWriter:
+    """What a fused attention kernel's writer holds: the operand buffers (``M`` the mask or
+    None), the layout, the scale, the output's dtype and the :class:`IRBuilder`."""
+
+    def __init__(self, layout: AttentionLayout, scale: float, ins: list[Buffer], out: Buffer):
+        self.layout, self.scale = layout, scale
+        self.Q, self.K, self.V = ins[:3]
+        self.M = ins[3] if len(ins) > 3 else None
+        self.O = out
+        self.dtype = out.dtype
+        self.ib = IRBuilder()
+
+    def const(self, value: float) -> E.PrimExpr:
+        """``value`` in the output's dtype."""
+        return E.const(value, self.dtype)
+
+
+__all__ = [
+    "IDENTITY",
+    "AttentionLayout",
+    "KernelWriter",
+    "at",
+    "attention",
+    "attention_extern",
+    "mask_at",
+    "sizes_of",
+    "static_shape",
+]
