@@ -34,11 +34,13 @@ are still read.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
 import math
 import os
+import struct
 import tempfile
 import zipfile
 from collections.abc import Sequence
@@ -155,10 +157,30 @@ def _build_graph(
     return graph.verify()
 
 
+def _npy_entry(array: np.ndarray) -> bytes:
+    """``array`` as an ``.npy`` file (format 1.0, what ``np.save`` writes and ``np.load``
+    reads), its header written here: on numpy 2.5.2 the headers of ``np.savez`` read back
+    with NUL bytes in their padding, and neither numpy's reader nor ours took them (an
+    H200 machine's numpy, 2026-12-01; numpy 2.4 wrote spaces)."""
+    a = np.asarray(array)
+    a = a if a.flags.c_contiguous else a.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+    text = (
+        f"{{'descr': {np.lib.format.dtype_to_descr(a.dtype)!r}, 'fortran_order': False, "
+        f"'shape': {tuple(int(d) for d in a.shape)!r}, }}"
+    )
+    pad = -(len(_NPY_MAGIC) + 2 + 2 + len(text) + 1) % 64  # the data starts 64-aligned
+    header = (text + " " * pad + "\n").encode("latin-1")
+    return _NPY_MAGIC + b"\x01\x00" + struct.pack("<H", len(header)) + header + a.tobytes()
+
+
 def _params_bytes(params: dict[str, np.ndarray]) -> bytes:
+    """The params as an npz archive: ``p0.npy``, ``p1.npy``... in the order of their sorted
+    value names (graph.json keeps that order), stored uncompressed, dated 1980 so that
+    the same params give the same bytes."""
     buf = io.BytesIO()
-    # npz keys are the value names; positional order is kept in graph.json
-    np.savez(buf, **{f"p{i}": params[n] for i, n in enumerate(sorted(params))})
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
+        for i, n in enumerate(sorted(params)):
+            z.writestr(zipfile.ZipInfo(f"p{i}.npy", (1980, 1, 1, 0, 0, 0)), _npy_entry(params[n]))
     return buf.getvalue()
 
 
@@ -284,6 +306,43 @@ def read_params(
 _NPY_HEADER_BYTES = 1 << 16  # numpy writes a version 1.0 header (< 64 KiB) for any param
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+_NPY_KEYS = {"descr", "fortran_order", "shape"}
+
+
+def _npy_header(f: Any, name: str, path: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """The shape, order and dtype an ``.npy`` entry's header declares (format versions 1 to
+    3), parsed here and checked before any data is read. numpy's header readers are not
+    meant for untrusted bytes, and on numpy 2.5.2 (an H200 machine, 2026-12-01) they failed
+    on the params numpy itself had written."""
+    magic = f.read(8)
+    if len(magic) != 8 or magic[:6] != _NPY_MAGIC or magic[6] not in (1, 2, 3):
+        raise InvalidModelError(f"{path}: param {name} is not an .npy array (magic {magic!r})")
+    size_format = "<H" if magic[6] == 1 else "<I"
+    size = f.read(struct.calcsize(size_format))
+    length = struct.unpack(size_format, size)[0] if len(size) == struct.calcsize(size_format) else 0
+    text = f.read(length) if 0 < length <= _NPY_HEADER_BYTES else b""
+    if not text or len(text) != length:
+        raise InvalidModelError(f"{path}: param {name} has a truncated or oversized header")
+    bad = InvalidModelError(f"{path}: param {name} has an unreadable header {text[:80]!r}")
+    try:
+        header = ast.literal_eval(text.decode("utf-8" if magic[6] == 3 else "latin-1"))
+    except (SyntaxError, ValueError, UnicodeDecodeError, MemoryError, RecursionError):
+        raise bad from None
+    if not isinstance(header, dict) or set(header) != _NPY_KEYS:
+        raise bad
+    shape, fortran = header["shape"], header["fortran_order"]
+    if not isinstance(shape, tuple) or not all(type(d) is int and d >= 0 for d in shape):
+        raise bad
+    if not isinstance(fortran, bool):
+        raise bad
+    try:
+        dtype = np.lib.format.descr_to_dtype(header["descr"])
+    except (TypeError, ValueError):
+        raise bad from None
+    return shape, fortran, dtype
+
+
 def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> np.ndarray:
     """One ``.npy`` entry, whose header must give the graph's ``[shape, dtype]``."""
     shape, dtype = tuple(value[0]), np.dtype(value[1])
@@ -296,15 +355,8 @@ def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> n
             f"type {dtype}{list(shape)} needs {nbytes}"
         )
     with z.open(name) as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            header = np.lib.format.read_array_header_1_0(f)
-        elif version == (2, 0):
-            header = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise InvalidModelError(f"{path}: param {name} has npy version {version}")
-        got_shape, fortran, got_dtype = header
-        if tuple(got_shape) != shape or got_dtype != dtype:
+        got_shape, fortran, got_dtype = _npy_header(f, name, path)
+        if got_shape != shape or got_dtype != dtype:
             raise InvalidModelError(
                 f"{path}: a param is {got_dtype}{list(got_shape)}, its graph type "
                 f"{dtype}{list(shape)}"

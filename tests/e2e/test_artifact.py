@@ -192,3 +192,34 @@ def test_cli_user_errors_exit_1(cnn, argv, phrase, capsys):
     argv = [str(path) if a == "M" else a for a in argv]
     assert cli_main(argv) == 1
     assert phrase in capsys.readouterr().err
+
+
+def test_params_are_npy_entries_that_numpy_reads_and_the_same_params_give_the_same_bytes():
+    """Ember writes the params' npz itself (numpy 2.5.2's ``savez`` headers read back with
+    NUL bytes): standard ``.npy`` 1.0 entries, data 64-byte aligned, 0-d, empty, bool and
+    Fortran-ordered arrays kept, no timestamps in the bytes."""
+    import io
+    import zipfile
+
+    from ember.graph.artifact import _params_bytes, _read_param
+
+    rng = np.random.default_rng(0)
+    params = {
+        "w": rng.standard_normal((5, 3, 3, 3)).astype("float32"),
+        "b": rng.standard_normal(24).astype("float32"),
+        "n": np.array(3, "int64"),
+        "m": rng.random((2, 3)) < 0.5,
+        "f": np.asfortranarray(rng.standard_normal((3, 4))),
+        "e": np.zeros((0, 3), "float16"),
+    }
+    data = _params_bytes(params)
+    assert _params_bytes(dict(reversed(params.items()))) == data
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for i, name in enumerate(sorted(params)):
+            raw = z.read(f"p{i}.npy")
+            assert (10 + int.from_bytes(raw[8:10], "little")) % 64 == 0
+            got = np.load(io.BytesIO(raw))
+            assert got.dtype == params[name].dtype and got.shape == params[name].shape
+            np.testing.assert_array_equal(got, params[name])
+            value = [list(params[name].shape), str(params[name].dtype)]
+            np.testing.assert_array_equal(_read_param(z, f"p{i}.npy", value, "m"), params[name])

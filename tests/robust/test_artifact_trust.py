@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import struct
 import subprocess
 import sys
 import tracemalloc
@@ -442,3 +443,38 @@ def test_item_30_edited_cuda_section_is_refused(cuda_file, tmp_path, monkeypatch
         with pytest.raises(InvalidModelError):
             ember.load(_write(tmp_path / "s.ember", members, reseal=False)).run(feeds)
     np.testing.assert_allclose(ember.load(path).run(feeds)[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+def _npy(magic: bytes, header: bytes, size: str = "<H") -> bytes:
+    return magic + struct.pack(size, len(header)) + header
+
+
+@pytest.mark.parametrize(
+    "entry, words",
+    [
+        (_npy(b"\x93NUMPY\x01\x00", b"\x00\x00{'descr': '<f4'}"), "unreadable header"),
+        (_npy(b"\x93NUMPY\x01\x00", b"__import__('os').getcwd()"), "unreadable header"),
+        (_npy(b"\x93NUMPY\x01\x00", b"{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}"),
+         "unreadable header"),
+        (_npy(b"\x93NUMPY\x01\x00", b"{'descr': 'O', 'fortran_order': False, 'shape': (-1,)}"),
+         "unreadable header"),
+        (_npy(b"\x93NUMPY\x09\x00", b"{}"), "not an .npy array"),
+        (b"\x93NUMPY\x01\x00\xff", "truncated or oversized header"),
+        (_npy(b"\x93NUMPY\x02\x00", b"{'descr': '<f4'}")[:14], "truncated or oversized header"),
+    ],
+    ids=["null-bytes", "code", "order-not-bool", "negative-shape", "version", "short", "cut"],
+)  # fmt: skip
+def test_item_11_a_param_with_a_tampered_npy_header_is_refused(cpu_file, tmp_path, entry, words):
+    """Each param's header is parsed by Ember, never evaluated as code, and checked
+    before its data: null bytes, code, wrong field types, a foreign version, cut short."""
+    members = _read(cpu_file)
+    inner = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(members["params.npz"])) as src,
+        zipfile.ZipFile(inner, "w") as out,
+    ):
+        for n in src.namelist():
+            out.writestr(n, entry if n == "p0.npy" else src.read(n))
+    members["params.npz"] = inner.getvalue()
+    with pytest.raises(InvalidModelError, match=words):
+        ember.load(_write(tmp_path / "tampered.ember", members))
