@@ -18,6 +18,7 @@ import ember
 from ember.backend import get_backend
 from ember.cli.common import add_threads_argument, parse_shapes
 from ember.errors import ArgumentError
+from ember.target import Target
 
 
 def add_parser(sub: Any) -> None:
@@ -69,9 +70,16 @@ def _cmd_compile(ns: argparse.Namespace) -> int:
     archs = [a.strip() for a in ns.arch.split(",") if a.strip()] if ns.arch else None
     if archs is not None and not get_backend(ns.target).gpu:
         raise ArgumentError(f"--arch applies to CUDA models only (--target cuda), not {ns.target}")
+    target = ns.target
+    if archs and not Target.parse(target).arch:
+        from ember.codegen_cuda.resources import arch_number  # CUDA only
+
+        # lowered for the oldest arch asked for, so that each stored cubin can run the
+        # kernels (else the visible GPU's arch decides, and a newer one refuses the rest)
+        target = f"{target} -arch={min(archs, key=arch_number)}"
     start = time.perf_counter()
-    _progress(f"compiling {src.name} for {ns.target} ...")
-    model = ember.compile(str(src), ns.target, ns.records, parse_shapes(ns.shape) or None)
+    _progress(f"compiling {src.name} for {target} ...")
+    model = ember.compile(str(src), target, ns.records, parse_shapes(ns.shape) or None)
     _progress(f"writing {out} ...")
     model.export(out, archs=archs)
     if sys.stderr.isatty():

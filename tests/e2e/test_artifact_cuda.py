@@ -68,14 +68,15 @@ def _ort(model, feeds):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """Both models compiled for CUDA, run in the emulator, and exported (default archs)."""
+    """Both models compiled for CUDA (lowered for sm_80, as on a machine without a GPU,
+    whatever the machine holds), run in the emulator, and exported (default archs)."""
     folder = tmp_path_factory.mktemp("cuda_artifacts")
     out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EMBER_CUDA_EMULATE", "1")
         for name, build in [("mlp", _mlp), ("conv", _conv_block)]:
             model, feeds = build(np.random.default_rng(11))
-            compiled = ember.compile(model, target="cuda")
+            compiled = ember.compile(model, target="cuda -arch=sm_80")
             want = compiled.run(feeds)
             art = folder / f"{name}.ember"
             compiled.export(art)
@@ -382,3 +383,21 @@ def test_a_model_lowered_for_sm_90_stores_sm_90_images(tmp_path, monkeypatch):
     _pretend_device(monkeypatch, "sm_86")
     with pytest.raises(ember.DeviceError, match=r"\(sm_86\).*cubins for sm_90"):
         ember.load(art)
+
+
+def test_cli_arch_list_lowers_for_the_oldest_on_a_machine_with_a_newer_gpu(
+    exported, tmp_path, capsys, monkeypatch
+):
+    """``--target cuda --arch sm_80,sm_90`` where the visible GPU is an sm_90: the kernels
+    are lowered for sm_80, so both cubins are stored (lowered for the GPU's sm_90, the sm_80
+    cubin was refused: seen on an H200, 2026-12-01)."""
+    from ember.codegen_cuda import device
+
+    monkeypatch.setattr(device, "visible_arch", lambda: "sm_90")
+    model = exported[1]["mlp"][0]
+    src, art = tmp_path / "mlp.onnx", tmp_path / "mlp.ember"
+    onnx.save(model, str(src))
+    argv = ["compile", str(src), "--target", "cuda", "--arch", "sm_90,sm_80", "-o", str(art)]
+    assert cli_main(argv) == 0
+    assert cli_main(["inspect", str(art)]) == 0
+    assert "cubins for sm_80, sm_90; PTX for compute_80" in capsys.readouterr().out
