@@ -3,6 +3,8 @@
 Each is a one- or few-node ONNX model (what onnxruntime times for the same op) whose fused
 group, taken with ``ember.extract_tasks(model, "llvm", search="auto")``, is the auto task:
 its compute is exactly what the compiled model runs (the frontend ops' own computes).
+The shape keywords (defaults: the benchmark's shapes) give small variants for tests and
+the CUDA emulator (``bench_autosched_cuda.py --tiny``).
 """
 
 from __future__ import annotations
@@ -22,35 +24,41 @@ def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape).astype("float32")
 
 
-def softmax(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
+def softmax(
+    rng: np.random.Generator, rows: int = 4096, cols: int = 1024
+) -> tuple[Any, dict[str, np.ndarray]]:
     """Softmax over the last axis of 4096 x 1024."""
     # optional dependency: onnx
     from onnx import helper
 
-    x = _f32(rng, 4096, 1024)
+    x = _f32(rng, rows, cols)
     node = helper.make_node("Softmax", ["X"], ["Y"], axis=-1)
     return build_model([node], {"X": x}, ["Y"], {}), {"X": x}
 
 
-def layer_norm(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
+def layer_norm(
+    rng: np.random.Generator, rows: int = 512, cols: int = 768
+) -> tuple[Any, dict[str, np.ndarray]]:
     """LayerNormalization over the last axis of 512 x 768, with scale and bias."""
     # optional dependency: onnx
     from onnx import helper
 
-    x = _f32(rng, 512, 768)
-    init = {"G": _f32(rng, 768), "B": _f32(rng, 768)}
+    x = _f32(rng, rows, cols)
+    init = {"G": _f32(rng, cols), "B": _f32(rng, cols)}
     node = helper.make_node("LayerNormalization", ["X", "G", "B"], ["Y"], axis=-1, epsilon=1e-5)
     return build_model([node], {"X": x}, ["Y"], init), {"X": x}
 
 
-def scale_mask_softmax(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
+def scale_mask_softmax(
+    rng: np.random.Generator, heads: int = 12, seq: int = 128
+) -> tuple[Any, dict[str, np.ndarray]]:
     """BERT's attention scores: ``softmax(S / sqrt(64) + mask)`` over 12 x 128 x 128, the
     additive mask broadcast over heads and query rows."""
     # optional dependency: onnx
     from onnx import helper
 
-    s = _f32(rng, 1, 12, 128, 128)
-    mask = np.where(rng.random((1, 1, 1, 128)) < 0.1, -10000.0, 0.0).astype("float32")
+    s = _f32(rng, 1, heads, seq, seq)
+    mask = np.where(rng.random((1, 1, 1, seq)) < 0.1, -10000.0, 0.0).astype("float32")
     init = {"scale": np.array(1 / math.sqrt(64), "float32")}
     nodes = [
         helper.make_node("Mul", ["S", "scale"], ["T"]),
@@ -61,13 +69,15 @@ def scale_mask_softmax(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndar
     return build_model(nodes, feed, ["Y"], init), feed
 
 
-def depthwise_relu6(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
+def depthwise_relu6(
+    rng: np.random.Generator, channels: int = 144, size: int = 56
+) -> tuple[Any, dict[str, np.ndarray]]:
     """MobileNetV2's depthwise 3x3 conv (144 channels at 56 x 56, pad 1) with its ReLU6."""
     # optional dependency: onnx
     from onnx import helper
 
-    c = 144
-    x = _f32(rng, 1, c, 56, 56)
+    c = channels
+    x = _f32(rng, 1, c, size, size)
     init = {"W": _f32(rng, c, 1, 3, 3), "b": _f32(rng, c)}
     init["lo"], init["hi"] = np.array(0.0, "float32"), np.array(6.0, "float32")
     nodes = [
@@ -77,23 +87,27 @@ def depthwise_relu6(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray
     return build_model(nodes, {"X": x}, ["Y"], init), {"X": x}
 
 
-def global_avg_pool(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
+def global_avg_pool(
+    rng: np.random.Generator, channels: int = 1280, size: int = 7
+) -> tuple[Any, dict[str, np.ndarray]]:
     """GlobalAveragePool over 1280 channels of 7 x 7 (MobileNetV2's head)."""
     # optional dependency: onnx
     from onnx import helper
 
-    x = _f32(rng, 1, 1280, 7, 7)
+    x = _f32(rng, 1, channels, size, size)
     node = helper.make_node("GlobalAveragePool", ["X"], ["Y"])
     return build_model([node], {"X": x}, ["Y"], {}), {"X": x}
 
 
-def gelu_residual(rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
+def gelu_residual(
+    rng: np.random.Generator, rows: int = 128, cols: int = 3072
+) -> tuple[Any, dict[str, np.ndarray]]:
     """BERT's exact GELU (``0.5 x (1 + erf(x / sqrt 2))``) plus a residual, 128 x 3072."""
     # optional dependency: onnx
     from onnx import helper
 
-    x = _f32(rng, 128, 3072)
-    r = _f32(rng, 128, 3072)
+    x = _f32(rng, rows, cols)
+    r = _f32(rng, rows, cols)
     init = {
         "sqrt2": np.array(math.sqrt(2), "float32"),
         "one": np.array(1.0, "float32"),
