@@ -1,0 +1,165 @@
+"""PyTorch programs into Ember: the ATen importer and the ``torch.compile`` backend, against
+eager PyTorch on random inputs (skipped where torch is not installed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch", reason="the torch frontend needs PyTorch (CPU wheel)")
+nn = torch.nn
+from ember.frontend.torch import from_exported, from_module  # noqa: E402
+from ember.frontend.torch.dynamo import STATS, ember_backend  # noqa: E402
+
+
+class ConvNet(nn.Module):
+    """A ResNet-style block, a depthwise conv, pooling and a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.dw = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8)
+        self.pool = nn.MaxPool2d(2)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        x = torch.relu(self.bn(self.stem(x)))
+        x = torch.relu(x + self.bn2(self.conv(x)))
+        x = nn.functional.relu6(self.dw(self.pool(x)))
+        x = nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.head(x).softmax(-1)
+
+
+class Encoder(nn.Module):
+    """A BERT-style layer: multi-head self-attention, LayerNorm, a GELU feed-forward."""
+
+    def __init__(self, d: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.att = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        a, _ = self.att(x, x, x, need_weights=False)
+        x = self.ln1(x + a)
+        return self.ln2(x + self.ff(x))
+
+
+def _randomize(module: nn.Module) -> nn.Module:
+    """Random running statistics (fresh ones are zeros and ones: a no-op batch norm)."""
+    torch.manual_seed(0)
+    for m in module.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.5, 0.5)
+    return module.eval()
+
+
+def _eager(module: nn.Module, *args):  # noqa: ANN002, ANN202
+    with torch.no_grad():
+        return module(*args).numpy()
+
+
+def test_import_ember_does_not_import_torch():
+    code = "import sys, ember, ember.frontend; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_convnet_matches_eager(batch):
+    torch.manual_seed(batch)
+    model = _randomize(ConvNet())
+    x = torch.randn(batch, 3, 17, 19)
+    lib = ember.compile(from_module(model, [x]), target="llvm")
+    np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("seq", [1, 9])
+def test_encoder_with_multihead_attention_matches_eager(seq):
+    torch.manual_seed(seq)
+    model = Encoder().eval()
+    x = torch.randn(2, seq, 32)
+    lib = ember.compile(from_module(model, [x]), target="llvm")
+    np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_exported_program_imports_with_its_weights_as_constants():
+    torch.manual_seed(2)
+    model = _randomize(ConvNet())
+    x = torch.randn(2, 3, 16, 16)
+    graph = from_exported(torch.export.export(model, (x,)))
+    assert [v.name for v in graph.inputs] and len(graph.params) >= 10
+    lib = ember.compile(graph, target="llvm")
+    np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_unsupported_ops_are_reported_at_once_with_their_source_lines():
+    class Odd(nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return torch.cumsum(torch.relu(x), 0) + torch.fft.fft(x).real
+
+    with pytest.raises(ember.UnsupportedOperatorError) as info:
+        from_module(Odd(), [torch.randn(4, 8)])
+    text = str(info.value)
+    assert "aten.cumsum" in text and "aten._fft_r2c" in text
+    assert "test_torch_frontend.py" in text  # the line of the model that called it
+
+
+def test_compile_backend_specialises_per_shape_and_matches_eager():
+    torch.manual_seed(3)
+    model = Encoder().eval()
+    compiled = torch.compile(model, backend=ember_backend)
+    before = STATS["compiles"]
+    for shape in [(2, 5, 32), (2, 5, 32), (1, 7, 32), (3, 4, 32)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            got = compiled(x)
+        assert isinstance(got, torch.Tensor) and got.shape == shape
+        np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
+    assert STATS["compiles"] - before == 3  # three distinct shapes, the repeat reused
+
+
+def test_the_backend_is_reachable_by_name():
+    pytest.importorskip("torch._dynamo")
+    from ember.frontend.torch.dynamo import register
+
+    register()
+    model = nn.Linear(4, 3).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        got = torch.compile(model, backend="ember")(x)
+    np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_graph_with_an_op_ember_lacks_runs_eagerly_and_says_which():
+    class Odd(nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return torch.cumsum(torch.relu(x), 1) * 2
+
+    model = Odd()
+    x = torch.randn(3, 5)
+    eager_before = STATS["eager graphs"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.compile(model, backend=ember_backend)(x)
+    np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-6)
+    assert STATS["eager graphs"] == eager_before + 1
+    assert any("aten.cumsum" in str(w.message) for w in caught)
+
+
+def test_unknown_options_and_devices_are_refused():
+    with pytest.raises(ember.ArgumentError, match="unknown options"):
+        ember_backend(None, [], options={"mode": "fast"})
+    with pytest.raises(ember.ArgumentError, match="only CPU targets"):
+        ember_backend(None, [], options={"target": "cuda"})
