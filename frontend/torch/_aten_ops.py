@@ -450,3 +450,31 @@ def full(e: Emitter, size: Sequence[int], value: float, dtype: Any = None, **kw:
 @converts("aten.scalar_tensor")
 def scalar_tensor(e: Emitter, value: float, dtype: Any = None, **kw: Any) -> str:
     return e.const(np.array(value, dtype=_dtype_name(dtype, "float32")))
+
+
+@converts("aten.split_with_sizes", "aten.split")
+def split(e: Emitter, x: str, sizes: Any, dim: int = 0) -> tuple[str, ...]:
+    shape = _shape(e, x)
+    d = normalize_axis(dim, len(shape), "split dim")
+    if isinstance(sizes, int):  # aten.split.Tensor: chunks of one size, the last smaller
+        sizes = [min(sizes, shape[d] - i) for i in range(0, shape[d], sizes)]
+    starts = np.cumsum([0, *sizes])
+    return tuple(_slice(e, x, d, int(a), int(b), 1) for a, b in zip(starts[:-1], starts[1:]))
+
+
+@converts("aten.arange")
+def arange(e: Emitter, start: float, end: float | None = None, step: float = 1, **kw: Any) -> str:
+    if end is None:
+        start, end = 0, start
+    numbers = (start, end, step)
+    kind = "float32" if any(isinstance(v, float) for v in numbers) else "int64"
+    return e.const(np.arange(start, end, step, dtype=_dtype_name(kw.get("dtype"), kind)))
+
+
+for _aten, _ember in [("aten.logical_and", "logical_and"), ("aten.logical_or", "logical_or")]:
+    converts(_aten)(_compare(_ember))
+
+
+@converts("aten.bitwise_not")
+def bitwise_not(e: Emitter, x: str) -> str:
+    return e.emit("logical_not" if e.type(x).dtype == "bool" else "bitwise_not", [x])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,19 @@ def _numpy(tensor: Any) -> np.ndarray:
 def _packet(target: Any) -> str:
     """``aten.convolution`` of ``aten.convolution.default``."""
     return str(target).rsplit(".", 1)[0] if str(target).count(".") >= 2 else str(target)
+
+
+def _in_place(packet: str) -> str | None:
+    """``aten.add`` of the in-place ``aten.add_`` (what decompositions such as the LSTM
+    cell's leave), else None."""
+    base = packet[:-1]
+    return (
+        base if packet.endswith("_") and not packet.endswith("__") and base in CONVERTERS else None
+    )
+
+
+def _converter(packet: str) -> Any:
+    return CONVERTERS.get(packet) or CONVERTERS.get(_in_place(packet) or "")
 
 
 class _Builder(Emitter):
@@ -64,7 +78,7 @@ def unsupported(gm: Any) -> list[str]:
     out = []
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is not operator.getitem and node.users:
-            if _packet(node.target) not in CONVERTERS:
+            if _converter(_packet(node.target)) is None:
                 out.append(_where(node))
     return out
 
@@ -114,7 +128,10 @@ def from_fx(gm: Any, example_inputs: Sequence[Any], name: str = "main") -> Graph
             kwargs.pop("layout", None)
             kwargs.pop("device", None)
             kwargs.pop("pin_memory", None)
-            env[node] = CONVERTERS[_packet(node.target)](e, *args, **kwargs)
+            packet = _packet(node.target)
+            env[node] = _converter(packet)(e, *args, **kwargs)
+            if _in_place(packet) and _is_node(node.args[0]):
+                env[node.args[0]] = env[node]  # the mutated tensor holds the result from now on
         elif node.op == "output":
             flat = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
             outputs = [env[o] for o in flat]
@@ -144,11 +161,15 @@ def _aten_graph(fn: Any, example_inputs: Sequence[Any]) -> Any:
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    with torch.no_grad():
-        trace = make_fx(
-            fn, decomposition_table=core_aten_decompositions(), record_stack_traces=True
-        )
-        return trace(*example_inputs)
+    # oneDNN off, so an LSTM decomposes into GEMMs and gates instead of one opaque call
+    # (toggling it warns about Intel GPUs' TF32, which says nothing here)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*TF32 acceleration on top of oneDNN.*")
+        with torch.no_grad(), torch.backends.mkldnn.flags(enabled=False):
+            trace = make_fx(
+                fn, decomposition_table=core_aten_decompositions(), record_stack_traces=True
+            )
+            return trace(*example_inputs)
 
 
 def from_module(module: Any, example_inputs: Sequence[Any], name: str = "main") -> Graph:

@@ -54,6 +54,43 @@ class Encoder(nn.Module):
         return self.ln2(x + self.ff(x))
 
 
+class DecoderBlock(nn.Module):
+    """A GPT-2-style block run as a decode step: past keys and values in, new ones out."""
+
+    def __init__(self, d: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(
+            nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"), nn.Linear(4 * d, d)
+        )
+
+    def forward(self, x, past_k, past_v):  # noqa: ANN001, ANN201
+        B, T, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=2)
+        q, k, v = (t.view(B, T, self.heads, D // self.heads).transpose(1, 2) for t in (q, k, v))
+        k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        S = k.shape[2]
+        att = (q @ k.transpose(-2, -1)) / (D // self.heads) ** 0.5
+        causal = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+        att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, D))
+        return x + self.mlp(self.ln2(x)), k, v
+
+
+class Tagger(nn.Module):
+    """A two-layer LSTM and a classifier on its last step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        return self.fc(self.lstm(x)[0][:, -1])
+
+
 def _randomize(module: nn.Module) -> nn.Module:
     """Random running statistics (fresh ones are zeros and ones: a no-op batch norm)."""
     torch.manual_seed(0)
@@ -90,6 +127,32 @@ def test_encoder_with_multihead_attention_matches_eager(seq):
     torch.manual_seed(seq)
     model = Encoder().eval()
     x = torch.randn(2, seq, 32)
+    lib = ember.compile(from_module(model, [x]), target="llvm")
+    np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_decoder_step_with_a_kv_cache_matches_eager_as_the_cache_grows():
+    """One new token against 1, 12 and 40 past positions, through ``torch.compile``: one
+    compiled specialisation per cache length (the sizes Dynamo marks dynamic arrive as
+    numbers), every output (the hidden state and the grown cache) as eager gives it."""
+    torch.manual_seed(4)
+    model = DecoderBlock().eval()
+    compiled = torch.compile(model, backend=ember_backend)
+    before = STATS["compiles"]
+    for past in (1, 12, 40):
+        x = torch.randn(1, 1, 32)
+        pk, pv = torch.randn(1, 4, past, 8), torch.randn(1, 4, past, 8)
+        with torch.no_grad():
+            got, want = compiled(x, pk, pv), model(x, pk, pv)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
+    assert STATS["compiles"] - before == 3
+
+
+def test_lstm_matches_eager():
+    torch.manual_seed(5)
+    model = Tagger().eval()
+    x = torch.randn(3, 6, 8)
     lib = ember.compile(from_module(model, [x]), target="llvm")
     np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
 
