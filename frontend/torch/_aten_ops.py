@@ -478,3 +478,37 @@ for _aten, _ember in [("aten.logical_and", "logical_and"), ("aten.logical_or", "
 @converts("aten.bitwise_not")
 def bitwise_not(e: Emitter, x: str) -> str:
     return e.emit("logical_not" if e.type(x).dtype == "bool" else "bitwise_not", [x])
+
+
+@converts("aten._scaled_dot_product_flash_attention_for_cpu")
+def sdpa(
+    e: Emitter,
+    q: str,
+    k: str,
+    v: str,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    attn_mask: str | None = None,
+    scale: float | None = None,
+    **kw: Any,
+) -> tuple[str, None]:
+    """PyTorch's fused attention as Ember's ``attention`` op (one kernel that never stores
+    the scores): a boolean mask becomes 0 / -inf, ``is_causal`` the upper triangle -inf."""
+    if dropout_p:
+        raise ArgumentError(f"scaled_dot_product_attention: dropout_p={dropout_p} (eval() only)")
+    from ember.tir.topi.attention import AttentionLayout
+
+    qs, ks = _shape(e, q), _shape(e, k)
+    if len(qs) != 4 or len(ks) != 4:
+        raise ArgumentError(f"scaled_dot_product_attention: 4-D Q and K expected, got {qs}, {ks}")
+    dtype = e.type(q).dtype
+    mask = attn_mask
+    if mask is not None and e.type(mask).dtype == "bool":
+        zero, ninf = (e.const(np.array(x, dtype=dtype)) for x in (0.0, -np.inf))
+        mask = e.emit("where", [mask, zero, ninf])
+    if is_causal:
+        causal = np.triu(np.full((qs[2], ks[2]), -np.inf, dtype=dtype), 1)
+        mask = e.const(causal) if mask is None else e.emit("add", [mask, e.const(causal)])
+    attrs = {"scale": float(scale if scale is not None else qs[3] ** -0.5)}
+    attrs.update(AttentionLayout().attrs())
+    return e.emit("attention", [q, k, v] + ([mask] if mask is not None else []), attrs), None

@@ -155,10 +155,21 @@ def _is_node(value: Any) -> bool:
     return type(value).__name__ == "Node" and hasattr(value, "op")
 
 
+KEPT = ("aten._scaled_dot_product_flash_attention_for_cpu.default",)  # Ember's own kernels
+
+
+def _decompositions() -> dict[Any, Any]:
+    """The core ATen decompositions but those of ops Ember runs as one kernel: PyTorch's
+    fused attention stays whole (its math form stores the scores and adds a guard for
+    fully masked rows, six more kernels a layer)."""
+    from torch._decomp import core_aten_decompositions
+
+    return {k: v for k, v in core_aten_decompositions().items() if str(k) not in KEPT}
+
+
 def _aten_graph(fn: Any, example_inputs: Sequence[Any]) -> Any:
     """``fn`` traced to core ATen ops by ``make_fx``, its tensors constants."""
     import torch  # optional dependency: the torch frontend only
-    from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
 
     # oneDNN off, so an LSTM decomposes into GEMMs and gates instead of one opaque call
@@ -166,9 +177,7 @@ def _aten_graph(fn: Any, example_inputs: Sequence[Any]) -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*TF32 acceleration on top of oneDNN.*")
         with torch.no_grad(), torch.backends.mkldnn.flags(enabled=False):
-            trace = make_fx(
-                fn, decomposition_table=core_aten_decompositions(), record_stack_traces=True
-            )
+            trace = make_fx(fn, decomposition_table=_decompositions(), record_stack_traces=True)
             return trace(*example_inputs)
 
 

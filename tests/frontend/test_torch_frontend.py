@@ -157,6 +157,30 @@ def test_lstm_matches_eager():
     np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["plain", "bool", "float", "causal"])
+def test_scaled_dot_product_attention_is_one_fused_op(kind):
+    """``F.scaled_dot_product_attention`` stays whole: Ember's ``attention`` op (boolean
+    masks as 0 / -inf, ``is_causal`` as the upper triangle), as eager computes it."""
+    F = nn.functional
+    torch.manual_seed(7)
+    q, k, v = torch.randn(2, 3, 7, 8), torch.randn(2, 3, 11, 8), torch.randn(2, 3, 11, 8)
+    allowed = torch.rand(7, 11) > 0.3
+    allowed[:, 0] = True
+    extra = torch.randn(2, 1, 7, 11)
+    fns = {
+        "plain": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        "bool": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed),
+        "float": lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=extra, scale=0.3
+        ),
+        "causal": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    }
+    lib = ember.compile(from_module(fns[kind], [q, k, v]), target="llvm")
+    assert [n.op for n in lib.graph.nodes].count("attention") == 1
+    got = lib.run([q.numpy(), k.numpy(), v.numpy()])[0]
+    np.testing.assert_allclose(got, fns[kind](q, k, v).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_exported_program_imports_with_its_weights_as_constants():
     torch.manual_seed(2)
     model = _randomize(ConvNet())
@@ -191,6 +215,26 @@ def test_compile_backend_specialises_per_shape_and_matches_eager():
         assert isinstance(got, torch.Tensor) and got.shape == shape
         np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
     assert STATS["compiles"] - before == 3  # three distinct shapes, the repeat reused
+
+
+def test_weights_dynamo_lifts_into_inputs_are_compiled_as_constants():
+    """Dynamo passes parameters and buffers as graph inputs; the backend freezes them, so
+    the compiled model takes the caller's input alone and its batch norms fold."""
+    backends = []
+
+    def spy(gm, example_inputs):  # noqa: ANN001, ANN202
+        backends.append(ember_backend(gm, example_inputs))
+        return backends[-1]
+
+    torch.manual_seed(6)
+    model = _randomize(ConvNet())
+    x = torch.randn(1, 3, 12, 12)
+    with torch.no_grad():
+        got = torch.compile(model, backend=spy)(x)
+    np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
+    (lib,) = backends[0].compiled.values()
+    assert len(lib.input_names) == 1
+    assert not [n for n in lib.graph.nodes if n.op == "batch_norm"]
 
 
 def test_the_backend_is_reachable_by_name():
