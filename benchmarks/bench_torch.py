@@ -142,7 +142,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from ember.frontend.torch.dynamo import ember_backend
+    from ember.torch_backend import ember_backend
 
     torch.set_num_threads(opts.threads)
     # nn.TransformerEncoderLayer's fused inference kernel (_transformer_encoder_layer_fwd)

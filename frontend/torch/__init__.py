@@ -1,5 +1,5 @@
-"""``ember.frontend.torch``: PyTorch programs straight into Ember's graph, and a Dynamo
-backend, ``torch.compile(model, backend="ember")``.
+"""``ember.frontend.torch``: PyTorch programs straight into Ember's graph (the
+``torch.compile(model, backend="ember")`` backend that uses it is ``ember/torch_backend.py``).
 
 torch stays optional: ``import ember`` never imports it, and this package imports it only
 when one of its functions is called. :func:`from_module` traces a module (or any callable)

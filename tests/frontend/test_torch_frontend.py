@@ -15,7 +15,7 @@ import ember
 torch = pytest.importorskip("torch", reason="the torch frontend needs PyTorch (CPU wheel)")
 nn = torch.nn
 from ember.frontend.torch import from_exported, from_module  # noqa: E402
-from ember.frontend.torch.dynamo import STATS, ember_backend  # noqa: E402
+from ember.torch_backend import STATS, ember_backend  # noqa: E402
 
 
 class ConvNet(nn.Module):
@@ -239,7 +239,7 @@ def test_weights_dynamo_lifts_into_inputs_are_compiled_as_constants():
 
 def test_the_backend_is_reachable_by_name():
     pytest.importorskip("torch._dynamo")
-    from ember.frontend.torch.dynamo import register
+    from ember.torch_backend import register
 
     register()
     model = nn.Linear(4, 3).eval()

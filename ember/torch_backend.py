@@ -11,9 +11,8 @@ counted in :data:`STATS`. The parameters and buffers Dynamo lifts into graph inp
 taken as constants when a specialisation is compiled (as inductor's freezing does): a
 model whose weights change afterwards must be compiled again. A graph holding an op Ember
 cannot import runs eagerly, with a warning that lists the ops and where they are, so
-results stay right. Inputs and outputs
-cross as CPU numpy arrays for now (``target="llvm"``); tensors on other devices are
-refused with the reason.
+results stay right. Inputs and outputs cross as CPU numpy arrays for now (views, no
+copies; ``target="llvm"``); tensors on other devices are refused with the reason.
 """
 
 from __future__ import annotations
@@ -95,9 +94,8 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         key = _signature(args)
         lib = compiled.get(key)
         if lib is None:
-            real = [a if _number(a) else torch.zeros(a.shape, dtype=a.dtype) for a in args]
             try:
-                graph = from_module(call, real)
+                graph = from_module(call, [a if _number(a) else a.detach() for a in args])
             except UnsupportedOperatorError as e:
                 warnings.warn(f"backend 'ember' runs this graph eagerly: {e}", stacklevel=2)
                 STATS["eager graphs"] += 1
