@@ -117,17 +117,6 @@ def _models() -> dict[str, Callable[[], tuple[Any, Any]]]:
     }
 
 
-def _block(fn: Callable[[], Any], min_s: float) -> float:
-    """Seconds per call over a block of at least ``min_s``."""
-    n, start = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        took = time.perf_counter() - start
-        if took >= min_s:
-            return took / n
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--models", default="resnet18,mobilenet_v2,encoder")
@@ -141,6 +130,7 @@ def main() -> None:
     os.environ.setdefault("EMBER_NUM_THREADS", str(opts.threads))
     import numpy as np
     import torch
+    from bench_autosched_groups import _block_s  # one block timer for the scripts
 
     from ember.torch_backend import ember_backend
 
@@ -172,7 +162,7 @@ def main() -> None:
             times: dict[str, list[float]] = {k: [] for k in runs}
             for _ in range(opts.rounds):
                 for label, fn in runs.items():
-                    times[label].append(_block(lambda fn=fn, x=x: fn(x), opts.block_ms / 1e3))
+                    times[label].append(_block_s(lambda fn=fn, x=x: fn(x), opts.block_ms / 1e3))
                     time.sleep(opts.pause_ms / 1e3)
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         print(

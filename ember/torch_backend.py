@@ -82,6 +82,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     compiled: dict[tuple[Any, ...], Any] = {}
     eager: list[bool] = []
     call, keep = _frozen(gm, example_inputs)
+    as_tuple = _returns_tuple(gm)
 
     def run(*all_args: Any) -> Any:
         import torch  # optional dependency: present whenever Dynamo calls this
@@ -107,7 +108,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         STATS["runs"] += 1
         outs = lib.run([a.detach().contiguous().numpy() for a in args if not _number(a)])
         results = [torch.from_numpy(o) for o in outs]
-        return tuple(results) if _returns_tuple(gm) else results[0]
+        return tuple(results) if as_tuple else results[0]
 
     run.compiled = compiled  # type: ignore[attr-defined]  # the specialisations, by signature
     return run

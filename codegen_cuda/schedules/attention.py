@@ -104,20 +104,13 @@ def flash_attention_cuda(
     rows = min(rows, -(-Sq // WARP) * WARP)
     shape = _Shape(B, H, Sq, Sk, D, Dv, rows, min(block_keys(D, Dv), -(-Sk // CHUNK) * CHUNK))
 
-    def body(ins: list[Buffer], out: Buffer) -> Any:
-        return _Kernel(shape, layout, scale, ins, out).build()
-
-    return attention_extern(q, k, v, mask, layout, body)
+    return attention_extern(q, k, v, mask, layout, scale, _Kernel, shape)
 
 
 class _Kernel(KernelWriter):
     """Writes the kernel's TIR: one method per step of a thread's work."""
 
-    def __init__(
-        self, shape: _Shape, layout: AttentionLayout, scale: float, ins: list[Buffer], out: Buffer
-    ) -> None:
-        super().__init__(layout, scale, ins, out)
-        self.n = shape
+    n: _Shape
 
     def build(self) -> Any:
         n, ib = self.n, self.ib

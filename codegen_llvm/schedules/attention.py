@@ -97,10 +97,7 @@ def flash_attention(
     bk = min(-(-block_k // VECTOR) * VECTOR, -(-Sk // VECTOR) * VECTOR)
     shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows)
 
-    def body(ins: list[Buffer], out: Buffer) -> Any:
-        return _Kernel(shape, layout, scale, ins, out).build()
-
-    return attention_extern(q, k, v, mask, layout, body)
+    return attention_extern(q, k, v, mask, layout, scale, _Kernel, shape)
 
 
 KeyAt = Callable[[Any, Any], E.PrimExpr]  # key block feature d, key j -> K[j0 + j, d]
@@ -109,11 +106,7 @@ KeyAt = Callable[[Any, Any], E.PrimExpr]  # key block feature d, key j -> K[j0 +
 class _Kernel(KernelWriter):
     """Writes the kernel's TIR: one method per step of a task."""
 
-    def __init__(
-        self, shape: _Shape, layout: AttentionLayout, scale: float, ins: list[Buffer], out: Buffer
-    ) -> None:
-        super().__init__(layout, scale, ins, out)
-        self.n = shape
+    n: _Shape
 
     def build(self) -> Any:
         n, ib = self.n, self.ib

@@ -214,17 +214,36 @@ def convolution(
         raise ArgumentError("aten.convolution: transposed convolutions are not supported yet")
     n = len(_shape(e, x)) - 2
     attrs = {
-        "strides": tuple(stride) * (n // len(stride)),
-        "pads": tuple(padding) * (n // len(padding)) * 2,
-        "dilations": tuple(dilation) * (n // len(dilation)),
+        "strides": _window(stride, n),
+        "pads": _window(padding, n) * 2,
+        "dilations": _window(dilation, n),
         "group": int(groups),
     }
     return e.emit("conv", [x, w] + ([bias] if bias is not None else []), attrs)
 
 
 def _window(values: Sequence[int], n: int) -> tuple[int, ...]:
+    """One value per spatial axis (PyTorch repeats a single one)."""
     values = tuple(int(v) for v in values)
     return values * n if len(values) == 1 else values
+
+
+def _pool_attrs(
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool,
+) -> dict[str, Any]:
+    """A 2-D pooling window's attributes (an empty stride: the kernel's)."""
+    k = _window(kernel, 2)
+    return {
+        "kernel": k,
+        "strides": _window(stride, 2) if stride else k,
+        "pads": _window(padding, 2) * 2,
+        "dilations": _window(dilation, 2),
+        "ceil_mode": bool(ceil_mode),
+    }
 
 
 @converts("aten.max_pool2d_with_indices")
@@ -237,15 +256,7 @@ def max_pool2d(
     dilation: Sequence[int] = (1,),
     ceil_mode: bool = False,
 ) -> tuple[str, None]:
-    k = _window(kernel, 2)
-    pads = _window(padding, 2)
-    attrs = {
-        "kernel": k,
-        "strides": _window(stride, 2) if stride else k,
-        "pads": pads * 2,
-        "dilations": _window(dilation, 2),
-        "ceil_mode": bool(ceil_mode),
-    }
+    attrs = _pool_attrs(kernel, stride, padding, dilation, ceil_mode)
     return e.emit("max_pool", [x], attrs), None
 
 
@@ -262,15 +273,8 @@ def avg_pool2d(
 ) -> str:
     if divisor_override is not None:
         raise ArgumentError("aten.avg_pool2d: divisor_override is not supported")
-    k = _window(kernel, 2)
-    attrs = {
-        "kernel": k,
-        "strides": _window(stride, 2) if stride else k,
-        "pads": _window(padding, 2) * 2,
-        "dilations": (1, 1),
-        "ceil_mode": bool(ceil_mode),
-        "count_include_pad": bool(count_include_pad),
-    }
+    attrs = _pool_attrs(kernel, stride, padding, (1,), ceil_mode)
+    attrs["count_include_pad"] = bool(count_include_pad)
     return e.emit("avg_pool", [x], attrs)
 
 

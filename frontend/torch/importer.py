@@ -14,6 +14,8 @@ from ember.frontend.graph import Graph, TensorType
 from ember.frontend.onnx_import.context import GraphBuilder
 from ember.frontend.torch._aten_ops import CONVERTERS, Emitter
 
+# keyword arguments about where and how a tensor is stored, which Ember's buffers decide
+PLACEMENT = ("memory_format", "layout", "device", "pin_memory")
 # dtypes a graph input or constant may have (PyTorch's name -> Ember's)
 DTYPES = {
     "float32": "float32", "float64": "float64", "float16": "float16", "int64": "int64",
@@ -124,10 +126,8 @@ def from_fx(gm: Any, example_inputs: Sequence[Any], name: str = "main") -> Graph
         elif node.op == "call_function":
             args = _resolve(node.args, env)
             kwargs = {k: _resolve(v, env) for k, v in node.kwargs.items()}
-            kwargs.pop("memory_format", None)
-            kwargs.pop("layout", None)
-            kwargs.pop("device", None)
-            kwargs.pop("pin_memory", None)
+            for key in PLACEMENT:
+                kwargs.pop(key, None)
             packet = _packet(node.target)
             env[node] = _converter(packet)(e, *args, **kwargs)
             if _in_place(packet) and _is_node(node.args[0]):

@@ -20,7 +20,7 @@ import ember
 from ember import te
 from ember.codegen_cuda.schedules.attention import MAX_HEAD_DIM, flash_attention_cuda
 from ember.tir.topi.attention import AttentionLayout
-from tests.codegen_llvm.schedules.test_attention import BHSD, reference
+from tests.codegen_llvm.schedules.test_attention import BHSD, reference, run_stored
 
 ARCH = "cuda -arch=sm_80"
 
@@ -28,22 +28,8 @@ ARCH = "cuda -arch=sm_80"
 def emulate(q, k, v, mask, scale, layout, arch=ARCH):  # noqa: ANN001, ANN201
     """The kernel on logical operands stored in ``layout``, emulated; the output in logical
     order, and the module."""
-    arrays = []
-    for a, which in zip((q, k, v), "qkv"):
-        view = np.ascontiguousarray(np.transpose(a, np.argsort(getattr(layout, which))))
-        split = getattr(layout, f"{which}_split")
-        arrays.append(view.reshape(*view.shape[:2], -1) if split else view)
-    ph = [te.placeholder(a.shape, name=n) for a, n in zip(arrays, "qkv")]
-    m = None if mask is None else te.placeholder(mask.shape, name="mask")
-    out = flash_attention_cuda(*ph, m, scale, layout)
-    s = te.create_schedule(out.op)
-    args = [*ph, *([m] if m is not None else []), out]
-    mod = ember.build(s, args, target=arch, name="attention")
-    o = np.full(tuple(int(d) for d in out.shape), np.nan, np.float32)
-    mod.emulate(*arrays, *([mask] if mask is not None else []), o)
-    if layout.out_split:
-        o = o.reshape(*o.shape[:2], -1, layout.out_split)
-    return np.transpose(o, layout.out), mod
+    call = lambda mod, *arrays: mod.emulate(*arrays)  # noqa: E731
+    return run_stored(flash_attention_cuda, arch, call, q, k, v, mask, scale, layout)
 
 
 def _mask(kind, rng, B, H, Sq, Sk):  # noqa: ANN001, ANN202

@@ -12,7 +12,7 @@ against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,28 +182,38 @@ def sizes_of(
     return B, H, Sq, Sk, D, Dv
 
 
-Body = Callable[[list[Buffer], Buffer], Any]  # (Q, K, V[, mask] buffers, output) -> TIR
-
-
 def attention_extern(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, layout: AttentionLayout, body: Body
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    layout: AttentionLayout,
+    scale: float,
+    writer: type[KernelWriter],
+    shape: Any,
 ) -> Tensor:
-    """The output (in ``layout``) of a fused kernel written as TIR by ``body``: one extern
-    stage tagged ``attention``, the targets' kernels (which never store the scores)."""
+    """The output (in ``layout``) of a fused kernel whose TIR ``writer(shape, ...)``
+    builds: one extern stage tagged ``attention``, the targets' kernels (which never store
+    the scores)."""
     B, H, Sq, _, _, Dv = sizes_of(q, k, v, layout)
     inputs = [q, k, v] if mask is None else [q, k, v, mask]
     out_shape = layout.shape("out", (B, H, Sq, Dv))
-    return extern(
-        out_shape, inputs, lambda ins, outs: body(ins, outs[0]), name="attention", tag="attention"
-    )
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Any:
+        return writer(shape, layout, scale, ins, outs[0]).build()
+
+    return extern(out_shape, inputs, body, name="attention", tag="attention")
 
 
 class KernelWriter:
-    """What a fused attention kernel's writer holds: the operand buffers (``M`` the mask or
-    None), the layout, the scale, the output's dtype and the :class:`IRBuilder`."""
+    """What a fused attention kernel's writer holds: its sizes and blocks ``n`` (each
+    target's own), the operand buffers (``M`` the mask or None), the layout, the scale,
+    the output's dtype and the :class:`IRBuilder`; :meth:`build` writes the kernel."""
 
-    def __init__(self, layout: AttentionLayout, scale: float, ins: list[Buffer], out: Buffer):
-        self.layout, self.scale = layout, scale
+    def __init__(
+        self, shape: Any, layout: AttentionLayout, scale: float, ins: list[Buffer], out: Buffer
+    ) -> None:
+        self.n, self.layout, self.scale = shape, layout, scale
         self.Q, self.K, self.V = ins[:3]
         self.M = ins[3] if len(ins) > 3 else None
         self.O = out
@@ -213,6 +223,10 @@ class KernelWriter:
     def const(self, value: float) -> E.PrimExpr:
         """``value`` in the output's dtype."""
         return E.const(value, self.dtype)
+
+    def build(self) -> Any:
+        """The kernel's TIR."""
+        raise NotImplementedError
 
 
 __all__ = [

@@ -30,8 +30,10 @@ def reference(q, k, v, mask, scale):  # noqa: ANN001, ANN201
         return (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float64)
 
 
-def run(q, k, v, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
-    """The kernel on logical operands stored in ``layout``; the output in logical order."""
+def run_stored(kernel, target, call, q, k, v, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
+    """``kernel`` (a fused attention compute) built for ``target`` and run by ``call(module,
+    *arrays)`` on logical operands stored in ``layout``; the output in logical order, and
+    the module."""
     arrays = []
     for a, which in zip((q, k, v), "qkv"):
         view = np.ascontiguousarray(np.transpose(a, np.argsort(getattr(layout, which))))
@@ -39,15 +41,21 @@ def run(q, k, v, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
         arrays.append(view.reshape(*view.shape[:2], -1) if split else view)
     ph = [te.placeholder(a.shape, name=n) for a, n in zip(arrays, "qkv")]
     m = None if mask is None else te.placeholder(mask.shape, name="mask")
-    out = flash_attention(*ph, m, scale, layout, **blocks)
+    out = kernel(*ph, m, scale, layout, **blocks)
     s = te.create_schedule(out.op)
     args = [*ph, *([m] if m is not None else []), out]
-    mod = ember.build(s, args, target="llvm", name="attention")
+    mod = ember.build(s, args, target=target, name="attention")
     o = np.full(tuple(int(d) for d in out.shape), np.nan, np.float32)
-    mod(*arrays, *([mask] if mask is not None else []), o)
+    call(mod, *arrays, *([mask] if mask is not None else []), o)
     if layout.out_split:
         o = o.reshape(*o.shape[:2], -1, layout.out_split)
-    return np.transpose(o, layout.out)
+    return np.transpose(o, layout.out), mod
+
+
+def run(q, k, v, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
+    """The CPU kernel on logical operands stored in ``layout``; the output in logical order."""
+    call = lambda mod, *arrays: mod(*arrays)  # noqa: E731
+    return run_stored(flash_attention, "llvm", call, q, k, v, mask, scale, layout, **blocks)[0]
 
 
 CASES = [  # B, H, Sq, Sk, D, Dv, mask kind, layout
