@@ -198,9 +198,9 @@ def _attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None
     if any(not isinstance(d, E.IntImm) for t in inputs for d in t.shape):
         return None  # symbolic sizes: the kernel's blocks are sized per shape
     layout = AttentionLayout.from_attrs(attrs)
-    D = layout.sizes("q", static_shape(q))[3]
+    B, H, _, D = layout.sizes("q", static_shape(q))
     Dv = layout.sizes("v", static_shape(v))[3]
-    if not attention.fits(D, Dv):
+    if not attention.fits(D, Dv, B * H):
         return None
     mask = inputs[3] if len(inputs) > 3 else None
     return [attention.flash_attention_cuda(q, k, v, mask, attrs["scale"], layout)]

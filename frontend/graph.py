@@ -101,6 +101,14 @@ class Value:
         return self.type.dtype
 
 
+def node_label(name: str, op_type: str, op: str) -> str:
+    """How an error names a node by where it came from: "ONNX node 'conv1' (Conv)", or
+    "PyTorch node 'embedding' (aten.embedding)" for what the torch importer made (its
+    op types are ATen op packets)."""
+    source = "PyTorch" if op_type.startswith("aten.") else "ONNX"
+    return f"{source} node '{name}' ({op_type or op})"
+
+
 @dataclass
 class Node:
     """One Ember op applied to values. ``name``/``op_type`` are the ONNX node's, for errors.
@@ -122,7 +130,7 @@ class Node:
 
     def where(self) -> str:
         """How an error names this node: "ONNX node 'conv1' (Conv)"."""
-        return f"ONNX node '{self.name}' ({self.op_type or self.op})"
+        return node_label(self.name, self.op_type, self.op)
 
     def attr_key(self) -> tuple[tuple[str, Any], ...]:
         return tuple(sorted(self.attrs.items()))

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ember.codegen_cuda.schedules.common import MAX_GRID_YZ
 from ember.tir import expr as E
 from ember.tir import op as T
 from ember.tir.buffer import Buffer
@@ -78,9 +79,10 @@ class _Shape:
         return -(-self.Sk // self.bk)
 
 
-def fits(D: int, Dv: int) -> bool:
-    """Whether heads of ``D`` query/key and ``Dv`` value features take this kernel."""
-    return 0 < D <= MAX_HEAD_DIM and 0 < Dv <= MAX_HEAD_DIM
+def fits(D: int, Dv: int, heads: int = 1) -> bool:
+    """Whether ``heads`` heads (batch times heads: the grid's y) of ``D`` query/key and
+    ``Dv`` value features take this kernel."""
+    return 0 < D <= MAX_HEAD_DIM and 0 < Dv <= MAX_HEAD_DIM and 0 < heads <= MAX_GRID_YZ
 
 
 def block_keys(D: int, Dv: int) -> int:

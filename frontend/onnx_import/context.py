@@ -16,7 +16,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, InternalError
 from ember.frontend.fold import evaluate
-from ember.frontend.graph import Node, TensorType, Value, check_size
+from ember.frontend.graph import Node, TensorType, Value, check_size, node_label
 from ember.frontend.ops.index_bounds import check_indices
 from ember.frontend.ops.registry import get_op
 
@@ -64,7 +64,7 @@ class GraphBuilder:
         definition.check_attrs(attrs)
         types = [self.values[i].type for i in inputs]
         out_types = definition.infer_types(types, attrs)
-        node_where = f"ONNX node '{where[0]}' ({where[1] or op})"
+        node_where = node_label(where[0], where[1], op)
         for t in out_types:
             check_size(t, f"the output of {node_where}")
         # constant indices out of range are refused now, before folding would clamp them

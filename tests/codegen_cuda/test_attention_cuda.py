@@ -165,3 +165,15 @@ def test_on_the_device(sq, sk, rng):  # noqa: ANN001
     got = np.full((B, H, sq, D), np.nan, np.float32)
     mod(q, k, v, mask, got)
     np.testing.assert_allclose(got, reference(q, k, v, mask, 0.125), rtol=1e-4, atol=1e-5)
+
+
+def test_more_heads_than_a_grid_row_takes_the_unfused_compute():
+    """Batch times heads is the grid's y (at most 65,535): beyond it the strategy leaves the
+    node to the unfused compute instead of a kernel that would not lower."""
+    from ember.codegen_cuda.strategy import compute_for
+
+    attrs = {"scale": 0.5, **AttentionLayout().attrs()}
+    for heads, fused in ((2, True), (70_000, False)):
+        qkv = [te.placeholder((heads, 1, 3, 8), name=n) for n in "qkv"]
+        got = compute_for("attention", qkv, attrs, "sm_80")
+        assert (got is not None) == fused

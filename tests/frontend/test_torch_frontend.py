@@ -265,6 +265,13 @@ def test_a_graph_with_an_op_ember_lacks_runs_eagerly_and_says_which():
     assert any("aten.cumsum" in str(w.message) for w in caught)
 
 
+def test_an_index_out_of_range_is_a_clear_error_naming_the_node():
+    model = nn.Embedding(10, 4).eval()
+    lib = ember.compile(from_module(model, [torch.tensor([[1, 2]])]), target="llvm")
+    with pytest.raises(ember.ArgumentError, match="PyTorch node 'embedding'.*99"):
+        lib.run([np.array([[1, 99]])])
+
+
 def test_unknown_options_and_devices_are_refused():
     with pytest.raises(ember.ArgumentError, match="unknown options"):
         ember_backend(None, [], options={"mode": "fast"})
