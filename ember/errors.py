@@ -54,6 +54,16 @@ class ArgumentError(UserError, ValueError):
     """A call with the wrong number, shape, dtype, layout or device of arguments."""
 
 
+class NeedsConstantError(ArgumentError):
+    """An importer needed a value at compile time (a Reshape's shape) that the model feeds
+    at run time; ``tensor`` names it. ``ember.compile`` answers it by compiling the model
+    per distinct value of the graph inputs that tensor comes from."""
+
+    def __init__(self, message: str, tensor: str) -> None:
+        super().__init__(message)
+        self.tensor = tensor
+
+
 class DLPackExportError(ArgumentError, BufferError):
     """A DLPack request an Ember array cannot serve (device, stream, byte order, copy).
 
@@ -118,6 +128,7 @@ __all__ = [
     "InternalError",
     "InvalidModelError",
     "LoweringError",
+    "NeedsConstantError",
     "RaceError",
     "ScheduleError",
     "SymbolicTruthError",

@@ -6,7 +6,8 @@ target's :class:`~ember.backend.Backend`, made once at the top and passed down:
 1. import: an ONNX model becomes a :class:`~ember.frontend.graph.Graph` (``frontend/
    onnx_import``); a model whose inputs keep a symbolic dim becomes a
    :class:`~ember.graph.dynamic_model.DynamicModel` instead, which runs steps 2-5 per
-   size on first use;
+   size on first use, as does a model that feeds a shape (a Reshape's) at run time, per
+   value;
 2. graph passes: the backend's list (``frontend/passes`` with its own among them:
    the CPU's convolution layout), fusion last, under the tuning records in force;
 3. strategies: each fused group's nodes take the backend's compute where it has one;
@@ -27,14 +28,14 @@ from typing import Any
 
 from ember.backend import Backend, get_backend
 from ember.driver import target_passes
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, EmberError, NeedsConstantError
 from ember.frontend.graph import Graph, Node, check_size
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
 from ember.frontend.passes.graph_pass import GraphFn, as_graph_pass
 from ember.graph import kernel_cache
 from ember.graph.control_flow import control_step
-from ember.graph.dynamic_model import DynamicModel, symbolic_source
+from ember.graph.dynamic_model import DynamicModel, OnnxSource, symbolic_source
 from ember.graph.executor import CompiledModel
 from ember.graph.groups import GroupIO, fused_groups, group_io
 from ember.graph.kernels import get_group_kernel, node_group
@@ -75,10 +76,17 @@ def compile(
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
     model = model if isinstance(model, Graph) else load_model(model)  # 1. import
     source = symbolic_source(model, shapes)
-    if source is not None:  # a symbolic dim: steps 2-5 per size, on first use
-        return DynamicModel(source, backend.target, records, graph_passes, compile_graph)
-    graph = model if isinstance(model, Graph) else from_onnx(model, shapes)
-    return compile_graph(graph, backend, records, graph_passes)
+    if source is None:
+        try:
+            graph = model if isinstance(model, Graph) else from_onnx(model, shapes)
+        except NeedsConstantError as e:  # a shape fed at run time: steps 2-5 per value
+            source = OnnxSource(model, dict(shapes or {}))
+            if not source.learn_value_inputs(e):
+                raise
+        else:
+            return compile_graph(graph, backend, records, graph_passes)
+    # a symbolic dim or a value input: steps 2-5 per size (and value), on first use
+    return DynamicModel(source, backend.target, records, graph_passes, compile_graph)
 
 
 def compile_graph(

@@ -20,18 +20,29 @@ anything compiles: a wrong name, rank, static dim or dtype, or one symbol given 
 raises :class:`~ember.errors.ArgumentError`. ``export`` writes the source plus every
 specialization compiled so far (``ember/artifact_dynamic.py``), so a loaded model runs
 those sizes at once and compiles others on first use.
+
+Values are specialized the same way. An input that carries a shape rather than data (a
+Reshape's ``shape``, TopK's ``k``, Resize's ``sizes``) fed at run time makes the importer
+raise :class:`~ember.errors.NeedsConstantError`; the model then becomes one whose
+``value_inputs`` (the graph inputs that tensor is computed from) key the specializations
+beside the sizes: each distinct value imports the model with it as a constant
+(``frontend/onnx_import/value_inputs.py``) and compiles it once. onnxruntime computes such
+shapes on the host per run with kernels that take any shape; Ember keeps kernels
+specialized for their shapes and pays one compile per new value instead (the disk kernel
+cache makes repeats cheap), warning once a model has compiled for many values.
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, EmberError
+from ember.errors import ArgumentError, EmberError, NeedsConstantError
 from ember.frontend.graph import Graph, TensorType, Value
 from ember.frontend.onnx_import.importer import (
     _elem_dtype,
@@ -39,7 +50,13 @@ from ember.frontend.onnx_import.importer import (
     _value_type,
     check_supported,
     from_onnx,
+    load_model,
     overridable_initializers,
+)
+from ember.frontend.onnx_import.value_inputs import (
+    MAX_VALUE_ELEMENTS,
+    freeze_inputs,
+    input_ancestors,
 )
 from ember.frontend.ops.registry import get_op
 from ember.frontend.passes.graph_pass import GraphFn
@@ -49,6 +66,11 @@ from ember.target import Target
 from ember.tir.transform.runner import Pass
 
 Binding = tuple[tuple[str, int], ...]
+ValueKey = tuple[tuple[str, str, tuple[int, ...], bytes], ...]
+"""The values of a model's value inputs, hashable: name, dtype, shape and bytes of each."""
+
+MANY_VALUES = 32
+"""Distinct values of the value inputs after which a run warns that it keeps compiling."""
 
 
 class OnnxSource:
@@ -56,16 +78,37 @@ class OnnxSource:
 
     kind = "onnx"
 
-    def __init__(self, proto: Any, shapes: Mapping[str, Sequence[int]]) -> None:
+    def __init__(
+        self, proto: Any, shapes: Mapping[str, Sequence[int]], value_inputs: Sequence[str] = ()
+    ) -> None:
         self.data: bytes = proto.SerializeToString()
         self.shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
         check_supported(proto)  # an unsupported operator is reported now, not on first run
         self.inputs, self.outputs = onnx_signature(proto, self.shapes)
         self.defaults = onnx_defaults(proto)
+        self.value_inputs: list[str] = list(value_inputs)
 
-    def specialize(self, binding: Mapping[str, int]) -> Graph:
-        shapes = {v.name: _concrete(v.type, binding) for v in self.inputs}
-        return from_onnx(self.data, shapes)
+    def specialize(
+        self, binding: Mapping[str, int], values: Mapping[str, np.ndarray] | None = None
+    ) -> Graph:
+        """The graph at these sizes, with ``values`` (of value inputs) as constants."""
+        values = values or {}
+        shapes = {v.name: _concrete(v.type, binding) for v in self.inputs if v.name not in values}
+        if not values:
+            return from_onnx(self.data, shapes)
+        return from_onnx(freeze_inputs(load_model(self.data), values), shapes)
+
+    def learn_value_inputs(self, error: NeedsConstantError) -> bool:
+        """Add the graph inputs ``error``'s tensor is computed from to ``value_inputs``;
+        False when there are none new (a tensor local to a subgraph, or one already
+        frozen), so the error stands."""
+        new = [
+            n
+            for n in input_ancestors(load_model(self.data), error.tensor)
+            if n not in self.value_inputs
+        ]
+        self.value_inputs.extend(new)
+        return bool(new)
 
 
 def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[list[Value], ...]:
@@ -122,27 +165,32 @@ class GraphSource:
         self.graph = graph
         self.inputs, self.outputs = list(graph.inputs), list(graph.outputs)
         self.defaults = graph.defaults
+        self.value_inputs: list[str] = []  # an Ember Graph's ops take no shapes as data
 
-    def specialize(self, binding: Mapping[str, int]) -> Graph:
+    def specialize(
+        self, binding: Mapping[str, int], values: Mapping[str, np.ndarray] | None = None
+    ) -> Graph:
+        """The graph re-typed at these sizes (``values`` is always empty: see
+        ``value_inputs``)."""
         g = self.graph
-        values = {
+        typed = {
             n: Value(n, TensorType(_concrete(v.type, binding), v.dtype))
             for n, v in g.values.items()
             if n in g.params or n in g.input_names
         }
         for node in g.nodes:
-            in_types = [values[i].type for i in node.inputs]
+            in_types = [typed[i].type for i in node.inputs]
             try:
                 outs = get_op(node.op).infer_types(in_types, node.attrs)
             except EmberError as e:
                 raise e.add_context(f"while re-typing {node.where()} for {dict(binding)}") from None
-            values.update((o, Value(o, t)) for o, t in zip(node.outputs, outs))
+            typed.update((o, Value(o, t)) for o, t in zip(node.outputs, outs))
         return Graph(
-            [values[v.name] for v in g.inputs],
-            [values[v.name] for v in g.outputs],
+            [typed[v.name] for v in g.inputs],
+            [typed[v.name] for v in g.outputs],
             [replace(n, attrs=dict(n.attrs)) for n in g.nodes],  # passes may edit nodes
             g.params,
-            values,
+            typed,
             g.name,
             g.defaults,
         ).verify()
@@ -187,6 +235,8 @@ class DynamicModel:
         self.input_types: list[TensorType] = [v.type for v in source.inputs]
         self.output_types: list[TensorType] = [v.type for v in source.outputs]
         self.specializations: dict[Binding, CompiledModel] = {}
+        # models with value inputs: one per sizes and values (not exported, see export)
+        self.value_specializations: dict[tuple[Binding, ValueKey], CompiledModel] = {}
         self._params = ParamStore()  # the weights every size shares
         self._compiling = threading.Lock()  # one compile at a time, and one per size
 
@@ -194,6 +244,12 @@ class DynamicModel:
     output_shapes = property(lambda self: [t.shape for t in self.output_types])
     input_dtypes = property(lambda self: [t.dtype for t in self.input_types])
     output_dtypes = property(lambda self: [t.dtype for t in self.output_types])
+
+    @property
+    def value_inputs(self) -> list[str]:
+        """The inputs whose values the model needs at compile time (a Reshape's shape fed
+        at run time): each distinct value compiles the model once, as a new size does."""
+        return list(self.source.value_inputs)
 
     @property
     def symbols(self) -> list[str]:
@@ -204,6 +260,11 @@ class DynamicModel:
     def specialize(self, binding: Mapping[str, int] | None = None, **sizes: int) -> Any:
         """The CompiledModel for these sizes (``specialize(N=8)``), compiled on first use:
         call it ahead of time to keep a compile out of the first run of a size."""
+        if self.value_inputs:
+            raise ArgumentError(
+                f"this model needs the values of its inputs {self.value_inputs} to compile; "
+                "run it (each distinct value compiles once) instead of specializing by size"
+            )
         given = {**(binding or {}), **sizes}
         missing = [s for s in self.symbols if s not in given]
         extra = sorted(set(given) - set(self.symbols))
@@ -229,12 +290,75 @@ class DynamicModel:
             self.specializations[key] = model
         return model
 
-    def _compile(self, key: Binding) -> Any:
+    def _compile(self, key: Binding, values: Mapping[str, np.ndarray] | None = None) -> Any:
         try:
-            graph = self.source.specialize(dict(key))
+            graph = self.source.specialize(dict(key), values)
         except EmberError as e:
             raise e.add_context(f"while specializing the model for {dict(key)}") from None
         return self._compile_graph(graph, self.target, self.records, self.graph_passes)
+
+    def _model_for(self, key: Binding, arrays: list[Any]) -> tuple[Any, list[Any]]:
+        """The compiled model for these sizes and (for value inputs) values, and the
+        arrays it takes: those of every input that is not a value input."""
+        if not self.value_inputs:
+            try:
+                return self.specialize(dict(key)), arrays
+            except NeedsConstantError as e:  # a shape the model feeds at run time
+                with self._compiling:
+                    if not self.value_inputs and not self.source.learn_value_inputs(e):
+                        raise
+        vkey = (key, self._value_key(arrays))
+        model = self.value_specializations.get(vkey)
+        if model is None or model._shared_with is not self._params:
+            with self._compiling:
+                model, vkey = self._compile_values(key, arrays)
+        frozen = {entry[0] for entry in vkey[1]}
+        rest = [a for n, a in zip(self.input_names, arrays) if n not in frozen]
+        return model, rest
+
+    def _compile_values(
+        self, key: Binding, arrays: list[Any]
+    ) -> tuple[Any, tuple[Binding, ValueKey]]:
+        """Under the lock: the model for ``arrays``' values, compiled if new; an import
+        that needs yet another input's value learns it and compiles again."""
+        while True:
+            vkey = (key, self._value_key(arrays))
+            model = self.value_specializations.get(vkey)
+            if model is not None:
+                return model, vkey
+            values = {n: a for n, a in zip(self.input_names, arrays) if n in self.value_inputs}
+            try:
+                model = self._compile(key, values)
+            except NeedsConstantError as e:
+                if not self.source.learn_value_inputs(e):
+                    raise
+                continue
+            model.share_params(self._params)
+            self.value_specializations[vkey] = model
+            if len(self.value_specializations) == MANY_VALUES:
+                warnings.warn(
+                    f"{MANY_VALUES} distinct values of the inputs {self.value_inputs} have "
+                    "each compiled this model; it compiles again for every new one (feed "
+                    "them as initializers if they are fixed)",
+                    UserWarning,
+                    stacklevel=4,
+                )
+            return model, vkey
+
+    def _value_key(self, arrays: list[Any]) -> ValueKey:
+        key = []
+        for name, arr in zip(self.input_names, arrays):
+            if name not in self.value_inputs:
+                continue
+            if arr.size > MAX_VALUE_ELEMENTS:
+                raise ArgumentError(
+                    f"input '{name}' has {arr.size} elements, and the model needs its values "
+                    f"at compile time (it sets a shape); Ember compiles per value only for "
+                    f"inputs of at most {MAX_VALUE_ELEMENTS} elements: make it an initializer"
+                )
+            arr = np.ascontiguousarray(arr)
+            key.append((name, str(arr.dtype), tuple(arr.shape), arr.tobytes()))
+        return tuple(key)
 
     def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
         """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
@@ -260,7 +384,8 @@ class DynamicModel:
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
         """Run on ``inputs`` (a dict by name or a list), compiling for their sizes if new."""
         key, arrays = self.bind(inputs)
-        return self.specialize(dict(key)).run(arrays)
+        model, arrays = self._model_for(key, arrays)
+        return model.run(arrays)
 
     __call__ = run
 
@@ -276,7 +401,8 @@ class DynamicModel:
             model = self.specialize({s: 1 for s in self.symbols})
             return model.benchmark(None, number, repeat)
         key, arrays = self.bind(inputs)
-        return self.specialize(dict(key)).benchmark(arrays, number, repeat)
+        model, arrays = self._model_for(key, arrays)
+        return model.benchmark(arrays, number, repeat)
 
     def export(self, path: Any, archs: Any = None, ptx: bool = True) -> None:
         """Write the source and the specializations so far to one ``.ember`` file
@@ -287,6 +413,8 @@ class DynamicModel:
     def __repr__(self) -> str:
         sig = ", ".join(f"{n}: {t}" for n, t in zip(self.input_names, self.input_types))
         sizes = ", ".join(str(dict(k)) for k in self.specializations) or "none yet"
+        if self.value_inputs:
+            sizes = f"{len(self.value_specializations)} values of {self.value_inputs}"
         return f"DynamicModel({sig}) on {self.target}, compiled for: {sizes}"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError, InternalError
+from ember.errors import ArgumentError, InternalError, NeedsConstantError
 from ember.frontend.fold import evaluate
 from ember.frontend.graph import Node, TensorType, Value, check_size, node_label
 from ember.frontend.ops.index_bounds import check_indices
@@ -173,9 +173,10 @@ class ConvertContext:
         """Input ``i``'s data; it must be a constant (initializer, Constant or folded)."""
         name = self.input(i)
         if name not in self._b.params:
-            raise ArgumentError(
+            raise NeedsConstantError(
                 f"{self.op_type} input {i} ('{self.node.input[i]}') must be a constant "
-                "(an initializer or computed from constants); Ember needs it at compile time"
+                "(an initializer or computed from constants); Ember needs it at compile time",
+                self.node.input[i],
             )
         return self._b.params[name]
 

@@ -94,16 +94,26 @@ def reverse_sequence(ctx: ConvertContext) -> list[str]:
     return ctx.emit("reverse_sequence", [ctx.input(0), ctx.input(1)], attrs)
 
 
-@converter("CumSum", since=11)
-def cumsum(ctx: ConvertContext) -> list[str]:
-    """ONNX CumSum; the axis must be a constant."""
-    axis = normalize_axis(const_ints(ctx, 1)[0], ctx.type(0).ndim, "CumSum axis")
+def _cumulative(ctx: ConvertContext, op: str) -> list[str]:
+    axis = normalize_axis(const_ints(ctx, 1)[0], ctx.type(0).ndim, f"{ctx.op_type} axis")
     attrs = {
         "axis": axis,
         "exclusive": bool(ctx.attr("exclusive", 0)),
         "reverse": bool(ctx.attr("reverse", 0)),
     }
-    return ctx.emit("cumsum", [ctx.input(0)], attrs)
+    return ctx.emit(op, [ctx.input(0)], attrs)
+
+
+@converter("CumSum", since=11)
+def cumsum(ctx: ConvertContext) -> list[str]:
+    """ONNX CumSum; the axis must be a constant (or is compiled per value)."""
+    return _cumulative(ctx, "cumsum")
+
+
+@converter("CumProd", since=26)
+def cumprod(ctx: ConvertContext) -> list[str]:
+    """ONNX CumProd; the axis as CumSum's."""
+    return _cumulative(ctx, "cumprod")
 
 
 def _topk(ctx: ConvertContext, k: int, largest: bool) -> list[str]:

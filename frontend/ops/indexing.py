@@ -8,7 +8,7 @@ negative axes, no clamping left to do):
 - ``gather_elements``: axis. ``gather_nd``: batch_dims.
 - ``scatter_elements``: axis, reduction. ``scatter_nd``: reduction.
 - ``trilu``: k, upper. ``one_hot``: depth, axis. ``reverse_sequence``: batch_axis, time_axis.
-- ``cumsum``: axis, exclusive, reverse. ``topk``: k, axis, largest (two outputs).
+- ``cumsum`` and ``cumprod``: axis, exclusive, reverse. ``topk``: k, axis, largest (two outputs).
 - ``resize``: axes (the resized ones), layout (per axis, the tables it has: "i", "iw",
   "im" or "iwm" for index, weight, inside-mask), extrapolation. Its inputs are the data,
   then each resized axis's tables (see ``tir/topi/resize.py``).
@@ -204,6 +204,13 @@ def cumsum(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """Running sum along an axis, optionally exclusive or reversed; opaque to fusion."""
     a = attrs
     return [scatter.cumsum(inputs[0], a["axis"], a["exclusive"], a["reverse"])]
+
+
+@register_op("cumprod", OPAQUE, infer=same_as_input)
+def cumprod(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Running product along an axis, as ``cumsum`` takes it; opaque to fusion."""
+    a = attrs
+    return [scatter.cumprod(inputs[0], a["axis"], a["exclusive"], a["reverse"])]
 
 
 def _infer_topk(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

@@ -14,10 +14,6 @@ from ember.frontend.testing.node_suite import list_cases, node_test_root, run_ca
 from tests.nightly import NIGHTLY
 
 EXPECTED_FAILURES = {
-    "test_range_float16_type_positive_delta_expanded": "the expansion's Loop takes its trip "
-    "count from run-time inputs, and its body needs it at compile time",
-    "test_range_float_type_positive_delta_expanded": "the expansion's Loop takes its trip "
-    "count from run-time inputs, and its body needs it at compile time",
     "test_dequantizelinear_e4m3fn": "float8 types are not supported",
     "test_dequantizelinear_e4m3fn_float16": "float8 types are not supported",
     "test_dequantizelinear_e4m3fn_zero_point": "float8 types are not supported",

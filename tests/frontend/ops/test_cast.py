@@ -160,15 +160,20 @@ BAD = {
         _model("Dropout", {"x": X}, {"r": np.array(0.5, "float32"), "t": np.array(True)}),
         "training",
     ),
-    "dropout_runtime_training": (
-        _model("Dropout", {"x": X, "r": np.array(0.5, "float32"), "t": np.array(True)}),
-        "constant",
-    ),
     "clip_vector_bound": (_model("Clip", {"x": X}, {"lo": np.zeros(2, "float32")}), "scalar"),
     "prelu_slope_grows_x": (_model("PRelu", {"x": X[:, :1]}, {"s": X}), "broadcast"),
     "where_float_condition": (_model("Where", {"c": X, "x": X, "y": X}), "bool"),
     "greater_mixed_dtypes": (_model("Greater", {"a": X, "b": I32}), "dtype"),
 }
+
+
+def test_dropout_training_mode_fed_at_run_time_is_checked_per_value():
+    """``training_mode`` is compiled per value: false is inference, true is refused."""
+    inputs = {"x": X, "r": np.array(0.5, "float32"), "t": np.array(True)}
+    lib = ember.compile(_model("Dropout", inputs))
+    with pytest.raises(ember.EmberError, match="training"):
+        lib.run(inputs)
+    np.testing.assert_array_equal(lib.run({**inputs, "t": np.array(False)})[0], X)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -215,13 +215,41 @@ def test_shape_start_end(rng, start, end):
     check("Shape", [("x", _f32(rng, 2, 3, 4))], opset=15, **attrs)
 
 
-def test_nonzero_of_a_runtime_input_is_an_error(rng):
-    model = node_model("NonZero", [("x", _f32(rng, 3, 2))], opset=13)
-    with pytest.raises(ember.ArgumentError, match="must be a constant"):
-        ember.compile(model, target="llvm")
+def test_nonzero_of_a_runtime_input_compiles_per_value(rng):
+    """Its output's shape depends on the data: the model compiles per distinct input."""
+    x = _f32(rng, 3, 5)
+    x[x < 0.3] = 0
+    check("NonZero", [("x", x)], opset=13)
+    check("NonZero", [("x", np.zeros((3, 5), np.float32))], opset=13)
 
 
 def test_gather_float_indices_is_an_error(rng):
     model = node_model("GatherElements", [("x", _f32(rng, 3, 2)), ("i", _f32(rng, 3, 2))], opset=13)
     with pytest.raises(ember.EmberError):
         ember.compile(model, target="llvm")
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(
+    shape=st.lists(st.integers(1, 30), min_size=1, max_size=3),
+    data=st.data(),
+    exclusive=st.integers(0, 1),
+    reverse=st.integers(0, 1),
+)
+def test_cumprod_blocks_match_numpy(shape, data, exclusive, reverse):  # noqa: ANN001
+    """CumProd (opset 26) on the same two levels, against numpy's running product of
+    values near 1 (so long axes neither overflow nor vanish)."""
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    rng = np.random.default_rng(len(shape) * 100 + shape[0])
+    x = (1 + 0.2 * rng.standard_normal(shape)).astype("float32")
+    src = np.flip(x, axis) if reverse else x
+    if exclusive:  # a 1 in front, the last element dropped
+        ones = np.ones_like(np.take(src, [0], axis=axis))
+        src = np.concatenate([ones, np.delete(src, -1, axis=axis)], axis=axis)
+    want = np.cumprod(src.astype(np.float64), axis=axis)
+    want = np.flip(want, axis) if reverse else want
+    model = node_model(
+        "CumProd", [("x", x), ("=a", i64(axis))], opset=26, exclusive=exclusive, reverse=reverse
+    )
+    (got,) = ember.compile(model, target="llvm").run({"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -113,12 +113,8 @@ def test_resize_antialias_is_unsupported(rng):
         ember.compile(model, target="llvm")
 
 
-def test_resize_runtime_scales_is_an_error(rng):
-    model = node_model(
-        "Resize", [("x", _f32(rng, 1, 1, 4, 4)), None, ("sc", _scales(1, 1, 2, 2))], opset=13
-    )
-    with pytest.raises(ember.ArgumentError, match="must be a constant"):
-        ember.compile(model, target="llvm")
+def test_resize_runtime_scales_compile_per_value(rng):
+    check("Resize", [("x", _f32(rng, 1, 1, 4, 5)), None, ("sc", _scales(1, 1, 2, 1.5))], opset=13)
 
 
 def _direct_nearest(n_in, n_out, scale, coord, nearest):
