@@ -19,6 +19,7 @@ from ember.codegen_cuda.printer_cuda_protocol import CUDAPrinting
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
+from ember.tir.op import REINTERPRET_NAME
 
 I = E.Intrinsic  # noqa: E741
 SHIFT, BIT_AND, BIT_XOR, BIT_OR = 11, 8, 7, 6  # C precedences (see printer_c)
@@ -118,10 +119,36 @@ def _extern_arg(p: CUDAPrinting, a: E.PrimExpr, lane: int | None) -> str:
     return f"make_{elem}{lanes}({', '.join(p.expr(a, k) for k in range(lanes))})"
 
 
+# tir.reinterpret between a float and an integer of its width: CUDA's bit-cast intrinsics
+# (integers of one width convert bit for bit with a plain cast)
+_BIT_CASTS = {
+    ("float32", "int32"): "__float_as_int({})",
+    ("float32", "uint32"): "__float_as_uint({})",
+    ("int32", "float32"): "__int_as_float({})",
+    ("uint32", "float32"): "__uint_as_float({})",
+    ("float64", "int64"): "__double_as_longlong({})",
+    ("float64", "uint64"): "(unsigned long long)__double_as_longlong({})",
+    ("int64", "float64"): "__longlong_as_double({})",
+    ("uint64", "float64"): "__longlong_as_double((long long)({}))",
+    ("float16", "int16"): "__half_as_short({})",
+    ("float16", "uint16"): "__half_as_ushort({})",
+    ("int16", "float16"): "__short_as_half({})",
+    ("uint16", "float16"): "__ushort_as_half({})",
+}
+
+
 def print_extern(p: CUDAPrinting, e: E.Call, lane: int | None) -> Text:
     """CUDA C for a call of an external device function named by the first argument."""
     name = e.args[0]
     assert isinstance(name, E.StringImm)
+    if name.value == REINTERPRET_NAME:
+        (value,) = e.args[1:]
+        form = _BIT_CASTS.get((value.dtype, e.dtype))
+        if form is None:
+            raise CompileError(
+                f"reinterpret: CUDA code has no bit cast from {value.dtype} to {e.dtype}"
+            )
+        return form.format(p.expr(value, lane)), PRIMARY
     return f"{name.value}({', '.join(_extern_arg(p, a, lane) for a in e.args[1:])})", PRIMARY
 
 

@@ -1,4 +1,5 @@
-"""ONNX Attention (opset 23 on) and RotaryEmbedding, as the chains of Ember ops they mean.
+"""ONNX Attention (opset 23 on), RotaryEmbedding, CausalConvWithState and LinearAttention,
+as the chains of Ember ops they mean.
 
 Attention is written out the way exporters write it before opset 23 (MatMul, scale,
 mask, Softmax, MatMul), so the graph pass that fuses that chain
@@ -7,7 +8,9 @@ the rest of the op — 3-D inputs split into heads, a KV cache concatenated, gro
 heads repeated, a soft cap, causal and boolean masks, padded key lengths — becomes the
 ops around it. The numbers follow ONNX's reference implementation, including which
 scores ``qk_matmul_output`` returns for each mode (0 and 1: after the soft cap, 2: with
-the mask added, 3: after the softmax).
+the mask added, 3: after the softmax). CausalConvWithState is a depthwise convolution
+over the past state and the input joined; LinearAttention's recurrence is written out one
+token at a time (up to 128 tokens), float32 throughout as the reference computes it.
 """
 
 from __future__ import annotations
@@ -206,3 +209,137 @@ def rotary_embedding(ctx: ConvertContext) -> list[str]:
     if xt.ndim == 4:
         return ctx.emit("transpose", [rotated], {"perm": (0, 2, 1, 3)})
     return ctx.emit("reshape", [rotated], {"shape": tuple(xt.shape)})
+
+
+@converter("CausalConvWithState", since=27)
+def causal_conv_with_state(ctx: ConvertContext) -> list[str]:
+    """ONNX CausalConvWithState: a depthwise 1-D convolution over the input with its
+    ``k - 1`` previous positions (the past state, else zeros) in front, an optional SiLU,
+    and those positions' successors as the present state for the next call."""
+    xt, wt = ctx.type(0), ctx.type(1)
+    if xt.ndim != 3 or wt.ndim != 3 or wt.dims[1] != 1 or wt.dims[0] != xt.dims[1]:
+        raise ArgumentError(
+            f"CausalConvWithState: input {xt} must be (batch, channels, length) and weight "
+            f"{wt} (channels, 1, k)"
+        )
+    batch, channels, length = xt.dims
+    k = wt.dims[2]
+    activation = ctx.attr("activation", "none")
+    activation = activation.decode() if isinstance(activation, bytes) else activation
+    if activation not in ("none", "silu", "swish"):
+        raise ArgumentError(f"CausalConvWithState: activation '{activation}' is not supported")
+    past = _optional(ctx, 3)
+    if past is None:
+        past = ctx.const(np.zeros((batch, channels, k - 1), dtype=xt.dtype))
+    padded = ctx.emit1("concat", [past, ctx.input(0)], {"axis": 2}) if k > 1 else ctx.input(0)
+    inputs = [padded, ctx.input(1)]
+    bias = _optional(ctx, 2)
+    if bias is not None:
+        inputs.append(bias)
+    attrs = {"strides": (1,), "pads": (0, 0), "dilations": (1,), "group": channels}
+    out = ctx.emit1("conv", inputs, attrs)
+    if activation != "none":
+        out = ctx.emit1("multiply", [out, ctx.emit1("sigmoid", [out])])
+    if k == 1:  # no state: an empty (batch, channels, 0) tensor
+        return [out, ctx.const(np.zeros((batch, channels, 0), dtype=xt.dtype))]
+    present = _last_axis_slice(ctx, padded, length, 1, k - 1)
+    return [out, present]
+
+
+LINEAR_ATTENTION_MAX_STEPS = 128
+"""The longest sequence LinearAttention is written out for, one recurrence step per token
+(each a handful of small ops); a longer one is refused rather than made a huge graph."""
+
+
+def _step(ctx: ConvertContext, x: str, t: int) -> str:
+    """Token ``t`` of a (batch, heads, tokens, features) tensor, the token axis kept."""
+    b, h, _, f = ctx.type_of(x).dims
+    attrs = {"begin": (0, 0, t, 0), "step": (1,) * 4, "shape": (b, h, 1, f)}
+    return ctx.emit1("slice", [x], attrs)
+
+
+def _per_head(ctx: ConvertContext, x: str, heads: int) -> str:
+    """A (batch, tokens, heads or heads·features) input as float32 (batch, heads, tokens, f)."""
+    if ctx.type_of(x).dtype != "float32":
+        x = ctx.emit1("cast", [x], {"dtype": "float32"})
+    b, t, last = ctx.type_of(x).dims
+    split = ctx.emit1("reshape", [x], {"shape": (b, t, heads, last // heads)})
+    return ctx.emit1("transpose", [split], {"perm": (0, 2, 1, 3)})
+
+
+@converter("LinearAttention", since=27)
+def linear_attention(ctx: ConvertContext) -> list[str]:
+    """ONNX LinearAttention: a recurrent state of key-value outer products, decayed
+    (``gated``), corrected toward the value it should retrieve (``delta``), read by each
+    query. Written out token by token in float32 (as the reference computes), at most
+    :data:`LINEAR_ATTENTION_MAX_STEPS` tokens."""
+    rule = ctx.attr("update_rule", "gated_delta")
+    rule = rule.decode() if isinstance(rule, bytes) else rule
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise ArgumentError(f"LinearAttention: update_rule '{rule}' is not supported")
+    q_heads, kv_heads = int(ctx.attr("q_num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
+    if q_heads <= 0 or kv_heads <= 0 or q_heads % kv_heads:
+        raise ArgumentError(f"LinearAttention: {q_heads} Q heads do not group over {kv_heads}")
+    if not all(ctx.type(i).ndim == 3 and ctx.type(i).is_static for i in range(3)):
+        raise ArgumentError("LinearAttention: query, key and value must be static (B, T, H·D)")
+    out_dtype = ctx.type(0).dtype
+    batch, steps, _ = ctx.type(0).dims
+    if steps > LINEAR_ATTENTION_MAX_STEPS:
+        raise ArgumentError(
+            f"LinearAttention over {steps} tokens is not supported (at most "
+            f"{LINEAR_ATTENTION_MAX_STEPS}: the recurrence is written out per token)"
+        )
+    q = _per_head(ctx, ctx.input(0), q_heads)
+    k = _per_head(ctx, ctx.input(1), kv_heads)
+    v = _per_head(ctx, ctx.input(2), kv_heads)
+    d_k, d_v = ctx.type_of(q).dims[3], ctx.type_of(v).dims[3]
+    decay, beta = _optional(ctx, 4), _optional(ctx, 5)
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gated != (decay is not None) or delta != (beta is not None):
+        raise ArgumentError(
+            f"LinearAttention: update_rule '{rule}' and the decay/beta inputs given disagree"
+        )
+    decay_width = 1  # a decay per head, or per head and key feature
+    if decay is not None:
+        decay_width = 1 if ctx.type_of(decay).dims[2] == kv_heads else d_k
+        decay = ctx.emit1("exp", [_per_head(ctx, decay, kv_heads)])  # (B, H, T, 1 or d_k)
+    if beta is not None:
+        beta = _per_head(ctx, beta, ctx.type_of(beta).dims[2])  # (B, H or 1, T, 1)
+    past = _optional(ctx, 3)
+    state_dtype = ctx.type_of(past).dtype if past is not None else out_dtype
+    if past is None:
+        state = ctx.const(np.zeros((batch, kv_heads, d_k, d_v), dtype=np.float32))
+    elif state_dtype != "float32":
+        state = ctx.emit1("cast", [past], {"dtype": "float32"})
+    else:
+        state = past
+    scale = ctx.attr("scale", None)
+    scale = 1.0 / math.sqrt(d_k) if not scale else float(scale)
+    group = q_heads // kv_heads
+    repeat = None  # grouped heads: each KV head's state read by a run of Q heads
+    if group > 1:
+        repeat = ctx.const(np.repeat(np.arange(kv_heads, dtype=np.int64), group))
+    outs = []
+    for t in range(steps):
+        k_t, v_t = _step(ctx, k, t), _step(ctx, v, t)  # (B, H, 1, d)
+        if decay is not None:
+            shape = (batch, kv_heads, decay_width, 1)  # scales the state's rows
+            g = ctx.emit1("reshape", [_step(ctx, decay, t)], {"shape": shape})
+            state = ctx.emit1("multiply", [state, g])
+        if beta is not None:
+            retrieved = ctx.emit1("matmul", [k_t, state])  # (B, H, 1, d_v)
+            error = ctx.emit1("subtract", [v_t, retrieved])
+            v_t = ctx.emit1("multiply", [_step(ctx, beta, t), error])
+        column = ctx.emit1("reshape", [k_t], {"shape": (batch, kv_heads, d_k, 1)})
+        state = ctx.emit1("add", [state, ctx.emit1("multiply", [column, v_t])])
+        read = state if repeat is None else ctx.emit1("gather", [state, repeat], {"axis": 1})
+        outs.append(ctx.emit1("matmul", [_step(ctx, q, t), read]))  # (B, Hq, 1, d_v)
+    out = outs[0] if steps == 1 else ctx.emit1("concat", outs, {"axis": 2})
+    out = ctx.emit1("multiply", [out, _scalar(ctx, scale, "float32")])
+    out = ctx.emit1("transpose", [out], {"perm": (0, 2, 1, 3)})
+    out = ctx.emit1("reshape", [out], {"shape": (batch, steps, q_heads * d_v)})
+    if out_dtype != "float32":
+        out = ctx.emit1("cast", [out], {"dtype": out_dtype})
+    if state_dtype != "float32":
+        state = ctx.emit1("cast", [state], {"dtype": state_dtype})
+    return [out, state]

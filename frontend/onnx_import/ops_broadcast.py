@@ -118,6 +118,13 @@ def _cast_to(ctx: ConvertContext, dtype: str) -> list[str]:
     return ctx.emit("cast", [ctx.input(0)], {"dtype": dtype})
 
 
+@converter("BitCast", since=26)
+def bitcast(ctx: ConvertContext) -> list[str]:
+    """ONNX BitCast: the same bits read as another type of the same width."""
+    dtype = onnx_dtype(int(ctx.attr("to")), "BitCast 'to'")
+    return ctx.emit("bitcast", [ctx.input(0)], {"dtype": dtype})
+
+
 @converter("Cast", since=6)
 def cast(ctx: ConvertContext) -> list[str]:
     """``saturate`` (19+) and ``round_mode`` (23+) only concern float8 targets, which Ember

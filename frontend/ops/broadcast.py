@@ -122,6 +122,20 @@ def _infer_cast(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Tens
     return [TensorType(types[0].shape, dt.check_dtype(attrs["dtype"]))]
 
 
+def _infer_bitcast(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    dtype = dt.check_dtype(attrs["dtype"])
+    if dt.bytes_of(x.dtype) != dt.bytes_of(dtype) or "bfloat16" in (x.dtype, dtype):
+        raise ArgumentError(f"bitcast: {x.dtype} to {dtype} is not a bit cast Ember supports")
+    return [TensorType(x.shape, dtype)]
+
+
+@register_op("bitcast", ELEMWISE, infer=_infer_bitcast, num_inputs=1)
+def bitcast(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """attrs: ``{"dtype": str}``, a type of the same width whose bits the elements keep."""
+    return [bc.bitcast(inputs[0], attrs["dtype"])]
+
+
 @register_op("cast", ELEMWISE, infer=_infer_cast, num_inputs=1)
 def cast(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """attrs: ``{"dtype": str}``, the target element type."""

@@ -37,6 +37,7 @@ from ember.tir.interp.ops import (
     value_dtype,
     wrap_fn,
 )
+from ember.tir.op import REINTERPRET_NAME
 from ember.tir.printer import expr_to_str, stmt_to_str
 
 Env = list
@@ -217,6 +218,8 @@ class ExprCompilerBase:
         if e.op in E.EXTERN_CALLS:
             name = e.args[0]
             assert isinstance(name, E.StringImm)
+            if name.value == REINTERPRET_NAME:
+                return self._reinterpret(e)
             fn, operands = extern_fn(name.value), e.args[1:]
         else:
             fn, operands = INTRINSICS[e.op], e.args
@@ -275,6 +278,14 @@ class ExprCompilerBase:
     def _if_then_else(self, e: E.Call) -> Operand:
         """``if_then_else(c, t, f)``: like ``Select``, but only the side taken is evaluated."""
         raise NotImplementedError
+
+    def _reinterpret(self, e: E.Call) -> Operand:
+        """``tir.reinterpret``: the operand's bits read as the call's type (numpy's view)."""
+        value = e.args[1]
+        source = dt.numpy_dtype(dt.element_of(value.dtype))
+        target = dt.numpy_dtype(dt.element_of(e.dtype))
+        f = self.compile(value)
+        return ("f", lambda env: np.asarray(f(env), dtype=source).view(target)[()])
 
     def _tensor_core_call(self, e: E.Call) -> Operand:
         """``ptx_mma``, ``ptx_ldmatrix``, ``tvm_*_matrix_sync``...: warp-collective, GPU only."""

@@ -152,6 +152,21 @@ def where(cond: Tensor, X: Tensor, Y: Tensor, name: str = "where") -> Tensor:
     return broadcast_map([cond, X, Y], E.select, name)
 
 
+def bitcast(X: Tensor, dtype: str, name: str = "bitcast") -> Tensor:
+    """Each element's bits read as ``dtype`` of the same width (ONNX BitCast). Integers
+    of one width (and bool, stored as a byte of 0 or 1) convert bit for bit with a plain
+    cast; a float and an integer go through ``tir.reinterpret``."""
+    src = dt.element_of(X.dtype)
+    if dt.bytes_of(src) != dt.bytes_of(dtype):
+        raise ArgumentError(f"bitcast: {X.dtype} and {dtype} differ in width")
+    floats = {d for d in (src, dtype) if dt.is_float(d)}
+    if src == dtype or not floats:
+        return cast(X, dtype, name)
+    return te.compute(
+        X.shape, lambda *i: _op.reinterpret(dtype, X[i]), name=name, tag="elementwise"
+    )
+
+
 def cast(X: Tensor, dtype: str, name: str = "cast") -> Tensor:
     """Each element converted to ``dtype`` (C's conversions; nonzero is true).
 

@@ -130,3 +130,35 @@ def test_rotary_embedding_matches_the_reference(rng, interleaved, form):
         attrs["rotary_embedding_dim"] = 6
     model = node_model("RotaryEmbedding", slots, opset=23, interleaved=interleaved, **attrs)
     _compare(model, {s[0]: s[1] for s in slots})
+
+
+@pytest.mark.parametrize("form", ["past_bias_silu", "zeros_state", "kernel_one"])
+def test_causal_conv_with_state_matches_the_reference(rng, form):
+    B, C, L, k = 2, 5, 7, 1 if form == "kernel_one" else 3
+    slots = [("x", _f32(rng, B, C, L)), ("w", _f32(rng, C, 1, k))]
+    attrs = {}
+    if form == "past_bias_silu":
+        slots += [("b", _f32(rng, C)), ("s", _f32(rng, B, C, k - 1))]
+        attrs["activation"] = "silu"
+    model = node_model("CausalConvWithState", slots, n_outputs=2, opset=27, **attrs)
+    _compare(model, {s[0]: s[1] for s in slots})
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+def test_linear_attention_matches_the_reference(rng, rule):
+    """Odd sizes, grouped heads (6 over 2), a past state, per-feature decay."""
+    B, T, Hq, Hkv, dk, dv = 2, 5, 6, 2, 3, 4
+    slots = [
+        ("q", _f32(rng, B, T, Hq * dk)),
+        ("k", _f32(rng, B, T, Hkv * dk) * 0.5),
+        ("v", _f32(rng, B, T, Hkv * dv)),
+        ("s", _f32(rng, B, Hkv, dk, dv)),
+    ]
+    slots.append(
+        ("g", -rng.random((B, T, Hkv * dk)).astype(np.float32)) if "gated" in rule else None
+    )
+    if "delta" in rule:
+        slots.append(("beta", rng.random((B, T, Hkv)).astype(np.float32)))
+    attrs = {"q_num_heads": Hq, "kv_num_heads": Hkv, "update_rule": rule}
+    model = node_model("LinearAttention", slots, n_outputs=2, opset=27, **attrs)
+    _compare(model, {s[0]: s[1] for s in slots if s is not None})

@@ -224,3 +224,60 @@ def test_constant_inputs_fold(rng, case):
     model = make_model(nodes, {"x": x}, ["y"], {k: data[k] for k in used}, opset=20)
     assert len(ember.frontend.from_onnx(model).nodes) == 1  # only the Add is left
     check_against_ort(model, {"x": x}, rtol=1e-6, atol=1e-6)
+
+
+BIT_CASTS = [
+    ("float32", "int32"),
+    ("float32", "uint32"),
+    ("int32", "float32"),
+    ("float64", "int64"),
+    ("int64", "float64"),
+    ("float16", "int16"),
+    ("uint16", "float16"),
+    ("int8", "uint8"),
+    ("bool", "uint8"),
+]
+
+
+def _bit_pattern_input(rng, dtype):
+    """Random values plus the ones whose bits matter most: NaN, infinities, -0.0, the
+    extreme integers."""
+    if dtype == "bool":
+        return rng.random(13) > 0.5
+    if np.dtype(dtype).kind == "f":
+        x = rng.standard_normal(13).astype(dtype) * 100
+        x[:4] = [np.nan, np.inf, -np.inf, -0.0]
+        return x
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, 13, dtype=dtype, endpoint=True)
+    x[:2] = [info.min, info.max]
+    return x
+
+
+@pytest.mark.parametrize("target", ["llvm", pytest.param("cuda", marks=pytest.mark.nvrtc)])
+@pytest.mark.parametrize("src,dst", BIT_CASTS)
+def test_bitcast_keeps_every_bit(rng, src, dst, target, monkeypatch):
+    """ONNX BitCast (opset 26) against numpy's view of the same bytes; on cuda the kernel
+    is compiled by NVRTC and run in the emulator."""
+    if target == "cuda":
+        pytest.importorskip("cuda")
+        monkeypatch.setenv("EMBER_CUDA_EMULATE", "1")
+    x = _bit_pattern_input(rng, src)
+    model = single_node("BitCast", {"x": x}, opset=26, to=CODES[dst])
+    (got,) = ember.compile(model, target=target).run({"x": x})
+    want = x.view(dst)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_bitcast_between_widths_is_refused(rng):
+    node = helper.make_node("BitCast", ["x"], ["y"], to=CODES["int64"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", CODES["float32"], [4])],
+        [helper.make_tensor_value_info("y", CODES["int64"], [4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    with pytest.raises(ember.ArgumentError, match="bitcast: float32 to int64"):
+        ember.compile(model)
