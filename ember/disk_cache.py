@@ -1,8 +1,9 @@
 """The disk cache's size limit: least recently used entries go first.
 
-Both disk caches — CPU kernel libraries (``ember/kernel_cache.py``, entries
-``kernels/<xx>/<key>/``) and NVRTC output (``codegen_cuda/nvrtc.py``, entries
-``cuda/<key>/``) — live under ``config.cache_dir()`` as one folder per entry, written whole
+The disk caches — CPU kernel libraries (``ember/kernel_cache.py``, entries
+``kernels/<xx>/<key>/``), NVRTC output (``codegen_cuda/nvrtc.py``, entries
+``cuda/<key>/``) and whole models (``ember/graph/model_cache.py``, entries
+``models/<xx>/<key>/``) — live under ``config.cache_dir()`` as one folder per entry, written whole
 and renamed into place. A hit touches its folder (:func:`touch`), so a folder's mtime is its
 last use; after a store, :func:`trim` removes the least recently used entries until the
 cache is back under ``config.cache_max_bytes()`` (to 90% of it, so a full cache is not
@@ -15,18 +16,42 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ember import config
+from ember.errors import EmberError
 
 # (folder under the cache root, depth of an entry folder below it)
-LAYOUT = (("kernels", 2), ("cuda", 1))
+LAYOUT = (("kernels", 2), ("cuda", 1), ("models", 2))
 TRIM_EVERY = 30.0  # seconds between two walks of the cache in one process
 
 _lock = threading.Lock()
 _last_trim = float("-inf")
+
+
+def write_entry(folder: Path, write: Callable[[Path], None]) -> bool:
+    """Make the entry ``folder``: ``write(tmp)`` fills a fresh folder beside it, which is
+    renamed into place, so a reader never sees half an entry; then the cache is trimmed.
+    False where it was not stored — a full disk, a read-only cache, ``write`` failing
+    (``EmberError``, ``OSError``) or another process storing it first (its entry stays):
+    a cache only saves time, it never fails the work it caches."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    except OSError:
+        return False
+    try:
+        write(tmp)
+        os.replace(tmp, folder)
+    except (EmberError, OSError):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    trim()
+    return True
 
 
 def touch(entry: Path) -> None:
@@ -75,4 +100,4 @@ def trim(force: bool = False) -> int:
     return removed
 
 
-__all__ = ["touch", "trim"]
+__all__ = ["touch", "trim", "write_entry"]

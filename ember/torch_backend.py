@@ -11,8 +11,20 @@ counted in :data:`STATS`. The parameters and buffers Dynamo lifts into graph inp
 taken as constants when a specialisation is compiled (as inductor's freezing does): a
 model whose weights change afterwards must be compiled again. A graph holding an op Ember
 cannot import runs eagerly, with a warning that lists the ops and where they are, so
-results stay right. Inputs and outputs cross as CPU numpy arrays for now (views, no
-copies; ``target="llvm"``); tensors on other devices are refused with the reason.
+results stay right. Tensors cross by DLPack (``np.from_dlpack`` in, ``torch.from_dlpack``
+out: no copies at the boundary; ``target="llvm"``); tensors on other devices are refused
+with the reason.
+
+``mode="max-autotune"`` (or ``options={"tune": N}``) tunes each graph's kernels before it
+is compiled: every fused group and template task (``extract_tasks(search="both")``) under
+one budget of ``N`` measured candidates (:data:`AUTOTUNE_TRIALS` for the mode), then the
+records that make the graph slower are dropped (``check_records``) — into
+``options["records"]``, else a records file of that graph in the cache folder.
+Compiled graphs are kept on disk (``ember/graph/model_cache.py``) under a key hashed from
+the FX graph's code, every tensor it reads, the input signature, the target and the
+records, so a second process loads the model instead of tracing and compiling it (and a
+tuned graph is not tuned again); ``options={"cache": False}`` or ``EMBER_DISK_CACHE=0``
+turns that off.
 """
 
 from __future__ import annotations
@@ -20,12 +32,15 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ember.errors import ArgumentError, UnsupportedOperatorError
 
-STATS: Counter[str] = Counter()  # "graphs", "compiles", "eager graphs", "runs"
-OPTIONS = ("target", "records")
+STATS: Counter[str] = Counter()  # "graphs", "compiles", "eager graphs", "runs", "tuned"
+OPTIONS = ("target", "records", "tune", "cache")
+AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
+AUTOTUNE_TRIALS = 64  # measured candidates per graph under mode="max-autotune"
 
 
 def _signature(args: Sequence[Any]) -> tuple[Any, ...]:
@@ -66,10 +81,11 @@ def _frozen(gm: Any, example_inputs: Sequence[Any]) -> tuple[Callable[..., Any],
 
 
 def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Callable[..., Any]:
-    """Dynamo's backend entry point (registered as ``"ember"``); ``options`` of
-    ``torch.compile`` arrive as keyword ``options``."""
+    """Dynamo's backend entry point (registered as ``"ember"``); ``mode`` and ``options``
+    of ``torch.compile`` arrive as keywords."""
     import ember  # the package itself: compile
     from ember.frontend.torch.importer import from_module
+    from ember.graph.model_cache import cached_model
 
     options = dict(kwargs.get("options") or {})
     unknown = set(options) - set(OPTIONS)
@@ -78,13 +94,26 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     target = options.get("target", "llvm")
     if target != "llvm" and not str(target).startswith("llvm"):
         raise ArgumentError(f"backend 'ember': target {target!r}: only CPU targets run yet")
+    trials = _trials(kwargs.get("mode"), options.get("tune"))
+    use_cache = bool(options.get("cache", True))
     STATS["graphs"] += 1
     compiled: dict[tuple[Any, ...], Any] = {}
     eager: list[bool] = []
     call, keep = _frozen(gm, example_inputs)
     as_tuple = _returns_tuple(gm)
 
+    def build(args: list[Any], key: str) -> Any:
+        graph = from_module(call, [a if _number(a) else a.detach() for a in args])
+        records = options.get("records")
+        if trials:
+            records = records or _records_path(key)
+            _tune(graph, target, records, trials)
+            STATS["tuned"] += 1
+        STATS["compiles"] += 1
+        return ember.compile(graph, target=target, records=records)
+
     def run(*all_args: Any) -> Any:
+        import numpy as np
         import torch  # optional dependency: present whenever Dynamo calls this
 
         if eager:
@@ -92,26 +121,100 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         args = [all_args[i] for i in keep]
         if any(not _number(a) and a.device.type != "cpu" for a in args):
             raise ArgumentError("backend 'ember': inputs must be CPU tensors for target llvm")
-        key = _signature(args)
-        lib = compiled.get(key)
+        signature = _signature(args)
+        lib = compiled.get(signature)
         if lib is None:
+            key = _graph_key(gm, example_inputs, signature, target, options, trials)
             try:
-                graph = from_module(call, [a if _number(a) else a.detach() for a in args])
+                if use_cache:
+                    lib = cached_model(key, lambda: build(args, key))
+                else:
+                    lib = build(args, key)
             except UnsupportedOperatorError as e:
                 warnings.warn(f"backend 'ember' runs this graph eagerly: {e}", stacklevel=2)
                 STATS["eager graphs"] += 1
                 eager.append(True)
                 return gm(*all_args)
-            records = options.get("records")
-            lib = compiled[key] = ember.compile(graph, target=target, records=records)
-            STATS["compiles"] += 1
+            compiled[signature] = lib
         STATS["runs"] += 1
-        outs = lib.run([a.detach().contiguous().numpy() for a in args if not _number(a)])
-        results = [torch.from_numpy(o) for o in outs]
+        outs = lib.run([np.from_dlpack(a.detach()) for a in args if not _number(a)])
+        results = [torch.from_dlpack(o) for o in outs]
         return tuple(results) if as_tuple else results[0]
 
     run.compiled = compiled  # type: ignore[attr-defined]  # the specialisations, by signature
     return run
+
+
+def _trials(mode: Any, tune: Any) -> int:
+    """Measured candidates to tune each graph with: ``options["tune"]`` (a count, or True
+    for the mode's budget), else :data:`AUTOTUNE_TRIALS` under ``max-autotune``, else 0."""
+    if tune is None or tune is False:
+        return AUTOTUNE_TRIALS if mode in AUTOTUNE_MODES else 0
+    if tune is True:
+        return AUTOTUNE_TRIALS
+    if isinstance(tune, bool) or not isinstance(tune, int) or tune < 0:
+        raise ArgumentError(f"backend 'ember': options['tune'] must be a trial count, got {tune!r}")
+    return tune
+
+
+def _graph_key(
+    gm: Any,
+    example_inputs: Sequence[Any],
+    signature: tuple[Any, ...],
+    target: Any,
+    options: dict[str, Any],
+    trials: int,
+) -> str:
+    """The disk cache's name for this graph at ``signature``: its code, every tensor it
+    reads (the lifted weights and its own attributes), target, tuning budget and the
+    records file's content — what the compiled model depends on, found without tracing."""
+    import torch  # optional dependency: present whenever Dynamo calls the backend
+
+    from ember.graph.model_cache import model_key
+
+    parts: list[Any] = [gm.code, repr(signature), str(target), f"tune={trials}"]
+    tensors = [v for v in example_inputs if _weight(v)]
+    tensors += [_attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+    for t in tensors:
+        if hasattr(t, "detach"):
+            flat = t.detach().contiguous().cpu().reshape(-1)
+            parts += [f"{t.dtype}{tuple(t.shape)}", flat.view(torch.uint8).numpy()]
+        else:
+            parts.append(repr(t))
+    records = options.get("records")
+    for path in [records] if isinstance(records, (str, Path)) else list(records or ()):
+        parts.append(Path(path).read_bytes() if Path(path).is_file() else f"no {path}")
+    return model_key(parts)
+
+
+def _attr(gm: Any, target: str) -> Any:
+    obj = gm
+    for name in target.split("."):
+        obj = getattr(obj, name)
+    return obj
+
+
+def _records_path(key: str) -> str:
+    """Where a graph tuned without ``options["records"]`` keeps its records."""
+    from ember import config
+
+    folder = config.cache_dir() / "torch"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / f"{key}.jsonl")
+
+
+def _tune(graph: Any, target: Any, records: str, trials: int) -> None:
+    """Tune ``graph``'s kernels (templates and fused groups) into ``records``, then drop
+    the records that make the whole graph slower."""
+    from ember.graph.model_tuning import check_records, extract_tasks
+    from ember.tuner import tune_tasks
+
+    tasks = extract_tasks(graph, target, search="both")
+    if not tasks or not trials:
+        return
+    tune_tasks(tasks, n_trials=trials, records=records)
+    if Path(records).is_file():
+        check_records(graph, records, tasks, target)
 
 
 def _returns_tuple(gm: Any) -> bool:

@@ -23,9 +23,7 @@ import functools
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
-import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -185,23 +183,14 @@ def _linker() -> ThreadPoolExecutor:
 
 
 def _write_entry(folder: Path, obj: bytes) -> None:
-    """Link ``obj`` into a fresh folder beside ``folder`` and rename it into place, so a
-    reader never sees half an entry (another process may win the rename: then its entry
-    stays)."""
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-    except OSError:
-        return
-    try:
+    """Link ``obj`` into the entry ``folder`` (:func:`disk_cache.write_entry`: whole or not
+    at all), its SHA-256 in ``meta.json`` beside it."""
+
+    def write(tmp: Path) -> None:
         link_shared(obj, tmp / LIBRARY)
         meta = {"sha256": _sha256_file(tmp / LIBRARY), "layout": LAYOUT}
         (tmp / META).write_text(json.dumps(meta))
-        os.replace(tmp, folder)
+
+    if disk_cache.write_entry(folder, write):
         with _LOCK:
             STATS["stored"] += 1
-        disk_cache.trim()
-    except (EmberError, OSError):  # no C compiler, a full disk, or a lost race
-        pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -277,3 +277,84 @@ def test_unknown_options_and_devices_are_refused():
         ember_backend(None, [], options={"mode": "fast"})
     with pytest.raises(ember.ArgumentError, match="only CPU targets"):
         ember_backend(None, [], options={"target": "cuda"})
+
+
+def test_tune_budget_follows_mode_and_options():
+    from ember.torch_backend import AUTOTUNE_TRIALS, _trials
+
+    assert _trials(None, None) == 0 and _trials("reduce-overhead", None) == 0
+    assert _trials("max-autotune", None) == AUTOTUNE_TRIALS
+    assert _trials(None, 5) == 5 and _trials("max-autotune", 0) == 0
+    assert _trials(None, True) == AUTOTUNE_TRIALS
+    with pytest.raises(ember.ArgumentError, match="trial count"):
+        _trials(None, -1)
+
+
+def test_options_tune_tunes_the_graph_then_compiles_with_its_records(tmp_path, monkeypatch):
+    """Every task (templates and fused groups) is tuned into the records file, the
+    records that slow the graph are checked on the whole graph (timed briefly here), and
+    the compiled graph uses them and matches eager."""
+    import ember.graph.model_tuning as model_tuning
+
+    checked = []
+    original = model_tuning.check_records
+
+    def quick_check(graph, log, tasks, target, **timing):  # noqa: ANN001, ANN003, ANN202
+        checked.append((log, len(tasks)))
+        return original(graph, log, tasks, target, blocks=2, block_s=0.005, confirm_blocks=2)
+
+    monkeypatch.setattr(model_tuning, "check_records", quick_check)
+    model = _randomize(
+        nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3))
+    ).eval()
+    x = torch.randn(1, 3, 9, 9)
+    records = tmp_path / "records.jsonl"
+    before = STATS["tuned"]
+    options = {"tune": 3, "records": str(records)}
+    with torch.no_grad():
+        got = torch.compile(model, backend=ember_backend, options=options)(x)
+    np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
+    assert STATS["tuned"] == before + 1
+    assert records.is_file() and records.read_text().strip()
+    assert checked and checked[0][0] == str(records) and checked[0][1] >= 2
+
+
+_CACHED_RUN = """
+import json, sys, torch
+from torch import nn
+from ember.graph import model_cache
+from ember.torch_backend import STATS, ember_backend
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 6, 3), nn.ReLU(), nn.Flatten(), nn.Linear(6 * 7 * 7, 5)).eval()
+x = torch.randn(2, 3, 9, 9)
+with torch.no_grad():
+    got = torch.compile(model, backend=ember_backend)(x)
+    ok = bool(torch.allclose(got, model(x), rtol=1e-4, atol=1e-5))
+print(json.dumps({"compiles": STATS["compiles"], **model_cache.STATS, "ok": ok}))
+"""
+
+
+def test_a_second_process_loads_the_compiled_graph_instead_of_compiling(tmp_path):
+    """The disk cache keyed by the FX graph: the first process compiles and stores, the
+    second loads (no trace, no compile) and gets the same numbers; a tampered entry is
+    rebuilt, never loaded."""
+    import json
+    import os
+
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path), "EMBER_DISK_CACHE": "1"}
+
+    def run() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", _CACHED_RUN], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first = run()
+    assert first["ok"] and first["compiles"] == 1 and first["stored"] == 1
+    second = run()
+    assert second["ok"] and second["compiles"] == 0 and second["hit"] == 1
+    (entry,) = (tmp_path / "models").glob("*/*/model.ember")
+    entry.write_bytes(entry.read_bytes()[:-100])  # truncated
+    third = run()
+    assert third["ok"] and third["corrupt"] == 1 and third["compiles"] == 1
