@@ -1,0 +1,70 @@
+"""NonMaxSuppression and Unique (computed on the host per distinct input value) against
+onnxruntime on random data: both box formats, corners given either way round, every
+threshold input present or not, runs with new values, and the refusal of an input too
+large to compile per value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from tests.frontend.ops.shape_models import check, node_model
+
+pytest.importorskip("onnxruntime")
+
+
+def _boxes(rng, batches, n, center):
+    """Random boxes, clustered so that many overlap; corners sometimes swapped."""
+    centre = rng.uniform(0, 4, (batches, n, 2))
+    size = rng.uniform(0.5, 2.0, (batches, n, 2))
+    if center:
+        return np.concatenate([centre, size], axis=-1).astype(np.float32)
+    lo, hi = centre - size / 2, centre + size / 2
+    boxes = np.concatenate([lo, hi], axis=-1)
+    swap = rng.random((batches, n)) < 0.3
+    boxes[swap] = boxes[swap][:, [2, 3, 0, 1]]
+    return boxes.astype(np.float32)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+@pytest.mark.parametrize("inputs", ["all", "no_score_threshold", "boxes_only"])
+def test_nms_matches_onnxruntime(rng, center, inputs):
+    boxes = _boxes(rng, 2, 13, center)
+    scores = rng.random((2, 3, 13)).astype(np.float32)
+    scores[0, 0, :4] = 0.5  # ties: the lower index first
+    slots = [("b", boxes), ("s", scores)]
+    if inputs != "boxes_only":
+        slots += [("m", np.array([5], np.int64)), ("iou", np.array([0.3], np.float32))]
+    if inputs == "all":
+        slots.append(("st", np.array([0.2], np.float32)))
+    check("NonMaxSuppression", slots, opset=11, center_point_box=center)
+
+
+def test_nms_compiles_once_per_distinct_input(rng):
+    slots = [("b", _boxes(rng, 1, 9, 0)), ("s", rng.random((1, 2, 9)).astype(np.float32))]
+    slots += [("m", np.array([3], np.int64)), ("iou", np.array([0.4], np.float32))]
+    model = node_model("NonMaxSuppression", slots, opset=11)
+    lib = ember.compile(model)
+    feeds = {name: value for name, value in slots}
+    first = lib.run(feeds)[0]
+    again = lib.run({**feeds, "b": _boxes(rng, 1, 9, 0)})[0]
+    assert first.shape[1] == again.shape[1] == 3
+    lib.run(feeds)
+    assert len(lib.value_specializations) == 2
+
+
+def test_nms_over_too_many_boxes_is_refused_with_the_reason(rng):
+    slots = [("b", _boxes(rng, 1, 1100, 0)), ("s", rng.random((1, 1, 1100)).astype(np.float32))]
+    lib = ember.compile(node_model("NonMaxSuppression", slots, opset=11))
+    with pytest.raises(ember.ArgumentError, match="at most 4096 elements"):
+        lib.run({name: value for name, value in slots})
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_unique_matches_onnxruntime(rng, sorted_, axis):
+    x = rng.integers(0, 4, (6, 3)).astype(np.float32)
+    x[4] = x[1]  # a repeated row, so slices along axis 0 repeat too
+    attrs = {"sorted": sorted_} if axis is None else {"sorted": sorted_, "axis": axis}
+    check("Unique", [("x", x)], n_outputs=4, opset=11, **attrs)
