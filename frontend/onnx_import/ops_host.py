@@ -1,5 +1,5 @@
-"""ONNX ops whose output shape is their inputs' values: NonMaxSuppression and Unique,
-computed on the host when the model is compiled.
+"""ONNX ops whose output shape is their inputs' values, NonMaxSuppression and Unique, and
+TfIdfVectorizer's n-gram matching: computed on the host when the model is compiled.
 
 How many boxes survive suppression, or how many distinct values a tensor holds, is known
 only from the data, and Ember compiles kernels of static shapes. So these converters read
@@ -8,8 +8,11 @@ used as it is, and an input the model feeds at run time makes the model compile 
 distinct value of it (``ember/graph/dynamic_model.py``), which suits the small tensors
 such ops see in the node tests and post-processing heads. The result is a constant of the
 graph. An input over the per-value limit (4,096 elements: a detector's full box list) is
-refused with that reason rather than compiled per image. The semantics are ONNX's
-(``onnx/reference/ops/op_non_max_suppression.py``, ``op_unique.py``).
+refused with that reason rather than compiled per image. TfIdfVectorizer's output shape is
+static, but matching token ids against a pool of n-grams is a dictionary walk, not a
+kernel; the token ids of its node tests are as small. The semantics are ONNX's
+(``onnx/reference/ops/op_non_max_suppression.py``, ``op_unique.py``,
+``op_tfidf_vectorizer.py``).
 """
 
 from __future__ import annotations
@@ -121,3 +124,60 @@ def unique(ctx: ConvertContext) -> list[str]:
         ctx.const(np.ascontiguousarray(o) if k == 0 else o.astype(np.int64))
         for k, o in enumerate(outs)
     ][: ctx.num_outputs]
+
+
+def _pool_ngrams(ctx: ConvertContext, low: int, high: int) -> dict[tuple[int, ...], int]:
+    """The pool's n-grams of ``low`` to ``high`` items, each to its output index: the pool
+    holds the 1-grams from ``ngram_counts[0]``, the 2-grams from ``ngram_counts[1]``...,
+    numbered in pool order (sizes outside the range still take their numbers)."""
+    pool = [int(v) for v in ctx.attr("pool_int64s", ())]
+    if not pool:
+        raise ArgumentError("TfIdfVectorizer: a pool of strings is not supported (only int64)")
+    starts = [int(c) for c in ctx.attr("ngram_counts")]
+    indexes = [int(i) for i in ctx.attr("ngram_indexes")]
+    grams: dict[tuple[int, ...], int] = {}
+    number = 0
+    for size, start in enumerate(starts, 1):
+        end = starts[size] if size < len(starts) else len(pool)
+        for k in range(start, end - size + 1, size):
+            if low <= size <= high:
+                grams[tuple(pool[k : k + size])] = indexes[number]
+            number += 1
+    return grams
+
+
+@converter("TfIdfVectorizer", since=9)
+def tfidf_vectorizer(ctx: ConvertContext) -> list[str]:
+    """ONNX TfIdfVectorizer over int64 pools: per row, how often each pooled n-gram occurs
+    with its items ``d`` apart for every ``d`` up to ``max_skip_count + 1`` (1-grams
+    counted once), weighted as ``mode`` says."""
+    x = np.asarray(ctx.constant(0))
+    if x.ndim not in (1, 2) or x.dtype.kind not in "iu":
+        raise ArgumentError(f"TfIdfVectorizer: input must be 1-D or 2-D integers, got {x.shape}")
+    low, high = int(ctx.attr("min_gram_length")), int(ctx.attr("max_gram_length"))
+    skips = int(ctx.attr("max_skip_count", 0))
+    grams = _pool_ngrams(ctx, low, high)
+    size = max(int(i) for i in ctx.attr("ngram_indexes")) + 1
+    rows = x.reshape(1, -1) if x.ndim == 1 else x
+    counts = np.zeros((rows.shape[0], size), dtype=np.float32)
+    for r, row in enumerate(rows.tolist()):
+        for distance in range(1, skips + 2):
+            shortest = low if distance == 1 else max(low, 2)  # 1-grams only once
+            for start in range(len(row)):
+                for n in range(shortest, high + 1):
+                    last = start + (n - 1) * distance
+                    if last >= len(row):
+                        break
+                    index = grams.get(tuple(row[start : last + 1 : distance]))
+                    if index is not None:
+                        counts[r, index] += 1
+    mode = ctx.attr("mode")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    weights = np.asarray(ctx.attr("weights", ()), dtype=np.float32)
+    if mode == "IDF":
+        counts = (counts > 0).astype(np.float32) * (weights if weights.size else 1)
+    elif mode == "TFIDF" and weights.size:
+        counts = counts * weights
+    elif mode not in ("TF", "TFIDF"):
+        raise ArgumentError(f"TfIdfVectorizer: mode '{mode}' is not TF, IDF or TFIDF")
+    return [ctx.const(counts.reshape(size) if x.ndim == 1 else counts)]

@@ -68,3 +68,22 @@ def test_unique_matches_onnxruntime(rng, sorted_, axis):
     x[4] = x[1]  # a repeated row, so slices along axis 0 repeat too
     attrs = {"sorted": sorted_} if axis is None else {"sorted": sorted_, "axis": axis}
     check("Unique", [("x", x)], n_outputs=4, opset=11, **attrs)
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+@pytest.mark.parametrize("grams,skip", [((1, 2), 0), ((2, 2), 3), ((1, 3), 2)])
+def test_tfidf_vectorizer_matches_onnxruntime(rng, mode, grams, skip):
+    """A pool of 1-, 2- and 3-grams over ids 0-5, rows of random ids (a 2-D batch)."""
+    x = rng.integers(0, 6, (3, 11)).astype(np.int64)
+    pool = [2, 3, 5, 4, 2, 3, 5, 4, 1, 0, 2, 3, 4]  # 4 unigrams, 3 bigrams, 1 trigram
+    attrs = {
+        "mode": mode,
+        "min_gram_length": grams[0],
+        "max_gram_length": grams[1],
+        "max_skip_count": skip,
+        "ngram_counts": [0, 4, 10],
+        "ngram_indexes": [0, 1, 2, 3, 4, 5, 6, 7],
+        "pool_int64s": pool,
+        "weights": list(rng.uniform(0.5, 2, 8).astype(np.float32)),
+    }
+    check("TfIdfVectorizer", [("x", x)], opset=9, **attrs)
