@@ -8,8 +8,9 @@ outputs checked against eager. Then the three take turns for ``--rounds`` rounds
 block of runs of at least ``--block-ms``, then a pause of ``--pause-ms`` so that no thread
 pool (PyTorch's OpenMP team spins after each call) is still spinning when the next starts.
 Medians are printed with the ratios inductor / Ember and eager / Ember (above 1: Ember
-faster). The transformer layer's fused fast path is switched off for all three (Ember has no
-converter for it yet). On a shared machine the figures move with its load: rerun alone
+faster). The transformer layer runs as PyTorch runs it by default: eager and inductor take
+its fused fast path (``_transformer_encoder_layer_fwd``), which Ember converts. On a shared
+machine the figures move with its load: rerun alone
 before quoting.
 """
 
@@ -135,9 +136,6 @@ def main() -> None:
     from ember.torch_backend import ember_backend
 
     torch.set_num_threads(opts.threads)
-    # nn.TransformerEncoderLayer's fused inference kernel (_transformer_encoder_layer_fwd)
-    # has no Ember converter yet: every runtime takes the layer's plain ops
-    torch.backends.mha.set_fastpath_enabled(False)
     torch.manual_seed(0)
     catalog = _models()
     print(f"torch {torch.__version__}, {opts.threads} threads, {opts.rounds} rounds")

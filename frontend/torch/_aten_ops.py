@@ -516,3 +516,81 @@ def sdpa(
     attrs = {"scale": float(scale if scale is not None else qs[3] ** -0.5)}
     attrs.update(AttentionLayout().attrs())
     return e.emit("attention", [q, k, v] + ([mask] if mask is not None else []), attrs), None
+
+
+def _linear(e: Emitter, x: str, weight: str, bias: str) -> str:
+    """``x @ weight.T + bias`` over the last axis of ``x`` (weights are constants: the
+    transpose folds at compile time)."""
+    wt = e.emit("transpose", [weight], {"perm": (1, 0)})
+    return e.emit("add", [e.emit("matmul", [x, wt]), bias])
+
+
+@converts("aten._transformer_encoder_layer_fwd")
+def transformer_encoder_layer(
+    e: Emitter,
+    src: str,
+    embed_dim: int,
+    num_heads: int,
+    qkv_weight: str,
+    qkv_bias: str,
+    proj_weight: str,
+    proj_bias: str,
+    use_gelu: bool,
+    norm_first: bool,
+    eps: float,
+    norm_weight_1: str,
+    norm_bias_1: str,
+    norm_weight_2: str,
+    norm_bias_2: str,
+    ffn_weight_1: str,
+    ffn_bias_1: str,
+    ffn_weight_2: str,
+    ffn_bias_2: str,
+    mask: str | None = None,
+    mask_type: int | None = None,
+) -> str:
+    """``nn.TransformerEncoderLayer``'s fused inference path (batch first, no mask) as
+    its plain parts: the attention as one ``attention`` op, layer norms before or after
+    each residual as ``norm_first`` says, a ReLU or GELU feed-forward."""
+    if mask is not None:
+        from ember.errors import UnsupportedOperatorError
+
+        raise UnsupportedOperatorError(
+            "aten._transformer_encoder_layer_fwd with a mask is not supported (its fused "
+            "path turns padded batches into nested tensors)"
+        )
+    batch, seq, width = _shape(e, src)
+    if width != embed_dim or embed_dim % num_heads:
+        raise ArgumentError(f"transformer encoder layer: {width} features in {num_heads} heads")
+    head = embed_dim // num_heads
+
+    def attention(x: str) -> str:
+        qkv = _linear(e, x, qkv_weight, qkv_bias)
+        parts = []
+        for k in range(3):
+            part = _slice(e, qkv, 2, k * embed_dim, (k + 1) * embed_dim, 1)
+            part = e.emit("reshape", [part], {"shape": (batch, seq, num_heads, head)})
+            parts.append(e.emit("transpose", [part], {"perm": (0, 2, 1, 3)}))
+        out = sdpa(e, *parts)[0]
+        out = e.emit("transpose", [out], {"perm": (0, 2, 1, 3)})
+        out = e.emit("reshape", [out], {"shape": (batch, seq, embed_dim)})
+        return _linear(e, out, proj_weight, proj_bias)
+
+    def feed_forward(x: str) -> str:
+        hidden = _linear(e, x, ffn_weight_1, ffn_bias_1)
+        hidden = (
+            e.emit("gelu", [hidden], {"approximate": "none"})
+            if use_gelu
+            else e.emit("relu", [hidden])
+        )
+        return _linear(e, hidden, ffn_weight_2, ffn_bias_2)
+
+    def norm(x: str, w: str, b: str) -> str:
+        return layer_norm(e, x, [embed_dim], w, b, eps)[0]
+
+    x = src
+    if norm_first:
+        x = e.emit("add", [x, attention(norm(x, norm_weight_1, norm_bias_1))])
+        return e.emit("add", [x, feed_forward(norm(x, norm_weight_2, norm_bias_2))])
+    x = norm(e.emit("add", [x, attention(x)]), norm_weight_1, norm_bias_1)
+    return norm(e.emit("add", [x, feed_forward(x)]), norm_weight_2, norm_bias_2)

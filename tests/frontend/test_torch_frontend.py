@@ -358,3 +358,30 @@ def test_a_second_process_loads_the_compiled_graph_instead_of_compiling(tmp_path
     entry.write_bytes(entry.read_bytes()[:-100])  # truncated
     third = run()
     assert third["ok"] and third["corrupt"] == 1 and third["compiles"] == 1
+
+
+@pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu")])
+def test_the_encoder_layers_fused_fast_path_is_converted(monkeypatch, norm_first, activation):
+    """Under Dynamo, ``nn.TransformerEncoderLayer`` in eval without grad calls
+    ``aten._transformer_encoder_layer_fwd``; it compiles (no eager fallback) to the same
+    numbers as eager at odd sizes (an even head count: PyTorch takes the fast path only
+    then)."""
+    from ember.frontend.torch import _aten_ops
+
+    calls = []
+    convert = _aten_ops.CONVERTERS["aten._transformer_encoder_layer_fwd"]
+    monkeypatch.setitem(
+        _aten_ops.CONVERTERS,
+        "aten._transformer_encoder_layer_fwd",
+        lambda *a, **k: (calls.append(1), convert(*a, **k))[1],
+    )
+    layer = nn.TransformerEncoderLayer(
+        28, 4, 40, dropout=0.0, batch_first=True, norm_first=norm_first, activation=activation
+    )
+    layer = _randomize(layer).eval()
+    x = torch.randn(3, 7, 28)
+    eager_before = STATS["eager graphs"]
+    with torch.no_grad():
+        got = torch.compile(layer, backend=ember_backend)(x)
+    np.testing.assert_allclose(got.numpy(), _eager(layer, x), rtol=1e-4, atol=1e-5)
+    assert calls and STATS["eager graphs"] == eager_before
