@@ -1,5 +1,5 @@
-"""ONNX Attention (opset 23 on), RotaryEmbedding, CausalConvWithState and LinearAttention,
-as the chains of Ember ops they mean.
+"""ONNX Attention (opset 23 on), RotaryEmbedding, CausalConvWithState, LinearAttention and
+FlexAttention (preview), as the chains of Ember ops they mean.
 
 Attention is written out the way exporters write it before opset 23 (MatMul, scale,
 mask, Softmax, MatMul), so the graph pass that fuses that chain
@@ -22,6 +22,7 @@ import numpy as np
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
+from ember.frontend.onnx_import.subgraph import inline_subgraph
 
 
 def _heads(ctx: ConvertContext, x: str, heads: int, what: str) -> str:
@@ -343,3 +344,53 @@ def linear_attention(ctx: ConvertContext) -> list[str]:
     if state_dtype != "float32":
         state = ctx.emit1("cast", [state], {"dtype": state_dtype})
     return [out, state]
+
+
+_SOFTMAX_DTYPES = {1: "float32", 10: "float16", 11: "float64"}  # softmax_precision codes
+
+
+@converter("FlexAttention", since=1, domain="ai.onnx.preview")
+def flex_attention(ctx: ConvertContext) -> list[str]:
+    """ONNX FlexAttention (preview): attention whose scores and probabilities pass through
+    the model's own ``score_mod`` and ``prob_mod`` graphs, inlined here on the whole
+    (batch, heads, queries, keys) tensor; grouped KV heads repeated; float16 computed in
+    float32 (or ``softmax_precision``)."""
+    q, k, v = ctx.input(0), ctx.input(1), ctx.input(2)
+    if not all(ctx.type(i).ndim == 4 and ctx.type(i).is_static for i in range(3)):
+        raise ArgumentError("FlexAttention: Q, K and V must be static 4-D tensors")
+    dtype = ctx.type(0).dtype
+    q_heads, head_size = ctx.type(0).dims[1], ctx.type(0).dims[3]
+    kv_heads = ctx.type(1).dims[1]
+    if kv_heads != q_heads:
+        if q_heads % kv_heads:
+            raise ArgumentError(f"FlexAttention: {q_heads} Q heads do not group over {kv_heads}")
+        index = ctx.const(np.repeat(np.arange(kv_heads, dtype=np.int64), q_heads // kv_heads))
+        k = ctx.emit1("gather", [k, index], {"axis": 1})
+        v = ctx.emit1("gather", [v, index], {"axis": 1})
+    precision = ctx.attr("softmax_precision", None)
+    if precision is not None and int(precision) not in _SOFTMAX_DTYPES:
+        raise ArgumentError(f"FlexAttention: softmax_precision {precision} is not supported")
+    compute = _SOFTMAX_DTYPES[int(precision)] if precision is not None else dtype
+    if precision is None and dtype == "float16":
+        compute = "float32"
+    scale = ctx.attr("scale", None)
+    scale = 1.0 / math.sqrt(head_size) if scale is None else float(scale)
+    kt = ctx.emit1("transpose", [k], {"perm": (0, 1, 3, 2)})
+    scores = ctx.emit1("multiply", [ctx.emit1("matmul", [q, kt]), _scalar(ctx, scale, dtype)])
+    if compute != dtype:
+        scores = ctx.emit1("cast", [scores], {"dtype": compute})
+    for name, stage in (("score_mod", None), ("prob_mod", "softmax")):
+        if stage == "softmax":
+            scores = ctx.emit1("softmax", [scores], {"axis": 3})
+        if ctx.has_attr(name):
+            graph = ctx.attr(name)
+            if len(graph.input) != 1 or len(graph.output) != 1:
+                raise ArgumentError(f"FlexAttention: {name} must take one tensor and give one")
+            (scores,) = inline_subgraph(ctx, graph, {graph.input[0].name: scores})
+            if ctx.type_of(scores).dtype != compute:
+                scores = ctx.emit1("cast", [scores], {"dtype": compute})
+    if ctx.type_of(v).dtype != compute:
+        v = ctx.emit1("cast", [v], {"dtype": compute})
+    out = ctx.emit1("matmul", [scores, v])
+    vt = ctx.type(2).dtype
+    return [out if compute == vt else ctx.emit1("cast", [out], {"dtype": vt})]

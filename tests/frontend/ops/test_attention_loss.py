@@ -162,3 +162,44 @@ def test_linear_attention_matches_the_reference(rng, rule):
     attrs = {"q_num_heads": Hq, "kv_num_heads": Hkv, "update_rule": rule}
     model = node_model("LinearAttention", slots, n_outputs=2, opset=27, **attrs)
     _compare(model, {s[0]: s[1] for s in slots if s is not None})
+
+
+def _mod_graph(name, node):
+    from onnx import TensorProto, helper
+
+    info = helper.make_tensor_value_info
+    return helper.make_graph(
+        [node], name, [info("s", TensorProto.FLOAT, None)], [info("o", TensorProto.FLOAT, None)]
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_flex_attention_inlines_its_score_and_prob_mods(rng, dtype):
+    """A soft cap as score_mod (tanh through a Constant), a power as prob_mod, grouped
+    heads (4 over 2), odd lengths; float16 is computed in float32 as the reference does."""
+    from onnx import TensorProto, helper
+
+    cap = helper.make_node("Tanh", ["s"], ["o"])
+    square = helper.make_node("Mul", ["s", "s"], ["o"])
+    node = helper.make_node(
+        "FlexAttention",
+        ["q", "k", "v"],
+        ["y"],
+        domain="ai.onnx.preview",
+        scale=0.4,
+        score_mod=_mod_graph("score", cap),
+        prob_mod=_mod_graph("prob", square),
+    )
+    elem = TensorProto.FLOAT if dtype == np.float32 else TensorProto.FLOAT16
+    shapes = {"q": (2, 4, 5, 6), "k": (2, 2, 7, 6), "v": (2, 2, 7, 3)}
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info(n, elem, s) for n, s in shapes.items()],
+        [helper.make_tensor_value_info("y", elem, (2, 4, 5, 3))],
+    )
+    opsets = [helper.make_opsetid("", 23), helper.make_opsetid("ai.onnx.preview", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    feeds = {n: rng.standard_normal(s).astype(dtype) for n, s in shapes.items()}
+    tol = 1e-5 if dtype == np.float32 else 4e-3
+    _compare(model, feeds, rtol=tol, atol=tol)
