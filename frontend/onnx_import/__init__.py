@@ -19,6 +19,7 @@ from ember.frontend.onnx_import import (
     ops_rnn,
     ops_signal,
     ops_spatial,
+    ops_training,
     ops_transform,
 )
 from ember.frontend.onnx_import.importer import from_onnx, load_model
@@ -47,6 +48,7 @@ __all__ = [
     "ops_rnn",
     "ops_signal",
     "ops_spatial",
+    "ops_training",
     "ops_transform",
     "supported_op_types",
 ]
