@@ -1,4 +1,4 @@
-"""Spatial ops beyond conv and pooling: transposed convolution and Lp pooling.
+"""Spatial ops beyond conv and pooling: transposed convolution, Col2Im and Lp pooling.
 
 Attributes (set by the converters, every one present):
 - ``conv_transpose``: strides, pads_begin, dilations, out_spatial (tuples; the
@@ -10,6 +10,8 @@ Attributes (set by the converters, every one present):
   values and their int64 flat indices (ONNX MaxPool's Indices).
 - ``max_unpool``: kernel, strides, pads (begin..., end...), out_spatial. Inputs x and
   the int64 indices.
+- ``col2im``: image, block, strides, pads (begin..., end...), dilations (tuples, one
+  entry per spatial axis). Input: columns (N, C * prod(block), number of blocks).
 """
 
 from __future__ import annotations
@@ -113,4 +115,27 @@ def max_unpool(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
         topi_pi.max_unpool(
             inputs[0], inputs[1], a["kernel"], a["strides"], a["pads"], a["out_spatial"]
         )
+    ]
+
+
+def _infer_col2im(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    x, block = types[0], attrs["block"]
+    taps = 1
+    for b in block:
+        taps *= b
+    n = len(attrs["image"])
+    if x.ndim != 3 or not isinstance(x.shape[1], int) or x.shape[1] % taps:
+        raise ArgumentError(f"col2im: input {x} is not (N, C x {taps} block taps, blocks)")
+    sizes = [len(attrs[k]) for k in ("block", "strides", "dilations")] + [len(attrs["pads"]) // 2]
+    if n < 1 or sizes != [n] * 4 or len(attrs["pads"]) != 2 * n:
+        raise ArgumentError(f"col2im: block, strides, dilations and pads do not fit {n} axes")
+    return [TensorType((x.shape[0], x.shape[1] // taps, *attrs["image"]), x.dtype)]
+
+
+@register_op("col2im", OUT_ELEMWISE_FUSABLE, infer=_infer_col2im)
+def col2im(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Sums columns of sliding blocks back into images (ONNX Col2Im, the inverse of im2col)."""
+    a = attrs
+    return [
+        topi_ct.col2im(inputs[0], a["image"], a["block"], a["strides"], a["pads"], a["dilations"])
     ]

@@ -7,11 +7,13 @@ one reduction stage: output position ``y`` takes input position ``q`` through ta
 ONNX converter works it out from ``output_shape``, ``output_padding`` and
 ``auto_pad``); positions no input reaches are zero (plus the bias). float16 and
 bfloat16 accumulate in float32 and round once, as onnxruntime does (see
-:func:`.conv.add_bias_and_round`).
+:func:`.conv.add_bias_and_round`). ONNX Col2Im is the same gather with one-hot
+weights, so :func:`col2im` walks these taps too.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -130,3 +132,52 @@ def conv_transpose_nd(
             f"conv_transpose: bias must have shape [{O}], got {list(static_shape(bias))}"
         )
     return add_bias_and_round(out, bias, X.dtype, name)
+
+
+def col2im(
+    X: Tensor,
+    image: Sequence[int],
+    block: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+) -> Tensor:
+    """ONNX Col2Im: columns (N, C * prod(block), prod(blocks)) summed back into images
+    (N, C, *image). It is the transposed convolution above with one-hot weights (column
+    row ``c * prod(block) + flat(r)`` feeds channel ``c`` through tap ``r`` alone), so it
+    walks the same taps, without the weights or the sum over channels. ``pads`` are
+    (begin..., end...)."""
+    xs = static_shape(X)
+    nsp = len(image)
+    nblocks = [
+        (image[d] + pads[d] + pads[nsp + d] - dilations[d] * (block[d] - 1) - 1) // strides[d] + 1
+        for d in range(nsp)
+    ]
+    taps = math.prod(block)
+    if len(xs) != 3 or xs[1] % taps or xs[2] != math.prod(nblocks) or min(nblocks) < 1:
+        raise ArgumentError(
+            f"col2im: input {list(xs)} does not hold blocks {list(block)} of image "
+            f"{list(image)} ({math.prod(nblocks)} block positions)"
+        )
+    dims = [_Dim(nblocks[d], block[d], strides[d], dilations[d], pads[d]) for d in range(nsp)]
+    rs = [te.reduce_axis((0, dm.steps), name=f"r{d}") for d, dm in enumerate(dims)]
+    acc = acc_dtype(X.dtype)
+
+    def flat(index: Sequence[E.PrimExpr], shape: Sequence[int]) -> E.PrimExpr:
+        out = index[0]
+        for i, n in zip(index[1:], shape[1:]):
+            out = out * n + i
+        return out
+
+    def f(*i: E.PrimExpr) -> E.PrimExpr:
+        n, c, y = i[0], i[1], i[2:]
+        at = [dm.tap(y[d], rs[d].var) for d, dm in enumerate(dims)]
+        ok = at[0][2]
+        for t in at[1:]:
+            ok = E.logical_and(ok, t[2])
+        row = c * taps + flat([t[0] for t in at], block)
+        x = widen(X[(n, row, flat([t[1] for t in at], nblocks))], acc)
+        return te.sum(E.select(ok, x, E.const(0, acc)), axis=tuple(rs))
+
+    out = te.compute((xs[0], xs[1] // taps, *image), f, name="col2im", tag="col2im")
+    return add_bias_and_round(out, None, X.dtype, "col2im_round")

@@ -87,16 +87,21 @@ def _nearest(x: np.ndarray, mode: str) -> np.ndarray:
     raise ArgumentError(f"resize: unknown nearest_mode {mode!r}")
 
 
-def _cubic_weights(s: np.ndarray, a: float) -> np.ndarray:
-    """Keys' cubic kernel at distances 1+s, s, 1-s, 2-s (taps floor-1 .. floor+2)."""
+def cubic_coeffs(s: Any, a: float) -> tuple[Any, Any, Any, Any]:
+    """Keys' cubic kernel at distances 1+s, s, 1-s, 2-s (taps floor-1 .. floor+2), for a
+    numpy array of fractions or a tensor-expression one (GridSample's runtime coordinates)."""
 
-    def near(d: np.ndarray) -> np.ndarray:
+    def near(d: Any) -> Any:
         return ((a + 2) * d - (a + 3)) * d * d + 1
 
-    def far(d: np.ndarray) -> np.ndarray:
+    def far(d: Any) -> Any:
         return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
 
-    return np.stack([far(1 + s), near(s), near(1 - s), far(2 - s)], axis=1)
+    return far(1 + s), near(s), near(1 - s), far(2 - s)
+
+
+def _cubic_weights(s: np.ndarray, a: float) -> np.ndarray:
+    return np.stack(cubic_coeffs(s, a), axis=1)
 
 
 def resize_taps(
