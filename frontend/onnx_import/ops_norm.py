@@ -3,7 +3,8 @@
 LayerNormalization, RMSNormalization, InstanceNormalization, MeanVarianceNormalization
 map to ``normalize`` over their axes (scale/bias reshaped to broadcast against x);
 GroupNormalization reshapes x to (N, G, C/G, spatial) around it. BatchNormalization
-is inference only: its training mode (running statistics as outputs) is rejected.
+maps to ``batch_norm``; its training mode (opset 14 on: normalised by the batch's own
+statistics, the running ones updated as outputs) is written out with reductions.
 """
 
 from __future__ import annotations
@@ -37,11 +38,43 @@ def _reshape(ctx: ConvertContext, value: str, shape: tuple[int, ...]) -> str:
     return ctx.emit1("reshape", [value], {"shape": shape})
 
 
+def _batch_norm_training(ctx: ConvertContext) -> list[str]:
+    """Training mode (opset 14 on): normalised by the batch's own mean and (population)
+    variance per channel, and the running statistics moved toward them by ``momentum``."""
+    shape = _static(ctx, 0)
+    if len(shape) < 2:
+        raise ArgumentError(f"BatchNormalization: input {shape} has no channel axis")
+    channels, dtype = shape[1], ctx.type(0).dtype
+    per_channel = (1, channels) + (1,) * (len(shape) - 2)
+    axes = (0, *range(2, len(shape)))
+    stats = {"kind": "mean", "axes": axes, "keepdims": True}
+    x = ctx.input(0)
+    mean = ctx.emit1("reduce", [x], stats)
+    centred = ctx.emit1("subtract", [x, mean])
+    var = ctx.emit1("reduce", [ctx.emit1("multiply", [centred, centred])], stats)
+    eps = ctx.const(np.array(ctx.attr("epsilon", 1e-5), dtype=dtype))
+    y = ctx.emit1("divide", [centred, ctx.emit1("sqrt", [ctx.emit1("add", [var, eps])])])
+    y = ctx.emit1("multiply", [y, _reshape(ctx, ctx.input(1), per_channel)])
+    y = ctx.emit1("add", [y, _reshape(ctx, ctx.input(2), per_channel)])
+    momentum = float(ctx.attr("momentum", 0.9))
+    keep = ctx.const(np.array(momentum, dtype=dtype))
+    take = ctx.const(np.array(1 - momentum, dtype=dtype))
+    running = []
+    for old, batch in ((ctx.input(3), mean), (ctx.input(4), var)):
+        moved = ctx.emit1("multiply", [_reshape(ctx, batch, (channels,)), take])
+        running.append(ctx.emit1("add", [ctx.emit1("multiply", [old, keep]), moved]))
+    return [y, *running][: ctx.num_outputs]
+
+
 @converter("BatchNormalization", since=1)
 def batch_norm(ctx: ConvertContext) -> list[str]:
-    """ONNX BatchNormalization in inference mode; training mode is refused."""
+    """ONNX BatchNormalization; training mode (opset 14 on) as :func:`_batch_norm_training`."""
+    if ctx.attr("training_mode", 0) and ctx.opset >= 14:
+        return _batch_norm_training(ctx)
     if ctx.num_outputs > 1 or ctx.attr("training_mode", 0):
-        raise ArgumentError("BatchNormalization: training mode is not supported (inference only)")
+        raise ArgumentError(
+            "BatchNormalization: training mode before opset 14 is not supported (inference only)"
+        )
     if ctx.opset < 9 and not ctx.attr("spatial", 1):
         raise ArgumentError("BatchNormalization: spatial=0 (per-activation) is not supported")
     attrs = {"eps": float(ctx.attr("epsilon", 1e-5))}

@@ -195,8 +195,6 @@ EXPECTED_FAILURES = {
     "test_loop16_seq_none": "optional- and sequence-typed Loop values are not supported",
     "test_range_bfloat16_type_positive_delta": "bfloat16 is not supported",
     "test_range_bfloat16_type_positive_delta_expanded": "bfloat16 is not supported",
-    "test_batchnorm_epsilon_training_mode": "BatchNormalization training mode is not supported",
-    "test_batchnorm_example_training_mode": "BatchNormalization training mode is not supported",
     "test_resize_downsample_scales_cubic_antialias": "Resize antialias=1 is not supported",
     "test_resize_downsample_scales_linear_antialias": "Resize antialias=1 is not supported",
     "test_resize_downsample_sizes_cubic_antialias": "Resize antialias=1 is not supported",

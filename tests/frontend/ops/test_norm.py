@@ -132,13 +132,23 @@ def test_batch_norm(rng, opset, shape):
     check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-4)
 
 
-def test_batch_norm_training_mode_is_rejected(rng):
-    x = _f32(rng, 2, 3, 4)
-    consts = {k: _f32(rng, 3) for k in "sbmv"}
-    model = single_node(
-        "BatchNormalization", {"x": x}, consts, n_outputs=3, opset=15, training_mode=1
+def test_batch_norm_training_mode_before_opset_14_is_rejected(rng):
+    """Opsets 9-13 had five training outputs (saved statistics too): not supported."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    outs = ["y", "mean", "var", "saved_mean", "saved_var"]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], outs)
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [info("y", TensorProto.FLOAT, [2, 3, 4])]
+        + [info(o, TensorProto.FLOAT, [3]) for o in outs[1:]],
+        [numpy_helper.from_array(_f32(rng, 3), k) for k in "sbmv"],
     )
-    with pytest.raises(ember.ArgumentError, match="training mode is not supported"):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    with pytest.raises(ember.ArgumentError, match="training mode before opset 14"):
         ember.compile(model, target="llvm")
 
 
@@ -186,3 +196,26 @@ def test_lrn_even_size_against_numpy(rng):
         sq[:, c] = (x[:, lo : hi + 1].astype(np.float64) ** 2).sum(axis=1)
     want = x / (2.0 + 0.1 / 4 * sq) ** 0.75
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7, 2), (4, 6)])
+def test_batch_norm_training_mode_uses_the_batch_statistics(rng, shape):
+    """Opset 15's training mode against numpy: population variance per channel, the
+    running mean and variance moved toward the batch's by ``momentum``."""
+    c = shape[1]
+    x = _f32(rng, *shape, loc=1.5)
+    scale, bias = _f32(rng, c), _f32(rng, c)
+    mean, var = _f32(rng, c), rng.uniform(0.5, 2, c).astype("float32")
+    inputs = {"x": x, "s": scale, "b": bias, "m": mean, "v": var}
+    model = single_node(
+        "BatchNormalization", inputs, n_outputs=3, opset=15, training_mode=1, momentum=0.7
+    )
+    y, running_mean, running_var = ember.compile(model).run(inputs)
+    axes = (0, *range(2, len(shape)))
+    view = (1, c) + (1,) * (len(shape) - 2)
+    bm, bv = x.mean(axis=axes), x.var(axis=axes)
+    want = (x - bm.reshape(view)) / np.sqrt(bv.reshape(view) + 1e-5)
+    want = want * scale.reshape(view) + bias.reshape(view)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(running_mean, mean * 0.7 + bm * 0.3, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(running_var, var * 0.7 + bv * 0.3, rtol=1e-4, atol=1e-5)
