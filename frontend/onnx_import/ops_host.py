@@ -1,5 +1,6 @@
-"""ONNX ops whose output shape is their inputs' values, NonMaxSuppression and Unique, and
-TfIdfVectorizer's n-gram matching: computed on the host when the model is compiled.
+"""ONNX ops whose output shape is their inputs' values, NonMaxSuppression and Unique,
+TfIdfVectorizer's n-gram matching, and RoiAlign's sampling tables: computed on the host
+when the model is compiled.
 
 How many boxes survive suppression, or how many distinct values a tensor holds, is known
 only from the data, and Ember compiles kernels of static shapes. So these converters read
@@ -10,9 +11,11 @@ such ops see in the node tests and post-processing heads. The result is a consta
 graph. An input over the per-value limit (4,096 elements: a detector's full box list) is
 refused with that reason rather than compiled per image. TfIdfVectorizer's output shape is
 static, but matching token ids against a pool of n-grams is a dictionary walk, not a
-kernel; the token ids of its node tests are as small. The semantics are ONNX's
+kernel; the token ids of its node tests are as small. RoiAlign reads the feature map at
+run time, but where it reads (the regions, a handful of boxes) is fixed per value, so
+the taps and weights become constant tables and the map one gather. The semantics are ONNX's
 (``onnx/reference/ops/op_non_max_suppression.py``, ``op_unique.py``,
-``op_tfidf_vectorizer.py``).
+``op_tfidf_vectorizer.py``, ``op_roi_align.py``).
 """
 
 from __future__ import annotations
@@ -181,3 +184,92 @@ def tfidf_vectorizer(ctx: ConvertContext) -> list[str]:
     elif mode not in ("TF", "TFIDF"):
         raise ArgumentError(f"TfIdfVectorizer: mode '{mode}' is not TF, IDF or TFIDF")
     return [ctx.const(counts.reshape(size) if x.ndim == 1 else counts)]
+
+
+def _roi_taps(
+    roi: np.ndarray, size: tuple[int, int], out: tuple[int, int], ratio: int, half: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """One region's bilinear taps: (out_h * out_w, samples, 4) flat positions in the
+    (H, W) map and their weights, ONNX RoiAlign's sampling grid (a sample more than one
+    pixel outside the map weighs nothing)."""
+    height, width = size
+    offset = 0.5 if half else 0.0
+    x0, y0, x1, y1 = (float(v) for v in roi)
+    start_w, start_h = x0 - offset, y0 - offset
+    roi_w, roi_h = x1 - x0, y1 - y0
+    if not half:
+        roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+    bin_h, bin_w = roi_h / out[0], roi_w / out[1]
+    grid_h = ratio if ratio > 0 else int(np.ceil(roi_h / out[0]))
+    grid_w = ratio if ratio > 0 else int(np.ceil(roi_w / out[1]))
+    pos = np.zeros((out[0] * out[1], grid_h * grid_w, 4), dtype=np.int64)
+    weight = np.zeros(pos.shape, dtype=np.float64)
+    for ph in range(out[0]):
+        for pw in range(out[1]):
+            for iy in range(grid_h):
+                y = start_h + ph * bin_h + (iy + 0.5) * bin_h / grid_h
+                for ix in range(grid_w):
+                    x = start_w + pw * bin_w + (ix + 0.5) * bin_w / grid_w
+                    if y < -1.0 or y > height or x < -1.0 or x > width:
+                        continue
+                    y, x = max(y, 0.0), max(x, 0.0)
+                    y_lo, x_lo = min(int(y), height - 1), min(int(x), width - 1)
+                    y = float(y_lo) if y_lo == height - 1 else y
+                    x = float(x_lo) if x_lo == width - 1 else x
+                    y_hi, x_hi = min(y_lo + 1, height - 1), min(x_lo + 1, width - 1)
+                    ly, lx = y - y_lo, x - x_lo
+                    k, s = ph * out[1] + pw, iy * grid_w + ix
+                    rows = (y_lo * width, y_lo * width, y_hi * width, y_hi * width)
+                    pos[k, s] = np.add(rows, (x_lo, x_hi, x_lo, x_hi))
+                    weight[k, s] = [(1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx]
+    return pos, weight
+
+
+@converter("RoiAlign", since=10)
+def roi_align(ctx: ConvertContext) -> list[str]:
+    """ONNX RoiAlign: the regions (known at compile time, per value) become constant
+    tables of bilinear taps, so the feature map is read by one gather: each bin the mean
+    of its samples, or in ``max`` mode the largest weighted tap (as ONNX defines it)."""
+    xt = ctx.type(0)
+    if xt.ndim != 4 or not xt.is_static:
+        raise ArgumentError(f"RoiAlign: input must be a static (N, C, H, W) tensor, got {xt}")
+    n, c, height, width = xt.dims
+    rois, batch = np.asarray(ctx.constant(1)), np.asarray(ctx.constant(2)).reshape(-1)
+    if rois.ndim != 2 or rois.shape[1] != 4 or batch.size != rois.shape[0]:
+        raise ArgumentError(f"RoiAlign: rois {rois.shape} and batch indices {batch.shape}")
+    if batch.size and not (0 <= batch.min() and batch.max() < n):
+        raise ArgumentError(f"RoiAlign: a batch index is outside [0, {n})")
+    mode = ctx.attr("mode", "avg")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    half = (transform.decode() if isinstance(transform, bytes) else transform) == "half_pixel"
+    out = (int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1)))
+    scale, ratio = float(ctx.attr("spatial_scale", 1.0)), int(ctx.attr("sampling_ratio", 0))
+    taps = [_roi_taps(r * scale, (height, width), out, ratio, half) for r in rois]
+    samples = max(max(p.shape[1] for p, _ in taps), 1)
+    bins = out[0] * out[1]
+    pos = np.zeros((len(taps), bins, samples, 4), dtype=np.int64)
+    weight = np.zeros(pos.shape, dtype=xt.dtype)
+    missing = np.zeros((len(taps), 1, 1, samples), dtype=xt.dtype)  # padded samples: -inf
+    for r, (p, w) in enumerate(taps):
+        pos[r, :, : p.shape[1]], weight[r, :, : p.shape[1]] = p, w
+        missing[r, ..., p.shape[1] :] = -np.inf
+        if mode == "avg":
+            weight[r] /= max(p.shape[1], 1)
+    regions = ctx.emit1("gather", [ctx.input(0), ctx.const(batch.astype(np.int64))], {"axis": 0})
+    flat = ctx.emit1("reshape", [regions], {"shape": (len(taps), c, height * width)})
+    index = np.broadcast_to(pos.reshape(len(taps), 1, -1), (len(taps), c, pos[0].size))
+    values = ctx.emit1(
+        "gather_elements", [flat, ctx.const(np.ascontiguousarray(index))], {"axis": 2}
+    )
+    values = ctx.emit1("multiply", [values, ctx.const(weight.reshape(len(taps), 1, -1))])
+    values = ctx.emit1("reshape", [values], {"shape": (len(taps), c, bins, samples, 4)})
+    if mode == "avg":
+        pooled = ctx.emit1("reduce", [values], {"kind": "sum", "axes": (3, 4), "keepdims": False})
+    elif mode == "max":
+        best = ctx.emit1("reduce", [values], {"kind": "max", "axes": (4,), "keepdims": False})
+        best = ctx.emit1("add", [best, ctx.const(missing)])
+        pooled = ctx.emit1("reduce", [best], {"kind": "max", "axes": (3,), "keepdims": False})
+    else:
+        raise ArgumentError(f"RoiAlign: mode '{mode}' is not avg or max")
+    return ctx.emit("reshape", [pooled], {"shape": (len(taps), c, *out)})

@@ -87,3 +87,32 @@ def test_tfidf_vectorizer_matches_onnxruntime(rng, mode, grams, skip):
         "weights": list(rng.uniform(0.5, 2, 8).astype(np.float32)),
     }
     check("TfIdfVectorizer", [("x", x)], opset=9, **attrs)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_matches_onnxruntime(rng, mode, transform, ratio):
+    """Odd map and bin sizes, regions of several sizes, one reaching outside the map."""
+    x = rng.standard_normal((2, 3, 11, 9)).astype(np.float32)
+    rois = np.array(
+        [[0.5, 1.0, 7.5, 9.0], [2.0, 0.0, 4.0, 3.0], [-3.0, 6.0, 12.0, 14.0]], np.float32
+    )
+    batch = np.array([1, 0, 1], np.int64)
+    attrs = {
+        "mode": mode,
+        "coordinate_transformation_mode": transform,
+        "output_height": 3,
+        "output_width": 2,
+        "sampling_ratio": ratio,
+        "spatial_scale": 0.9,
+    }
+    check("RoiAlign", [("x", x), ("r", rois), ("i", batch)], opset=16, **attrs)
+
+
+def test_roi_align_refuses_a_batch_index_outside_the_input(rng):
+    x = rng.standard_normal((2, 1, 5, 5)).astype(np.float32)
+    slots = [("x", x), ("r", np.array([[0, 0, 2, 2]], np.float32)), ("i", np.array([2], np.int64))]
+    lib = ember.compile(node_model("RoiAlign", slots, opset=16))
+    with pytest.raises(ember.ArgumentError, match="batch index is outside"):
+        lib.run({name: value for name, value in slots})
