@@ -315,7 +315,10 @@ def test_options_tune_tunes_the_graph_then_compiles_with_its_records(tmp_path, m
         got = torch.compile(model, backend=ember_backend, options=options)(x)
     np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
     assert STATS["tuned"] == before + 1
-    assert records.is_file() and records.read_text().strip()
+    # every measured pick is a record, kept or (when it slowed the graph) moved aside
+    dropped = records.with_name(records.name + ".dropped")
+    kept = records.read_text() if records.is_file() else ""
+    assert (kept + (dropped.read_text() if dropped.is_file() else "")).strip()
     assert checked and checked[0][0] == str(records) and checked[0][1] >= 2
 
 
