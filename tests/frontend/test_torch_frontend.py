@@ -310,7 +310,7 @@ def test_options_tune_tunes_the_graph_then_compiles_with_its_records(tmp_path, m
     x = torch.randn(1, 3, 9, 9)
     records = tmp_path / "records.jsonl"
     before = STATS["tuned"]
-    options = {"tune": 3, "records": str(records)}
+    options = {"tune": 2, "records": str(records)}
     with torch.no_grad():
         got = torch.compile(model, backend=ember_backend, options=options)(x)
     np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
@@ -339,8 +339,7 @@ print(json.dumps({"compiles": STATS["compiles"], **model_cache.STATS, "ok": ok})
 
 def test_a_second_process_loads_the_compiled_graph_instead_of_compiling(tmp_path):
     """The disk cache keyed by the FX graph: the first process compiles and stores, the
-    second loads (no trace, no compile) and gets the same numbers; a tampered entry is
-    rebuilt, never loaded."""
+    second loads (no trace, no compile) and gets the same numbers."""
     import json
     import os
 
@@ -357,10 +356,7 @@ def test_a_second_process_loads_the_compiled_graph_instead_of_compiling(tmp_path
     assert first["ok"] and first["compiles"] == 1 and first["stored"] == 1
     second = run()
     assert second["ok"] and second["compiles"] == 0 and second["hit"] == 1
-    (entry,) = (tmp_path / "models").glob("*/*/model.ember")
-    entry.write_bytes(entry.read_bytes()[:-100])  # truncated
-    third = run()
-    assert third["ok"] and third["corrupt"] == 1 and third["compiles"] == 1
+    # a damaged entry is rebuilt, never loaded: tests/e2e/test_model_cache.py
 
 
 @pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu")])

@@ -23,10 +23,14 @@ from ember import te
 from ember.tir import interp
 from ember.tir.topi.grid_sample import grid_sample
 from tests.frontend.ops.shape_models import check, i64, node_model
+from tests.nightly import nightly_param
 
 MODES = ("nearest", "linear", "cubic")
 PADDINGS = ("zeros", "border", "reflection")
 COMBOS = list(itertools.product(MODES, PADDINGS, (0, 1)))
+# the 5-D and hostile-grid tests run half the combinations in CI (each mode and padding
+# still, with one align_corners each) and every one nightly
+HALF_COMBOS = [c if k % 2 == 0 else nightly_param(*c) for k, c in enumerate(COMBOS)]
 
 
 # ---- a numpy GridSample -------------------------------------------------------------
@@ -138,7 +142,7 @@ def test_grid_sample_4d(rng, mode, padding, align):
         check("GridSample", slots, opset=20, mode=mode, padding_mode=padding, align_corners=align)
 
 
-@pytest.mark.parametrize("mode,padding,align", COMBOS)
+@pytest.mark.parametrize("mode,padding,align", HALF_COMBOS)
 def test_grid_sample_5d(rng, mode, padding, align):
     x = rng.standard_normal((1, 2, 3, 5, 4)).astype(np.float32)
     grid = _grid(rng, 1, 2, 3, 5, 3)
@@ -202,7 +206,7 @@ def _check_nasty(x, grid, got, mode, padding, align):
         np.testing.assert_array_equal(got[:, :, nan[0]], 0)  # off the image, as in PyTorch
 
 
-@pytest.mark.parametrize("mode,padding,align", COMBOS)
+@pytest.mark.parametrize("mode,padding,align", HALF_COMBOS)
 def test_grid_sample_nan_and_far_coordinates(rng, mode, padding, align):
     """NaN, infinite and huge coordinates: no crash, finite points still right."""
     x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
