@@ -34,6 +34,16 @@ def _heads(ctx: ConvertContext, x: str, heads: int, what: str) -> str:
     return ctx.emit1("transpose", [split], {"perm": (0, 2, 1, 3)})
 
 
+def _head_index(ctx: ConvertContext, q_heads: int, kv_heads: int) -> str | None:
+    """Grouped-query attention: the KV head each Q head reads (a run of Q heads per KV
+    head, as a gather index along the head axis), or None where the counts are equal."""
+    if kv_heads == q_heads:
+        return None
+    if q_heads % kv_heads:
+        raise ArgumentError(f"{ctx.op_type}: {q_heads} Q heads do not group over {kv_heads}")
+    return ctx.const(np.repeat(np.arange(kv_heads, dtype=np.int64), q_heads // kv_heads))
+
+
 def _optional(ctx: ConvertContext, i: int) -> str | None:
     return ctx.input(i) if ctx.num_inputs > i and ctx.has_input(i) else None
 
@@ -99,10 +109,8 @@ def attention(ctx: ConvertContext) -> list[str]:
     present_key, present_value = k, v
     head_size_v = ctx.type_of(v).dims[3]
     kv_heads, total = ctx.type_of(k).dims[1], ctx.type_of(k).dims[2]
-    if kv_heads != q_heads:  # grouped-query attention: each KV head serves a run of Q heads
-        if q_heads % kv_heads:
-            raise ArgumentError(f"Attention: {q_heads} Q heads do not group over {kv_heads}")
-        index = ctx.const(np.repeat(np.arange(kv_heads, dtype=np.int64), q_heads // kv_heads))
+    index = _head_index(ctx, q_heads, kv_heads)
+    if index is not None:
         k = ctx.emit1("gather", [k, index], {"axis": 1})
         v = ctx.emit1("gather", [v, index], {"axis": 1})
 
@@ -226,7 +234,6 @@ def causal_conv_with_state(ctx: ConvertContext) -> list[str]:
     batch, channels, length = xt.dims
     k = wt.dims[2]
     activation = ctx.attr("activation", "none")
-    activation = activation.decode() if isinstance(activation, bytes) else activation
     if activation not in ("none", "silu", "swish"):
         raise ArgumentError(f"CausalConvWithState: activation '{activation}' is not supported")
     past = _optional(ctx, 3)
@@ -275,12 +282,11 @@ def linear_attention(ctx: ConvertContext) -> list[str]:
     query. Written out token by token in float32 (as the reference computes), at most
     :data:`LINEAR_ATTENTION_MAX_STEPS` tokens."""
     rule = ctx.attr("update_rule", "gated_delta")
-    rule = rule.decode() if isinstance(rule, bytes) else rule
     if rule not in ("linear", "gated", "delta", "gated_delta"):
         raise ArgumentError(f"LinearAttention: update_rule '{rule}' is not supported")
     q_heads, kv_heads = int(ctx.attr("q_num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
-    if q_heads <= 0 or kv_heads <= 0 or q_heads % kv_heads:
-        raise ArgumentError(f"LinearAttention: {q_heads} Q heads do not group over {kv_heads}")
+    if q_heads <= 0 or kv_heads <= 0:
+        raise ArgumentError(f"LinearAttention: {q_heads} Q heads over {kv_heads} KV heads")
     if not all(ctx.type(i).ndim == 3 and ctx.type(i).is_static for i in range(3)):
         raise ArgumentError("LinearAttention: query, key and value must be static (B, T, H·D)")
     out_dtype = ctx.type(0).dtype
@@ -316,10 +322,7 @@ def linear_attention(ctx: ConvertContext) -> list[str]:
         state = past
     scale = ctx.attr("scale", None)
     scale = 1.0 / math.sqrt(d_k) if not scale else float(scale)
-    group = q_heads // kv_heads
-    repeat = None  # grouped heads: each KV head's state read by a run of Q heads
-    if group > 1:
-        repeat = ctx.const(np.repeat(np.arange(kv_heads, dtype=np.int64), group))
+    repeat = _head_index(ctx, q_heads, kv_heads)  # each KV head's state read by Q heads
     outs = []
     for t in range(steps):
         k_t, v_t = _step(ctx, k, t), _step(ctx, v, t)  # (B, H, 1, d)
@@ -361,10 +364,8 @@ def flex_attention(ctx: ConvertContext) -> list[str]:
     dtype = ctx.type(0).dtype
     q_heads, head_size = ctx.type(0).dims[1], ctx.type(0).dims[3]
     kv_heads = ctx.type(1).dims[1]
-    if kv_heads != q_heads:
-        if q_heads % kv_heads:
-            raise ArgumentError(f"FlexAttention: {q_heads} Q heads do not group over {kv_heads}")
-        index = ctx.const(np.repeat(np.arange(kv_heads, dtype=np.int64), q_heads // kv_heads))
+    index = _head_index(ctx, q_heads, kv_heads)
+    if index is not None:
         k = ctx.emit1("gather", [k, index], {"axis": 1})
         v = ctx.emit1("gather", [v, index], {"axis": 1})
     precision = ctx.attr("softmax_precision", None)

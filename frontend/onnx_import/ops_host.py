@@ -175,7 +175,6 @@ def tfidf_vectorizer(ctx: ConvertContext) -> list[str]:
                     if index is not None:
                         counts[r, index] += 1
     mode = ctx.attr("mode")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     weights = np.asarray(ctx.attr("weights", ()), dtype=np.float32)
     if mode == "IDF":
         counts = (counts > 0).astype(np.float32) * (weights if weights.size else 1)
@@ -240,9 +239,8 @@ def roi_align(ctx: ConvertContext) -> list[str]:
     if batch.size and not (0 <= batch.min() and batch.max() < n):
         raise ArgumentError(f"RoiAlign: a batch index is outside [0, {n})")
     mode = ctx.attr("mode", "avg")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
-    half = (transform.decode() if isinstance(transform, bytes) else transform) == "half_pixel"
+    half = transform == "half_pixel"
     out = (int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1)))
     scale, ratio = float(ctx.attr("spatial_scale", 1.0)), int(ctx.attr("sampling_ratio", 0))
     taps = [_roi_taps(r * scale, (height, width), out, ratio, half) for r in rois]

@@ -26,7 +26,6 @@ def _nll(ctx: ConvertContext, log_probs: str) -> str:
     if xt.ndim < 2 or tuple(tt.shape) != (xt.shape[0], *xt.shape[2:]):
         raise ArgumentError(f"{ctx.op_type}: target {tt} does not fit input {xt} (N, C, d1...)")
     reduction = ctx.attr("reduction", "mean")
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
     if reduction not in ("none", "sum", "mean"):
         raise ArgumentError(f"{ctx.op_type}: reduction '{reduction}' is not none, sum or mean")
     target = ctx.input(1)

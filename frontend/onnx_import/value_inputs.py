@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ember.frontend.onnx_import.declared import subgraphs_of
+from ember.frontend.onnx_import.importer import _all_nodes
 
 MAX_VALUE_ELEMENTS = 4096
 """The most elements an input may have for Ember to compile per value of it: shape-like
@@ -32,7 +33,7 @@ def input_ancestors(proto: Any, tensor: str) -> list[str]:
     the walk follows those too; a ``tensor`` made inside a subgraph (a function's
     expansion under an If) is followed out through the names its subgraph reads."""
     graph = proto.graph
-    producer = {out: node for node in _nodes(graph) for out in node.output}
+    producer = {out: node for node in _all_nodes(graph) for out in node.output}
     inputs = [vi.name for vi in graph.input]
     seen: set[str] = set()
     stack = [tensor]
@@ -47,25 +48,10 @@ def input_ancestors(proto: Any, tensor: str) -> list[str]:
     return [n for n in inputs if n in seen]
 
 
-def _nodes(graph: Any) -> list[Any]:
-    """The nodes of ``graph`` and, depth first, of its subgraphs."""
-    out = []
-    for node in graph.node:
-        out.append(node)
-        for sub in subgraphs_of(node):
-            out.extend(_nodes(sub))
-    return out
-
-
 def _outer_reads(node: Any) -> list[str]:
     """Every name the subgraphs of ``node`` read (a superset of the outer names they use:
     names local to a subgraph match no producer of the outer graph and are dropped)."""
-    out = []
-    for sub in subgraphs_of(node):
-        for inner in sub.node:
-            out.extend(inner.input)
-            out.extend(_outer_reads(inner))
-    return out
+    return [name for sub in subgraphs_of(node) for n in _all_nodes(sub) for name in n.input]
 
 
 def freeze_inputs(proto: Any, values: Mapping[str, np.ndarray]) -> Any:
