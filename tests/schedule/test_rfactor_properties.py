@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import ember
 from ember import te
+from tests.nightly import examples
 from tests.numerics import assert_close, random_array
 from tests.te.reducers import argmax, inputs_for_argmax, lanes_reference
 
@@ -51,7 +52,9 @@ def build(m: int, n: int, kind: str, factor: int, factor_axis: int, gpu: bool, r
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     m=st.integers(1, 6),

@@ -45,6 +45,7 @@ from ember.tuner.auto.features import (
 )
 from ember.tuner.auto.guided import propose
 from ember.tuner.tune import fallback_entity
+from tests.nightly import nightly_param
 from tests.tuner.test_search import FakeMeasurer, cost_of
 
 FIXTURE = Path(__file__).parent / "data" / "costmodel_matmul.jsonl"
@@ -322,7 +323,7 @@ def _gemm_cost(cfg) -> float:
     return (1.0 + abs(mr - 4) / 4 + abs(math.log2(ku) - 1) + abs(math.log2(nc) - 1)) * 1e-3
 
 
-@pytest.mark.parametrize("n_trials", [40, 200])
+@pytest.mark.parametrize("n_trials", [40, nightly_param(200)])  # 200: the whole space
 def test_a_small_space_is_ranked_whole_one_trial_per_measurement(n_trials):
     """``dense_packed.llvm``'s 96 configs are ranked whole: every measured candidate is
     new, the study holds about one trial per measurement (sampled, it held ~85), and a

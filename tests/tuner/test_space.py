@@ -23,6 +23,7 @@ from ember.tuner import (
     SplitEntity,
     SplitKnob,
 )
+from tests.nightly import examples
 
 
 class FakeStage:
@@ -90,7 +91,7 @@ def test_split_candidates_of_twelve():
     assert knob.candidates == ((12, 1), (6, 2), (4, 3), (3, 4), (2, 6), (1, 12))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(extent=st.integers(1, 64), outputs=st.integers(1, 4))
 def test_factors_policy_is_every_exact_factorization(extent, outputs):
     knob = SplitKnob.create("t", extent, outputs)
@@ -101,7 +102,7 @@ def test_factors_policy_is_every_exact_factorization(extent, outputs):
     assert len(knob.candidates) == len(brute)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     extent=st.integers(1, 200),
     outputs=st.integers(2, 4),
@@ -139,7 +140,7 @@ def test_split_default_given_keeps_minus_one_and_finds_its_index():
     assert outside.default_index is None and s["u"].size == [-1, 8, 4]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(extent=st.integers(1, 300), outputs=st.integers(1, 3))
 def test_split_default_is_the_most_balanced_candidate(extent, outputs):
     knob = SplitKnob.create("t", extent, outputs, policy="power2")
@@ -292,7 +293,7 @@ def test_first_knob_varies_fastest():
     assert s.get(6).choices == {"tile_i": 0, "tile_j": 1, "unroll": 0, "order": 0, "ann": 0}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_decode_encode_round_trip(data):
     s = _space()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import ember as tvm
 from ember import te
+from tests.nightly import examples
 from tests.tvm_scripts.common import CUDA
 
 SIZES = (1, 3, 64, 65, 127, 1000, 1031)
@@ -72,7 +73,7 @@ def test_vector_add_llvm_many_sizes(rng, explicit_n):
         np.testing.assert_allclose(c, a + b, rtol=1e-6, err_msg=f"n={size}")
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(size=st.integers(1, 300), factor=st.sampled_from([1, 3, 4, 32, 64]), seed=st.integers(0, 9))
 def test_vector_add_any_size_and_factor(size, factor, seed):
     rng = np.random.default_rng(seed)

@@ -26,7 +26,7 @@ from ember.tir.topi.winograd import MATRICES, WinogradShape, winograd_weights
 from ember.tuner.template import using_config
 from tests.codegen_llvm.schedules.template_helpers import task_of
 from tests.codegen_llvm.schedules.test_conv2d import conv_ref
-from tests.nightly import examples
+from tests.nightly import examples, nightly_param
 
 
 def _tol(C: int) -> dict[str, float]:
@@ -70,10 +70,17 @@ def test_matrices_are_winograd():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("m", [2, 4])
+ODD = [(1, 3, 7, 7, 13, 1), (1, 13, 13, 7, 3, 0), (2, 3, 13, 13, 64, 1), (1, 64, 7, 13, 13, 0)]
+
+
+# each shape with one tile size in CI (the two alternate), both nightly
 @pytest.mark.parametrize(
-    "case",
-    [(1, 3, 7, 7, 13, 1), (1, 13, 13, 7, 3, 0), (2, 3, 13, 13, 64, 1), (1, 64, 7, 13, 13, 0)],
+    "case,m",
+    [
+        (c, m) if (k + m // 2) % 2 else nightly_param(c, m)
+        for k, c in enumerate(ODD)
+        for m in (2, 4)
+    ],
     ids=str,
 )
 def test_odd_shapes(case, m, rng):  # noqa: ANN001

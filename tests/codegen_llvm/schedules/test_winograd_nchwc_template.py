@@ -24,6 +24,7 @@ from ember.version import __version__
 from tests.codegen_llvm.schedules.test_conv2d import conv_ref
 from tests.codegen_llvm.schedules.test_winograd_nchwc import _blocked, _model, _tol, _unblocked
 from tests.frontend.onnx_models import run_ort
+from tests.nightly import skip_unless_nightly
 
 # 20 channels in blocks of 8 (padded lanes), 40 out in blocks of 16, odd sizes, uneven pads
 ARGS = (1, 20, 9, 11, 40, (1, 0, 2, 1), "float32", 8, 16)
@@ -69,6 +70,7 @@ def _covering(configs):  # noqa: ANN001, ANN202
     return out
 
 
+@skip_unless_nightly  # CI: the measurer test below checks three of these configs
 def test_every_tile_size_and_panel_width_matches_the_reference(rng):  # noqa: ANN001
     task = create_task(TEMPLATE, ARGS, "llvm")
     configs = _covering(_distinct_configs(task))

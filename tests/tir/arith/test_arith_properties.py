@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ember.tir import expr as E
 from ember.tir.arith import Analyzer, IntSet
 from ember.tir.arith.int_set import is_neg_inf, is_pos_inf
+from tests.nightly import examples
 from tests.tir.arith.arith_eval import evaluate
 
 X, Y, Z = E.Var("x"), E.Var("y"), E.Var("z")
@@ -91,7 +92,7 @@ def _safe(e: E.PrimExpr, env: dict[E.Var, int]) -> int | None:
         return None
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(INT_EXPRS)
 def test_simplify_preserves_integer_values(e: E.PrimExpr) -> None:
     s = _analyzer().simplify(e)
@@ -102,7 +103,7 @@ def test_simplify_preserves_integer_values(e: E.PrimExpr) -> None:
             assert evaluate(s, env) == want, (e, s, env)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(BOOL_EXPRS)
 def test_simplify_preserves_conditions(c: E.PrimExpr) -> None:
     ana = _analyzer()
@@ -115,7 +116,7 @@ def test_simplify_preserves_conditions(c: E.PrimExpr) -> None:
             assert not proved or want == 1, (c, env)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(INT_EXPRS)
 def test_const_int_bound_contains_every_value(e: E.PrimExpr) -> None:
     lo, hi = _analyzer().const_int_bound(e)
@@ -127,7 +128,7 @@ def test_const_int_bound_contains_every_value(e: E.PrimExpr) -> None:
     assert isinstance(hi, int) or hi == math.inf
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(INT_EXPRS, st.sampled_from([(X,), (Z,), (X, Z), (Y, Z)]))
 def test_int_set_contains_every_value(e: E.PrimExpr, relaxed: tuple[E.Var, ...]) -> None:
     ana = _analyzer()
@@ -155,7 +156,7 @@ def _mentions(e: E.PrimExpr, v: E.Var) -> bool:
     return uses_var(e, lambda x: x is v)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(INT_EXPRS)
 def test_simplify_is_idempotent_and_keeps_identity(e: E.PrimExpr) -> None:
     ana = _analyzer()

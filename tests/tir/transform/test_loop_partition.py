@@ -14,6 +14,7 @@ from ember.tir import stmt as S
 from ember.tir.buffer import decl_buffer
 from ember.tir.transform.loop_partition import loop_partition, loop_partition_stmt
 from ember.tir.transform.simplify import simplify
+from tests.nightly import examples
 from tests.tir.transform.tir_exec import run
 
 K = S.ForKind
@@ -196,7 +197,7 @@ def test_reduction_tail() -> None:
 KINDS = st.sampled_from([K.SERIAL, K.PARALLEL, K.UNROLLED, K.VECTORIZED])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.integers(1, 70),
     st.integers(1, 16),
@@ -231,7 +232,7 @@ def test_partition_2d_tiles_keep_every_store(n, fn, m, fm, kind_o, kind_i, use_s
         assert "likely" not in _text(after)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(1, 200), st.integers(1, 12), st.integers(1, 6), KINDS)
 def test_partition_two_level_split_keeps_every_store(n, f1, f2, kind) -> None:  # type: ignore[no-untyped-def]
     A = decl_buffer((n,), "float32", "A")

@@ -9,6 +9,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import decl_buffer
 from ember.tir.transform.simplify import simplify, simplify_stmt
+from tests.nightly import examples
 from tests.tir.transform.tir_exec import run
 
 K = S.ForKind
@@ -132,7 +133,7 @@ def _nests(draw):  # type: ignore[no-untyped-def]
     return S.PrimFunc("f", (A,), body)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_nests())
 def test_simplify_keeps_every_store(f: S.PrimFunc) -> None:
     g = simplify(f)
