@@ -54,7 +54,7 @@ def main() -> None:
     for r in results:
         for op in r.op_types or ("?",):
             per_op[op][r.status] += 1
-    kinds = ["pass", "mismatch", "error", "unsupported"]
+    kinds = ["pass", "mismatch", "error", "unsupported", "random"]
     print(f"{'op':24s}" + "".join(f"{k:>12s}" for k in kinds))
     for op in sorted(per_op):
         print(f"{op:24s}" + "".join(f"{per_op[op][k]:12d}" for k in kinds))

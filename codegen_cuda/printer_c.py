@@ -12,6 +12,7 @@ Everything target-specific is a hook method.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,6 +39,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith import Analyzer
 from ember.tir.buffer import Buffer
+from ember.tir.functor import contains
 
 
 class CPrinter:
@@ -223,7 +225,23 @@ class CPrinter:
         else:
             emit(f"{ctype} {name} = {values[0]};")
             if dt.is_int(var.dtype):
-                self.learn(var, value)
+                self.learn_value(var, value)
+
+    def learn_value(self, var: E.Var, value: E.PrimExpr) -> None:
+        """Tell the analyzer what an integer variable holds: its value where that is
+        index arithmetic, only its bounds where it reads memory. A loaded value simplifies
+        nothing, and the analyzer substitutes known values into later ones, so a chain
+        of lookups each indexed by the last (a decision-tree walk) would grow without end."""
+        if not contains(value, lambda n: isinstance(n, E.BufferLoad)):
+            self.learn(var, value)
+            return
+        try:
+            lo, hi = self.ana.const_int_bound(value)
+        except Exception:  # noqa: BLE001 - an analysis gap only costs a simpler text
+            return
+        if math.isfinite(lo) and math.isfinite(hi):
+            extent = E.const(int(hi - lo + 1), var.dtype)
+            self.learn(var, E.Range(E.const(int(lo), var.dtype), extent))
 
     def buffer_ref(self, buf: Buffer) -> str:
         """The pointer or array name of ``buf`` (buffers sharing ``data`` share storage)."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ember.frontend.graph import TensorType
+from ember.frontend.narrow_dtypes import from_storage, numpy_dtype, storage_dtype, to_storage
 from ember.frontend.to_te import op_to_te
 from ember.runtime.registry import get_global_func
 
@@ -29,13 +30,16 @@ def evaluate(
 ) -> list[np.ndarray]:
     """Run ``op`` on constant ``arrays``; returns one array per output type."""
     if all(t.size == 0 for t in out_types):
-        return [np.empty(t.shape, dtype=t.dtype) for t in out_types]
+        return [np.empty(t.shape, dtype=numpy_dtype(t.dtype)) for t in out_types]
     in_types = [TensorType(tuple(a.shape), str(a.dtype)) for a in arrays]
     work = sum(t.size for t in out_types) + sum(a.size for a in arrays)
     compiled = get_global_func("ember.fold.compiled", allow_missing=True)
+    stored = [to_storage(a, t.dtype) for a, t in zip(arrays, in_types)]  # as kernels hold them
     if work > INTERPRET_LIMIT and compiled is not None:
-        return compiled(op, attrs, in_types, arrays)
-    return _interpret(op, attrs, in_types, arrays, out_types)
+        results = compiled(op, attrs, in_types, stored)
+    else:
+        results = _interpret(op, attrs, in_types, stored, out_types)
+    return [from_storage(r, t.dtype) for r, t in zip(results, out_types)]
 
 
 def _interpret(
@@ -53,6 +57,6 @@ def _interpret(
     placeholders, outs = op_to_te(op, attrs, in_types)
     sch = create_schedule([t.op for t in outs])
     func = schedule_to_primfunc(sch, [*placeholders, *outs], f"fold_{op}")
-    results = [np.empty(t.shape, dtype=t.dtype) for t in out_types]
+    results = [np.empty(t.shape, dtype=storage_dtype(t.dtype)) for t in out_types]
     interp.run(func, *[np.require(a, requirements="C") for a in arrays], *results)
     return results

@@ -15,11 +15,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ember.errors import ArgumentError, InternalError
+from ember.frontend.narrow_dtypes import NARROW_DTYPES, storage_dtype
+
+if TYPE_CHECKING:
+    from ember.frontend.interface import Interface
 
 Dim = int | str
 
@@ -30,10 +34,11 @@ SHAPES_HINT = "(shapes={name: shape} in Python, --shape NAME=D0,D1,... on the co
 # stops at 2**52), so a tensor larger than this cannot exist on any machine.
 MAX_TENSOR_BYTES = 1 << 57
 
-# The element types a graph input may have: what the ONNX importer and ``nn`` tracing take.
+# The element types a graph input may have: what the ONNX importer and ``nn`` tracing take
+# (the narrow ones, ml_dtypes' bfloat16, float8, int4..., as ``narrow_dtypes.py`` says).
 SUPPORTED_DTYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64",
+    "float16", "float32", "float64", *NARROW_DTYPES,
 )  # fmt: skip
 
 
@@ -65,7 +70,7 @@ class TensorType:
     @property
     def nbytes(self) -> int:
         """Bytes of the values; only for static shapes."""
-        return self.size * np.dtype(self.dtype).itemsize
+        return self.size * storage_dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
@@ -143,7 +148,9 @@ class Graph:
     ``values`` types every value by name (inputs, params and node outputs);
     ``params`` holds the constants' data. ``defaults`` holds the value of an input
     that a run may leave out (an ONNX initializer also listed as a graph input, which
-    ONNX lets a run override).
+    ONNX lets a run override). ``interface`` (an :class:`~ember.frontend.interface.Interface`)
+    is set when the ONNX model takes or gives sequences or optionals: how the flat
+    ``inputs`` and ``outputs`` group into the model's own; None for all-tensor models.
     """
 
     inputs: list[Value]
@@ -153,6 +160,7 @@ class Graph:
     values: dict[str, Value]
     name: str = "main"
     defaults: dict[str, np.ndarray] = field(default_factory=dict)
+    interface: Interface | None = None
 
     @property
     def input_names(self) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import SHAPES_HINT, TensorType
+from ember.frontend.narrow_dtypes import kernel_dtype
 from ember.frontend.ops.registry import get_op
 from ember.tir.te import operation as te
 
@@ -20,7 +21,9 @@ from ember.tir.te import operation as te
 def op_to_te(
     op: str, attrs: dict[str, Any], in_types: Sequence[TensorType]
 ) -> tuple[list[Any], list[Any]]:
-    """``(placeholders, outputs)`` of ``op`` applied to inputs of ``in_types`` (static)."""
+    """``(placeholders, outputs)`` of ``op`` applied to inputs of ``in_types`` (static); a
+    placeholder has its type's kernel dtype (a float8 input is a ``uint8`` one:
+    ``narrow_dtypes.py``)."""
     for t in in_types:
         if not t.is_static:
             raise ArgumentError(
@@ -28,7 +31,8 @@ def op_to_te(
                 "give concrete input shapes " + SHAPES_HINT
             )
     placeholders = [
-        te.placeholder(t.shape, dtype=t.dtype, name=f"in{i}") for i, t in enumerate(in_types)
+        te.placeholder(t.shape, dtype=kernel_dtype(t.dtype), name=f"in{i}")
+        for i, t in enumerate(in_types)
     ]
     definition = get_op(op)
     try:

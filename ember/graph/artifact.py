@@ -52,6 +52,8 @@ import numpy as np
 from ember.backend import get_backend
 from ember.errors import ArgumentError, InternalError, InvalidModelError
 from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.frontend.narrow_dtypes import from_storage, storage_dtype, to_storage
+from ember.frontend.string_tensors import STRING_NUMPY
 from ember.graph.step import empty_kernel
 from ember.runtime import artifact_archive as archive
 from ember.runtime import artifact_schema as schema
@@ -176,11 +178,13 @@ def _npy_entry(array: np.ndarray) -> bytes:
 def _params_bytes(params: dict[str, np.ndarray]) -> bytes:
     """The params as an npz archive: ``p0.npy``, ``p1.npy``... in the order of their sorted
     value names (graph.json keeps that order), stored uncompressed, dated 1980 so that
-    the same params give the same bytes."""
+    the same params give the same bytes; a narrow type (float8...) as its storage, which
+    numpy reads without ml_dtypes."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
         for i, n in enumerate(sorted(params)):
-            z.writestr(zipfile.ZipInfo(f"p{i}.npy", (1980, 1, 1, 0, 0, 0)), _npy_entry(params[n]))
+            data = to_storage(params[n], str(params[n].dtype))
+            z.writestr(zipfile.ZipInfo(f"p{i}.npy", (1980, 1, 1, 0, 0, 0)), _npy_entry(data))
     return buf.getvalue()
 
 
@@ -208,6 +212,12 @@ def export_model(
 
     For CUDA, ``archs`` lists the ``sm_XX`` to store cubins for (see
     :mod:`ember.codegen_cuda.artifact`) and ``ptx=False`` leaves the PTX out."""
+    strings = sorted(n for n, p in model.graph.params.items() if p.dtype == STRING_NUMPY)
+    if strings:  # params are .npy without pickle, which holds no Python str objects
+        raise ArgumentError(
+            f"export: the model holds string tensors ({', '.join(strings[:4])}), which "
+            ".ember files cannot store yet; compile it from its ONNX file where it runs"
+        )
     backend = get_backend(model.target)
     with tempfile.TemporaryDirectory(prefix="ember-export-") as tmp:
         packer = backend.artifact_packer(archs, ptx) or _LibraryPacker(Path(tmp))
@@ -347,8 +357,9 @@ def _npy_header(f: Any, name: str, path: Any) -> tuple[tuple[int, ...], bool, np
 
 
 def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> np.ndarray:
-    """One ``.npy`` entry, whose header must give the graph's ``[shape, dtype]``."""
-    shape, dtype = tuple(value[0]), np.dtype(value[1])
+    """One ``.npy`` entry, whose header must give the graph's ``[shape, dtype]`` (a float8
+    param's storage, ``uint8``: :func:`_params_bytes`)."""
+    shape, dtype = tuple(value[0]), storage_dtype(value[1])
     if not all(isinstance(d, int) for d in shape):
         raise InvalidModelError(f"{path}: param {name} has the symbolic shape {list(shape)}")
     nbytes = math.prod(shape) * dtype.itemsize
@@ -368,7 +379,7 @@ def _read_param(z: zipfile.ZipFile, name: str, value: list[Any], path: Any) -> n
     if len(data) != nbytes:
         raise InvalidModelError(f"{path}: param {name} holds {len(data)} bytes, not {nbytes}")
     flat = np.frombuffer(bytearray(data), dtype=dtype)
-    return flat.reshape(shape, order="F" if fortran else "C")
+    return from_storage(flat.reshape(shape, order="F" if fortran else "C"), value[1])
 
 
 def np_dtype(dtype: str) -> np.dtype:

@@ -62,7 +62,9 @@ def compile(
 
     An input dim left symbolic (a batch ``"N"``) gives a :class:`~ember.graph.dynamic_model.
     DynamicModel` instead: it runs on any size of that dim, compiling (and caching) a
-    CompiledModel per size on its first run (see ``dynamic_model.py`` for why).
+    CompiledModel per size on its first run (see ``dynamic_model.py`` for why). So does a
+    model with sequence or optional inputs or outputs: its run takes and gives lists of
+    arrays and None, compiling per length of its sequence inputs (``structured_io.py``).
 
     ``records`` (a tuning records file or files): kernels whose node has a tuning task
     (convolutions on the ``conv2d_nchw.llvm`` template) take the best recorded config
@@ -84,8 +86,12 @@ def compile(
             if not source.learn_value_inputs(e):
                 raise
         else:
-            return compile_graph(graph, backend, records, graph_passes)
-    # a symbolic dim or a value input: steps 2-5 per size (and value), on first use
+            if graph.interface is None or isinstance(model, Graph):  # a Graph runs flat
+                return compile_graph(graph, backend, records, graph_passes)
+            # sequences or optionals the file does not declare: run as lists, per layout
+            source = OnnxSource(model, dict(shapes or {}))
+    # a symbolic dim, a value input, a sequence or optional: steps 2-5 per size (and value,
+    # and layout), on first use
     return DynamicModel(source, backend.target, records, graph_passes, compile_graph)
 
 

@@ -17,19 +17,32 @@ several threads at once like any other (``ember/executor.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ember.errors import ArgumentError, InternalError
-from ember.frontend.graph import Graph, Node
+from ember.frontend.graph import Graph, Node, TensorType
+from ember.frontend.narrow_dtypes import from_storage, to_storage
 from ember.graph.executor import CompiledModel
 from ember.graph.step import Step
 
 
 def _flag(array: Any) -> bool:
     return bool(np.asarray(array).reshape(-1)[0])
+
+
+def _run_body(model: Any, arrays: Sequence[Any]) -> list[Any]:
+    """``model.run`` on arrays as the executor holds them, results likewise: a subgraph is a
+    model of its own, whose run takes and gives users' arrays, a float8 value as ml_dtypes'
+    type where the executor holds its bits (``frontend/narrow_dtypes.py``)."""
+    ins = [from_storage(a, _dtype(t)) for a, t in zip(arrays, model.input_types)]
+    return [to_storage(r, _dtype(t)) for r, t in zip(model.run(ins), model.output_types)]
+
+
+def _dtype(t: Any) -> str:
+    return t.dtype if isinstance(t, TensorType) else ""
 
 
 class IfStep:
@@ -59,7 +72,7 @@ class IfStep:
                 f"the If takes its {taken.split('_')[0]} branch, which cannot run on the shapes "
                 f"the model was compiled for: {self.refused.get(taken, 'no reason recorded')}"
             )
-        results = model.run(list(arrays[1 : self.num_inputs]))
+        results = _run_body(model, arrays[1 : self.num_inputs])
         for dst, src in zip(arrays[self.num_inputs :], results):
             np.copyto(dst, src)
 
@@ -83,7 +96,8 @@ class LoopStep:
         scans: list[list[np.ndarray]] = [[] for _ in outs[n:]]
         i = 0
         while cond and (trip is None or i < trip):
-            res = self.body.run([np.array(i, dtype=np.int64), np.array(cond), *values, *captured])
+            step = [np.array(i, dtype=np.int64), np.array(cond), *values, *captured]
+            res = _run_body(self.body, step)
             cond = _flag(res[0])
             values = res[1 : 1 + n]
             for k, s in enumerate(res[1 + n :]):
@@ -122,7 +136,7 @@ class ScanStep:
                 np.take(x, length - 1 - i if d else i, axis=a)
                 for x, a, d in zip(xs, sp["in_axes"], sp["in_dirs"])
             ]
-            res = self.body.run([*states, *slices, *captured])
+            res = _run_body(self.body, [*states, *slices, *captured])
             states = res[:n]
             for k, e in enumerate(res[n:]):
                 elems[k].append(e)

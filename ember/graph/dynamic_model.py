@@ -29,7 +29,16 @@ beside the sizes: each distinct value imports the model with it as a constant
 (``frontend/onnx_import/value_inputs.py``) and compiles it once. onnxruntime computes such
 shapes on the host per run with kernels that take any shape; Ember keeps kernels
 specialized for their shapes and pays one compile per new value instead (the disk kernel
-cache makes repeats cheap), warning once a model has compiled for many values.
+cache makes repeats cheap), warning once a model has compiled for many values. A string
+input is always a value input (kernels hold no strings: ``frontend/string_tensors.py``),
+keyed on its strings, not its pointers.
+
+Sequences and optionals are specialized the same way. A model with a sequence or
+optional input or output is always a DynamicModel: ``run`` takes a list of arrays for a
+sequence input and None (or a value) for an optional one, and each new layout (the
+sequences' lengths and element shapes, which optionals are present) imports the model
+with it (``from_onnx``'s ``shapes``) and compiles once; the compiled graph works on flat
+tensors and ``structured_io.py`` groups its outputs back into lists and None.
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ import numpy as np
 
 from ember.errors import ArgumentError, EmberError, NeedsConstantError
 from ember.frontend.graph import Graph, TensorType, Value
+from ember.frontend.interface import OptionalType, is_structured
+from ember.frontend.onnx_import.boundary import structured_type
+from ember.frontend.onnx_import.context import tensor_array
 from ember.frontend.onnx_import.importer import (
     _elem_dtype,
     _input_type,
@@ -60,14 +72,19 @@ from ember.frontend.onnx_import.value_inputs import (
 )
 from ember.frontend.ops.registry import get_op
 from ember.frontend.passes.graph_pass import GraphFn
+from ember.frontend.string_tensors import STRING, content_key
 from ember.graph.artifact_dynamic import export_dynamic
 from ember.graph.executor import CompiledModel, ParamStore, input_array, inputs_in_order
+from ember.graph.structured_io import bind_structured, flatten_inputs, run_structured
 from ember.target import Target
 from ember.tir.transform.runner import Pass
 
-Binding = tuple[tuple[str, int], ...]
+Binding = tuple[tuple[Any, Any], ...]
+"""The sizes of the symbolic dims, ``(symbol, size)``, then for each sequence or optional
+input ``(("layout", name), layout)`` (``structured_io.py``): what a specialization is for."""
 ValueKey = tuple[tuple[str, str, tuple[int, ...], bytes], ...]
-"""The values of a model's value inputs, hashable: name, dtype, shape and bytes of each."""
+"""The values of a model's value inputs, hashable: name, dtype, shape and bytes of each
+(a string input's bytes are its strings', ``string_tensors.content_key``)."""
 
 MANY_VALUES = 32
 """Distinct values of the value inputs after which a run warns that it keeps compiling."""
@@ -89,11 +106,18 @@ class OnnxSource:
         self.value_inputs: list[str] = list(value_inputs)
 
     def specialize(
-        self, binding: Mapping[str, int], values: Mapping[str, np.ndarray] | None = None
+        self, binding: Mapping[Any, Any], values: Mapping[str, np.ndarray] | None = None
     ) -> Graph:
-        """The graph at these sizes, with ``values`` (of value inputs) as constants."""
+        """The graph at these sizes (and layouts of sequence and optional inputs: see
+        :data:`Binding`), with ``values`` (of value inputs) as constants."""
         values = values or {}
-        shapes = {v.name: _concrete(v.type, binding) for v in self.inputs if v.name not in values}
+        shapes: dict[str, Any] = {}
+        for v in self.inputs:
+            if v.name not in values:  # a sequence's shapes: its element shapes (or None)
+                structured = is_structured(v.type)
+                shapes[v.name] = (
+                    binding[layout_key(v.name)] if structured else _concrete(v.type, binding)
+                )
         if not values:
             return from_onnx(self.data, shapes)
         return from_onnx(freeze_inputs(load_model(self.data), values), shapes)
@@ -117,7 +141,7 @@ def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[lis
     defaults = onnx_defaults(proto)
     known = {i.name for i in proto.graph.initializer} - set(defaults)
     inputs = [
-        Value(vi.name, _input_type(vi, shapes, defaults.get(vi.name)))
+        Value(vi.name, _declared_input_type(vi, shapes, defaults.get(vi.name)))
         for vi in proto.graph.input
         if vi.name not in known
     ]
@@ -129,17 +153,38 @@ def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[lis
     return inputs, [Value(vi.name, _declared_type(vi)) for vi in proto.graph.output]
 
 
+def _declared_input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> Any:
+    """A tensor input's type (``shapes`` fixing symbolic dims), or a sequence or optional
+    input's declared type (its lengths are those of each run)."""
+    structured = structured_type(vi)
+    if structured is None:
+        return _input_type(vi, shapes, default)
+    if vi.name in shapes:
+        raise ArgumentError(
+            f"input '{vi.name}' is {structured}: its lengths are taken from each run, "
+            "so shapes= cannot fix them"
+        )
+    return structured
+
+
+def layout_key(name: str) -> tuple[str, str]:
+    """The key of a sequence or optional input's layout in a :data:`Binding` (apart from
+    the symbols, which are strings)."""
+    return ("layout", name)
+
+
 def onnx_defaults(proto: Any) -> dict[str, np.ndarray]:
     """The data of the initializers a run may override (inputs it may leave out)."""
-    from onnx import numpy_helper  # optional dependency: onnx (only ONNX sources get here)
-
     names = overridable_initializers(proto)
-    return {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer if t.name in names}
+    return {t.name: tensor_array(t) for t in proto.graph.initializer if t.name in names}
 
 
 def _declared_type(vi: Any) -> TensorType:
     """An output's type as the model declares it; ``?`` for what it leaves out (known once
     a size is compiled)."""
+    structured = structured_type(vi)
+    if structured is not None:
+        return structured  # type: ignore[return-value]
     try:
         return _value_type(vi, {})
     except EmberError:
@@ -232,8 +277,14 @@ class DynamicModel:
         self.graph_passes = graph_passes
         self.input_names = [v.name for v in source.inputs]
         self.output_names = [v.name for v in source.outputs]
+        # a sequence or optional input or output has a SequenceType or OptionalType here
         self.input_types: list[TensorType] = [v.type for v in source.inputs]
         self.output_types: list[TensorType] = [v.type for v in source.outputs]
+        # what a dict of inputs may leave out: an overridable initializer, an optional
+        self._defaults = {
+            **source.defaults,
+            **{v.name: None for v in source.inputs if isinstance(v.type, OptionalType)},
+        }
         self.specializations: dict[Binding, CompiledModel] = {}
         # models with value inputs: one per sizes and values (not exported, see export)
         self.value_specializations: dict[tuple[Binding, ValueKey], CompiledModel] = {}
@@ -254,8 +305,16 @@ class DynamicModel:
     @property
     def symbols(self) -> list[str]:
         """The symbolic dims, in the order the inputs first name them."""
-        dims = (d for t in self.input_types for d in t.shape if isinstance(d, str))
+        tensors = [t for t in self.input_types if isinstance(t, TensorType)]
+        dims = (d for t in tensors for d in t.shape if isinstance(d, str))
         return list(dict.fromkeys(dims))
+
+    @property
+    def structured(self) -> bool:
+        """Whether the model takes or gives sequences or optionals (``run`` takes a list of
+        arrays for a sequence, None or a value for an optional, and gives them back so);
+        each layout of its inputs (lengths, element shapes, presence) compiles once."""
+        return any(is_structured(t) for t in (*self.input_types, *self.output_types))
 
     def specialize(self, binding: Mapping[str, int] | None = None, **sizes: int) -> Any:
         """The CompiledModel for these sizes (``specialize(N=8)``), compiled on first use:
@@ -264,6 +323,11 @@ class DynamicModel:
             raise ArgumentError(
                 f"this model needs the values of its inputs {self.value_inputs} to compile; "
                 "run it (each distinct value compiles once) instead of specializing by size"
+            )
+        if any(is_structured(t) for t in self.input_types):
+            raise ArgumentError(
+                "this model takes sequences or optionals; run it (each length of its sequence "
+                "inputs compiles once) instead of specializing by size"
             )
         given = {**(binding or {}), **sizes}
         missing = [s for s in self.symbols if s not in given]
@@ -276,7 +340,10 @@ class DynamicModel:
         bad = {k: v for k, v in given.items() if not isinstance(v, (int, np.integer)) or v < 0}
         if bad:
             raise ArgumentError(f"symbolic dim sizes must be non-negative integers, got {bad}")
-        key: Binding = tuple((s, int(given[s])) for s in self.symbols)
+        return self._specialized(tuple((s, int(given[s])) for s in self.symbols))
+
+    def _specialized(self, key: Binding) -> Any:
+        """The CompiledModel for ``key`` (sizes and layouts), compiled on first use."""
         model = self.specializations.get(key)
         if model is not None and model._shared_with is self._params:
             return model  # the common case: no lock
@@ -302,7 +369,7 @@ class DynamicModel:
         arrays it takes: those of every input that is not a value input."""
         if not self.value_inputs:
             try:
-                return self.specialize(dict(key)), arrays
+                return self._specialized(key), arrays
             except NeedsConstantError as e:  # a shape the model feeds at run time
                 with self._compiling:
                     if not self.value_inputs and not self.source.learn_value_inputs(e):
@@ -350,23 +417,33 @@ class DynamicModel:
         for name, arr in zip(self.input_names, arrays):
             if name not in self.value_inputs:
                 continue
+            if not isinstance(arr, np.ndarray):
+                raise ArgumentError(
+                    f"input '{name}' is a sequence or optional, and the model needs its values "
+                    "at compile time (they set a shape or a position); not supported"
+                )
             if arr.size > MAX_VALUE_ELEMENTS:
                 raise ArgumentError(
                     f"input '{name}' has {arr.size} elements, and the model needs its values "
                     f"at compile time (it sets a shape); Ember compiles per value only for "
                     f"inputs of at most {MAX_VALUE_ELEMENTS} elements: make it an initializer"
                 )
-            arr = np.ascontiguousarray(arr)
-            key.append((name, str(arr.dtype), tuple(arr.shape), arr.tobytes()))
+            key.append((name, str(arr.dtype), tuple(arr.shape), content_key(arr)))
         return tuple(key)
 
     def bind(self, inputs: Mapping[str, Any] | Sequence[Any]) -> tuple[Binding, list[Any]]:
         """The sizes ``inputs`` give the symbolic dims, and the inputs in order; every
         static dim, rank and dtype is checked first."""
-        given = inputs_in_order(self.input_names, inputs, self.source.defaults)
+        given = inputs_in_order(self.input_names, inputs, self._defaults)
         sizes: dict[str, int] = {}
-        arrays = []
+        arrays: list[Any] = []
+        layouts: list[tuple[Any, Any]] = []
         for name, t, value in zip(self.input_names, self.input_types, given):
+            if is_structured(t):
+                value, layout = bind_structured(name, t, value)  # type: ignore[arg-type]
+                arrays.append(value)
+                layouts.append((layout_key(name), layout))
+                continue
             before = dict(sizes)
             arr = input_array(name, value, t.dtype)
             fits = arr.ndim == t.ndim and all(
@@ -379,13 +456,18 @@ class DynamicModel:
                     f"{list(arr.shape)}" + _bound_note(t, before)
                 )
             arrays.append(arr)
-        return tuple((s, sizes[s]) for s in self.symbols), arrays
+        return (*((s, sizes[s]) for s in self.symbols), *layouts), arrays
 
-    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
-        """Run on ``inputs`` (a dict by name or a list), compiling for their sizes if new."""
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
+        """Run on ``inputs`` (a dict by name or a list), compiling for their sizes if new.
+
+        A sequence input takes a list of arrays (of its dtype; their number and shapes may
+        change from run to run, each new layout compiling once), an optional one None (or
+        left out of a dict) or its value; a sequence output is a list of arrays, an empty
+        optional None (``structured_io.py``)."""
         key, arrays = self.bind(inputs)
         model, arrays = self._model_for(key, arrays)
-        return model.run(arrays)
+        return run_structured(model, arrays)
 
     __call__ = run
 
@@ -402,12 +484,25 @@ class DynamicModel:
             return model.benchmark(None, number, repeat)
         key, arrays = self.bind(inputs)
         model, arrays = self._model_for(key, arrays)
+        if model.graph.interface is not None:
+            arrays = flatten_inputs(model.graph.interface, arrays)
         return model.benchmark(arrays, number, repeat)
 
     def export(self, path: Any, archs: Any = None, ptx: bool = True) -> None:
         """Write the source and the specializations so far to one ``.ember`` file
         (``archs``/``ptx``: the GPU images of a CUDA model's sizes, as
         :meth:`CompiledModel.export` takes them)."""
+        if self.structured:
+            raise ArgumentError(
+                "export: a model that takes or gives sequences or optionals cannot be exported yet"
+            )
+        strings = [n for n, d in zip(self.input_names, self.input_dtypes) if d == STRING]
+        strings += [n for n, d in zip(self.output_names, self.output_dtypes) if d == STRING]
+        if strings:
+            raise ArgumentError(
+                f"export: the model takes or gives string tensors ({', '.join(strings)}), "
+                "which .ember files cannot hold yet; compile it from its ONNX file where it runs"
+            )
         export_dynamic(self, path, archs, ptx)
 
     def __repr__(self) -> str:
@@ -429,7 +524,8 @@ def symbolic_source(model: Any, shapes: Mapping[str, Sequence[int]] | None) -> A
     if isinstance(model, Graph):
         static = all(v.type.is_static for v in model.inputs)
         return None if static else GraphSource(model)
-    inputs, _ = onnx_signature(model, dict(shapes or {}))
-    if all(v.type.is_static for v in inputs):
+    inputs, outputs = onnx_signature(model, dict(shapes or {}))
+    structured = any(is_structured(v.type) for v in (*inputs, *outputs))
+    if all(v.type.is_static for v in inputs) and not structured:
         return None
     return OnnxSource(model, dict(shapes or {}))

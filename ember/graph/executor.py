@@ -23,6 +23,8 @@ import numpy as np
 from ember.backend import get_backend
 from ember.errors import ArgumentError, EmberError
 from ember.frontend.graph import Graph, TensorType
+from ember.frontend.narrow_dtypes import from_storage, numpy_dtype, to_storage
+from ember.frontend.string_tensors import STRING, string_input
 from ember.graph.artifact import export_model
 from ember.graph.profiling import profile_calls, timed_call
 from ember.graph.step import Step
@@ -76,12 +78,15 @@ def inputs_in_order(
 def input_array(name: str, value: Any, dtype: np.dtype | str) -> np.ndarray:
     """``value`` as a numpy array (without a copy where it is one) of ``dtype``, or an
     ArgumentError naming input ``name``. Like onnxruntime, no dtype is converted: a Python
-    list of floats is float64 and is refused by a float32 input."""
+    list of floats is float64 and is refused by a float32 input. A string input takes an
+    array of ``str`` (``frontend/string_tensors.py``)."""
+    if isinstance(dtype, str) and dtype == STRING:  # (a numpy dtype: the hot path, no compare)
+        return string_input(name, value)
     try:
         arr = np.asarray(value)
     except Exception as e:  # noqa: BLE001 - a ragged list, an object whose __array__ fails
         raise ArgumentError(f"input '{name}' is not an array: {type(e).__name__}: {e}") from e
-    want = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+    want = dtype if isinstance(dtype, np.dtype) else numpy_dtype(dtype)
     if arr.dtype != want:
         hint = ""
         if not isinstance(value, np.ndarray) and arr.dtype != object:
@@ -129,7 +134,7 @@ class CompiledModel:
         self._shared_with: Any = None  # the ParamStore the params came from, if any
         self._pool = WorkspacePool(self._new_workspace)
         self.workspace_bytes = self._pool.first.nbytes  # of each workspace
-        self._input_dtypes = [b.dtype for b in self._pool.first.inputs]
+        self._input_dtypes = [numpy_dtype(t.dtype) for t in self.input_types]
 
     def _new_workspace(self) -> Workspace:
         return Workspace(self.graph, self.steps, self._params, self._loop)
@@ -164,7 +169,8 @@ class CompiledModel:
         return [t.dtype for t in self.output_types]
 
     def _check_inputs(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
-        """Every input as an array of the model's dtype and shape, checked before any runs."""
+        """Every input as an array of the model's dtype and shape, checked before any runs,
+        in the storage its kernels read (a float8 array's bits: ``narrow_dtypes.py``)."""
         arrays = []
         given = inputs_in_order(self.input_names, inputs, self.graph.defaults)
         for name, t, dtype, value in zip(
@@ -175,7 +181,7 @@ class CompiledModel:
                 raise ArgumentError(
                     f"input '{name}' must have shape {list(t.shape)}, got {list(arr.shape)}"
                 )
-            arrays.append(arr)
+            arrays.append(to_storage(arr, t.dtype))
         return arrays
 
     def _workspace(self) -> contextlib.AbstractContextManager[Workspace]:
@@ -226,7 +232,7 @@ class CompiledModel:
                 out.append(given if all(a is not given for a in out) else given.copy())
             else:
                 out.append(np.array(ws.env[v], copy=True))
-        return out
+        return [from_storage(a, t.dtype) for a, t in zip(out, self.output_types)]
 
     def export(self, path: Any, archs: Sequence[str] | None = None, ptx: bool = True) -> None:
         """Write this model to one ``.ember`` file that :func:`ember.load` reads in any

@@ -20,6 +20,7 @@ from typing import Any, cast
 from ember.backend import Backend, get_backend
 from ember.errors import ArgumentError, EmberError, InternalError
 from ember.frontend.graph import Graph, Node, TensorType
+from ember.frontend.narrow_dtypes import kernel_dtype
 from ember.frontend.ops.registry import get_op
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
@@ -95,7 +96,7 @@ def group_to_te(
     (the group's schedule runs theirs)."""
     backend: Backend = get_backend(target)
     env: dict[str, Tensor] = {
-        v: te.placeholder(static_shape(types[v]), dtype=types[v].dtype, name=f"in{i}")
+        v: te.placeholder(static_shape(types[v]), dtype=kernel_dtype(types[v].dtype), name=f"in{i}")
         for i, v in enumerate(inputs)
     }
     placeholders = [env[v] for v in inputs]

@@ -22,6 +22,7 @@ import numpy as np
 from ember.backend import Backend, get_backend
 from ember.driver import build
 from ember.frontend.graph import Node, TensorType
+from ember.frontend.narrow_dtypes import storage_dtype
 from ember.frontend.ops.registry import get_op
 from ember.graph import kernel_cache
 from ember.graph.group_tasks import tuned_group
@@ -69,8 +70,9 @@ class Kernel:
         return bind_kernel(self, arrays)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Allocate outputs, run, return them (for folding and tests)."""
-        outs = [np.empty(static_shape(t), dtype=t.dtype) for t in self.out_types]
+        """Allocate outputs, run, return them (for folding and tests); a narrow type's
+        arrays (in and out) in its storage (``frontend/narrow_dtypes.py``)."""
+        outs = [np.empty(static_shape(t), dtype=storage_dtype(t.dtype)) for t in self.out_types]
         self(*inputs, *outs)
         return outs
 

@@ -18,10 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ember.backend import Backend, get_backend
 from ember.errors import EmberError, InvalidModelError
+from ember.frontend.narrow_dtypes import storage_dtype
 from ember.frontend.onnx_import.importer import load_model as load_onnx
 from ember.graph.artifact import (
     graph_from_json,
@@ -172,7 +171,7 @@ def _check_kernel_fits(kernel: Any, st: dict[str, Any], graph: Any, path: Any) -
         t = graph.values[name].type
         shape = (1,) if i in scalars and t.shape == () else t.shape
         static = all(isinstance(d, int) for d in p.shape)
-        if (static and tuple(p.shape) != shape) or np.dtype(t.dtype) != np_dtype(p.dtype):
+        if (static and tuple(p.shape) != shape) or storage_dtype(t.dtype) != np_dtype(p.dtype):
             raise InvalidModelError(
                 f"{path}: step {st['where']} passes '{name}' as {t}, its kernel takes "
                 f"{p.describe()}"

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ember.frontend.graph import Graph
+from ember.frontend.narrow_dtypes import storage_dtype
 from ember.graph.step import Step
 from ember.runtime.aligned import CACHE_LINE, aligned_empty
 
@@ -78,7 +79,7 @@ def absorbed_concats(graph: Graph, steps: Sequence[Step]) -> tuple[dict[str, Sla
         types = [graph.values[v].type for v in (out, *ins)]
         if len({t.dtype for t in types}) != 1 or not all(t.is_static for t in types):
             continue
-        itemsize = np.dtype(types[0].dtype).itemsize
+        itemsize = storage_dtype(types[0].dtype).itemsize
         shapes = [tuple(int(d) for d in t.shape) for t in types]
         offsets = _slab_offsets(shapes[0], shapes[1:], itemsize)
         if offsets:
@@ -145,7 +146,8 @@ def plan_memory(
     def place(v: str) -> np.ndarray:
         nonlocal free, total
         t = graph.values[v].type
-        need = max(t.size * np.dtype(t.dtype).itemsize, 1)
+        store = storage_dtype(t.dtype)
+        need = max(t.size * store.itemsize, 1)
         fits = [b for b in free if b.nbytes >= need]
         buf = min(fits, key=lambda b: b.nbytes) if fits else None
         if buf is None:
@@ -154,7 +156,7 @@ def plan_memory(
         else:
             free = [b for b in free if b is not buf]
         owner[v] = buf
-        views[v] = buf[: t.size * np.dtype(t.dtype).itemsize].view(t.dtype).reshape(t.shape)  # type: ignore[arg-type]
+        views[v] = buf[: t.size * store.itemsize].view(store).reshape(t.shape)  # type: ignore[arg-type]
         return buf
 
     for k, st in enumerate(steps):
@@ -169,8 +171,9 @@ def plan_memory(
                 out, offset = slabs[v]
                 buf = owner[out] if out in owner else place(out)
                 t = graph.values[v].type
-                nbytes = t.size * np.dtype(t.dtype).itemsize
-                views[v] = buf[offset : offset + nbytes].view(t.dtype).reshape(t.shape)  # type: ignore[arg-type]
+                store = storage_dtype(t.dtype)
+                nbytes = t.size * store.itemsize
+                views[v] = buf[offset : offset + nbytes].view(store).reshape(t.shape)  # type: ignore[arg-type]
                 continue
             place(v)
         for v in [v for v in owner if last_use.get(v, -1) <= k]:

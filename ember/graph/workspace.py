@@ -41,6 +41,8 @@ import numpy as np
 
 from ember.errors import EmberError, InternalError
 from ember.frontend.graph import Graph
+from ember.frontend.narrow_dtypes import storage_dtype, to_storage
+from ember.frontend.string_tensors import STRING_NUMPY, content_key
 from ember.graph.index_guard import GuardedCall, guard_index_reads
 from ember.graph.memory_plan import absorbed_concats, aliased_reshapes, plan_memory
 from ember.graph.step import Step, empty_kernel
@@ -57,8 +59,13 @@ Slots = list[tuple["ctypes.Array[ctypes.c_uint64]", int]]
 
 
 def owned_params(graph: Graph) -> dict[str, np.ndarray]:
-    """The graph's constants as kernels read them: C-contiguous, each on a cache line."""
-    return {n: aligned_copy(p) for n, p in graph.params.items()}
+    """The graph's constants as kernels read them: C-contiguous, each on a cache line, a
+    narrow type (float8, int4...) in its storage (``frontend/narrow_dtypes.py``); a string
+    constant (only ever a graph output: ``frontend/string_tensors.py``) as it is."""
+    return {
+        n: p if p.dtype == STRING_NUMPY else aligned_copy(to_storage(p, str(p.dtype)))
+        for n, p in graph.params.items()
+    }
 
 
 class Workspace:
@@ -81,12 +88,12 @@ class Workspace:
         views, self.nbytes = plan_memory(graph, steps, slabs, aliases)
         env: dict[str, np.ndarray] = {**params, **views}
         for v in graph.inputs:  # always this run's own: a run writes them
-            env[v.name] = aligned_array(v.type.shape, v.type.dtype)
+            env[v.name] = aligned_array(v.type.shape, storage_dtype(v.type.dtype))
         for out, src in aliases.values():  # a reshaped input: a view of the input's buffer
             env.setdefault(out, env[src].reshape(graph.values[out].type.dims))
         for v in graph.outputs:
             if v.name not in env:  # else an input or a param, copied out
-                env[v.name] = aligned_array(v.type.shape, v.type.dtype)
+                env[v.name] = aligned_array(v.type.shape, storage_dtype(v.type.dtype))
         self.env = env
         self.inputs = [env[n] for n in graph.input_names]
         # indices out of range are refused before a kernel would read a clamped row
@@ -250,6 +257,10 @@ class ParamStore:
         return a.reshape(-1).view(np.uint8)
 
     def intern(self, array: np.ndarray) -> np.ndarray:
+        if array.dtype == STRING_NUMPY:  # no kernel reads it: shared by content, not bytes
+            key = (array.dtype.str, array.shape, content_key(array))
+            with self._lock:
+                return self._arrays.setdefault(key, array)
         a = aligned_copy(np.asarray(array))
         key = (a.dtype.str, a.shape, hashlib.blake2b(self._bytes(a), digest_size=20).digest())
         with self._lock:

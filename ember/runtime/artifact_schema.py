@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import InvalidModelError
+from ember.runtime.dtype import HELD_AS_BYTES, numpy_dtype
 
 # A member name: slash-separated parts of letters, digits, '_', '-', '.', none of them
 # '.' or '..' and none empty, so joining it under a folder never leaves the folder.
@@ -43,7 +44,7 @@ MAX_VALUE_BYTES = 1 << 38
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _GRAPH_DTYPES = frozenset(
     ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-    + ("float16", "float32", "float64")
+    + ("float16", "float32", "float64", "bfloat16", *HELD_AS_BYTES)
 )
 
 
@@ -118,7 +119,8 @@ def check_shape(shape: Any, dtype: Any, what: str, where: Any, symbolic: bool = 
         raise _fail(where, f"{what} has the unknown dtype {str(dtype)[:40]!r}")
     if not isinstance(shape, list) or not all(_dim(d, symbolic) for d in shape):
         raise _fail(where, f"{what} has the shape {str(shape)[:80]}, not a list of sizes")
-    nbytes = math.prod(d for d in shape if _is_int(d)) * np.dtype(dtype).itemsize
+    itemsize = np.dtype(HELD_AS_BYTES.get(dtype) or numpy_dtype(dtype)).itemsize
+    nbytes = math.prod(d for d in shape if _is_int(d)) * itemsize
     if nbytes > MAX_VALUE_BYTES:
         raise _fail(
             where, f"{what} ({dtype}{shape}) would take {nbytes} bytes, over {MAX_VALUE_BYTES}"

@@ -76,6 +76,23 @@ _BITS = {
 # The 4-bit integers: values -8..7 and 0..15, held one per byte (see :func:`numpy_dtype`).
 SUB_BYTE_INTS = ("int4", "uint4")
 
+# ONNX element types a model's graph may carry (by ml_dtypes' names) that no kernel
+# computes in, and the kernel dtype each is held in, one value per byte: float8 and float4
+# as their bits, 4- and 2-bit integers as their values. Conversions look inside them
+# (``tir/topi/minifloat.py``); a model converts them at its edge (``frontend/narrow_dtypes.py``).
+HELD_AS_BYTES: dict[str, str] = {
+    "float8_e4m3fn": "uint8",
+    "float8_e4m3fnuz": "uint8",
+    "float8_e5m2": "uint8",
+    "float8_e5m2fnuz": "uint8",
+    "float8_e8m0fnu": "uint8",
+    "float4_e2m1fn": "uint8",
+    "int4": "int8",
+    "uint4": "uint8",
+    "int2": "int8",
+    "uint2": "uint8",
+}
+
 
 # The dtype queries below are cached: passes and code generators ask them of every node.
 @cache
@@ -198,6 +215,7 @@ def from_numpy(dtype: np.dtype) -> str:
 
 __all__ = [
     "ALIASES",
+    "HELD_AS_BYTES",
     "SCALAR_DTYPES",
     "SUB_BYTE_INTS",
     "bits_of",

@@ -17,8 +17,11 @@ import numpy as np
 from ember.errors import ArgumentError, InternalError, NeedsConstantError
 from ember.frontend.fold import evaluate
 from ember.frontend.graph import Node, TensorType, Value, check_size, node_label
+from ember.frontend.onnx_import.sequences import Bound, SequenceValue, describe
+from ember.frontend.onnx_import.string_fold import fold_on_strings
 from ember.frontend.ops.index_bounds import check_indices
 from ember.frontend.ops.registry import get_op
+from ember.frontend.string_tensors import STRING, as_strings, is_string_array
 
 REQUIRED = object()
 
@@ -42,15 +45,21 @@ class GraphBuilder:
                 return name
 
     def add_param(self, name: str, array: np.ndarray) -> str:
-        array = np.require(array, requirements="C")
+        strings = is_string_array(np.asarray(array))  # one form: object arrays of str
+        array = np.require(as_strings(array) if strings else array, requirements="C")
         self.params[name] = array
-        self.values[name] = Value(
-            name, TensorType(tuple(int(d) for d in array.shape), str(array.dtype))
-        )
+        dtype = STRING if strings else str(array.dtype)
+        self.values[name] = Value(name, TensorType(tuple(int(d) for d in array.shape), dtype))
         self.taken.add(name)
         return name
 
     def add_input(self, name: str, ttype: TensorType) -> Value:
+        if ttype.dtype == STRING:  # kernels hold no strings: compiled per value instead
+            raise NeedsConstantError(
+                f"input '{name}' is a string tensor, which Ember needs at compile time "
+                "(ember.compile compiles the model once per value of it)",
+                name,
+            )
         v = Value(name, ttype)
         self.values[name] = v
         self.taken.add(name)
@@ -63,8 +72,12 @@ class GraphBuilder:
         definition = get_op(op)
         definition.check_attrs(attrs)
         types = [self.values[i].type for i in inputs]
-        out_types = definition.infer_types(types, attrs)
         node_where = node_label(where[0], where[1], op)
+        if any(t.dtype == STRING for t in types):
+            known = [self.params.get(i) for i in inputs]
+            arrays = fold_on_strings(op, attrs, types, known, inputs, node_where)
+            return [self.add_param(self.fresh(where[0] or op), a) for a in arrays]
+        out_types = definition.infer_types(types, attrs)
         for t in out_types:
             check_size(t, f"the output of {node_where}")
         # constant indices out of range are refused now, before folding would clamp them
@@ -72,7 +85,8 @@ class GraphBuilder:
         check_indices(op, types, attrs, known, inputs, node_where)
         base = where[0] or op
         names = [self.fresh(base) for _ in out_types]
-        if inputs and all(i in self.params for i in inputs) and all(t.is_static for t in out_types):
+        # (an op with no inputs, such as random_uniform, always folds: passes expect inputs)
+        if all(i in self.params for i in inputs) and all(t.is_static for t in out_types):
             arrays = evaluate(op, attrs, [self.params[i] for i in inputs], out_types)
             return [self.add_param(n, a) for n, a in zip(names, arrays)]
         for n, t in zip(names, out_types):
@@ -105,10 +119,24 @@ class GraphBuilder:
             n.outputs = tuple(new if o == old else o for o in n.outputs)
 
 
+def tensor_array(tensor: Any) -> np.ndarray:
+    """An ONNX TensorProto's data (``numpy_helper.to_array``, except that a string tensor
+    keeps every character: numpy's fixed-width strings, which it passes through, drop
+    trailing NULs)."""
+    # optional dependency: onnx
+    from onnx import TensorProto, numpy_helper
+
+    if tensor.data_type != TensorProto.STRING:
+        return numpy_helper.to_array(tensor)
+    out = np.empty(len(tensor.string_data), dtype=object)
+    out[:] = [s.decode("utf-8") for s in tensor.string_data]
+    return out.reshape(tuple(tensor.dims))
+
+
 def _attr_value(a: Any) -> Any:
     """An ONNX AttributeProto as a plain Python value (lists as tuples)."""
     # optional dependency: onnx
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     value = helper.get_attribute_value(a)
     if isinstance(value, bytes):
@@ -116,7 +144,7 @@ def _attr_value(a: Any) -> Any:
     if isinstance(value, list):
         return tuple(v.decode("utf-8") if isinstance(v, bytes) else v for v in value)
     if hasattr(value, "data_type") and hasattr(value, "dims"):
-        return numpy_helper.to_array(value)
+        return tensor_array(value)
     return value
 
 
@@ -127,7 +155,7 @@ class ConvertContext:
         self,
         node: Any,
         name: str,
-        env: dict[str, str],
+        env: dict[str, Bound],
         builder: GraphBuilder,
         opset: int,
         opsets: dict[str, int] | None = None,
@@ -152,12 +180,35 @@ class ConvertContext:
         return i < len(self.node.input) and self.node.input[i] != ""
 
     def input(self, i: int) -> str:
+        """Input ``i``'s Ember tensor value; a sequence or optional there is refused (the
+        converters that take them read :meth:`value` or :meth:`sequence`)."""
+        value = self.value(i)
+        if not isinstance(value, str):
+            raise ArgumentError(
+                f"{self.op_type} input {i} ('{self.node.input[i]}') is {describe(value)}, "
+                f"where {self.op_type} takes a tensor"
+            )
+        return value
+
+    def value(self, i: int) -> Bound:
+        """Input ``i`` of any kind: a tensor's value name, a :class:`SequenceValue` or
+        :data:`~ember.frontend.onnx_import.sequences.EMPTY` (an empty optional)."""
         if not self.has_input(i):
             raise ArgumentError(f"{self.op_type} needs input {i}, which is missing")
         onnx_name = self.node.input[i]
         if onnx_name not in self._env:
             raise InternalError(f"input '{onnx_name}' is used before it is defined")
         return self._env[onnx_name]
+
+    def sequence(self, i: int) -> SequenceValue:
+        """Input ``i``, which must be a sequence (or an optional holding one)."""
+        value = self.value(i)
+        if not isinstance(value, SequenceValue):
+            raise ArgumentError(
+                f"{self.op_type} input {i} ('{self.node.input[i]}') is {describe(value)}, "
+                f"where {self.op_type} takes a sequence"
+            )
+        return value
 
     def inputs(self) -> list[str]:
         """Every given input, in order (skipping omitted optional ones)."""
@@ -209,8 +260,9 @@ class ConvertContext:
 
     # ---- scopes, for converters of nodes with subgraphs (If, Loop) ------------------
     @property
-    def env(self) -> dict[str, str]:
-        """ONNX name -> Ember value of everything visible here (a subgraph reads outer names)."""
+    def env(self) -> dict[str, Bound]:
+        """ONNX name -> Ember value (or sequence) of everything visible here (a subgraph
+        reads outer names)."""
         return self._env
 
     @property

@@ -12,6 +12,7 @@ import numpy as np
 
 from ember.errors import UnsupportedOperatorError
 from ember.frontend.graph import SUPPORTED_DTYPES
+from ember.frontend.string_tensors import STRING
 
 
 def opsets(model: Any) -> dict[str, int]:
@@ -43,6 +44,8 @@ def elem_dtype(vi: Any) -> str:
             f"input '{vi.name}' is not a tensor (sequences, maps and optionals are unsupported)"
         )
     elem = vi.type.tensor_type.elem_type
+    if elem == 8:  # TensorProto.STRING: a compile-time constant (frontend/string_tensors.py)
+        return STRING
     try:
         dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(elem)))
     except (KeyError, TypeError, ValueError):

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberError, InvalidModelError
-from ember.frontend.graph import Graph
+from ember.frontend.graph import Graph, Value
+from ember.frontend.interface import TENSOR
 from ember.frontend.onnx_import.declared import declared_dim, elem_dtype, opsets
 
 
@@ -27,14 +28,17 @@ def check_data_length(t: Any, source: str) -> None:
 
     if not t.HasField("raw_data"):
         return
-    packed = {TensorProto.INT4, TensorProto.UINT4, getattr(TensorProto, "FLOAT4E2M1", -1)}
-    if t.data_type in packed:
-        return  # two values to a byte
-    try:
-        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        return  # a type without a fixed size (string): onnx reads it its own way
-    need = int(np.prod(t.dims, dtype=object)) * itemsize
+    # 4-bit types pack two values to a byte, 2-bit ones four (the last byte padded)
+    per_byte = {getattr(TensorProto, k, -1): 2 for k in ("INT4", "UINT4", "FLOAT4E2M1")}
+    per_byte.update({getattr(TensorProto, k, -1): 4 for k in ("INT2", "UINT2")})
+    count = int(np.prod(t.dims, dtype=object))
+    if t.data_type in per_byte:
+        need = -(-count // per_byte[t.data_type])
+    else:
+        try:
+            need = count * np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+        except (KeyError, TypeError, ValueError):
+            return  # a type without a fixed size (string): onnx reads it its own way
     if len(t.raw_data) != need:
         raise InvalidModelError(
             f"tensor '{t.name}' of shape {list(t.dims)} needs {need} bytes, but "
@@ -67,7 +71,7 @@ def check_declared_outputs(proto: Any, graph: Graph) -> None:
     """InvalidModelError when the model declares an output of a dtype its graph does not
     make (onnxruntime refuses such a model too); a declared static shape that differs
     from the graph's is a warning, as onnxruntime only warns ("lenient merge")."""
-    for vi, value in zip(proto.graph.output, graph.outputs):
+    for vi, value in _tensor_outputs(proto, graph):
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if tt is None or tt.elem_type == 0:  # UNDEFINED: nothing declared
             continue
@@ -92,6 +96,19 @@ def check_declared_outputs(proto: Any, graph: Graph) -> None:
                 UserWarning,
                 stacklevel=3,
             )
+
+
+def _tensor_outputs(proto: Any, graph: Graph) -> list[tuple[Any, Value]]:
+    """Each declared output with the graph value of a tensor it holds (outputs that are
+    sequences or empty optionals are flat values of their own: ``Graph.interface``)."""
+    if graph.interface is None:
+        return list(zip(proto.graph.output, graph.outputs))
+    ports = graph.interface.outputs
+    return [
+        (vi, graph.values[p.values[0]])
+        for vi, p in zip(proto.graph.output, ports)
+        if p.kind == TENSOR
+    ]
 
 
 def _onnx_type_name(elem_type: int) -> str:

@@ -31,7 +31,9 @@ from ember.errors import (
     UnsupportedOperatorError,
 )
 from ember.frontend.graph import Graph, TensorType, Value, check_size
-from ember.frontend.onnx_import.context import ConvertContext, GraphBuilder
+from ember.frontend.interface import TENSOR, Interface, Port
+from ember.frontend.onnx_import.boundary import add_input, bind_output, structured_type
+from ember.frontend.onnx_import.context import ConvertContext, GraphBuilder, tensor_array
 from ember.frontend.onnx_import.declared import declared_dim as _dim
 from ember.frontend.onnx_import.declared import elem_dtype as _elem_dtype
 from ember.frontend.onnx_import.declared import opsets as _opsets
@@ -42,6 +44,8 @@ from ember.frontend.onnx_import.file_checks import (
     check_opset,
 )
 from ember.frontend.onnx_import.registry import find_converter
+from ember.frontend.onnx_import.sequences import Bound, EmptyOptional, SequenceValue
+from ember.frontend.string_tensors import STRING, is_string_array
 
 
 def _onnx() -> Any:
@@ -183,6 +187,12 @@ def _value_type(vi: Any, shapes: Mapping[str, Sequence[int]]) -> TensorType:
 def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Import an ONNX model as an Ember :class:`Graph` (see the module docstring).
 
+    ``shapes`` fixes symbolic input dims, and specializes sequence and optional inputs:
+    ``shapes["x"]`` lists the shapes of sequence ``x``'s elements (one per element), and
+    is None for an optional input left empty, else its tensor's shape (or its sequence's
+    element shapes). Such inputs and outputs become flat tensors (``x[0]``, ``x[1]``, ...),
+    and ``Graph.interface`` says how they group (``frontend/interface.py``).
+
     An initializer also listed as a graph input (IR version 4 on) is an input a run may
     override, its data the default (``Graph.defaults``), as onnxruntime has it; it then
     does not fold as a constant. Where Ember needs its value at compile time (a Reshape's
@@ -219,27 +229,18 @@ def overridable_initializers(proto: Any) -> set[str]:
 
 def _convert(proto: Any, shapes: dict[str, Sequence[int]], overridable: set[str]) -> Graph:
     """The graph of ``proto``; ``overridable`` initializers become inputs with defaults."""
-    # optional dependency: onnx
-    from onnx import numpy_helper
-
     g = proto.graph
     reserved = {v for n in _all_nodes(g) for v in (*n.input, *n.output)} | {i.name for i in g.input}
     b = GraphBuilder(reserved)
-    env: dict[str, str] = {}
+    env: dict[str, Bound] = {}
     defaults: dict[str, np.ndarray] = {}
     for init in g.initializer:
         check_data_length(init, "the model")
         if init.name in overridable:
-            defaults[init.name] = numpy_helper.to_array(init)
+            defaults[init.name] = tensor_array(init)
         else:
-            env[init.name] = b.add_param(init.name, numpy_helper.to_array(init))
-    inputs = [
-        b.add_input(vi.name, _input_type(vi, shapes, defaults.get(vi.name)))
-        for vi in g.input
-        if vi.name not in env
-    ]
-    for v in inputs:
-        env[v.name] = v.name
+            env[init.name] = b.add_param(init.name, tensor_array(init))
+    inputs, in_ports = _add_inputs(g, b, env, shapes, defaults)
     # a listed initializer imported as a constant (see from_onnx) may still be named
     unknown = set(shapes) - {vi.name for vi in g.input}
     if unknown:
@@ -249,10 +250,51 @@ def _convert(proto: Any, shapes: dict[str, Sequence[int]], overridable: set[str]
     opsets = _opsets(proto)
     for index, node in enumerate(g.node):
         convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
-    outputs = [_bind_output(o.name, env, b) for o in g.output]
+    outputs, out_ports = _bind_outputs(g, env, b)
     name = g.name or "main"
     graph = Graph(inputs, outputs, b.nodes, b.params, b.values, name=name, defaults=defaults)
+    if any(p.kind != TENSOR for p in (*in_ports, *out_ports)):  # a sequence, an empty optional
+        graph.interface = Interface(tuple(in_ports), tuple(out_ports))
     return graph.verify()
+
+
+def _add_inputs(
+    g: Any, b: GraphBuilder, env: dict[str, Bound], shapes: Mapping[str, Any], defaults: dict
+) -> tuple[list[Value], list[Port]]:
+    """The graph inputs (a sequence or optional input flattened to its tensors, as
+    ``shapes`` specializes it: ``boundary.py``), each bound in ``env``, and their ports."""
+    inputs: list[Value] = []
+    ports = []
+    for vi in g.input:
+        if vi.name in env:
+            continue
+        structured = structured_type(vi)
+        if structured is not None:
+            flat, port = add_input(b, env, vi.name, structured, shapes)
+            inputs += flat
+            ports.append(port)
+            continue
+        inputs.append(b.add_input(vi.name, _input_type(vi, shapes, defaults.get(vi.name))))
+        env[vi.name] = vi.name
+        ports.append(Port(vi.name, TENSOR, (vi.name,)))
+    return inputs, ports
+
+
+def _bind_outputs(g: Any, env: dict[str, Bound], b: GraphBuilder) -> tuple[list[Value], list[Port]]:
+    """The graph outputs (a sequence flattened to its tensors, an empty optional to none)
+    and their ports."""
+    outputs: list[Value] = []
+    ports = []
+    for o in g.output:
+        value = env.get(o.name)
+        if isinstance(value, (SequenceValue, EmptyOptional)):
+            flat, port = bind_output(o.name, value, o, b)
+        else:
+            flat = [_bind_output(o.name, env, b)]
+            port = Port(o.name, TENSOR, (flat[0].name,))
+        outputs += flat
+        ports.append(port)
+    return outputs, ports
 
 
 def _input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> TensorType:
@@ -260,7 +302,8 @@ def _input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> T
     initializer (whose data fixes the shape a run must give)."""
     if default is None:
         return _value_type(vi, shapes)
-    t = TensorType(tuple(int(d) for d in default.shape), str(default.dtype))
+    dtype = STRING if is_string_array(default) else str(default.dtype)
+    t = TensorType(tuple(int(d) for d in default.shape), dtype)
     if vi.name in shapes and tuple(int(d) for d in shapes[vi.name]) != t.shape:
         raise ArgumentError(
             f"shapes['{vi.name}'] = {list(shapes[vi.name])} does not fit the shape of its "
@@ -270,7 +313,7 @@ def _input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> T
 
 
 def convert_node(
-    node: Any, name: str, env: dict[str, str], b: GraphBuilder, opsets: dict[str, int]
+    node: Any, name: str, env: dict[str, Bound], b: GraphBuilder, opsets: dict[str, int]
 ) -> None:
     """Convert one ONNX node into ``b``, binding its outputs in ``env`` (also used for the
     nodes of subgraphs, with their own env and builder); ``name`` is how errors call it."""
@@ -301,18 +344,20 @@ def convert_node(
     for onnx_name, value in zip(node.output, results):
         if not onnx_name:
             continue
-        if value not in known and onnx_name not in b.values:
+        if isinstance(value, str) and value not in known and onnx_name not in b.values:
             b.rename(value, onnx_name, start)
             value = onnx_name
         env[onnx_name] = value
 
 
-def _bind_output(name: str, env: dict[str, str], b: GraphBuilder) -> Value:
+def _bind_output(name: str, env: dict[str, Bound], b: GraphBuilder) -> Value:
     """The graph output ``name``, copied under its ONNX name when it aliases another value
     (an Identity of an input, an output listed twice)."""
     if name not in env:
         raise InvalidModelError(f"graph output '{name}' is not produced by any node")
     value = env[name]
+    if not isinstance(value, str):
+        raise InternalError(f"graph output '{name}' is {value}, not a tensor")
     if value != name and name not in b.values:
         start = len(b.nodes)
         (copy,) = b.emit("copy", [value], {}, (f"output_{name}", "Identity"))

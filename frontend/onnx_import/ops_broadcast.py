@@ -14,9 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ArgumentError
+from ember.frontend.narrow_dtypes import BIT_STORED
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
 from ember.tir import dtype as dt
+from ember.tir.topi.minifloat import ROUND_MODES
 
 # ONNX op type -> (Ember op, first opset converted)
 _BINARY = {
@@ -52,6 +54,20 @@ ONNX_DTYPES = {
     12: "uint32",
     13: "uint64",
     16: "bfloat16",
+}
+
+# The narrower types (frontend/narrow_dtypes.py) Cast and CastLike convert to and from.
+NARROW_ONNX_DTYPES = {
+    17: "float8_e4m3fn",
+    18: "float8_e4m3fnuz",
+    19: "float8_e5m2",
+    20: "float8_e5m2fnuz",
+    21: "uint4",
+    22: "int4",
+    23: "float4_e2m1fn",
+    24: "float8_e8m0fnu",
+    25: "uint2",
+    26: "int2",
 }
 
 
@@ -113,9 +129,22 @@ def onnx_dtype(code: int, what: str) -> str:
 
 
 def _cast_to(ctx: ConvertContext, dtype: str) -> list[str]:
-    if ctx.type(0).dtype == dtype:
+    """A cast of input 0 to ``dtype``; to or from float8, float4, 4- or 2-bit types it is a
+    ``cast_narrow``, with ``saturate`` (19+: float8 targets) and ``round_mode`` (24+: e8m0)."""
+    src = ctx.type(0).dtype
+    if src == dtype:
         return [ctx.input(0)]
-    return ctx.emit("cast", [ctx.input(0)], {"dtype": dtype})
+    if src not in BIT_STORED and dtype not in BIT_STORED:
+        return ctx.emit("cast", [ctx.input(0)], {"dtype": dtype})
+    saturate = bool(ctx.attr("saturate", 1)) if ctx.opset >= 19 else True
+    round_mode = str(ctx.attr("round_mode", "up")) if ctx.opset >= 24 else "up"
+    if round_mode not in ROUND_MODES:
+        raise ArgumentError(
+            f"{ctx.op_type} '{ctx.name}': round_mode must be one of {ROUND_MODES}, got "
+            f"{round_mode!r}"
+        )
+    attrs = {"src": src, "dtype": dtype, "saturate": saturate, "round_mode": round_mode}
+    return ctx.emit("cast_narrow", [ctx.input(0)], attrs)
 
 
 @converter("BitCast", since=26)
@@ -127,9 +156,9 @@ def bitcast(ctx: ConvertContext) -> list[str]:
 
 @converter("Cast", since=6)
 def cast(ctx: ConvertContext) -> list[str]:
-    """``saturate`` (19+) and ``round_mode`` (23+) only concern float8 targets, which Ember
-    does not have, so they change nothing here."""
-    return _cast_to(ctx, onnx_dtype(int(ctx.attr("to")), "Cast 'to'"))
+    """ONNX Cast; ``saturate`` and ``round_mode`` only concern float8 targets."""
+    code = int(ctx.attr("to"))
+    return _cast_to(ctx, NARROW_ONNX_DTYPES.get(code) or onnx_dtype(code, "Cast 'to'"))
 
 
 @converter("CastLike", since=15)

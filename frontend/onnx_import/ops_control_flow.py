@@ -20,8 +20,12 @@ becomes a host ``scan`` node that slices its inputs and stacks its outputs. Scan
 (a leading batch axis) runs one such scan per batch row; its sequence_lens must be a
 constant of full lengths.
 
-Every opset form from 1 on converts the same way: later forms only admit sequence
-and optional types, which Ember does not support.
+Every opset form from 1 on converts the same way: later forms admit sequence and
+optional types. An If whose branches give sequences of the same lengths (and optionals
+of the same presence) flattens them to its tensors; where the branches differ in them,
+Ember needs the condition at compile time (``NeedsConstantError``: the model compiles per
+value of it). A Loop that carries sequences or optionals is always unrolled, its trip
+count and condition needed at compile time the same way.
 """
 
 from __future__ import annotations
@@ -30,13 +34,24 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, NeedsConstantError
 from ember.frontend.graph import Graph, Node, TensorType
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
-from ember.frontend.onnx_import.subgraph import import_subgraph, inline_subgraph, with_inputs
+from ember.frontend.onnx_import.sequences import Bound, Layout, describe, rebuild
+from ember.frontend.onnx_import.subgraph import (
+    import_branch,
+    import_subgraph,
+    inline_subgraph,
+    inline_values,
+    reads_structured,
+    with_inputs,
+)
 
 UNROLL_LIMIT = 64
+UNROLL_CAP = 4096
+"""The most iterations Ember unrolls a Loop that carries sequences (its trip count may be
+INT64_MAX, the condition ending it)."""
 FORMS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
 SCAN_FORMS = (9, 11, 16, 19, 21, 23, 24, 25)
 
@@ -47,22 +62,23 @@ def _scalar_bool(ctx: ConvertContext, i: int, what: str) -> None:
         raise ArgumentError(f"{ctx.op_type}: {what} must be a single bool, got {t}")
 
 
-def convert_if(ctx: ConvertContext) -> list[str]:
+def convert_if(ctx: ConvertContext) -> list[Bound]:
     """ONNX If: inlines the taken branch when the condition is a constant, else imports both as
     subgraphs."""
     then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
     _scalar_bool(ctx, 0, "the condition")
     if ctx.is_constant(0):
-        return inline_subgraph(ctx, then_g if bool(ctx.constant(0).reshape(-1)[0]) else else_g)
+        return inline_values(ctx, then_g if bool(ctx.constant(0).reshape(-1)[0]) else else_g)
     branches = {"then_branch": _try_import(ctx, then_g), "else_branch": _try_import(ctx, else_g)}
     refused = {k: b for k, b in branches.items() if isinstance(b, ArgumentError)}
     if len(refused) == 2:
         raise refused["then_branch"]
     imported = {k: b for k, b in branches.items() if not isinstance(b, ArgumentError)}
-    caps = [v for _, c in imported.values() for v in c]
+    layouts = _same_layouts(ctx, [lay for _, _, lay in imported.values()])
+    caps = [v for _, c, _ in imported.values() for v in c]
     order = list(dict.fromkeys(caps))
     types = {v: ctx.type_of(v) for v in order}
-    subs = {k: with_inputs(g, c, order, types).verify() for k, (g, c) in imported.items()}
+    subs = {k: with_inputs(g, c, order, types).verify() for k, (g, c, _) in imported.items()}
     out_types = [[v.type for v in g.outputs] for g in subs.values()]
     if len(out_types) == 2 and out_types[0] != out_types[1]:
         then_t, else_t = out_types
@@ -73,10 +89,28 @@ def convert_if(ctx: ConvertContext) -> list[str]:
     # a branch that cannot run on these shapes is refused when taken, as onnxruntime does
     attrs = {f"refused_{k}": str(e.message) for k, e in refused.items()}
     node = Node("if", ctx.name, (ctx.input(0), *order), (), attrs, ctx.op_type, subgraphs=subs)
-    return ctx.builder.add_node(node, out_types[0])
+    flat = iter(ctx.builder.add_node(node, out_types[0]))
+    return [rebuild(layout, flat) for layout in layouts]
 
 
-def _try_import(ctx: ConvertContext, branch: Any) -> tuple[Graph, dict[str, str]] | ArgumentError:
+def _same_layouts(ctx: ConvertContext, layouts: list[list[Layout]]) -> list[Layout]:
+    """The branches' output layouts (sequences flattened to their tensors), which must
+    agree: a sequence's length or an optional's presence is part of the compiled model,
+    so where the branches differ in them Ember needs the condition at compile time (and
+    compiles the model per value of it, ``ember/graph/dynamic_model.py``)."""
+    if len(layouts) == 2 and layouts[0] != layouts[1]:
+        cond = ctx.node.input[0]
+        raise NeedsConstantError(
+            f"If '{ctx.name}': the branches give sequences or optionals of different lengths "
+            f"or presence, so Ember needs the condition ('{cond}') at compile time",
+            cond,
+        )
+    return layouts[0]
+
+
+def _try_import(
+    ctx: ConvertContext, branch: Any
+) -> tuple[Graph, dict[str, str], list[Layout]] | ArgumentError:
     """A runtime If's branch as a Graph, or the ArgumentError that says why it cannot run
     on the shapes the model was imported with.
 
@@ -84,7 +118,7 @@ def _try_import(ctx: ConvertContext, branch: Any) -> tuple[Graph, dict[str, str]
     VAD's 8 kHz branch expects a shorter input than its 16 kHz one): onnxruntime runs
     such a model and fails only if the other branch is taken, and so does Ember."""
     try:
-        return import_subgraph(ctx, branch)
+        return import_branch(ctx, branch)
     except ArgumentError as e:
         return e
 
@@ -97,7 +131,7 @@ def _body_keeps_cond(body: Graph) -> bool:
     return out in body.params and bool(np.all(body.params[out]))
 
 
-def convert_loop(ctx: ConvertContext) -> list[str]:
+def convert_loop(ctx: ConvertContext) -> list[Bound]:
     """ONNX Loop: imports the body as a subgraph with its carried and scan outputs."""
     body_g = ctx.attr("body")
     n_carried = ctx.num_inputs - 2
@@ -108,6 +142,8 @@ def convert_loop(ctx: ConvertContext) -> list[str]:
         )
     if ctx.has_input(1):
         _scalar_bool(ctx, 1, "the condition")
+    if _carries_structured(ctx, body_g, n_carried):
+        return _unroll_structured(ctx, body_g, n_carried, n_scan)
     trip = int(ctx.constant(0).reshape(-1)[0]) if ctx.is_constant(0) else None
     cond = bool(ctx.constant(1).reshape(-1)[0]) if ctx.is_constant(1) else not ctx.has_input(1)
     carried = [ctx.input(2 + k) for k in range(n_carried)]
@@ -139,27 +175,91 @@ def convert_loop(ctx: ConvertContext) -> list[str]:
         ctx.op_type,
         subgraphs={"body": body},
     )
-    return ctx.builder.add_node(node, [*formal[2:], *scan_types])
+    return [*ctx.builder.add_node(node, [*formal[2:], *scan_types])]
+
+
+def _carries_structured(ctx: ConvertContext, body_g: Any, n_carried: int) -> bool:
+    """Whether the Loop carries a sequence or optional (given one, or declared by its body),
+    or its body reads one from outside (a SequenceAt by iteration number)."""
+    given = any(not isinstance(ctx.value(2 + k), str) for k in range(n_carried))
+    declared = any(
+        vi.type.HasField("sequence_type") or vi.type.HasField("optional_type")
+        for vi in body_g.input[2:]
+    )
+    return given or declared or reads_structured(ctx, body_g)
+
+
+def _unroll_structured(
+    ctx: ConvertContext, body_g: Any, n_carried: int, n_scan: int
+) -> list[Bound]:
+    """A Loop carrying (or reading) sequences or optionals: their lengths are part of the
+    compiled model, so it is unrolled, which needs its trip count and condition at compile
+    time (a model feeding them compiles per value of them) and its body's condition known
+    once the iteration number is; at most ``UNROLL_CAP`` iterations."""
+    trip = int(_known(ctx, 0, "trip count").reshape(-1)[0]) if ctx.has_input(0) else None
+    cond = bool(_known(ctx, 1, "condition").reshape(-1)[0]) if ctx.has_input(1) else True
+    carried = [ctx.value(2 + k) for k in range(n_carried)]
+    return _unroll(ctx, body_g, carried, n_scan, trip if cond else 0, until_false=True)
+
+
+def _known(ctx: ConvertContext, i: int, what: str) -> np.ndarray:
+    if not ctx.is_constant(i):
+        name = ctx.node.input[i]
+        raise NeedsConstantError(
+            f"Loop '{ctx.name}' carries sequences or optionals, so Ember unrolls it: its "
+            f"{what} ('{name}') must be known at compile time",
+            name,
+        )
+    return ctx.constant(i)
+
+
+def _still_true(ctx: ConvertContext, cond: Bound) -> bool:
+    """The body's condition output in an unrolled iteration, which must be a constant."""
+    value = ctx.value_of(cond) if isinstance(cond, str) else None
+    if value is None:
+        raise ArgumentError(
+            f"Loop '{ctx.name}' carries sequences or optionals, so Ember unrolls it, but its "
+            "body's condition depends on run-time data; not supported"
+        )
+    return bool(value.reshape(-1)[0])
 
 
 def _unroll(
-    ctx: ConvertContext, body_g: Any, carried: list[str], n_scan: int, trip: int
-) -> list[str]:
+    ctx: ConvertContext,
+    body_g: Any,
+    carried: list[Bound],
+    n_scan: int,
+    trip: int | None,
+    until_false: bool = False,
+) -> list[Bound]:
+    """The Loop's body inlined once per iteration: ``trip`` times, or (``until_false``)
+    until the body's condition output turns false."""
     names = [vi.name for vi in body_g.input]
     scans: list[list[str]] = [[] for _ in range(n_scan)]
     values = list(carried)
-    for i in range(trip):
-        bindings = {
+    i = 0
+    while trip is None or i < trip:
+        if until_false and i == UNROLL_CAP:
+            raise ArgumentError(
+                f"Loop '{ctx.name}' runs more than {UNROLL_CAP} iterations; Ember unrolls a "
+                "Loop carrying sequences or optionals no further"
+            )
+        bindings: dict[str, Bound] = {
             names[0]: ctx.const(np.array(i, dtype=np.int64)),
             names[1]: ctx.const(np.array(True)),
             **dict(zip(names[2:], values)),
         }
-        outs = inline_subgraph(ctx, body_g, bindings)
+        outs = inline_values(ctx, body_g, bindings)
         values = outs[1 : 1 + len(carried)]
         for k, s in enumerate(outs[1 + len(carried) :]):
+            if not isinstance(s, str):
+                raise ArgumentError(f"Loop '{ctx.name}': scan output {k} is {describe(s)}")
             t = ctx.type_of(s)
             scans[k].append(ctx.emit1("reshape", [s], {"shape": (1, *t.shape)}))
-    if n_scan and trip == 0:
+        i += 1
+        if until_false and not _still_true(ctx, outs[0]):
+            break
+    if n_scan and i == 0:
         raise ArgumentError("Loop: zero iterations give empty scan outputs, which Ember lacks")
     stacked = [p[0] if len(p) == 1 else ctx.emit1("concat", p, {"axis": 0}) for p in scans]
     return [*values, *stacked]

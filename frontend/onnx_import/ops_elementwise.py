@@ -7,6 +7,7 @@ import numpy as np
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
+from ember.frontend.onnx_import.sequences import Bound
 
 # Opsets 1-6 broadcast only with an explicit ``broadcast`` attribute; those are not supported.
 _BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
@@ -36,9 +37,10 @@ for _t, _o in _UNARY.items():
 
 
 @converter("Identity", since=1)
-def identity(ctx: ConvertContext) -> list[str]:
-    """ONNX Identity: no node, the output is the input's value."""
-    return [ctx.input(0)]
+def identity(ctx: ConvertContext) -> list[Bound]:
+    """ONNX Identity: no node, the output is the input's value (a sequence or an optional
+    from opsets 14 and 16 on)."""
+    return [ctx.value(0)]
 
 
 _CONSTANT_ATTRS = {

@@ -1,7 +1,8 @@
 """Converters for ONNX gather/scatter-like ops and ops whose result is a constant.
 
 GatherElements, GatherND, ScatterElements/Scatter, ScatterND, OneHot, ReverseSequence,
-CumSum and TopK map onto Ember ops with their axes normalized. Size, Range,
+CumSum and TopK map onto Ember ops with their axes normalized; ``ai.onnx.ml``
+ArrayFeatureExtractor is a gather along the last axis. Size, Range,
 ConstantOfShape, EyeLike and NonZero produce shapes that depend on data Ember needs
 at compile time, so with constant (or static-shaped) inputs they become constants
 here, and otherwise are rejected with the reason.
@@ -32,6 +33,24 @@ def gather_nd(ctx: ConvertContext) -> list[str]:
     """ONNX GatherND; ``batch_dims`` exists from opset 12."""
     batch_dims = int(ctx.attr("batch_dims", 0)) if ctx.opset >= 12 else 0
     return ctx.emit("gather_nd", [ctx.input(0), ctx.input(1)], {"batch_dims": batch_dims})
+
+
+@converter("ArrayFeatureExtractor", since=1, domain="ai.onnx.ml")
+def array_feature_extractor(ctx: ConvertContext) -> list[str]:
+    """``X[..., indices]`` with the indices flattened; a 1-D X gives one row (1, k), as
+    onnxruntime and ONNX's reference shape it. Indices out of range are refused at run
+    time by the gather's index check."""
+    x, idx = ctx.type(0), ctx.type(1)
+    if x.ndim < 1 or not idx.is_static or not idx.dtype.startswith("int"):
+        raise ArgumentError(
+            f"ArrayFeatureExtractor '{ctx.name}': needs X of rank 1 or more and static "
+            f"integer indices, got {x} and {idx}"
+        )
+    data = ctx.input(0)
+    if x.ndim == 1:
+        data = ctx.emit1("reshape", [data], {"shape": (1, x.shape[0])})
+    flat = ctx.emit1("reshape", [ctx.input(1)], {"shape": (idx.size,)})
+    return ctx.emit("gather", [data, flat], {"axis": max(x.ndim, 2) - 1})
 
 
 def _reduction(ctx: ConvertContext, since: dict[str, int]) -> str:

@@ -4,6 +4,12 @@ DepthToSpace, SpaceToDepth, Compress, Trilu.
 Each resolves ONNX's many argument forms (attributes that became inputs, negative and
 out-of-range starts clamped as Python slices clamp, omitted axes) into the one
 resolved form the Ember op takes; arguments that set a shape must be constants.
+
+One exception: a Slice whose starts arrive at run time but whose ends are the starts
+plus constants (a Loop body taking row ``i`` to ``i + 1`` of a tensor) has a static
+shape, so it becomes a ``gather`` of the rows ``start + 0 .. start + size - 1`` along
+each sliced axis. A start that ONNX would clamp (the slice would come out shorter) is
+moved off the axis first, so the gather's index check refuses it at run time.
 """
 
 from __future__ import annotations
@@ -75,10 +81,86 @@ def slice_1(ctx: ConvertContext) -> list[str]:
 
 @converter("Slice", since=10)
 def slice_10(ctx: ConvertContext) -> list[str]:
-    """ONNX Slice from opset 10: starts, ends, axes and steps are constant inputs."""
+    """ONNX Slice from opset 10: starts, ends, axes and steps are constant inputs, or the
+    starts arrive at run time and the ends are the starts plus constants."""
     axes = const_ints(ctx, 3) if ctx.has_input(3) else None
     steps = const_ints(ctx, 4) if ctx.has_input(4) else None
+    if not ctx.is_constant(1) and all(s == 1 for s in steps or (1,)):
+        sizes = _sizes_after_starts(ctx)
+        if sizes is not None:
+            return [_run_time_slice(ctx, sizes, axes)]
     return _slice(ctx, const_ints(ctx, 1), const_ints(ctx, 2), axes, steps)
+
+
+def _plus_constant(ctx: ConvertContext, value: str) -> tuple[str, int]:
+    """``value`` as ``base + c``: through reshapes, integer casts and additions of
+    one-element constants back to the value they add to."""
+    b = ctx.builder
+    producers = {out: n for n in b.nodes for out in n.outputs}
+    offset = 0
+    while (node := producers.get(value)) is not None:
+        ins = node.inputs
+        consts = [b.params.get(i) for i in ins]
+        if node.op == "reshape" or (node.op == "cast" and "int" in node.attrs["dtype"]):
+            value = ins[0]
+        elif node.op in ("add", "subtract") and consts[1] is not None and consts[1].size == 1:
+            sign = 1 if node.op == "add" else -1
+            value, offset = ins[0], offset + sign * int(consts[1].reshape(-1)[0])
+        elif node.op == "add" and consts[0] is not None and consts[0].size == 1:
+            value, offset = ins[1], offset + int(consts[0].reshape(-1)[0])
+        else:
+            break
+    return value, offset
+
+
+def _sizes_after_starts(ctx: ConvertContext) -> int | None:
+    """The slice's static length, where every end is its start plus one constant that
+    is positive; None otherwise."""
+    start_base, start_offset = _plus_constant(ctx, ctx.input(1))
+    end_base, end_offset = _plus_constant(ctx, ctx.input(2))
+    if start_base != end_base or end_offset <= start_offset:
+        return None
+    return end_offset - start_offset
+
+
+def _run_time_slice(ctx: ConvertContext, size: int, axes: tuple[int, ...] | None) -> str:
+    """Gathers of ``size`` rows from each run-time start. A start that ONNX would clamp
+    (past ``dim - size``, before ``-dim``, or negative with its end not) becomes ``dim``,
+    which the gather's index check refuses."""
+    src = _static(ctx, 0)
+    starts = ctx.input(1)
+    count = ctx.type(1).size
+    axes = tuple(range(count)) if axes is None else axes
+    axes = tuple(normalize_axis(a, len(src), "Slice axis") for a in axes)
+    if len(axes) != count or len(set(axes)) != count or any(size > src[a] for a in axes):
+        raise ArgumentError(
+            f"Slice '{ctx.name}': {size} elements from run-time starts do not fit axes "
+            f"{list(axes)} of {list(src)}"
+        )
+
+    def i64(values: object) -> str:
+        return ctx.const(np.asarray(values, dtype=np.int64))
+
+    if ctx.type(1).dtype != "int64":
+        starts = ctx.emit1("cast", [starts], {"dtype": "int64"})
+    starts = ctx.emit1("reshape", [starts], {"shape": (count,)})
+    dims = i64([src[a] for a in axes])
+    negative = ctx.emit1("less", [starts, i64(0)])
+    fits_from_end = ctx.emit1(
+        "logical_and",
+        [
+            ctx.emit1("less", [ctx.emit1("add", [starts, i64(size)]), i64(0)]),
+            ctx.emit1("greater_equal", [ctx.emit1("add", [starts, dims]), i64(0)]),
+        ],
+    )
+    from_end = ctx.emit1("where", [fits_from_end, ctx.emit1("add", [starts, dims]), dims])
+    first = ctx.emit1("where", [negative, from_end, starts])  # in [0, dim - size], or dim
+    out = ctx.input(0)
+    for k, axis in enumerate(axes):
+        row = emit_slice(ctx, first, (count,), {0: (k, k + 1, 1)})
+        rows = ctx.emit1("add", [row, i64(np.arange(size))])
+        out = ctx.emit1("gather", [out, rows], {"axis": axis})
+    return out
 
 
 def _split(ctx: ConvertContext, sizes: tuple[int, ...] | None) -> list[str]:

@@ -6,7 +6,10 @@ The opset forms: QuantizeLinear/DequantizeLinear 10 (per tensor only), 13 (``axi
 types, Quantize's ``output_dtype``), 23 (Quantize's ``precision``, Dequantize's
 ``output_dtype``), 24-25 (more float8/4/2-bit types). One rule per form that changes
 what the converter reads. The quantized dtype comes from the zero point, else
-``output_dtype``, else uint8. float8, 4-bit and 2-bit types are not supported.
+``output_dtype``, else uint8: an 8- or 16-bit integer, a 4- or 2-bit one, float8 (e4m3fn,
+e4m3fnuz, e5m2, e5m2fnuz; its zero point must be 0 and is not read, ``saturate`` as
+Cast's) or float4 e2m1 (its zero point added before rounding when quantizing, not read
+when dequantizing, as ONNX's reference does).
 Omitted optional zero points in the middle of an input list become zero constants.
 """
 
@@ -19,9 +22,9 @@ from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.ops_nn import _spatial, resolve_pads
 from ember.frontend.onnx_import.registry import converter
 from ember.frontend.ops.registry import normalize_axis
-from ember.tir.topi.quant import QRANGE
+from ember.tir.topi.quant import QFLOATS, QRANGE
 
-DEQUANT_INPUTS = (*QRANGE, "int32")
+DEQUANT_INPUTS = (*QRANGE, *QFLOATS, "int32")
 FLOAT_OUT = ("float32", "float16")
 
 
@@ -69,7 +72,7 @@ def quantize_linear(ctx: ConvertContext) -> list[str]:
         out = _onnx_dtype(int(ctx.attr("output_dtype")))
     else:
         out = "uint8"
-    if out not in QRANGE:
+    if out not in QRANGE and out not in QFLOATS:
         raise _unsupported(ctx, f"quantizing to {out}")
     x = ctx.type(0).dtype
     if x not in ("float32", "float16", "int32"):
@@ -78,7 +81,8 @@ def quantize_linear(ctx: ConvertContext) -> list[str]:
     if precision and _onnx_dtype(precision) != "float32":
         raise _unsupported(ctx, f"precision={_onnx_dtype(precision)} (float32 only)")
     axis, block = _axis_and_block(ctx)
-    attrs = {"axis": axis, "block_size": block, "out_dtype": out}
+    saturate = bool(ctx.attr("saturate", 1)) if ctx.opset >= 19 else True
+    attrs = {"axis": axis, "block_size": block, "out_dtype": out, "saturate": saturate}
     return ctx.emit("quantize_linear", _params(ctx), attrs)
 
 
@@ -99,7 +103,7 @@ def dequantize_linear(ctx: ConvertContext) -> list[str]:
             f"the data {x}; they must match"
         )
     axis, block = _axis_and_block(ctx)
-    attrs = {"axis": axis, "block_size": block, "out_dtype": out}
+    attrs = {"axis": axis, "block_size": block, "out_dtype": out, "x_dtype": x}
     return ctx.emit("dequantize_linear", _params(ctx), attrs)
 
 
@@ -109,7 +113,7 @@ def dynamic_quantize_linear(ctx: ConvertContext) -> list[str]:
     if ctx.type(0).dtype != "float32":
         raise ArgumentError(f"DynamicQuantizeLinear: the input must be float32, got {ctx.type(0)}")
     scale, zp = ctx.emit("dynamic_qparams", [ctx.input(0)])
-    attrs = {"axis": 0, "block_size": 0, "out_dtype": "uint8"}
+    attrs = {"axis": 0, "block_size": 0, "out_dtype": "uint8", "saturate": True}
     y = ctx.emit1("quantize_linear", [ctx.input(0), scale, zp], attrs)
     return [y, scale, zp]
 

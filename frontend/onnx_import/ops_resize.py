@@ -4,6 +4,11 @@ The output size and the per-axis tap tables (``tir/topi/resize.py``) are worked 
 here from the constant scales or sizes, roi and attributes, and passed to Ember's
 ``resize`` op as constant inputs; axes that keep their size under an identity map
 get no tables. Upsample and opset-10 Resize are asymmetric with floor for nearest.
+Antialiasing (opset 18) widens a shrinking axis's linear or cubic filter to ``1 / scale``
+times its support; one node reads every tap combination of the resized axes, so where
+that product grows past ``MAX_TAP_PRODUCT`` a float resize becomes one node per axis,
+each reading only its own taps (ONNX's reference is separable in the same way; the
+intermediate is rounded to the input's dtype between the passes).
 """
 
 from __future__ import annotations
@@ -16,6 +21,10 @@ from ember.frontend.onnx_import.ops_transform import _static
 from ember.frontend.onnx_import.registry import converter
 from ember.frontend.ops.registry import normalize_axis
 from ember.tir.topi.resize import COORD_MODES, NEAREST_MODES, resize_taps
+
+# Tap combinations one resize node may read per output element before an antialiased
+# resize is split into one node per axis (a 2-D cubic shrink by 4 reads 16 x 16).
+MAX_TAP_PRODUCT = 64
 
 
 def _floats(ctx: ConvertContext, i: int) -> tuple[float, ...] | None:
@@ -102,30 +111,39 @@ def _emit(
         )
     dtype = ctx.type(0).dtype
     wdtype = "float32" if dtype in ("float32", "float16") else "float64"
-    axes, layout, tables = [], [], []
+    axes: list[int] = []
+    layout: list[str] = []
+    tables: list[list[str]] = []
+    product = 1
     for a, (n_in, n_out) in enumerate(zip(src, sizes)):
         if n_in == n_out and scales[a] == 1.0 and opts["coord"] != "tf_crop_and_resize":
             continue  # an identity map on this axis under every coordinate mode
         taps = resize_taps(
             n_in, n_out, scales[a], opts["mode"], opts["coord"], opts["nearest"],
-            opts["cubic_a"], opts["exclude"], opts["roi"][a],
+            opts["cubic_a"], opts["exclude"], opts["roi"][a], opts["antialias"],
         )  # fmt: skip
         spec = "i"
-        tables.append(ctx.const(taps.index))
+        tables.append([ctx.const(taps.index)])
+        product *= taps.index.shape[1]
         if taps.weight is not None:
             spec += "w"
-            tables.append(ctx.const(taps.weight.astype(wdtype)))
+            tables[-1].append(ctx.const(taps.weight.astype(wdtype)))
         if taps.inside is not None:
             spec += "m"
-            tables.append(ctx.const(taps.inside))
+            tables[-1].append(ctx.const(taps.inside))
         axes.append(a)
         layout.append(spec)
     if not axes:
         return [ctx.input(0)]
-    attrs = {"axes": tuple(axes), "layout": tuple(layout), "extrapolation": opts["extrap"]}
-    if "int" in dtype:
-        attrs["extrapolation"] = int(attrs["extrapolation"])
-    return ctx.emit("resize", [ctx.input(0), *tables], attrs)
+    extrap = int(opts["extrap"]) if "int" in dtype else opts["extrap"]
+    if product > MAX_TAP_PRODUCT and dtype in ("float32", "float64"):
+        out = ctx.input(0)
+        for a, spec, tabs in zip(axes, layout, tables):
+            attrs = {"axes": (a,), "layout": (spec,), "extrapolation": extrap}
+            out = ctx.emit1("resize", [out, *tabs], attrs)
+        return [out]
+    attrs = {"axes": tuple(axes), "layout": tuple(layout), "extrapolation": extrap}
+    return ctx.emit("resize", [ctx.input(0), *[t for tabs in tables for t in tabs]], attrs)
 
 
 def _options(ctx: ConvertContext, legacy: bool, roi: list) -> dict:
@@ -135,8 +153,6 @@ def _options(ctx: ConvertContext, legacy: bool, roi: list) -> dict:
         raise ArgumentError(f"Resize '{ctx.name}': unknown coordinate mode {coord!r}")
     if nearest not in NEAREST_MODES:
         raise ArgumentError(f"Resize '{ctx.name}': unknown nearest_mode {nearest!r}")
-    if ctx.opset >= 18 and ctx.attr("antialias", 0):
-        raise UnsupportedOperatorError(f"Resize '{ctx.name}': antialias=1 is not supported")
     return {
         "mode": _mode(ctx),
         "coord": coord,
@@ -145,6 +161,8 @@ def _options(ctx: ConvertContext, legacy: bool, roi: list) -> dict:
         "exclude": bool(ctx.attr("exclude_outside", 0)),
         "extrap": float(ctx.attr("extrapolation_value", 0.0)),
         "roi": roi,
+        # antialias filters linear and cubic shrinking only (nearest ignores it)
+        "antialias": ctx.opset >= 18 and bool(ctx.attr("antialias", 0)),
     }
 
 

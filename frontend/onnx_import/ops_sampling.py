@@ -1,13 +1,18 @@
-"""Converters for ONNX's sampling and block ops: GridSample, AffineGrid, Col2Im, CenterCropPad.
+"""Converters for ONNX's sampling and block ops: GridSample, DeformConv, AffineGrid, Col2Im,
+CenterCropPad.
 
 GridSample becomes Ember's ``grid_sample`` op (``tir/topi/grid_sample.py``): opset 16
 takes 4-D images and calls its modes bilinear/bicubic, opset 20 takes any number of
-spatial axes and calls them linear/cubic. The other three are fixed by sizes that arrive
-as inputs (``ctx.constant``; a model that feeds them at run time is compiled once per
-value), so they are written as static graphs of existing ops: AffineGrid is the batch of
-affine maps ``theta`` applied to a constant grid of normalised pixel positions (a
-matmul), CenterCropPad a slice and a zero pad, and Col2Im Ember's ``col2im`` op, the
-tap walk of a transposed convolution without its weights (``tir/topi/conv_transpose.py``).
+spatial axes and calls them linear/cubic. DeformConv is its two halves: the
+``deform_columns`` op samples the image at each kernel tap's moved position (bilinear,
+zeros outside; ``tir/topi/deform_conv.py``), and a grouped ``matmul`` of the weights
+with those columns is the convolution (plus the bias). The other three are fixed by
+sizes that arrive as inputs (``ctx.constant``; a model that feeds them at run time is
+compiled once per value), so they are written as static graphs of existing ops:
+AffineGrid is the batch of affine maps ``theta`` applied to a constant grid of
+normalised pixel positions (a matmul), CenterCropPad a slice and a zero pad, and Col2Im
+Ember's ``col2im`` op, the tap walk of a transposed convolution without its weights
+(``tir/topi/conv_transpose.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from ember.frontend.onnx_import.ops_nn import int_attr
 from ember.frontend.onnx_import.ops_transform import _static
 from ember.frontend.onnx_import.registry import converter
 from ember.frontend.ops.registry import normalize_axis
+from ember.tir.topi.deform_conv import deform_output_shape
 
 PADDING_MODES = ("zeros", "border", "reflection")
 
@@ -71,6 +77,60 @@ def grid_sample_20(ctx: ConvertContext) -> list[str]:
     """ONNX GridSample from opset 20: any number of spatial axes, modes linear, nearest, cubic."""
     names = {"linear": "linear", "nearest": "nearest", "cubic": "cubic"}
     return _grid_sample(ctx, names, "linear")
+
+
+@converter("DeformConv", since=19)
+def deform_conv(ctx: ConvertContext) -> list[str]:
+    """ONNX DeformConv: ``Y = W (*) columns + B``, the columns sampled at moved taps."""
+    x, w = _static(ctx, 0), _static(ctx, 1)
+    r = len(x) - 2
+    group, offset_group = int(ctx.attr("group", 1)), int(ctx.attr("offset_group", 1))
+    kernel = int_attr(ctx, "kernel_shape", tuple(w[2:]))
+    if r < 1 or len(w) != r + 2 or kernel != tuple(w[2:]) or group < 1:
+        raise ArgumentError(
+            f"DeformConv '{ctx.name}': weights {list(w)} do not fit input {list(x)} "
+            f"(kernel_shape {list(kernel)}, group {group})"
+        )
+    if x[1] != w[1] * group or w[0] % group:
+        raise ArgumentError(
+            f"DeformConv '{ctx.name}': {x[1]} input channels and weights {list(w)} do not "
+            f"make {group} groups"
+        )
+    dtype = ctx.type(0).dtype
+    if ctx.type(1).dtype != dtype or not dtype.startswith(("float", "bfloat")):
+        raise ArgumentError(
+            f"DeformConv '{ctx.name}': input {dtype} and weights {ctx.type(1).dtype} must be "
+            "one floating-point dtype"
+        )
+    strides = int_attr(ctx, "strides", (1,) * r)
+    pads = int_attr(ctx, "pads", (0,) * (2 * r))
+    dilations = int_attr(ctx, "dilations", (1,) * r)
+    if min(strides) < 1 or min(dilations) < 1 or min(pads) < 0:
+        raise ArgumentError(
+            f"DeformConv '{ctx.name}': strides, dilations and pads must be positive "
+            "(pads non-negative)"
+        )
+    attrs = {
+        "kernel": kernel,
+        "strides": strides,
+        "pads": pads,
+        "dilations": dilations,
+        "offset_group": offset_group,
+    }
+    sampled = [ctx.input(0), ctx.input(2)] + ([ctx.input(4)] if ctx.has_input(4) else [])
+    cols = ctx.emit1("deform_columns", sampled, attrs)
+    out = deform_output_shape(x[2:], kernel, strides, pads, dilations)
+    inner = w[1] * int(np.prod(kernel))
+    cols = ctx.emit1(
+        "reshape", [cols], {"shape": (x[0], group, inner, int(np.prod(out, dtype=np.int64)))}
+    )
+    weights = ctx.emit1("reshape", [ctx.input(1)], {"shape": (group, w[0] // group, inner)})
+    y = ctx.emit1("matmul", [weights, cols])  # (N, group, out channels per group, outputs)
+    y = ctx.emit1("reshape", [y], {"shape": (x[0], w[0], *out)})
+    if not ctx.has_input(3):
+        return [y]
+    bias = ctx.emit1("reshape", [ctx.input(3)], {"shape": (w[0], *(1,) * r)})
+    return ctx.emit("add", [y, bias])
 
 
 def _normalized_positions(n: int, align_corners: bool) -> np.ndarray:

@@ -10,11 +10,15 @@ each state for all ``n`` in turn (Adagrad's ``H``, Momentum's ``V``, Adam's ``V`
 ``H``), and give ``X_new1..n`` then the new states in the same order; ``T``'s branches
 (``T > 0``) become ``where`` on scalars. TensorScatter, the KV-cache write,
 is a gather seen from the cache: each cache position along the sequence axis works out
-which update row lands on it (``position - write_index``, modulo the cache length in
-circular mode) and reads it, or keeps its old value when none does. Like onnxruntime,
-circular mode wraps only the sequence index (ONNX's reference also wraps the batch and
-head indices, which its own text does not ask for); a negative write index in linear
-mode counts from the end, as in the reference's numpy indexing.
+which update row lands on it (``position - write_index`` modulo the cache length) and
+reads it, or keeps its old value when none does. Like onnxruntime, circular mode wraps
+only the sequence index (ONNX's reference also wraps the batch and head indices, which
+its own text does not ask for). In linear mode every written position ``write_index +
+j`` must lie on the cache, a negative one counting from the end as in the reference's
+numpy indexing: the first and last of them are looked up in the cache's positions with
+a ``gather``, whose index check (``frontend/ops/index_bounds.py``) refuses a write off
+the cache at run time, as onnxruntime does, instead of dropping it; the looked-up first
+position, now on the cache, then wraps like a circular one.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
+from ember.frontend.onnx_import.ops_indexing import emit_slice
 from ember.frontend.onnx_import.registry import converter
 from ember.frontend.ops.registry import normalize_axis
 from ember.tir import dtype as dt
@@ -191,6 +196,18 @@ def _scatter_shapes(ctx: ConvertContext, axis: int) -> tuple[tuple[int, ...], in
     return shape, upd[axis]
 
 
+def _checked_start(ctx: ConvertContext, start: str, batch: int, size: int, length: int) -> str:
+    """Each batch's linear write index as a cache position in ``[0, size)``, checked at
+    run time: its first and last written rows (``start``, ``start + length - 1``) index
+    the ``size`` cache positions through a ``gather``, which refuses one off the cache."""
+    rows = ctx.const(np.array([0, length - 1], dtype=np.int64))
+    ends = ctx.emit1("add", [ctx.emit1("reshape", [start], {"shape": (batch, 1)}), rows])
+    positions = ctx.const(np.arange(size, dtype=np.int64))
+    found = ctx.emit1("gather", [positions, ends], {"axis": 0})  # (batch, 2)
+    first = emit_slice(ctx, found, (batch, 2), {1: (0, 1, 1)})
+    return ctx.emit1("reshape", [first], {"shape": (batch,)})
+
+
 @converter("TensorScatter", since=24)
 def tensor_scatter(ctx: ConvertContext) -> list[str]:
     """The cache with ``update`` written along ``axis`` from each batch's write index."""
@@ -219,14 +236,11 @@ def tensor_scatter(ctx: ConvertContext) -> list[str]:
         start = ctx.input(2)
         if index_type.dtype != "int64":
             start = ctx.emit1("cast", [start], {"dtype": "int64"})
+        if mode == "linear":
+            start = _checked_start(ctx, start, shape[0], size, length)
         start = ctx.emit1("reshape", [start], {"shape": (shape[0],) + (1,) * (ndim - 1)})
         offset = ctx.emit1("subtract", [offset, start])  # the update row each position gets
-    if mode == "circular":
-        offset = ctx.emit1("mod", [offset, int64(size)])
-    else:  # a negative start counts from the end: rows before position 0 land at the end
-        wrapped = ctx.emit1("greater_equal", [offset, int64(size)])
-        back = ctx.emit1("subtract", [offset, int64(size)])
-        offset = ctx.emit1("where", [wrapped, back, offset])
+    offset = ctx.emit1("mod", [offset, int64(size)])
     written = ctx.emit1(
         "logical_and",
         [

@@ -44,7 +44,7 @@ from typing import Any
 
 from ember.errors import InternalError
 
-ConverterFn = Callable[[Any], list[str]]
+ConverterFn = Callable[[Any], list[Any]]  # value names, or sequences (sequences.py)
 MAX_OPSET = 1 << 30
 
 

@@ -11,6 +11,8 @@ miss, the enclosing env. Two uses:
   Loop body run on the host): an outer constant is copied into the subgraph's params
   (so it still folds), any other outer value becomes an extra subgraph input, listed
   in ``captures`` (outer value -> subgraph input) so the control-flow node can pass it.
+  An outer sequence is captured element by element; :func:`import_branch` also lets the
+  subgraph give sequences and optionals, as flat tensors and the layouts that rebuild them.
 """
 
 from __future__ import annotations
@@ -20,16 +22,26 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.frontend.graph import Graph, TensorType, Value
-from ember.frontend.onnx_import.context import GraphBuilder
+from ember.frontend.interface import TENSOR
+from ember.frontend.onnx_import.context import GraphBuilder, tensor_array
 from ember.frontend.onnx_import.declared import subgraphs_of
 from ember.frontend.onnx_import.importer import convert_node
+from ember.frontend.onnx_import.sequences import (
+    Bound,
+    EmptyOptional,
+    Layout,
+    SequenceValue,
+    describe,
+    flatten,
+)
 
 
 class Scope(dict):
-    """A subgraph's env: its own bindings, falling back to ``outer`` (captured if asked)."""
+    """A subgraph's env: its own bindings, falling back to ``outer`` (captured if asked; a
+    captured sequence is captured element by element)."""
 
     def __init__(
-        self, outer: dict[str, str], outer_b: GraphBuilder, inner_b: GraphBuilder | None = None
+        self, outer: dict[str, Bound], outer_b: GraphBuilder, inner_b: GraphBuilder | None = None
     ) -> None:
         super().__init__()
         self.outer = outer
@@ -40,12 +52,25 @@ class Scope(dict):
     def __contains__(self, key: object) -> bool:
         return dict.__contains__(self, key) or key in self.outer
 
-    def __missing__(self, key: str) -> str:
+    def __missing__(self, key: str) -> Bound:
         if key not in self.outer:
             raise KeyError(key)
         value = self.outer[key]
         if self.inner_b is None:
             return value
+        inner: Bound
+        if isinstance(value, SequenceValue):
+            inner = SequenceValue(tuple(self._capture(v, key) for v in value.items), value.dtype)
+        elif isinstance(value, str):
+            inner = self._capture(value, key)
+        else:
+            inner = value  # an empty optional holds nothing to capture
+        self[key] = inner
+        return inner
+
+    def _capture(self, value: str, key: str) -> str:
+        """The subgraph's own value for the outer tensor ``value`` (read as ``key``)."""
+        assert self.inner_b is not None
         if value in self.outer_b.params:
             inner = self.inner_b.add_param(self.inner_b.fresh(key), self.outer_b.params[value])
         elif value in self.captures:
@@ -55,8 +80,24 @@ class Scope(dict):
                 self.inner_b.fresh(key), self.outer_b.values[value].type
             ).name
             self.captures[value] = inner
-        self[key] = inner
         return inner
+
+
+def peek(env: dict[str, Bound], name: str) -> Bound | None:
+    """What ``name`` is bound to in ``env`` or the scopes around it, without capturing it
+    (None when unbound): a converter's look at an outer value's kind."""
+    while True:
+        if dict.__contains__(env, name):
+            return dict.__getitem__(env, name)  # type: ignore[no-any-return]
+        if not isinstance(env, Scope):
+            return None
+        env = env.outer
+
+
+def reads_structured(ctx: Any, graph: Any) -> bool:
+    """Whether ``graph``'s nodes (at any depth) read an outer sequence or empty optional."""
+    names = {n for node in graph.node for n in _names_read(node) if n}
+    return any(isinstance(peek(ctx.env, n), (SequenceValue, EmptyOptional)) for n in names)
 
 
 def _names_read(node: Any) -> list[str]:
@@ -69,11 +110,8 @@ def _names_read(node: Any) -> list[str]:
 
 
 def _convert_nodes(graph: Any, env: Scope, b: GraphBuilder, opsets: dict[str, int]) -> None:
-    # optional dependency: onnx
-    from onnx import numpy_helper
-
     for init in graph.initializer:
-        env[init.name] = b.add_param(b.fresh(init.name), numpy_helper.to_array(init))
+        env[init.name] = b.add_param(b.fresh(init.name), tensor_array(init))
     for index, node in enumerate(graph.node):
         if env.inner_b is not None:
             # Capture outer values before the node converts: the importer renames a value
@@ -84,7 +122,7 @@ def _convert_nodes(graph: Any, env: Scope, b: GraphBuilder, opsets: dict[str, in
         convert_node(node, node.name or f"{node.op_type}_{index}", env, b, opsets)
 
 
-def _output(env: dict[str, str], name: str, where: str) -> str:
+def _output(env: dict[str, Bound], name: str, where: str) -> Bound:
     if name not in env:
         raise ArgumentError(f"{where}: subgraph output '{name}' is never defined")
     return env[name]
@@ -92,7 +130,18 @@ def _output(env: dict[str, str], name: str, where: str) -> str:
 
 def inline_subgraph(ctx: Any, graph: Any, bindings: dict[str, str] | None = None) -> list[str]:
     """Convert ``graph``'s nodes into the enclosing graph; its formal inputs are bound to
-    the Ember values ``bindings`` gives by ONNX name. Returns its outputs' values."""
+    the Ember values ``bindings`` gives by ONNX name. Returns its outputs' values, which
+    must be tensors (:func:`inline_values` also passes sequences and optionals)."""
+    outputs = inline_values(ctx, graph, dict(bindings or {}))
+    tensors = [v for v in outputs if isinstance(v, str)]
+    for o, value in zip(graph.output, outputs):
+        if not isinstance(value, str):
+            raise ArgumentError(f"{ctx.op_type}: subgraph output '{o.name}' is {describe(value)}")
+    return tensors
+
+
+def inline_values(ctx: Any, graph: Any, bindings: dict[str, Bound] | None = None) -> list[Bound]:
+    """As :func:`inline_subgraph`, and inputs and outputs may be sequences or optionals."""
     scope = Scope(ctx.env, ctx.builder)
     scope.update(bindings or {})
     _convert_nodes(graph, scope, ctx.builder, ctx.opsets)
@@ -104,6 +153,21 @@ def import_subgraph(
 ) -> tuple[Graph, dict[str, str]]:
     """``graph`` as a separate Graph whose first inputs are its formal inputs typed
     ``formal``, followed by one input per captured outer value (``captures``'s order)."""
+    sub, captures, layouts = import_branch(ctx, graph, formal)
+    if any(kind != TENSOR for kind, _, _ in layouts):
+        raise ArgumentError(
+            f"{ctx.op_type}: the body gives a sequence or optional, which Ember passes out of "
+            "a subgraph run at run time only for If (a Loop carrying one is unrolled)"
+        )
+    return sub, captures
+
+
+def import_branch(
+    ctx: Any, graph: Any, formal: Sequence[TensorType] = ()
+) -> tuple[Graph, dict[str, str], list[Layout]]:
+    """As :func:`import_subgraph`, and the graph's outputs may be sequences or optionals:
+    the Graph's outputs are their tensors (:func:`~.sequences.flatten`), and ``layouts``
+    (one per ONNX output) rebuilds them."""
     outer_b: GraphBuilder = ctx.builder
     b = GraphBuilder(set(outer_b.taken))
     scope = Scope(ctx.env, outer_b, b)
@@ -116,10 +180,14 @@ def import_subgraph(
         inputs.append(b.add_input(b.fresh(vi.name), t))
         scope[vi.name] = inputs[-1].name
     _convert_nodes(graph, scope, b, ctx.opsets)
-    outputs = [b.values[_output(scope, o.name, ctx.op_type)] for o in graph.output]
+    outputs, layouts = [], []
+    for o in graph.output:
+        flat, layout = flatten(_output(scope, o.name, ctx.op_type))
+        outputs += [b.values[v] for v in flat]
+        layouts.append(layout)
     inputs += [b.values[v] for v in scope.captures.values()]
     sub = Graph(inputs, outputs, b.nodes, b.params, b.values, name=graph.name or ctx.op_type)
-    return sub.verify(), scope.captures
+    return sub.verify(), scope.captures, layouts
 
 
 def with_inputs(

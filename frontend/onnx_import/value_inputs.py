@@ -1,8 +1,10 @@
 """Graph inputs whose values Ember needs at compile time, and the model with them frozen.
 
 Some ONNX inputs carry shapes rather than data: Reshape's ``shape``, Tile's ``repeats``,
-TopK's ``k``, Resize's ``sizes``, Trilu's ``k``. A model may feed them at run time (the
-ONNX backend tests all do; onnxruntime computes such shapes on the host per run). Ember
+TopK's ``k``, Resize's ``sizes``, Trilu's ``k``; and every string tensor, which Ember
+computes with at import (``frontend/string_tensors.py``). A model may feed them at run
+time (the ONNX backend tests all do; onnxruntime computes such shapes on the host per
+run). Ember
 compiles kernels for static shapes, so ``ember.compile`` answers an importer's
 :class:`~ember.errors.NeedsConstantError` by compiling the model once per distinct value
 of the graph inputs the named tensor is computed from (``ember/graph/dynamic_model.py``).

@@ -4,6 +4,7 @@ from ember.frontend.ops import (
     attention,
     broadcast,
     control_flow,
+    deform_conv,
     elementwise,
     grid_sample,
     indexing,
@@ -13,10 +14,12 @@ from ember.frontend.ops import (
     nn,
     norm,
     quant,
+    random,
     reduce,
     rnn,
     spatial,
     transform,
+    trees,
 )
 from ember.frontend.ops.registry import OpDef, get_op, list_ops, register_op
 
@@ -24,6 +27,7 @@ __all__ = [
     "attention",
     "broadcast",
     "control_flow",
+    "deform_conv",
     "elementwise",
     "get_op",
     "grid_sample",
@@ -36,9 +40,11 @@ __all__ = [
     "norm",
     "OpDef",
     "quant",
+    "random",
     "reduce",
     "register_op",
     "rnn",
     "spatial",
     "transform",
+    "trees",
 ]

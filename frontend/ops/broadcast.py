@@ -1,5 +1,5 @@
 """Broadcasting ops of two or more tensors: comparisons, logic, bits, pow, mod, max/min/sum/mean,
-where, prelu; and ``cast``.
+where, prelu; and ``cast`` (``cast_narrow`` for float8, float4, 4- and 2-bit types).
 
 Computes live in ``tir/topi/broadcast.py``. The shape rules broadcast as numpy
 does and check dtypes as ONNX does: both operands of a comparison share a type
@@ -14,11 +14,13 @@ from typing import Any
 
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
+from ember.frontend.narrow_dtypes import BIT_STORED
 from ember.frontend.op_kinds import BROADCAST, ELEMWISE
 from ember.frontend.ops.math import BOOL, FLOAT, NUMBER, SIGNED, UNSIGNED, check_class
 from ember.frontend.ops.registry import broadcast_shapes, register_op
 from ember.tir import dtype as dt
 from ember.tir.topi import broadcast as bc
+from ember.tir.topi import minifloat as mf
 
 INTEGER = (SIGNED, UNSIGNED)
 MANY = 1 << 16  # no practical bound on variadic inputs
@@ -140,3 +142,27 @@ def bitcast(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
 def cast(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """attrs: ``{"dtype": str}``, the target element type."""
     return [bc.cast(inputs[0], attrs["dtype"])]
+
+
+def _infer_cast_narrow(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    src, dst = attrs["src"], attrs["dtype"]
+    if x.dtype != src:
+        raise ArgumentError(f"cast_narrow: the input is {x.dtype}, the 'src' attribute {src}")
+    if not {src, dst} & BIT_STORED:
+        raise ArgumentError(f"cast_narrow: neither {src} nor {dst} is a narrow type; use cast")
+    for d in {src, dst} - BIT_STORED:
+        dt.check_dtype(d)
+    if attrs["round_mode"] not in mf.ROUND_MODES:
+        raise ArgumentError(f"cast_narrow: round_mode must be one of {mf.ROUND_MODES}")
+    return [TensorType(x.shape, dst)]
+
+
+@register_op("cast_narrow", ELEMWISE, infer=_infer_cast_narrow, num_inputs=1)
+def cast_narrow(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A cast to or from a type kernels hold in a byte (float8, float4, int2/uint2:
+    ``frontend/narrow_dtypes.py``), whose kernel dtype does not say which it is: attrs
+    ``{"src": str, "dtype": str, "saturate": bool, "round_mode": str}`` (ONNX Cast's
+    ``saturate`` for float8 targets and ``round_mode`` for e8m0)."""
+    a = attrs
+    return [mf.narrow_cast(inputs[0], a["src"], a["dtype"], a["saturate"], a["round_mode"])]

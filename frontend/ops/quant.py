@@ -2,7 +2,9 @@
 
 Attributes (set by the converters, every one present):
 - ``quantize_linear`` / ``dequantize_linear``: axis (non-negative int), block_size (int,
-  0 when not blocked), out_dtype (str: the quantized type, or the float type produced).
+  0 when not blocked), out_dtype (str: the quantized type, or the float type produced);
+  quantize's saturate (bool: ONNX's, for float8 types), dequantize's x_dtype (str: the
+  quantized type; a float8 or float4 kernel input holds bits, which its dtype cannot say).
 - ``conv_integer`` / ``qlinear_conv``: strides, pads (begin..., end...), dilations
   (tuples), group (int), as ``conv``.
 - ``dynamic_qparams``, ``matmul_integer``, ``qlinear_matmul``: none.
@@ -43,8 +45,11 @@ def _many(t: TensorType) -> bool:
 
 
 def _infer_quantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
-    if attrs["out_dtype"] not in quant.QRANGE:
-        raise ArgumentError(f"quantize_linear: cannot quantize to {attrs['out_dtype']}")
+    out = attrs["out_dtype"]
+    if out not in quant.QRANGE and out not in quant.QFLOATS:
+        raise ArgumentError(f"quantize_linear: cannot quantize to {out}")
+    if len(types) > 2 and types[2].dtype != out:
+        raise ArgumentError(f"quantize_linear: the zero point is {types[2].dtype}, not {out}")
     _check_params(types, attrs)
     return [TensorType(types[0].shape, attrs["out_dtype"])]
 
@@ -54,26 +59,26 @@ def quantize_linear(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """Float to int8/uint8 (or other) by scale and zero point, per tensor, axis or block."""
     zp = inputs[2] if len(inputs) > 2 else None
     a = attrs
-    return [
-        quant.quantize_linear(inputs[0], inputs[1], zp, a["axis"], a["block_size"], a["out_dtype"])
-    ]
+    layout = (a["axis"], a["block_size"], a["out_dtype"])
+    return [quant.quantize_linear(inputs[0], inputs[1], zp, *layout, saturate=a["saturate"])]
 
 
 def _infer_dequantize(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    if types[0].dtype != attrs["x_dtype"]:
+        raise ArgumentError(
+            f"dequantize_linear: the data is {types[0].dtype}, its x_dtype {attrs['x_dtype']}"
+        )
     _check_params(types, attrs)
     return [TensorType(types[0].shape, attrs["out_dtype"])]
 
 
 @register_op("dequantize_linear", BROADCAST, infer=_infer_dequantize, num_inputs=(2, 3))
 def dequantize_linear(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
-    """Integer to float by scale and zero point, per tensor, axis or block."""
+    """Integer (or float8/float4) to float by scale and zero point, per tensor, axis or block."""
     zp = inputs[2] if len(inputs) > 2 else None
     a = attrs
-    return [
-        quant.dequantize_linear(
-            inputs[0], inputs[1], zp, a["axis"], a["block_size"], a["out_dtype"]
-        )
-    ]
+    layout = (a["axis"], a["block_size"], a["out_dtype"])
+    return [quant.dequantize_linear(inputs[0], inputs[1], zp, *layout, x_dtype=a["x_dtype"])]
 
 
 def _infer_qparams(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

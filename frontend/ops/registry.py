@@ -66,6 +66,7 @@ from typing import Any
 
 from ember.errors import ArgumentError, InternalError
 from ember.frontend.graph import TensorType
+from ember.frontend.narrow_dtypes import check_op_takes
 from ember.frontend.op_kinds import OpKind
 
 InferFn = Callable[[Sequence[TensorType], dict[str, Any]], list[TensorType]]
@@ -94,11 +95,13 @@ class OpDef:
                 )
 
     def infer_types(self, types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-        """``infer`` with the arity checked first, so rules can unpack their inputs."""
+        """``infer`` with the arity checked first, so rules can unpack their inputs, and an
+        element type the op cannot compute on (float8 in an ``add``) refused."""
         lo, hi = self.num_inputs
         if not lo <= len(types) <= hi:
             want = str(lo) if lo == hi else f"{lo} to {hi}"
             raise ArgumentError(f"op '{self.name}' takes {want} inputs, got {len(types)}")
+        check_op_takes(self.name, [t.dtype for t in types])
         out = self.infer(types, attrs)
         if len(out) != self.num_outputs:
             raise InternalError(

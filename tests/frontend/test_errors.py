@@ -19,18 +19,25 @@ def test_unsupported_ops_are_listed_at_once_with_node_names(rng):
     n = helper.make_node
     nodes = [
         n("Relu", ["x"], ["a"], name="ok"),
-        # random-number ops: never converted (Ember compiles deterministic inference)
-        n("Bernoulli", ["a"], ["b"], name="erf_1"),
-        n("RandomUniformLike", ["b"], ["c"], name="hs_1"),
-        n("Bernoulli", ["c"], ["y"], name="erf_2"),
+        # ops Ember does not convert: every one listed, with every node that uses it
+        n("Sparkle", ["a"], ["b"], name="sp_1", domain="example.ops"),
+        n("Fizz", ["b"], ["c"], name="fz_1", domain="example.ops"),
+        n("Sparkle", ["c"], ["y"], name="sp_2", domain="example.ops"),
     ]
-    model = make_model(nodes, {"x": x}, ["y"])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", 1, list(x.shape))],
+        [helper.make_tensor_value_info("y", 1, [2, 3])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("example.ops", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     with pytest.raises(ember.UnsupportedOperatorError) as info:
         ember.frontend.from_onnx(model)
     msg = str(info.value)
     assert "2 operator type(s)" in msg
-    assert "Bernoulli (opset 17): 'erf_1', 'erf_2'" in msg
-    assert "RandomUniformLike (opset 17): 'hs_1'" in msg
+    assert "'sp_1', 'sp_2'" in msg and "Sparkle" in msg
+    assert "'fz_1'" in msg and "Fizz" in msg
     assert "'ok'" not in msg
 
 
@@ -128,11 +135,11 @@ def test_unsupported_input_dtype():
     g = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"], name="i")],
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("x", TensorProto.COMPLEX64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.COMPLEX64, [2])],
     )
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(ember.UnsupportedOperatorError, match="input 'x' has dtype object"):
+    with pytest.raises(ember.UnsupportedOperatorError, match="input 'x' has dtype complex64"):
         ember.frontend.from_onnx(model)
 
 

@@ -124,7 +124,7 @@ def _weights(mode: str, s: E.PrimExpr) -> list[E.PrimExpr]:
     return list(cubic_coeffs(s, CUBIC_A))
 
 
-class _Lets:
+class Lets:
     """Names shared subterms once (``Let``): every one of the up to 4^r reads uses each
     axis's position, weights and tap indices, which would otherwise be written out again
     in each of them (a 3-D cubic sample would be hundreds of thousands of nodes)."""
@@ -146,7 +146,7 @@ class _Lets:
 
 
 def _axis_terms(
-    ax: _Axis, k: str, g: E.PrimExpr, mode: str, acc: str, let: _Lets
+    ax: _Axis, k: str, g: E.PrimExpr, mode: str, acc: str, let: Lets
 ) -> tuple[list[Tap], list[E.PrimExpr | None]]:
     """One axis's taps and their weights (None for nearest) for grid value ``g``."""
     x = let(f"x{k}", ax.unnormalize(widen(g, ax.cdt)))
@@ -196,7 +196,7 @@ def grid_sample(
 
     def f(*i: E.PrimExpr) -> E.PrimExpr:
         n, c, o = i[0], i[1], i[2:]
-        let = _Lets()
+        let = Lets()
         # grid's last axis lists the spatial axes backwards: x (the last one) first.
         terms = [
             _axis_terms(ax, f"{k}", grid[(n, *o, r - 1 - k)], mode, acc, let)

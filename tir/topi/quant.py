@@ -25,6 +25,7 @@ from ember.tir.topi import nan_order
 from ember.tir.topi.broadcast import nan_max, nan_min
 from ember.tir.topi.conv import conv_nd
 from ember.tir.topi.linalg import matmul_nd
+from ember.tir.topi.minifloat import MINIFLOATS, STORED_AS, decode, encode
 from ember.tir.topi.transform import static_shape
 
 QRANGE = {
@@ -32,7 +33,14 @@ QRANGE = {
     "int8": (-128, 127),
     "uint16": (0, 65535),
     "int16": (-32768, 32767),
+    # held one value per byte (tir/topi/minifloat.py)
+    "uint4": (0, 15),
+    "int4": (-8, 7),
+    "uint2": (0, 3),
+    "int2": (-2, 1),
 }
+# the float types quantize_linear rounds to (a zero point is read for float4 only)
+QFLOATS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
 
 Index = Sequence[E.PrimExpr]
 Reader = Callable[[Index], E.PrimExpr]
@@ -91,13 +99,25 @@ def saturate_round(value: E.PrimExpr, zp: E.PrimExpr | None, out_dtype: str) -> 
     (out-of-range conversions are undefined in LLVM and C).
     """
     if out_dtype not in QRANGE:
-        raise ArgumentError(f"quantizing to {out_dtype} is not supported (int8/uint8/int16/uint16)")
+        raise ArgumentError(f"quantizing to {out_dtype} is not supported (8- to 16-bit integers)")
     lo, hi = QRANGE[out_dtype]
     q = _op.nearbyint(value)
     if zp is not None:
         q = q + _f32(zp)
     q = E.min_(E.max_(q, E.const(float(lo), "float32")), E.const(float(hi), "float32"))
-    return E.cast(out_dtype, E.cast("int32", q))
+    return E.cast(STORED_AS.get(out_dtype, out_dtype), E.cast("int32", q))
+
+
+def round_to_float(
+    value: E.PrimExpr, zp: E.PrimExpr | None, out_dtype: str, saturate: bool
+) -> E.PrimExpr:
+    """``value`` rounded to minifloat ``out_dtype`` (its bits), as ONNX's reference
+    quantizes: float8 with ``saturate`` and no zero point (ONNX's are zero), float4 with
+    its zero point added first and always saturating."""
+    fmt = MINIFLOATS[out_dtype]
+    if zp is not None and fmt.style == "finite":
+        value = value + decode(zp, fmt)
+    return encode(value, fmt, saturate)
 
 
 def quantize_linear(
@@ -108,15 +128,20 @@ def quantize_linear(
     block_size: int,
     out_dtype: str,
     name: str = "quantize",
+    saturate: bool = True,
 ) -> Tensor:
-    """``saturate(round_half_even(x / scale) + zero_point)``."""
+    """``saturate(round_half_even(x / scale) + zero_point)``; to a float type,
+    :func:`round_to_float` (``saturate`` is ONNX's attribute for float8)."""
     xs = static_shape(X)
     s_at = param_reader(scale, xs, axis, block_size)
     z_at = param_reader(zero_point, xs, axis, block_size) if zero_point is not None else None
 
     def f(*i: E.PrimExpr) -> E.PrimExpr:
         zp = z_at(i) if z_at is not None else None
-        return saturate_round(_f32(X[i]) / _f32(s_at(i)), zp, out_dtype)
+        value = _f32(X[i]) / _f32(s_at(i))
+        if out_dtype in QFLOATS:
+            return round_to_float(value, zp, out_dtype, saturate)
+        return saturate_round(value, zp, out_dtype)
 
     return te.compute(xs, f, name=name, tag="elementwise")
 
@@ -129,17 +154,24 @@ def dequantize_linear(
     block_size: int,
     out_dtype: str,
     name: str = "dequantize",
+    x_dtype: str = "",
 ) -> Tensor:
-    """``(x - zero_point) * scale``, the difference taken exactly in int32."""
+    """``(x - zero_point) * scale``, the difference taken exactly in int32; ``x_dtype``
+    names a minifloat ``X`` holds the bits of (``X``'s own dtype cannot say), which is
+    widened instead, its zero point not read (ONNX's reference ignores it)."""
     xs = static_shape(X)
     s_at = param_reader(scale, xs, axis, block_size)
     z_at = param_reader(zero_point, xs, axis, block_size) if zero_point is not None else None
+    fmt = MINIFLOATS.get(x_dtype)
 
     def f(*i: E.PrimExpr) -> E.PrimExpr:
-        q = _i32(X[i])
-        if z_at is not None:
-            q = q - _i32(z_at(i))
-        y = E.cast("float32", q) * _f32(s_at(i))
+        if fmt is not None:
+            y = decode(X[i], fmt) * _f32(s_at(i))
+        else:
+            q = _i32(X[i])
+            if z_at is not None:
+                q = q - _i32(z_at(i))
+            y = E.cast("float32", q) * _f32(s_at(i))
         return y if out_dtype == "float32" else E.cast(out_dtype, y)
 
     return te.compute(xs, f, name=name, tag="elementwise")

@@ -8,7 +8,10 @@ is then exact in float64, not repeated per element) and :func:`resize` is the te
 expression that reads the tables: ``out[o] = sum over taps prod_a w_a[o_a, t_a] *
 X[idx_a[o_a, t_a]]``. A nearest axis has one tap and no weight; tf_crop_and_resize
 adds a per-axis mask of positions that fall outside the input (they read the
-extrapolation value).
+extrapolation value). Antialiasing (linear and cubic, when an axis shrinks) stretches
+the filter by ``1 / scale``: more taps per output position, each weighted by the
+filter at ``scale`` times its distance, the weights normalised to sum to 1, as ONNX's
+reference computes them.
 """
 
 from __future__ import annotations
@@ -104,6 +107,36 @@ def _cubic_weights(s: np.ndarray, a: float) -> np.ndarray:
     return np.stack(cubic_coeffs(s, a), axis=1)
 
 
+def _keys(d: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic kernel at distances ``d``: zero from 2 on."""
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def _antialias_taps(
+    x: np.ndarray, scale: float, mode: str, cubic_a: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(raw source positions, normalised weights) of a filter stretched by ``1 / scale``:
+    the taps within the filter's support (1 linear, 2 cubic) times ``1 / scale`` of ``x``.
+    As in ONNX's reference, a whole-number ``x`` is the right end of the interval to its
+    left (fraction 1), which picks the same taps with the same weights."""
+    base = np.floor(x)
+    frac = x - base
+    whole = frac == 0
+    base, frac = np.where(whole, base - 1, base), np.where(whole, 1.0, frac)
+    support = 1.0 if mode == "linear" else 2.0
+    start = int(np.floor(-support / scale) + 1)
+    offsets = np.arange(start, 2 - start)
+    dist = (offsets[None, :] - frac[:, None]) * scale
+    if mode == "linear":
+        weight = np.clip(1 - np.abs(dist), 0, 1)
+    else:
+        weight = _keys(dist, cubic_a)
+    return base[:, None] + offsets, weight / weight.sum(axis=1, keepdims=True)
+
+
 def resize_taps(
     n_in: int,
     n_out: int,
@@ -114,8 +147,10 @@ def resize_taps(
     cubic_a: float = -0.75,
     exclude_outside: bool = False,
     roi: tuple[float, float] = (0.0, 1.0),
+    antialias: bool = False,
 ) -> AxisTaps:
-    """The tap tables of one axis resized from ``n_in`` to ``n_out`` positions."""
+    """The tap tables of one axis resized from ``n_in`` to ``n_out`` positions;
+    ``antialias`` stretches a linear or cubic filter where the axis shrinks."""
     x = source_coords(n_in, n_out, scale, coord_mode, roi)
     inside = None
     if coord_mode == "tf_crop_and_resize":
@@ -126,19 +161,29 @@ def resize_taps(
         return AxisTaps(idx.astype(np.int32), None, inside)
     base = np.floor(x)
     s = x - base
-    if mode == "linear":
+    if antialias and scale < 1 and mode in ("linear", "cubic"):
+        raw, weight = _antialias_taps(x, scale, mode, cubic_a)
+        if exclude_outside:
+            weight = _exclude_outside(raw, weight, n_in)
+    elif mode == "linear":
         raw = base[:, None] + np.array([0, 1])
         weight = np.stack([1 - s, s], axis=1)
     elif mode == "cubic":
         raw = base[:, None] + np.array([-1, 0, 1, 2])
         weight = _cubic_weights(s, cubic_a)
         if exclude_outside:
-            weight = np.where((raw >= 0) & (raw <= n_in - 1), weight, 0.0)
-            weight = weight / weight.sum(axis=1, keepdims=True)
+            weight = _exclude_outside(raw, weight, n_in)
     else:
         raise ArgumentError(f"resize: unknown mode {mode!r}")
     idx = np.clip(raw, 0, n_in - 1).astype(np.int32)
     return AxisTaps(idx, weight, inside)
+
+
+def _exclude_outside(raw: np.ndarray, weight: np.ndarray, n_in: int) -> np.ndarray:
+    """Weights of taps off the input dropped and the rest renormalised (exclude_outside)."""
+    weight = np.where((raw >= 0) & (raw <= n_in - 1), weight, 0.0)
+    total = weight.sum(axis=1, keepdims=True)
+    return weight / np.where(total == 0, 1.0, total)
 
 
 def _round_saturate(v: E.PrimExpr, dtype: str) -> E.PrimExpr:

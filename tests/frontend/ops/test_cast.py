@@ -155,7 +155,7 @@ BAD = {
         "direction",
     ),
     "cast_to_string": (_model("Cast", {"x": X}, to=8), "STRING"),
-    "cast_to_float8": (_model("Cast", {"x": X}, opset=19, to=17), "FLOAT8E4M3FN"),
+    "cast_to_complex": (_model("Cast", {"x": X}, opset=19, to=14), "COMPLEX64"),
     "dropout_training": (
         _model("Dropout", {"x": X}, {"r": np.array(0.5, "float32"), "t": np.array(True)}),
         "training",

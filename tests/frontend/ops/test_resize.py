@@ -104,13 +104,62 @@ def test_resize_opset_10_and_upsample(rng):
     check("Upsample", [("x", x)], opset=7, mode="nearest", scales=[1.0, 1.0, 2.0, 2.0])
 
 
-def test_resize_antialias_is_unsupported(rng):
-    model = node_model(
-        "Resize", [("x", _f32(rng, 1, 1, 4, 4)), None, ("=sc", _scales(1, 1, 0.5, 0.5))],
-        opset=18, antialias=1, mode="linear",
+# Antialiasing: onnxruntime agrees with ONNX's reference except under align_corners
+# (where it divides by the integer length, as above), which the reference checks.
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coord", ["half_pixel", "asymmetric"])
+# a shrink on both axes; a heavy one (2-D cubic: 14 x 6 taps, split into one node per
+# axis); a shrink and a stretch (the stretching axis keeps its plain filter)
+@pytest.mark.parametrize("scales", [(1, 1, 0.6, 0.45), (1, 1, 0.3, 0.7), (1, 1, 1.5, 0.5)])
+def test_resize_antialias_matches_onnxruntime(rng, mode, coord, scales):
+    slots = [("x", _f32(rng, 1, 2, 9, 13)), None, ("=sc", _scales(*scales))]
+    check(
+        "Resize", slots, opset=18, mode=mode, antialias=1, coordinate_transformation_mode=coord,
+        atol=1e-5,
     )  # fmt: skip
-    with pytest.raises(ember.UnsupportedOperatorError, match="resize_node"):
-        ember.compile(model, target="llvm")
+
+
+def _against_reference(x, slots, **attrs):
+    from onnx.reference import ReferenceEvaluator
+
+    model = node_model("Resize", [("x", x), *slots], opset=18, antialias=1, **attrs)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = ember.compile(model, target="llvm").run({"x": x})[0]
+    return got, want
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("exclude", [0, 1])
+def test_resize_antialias_sizes_and_align_corners_match_the_reference(rng, mode, exclude):
+    x = _f32(rng, 2, 3, 11, 7)
+    slots = [None, None, ("=sizes", i64(2, 3, 4, 3))]
+    got, want = _against_reference(
+        x, slots, mode=mode, coordinate_transformation_mode="align_corners",
+        exclude_outside=exclude,
+    )  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_antialias_of_integers_matches_the_reference(rng):
+    """uint8 images (one node whatever its tap count: no rounding between the axes)."""
+    x = rng.integers(0, 256, (1, 3, 13, 10)).astype(np.uint8)
+    slots = [None, ("=sc", _scales(1, 1, 0.3, 0.4))]
+    got, want = _against_reference(x, slots, mode="cubic")
+    assert got.dtype == want.dtype and np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 20), st.floats(0.1, 1.5), st.sampled_from(["linear", "cubic"]))
+def test_antialias_taps_property(n_in, scale, mode):
+    """Weights sum to 1, indices stay in range, and each tap weighs what the stretched
+    filter gives at its distance from the source coordinate."""
+    n_out = max(int(np.floor(n_in * scale)), 1)
+    taps = resize_taps(n_in, n_out, scale, mode, "asymmetric", antialias=True)
+    assert taps.weight is not None
+    np.testing.assert_allclose(taps.weight.sum(axis=1), 1.0, atol=1e-9)
+    assert taps.index.min() >= 0 and taps.index.max() < n_in
+    support = (1.0 if mode == "linear" else 2.0) / min(scale, 1.0)
+    assert taps.index.shape[1] <= 2 * np.ceil(support) + 2
 
 
 def test_resize_runtime_scales_compile_per_value(rng):

@@ -65,6 +65,72 @@ def test_slice_of_a_runtime_start_compiles_per_value(rng, start):
     check("Slice", [("x", _f32(rng, 4, 5)), ("s", i64(start)), ("=e", i64(3))], opset=13)
 
 
+def _slice_from_run_time_starts(shape, axes, size):
+    """A model slicing ``size`` elements from run-time starts ``s`` (ends ``s + size``)."""
+    from onnx import TensorProto, helper
+
+    out = [size if d in axes else n for d, n in enumerate(shape)]
+    c = helper.make_tensor("c", TensorProto.INT64, [], [size])
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value=c),
+        helper.make_node("Add", ["s", "c"], ["e"]),
+        helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "slice",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [len(axes)]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        [helper.make_tensor("a", TensorProto.INT64, [len(axes)], axes)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def _onnx_slice(x, starts, axes, size):
+    index = [slice(None)] * x.ndim
+    for a, s in zip(axes, starts):
+        index[a] = slice(s, s + size)
+    return x[tuple(index)]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=3),
+    st.data(),
+)
+def test_slice_of_run_time_starts_with_a_static_length(shape, data):
+    """Ends that are the run-time starts plus a constant: one compile serves every start;
+    a start ONNX would clamp (a shorter result) is refused at run time."""
+    axes = data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, unique=True))
+    size = data.draw(st.integers(1, min(shape[a] for a in axes)))
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype("float32")
+    lib = ember.compile(_slice_from_run_time_starts(shape, axes, size), target="llvm")
+    for _ in range(4):
+        starts = [data.draw(st.integers(-shape[a] - 2, shape[a] + 2)) for a in axes]
+        want = _onnx_slice(x, starts, axes, size)
+        feeds = {"x": x, "s": np.array(starts, np.int64)}
+        if any(want.shape[a] != size for a in axes):
+            with pytest.raises(ember.ArgumentError, match="outside"):
+                lib.run(feeds)
+        else:
+            np.testing.assert_array_equal(lib.run(feeds)[0], want)
+
+
+def test_slice_of_run_time_starts_needs_no_constant(rng):
+    """The import takes the starts as a run-time input (no compile per value)."""
+    graph = ember.frontend.from_onnx(_slice_from_run_time_starts([5, 7], [1, 0], 2))
+    assert "gather" in {n.op for n in graph.nodes}
+    lib = ember.compile(graph, target="llvm")
+    x = _f32(rng, 5, 7)
+    got = lib.run({"x": x, "s": np.array([-3, 1], np.int64)})[0]
+    np.testing.assert_array_equal(got, x[1:3, 4:6])
+
+
 def test_slice_step_zero_is_an_error(rng):
     model = node_model(
         "Slice", [("x", _f32(rng, 4)), ("=s", i64(0)), ("=e", i64(3)), None, ("=t", i64(0))]

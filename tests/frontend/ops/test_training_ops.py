@@ -6,7 +6,8 @@ ONNX definitions written out below in float64 numpy, over several (X, G, [V,] H)
 with the learning rate and step count fed at run time (one compile serves every step).
 TensorScatter, Swish and float32 Binarizer are checked against onnxruntime; Binarizer on
 other dtypes (onnxruntime has float only), and TensorScatter's negative write indices
-(onnxruntime refuses them), against numpy.
+(onnxruntime refuses them), against numpy; a linear write off the cache is refused at
+run time, as onnxruntime refuses it.
 """
 
 from __future__ import annotations
@@ -234,6 +235,32 @@ def test_tensor_scatter_negative_start_counts_from_the_end(rng):
     )
     got = ember.compile(model, target="llvm").run({"past": past, "update": update, "write": starts})
     np.testing.assert_array_equal(got[0], want)
+
+
+@pytest.mark.parametrize("starts", [[0, 3], [5, 0], [-7, 1], [2, 40]])
+def test_tensor_scatter_refuses_a_write_off_the_cache(rng, starts):
+    """Linear mode: a write index whose rows would leave the cache (a start past
+    ``size - length``, or before ``-size``) is an error at run time, as onnxruntime
+    makes it (where a gather of the rows would drop them), and the model still runs
+    good indices afterwards."""
+    past, update = _f(rng, 2, 3, 6, 5), _f(rng, 2, 3, 4, 5)
+    bad = np.array(starts, np.int64)
+    model = _model(
+        "TensorScatter",
+        {"past": past, "update": update, "write": bad},
+        {"present": past},
+        "",
+        version=24,
+    )
+    lib = ember.compile(model, target="llvm")
+    with pytest.raises(ember.ArgumentError, match="tensorscatter|TensorScatter"):
+        lib.run({"past": past, "update": update, "write": bad})
+    good = np.array([2, -6], np.int64)
+    got = lib.run({"past": past, "update": update, "write": good})[0]
+    want = past.copy()
+    want[0, :, 2:6] = update[0]
+    want[1, :, 0:4] = update[1]
+    np.testing.assert_array_equal(got, want)
 
 
 def test_tensor_scatter_refuses_a_batch_axis(rng):
