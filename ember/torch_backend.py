@@ -12,8 +12,10 @@ taken as constants when a specialisation is compiled (as inductor's freezing doe
 model whose weights change afterwards must be compiled again. A graph holding an op Ember
 cannot import runs eagerly, with a warning that lists the ops and where they are, so
 results stay right. Tensors cross by DLPack (``np.from_dlpack`` in, ``torch.from_dlpack``
-out: no copies at the boundary; ``target="llvm"``); tensors on other devices are refused
-with the reason.
+out: no copies at the boundary) for an ``llvm`` target, which refuses tensors on other
+devices with the reason. ``target="cuda"`` compiles the graph's kernels for the GPU
+(NVRTC) and copies the tensors through host memory, outputs returned on the inputs'
+device; zero-copy device tensors are not wired yet.
 
 ``mode="max-autotune"`` (or ``options={"tune": N}``) tunes each graph's kernels before it
 is compiled: every fused group and template task (``extract_tasks(search="both")``) under
@@ -92,8 +94,9 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     if unknown:
         raise ArgumentError(f"backend 'ember': unknown options {sorted(unknown)}; known {OPTIONS}")
     target = options.get("target", "llvm")
-    if target != "llvm" and not str(target).startswith("llvm"):
-        raise ArgumentError(f"backend 'ember': target {target!r}: only CPU targets run yet")
+    on_gpu = str(target).startswith("cuda")
+    if not on_gpu and not str(target).startswith("llvm"):
+        raise ArgumentError(f"backend 'ember': target {target!r}: use an llvm or cuda target")
     trials = _trials(kwargs.get("mode"), options.get("tune"))
     use_cache = bool(options.get("cache", True))
     STATS["graphs"] += 1
@@ -119,7 +122,8 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         if eager:
             return gm(*all_args)
         args = [all_args[i] for i in keep]
-        if any(not _number(a) and a.device.type != "cpu" for a in args):
+        tensors = [a for a in args if not _number(a)]
+        if not on_gpu and any(a.device.type != "cpu" for a in tensors):
             raise ArgumentError("backend 'ember': inputs must be CPU tensors for target llvm")
         signature = _signature(args)
         lib = compiled.get(signature)
@@ -137,12 +141,26 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
                 return gm(*all_args)
             compiled[signature] = lib
         STATS["runs"] += 1
-        outs = lib.run([np.from_dlpack(a.detach()) for a in args if not _number(a)])
-        results = [torch.from_dlpack(o) for o in outs]
+        if on_gpu:
+            results = _run_on_gpu(lib, tensors)
+        else:
+            outs = lib.run([np.from_dlpack(a.detach()) for a in tensors])
+            results = [torch.from_dlpack(o) for o in outs]
         return tuple(results) if as_tuple else results[0]
 
     run.compiled = compiled  # type: ignore[attr-defined]  # the specialisations, by signature
     return run
+
+
+def _run_on_gpu(lib: Any, tensors: Sequence[Any]) -> list[Any]:
+    """Run a model compiled for CUDA: the tensors cross through host memory (a copy each
+    way, unlike the CPU path's DLPack views) and the outputs go back to the device the
+    inputs were on (the CPU where they were, as with the CUDA emulator)."""
+    import torch  # optional dependency: present whenever Dynamo calls this
+
+    device = tensors[0].device if tensors else torch.device("cpu")
+    outs = lib.run([a.detach().cpu().numpy() for a in tensors])
+    return [torch.from_numpy(o).to(device) for o in outs]
 
 
 def _trials(mode: Any, tune: Any) -> int:
