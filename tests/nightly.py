@@ -4,6 +4,7 @@ CI's 15 minutes whose block kinds CI covers elsewhere."""
 from __future__ import annotations
 
 import os
+import zlib
 from typing import Any
 
 import pytest
@@ -27,3 +28,15 @@ def configs(n: int) -> int:
     """How many sampled configs a template test builds: ``n`` nightly, half (at least 2) in
     CI (each is a full LLVM build of a template kernel, 1-3 s)."""
     return n if NIGHTLY else max(2, n // 2)
+
+
+def sample_in_ci(*params: Any, every: int = 2) -> None:
+    """Skip this case of a large sweep in CI unless it falls in CI's 1-in-``every``
+    sample (chosen by a stable hash of ``params``, so the same cases run each time and
+    each parameter's values still appear); nightly runs every case. For stacked
+    ``parametrize`` sweeps, where marking single cases nightly would mean writing out the
+    product."""
+    if NIGHTLY:
+        return
+    if zlib.crc32(repr(params).encode()) % every:
+        pytest.skip(f"nightly: EMBER_NIGHTLY=1 (CI runs 1 in {every} of this sweep)")

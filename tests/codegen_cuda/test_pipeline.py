@@ -17,7 +17,7 @@ from ember.tir import stmt as S
 from ember.tir.functor import Mutator
 from ember.tuner import create_task
 from tests.codegen_cuda.test_cuda_build import _DropBarrier
-from tests.nightly import examples
+from tests.nightly import examples, sample_in_ci
 
 
 def _matmul(shape, arch="sm_80", **knobs):  # noqa: ANN001, ANN003
@@ -49,6 +49,7 @@ def _emulate(mod, a, b):  # noqa: ANN001
 @pytest.mark.parametrize("stages", [1, 2, 3, 4])
 @pytest.mark.parametrize("shape", [(64, 64, 64), (70, 50, 33), (40, 72, 8)])
 def test_pipelined_matmul_matches_numpy(rng, arch, stages, shape):
+    sample_in_ci(arch, stages, shape)
     mod = _matmul(shape, arch, stages=stages)
     a, b = _inputs(rng, shape)
     np.testing.assert_allclose(_emulate(mod, a, b), a @ b, rtol=1e-4, atol=1e-4)
@@ -276,6 +277,7 @@ def test_split_stage_reads_back_the_phase():
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
 @pytest.mark.parametrize("stages", [2, 3, 4])
 def test_pipelined_kernels_compile(arch, stages):
+    sample_in_ci(arch, stages)
     mod = _matmul((256, 256, 256), arch, stages=stages, bm=128, bn=128, bk=16, tm=8, tn=8)
     usage = mod.resource_usage()["matmul_kernel"]
     assert usage.spill_bytes == 0

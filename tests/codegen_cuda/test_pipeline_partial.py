@@ -14,6 +14,7 @@ import pytest
 import ember
 from ember import te
 from tests.codegen_cuda.test_cuda_build import _DropBarrier
+from tests.nightly import sample_in_ci
 
 
 def _gemm(M: int, N: int, K: int, buffered: dict[str, int], tile: int = 16, bk: int = 8):
@@ -70,6 +71,7 @@ CASES = [{"B": 2}, {"A": 2}, {"B": 3}, {"A": 3, "B": 2}]
 @pytest.mark.parametrize("buffered", CASES, ids=lambda d: "-".join(f"{k}{v}" for k, v in d.items()))
 @pytest.mark.parametrize(("M", "N", "K"), [(32, 32, 32), (45, 37, 27), (16, 20, 5)])
 def test_one_buffered_stage_matches_numpy(rng, arch, buffered, M, N, K):
+    sample_in_ci(arch, buffered, M, N, K)
     s, args = _gemm(M, N, K, buffered)
     mod = ember.build(s, args, target=f"cuda -arch={arch}")
     _run(mod, rng, M, N, K)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import ember
 from ember import te
 from ember.tuner import create_task
+from tests.nightly import sample_in_ci
 
 TC = "matmul_tensorcore.cuda"
 BTC = "batch_matmul_tensorcore.cuda"
@@ -311,6 +312,7 @@ def test_verify_gpu_rejects_an_architecture_without_the_instructions(route, layo
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_default_configs_compile_without_spills(name, args, arch):
+    sample_in_ci(name, args, arch)
     pytest.importorskip("cuda.bindings.nvrtc")
     mod = build(name, args, arch)
     usage = mod.resource_usage()

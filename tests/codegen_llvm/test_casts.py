@@ -18,6 +18,7 @@ from tests.codegen_llvm.llvm_helpers import (
     sentinel,
     to_bf16,
 )
+from tests.nightly import sample_in_ci
 
 N = 37
 
@@ -47,6 +48,7 @@ def _reference(x: np.ndarray, src: str, dst: str) -> np.ndarray:
 @pytest.mark.parametrize("dst", ALL_DTYPES)
 @pytest.mark.parametrize("src", ALL_DTYPES)
 def test_cast_every_pair(src, dst, lanes, rng):
+    sample_in_ci(src, dst, lanes)
     f = map_func("cast", [src], dst, lambda a: E.cast(dst, a), N, lanes=lanes)
     mod = build(f)
     x = _source(src, dst, rng)

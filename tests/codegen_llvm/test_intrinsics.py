@@ -20,6 +20,7 @@ from tests.codegen_llvm.llvm_helpers import (
     rand,
     sentinel,
 )
+from tests.nightly import sample_in_ci
 
 _erf = np.vectorize(math.erf)
 
@@ -94,6 +95,7 @@ def _inputs(op, dtype, n, rng):
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("op", CPU_INTRINSICS, ids=lambda op: op.value)
 def test_intrinsic(op, dtype, lanes, rng):
+    sample_in_ci(op, dtype, lanes)
     n = 37
     ref, xs = _inputs(op, dtype, n, rng)
     f = map_func(

@@ -20,7 +20,7 @@ from ember.frontend.passes import (
 from ember.frontend.passes.conv_blocks import ConvWorkload, channel_block, default_blocks
 from ember.tir.topi.conv_nchwc import pack_nchwc_weights
 from tests.frontend.onnx_models import make_model, run_ort
-from tests.nightly import examples
+from tests.nightly import examples, sample_in_ci
 
 pytest.importorskip("onnxruntime")
 n = helper.make_node
@@ -354,6 +354,7 @@ def test_an_epilogue_keeps_its_layout_transform_out(rng):  # noqa: ANN001
 
 @pytest.mark.parametrize("shape", [(13, 32, 9, 11), (3, 64, 15, 14), (64, 64, 7, 9)], ids=str)
 def test_chain_through_compile_matches_onnxruntime(shape, rng):  # noqa: ANN001
+    sample_in_ci(shape)
     model, inputs = conv_chain(rng, *shape)
     lib = ember.compile(model, target="llvm")
     ops = {nd.op for nd in lib.graph.nodes}

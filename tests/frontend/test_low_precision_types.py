@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import ember  # noqa: E402
 from ember.frontend import narrow_dtypes as nd  # noqa: E402
 from ember.tir.topi.minifloat import MINIFLOATS, STORED_AS, TINY_INTS  # noqa: E402
-from tests.nightly import examples  # noqa: E402
+from tests.nightly import examples, nightly_param  # noqa: E402
 
 FLOAT8 = ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
 INTS = ["int4", "uint4", "int2", "uint2"]
@@ -111,7 +111,10 @@ def _assert_bits(got: np.ndarray, want: np.ndarray, what: str, inputs: np.ndarra
     )
 
 
-@pytest.mark.parametrize("name", [*FLOAT8, "float4_e2m1fn"])
+# the fnuz formats nightly: their node-suite cases and the random-bits test run in CI
+@pytest.mark.parametrize(
+    "name", [nightly_param(n) if n.endswith("fnuz") else n for n in [*FLOAT8, "float4_e2m1fn"]]
+)
 def test_cast_to_minifloat_rounds_as_the_reference(name):
     """From float32, every float16 and float64, saturating and not (float4 always saturates)."""
     x32 = _float32_data(name)

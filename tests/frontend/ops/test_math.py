@@ -18,6 +18,7 @@ from tests.frontend.onnx_models import (
     run_ort,
     single_node,
 )
+from tests.nightly import sample_in_ci
 
 SHAPES = [(7,), (3, 5, 9), (2, 1, 3, 17)]
 # op -> (low, high) of its random inputs: inside the domain, away from poles
@@ -56,6 +57,7 @@ def _signed(rng, shape, lo, hi, dtype="float32"):
 @pytest.mark.parametrize("op", sorted(FLOAT_MATH))
 @pytest.mark.parametrize("shape", SHAPES)
 def test_float_math(rng, op, shape):
+    sample_in_ci(op, shape)
     x = _signed(rng, shape, *FLOAT_MATH[op])
     if op == "Reciprocal":
         x *= rng.choice(np.array([-1, 1], "float32"), size=shape)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tests.frontend.onnx_models import check_against_ort, single_node
+from tests.nightly import sample_in_ci
 
 
 def _f32(rng, *shape):
@@ -28,6 +29,7 @@ CONV_CASES = [
 
 @pytest.mark.parametrize("xs,ws,attrs,bias", CONV_CASES)
 def test_conv(rng, xs, ws, attrs, bias):
+    sample_in_ci(xs, ws, attrs, bias)
     x = _f32(rng, *xs)
     consts = {"w": _f32(rng, *ws)}
     if bias:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.frontend.ops.quant_models import check_exact, node_model, random_q, random_zp
+from tests.nightly import sample_in_ci
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -84,6 +85,7 @@ CONV_CASES = [
 @pytest.mark.parametrize("tx,tw", [("uint8", "uint8"), ("uint8", "int8")])
 def test_conv_integer(rng, xs, ws, attrs, tx, tw):
     """Padded taps read the input zero point, so they add nothing to the accumulator."""
+    sample_in_ci(xs, ws, attrs, tx, tw)
     x = random_q(rng, xs, tx)
     consts = {
         "w": random_q(rng, ws, tw),
@@ -130,6 +132,7 @@ def _qlinear_conv(rng, xs, ws, attrs, tx, tw, ty, per_channel, bias):
     "tx,tw,ty", [("uint8", "uint8", "uint8"), ("uint8", "int8", "uint8"), ("int8", "int8", "int8")]
 )
 def test_qlinear_conv(rng, xs, ws, attrs, tx, tw, ty):
+    sample_in_ci(xs, ws, attrs, tx, tw, ty)
     model, feeds = _qlinear_conv(rng, xs, ws, attrs, tx, tw, ty, per_channel=False, bias=True)
     check_exact(model, feeds)
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.onnx_models import check_against_ort, helper, make_model, run_ort, single_node
+from tests.nightly import sample_in_ci
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
@@ -70,6 +71,7 @@ def _check(op: str, inputs: dict[str, np.ndarray], n_out: int, **attrs) -> None:
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
 def test_directions_all_outputs(op: str, direction: str) -> None:
+    sample_in_ci(op, direction)
     rng = np.random.default_rng(1)
     dirs = 2 if direction == "bidirectional" else 1
     inputs = _inputs(rng, op, 5, 3, 7, 5, dirs, initial=True, peep=op == "LSTM")
@@ -88,6 +90,7 @@ def test_bidirectional_lstm_odd_sequence() -> None:
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
 def test_runtime_sequence_lens(op: str, direction: str, lens: tuple[int, ...]) -> None:
     """Rows shorter than T keep their state; a row of length 0 ends with zero states."""
+    sample_in_ci(op, direction, lens)
     rng = np.random.default_rng(3)
     dirs = 2 if direction == "bidirectional" else 1
     lens = np.array(lens)

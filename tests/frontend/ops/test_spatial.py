@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.onnx_models import check_against_ort, single_node
-from tests.nightly import examples
+from tests.nightly import examples, sample_in_ci
 
 
 def _f32(rng, *shape):
@@ -32,6 +32,7 @@ CT_CASES = [
 
 @pytest.mark.parametrize("xs,ws,attrs,bias", CT_CASES)
 def test_conv_transpose(rng, xs, ws, attrs, bias):
+    sample_in_ci(xs, ws, attrs, bias)
     x = _f32(rng, *xs)
     consts = {"w": _f32(rng, *ws)}
     if bias:
