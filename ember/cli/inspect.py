@@ -103,7 +103,7 @@ def _onnx_described(path: str) -> tuple[Any, list[Any], list[Any]]:
     # start-up cost: the ONNX importer and the model compiler (~300 ms) stay out of
     # `ember --help` (and the importer loads onnx, an optional dependency, itself)
     from ember.frontend.onnx_import.importer import load_model
-    from ember.graph.dynamic_model import symbolic_source
+    from ember.graph.model_source import symbolic_source
 
     source = symbolic_source(load_model(path), None)
     if source is None:

@@ -35,10 +35,11 @@ from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
 from ember.frontend.passes.graph_pass import GraphFn, as_graph_pass
 from ember.graph import kernel_cache
 from ember.graph.control_flow import control_step
-from ember.graph.dynamic_model import DynamicModel, OnnxSource, symbolic_source
+from ember.graph.dynamic_model import DynamicModel
 from ember.graph.executor import CompiledModel
 from ember.graph.groups import GroupIO, fused_groups, group_io
 from ember.graph.kernels import get_group_kernel, node_group
+from ember.graph.model_source import OnnxSource, symbolic_source
 from ember.graph.parallel_build import prebuild
 from ember.graph.step import Step, empty_kernel
 from ember.target import Target

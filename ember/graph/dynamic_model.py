@@ -12,10 +12,10 @@ shape subgraphs) need static sizes, and a kernel compiled for its sizes is the f
 A new size costs one compile, which the disk kernel cache (``ember/kernel_cache.py``)
 makes cheap for kernels whose sizes do not change with the batch (across processes too).
 
-The model is kept as its source: the ONNX bytes (imported again per binding, so every
-importer rule sees static shapes), or an Ember Graph whose node types are re-inferred
-through each op's shape rule. ``input_shapes`` reports the symbolic dims; outputs are
-typed as the model declares them (``?`` where it does not). Inputs are checked before
+The model is kept as its source (``model_source.py``): the ONNX bytes (imported again per
+binding, so every importer rule sees static shapes), or an Ember Graph whose node types
+are re-inferred through each op's shape rule. ``input_shapes`` reports the symbolic dims;
+outputs are typed as the model declares them (``?`` where it does not). Inputs are checked before
 anything compiles: a wrong name, rank, static dim or dtype, or one symbol given two sizes,
 raises :class:`~ember.errors.ArgumentError`. ``export`` writes the source plus every
 specialization compiled so far (``ember/artifact_dynamic.py``), so a loaded model runs
@@ -46,35 +46,23 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ember.errors import ArgumentError, EmberError, NeedsConstantError
-from ember.frontend.graph import Graph, TensorType, Value
+from ember.frontend.graph import Graph, TensorType
 from ember.frontend.interface import OptionalType, is_structured
-from ember.frontend.onnx_import.boundary import structured_type
-from ember.frontend.onnx_import.context import tensor_array
-from ember.frontend.onnx_import.importer import (
-    _elem_dtype,
-    _input_type,
-    _value_type,
-    check_supported,
-    from_onnx,
-    load_model,
-    overridable_initializers,
-)
 from ember.frontend.onnx_import.value_inputs import (
     MAX_VALUE_ELEMENTS,
-    freeze_inputs,
-    input_ancestors,
 )
-from ember.frontend.ops.registry import get_op
 from ember.frontend.passes.graph_pass import GraphFn
 from ember.frontend.string_tensors import STRING, content_key
 from ember.graph.artifact_dynamic import export_dynamic
 from ember.graph.executor import CompiledModel, ParamStore, input_array, inputs_in_order
+from ember.graph.model_source import (
+    layout_key,
+)
 from ember.graph.structured_io import bind_structured, flatten_inputs, run_structured
 from ember.target import Target
 from ember.tir.transform.runner import Pass
@@ -88,161 +76,6 @@ ValueKey = tuple[tuple[str, str, tuple[int, ...], bytes], ...]
 
 MANY_VALUES = 32
 """Distinct values of the value inputs after which a run warns that it keeps compiling."""
-
-
-class OnnxSource:
-    """An ONNX model, imported again with static shapes for each binding."""
-
-    kind = "onnx"
-
-    def __init__(
-        self, proto: Any, shapes: Mapping[str, Sequence[int]], value_inputs: Sequence[str] = ()
-    ) -> None:
-        self.data: bytes = proto.SerializeToString()
-        self.shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
-        check_supported(proto)  # an unsupported operator is reported now, not on first run
-        self.inputs, self.outputs = onnx_signature(proto, self.shapes)
-        self.defaults = onnx_defaults(proto)
-        self.value_inputs: list[str] = list(value_inputs)
-
-    def specialize(
-        self, binding: Mapping[Any, Any], values: Mapping[str, np.ndarray] | None = None
-    ) -> Graph:
-        """The graph at these sizes (and layouts of sequence and optional inputs: see
-        :data:`Binding`), with ``values`` (of value inputs) as constants."""
-        values = values or {}
-        shapes: dict[str, Any] = {}
-        for v in self.inputs:
-            if v.name not in values:  # a sequence's shapes: its element shapes (or None)
-                structured = is_structured(v.type)
-                shapes[v.name] = (
-                    binding[layout_key(v.name)] if structured else _concrete(v.type, binding)
-                )
-        if not values:
-            return from_onnx(self.data, shapes)
-        return from_onnx(freeze_inputs(load_model(self.data), values), shapes)
-
-    def learn_value_inputs(self, error: NeedsConstantError) -> bool:
-        """Add the graph inputs ``error``'s tensor is computed from to ``value_inputs``;
-        False when there are none new (a tensor local to a subgraph, or one already
-        frozen), so the error stands."""
-        new = [
-            n
-            for n in input_ancestors(load_model(self.data), error.tensor)
-            if n not in self.value_inputs
-        ]
-        self.value_inputs.extend(new)
-        return bool(new)
-
-
-def onnx_signature(proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[list[Value], ...]:
-    """The graph inputs (symbolic dims kept unless ``shapes`` fixes them) and outputs as the
-    model declares them, without importing the nodes (which may need static shapes)."""
-    defaults = onnx_defaults(proto)
-    known = {i.name for i in proto.graph.initializer} - set(defaults)
-    inputs = [
-        Value(vi.name, _declared_input_type(vi, shapes, defaults.get(vi.name)))
-        for vi in proto.graph.input
-        if vi.name not in known
-    ]
-    unknown = set(shapes) - {v.name for v in inputs}
-    if unknown:
-        raise ArgumentError(
-            f"shapes names unknown inputs {sorted(unknown)}; inputs: {[v.name for v in inputs]}"
-        )
-    return inputs, [Value(vi.name, _declared_type(vi)) for vi in proto.graph.output]
-
-
-def _declared_input_type(vi: Any, shapes: Mapping[str, Sequence[int]], default: Any) -> Any:
-    """A tensor input's type (``shapes`` fixing symbolic dims), or a sequence or optional
-    input's declared type (its lengths are those of each run)."""
-    structured = structured_type(vi)
-    if structured is None:
-        return _input_type(vi, shapes, default)
-    if vi.name in shapes:
-        raise ArgumentError(
-            f"input '{vi.name}' is {structured}: its lengths are taken from each run, "
-            "so shapes= cannot fix them"
-        )
-    return structured
-
-
-def layout_key(name: str) -> tuple[str, str]:
-    """The key of a sequence or optional input's layout in a :data:`Binding` (apart from
-    the symbols, which are strings)."""
-    return ("layout", name)
-
-
-def onnx_defaults(proto: Any) -> dict[str, np.ndarray]:
-    """The data of the initializers a run may override (inputs it may leave out)."""
-    names = overridable_initializers(proto)
-    return {t.name: tensor_array(t) for t in proto.graph.initializer if t.name in names}
-
-
-def _declared_type(vi: Any) -> TensorType:
-    """An output's type as the model declares it; ``?`` for what it leaves out (known once
-    a size is compiled)."""
-    structured = structured_type(vi)
-    if structured is not None:
-        return structured  # type: ignore[return-value]
-    try:
-        return _value_type(vi, {})
-    except EmberError:
-        pass
-    try:
-        return TensorType(("?",), _elem_dtype(vi))
-    except EmberError:
-        return TensorType(("?",), "?")
-
-
-class GraphSource:
-    """An Ember Graph with symbolic input dims; each binding re-infers every node's types."""
-
-    kind = "graph"
-
-    def __init__(self, graph: Graph) -> None:
-        for n in graph.nodes:
-            if n.subgraphs:
-                raise ArgumentError(
-                    f"{n.where()} holds subgraphs, which are not re-typed for a new batch size; "
-                    "compile this graph with static input shapes"
-                )
-        self.graph = graph
-        self.inputs, self.outputs = list(graph.inputs), list(graph.outputs)
-        self.defaults = graph.defaults
-        self.value_inputs: list[str] = []  # an Ember Graph's ops take no shapes as data
-
-    def specialize(
-        self, binding: Mapping[str, int], values: Mapping[str, np.ndarray] | None = None
-    ) -> Graph:
-        """The graph re-typed at these sizes (``values`` is always empty: see
-        ``value_inputs``)."""
-        g = self.graph
-        typed = {
-            n: Value(n, TensorType(_concrete(v.type, binding), v.dtype))
-            for n, v in g.values.items()
-            if n in g.params or n in g.input_names
-        }
-        for node in g.nodes:
-            in_types = [typed[i].type for i in node.inputs]
-            try:
-                outs = get_op(node.op).infer_types(in_types, node.attrs)
-            except EmberError as e:
-                raise e.add_context(f"while re-typing {node.where()} for {dict(binding)}") from None
-            typed.update((o, Value(o, t)) for o, t in zip(node.outputs, outs))
-        return Graph(
-            [typed[v.name] for v in g.inputs],
-            [typed[v.name] for v in g.outputs],
-            [replace(n, attrs=dict(n.attrs)) for n in g.nodes],  # passes may edit nodes
-            g.params,
-            typed,
-            g.name,
-            g.defaults,
-        ).verify()
-
-
-def _concrete(t: TensorType, binding: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(binding[d] if isinstance(d, str) else d for d in t.shape)
 
 
 class DynamicModel:
@@ -516,16 +349,3 @@ class DynamicModel:
 def _bound_note(t: TensorType, sizes: Mapping[str, int]) -> str:
     bound = {d: sizes[d] for d in t.shape if isinstance(d, str) and d in sizes}
     return f" (with {bound} from the inputs before it)" if bound else ""
-
-
-def symbolic_source(model: Any, shapes: Mapping[str, Sequence[int]] | None) -> Any | None:
-    """A source for :class:`DynamicModel` when ``model`` (an ONNX ModelProto or a Graph)
-    keeps a symbolic input dim after ``shapes``; None when every input is static."""
-    if isinstance(model, Graph):
-        static = all(v.type.is_static for v in model.inputs)
-        return None if static else GraphSource(model)
-    inputs, outputs = onnx_signature(model, dict(shapes or {}))
-    structured = any(is_structured(v.type) for v in (*inputs, *outputs))
-    if all(v.type.is_static for v in inputs) and not structured:
-        return None
-    return OnnxSource(model, dict(shapes or {}))

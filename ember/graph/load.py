@@ -32,9 +32,10 @@ from ember.graph.artifact import (
 )
 from ember.graph.artifact_dynamic import FORMAT as DYNAMIC_FORMAT
 from ember.graph.compile import compile_graph
-from ember.graph.dynamic_model import DynamicModel, GraphSource, OnnxSource
+from ember.graph.dynamic_model import DynamicModel
 from ember.graph.executor import CompiledModel
 from ember.graph.kernels import bind_kernel
+from ember.graph.model_source import GraphSource, OnnxSource
 from ember.graph.step import Step, empty_kernel
 from ember.runtime import artifact_archive as archive
 from ember.runtime import artifact_schema as schema

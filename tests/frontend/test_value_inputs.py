@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.graph import dynamic_model
+from ember.graph import dynamic_model, model_source
 from ember.graph.dynamic_model import DynamicModel
 
 onnx = pytest.importorskip("onnx")
@@ -190,7 +190,7 @@ def test_export_and_load_learns_the_value_inputs_again(tmp_path):
 
 def test_a_tensor_no_graph_input_feeds_leaves_the_error_standing():
     """A name local to a subgraph (or already frozen) gives nothing to specialize on."""
-    source = dynamic_model.OnnxSource(_reshape_relu(), {})
+    source = model_source.OnnxSource(_reshape_relu(), {})
     err = ember.NeedsConstantError("Reshape input 1 must be a constant", "body_local")
     assert not source.learn_value_inputs(err)
     err = ember.NeedsConstantError("Reshape input 1 must be a constant", "shape2")
