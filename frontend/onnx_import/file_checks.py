@@ -49,7 +49,9 @@ def check_data_length(t: Any, source: str) -> None:
 # The newest default-domain opset whose operator changes the converters follow (the
 # If/Loop/Scan forms in ops_control_flow.py list it); a newer model still converts with
 # each operator's latest form, which may have changed meaning, so the user is told.
-NEWEST_OPSET = 25
+# Opset 26 added BitCast and CumProd; 27 added CausalConvWithState and LinearAttention and
+# gave Range float16/bfloat16 with ``stash_type`` (onnx 1.22).
+NEWEST_OPSET = 27
 
 
 def check_opset(proto: Any) -> None:

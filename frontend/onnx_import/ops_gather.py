@@ -180,14 +180,25 @@ def constant_of_shape(ctx: ConvertContext) -> list[str]:
 
 @converter("Range", since=11)
 def range_(ctx: ConvertContext) -> list[str]:
-    """ONNX Range, folded to a param; start, limit and delta must be constants."""
+    """ONNX Range, folded to a param; start, limit and delta must be constants. From opset
+    27 float16 and bfloat16 ranges count and step in ``stash_type``'s type (an element type
+    code: 1, float32, the default, or 11, float64), then round to the input type."""
     start, limit, delta = (np.asarray(ctx.constant(i)).reshape(()) for i in range(3))
+    dtype = start.dtype
+    if str(dtype) in ("float16", "bfloat16"):
+        stash = {1: np.float32, 11: np.float64}.get(int(ctx.attr("stash_type", 1)))
+        if stash is None:
+            raise ArgumentError(
+                f"Range '{ctx.name}': stash_type must be 1 (float) or 11 (double), got "
+                f"{ctx.attr('stash_type')}"
+            )
+        start, limit, delta = (v.astype(stash) for v in (start, limit, delta))
     if delta == 0:
         raise ArgumentError(f"Range '{ctx.name}': delta is 0")
     count = max(int(np.ceil((limit - start) / delta)), 0)
     _nonempty(ctx, (count,))
     out = start + np.arange(count).astype(start.dtype) * delta
-    return [ctx.const(out.astype(start.dtype))]
+    return [ctx.const(out.astype(dtype))]
 
 
 @converter("EyeLike", since=9)

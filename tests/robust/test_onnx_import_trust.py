@@ -227,7 +227,7 @@ def test_item_23_initializer_inputs_opsets_and_declared_outputs() -> None:
         got = ember.compile(reshape).run({"x": x})[0]
     np.testing.assert_array_equal(got, run_ort(reshape, {"x": x})[0])
 
-    with pytest.warns(UserWarning, match="opset 30, newer than the 25 Ember knows"):
+    with pytest.warns(UserWarning, match="opset 30, newer than the 27 Ember knows"):
         newer = ember.compile(_add_model(opset=30))
     np.testing.assert_allclose(newer.run({"x": x, "b": b})[0], x + b, rtol=1e-6)
     wrong = _add_model(out_type=TensorProto.INT64)

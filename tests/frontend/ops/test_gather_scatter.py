@@ -253,3 +253,30 @@ def test_cumprod_blocks_match_numpy(shape, data, exclusive, reverse):  # noqa: A
     )
     (got,) = ember.compile(model, target="llvm").run({"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("stash", [None, 1, 11, 7])
+def test_range_float16_follows_the_reference_with_each_stash_type(stash):
+    """Range 27 steps float16 in float32 (or float64: ``stash_type=11``) and rounds each
+    element, against onnx.reference across float16's spacing of 2 above 2048; another
+    stash type is refused."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    attrs = {} if stash is None else {"stash_type": stash}
+    consts = [
+        helper.make_tensor(n, TensorProto.FLOAT16, [], [v])
+        for n, v in (("s", 2040.0), ("l", 2061.0), ("d", 1.0))
+    ]
+    node = helper.make_node("Range", ["s", "l", "d"], ["y"], **attrs)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [21])
+    graph = helper.make_graph([node], "g", [], [out], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)])
+    if stash == 7:
+        with pytest.raises(ember.ArgumentError, match="stash_type must be 1"):
+            ember.compile(model, target="llvm")
+        return
+    want = ReferenceEvaluator(model).run(None, {})[0]
+    got = ember.compile(model, target="llvm").run({})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want)
