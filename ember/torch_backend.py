@@ -7,9 +7,12 @@ backend returns a function that, per distinct input signature (shapes and dtypes
 the graph to core ATen ops (:func:`ember.frontend.torch.from_module`, its parameters
 constants), compiles it with :func:`ember.compile` and keeps it: a shape Dynamo did not
 specialise on (its automatic dynamic shapes) gets a compiled specialisation of its own,
-counted in :data:`STATS`. The parameters and buffers Dynamo lifts into graph inputs are
-taken as constants when a specialisation is compiled (as inductor's freezing does): a
-model whose weights change afterwards must be compiled again. A graph holding an op Ember
+counted in :data:`STATS`. When Dynamo hands over a second graph of the same code (its sizes
+made symbolic after a size change, and tried first from then on), a size traced there to
+the same Ember graph as one compiled before reuses that model (``STATS["shared"]``).
+The parameters and buffers Dynamo lifts into graph inputs are taken as constants when a
+specialisation is compiled (as inductor's freezing does): a model whose weights change
+afterwards must be compiled again. A graph holding an op Ember
 cannot import runs eagerly, with a warning that lists the ops and where they are, so
 results stay right. Tensors cross by DLPack (``np.from_dlpack`` in, ``torch.from_dlpack``
 out: no copies at the boundary) for an ``llvm`` target, which refuses tensors on other
@@ -32,6 +35,7 @@ turns that off.
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,7 +43,12 @@ from typing import Any
 
 from ember.errors import ArgumentError, UnsupportedOperatorError
 
-STATS: Counter[str] = Counter()  # "graphs", "compiles", "eager graphs", "runs", "tuned"
+STATS: Counter[str] = Counter()  # "graphs", "compiles", "eager graphs", "runs", "tuned", "shared"
+# Compiled models by the content of the Ember graph traced at one signature: Dynamo may hand
+# over a second graph for the same code (with sizes made symbolic after a size change) and
+# try it first, and the size it traces there was already compiled for the first graph.
+# Weak: an entry lives as long as some graph's specialisations hold it.
+_BY_CONTENT: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 OPTIONS = ("target", "records", "tune", "cache")
 AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
 AUTOTUNE_TRIALS = 64  # measured candidates per graph under mode="max-autotune"
@@ -107,13 +116,20 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
 
     def build(args: list[Any], key: str) -> Any:
         graph = from_module(call, [a if _number(a) else a.detach() for a in args])
+        content = _content_key(graph, target, options.get("records"), trials)
+        lib = _BY_CONTENT.get(content)
+        if lib is not None:
+            STATS["shared"] += 1
+            return lib
         records = options.get("records")
         if trials:
             records = records or _records_path(key)
             _tune(graph, target, records, trials)
             STATS["tuned"] += 1
         STATS["compiles"] += 1
-        return ember.compile(graph, target=target, records=records)
+        lib = ember.compile(graph, target=target, records=records)
+        _BY_CONTENT[content] = lib
+        return lib
 
     def run(*all_args: Any) -> Any:
         import numpy as np
@@ -202,6 +218,34 @@ def _graph_key(
     records = options.get("records")
     for path in [records] if isinstance(records, (str, Path)) else list(records or ()):
         parts.append(Path(path).read_bytes() if Path(path).is_file() else f"no {path}")
+    return model_key(parts)
+
+
+def _content_key(graph: Any, target: Any, records: Any, trials: int) -> str:
+    """The key of a traced Ember graph's content: its nodes (exact attribute values), input
+    types, outputs and constants, with what else the compiled model depends on."""
+    import numpy as np
+
+    from ember.graph.model_cache import model_key
+
+    # inputs by position: a graph Dynamo made with symbolic sizes takes the sizes first, so
+    # the same tensor input is arg1_1 there and arg0_1 in the static graph
+    name = {v.name: f"input{k}" for k, v in enumerate(graph.inputs)}
+
+    def names(values: Any) -> tuple[str, ...]:
+        return tuple(name.get(v, v) for v in values)
+
+    parts: list[Any] = [str(target), repr(records), f"tune={trials}"]
+    parts += [repr(v.type) for v in graph.inputs]
+    parts += [
+        repr((n.op, names(n.inputs), names(n.outputs), sorted(n.attrs.items())))
+        for n in graph.nodes
+    ]
+    parts += [str(sub) for n in graph.nodes for sub in n.subgraphs.values()]
+    parts.append(repr(names(graph.output_names)))
+    for name in sorted(graph.params):
+        array = graph.params[name]
+        parts += [f"{name}:{array.dtype}{array.shape}", np.ascontiguousarray(array)]
     return model_key(parts)
 
 
