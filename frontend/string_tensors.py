@@ -14,6 +14,7 @@ share about them: the dtype's name, its numpy form, and the check of a user's ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,15 @@ STRING_NUMPY = np.dtype(object)
 def is_string_array(array: np.ndarray) -> bool:
     """Whether a numpy array holds strings (``object`` or fixed-width unicode)."""
     return array.dtype.kind in "OU"
+
+
+def string_array(items: Sequence[str], shape: Sequence[int] | None = None) -> np.ndarray:
+    """An ``object`` array of ``items`` (``str``), shaped ``shape`` (1-D by default).
+    Filled element by element: ``np.array`` of a list would try to split the strings'
+    characters into an axis if the items were sequences."""
+    out = np.empty(len(items), dtype=STRING_NUMPY)
+    out[:] = list(items)
+    return out if shape is None else out.reshape(tuple(shape))
 
 
 def as_strings(array: Any) -> np.ndarray:

@@ -21,7 +21,7 @@ from ember.frontend.onnx_import.sequences import Bound, SequenceValue, describe
 from ember.frontend.onnx_import.string_fold import fold_on_strings
 from ember.frontend.ops.index_bounds import check_indices
 from ember.frontend.ops.registry import get_op
-from ember.frontend.string_tensors import STRING, as_strings, is_string_array
+from ember.frontend.string_tensors import STRING, as_strings, is_string_array, string_array
 
 REQUIRED = object()
 
@@ -128,9 +128,7 @@ def tensor_array(tensor: Any) -> np.ndarray:
 
     if tensor.data_type != TensorProto.STRING:
         return numpy_helper.to_array(tensor)
-    out = np.empty(len(tensor.string_data), dtype=object)
-    out[:] = [s.decode("utf-8") for s in tensor.string_data]
-    return out.reshape(tuple(tensor.dims))
+    return string_array([s.decode("utf-8") for s in tensor.string_data], tensor.dims)
 
 
 def _attr_value(a: Any) -> Any:
@@ -184,10 +182,7 @@ class ConvertContext:
         converters that take them read :meth:`value` or :meth:`sequence`)."""
         value = self.value(i)
         if not isinstance(value, str):
-            raise ArgumentError(
-                f"{self.op_type} input {i} ('{self.node.input[i]}') is {describe(value)}, "
-                f"where {self.op_type} takes a tensor"
-            )
+            raise self._wrong_kind(i, value, "a tensor")
         return value
 
     def value(self, i: int) -> Bound:
@@ -204,11 +199,14 @@ class ConvertContext:
         """Input ``i``, which must be a sequence (or an optional holding one)."""
         value = self.value(i)
         if not isinstance(value, SequenceValue):
-            raise ArgumentError(
-                f"{self.op_type} input {i} ('{self.node.input[i]}') is {describe(value)}, "
-                f"where {self.op_type} takes a sequence"
-            )
+            raise self._wrong_kind(i, value, "a sequence")
         return value
+
+    def _wrong_kind(self, i: int, value: Bound, wanted: str) -> ArgumentError:
+        return ArgumentError(
+            f"{self.op_type} input {i} ('{self.node.input[i]}') is {describe(value)}, "
+            f"where {self.op_type} takes {wanted}"
+        )
 
     def inputs(self) -> list[str]:
         """Every given input, in order (skipping omitted optional ones)."""

@@ -27,7 +27,7 @@ import numpy as np
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
-from ember.frontend.string_tensors import STRING, STRING_NUMPY
+from ember.frontend.string_tensors import STRING, STRING_NUMPY, string_array
 
 # the attribute suffix of each kind of list, its dtype, and its default's attribute
 _LISTS = {"strings": STRING, "int64s": "int64", "floats": "float32"}
@@ -41,9 +41,7 @@ _DEFAULTS: dict[str, tuple[str, Any]] = {
 def _numpy(values: Any, dtype: str) -> np.ndarray:
     """A list of keys or values as an array of ``dtype`` (an object array for strings)."""
     if dtype == STRING:
-        out = np.empty(len(values), dtype=STRING_NUMPY)
-        out[:] = [str(v) for v in values]
-        return out
+        return string_array([str(v) for v in values])
     return np.asarray(values, dtype=dtype).reshape(-1)
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from ember.errors import ArgumentError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.registry import converter
-from ember.frontend.string_tensors import STRING, STRING_NUMPY
+from ember.frontend.string_tensors import STRING, STRING_NUMPY, string_array
 
 
 def _strings(ctx: ConvertContext, i: int) -> np.ndarray:
@@ -62,9 +62,8 @@ def string_concat(ctx: ConvertContext) -> list[str]:
     """ONNX StringConcat: the elementwise concatenation of two string tensors, broadcast
     as numpy does."""
     x, y = np.broadcast_arrays(_strings(ctx, 0), _strings(ctx, 1))
-    out = np.empty(x.shape, dtype=STRING_NUMPY)
-    out.reshape(-1)[:] = [a + b for a, b in zip(x.reshape(-1).tolist(), y.reshape(-1).tolist())]
-    return [ctx.const(out)]
+    joined = [a + b for a, b in zip(x.reshape(-1).tolist(), y.reshape(-1).tolist())]
+    return [ctx.const(string_array(joined, x.shape))]
 
 
 @converter("StringSplit", since=20)
@@ -135,6 +134,5 @@ def string_normalizer(ctx: ConvertContext) -> list[str]:
     fold = _CASES["NONE" if sensitive else "LOWER" if action == "LOWER" else "UPPER"]
     stops = {fold(w) for w in ctx.attr("stopwords", ())}
     kept = [_CASES[action](s) for s in x.reshape(-1).tolist() if fold(s) not in stops]
-    out = np.empty(max(len(kept), 1), dtype=STRING_NUMPY)
-    out[:] = kept or [""]
+    out = string_array(kept or [""])
     return [ctx.const(out.reshape(1, -1) if x.ndim == 2 else out)]
