@@ -140,7 +140,8 @@ def multinomial(X: Tensor, samples: int, dtype: str, key: int, name: str = "mult
     proportional to ``exp(X[b, c])`` (ONNX Multinomial takes unnormalised log
     probabilities). Each draw is an inverse-CDF search: the number of classes whose
     cumulative weight is at most ``u`` times the total. Weights are taken relative to the
-    row's maximum, so large logits do not overflow."""
+    row's maximum, so large logits do not overflow. A row holding NaN (or +Inf twice) has
+    NaN weights, which no comparison passes: all its draws are class 0, not an error."""
     batch, classes = X.shape
     wide = "float64" if dt.element_of(X.dtype) == "float64" else "float32"
     k = te.reduce_axis((0, classes), "k")
