@@ -20,6 +20,7 @@ import numpy as np
 from ember.errors import ArgumentError, EmberError
 from ember.frontend.onnx_import.context import ConvertContext
 from ember.frontend.onnx_import.declared import elem_dtype
+from ember.frontend.onnx_import.ops_broadcast import onnx_dtype
 from ember.frontend.onnx_import.ops_indexing import emit_slice
 from ember.frontend.onnx_import.ops_transform import _reshape, _static
 from ember.frontend.onnx_import.registry import converter
@@ -33,14 +34,6 @@ from ember.frontend.onnx_import.sequences import (
 )
 from ember.frontend.onnx_import.subgraph import inline_values
 from ember.frontend.ops.registry import normalize_axis
-
-
-def _onnx_dtype(code: int) -> str:
-    """The Ember dtype of an ONNX element type code (SequenceEmpty's ``dtype``)."""
-    # optional dependency: onnx
-    from onnx import helper
-
-    return str(np.dtype(helper.tensor_dtype_to_np_dtype(code)))
 
 
 def _check_dtype(ctx: ConvertContext, seq: SequenceValue, value: str) -> None:
@@ -73,7 +66,7 @@ def sequence_construct(ctx: ConvertContext) -> list[Bound]:
 @converter("SequenceEmpty", since=11)
 def sequence_empty(ctx: ConvertContext) -> list[Bound]:
     """ONNX SequenceEmpty: no tensors, of ``dtype`` (float32 unless given)."""
-    return [SequenceValue((), _onnx_dtype(int(ctx.attr("dtype", 1))))]
+    return [SequenceValue((), onnx_dtype(int(ctx.attr("dtype", 1)), "SequenceEmpty 'dtype'"))]
 
 
 @converter("SequenceLength", since=11)
