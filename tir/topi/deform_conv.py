@@ -6,7 +6,7 @@ fractional position read by (multi)linear interpolation, taps outside the image 
 0, and is scaled by ``mask[k, o]``. Everything after that read is an ordinary matmul,
 so this compute gives only the *columns*, ``cols[n, c, *k, *o]`` = the masked sample
 that weight ``W[:, c % (C / group), *k]`` multiplies, and the converter
-(``frontend/onnx_import/ops_deform.py``) contracts them with the weights through the
+(``frontend/onnx_import/ops_sampling.py``) contracts them with the weights through the
 ``matmul`` op, which has tuned schedules; the sampling is done once per input channel,
 not once per output channel as a direct compute would.
 
@@ -29,6 +29,7 @@ from ember.tir import expr as E
 from ember.tir import op as _op
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.conv import conv_out_size
 from ember.tir.topi.grid_sample import Lets
 from ember.tir.topi.reduce import widen
 from ember.tir.topi.transform import static_shape
@@ -44,7 +45,7 @@ def deform_output_shape(
     """The output's spatial size: a convolution's, ``pads`` as (begins..., ends...)."""
     r = len(spatial)
     return tuple(
-        (spatial[d] + pads[d] + pads[r + d] - dilations[d] * (kernel[d] - 1) - 1) // strides[d] + 1
+        conv_out_size(spatial[d], kernel[d], strides[d], dilations[d], pads[d], pads[r + d])
         for d in range(r)
     )
 
