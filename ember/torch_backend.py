@@ -2,14 +2,17 @@
 Ember.
 
 ``torch.compile(model, backend="ember", options={"target": "llvm", "records": path})``.
-Dynamo hands over each captured graph (between graph breaks) with example inputs; the
-backend returns a function that, per distinct input signature (shapes and dtypes), traces
-the graph to core ATen ops (:func:`ember.frontend.torch.from_module`, its parameters
-constants), compiles it with :func:`ember.compile` and keeps it: a shape Dynamo did not
-specialise on (its automatic dynamic shapes) gets a compiled specialisation of its own,
-counted in :data:`STATS`. When Dynamo hands over a second graph of the same code (its sizes
-made symbolic after a size change, and tried first from then on), a size traced there to
-the same Ember graph as one compiled before reuses that model (``STATS["shared"]``).
+Dynamo hands over each captured graph (between graph breaks) with example inputs. A graph
+with static sizes is traced per distinct input signature (shapes and dtypes) to core ATen
+ops (:func:`ember.frontend.torch.from_module`, its parameters constants), compiled with
+:func:`ember.compile` and kept. A graph Dynamo captures with symbolic sizes (its automatic
+dynamic shapes, after a size changed) becomes a
+:class:`~ember.graph.dynamic_model.DynamicModel` whose symbolic dims are Dynamo's symbols
+(``s0``, ``frontend/torch/source.py``): each new binding is traced and compiled once, every
+size shares one copy of the weights, and Dynamo's own guards decide when a graph no longer
+applies (it captures another). Compiles are counted in :data:`STATS`; a binding that traces
+to the same Ember graph as one compiled before (the first size, compiled for the static
+graph that Dynamo no longer tries first) reuses that model (``STATS["shared"]``).
 The parameters and buffers Dynamo lifts into graph inputs are taken as constants when a
 specialisation is compiled (as inductor's freezing does): a model whose weights change
 afterwards must be compiled again. A graph holding an op Ember
@@ -28,7 +31,9 @@ records that make the graph slower are dropped (``check_records``) — into
 Compiled graphs are kept on disk (``ember/graph/model_cache.py``) under a key hashed from
 the FX graph's code, every tensor it reads, the input signature, the target and the
 records, so a second process loads the model instead of tracing and compiling it (and a
-tuned graph is not tuned again); ``options={"cache": False}`` or ``EMBER_DISK_CACHE=0``
+tuned graph is not tuned again). A symbolic graph's sizes are kept under the traced Ember
+graph's content instead: a second process traces each size again, but does not compile
+it. ``options={"cache": False}`` or ``EMBER_DISK_CACHE=0``
 turns that off.
 """
 
@@ -94,7 +99,6 @@ def _frozen(gm: Any, example_inputs: Sequence[Any]) -> tuple[Callable[..., Any],
 def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Callable[..., Any]:
     """Dynamo's backend entry point (registered as ``"ember"``); ``mode`` and ``options``
     of ``torch.compile`` arrive as keywords."""
-    import ember  # the package itself: compile
     from ember.frontend.torch.importer import from_module
     from ember.graph.model_cache import cached_model
 
@@ -114,21 +118,20 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     call, keep = _frozen(gm, example_inputs)
     as_tuple = _returns_tuple(gm)
 
+    dynamic = _dynamic_model(gm, call, keep, target, options.get("records"), trials, use_cache)
+
     def build(args: list[Any], key: str) -> Any:
         graph = from_module(call, [a if _number(a) else a.detach() for a in args])
-        content = _content_key(graph, target, options.get("records"), trials)
-        lib = _BY_CONTENT.get(content)
-        if lib is not None:
-            STATS["shared"] += 1
-            return lib
-        records = options.get("records")
-        if trials:
-            records = records or _records_path(key)
-            _tune(graph, target, records, trials)
-            STATS["tuned"] += 1
-        STATS["compiles"] += 1
-        lib = ember.compile(graph, target=target, records=records)
-        _BY_CONTENT[content] = lib
+        return _compiled(graph, target, options.get("records"), trials, key)
+
+    def specialisation(args: list[Any]) -> Any:
+        """The model compiled for this call's signature (a graph with no symbolic sizes)."""
+        signature = _signature(args)
+        lib = compiled.get(signature)
+        if lib is None:
+            key = _graph_key(gm, example_inputs, signature, target, options, trials)
+            lib = cached_model(key, lambda: build(args, key)) if use_cache else build(args, key)
+            compiled[signature] = lib
         return lib
 
     def run(*all_args: Any) -> Any:
@@ -141,31 +144,85 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         tensors = [a for a in args if not _number(a)]
         if not on_gpu and any(a.device.type != "cpu" for a in tensors):
             raise ArgumentError("backend 'ember': inputs must be CPU tensors for target llvm")
-        signature = _signature(args)
-        lib = compiled.get(signature)
-        if lib is None:
-            key = _graph_key(gm, example_inputs, signature, target, options, trials)
-            try:
-                if use_cache:
-                    lib = cached_model(key, lambda: build(args, key))
-                else:
-                    lib = build(args, key)
-            except UnsupportedOperatorError as e:
-                warnings.warn(f"backend 'ember' runs this graph eagerly: {e}", stacklevel=2)
-                STATS["eager graphs"] += 1
-                eager.append(True)
-                return gm(*all_args)
-            compiled[signature] = lib
+        try:
+            # a symbolic graph's model binds the sizes from the tensors and compiles each
+            # new binding on its first run
+            model = dynamic if dynamic is not None else specialisation(args)
+            if on_gpu:
+                results = _run_on_gpu(model, tensors)
+            else:
+                outs = model.run([np.from_dlpack(a.detach()) for a in tensors])
+                results = [torch.from_dlpack(o) for o in outs]
+        except UnsupportedOperatorError as e:
+            warnings.warn(f"backend 'ember' runs this graph eagerly: {e}", stacklevel=2)
+            STATS["eager graphs"] += 1
+            eager.append(True)
+            return gm(*all_args)
         STATS["runs"] += 1
-        if on_gpu:
-            results = _run_on_gpu(lib, tensors)
-        else:
-            outs = lib.run([np.from_dlpack(a.detach()) for a in tensors])
-            results = [torch.from_dlpack(o) for o in outs]
         return tuple(results) if as_tuple else results[0]
 
-    run.compiled = compiled  # type: ignore[attr-defined]  # the specialisations, by signature
+    run.compiled = compiled  # type: ignore[attr-defined]  # a static graph's, by signature
+    run.model = dynamic  # type: ignore[attr-defined]  # a symbolic graph's DynamicModel
     return run
+
+
+def _compiled(graph: Any, target: Any, records: Any, trials: int, key: str = "") -> Any:
+    """``graph`` (traced at one signature) tuned and compiled, or the model compiled
+    before from the same content (another graph of the same code)."""
+    import ember  # the package itself: compile
+
+    content = _content_key(graph, target, records, trials)
+    lib = _BY_CONTENT.get(content)
+    if lib is not None:
+        STATS["shared"] += 1
+        return lib
+    if trials:
+        records = records or _records_path(key or content)
+        _tune(graph, target, records, trials)
+        STATS["tuned"] += 1
+    STATS["compiles"] += 1
+    lib = ember.compile(graph, target=target, records=records)
+    _BY_CONTENT[content] = lib
+    return lib
+
+
+def _dynamic_model(
+    gm: Any,
+    call: Callable[..., Any],
+    keep: list[int],
+    target: Any,
+    records: Any,
+    trials: int,
+    use_cache: bool,
+) -> Any:
+    """For a graph Dynamo captured with symbolic sizes (``SymInt``), the
+    :class:`~ember.graph.dynamic_model.DynamicModel` of ``call`` with those sizes as
+    Ember's symbolic dims (``frontend/torch/source.py``); None for a static graph, or one
+    whose sizes Ember's dims cannot name, which specialise per call signature."""
+    from ember.backend import get_backend
+    from ember.frontend.graph import TensorType
+    from ember.frontend.torch.source import TorchSource, symbolic_placeholders
+    from ember.graph.dynamic_model import DynamicModel
+    from ember.graph.model_cache import cached_model
+
+    nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    kinds = symbolic_placeholders([nodes[i].meta.get("example_value") for i in keep])
+    if kinds is None:
+        return None
+    names = [nodes[i].name for i, k in zip(keep, kinds) if isinstance(k, TensorType)]
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    flat = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    source = TorchSource(call, kinds, names, len(flat))
+
+    def compile_traced(graph: Any, *_: Any) -> Any:
+        def build() -> Any:
+            return _compiled(graph, target, records, trials)
+
+        if not use_cache:
+            return build()
+        return cached_model(_content_key(graph, target, records, trials), build)
+
+    return DynamicModel(source, get_backend(target).target, records, None, compile_traced)
 
 
 def _run_on_gpu(lib: Any, tensors: Sequence[Any]) -> list[Any]:

@@ -1,4 +1,5 @@
-"""``ember.compile``: a model (Graph, ONNX ModelProto or path) to a runnable CompiledModel.
+"""``ember.compile``: a model (Graph, ONNX ModelProto or path, ``torch.export`` program) to a
+runnable CompiledModel.
 
 Read top to bottom, this file is the model compiler; every target question goes to the
 target's :class:`~ember.backend.Backend`, made once at the top and passed down:
@@ -7,7 +8,8 @@ target's :class:`~ember.backend.Backend`, made once at the top and passed down:
    onnx_import``); a model whose inputs keep a symbolic dim becomes a
    :class:`~ember.graph.dynamic_model.DynamicModel` instead, which runs steps 2-5 per
    size on first use, as does a model that feeds a shape (a Reshape's) at run time, per
-   value;
+   value; an exported PyTorch program is traced to a Graph (``frontend/torch``), per
+   binding of its symbolic sizes where it has them;
 2. graph passes: the backend's list (``frontend/passes`` with its own among them:
    the CPU's convolution layout), fusion last, under the tuning records in force;
 3. strategies: each fused group's nodes take the backend's compute where it has one;
@@ -33,6 +35,8 @@ from ember.frontend.graph import Graph, Node, check_size
 from ember.frontend.onnx_import.importer import from_onnx, load_model
 from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
 from ember.frontend.passes.graph_pass import GraphFn, as_graph_pass
+from ember.frontend.torch import from_exported
+from ember.frontend.torch.source import exported_source, is_exported_program
 from ember.graph import kernel_cache
 from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel
@@ -73,8 +77,20 @@ def compile(
     ``apply_history_best`` block works the same way (a ``conv2d_NCHWc.llvm`` record
     also chooses its convolution's channel blocks). ``graph_passes`` replaces the
     backend's list (``()`` compiles one kernel per node).
+
+    A ``torch.export.ExportedProgram`` is traced to core ATen ops at its example inputs,
+    its weights constants; exported with ``dynamic_shapes``, its symbols (``s0``) are
+    the DynamicModel's symbolic dims, each size traced and compiled on first use, and a
+    size outside the range it was exported for is refused.
     """
     backend = get_backend(target)
+    if is_exported_program(model):
+        if shapes:
+            raise ArgumentError("shapes= applies to ONNX models; export the program at its sizes")
+        source = exported_source(model)
+        if source is None:
+            return compile_graph(from_exported(model), backend, records, graph_passes)
+        return DynamicModel(source, backend.target, records, graph_passes, compile_graph)
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
     model = model if isinstance(model, Graph) else load_model(model)  # 1. import

@@ -6,8 +6,11 @@ when one of its functions is called. :func:`from_module` traces a module (or any
 on example inputs with ``make_fx`` and the core ATen decompositions, parameters and buffers
 becoming constants; :func:`from_fx` imports an ATen-level ``torch.fx.GraphModule``;
 :func:`from_exported` a ``torch.export.ExportedProgram``. Each gives an Ember graph for
-``ember.compile``. An op Ember lacks is reported with every other one at once, each with
-the source line PyTorch recorded for it (:class:`ember.UnsupportedOperatorError`).
+``ember.compile``, which also takes an ``ExportedProgram`` itself: exported with
+``dynamic_shapes``, it gives a DynamicModel whose symbolic dims are the program's symbols,
+guarded by their ranges (``source.py``). An op Ember lacks is reported with every other
+one at once, each with the source line PyTorch recorded for it
+(:class:`ember.UnsupportedOperatorError`).
 """
 
 from ember.frontend.torch.importer import from_exported, from_fx, from_module

@@ -215,6 +215,72 @@ def test_exported_program_imports_with_its_weights_as_constants():
     np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
 
 
+def test_an_exported_program_with_dynamic_shapes_compiles_per_size_within_its_range(tmp_path):
+    """``ember.compile`` of a program exported with a dynamic batch: its symbol is the
+    model's symbolic dim, each size traced and compiled once, the weights one copy for all
+    sizes, and a size outside the exported range refused with it."""
+    torch.manual_seed(7)
+    model = _randomize(ConvNet())
+    batch = torch.export.Dim("batch", min=2, max=6)
+    x = torch.randn(3, 3, 12, 12)
+    program = torch.export.export(model, (x,), dynamic_shapes={"x": {0: batch}})
+    lib = ember.compile(program, target="llvm")
+    assert type(lib).__name__ == "DynamicModel"
+    ((symbol, *rest),) = lib.input_shapes
+    assert isinstance(symbol, str) and tuple(rest) == (3, 12, 12)
+    for n in (2, 5, 2, 6):
+        x = torch.randn(n, 3, 12, 12)
+        np.testing.assert_allclose(lib.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
+    assert sorted(dict(k)[symbol] for k in lib.specializations) == [2, 5, 6]
+    two, five, _ = lib.specializations.values()
+    shared = [n for n, p in two._params.items() if any(p is q for q in five._params.values())]
+    assert len(shared) >= 4  # the conv and linear weights: one array for both sizes
+    for n in (1, 7):
+        with pytest.raises(ember.ArgumentError, match=rf"'{symbol}' is {n}.*\[2, 6\]"):
+            lib.run([np.random.rand(n, 3, 12, 12).astype(np.float32)])
+    with pytest.raises(ember.ArgumentError, match="must have shape"):
+        lib.run([np.random.rand(2, 3, 12, 13).astype(np.float32)])
+    with pytest.raises(ember.ArgumentError, match="torch source cannot be exported"):
+        lib.export(tmp_path / "model.ember")  # a loaded file could not trace new sizes
+    static = ember.compile(torch.export.export(model, (x,)), target="llvm")
+    np.testing.assert_allclose(static.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_sizes_dynamo_makes_symbolic_are_the_dynamic_models_dims():
+    """After a size change Dynamo captures the graph again with the size a ``SymInt``; the
+    backend runs that graph as a DynamicModel whose dim is that symbol, one compile per
+    new size (the first size, compiled for the static graph, is shared)."""
+    backends = []
+
+    def spy(gm, example_inputs):  # noqa: ANN001, ANN202
+        backends.append(ember_backend(gm, example_inputs, options={"cache": False}))
+        return backends[-1]
+
+    class Head(nn.Module):  # a class of its own: Dynamo keeps its dynamic marks per code
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return torch.softmax(self.fc(x), -1) * x.shape[0]
+
+    torch.manual_seed(8)
+    model = Head().eval()
+    compiled = torch.compile(model, backend=spy)
+    before = STATS.copy()
+    for n in (2, 3, 7, 2, 3):
+        x = torch.randn(n, 8)
+        with torch.no_grad():
+            np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x), rtol=1e-5, atol=1e-6)
+    static, symbolic = backends
+    assert static.model is None and len(static.compiled) == 1
+    (shape,) = symbolic.model.input_shapes
+    assert isinstance(shape[0], str) and shape[1] == 8
+    assert sorted(dict(k)[shape[0]] for k in symbolic.model.specializations) == [2, 3, 7]
+    assert STATS["compiles"] - before["compiles"] == 3
+    assert STATS["shared"] - before["shared"] == 1
+
+
 def test_unsupported_ops_are_reported_at_once_with_their_source_lines():
     class Odd(nn.Module):
         def forward(self, x):  # noqa: ANN001, ANN201
@@ -256,7 +322,9 @@ def test_weights_dynamo_lifts_into_inputs_are_compiled_as_constants():
     with torch.no_grad():
         got = torch.compile(model, backend=spy)(x)
     np.testing.assert_allclose(got.numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
-    (lib,) = backends[0].compiled.values()
+    # static, or symbolic where an earlier test's sizes made Dynamo mark ConvNet's dynamic
+    dynamic = backends[0].model
+    (lib,) = (dynamic.specializations if dynamic else backends[0].compiled).values()
     assert len(lib.input_names) == 1
     assert not [n for n in lib.graph.nodes if n.op == "batch_norm"]
 
