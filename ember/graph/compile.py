@@ -87,10 +87,10 @@ def compile(
     if is_exported_program(model):
         if shapes:
             raise ArgumentError("shapes= applies to ONNX models; export the program at its sizes")
-        source = exported_source(model)
-        if source is None:
+        traced = exported_source(model)
+        if traced is None:
             return compile_graph(from_exported(model), backend, records, graph_passes)
-        return DynamicModel(source, backend.target, records, graph_passes, compile_graph)
+        return DynamicModel(traced, backend.target, records, graph_passes, compile_graph)
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
     model = model if isinstance(model, Graph) else load_model(model)  # 1. import
