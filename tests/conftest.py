@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from tests.nightly import NIGHTLY, NIGHTLY_ONLY
+
 # Property tests draw the same examples on every run: a failure is reproducible, and CI is
 # never red by chance (an LLVM assertion one rfactor schedule meets is an example:
 # tests/codegen_llvm/test_known_llvm_assertion.py). To explore new examples, load
@@ -50,3 +52,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords and not have_gpu:
             item.add_marker(skip)
+        covered = None if NIGHTLY else NIGHTLY_ONLY.get(item.nodeid)
+        if covered:
+            item.add_marker(pytest.mark.skip(reason=f"nightly (CI runs {covered})"))

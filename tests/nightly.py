@@ -40,3 +40,51 @@ def sample_in_ci(*params: Any, every: int = 2) -> None:
         return
     if zlib.crc32(repr(params).encode()) % every:
         pytest.skip(f"nightly: EMBER_NIGHTLY=1 (CI runs 1 in {every} of this sweep)")
+
+
+NIGHTLY_ONLY: dict[str, str] = {
+    # test id: the tests that cover it in CI
+    "tests/frontend/test_torch_frontend.py::test_compile_backend_specialises_per_shape_and_matches_eager": (  # noqa: E501
+        "the encoder at several sizes: test_models_through_torch_compile_match_eager_at_each_"
+        "size; compile counts: test_sizes_dynamo_makes_symbolic_are_the_dynamic_models_dims"
+    ),
+    "tests/frontend/test_e2e_zoo.py::test_model_matches_onnxruntime[mobilenet_v2]": (
+        "the full model against onnxruntime: test_fuse_dw_pointwise.py::"
+        "test_mobilenet_v2_fuses_its_large_blocks_only"
+    ),
+    "tests/frontend/test_e2e_zoo.py::test_model_compiles_for_cuda[mobilenet_v2]": (
+        "its [resnet18] and [bert] cases"
+    ),
+    "tests/tuner/test_measure.py::test_tuning_finishes_despite_faults": (
+        "test_each_fault_gets_its_kind_and_the_measurer_goes_on"
+    ),
+    "tests/tuner/test_rpc.py::test_cli_tunes_through_the_server": (
+        "test_tuning_through_the_server, and the CLI's tune: tests/tuner/test_cli.py"
+    ),
+    "tests/e2e/test_kernel_cache.py::test_a_corrupt_entry_is_rebuilt_not_loaded[meta]": (
+        "its [missing-library] case"
+    ),
+    "tests/e2e/test_kernel_cache.py::test_a_corrupt_entry_is_rebuilt_not_loaded[library]": (
+        "its [missing-library] case"
+    ),
+    "tests/frontend/test_benchmark_scripts.py::test_conv_benchmark_script_checks_every_template_and_tunes": (  # noqa: E501
+        "each conv template's own tests (tests/codegen_llvm/schedules) and the tuner's"
+    ),
+    "tests/codegen_llvm/schedules/test_batch_matmul.py::test_every_packing_matches_numpy[dense.llvm-ahead]": (  # noqa: E501
+        "[matmul.llvm-ahead] (the same packing) and the other dense.llvm cases"
+    ),
+    "tests/frontend/test_alter_conv_layout.py::test_chain_through_compile_matches_onnxruntime[(13, 32, 9, 11)]": (  # noqa: E501
+        "the (3, 64, 15, 14) and (64, 64, 7, 9) chains"
+    ),
+    "tests/codegen_llvm/schedules/test_winograd.py::test_odd_shapes[(1, 13, 13, 7, 3, 0)-4]": (
+        "the other odd shapes"
+    ),
+    "tests/codegen_llvm/schedules/test_winograd_nchwc.py::test_blocked_kernel_matches_numpy[16-48-11-5-8-48-pads2-4]": (  # noqa: E501
+        "the other blocked shapes"
+    ),
+    "tests/frontend/test_symbolic_batch.py::test_a_size_seen_before_reuses_its_compiled_model[cnn]": (  # noqa: E501
+        "its [mlp] case"
+    ),
+}
+"""Tests CI skips, each covered in CI by the tests named (``tests/conftest.py`` marks them;
+``test_nightly_list.py`` checks every entry still names a test)."""

@@ -3,8 +3,10 @@
 Python blocks run in a fresh interpreter, shell blocks in bash with this environment's
 ``bin/`` (``ember``, ``python``) first on the PATH, each in an empty folder of its own. A
 block preceded by ``<!-- not run: REASON -->`` is skipped with that reason (the quick
-start, which is CI's own command). Blocks are self-contained: one that needs a model makes
-it (``zoo.save``), so a block can be read and pasted alone.
+start, which is CI's own command); one preceded by ``<!-- nightly: REASON -->`` runs only
+in the nightly run (``EMBER_NIGHTLY=1``), the reason naming the tests that cover it in CI.
+Blocks are self-contained: one that needs a model makes it (``zoo.save``), so a block can
+be read and pasted alone.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.nightly import NIGHTLY
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 FENCE = re.compile(
-    r"(<!-- not run: (?P<why>[^>]*) -->\s*\n)?```(?P<lang>python|bash)\n(?P<code>.*?)```", re.S
+    r"(<!-- (?P<kind>not run|nightly): (?P<why>[^>]*) -->\s*\n)?"
+    r"```(?P<lang>python|bash)\n(?P<code>.*?)```",
+    re.S,
 )
 
 
@@ -28,7 +34,9 @@ def _blocks() -> list:
     out = []
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start("code"))
-        marks = [pytest.mark.skip(reason=m["why"])] if m["why"] else []
+        marks = []
+        if m["kind"] == "not run" or (m["kind"] == "nightly" and not NIGHTLY):
+            marks = [pytest.mark.skip(reason=f"{m['kind']}: {m['why']}")]
         out.append(pytest.param(m["lang"], m["code"], id=f"line{line}-{m['lang']}", marks=marks))
     return out
 

@@ -21,6 +21,7 @@ from ember import te
 from ember.codegen_cuda.schedules.attention import MAX_HEAD_DIM, flash_attention_cuda
 from ember.tir.topi.attention import AttentionLayout
 from tests.codegen_llvm.schedules.test_attention import BHSD, reference, run_stored
+from tests.nightly import examples
 
 ARCH = "cuda -arch=sm_80"
 
@@ -82,7 +83,7 @@ def test_large_scores_do_not_overflow(rng):  # noqa: ANN001
     np.testing.assert_allclose(got, reference(q, k, v, None, 1.0), rtol=1e-4, atol=1e-5)
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(
     sq=st.integers(1, 70), sk=st.integers(1, 70), d=st.integers(1, 20), dv=st.integers(1, 20),
     masked=st.booleans(), seed=st.integers(0, 2**16),

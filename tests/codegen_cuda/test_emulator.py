@@ -21,6 +21,7 @@ from ember.tir import stmt as S
 from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
 from ember.tir.expr import Broadcast, Ramp, Var, cast, const, eq, max_, select, truncdiv
 from ember.tir.ir_builder import IRBuilder
+from tests.nightly import examples
 
 TX, TY, BX, BY = "threadIdx.x", "threadIdx.y", "blockIdx.x", "blockIdx.y"
 
@@ -238,7 +239,7 @@ def test_thread_dependent_serial_loop_and_integer_ops(rng: np.random.Generator) 
     np.testing.assert_array_equal(y, np.trunc(sums / 3).astype("int32"))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     n=st.integers(1, 300),
     threads=st.sampled_from([1, 7, 32, 128]),
@@ -413,7 +414,7 @@ def test_non_contiguous_outputs_are_written_back(rng: np.random.Generator) -> No
 # -- more shapes, chunking, vectors in shared/local, integer types ----------------------------
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     m=st.integers(1, 40),
     n=st.integers(1, 40),
@@ -513,7 +514,7 @@ def _exchange(threads: int, barrier: bool) -> S.PrimFunc:
     return _kernel(ib, "exchange", (2,), (threads,))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data(), threads=st.integers(1, 12))
 def test_race_reported_exactly_when_a_thread_reads_another_threads_write(
     data: st.DataObject, threads: int

@@ -19,6 +19,7 @@ from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
 from ember.tir.ir_builder import IRBuilder
 from tests.codegen_cuda import handmade_kernels as K
 from tests.codegen_cuda.host_cuda import have_compiler, run_on_host
+from tests.nightly import examples
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="needs g++ to run kernels on the host")
 
@@ -149,7 +150,9 @@ def _gather_kernel(lanes: int, stride: int, offset: int, dtype: str, threads: in
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     lanes=st.sampled_from([2, 4, 8]),

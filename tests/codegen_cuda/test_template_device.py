@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 import ember
 from ember.tuner import create_task
 from tests.codegen_cuda.test_template_properties import WORKLOADS, _reference, _valid
+from tests.nightly import examples
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_template_on_device(name):
     @settings(
-        max_examples=25,
+        max_examples=examples(25),
         deadline=None,
         suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
     )

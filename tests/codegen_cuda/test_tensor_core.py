@@ -23,6 +23,7 @@ from ember.tir import tensor_core as tc
 from ember.tir.bf16 import bf16_to_float32, float32_to_bf16
 from ember.tir.ir_builder import IRBuilder
 from tests.codegen_cuda import tensor_core_kernels as K
+from tests.nightly import examples
 
 TOL = {"float32": 1e-4, "float16": 5e-2}
 
@@ -265,7 +266,7 @@ def _ldmatrix_kernel(trans: bool, num: int, shift: int = 0):
     return ib.get_func("ldm", attrs=(("kernel", True), ("launch", ((1, 1, 1), (32, 1, 1)))))
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     trans=st.booleans(),
     num=st.sampled_from([1, 2, 4]),
@@ -395,7 +396,7 @@ def test_full_cuda_build(kernel):
         assert mod.resource_usage()["gemm_kernel"].spill_bytes == 0
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(
     mt=st.integers(1, 2),
     nt=st.integers(1, 2),

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import ember
 from ember import te
 from ember.tuner import create_task
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
 TC = "matmul_tensorcore.cuda"
 BTC = "batch_matmul_tensorcore.cuda"
@@ -354,7 +354,7 @@ def _inputs(rng, name, args):  # noqa: ANN001, ANN202
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_tensorcore_template_property(name):
-    @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(4), deadline=None, suppress_health_check=list(HealthCheck))
     @given(args=SHAPES[name], data=st.data(), arch=st.sampled_from(["sm_80", "sm_90"]))
     def run(args, data, arch):
         if name == CTC:

@@ -25,6 +25,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import Mutator, post_order_visit
 from tests.codegen_cuda.test_cuda_build import _DropBarrier
+from tests.nightly import examples
 from tests.numerics import assert_close, random_array
 
 REDUCERS: dict[str, tuple[Any, Any]] = {
@@ -258,7 +259,7 @@ def schedules(draw: Any) -> tuple[Any, ...]:
     return M, K, kind, rows, factor, ty
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(case=schedules(), seed=st.integers(0, 2**16))
 def test_random_cross_thread_reductions_match_numpy(case, seed):
     M, K, kind, rows, factor, ty = case
@@ -338,7 +339,7 @@ def test_dropping_any_barrier_or_shuffle_is_caught(rng, case):
 
 
 @pytest.mark.gpu
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(case=schedules(), seed=st.integers(0, 2**16))
 def test_random_cross_thread_reductions_on_device(case, seed):
     """The same random schedules launched on the GPU (warp shuffles and shared-memory trees

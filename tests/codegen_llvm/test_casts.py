@@ -18,7 +18,7 @@ from tests.codegen_llvm.llvm_helpers import (
     sentinel,
     to_bf16,
 )
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
 N = 37
 
@@ -97,7 +97,7 @@ def _cached_cast(src: str, dst: str):
     return _CAST[key]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.floats(width=32, allow_nan=False, allow_infinity=True))
 def test_float32_to_bfloat16_property(value):
     x = np.array([value], dtype=np.float32)
@@ -106,7 +106,7 @@ def test_float32_to_bfloat16_property(value):
     np.testing.assert_array_equal(out, to_bf16(x))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.floats(width=32, allow_nan=False, allow_infinity=True))
 def test_float32_to_float16_property(value):
     x = np.array([value], dtype=np.float32)

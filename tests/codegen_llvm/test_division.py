@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ember.tir import expr as E
 from tests.codegen_llvm.llvm_helpers import build, map_func, sentinel
+from tests.nightly import examples
 
 OPS = {
     "floordiv": (E.floordiv, lambda a, b: a // b),
@@ -92,7 +93,7 @@ def _mod(op: str):
     return _MODS[op]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.sampled_from(list(OPS)),
     st.integers(-(2**62), 2**62),

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.onnx_models import helper, make_model
+from tests.nightly import examples
 
 pytestmark = pytest.mark.nvrtc
 TOL = {"rtol": 4e-3, "atol": 4e-3}
@@ -117,7 +118,9 @@ def test_float32_conv_keeps_the_simt_path(rng):
 
 
 @settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(6),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     n=st.integers(1, 2), c=st.integers(1, 9), o=st.integers(1, 21), h=st.integers(3, 7),

@@ -20,6 +20,7 @@ from ember.graph.executor import CompiledModel
 from ember.graph.memory_plan import aliased_reshapes
 from ember.runtime.module import BoundCall
 from tests.frontend.onnx_models import check_against_ort, helper, make_model
+from tests.nightly import examples
 
 
 def _checked_run(lib: CompiledModel, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -122,7 +123,7 @@ def test_a_plan_with_a_wrong_buffer_never_reaches_a_kernel(cnn) -> None:
         graph.values[v] = old
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(
     batch=st.integers(1, 5),
     sizes=st.lists(st.integers(1, 33), min_size=2, max_size=4).map(tuple),

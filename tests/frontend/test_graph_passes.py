@@ -22,6 +22,7 @@ from ember.frontend.passes import (
     fold_batch_norm,
     fuse_ops,
 )
+from tests.nightly import examples
 
 pytest.importorskip("onnx")
 T = TensorType((4, 6), "float32")
@@ -206,7 +207,10 @@ OPS = [("Sigmoid", 1), ("Tanh", 1), ("Relu", 1), ("Add", 2), ("Mul", 2), ("Softm
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
 )
 @given(
     st.lists(

@@ -17,6 +17,7 @@ import ember
 from ember.frontend.passes import pack_dense_weights
 from ember.frontend.passes.pack_dense_weights import pack_panels, panel_width
 from tests.frontend.onnx_models import check_against_ort, make_model
+from tests.nightly import examples
 
 pytest.importorskip("onnxruntime")
 
@@ -48,7 +49,7 @@ def test_the_rewrite_on_the_graph():
     assert "w" not in packed.params  # the unpacked copy is gone
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=examples(15), deadline=None, derandomize=True)
 @given(
     st.lists(st.integers(1, 5), min_size=0, max_size=2),
     st.integers(1, 37),
@@ -185,7 +186,7 @@ def _epilogue_group(
     return schedule_group([out]), [a, p, b, r, out], d.op.name == "dense_packed_cols"
 
 
-@settings(max_examples=12, deadline=None, derandomize=True)
+@settings(max_examples=examples(12), deadline=None, derandomize=True)
 @given(
     st.lists(st.integers(1, 3), min_size=0, max_size=1),
     st.integers(1, 21),

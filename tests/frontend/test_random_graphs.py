@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.frontend.onnx_models import check_against_ort, helper, make_model
+from tests.nightly import examples
 
 UNARY = ["Relu", "Sigmoid", "Tanh"]
 BINARY = ["Add", "Sub", "Mul"]
@@ -31,7 +32,7 @@ def dag(draw):
     return steps, extra, draw(st.integers(0, 1000))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dag())
 def test_random_elementwise_dags(case):
     steps, extra, seed = case

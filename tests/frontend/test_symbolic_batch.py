@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import ember
 from ember.cli import main as cli_main
 from ember.graph.dynamic_model import DynamicModel
+from tests.nightly import examples
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -162,7 +163,7 @@ def _mlp_and_weights() -> tuple[DynamicModel, dict]:
     return ember.compile(model), weights
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(batch=st.integers(1, 12), seed=st.integers(0, 2**16))
 def test_mlp_matches_numpy_at_random_batch_sizes(batch, seed):
     compiled, w = _mlp_and_weights()

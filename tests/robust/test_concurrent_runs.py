@@ -24,6 +24,7 @@ from ember.frontend.testing.models import mlp, symbolic_batch
 from ember.graph.executor import CompiledModel
 from tests.concurrency import in_threads
 from tests.frontend.onnx_models import helper, make_model, numpy_helper, run_ort
+from tests.nightly import examples
 
 THREADS = 8
 
@@ -445,7 +446,7 @@ def _graphs(draw: Any) -> tuple[Any, dict[str, np.ndarray]]:
     return model, {"x": x}
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(case=_graphs())
 def test_random_graphs_from_threads_match_onnxruntime(case: tuple[Any, dict]) -> None:
     model, inputs = case

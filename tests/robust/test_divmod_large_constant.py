@@ -18,6 +18,7 @@ from ember.tir import expr as E
 from ember.tir.arith import Analyzer
 from ember.tir.arith.canonical import _small_remainder
 from ember.tir.arith.linear import LinearForm, to_expr, to_linear
+from tests.nightly import examples
 
 
 def test_large_divisors_simplify_quickly_in_a_subprocess() -> None:
@@ -63,7 +64,7 @@ def _brute_force(r: LinearForm, c: int, ana: Analyzer):
     return None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     coefs=st.lists(st.integers(1, 96), min_size=1, max_size=4),
     extents=st.lists(st.integers(1, 40), min_size=4, max_size=4),

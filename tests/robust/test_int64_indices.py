@@ -17,6 +17,7 @@ from ember.tir.buffer import decl_buffer
 from ember.tir.functor import post_order_visit
 from ember.tir.interp import run as interp_run
 from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
+from tests.nightly import examples
 
 HUGE = 2**31 + 5  # one more iteration than int32 can count, and then some
 
@@ -163,7 +164,7 @@ def test_index_product_beyond_int32_on_interp_llvm_and_emulator(n: int, c: int) 
     _run_product(n, c, seed=n)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(n=st.integers(1, 23), c=st.integers(2**20, 2**31 - 2))
 def test_index_products_property(n: int, c: int) -> None:
     _run_product(n, c, seed=c % 1000)

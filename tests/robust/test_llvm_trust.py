@@ -21,9 +21,10 @@ import ember
 from ember import te
 from ember.errors import ScheduleError
 from tests.codegen_llvm.test_known_miscompile import numpy_window, padded_window
+from tests.nightly import examples
 
 SETTINGS = settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     derandomize=True,  # CI draws the same schedules every run
     suppress_health_check=[HealthCheck.too_slow],

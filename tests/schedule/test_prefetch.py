@@ -16,6 +16,7 @@ from ember.tir.arith.analyzer import Analyzer
 from ember.tir.functor import post_order_visit, substitute
 from ember.tir.schedule.lower import schedule_to_primfunc
 from ember.tir.structural import assert_structural_equal
+from tests.nightly import examples
 from tests.numerics import check
 
 
@@ -80,7 +81,7 @@ def _hinted(stmt: S.Stmt, env: dict[E.Var, E.PrimExpr], ana: Analyzer) -> list[i
     raise AssertionError(f"unexpected statement in a prefetch: {stmt!r}")
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     n=st.integers(1, 9),
     m=st.integers(1, 45),

@@ -22,6 +22,7 @@ import ember
 from ember import te
 from ember.errors import ArgumentError, LoweringError
 from ember.tir import interp
+from tests.nightly import examples
 from tests.numerics import assert_close, random_array
 
 CUDA = "cuda -arch=sm_80"
@@ -241,7 +242,7 @@ def _property_modules():
     return _PROGRAM["llvm"]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(rows=st.integers(1, 40), cols=st.integers(1, 40), seed=st.integers(0, 2**16))
 def test_property_symbolic_elementwise_then_reduction(rows, cols, seed):
     mod = _property_modules()

@@ -21,6 +21,7 @@ from ember.tir.buffer import decl_buffer
 from ember.tir.functor import post_order_visit
 from ember.tir.ir_builder import IRBuilder
 from ember.tir.te.tensor_intrin import decl_tensor_intrin
+from tests.nightly import examples
 
 
 def gemv_intrin(m: int, l: int, parts: str = "reset", strided: bool = True):  # noqa: E741
@@ -260,7 +261,7 @@ def test_tensorize_argument_errors() -> None:
         decl_tensor_intrin(y.op, lambda i, o: (None, None))
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(
     M=st.integers(1, 5),
     nblocks=st.integers(1, 3),

@@ -14,6 +14,7 @@ import ember
 from ember import te
 from ember.errors import ArgumentError, LoweringError, ScheduleError
 from ember.tir.interp import run
+from tests.nightly import examples
 from tests.numerics import assert_close
 
 CUDA = "cuda -arch=sm_80"
@@ -246,7 +247,7 @@ def test_int32_scan_running_max(rng):
     _run_all(s, [X, res], [x], np.maximum.accumulate(x, axis=0))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     m=st.integers(1, 9),
     n=st.integers(1, 40),

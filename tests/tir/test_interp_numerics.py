@@ -16,6 +16,7 @@ from ember.tir.bf16 import bf16_to_float32, float32_to_bf16, round_to_bf16
 from ember.tir.interp import run
 from ember.tir.interp.ops import COMPARE, INTRINSICS, binary_fn, cast_fn
 from ember.tir.ir_builder import IRBuilder
+from tests.nightly import examples
 
 I = E.Intrinsic
 
@@ -118,7 +119,7 @@ def _nearest_float32(exact: Fraction) -> np.float32:
 _f32 = st.floats(-1e6, 1e6, width=32, allow_nan=False)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_f32, _f32, _f32)
 def test_fma_float32_is_correctly_rounded(a, b, c):
     func = _FMA32
@@ -179,7 +180,7 @@ _DIV_FUNCS = {lanes: _division_func(lanes) for lanes in (1, 4)}
 _i32 = st.integers(-(2**31), 2**31 - 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.tuples(_i32, _i32.filter(lambda v: v != 0)), min_size=4, max_size=4),
     st.sampled_from([1, 4]),
@@ -299,7 +300,7 @@ def test_bf16_helpers_round_to_nearest_even():
     np.testing.assert_array_equal(round_to_bf16(exact[finite]), exact[finite])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.floats(width=32, allow_nan=False, allow_infinity=False))
 def test_bf16_rounding_is_to_the_nearest_value(x):
     r = round_to_bf16(np.float32(x))

@@ -24,6 +24,7 @@ from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
 from ember.tir.interp import run
 from ember.tir.structural import assert_structural_equal, structural_equal
+from tests.nightly import examples
 
 
 def _trip(obj, extra=()):
@@ -95,7 +96,7 @@ def _exprs() -> st.SearchStrategy[E.PrimExpr]:
     return st.recursive(leaves, grow, max_leaves=12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_exprs())
 def test_random_expressions_round_trip(expr):
     back = _trip(expr)

@@ -11,6 +11,7 @@ from ember.tir import stmt as S
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.ir_builder import IRBuilder
 from ember.tir.structural import assert_structural_equal, structural_equal
+from tests.nightly import examples
 
 
 def _scale_func(factor: float = 2.0, offset: int = 3, n: int = 16) -> S.PrimFunc:
@@ -197,7 +198,7 @@ def _build(recipe, free: dict[str, E.Var], bump: int = 0) -> E.PrimExpr:
     return E.BinOp("int32", E.BinaryOp(op), a, b)  # "+", "//", "min", ... are enum values
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_expr_recipes())
 def test_rebuilt_expressions_are_equal_and_a_changed_constant_is_found(recipe):
     free = {"a": E.Var("a"), "b": E.Var("b")}

@@ -16,6 +16,7 @@ from ember.tuner.encode import SpaceEncoding
 from ember.tuner.records import host_device_name
 from ember.tuner.repair import nearest_valid
 from ember.tuner.tune import fallback_entity
+from tests.nightly import examples
 from tests.tuner import templates  # noqa: F401 - registers narrow.llvm and tiny_add.llvm
 
 FIXED = {"b": 4, "mode": "wide"}
@@ -46,7 +47,7 @@ def test_fixed_space_counts_only_the_configs_with_the_values():
     assert create_task("narrow.llvm", (40,), fixed={}).key == full.key
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 10_000), params=st.data())
 def test_sampling_encoding_and_repair_keep_the_fixed_values(seed, params):
     space = create_task("narrow.llvm", (40,), fixed=FIXED).config_space

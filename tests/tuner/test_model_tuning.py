@@ -14,6 +14,7 @@ from ember.errors import ArgumentError
 from ember.frontend.testing import models
 from ember.tuner import MeasureResult, apply_history_best, read_records, split_trials, tune_tasks
 from ember.tuner.records import RecordWarning, host_device_name
+from tests.nightly import examples
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -126,7 +127,7 @@ def test_split_trials_is_proportional_to_weight(weights, n, want):
 
 
 @given(st.lists(st.integers(1, 50), min_size=1, max_size=8), st.integers(1, 500))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_split_trials_property(weights, n):
     shares = split_trials(weights, n)
     assert len(shares) == len(weights) and min(shares) >= 1

@@ -16,6 +16,7 @@ from ember.errors import ArgumentError
 from ember.tuner import ErrorKind, MeasureResult, create_task, read_records, tune
 from ember.tuner.encode import SpaceEncoding
 from ember.tuner.tune import fallback_entity
+from tests.nightly import examples
 from tests.tuner import templates  # noqa: F401  (registers the test templates)
 
 
@@ -87,7 +88,7 @@ def test_split_and_numeric_knobs_are_ordered(task):
     assert type(dists["unroll"]).__name__ == "CategoricalDistribution"
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(data=st.data(), n=st.sampled_from([1, 7, 48, 60, 97, 128]))
 def test_any_sampled_vector_decodes_to_a_config_of_the_space(data, n):
     t = create_task("tiny_add.llvm", args=(n,))

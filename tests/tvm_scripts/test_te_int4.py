@@ -22,6 +22,7 @@ from ember.errors import ArgumentError
 from ember.tir.arith.analyzer import Analyzer
 from ember.tir.interp import run as interpret
 from tests.codegen_cuda.host_cuda import have_compiler, run_on_host
+from tests.nightly import examples
 from tests.tvm_scripts.common import CUDA
 
 DTYPES = ("int4", "uint4")
@@ -319,7 +320,7 @@ def _cast_kernels(dtype: str, op: str):
     return cpu, gpu, functools.partial(interpret, lowered)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     dtype=st.sampled_from(DTYPES),
     op=st.sampled_from(sorted(_OPS)),

@@ -11,7 +11,7 @@ import ember
 from ember.codegen_llvm.schedules.conv2d import conv2d_nchw_llvm
 from ember.errors import ArgumentError
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
-from tests.nightly import configs
+from tests.nightly import configs, examples
 from tests.numerics import check
 
 
@@ -89,7 +89,7 @@ def test_sampled_configs(args, rng):  # noqa: ANN001
         check(s, tensors, lambda x, w: conv_ref(x, w, stride, padding, dilation), rng)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(
     c=st.integers(1, 4),
     h=st.integers(3, 9),
@@ -160,7 +160,7 @@ def test_pointwise_reads_input_in_place(case, rng):  # noqa: ANN001
     check(s, args, lambda x, w: conv_ref(x, w, 1, 0, 1), rng, executors=("llvm",))
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(
     n=st.integers(1, 2),
     c=st.integers(1, 12),

@@ -17,7 +17,7 @@ from ember.tir.te import operation as te
 from ember.tir.topi.conv_nchwc import conv2d_nchwc, layout_transform, pack_nchwc_weights
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
 from tests.codegen_llvm.schedules.test_conv2d import conv_ref
-from tests.nightly import configs
+from tests.nightly import configs, examples
 
 
 def block(x: np.ndarray, cb: int) -> np.ndarray:
@@ -83,7 +83,7 @@ def test_template_sampled_configs(case, rng):  # noqa: ANN001
         _template_case(rng, shape, stride, pad, dilation, cfg, task)
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=examples(10), deadline=None, derandomize=True)
 @given(
     c=st.integers(1, 20),
     o=st.integers(1, 40),

@@ -12,6 +12,7 @@ import ember
 from ember.codegen_llvm.schedules.generic import dense_packed_tiles, whole_panels_pay
 from ember.tir.topi.conv_nchwc import blocks
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.nightly import examples
 
 
 def _run(task, cfg, rng) -> None:
@@ -61,7 +62,7 @@ def test_the_fallback_is_the_graphs_default_and_nr_is_not_a_knob():
     _run(task, got, np.random.default_rng(2))
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(
     M=st.integers(1, 19),
     N=st.integers(1, 150),

@@ -12,6 +12,7 @@ import ember
 from ember.codegen_llvm.schedules.depthwise_conv2d import depthwise_conv2d_nchw_llvm
 from ember.errors import ArgumentError
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.nightly import examples
 from tests.numerics import check
 
 
@@ -112,7 +113,7 @@ def test_sampled_configs(args, rng):  # noqa: ANN001
         )
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(
     c=st.integers(1, 7),
     h=st.integers(3, 16),

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.codegen_llvm.schedules.template_helpers import task_of
+from tests.nightly import examples
 from tests.numerics import check
 
 
@@ -59,7 +60,7 @@ def test_constraints_leave_no_duplicate_stream_programs():
     assert len(valid) - len(stream) == 1728  # the tiled GEMM's space, unchanged
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(
     n=st.integers(1, 90),
     k=st.integers(1, 70),

@@ -15,6 +15,7 @@ import ember
 from ember.codegen_llvm.schedules import generic
 from ember.codegen_llvm.schedules.generic import schedule_group
 from ember.tir.te import operation as te
+from tests.nightly import examples
 
 KINDS = {"sum": (te.sum, np.sum), "max": (te.max, np.max)}
 
@@ -83,7 +84,9 @@ def test_sum_over_the_first_axis_reads_whole_blocks(rng):  # noqa: ANN001
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     shape=st.lists(st.integers(1, 23), min_size=1, max_size=3).map(tuple),

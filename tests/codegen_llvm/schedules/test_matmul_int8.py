@@ -27,6 +27,7 @@ from ember.tir.op import call_llvm_pure_intrin, reinterpret
 from ember.tir.schedule.schedule import create_schedule
 from ember.tir.te import operation as te
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.nightly import examples
 
 needs_vnni = pytest.mark.skipif(not has_vnni(), reason="host CPU has no AVX-512 VNNI")
 
@@ -95,7 +96,7 @@ def test_te_packing_of_unpacked_weights() -> None:
 
 
 @needs_vnni
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(M=st.integers(1, 40), N=st.integers(1, 90), K=st.integers(1, 90))
 def test_int8_gemm_property(M: int, N: int, K: int) -> None:
     run_template(M, N, K, seed=M * N + K)

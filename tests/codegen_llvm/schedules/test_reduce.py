@@ -11,6 +11,7 @@ import ember
 from ember.codegen_llvm.schedules.reduce import reduce_llvm
 from ember.errors import ArgumentError
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.nightly import examples
 from tests.numerics import check
 
 NUMPY = {"sum": np.sum, "max": np.max, "min": np.min}
@@ -47,7 +48,7 @@ def test_sampled_configs(kind, rng):  # noqa: ANN001
         check(s, args, reduce_ref(kind), rng)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(rows=st.integers(1, 9), cols=st.integers(1, 200), kind=st.sampled_from(["sum", "max"]))
 def test_random_shapes_llvm(rows, cols, kind):  # noqa: ANN001
     s, args = reduce_llvm(rows, cols, kind)

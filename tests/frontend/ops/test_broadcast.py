@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.frontend.onnx_models import check_against_ort, helper, make_model, single_node
+from tests.nightly import examples
 
 SHAPE_PAIRS = [
     ((3, 5), (3, 5)),
@@ -142,7 +143,7 @@ def test_mod_integers(rng, fmod, dtype):
     np.testing.assert_array_equal(got[0], want)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     a=st.lists(st.integers(-1000, 1000), min_size=1, max_size=12),
     b=st.integers(-40, 40).filter(lambda v: v != 0),
@@ -245,7 +246,7 @@ def test_where(rng, dtype, shapes):
     check_against_ort(single_node("Where", feeds, opset=16), feeds)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     shape=st.lists(st.integers(1, 5), min_size=1, max_size=4),
     masks=st.lists(st.lists(st.booleans(), min_size=4, max_size=4), min_size=3, max_size=3),

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.frontend.onnx_models import check_against_ort, single_node
+from tests.nightly import examples
 
 BINARY = ["Add", "Sub", "Mul", "Div"]
 SHAPE_PAIRS = [
@@ -49,7 +50,7 @@ def test_binary_opsets(rng, opset):
     check_against_ort(single_node("Mul", {"a": a, "b": b}, opset=opset), {"a": a, "b": b})
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     shape=st.lists(st.integers(1, 5), min_size=1, max_size=4),
     mask=st.lists(st.booleans(), min_size=4, max_size=4),

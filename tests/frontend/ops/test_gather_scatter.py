@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.ops.shape_models import check, i64, node_model
+from tests.nightly import examples
 
 
 def _f32(rng, *shape):
@@ -106,7 +107,7 @@ def test_cumsum(rng, exclusive, reverse, axis):
     check("CumSum", [("x", x), ("=a", i64(axis))], opset=14, exclusive=exclusive, reverse=reverse)
 
 
-@settings(max_examples=8, deadline=None, derandomize=True)
+@settings(max_examples=examples(8), deadline=None, derandomize=True)
 @given(
     shape=st.lists(st.integers(1, 40), min_size=1, max_size=3),
     data=st.data(),
@@ -155,7 +156,7 @@ def test_topk_large_k_ranks_every_element(rng, largest):
     check("TopK", [("x", x), ("=k", i64(11))], n_outputs=2, opset=11, largest=largest)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(st.integers(1, 12), st.integers(1, 4), st.booleans(), st.data())
 def test_topk_property(n, rows, largest, data):
     k = data.draw(st.integers(1, n))
@@ -229,7 +230,7 @@ def test_gather_float_indices_is_an_error(rng):
         ember.compile(model, target="llvm")
 
 
-@settings(max_examples=8, deadline=None, derandomize=True)
+@settings(max_examples=examples(8), deadline=None, derandomize=True)
 @given(
     shape=st.lists(st.integers(1, 30), min_size=1, max_size=3),
     data=st.data(),

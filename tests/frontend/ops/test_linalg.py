@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import ember
 from ember.tir.topi.einsum import parse_einsum
 from tests.frontend.onnx_models import check_against_ort, make_model
+from tests.nightly import examples
 
 EINSUM_CASES = [
     ("ij,jk->ik", [(3, 5), (5, 4)]),  # matmul
@@ -75,7 +76,7 @@ def test_einsum_bad_equations_raise(eq, shapes, msg):
         parse_einsum(eq, shapes)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_einsum_property(data):
     """Random two-operand equations over labels a-e with random output subsets."""

@@ -18,7 +18,7 @@ from tests.frontend.onnx_models import (
     run_ort,
     single_node,
 )
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
 SHAPES = [(7,), (3, 5, 9), (2, 1, 3, 17)]
 # op -> (low, high) of its random inputs: inside the domain, away from poles
@@ -253,7 +253,7 @@ def test_shrink_other_types(rng, dtype):
     check_against_ort(model, {"x": x})
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     op=st.sampled_from(["LeakyRelu", "Elu", "Celu", "ThresholdedRelu", "HardSigmoid"]),
     alpha=st.floats(0.05, 3.0),
@@ -322,7 +322,7 @@ def test_clip_keeps_nan(rng, runtime):
     check_against_ort(model, feeds)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     lo=st.one_of(st.none(), st.floats(-2, 2)),
     hi=st.one_of(st.none(), st.floats(-2, 2)),

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.onnx_models import check_against_ort, single_node
+from tests.nightly import examples
 
 
 def _f32(rng, *shape, loc=0.0):
@@ -45,7 +46,7 @@ def test_layer_norm_scale_broadcasts(rng):
     check_against_ort(model, {"x": x}, rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())
 def test_layer_norm_property(shape, data):
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))

@@ -14,9 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.frontend.ops.quant_models import check_exact, node_model, random_q, random_zp
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
-SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _int_matmul_reference(a, b, a_zp, b_zp):

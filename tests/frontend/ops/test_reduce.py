@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.onnx_models import check_against_ort, single_node, tensor_info
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
 REDUCE_OPS = [
     "ReduceSum",
@@ -114,7 +114,7 @@ def test_reduce_axis_out_of_range_names_the_node(rng):
         ember.compile(model, target="llvm")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     op=st.sampled_from(REDUCE_OPS),
     shape=st.lists(st.integers(1, 5), min_size=1, max_size=4),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import ember
 from ember.tir.topi.resize import COORD_MODES, NEAREST_MODES, resize_taps
 from tests.frontend.ops.shape_models import check, i64, node_model
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
 
 def _f32(rng, *shape):
@@ -149,7 +149,7 @@ def test_resize_antialias_of_integers_matches_the_reference(rng):
     assert got.dtype == want.dtype and np.abs(got.astype(int) - want.astype(int)).max() <= 1
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.integers(1, 20), st.floats(0.1, 1.5), st.sampled_from(["linear", "cubic"]))
 def test_antialias_taps_property(n_in, scale, mode):
     """Weights sum to 1, indices stay in range, and each tap weighs what the stretched
@@ -193,7 +193,7 @@ def _direct_nearest(n_in, n_out, scale, coord, nearest):
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.integers(1, 12),
     st.floats(0.3, 4.0),
@@ -206,7 +206,7 @@ def test_nearest_taps_property(n_in, scale, coord, nearest):
     assert taps.index[:, 0].tolist() == _direct_nearest(n_in, n_out, scale, coord, nearest)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.integers(2, 10), st.floats(0.3, 4.0), st.sampled_from(["linear", "cubic"]))
 def test_interpolating_taps_sum_to_one_and_stay_in_range(n_in, scale, mode):
     n_out = max(int(np.floor(n_in * scale)), 1)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.onnx_models import check_against_ort, helper, make_model, run_ort, single_node
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
@@ -179,7 +179,7 @@ def test_constant_weights_fold_into_one_cell_kernel() -> None:
     check_against_ort(model, x, rtol=1e-4, atol=2e-5)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     op=st.sampled_from(["LSTM", "GRU", "RNN"]),
     t=st.integers(1, 4),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ember.frontend.graph import TensorType
 from ember.graph.kernels import get_kernel
+from tests.nightly import examples
 
 NP_ACTS = {
     "relu": lambda x, a, b: np.maximum(x, 0),
@@ -29,7 +30,7 @@ def _types(*arrays: np.ndarray) -> list[TensorType]:
     return [TensorType(a.shape, str(a.dtype)) for a in arrays]
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     act=st.sampled_from(sorted(NP_ACTS)),
     alpha=st.floats(0.1, 2.0),

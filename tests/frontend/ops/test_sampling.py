@@ -23,7 +23,7 @@ from ember import te
 from ember.tir import interp
 from ember.tir.topi.grid_sample import grid_sample
 from tests.frontend.ops.shape_models import check, i64, node_model
-from tests.nightly import nightly_param
+from tests.nightly import examples, nightly_param
 
 MODES = ("nearest", "linear", "cubic")
 PADDINGS = ("zeros", "border", "reflection")
@@ -244,7 +244,7 @@ def test_grid_sample_nan_coordinates_stay_in_bounds_on_cuda(rng, monkeypatch, mo
     _check_nasty(x, grid, got, mode, padding, 0)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     seed=st.integers(0, 2**31 - 1),
     spatial=st.lists(st.integers(1, 6), min_size=1, max_size=3),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.ops.shape_models import i64, node_model
-from tests.nightly import sample_in_ci
+from tests.nightly import examples, sample_in_ci
 
 onnx = pytest.importorskip("onnx")
 
@@ -111,7 +111,7 @@ def test_dft_length_fed_at_run_time_compiles_per_value(rng):
         np.testing.assert_allclose(got, _split(np.fft.fft(x[..., 0], n=n, axis=1)), atol=1e-4)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     shape=st.lists(st.integers(1, 9), min_size=1, max_size=3),
     data=st.data(),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import ember
 from tests.frontend.ops.shape_models import check, i64, node_model
+from tests.nightly import examples
 
 
 def _f32(rng, *shape):
@@ -41,7 +42,7 @@ def test_slice_attributes_before_opset_10(rng):
     check("Slice", [("x", x)], opset=9, starts=[0, 1, 1], ends=[2, 5, 3])
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     st.lists(st.integers(1, 6), min_size=1, max_size=3),
     st.data(),
@@ -98,7 +99,7 @@ def _onnx_slice(x, starts, axes, size):
     return x[tuple(index)]
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     st.lists(st.integers(1, 6), min_size=1, max_size=3),
     st.data(),
@@ -189,7 +190,7 @@ def test_pad_int_data(rng):
     check("Pad", [("x", x), ("=p", i64(1, 0, 2, 2)), ("=v", np.array(7, np.int32))], opset=13)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     st.lists(st.integers(2, 5), min_size=1, max_size=3),
     st.sampled_from(["constant", "reflect", "edge"]),

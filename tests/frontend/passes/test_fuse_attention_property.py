@@ -16,6 +16,7 @@ from ember.frontend.fold import evaluate
 from ember.frontend.graph import Graph
 from ember.frontend.passes import fuse_attention, run_graph_passes
 from tests.frontend.passes.graphs import GraphBuilder
+from tests.nightly import examples
 
 B, H = 1, 2
 
@@ -77,7 +78,7 @@ def chains(draw: st.DrawFn) -> tuple[Graph, bool]:
     return b.build(out), axis == 3 and scale != "per_key"
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(case=chains(), seed=st.integers(0, 2**16))
 def test_fires_exactly_on_attention_and_keeps_the_result(case: tuple[Graph, bool], seed: int):
     graph, exact = case

@@ -21,6 +21,7 @@ from ember.tir.ir_builder import IRBuilder
 from ember.tir.structural import assert_structural_equal
 from ember.tir.transform.instrument_bound_checkers import instrument_bound_checkers
 from ember.transform import PassContext
+from tests.nightly import examples
 from tests.numerics import assert_close, random_array
 
 ON = PassContext(config={"tir.instrument_bound_checkers": True})
@@ -190,7 +191,7 @@ def test_out_of_bounds_store_raises(rng):
         mod(vals, ids, o)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     n=st.integers(1, 40),
     m=st.integers(1, 12),

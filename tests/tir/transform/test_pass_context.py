@@ -16,6 +16,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.functor import post_order_visit
 from ember.transform import PassContext
+from tests.nightly import examples
 from tests.numerics import assert_close, random_array
 
 
@@ -231,7 +232,7 @@ def test_contexts_nest_and_restore():
     assert PassContext.current().get("tir.noalias") is True
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     n=st.integers(1, 70),
     factor=st.sampled_from([2, 4, 8]),

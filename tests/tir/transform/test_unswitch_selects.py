@@ -20,6 +20,7 @@ from ember.tir.te import placeholder
 from ember.tir.topi.indexing import strided_slice
 from ember.tir.transform.unswitch_selects import unswitch_selects
 from ember.transform import PassContext
+from tests.nightly import examples
 from tests.tir.transform.tir_exec import run
 
 
@@ -29,7 +30,7 @@ def _ifs(func: S.PrimFunc) -> int:
     return len(found)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 9), min_size=2, max_size=4),
     rest=st.tuples(st.integers(1, 5), st.integers(1, 37)),
@@ -92,7 +93,7 @@ def test_a_channel_shuffle_reads_each_source_in_its_own_branch() -> None:
 _CMP = [E.CompareOp.LT, E.CompareOp.GE, E.CompareOp.EQ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     extents=st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(1, 4)),
     kinds=st.tuples(

@@ -12,6 +12,7 @@ from ember.tir import stmt as S
 from ember.tir.buffer import decl_buffer
 from ember.tir.interp import run
 from ember.tir.transform.vectorize_loops import vectorize_loops, version_lane_guards
+from tests.nightly import examples
 from tests.tir.transform.tir_exec import run as trace
 
 K = S.ForKind
@@ -51,7 +52,7 @@ def test_a_loop_it_cannot_vectorize_keeps_its_start() -> None:
         assert trace(vectorize_loops(before)) == trace(before)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     start=st.integers(0, 7),
     extent=st.integers(2, 70),
@@ -136,7 +137,7 @@ def test_a_guard_not_on_an_interval_of_lanes_stays_serial() -> None:
         assert "ramp(" not in text and "for c in range(16)" in text, text
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     bound=st.integers(0, 64),
     lo=st.integers(-5, 40),

@@ -21,6 +21,7 @@ from ember.tuner.auto.sketch import generate_sketches
 from ember.tuner.auto.space import define_sketch_space, steps_for
 from ember.tuner.auto.steps import apply_steps
 from ember.tuner.space import ConfigSpace
+from tests.nightly import examples
 from tests.tuner.auto.random_dag import OPS, ROW_OPS, build
 
 SIZES = st.sampled_from([1, 3, 5, 7, 8, 12, 13])
@@ -58,7 +59,7 @@ def check_candidate(dag, seed: int, pick: int, target: str, rules) -> None:
     np.testing.assert_allclose(out, reference(*arrays), rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dag=dags(ROW_OPS), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
 def test_every_cpu_sketch_candidate_matches_numpy(dag, seed, pick):
     check_candidate(dag, seed, pick, "llvm", CPU_RULES)
