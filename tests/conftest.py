@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from tests.nightly import NIGHTLY, NIGHTLY_ONLY
+from tests.nightly import HALF_IN_CI, NIGHTLY, NIGHTLY_ONLY, half_in_ci
 
 # Property tests draw the same examples on every run: a failure is reproducible, and CI is
 # never red by chance (an LLVM assertion one rfactor schedule meets is an example:
@@ -49,9 +49,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except Exception:
         have_gpu = False
     skip = pytest.mark.skip(reason="needs a CUDA device")
+    seen: set[str] = set()
     for item in items:
         if "gpu" in item.keywords and not have_gpu:
             item.add_marker(skip)
         covered = None if NIGHTLY else NIGHTLY_ONLY.get(item.nodeid)
         if covered:
             item.add_marker(pytest.mark.skip(reason=f"nightly (CI runs {covered})"))
+        base = item.nodeid.split("[")[0]
+        if half_in_ci(item.nodeid, first=base not in seen):
+            item.add_marker(pytest.mark.skip(reason=f"nightly (CI runs half: {HALF_IN_CI[base]})"))
+        seen.add(base)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.nightly import NIGHTLY_ONLY
+from tests.nightly import HALF_IN_CI, NIGHTLY_ONLY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,3 +24,11 @@ def test_each_nightly_only_entry_names_a_test_and_the_tests_that_cover_it():
                 p.stem == test or f"def {test}(" in p.read_text()
                 for p in (ROOT / "tests").rglob("test_*.py")
             ), f"{node}: the covering test {test} does not exist"
+
+
+def test_each_half_in_ci_entry_names_a_parametrized_test():
+    for node in HALF_IN_CI:
+        path, function = node.split("::")
+        text = (ROOT / path).read_text()
+        assert re.search(rf"^def {function}\(", text, re.M), f"{node}: no such test"
+        assert "parametrize" in text or "params=" in text, f"{node}: takes no parameters"
