@@ -10,7 +10,8 @@ given two sizes is an :class:`~ember.errors.ArgumentError` before anything runs)
 copy of the weights for all sizes, and traces the callable with ``make_fx`` at each new
 binding. The symbolic ranges an exported program was checked for (its
 ``range_constraints``, e.g. a batch of 2 and up) are guards: a size outside them is refused
-with the range, as the exported program itself refuses it.
+with the range, since the program was only checked within it (``ExportedProgram.module()``
+itself runs such a size without a word).
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ def is_exported_program(model: Any) -> bool:
 def exported_source(program: Any) -> TorchSource | None:
     """The source of an exported program whose inputs have symbolic sizes (exported with
     ``dynamic_shapes``), its ranges the guards; None for a static one."""
+    if program.example_inputs is not None and program.example_inputs[1]:
+        raise ArgumentError("ember.compile: keyword example inputs are not supported yet")
     signature = program.graph_signature
     nodes = [
         n for n in program.graph.nodes if n.op == "placeholder" and n.name in signature.user_inputs
