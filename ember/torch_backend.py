@@ -15,7 +15,9 @@ to the same Ember graph as one compiled before (the first size, compiled for the
 graph that Dynamo no longer tries first) reuses that model (``STATS["shared"]``).
 The parameters and buffers Dynamo lifts into graph inputs are taken as constants when a
 specialisation is compiled (as inductor's freezing does): a model whose weights change
-afterwards must be compiled again. A graph holding an op Ember
+afterwards must be compiled again. So are the Python numbers it passes as 0-dim tensors
+(a module's floats under ``dynamic=True``), at each call's values: a new value compiles a
+specialisation of its own. A graph holding an op Ember
 cannot import runs eagerly, with a warning that lists the ops and where they are, so
 results stay right. Tensors cross by DLPack (``np.from_dlpack`` in, ``torch.from_dlpack``
 out: no copies at the boundary) for an ``llvm`` target, which refuses tensors on other
@@ -79,21 +81,39 @@ def _weight(value: Any) -> bool:
     )
 
 
-def _frozen(gm: Any, example_inputs: Sequence[Any]) -> tuple[Callable[..., Any], list[int]]:
-    """``gm`` as a function of the caller's inputs alone, the weights Dynamo lifted into
+def _passed_as_tensor(node: Any) -> bool:
+    """Whether Dynamo passes this placeholder's Python number as a 0-dim tensor (a module's
+    float, such as a LayerNorm's eps or a dropout rate, under ``dynamic=True``): the graph
+    reads it with ``.item()``, which ``make_fx`` cannot trace."""
+    return bool(getattr(node.meta.get("grapharg"), "pass_arg_as_tensor", False))
+
+
+def _frozen(
+    gm: Any, example_inputs: Sequence[Any]
+) -> tuple[Callable[[Sequence[Any]], Callable[..., Any]], list[int], list[int]]:
+    """``gm`` as a function of the caller's tensors alone: the weights Dynamo lifted into
     inputs closed over (``make_fx`` then records them as constants, so batch norms fold
     and weights are packed at compile time: MobileNetV2 ran 3x slower with them as
-    inputs), and the positions of the inputs it keeps."""
-    keep = [i for i, v in enumerate(example_inputs) if not _weight(v)]
+    inputs), and so are the numbers it passes as 0-dim tensors, at the values of the call
+    being compiled (a specialisation is kept per value). Returns the function of those
+    numbers that makes it, and the positions of the inputs it keeps and of the numbers."""
+    nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
     weights = {i: v for i, v in enumerate(example_inputs) if _weight(v)}
+    numbers = [i for i, n in enumerate(nodes) if i not in weights and _passed_as_tensor(n)]
+    keep = [i for i in range(len(example_inputs)) if i not in weights and i not in numbers]
 
-    def call(*args: Any) -> Any:
-        full, it = [], iter(args)
-        for i in range(len(example_inputs)):
-            full.append(weights[i] if i in weights else next(it))
-        return gm(*full)
+    def freeze(values: Sequence[Any]) -> Callable[..., Any]:
+        fixed = {**weights, **dict(zip(numbers, values))}
 
-    return call, keep
+        def call(*args: Any) -> Any:
+            full, it = [], iter(args)
+            for i in range(len(example_inputs)):
+                full.append(fixed[i] if i in fixed else next(it))
+            return gm(*full)
+
+        return call
+
+    return freeze, keep, numbers
 
 
 def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Callable[..., Any]:
@@ -115,24 +135,37 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     STATS["graphs"] += 1
     compiled: dict[tuple[Any, ...], Any] = {}
     eager: list[bool] = []
-    call, keep = _frozen(gm, example_inputs)
+    freeze, keep, numbers = _frozen(gm, example_inputs)
     as_tuple = _returns_tuple(gm)
+    # a symbolic graph's DynamicModel (None: a static graph), per value of the numbers
+    dynamic: dict[tuple[Any, ...], Any] = {}
 
-    dynamic = _dynamic_model(gm, call, keep, target, options.get("records"), trials, use_cache)
-
-    def build(args: list[Any], key: str) -> Any:
-        graph = from_module(call, [a if _number(a) else a.detach() for a in args])
+    def build(args: list[Any], fixed: list[Any], key: str) -> Any:
+        graph = from_module(freeze(fixed), [a if _number(a) else a.detach() for a in args])
         return _compiled(graph, target, options.get("records"), trials, key)
 
-    def specialisation(args: list[Any]) -> Any:
+    def specialisation(args: list[Any], fixed: list[Any], values: tuple[Any, ...]) -> Any:
         """The model compiled for this call's signature (a graph with no symbolic sizes)."""
-        signature = _signature(args)
+        signature = (*_signature(args), *values)
         lib = compiled.get(signature)
         if lib is None:
             key = _graph_key(gm, example_inputs, signature, target, options, trials)
-            lib = cached_model(key, lambda: build(args, key)) if use_cache else build(args, key)
+            make = lambda: build(args, fixed, key)  # noqa: E731
+            lib = cached_model(key, make) if use_cache else make()
             compiled[signature] = lib
         return lib
+
+    def model_for(args: list[Any], fixed: list[Any]) -> Any:
+        values = tuple(t.item() for t in fixed)
+        if values not in dynamic:
+            records = options.get("records")
+            dynamic[values] = _dynamic_model(
+                gm, freeze(fixed), keep, target, records, trials, use_cache
+            )
+            run.model = dynamic[values]  # type: ignore[attr-defined]
+        # a symbolic graph's model binds the sizes from the tensors and compiles each new
+        # binding on its first run
+        return dynamic[values] or specialisation(args, fixed, values)
 
     def run(*all_args: Any) -> Any:
         import numpy as np
@@ -145,9 +178,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         if not on_gpu and any(a.device.type != "cpu" for a in tensors):
             raise ArgumentError("backend 'ember': inputs must be CPU tensors for target llvm")
         try:
-            # a symbolic graph's model binds the sizes from the tensors and compiles each
-            # new binding on its first run
-            model = dynamic if dynamic is not None else specialisation(args)
+            model = model_for(args, [all_args[i].detach().clone() for i in numbers])
             if on_gpu:
                 results = _run_on_gpu(model, tensors)
             else:
@@ -162,7 +193,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         return tuple(results) if as_tuple else results[0]
 
     run.compiled = compiled  # type: ignore[attr-defined]  # a static graph's, by signature
-    run.model = dynamic  # type: ignore[attr-defined]  # a symbolic graph's DynamicModel
+    run.model = None  # type: ignore[attr-defined]  # a symbolic graph's latest DynamicModel
     return run
 
 

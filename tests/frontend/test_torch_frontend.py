@@ -281,6 +281,29 @@ def test_sizes_dynamo_makes_symbolic_are_the_dynamic_models_dims():
     assert STATS["shared"] - before["shared"] == 1
 
 
+def test_dynamic_true_passes_module_floats_as_tensors_and_still_compiles():
+    """Under ``torch.compile(dynamic=True)`` Dynamo passes a module's floats (the layer
+    norms' eps, the attention's dropout rate) as 0-dim tensors that the graph reads with
+    ``.item()``; the backend fixes them at their values (one specialisation per value),
+    and the first graph is already symbolic."""
+    backends = []
+
+    def spy(gm, example_inputs):  # noqa: ANN001, ANN202
+        backends.append(ember_backend(gm, example_inputs, options={"cache": False}))
+        return backends[-1]
+
+    torch.manual_seed(9)
+    model = _randomize(Encoder()).eval()
+    compiled = torch.compile(model, backend=spy, dynamic=True)
+    for shape in [(2, 5, 32), (3, 7, 32), (2, 5, 32)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x), rtol=1e-4, atol=1e-5)
+    (shape,) = backends[0].model.input_shapes
+    assert all(isinstance(d, str) for d in shape[:2]) and shape[2] == 32
+    assert len(backends[0].model.specializations) == 2
+
+
 def test_unsupported_ops_are_reported_at_once_with_their_source_lines():
     class Odd(nn.Module):
         def forward(self, x):  # noqa: ANN001, ANN201
