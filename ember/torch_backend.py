@@ -156,7 +156,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         return lib
 
     def model_for(args: list[Any], fixed: list[Any]) -> Any:
-        values = tuple(t.item() for t in fixed)
+        values = tuple(repr(t.item()) for t in fixed)  # by text: a NaN equals itself
         if values not in dynamic:
             records = options.get("records")
             dynamic[values] = _dynamic_model(
