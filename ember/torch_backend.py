@@ -48,6 +48,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+# the rest of Ember is imported inside the functions (a start-up cost): PyTorch imports
+# this module through its entry point whenever it lists its backends
 from ember.errors import ArgumentError, UnsupportedOperatorError
 
 STATS: Counter[str] = Counter()  # "graphs", "compiles", "eager graphs", "runs", "tuned", "shared"
