@@ -61,6 +61,11 @@ NIGHTLY_ONLY: dict[str, str] = {
     "tests/tuner/test_rpc.py::test_cli_tunes_through_the_server": (
         "test_tuning_through_the_server, and the CLI's tune: tests/tuner/test_cli.py"
     ),
+    "tests/tuner/test_rpc.py::test_dry_run_builds_and_emulates_cuda_candidates": (
+        "the dry run: test_dry_run_checks_cpu_candidates_without_timing; CUDA candidates built "
+        "and emulated without a device: test_without_a_device_candidates_are_built_and_"
+        "emulated_but_not_timed"
+    ),
     "tests/e2e/test_kernel_cache.py::test_a_corrupt_entry_is_rebuilt_not_loaded[meta]": (
         "its [missing-library] case"
     ),
