@@ -17,7 +17,9 @@ The parameters and buffers Dynamo lifts into graph inputs are taken as constants
 specialisation is compiled (as inductor's freezing does): a model whose weights change
 afterwards must be compiled again. So are the Python numbers it passes as 0-dim tensors
 (a module's floats under ``dynamic=True``), at each call's values: a new value compiles a
-specialisation of its own. A graph holding an op Ember
+specialisation of its own. The backend compiles for
+inference: its outputs carry no gradient, and a graph first called with gradients on and
+tensors that want them warns once that it gives none. A graph holding an op Ember
 cannot import runs eagerly, with a warning that lists the ops and where they are, so
 results stay right. Tensors cross by DLPack (``np.from_dlpack`` in, ``torch.from_dlpack``
 out: no copies at the boundary) for an ``llvm`` target, which refuses tensors on other
@@ -137,6 +139,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     STATS["graphs"] += 1
     compiled: dict[tuple[Any, ...], Any] = {}
     eager: list[bool] = []
+    warned: list[bool] = []  # the no-gradient warning, once per graph
     freeze, keep, numbers = _frozen(gm, example_inputs)
     as_tuple = _returns_tuple(gm)
     # a symbolic graph's DynamicModel (None: a static graph), per value of the numbers
@@ -175,6 +178,16 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
 
         if eager:
             return gm(*all_args)
+        if not warned and torch.is_grad_enabled() and _needs_grad(all_args):
+            warned.append(True)
+            warnings.warn(
+                "backend 'ember' compiles for inference: its outputs carry no gradient, so "
+                "the parameters of this graph get none from a backward pass; run inference "
+                "under torch.no_grad() (or torch.inference_mode()), and train with another "
+                "backend",
+                UserWarning,
+                stacklevel=2,
+            )
         args = [all_args[i] for i in keep]
         tensors = [a for a in args if not _number(a)]
         if not on_gpu and any(a.device.type != "cpu" for a in tensors):
@@ -197,6 +210,11 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     run.compiled = compiled  # type: ignore[attr-defined]  # a static graph's, by signature
     run.model = None  # type: ignore[attr-defined]  # a symbolic graph's latest DynamicModel
     return run
+
+
+def _needs_grad(args: Sequence[Any]) -> bool:
+    """Whether a call would give gradients eagerly: a tensor in it requires grad."""
+    return any(getattr(a, "requires_grad", False) for a in args)
 
 
 def _compiled(graph: Any, target: Any, records: Any, trials: int, key: str = "") -> Any:

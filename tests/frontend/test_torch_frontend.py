@@ -336,6 +336,33 @@ def test_dynamic_true_passes_module_floats_as_tensors_and_still_compiles():
     assert len(backends[0].model.specializations) == 2
 
 
+def test_a_call_that_would_need_gradients_warns_once_that_ember_gives_none():
+    """Ember compiles for inference: called with gradients on and weights that want them,
+    the results are right but carry no gradient, and the backend says so once per graph
+    instead of letting a training loop get no gradients silently."""
+
+    class Probe(nn.Module):  # a class of its own: no graph of another test is reused
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return self.fc(x).tanh()
+
+    torch.manual_seed(10)
+    model = Probe()
+    compiled = torch.compile(model, backend=ember_backend, options={"cache": False})
+    x = torch.randn(2, 4)
+    with pytest.warns(UserWarning, match="carry no gradient"):
+        got = compiled(x)
+    want = model(x).detach().numpy()
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    assert not got.requires_grad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per graph
+        compiled(x)
+
+
 def test_unsupported_ops_are_reported_at_once_with_their_source_lines():
     class Odd(nn.Module):
         def forward(self, x):  # noqa: ANN001, ANN201
