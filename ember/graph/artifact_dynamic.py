@@ -71,11 +71,6 @@ def _signature(names: list[str], types: list[Any]) -> list[list[Any]]:
 
 
 def _source_members(source: Any) -> dict[str, bytes]:
-    if source.kind not in ("onnx", "graph"):
-        raise ArgumentError(
-            f"export: a model whose sizes are specialized from a {source.kind} source cannot "
-            "be exported (the file could not compile new sizes); compile it at fixed sizes"
-        )
     if source.kind == "onnx":
         return {"source.onnx": source.data}
     graph = source.graph

@@ -329,6 +329,12 @@ class DynamicModel:
             raise ArgumentError(
                 "export: a model that takes or gives sequences or optionals cannot be exported yet"
             )
+        if not self.source.exportable:
+            raise ArgumentError(
+                f"export: a model whose sizes are specialized from a {self.source.kind} source "
+                "cannot be exported (the file could not compile new sizes); compile it at "
+                "fixed sizes"
+            )
         strings = [n for n, d in zip(self.input_names, self.input_dtypes) if d == STRING]
         strings += [n for n, d in zip(self.output_names, self.output_dtypes) if d == STRING]
         if strings:

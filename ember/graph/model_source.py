@@ -43,6 +43,7 @@ class OnnxSource:
     """An ONNX model, imported again with static shapes for each binding."""
 
     kind = "onnx"
+    exportable = True  # ``.ember`` files hold this source and compile new sizes from it
 
     def __init__(
         self, proto: Any, shapes: Mapping[str, Sequence[int]], value_inputs: Sequence[str] = ()
@@ -148,6 +149,7 @@ class GraphSource:
     """An Ember Graph with symbolic input dims; each binding re-infers every node's types."""
 
     kind = "graph"
+    exportable = True  # ``.ember`` files hold this source and compile new sizes from it
 
     def __init__(self, graph: Graph) -> None:
         for n in graph.nodes:

@@ -78,6 +78,7 @@ class TorchSource:
     specializes; see the module notes)."""
 
     kind = "torch"
+    exportable = False  # a loaded file could not trace new sizes: no PyTorch there
 
     def __init__(
         self,
