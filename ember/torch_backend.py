@@ -107,7 +107,8 @@ def _frozen(
     keep = [i for i in range(len(example_inputs)) if i not in weights and i not in numbers]
 
     def freeze(values: Sequence[Any]) -> Callable[..., Any]:
-        fixed = {**weights, **dict(zip(numbers, values))}
+        # copies: the caller's tensors are not ours to keep
+        fixed = {**weights, **{i: v.detach().clone() for i, v in zip(numbers, values)}}
 
         def call(*args: Any) -> Any:
             full, it = [], iter(args)
@@ -141,7 +142,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
     eager: list[bool] = []
     warned: list[bool] = []  # the no-gradient warning, once per graph
     freeze, keep, numbers = _frozen(gm, example_inputs)
-    as_tuple = _returns_tuple(gm)
+    as_tuple, n_outputs = _outputs(gm)
     # a symbolic graph's DynamicModel (None: a static graph), per value of the numbers
     dynamic: dict[tuple[Any, ...], Any] = {}
 
@@ -165,7 +166,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         if values not in dynamic:
             records = options.get("records")
             dynamic[values] = _dynamic_model(
-                gm, freeze(fixed), keep, target, records, trials, use_cache
+                gm, freeze(fixed), keep, n_outputs, target, records, trials, use_cache
             )
             run.model = dynamic[values]  # type: ignore[attr-defined]
         # a symbolic graph's model binds the sizes from the tensors and compiles each new
@@ -193,7 +194,7 @@ def ember_backend(gm: Any, example_inputs: Sequence[Any], **kwargs: Any) -> Call
         if not on_gpu and any(a.device.type != "cpu" for a in tensors):
             raise ArgumentError("backend 'ember': inputs must be CPU tensors for target llvm")
         try:
-            model = model_for(args, [all_args[i].detach().clone() for i in numbers])
+            model = model_for(args, [all_args[i] for i in numbers])
             if on_gpu:
                 results = _run_on_gpu(model, tensors)
             else:
@@ -241,6 +242,7 @@ def _dynamic_model(
     gm: Any,
     call: Callable[..., Any],
     keep: list[int],
+    n_outputs: int,
     target: Any,
     records: Any,
     trials: int,
@@ -261,9 +263,7 @@ def _dynamic_model(
     if kinds is None:
         return None
     names = [nodes[i].name for i, k in zip(keep, kinds) if isinstance(k, TensorType)]
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    flat = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
-    source = TorchSource(call, kinds, names, len(flat))
+    source = TorchSource(call, kinds, names, n_outputs)
 
     def compile_traced(graph: Any, *_: Any) -> Any:
         def build() -> Any:
@@ -387,9 +387,11 @@ def _tune(graph: Any, target: Any, records: str, trials: int) -> None:
         check_records(graph, records, tasks, target)
 
 
-def _returns_tuple(gm: Any) -> bool:
+def _outputs(gm: Any) -> tuple[bool, int]:
+    """Whether ``gm`` returns a tuple (else one tensor), and how many outputs it gives."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    return isinstance(output.args[0], (list, tuple))
+    value = output.args[0]
+    return (True, len(value)) if isinstance(value, (list, tuple)) else (False, 1)
 
 
 def register() -> None:
