@@ -19,7 +19,10 @@ always saturates, a NaN becoming a zero of the opposite sign (ml_dtypes', the
 reference's; ONNX's float4 notes say 6). e8m0 (a bare power of two, no sign) follows
 ``onnx.numpy_helper.to_float8e8m0`` with its ``round_mode`` (up, down, nearest) on the
 float32 bits, NaN and infinity both giving its NaN (0xFF). 4- and 2-bit integers wrap,
-as ONNX's reference (ml_dtypes) converts them: ``int2(3)`` is -1, ``int4(9.7)`` is -7.
+as ONNX's reference (ml_dtypes) converts an integer: ``int2(3)`` is -1. A float is
+truncated and wrapped too (``int4(9.7)`` is -7), as TVM's int4 does and ml_dtypes did up to
+0.6; ONNX leaves a float out of range undefined, and ml_dtypes 0.7 makes it 0 and
+onnxruntime clamps it; the conformance data (onnx 1.22) expects it wrapped.
 """
 
 from __future__ import annotations
@@ -214,8 +217,9 @@ def encode_e8m0(x: E.PrimExpr, saturate: bool, round_mode: str) -> E.PrimExpr:
 
 
 def wrap_int(x: E.PrimExpr, dtype: str) -> E.PrimExpr:
-    """``x`` (any number) as 4- or 2-bit ``dtype``, wrapped as ml_dtypes converts: a float
-    is truncated to an int32 first. Held in its byte type (``STORED_AS``)."""
+    """``x`` (any number) as 4- or 2-bit ``dtype``, wrapped: a float is truncated to an
+    int32 first (see the module notes for a float out of range). Held in its byte type
+    (``STORED_AS``)."""
     bits, signed = TINY_INTS[dtype]
     v = E.cast("int32", x) & _i32((1 << bits) - 1)
     if signed:  # sign-extend without shifting a negative value (undefined in C)
