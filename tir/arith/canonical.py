@@ -32,10 +32,16 @@ def canonical_sum(e: E.PrimExpr, ana: Analyzer) -> E.PrimExpr | None:
     """``(i*32 + j) - i*32`` -> ``j``; ``x*4 + x*4`` -> ``x*8``; ``(f//8)*8 + f%8`` -> ``f``."""
     if not (isinstance(e, E.BinOp) and _signed_index(e.dtype)):
         return None
+    key = ana.keys.key(e)
+    memo = ana.keys.results("canonical_sum")  # the linear form reads structure, not bounds
+    if key in memo:
+        return memo[key]
     form = to_linear(e, ana.keys)
     while merge_divmod(form, ana.keys):
         pass
-    return to_expr(form)
+    out = to_expr(form)
+    memo[key] = None if ana.keys.key(out) == key else out  # None: already canonical
+    return memo[key]
 
 
 def _split_by_divisor(num: LinearForm, c: int) -> tuple[LinearForm, LinearForm]:

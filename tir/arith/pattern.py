@@ -208,11 +208,14 @@ class Rule:
     result: E.PrimExpr | Callable[[Match], E.PrimExpr | None] | None = None
     where: Where | None = None
     fn: RuleFn | None = None
+    needs: tuple[Need, ...] = ()  # what each operand must be (:func:`operand_needs`)
 
     def apply(self, e: E.PrimExpr, ana: Analyzer) -> E.PrimExpr | None:
         if self.fn is not None:
             return self.fn(e, ana)
         assert self.pattern is not None and self.result is not None
+        if self.needs and not _operands_may_match(self.needs, self.pattern, e):
+            return None
         for binds in matches(self.pattern, e, {}, ana):
             m = Match(e, binds, ana)
             if self.where is not None and not self.where(m):
@@ -226,7 +229,59 @@ class Rule:
 def rule(name: str, pattern: E.PrimExpr, result: Any, where: Where | None = None) -> Rule:
     """A rewrite rule, indexed by its pattern's root so the simplifier tries only rules that can
     match."""
-    return Rule(name, root_of(pattern), pattern, result, where)
+    return Rule(name, root_of(pattern), pattern, result, where, needs=operand_needs(pattern))
+
+
+# What one operand of a pattern asks of the expression's operand at its place: nothing (a
+# wildcard), one of some node classes, or a node class with that operator or value.
+Need = tuple[tuple[type, ...], Any] | None
+
+
+def operand_needs(pattern: E.PrimExpr) -> tuple[Need, ...]:
+    """Each operand's :data:`Need`: checked before :func:`matches` runs, because most rules
+    tried on a node fail at its operands' kinds (``xf + 0.0`` on every integer sum) and a
+    failing match still costs a generator's start."""
+    needs: list[Need] = []
+    for p in _operands(pattern):
+        kind = _WILD.get(id(p))
+        if kind == "any":
+            needs.append(None)
+        elif kind == "const":
+            needs.append(((E.IntImm, E.FloatImm), None))
+        elif isinstance(p, (E.IntImm, E.FloatImm)):
+            needs.append(((type(p),), p.value))
+        elif isinstance(p, (E.BinOp, E.Compare, E.Call)):
+            needs.append(((type(p),), p.op))
+        else:
+            needs.append(((type(p),), None))
+    return tuple(needs)
+
+
+def _meets(need: Need, e: E.PrimExpr) -> bool:
+    if need is None:
+        return True
+    classes, detail = need
+    if type(e) not in classes:
+        return False
+    if detail is None:
+        return True
+    if isinstance(e, (E.IntImm, E.FloatImm)):
+        return bool(e.value == detail)
+    return getattr(e, "op", None) is detail
+
+
+def _operands_may_match(needs: tuple[Need, ...], pattern: E.PrimExpr, e: E.PrimExpr) -> bool:
+    """Whether ``e``'s operands meet ``needs`` in order (or swapped, for a commutative
+    pattern, as :func:`matches` tries them): a necessary condition of a match."""
+    subs = _operands(e)
+    if len(subs) != len(needs):
+        return False
+    if all(_meets(n, x) for n, x in zip(needs, subs)):
+        return True
+    swaps = isinstance(pattern, (E.BinOp, E.Compare)) and (
+        pattern.op in COMMUTATIVE or pattern.op in (CompareOp.EQ, CompareOp.NE)
+    )
+    return swaps and all(_meets(n, x) for n, x in zip(needs, subs[::-1]))
 
 
 def fn_rule(name: str, roots: tuple[Hashable, ...], fn: RuleFn) -> list[Rule]:

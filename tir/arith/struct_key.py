@@ -23,6 +23,7 @@ class KeyCache:
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[Any, Hashable]] = {}
+        self._by_key: dict[str, dict[Hashable, Any]] = {}
 
     def key(self, e: Any) -> Hashable:
         hit = self._memo.get(id(e))
@@ -31,8 +32,15 @@ class KeyCache:
         k = self._compute(e)
         if len(self._memo) > 200_000:
             self._memo.clear()
+            self._by_key.clear()  # their keys name variables by id, which the memo kept alive
         self._memo[id(e)] = (e, k)
         return k
+
+    def results(self, name: str) -> dict[Hashable, Any]:
+        """A memo of rewrite ``name``'s results by key, for a rewrite whose result depends on
+        the expression's structure alone (not on bounds or facts); it lives as long as the
+        keys it is indexed by."""
+        return self._by_key.setdefault(name, {})
 
     def _compute(self, e: Any) -> Hashable:
         if isinstance(e, E.Var):

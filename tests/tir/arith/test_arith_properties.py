@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 
 from ember.tir import expr as E
 from ember.tir.arith import Analyzer, IntSet
+from ember.tir.arith.canonical import canonical_sum
 from ember.tir.arith.int_set import is_neg_inf, is_pos_inf
+from ember.tir.arith.pattern import _operands_may_match, matches
+from ember.tir.arith.rewrite_rules import RULES
+from ember.tir.functor import children
 from tests.nightly import examples
 from tests.tir.arith.arith_eval import evaluate
 
@@ -166,3 +170,47 @@ def test_simplify_is_idempotent_and_keeps_identity(e: E.PrimExpr) -> None:
         if _safe(e, env) is not None:
             assert evaluate(again, env) == evaluate(s, env)
     assert ana.simplify(again) is again or repr(ana.simplify(again)) == repr(again)
+
+
+_FLOAT_LEAF = st.one_of(
+    st.sampled_from([E.Var("f", "float32"), E.Var("g", "float32")]),
+    st.sampled_from([0.0, 1.0, -2.5]).map(lambda v: E.FloatImm("float32", v)),
+)
+FLOAT_EXPRS = st.recursive(
+    _FLOAT_LEAF,
+    lambda c: st.tuples(st.sampled_from(["+", "-", "*", "/"]), c, c).map(
+        lambda p: {"+": p[1] + p[2], "-": p[1] - p[2], "*": p[1] * p[2], "/": p[1] / p[2]}[p[0]]
+    ),
+    max_leaves=5,
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.one_of(INT_EXPRS, BOOL_EXPRS, FLOAT_EXPRS))
+def test_operand_precheck_never_refuses_a_match(e: E.PrimExpr) -> None:
+    """``Rule.apply`` skips a pattern whose operand kinds ``e``'s operands do not meet; that
+    must be a necessary condition of :func:`matches`, never a refusal of a real match."""
+    ana = _analyzer()
+    nodes, todo = [], [e]
+    while todo:  # every subexpression: the simplifier tries the rules at each
+        n = todo.pop()
+        nodes.append(n)
+        todo += [c for c in children(n) if isinstance(c, E.PrimExpr)]
+    for n in nodes:
+        for r in RULES:
+            if r.pattern is None or not r.needs:
+                continue
+            if next(matches(r.pattern, n, {}, ana), None) is not None:
+                assert _operands_may_match(r.needs, r.pattern, n), (r.name, n)
+
+
+def test_canonical_sum_is_remembered_by_structure_and_none_when_canonical() -> None:
+    """Its result depends on the expression's structure alone, so a structurally equal sum
+    (a new object) gets the remembered result; a sum already in linear form gives None."""
+    ana = _analyzer()
+    first = canonical_sum((X * 4 + Z) - X * 4, ana)
+    assert first is not None and repr(first) == repr(Z)
+    again = canonical_sum((X * 4 + Z) - X * 4, ana)
+    assert again is first
+    canonical = ana.simplify(X * 4 + Z)
+    assert canonical_sum(canonical, ana) is None
