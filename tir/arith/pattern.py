@@ -115,9 +115,7 @@ def matches(
     if len(pats) != len(subs):
         return
     yield from _all(pats, subs, binds, ana)
-    if isinstance(pat, (E.BinOp, E.Compare)) and (
-        pat.op in COMMUTATIVE or pat.op in (CompareOp.EQ, CompareOp.NE)
-    ):
+    if _swaps(pat):
         yield from _all(pats, subs[::-1], binds, ana)
 
 
@@ -229,7 +227,10 @@ class Rule:
 def rule(name: str, pattern: E.PrimExpr, result: Any, where: Where | None = None) -> Rule:
     """A rewrite rule, indexed by its pattern's root so the simplifier tries only rules that can
     match."""
-    return Rule(name, root_of(pattern), pattern, result, where, needs=operand_needs(pattern))
+    needs = operand_needs(pattern)
+    if all(n is None for n in needs):
+        needs = ()  # only wildcards: nothing to check before matching
+    return Rule(name, root_of(pattern), pattern, result, where, needs=needs)
 
 
 # What one operand of a pattern asks of the expression's operand at its place: nothing (a
@@ -276,12 +277,19 @@ def _operands_may_match(needs: tuple[Need, ...], pattern: E.PrimExpr, e: E.PrimE
     subs = _operands(e)
     if len(subs) != len(needs):
         return False
-    if all(_meets(n, x) for n, x in zip(needs, subs)):
-        return True
-    swaps = isinstance(pattern, (E.BinOp, E.Compare)) and (
+    if len(needs) == 2:  # a BinOp or Compare, nearly every rule: no generators
+        (n0, n1), (a, b) = needs, subs
+        if _meets(n0, a) and _meets(n1, b):
+            return True
+        return _swaps(pattern) and _meets(n0, b) and _meets(n1, a)
+    return all(_meets(n, x) for n, x in zip(needs, subs))
+
+
+def _swaps(pattern: E.PrimExpr) -> bool:
+    """Whether :func:`matches` also tries ``pattern``'s operands the other way round."""
+    return isinstance(pattern, (E.BinOp, E.Compare)) and (
         pattern.op in COMMUTATIVE or pattern.op in (CompareOp.EQ, CompareOp.NE)
     )
-    return swaps and all(_meets(n, x) for n, x in zip(needs, subs[::-1]))
 
 
 def fn_rule(name: str, roots: tuple[Hashable, ...], fn: RuleFn) -> list[Rule]:
