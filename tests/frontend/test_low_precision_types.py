@@ -189,7 +189,8 @@ def _wrapped(x: np.ndarray, name: str) -> np.ndarray:
     """Ember's rule for any number as a 4- or 2-bit integer, in plain numpy integer arithmetic:
     truncate a float, keep the low bits, sign-extend a signed type (``tir/topi/minifloat.py``).
     ml_dtypes agrees for integers, and for floats up to 0.6; 0.7 makes a float out of range
-    0, where the ONNX conformance data wraps it."""
+    0, where onnxruntime and the ONNX conformance data wrap it (onnxruntime rounds a
+    fraction to nearest first)."""
     t = getattr(ml_dtypes, name)
     bits = 4 if name.endswith("4") else 2
     v = (np.trunc(x).astype(np.int64) if x.dtype.kind == "f" else x.astype(np.int64)) & (
@@ -539,3 +540,25 @@ def test_conversions_compile_with_nvrtc_and_emulate_as_llvm(monkeypatch):
     s[B].bind(inner, "threadIdx.x")
     source = ember.build(s, [A, B], target="cuda").get_source()
     assert compile_cuda(source, "sm_80").cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("name", ["int4", "uint4"])
+def test_float_to_small_int_wraps_as_onnxruntime(name):
+    """A second, independent reference for whole floats out of range: onnxruntime's Cast
+    (read back through int8: its Python API returns no 4-bit arrays). onnxruntime rounds a
+    fraction to nearest where Ember truncates, so the data is whole numbers."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(5)
+    x = np.concatenate([np.arange(-40, 40), np.round(rng.uniform(-1e6, 1e6, 100))])
+    x = x.astype(np.float32)
+    t = getattr(ml_dtypes, name)
+    nodes = [
+        helper.make_node("Cast", ["x"], ["q"], to=_code(t)),
+        helper.make_node("Cast", ["q"], ["y"], to=TensorProto.INT8),
+    ]
+    model = _model(nodes, {"x": (np.float32, list(x.shape))}, {"y": (np.int8, list(x.shape))})
+    model.ir_version = 10  # onnxruntime 1.2x reads up to 10 or 11
+    model.opset_import[0].version = 21
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    (got,) = ember.compile(model, target="llvm").run({"x": x})
+    _assert_bits(got, want, f"{name} via int8", x)

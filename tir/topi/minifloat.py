@@ -21,8 +21,8 @@ reference's; ONNX's float4 notes say 6). e8m0 (a bare power of two, no sign) fol
 float32 bits, NaN and infinity both giving its NaN (0xFF). 4- and 2-bit integers wrap,
 as ONNX's reference (ml_dtypes) converts an integer: ``int2(3)`` is -1. A float is
 truncated and wrapped too (``int4(9.7)`` is -7), as TVM's int4 does and ml_dtypes did up to
-0.6; ONNX leaves a float out of range undefined, and ml_dtypes 0.7 makes it 0 and
-onnxruntime clamps it; the conformance data (onnx 1.22) expects it wrapped.
+0.6 and the conformance data (onnx 1.22) expects; onnxruntime (1.32) wraps but rounds a
+fraction to nearest first, and ml_dtypes 0.7 makes a float out of range 0.
 """
 
 from __future__ import annotations
