@@ -247,6 +247,9 @@ def test_an_exported_program_with_dynamic_shapes_compiles_per_size_within_its_ra
         lib.export(tmp_path / "model.ember")  # a loaded file could not trace new sizes
     static = ember.compile(torch.export.export(model, (x,)), target="llvm")
     np.testing.assert_allclose(static.run([x.numpy()])[0], _eager(model, x), rtol=1e-4, atol=1e-5)
+    by_keyword = torch.export.export(model, (), {"x": x})
+    with pytest.raises(ember.ArgumentError, match=r"keyword example inputs \(x\).*positional"):
+        ember.compile(by_keyword, target="llvm")
 
 
 def test_sizes_dynamo_makes_symbolic_are_the_dynamic_models_dims():
