@@ -139,9 +139,9 @@ def exported_source(program: Any) -> TorchSource | None:
     """The source of an exported program whose inputs have symbolic sizes (exported with
     ``dynamic_shapes``), its ranges the guards; None for a static one."""
     if program.example_inputs is not None and program.example_inputs[1]:
-        names = ", ".join(sorted(program.example_inputs[1]))
+        keywords = ", ".join(sorted(program.example_inputs[1]))
         raise ArgumentError(
-            f"ember.compile: the program was exported with keyword example inputs ({names}), "
+            f"ember.compile: the program was exported with keyword example inputs ({keywords}), "
             "which Ember's runs cannot name; export it with them positional: "
             "torch.export.export(model, (x, ...))"
         )
