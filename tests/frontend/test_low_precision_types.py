@@ -191,14 +191,13 @@ def _wrapped(x: np.ndarray, name: str) -> np.ndarray:
     ml_dtypes agrees for integers, and for floats up to 0.6; 0.7 makes a float out of range
     0, where onnxruntime and the ONNX conformance data wrap it (onnxruntime rounds a
     fraction to nearest first)."""
-    t = getattr(ml_dtypes, name)
-    bits = 4 if name.endswith("4") else 2
+    bits, signed = TINY_INTS[name]  # the types' widths; the arithmetic below is numpy's
     v = (np.trunc(x).astype(np.int64) if x.dtype.kind == "f" else x.astype(np.int64)) & (
         (1 << bits) - 1
     )
-    if not name.startswith("u"):
+    if signed:
         v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
-    return v.astype(np.int8).astype(t)
+    return v.astype(np.int8).astype(getattr(ml_dtypes, name))
 
 
 def test_wrapped_reference_is_ml_dtypes_where_they_agree():

@@ -14,7 +14,7 @@ from ember.tir.arith.canonical import canonical_sum
 from ember.tir.arith.int_set import is_neg_inf, is_pos_inf
 from ember.tir.arith.pattern import _operands_may_match, matches
 from ember.tir.arith.rewrite_rules import RULES
-from ember.tir.functor import children
+from ember.tir.functor import post_order_visit
 from tests.nightly import examples
 from tests.tir.arith.arith_eval import evaluate
 
@@ -191,11 +191,8 @@ def test_operand_precheck_never_refuses_a_match(e: E.PrimExpr) -> None:
     """``Rule.apply`` skips a pattern whose operand kinds ``e``'s operands do not meet; that
     must be a necessary condition of :func:`matches`, never a refusal of a real match."""
     ana = _analyzer()
-    nodes, todo = [], [e]
-    while todo:  # every subexpression: the simplifier tries the rules at each
-        n = todo.pop()
-        nodes.append(n)
-        todo += [c for c in children(n) if isinstance(c, E.PrimExpr)]
+    nodes: list[E.PrimExpr] = []  # every subexpression: the simplifier tries the rules at each
+    post_order_visit(e, lambda n: nodes.append(n) if isinstance(n, E.PrimExpr) else None)
     for n in nodes:
         for r in RULES:
             if r.pattern is None or not r.needs:
