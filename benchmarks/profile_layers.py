@@ -16,7 +16,10 @@ Layers are matched by the ONNX conv they come from. Ember's steps name their nod
 (``Step.where``: "fused group of ONNX node 'conv_19' (Conv), ..."). onnxruntime names a
 fused node after one of the nodes it absorbed (Conv+BatchNormalization+Relu becomes
 ``relu_8`` or ``batchnormalization_24``, plus a suffix such as ``_nchwc``); walking the
-original graph back through first inputs from that node reaches its conv.
+original graph back through first inputs from that node reaches its conv. Where one
+Ember kernel computes several convs (MobileNetV2's depthwise conv fused into the 1x1 conv
+after it: "ONNX node 'conv_22' (Conv) (fused with ONNX node 'conv_12' (Conv), ...)"),
+its row is ``conv_12+conv_22`` against the sum of onnxruntime's times for both.
 
 ratio = onnxruntime ms / Ember ms, as in ``bench_models.py``: above 1 Ember is faster;
 the acceptance bar of issue 25 is 0.95 or more for every conv. On a shared machine a
@@ -113,16 +116,23 @@ def ort_layers(model: Any, inputs: dict, threads: int, number: int) -> dict[str,
     }
 
 
+def step_layers(where: str) -> str | None:
+    """The key of the step named ``where``: its convs joined by "+" (None if it has none)."""
+    found = _ANCHOR.findall(where)
+    return "+".join(dict.fromkeys(found)) if found else None
+
+
 def ember_layers(model: Any, inputs: dict, threads: int, number: int) -> dict[str, Any]:
-    """Ember's per-conv median step time (seconds), from ``CompiledModel.profile``."""
+    """Ember's median step time (seconds) per conv, or per group of convs one kernel
+    computes (keyed "conv_12+conv_22"), from ``CompiledModel.profile``."""
     lib = ember.compile(model, target="llvm")
     set_num_threads(threads)
     prof = lib.profile(inputs, number=number)
     seconds: dict[str, float] = {}
     for step in prof.steps:
-        m = _ANCHOR.search(step.where)
-        if m:
-            seconds[m.group(1)] = step.seconds
+        key = step_layers(step.where)
+        if key:
+            seconds[key] = seconds.get(key, 0.0) + step.seconds
     return {"seconds": seconds, "shapes": {}, "total": prof.total}
 
 
@@ -142,29 +152,58 @@ def turn(args: argparse.Namespace, runtime: str) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def table(ort: list[dict], emb: list[dict]) -> str:
-    """Per conv, in onnxruntime's order: the medians over rounds and their ratio."""
-    shapes = ort[0]["shapes"]
-    lines = [f"{'layer':10s} {'input * weight':34s} {'ort ms':>8s} {'ember ms':>9s} {'ratio':>6s}"]
-    ratios = []
-    for conv in shapes:
-        if not all(conv in r["seconds"] for r in ort + emb):
+def rows(ort: list[dict], emb: list[dict]) -> list[tuple[str, list[str]]]:
+    """The table's rows in onnxruntime's order: (Ember's key, the convs it covers in that
+    order); a conv of no Ember step is a row of its own (its Ember time then reads 0)."""
+    order = list(ort[0]["shapes"])
+    keys = {part: key for r in emb for key in r["seconds"] for part in key.split("+")}
+    out: list[tuple[str, list[str]]] = []
+    seen: set[str] = set()
+    for conv in order:
+        key = keys.get(conv, conv)
+        if key in seen:
             continue
-        o = statistics.median(r["seconds"][conv] for r in ort)
-        e = statistics.median(r["seconds"][conv] for r in emb)
+        seen.add(key)
+        out.append((key, sorted(key.split("+"), key=lambda c: order.index(c) if c in order else 0)))
+    return out
+
+
+def table(ort: list[dict], emb: list[dict]) -> str:
+    """Per conv (or group of convs one Ember kernel computes), in onnxruntime's order: the
+    medians over rounds and their ratio."""
+    shapes = ort[0]["shapes"]
+    found: list[tuple[str, str, float, float]] = []  # (layers, shapes, ort s, ember s)
+    for key, parts in rows(ort, emb):
+        if not all(p in r["seconds"] for r in ort for p in parts):
+            continue
+        if not all(key in r["seconds"] for r in emb):
+            continue
+        o = statistics.median(sum(r["seconds"][p] for p in parts) for r in ort)
+        e = statistics.median(r["seconds"][key] for r in emb)
+        weights = (shapes[p].partition(" * ")[2] for p in parts[1:])
+        found.append(("+".join(parts), " + ".join([shapes[parts[0]], *weights]), o, e))
+    wl = max([10, *(len(f[0]) for f in found)])
+    ws = max([34, *(len(f[1]) for f in found)])
+    lines = [
+        f"{'layer':{wl}s} {'input * weight':{ws}s} {'ort ms':>8s} {'ember ms':>9s} {'ratio':>6s}"
+    ]
+    ratios = []
+    for layers, shape, o, e in found:
         ratios.append(o / e)
         flag = "" if o / e >= 0.95 else "  <0.95"
         lines.append(
-            f"{conv:10s} {shapes[conv]:34s} {o * 1e3:8.3f} {e * 1e3:9.3f} {o / e:6.2f}{flag}"
+            f"{layers:{wl}s} {shape:{ws}s} {o * 1e3:8.3f} {e * 1e3:9.3f} {o / e:6.2f}{flag}"
         )
     o_sum = sum(statistics.median(r["seconds"][c] for r in ort) for c in shapes)
-    e_sum = sum(statistics.median(r["seconds"].get(c, 0.0) for r in emb) for c in shapes)
+    e_sum = sum(
+        statistics.median(r["seconds"].get(key, 0.0) for r in emb) for key, _ in rows(ort, emb)
+    )
     both = f"{o_sum / e_sum:6.2f}" if e_sum else "  none of Ember's steps matched"
-    lines.append(f"{'all layers':45s} {o_sum * 1e3:8.3f} {e_sum * 1e3:9.3f} {both}")
+    lines.append(f"{'all layers':{wl + ws + 1}s} {o_sum * 1e3:8.3f} {e_sum * 1e3:9.3f} {both}")
     o_run = statistics.median(r["total"] for r in ort)
     e_run = statistics.median(r["total"] for r in emb)
     run = f"{o_run * 1e3:8.3f} {e_run * 1e3:9.3f} {o_run / e_run:6.2f}"
-    lines.append(f"{'whole run, profiled':45s} {run}")
+    lines.append(f"{'whole run, profiled':{wl + ws + 1}s} {run}")
     if ratios:
         geo = float(np.exp(np.mean(np.log(ratios))))
         lines.append(f"geometric mean ratio {geo:.2f}; {sum(r < 0.95 for r in ratios)} below 0.95")

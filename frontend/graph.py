@@ -13,7 +13,7 @@ name. Nodes are kept in topological order; :meth:`Graph.verify` checks it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +119,10 @@ class Node:
     """One Ember op applied to values. ``name``/``op_type`` are the ONNX node's, for errors.
 
     ``group`` is the fused group this node belongs to (None until a fusion pass runs).
+    ``absorbed`` names (as :func:`node_label` does) the source nodes a rewrite merged into
+    this one besides its namesake, in graph order: a fused attention's MatMuls and Softmax,
+    the depthwise conv and clip before a fused 1x1 conv. Errors and profiles then name
+    every node a kernel computes, so its time and its failures map back to the model.
     ``subgraphs`` holds the bodies of a control-flow node (``if``: then/else, ``loop``:
     body), each a Graph whose inputs line up with what the host step feeds it; the
     compiler runs such a node on the host (``ember/control_flow.py``), not as a kernel.
@@ -132,13 +136,24 @@ class Node:
     op_type: str = ""
     group: int | None = None
     subgraphs: dict[str, Graph] = field(default_factory=dict)
+    absorbed: tuple[str, ...] = ()
 
     def where(self) -> str:
-        """How an error names this node: "ONNX node 'conv1' (Conv)"."""
-        return node_label(self.name, self.op_type, self.op)
+        """How an error names this node: "ONNX node 'conv1' (Conv)", and what was merged
+        into it: "ONNX node 'conv_22' (Conv) (fused with ONNX node 'conv_12' (Conv), ...)"."""
+        label = node_label(self.name, self.op_type, self.op)
+        return f"{label} (fused with {', '.join(self.absorbed)})" if self.absorbed else label
 
     def attr_key(self) -> tuple[tuple[str, Any], ...]:
         return tuple(sorted(self.attrs.items()))
+
+
+def merged_labels(nodes: Sequence[Node]) -> tuple[str, ...]:
+    """The source-node labels behind ``nodes`` (each one's own and what it absorbed), in
+    order: the ``absorbed`` of a node a rewrite makes from them."""
+    return tuple(
+        label for n in nodes for label in (*n.absorbed, node_label(n.name, n.op_type, n.op))
+    )
 
 
 @dataclass

@@ -104,6 +104,7 @@ def graph_to_json(graph: Any) -> dict[str, Any]:
                 "outputs": list(n.outputs),
                 "attrs": {k: _attr_to_json(v) for k, v in n.attrs.items()},
                 "group": n.group,
+                **({"absorbed": list(n.absorbed)} if n.absorbed else {}),
             }
             for n in graph.nodes
         ],
@@ -144,6 +145,7 @@ def _build_graph(
             {k: _attr_from_json(v) for k, v in n["attrs"].items()},
             n["op_type"],
             n["group"],
+            absorbed=tuple(n.get("absorbed", ())),
         )
         for n in data["nodes"]
     ]

@@ -182,6 +182,8 @@ def _check_node(n: Any, values: dict[str, Any], where: Any) -> None:
         "group" in n and (n["group"] is None or _is_int(n["group"]))
     ):
         raise _fail(where, f"node '{n['name']}' has malformed 'attrs' or 'group'")
+    if "absorbed" in n and not _str_list(n["absorbed"]):
+        raise _fail(where, f"node '{n['name']}' has a malformed 'absorbed' list")
 
 
 def check_steps(steps: Any, g: dict[str, Any], n_kernels: int | None, where: Any) -> None:

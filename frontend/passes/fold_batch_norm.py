@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.frontend.graph import Graph, Node, TensorType, Value, merged_labels
 from ember.frontend.passes.graph_pass import graph_pass
 
 
@@ -34,7 +34,10 @@ def fold_batch_norm(graph: Graph) -> Graph:
             continue
         w_name, b_name = _folded_params(conv, bn, params, values)
         x = conv.inputs[0]
-        replaced[id(conv)] = replace(conv, inputs=(x, w_name, b_name), outputs=bn.outputs)
+        replaced[id(conv)] = replace(
+            conv, inputs=(x, w_name, b_name), outputs=bn.outputs,
+            absorbed=(*conv.absorbed, *merged_labels([bn])),
+        )  # fmt: skip
         dropped.add(id(bn))
     if not dropped:
         return graph

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ember.errors import ArgumentError
-from ember.frontend.graph import Graph, Node
+from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.ops.registry import broadcast_shapes
 from ember.frontend.passes.graph_pass import graph_pass
 from ember.tir.topi.attention import IDENTITY, AttentionLayout, Axes
@@ -205,7 +205,10 @@ def _finish(
 def _fused(m: _Match) -> Node:
     inputs = (m.q, m.k, m.v) if m.mask is None else (m.q, m.k, m.v, m.mask)
     attrs = {"scale": m.scale, **m.layout.attrs()}
-    return Node("attention", m.nodes[-1].name, inputs, (m.out,), attrs, "Attention")
+    return Node(
+        "attention", m.nodes[-1].name, inputs, (m.out,), attrs, "Attention",
+        absorbed=merged_labels(m.nodes),
+    )  # fmt: skip
 
 
 def _apply(graph: Graph, m: _Match) -> Graph:

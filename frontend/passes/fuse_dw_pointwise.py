@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ember.frontend.graph import Graph, Node
+from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.passes.graph_pass import graph_pass
 
 MIN_BYTES = 1 << 20  # the depthwise output's size from which fusing pays (module notes)
@@ -79,7 +79,10 @@ def _fuse(graph: Graph, dw: Node, clip: Node, conv: Node) -> Graph:
         "channels": a["channels"], "min": lo, "max": hi, "out_channels": conv.attrs["channels"],
     }  # fmt: skip
     inputs = (*dw.inputs, *conv.inputs[1:])
-    fused = Node("dwconv_pw_nchwc", conv.name, inputs, conv.outputs, attrs, conv.op_type)
+    fused = Node(
+        "dwconv_pw_nchwc", conv.name, inputs, conv.outputs, attrs, conv.op_type,
+        absorbed=(*merged_labels([dw, clip]), *conv.absorbed),
+    )  # fmt: skip
     gone = {id(dw), id(clip)}
     nodes = [fused if n is conv else n for n in graph.nodes if id(n) not in gone]
     dead = {*dw.outputs, *clip.outputs}

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ember.errors import ArgumentError
-from ember.frontend.graph import Graph, Node
+from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.ops.registry import broadcast_shapes
 from ember.frontend.passes.graph_pass import graph_pass
 
@@ -181,7 +181,10 @@ def _apply(graph: Graph, m: _Match) -> Graph:
     inputs = tuple(i for i in (m.x, m.gamma, m.beta) if i is not None)
     dtype = graph.values[m.x].type.dtype
     attrs = {"axes": m.axes, "eps": m.eps, "center": m.center, "acc": dtype}
-    fused = Node("normalize", last.name, inputs, last.outputs, attrs, "LayerNormalization")
+    fused = Node(
+        "normalize", last.name, inputs, last.outputs, attrs, "LayerNormalization",
+        absorbed=merged_labels(m.nodes),
+    )  # fmt: skip
     gone = {id(n) for n in m.nodes[:-1]}
     nodes = [fused if n is last else n for n in graph.nodes if id(n) not in gone]
     dead = {o for n in m.nodes[:-1] for o in n.outputs}

@@ -223,3 +223,20 @@ def test_params_are_npy_entries_that_numpy_reads_and_the_same_params_give_the_sa
             np.testing.assert_array_equal(got, params[name])
             value = [list(params[name].shape), str(params[name].dtype)]
             np.testing.assert_array_equal(_read_param(z, f"p{i}.npy", value, "m"), params[name])
+
+
+def test_a_loaded_model_names_the_nodes_its_kernels_absorbed(tmp_path):
+    """A conv with its batch norm folded in keeps naming the BN after export and load (in
+    its errors, ``profile()`` and the steps' names)."""
+    from tests.frontend.test_graph_passes import _conv_bn
+
+    model, feeds = _conv_bn(np.random.default_rng(5))
+    compiled = ember.compile(model)
+    compiled.export(tmp_path / "m.ember")
+    loaded = ember.load(tmp_path / "m.ember")
+    absorbed = [n.absorbed for n in compiled.graph.nodes]
+    assert "ONNX node 'bn' (BatchNormalization)" in {a for names in absorbed for a in names}
+    assert [n.absorbed for n in loaded.graph.nodes] == absorbed
+    assert [s.where for s in loaded.steps] == [s.where for s in compiled.steps]
+    assert any("'bn' (BatchNormalization)" in s.where for s in loaded.steps)
+    np.testing.assert_array_equal(loaded.run(feeds)[0], compiled.run(feeds)[0])

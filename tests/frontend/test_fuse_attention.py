@@ -48,3 +48,14 @@ def test_the_fused_plan_holds_no_score_matrix(block):  # noqa: ANN001
     two of them: ``benchmarks/bench_attention.py`` prints both plans up to S = 4096.)"""
     _, _, fused = block
     assert 0 < fused.workspace_bytes < B * H * S * S * 4 // 2
+
+
+def test_the_kernel_names_every_node_it_computes(block):  # noqa: ANN001
+    """The attention step's name lists the MatMuls, the scale, the mask's add and the
+    Softmax it absorbed, so a profile or an error maps it back to the model's nodes."""
+    model, _, lib = block
+    (step,) = [s for s in lib.steps if "(Attention)" in s.where]
+    named = {n.name for n in model.graph.node if f"'{n.name}' ({n.op_type})" in step.where}
+    kinds = {n.op_type for n in model.graph.node if n.name in named}
+    assert {"MatMul", "Softmax", "Div", "Add"} <= kinds
+    assert sum(n.op_type == "MatMul" and n.name in named for n in model.graph.node) == 2

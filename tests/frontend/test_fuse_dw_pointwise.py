@@ -89,6 +89,8 @@ def test_the_chain_becomes_one_node(fuse_any_size: None) -> None:
     assert fused.attrs["strides"] == dw.attrs["strides"] and fused.attrs["out_channels"] == 16
     (clip,) = [nd for nd in before.nodes if nd.inputs[:1] == dw.outputs]
     assert set(before.values) - set(after.values) == {*dw.outputs, *clip.outputs}
+    assert fused.absorbed == (dw.where(), clip.where())  # named in errors and profiles
+    assert fused.where() == f"{pw.where()} (fused with {dw.where()}, {clip.where()})"
     after.verify()
 
 

@@ -48,3 +48,18 @@ def test_decomposed_layer_norm_runs_as_one_kernel_and_matches_onnxruntime(rng): 
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (got,) = lib.run(inputs)
     np.testing.assert_allclose(got, want.run(None, inputs)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_the_kernel_names_every_node_it_computes(rng):  # noqa: ANN001
+    """The ``normalize`` step's name lists the nine ONNX nodes of the decomposed norm
+    (its ReduceMeans, Sub, Pow, Sqrt, Div, Mul and Adds), in graph order."""
+    model, _ = skip_layer_norm(rng)
+    lib = ember.compile(model, target="llvm")
+    (step,) = [s for s in lib.steps if "(LayerNormalization)" in s.where]
+    # the nodes are unnamed: the importer names them op_type + "_" + their index
+    nodes = list(enumerate(model.graph.node))[1:]  # all but the skip's Add
+    labels = [f"ONNX node '{n.op_type}_{i}' ({n.op_type})" for i, n in nodes]
+    assert len(labels) == 9
+    assert all(label in step.where for label in labels)
+    positions = [step.where.index(label) for label in labels]
+    assert positions == sorted(positions)

@@ -129,6 +129,8 @@ def test_batch_norm_folds_into_the_conv(bias):
     assert [n.op for n in g.nodes] == ["conv", "batch_norm", "relu"]
     folded = fold_batch_norm(g).verify()
     assert [n.op for n in folded.nodes] == ["conv", "relu"]
+    bn = next(n for n in g.nodes if n.op == "batch_norm")
+    assert folded.nodes[0].absorbed == (bn.where(),)  # the conv's errors name the BN too
     assert not any(p in folded.params for p in ("g", "m", "v"))
     check_against_ort(model, feeds, rtol=1e-4, atol=1e-4)
 

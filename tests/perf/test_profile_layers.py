@@ -64,3 +64,22 @@ def test_fused_matmul_add_nodes_map_back_to_their_matmul(script: dict) -> None:
     got = script["ort_layers"](model, inputs, 1, 1)
     dense = {n.name for n in model.graph.node if n.op_type == "MatMul"}
     assert len(set(got["seconds"]) & dense) >= 6  # the layer's six weight GEMMs
+
+
+def test_a_kernel_of_two_convs_is_one_row_against_both_of_onnxruntimes(script: dict) -> None:
+    # MobileNetV2's depthwise conv fused into the 1x1 conv after it: one Ember step
+    dw = Node("dwconv_nchwc", "conv_12", ("x",), ("d",), op_type="Conv")
+    clip = Node("clip", "clip_20", ("d",), ("c",), op_type="Clip")
+    pw = Node("dwconv_pw_nchwc", "conv_22", ("x",), ("y",), op_type="Conv")
+    pw.absorbed = (dw.where(), clip.where())
+    where = f"fused group of {pw.where()}, {Node('add', 'add_9', (), (), op_type='Add').where()}"
+    assert script["step_layers"](where) == "conv_22+conv_12"
+    shapes = {"conv_12": "1x8x9x9 * 8x1x3x3", "conv_22": "1x8x9x9 * 4x8x1x1", "conv_30": "s"}
+    ort = [{"seconds": {"conv_12": 1e-3, "conv_22": 2e-3, "conv_30": 1e-3}, "shapes": shapes,
+            "total": 5e-3}]  # fmt: skip
+    emb = [{"seconds": {"conv_22+conv_12": 2e-3, "conv_30": 1e-3}, "shapes": {}, "total": 4e-3}]
+    text = script["table"](ort, emb)
+    row = next(line for line in text.splitlines() if line.startswith("conv_12+conv_22"))
+    assert "1x8x9x9 * 8x1x3x3 + 4x8x1x1" in row
+    assert row.split()[-3:] == ["3.000", "2.000", "1.50"]  # both of onnxruntime's nodes
+    assert "all layers" in text and "4.000     3.000   1.33" in text

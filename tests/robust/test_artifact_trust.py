@@ -307,6 +307,10 @@ STRUCTURE_CASES = {
         "graph.json",
         _graph(lambda b: b["graph"]["values"][b["steps"][0]["outputs"][0]][0].__setitem__(0, 3)),
     ),
+    "a node's absorbed names are not strings": (
+        "graph.json",
+        _graph(lambda b: b["graph"]["nodes"][0].__setitem__("absorbed", [7])),
+    ),
 }
 
 
