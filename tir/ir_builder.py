@@ -137,6 +137,7 @@ class IRBuilder:
         kind: str | S.ForKind = "serial",
         dtype: str = "int32",
         thread_tag: str = "",
+        annotations: tuple[tuple[str, Any], ...] = (),
     ) -> Iterator[Var]:
         """A loop ``for name in range(begin, end)``; yields the loop variable."""
         for_kind = kind if isinstance(kind, S.ForKind) else _KINDS.get(kind)
@@ -148,7 +149,7 @@ class IRBuilder:
             yield var
         body = _build(items)
         extent = hi if is_const_int(lo, 0) else hi - lo
-        self.emit(S.For(var, lo, extent, for_kind, body, thread_tag))
+        self.emit(S.For(var, lo, extent, for_kind, body, thread_tag, annotations))
 
     @contextmanager
     def if_then_else(self, condition: ExprLike) -> Iterator[None]:

@@ -297,7 +297,10 @@ def _versioned(body: S.Stmt, var: E.Var, lanes: int, tests: Tests) -> S.Stmt | N
     if every is None:
         return None
     vector = _vectorize_body(body.then_case, var, lanes, tests)  # may raise _CannotVectorize
-    serial = S.For(var, E.const(0, var.dtype), E.const(lanes, var.dtype), S.ForKind.SERIAL, body)
+    serial = S.For(
+        var, E.const(0, var.dtype), E.const(lanes, var.dtype), S.ForKind.SERIAL, body,
+        annotations=((LANE_EDGE, True),),
+    )  # fmt: skip
     test = E.Call("bool", E.Intrinsic.LIKELY, (every,))
     tests[id(test)] = test
     return S.IfThenElse(test, vector, serial)
@@ -456,6 +459,7 @@ def _vectorize_pieces(
 
 
 FALLBACK = "vectorize_fallback"  # annotation of a vectorized loop left serial
+LANE_EDGE = "lane_edge"  # annotation of the serial copy of a versioned loop (the edge tile)
 
 
 class _Vectorize(Mutator):
