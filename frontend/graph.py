@@ -120,8 +120,9 @@ class Node:
 
     ``group`` is the fused group this node belongs to (None until a fusion pass runs).
     ``absorbed`` names (as :func:`node_label` does) the source nodes a rewrite merged into
-    this one besides its namesake, in graph order: a fused attention's MatMuls and Softmax,
-    the depthwise conv and clip before a fused 1x1 conv. Errors and profiles then name
+    this one, in graph order: the depthwise conv and clip before a fused 1x1 conv, a
+    folded batch norm; all of a fused attention's or layer norm's nodes, its namesake's
+    own op too, since the fused node's op type is a new one. Errors and profiles then name
     every node a kernel computes, so its time and its failures map back to the model.
     ``subgraphs`` holds the bodies of a control-flow node (``if``: then/else, ``loop``:
     body), each a Graph whose inputs line up with what the host step feeds it; the
