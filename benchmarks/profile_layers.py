@@ -172,8 +172,9 @@ def table(ort: list[dict], emb: list[dict]) -> str:
     """Per conv (or group of convs one Ember kernel computes), in onnxruntime's order: the
     medians over rounds and their ratio."""
     shapes = ort[0]["shapes"]
+    layout = rows(ort, emb)
     found: list[tuple[str, str, float, float]] = []  # (layers, shapes, ort s, ember s)
-    for key, parts in rows(ort, emb):
+    for key, parts in layout:
         if not all(p in r["seconds"] for r in ort for p in parts):
             continue
         if not all(key in r["seconds"] for r in emb):
@@ -195,9 +196,7 @@ def table(ort: list[dict], emb: list[dict]) -> str:
             f"{layers:{wl}s} {shape:{ws}s} {o * 1e3:8.3f} {e * 1e3:9.3f} {o / e:6.2f}{flag}"
         )
     o_sum = sum(statistics.median(r["seconds"][c] for r in ort) for c in shapes)
-    e_sum = sum(
-        statistics.median(r["seconds"].get(key, 0.0) for r in emb) for key, _ in rows(ort, emb)
-    )
+    e_sum = sum(statistics.median(r["seconds"].get(key, 0.0) for r in emb) for key, _ in layout)
     both = f"{o_sum / e_sum:6.2f}" if e_sum else "  none of Ember's steps matched"
     lines.append(f"{'all layers':{wl + ws + 1}s} {o_sum * 1e3:8.3f} {e_sum * 1e3:9.3f} {both}")
     o_run = statistics.median(r["total"] for r in ort)

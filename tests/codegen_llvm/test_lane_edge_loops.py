@@ -24,7 +24,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import decl_buffer
 from ember.tir.transform.vectorize_loops import LANE_EDGE
-from tests.codegen_llvm.schedules.test_batch_matmul import _gemm_config, task_of
+from tests.codegen_llvm.schedules.template_helpers import config_with, task_of
 
 EDGE = ((LANE_EDGE, True),)
 
@@ -48,7 +48,7 @@ def test_a_gemm_edge_panel_compiles_to_masked_vectors_and_matches_numpy():
     """13x40x8 in 6-row tiles of two 16-lane panels: the second panel of the second
     column block holds 8 of 16 columns."""
     task = task_of("matmul.llvm", 13, 40, 8, "float32")
-    s, args = task.instantiate(_gemm_config(task, pack="ahead", mr=6, nr=16, nc_panels=2, ku=4))
+    s, args = task.instantiate(config_with(task, pack="ahead", mr=6, nr=16, nc_panels=2, ku=4))
     mod = ember.build(s, args, target="llvm")
     assert '!"llvm.loop.unroll.disable"' in mod.get_source("ll-unopt")
     optimised = mod.get_source("ll")

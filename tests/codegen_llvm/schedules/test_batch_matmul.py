@@ -17,7 +17,7 @@ from ember.codegen_llvm.schedules.matmul import (
 )
 from ember.tuner import FallbackConfig
 from ember.tuner.template import using_config
-from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
+from tests.codegen_llvm.schedules.template_helpers import config_with, sampled_configs, task_of
 from tests.nightly import NIGHTLY, configs, examples
 from tests.numerics import check
 
@@ -60,14 +60,6 @@ def test_matmul_and_dense_fallback(shape, rng):  # noqa: ANN001
     check(s, args, lambda x, w: bmm_ref(x, w.T), rng)
 
 
-def _gemm_config(task, **values):  # noqa: ANN001, ANN003, ANN202
-    space = task.config_space
-    choices = {n: k.default_index for n, k in space.knobs.items()}
-    for name, value in values.items():
-        choices[name] = list(space.knobs[name].candidates).index(value)
-    return space.from_choices(choices)
-
-
 @pytest.mark.parametrize("pack", ["ahead", "block", "none"])
 @pytest.mark.parametrize(
     "name",
@@ -81,7 +73,7 @@ def test_every_packing_matches_numpy(name, pack, rng):  # noqa: ANN001
     """37 rows in 6-row tiles, 150 columns in 32-wide blocks of two 16-lane panels: the
     edge row tile, edge block and edge panel all partial."""
     task = task_of(name, 37, 150, 29, "float32")
-    cfg = _gemm_config(task, pack=pack, mr=6, nr=16, nc_panels=2, ku=4)
+    cfg = config_with(task, pack=pack, mr=6, nr=16, nc_panels=2, ku=4)
     s, args = task.instantiate(cfg)
     if name == "dense.llvm":
         check(s, args, lambda x, w: bmm_ref(x, w.T), rng)
@@ -91,11 +83,11 @@ def test_every_packing_matches_numpy(name, pack, rng):  # noqa: ANN001
 
 def test_packing_per_block_packs_inside_the_parallel_column_block_loop():
     task = task_of("matmul.llvm", 64, 256, 32, "float32")
-    s, args = task.instantiate(_gemm_config(task, pack="block", nr=32, nc_panels=2))
+    s, args = task.instantiate(config_with(task, pack="block", nr=32, nc_panels=2))
     text = str(ember.lower(s, args))
     parallel, packing = text.index("parallel("), text.index("B_packed[")
     assert parallel < packing  # the pack is in each column block's iteration
-    ahead = task.instantiate(_gemm_config(task, pack="ahead", nr=32, nc_panels=2))
+    ahead = task.instantiate(config_with(task, pack="ahead", nr=32, nc_panels=2))
     text = str(ember.lower(*ahead))
     assert text.index("B_packed[") < text.index("parallel(", text.index("B_packed[") + 1)
 
@@ -132,6 +124,6 @@ def test_packing_property(m, n, k, pack, mr, nr, nc_panels):  # noqa: ANN001
     task = task_of("matmul.llvm", m, n, k, "float32")
     if "gemv" in task.config_space.knobs:
         return  # a one-row product: test_gemv covers it
-    cfg = _gemm_config(task, pack=pack, mr=mr, nr=nr, nc_panels=nc_panels)
+    cfg = config_with(task, pack=pack, mr=mr, nr=nr, nc_panels=nc_panels)
     s, args = task.instantiate(cfg)
     check(s, args, bmm_ref, np.random.default_rng(m * 1000 + n), executors=("llvm",))
