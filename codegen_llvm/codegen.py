@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -63,6 +64,12 @@ _ROUNDED_OPS = frozenset(
 )
 
 
+# Expressions whose value ``CodeGenLLVM.visit`` reuses within a statement: pure, and costly
+# enough to emit that a lookup pays. Calls are left out (a few have effects), and these:
+_REUSED = frozenset({E.BinOp, E.Compare, E.Select, E.Cast, E.Ramp, E.Broadcast, E.BufferLoad})
+_EFFECTFUL_CALLS = E.EXTERN_CALLS | E.PACKED_CALLS | E.TENSOR_CORE_CALLS  # may write memory
+
+
 @dataclass(frozen=True)
 class FunctionInfo:
     """An emitted function's symbol and its assert messages (status code k -> errors[k-1])."""
@@ -96,8 +103,38 @@ class CodeGenLLVM(Visitor):
         self.func_name = ""
         self.n_outlined = 0
         self.serial_reductions: set[S.For] = set()  # loops LLVM's loop vectorizer must skip
+        self._values: dict[int, tuple[object, ir.Value, ir.Block]] = {}  # see ``visit``
         threads = ir.GlobalVariable(module, I32, NUM_THREADS_GLOBAL)
         threads.initializer = ir.Constant(I32, 0)  # 0: libgomp's default
+
+    # -- dispatch ------------------------------------------------------------------------
+    def visit(self, node: object) -> Any:
+        """Emit ``node``; an expression object met again within one statement reuses its value.
+
+        Simplified TIR shares subexpressions: an unrolled Winograd transform reads one node
+        object at many places (ResNet-18's 256-channel kernel: 33,000 expression nodes as a
+        tree, 12,000 distinct per statement). Walking the tree emitted each place anew, and
+        LLVM's CSE merged the copies again after we had built and printed them. A value is
+        reused only while nothing can have changed it: within one statement (a statement
+        may store, so each one starts afresh), in the block that computed it (so it
+        dominates the use), with no variable bound since (``bind``), and no call with side
+        effects since.
+        """
+        if isinstance(node, S.Stmt):
+            self._values.clear()
+            return self._method(node)(self, node)
+        if type(node) not in _REUSED:
+            value = self._method(node)(self, node)
+            if type(node) is E.Call and node.op in _EFFECTFUL_CALLS:
+                self._values.clear()
+            return value
+        hit = self._values.get(id(node))
+        block = self.builder.block
+        if hit is not None and hit[0] is node and hit[2] is block:
+            return hit[1]
+        value = self._method(node)(self, node)
+        self._values[id(node)] = (node, value, self.builder.block)
+        return value
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -122,12 +159,14 @@ class CodeGenLLVM(Visitor):
     def bind(self, var: E.Var, value: ir.Value, align: int | None = None) -> Iterator[None]:
         st = self.state
         old, old_align = st.vars.get(var), st.align.get(var)
+        self._values.clear()  # values computed from the old binding
         st.vars[var] = value
         if align is not None:
             st.align[var] = align
         try:
             yield
         finally:
+            self._values.clear()  # values computed from this binding
             for table, prev in ((st.vars, old), (st.align, old_align)):
                 if prev is None:
                     table.pop(var, None)
