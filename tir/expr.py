@@ -17,7 +17,6 @@ simplifier key their behaviour on tables.
 
 from __future__ import annotations
 
-import enum
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ember.errors import ArgumentError, SymbolicTruthError
 from ember.tir import dtype as dt
 from ember.tir.functor import substitute
-from ember.tir.node import IRNode
+from ember.tir.node import IREnum, IRNode
 
 if TYPE_CHECKING:
     from ember.tir.buffer import Buffer
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-class BinaryOp(enum.Enum):
+class BinaryOp(IREnum):
     """The binary operators of :class:`BinOp`; backends and folders key their tables on it."""
 
     ADD = "+"
@@ -51,7 +50,7 @@ class BinaryOp(enum.Enum):
     OR = "or"
 
 
-class CompareOp(enum.Enum):
+class CompareOp(IREnum):
     """The comparison operators of :class:`Compare`, keyed the same way by every backend."""
 
     EQ = "=="
@@ -62,7 +61,7 @@ class CompareOp(enum.Enum):
     GE = ">="
 
 
-class Intrinsic(enum.Enum):
+class Intrinsic(IREnum):
     """The math and bit intrinsics a :class:`Call` can name; each backend maps every one."""
 
     # -- floating point, one argument; computed in the argument's type ------------------------

@@ -8,7 +8,6 @@ name. ``AttrStmt`` carries facts a later pass needs (thread extents, pragmas).
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +15,10 @@ from ember.errors import ArgumentError
 from ember.tir.buffer import Buffer
 from ember.tir.expr import PrimExpr, Var, const, ir_node
 from ember.tir.functor import free_vars
-from ember.tir.node import IRNode, to_text
+from ember.tir.node import IREnum, IRNode, to_text
 
 
-class ForKind(enum.Enum):
+class ForKind(IREnum):
     """How a loop runs: serially, in parallel, vectorized, unrolled or bound to a GPU axis."""
 
     SERIAL = "serial"
