@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ember.tir.node import IRNode
@@ -233,6 +233,42 @@ def substitute(node: Node, vmap: Mapping[Var, PrimExpr]) -> Node:
     if not vmap:
         return node
     return _Substitute(vmap).visit(node)
+
+
+class _Mentions:
+    """Whether a node has ``var`` below it, remembered per node object: asked of every
+    node of a body that is copied many times, it is answered once per node."""
+
+    def __init__(self, var: Var) -> None:
+        self.var = var
+        self.memo: dict[int, tuple[Node, bool]] = {}  # id -> (node, answer): keeps ids alive
+
+    def __call__(self, node: Node) -> bool:
+        hit = self.memo.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        found = node is self.var or any(self(c) for c in children(node))
+        self.memo[id(node)] = (node, found)
+        return found
+
+
+class _SubstituteWhere(_Substitute):
+    def __init__(self, vmap: Mapping[Var, PrimExpr], mentions: _Mentions) -> None:
+        super().__init__(vmap)
+        self.mentions = mentions
+
+    def visit(self, node: Node) -> Any:
+        return _Substitute.visit(self, node) if self.mentions(node) else node
+
+
+def substitute_each(node: Node, var: Var, values: Sequence[PrimExpr]) -> list[Node]:
+    """``node`` with ``var`` replaced by each of ``values`` in turn: the copies of an
+    unrolled loop's body. Which subexpressions mention ``var`` is found once for all the
+    copies, and each copy rebuilds only those: an unrolled Winograd transform reads its
+    variable in a select chain's conditions, not in the sums below them, which a plain
+    ``substitute`` per copy walked again for every copy."""
+    mentions = _Mentions(var)
+    return [_SubstituteWhere({var: v}, mentions).visit(node) for v in values]
 
 
 class _FindVar(OnceVisitor):

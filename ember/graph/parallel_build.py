@@ -107,7 +107,6 @@ def prebuild(jobs: Sequence[GroupIO], backend: Backend) -> int:
             with contextlib.suppress(ChildProcessError):  # reaped already (SIGCHLD ignored)
                 os.waitpid(pid, 0)
     return 1 + len(children)
-    return n
 
 
 def _build(read: int, todo: Sequence[GroupIO], backend: Backend) -> bool:

@@ -22,6 +22,7 @@ from ember.tir.functor import (
     free_vars,
     post_order_visit,
     substitute,
+    substitute_each,
     uses_var,
 )
 from ember.tir.schedule.lower import schedule_to_primfunc
@@ -58,6 +59,24 @@ def test_substitute_matches_a_tree_walk_and_keeps_sharing() -> None:
     assert uses_var(big, lambda v: v is y) and not uses_var(big, lambda v: v is x)
     assert free_vars(big) == {y}
     assert contains(big, lambda n: n is y) and not contains(big, lambda n: n is x)
+
+
+def test_substitute_each_copies_only_what_mentions_the_variable() -> None:
+    """The copies of an unrolled body: each equals a plain substitution, and a subtree
+    without the variable (a transform's sums below its select conditions) is the very
+    object of the original in every copy, not a rebuilt one."""
+    x, k = E.Var("x", "int32"), E.Var("k", "int32")
+    sums = squared(x + 1, 40)  # no k: 2**40 paths, so only an untouched subtree is cheap
+    body = E.select(E.eq(k, 0), sums * 4, E.select(E.eq(k, 1), sums - 2, sums + k))
+    values = [E.const(v, "int32") for v in range(3)]
+    copies = substitute_each(body, k, values)
+    for value, copy in zip(values, copies):
+        small = E.select(E.eq(k, 0), x * 4, x + k)  # the reference walk needs a small one
+        (want,) = substitute_each(small, k, [value])
+        assert_structural_equal(want, _TreeSubstitute({k: value}).visit(small))
+        assert copy.true_value.a is sums and copy.false_value.true_value.a is sums
+        assert copy.false_value.false_value.b is value
+        assert not uses_var(copy, lambda v: v is k)
 
 
 def test_post_order_visit_once_visits_each_node_once() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, substitute
+from ember.tir.functor import Mutator, substitute_each
 from ember.tir.transform.context import PassContext, UnrollConfig
 
 MAX_UNROLL = 512
@@ -112,10 +112,8 @@ def _copies(s: S.For, body: S.Stmt) -> S.Stmt:
             s.thread_tag,
             s.annotations + (("unroll_hint", True),),
         )
-    copies = [
-        substitute(body, {s.loop_var: E.const(s.min.value + k, s.loop_var.dtype)})
-        for k in range(s.extent.value)
-    ]
+    values = [E.const(s.min.value + k, s.loop_var.dtype) for k in range(s.extent.value)]
+    copies = substitute_each(body, s.loop_var, values)
     return S.seq(*copies) if copies else S.no_op()
 
 

@@ -134,6 +134,19 @@ def test_long_or_unvectorized_unrolled_loops_wait_for_unroll_loops() -> None:
     assert loop_partition(plain) is plain  # no vectorized loop inside
 
 
+def test_an_unrolled_loop_no_guard_depends_on_is_left_to_unroll_loops() -> None:
+    """Winograd's input transform: short unrolled loops around a vectorized one that read
+    their variables, with no guard on them. Copies would split nothing, so the loop stays
+    whole here, and ``simplify`` meets its body once instead of once per copy. (With a
+    guard on the variable it is unrolled here: the test above.)"""
+    A, B = decl_buffer((6, 8), "float32", "A"), decl_buffer((6, 8), "float32", "B")
+    e, c = E.Var("e"), E.Var("c")
+    value = E.select(E.eq(e, 0), B[e, c] * 4.0, B[e, c] - 1.0)  # folds once e is a constant
+    unguarded = func(loop(e, 6, loop(c, 8, S.BufferStore(A, value, (e, c)), K.VECTORIZED),
+                          K.UNROLLED), A, B)  # fmt: skip
+    assert loop_partition(unguarded) is unguarded
+
+
 def test_nothing_to_partition_returns_the_same_function() -> None:
     A = decl_buffer((64,), "float32", "A")
     i, n = E.Var("i"), E.Var("n")
