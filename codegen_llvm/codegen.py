@@ -65,9 +65,10 @@ _ROUNDED_OPS = frozenset(
 
 
 # Expressions whose value ``CodeGenLLVM.visit`` reuses within a statement: pure, and costly
-# enough to emit that a lookup pays. Calls are left out (a few have effects), and these:
+# enough to emit that a lookup pays. Calls are never reused, and after one of these, which
+# may write memory, no value is.
 _REUSED = frozenset({E.BinOp, E.Compare, E.Select, E.Cast, E.Ramp, E.Broadcast, E.BufferLoad})
-_EFFECTFUL_CALLS = E.EXTERN_CALLS | E.PACKED_CALLS | E.TENSOR_CORE_CALLS  # may write memory
+_EFFECTFUL_CALLS = E.EXTERN_CALLS | E.PACKED_CALLS | E.TENSOR_CORE_CALLS
 
 
 @dataclass(frozen=True)
