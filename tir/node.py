@@ -45,7 +45,8 @@ class IREnum(enum.Enum):
 
     ``Enum`` hashes a member by its name in a Python-level ``__hash__``, and the
     simplifier hashes structural keys (nested tuples holding operators) millions of times
-    per model: that call was 2-3% of compile time. Members are singletons, so identity is
-    the same equality at C speed."""
+    per model: that call was 0.7% of a ResNet-18 compile's profile samples and 2% of the
+    ONNX node suite's traced time. Members are singletons, so hashing by identity agrees
+    with their equality, at C speed."""
 
     __hash__ = object.__hash__
