@@ -130,8 +130,7 @@ class CodeGenLLVM(Visitor):
                 self._values.clear()
             return value
         hit = self._values.get(id(node))
-        block = self.builder.block
-        if hit is not None and hit[0] is node and hit[2] is block:
+        if hit is not None and hit[0] is node and hit[2] is self.builder.block:
             return hit[1]
         value = self._method(node)(self, node)
         self._values[id(node)] = (node, value, self.builder.block)

@@ -235,25 +235,27 @@ def substitute(node: Node, vmap: Mapping[Var, PrimExpr]) -> Node:
     return _Substitute(vmap).visit(node)
 
 
-class _Mentions:
-    """Whether a node has ``var`` below it, remembered per node object: asked of every
-    node of a body that is copied many times, it is answered once per node."""
+class HasBelow:
+    """Whether ``pred`` holds for a node or any node below it, remembered per node object
+    for as long as this object lives: asked of every node of a DAG, possibly many times
+    (a body copied once per unrolled iteration, a guard search per loop), each distinct
+    node is tested once. ``contains`` answers the same question once, without the memo."""
 
-    def __init__(self, var: Var) -> None:
-        self.var = var
+    def __init__(self, pred: Callable[[Node], bool]) -> None:
+        self.pred = pred
         self.memo: dict[int, tuple[Node, bool]] = {}  # id -> (node, answer): keeps ids alive
 
     def __call__(self, node: Node) -> bool:
         hit = self.memo.get(id(node))
         if hit is not None and hit[0] is node:
             return hit[1]
-        found = node is self.var or any(self(c) for c in children(node))
+        found = self.pred(node) or any(self(c) for c in children(node))
         self.memo[id(node)] = (node, found)
         return found
 
 
 class _SubstituteWhere(_Substitute):
-    def __init__(self, vmap: Mapping[Var, PrimExpr], mentions: _Mentions) -> None:
+    def __init__(self, vmap: Mapping[Var, PrimExpr], mentions: HasBelow) -> None:
         super().__init__(vmap)
         self.mentions = mentions
 
@@ -267,7 +269,7 @@ def substitute_each(node: Node, var: Var, values: Sequence[PrimExpr]) -> list[No
     copies, and each copy rebuilds only those: an unrolled Winograd transform reads its
     variable in a select chain's conditions, not in the sums below them, which a plain
     ``substitute`` per copy walked again for every copy."""
-    mentions = _Mentions(var)
+    mentions = HasBelow(lambda n: n is var)
     return [_SubstituteWhere({var: v}, mentions).visit(node) for v in values]
 
 

@@ -36,10 +36,10 @@ from ember.tir.arith import Analyzer, IntSet
 from ember.tir.arith.int_set import is_neg_inf, is_pos_inf
 from ember.tir.arith.linear import is_index_type, to_expr, to_linear
 from ember.tir.functor import (
+    HasBelow,
     MemoMutator,
     Mutator,
     Visitor,
-    children,
     contains,
     post_order_visit,
     substitute,
@@ -85,21 +85,11 @@ def impure(c: E.PrimExpr) -> bool:
     return contains(c, lambda n: isinstance(n, _IMPURE))
 
 
-class _HasLikely:
+def _has_likely() -> HasBelow:
     """Whether an expression holds a ``likely`` call, remembered per node object for the
     whole pass: the guard search skips the expressions without one (the arithmetic of a
     store's value), however often the same subexpression is met."""
-
-    def __init__(self) -> None:
-        self.memo: dict[int, tuple[E.PrimExpr, bool]] = {}  # id -> (node, answer)
-
-    def __call__(self, e: E.PrimExpr) -> bool:
-        hit = self.memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        found = _likely_arg(e) is not None or any(self(c) for c in children(e))
-        self.memo[id(e)] = (e, found)
-        return found
+    return HasBelow(lambda e: _likely_arg(e) is not None)
 
 
 class _Guards(Visitor):
@@ -110,7 +100,7 @@ class _Guards(Visitor):
     context is skipped, so a subexpression shared by many sums is walked once; one
     without a ``likely`` call is not walked at all."""
 
-    def __init__(self, v: E.Var, ana: Analyzer, has_likely: _HasLikely) -> None:
+    def __init__(self, v: E.Var, ana: Analyzer, has_likely: HasBelow) -> None:
         self.v, self.ana, self.has_likely = v, ana, has_likely
         self.dom: dict[E.Var, IntSet] = {}
         self.local: set[E.Var] = set()
@@ -273,7 +263,7 @@ class _RemoveGuards(MemoMutator):
 class _Partition(Mutator):
     def __init__(self) -> None:
         self.ana = Analyzer()
-        self.has_likely = _HasLikely()
+        self.has_likely = _has_likely()
 
     def visit(self, node: Any) -> Any:
         if isinstance(node, E.PrimExpr):
