@@ -25,14 +25,16 @@ each node's tuning task instead of building.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ember import config
 from ember.backend import Backend, get_backend
 from ember.driver import target_passes
 from ember.errors import ArgumentError, EmberError, NeedsConstantError
 from ember.frontend.graph import Graph, Node, check_size
-from ember.frontend.onnx_import.importer import from_onnx, load_model
+from ember.frontend.onnx_import.importer import from_onnx, load_model, read_model_file
 from ember.frontend.passes import DEFAULT_PASSES, run_graph_passes
 from ember.frontend.passes.graph_pass import GraphFn, as_graph_pass
 from ember.frontend.torch import from_exported
@@ -42,14 +44,15 @@ from ember.graph.control_flow import control_step
 from ember.graph.dynamic_model import DynamicModel
 from ember.graph.executor import CompiledModel
 from ember.graph.groups import GroupIO, fused_groups, group_io
-from ember.graph.kernels import get_group_kernel, node_group
+from ember.graph.kernels import context_key, get_group_kernel, node_group
+from ember.graph.model_cache import cached_model, model_key
 from ember.graph.model_source import OnnxSource, symbolic_source
 from ember.graph.parallel_build import prebuild
 from ember.graph.step import Step, empty_kernel
 from ember.target import Target
 from ember.tir.transform.context import PassContext
 from ember.tir.transform.pipeline import Pass, check_disabled
-from ember.tuner.dispatch import apply_history_best
+from ember.tuner.dispatch import active_fingerprint, apply_history_best
 
 SubgraphCompiler = Callable[[Graph], "CompiledModel | DynamicModel"]
 """How control flow compiles its subgraphs: the driver's own steps, handed down."""
@@ -82,6 +85,10 @@ def compile(
     its weights constants; exported with ``dynamic_shapes``, its symbols (``s0``) are
     the DynamicModel's symbolic dims, each size traced and compiled on first use, and a
     size outside the range it was exported for is refused.
+
+    An ONNX file compiled for the CPU is kept whole in the disk cache (``model_cache.py``):
+    a later compile of the same bytes, target, shapes, records and PassContext options, in
+    any process, loads it (see :func:`_model_cache_key` for what always compiles).
     """
     backend = get_backend(target)
     if is_exported_program(model):
@@ -93,6 +100,25 @@ def compile(
         return DynamicModel(traced, backend.target, records, graph_passes, compile_graph)
     if isinstance(model, Graph) and shapes:
         raise ArgumentError("shapes= applies when importing; a Graph's shapes are already fixed")
+    if isinstance(model, (str, os.PathLike)) and graph_passes is None:
+        data = read_model_file(model)  # read once: the key names what is compiled
+        key = _model_cache_key(data, backend, records, shapes)
+        if key is not None:  # a whole model this machine compiled before, from disk
+            return cached_model(
+                key, lambda: _compile_model(load_model(model, data), backend, records, shapes, None)
+            )
+        model = load_model(model, data)
+    return _compile_model(model, backend, records, shapes, graph_passes)
+
+
+def _compile_model(
+    model: Any,
+    backend: Backend,
+    records: Any,
+    shapes: Any,
+    graph_passes: Sequence[Pass | GraphFn] | None,
+) -> CompiledModel | DynamicModel:
+    """Steps 1-5 for an ONNX model (path, bytes, ModelProto) or a Graph."""
     model = model if isinstance(model, Graph) else load_model(model)  # 1. import
     source = symbolic_source(model, shapes)
     if source is None:
@@ -110,6 +136,36 @@ def compile(
     # a symbolic dim, a value input, a sequence or optional: steps 2-5 per size (and value,
     # and layout), on first use
     return DynamicModel(source, backend.target, records, graph_passes, compile_graph)
+
+
+# An ONNX tensor whose data lives in another file names it in an entry keyed "location"
+# (field 1 of a StringStringEntryProto: tag 0x0a, length 8). A file holding these bytes may
+# read weights the file's own bytes do not show, so its compile is not cached whole.
+_EXTERNAL_DATA = b"\x0a\x08location"
+
+
+def _model_cache_key(data: bytes, backend: Backend, records: Any, shapes: Any) -> str | None:
+    """The whole-model disk cache's key for compiling the ONNX file ``data`` here (see
+    ``model_cache.py``), or None where the compile must run: the cache is off or does not
+    hold this backend's code, passes are dumped or observed, or weights live outside the
+    file. The key holds everything else a compiled model depends on: the file's bytes, the
+    target and the machine its code is built for, ``shapes``, the PassContext's options, and
+    the tuning records in force (``records`` and enclosing ``apply_history_best`` blocks)."""
+    machine = backend.disk_cache_key()
+    ctx = PassContext.current()
+    if (
+        machine is None
+        or not config.disk_cache_enabled()
+        or config.dump_dir() is not None
+        or ctx.instruments
+        or ctx.get("tir.add_lower_pass")
+        or _EXTERNAL_DATA in data
+    ):
+        return None
+    with _records(records, backend.target):
+        chosen = active_fingerprint()
+    parts = [str(backend.target), machine, repr(shapes), repr(context_key()), repr(chosen)]
+    return model_key(["onnx", data, *parts])
 
 
 def compile_graph(

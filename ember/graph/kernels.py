@@ -206,7 +206,7 @@ def group_keys(
         group_key(nodes, inputs, outputs, types),
         str(backend.target),
         bool(fingerprint),  # built under records or not; which ones: the consults
-        _context_key(),
+        context_key(),
         backend.strategy_key(sorted({n.op for n in nodes})),
     )
     disk_key = (*key[:3], fingerprint, *key[4:])  # on disk: keyed by every record in force
@@ -241,7 +241,7 @@ def _build_group(
     return module, scalars, consults
 
 
-def _context_key() -> tuple[Any, ...]:
+def context_key() -> tuple[Any, ...]:
     """What of the current PassContext changes the code a build makes: a kernel built
     with a pass disabled, another opt level or other options is another kernel."""
     ctx = PassContext.current()

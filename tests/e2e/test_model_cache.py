@@ -84,3 +84,109 @@ def test_off_when_the_disk_cache_is_off(cache, monkeypatch):
     model_cache.cached_model(key, lambda: ember.compile(model))
     assert model_cache.STATS == dict.fromkeys(model_cache.STATS, 0)
     assert not (cache / "models").exists()
+
+
+# -- ember.compile of an ONNX file: the whole compiled model comes from the cache ----------
+
+
+def _reference(model, inputs):
+    """onnx's own evaluator: a reference that shares no code with Ember's compile."""
+    from onnx.reference import ReferenceEvaluator
+
+    names = [i.name for i in model.graph.input]
+    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
+
+
+def _saved(tmp_path, seed=3, name="m.onnx"):
+    import onnx
+
+    model, feeds = mlp(np.random.default_rng(seed), batch=3, sizes=(11, 9, 5))
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return path, model, list(feeds.values())
+
+
+def test_a_file_compiled_again_is_loaded_whole(cache, tmp_path):
+    path, model, inputs = _saved(tmp_path)
+    first = ember.compile(str(path))
+    second = ember.compile(path)  # a Path names the same file
+    assert model_cache.STATS == {"hit": 1, "miss": 1, "corrupt": 0, "stored": 1}
+    want = _reference(model, inputs)
+    for compiled in (first, second):
+        np.testing.assert_allclose(compiled.run(inputs)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_edited_file_is_compiled_again(cache, tmp_path):
+    path, _, inputs = _saved(tmp_path, seed=3)
+    ember.compile(path)
+    _, edited, _ = _saved(tmp_path, seed=4)  # other weights, same path and size
+    got = ember.compile(path).run(inputs)[0]
+    assert model_cache.STATS["hit"] == 0 and model_cache.STATS["miss"] == 2
+    np.testing.assert_allclose(got, _reference(edited, inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"disabled_pass": ["vectorize_loops"]},
+        {"config": {"tir.disable_vectorize": True}},
+        {"opt_level": 3},
+    ],
+)
+def test_pass_options_are_part_of_the_key(cache, tmp_path, context):
+    path, model, inputs = _saved(tmp_path)
+    ember.compile(path)
+    with ember.transform.PassContext(**context):
+        got = ember.compile(path).run(inputs)[0]
+        ember.compile(path)  # the same options again: now a hit
+    assert model_cache.STATS == {"hit": 1, "miss": 2, "corrupt": 0, "stored": 2}
+    np.testing.assert_allclose(got, _reference(model, inputs), rtol=1e-5, atol=1e-5)
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.passes = 0
+
+    def run_after_pass(self, ir, info) -> None:
+        self.passes += 1
+
+
+def test_what_the_cache_cannot_stand_for_is_compiled(cache, tmp_path, monkeypatch):
+    path, _, _ = _saved(tmp_path)
+    ember.compile(path)
+    counting = _Counting()  # instruments see every pass: they get a compile, not a load
+    with ember.transform.PassContext(instruments=[counting]):
+        ember.compile(path)
+    assert counting.passes > 0
+    ember.compile(path, graph_passes=())  # passes given by the caller
+    monkeypatch.setenv("EMBER_DUMP_DIR", str(tmp_path / "dump"))  # dumps are written
+    ember.compile(path)
+    assert any((tmp_path / "dump").iterdir())
+    assert model_cache.STATS == {"hit": 0, "miss": 1, "corrupt": 0, "stored": 1}
+
+
+def test_weights_in_another_file_are_not_cached_whole(cache, tmp_path):
+    import onnx
+
+    model, feeds = mlp(np.random.default_rng(5), batch=3, sizes=(11, 9, 5))
+    inputs = list(feeds.values())
+    want = _reference(model, inputs)  # before saving moves the weights out of the proto
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="w.bin", size_threshold=0)
+    for _ in range(2):
+        got = ember.compile(path).run(inputs)[0]
+    assert model_cache.STATS == dict.fromkeys(model_cache.STATS, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_records_in_force_are_part_of_the_key(cache, tmp_path, monkeypatch):
+    from ember.graph import compile as driver
+
+    path, _, _ = _saved(tmp_path)
+    chosen = [("a",)]
+    monkeypatch.setattr(driver, "active_fingerprint", lambda: tuple(chosen))
+    ember.compile(path)
+    chosen.append(("b",))  # other records choose other kernels: another entry
+    ember.compile(path)
+    ember.compile(path)
+    assert model_cache.STATS == {"hit": 1, "miss": 2, "corrupt": 0, "stored": 2}

@@ -66,6 +66,37 @@ def test_item_18_short_external_data(tmp_path: Path) -> None:
             run_ort(onnx.load(str(path)), {"x": x})
 
 
+def test_external_data_of_a_subgraph_alone_is_read(tmp_path: Path) -> None:
+    """A weight kept outside the file by a branch's own initializer is read although the
+    main graph keeps none outside (the importer looked only at the main graph's, and the
+    branch ran on a tensor with no data)."""
+    w = RNG.standard_normal((19, 7)).astype(np.float32)
+    x = RNG.standard_normal((2, 19)).astype(np.float32)
+    inner = onnx.load_from_string(_external_weight(tmp_path, w, w.nbytes, None).read_bytes())
+    branch = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 7])],
+        list(inner.graph.initializer),
+    )
+    other = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "v"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 7])],
+        [helper.make_tensor("v", TensorProto.FLOAT, [19, 7], np.zeros(133, np.float32))],
+    )
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    xv = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 19])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 7])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)
+    path = tmp_path / "branch.onnx"
+    path.write_bytes(_model([node], [c, xv], [y], []).SerializeToString())
+    got = ember.compile(str(path)).run({"c": np.array(True), "x": x})[0]
+    np.testing.assert_allclose(got, x @ w, rtol=1e-5)
+
+
 def test_item_25_minus_one_and_unnamed_dims_are_symbolic() -> None:
     """An input declared [-1, 3, '?', '?'] (PaddleOCR's exports) takes concrete shapes=
     (it was "does not fit the model's"), and without shapes= runs as a dynamic model on
