@@ -190,3 +190,15 @@ def test_records_in_force_are_part_of_the_key(cache, tmp_path, monkeypatch):
     ember.compile(path)
     ember.compile(path)
     assert model_cache.STATS == {"hit": 1, "miss": 2, "corrupt": 0, "stored": 2}
+
+
+def test_threads_compiling_one_file_at_once_agree(cache, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    path, model, inputs = _saved(tmp_path)
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(lambda _: ember.compile(path), range(4)))
+    want = _reference(model, inputs)
+    for compiled in models:
+        np.testing.assert_allclose(compiled.run(inputs)[0], want, rtol=1e-5, atol=1e-5)
+    assert len(list((cache / "models").glob("*/*/model.ember"))) == 1  # renamed in whole
