@@ -39,7 +39,7 @@ from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.arith import Analyzer
 from ember.tir.buffer import Buffer
-from ember.tir.functor import contains
+from ember.tir.functor import children, contains
 
 
 class CPrinter:
@@ -57,6 +57,9 @@ class CPrinter:
         self._hoisted: dict[int, str] = {}  # vector loads already hoisted in this statement
         self._vector_vars: set[E.Var] = set()
         self._declared_dtype: dict[E.Var, str] = {}  # element type each pointer was declared
+        self._printing = 0  # depth of expressions being printed: 0 at a statement's roots
+        self._shared: dict[int, E.PrimExpr] = {}  # nodes this statement binds once (by id)
+        self._bound: dict[tuple[int, int | None], str] = {}  # (node, lane) -> its variable
 
     # -- hooks (override per target) --------------------------------------------------
     def type_name(self, dtype: str) -> str:
@@ -97,6 +100,7 @@ class CPrinter:
         """Emit one line, after the declarations its expressions hoisted."""
         pending, self._pending = self._pending, []
         self._hoisted = {}
+        self._shared, self._bound = {}, {}
         for p in pending:
             self.lines.append(self.indent_unit * self.depth + p)
         self.lines.append(self.indent_unit * self.depth + text if text else "")
@@ -139,7 +143,22 @@ class CPrinter:
             raise InternalError(
                 f"{type(e).__name__} cannot be printed as C; lowering should have removed it"
             )
-        return method(e, lane)
+        if self._printing == 0:
+            self._shared.update(shared_subexpressions(e))
+        bound = self._bound.get((id(e), lane))
+        if bound is not None:
+            return bound, PRIMARY
+        self._printing += 1
+        try:
+            text = method(e, lane)
+        finally:
+            self._printing -= 1
+        if id(e) not in self._shared:
+            return text
+        name = self.names.fresh("shared")
+        self.hoist(f"{self.type_name(dt.element_of(e.dtype))} {name} = {text[0]};")
+        self._bound[(id(e), lane)] = name
+        return name, PRIMARY
 
     def expr_Var(self, e: E.Var, lane: int | None) -> Text:
         name = self.names.get(e)
@@ -402,3 +421,65 @@ class CPrinter:
 
 
 __all__ = ["CPrinter", "NameTable", "Text"]
+
+
+# An expression whose tree (every path to every node) is larger than this prints each
+# subexpression it reads more than once as a variable, declared before the statement.
+# Below it the text stays as it was (one expression per statement, as TVM prints it).
+SHARED_TREE_LIMIT = 4096
+
+# Calls whose value depends on their arguments alone: a variable may hold one.
+_PURE_CALLS = (
+    frozenset(E.Intrinsic)
+    - E.EXTERN_CALLS
+    - E.PACKED_CALLS
+    - E.TENSOR_CORE_CALLS
+    - (E.WARP_SHUFFLES | {E.Intrinsic.IF_THEN_ELSE, E.Intrinsic.PREFETCH, E.Intrinsic.ACCESS_PTR})
+)
+
+
+def shared_subexpressions(root: E.PrimExpr) -> dict[int, E.PrimExpr]:
+    """The nodes of ``root`` read at two places or more, by id, where ``root`` as a tree
+    is over :data:`SHARED_TREE_LIMIT` nodes (else none). Simplified TIR is a DAG: a
+    fused chain of ops that each read a value twice (``max(x, -x)``, SiLU) doubles its
+    tree with every op, and printed as a tree its source doubles too (40 such ops made
+    no kernel at all). Only nodes that evaluate the same wherever they are computed are
+    taken: no variable, constant or call with effects, and nothing under a branch that
+    C evaluates lazily (``if_then_else``'s values, the right side of ``&&`` and ``||``),
+    which stays as it is printed."""
+    sizes: dict[int, int] = {}
+    readers: dict[int, int] = {}
+    nodes: dict[int, E.PrimExpr] = {}
+
+    def walk(e: E.PrimExpr) -> int:
+        done = sizes.get(id(e))
+        if done is not None:
+            return done
+        size = 1
+        for child in _eager_children(e):
+            readers[id(child)] = readers.get(id(child), 0) + 1
+            size += walk(child)
+        sizes[id(e)], nodes[id(e)] = size, e
+        return size
+
+    if walk(root) <= SHARED_TREE_LIMIT:
+        return {}
+    return {k: nodes[k] for k, n in readers.items() if n > 1 and _bindable(nodes[k])}
+
+
+def _eager_children(e: E.PrimExpr) -> list[E.PrimExpr]:
+    if isinstance(e, E.Call):
+        if e.op is E.Intrinsic.IF_THEN_ELSE:
+            return [e.args[0]]
+        return list(e.args) if e.op in _PURE_CALLS else []
+    if isinstance(e, E.BinOp) and e.op in (E.BinaryOp.AND, E.BinaryOp.OR):
+        return [e.a]
+    if isinstance(e, (E.Let, E.Var, E.IntImm, E.FloatImm)):
+        return []  # a Let's body reads its variable: printed as it is
+    return [c for c in children(e) if isinstance(c, E.PrimExpr)]
+
+
+def _bindable(e: E.PrimExpr) -> bool:
+    if isinstance(e, (E.Var, E.IntImm, E.FloatImm, E.StringImm, E.Let)):
+        return False
+    return not isinstance(e, E.Call) or e.op in _PURE_CALLS

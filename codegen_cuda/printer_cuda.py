@@ -546,7 +546,7 @@ class CUDAPrinter(CUDAVectorMemory):
                 if E.const_value(n.args[3]) != 1:  # not read-only: a callee writes through it
                     stored.add(n.args[0])  # type: ignore[arg-type]
 
-        post_order_visit(func.body, visit)
+        post_order_visit(func.body, visit, once=True)
         datas = [b.data for b in func.buffers]
         restrict = " __restrict__" if len(set(datas)) == len(datas) else ""
         out = []

@@ -134,7 +134,7 @@ def fragment_layouts(body: S.Stmt) -> dict[E.Var, str]:
                     "fragment's layout is part of its type"
                 )
 
-    post_order_visit(body, visit)
+    post_order_visit(body, visit, once=True)
     return layouts
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Visitor
+from ember.tir.functor import OnceVisitor, Visitor
 from ember.tir.transform.vectorize_loops import LANE_EDGE
 
 Hint = str | tuple[str, bool]
@@ -45,11 +45,12 @@ NO_UNROLL: Hint = "llvm.loop.unroll.disable"
 _MINMAX = (E.BinaryOp.MIN, E.BinaryOp.MAX)
 
 
-class _MinMaxOfLoad(Visitor):
+class _MinMaxOfLoad(OnceVisitor):
     """Whether an expression holds a float min/max and a read of ``data`` (at any depth:
-    the accumulator may sit under a cast or a ``let``)."""
+    the accumulator may sit under a cast or a ``let``); each distinct node looked at once."""
 
     def __init__(self, data: E.Var) -> None:
+        super().__init__()
         self.data = data
         self.minmax = self.reads = False
 

@@ -68,13 +68,15 @@ from ember.errors import InternalError
 from ember.runtime.cpu import LAUNCH_SYMBOL
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Visitor
+from ember.tir.functor import OnceVisitor
 
 
-class _Captures(Visitor):
-    """Variables a statement reads from outside itself, in first-use order."""
+class _Captures(OnceVisitor):
+    """Variables a statement reads from outside itself, in first-use order. ``bound`` only
+    grows, so a node met again can add nothing: each distinct node is walked once."""
 
     def __init__(self, bound: set[E.Var]) -> None:
+        super().__init__()
         self.bound = set(bound)
         self.found: dict[E.Var, None] = {}
 

@@ -34,29 +34,37 @@ CHUNKS_PER_THREAD = 8
 DEFAULT_TEAM = 8
 
 
-def _work(node: Node) -> int | None:
+def _work(node: Node, memo: dict[int, tuple[Node, int | None]]) -> int | None:
+    """The count of :func:`iteration_work` below ``node``: a node met again (an expression
+    read twice) counts again, as in the tree it stands for, but is counted once (``memo``)."""
+    hit = memo.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    total: int | None
     if isinstance(node, S.For):
-        if not isinstance(node.extent, E.IntImm):
-            return None
-        body = _work(node.body)
-        if body is None:
-            return None
-        trips = max(node.extent.value, 0)
-        if node.kind is S.ForKind.VECTORIZED:
-            trips = -(-trips // 8)  # one vector operation does several lanes' work
-        return 1 + trips * body
-    total = 1
-    for child in children(node):
-        part = _work(child)
-        if part is None:
-            return None
-        total += part
+        body = _work(node.body, memo) if isinstance(node.extent, E.IntImm) else None
+        if body is None or not isinstance(node.extent, E.IntImm):
+            total = None
+        else:
+            trips = max(node.extent.value, 0)
+            if node.kind is S.ForKind.VECTORIZED:
+                trips = -(-trips // 8)  # one vector operation does several lanes' work
+            total = 1 + trips * body
+    else:
+        total = 1
+        for child in children(node):
+            part = _work(child, memo)
+            if part is None:
+                total = None
+                break
+            total += part
+    memo[id(node)] = (node, total)
     return total
 
 
 def iteration_work(loop: S.For) -> int | None:
     """Operations (IR nodes evaluated) in one iteration of ``loop``; ``None`` if unknown."""
-    return _work(loop.body)
+    return _work(loop.body, {})
 
 
 def min_chunk(work: int | None) -> int:

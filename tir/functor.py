@@ -17,6 +17,9 @@ are read by every sum of a transform), so an expression is a DAG whose paths can
 exponentially many. A walk whose result for a node does not depend on where the node sits
 uses ``MemoMutator`` or ``OnceVisitor`` (or ``post_order_visit(..., once=True)``) and costs
 the distinct nodes; a walk with scopes skips an expression met again in the same scope.
+A walk whose ``visit_<Class>`` methods all name statements (and that keeps the base
+``visit`` and ``generic_visit``) does not enter expressions at all: nothing there can
+concern it (``post_order_stmts`` is such a walk).
 """
 
 from __future__ import annotations
@@ -99,8 +102,52 @@ class _Dispatch:
                 if found is not None:
                     fn = found
                     break
+            else:
+                if _statements_only(type(self)) and _is_expr(type(node)):
+                    fn = _skip_expression
             self._cache[key] = fn
         return fn
+
+
+def _skip_expression(self: Any, node: Node) -> Node:
+    return node  # a Mutator's result for an unchanged expression; a Visitor ignores it
+
+
+_BASE_METHODS = ("visit", "generic_visit", "visit_expr")
+
+
+_STATEMENTS_ONLY: dict[type, bool] = {}
+
+
+def _statements_only(cls: type) -> bool:
+    found = _STATEMENTS_ONLY.get(cls)
+    if found is None:
+        found = _STATEMENTS_ONLY[cls] = _adds_statement_visits_only(cls)
+    return found
+
+
+def _adds_statement_visits_only(cls: type) -> bool:
+    """Whether a functor class acts on statements alone: every ``visit_<Class>`` it adds
+    names a statement class, and it keeps the base walk. Such a walk cannot change or
+    find anything inside an expression, so it does not enter one; walking an expression
+    that shares subtrees as a tree costs its paths, exponentially many."""
+    from ember.tir import stmt as S
+
+    base = Mutator if issubclass(cls, Mutator) else Visitor
+    if any(getattr(cls, m, None) is not getattr(base, m, None) for m in _BASE_METHODS):
+        return False
+    added = {n[len("visit_") :] for n in dir(cls) if n.startswith("visit_")}
+    added -= {n[len("visit_") :] for n in dir(base) if n.startswith("visit_")}
+    statements = {
+        c.__name__ for c in vars(S).values() if isinstance(c, type) and issubclass(c, S.Stmt)
+    }
+    return bool(added) and added <= statements
+
+
+def _is_expr(cls: type) -> bool:
+    from ember.tir import expr as E
+
+    return issubclass(cls, E.PrimExpr)
 
 
 class Visitor(_Dispatch):
@@ -217,6 +264,23 @@ def post_order_visit(node: Node, fn: Callable[[Node], None], *, once: bool = Fal
     place a node appears, or with ``once`` on each distinct node object once (TVM's
     ``PostOrderVisit``; a DAG costs its distinct nodes, not its paths)."""
     (_PostOrderOnce(fn) if once else _PostOrder(fn)).visit(node)
+
+
+class _PostOrderStmts(Visitor):
+    def __init__(self, fn: Callable[[Stmt], None]) -> None:
+        self.fn = fn
+
+    def visit_Stmt(self, s: Stmt) -> None:
+        Visitor.generic_visit(self, s)  # expressions are skipped: statements only
+        self.fn(s)
+
+
+def post_order_stmts(node: Node, fn: Callable[[Stmt], None]) -> None:
+    """Call ``fn`` on every statement below and including ``node``, children first, at each
+    place it appears, without entering expressions (which hold no statements): a walk
+    that counts statements (bytes allocated) costs the statements, not the paths of the
+    expressions they hold."""
+    _PostOrderStmts(fn).visit(node)
 
 
 class _Substitute(MemoMutator):

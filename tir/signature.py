@@ -68,7 +68,7 @@ def param_specs(func: PrimFunc) -> tuple[ParamSpec, ...]:
             if E.const_value(node.args[3]) != 1:  # access_ptr("w"): the callee writes
                 written.add(node.args[0])
 
-    post_order_visit(func.body, visit)
+    post_order_visit(func.body, visit, once=True)
     positive = set(func.attr("positive_vars", ()))
     params = []
     for p in func.params:

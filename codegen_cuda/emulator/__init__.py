@@ -129,7 +129,7 @@ def _written_params(func: PrimFunc) -> set[int]:
         elif isinstance(node, E.Call) and node.op in E.TENSOR_CORE_CALLS:
             stored.add(written_pointer(node))
 
-    post_order_visit(func.body, visit)
+    post_order_visit(func.body, visit, once=True)
     return {p for p, buf in enumerate(func.buffers) if buf.data in stored}
 
 

@@ -131,13 +131,15 @@ def _tensor_core_pointers(s: S.Stmt) -> set[E.Var]:
         if isinstance(n, E.Call) and n.op in TENSOR_CORE_OPS:
             out.update(tensor_core_pointers(n))
 
-    post_order_visit(s, visit)
+    post_order_visit(s, visit, once=True)
     return out
 
 
 def _writes(s: S.Stmt) -> set[E.Var]:
     out: set[E.Var] = set()
-    post_order_visit(s, lambda n: out.add(n.buffer.data) if isinstance(n, S.BufferStore) else None)
+    post_order_visit(
+        s, lambda n: out.add(n.buffer.data) if isinstance(n, S.BufferStore) else None, once=True
+    )
     return out
 
 
@@ -148,13 +150,15 @@ def _reads_on_chip(s: S.Stmt) -> set[str]:
         if isinstance(n, E.BufferLoad) and n.buffer.scope != "global":
             out.add(n.buffer.name)
 
-    post_order_visit(s, visit)
+    post_order_visit(s, visit, once=True)
     return out
 
 
 def _reads(s: S.Stmt) -> set[E.Var]:
     out: set[E.Var] = set()
-    post_order_visit(s, lambda n: out.add(n.buffer.data) if isinstance(n, E.BufferLoad) else None)
+    post_order_visit(
+        s, lambda n: out.add(n.buffer.data) if isinstance(n, E.BufferLoad) else None, once=True
+    )
     return out
 
 

@@ -101,7 +101,7 @@ class _Sync:
             if isinstance(n, E.BufferLoad) and n.buffer.scope == "shared":
                 out.add(self.access(n.buffer, n.indices[0]))
 
-        post_order_visit(node, visit)
+        post_order_visit(node, visit, once=True)
         return out
 
     def pointer_accesses(self, call: E.Call, pointers: tuple[E.Var, ...]) -> set[Access]:

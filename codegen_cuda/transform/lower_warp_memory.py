@@ -19,7 +19,7 @@ from ember.errors import LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
-from ember.tir.functor import Mutator
+from ember.tir.functor import Mutator, post_order_stmts
 
 WARP_SIZE = 32
 
@@ -76,7 +76,15 @@ class _Lower(Mutator):
 
 def lower_warp_memory(func: S.PrimFunc) -> S.PrimFunc:
     """Runs the pass on ``func`` (see the module notes)."""
+    warp: list[S.Stmt] = []
+    post_order_stmts(func.body, lambda s: warp.append(s) if _is_warp(s) else None)
+    if not warp:  # nothing to lower, and no expression to walk
+        return func
     return _Lower(func.name).visit_func(func)
+
+
+def _is_warp(s: S.Stmt) -> bool:
+    return isinstance(s, S.Allocate) and s.buffer.scope == "warp"
 
 
 __all__ = ["lower_warp_memory"]

@@ -118,7 +118,7 @@ def _touched(stmt: S.Stmt) -> set[object]:
         elif isinstance(node, E.Call) and node.op is E.Intrinsic.ACCESS_PTR:
             datas.add(node.args[0])  # an address handed to a device function
 
-    post_order_visit(stmt, visit)
+    post_order_visit(stmt, visit, once=True)
     return datas
 
 
@@ -146,7 +146,7 @@ def _refuse_packed_calls(name: str, stmt: S.Stmt) -> None:
         if isinstance(node, E.Call) and node.op is E.Intrinsic.CALL_PACKED:
             called.append(str(getattr(node.args[0], "value", node.args[0])))
 
-    post_order_visit(stmt, visit)
+    post_order_visit(stmt, visit, once=True)
     if called:
         raise LoweringError(
             f"'{name}': call_packed('{called[0]}') (an extern stage) runs on the host, and a "

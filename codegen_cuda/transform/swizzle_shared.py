@@ -19,7 +19,7 @@ from typing import Any
 
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, post_order_visit
+from ember.tir.functor import Mutator, post_order_stmts
 from ember.tir.tensor_core import TENSOR_CORE_OPS, tensor_core_pointers
 
 PRAGMA = "smem_swizzle"
@@ -58,9 +58,9 @@ def _marked(func: S.PrimFunc) -> dict[E.Var, int]:
                     if isinstance(m, S.BufferStore) and m.buffer.scope == "shared":
                         found[m.buffer.data] = w
 
-                post_order_visit(n.body, store)
+                post_order_stmts(n.body, store)
 
-    post_order_visit(func.body, visit)
+    post_order_stmts(func.body, visit)
     return found
 
 

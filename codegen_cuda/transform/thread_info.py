@@ -24,7 +24,7 @@ def thread_loops(node: S.Stmt) -> list[S.For]:
         if isinstance(n, S.For) and n.kind is S.ForKind.THREAD_BINDING:
             loops.append(n)
 
-    post_order_visit(node, visit)
+    post_order_visit(node, visit, once=True)
     return loops
 
 

@@ -22,7 +22,7 @@ from ember.errors import LoweringError
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import post_order_visit
+from ember.tir.functor import post_order_stmts, post_order_visit
 from ember.tir.scopes import FRAGMENT_DTYPES, FRAGMENT_ELEMENTS, WARP_SIZE, is_fragment, is_per_warp
 from ember.tir.tensor_core import TENSOR_CORE_OPS
 
@@ -89,7 +89,7 @@ def _check_tensor_cores(func: S.PrimFunc, arch: str) -> None:
         elif isinstance(node, E.Call) and node.op in TENSOR_CORE_OPS:
             calls.append(node)
 
-    post_order_visit(func.body, visit)
+    post_order_visit(func.body, visit, once=True)
     for call in calls:
         if call.op is E.Intrinsic.PTX_MMA:
             floor, what = 80, f"mma.sync.aligned.{call.args[0].value}"  # type: ignore[attr-defined]
@@ -148,7 +148,7 @@ def verify_gpu(
                 _check_warp_storage(func.name, buf)
                 local += -(-_bytes(buf) // WARP_SIZE)
 
-    post_order_visit(func.body, visit)
+    post_order_stmts(func.body, visit)
     _check_tensor_cores(func, arch)
     limit = max_shared or shared_cap
     if shared > limit:

@@ -16,10 +16,13 @@ import numpy as np
 import ember
 from ember.tir import expr as E
 from ember.tir import stmt as S
+from ember.tir.buffer import decl_buffer
 from ember.tir.functor import (
     Mutator,
+    Visitor,
     contains,
     free_vars,
+    post_order_stmts,
     post_order_visit,
     substitute,
     substitute_each,
@@ -125,3 +128,69 @@ def test_shared_compute_runs_correctly(rng) -> None:  # noqa: ANN001
     got = np.zeros(10, "float32")
     mod(a, got)
     np.testing.assert_allclose(got, (3 * a + 1) ** 8, rtol=1e-5)
+
+
+class _Stores(Visitor):
+    """Counts stores; adds no expression visit, so it never enters an expression."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def visit_BufferStore(self, s: S.BufferStore) -> None:
+        self.n += 1
+        self.generic_visit(s)
+
+
+class _Vars(_Stores):
+    def __init__(self) -> None:
+        super().__init__()
+        self.vars = 0
+
+    def visit_Var(self, v: E.Var) -> None:
+        self.vars += 1
+
+
+class _LoopsUnrolled(Mutator):
+    def visit_For(self, s: S.For) -> S.Stmt:
+        body = self.visit(s.body)
+        return S.For(s.loop_var, s.min, s.extent, S.ForKind.UNROLLED, body)
+
+
+def _store_of(value: E.PrimExpr) -> S.For:
+    i = E.Var("i", "int32")
+    buf = decl_buffer((4,), "int32", name="B")
+    return S.For(i, E.const(0), E.const(4), S.ForKind.SERIAL, S.BufferStore(buf, value, (i,)))
+
+
+def test_a_walk_of_statements_alone_does_not_enter_expressions(monkeypatch) -> None:  # noqa: ANN001
+    from ember.tir import functor
+
+    calls = [0]  # a count, not the nodes: a failure's report would print them as trees
+    fields = functor.field_values
+
+    def counted(node):  # noqa: ANN001, ANN202
+        calls[0] += 1
+        if calls[0] > 100:
+            raise RuntimeError("a walk of statements entered an expression")
+        return fields(node)
+
+    monkeypatch.setattr(functor, "field_values", counted)
+    x = E.Var("x", "int32")
+    loop = _store_of(squared(x, 200))  # 2**200 paths: entering it as a tree never ends
+    stores = _Stores()
+    found: list[S.Stmt] = []
+    try:
+        stores.visit(loop)
+        rewritten = _LoopsUnrolled().visit(loop)
+        post_order_stmts(loop, found.append)
+        entered = False
+    except RuntimeError:
+        entered = True  # failed outside the handler: its traceback's frames print trees
+    assert not entered, "a walk of statements entered an expression"
+    assert stores.n == 1
+    assert rewritten.kind is S.ForKind.UNROLLED and rewritten.body is loop.body
+    assert found == [loop.body, loop]
+    monkeypatch.setattr(functor, "field_values", fields)
+    small = _Vars()  # a walk that visits an expression class enters expressions, as before
+    small.visit(_store_of(squared(x, 3)))
+    assert small.n == 1 and small.vars == 2**3 + 2  # 8 reads of x, the loop var, the index

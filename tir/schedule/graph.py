@@ -9,11 +9,14 @@ decide which loops a producer's region spans.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import ScheduleError
 from ember.tir import expr as E
-from ember.tir.functor import MemoMutator, post_order_visit, substitute
+from ember.tir.functor import MemoMutator, field_values, post_order_visit, substitute
+from ember.tir.node import IRNode
 from ember.tir.schedule.attach import AttachKind
 from ember.tir.schedule.relations import Fuse, Split
 from ember.tir.te.tensor import ComputeOp, IterVar, PlaceholderOp
@@ -22,11 +25,51 @@ if TYPE_CHECKING:
     from ember.tir.schedule.schedule import Schedule, Stage
 
 
+class _Interner(MemoMutator):
+    """Makes structurally equal expressions one object (hash-consing), children first, so
+    a node's key is its type, its children's identities and its other fields: a few
+    values, whatever the depth. Variables are themselves (they are equal by identity)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table: dict[Hashable, E.PrimExpr] = {}
+
+    def generic_visit(self, node: Any) -> Any:
+        new = MemoMutator.generic_visit(self, node)
+        if not isinstance(new, E.PrimExpr) or isinstance(new, E.Var):
+            return new
+        return self.table.setdefault(_shallow_key(new), new)
+
+
+def _shallow_key(e: E.PrimExpr) -> Hashable:
+    """``e``'s type and fields, its child nodes by identity (they are interned already)."""
+    return (type(e), *(_part(v) for v in field_values(e)))
+
+
+def _part(v: Any) -> Hashable:
+    if isinstance(v, IRNode):
+        return id(v)
+    if isinstance(v, tuple):
+        return tuple(_part(x) for x in v)
+    if isinstance(v, float):
+        return ("float", v.hex())  # 0.0 and -0.0 are equal as Python floats, not here
+    if v is None or isinstance(v, (str, int, bool, Enum)):
+        return (type(v), v)
+    return ("obj", id(v))  # tensors, buffers, reducers: by identity
+
+
 class _Inline(MemoMutator):
-    def __init__(self, sch: Schedule, bodies: dict[int, E.PrimExpr]) -> None:
+    """Substitutes inlined producers. The substituted bodies are interned (``interner``,
+    shared by every stage of one lowering): ``max(y, -y)`` reads ``y`` directly and
+    through the ``neg`` stage, and each read substituted its own copy of ``y``'s body, so
+    a chain of stages that read a value twice doubled its expression with each stage (24
+    such stages were 2**24 nodes and took forever to lower; now 24 times a stage's)."""
+
+    def __init__(self, sch: Schedule, bodies: dict[Any, Any]) -> None:
         super().__init__()
         self.sch = sch
         self.bodies = bodies
+        self.interner = bodies.setdefault("interner", _Interner())
 
     def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:
         e = self.generic_visit(e)
@@ -37,7 +80,7 @@ class _Inline(MemoMutator):
         assert isinstance(op, ComputeOp)
         body = inlined_bodies(self.sch, st, self.bodies)[e.producer.value_index]
         vmap = {iv.var: idx for iv, idx in zip(op.axis, e.indices)}
-        return substitute(body, vmap)
+        return self.interner.visit(substitute(body, vmap))  # type: ignore[no-any-return]
 
     def visit_Reduce(self, e: E.Reduce) -> E.PrimExpr:
         return e.map_exprs(self.visit)

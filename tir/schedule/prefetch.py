@@ -65,7 +65,7 @@ def region_prefetch(buf: Buffer, body: S.Stmt, var: E.Var, offset: E.PrimExpr) -
             last = node.min + node.extent - 1
             loops[node.loop_var] = IntSet.interval(node.min, last)
 
-    post_order_visit(body, collect)
+    post_order_visit(body, collect, once=True)
     if not loads:
         return None
     ana = Analyzer()

@@ -121,7 +121,7 @@ def _loads_in_order(e: E.PrimExpr) -> list[Tensor]:
         if isinstance(n, E.ProducerLoad) and not any(t is n.producer for t in seen):
             seen.append(n.producer)
 
-    post_order_visit(e, visit)
+    post_order_visit(e, visit, once=True)
     return seen
 
 

@@ -52,7 +52,14 @@ from typing import Any
 from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import Mutator, free_vars, post_order_visit, substitute, uses_var
+from ember.tir.functor import (
+    MemoMutator,
+    Mutator,
+    free_vars,
+    post_order_visit,
+    substitute,
+    uses_var,
+)
 from ember.tir.structural import structural_equal
 from ember.tir.transform.context import PassContext
 
@@ -86,10 +93,14 @@ def _broadcast(e: E.PrimExpr, lanes: int) -> E.PrimExpr:
     return E.Broadcast(dt.with_lanes(e.dtype, lanes), e, lanes)
 
 
-class _VectorizeExpr(Mutator):
-    """Rewrites one expression with ``var`` standing for ``ramp(0, 1, lanes)``."""
+class _VectorizeExpr(MemoMutator):
+    """Rewrites one expression with ``var`` standing for ``ramp(0, 1, lanes)``. A node's
+    vector form depends on the node alone, so each distinct node is rewritten once: fused
+    elementwise chains that read a value twice (``x * sigmoid(x)``, GELU, ``max(x, -x)``)
+    are DAGs whose trees double with each such step (a chain of four took minutes)."""
 
     def __init__(self, var: E.Var, lanes: int) -> None:
+        super().__init__()
         self.var, self.lanes = var, lanes
 
     def visit_Var(self, v: E.Var) -> E.PrimExpr:
@@ -203,7 +214,9 @@ class _VectorizeExpr(Mutator):
 
 def _reads_memory(e: E.PrimExpr) -> bool:
     found = []
-    post_order_visit(e, lambda n: found.append(n) if isinstance(n, E.BufferLoad) else None)
+    post_order_visit(
+        e, lambda n: found.append(n) if isinstance(n, E.BufferLoad) else None, once=True
+    )
     return bool(found)
 
 
@@ -338,7 +351,7 @@ def _tests_in(node: S.Stmt, tests: Tests) -> list[E.PrimExpr]:
         if isinstance(n, S.IfThenElse) and id(n.condition) in tests:
             found.append(n.condition)
 
-    post_order_visit(node, visit)
+    post_order_visit(node, visit, once=True)
     return found
 
 
@@ -353,7 +366,7 @@ def _bound_vars(node: S.Stmt) -> set[E.Var]:
         elif isinstance(n, S.Allocate):
             out.add(n.buffer.data)
 
-    post_order_visit(node, visit)
+    post_order_visit(node, visit, once=True)
     return out
 
 

@@ -161,7 +161,7 @@ def _is_expensive(op: ComputeOp) -> bool:
             found.append(node)
 
     for body in op.bodies:
-        post_order_visit(body, visit)
+        post_order_visit(body, visit, once=True)
     return bool(found)
 
 
@@ -188,7 +188,7 @@ def _const(x: E.PrimExpr) -> int:
 
 def _vars(e: E.PrimExpr) -> set[E.Var]:
     out: set[E.Var] = set()
-    post_order_visit(e, lambda n: out.add(n) if isinstance(n, E.Var) else None)
+    post_order_visit(e, lambda n: out.add(n) if isinstance(n, E.Var) else None, once=True)
     return out
 
 
