@@ -120,6 +120,12 @@ def _unary(op: str, **attrs: Any) -> Callable[[Graph, str], str | None]:
     return lambda g, t: g.node(op, [t], g.shapes[t], **attrs)
 
 
+def _sqrt_abs(g: Graph, t: str) -> str | None:
+    """``sqrt(|x|)``: no NaN (whose spread runtimes implement differently: onnxruntime's
+    LRN carries one along its running window sum past the channels the window holds)."""
+    return g.node("Sqrt", [g.node("Abs", [t], g.shapes[t])], g.shapes[t])
+
+
 def _clip(g: Graph, t: str) -> str | None:
     bounds = [g.const(np.array(0.0)), g.const(np.array(6.0))]
     return g.node("Clip", [t, *bounds], g.shapes[t])
@@ -287,7 +293,7 @@ def _flatten(g: Graph, t: str) -> str | None:
 
 OPS_4D: list[Callable[[Graph, str], str | None]] = [
     _conv, _conv, _depthwise, _conv_transpose, _pool, _global_pool,
-    _unary("Relu"), _unary("Sigmoid"), _unary("Sqrt"), _unary("Abs"), _clip,
+    _unary("Relu"), _unary("Sigmoid"), _sqrt_abs, _unary("Abs"), _clip,
     _unary("LRN", size=3, alpha=1e-3, beta=0.75, bias=1.0),
     _add_broadcast, _scale, _read_twice, _read_twice, _where, _round_trip_int,
     _batch_norm, _instance_norm, _concat, _residual, _split, _slice, _pad, _transpose,
