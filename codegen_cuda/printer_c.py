@@ -428,15 +428,6 @@ __all__ = ["CPrinter", "NameTable", "Text"]
 # Below it the text stays as it was (one expression per statement, as TVM prints it).
 SHARED_TREE_LIMIT = 4096
 
-# Calls whose value depends on their arguments alone: a variable may hold one.
-_PURE_CALLS = (
-    frozenset(E.Intrinsic)
-    - E.EXTERN_CALLS
-    - E.PACKED_CALLS
-    - E.TENSOR_CORE_CALLS
-    - (E.WARP_SHUFFLES | {E.Intrinsic.IF_THEN_ELSE, E.Intrinsic.PREFETCH, E.Intrinsic.ACCESS_PTR})
-)
-
 
 def shared_subexpressions(root: E.PrimExpr) -> dict[int, E.PrimExpr]:
     """The nodes of ``root`` read at two places or more, by id, where ``root`` as a tree
@@ -471,7 +462,7 @@ def _eager_children(e: E.PrimExpr) -> list[E.PrimExpr]:
     if isinstance(e, E.Call):
         if e.op is E.Intrinsic.IF_THEN_ELSE:
             return [e.args[0]]
-        return list(e.args) if e.op in _PURE_CALLS else []
+        return list(e.args) if e.op in E.PURE_CALLS else []
     if isinstance(e, E.BinOp) and e.op in (E.BinaryOp.AND, E.BinaryOp.OR):
         return [e.a]
     if isinstance(e, (E.Let, E.Var, E.IntImm, E.FloatImm)):
@@ -482,4 +473,4 @@ def _eager_children(e: E.PrimExpr) -> list[E.PrimExpr]:
 def _bindable(e: E.PrimExpr) -> bool:
     if isinstance(e, (E.Var, E.IntImm, E.FloatImm, E.StringImm, E.Let)):
         return False
-    return not isinstance(e, E.Call) or e.op in _PURE_CALLS
+    return not isinstance(e, E.Call) or e.op in E.PURE_CALLS

@@ -69,15 +69,6 @@ _ROUNDED_OPS = frozenset(
 # may write memory, no value is.
 _REUSED = frozenset({E.BinOp, E.Compare, E.Select, E.Cast, E.Ramp, E.Broadcast, E.BufferLoad})
 _EFFECTFUL_CALLS = E.EXTERN_CALLS | E.PACKED_CALLS | E.TENSOR_CORE_CALLS
-# calls whose value depends on their arguments alone (math, bit operations), reused as the
-# node types above are: a sigmoid of a value read twice is emitted once
-_PURE_CALLS = (
-    frozenset(E.Intrinsic)
-    - _EFFECTFUL_CALLS
-    - E.WARP_SHUFFLES
-    - {E.Intrinsic.IF_THEN_ELSE, E.Intrinsic.PREFETCH, E.Intrinsic.ACCESS_PTR}
-    - {E.Intrinsic.PTX_MMA, E.Intrinsic.PTX_LDMATRIX}
-)
 
 
 @dataclass(frozen=True)
@@ -133,7 +124,7 @@ class CodeGenLLVM(Visitor):
         if isinstance(node, S.Stmt):
             self._values.clear()
             return self._method(node)(self, node)
-        if type(node) not in _REUSED and not (type(node) is E.Call and node.op in _PURE_CALLS):
+        if type(node) not in _REUSED and not (type(node) is E.Call and node.op in E.PURE_CALLS):
             value = self._method(node)(self, node)
             if type(node) is E.Call and node.op in _EFFECTFUL_CALLS:
                 self._values.clear()

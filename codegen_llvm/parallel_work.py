@@ -43,9 +43,10 @@ def _work(node: Node, memo: dict[int, tuple[Node, int | None]]) -> int | None:
     total: int | None
     if isinstance(node, S.For):
         body = _work(node.body, memo) if isinstance(node.extent, E.IntImm) else None
-        if body is None or not isinstance(node.extent, E.IntImm):
+        if body is None:
             total = None
         else:
+            assert isinstance(node.extent, E.IntImm)
             trips = max(node.extent.value, 0)
             if node.kind is S.ForKind.VECTORIZED:
                 trips = -(-trips // 8)  # one vector operation does several lanes' work

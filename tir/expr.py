@@ -191,6 +191,16 @@ INT_INTRINSICS = frozenset(
 )
 # Intrinsics whose result type is not their (first) argument's.
 OWN_RESULT_TYPE = FLOAT_PREDICATES | {Intrinsic.CLZ}
+# Calls whose value depends on their arguments alone (math, bit operations): a backend may
+# compute one once for every place it is read
+PURE_CALLS = (
+    frozenset(Intrinsic)
+    - EXTERN_CALLS
+    - PACKED_CALLS
+    - TENSOR_CORE_CALLS
+    - WARP_SHUFFLES
+    - {Intrinsic.IF_THEN_ELSE, Intrinsic.PREFETCH, Intrinsic.ACCESS_PTR}
+)
 
 
 class PrimExpr(IRNode):

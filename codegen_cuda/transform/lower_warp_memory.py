@@ -19,7 +19,7 @@ from ember.errors import LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
-from ember.tir.functor import Mutator, post_order_stmts
+from ember.tir.functor import Mutator, contains
 
 WARP_SIZE = 32
 
@@ -76,14 +76,12 @@ class _Lower(Mutator):
 
 def lower_warp_memory(func: S.PrimFunc) -> S.PrimFunc:
     """Runs the pass on ``func`` (see the module notes)."""
-    warp: list[S.Stmt] = []
-    post_order_stmts(func.body, lambda s: warp.append(s) if _is_warp(s) else None)
-    if not warp:  # nothing to lower, and no expression to walk
+    if not contains(func.body, _is_warp):  # nothing to lower: the rewrite need not walk
         return func
     return _Lower(func.name).visit_func(func)
 
 
-def _is_warp(s: S.Stmt) -> bool:
+def _is_warp(s: object) -> bool:
     return isinstance(s, S.Allocate) and s.buffer.scope == "warp"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ember.errors import LoweringError
 from ember.tir import expr as E
 from ember.tir import stmt as S
-from ember.tir.functor import post_order_visit
+from ember.tir.functor import post_order_stmts
 from ember.tir.structural import structural_equal
 
 TAGS = tuple(f"{p}.{a}" for p in ("blockIdx", "threadIdx") for a in "xyz")
@@ -24,7 +24,7 @@ def thread_loops(node: S.Stmt) -> list[S.For]:
         if isinstance(n, S.For) and n.kind is S.ForKind.THREAD_BINDING:
             loops.append(n)
 
-    post_order_visit(node, visit, once=True)
+    post_order_stmts(node, visit)
     return loops
 
 

@@ -55,8 +55,9 @@ from ember.tir import stmt as S
 from ember.tir.functor import (
     MemoMutator,
     Mutator,
+    contains,
     free_vars,
-    post_order_visit,
+    post_order_stmts,
     substitute,
     uses_var,
 )
@@ -213,11 +214,7 @@ class _VectorizeExpr(MemoMutator):
 
 
 def _reads_memory(e: E.PrimExpr) -> bool:
-    found = []
-    post_order_visit(
-        e, lambda n: found.append(n) if isinstance(n, E.BufferLoad) else None, once=True
-    )
-    return bool(found)
+    return contains(e, lambda n: isinstance(n, E.BufferLoad))
 
 
 def _ramp_addsub(op: E.BinaryOp, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
@@ -351,7 +348,7 @@ def _tests_in(node: S.Stmt, tests: Tests) -> list[E.PrimExpr]:
         if isinstance(n, S.IfThenElse) and id(n.condition) in tests:
             found.append(n.condition)
 
-    post_order_visit(node, visit, once=True)
+    post_order_stmts(node, visit)
     return found
 
 
@@ -366,7 +363,7 @@ def _bound_vars(node: S.Stmt) -> set[E.Var]:
         elif isinstance(n, S.Allocate):
             out.add(n.buffer.data)
 
-    post_order_visit(node, visit, once=True)
+    post_order_stmts(node, visit)
     return out
 
 
