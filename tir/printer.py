@@ -6,6 +6,13 @@ allocations. Variable names are printed as the user gave them; two distinct
 variables that share a name are told apart with a numeric suffix, so the text
 stays unambiguous.
 
+An expression whose tree is very large and reads a subexpression more than once (a fused
+chain of ops that each read their input twice is a DAG whose tree doubles per op) prints
+each such subexpression once, as ``shared = ...`` on a line of its own above the
+statement (or expression) that reads it (:mod:`ember.tir.shared_subexprs`); printed as a
+tree, a 16-op chain did not print in a minute. TVM prints the tree; ordinary expressions
+print as it does.
+
 ``repr`` of any node is this module's text: it registers :func:`node_to_str` with
 :mod:`ember.tir.node` when imported (``ember.tir`` imports it), since the node modules
 sit below the printer and cannot import it.
@@ -18,6 +25,7 @@ from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
 from ember.tir.functor import Visitor
 from ember.tir.node import set_printer
+from ember.tir.shared_subexprs import shared_subexpressions
 
 _PREC = {
     E.BinaryOp.OR: 1,
@@ -59,10 +67,29 @@ class TIRPrinter(Visitor):
         self.lines: list[str] = []
         self.indent = 0
         self._keep: list[object] = []  # keep printed objects alive so ids stay unique
+        self._depth = 0  # expressions being printed: 0 between top-level ones
+        self._shared: dict[int, E.PrimExpr] = {}  # of the top-level expression printed
+        self._bound: dict[int, str] = {}  # shared subexpressions printed, by id: names
 
     # -- expressions return strings -------------------------------------------------
     def expr(self, e: E.PrimExpr, prec: int = 0) -> str:
-        text, p = self._expr(e)
+        if self._depth == 0:
+            self._shared, self._bound = shared_subexpressions(e), {}
+        name = self._bound.get(id(e))
+        if name is not None:
+            return name
+        self._depth += 1
+        try:
+            text, p = self._expr(e)
+        finally:
+            self._depth -= 1
+        if id(e) in self._shared:
+            key = object()  # a fresh name: each binding is its own
+            self._keep.append(key)
+            name = self.names.get(key, "shared")
+            self.line(f"{name} = {text}")
+            self._bound[id(e)] = name
+            return name
         return f"({text})" if p < prec else text
 
     def _expr(self, e: E.PrimExpr) -> tuple[str, int]:
@@ -212,8 +239,11 @@ class TIRPrinter(Visitor):
 
 
 def expr_to_str(e: E.PrimExpr) -> str:
-    """One expression as text, the form ``repr`` of an expression shows."""
-    return TIRPrinter().expr(e)
+    """One expression as text, the form ``repr`` of an expression shows (after the lines
+    that name its shared subexpressions, where it has such)."""
+    p = TIRPrinter()
+    text = p.expr(e)
+    return "\n".join([*p.lines, text])
 
 
 def stmt_to_str(s: S.Stmt) -> str:

@@ -9,9 +9,13 @@ lowering and the pass list take well under a second on ``2**20`` paths.
 
 from __future__ import annotations
 
+import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
+import pytest
 
 import ember
 from ember.tir import expr as E
@@ -194,3 +198,72 @@ def test_a_walk_of_statements_alone_does_not_enter_expressions(monkeypatch) -> N
     small = _Vars()  # a walk that visits an expression class enters expressions, as before
     small.visit(_store_of(squared(x, 3)))
     assert small.n == 1 and small.vars == 2**3 + 2  # 8 reads of x, the loop var, the index
+
+
+@contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang, when the body runs past ``seconds`` (Python code: the
+    alarm's handler runs between its bytecodes)."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"not done in {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _chain(x: E.PrimExpr, n: int) -> E.PrimExpr:
+    """``n`` times ``max(e, -e) * 0.5 + e * 0.25``: each step reads the last one twice."""
+    for _ in range(n):
+        x = te.max(x, -x) * 0.5 + x * 0.25
+    return x
+
+
+def test_a_shared_chain_prints_each_value_once_and_means_what_it_computes() -> None:
+    """``repr`` of 40 steps (2**40 paths) and of its lowered function print in moments,
+    one line per step; run as Python, the printed lines give what numpy's own loop gives
+    (the printer is no part of that reference)."""
+    A = te.placeholder((37,), "float32", name="A")
+    B = te.compute((37,), lambda i: _chain(A[i], 40), name="B")
+    with _deadline(20):  # printed as a tree, this would not end
+        body = repr(B.op.body)
+        lowered = repr(ember.lower(create_schedule(B.op), [A, B]))
+    assert len(body.splitlines()) == 41 and len(body) < 4000
+    assert "B[i] = " in lowered and len(lowered.splitlines()) < 50
+    *lines, last = body.splitlines()
+    x = 0.7303
+    scope = {"A": {"i": x}, "i": "i"}
+    exec("\n".join(lines), scope)  # noqa: S102 - the printer's own text, as a check
+    want = np.float64(x)
+    for _ in range(40):
+        want = np.maximum(want, -want) * 0.5 + want * 0.25
+    assert eval(last, scope) == pytest.approx(float(want), rel=1e-12)  # noqa: S307
+
+
+def test_small_dags_still_print_as_trees() -> None:
+    """Below the size limit a value read twice prints twice, as TVM prints it."""
+    A = te.placeholder((4,), "float32", name="A")
+    i = E.Var("i", "int32")
+    assert repr(_chain(A[i], 2)) == (
+        "max(max(A[i], 0.0 - A[i]) * 0.5 + A[i] * 0.25, 0.0 - (max(A[i], 0.0 - A[i]) * 0.5"
+        " + A[i] * 0.25)) * 0.5 + (max(A[i], 0.0 - A[i]) * 0.5 + A[i] * 0.25) * 0.25"
+    )
+
+
+def test_a_guarded_read_stays_under_its_guard() -> None:
+    """A subexpression that only a lazy branch reads (``if_then_else``'s values: a
+    guarded load past the end, read twice there) is not named above the statement, where
+    it would read as evaluated unconditionally; the shared steps outside it are."""
+    A = te.placeholder((37,), "float32", name="A")
+    i = E.Var("i", "int32")
+    past = A[i + 1] * 3.0  # read twice, but only where i < 36
+    guarded = E.if_then_else(i < 36, past * past, 0.0)
+    text = repr(_chain(A[i], 13) + guarded)
+    assert "shared = A[i]\n" in text
+    assert "A[i + 1]" in text.splitlines()[-1]
+    assert not any("A[i + 1]" in line for line in text.splitlines()[:-1])
