@@ -32,6 +32,7 @@ from ember.tir.functor import (
     substitute_each,
     uses_var,
 )
+from ember.tir.interp import run as interp_run
 from ember.tir.schedule.lower import schedule_to_primfunc
 from ember.tir.schedule.schedule import create_schedule
 from ember.tir.structural import assert_structural_equal
@@ -267,3 +268,27 @@ def test_a_guarded_read_stays_under_its_guard() -> None:
     assert "shared = A[i]\n" in text
     assert "A[i + 1]" in text.splitlines()[-1]
     assert not any("A[i + 1]" in line for line in text.splitlines()[:-1])
+
+
+def test_the_reference_interpreter_evaluates_each_shared_value_once() -> None:
+    """40 steps, each element's value is 2**40 paths: the interpreter computes each step
+    once per element, anew for every element, and gives numpy's result. A guarded read
+    past the end, read twice under its guard, is still read only where the guard holds
+    (the interpreter's loads are bounds-checked: a read of A[37] would raise)."""
+    A = te.placeholder((37,), "float32", name="A")
+
+    def body(i: E.PrimExpr) -> E.PrimExpr:
+        past = A[i + 1] * 3.0  # A[37] for the last element: guarded below
+        return _chain(A[i], 40) + E.if_then_else(i < 36, past * past, 0.0)
+
+    B = te.compute((37,), body, name="B")
+    func = run_passes(schedule_to_primfunc(create_schedule(B.op), [A, B], "f"), default_passes())
+    a = np.random.default_rng(0).standard_normal(37).astype("float32") * 1e5
+    b = np.zeros_like(a)
+    with _deadline(20):  # evaluated as a tree, this would not end
+        interp_run(func, a, b)
+    want = a.astype("float64")
+    for _ in range(40):
+        want = np.maximum(want, -want) * 0.5 + want * 0.25
+    want[:36] += (a[1:].astype("float64") * 3.0) ** 2
+    np.testing.assert_allclose(b, want, rtol=1e-5)
