@@ -60,6 +60,24 @@ class Graph:
     def randn(self, *shape: int, scale: float = 1.0) -> str:
         return self.const(self.rng.standard_normal(shape) * scale)
 
+    def model(
+        self, name: str, last: str, outputs: list[str]
+    ) -> tuple[ModelProto, dict[str, np.ndarray]]:
+        """The graph drawn from input ``x``, with ``last`` and ``outputs`` (intermediate
+        values) as its outputs, and a random input for it."""
+        shape = self.shapes["x"]
+        if last == "x":
+            last = self.node("Relu", ["x"], shape)
+        names = list(dict.fromkeys([o for o in outputs if o not in ("x", last)] + [last]))
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+        ys = [
+            helper.make_tensor_value_info(o, TensorProto.FLOAT, list(self.shapes[o])) for o in names
+        ]
+        graph = helper.make_graph(self.nodes, name, [x], ys, self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model.ir_version = 8
+        return model, {"x": self.rng.standard_normal(shape).astype(np.float32)}
+
 
 def _window(size: int, k: int, stride: int, before: int, after: int) -> int:
     return (size + before + after - k) // stride + 1
@@ -344,12 +362,4 @@ def random_model(seed: int) -> tuple[ModelProto, dict[str, np.ndarray]]:
         t = new
         if np.prod(g.shapes[t]) > 400_000:
             break
-    if t == "x":
-        t = g.node("Relu", ["x"], shape)
-    names = list(dict.fromkeys([o for o in outputs if o not in ("x", t)] + [t]))
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
-    ys = [helper.make_tensor_value_info(o, TensorProto.FLOAT, list(g.shapes[o])) for o in names]
-    graph = helper.make_graph(g.nodes, f"random{seed}", [x], ys, g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    return model, {"x": rng.standard_normal(shape).astype(np.float32)}
+    return g.model(f"random{seed}", t, outputs)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from onnx import ModelProto, TensorProto, helper
+from onnx import ModelProto
 
 from tests.robust.random_onnx_graphs import Graph as _Base
 
@@ -225,13 +225,4 @@ def random_transformer(seed: int) -> tuple[ModelProto, dict[str, np.ndarray]]:
         if rng.random() < 0.2:
             outputs.append(t)  # an intermediate value is an output too
         t = new
-    if t == "x":
-        t = g.node("Relu", ["x"], shape)
-    names = list(dict.fromkeys([o for o in outputs + g.extra_outputs if o not in ("x", t)] + [t]))
-    shapes = {**g.shapes}
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
-    ys = [helper.make_tensor_value_info(o, TensorProto.FLOAT, list(shapes[o])) for o in names]
-    graph = helper.make_graph(g.nodes, f"transformer{seed}", [x], ys, g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
-    return model, {"x": rng.standard_normal(shape).astype(np.float32)}
+    return g.model(f"transformer{seed}", t, outputs + g.extra_outputs)
