@@ -25,11 +25,18 @@ from tests.robust.random_onnx_graphs import Graph as _Base
 
 
 class Graph(_Base):
-    """A graph being drawn, and the values a block made graph outputs of its own."""
+    """A graph being drawn, and the values a block made graph outputs of its own.
+    ``symbolic``: the batch will be a symbol, so no block may depend on its size."""
 
-    def __init__(self, rng: np.random.Generator) -> None:
+    def __init__(self, rng: np.random.Generator, symbolic: bool) -> None:
         super().__init__(rng)
         self.extra_outputs: list[str] = []
+        self.symbolic = symbolic
+
+    def batch_dim(self, b: int) -> int:
+        """The batch entry of a Reshape's shape: 0 (copy the input's, as exporters often
+        write it) where the batch is symbolic, and now and then where it is not."""
+        return 0 if self.symbolic or self.rng.random() < 0.3 else b
 
 
 def _pick(g: Graph, options: list) -> object:
@@ -112,7 +119,7 @@ def _heads(g: Graph, t: str, h: int, kt: bool) -> str:
     """``[b, s, h·e]`` → ``[b, h, s, e]`` (or, with ``kt``, ``[b, h, e, s]``)."""
     b, s, d = g.shapes[t]
     e = d // h
-    split = g.node("Reshape", [t, g.const(np.array([b, s, h, e]))], (b, s, h, e))
+    split = g.node("Reshape", [t, g.const(np.array([g.batch_dim(b), s, h, e]))], (b, s, h, e))
     if kt:
         return g.node("Transpose", [split], (b, h, e, s), perm=[0, 2, 3, 1])
     return g.node("Transpose", [split], (b, h, s, e), perm=[0, 2, 1, 3])
@@ -145,11 +152,12 @@ def _attention(g: Graph, t: str) -> str | None:
         scores = g.node("Mul", [scores, _scalar(g, scale)], shape)
     elif form == "mul_left":
         scores = g.node("Mul", [_scalar(g, scale), scores], shape)
-    if miss == "big_mask":  # a mask with a batch of 2 where the scores have 1: it grows
+    if miss == "big_mask" and not g.symbolic:  # a batch of 2 where the scores have 1
         shape = (2 if b == 1 else b, h, s, s)
         scores = g.node("Add", [scores, g.randn(*shape)], shape)
     elif r.random() < 0.6:
-        mshape = _pick(g, [(b, 1, 1, s), (1, 1, s, s), (s,), (b, h, s, s), (1, s)])
+        mb = 1 if g.symbolic else b
+        mshape = _pick(g, [(mb, 1, 1, s), (1, 1, s, s), (s,), (mb, h, s, s), (1, s)])
         mask = g.const(np.where(r.random(mshape) < 0.2, -1e4, 0.0))
         scores = g.node("Add", [scores, mask] if r.random() < 0.7 else [mask, scores], shape)
     if miss == "output":
@@ -158,7 +166,8 @@ def _attention(g: Graph, t: str) -> str | None:
     probs = g.node("Softmax", [scores], shape, axis=axis)
     out = g.node("MatMul", [probs, v], (shape[0], h, s, e))
     merged = g.node("Transpose", [out], (shape[0], s, h, e), perm=[0, 2, 1, 3])
-    return g.node("Reshape", [merged, g.const(np.array([shape[0], s, d]))], (shape[0], s, d))
+    back = g.const(np.array([g.batch_dim(shape[0]), s, d]))
+    return g.node("Reshape", [merged, back], (shape[0], s, d))
 
 
 def _residual(g: Graph, t: str) -> str | None:
@@ -211,10 +220,13 @@ BLOCKS: list[Callable[[Graph, str], str | None]] = [
 ]  # fmt: skip
 
 
-def random_transformer(seed: int) -> tuple[ModelProto, dict[str, np.ndarray]]:
-    """Graph number ``seed`` and a random input for it."""
+def random_transformer(
+    seed: int, symbolic: bool = False
+) -> tuple[ModelProto, dict[str, np.ndarray]]:
+    """Graph number ``seed`` and a random input for it; with ``symbolic``, one whose
+    blocks hold for any batch size (the caller names the batch dim a symbol)."""
     rng = np.random.default_rng(seed)
-    g = Graph(rng)
+    g = Graph(rng, symbolic)
     shape = (int(rng.choice([1, 1, 2])), int(rng.integers(1, 14)), int(rng.integers(1, 25)))
     g.shapes["x"] = shape
     t, outputs = "x", []
