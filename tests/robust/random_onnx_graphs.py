@@ -25,10 +25,12 @@ Shape = tuple[int, ...]
 
 
 class Graph:
-    """The nodes, initializers and value shapes of a graph being drawn."""
+    """The nodes, initializers and value shapes of a graph being drawn. ``symbolic``: the
+    batch will be a symbol, so no op may depend on its size."""
 
-    def __init__(self, rng: np.random.Generator) -> None:
+    def __init__(self, rng: np.random.Generator, symbolic: bool = False) -> None:
         self.rng = rng
+        self.symbolic = symbolic
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.shapes: dict[str, Shape] = {}  # float values an op may read
@@ -251,7 +253,8 @@ def _transpose(g: Graph, t: str) -> str | None:
 
 def _reshape(g: Graph, t: str) -> str | None:
     n, c, h, w = g.shapes[t]
-    return g.node("Reshape", [t, g.const(np.array([n, c * h, w, 1]))], (n, c * h, w, 1))
+    target = [0 if g.symbolic else n, c * h, w, 1]  # 0: the input's batch, whatever it is
+    return g.node("Reshape", [t, g.const(np.array(target))], (n, c * h, w, 1))
 
 
 def _resize(g: Graph, t: str) -> str | None:
@@ -294,7 +297,7 @@ def _matmul(g: Graph, t: str) -> str | None:
 
 def _expand(g: Graph, t: str) -> str | None:
     n, c, h, w = g.shapes[t]
-    if n != 1:
+    if n != 1 or g.symbolic:
         return None
     return g.node("Expand", [t, g.const(np.array([2, 1, 1, 1]))], (2, c, h, w))
 
@@ -344,10 +347,11 @@ OPS_2D: list[Callable[[Graph, str], str | None]] = [
 ]  # fmt: skip
 
 
-def random_model(seed: int) -> tuple[ModelProto, dict[str, np.ndarray]]:
-    """Graph number ``seed`` and a random input for it."""
+def random_model(seed: int, symbolic: bool = False) -> tuple[ModelProto, dict[str, np.ndarray]]:
+    """Graph number ``seed`` and a random input for it; with ``symbolic``, one whose ops
+    hold for any batch size (the caller names the batch dim a symbol)."""
     rng = np.random.default_rng(seed)
-    g = Graph(rng)
+    g = Graph(rng, symbolic)
     shape = (int(rng.choice([1, 1, 2])), int(rng.integers(1, 17)))
     shape += (int(rng.integers(1, 15)), int(rng.integers(1, 15)))
     g.shapes["x"] = shape

@@ -25,13 +25,11 @@ from tests.robust.random_onnx_graphs import Graph as _Base
 
 
 class Graph(_Base):
-    """A graph being drawn, and the values a block made graph outputs of its own.
-    ``symbolic``: the batch will be a symbol, so no block may depend on its size."""
+    """A graph being drawn, and the values a block made graph outputs of its own."""
 
     def __init__(self, rng: np.random.Generator, symbolic: bool) -> None:
-        super().__init__(rng)
+        super().__init__(rng, symbolic)
         self.extra_outputs: list[str] = []
-        self.symbolic = symbolic
 
     def batch_dim(self, b: int) -> int:
         """The batch entry of a Reshape's shape: 0 (copy the input's, as exporters often
