@@ -34,10 +34,13 @@ def assert_matches(model: Any, got: list, want: list, where: str) -> None:
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3, err_msg=message)
 
 
-def check_static(model: Any, feeds: dict[str, np.ndarray], where: str) -> None:
-    """``model`` compiled as a user would (``ember.compile``) matches onnxruntime."""
+def check_static(
+    model: Any, feeds: dict[str, np.ndarray], where: str, target: str = "llvm"
+) -> None:
+    """``model`` compiled as a user would (``ember.compile``) for ``target`` matches
+    onnxruntime (CUDA: in the SIMT emulator, where the caller sets EMBER_CUDA_EMULATE)."""
     want = reference(model).run(None, feeds)
-    assert_matches(model, ember.compile(model).run(feeds), want, where)
+    assert_matches(model, ember.compile(model, target=target).run(feeds), want, where)
 
 
 def check_any_batch(model: Any, feeds: dict[str, np.ndarray], seed: int, where: str) -> None:

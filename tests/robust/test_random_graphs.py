@@ -17,9 +17,11 @@ Two generators, each seed one graph:
 onnxruntime (one thread, no graph optimizations, ``differential.py``) is the reference;
 Ember runs the graph as a user would (``ember.compile``, default passes, two threads).
 Seed 499 is a transformer graph onnxruntime's own GELU fusion rejects; Ember runs it
-correctly. Outside the suite: transformer seeds 0-799 matched, and 0-629 with the batch a
-symbol (a DynamicModel compiled once, run at batch 1, 3 and 2); convolutional seeds 0-299
-with the batch a symbol.
+correctly. The CUDA backend runs the same graphs in the SIMT emulator, which checks each
+kernel for races. Outside the suite: transformer seeds 0-799 matched, and 0-629 with the
+batch a symbol (a DynamicModel compiled once, run at batch 1, 3 and 2); convolutional
+seeds 0-299 with the batch a symbol; on CUDA in the emulator, convolutional seeds 0-199
+and transformer seeds 0-399.
 """
 
 from __future__ import annotations
@@ -56,3 +58,14 @@ def test_a_random_graph_with_a_symbolic_batch_runs_at_any_batch_size(kind: str, 
     """Reshapes copy the batch with a 0, as exporters write them."""
     model, feeds = GENERATORS[kind](seed, symbolic=True)
     check_any_batch(model, feeds, seed, f"{kind} seed {seed}")
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATORS))
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_a_random_graph_matches_onnxruntime_on_cuda_in_the_emulator(kind: str, seed: int) -> None:
+    pytest.importorskip("cuda.bindings.nvrtc")
+    model, feeds = GENERATORS[kind](seed)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EMBER_CUDA_EMULATE", "1")
+        check_static(model, feeds, f"{kind} seed {seed}, cuda", target="cuda")
