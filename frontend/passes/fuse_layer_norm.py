@@ -19,8 +19,9 @@ the GEMM before them.
 
 It fires only where the node means what the chain does: both means over the same axes
 with keepdims, a constant exponent of 2, a one-element finite constant ``eps``, gamma
-and beta broadcasting to ``x`` without growing it, and every intermediate read only
-inside the chain (none a graph output). Anything else is left as it was.
+and beta broadcasting to ``x`` without growing it and made outside the chain, and every
+intermediate read only inside the chain (none a graph output). Anything else is left as
+it was.
 """
 
 from __future__ import annotations
@@ -167,7 +168,12 @@ def _fits(shape: tuple, x: tuple) -> bool:
 
 
 def _closed(view: _View, m: _Match) -> bool:
-    """Every value the chain makes, but its result, is read only inside the chain."""
+    """Every value the chain makes, but its result, is read only inside the chain, and
+    gamma and beta come from outside it: ``y * gamma + d²`` (beta the chain's own square)
+    reads inside the chain, yet the fused node could not read a value it removes."""
+    made = {o for n in m.nodes for o in n.outputs}
+    if m.gamma in made or m.beta in made:
+        return False
     inside = {id(n) for n in m.nodes}
     for node in m.nodes[:-1]:
         if any(id(u) not in inside for o in node.outputs for u in view.users(o)):

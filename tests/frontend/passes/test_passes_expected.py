@@ -591,6 +591,31 @@ def a_mean_read_outside_the_chain_is_left_alone() -> tuple[Graph, Graph]:
     return graph(), graph()
 
 
+def _ln_with(op: str, made: int) -> Graph:
+    """The decomposed norm's result, scaled by a constant gamma first where ``op`` adds,
+    and then by ``op``, the value its node number ``made`` makes."""
+    b = GraphBuilder()
+    y = _decomposed_ln(b, b.input("x", LN))
+    d2 = b.nodes[made].outputs[0]
+    if op == "add":
+        y = b.node("multiply", [y, b.param("g", np.linspace(0.5, 1.5, 6, dtype="float32"))], LN)
+    return b.build(b.node(op, [y, d2], LN))
+
+
+@expected("fuse_layer_norm")
+def beta_made_inside_the_chain_is_left_alone() -> tuple[Graph, Graph]:
+    """``y * g + d²`` with beta the chain's own square: every reader of the square is in
+    the chain, but a fused node cannot read what it removes (a random transformer graph,
+    seed 989, raised InternalError here: a residual add read the square)."""
+    return _ln_with("add", 2), _ln_with("add", 2)
+
+
+@expected("fuse_layer_norm")
+def gamma_made_inside_the_chain_is_left_alone() -> tuple[Graph, Graph]:
+    """``y * d`` with gamma the centred input."""
+    return _ln_with("multiply", 1), _ln_with("multiply", 1)
+
+
 # -- the tests -----------------------------------------------------------------------------
 
 
