@@ -34,32 +34,33 @@ CHUNKS_PER_THREAD = 8
 DEFAULT_TEAM = 8
 
 
-def _work(node: Node, memo: dict[int, tuple[Node, int | None]]) -> int | None:
+def _work(node: Node, memo: dict[int, int | None]) -> int | None:
     """The count of :func:`iteration_work` below ``node``: a node met again (an expression
-    read twice) counts again, as in the tree it stands for, but is counted once (``memo``)."""
-    hit = memo.get(id(node))
-    if hit is not None and hit[0] is node:
-        return hit[1]
-    total: int | None
+    read twice) counts again, as in the tree it stands for, but is counted once (``memo``,
+    by id: every node stays alive in the loop being walked)."""
+    key = id(node)
+    if key not in memo:
+        memo[key] = _count(node, memo)
+    return memo[key]
+
+
+def _count(node: Node, memo: dict[int, int | None]) -> int | None:
     if isinstance(node, S.For):
-        body = _work(node.body, memo) if isinstance(node.extent, E.IntImm) else None
+        if not isinstance(node.extent, E.IntImm):
+            return None
+        body = _work(node.body, memo)
         if body is None:
-            total = None
-        else:
-            assert isinstance(node.extent, E.IntImm)
-            trips = max(node.extent.value, 0)
-            if node.kind is S.ForKind.VECTORIZED:
-                trips = -(-trips // 8)  # one vector operation does several lanes' work
-            total = 1 + trips * body
-    else:
-        total = 1
-        for child in children(node):
-            part = _work(child, memo)
-            if part is None:
-                total = None
-                break
-            total += part
-    memo[id(node)] = (node, total)
+            return None
+        trips = max(node.extent.value, 0)
+        if node.kind is S.ForKind.VECTORIZED:
+            trips = -(-trips // 8)  # one vector operation does several lanes' work
+        return 1 + trips * body
+    total = 1
+    for child in children(node):
+        part = _work(child, memo)
+        if part is None:
+            return None
+        total += part
     return total
 
 

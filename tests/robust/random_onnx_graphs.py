@@ -22,6 +22,7 @@ import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 Shape = tuple[int, ...]
+Op = Callable[["Graph", str], "str | None"]  # an op drawn onto a value: the new value
 
 
 class Graph:
@@ -61,6 +62,25 @@ class Graph:
 
     def randn(self, *shape: int, scale: float = 1.0) -> str:
         return self.const(self.rng.standard_normal(shape) * scale)
+
+    def grow(
+        self, steps: int, ops_for: Callable[[str], list[Op]], limit: int | None = None
+    ) -> tuple[str, list[str]]:
+        """Draws ``steps`` ops onto input ``x``, each from ``ops_for(the newest value)`` and
+        reading it (an op that does not apply is skipped; past ``limit`` elements the chain
+        stops): the last value, and the intermediate values that are outputs too."""
+        t, outputs = "x", []
+        for _ in range(steps):
+            ops = ops_for(t)
+            new = ops[int(self.rng.integers(0, len(ops)))](self, t)
+            if new is None:
+                continue
+            if self.rng.random() < 0.2:
+                outputs.append(t)  # an intermediate value is an output too
+            t = new
+            if limit is not None and np.prod(self.shapes[t]) > limit:
+                break
+        return t, outputs
 
     def model(
         self, name: str, last: str, outputs: list[str]
@@ -312,7 +332,7 @@ def _flatten(g: Graph, t: str) -> str | None:
     return g.node("Flatten", [t], (n, c * h * w), axis=1)
 
 
-OPS_4D: list[Callable[[Graph, str], str | None]] = [
+OPS_4D: list[Op] = [
     _conv, _conv, _depthwise, _conv_transpose, _pool, _global_pool,
     _unary("Relu"), _unary("Sigmoid"), _sqrt_abs, _unary("Abs"), _clip,
     _unary("LRN", size=3, alpha=1e-3, beta=0.75, bias=1.0),
@@ -341,7 +361,7 @@ def _add_row(g: Graph, t: str) -> str | None:
     return g.node("Add", [t, g.randn(g.shapes[t][1])], g.shapes[t])
 
 
-OPS_2D: list[Callable[[Graph, str], str | None]] = [
+OPS_2D: list[Op] = [
     _gemm, _gemm, _layer_norm, _add_row, _unary("Relu"), _unary("Tanh"),
     _unary("Softmax", axis=-1), _read_twice,
 ]  # fmt: skip
@@ -355,15 +375,6 @@ def random_model(seed: int, symbolic: bool = False) -> tuple[ModelProto, dict[st
     shape = (int(rng.choice([1, 1, 2])), int(rng.integers(1, 17)))
     shape += (int(rng.integers(1, 15)), int(rng.integers(1, 15)))
     g.shapes["x"] = shape
-    t, outputs = "x", []
-    for _ in range(int(rng.integers(2, 9))):
-        ops = OPS_4D if len(g.shapes[t]) == 4 else OPS_2D
-        new = ops[int(rng.integers(0, len(ops)))](g, t)
-        if new is None:
-            continue
-        if rng.random() < 0.2:
-            outputs.append(t)  # an intermediate value is an output too
-        t = new
-        if np.prod(g.shapes[t]) > 400_000:
-            break
+    steps = int(rng.integers(2, 9))
+    t, outputs = g.grow(steps, lambda t: OPS_4D if len(g.shapes[t]) == 4 else OPS_2D, 400_000)
     return g.model(f"random{seed}", t, outputs)

@@ -227,12 +227,5 @@ def random_transformer(
     g = Graph(rng, symbolic)
     shape = (int(rng.choice([1, 1, 2])), int(rng.integers(1, 14)), int(rng.integers(1, 25)))
     g.shapes["x"] = shape
-    t, outputs = "x", []
-    for _ in range(int(rng.integers(2, 8))):
-        new = BLOCKS[int(rng.integers(0, len(BLOCKS)))](g, t)
-        if new is None:
-            continue
-        if rng.random() < 0.2:
-            outputs.append(t)  # an intermediate value is an output too
-        t = new
+    t, outputs = g.grow(int(rng.integers(2, 8)), lambda t: BLOCKS)
     return g.model(f"transformer{seed}", t, outputs + g.extra_outputs)

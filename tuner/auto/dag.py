@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ember.errors import ConfigError
 from ember.tir import expr as E
-from ember.tir.functor import post_order_visit
+from ember.tir.functor import contains, post_order_visit
 from ember.tir.te.reads import producer_loads
 from ember.tir.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
@@ -154,15 +154,9 @@ _EXPENSIVE = {
 
 
 def _is_expensive(op: ComputeOp) -> bool:
-    found = []
-
-    def visit(node: object) -> None:
-        if isinstance(node, E.Call) and node.op in _EXPENSIVE:
-            found.append(node)
-
-    for body in op.bodies:
-        post_order_visit(body, visit, once=True)
-    return bool(found)
+    return any(
+        contains(body, lambda n: isinstance(n, E.Call) and n.op in _EXPENSIVE) for body in op.bodies
+    )
 
 
 def _row_local(reader: StageInfo, producer: StageInfo, m: int, rows: tuple[int, ...]) -> bool:
