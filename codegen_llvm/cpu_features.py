@@ -85,32 +85,41 @@ def _arch(triple: str) -> str:
     return triple.split("-", 1)[0]
 
 
-def check_host(section: dict[str, Any], where: Any) -> None:
-    """Refuse code built for ``section`` (see :func:`built_for`) that this CPU cannot run."""
+def host_mismatch(section: dict[str, Any], unknown_ok: bool = False) -> str | None:
+    """Why this CPU cannot run code built for ``section`` (see :func:`built_for`), or None.
+
+    Code for a named CPU whose features Ember cannot list is refused unless LLVM names this
+    host the same, or ``unknown_ok``: code JIT-compiled in this process for such a CPU is
+    let run, as before these checks (refusing it would refuse ``-mcpu=haswell`` on every
+    newer x86), while a file's code must say what it needs."""
     host_name, host_triple, host_features = host_cpu()
-    hint = (
-        "export it again from a model compiled for this machine, or for a portable level "
-        "such as target='llvm -mcpu=x86-64-v3'"
-    )
     if _arch(section["triple"]) != _arch(host_triple):
-        raise InvalidModelError(
-            f"{where}: its code was built for {section['triple']}, this machine is "
-            f"{host_triple}; {hint}"
-        )
+        return f"its code was built for {section['triple']}, this machine is {host_triple}"
     features = section.get("features")
     if features is None:
-        if section["name"] != host_name:
-            raise InvalidModelError(
-                f"{where}: its code was built for the CPU '{section['name']}', whose "
-                f"instructions Ember cannot check against this CPU ('{host_name}'); {hint}"
-            )
-        return
+        if section["name"] == host_name or unknown_ok:
+            return None
+        return (
+            f"its code was built for the CPU '{section['name']}', whose instructions Ember "
+            f"cannot check against this CPU ('{host_name}')"
+        )
     missing = sorted(set(features) - host_features) if host_features else []
     if missing:
+        return (
+            f"its code was built for the CPU '{section['name']}' and uses instructions this "
+            f"CPU ('{host_name}') lacks: {', '.join(missing)}"
+        )
+    return None
+
+
+def check_host(section: dict[str, Any], where: Any) -> None:
+    """Refuse code built for ``section`` (see :func:`built_for`) that this CPU cannot run."""
+    reason = host_mismatch(section)
+    if reason is not None:
         raise InvalidModelError(
-            f"{where}: its code was built for the CPU '{section['name']}' and uses "
-            f"instructions this CPU ('{host_name}') lacks: {', '.join(missing)}; {hint}"
+            f"{where}: {reason}; export it again from a model compiled for this machine, or "
+            "for a portable level such as target='llvm -mcpu=x86-64-v3'"
         )
 
 
-__all__ = ["PORTABLE_CPUS", "built_for", "check_host", "host_cpu"]
+__all__ = ["PORTABLE_CPUS", "built_for", "check_host", "host_cpu", "host_mismatch"]

@@ -21,6 +21,7 @@ from llvmlite import ir
 from ember.codegen_llvm import jit
 from ember.codegen_llvm import pool as _pool  # noqa: F401 - registers the thread pool
 from ember.codegen_llvm.builder_utils import I8, PTR
+from ember.codegen_llvm.cpu_features import built_for, host_mismatch
 from ember.codegen_llvm.packed import TRAMPOLINE
 from ember.errors import ArgumentError, InternalError
 from ember.runtime.cpu import (
@@ -60,6 +61,7 @@ def module_metadata(
         "format": FORMAT,
         "version": VERSION,
         "target": str(target),
+        "cpu": built_for(target),  # what a loading process checks before calling the code
         "num_threads": fixed_threads,
         "parallel": "@GOMP_parallel" in ll,
         "functions": [sig.to_json() for sig in signatures],
@@ -100,6 +102,7 @@ class LLVMModule(CPUModule):
         self._object = obj  # that machine code as an object file, metadata inside
         self.spec = spec
         self.target = target
+        self.cannot_run_here = host_mismatch(built_for(target), unknown_ok=True)
 
     def _source_formats(self) -> list[str]:
         return list(SOURCE_FORMATS)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, DeviceError
 from ember.runtime.export import check_output_path, install_file
 from ember.runtime.module import Module, NativeFn
 from ember.runtime.signature import FunctionSignature
@@ -60,13 +60,27 @@ class CPUModule(Module):
         self.fixed_threads = fixed_threads
         self.parallel = parallel  # some function runs a parallel loop
         self._sources = dict(sources or {})
+        # Why this CPU cannot run the module's code (built for another CPU), or None. The
+        # module still links and gives its sources and exports; a call raises DeviceError
+        # instead of entering code whose first unknown instruction kills the process.
+        self.cannot_run_here: str | None = None
 
     def _native(self, name: str) -> NativeFn:
+        if self.cannot_run_here is not None:
+            return self._refuse
         return self._entries[name]
+
+    def _refuse(self, *pointers: Any) -> int:
+        raise DeviceError(
+            f"this CPU module cannot run on this machine: {self.cannot_run_here}; build "
+            "it for target='llvm' to run it here, or export it and run it on such a CPU"
+        )
 
     def entry_address(self, name: str) -> int | None:
         """The native address of function ``name`` (for :mod:`ember.runtime.step_loop`), or
         None where its entry is not a ctypes function pointer."""
+        if self.cannot_run_here is not None:
+            return None
         entry: Any = self._entries[name]
         try:
             return ctypes.cast(entry, ctypes.c_void_p).value or None

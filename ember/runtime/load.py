@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ember.errors import ArgumentError
 from ember.runtime.cpu import METADATA_SYMBOL, SharedLibraryModule
@@ -133,6 +133,25 @@ def load_module(path: str | Path) -> Module:
         raise
     sources = {"ll": meta["ll"]} if meta.get("ll") else {}
     parallel = bool(meta.get("parallel", True))
-    return SharedLibraryModule(
+    module = SharedLibraryModule(
         p, lib, signatures, meta.get("num_threads"), sources, parallel, handle
     )
+    module.cannot_run_here = _cannot_run_here(meta.get("cpu"), p)
+    return module
+
+
+def _cannot_run_here(cpu: Any, path: Path) -> str | None:
+    """Why this CPU cannot run the library's code, from the ``cpu`` section its metadata
+    carries (libraries exported before it was recorded are not checked)."""
+    if cpu is None:
+        return None
+    features = cpu.get("features") if isinstance(cpu, dict) else None
+    listed = features is None or (
+        isinstance(features, list) and all(isinstance(f, str) for f in features)
+    )
+    named = isinstance(cpu, dict) and all(isinstance(cpu.get(k), str) for k in ("name", "triple"))
+    if not (named and listed):
+        raise ArgumentError(f"{path}: the embedded metadata's 'cpu' entry is malformed: {cpu!r}")
+    from ember.codegen_llvm.cpu_features import host_mismatch
+
+    return host_mismatch(cpu, unknown_ok=True)

@@ -28,6 +28,8 @@ pytest.importorskip("onnxruntime.quantization")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from tests.frontend import ort_exact  # noqa: E402
+
 SHAPE = (2, 3, 13, 11)
 
 
@@ -105,7 +107,7 @@ def _ort(model, optimize: bool):
     so = ort.SessionOptions()
     level = ort.GraphOptimizationLevel
     so.graph_optimization_level = level.ORT_ENABLE_ALL if optimize else level.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return ort_exact.session(model, so)  # exact 8-bit products on every host
 
 
 @pytest.mark.parametrize("per_channel", [False, True])

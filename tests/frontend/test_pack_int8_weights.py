@@ -14,6 +14,7 @@ from ember.frontend.passes import pack_int8_weights
 from ember.frontend.passes.pack_int8_weights import pack_int8
 
 ort = pytest.importorskip("onnxruntime")
+from tests.frontend import ort_exact  # noqa: E402
 
 
 def _model(a_shape, b: np.ndarray, zps: bool = False, epilogue: bool = False):  # noqa: ANN001, ANN202
@@ -90,7 +91,7 @@ def test_activation_zero_point(M: int, N: int, K: int) -> None:
     g = pack_int8_weights(ember.frontend.from_onnx(model)).verify()
     assert [n.op for n in g.nodes] == ["matmul_int8_packed", "cast", "multiply", "subtract"]
     (got,) = ember.compile(model, target="llvm").run({"a": a})
-    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"a": a})
+    (want,) = ort_exact.run(model, {"a": a})
     np.testing.assert_array_equal(got, want)
 
 
@@ -114,7 +115,7 @@ def test_dynamic_activation_zero_point() -> None:
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     (got,) = ember.compile(model, target="llvm").run({"x": x})
-    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    (want,) = ort_exact.run(model, {"x": x})
     np.testing.assert_array_equal(got, want)
 
 
@@ -132,7 +133,7 @@ def test_against_onnxruntime(M: int, N: int, K: int, zps: bool, epilogue: bool) 
     model = _model((M, K), b, zps, epilogue)
     cm = ember.compile(model, target="llvm")
     (got,) = cm.run({"a": a})
-    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"a": a})
+    (want,) = ort_exact.run(model, {"a": a})
     np.testing.assert_array_equal(got, want)
     if has_vnni():  # the kernel is the tensorized one
         text = str(cm.steps[0].kernel.module.get_source("ll"))
