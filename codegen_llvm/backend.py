@@ -70,6 +70,12 @@ class CPUBackend(Backend):
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)
 
+    def cannot_run(self, built_for: dict[str, Any]) -> str | None:
+        return cpu_features.host_mismatch(built_for, unknown_ok=True)
+
+    def vector_lanes(self, dtype: str) -> int:
+        return cpu_features.vector_unit(self.target).lanes(dtype)
+
     def disk_cache_key(self) -> str | None:
         spec = jit.MachineSpec.from_target(self.target)
         return " ".join([spec.triple, spec.cpu, spec.features, str(spec.opt_level)])

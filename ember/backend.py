@@ -105,6 +105,16 @@ class Backend:
             return None
         return self.strategy.compute(op, args, attrs, self.target)
 
+    def cannot_run(self, built_for: dict[str, Any]) -> str | None:
+        """Why this machine cannot run code built for ``built_for`` (a library's recorded
+        ``cpu`` section), or None: a CPU backend names the instructions it lacks."""
+        return None
+
+    def vector_lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one vector register of this target (the CPU's; 1 where
+        it has none), what register tiles and channel blocks are sized by."""
+        return 1
+
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         """The schedule of a fused group computing ``outs``: each implementation in
         ``anchors`` (what :meth:`compute` returned for the group's nodes) schedules its

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,6 +192,37 @@ class Target:
 
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options)])
+
+    # -- TVM's target scope: ``with Target("llvm -mcpu=x86-64-v3"): ...`` -----------------
+    def __enter__(self) -> Target:
+        _scope().append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _scope().pop()
+
+    @staticmethod
+    def current(allow_none: bool = True) -> Target | None:
+        """The innermost target of an enclosing ``with target:`` block on this thread, as
+        TVM's ``Target.current``; templates read it for the machine they schedule for (the
+        CPU's vector registers). Ember enters it while compiling a model and instantiating a
+        tuning task; outside any block, None (or ``ArgumentError`` without
+        ``allow_none``)."""
+        stack = _scope()
+        if stack:
+            return stack[-1]
+        if allow_none:
+            return None
+        raise ArgumentError("no target is in scope: use `with ember.target.Target(...):`")
+
+
+_SCOPE = threading.local()
+
+
+def _scope() -> list[Target]:
+    if not hasattr(_SCOPE, "stack"):
+        _SCOPE.stack = []
+    return _SCOPE.stack  # type: ignore[no-any-return]
 
 
 def _option(kind: str, token: str, text: str) -> tuple[str, str]:

@@ -168,7 +168,7 @@ class Task:
 
     def _run(self, cfg: Config, doing: str, suffix: str = "") -> tuple[Any, list[Any]]:
         try:
-            with using_config(cfg):
+            with using_config(cfg), self.target:  # the template sizes tiles for it
                 result = self.template.func(*self.args)
         except EmberError as err:
             err.add_context(f"{doing} '{self.name}'{suffix}")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.tir import dtype as dt
+from ember.codegen_llvm.cpu_features import vector_unit
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
@@ -52,8 +52,6 @@ __all__ = [
 from ember.tuner.space import FallbackConfig
 from ember.tuner.template import get_config, template, using_config
 
-REGISTER_BYTES = 64  # one AVX-512 register
-ACC_REGISTERS = 28  # of 32: room for the input vectors and a broadcast weight
 MAX_ROW_VECTOR = 64  # output rows longer than this are copied in pieces
 
 
@@ -62,15 +60,19 @@ def _divisors(n: int, cap: int) -> list[int]:
 
 
 def _define_knobs(g: _Geometry, dtype: str) -> tuple[int, int, int, bool]:
-    """Define the knobs, with defaults for a 2-core AVX-512 machine, and read them."""
+    """Define the knobs, with defaults measured on a 2-core AVX-512 machine and tiles
+    sized by the target's registers, and read them."""
     cfg = get_config()
-    per_reg = REGISTER_BYTES // dt.bytes_of(dtype)
+    unit = vector_unit()
+    per_reg = unit.lanes(dtype)
+    # all but 4 registers (28 of AVX-512's 32): room for the input vectors and a broadcast
+    acc_registers = unit.registers - 4
     vecs = [v * per_reg for v in (1, 2, 4)]
     ocs = [2, 4, 6, 8, 12, 16, 24]
-    fits = [o for o in ocs if o * 2 <= ACC_REGISTERS and o <= max(g.O, 2)]
+    fits = [o for o in ocs if o * 2 <= acc_registers and o <= max(g.O, 2)]
     dividing = [o for o in fits if g.O % o == 0 and o >= 4]
     oc_default = max(dividing) if dividing else min(fits, key=lambda o: (-(-g.O // o) * o, -o))
-    vec_default = 2 * per_reg if oc_default * 2 <= ACC_REGISTERS else per_reg
+    vec_default = 2 * per_reg if oc_default * 2 <= acc_registers else per_reg
     row_cands = sorted(set(_divisors(g.OH, 64)) | {g.OH})
     # a block long enough for several full vector tiles keeps the partial tail cheap
     long_enough = [r for r in row_cands if (r - 1) * g.Wq + g.OW >= 8 * vec_default]
@@ -92,7 +94,7 @@ def _define_knobs(g: _Geometry, dtype: str) -> tuple[int, int, int, bool]:
     # instructions, slower than the loop it replaces (ResNet's stem: 3 to 7 times)
     cfg.define_knob("unroll_kernel", [True, False], default=g.KH * g.KW <= 9)
     cfg.add_constraint(
-        lambda c: c["oc_bn"].val * c["vec"].val <= ACC_REGISTERS * per_reg,
+        lambda c: c["oc_bn"].val * c["vec"].val <= acc_registers * per_reg,
         "the accumulator tile fits the vector registers",
     )
     return cfg["oc_bn"].val, cfg["vec"].val, cfg["rows"].val, cfg["unroll_kernel"].val

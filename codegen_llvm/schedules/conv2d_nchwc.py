@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.codegen_llvm.cpu_features import vector_unit
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.errors import InternalError
 from ember.frontend.passes.conv_blocks import channel_block, input_block
@@ -50,9 +51,6 @@ from ember.tir.topi.workload import Conv2DWorkload
 from ember.tuner.template import get_config, template, using_config
 
 TEMPLATE = "conv2d_NCHWc.llvm"
-REGISTER_BYTES = 64  # one AVX-512 register
-ACC_REGISTERS = 24  # of 32: room for the weight vectors and the broadcasts
-DEFAULT_ACC_REGISTERS = 16
 SMALL_PLANE = 32 << 10  # bytes of a channel block's output plane: in L1
 REDUCTION_OUTER_MIN_WEIGHTS = 8 << 20  # bytes: over a small plane, read each weight once
 ROWS_OUTER_MAX_WEIGHTS = 1 << 20  # bytes: half of this machine's per-core L2
@@ -79,7 +77,9 @@ class NchwcKnobs:
 
 def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     cfg = get_config()
-    lanes = REGISTER_BYTES // dt.bytes_of(dtype)
+    unit = vector_unit()
+    lanes = unit.lanes(dtype)
+    most, default_acc = unit.accumulators
     ic_default, oc_default = input_block(g.C, lanes), channel_block(g.O, lanes)
     ics = sorted(
         {
@@ -91,7 +91,7 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     ocs = sorted({oc_default, *(b for b in (8, 16, 32, 64) if b <= max(g.O, 8))})
     # measured on the ResNet-18 layers: about 16 accumulator registers is the sweet spot
     regs_per_px = blocks(oc_default, lanes)
-    fits = [t for t in OW_TILES if t <= g.OW and t * regs_per_px <= DEFAULT_ACC_REGISTERS]
+    fits = [t for t in OW_TILES if t <= g.OW and t * regs_per_px <= default_acc]
     dividing = [t for t in fits if g.OW % t == 0]
     ow_default = max(dividing) if dividing and max(dividing) >= 4 else max(fits)
     cfg.define_knob("ic_bn", ics, default=ic_default)
@@ -133,7 +133,7 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # iteration of the parallel loop, the weights the next iteration's channel block reads.
     cfg.define_knob("prefetch", list(PREFETCH), default="none")
     cfg.add_constraint(
-        lambda c: c["ow_bn"].val * blocks(c["oc_bn"].val, lanes) <= ACC_REGISTERS,
+        lambda c: c["ow_bn"].val * blocks(c["oc_bn"].val, lanes) <= most,
         "the accumulator tile fits the vector registers",
     )
     cfg.add_constraint(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.codegen_llvm.cpu_features import vector_unit
 from ember.codegen_llvm.schedules.conv2d import (
     MAX_ROW_VECTOR,
     IntPair,
@@ -44,7 +45,6 @@ from ember.tir.topi.workload import DepthwiseConv2DWorkload
 from ember.tuner.template import get_config, template, using_config
 
 TEMPLATE = "depthwise_conv2d_nchw.llvm"
-REGISTER_BYTES = 64  # one AVX-512 register
 BLOCK_BYTES = 1 << 17  # a channel block's padded input fits L2 with room for its result
 KH_ROWS = 2  # padded rows beyond the output's, for the block size estimate
 
@@ -86,7 +86,7 @@ def geometry_of(args: tuple[Any, ...]) -> _Geometry:
 def _define_knobs(g: _Geometry, multiplier: int, dtype: str) -> tuple[int, int, int, bool]:
     """Define the knobs and read them; channel blocks hold whole groups of ``multiplier``."""
     cfg = get_config()
-    per_reg = REGISTER_BYTES // dt.bytes_of(dtype)
+    per_reg = vector_unit().lanes(dtype)  # one register of the target's
     vecs = [v * per_reg for v in (1, 2, 4, 8)]
     blocks = [b * multiplier for b in _divisors(g.C, 64)]
     plane = g.sh * g.sw * (g.OH + KH_ROWS) * g.Wq * dt.bytes_of(dtype)

@@ -25,15 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ember.codegen_llvm.schedules.conv2d_nchwc import (
-    ACC_REGISTERS,
-    REGISTER_BYTES,
-    _pads_of,
-    blocked_output_tiles,
-)
+from ember.codegen_llvm.cpu_features import vector_unit
+from ember.codegen_llvm.schedules.conv2d_nchwc import _pads_of, blocked_output_tiles
 from ember.codegen_llvm.schedules.depthwise_conv2d import geometry
 from ember.errors import ArgumentError
-from ember.tir import dtype as dt
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import Tensor
@@ -69,11 +64,12 @@ def channel_block(channels: int, lanes: int) -> int:
 
 def _define_knobs(g: Any, dtype: str) -> DepthwiseNchwcKnobs:
     cfg = get_config()
-    lanes = REGISTER_BYTES // dt.bytes_of(dtype)
+    unit = vector_unit()
+    lanes, most = unit.lanes(dtype), unit.accumulators[0]
     cb_default = channel_block(g.C, lanes)
     cbs = sorted({cb_default, *(b for b in (8, 16, 32) if b <= max(g.C, 8))})
     regs = blocks(cb_default, lanes)
-    fits = [t for t in OW_TILES if t <= g.OW and t * regs <= ACC_REGISTERS // 2]
+    fits = [t for t in OW_TILES if t <= g.OW and t * regs <= most // 2]
     dividing = [t for t in fits if g.OW % t == 0]
     ow_default = max(dividing) if dividing and max(dividing) >= 4 else max(fits)
     cfg.define_knob("cb", cbs, default=cb_default)
@@ -81,7 +77,7 @@ def _define_knobs(g: Any, dtype: str) -> DepthwiseNchwcKnobs:
     cfg.define_knob("outer", ["rows", "channels"], default="rows")
     cfg.define_knob("unroll_kernel", [True, False], default=g.KH * g.KW <= 9)
     cfg.add_constraint(
-        lambda c: c["ow_bn"].val * blocks(c["cb"].val, lanes) <= ACC_REGISTERS,
+        lambda c: c["ow_bn"].val * blocks(c["cb"].val, lanes) <= most,
         "the accumulator tile fits the vector registers",
     )
     return DepthwiseNchwcKnobs(
@@ -103,8 +99,9 @@ def fit_block(k: DepthwiseNchwcKnobs, block: int, dtype: str) -> DepthwiseNchwcK
     the registers with ``block``'s lanes."""
     if block == k.cb:
         return k
-    regs = blocks(block, REGISTER_BYTES // dt.bytes_of(dtype))
-    return replace(k, cb=block, ow_bn=max(1, min(k.ow_bn, ACC_REGISTERS // regs)))
+    unit = vector_unit()
+    regs = blocks(block, unit.lanes(dtype))
+    return replace(k, cb=block, ow_bn=max(1, min(k.ow_bn, unit.accumulators[0] // regs)))
 
 
 def knob_attrs(k: DepthwiseNchwcKnobs) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.codegen_llvm.cpu_features import vector_unit
 from ember.codegen_llvm.schedules.matmul import GemmTiles, define_gemm_knobs, schedule_gemm
 from ember.tir.schedule.schedule import Schedule, create_schedule
 from ember.tir.te import operation as te
@@ -56,7 +57,6 @@ from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tir.topi.winograd import WinogradShape, winograd_conv2d, winograd_weights
 from ember.tuner.template import get_config, template, using_config
 
-ACC_LANES = 28 * 16  # accumulator lanes of the micro-kernel: 28 AVX-512 float registers
 TRANSFORM_VECTOR = 16  # channel lanes of the transforms
 
 
@@ -69,8 +69,10 @@ def define_winograd_knobs(N: int, C: int, H: int, W: int, O: int) -> tuple[int, 
     cfg.add_constraint(
         lambda c: c["nr"].val <= max(16, lanes), "a panel is no wider than the output channels"
     )
+    unit = vector_unit()  # all but 4 registers: 28 of AVX-512's 32, 12 of AVX2's 16
+    acc_lanes = (unit.registers - 4) * unit.lanes("float32")
     cfg.add_constraint(
-        lambda c: c["mr"].val * c["nr"].val <= ACC_LANES,
+        lambda c: c["mr"].val * c["nr"].val <= acc_lanes,
         "the accumulator tile fits the vector registers",
     )
     return cfg["m"].val, tiles

@@ -181,7 +181,8 @@ def compile_graph(
     ctx = PassContext.current()  # names it disables must be passes this compile can run
     check_disabled(ctx, [*target_passes(backend.target, ctx), *passes], str(backend.target))
     try:
-        with _records(records, backend.target):
+        # the target in scope: templates and layout passes size tiles by its registers
+        with _records(records, backend.target), backend.target:
             graph = optimize(graph, backend, passes)  # 2. graph passes, fusion last
 
             def compile_subgraph(sub: Graph) -> CompiledModel | DynamicModel:
@@ -207,7 +208,8 @@ def optimize(
     graph: Graph, backend: Backend, graph_passes: Sequence[Pass | GraphFn] | None = None
 ) -> Graph:
     """Step 2: the backend's graph passes (or ``graph_passes``), fusion among them."""
-    return run_graph_passes(graph, _graph_passes(backend, graph_passes))
+    with backend.target:
+        return run_graph_passes(graph, _graph_passes(backend, graph_passes))
 
 
 def _graph_passes(

@@ -152,6 +152,6 @@ def _cannot_run_here(cpu: Any, path: Path) -> str | None:
     named = isinstance(cpu, dict) and all(isinstance(cpu.get(k), str) for k in ("name", "triple"))
     if not (named and listed):
         raise ArgumentError(f"{path}: the embedded metadata's 'cpu' entry is malformed: {cpu!r}")
-    from ember.codegen_llvm.cpu_features import host_mismatch
+    from ember.backend import get_backend
 
-    return host_mismatch(cpu, unknown_ok=True)
+    return get_backend("llvm").cannot_run(cpu)

@@ -58,7 +58,6 @@ from ember.frontend.op_kinds import ELEMWISE
 from ember.frontend.ops.registry import get_op
 from ember.frontend.passes.conv_blocks import (
     FINITE_AT_ZERO,
-    LANES,
     BlockChooser,
     ConvWorkload,
     conv_workload,
@@ -67,6 +66,7 @@ from ember.frontend.passes.conv_blocks import (
     grouped_count,
     is_depthwise,
     lanewise_nary,
+    target_lanes,
 )
 from ember.frontend.passes.graph_pass import graph_pass
 from ember.tir.topi.conv_nchwc import (
@@ -212,7 +212,7 @@ class _Rewriter:
         o_group = O // g
         ic_bn = dividing(c_group, self.in_block(node))
         oc_bn = dividing(o_group, self.wanted_block(node))
-        if ic_bn is None or oc_bn is None or (x not in self.blocked and o_group < LANES):
+        if ic_bn is None or oc_bn is None or (x not in self.blocked and o_group < target_lanes()):
             return False
         xb = self.to_blocked(x, ic_bn, node)
         weights = pack_nchwc_weights(w, ic_bn, oc_bn)

@@ -12,7 +12,6 @@ import numpy as np
 from ember.frontend.graph import Graph, Node, TensorType
 from ember.tir.topi.workload import Conv2DWorkload
 
-LANES = 16  # float32 lanes of one AVX-512 register
 IMAGE_CHANNELS = 4  # at most this many input channels (gray, RGB, RGBA): blocks of one
 # unary ops that keep the zero lanes past the channel count finite (they are never read)
 FINITE_AT_ZERO = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "exp", "copy", "clip"})
@@ -24,10 +23,21 @@ LANEWISE_VARIADIC = frozenset({"sum", "max", "min", "mean"})
 ConvWorkload = Conv2DWorkload  # the conv templates' workload (``tir/topi/workload.py``)
 
 
+def target_lanes() -> int:
+    """float32 lanes of one vector register of the CPU target in scope (16 with AVX-512, 8
+    with AVX2; the host's outside any ``with target:``), asked of its backend: blocks and
+    the template's register tiles are sized by the same registers."""
+    from ember.backend import get_backend
+    from ember.target import Target
+
+    t = Target.current()
+    return get_backend(t if t is not None and t.info.is_host else "llvm").vector_lanes("float32")
+
+
 BlockChooser = Callable[[ConvWorkload, "int | None", "int | None"], "tuple[int, int] | None"]
 
 
-def channel_block(channels: int, lanes: int = LANES) -> int:
+def channel_block(channels: int, lanes: int | None = None) -> int:
     """The default block of ``channels`` (the ``conv2d_NCHWc.llvm`` template's too): two
     registers' ``lanes``, one, or half of one, whichever divides them first (two registers
     of output channels halve the input broadcasts per multiply-add); else all of them
@@ -35,13 +45,14 @@ def channel_block(channels: int, lanes: int = LANES) -> int:
     is taken only below eight registers of channels: above, padding costs under 1/16
     of the work where half-width vectors cost up to half (SqueezeNet's 1,000-channel
     classifier conv ran 1.43x slower than onnxruntime's on blocks of 8)."""
-    for b in (2 * lanes, lanes, lanes // 2):
-        if b and channels % b == 0 and (b >= lanes or channels < 8 * lanes):
+    n = lanes or target_lanes()
+    for b in (2 * n, n, n // 2):
+        if b and channels % b == 0 and (b >= n or channels < 8 * n):
             return b
-    return channels if channels < lanes else lanes
+    return channels if channels < n else n
 
 
-def input_block(channels: int, lanes: int = LANES) -> int:
+def input_block(channels: int, lanes: int | None = None) -> int:
     """The default block of a conv's NCHW input: one channel for an image's few channels
     (:data:`IMAGE_CHANNELS`), whose blocked layout ``[N, C, H, W, 1]`` is NCHW itself, so
     the input is blocked by a reshape rather than a transpose and the micro-kernel reads
@@ -58,7 +69,7 @@ def default_blocks(
     channels (below that the vector lanes would run mostly empty); the input's block
     where it has one. ``want`` is not used: the defaults depend on the channel counts
     alone, so one value's blocks agree wherever it is added to another."""
-    if w.O < LANES:
+    if w.O < target_lanes():
         return None
     return in_block or input_block(w.C), channel_block(w.O)
 
@@ -106,7 +117,8 @@ def grouped_count(node: Node, graph: Graph) -> int | None:
 def dividing(channels: int, first: int | None) -> int | None:
     """A block dividing a group's ``channels``: ``first`` where it does, else two registers'
     lanes, one, or half of one; None where none does."""
-    for b in (first, 2 * LANES, LANES, LANES // 2):
+    n = target_lanes()
+    for b in (first, 2 * n, n, n // 2):
         if b is not None and channels % b == 0:
             return b
     return None

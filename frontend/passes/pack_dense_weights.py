@@ -16,14 +16,23 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.frontend.passes.conv_blocks import target_lanes
 from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 
-PANEL_WIDTHS = (16, 32, 64)
+
+def panel_widths() -> tuple[int, int, int]:
+    """One, two and four registers' float32 lanes on the CPU target in scope: 16, 32 and
+    64 with AVX-512, 8, 16 and 32 with AVX2 (a row of the micro-kernel's tile is at most
+    four registers, so that three or four rows fit the accumulators)."""
+    n = target_lanes()
+    return n, 2 * n, 4 * n
 
 
 def panel_width(n: int) -> int:
-    """The micro-kernel's lane count for N columns: 64, or the smallest width covering N."""
-    return next((w for w in PANEL_WIDTHS if w >= n), PANEL_WIDTHS[-1])
+    """The micro-kernel's lane count for N columns: four registers' lanes, or the smallest
+    width covering N."""
+    widths = panel_widths()
+    return next((w for w in widths if w >= n), widths[-1])
 
 
 def pack_panels(w: np.ndarray, nr: int) -> np.ndarray:

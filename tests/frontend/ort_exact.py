@@ -147,7 +147,14 @@ class _TwinSession:
         ]
 
 
-def _has_uint8(model: Any) -> bool:
+# a model with one of these may multiply 8-bit values (a QDQ model's DequantizeLinear
+# is fused with the product that reads it into onnxruntime's integer kernels)
+_PRODUCTS = {"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "DequantizeLinear"}
+
+
+def _has_uint8_products(model: Any) -> bool:
+    if not any(n.op_type in _PRODUCTS for n in model.graph.node):
+        return False
     inferred = onnx.shape_inference.infer_shapes(model).graph
     values = [*inferred.input, *inferred.value_info, *inferred.output]
     return any(v.type.tensor_type.elem_type == TensorProto.UINT8 for v in values) or any(
@@ -159,7 +166,7 @@ def session(
     model: Any, options: Any = None, providers: Sequence[str] = ("CPUExecutionProvider",)
 ) -> Any:
     """An onnxruntime session whose integer products are exact on this host."""
-    if U8S8_SATURATES and _has_uint8(model):
+    if U8S8_SATURATES and _has_uint8_products(model):
         return _TwinSession(model, options, list(providers))
     return ort.InferenceSession(model.SerializeToString(), options, list(providers))
 

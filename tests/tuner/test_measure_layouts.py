@@ -39,9 +39,14 @@ def test_every_channel_block_is_measured_and_checked():
     task = create_task("conv2d_NCHWc.llvm", args=ARGS)
     base, configs = _configs(task)
     blocks = {(c["ic_bn"].val, c["oc_bn"].val) for c in configs}
-    assert len(blocks) >= 5 and (base["ic_bn"].val, base["oc_bn"].val) in blocks
-    # the fallback's layout and two others, each block changed (builds take the time)
-    configs = [base] + [c for c in configs if (c["ic_bn"].val, c["oc_bn"].val) in PICK]
+    # 5 on an AVX-512 host, 4 on an AVX2 one (its registers hold fewer blocks' tiles)
+    assert len(blocks) >= 4 and (base["ic_bn"].val, base["oc_bn"].val) in blocks
+    # the fallback's layout and others with each block changed (builds take the time)
+    changed = [c for c in configs if c["ic_bn"].val != base["ic_bn"].val]
+    changed = [c for c in changed if c["oc_bn"].val != base["oc_bn"].val]
+    picked = [c for c in changed if (c["ic_bn"].val, c["oc_bn"].val) in PICK] or changed[:2]
+    assert picked
+    configs = [base, *picked]
     # flushed, as model tasks are measured: each timed call after the cache flush
     scale = create_task("blocked_scale.llvm", args=(24,))
     blocked = [scale.config_space.from_choices({"block": k}) for k in range(3)]

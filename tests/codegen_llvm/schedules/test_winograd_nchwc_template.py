@@ -15,6 +15,7 @@ import pytest
 
 import ember
 from ember.codegen_llvm.schedules.winograd_nchwc import TEMPLATE, winograd_nchwc_reference
+from ember.frontend.passes.conv_blocks import channel_block
 from ember.tir.topi.conv_nchwc import pack_nchwc_weights
 from ember.tir.topi.winograd import winograd_weights_numpy
 from ember.tuner import LocalMeasurer, MeasureOption, create_task
@@ -105,7 +106,8 @@ def test_a_model_is_tuned_and_compiled_with_the_blocked_template(rng, tmp_path):
     model, feeds = _model(rng, 32, 32, 16, 16)
     (task,) = [t.task for t in ember.extract_tasks(model, "llvm", search="templates")]
     assert task.name == TEMPLATE
-    assert task.args == (1, 32, 16, 16, 32, (1, 1, 1, 1), "float32", 32, 32)
+    block = channel_block(32)  # the graph's: 32 with AVX-512, 16 with AVX2
+    assert task.args == (1, 32, 16, 16, 32, (1, 1, 1, 1), "float32", block, block)
     cfg = next(c for c in _distinct_configs(task) if c["m"].val == 2)
     nchw = create_task("conv2d_winograd.llvm", task.args[:7], "llvm")
     nchw_cfg = next(c for c in _distinct_configs(nchw) if c["m"].val == 2)

@@ -1,0 +1,125 @@
+"""Register tiles follow the target's vector registers (AVX-512's 32 of 64 bytes, AVX2's 16
+of 32), read from the target in scope (``with Target(...)``, entered by ``ember.compile``
+and by a tuning task), never assumed.
+
+Tiles sized for AVX-512 on an AVX2 CPU (an AMD EPYC Zen 3 host) spilled: ResNet-18's
+3x3 conv kernel stored 517 registers to the stack around its 360 multiply-adds.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+import pytest
+
+import ember
+from ember.codegen_llvm.cpu_features import AVX2, AVX512, VectorUnit, vector_unit
+from ember.frontend.passes.conv_blocks import channel_block, target_lanes
+from ember.frontend.passes.pack_dense_weights import panel_width
+from ember.target import Target
+from ember.tir.topi.conv_nchwc import blocks
+from ember.tuner.task import create_task
+
+V3, V4 = "llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"
+x86 = pytest.mark.skipif(
+    not ember.target.host_cpu_model() or "x86" not in __import__("platform").machine(),
+    reason="x86-64 levels",
+)
+
+
+@x86
+def test_levels_and_the_scope() -> None:
+    assert vector_unit(V4) == AVX512 and vector_unit(V3) == AVX2
+    assert vector_unit("llvm -mcpu=x86-64") == VectorUnit(16, 16)
+    assert vector_unit("llvm -mcpu=x86-64-v3 -mattr=+avx512f") == AVX512
+    assert vector_unit("llvm -mcpu=skylake-avx512") == AVX512  # named: by its name
+    assert vector_unit("cuda") == vector_unit("llvm")  # not a CPU: the host's
+    with Target(V3):
+        assert vector_unit() == AVX2 and target_lanes() == 8
+        with Target(V4):
+            assert vector_unit() == AVX512 and target_lanes() == 16
+        assert vector_unit() == AVX2
+    assert Target.current() is None
+
+
+@x86
+def test_the_scope_is_per_thread() -> None:
+    seen: list[VectorUnit] = []
+    with Target(V4):
+        t = threading.Thread(target=lambda: seen.append(vector_unit()))
+        t.start()
+        t.join()
+    assert seen == [vector_unit("llvm")]  # the other thread saw no scope: the host's
+
+
+def test_accumulator_budgets() -> None:
+    assert AVX512.accumulators == (24, 16)  # as measured before the budgets were per CPU
+    assert AVX2.accumulators == (13, 12)
+    assert AVX2.lanes("float32") == 8 and AVX512.lanes("float16") == 32
+
+
+@x86
+@pytest.mark.parametrize("target,unit", [(V3, AVX2), (V4, AVX512)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1, 64, 56, 56, 64, 3, 3, 1, 1),
+        (1, 960, 7, 7, 160, 1, 1, 1, 0),
+        (1, 3, 224, 224, 32, 3, 3, 2, 1),
+        (1, 24, 15, 17, 40, 5, 5, 1, 2),
+    ],
+)
+def test_conv_defaults_fit_the_targets_registers(target, unit, args) -> None:  # noqa: ANN001
+    """The NCHWc template's default tile and its whole space hold the accumulators in the
+    target's registers; blocks are the layout pass's for the same target."""
+    task = create_task("conv2d_NCHWc.llvm", args, target=target)
+    space = task.config_space
+    lanes, (most, default) = unit.lanes("float32"), unit.accumulators
+    d = space.default_entity()
+    assert d["ow_bn"].val * blocks(d["oc_bn"].val, lanes) <= default
+    with Target(target):
+        assert d["oc_bn"].val == channel_block(args[4])
+    for k in range(0, len(space), max(1, len(space) // 200)):
+        c = space.get(k)
+        if not space.violations(c):
+            assert c["ow_bn"].val * blocks(c["oc_bn"].val, lanes) <= most
+
+
+@x86
+def test_gemm_defaults_fit_the_targets_registers() -> None:
+    for target, unit in ((V3, AVX2), (V4, AVX512)):
+        d = create_task("matmul.llvm", (64, 512, 256, "float32"), target=target)
+        d = d.config_space.default_entity()
+        regs = d["mr"].val * -(-d["nr"].val // unit.lanes("float32"))
+        assert regs <= unit.accumulators[1], (target, d)
+        with Target(target):
+            assert panel_width(1000) == 4 * unit.lanes("float32")
+
+
+def _spills(asm: str) -> int:
+    return len(re.findall(r"vmov[ua]ps\s+%[xyz]mm\d+, -?\d*\(%rsp\)", asm))
+
+
+@x86
+def test_an_avx2_conv_kernel_does_not_spill(rng) -> None:
+    """Built for AVX2 (runs on any x86-64-v3 host), the default kernel of ResNet-18's 3x3
+    conv at 14x14 keeps its tile in registers and computes the right numbers."""
+    args = (1, 64, 14, 14, 64, 3, 3, 1, 1, 1, "float32")
+    task = create_task("conv2d_NCHWc.llvm", args, target=V3)
+    s, tensors = task.instantiate()
+    f = ember.build(s, tensors, target=V3)
+    asm = f.get_source("asm")
+    # tiled for AVX-512 it stored 517 registers around 360 multiply-adds; the few left
+    # (44 around 684) are in the row edges' code, none in a tile sized for 16 registers
+    assert _spills(asm) * 8 < len(re.findall(r"vfmadd\w+", asm))
+    if f.cannot_run_here is not None:
+        pytest.skip(f.cannot_run_here)
+    x, w, out = (t for t in tensors)
+    X = rng.standard_normal([int(d) for d in x.shape]).astype("float32")
+    W = rng.standard_normal([int(d) for d in w.shape]).astype("float32")
+    got = np.full([int(d) for d in out.shape], np.nan, "float32")
+    f(X, W, got)
+    want = task.template.reference(X, W, task.args)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
