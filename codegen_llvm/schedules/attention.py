@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ember.codegen_llvm.cpu_features import vector_unit
 from ember.tir import expr as E
 from ember.tir import op as T
 from ember.tir.buffer import Buffer
@@ -85,11 +86,16 @@ def flash_attention(
     scale: float,
     layout: AttentionLayout,
     block_q: int = 128,
-    block_k: int = 64,
+    block_k: int | None = None,
     rows: int = 4,
 ) -> Tensor:
-    """``softmax(Q Kᵀ · scale + mask) V`` as one extern stage (see the module notes)."""
+    """``softmax(Q Kᵀ · scale + mask) V`` as one extern stage (see the module notes);
+    ``block_k`` by default one tile row of the target's registers (64 keys on AVX-512, 16
+    on AVX2)."""
     B, H, Sq, Sk, D, Dv = sizes_of(q, k, v, layout)
+    if block_k is None:
+        unit = vector_unit()
+        block_k = unit.row_registers * unit.lanes("float32")
     rows = min(rows, Sq)
     while block_q > 4 * rows and B * H * -(-Sq // block_q) < MIN_TASKS:
         block_q //= 2  # short sequences: smaller query blocks, enough tasks for the threads

@@ -20,16 +20,16 @@ from ember.frontend.passes.conv_blocks import target_lanes
 from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 
 
-def panel_widths() -> tuple[int, int, int]:
-    """One, two and four registers' float32 lanes on the CPU target in scope: 16, 32 and
-    64 with AVX-512, 8, 16 and 32 with AVX2 (a row of the micro-kernel's tile is at most
-    four registers, so that three or four rows fit the accumulators)."""
+def panel_widths() -> tuple[int, ...]:
+    """Panel widths, in float32 lanes of the CPU target in scope, up to one row of the
+    GEMM micro-kernel's tile (``VectorUnit.row_registers`` in ``codegen_llvm``): one, two and
+    four AVX-512 registers (16, 32, 64), one and two AVX2 ones (8, 16)."""
     n = target_lanes()
-    return n, 2 * n, 4 * n
+    return (n, 2 * n, 4 * n) if n >= 16 else (n, 2 * n)
 
 
 def panel_width(n: int) -> int:
-    """The micro-kernel's lane count for N columns: four registers' lanes, or the smallest
+    """The micro-kernel's lane count for N columns: the widest panel, or the smallest
     width covering N."""
     widths = panel_widths()
     return next((w for w in widths if w >= n), widths[-1])
