@@ -37,6 +37,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
+def avx512_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Register tiles, channel blocks and weight panels sized for AVX-512's registers
+    whatever this CPU is; the code is still built for this CPU and runs here (LLVM splits
+    the wider vectors). For tests that pin the structure those rules give on an AVX-512
+    host, where they were written and measured; ``tests/codegen_llvm/test_vector_unit.py``
+    checks the sizing per CPU, and every numeric test runs on this CPU's own."""
+    from ember.codegen_llvm import cpu_features
+
+    monkeypatch.setattr(cpu_features, "_vector_unit", lambda target: cpu_features.AVX512)
+
+
+@pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
 

@@ -194,3 +194,7 @@ def test_tuned_blocks_rule(tmp_path):
     assert got == [(8, 16), (16, 32), (16, 32), (4, 16)]
     rows = [(8, 16, 1.0), (16, 32, 1.05)]  # the stem keeps the default block 32 within 10%
     assert blocks_with(tmp_path / "stem.jsonl", rows)[0] == (16, 32)
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

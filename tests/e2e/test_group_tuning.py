@@ -206,3 +206,7 @@ def test_a_group_no_sketch_fits_stays_untuned_rather_than_failing_extraction():
     auto = ember.extract_tasks(model, "llvm", search="auto")
     nodes = {n for t in auto for n in t.nodes}
     assert auto and not fused & nodes
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

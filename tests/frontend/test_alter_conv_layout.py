@@ -421,3 +421,7 @@ def test_random_blocked_graphs_match_onnxruntime(c, o, hw, k, stride, tail):  # 
     np.testing.assert_allclose(
         lib.run({"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4
     )
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

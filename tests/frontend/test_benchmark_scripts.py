@@ -65,8 +65,9 @@ def test_conv_benchmark_script_checks_every_template_and_tunes(monkeypatch, caps
     assert "vs onnxruntime" in out
 
 
-def test_profile_script_compares_thread_counts(monkeypatch, capsys):
-    """``--threads 1,2``: every step's time at each count, by turns, and the speedup."""
+def test_profile_script_compares_thread_counts(monkeypatch, capsys, avx512_tiles):
+    """``--threads 1,2``: every step's time at each count, by turns, and the speedup (the
+    step names those of AVX-512's blocks)."""
     argv = ["profile_model.py", "--model", "cnn", "--quick", "--threads", "1,2"]
     monkeypatch.setattr(sys, "argv", [*argv, "--rounds", "1", "--number", "1"])
     monkeypatch.syspath_prepend(str(BENCH))

@@ -105,3 +105,7 @@ def test_a_channel_concat_of_blocked_values_stays_blocked(e, blocked, rng):  # n
     assert all(graph.values[i].type.ndim == (5 if blocked else 4) for i in concat.inputs)
     got = ember.compile(model, target="llvm").run(feeds)[0]
     np.testing.assert_allclose(got, run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

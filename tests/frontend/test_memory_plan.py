@@ -174,3 +174,7 @@ def test_a_reshape_of_an_intermediate_is_a_view_and_keeps_it_alive() -> None:
     assert np.shares_memory(views["r"], views["a"]) and views["r"].shape == (24,)
     assert not np.shares_memory(views["b"], views["a"])
     assert total == 2 * 96
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

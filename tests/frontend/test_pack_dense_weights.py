@@ -22,16 +22,6 @@ from tests.nightly import examples
 pytest.importorskip("onnxruntime")
 
 
-@pytest.fixture
-def avx512_tiles():
-    """Panels and tiles sized for AVX-512's registers, as these cases were measured and
-    written (on an AVX2 host they would be 16 lanes wide); the code still runs here."""
-    from ember.target import Target
-
-    with Target("llvm -mcpu=x86-64-v4") as target:
-        yield target
-
-
 def _matmul(rng, a_shape, n):
     k = a_shape[-1]
     w = rng.standard_normal((k, n)).astype("float32")

@@ -345,3 +345,7 @@ def test_a_small_space_is_ranked_whole_one_trial_per_measurement(n_trials):
     assert len(result.study.trials) <= len(measured) + 12
     if n_trials == 40:  # the model found the bowl's bottom
         assert min(_gemm_cost(c) for c in fake.calls) == pytest.approx(1e-3)
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

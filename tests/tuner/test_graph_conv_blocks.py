@@ -139,3 +139,7 @@ def test_conv_tasks_fix_the_graphs_blocks_and_tuning_measures_only_those(tmp_pat
         None, feeds
     )[0]
     np.testing.assert_allclose(compiled.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

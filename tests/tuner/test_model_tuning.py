@@ -371,3 +371,7 @@ def test_a_blocked_depthwise_conv_is_a_task_and_takes_its_record(tmp_path):
     assert {k: tuned[k] for k in keys} != {k: fallback[k] for k in keys}
     got = ember.compile(model, records=log).run(feeds)[0]
     np.testing.assert_allclose(got, _ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

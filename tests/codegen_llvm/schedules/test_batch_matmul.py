@@ -127,3 +127,7 @@ def test_packing_property(m, n, k, pack, mr, nr, nc_panels):  # noqa: ANN001
     cfg = config_with(task, pack=pack, mr=mr, nr=nr, nc_panels=nc_panels)
     s, args = task.instantiate(cfg)
     check(s, args, bmm_ref, np.random.default_rng(m * 1000 + n), executors=("llvm",))
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

@@ -178,3 +178,7 @@ def test_random_pointwise_configs_llvm(n, c, h, w, o, pick):  # noqa: ANN001
     s, args = task.instantiate(cfg)
     check(s, args, lambda x, wt: conv_ref(x, wt, 1, 0, 1), np.random.default_rng(pick),
           executors=("llvm",))  # fmt: skip
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

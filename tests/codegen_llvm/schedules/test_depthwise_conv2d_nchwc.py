@@ -127,13 +127,16 @@ def test_errors():
 
 
 def test_a_record_of_another_block_keeps_the_graphs_block_and_fits_registers():
-    from ember.codegen_llvm.schedules.depthwise_conv2d_nchwc import (
-        ACC_REGISTERS,
-        DepthwiseNchwcKnobs,
-        fit_block,
-    )
+    from ember.codegen_llvm.cpu_features import AVX512
+    from ember.codegen_llvm.schedules.depthwise_conv2d_nchwc import DepthwiseNchwcKnobs, fit_block
+
+    ACC_REGISTERS = AVX512.accumulators[0]  # noqa: N806 - at most 24 of 32
 
     tuned = DepthwiseNchwcKnobs(cb=16, ow_bn=24, outer="rows", unroll_kernel=True)
     assert fit_block(tuned, 16, "float32") is tuned
     wide = fit_block(tuned, 32, "float32")  # two registers a pixel: at most 12 pixels
     assert wide.cb == 32 and wide.ow_bn * 2 <= ACC_REGISTERS and wide.outer == "rows"
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

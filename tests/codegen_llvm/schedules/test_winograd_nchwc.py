@@ -237,3 +237,7 @@ def test_nan_spreads_over_a_tile_and_the_pass_can_be_disabled(rng):  # noqa: ANN
     assert not any(n.op == "conv_winograd_nchwc" for n in direct.graph.nodes)
     out = direct.run(feeds)[0]
     np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")

@@ -636,3 +636,7 @@ def test_every_graph_pass_has_a_case():
     missing = sorted(set(all_graph_passes()) - set(CASES))
     assert not missing, f"graph passes without a Before/Expected case: {missing}"
     assert {p.name for p in DEFAULT_PASSES} <= set(CASES)
+
+
+# the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("avx512_tiles")
