@@ -1,11 +1,13 @@
-"""The CPU a model's machine code needs, recorded on export and checked on load.
+"""The CPU a target's machine code needs and the vector registers its tiles are sized by.
 
 Code compiled for ``-mcpu=native`` (the default) uses every instruction the building
 machine has; loaded on a CPU without them, the first such instruction kills the
 process with SIGILL. So an exported CPU model records what its code was built for:
 the LLVM CPU name, the triple, and the features its code may use, and
 :func:`check_host` refuses a file whose features this host lacks, naming them,
-before any library is opened.
+before any library is opened; :func:`host_mismatch` is the same check for modules
+built in this process and exported libraries, whose calls then raise ``DeviceError``.
+:func:`vector_unit` gives the templates the target's register width and count.
 
 Which features a ``-mcpu`` implies is LLVM's knowledge, and llvmlite exposes it only
 for the host. So the features are known for ``native`` (the host's own list), for the
