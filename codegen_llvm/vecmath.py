@@ -8,9 +8,9 @@ LLVM vector instructions and ``fmuladd``:
 
 * ``exp``: ``x = n*ln2 + r`` with ``|r| <= ln2/2`` (ln2 split in two for an
   exact reduction), a degree-6 polynomial for ``e^r``, and ``2^n`` applied by
-  ``llvm.ldexp`` (one ``vscalefps`` with AVX-512), so results underflow
-  gradually to subnormals and overflow to infinity where ``expf`` does. NaN
-  passes through.
+  two multiplies by powers of two made from their bits (``llvm.ldexp`` would call
+  ``ldexpf`` per lane without AVX-512), so results underflow gradually to subnormals
+  and overflow to infinity where ``expf`` does. NaN passes through.
 * ``tanh``: an odd polynomial for ``|x| < 0.625``, else
   ``sign(x) * (1 - 2 / (exp(2|x|) + 1))``.
 * ``erf``: the rational ``x P(x²) / Q(x²)`` that graphs compute it with
@@ -77,12 +77,22 @@ def vector_exp(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:
 
 
 def _ldexp(b: ir.IRBuilder, x: ir.Value, n: ir.Value) -> ir.Value:
-    """``x * 2^n`` (one ``vscalefps`` with AVX-512)."""
-    name = f"llvm.ldexp.v{lanes_of_type(x.type)}f32.v{lanes_of_type(n.type)}i32"
-    fn = b.module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(x.type, [x.type, n.type]), name=name)
-    return b.call(fn, [x, n])
+    """``x * 2^n`` for ``n`` in [-252, 254], as two multiplies by powers of two built from
+    their bits, ``2^(n >> 1)`` then ``2^(n - (n >> 1))``: both factors are normal floats,
+    the first product is exact and the second rounds once, so the result is ``ldexp``'s,
+    subnormals and infinity included. ``llvm.ldexp`` is one ``vscalefps`` with AVX-512,
+    but without it LLVM calls ``ldexpf`` lane by lane: ``exp`` took 9.9 ns an element on
+    an AVX2 CPU (Zen 3)."""
+    ity = n.type
+    lanes = lanes_of_type(ity)
+    half = b.ashr(n, ir.Constant(ity, [1] * lanes))
+    rest = b.sub(n, half)
+
+    def power(k: ir.Value) -> ir.Value:  # 2^k for k in [-126, 127]: exponent bits only
+        biased = b.add(k, ir.Constant(ity, [127] * lanes))
+        return b.bitcast(b.shl(biased, ir.Constant(ity, [23] * lanes)), x.type)
+
+    return b.fmul(b.fmul(x, power(half)), power(rest))
 
 
 def vector_tanh(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -185,6 +186,25 @@ def test_vector_float32_polynomials_are_accurate(op, ref, rng):
         nan_in, nan_out
     )
     assert np.isnan(nan_out).all()
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"])
+def test_vector_exp_calls_nothing_per_lane(target):
+    """2^n is applied without ``llvm.ldexp``, which LLVM lowers to an ``ldexpf`` call per
+    lane where the CPU has no AVX-512 (exp took 9.9 ns an element on AVX2, 1.2 after)."""
+    import platform
+
+    import ember
+    from ember import te
+
+    if target != "llvm" and platform.machine() != "x86_64":
+        pytest.skip("x86-64 levels")
+    A = te.placeholder((64,), "float32", name="A")
+    E = te.compute((64,), lambda i: te.exp(A[i]), name="E")
+    s = te.create_schedule(E.op)
+    s[E].vectorize(s[E].split(E.op.axis[0], factor=8)[1])
+    asm = ember.build(s, [A, E], target=target).get_source("asm")
+    assert not re.search(r"\bcall", asm), re.findall(r"call.*", asm)[:3]
 
 
 def test_vector_exp_over_the_whole_float32_range():
