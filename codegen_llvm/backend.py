@@ -76,6 +76,10 @@ class CPUBackend(Backend):
     def vector_lanes(self, dtype: str) -> int:
         return cpu_features.vector_unit(self.target).lanes(dtype)
 
+    def tile_row_lanes(self, dtype: str) -> int:
+        unit = cpu_features.vector_unit(self.target)
+        return unit.row_registers * unit.lanes(dtype)
+
     def disk_cache_key(self) -> str | None:
         spec = jit.MachineSpec.from_target(self.target)
         return " ".join([spec.triple, spec.cpu, spec.features, str(spec.opt_level)])

@@ -115,6 +115,11 @@ class Backend:
         it has none), what register tiles and channel blocks are sized by."""
         return 1
 
+    def tile_row_lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one row of a GEMM-like register tile of this target,
+        what weight panels are at most as wide as."""
+        return self.vector_lanes(dtype)
+
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         """The schedule of a fused group computing ``outs``: each implementation in
         ``anchors`` (what :meth:`compute` returned for the group's nodes) schedules its

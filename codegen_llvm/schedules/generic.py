@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from ember.codegen_llvm.cpu_features import vector_unit
 from ember.codegen_llvm.schedules.matmul import GemmTiles, schedule_gemm
 from ember.errors import InternalError
 from ember.tir.arith.const_int_bound import const_int_bound
@@ -140,17 +139,13 @@ def _schedule_reduction_vector(s: Schedule, st: Any, axis: Any) -> None:
 
 def dense_packed_tiles(shape: Sequence[int], nr: int) -> GemmTiles:
     """The default micro-kernel tiles of a ``dense_packed`` stage of output ``shape``
-    (columns padded or not) over ``nr``-lane panels: 4 rows, or as many as the target's
-    default accumulators hold (fewer where there are fewer),
+    (columns padded or not) over ``nr``-lane panels: 4 rows (fewer where there are fewer),
     k unrolled by 4, and blocks of two panels where there are several row blocks and the
     panels pair up (else of one: a block past the last panel would run the whole k loop
     for nothing)."""
     *lead, rows, cols = shape
     pairs = (rows >= 2 or bool(lead)) and -(-cols // nr) % 2 == 0
-    unit = vector_unit()
-    fit = max(1, unit.accumulators[1] // max(1, -(-nr // unit.lanes("float32"))))
-    mr = min(4, fit)  # 4 rows of 64 lanes on AVX-512; 3 rows of 32 on AVX2
-    return GemmTiles(mr=mr if rows >= mr else rows, nr=nr, ku=4, nc_panels=2 if pairs else 1)
+    return GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if pairs else 1)
 
 
 def whole_panels_pay(shape: Sequence[int], nr: int) -> bool:

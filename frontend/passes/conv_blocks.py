@@ -6,6 +6,7 @@ from :func:`default_blocks`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,15 +24,21 @@ LANEWISE_VARIADIC = frozenset({"sum", "max", "min", "mean"})
 ConvWorkload = Conv2DWorkload  # the conv templates' workload (``tir/topi/workload.py``)
 
 
-def target_lanes() -> int:
-    """float32 lanes of one vector register of the CPU target in scope (16 with AVX-512, 8
-    with AVX2; the host's outside any ``with target:``), asked of its backend: blocks and
-    the template's register tiles are sized by the same registers."""
+def target_backend() -> Any:
+    """The backend of the CPU target in scope (the host's outside any ``with target:``),
+    which the layout and packing passes ask for register sizes: blocks, panels and the
+    templates' register tiles are sized by the same registers."""
     from ember.backend import get_backend
     from ember.target import Target
 
     t = Target.current()
-    return get_backend(t if t is not None and t.info.is_host else "llvm").vector_lanes("float32")
+    return get_backend(t if t is not None and t.info.is_host else "llvm")
+
+
+def target_lanes() -> int:
+    """float32 lanes of one vector register of the CPU target in scope (16 with AVX-512, 8
+    with AVX2)."""
+    return int(target_backend().vector_lanes("float32"))
 
 
 BlockChooser = Callable[[ConvWorkload, "int | None", "int | None"], "tuple[int, int] | None"]

@@ -16,16 +16,19 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.conv_blocks import target_lanes
+from ember.frontend.passes.conv_blocks import target_backend
 from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 
 
 def panel_widths() -> tuple[int, ...]:
-    """Panel widths, in float32 lanes of the CPU target in scope, up to one row of the
-    GEMM micro-kernel's tile (``VectorUnit.row_registers`` in ``codegen_llvm``): one, two and
-    four AVX-512 registers (16, 32, 64), one and two AVX2 ones (8, 16)."""
-    n = target_lanes()
-    return (n, 2 * n, 4 * n) if n >= 16 else (n, 2 * n)
+    """Panel widths, in float32 lanes of the CPU target in scope: one register, doubled up
+    to one row of the GEMM micro-kernel's tile (16, 32, 64 with AVX-512; 8, 16 with AVX2)."""
+    backend = target_backend()
+    n, row = backend.vector_lanes("float32"), backend.tile_row_lanes("float32")
+    widths = [n]
+    while widths[-1] * 2 <= row:
+        widths.append(widths[-1] * 2)
+    return tuple(widths)
 
 
 def panel_width(n: int) -> int:
