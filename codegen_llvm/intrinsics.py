@@ -4,8 +4,8 @@ Used by :mod:`ember.codegen_llvm.codegen` for ``Call`` nodes. The table
 ``INTRINSICS`` has one rule per intrinsic: an overloaded LLVM intrinsic
 (``llvm.sin.v16f32`` works on vectors and LLVM expands it), a C math library
 function called lane by lane (``erf`` has no LLVM intrinsic), or a short
-formula (``sigmoid``, ``rsqrt``; ``exp``, ``tanh`` and ``erf`` of float32 vectors are
-inline polynomials from :mod:`.vecmath`, scalars call the C library). float32
+formula (``sigmoid``, ``rsqrt``; ``exp``, the logarithms, ``tanh`` and ``erf`` of float32
+vectors are inline polynomials from :mod:`.vecmath`, scalars call the C library). float32
 and float64 compute natively; float16 and bfloat16 compute in float32 and
 round back. ``ROUND`` rounds halves away from zero (C's ``round``, TVM's), ``NEARBYINT``
 to even. Integer intrinsics (bit counts, shifts, bitwise operators, ``abs``) are in
@@ -33,7 +33,14 @@ from ember.codegen_llvm.builder_utils import (
     splat_const,
 )
 from ember.codegen_llvm.casts import round_to_bfloat16
-from ember.codegen_llvm.vecmath import vector_erf, vector_exp, vector_tanh
+from ember.codegen_llvm.vecmath import (
+    vector_erf,
+    vector_exp,
+    vector_log,
+    vector_log2,
+    vector_log10,
+    vector_tanh,
+)
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.expr import WARP_SHUFFLES, Intrinsic
@@ -83,6 +90,18 @@ def _exp(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
     return _call_llvm(b, "exp", args, flags)
 
 
+def _vector_or_llvm(name: str, vector: Formula) -> Formula:
+    """The inline ``vector`` formula for float32 vectors, else LLVM's ``name`` intrinsic
+    (which calls the C library: per lane for vectors of other types)."""
+
+    def emit(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+        if _is_f32_vector(args[0]):
+            return vector(b, args[0], flags)
+        return _call_llvm(b, name, args, flags)
+
+    return emit
+
+
 def _tanh(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
     if _is_f32_vector(args[0]):
         return vector_tanh(b, args[0], flags)
@@ -115,9 +134,9 @@ INTRINSICS: dict[Intrinsic, IntrinsicRule] = {
     Intrinsic.EXP: IntrinsicRule(1, formula=_exp),
     Intrinsic.EXP2: IntrinsicRule(1, llvm="exp2"),
     Intrinsic.EXP10: IntrinsicRule(1, libm="exp10"),
-    Intrinsic.LOG: IntrinsicRule(1, llvm="log"),
-    Intrinsic.LOG2: IntrinsicRule(1, llvm="log2"),
-    Intrinsic.LOG10: IntrinsicRule(1, llvm="log10"),
+    Intrinsic.LOG: IntrinsicRule(1, formula=_vector_or_llvm("log", vector_log)),
+    Intrinsic.LOG2: IntrinsicRule(1, formula=_vector_or_llvm("log2", vector_log2)),
+    Intrinsic.LOG10: IntrinsicRule(1, formula=_vector_or_llvm("log10", vector_log10)),
     Intrinsic.LOG1P: IntrinsicRule(1, libm="log1p"),
     Intrinsic.SQRT: IntrinsicRule(1, llvm="sqrt"),
     Intrinsic.RSQRT: IntrinsicRule(1, formula=_rsqrt),

@@ -1,4 +1,4 @@
-"""Inline vector ``exp``, ``tanh`` and ``erf`` for float32, so they run at SIMD speed.
+"""Inline vector ``exp``, ``log``, ``tanh`` and ``erf`` for float32, so they run at SIMD speed.
 
 Used by :mod:`ember.codegen_llvm.intrinsics` for float32 vectors (and for
 float16/bfloat16 vectors, which compute in float32). LLVM has no vector math
@@ -11,6 +11,10 @@ LLVM vector instructions and ``fmuladd``:
   two multiplies by powers of two made from their bits (``llvm.ldexp`` would call
   ``ldexpf`` per lane without AVX-512), so results underflow gradually to subnormals
   and overflow to infinity where ``expf`` does. NaN passes through.
+* ``log`` (and ``log2``, ``log10``): ``x = 2^e * m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``
+  read from the bits (subnormals scaled up by ``2^23`` first), a degree-9 polynomial for
+  ``log(m)``, and ``e`` added back with ln2 split in two. Zero gives ``-inf``, negatives
+  NaN, infinity itself; ``log2`` of a power of two is exact.
 * ``tanh``: an odd polynomial for ``|x| < 0.625``, else
   ``sign(x) * (1 - 2 / (exp(2|x|) + 1))``.
 * ``erf``: the rational ``x P(x²) / Q(x²)`` that graphs compute it with
@@ -38,6 +42,14 @@ _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
 _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
              1.6666665459e-1, 5.0000001201e-1)  # fmt: skip
+_LOG_POLY = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+             1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+             3.3333331174e-1)  # fmt: skip
+_SQRT_HALF = 0.707106781186547524
+_FLT_MIN = 1.17549435e-38  # the smallest normal float32
+_LOG10E = 0.434294481903251828
+_LOG10_2_HI = 3.0078125e-1  # log10(2) in two parts, as ln2 above
+_LOG10_2_LO = 2.48745663981195213739e-4
 _TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
               -3.33332819422e-1)  # fmt: skip
 
@@ -93,6 +105,62 @@ def _ldexp(b: ir.IRBuilder, x: ir.Value, n: ir.Value) -> ir.Value:
         return b.bitcast(b.shl(biased, ir.Constant(ity, [23] * lanes)), x.type)
 
     return b.fmul(b.fmul(x, power(half)), power(rest))
+
+
+def _log_parts(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``(e, f)`` with ``x = 2^e * (1 + f)`` and ``log(1 + f)`` for ``f`` in
+    ``[sqrt(1/2) - 1, sqrt(2) - 1)``, for positive finite ``x``: ``e`` as a float, and
+    ``log(1 + f)`` as the exact ``f`` plus a small correction (returned added)."""
+    ty = x.type
+    lanes = lanes_of_type(ty)
+    ity = ir.VectorType(I32, lanes)
+    tiny = b.fcmp_ordered("<", x, splat_const(ty, _FLT_MIN))  # subnormals: make them normal
+    scaled = b.select(tiny, b.fmul(x, splat_const(ty, 8388608.0)), x)  # 2^23
+    bits = b.bitcast(scaled, ity)
+    e = b.sub(b.lshr(bits, splat_const(ity, 23)), splat_const(ity, 126))
+    e = b.sub(e, b.select(tiny, splat_const(ity, 23), splat_const(ity, 0)))
+    # the mantissa as a float in [0.5, 1); below sqrt(1/2) it is doubled and e lowered
+    m = b.bitcast(
+        b.or_(b.and_(bits, splat_const(ity, 0x007FFFFF)), splat_const(ity, 0x3F000000)), ty
+    )
+    low = b.fcmp_ordered("<", m, splat_const(ty, _SQRT_HALF))
+    e = b.sub(e, b.zext(low, ity))
+    f = b.fsub(b.select(low, b.fadd(m, m), m), splat_const(ty, 1.0))  # exact
+    f2 = b.fmul(f, f)
+    y = b.fmul(b.fmul(f, f2), _horner(b, f, _LOG_POLY))
+    y = _fma(b, f2, splat_const(ty, -0.5), y)
+    return b.sitofp(e, ty), b.fadd(f, y)
+
+
+def _log_specials(b: ir.IRBuilder, x: ir.Value, r: ir.Value) -> ir.Value:
+    """``r`` with the answers for zero (``-inf``), negatives (NaN), ``+inf`` and NaN."""
+    ty = x.type
+    inf = float("inf")
+    r = b.select(b.fcmp_ordered("<", x, splat_const(ty, 0.0)), splat_const(ty, float("nan")), r)
+    r = b.select(b.fcmp_ordered("==", x, splat_const(ty, 0.0)), splat_const(ty, -inf), r)
+    r = b.select(b.fcmp_ordered("==", x, splat_const(ty, inf)), x, r)
+    return b.select(b.fcmp_unordered("uno", x, x), x, r)
+
+
+def vector_log(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:
+    """``ln(x)`` for a float32 vector; LLVM would call ``logf`` lane by lane."""
+    e, lg = _log_parts(b, x)
+    r = _fma(b, e, splat_const(x.type, _LN2_HI), _fma(b, e, splat_const(x.type, _LN2_LO), lg))
+    return _log_specials(b, x, r)
+
+
+def vector_log2(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:
+    """``log2(x)`` for a float32 vector: exact at powers of two (``f`` is 0 there)."""
+    e, lg = _log_parts(b, x)
+    return _log_specials(b, x, _fma(b, lg, splat_const(x.type, _LOG2E), e))
+
+
+def vector_log10(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:
+    """``log10(x)`` for a float32 vector."""
+    ty = x.type
+    e, lg = _log_parts(b, x)
+    r = _fma(b, e, splat_const(ty, _LOG10_2_LO), b.fmul(lg, splat_const(ty, _LOG10E)))
+    return _log_specials(b, x, _fma(b, e, splat_const(ty, _LOG10_2_HI), r))
 
 
 def vector_tanh(b: ir.IRBuilder, x: ir.Value, flags: Flags = ()) -> ir.Value:
