@@ -8,6 +8,7 @@ only imports under ``if TYPE_CHECKING:`` are exempt, since they never run.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -27,6 +28,7 @@ FOLDERS = {
 TABLE = ROOT / "docs" / "architecture.md"
 
 
+@functools.cache
 def _modules() -> dict[str, Path]:
     out = {}
     for folder, pkg in FOLDERS.items():
@@ -35,6 +37,24 @@ def _modules() -> dict[str, Path]:
             parts = [p for p in rel.parts if p != "__init__"]
             out[".".join([pkg, *parts])] = path
     return out
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[list[ast.Import | ast.ImportFrom], list[ast.Call], set[int]]:
+    """The file's import statements, its calls, and the ids of the nodes under ``if
+    TYPE_CHECKING:``, from one parse and one walk shared by every check here (parsing and
+    walking all modules once per check took ~10 s of the suite)."""
+    imports: list[ast.Import | ast.ImportFrom] = []
+    calls: list[ast.Call] = []
+    skip: set[int] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(node)
+        elif isinstance(node, ast.Call):
+            calls.append(node)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return imports, calls, skip
 
 
 def _layer_table(text: str) -> dict[str, tuple[list[str], set[str]]]:
@@ -79,16 +99,17 @@ def _resolve(name: str, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]
     return ([base] if base in mods else []) + subs
 
 
+@functools.cache
+def _file_edges(name: str, path: Path) -> list[tuple[int, str]]:
+    return _edges(name, path, _modules())
+
+
 def _edges(name: str, path: Path, mods: dict[str, Path]) -> list[tuple[int, str]]:
     """(line, module) of every import in the file, TYPE_CHECKING blocks left out."""
-    tree = ast.parse(path.read_text())
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    imports, _, skip = _nodes(path)
     out = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skip:
+    for node in imports:
+        if id(node) not in skip:
             out += [(node.lineno, m) for m in _resolve(name, node, mods)]
     return out
 
@@ -114,7 +135,7 @@ def check_layers(text: str) -> list[str]:
             problems.append(f"{path.relative_to(ROOT)} belongs to no layer of the table")
             continue
         allowed = table[layer][1] | {layer}
-        for line, target in _edges(name, path, mods):
+        for line, target in _file_edges(name, path):
             if owner.get(target) not in allowed:
                 problems.append(
                     f"{path.relative_to(ROOT)}:{line} ({layer}) imports {target} "
@@ -151,9 +172,7 @@ def _dynamic_imports(path: Path) -> list[str]:
     """Calls that import a module named at run time (importlib.import_module, __import__),
     other than a fixed name outside Ember (an optional package such as cuda-python)."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in _nodes(path)[1]:
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
         arg = ast.unparse(node.args[0]) if node.args else ""
@@ -189,7 +208,7 @@ def test_no_bare_folder_imports():
     bare = ("tir", "codegen_llvm", "codegen_cuda", "tuner", "frontend")
     problems = []
     for name, path in _modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path)[0]:
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

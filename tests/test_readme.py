@@ -11,6 +11,7 @@ be read and pasted alone.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
@@ -56,7 +57,8 @@ def test_readme_block_runs_as_written(tmp_path, tmp_path_factory, lang, code):
     env["EMBER_VERIFY_IR"] = "0"
     # The disk kernel cache on, as a user has it, in one folder for the whole run (the
     # pytest-xdist workers' base folders share a parent): the blocks that compile the same
-    # model (the Python and shell quick starts) then build its kernels once.
+    # model (the Python and shell quick starts) then build its kernels once. One block runs
+    # at a time (a lock in that folder), or two workers would each compile ResNet-18 cold.
     run = tmp_path_factory.getbasetemp()
     run = run.parent if run.name.startswith("popen-gw") else run
     env["EMBER_DISK_CACHE"] = "1"
@@ -66,7 +68,11 @@ def test_readme_block_runs_as_written(tmp_path, tmp_path_factory, lang, code):
         if lang == "python"
         else ["bash", "-eu", "-c", code]  # no pipefail: `| head` may close a pipe early
     )
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    with open(run / "readme.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(
+            cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
     assert done.returncode == 0, (
         f"README block failed:\n{code}\n--- output ---\n{done.stdout}\n{done.stderr}"
     )
