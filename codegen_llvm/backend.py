@@ -24,6 +24,7 @@ from ember.codegen_llvm.conv_layout import alter_conv_layout_tuned, transform_wi
 from ember.codegen_llvm.step_loop import compiled_step_loop
 from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
 from ember.frontend.passes.conv1d_as_2d import conv1d_as_2d
+from ember.frontend.passes.conv_as_gemm import conv_as_gemm
 from ember.frontend.passes.fuse_attention import fuse_attention
 from ember.frontend.passes.fuse_dw_pointwise import fuse_dw_pointwise
 from ember.runtime.module import Module
@@ -55,17 +56,19 @@ class CPUBackend(Backend):
         return build_llvm(list(funcs), self.target, ctx=ctx, passes=self.passes(ctx))
 
     def graph_passes(self, common: Sequence[Pass]) -> tuple[Pass, ...]:
-        """``common`` with attention fusion, 1-D convs as 2-D, the convolution layout pass and
-        Winograd's compile-time weight transform before dead-code elimination (they leave
-        transposes and the NCHW weights unused)."""
+        """``common`` with convs of few input channels as GEMMs before the weight packing
+        (which packs their weights), and attention fusion, 1-D convs as 2-D, the convolution
+        layout pass and Winograd's compile-time weight transform before dead-code
+        elimination (they leave transposes and the NCHW weights unused)."""
         names = [p.name for p in common]
         at = names.index("eliminate_dead_code")
+        packs = names.index("pack_dense_weights")  # packs the weights conv_as_gemm leaves
         convs = (
             conv1d_as_2d, alter_conv_layout_tuned, transform_winograd_weights_tuned,
             fuse_dw_pointwise,
         )  # fmt: skip
         cpu = (fuse_attention, *convs)
-        return (*common[:at], *cpu, *common[at:])
+        return (*common[:packs], conv_as_gemm, *common[packs:at], *cpu, *common[at:])
 
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)

@@ -18,6 +18,7 @@ from typing import Any
 from ember.frontend.graph import Graph
 from ember.frontend.passes.alter_conv_layout import alter_conv_layout, alter_conv_layout_with
 from ember.frontend.passes.conv1d_as_2d import conv1d_as_2d
+from ember.frontend.passes.conv_as_gemm import conv_as_gemm
 from ember.frontend.passes.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
 from ember.frontend.passes.fold_batch_norm import fold_batch_norm
@@ -65,6 +66,7 @@ __all__ = [
     "eliminate_dead_code",
     "fold_batch_norm",
     "conv1d_as_2d",
+    "conv_as_gemm",
     "fuse_attention",
     "fuse_layer_norm",
     "fuse_ops",

@@ -320,6 +320,30 @@ def a_1d_conv_becomes_a_2d_conv_of_height_1() -> tuple[Graph, Graph]:
     return before, e.build(e.node("reshape", [y4], (1, 4, 9), shape=(1, 4, 9)))
 
 
+# -- conv_as_gemm ---------------------------------------------------------------------------
+
+
+@expected("conv_as_gemm")
+def a_one_channel_conv_over_a_long_window_becomes_im2col_and_a_product() -> tuple[Graph, Graph]:
+    W = rng().standard_normal((5, 1, 2, 40)).astype("float32")
+    B = rng().standard_normal(5).astype("float32")
+    attrs = {"strides": (1, 8), "pads": (0, 3, 1, 3), "dilations": (1, 1), "group": 1}
+    b = GraphBuilder()
+    x = b.input("x", (1, 1, 3, 70))
+    w, bias = b.param("W", W), b.param("B", B)
+    before = b.build(b.node("conv", [x, w, bias], (1, 5, 3, 5), **attrs))
+
+    e = GraphBuilder()
+    x = e.input("x", (1, 1, 3, 70))
+    window = {"kernel": (2, 40), "strides": (1, 8), "pads": (0, 3, 1, 3), "dilations": (1, 1)}
+    cols = e.node("im2col", [x], (15, 80), **window)
+    prod = e.node("matmul", [cols, e.param("Wk", W.reshape(5, 80).T.copy())], (15, 5))
+    prod = e.node("add", [prod, e.param("B", B)], (15, 5))
+    per_image = e.node("reshape", [prod], (1, 15, 5), shape=(1, 15, 5))
+    first = e.node("transpose", [per_image], (1, 5, 15), perm=(0, 2, 1))
+    return before, e.build(e.node("reshape", [first], (1, 5, 3, 5), shape=(1, 5, 3, 5)))
+
+
 # -- alter_conv_layout ---------------------------------------------------------------------
 
 
