@@ -13,21 +13,25 @@ each input vector loaded once per tile. The tile's channels never cross a group
 Until this template, these convolutions ran the generic schedule, whose channel
 blocking the grouped index defeats: on ShuffleNet v1's 136-channel, 4-group layers at
 28x28 it ran at 31 GFLOPS on one core, onnxruntime's grouped GEMMs at 79; this tile
-runs at 78-86 (measured alone, one thread, AMD EPYC Zen 4).
+runs at 78-86 (measured alone, one thread, AMD EPYC Zen 4). The tile is sized by the
+target's vector registers (:func:`~ember.codegen_llvm.cpu_features.vector_unit`): ``cols``
+shrinks so that ``rows x cols`` accumulators fit the default budget, four by four of
+AVX-512's 16 lanes; four by three of AVX2's 8, which four by four (and the 16-lane
+vectors this template first had, two registers each) would spill.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ember.codegen_llvm.cpu_features import vector_unit
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tir.topi.transform import static_shape
 
 TAG = "conv2d_grouped_pointwise"
-LANES = 16  # float32 lanes of one AVX-512 register
-COLS = 4  # vectors of the spatial axis per tile
+COLS = 4  # vectors of the spatial axis per tile, at most
 ROWS = (4, 3, 2, 1)  # output channels per tile: the first that divides a group's
 
 
@@ -77,20 +81,22 @@ def schedule_grouped_pointwise(s: Schedule, out: Tensor, conv: Tensor) -> None:
     axes fused and tiled, the accumulator of each tile in registers, (batch, channel
     tile) in parallel."""
     rows = tile_rows(int(dict(_compute(conv).attrs)["group_channels"]))
+    unit = vector_unit()
+    lanes = unit.lanes(out.dtype)
+    cols = min(COLS, max(1, unit.accumulators[1] // rows))
     acc = s.cache_write(conv, "local")
     s[conv].compute_inline()
     n, o, h, q = _compute(out).axis
     p = s[out].fuse(h, q)
     oo, oi = s[out].split(o, factor=rows)
-    po, pi = s[out].split(p, factor=LANES * COLS)
+    po, pi = s[out].split(p, factor=lanes * cols)
     s[out].reorder(n, oo, po, oi, pi)
     s[out].parallel(s[out].fuse(n, oo))
-    _, lanes = s[out].split(pi, factor=LANES)
-    s[out].vectorize(lanes)
+    s[out].vectorize(s[out].split(pi, factor=lanes)[1])
     s[acc].compute_at(s[out], po)
     _, ao, ap = _compute(acc).axis
     (rc,) = _compute(acc).reduce_axis
-    aj, ak = s[acc].split(ap, factor=LANES)
+    aj, ak = s[acc].split(ap, factor=lanes)
     s[acc].reorder(rc, ao, aj, ak)
     s[acc].unroll(ao)
     s[acc].unroll(aj)

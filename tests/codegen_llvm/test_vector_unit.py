@@ -123,3 +123,52 @@ def test_an_avx2_conv_kernel_does_not_spill(rng) -> None:
     f(X, W, got)
     want = task.template.reference(X, W, task.args)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@x86
+@pytest.mark.parametrize("target", [V3, V4], ids=["avx2", "avx512"])
+def test_a_grouped_pointwise_kernel_keeps_its_tile_in_registers(target) -> None:
+    """ShuffleNet v1's grouped 1x1 conv (480 -> 120 channels in 3 groups at 14x14), built as
+    a graph builds it: four rows of four 16-lane vectors took 32 of AVX2's 16 registers."""
+    from ember.codegen_llvm.schedules.generic import schedule_group
+    from ember.codegen_llvm.strategy import CPU_STRATEGY
+    from ember.tir.te import operation as te
+
+    attrs = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 3}
+    with Target(target):
+        x = te.placeholder((1, 480, 14, 14), "float32", name="x")
+        w = te.placeholder((120, 160, 1, 1), "float32", name="w")
+        outs, impl = CPU_STRATEGY.compute("conv", [x, w], attrs, None)
+        s = schedule_group(outs, [impl])
+        asm = ember.build(s, [x, w, outs[0]], target=target).get_source("asm")
+    assert len(re.findall(r"vfmadd\w+", asm)) >= 12
+    assert _spills(asm) == 0
+
+
+@pytest.mark.parametrize("target", [V3, V4], ids=["avx2", "avx512"])
+def test_grouped_1x1_convs_in_part_register_blocks_stay_nchw(target, rng) -> None:
+    """ShuffleNet v1's 4-group 1x1 convs (68 channels a group) after a blocked conv: only a
+    block of 4 divides 68, half an AVX2 register, so they run NCHW's grouped 1x1 template
+    on AVX2 as on AVX-512 (whose blocks do not divide 68 at all)."""
+    from onnx import helper
+
+    from ember.frontend.passes import alter_conv_layout, run_graph_passes
+    from tests.frontend.onnx_models import make_model, run_ort
+
+    w = {
+        "A": rng.standard_normal((272, 8, 3, 3)).astype("float32") * 0.2,
+        "G": rng.standard_normal((272, 68, 1, 1)).astype("float32") * 0.2,
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "A"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "G"], ["y"], group=4),
+    ]
+    x = rng.standard_normal((1, 8, 9, 9)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y"], w)
+    with Target(target):
+        graph = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
+    convs = [(nd.op, nd.attrs.get("group")) for nd in graph.nodes if nd.op.startswith("conv")]
+    assert convs == [("conv_nchwc", None), ("conv", 4)]
+    got = ember.compile(model, target="llvm").run({"x": x})[0]
+    np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)

@@ -44,15 +44,25 @@ def grouped_block(rng, c=48, g=3, mid=96, hw=9, k=3, stride=1):  # noqa: ANN001,
 
 
 @pytest.mark.parametrize(
-    "c, g, mid, hw, k, stride, transforms",
-    [(48, 3, 96, 9, 3, 1, 2), (96, 3, 48, 7, 1, 2, 2), (48, 2, 64, 5, 3, 1, 3)],
-    ids=["g3-3x3", "g3-1x1-s2", "g2-reblocked"],  # groups of 24: 16-blocks re-blocked to 8
+    "c, g, mid, hw, k, stride, blocked, transforms",
+    [
+        (48, 3, 96, 9, 3, 1, 2, 2),
+        (96, 3, 48, 7, 1, 2, 2, 2),
+        # groups of 24: the 3x3's input re-blocked from 16 to 8 lanes; the 1x1 in blocks of
+        # 8, half a register, runs NCHW's grouped 1x1 template (transforms on both sides)
+        (48, 2, 64, 5, 3, 1, 1, 4),
+    ],
+    ids=["g3-3x3", "g3-1x1-s2", "g2-reblocked"],
 )
-def test_grouped_convs_run_blocked_and_match_onnxruntime(c, g, mid, hw, k, stride, transforms, rng):  # noqa: ANN001, E501
+def test_grouped_convs_run_blocked_and_match_onnxruntime(
+    c, g, mid, hw, k, stride, blocked, transforms, rng
+):  # noqa: ANN001, E501
     model, feeds = grouped_block(rng, c, g, mid, hw, k, stride)
     graph = run_graph_passes(ember.frontend.from_onnx(model), [alter_conv_layout])
     grouped = [nd for nd in graph.nodes if nd.op == "conv_nchwc" and nd.attrs.get("groups")]
-    assert [nd.attrs["groups"] for nd in grouped] == [g, g]
+    assert [nd.attrs["groups"] for nd in grouped] == [g] * blocked
+    nchw = [nd.attrs["group"] for nd in graph.nodes if nd.op == "conv"]
+    assert nchw == [g] * (2 - blocked)
     assert [nd.op for nd in graph.nodes].count("layout_transform") == transforms
     got = ember.compile(model, target="llvm").run(feeds)[0]
     np.testing.assert_allclose(got, run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
