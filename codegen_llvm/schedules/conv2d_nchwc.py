@@ -58,6 +58,7 @@ OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
 # A body beyond the decoded-instruction cache (about 4K micro-ops) is fetched through
 # the slower legacy decoders: 2048 multiply-adds and their loads stay within it.
 MAX_UNROLLED_FMAS = 2048
+FMA_CHAINS = 8  # independent multiply-adds that hide the latency: 2 pipes x 4 cycles
 PREFETCH = ("none", "next_ic_block", "next_oc_block")
 
 
@@ -92,8 +93,7 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # measured on the ResNet-18 layers: about 16 accumulator registers is the sweet spot
     regs_per_px = blocks(oc_default, lanes)
     fits = [t for t in OW_TILES if t <= g.OW and t * regs_per_px <= default_acc]
-    dividing = [t for t in fits if g.OW % t == 0]
-    ow_default = max(dividing) if dividing and max(dividing) >= 4 else max(fits)
+    ow_default = min(fits, key=lambda t: (row_cost(g.OW, t, regs_per_px), g.OW % t, -t))
     cfg.define_knob("ic_bn", ics, default=ic_default)
     cfg.define_knob("oc_bn", ocs, default=oc_default)
     cfg.define_knob("ow_bn", [t for t in OW_TILES if t <= g.OW], default=ow_default)
@@ -149,6 +149,18 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
         cfg["unroll_ic"].val,
         cfg["prefetch"].val,
     )
+
+
+def row_cost(ow: int, tile: int, regs_per_px: int, chains: int = FMA_CHAINS) -> int:
+    """Cycles of multiply-adds, in units of one vector FMA, that tiling a row of ``ow``
+    pixels by ``tile`` takes per input channel: a tile of ``a`` accumulators issues them in
+    ``a`` slots but waits out the FMA latency below ``chains`` independent ones. The row's
+    last tile is the remainder, so a row of 13 in tiles of 12 runs its last pixel alone,
+    at an eighth of the speed; tiles of 8 and 5 (or 7 and 6) keep both busy. SqueezeNet's
+    55-pixel rows ran in tiles of 5 (it divides 55), each waiting on its latency."""
+    full, rest = divmod(ow, tile)
+    cost = full * max(tile * regs_per_px, chains)
+    return cost + (max(rest * regs_per_px, chains) if rest else 0)
 
 
 def unrolled_fmas(g: _Geometry, c: Any, lanes: int) -> int:

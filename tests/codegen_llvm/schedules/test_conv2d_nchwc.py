@@ -15,6 +15,7 @@ from ember.tir import expr as E
 from ember.tir.schedule.schedule import create_schedule
 from ember.tir.te import operation as te
 from ember.tir.topi.conv_nchwc import conv2d_nchwc, layout_transform, pack_nchwc_weights
+from ember.tuner.task import create_task
 from tests.codegen_llvm.schedules.template_helpers import sampled_configs, task_of
 from tests.codegen_llvm.schedules.test_conv2d import conv_ref
 from tests.nightly import configs, examples
@@ -216,3 +217,23 @@ def test_prefetch_knob_keeps_results_and_emits_prefetches(outer, prefetch, rng):
     got = np.full([int(d.value) for d in tensors[-1].shape], np.nan, dtype="float32")
     mod(block(x, 8), pack_nchwc_weights(w, 8, 8), got)
     np.testing.assert_allclose(unblock(got, 20), conv_ref(x, w, 1, 1, 1), rtol=1e-4, atol=1e-3)
+
+
+def test_row_cost_counts_the_latency_of_short_tiles():
+    from ember.codegen_llvm.schedules.conv2d_nchwc import row_cost
+
+    assert row_cost(13, 12, 1) == 12 + 8  # the lone last pixel waits out the latency
+    assert row_cost(13, 8, 1) == 8 + 8 and row_cost(13, 7, 1) == 8 + 8
+    assert row_cost(55, 5, 1) == 11 * 8  # every tile of 5 below 8 chains
+    assert row_cost(55, 12, 1) == 4 * 12 + 8
+    assert row_cost(56, 8, 2) == 7 * 16
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"])
+@pytest.mark.parametrize("ow, tiles", [(13, (7, 8)), (55, (12, 14)), (56, (8, 14)), (28, (7, 14))])
+def test_default_row_tiles_leave_no_lone_pixels(target, ow, tiles):
+    """SqueezeNet's rows: 13 pixels ran in a tile of 12 and a lone pixel (its 1000-class 1x1
+    conv 4.4 ms, in tiles of 7 or 8 2.7-3.6 ms), 55 in tiles of 5 (5 divides 55); ResNet's
+    56 and 28 keep the tiles that divide them."""
+    task = create_task("conv2d_NCHWc.llvm", (1, 64, ow, ow, 1000, 1, 1, 1, 0, 1, "float32"), target)
+    assert task.config_space.default_entity()["ow_bn"].val in tiles
