@@ -80,8 +80,7 @@ class CPUBackend(Backend):
         return cpu_features.vector_unit(self.target).lanes(dtype)
 
     def tile_row_lanes(self, dtype: str) -> int:
-        unit = cpu_features.vector_unit(self.target)
-        return unit.row_registers * unit.lanes(dtype)
+        return cpu_features.vector_unit(self.target).row_lanes(dtype)
 
     def disk_cache_key(self) -> str | None:
         spec = jit.MachineSpec.from_target(self.target)

@@ -119,6 +119,10 @@ class VectorUnit:
         of 64 took the whole model from 12.7 to 10.4 ms."""
         return 4 if self.registers >= 32 else 2
 
+    def row_lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one tile row (:attr:`row_registers` registers)."""
+        return self.row_registers * self.lanes(dtype)
+
 
 AVX512 = VectorUnit(64, 32)
 AVX2 = VectorUnit(32, 16)

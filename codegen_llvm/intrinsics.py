@@ -84,12 +84,6 @@ def _is_f32_vector(v: ir.Value) -> bool:
     return isinstance(v.type, ir.VectorType) and v.type.element == F32
 
 
-def _exp(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
-    if _is_f32_vector(args[0]):
-        return vector_exp(b, args[0], flags)
-    return _call_llvm(b, "exp", args, flags)
-
-
 def _vector_or_llvm(name: str, vector: Formula) -> Formula:
     """The inline ``vector`` formula for float32 vectors, else LLVM's ``name`` intrinsic
     (which calls the C library: per lane for vectors of other types)."""
@@ -100,6 +94,9 @@ def _vector_or_llvm(name: str, vector: Formula) -> Formula:
         return _call_llvm(b, name, args, flags)
 
     return emit
+
+
+_exp = _vector_or_llvm("exp", vector_exp)
 
 
 def _tanh(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:

@@ -94,8 +94,7 @@ def flash_attention(
     on AVX2)."""
     B, H, Sq, Sk, D, Dv = sizes_of(q, k, v, layout)
     if block_k is None:
-        unit = vector_unit()
-        block_k = unit.row_registers * unit.lanes("float32")
+        block_k = vector_unit().row_lanes("float32")
     rows = min(rows, Sq)
     while block_q > 4 * rows and B * H * -(-Sq // block_q) < MIN_TASKS:
         block_q //= 2  # short sequences: smaller query blocks, enough tasks for the threads

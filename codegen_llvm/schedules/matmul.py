@@ -60,7 +60,7 @@ def define_gemm_knobs(M: int, N: int) -> GemmTiles:
     if M < 2:  # AVX-512: 1 x 256 (16 registers); AVX2: 1 x 64 (8 of its 12)
         mr, nr = 1, max(n for n in nrs if n <= lanes * acc)
     else:  # AVX-512: 4 x 64; AVX2: 4 x 16 (3 x 32 spilled and ran 2.1x slower)
-        mr, nr = 4, unit.row_registers * lanes
+        mr, nr = 4, unit.row_lanes("float32")
     nr = next((n for n in nrs if n >= min(N, nr)), nr)
     cfg.define_knob("mr", sorted({mr, 1, 2, 4, 6, 8, 12}), default=mr)
     cfg.define_knob("nr", nrs, default=nr)

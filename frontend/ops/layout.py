@@ -68,7 +68,7 @@ def layout_transform(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     return [topi.layout_transform(inputs[0], attrs["src"], attrs["dst"], attrs["channels"])]
 
 
-def _output_plane(x: TensorType, kh: int, kw: int, attrs: dict[str, Any]) -> tuple[Any, Any]:
+def output_plane(x: TensorType, kh: int, kw: int, attrs: dict[str, Any]) -> tuple[Any, Any]:
     """The output height and width of a blocked convolution of ``x`` (a symbolic input
     dimension stays symbolic)."""
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs["strides"], attrs["dilations"], attrs["pads"]
@@ -87,7 +87,7 @@ def _infer_conv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
         raise ArgumentError(f"conv_nchwc: {w.shape[0]} output blocks do not split in {g} groups")
     if len(types) > 2 and types[2].shape != (w.shape[0], w.shape[5]):
         raise ArgumentError(f"conv_nchwc: bias {types[2]} does not fit weights {w}")
-    oh, ow = _output_plane(x, w.shape[2], w.shape[3], attrs)
+    oh, ow = output_plane(x, int(w.shape[2]), int(w.shape[3]), attrs)  # weights: static
     return [TensorType((x.shape[0], w.shape[0], oh, ow, w.shape[5]), x.dtype)]
 
 
@@ -148,7 +148,7 @@ def _infer_dwconv_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]
         raise ArgumentError(f"dwconv_nchwc: input {x} and blocked weights {w} do not fit")
     if len(types) > 2 and types[2].shape != (w.shape[0], w.shape[3]):
         raise ArgumentError(f"dwconv_nchwc: bias {types[2]} does not fit weights {w}")
-    oh, ow = _output_plane(x, w.shape[1], w.shape[2], attrs)
+    oh, ow = output_plane(x, int(w.shape[1]), int(w.shape[2]), attrs)  # weights: static
     return [TensorType((x.shape[0], x.shape[1], oh, ow, x.shape[4]), x.dtype)]
 
 

@@ -22,13 +22,13 @@ from typing import Any
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
 from ember.frontend.op_kinds import INJECTIVE, OPAQUE, OUT_ELEMWISE_FUSABLE
+from ember.frontend.ops.layout import output_plane
 from ember.frontend.ops.nn import infer_pool_window
 from ember.frontend.ops.registry import register_op
 from ember.tir.topi import conv_gemm
 from ember.tir.topi import conv_transpose as topi_ct
 from ember.tir.topi import lppool as topi_lp
 from ember.tir.topi import pool_indices as topi_pi
-from ember.tir.topi.conv import conv_out_size
 
 Types = Sequence[TensorType]
 
@@ -143,18 +143,12 @@ def col2im(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _im2col_plane(x: TensorType, attrs: dict[str, Any]) -> tuple[int, int]:
-    (kh, kw), (sh, sw), (dh, dw) = attrs["kernel"], attrs["strides"], attrs["dilations"]
-    pt, pl, pb, pr = attrs["pads"]
-    h, w = int(x.shape[2]), int(x.shape[3])  # static: the shape rule checks it first
-    return conv_out_size(h, kh, sh, dh, pt, pb), conv_out_size(w, kw, sw, dw, pl, pr)
-
-
 def _infer_im2col(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     x = types[0]
     if x.ndim != 4 or not x.is_static or len(attrs["kernel"]) != 2 or len(attrs["pads"]) != 4:
         raise ArgumentError(f"im2col: input {x} is not a static NCHW image with a 2-D window")
-    oh, ow = _im2col_plane(x, attrs)
+    kh, kw = attrs["kernel"]
+    oh, ow = output_plane(x, kh, kw, attrs)
     if oh < 1 or ow < 1:
         raise ArgumentError(f"im2col: the window {attrs['kernel']} leaves no output of {x}")
     n, c = x.shape[0], x.shape[1]
@@ -168,7 +162,7 @@ def im2col(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     (``frontend/passes/conv_as_gemm.py``)."""
     (x,) = inputs
     shape = tuple(int(d.value) for d in x.shape)
-    oh, ow = _im2col_plane(TensorType(shape, x.dtype), attrs)
     (kh, kw), c = attrs["kernel"], shape[1]
+    oh, ow = output_plane(TensorType(shape, x.dtype), kh, kw, attrs)
     m, k = shape[0] * oh * ow, c * kh * kw
     return [conv_gemm.im2col_nchw(x, kh, kw, attrs, (oh, ow), (m, k))]

@@ -70,7 +70,7 @@ from ember.frontend.passes.conv_blocks import (
     lanewise_nary,
     target_lanes,
 )
-from ember.frontend.passes.graph_pass import graph_pass
+from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 from ember.tir.topi.conv_nchwc import (
     blocks,
     pack_nchwc_bias,
@@ -105,10 +105,7 @@ class _Rewriter:
         self.changed = False
 
     def fresh(self, base: str) -> str:
-        name = base
-        while name in self.values:
-            name += "_"
-        return name
+        return fresh_name(base, self.values)
 
     def add_value(self, name: str, shape: tuple[Any, ...], dtype: str) -> str:
         self.values[name] = Value(name, TensorType(tuple(shape), dtype))

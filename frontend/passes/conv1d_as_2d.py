@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import fresh_name, graph_pass
+from ember.frontend.graph import Graph, Node
+from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass
 
 
 def _takes(node: Node, graph: Graph) -> bool:
@@ -38,28 +38,25 @@ def conv1d_as_2d(graph: Graph) -> Graph:
     nodes: list[Node] = []
     replaced: set[str] = set()
 
-    def value(base: str, shape: tuple, dtype: str) -> str:
-        name = fresh_name(base, values)
-        values[name] = Value(name, TensorType(tuple(shape), dtype))
-        return name
-
     for node in graph.nodes:
         if not _takes(node, graph):
             nodes.append(node)
             continue
         x, w_name = node.inputs[0], node.inputs[1]
         (n, c, length), dtype = values[x].type.shape, values[x].type.dtype
-        x4 = value(f"{x}_h1", (n, c, 1, length), dtype)
+        x4 = add_value(values, f"{x}_h1", (n, c, 1, length), dtype)
         nodes.append(
             Node("reshape", node.name, (x,), (x4,), {"shape": (n, c, 1, length)}, "Reshape")
         )
         w = params[w_name]
         replaced.add(w_name)
-        w4 = value(f"{w_name}_h1", (w.shape[0], w.shape[1], 1, w.shape[2]), str(w.dtype))
-        params[w4] = np.ascontiguousarray(w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]))
+        w4 = add_param(
+            values, params, f"{w_name}_h1",
+            np.ascontiguousarray(w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])),
+        )  # fmt: skip
         out = node.outputs[0]
         o, lout = values[out].type.shape[1], values[out].type.shape[2]
-        y4 = value(f"{out}_h1", (n, o, 1, lout), values[out].type.dtype)
+        y4 = add_value(values, f"{out}_h1", (n, o, 1, lout), values[out].type.dtype)
         a = node.attrs
         attrs = {
             **a,

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import fresh_name, graph_pass
+from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass
 
 MAX_CHANNELS = 2  # input channels: an image stem's 3 stay blocked (see the module notes)
 MIN_TAPS = 64  # a GEMM depth the micro-kernel amortizes its tile over
@@ -70,10 +70,8 @@ def _as_gemm(node: Node, values: dict[str, Value], params: dict[str, np.ndarray]
     """The nodes that compute ``node``'s output as a GEMM (new values and weights are added
     to ``values`` and ``params``)."""
 
-    def value(base: str, shape: tuple[int, ...], dtype: str) -> str:
-        name = fresh_name(base, values)
-        values[name] = Value(name, TensorType(tuple(shape), dtype))
-        return name
+    def value(base: str, shape: tuple[int, ...]) -> str:
+        return add_value(values, base, shape, xt.dtype)
 
     def make(op: str, inputs: tuple[str, ...], output: str, attrs: dict[str, Any]) -> Node:
         return Node(op, node.name, inputs, (output,), attrs, node.op_type)
@@ -85,7 +83,7 @@ def _as_gemm(node: Node, values: dict[str, Value], params: dict[str, np.ndarray]
     nodes = []
     if xt.ndim == 3:  # a 1-D conv: an image of height 1
         n, c, length = xs
-        x4 = value(f"{x}_h1", (n, c, 1, length), xt.dtype)
+        x4 = value(f"{x}_h1", (n, c, 1, length))
         nodes.append(make("reshape", (x,), x4, {"shape": (n, c, 1, length)}))
         x, kernel = x4, (1, w.shape[2])
         strides, dilations = (1, a["strides"][0]), (1, a["dilations"][0])
@@ -101,19 +99,18 @@ def _as_gemm(node: Node, values: dict[str, Value], params: dict[str, np.ndarray]
         "kernel": kernel, "strides": tuple(strides), "pads": tuple(pads),
         "dilations": tuple(dilations),
     }  # fmt: skip
-    cols = value(f"{out}_windows", (rows, taps), xt.dtype)
+    cols = value(f"{out}_windows", (rows, taps))
     nodes.append(make("im2col", (x,), cols, window))
-    wt = value(f"{w_name}_kxo", (taps, o), str(w.dtype))
-    params[wt] = np.ascontiguousarray(w.reshape(o, taps).T)
-    prod = value(f"{out}_gemm", (rows, o), xt.dtype)
+    wt = add_param(values, params, f"{w_name}_kxo", np.ascontiguousarray(w.reshape(o, taps).T))
+    prod = value(f"{out}_gemm", (rows, o))
     nodes.append(make("matmul", (cols, wt), prod, {}))
     if len(node.inputs) > 2:
-        biased = value(f"{out}_bias", (rows, o), xt.dtype)
+        biased = value(f"{out}_bias", (rows, o))
         nodes.append(make("add", (prod, node.inputs[2]), biased, {}))
         prod = biased
-    per_image = value(f"{out}_npo", (n, positions, o), xt.dtype)
+    per_image = value(f"{out}_npo", (n, positions, o))
     nodes.append(make("reshape", (prod,), per_image, {"shape": (n, positions, o)}))
-    channels_first = value(f"{out}_nop", (n, o, positions), xt.dtype)
+    channels_first = value(f"{out}_nop", (n, o, positions))
     nodes.append(make("transpose", (per_image,), channels_first, {"perm": (0, 2, 1)}))
     nodes.append(make("reshape", (channels_first,), out, {"shape": ys}))
     return nodes

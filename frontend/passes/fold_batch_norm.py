@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ember.frontend.graph import Graph, Node, TensorType, Value, merged_labels
-from ember.frontend.passes.graph_pass import graph_pass
+from ember.frontend.graph import Graph, Node, merged_labels
+from ember.frontend.passes.graph_pass import add_param, graph_pass
 
 
 @graph_pass
@@ -65,12 +65,5 @@ def _folded_params(conv: Node, bn: Node, params: dict, values: dict) -> tuple[st
     bias = params[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 else 0.0
     new_w = (w.astype(np.float64) * scale.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
     new_b = ((bias - mean) * scale + beta).astype(w.dtype)
-    names = []
-    for base, array in ((f"{conv.inputs[1]}_bn", new_w), (f"{bn.outputs[0]}_bias", new_b)):
-        name = base
-        while name in values:
-            name += "_"
-        params[name] = np.ascontiguousarray(array)
-        values[name] = Value(name, TensorType(tuple(array.shape), str(array.dtype)))
-        names.append(name)
-    return names[0], names[1]
+    w_name = add_param(values, params, f"{conv.inputs[1]}_bn", np.ascontiguousarray(new_w))
+    return w_name, add_param(values, params, f"{bn.outputs[0]}_bias", np.ascontiguousarray(new_b))

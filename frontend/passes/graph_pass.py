@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ember.errors import ArgumentError, InternalError
-from ember.frontend.graph import Graph, format_graph
+from ember.frontend.graph import Graph, TensorType, Value, format_graph
 from ember.tir.transform.runner import IRKind, Pass
 
 GraphFn = Callable[[Graph], Graph]
@@ -32,6 +32,22 @@ def fresh_name(base: str, taken: Mapping[str, object]) -> str:
     name = base
     while name in taken:
         name += "_"
+    return name
+
+
+def add_value(values: dict[str, Value], base: str, shape: Sequence[Any], dtype: str) -> str:
+    """A new value named after ``base`` (:func:`fresh_name`) of ``shape`` and ``dtype``,
+    added to ``values``; its name."""
+    name = fresh_name(base, values)
+    values[name] = Value(name, TensorType(tuple(shape), dtype))
+    return name
+
+
+def add_param(values: dict[str, Value], params: dict[str, Any], base: str, array: Any) -> str:
+    """A new constant ``array`` named after ``base``, added to ``params`` and ``values``;
+    its name."""
+    name = add_value(values, base, array.shape, str(array.dtype))
+    params[name] = array
     return name
 
 

@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ember.frontend.graph import Graph, Node, TensorType, Value
+from ember.frontend.graph import Graph, Node, Value
 from ember.frontend.passes.conv_blocks import target_backend
-from ember.frontend.passes.graph_pass import fresh_name, graph_pass
+from ember.frontend.passes.graph_pass import add_param, fresh_name, graph_pass
 
 
 def panel_widths() -> tuple[int, ...]:
@@ -79,9 +79,7 @@ def pack_dense_weights(graph: Graph) -> Graph:
         changed = True
         k, n = w.shape
         packed = pack_panels(w, panel_width(n))
-        pname = fresh_name(f"{node.inputs[1]}_panels", values)
-        params[pname] = packed
-        values[pname] = Value(pname, TensorType(tuple(packed.shape), "float32"))
+        pname = add_param(values, params, f"{node.inputs[1]}_panels", packed)
         out = node.outputs[0]
         has_c = node.op == "gemm" and len(node.inputs) > 2
         prod = fresh_name(f"{out}_prod", values) if has_c else out
@@ -99,9 +97,7 @@ def pack_dense_weights(graph: Graph) -> Graph:
             c = node.inputs[2]
             if node.attrs["beta"] != 1.0:
                 scaled = (params[c] * np.float32(node.attrs["beta"])).astype(np.float32)
-                c = fresh_name(f"{c}_beta", values)
-                params[c] = scaled
-                values[c] = Value(c, TensorType(tuple(scaled.shape), "float32"))
+                c = add_param(values, params, f"{c}_beta", scaled)
             nodes.append(Node("add", node.name, (prod, c), (out,), {}, node.op_type))
     if not changed:
         return graph

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import graph_pass
+from ember.frontend.passes.graph_pass import fresh_name, graph_pass
 
 LANES = 16  # int32 accumulators of one vpdpbusd
 GROUP = 4  # products summed into each
@@ -56,9 +56,7 @@ class _Namer:
         self.values = values
 
     def new(self, base: str, ttype: TensorType) -> str:
-        name = base
-        while name in self.values:
-            name += "_"
+        name = fresh_name(base, self.values)
         self.values[name] = Value(name, ttype)
         return name
 

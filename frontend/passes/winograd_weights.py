@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import fresh_name, graph_pass
+from ember.frontend.graph import Graph, Node
+from ember.frontend.passes.graph_pass import add_param, graph_pass
 from ember.tir.topi.winograd import winograd_weights_numpy
 from ember.tir.topi.workload import Conv2DWorkload
 from ember.tir.transform.runner import Pass
@@ -72,9 +72,7 @@ def transform_winograd_weights_with(choose: WinogradChooser) -> Pass:
                 nodes.append(node)
                 continue
             U = winograd_weights_numpy(w, knobs["m"], knobs["nr"])
-            name = fresh_name(node.inputs[1] + "_winograd", values)
-            values[name] = Value(name, TensorType(U.shape, str(U.dtype)))
-            params[name] = U
+            name = add_param(values, params, node.inputs[1] + "_winograd", U)
             replaced.add(node.inputs[1])
             a = node.attrs
             attrs = {
