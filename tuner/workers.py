@@ -28,6 +28,7 @@ from ember.errors import InternalError
 from ember.runtime.registry import get_global_func
 
 STARTUP_TIMEOUT_S = 120.0  # importing Ember and LLVM in a fresh process; not a candidate's time
+STARTUP_POLL_S = 0.05  # how often a starting worker's wait looks for retire()
 # A spawned process normally re-imports the parent's main script, which re-runs a script
 # without an ``if __name__ == "__main__"`` guard (and its tuning) in every worker. Workers
 # start with a bare ``__main__`` instead, as TVM's popen workers do; so templates must be
@@ -68,9 +69,16 @@ class WorkerProcess:
         _spawner().submit(_start, proc).result()
         child.close()
         self._proc, self._conn = proc, parent
-        if not parent.poll(STARTUP_TIMEOUT_S):
-            self.kill()
-            raise InternalError(f"the {self.role} worker did not start in {STARTUP_TIMEOUT_S} s")
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not parent.poll(STARTUP_POLL_S):
+            if self._retired:  # Ctrl-C: retire() is waiting for this start to give up
+                self.kill()
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise InternalError(
+                    f"the {self.role} worker did not start in {STARTUP_TIMEOUT_S} s"
+                )
         try:
             self.hello = parent.recv()
         except EOFError as e:
@@ -86,6 +94,8 @@ class WorkerProcess:
             if not self.alive:
                 self.kill()
                 self.start()
+            if self._retired:  # retired while it started
+                return Reply("crash", "the tuner was interrupted")
             conn = self._conn  # retire() may clear the attribute while this thread waits
         start = time.perf_counter()
         try:
@@ -121,9 +131,12 @@ class WorkerProcess:
         without starting another, until :meth:`revive`. Used on Ctrl-C: a build thread
         that took one more queued candidate would otherwise start a fresh worker and
         wait up to ``build_timeout`` for it, and the interpreter waits for that thread
-        before it exits (a CI run once saw Ctrl-C take 60 s)."""
+        before it exits (a CI run once saw Ctrl-C take 60 s). The flag is set before the
+        lock is taken: a thread holding the lock while a fresh worker starts (an import of
+        Ember and LLVM, seconds on a busy machine) sees it and gives up within
+        ``STARTUP_POLL_S`` instead of keeping Ctrl-C waiting for the worker's hello."""
+        self._retired = True
         with self._restart_lock:
-            self._retired = True
             self.kill()
 
     def revive(self) -> None:

@@ -19,7 +19,11 @@ command quietly with status 141; ``--threads`` applies before any verb runs.
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import os
 import sys
+import threading
+import time
 import traceback
 
 from ember import config
@@ -46,6 +50,7 @@ VERBS = (
     add_records,
     add_bench,
 )
+EXIT_GRACE_S = 5.0  # after Ctrl-C, how long the interpreter may take to exit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,3 +80,28 @@ def main(argv: list[str] | None = None) -> int:
         hint = " (a tuning run continues with --resume)" if ns.command == "tune" else ""
         print(f"ember: interrupted{hint}", file=sys.stderr)
         return 130
+
+
+def run() -> None:
+    """The ``ember`` command's entry (and ``python -m ember.cli``): :func:`main`, then exit
+    with its status. After Ctrl-C the exit is bounded: the interpreter joins the tuner's
+    threads and worker processes as it exits, and should any of them hang there (once seen
+    under CI load: ``ember tune --jobs 2`` still running 120 s after Ctrl-C), the process
+    ends anyway after ``EXIT_GRACE_S`` seconds, with the stacks it was waiting on printed
+    when ``EMBER_DEBUG`` is set. Only here, not in :func:`main`, which a host process may
+    call and must not have ended for it."""
+    status = main()
+    if status == 130:
+        _exit_within(EXIT_GRACE_S, status)
+    sys.exit(status)
+
+
+def _exit_within(seconds: float, status: int) -> None:
+    def force() -> None:
+        time.sleep(seconds)
+        if config.debug():
+            faulthandler.dump_traceback(all_threads=True)
+        sys.stderr.flush()
+        os._exit(status)
+
+    threading.Thread(target=force, name="ember-exit-watchdog", daemon=True).start()

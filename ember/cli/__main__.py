@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from ember.cli import run
 
-from ember.cli import main
-
-sys.exit(main())
+run()

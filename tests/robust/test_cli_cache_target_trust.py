@@ -546,6 +546,38 @@ def test_item_21_ctrl_c_prints_one_line(tmp_path) -> None:
     assert time.monotonic() - start < 10  # queued builds are not waited for
 
 
+def test_item_21_an_interrupted_command_exits_though_a_thread_hangs() -> None:
+    """After Ctrl-C the ``ember`` entry exits within its grace period even when the
+    interpreter's exit would wait forever on a thread (as the tuner's once did under CI
+    load); an interrupted run's status is still 130, and a run that ended normally still
+    waits for its threads."""
+    import time
+
+    from ember.cli import EXIT_GRACE_S
+
+    assert EXIT_GRACE_S <= 10
+    script = (
+        "import threading, time, ember.cli as cli\n"
+        "cli.EXIT_GRACE_S = 0.5\n"
+        "def late():\n"
+        "    time.sleep({sleep})\n"
+        "    print('joined', flush=True)\n"
+        "def command():\n"
+        "    threading.Thread(target=late).start()\n"  # not a daemon: exit waits for it
+        "    return {status}\n"
+        "cli.main = command\n"
+        "cli.run()\n"
+    )
+    start = time.monotonic()
+    run = [sys.executable, "-c", script.format(sleep=600, status=130)]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (130, "")
+    assert time.monotonic() - start < 30
+    run = [sys.executable, "-c", script.format(sleep=2, status=0)]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "joined\n")
+
+
 def test_item_21_a_dead_runs_journal_lock_is_taken_at_once(tmp_path) -> None:
     import socket
     import threading

@@ -96,6 +96,38 @@ def test_a_retired_worker_answers_at_once_and_starts_nothing():
         assert [r.error for r in again] == [ErrorKind.OK], again[0].message
 
 
+def test_retiring_a_starting_worker_does_not_wait_for_its_hello(tmp_path, monkeypatch):
+    """Ctrl-C while a build thread starts a fresh worker (it holds the worker's lock until
+    the worker, importing Ember and LLVM, says hello: seconds on a busy machine) retires
+    it at once: the starting thread gives up, the new process is killed and the call is
+    answered as interrupted. Retiring used to wait for the lock, so for the whole start."""
+    import threading
+    import time
+
+    from ember.tuner.workers import WorkerProcess
+
+    # a start as slow as a busy machine's: the spawned interpreter sleeps before anything
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(3)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    worker = WorkerProcess("builder")
+    replies: list = []
+    caller = threading.Thread(target=lambda: replies.append(worker.call(("ping",), 60.0)))
+    caller.start()
+    deadline = time.monotonic() + 30
+    while worker._proc is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    child = worker._proc
+    assert child is not None and not worker.hello  # spawned, not yet started
+    start = time.monotonic()
+    worker.retire()
+    took = time.monotonic() - start
+    caller.join(10)
+    assert not caller.is_alive()
+    assert took < 0.5, f"retire() waited {took:.2f} s for the worker to start"
+    assert [(r.status, r.value) for r in replies] == [("crash", "the tuner was interrupted")]
+    assert not child.is_alive() and not worker.alive
+
+
 def test_a_worker_outlives_the_thread_that_started_it():
     """Linux's parent-death signal follows the starting *thread*: workers started by one
     round's build threads were killed when the round ended."""
