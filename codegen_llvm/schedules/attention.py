@@ -16,9 +16,14 @@ at a time: their ``rows × block_k`` scores are one register tile (unrolled over
 vectorized over keys, one broadcast of Q and one load of ``kt`` per feature), then each
 row's maximum, exponentials and sum, and ``P V`` adds into a ``rows × Dv`` register tile,
 vectorized over the head dim with V's row loaded once for all of them, between one load
-and one store of the rows' accumulators. Scratch is ``O(block_q · Dv + D · block_k)`` per
-task and at most ``O(H · D · Sk)`` for the keys, so memory grows with the sequence, never
-with its square.
+and one store of the rows' accumulators. That tile covers as many of V's columns as the
+target's registers hold (:func:`value_chunk`: all 64 of a head on AVX-512, 16 at a time
+on AVX2, whose 16 registers a 4 x 64 tile spilled). Where a row has at most
+``WHOLE_ROW_KEYS`` keys, the online steps are left out: the ``rows`` rows' scores over all
+key blocks go to a ``rows × Sk`` scratch, each row's softmax is taken once, and ``P V``
+runs over every key in one register tile. Scratch is ``O(block_q · Dv + D · block_k)``
+(``O(rows · Sk)`` for whole rows) per task and at most ``O(H · D · Sk)`` for the keys, so
+memory grows with the sequence, never with its square.
 
 Query rows past the end of the last block compute a copy of the last row (their Q and
 mask reads are clamped) and are not stored; keys past the end score ``-inf`` (weight 0)
@@ -53,6 +58,11 @@ VECTOR = 16  # float32 lanes of an AVX-512 register: the key block is a multiple
 # Zen 4 core, 4.21-4.28 ms from 4 tasks of 128 rows to 64 of 8. (With each task copying its
 # own key blocks, as before, 7.0 ms at the 64-row blocks this gives, timed the same day.)
 MIN_TASKS = 32
+# Longest key row (rounded up to whole key blocks) whose softmax is taken whole, after all
+# its scores, instead of online a key block at a time. 12 heads of 64 on one Zen 3 core
+# (AVX2), whole against online: 0.77 / 0.91 ms at 128 positions, 2.44 / 2.92 at 197, 12.9
+# / 14.7 at 512, but 70.1 / 66.1 at 1,024; a decode step (one query) the same either way.
+WHOLE_ROW_KEYS = 512
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class _Shape:
     bq: int  # query rows per task, a multiple of ``rows``
     bk: int  # keys per block, a multiple of VECTOR
     rows: int  # query rows per register tile
+    whole: bool  # each row's softmax taken whole, after all its scores (else online)
 
     @property
     def q_blocks(self) -> int:
@@ -88,10 +99,12 @@ def flash_attention(
     block_q: int = 128,
     block_k: int | None = None,
     rows: int = 4,
+    whole_row_keys: int = WHOLE_ROW_KEYS,
 ) -> Tensor:
     """``softmax(Q Kᵀ · scale + mask) V`` as one extern stage (see the module notes);
     ``block_k`` by default one tile row of the target's registers (64 keys on AVX-512, 16
-    on AVX2)."""
+    on AVX2). Rows of up to ``whole_row_keys`` keys (in whole key blocks) take their
+    softmax whole, longer ones online a key block at a time."""
     B, H, Sq, Sk, D, Dv = sizes_of(q, k, v, layout)
     if block_k is None:
         block_k = vector_unit().row_lanes("float32")
@@ -100,9 +113,29 @@ def flash_attention(
         block_q //= 2  # short sequences: smaller query blocks, enough tasks for the threads
     bq = min(-(-block_q // rows) * rows, -(-Sq // rows) * rows)
     bk = min(-(-block_k // VECTOR) * VECTOR, -(-Sk // VECTOR) * VECTOR)
-    shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows)
+    whole = -(-Sk // bk) * bk <= whole_row_keys
+    shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows, whole)
 
     return attention_extern(q, k, v, mask, layout, scale, _Kernel, shape)
+
+
+def value_chunk(rows: int, dv: int) -> int:
+    """Columns of V the ``P V`` register tile covers at a time: ``rows`` x that many must
+    fit the target's accumulators (:attr:`VectorUnit.accumulators`), else the tile spills
+    around every multiply-add. A whole head of 64 is 4 x 4 of AVX-512's registers; on
+    AVX2 it was 4 x 8 of its 16 and spilled (ViT's attention, 12 heads at 197 tokens, one
+    Zen 3 core: 4.8 ms, onnxruntime's unfused graph 1.9 ms)."""
+    unit = vector_unit()
+    lanes = unit.lanes("float32")
+    fits = max(1, unit.accumulators[1] // rows) * lanes
+    if fits >= dv:
+        return dv
+    # the widest whole number of registers within the budget that divides dv, unless that
+    # is under half the budget: then the budget's width, and a narrower last chunk
+    for width in range(fits, fits // 2 - 1, -lanes):
+        if dv % width == 0:
+            return width
+    return fits
 
 
 KeyAt = Callable[[Any, Any], E.PrimExpr]  # key block feature d, key j -> K[j0 + j, d]
@@ -124,10 +157,6 @@ class _Kernel(KernelWriter):
             bh = task // n.q_blocks
             b, h = bh // n.H, bh % n.H
             i0 = task % n.q_blocks * n.bq
-            acc = ib.allocate((n.bq, n.Dv), self.dtype, "local", "acc")
-            m = ib.allocate((n.bq,), self.dtype, "local", "row_max")
-            lsum = ib.allocate((n.bq, VECTOR), self.dtype, "local", "row_sum")
-            s = ib.allocate((n.rows, n.bk), self.dtype, "local", "scores")
             # register tiles: indexed by unrolled and vectorized loops only, so LLVM may keep
             # them in vector registers across the loop over features (or keys) they sum
             # over, where ``s`` and ``acc`` (indexed by a loop variable) live in memory
@@ -137,23 +166,126 @@ class _Kernel(KernelWriter):
             block = (
                 None if shared is not None else ib.allocate((n.D, n.bk), self.dtype, "local", "kt")
             )
-            with ib.for_range(0, n.bq, name="r") as r:
-                ib.store(m, r, self.const(float("-inf")))
-                with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
-                    ib.store(lsum, (r, lane), self.const(0.0))
-                with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
-                    ib.store(acc, (r, e), self.const(0.0))
+            if n.whole:
+                self.whole_rows(shared, block, tile, pv, b, h, bh, i0)
+            else:
+                self.online_rows(shared, block, tile, pv, b, h, bh, i0)
+        return ib.get()
+
+    def online_rows(
+        self,
+        shared: Buffer | None,
+        block: Buffer | None,
+        tile: Buffer,
+        pv: Buffer,
+        b: Any,
+        h: Any,
+        bh: Any,
+        i0: Any,
+    ) -> None:
+        """A task's query rows over the keys a block at a time, by the online softmax."""
+        n, ib = self.n, self.ib
+        acc = ib.allocate((n.bq, n.Dv), self.dtype, "local", "acc")
+        m = ib.allocate((n.bq,), self.dtype, "local", "row_max")
+        lsum = ib.allocate((n.bq, VECTOR), self.dtype, "local", "row_sum")
+        s = ib.allocate((n.rows, n.bk), self.dtype, "local", "scores")
+        with ib.for_range(0, n.bq, name="r") as r:
+            ib.store(m, r, self.const(float("-inf")))
+            with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
+                ib.store(lsum, (r, lane), self.const(0.0))
+            with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
+                ib.store(acc, (r, e), self.const(0.0))
+        with ib.for_range(0, n.k_blocks, name="kb") as kb:
+            j0 = kb * n.bk
+            keys = self.key_block(shared, block, b, h, bh, j0)
+            with ib.for_range(0, n.bq // n.rows, name="t") as t:
+                r0 = t * n.rows
+                self.scores(s, tile, keys, b, h, i0 + r0, j0)
+                with ib.for_range(0, n.rows, name="r") as r:
+                    self.online_softmax(s, acc, m, lsum, r, r0 + r, j0)
+                self.add_values(s, acc, pv, b, h, r0, j0)
+        self.store(acc, lsum, b, h, i0)
+
+    def whole_rows(
+        self,
+        shared: Buffer | None,
+        block: Buffer | None,
+        tile: Buffer,
+        pv: Buffer,
+        b: Any,
+        h: Any,
+        bh: Any,
+        i0: Any,
+    ) -> None:
+        """A task's query rows, ``rows`` at a time, over all the keys at once: where a row
+        of scores is short enough (``WHOLE_ROW_KEYS``) to sit in the L1 cache, its softmax
+        is taken once, after all its scores, instead of one online step per key block
+        (a running max, a rescale of the accumulators, a load and store of them per block:
+        on AVX2 blocks are 16 keys). ``O(rows · Sk)`` scratch per task."""
+        n, ib = self.n, self.ib
+        keys_total = n.k_blocks * n.bk
+        sc = ib.allocate((n.rows, keys_total), self.dtype, "local", "row_scores")
+        inv = ib.allocate((n.rows,), self.dtype, "local", "row_inverse")
+        with ib.for_range(0, n.bq // n.rows, name="t") as t:
+            r0 = t * n.rows
             with ib.for_range(0, n.k_blocks, name="kb") as kb:
                 j0 = kb * n.bk
                 keys = self.key_block(shared, block, b, h, bh, j0)
-                with ib.for_range(0, n.bq // n.rows, name="t") as t:
-                    r0 = t * n.rows
-                    self.scores(s, tile, keys, b, h, i0 + r0, j0)
-                    with ib.for_range(0, n.rows, name="r") as r:
-                        self.online_softmax(s, acc, m, lsum, r, r0 + r, j0)
-                    self.add_values(s, acc, pv, b, h, r0, j0)
-            self.store(acc, lsum, b, h, i0)
-        return ib.get()
+                self.scores(sc, tile, keys, b, h, i0 + r0, j0, col=j0)
+            with ib.for_range(0, n.rows, name="r") as r:
+                self.row_softmax(sc, inv, r, keys_total)
+            self.weighted_values(sc, inv, pv, b, h, i0 + r0)
+
+    def row_softmax(self, sc: Buffer, inv: Buffer, r: Any, keys: int) -> None:
+        """``sc[r]`` becomes ``exp(score - max)`` and ``inv[r]`` the inverse of its sum; a
+        row of only ``-inf`` scores (fully masked) subtracts 0 and ends ``0 / 0`` (NaN), as
+        the unfused softmax does."""
+        ib, ninf, zero = self.ib, self.const(float("-inf")), self.const(0.0)
+        part = ib.allocate((VECTOR,), self.dtype, "local", "partial")
+        with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
+            ib.store(part, lane, ninf)
+        with ib.for_range(0, keys // VECTOR, name="c") as c:
+            with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
+                ib.store(part, lane, E.max_(part[lane], sc[r, c * VECTOR + lane]))
+        width = VECTOR // 2
+        while width:
+            with ib.for_range(0, width, name="l", kind="vectorized") as lane:
+                ib.store(part, lane, E.max_(part[lane], part[lane + width]))
+            width //= 2
+        ref = ib.let("ref", E.select(part[0] == ninf, zero, part[0]))
+        with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
+            ib.store(part, lane, zero)
+        with ib.for_range(0, keys // VECTOR, name="c") as c:
+            with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
+                ib.store(sc, (r, c * VECTOR + lane), T.exp(sc[r, c * VECTOR + lane] - ref))
+                ib.store(part, lane, part[lane] + sc[r, c * VECTOR + lane])
+        total = part[0]
+        for lane in range(1, VECTOR):
+            total = total + part[lane]
+        ib.store(inv, r, self.const(1.0) / total)
+
+    def weighted_values(self, sc: Buffer, inv: Buffer, pv: Buffer, b: Any, h: Any, i: Any) -> None:
+        """Rows ``i ..`` of the output: ``inv[r] · sum_j sc[r, j] V[j]`` over the real keys,
+        summed in the register tile ``pv`` a chunk of V's columns at a time
+        (:func:`value_chunk`); rows past the queries are not stored."""
+        n, ib = self.n, self.ib
+        width = value_chunk(n.rows, n.Dv)
+        for c0 in range(0, n.Dv, width):
+            w = min(width, n.Dv - c0)
+            with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+                with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                    ib.store(pv, (r, e), self.const(0.0))
+            with ib.for_range(0, n.Sk, name="j") as j:
+                with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+                    p = sc[r, j]
+                    with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                        vj = at(self.V, self.layout, "v", b, h, j, c0 + e)
+                        ib.store(pv, (r, e), pv[r, e] + p * vj)
+            with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+                with ib.if_then_else(i + r < n.Sq):
+                    with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                        index = self.layout.index("out", b, h, i + r, c0 + e)
+                        ib.store(self.O, index, pv[r, e] * inv[r])
 
     def key_block(
         self, shared: Buffer | None, block: Buffer | None, b: Any, h: Any, bh: Any, j0: Any
@@ -197,9 +329,11 @@ class _Kernel(KernelWriter):
                         ib.store(kt, (bh, d, j), self.const(0.0))
         return kt
 
-    def scores(self, s: Buffer, tile: Buffer, keys: KeyAt, b: Any, h: Any, i: Any, j0: Any) -> None:
-        """``s[r, j] = scale · Q[i + r] · K[j0 + j] + mask``, -inf past the last key: a
-        ``rows × bk`` register tile, unrolled over rows and vectorized over keys, summed
+    def scores(
+        self, s: Buffer, tile: Buffer, keys: KeyAt, b: Any, h: Any, i: Any, j0: Any, col: Any = 0
+    ) -> None:
+        """``s[r, col + j] = scale · Q[i + r] · K[j0 + j] + mask``, -inf past the last key:
+        a ``rows × bk`` register tile, unrolled over rows and vectorized over keys, summed
         over the features and then scaled, masked and stored to ``s``."""
         n, ib = self.n, self.ib
         with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
@@ -217,7 +351,7 @@ class _Kernel(KernelWriter):
                 if self.M is not None:  # lanes past the keys read the last key's mask
                     ii, jj = E.min_(i + r, n.Sq - 1), E.min_(j0 + j, n.Sk - 1)
                     x = x + mask_at(self.M, b, h, ii, jj)
-                ib.store(s, (r, j), E.select(j0 + j < n.Sk, x, ninf))
+                ib.store(s, (r, col + j), E.select(j0 + j < n.Sk, x, ninf))
 
     def online_softmax(
         self, s: Buffer, acc: Buffer, m: Buffer, lsum: Buffer, r: Any, row: Any, j0: Any
@@ -260,18 +394,21 @@ class _Kernel(KernelWriter):
         """``acc[r0 + r] += sum_j s[r, j] V[j0 + j]`` over the block's real keys, summed in
         the register tile ``pv`` (rows × Dv) between one load and one store of ``acc``."""
         n, ib = self.n, self.ib
-        with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-            with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
-                ib.store(pv, (r, e), acc[r0 + r, e])
-        with ib.for_range(0, E.min_(n.bk, n.Sk - j0), name="j") as j:
+        width = value_chunk(n.rows, n.Dv)
+        for c0 in range(0, n.Dv, width):
+            w = min(width, n.Dv - c0)
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                p = s[r, j]
-                with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
-                    vj = at(self.V, self.layout, "v", b, h, j0 + j, e)
-                    ib.store(pv, (r, e), pv[r, e] + p * vj)
-        with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-            with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
-                ib.store(acc, (r0 + r, e), pv[r, e])
+                with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                    ib.store(pv, (r, e), acc[r0 + r, c0 + e])
+            with ib.for_range(0, E.min_(n.bk, n.Sk - j0), name="j") as j:
+                with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+                    p = s[r, j]
+                    with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                        vj = at(self.V, self.layout, "v", b, h, j0 + j, c0 + e)
+                        ib.store(pv, (r, e), pv[r, e] + p * vj)
+            with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+                with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                    ib.store(acc, (r0 + r, c0 + e), pv[r, e])
 
     def store(self, acc: Buffer, lsum: Buffer, b: Any, h: Any, i0: Any) -> None:
         """The task's real rows, each divided by its sum, in the output's layout."""

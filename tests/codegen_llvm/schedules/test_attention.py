@@ -66,8 +66,13 @@ CASES = [  # B, H, Sq, Sk, D, Dv, mask kind, layout
 ]
 
 
+# each row's softmax whole (rows up to WHOLE_ROW_KEYS keys, the default) or online
+PATHS = {"whole": {}, "online": {"whole_row_keys": 0}}
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:6])) + f"-{c[6]}")
-def test_matches_numpy(case, rng):  # noqa: ANN001
+def test_matches_numpy(case, path, rng):  # noqa: ANN001
     B, H, Sq, Sk, D, Dv, kind, layout = case
     q, k = rng.standard_normal((B, H, Sq, D)), rng.standard_normal((B, H, Sk, D))
     v = rng.standard_normal((B, H, Sk, Dv))
@@ -84,21 +89,22 @@ def test_matches_numpy(case, rng):  # noqa: ANN001
         mask[rng.random(mask.shape) < 0.3] = -np.inf
         mask[0, 1, 3, :] = -np.inf
     scale = 1.0 / np.sqrt(D)
-    got = run(q, k, v, mask, scale, layout)
+    got = run(q, k, v, mask, scale, layout, **PATHS[path])
     want = reference(q, k, v, mask, scale)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     if kind == "full":
         assert np.isnan(got[0, 1, 3]).all() and not np.isnan(np.delete(got[0, 1], 3, 0)).any()
 
 
-def test_large_scores_are_stable(rng):  # noqa: ANN001
-    """Scores near 1000: exp would overflow without the running max; later key blocks with a
-    larger max rescale what earlier ones added (three key blocks of 16)."""
+@pytest.mark.parametrize("path", PATHS)
+def test_large_scores_are_stable(path, rng):  # noqa: ANN001
+    """Scores near 1000: exp would overflow without the row's max subtracted; online, later
+    key blocks with a larger max rescale what earlier ones added (three key blocks of 16)."""
     q = rng.standard_normal((1, 1, 5, 16)).astype(np.float32) * 8
     k = rng.standard_normal((1, 1, 37, 16)).astype(np.float32) * 8
     k[0, 0, 30:] *= 2  # the largest scores come last
     v = rng.standard_normal((1, 1, 37, 16)).astype(np.float32)
-    got = run(q, k, v, None, 1.0, AttentionLayout(), block_q=4, block_k=16)
+    got = run(q, k, v, None, 1.0, AttentionLayout(), block_q=4, block_k=16, **PATHS[path])
     np.testing.assert_allclose(got, reference(q, k, v, None, 1.0), rtol=1e-4, atol=1e-5)
 
 
