@@ -138,7 +138,23 @@ def value_chunk(rows: int, dv: int) -> int:
     return fits
 
 
-KeyAt = Callable[[Any, Any], E.PrimExpr]  # key block feature d, key j -> K[j0 + j, d]
+KeyAt = Callable[[Any, Any], E.PrimExpr]
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One parallel task's place (batch ``b``, head ``h``, their flat index ``bh``, first
+    query row ``i0``) and its buffers: the shared transposed keys (or None, and the task's
+    own key ``block``), the score and value register tiles."""
+
+    shared: Buffer | None
+    block: Buffer | None
+    tile: Buffer
+    pv: Buffer
+    b: Any
+    h: Any
+    bh: Any
+    i0: Any  # key block feature d, key j -> K[j0 + j, d]
 
 
 class _Kernel(KernelWriter):
@@ -166,25 +182,14 @@ class _Kernel(KernelWriter):
             block = (
                 None if shared is not None else ib.allocate((n.D, n.bk), self.dtype, "local", "kt")
             )
-            if n.whole:
-                self.whole_rows(shared, block, tile, pv, b, h, bh, i0)
-            else:
-                self.online_rows(shared, block, tile, pv, b, h, bh, i0)
+            t = _Task(shared, block, tile, pv, b, h, bh, i0)
+            self.whole_rows(t) if n.whole else self.online_rows(t)
         return ib.get()
 
-    def online_rows(
-        self,
-        shared: Buffer | None,
-        block: Buffer | None,
-        tile: Buffer,
-        pv: Buffer,
-        b: Any,
-        h: Any,
-        bh: Any,
-        i0: Any,
-    ) -> None:
+    def online_rows(self, t: _Task) -> None:
         """A task's query rows over the keys a block at a time, by the online softmax."""
         n, ib = self.n, self.ib
+        b, h, i0 = t.b, t.h, t.i0
         acc = ib.allocate((n.bq, n.Dv), self.dtype, "local", "acc")
         m = ib.allocate((n.bq,), self.dtype, "local", "row_max")
         lsum = ib.allocate((n.bq, VECTOR), self.dtype, "local", "row_sum")
@@ -197,26 +202,16 @@ class _Kernel(KernelWriter):
                 ib.store(acc, (r, e), self.const(0.0))
         with ib.for_range(0, n.k_blocks, name="kb") as kb:
             j0 = kb * n.bk
-            keys = self.key_block(shared, block, b, h, bh, j0)
-            with ib.for_range(0, n.bq // n.rows, name="t") as t:
-                r0 = t * n.rows
-                self.scores(s, tile, keys, b, h, i0 + r0, j0)
+            keys = self.key_block(t, j0)
+            with ib.for_range(0, n.bq // n.rows, name="t") as ti:
+                r0 = ti * n.rows
+                self.scores(s, t.tile, keys, b, h, i0 + r0, j0)
                 with ib.for_range(0, n.rows, name="r") as r:
                     self.online_softmax(s, acc, m, lsum, r, r0 + r, j0)
-                self.add_values(s, acc, pv, b, h, r0, j0)
+                self.add_values(s, acc, t.pv, b, h, r0, j0)
         self.store(acc, lsum, b, h, i0)
 
-    def whole_rows(
-        self,
-        shared: Buffer | None,
-        block: Buffer | None,
-        tile: Buffer,
-        pv: Buffer,
-        b: Any,
-        h: Any,
-        bh: Any,
-        i0: Any,
-    ) -> None:
+    def whole_rows(self, t: _Task) -> None:
         """A task's query rows, ``rows`` at a time, over all the keys at once: where a row
         of scores is short enough (``WHOLE_ROW_KEYS``) to sit in the L1 cache, its softmax
         is taken once, after all its scores, instead of one online step per key block
@@ -226,15 +221,24 @@ class _Kernel(KernelWriter):
         keys_total = n.k_blocks * n.bk
         sc = ib.allocate((n.rows, keys_total), self.dtype, "local", "row_scores")
         inv = ib.allocate((n.rows,), self.dtype, "local", "row_inverse")
-        with ib.for_range(0, n.bq // n.rows, name="t") as t:
-            r0 = t * n.rows
+        with ib.for_range(0, n.bq // n.rows, name="t") as ti:
+            r0 = ti * n.rows
             with ib.for_range(0, n.k_blocks, name="kb") as kb:
                 j0 = kb * n.bk
-                keys = self.key_block(shared, block, b, h, bh, j0)
-                self.scores(sc, tile, keys, b, h, i0 + r0, j0, col=j0)
+                keys = self.key_block(t, j0)
+                self.scores(sc, t.tile, keys, t.b, t.h, t.i0 + r0, j0, col=j0)
             with ib.for_range(0, n.rows, name="r") as r:
                 self.row_softmax(sc, inv, r, keys_total)
-            self.weighted_values(sc, inv, pv, b, h, i0 + r0)
+            self.weighted_values(sc, inv, t.pv, t.b, t.h, t.i0 + r0)
+
+    def fold_max(self, lanes: Buffer) -> None:
+        """``lanes[0]`` becomes the maximum of the ``VECTOR`` lanes, halving the width each
+        step (vector maxima, not a chain of ``VECTOR`` scalar ones)."""
+        width = VECTOR // 2
+        while width:
+            with self.ib.for_range(0, width, name="l", kind="vectorized") as lane:
+                self.ib.store(lanes, lane, E.max_(lanes[lane], lanes[lane + width]))
+            width //= 2
 
     def row_softmax(self, sc: Buffer, inv: Buffer, r: Any, keys: int) -> None:
         """``sc[r]`` becomes ``exp(score - max)`` and ``inv[r]`` the inverse of its sum; a
@@ -247,11 +251,7 @@ class _Kernel(KernelWriter):
         with ib.for_range(0, keys // VECTOR, name="c") as c:
             with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
                 ib.store(part, lane, E.max_(part[lane], sc[r, c * VECTOR + lane]))
-        width = VECTOR // 2
-        while width:
-            with ib.for_range(0, width, name="l", kind="vectorized") as lane:
-                ib.store(part, lane, E.max_(part[lane], part[lane + width]))
-            width //= 2
+        self.fold_max(part)
         ref = ib.let("ref", E.select(part[0] == ninf, zero, part[0]))
         with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
             ib.store(part, lane, zero)
@@ -269,33 +269,24 @@ class _Kernel(KernelWriter):
         summed in the register tile ``pv`` a chunk of V's columns at a time
         (:func:`value_chunk`); rows past the queries are not stored."""
         n, ib = self.n, self.ib
-        width = value_chunk(n.rows, n.Dv)
-        for c0 in range(0, n.Dv, width):
-            w = min(width, n.Dv - c0)
-            with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                with ib.for_range(0, w, name="e", kind="vectorized") as e:
-                    ib.store(pv, (r, e), self.const(0.0))
-            with ib.for_range(0, n.Sk, name="j") as j:
-                with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                    p = sc[r, j]
-                    with ib.for_range(0, w, name="e", kind="vectorized") as e:
-                        vj = at(self.V, self.layout, "v", b, h, j, c0 + e)
-                        ib.store(pv, (r, e), pv[r, e] + p * vj)
-            with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                with ib.if_then_else(i + r < n.Sq):
-                    with ib.for_range(0, w, name="e", kind="vectorized") as e:
-                        index = self.layout.index("out", b, h, i + r, c0 + e)
-                        ib.store(self.O, index, pv[r, e] * inv[r])
 
-    def key_block(
-        self, shared: Buffer | None, block: Buffer | None, b: Any, h: Any, bh: Any, j0: Any
-    ) -> KeyAt:
+        def emit(r: Any, c0: int, w: int) -> None:
+            with ib.if_then_else(i + r < n.Sq):
+                with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                    index = self.layout.index("out", b, h, i + r, c0 + e)
+                    ib.store(self.O, index, pv[r, e] * inv[r])
+
+        zero = self.const(0.0)
+        self.values_tile(sc, pv, b, h, 0, n.Sk, lambda r, e: zero, emit)
+
+    def key_block(self, t: _Task, j0: Any) -> KeyAt:
         """``(d, j) -> K[j0 + j, d]`` for the key block at ``j0``: read from the shared
         transposed keys, else copied into the task's ``block`` first."""
+        shared, block = t.shared, t.block
         if shared is not None:
-            return lambda d, j: shared[bh, d, j0 + j]
+            return lambda d, j: shared[t.bh, d, j0 + j]
         assert block is not None  # allocated by build() exactly when nothing is shared
-        self.load_keys(block, b, h, j0)
+        self.load_keys(block, t.b, t.h, j0)
         return lambda d, j: block[d, j]
 
     def load_keys(self, kt: Buffer, b: Any, h: Any, j0: Any) -> None:
@@ -369,11 +360,7 @@ class _Kernel(KernelWriter):
         for c in range(chunks):
             with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
                 ib.store(mx, lane, E.max_(mx[lane], s[r, c * VECTOR + lane]))
-        width = VECTOR // 2
-        while width:
-            with ib.for_range(0, width, name="l", kind="vectorized") as lane:
-                ib.store(mx, lane, E.max_(mx[lane], mx[lane + width]))
-            width //= 2
+        self.fold_max(mx)
         # the reference each exponent subtracts: the new max, or 0 while the row is all -inf
         ref = ib.let("ref", E.select(mx[0] == ninf, zero, mx[0]))
         alpha = ib.let("alpha", T.exp(m[row] - ref))
@@ -394,21 +381,43 @@ class _Kernel(KernelWriter):
         """``acc[r0 + r] += sum_j s[r, j] V[j0 + j]`` over the block's real keys, summed in
         the register tile ``pv`` (rows × Dv) between one load and one store of ``acc``."""
         n, ib = self.n, self.ib
+
+        def keep(r: Any, c0: int, w: int) -> None:
+            with ib.for_range(0, w, name="e", kind="vectorized") as e:
+                ib.store(acc, (r0 + r, c0 + e), pv[r, e])
+
+        start = lambda r, e: acc[r0 + r, e]  # noqa: E731
+        self.values_tile(s, pv, b, h, j0, E.min_(n.bk, n.Sk - j0), start, keep)
+
+    def values_tile(
+        self,
+        weights: Buffer,
+        pv: Buffer,
+        b: Any,
+        h: Any,
+        j0: Any,
+        keys: Any,
+        start: Callable[[Any, Any], E.PrimExpr],
+        finish: Callable[[Any, int, int], None],
+    ) -> None:
+        """For each chunk of V's columns (:func:`value_chunk`): the ``rows`` x chunk
+        register tile ``pv`` starts at ``start(r, column)``, adds ``weights[r, j] V[j0 + j]``
+        over ``keys`` keys, and ``finish(r, chunk start, chunk width)`` stores it."""
+        n, ib = self.n, self.ib
         width = value_chunk(n.rows, n.Dv)
         for c0 in range(0, n.Dv, width):
             w = min(width, n.Dv - c0)
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
                 with ib.for_range(0, w, name="e", kind="vectorized") as e:
-                    ib.store(pv, (r, e), acc[r0 + r, c0 + e])
-            with ib.for_range(0, E.min_(n.bk, n.Sk - j0), name="j") as j:
+                    ib.store(pv, (r, e), start(r, c0 + e))
+            with ib.for_range(0, keys, name="j") as j:
                 with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                    p = s[r, j]
+                    p = weights[r, j]
                     with ib.for_range(0, w, name="e", kind="vectorized") as e:
                         vj = at(self.V, self.layout, "v", b, h, j0 + j, c0 + e)
                         ib.store(pv, (r, e), pv[r, e] + p * vj)
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                with ib.for_range(0, w, name="e", kind="vectorized") as e:
-                    ib.store(acc, (r0 + r, c0 + e), pv[r, e])
+                finish(r, c0, w)
 
     def store(self, acc: Buffer, lsum: Buffer, b: Any, h: Any, i0: Any) -> None:
         """The task's real rows, each divided by its sum, in the output's layout."""
