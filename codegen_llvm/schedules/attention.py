@@ -260,8 +260,8 @@ class _Kernel(KernelWriter):
                 ib.store(sc, (r, c * VECTOR + lane), T.exp(sc[r, c * VECTOR + lane] - ref))
                 ib.store(part, lane, part[lane] + sc[r, c * VECTOR + lane])
         total = part[0]
-        for lane in range(1, VECTOR):
-            total = total + part[lane]
+        for i in range(1, VECTOR):
+            total = total + part[i]
         ib.store(inv, r, self.const(1.0) / total)
 
     def weighted_values(self, sc: Buffer, inv: Buffer, pv: Buffer, b: Any, h: Any, i: Any) -> None:
