@@ -138,7 +138,16 @@ def value_chunk(rows: int, dv: int) -> int:
     return fits
 
 
-KeyAt = Callable[[Any, Any], E.PrimExpr]
+KeyAt = Callable[[Any, Any], E.PrimExpr]  # key block feature d, key j -> K[j0 + j, d]
+
+
+def _lane_sum(lane: Callable[[int], E.PrimExpr]) -> E.PrimExpr:
+    """The sum of ``lane(0) .. lane(VECTOR - 1)``, the partial sums a row keeps lane by
+    lane."""
+    total = lane(0)
+    for i in range(1, VECTOR):
+        total = total + lane(i)
+    return total
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,7 @@ class _Task:
     b: Any
     h: Any
     bh: Any
-    i0: Any  # key block feature d, key j -> K[j0 + j, d]
+    i0: Any
 
 
 class _Kernel(KernelWriter):
@@ -183,7 +192,10 @@ class _Kernel(KernelWriter):
                 None if shared is not None else ib.allocate((n.D, n.bk), self.dtype, "local", "kt")
             )
             t = _Task(shared, block, tile, pv, b, h, bh, i0)
-            self.whole_rows(t) if n.whole else self.online_rows(t)
+            if n.whole:
+                self.whole_rows(t)
+            else:
+                self.online_rows(t)
         return ib.get()
 
     def online_rows(self, t: _Task) -> None:
@@ -259,10 +271,7 @@ class _Kernel(KernelWriter):
             with ib.for_range(0, VECTOR, name="l", kind="vectorized") as lane:
                 ib.store(sc, (r, c * VECTOR + lane), T.exp(sc[r, c * VECTOR + lane] - ref))
                 ib.store(part, lane, part[lane] + sc[r, c * VECTOR + lane])
-        total = part[0]
-        for i in range(1, VECTOR):
-            total = total + part[i]
-        ib.store(inv, r, self.const(1.0) / total)
+        ib.store(inv, r, self.const(1.0) / _lane_sum(lambda lane: part[lane]))
 
     def weighted_values(self, sc: Buffer, inv: Buffer, pv: Buffer, b: Any, h: Any, i: Any) -> None:
         """Rows ``i ..`` of the output: ``inv[r] · sum_j sc[r, j] V[j]`` over the real keys,
@@ -424,10 +433,7 @@ class _Kernel(KernelWriter):
         n, ib = self.n, self.ib
         with ib.for_range(0, n.bq, name="r") as r:
             with ib.if_then_else(i0 + r < n.Sq):
-                total = lsum[r, 0]
-                for lane in range(1, VECTOR):
-                    total = total + lsum[r, lane]
-                inv = ib.let("inv", self.const(1.0) / total)
+                inv = ib.let("inv", self.const(1.0) / _lane_sum(lambda lane: lsum[r, lane]))
                 with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
                     index = self.layout.index("out", b, h, i0 + r, e)
                     ib.store(self.O, index, acc[r, e] * inv)

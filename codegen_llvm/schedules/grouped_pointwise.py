@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen_llvm.cpu_features import vector_unit
+from ember.frontend.passes.conv_blocks import is_pointwise
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te import operation as te
 from ember.tir.te.tensor import ComputeOp, Tensor
@@ -40,13 +41,11 @@ def applies(x_shape: Any, w_shape: Any, attrs: dict[str, Any]) -> bool:
     one group that is not depthwise, with unit strides and dilations and no padding."""
     if len(x_shape) != 4 or len(w_shape) != 4:
         return False
-    groups = int(attrs.get("group", 1))
-    if groups == 1 or tuple(int(d) for d in w_shape[2:]) != (1, 1):
+    if int(attrs.get("group", 1)) == 1:
         return False
     if int(w_shape[1]) == 1:  # depthwise (any multiplier): its own template
         return False
-    unit = all(int(v) == 1 for v in (*attrs["strides"], *attrs["dilations"]))
-    return unit and not any(int(p) for p in attrs["pads"])
+    return is_pointwise(w_shape, attrs)
 
 
 def grouped_pointwise_conv(x: Tensor, w: Tensor, bias: Tensor | None, groups: int) -> Tensor:

@@ -67,6 +67,7 @@ from ember.frontend.passes.conv_blocks import (
     dividing,
     grouped_count,
     is_depthwise,
+    is_pointwise,
     lanewise_nary,
     target_lanes,
 )
@@ -78,13 +79,6 @@ from ember.tir.topi.conv_nchwc import (
     pack_nchwc_weights,
 )
 from ember.tir.transform.runner import Pass
-
-
-def _pointwise(node: Node, w: np.ndarray) -> bool:
-    """A 1x1 conv with unit strides and dilations and no padding."""
-    a = node.attrs
-    ones = all(int(v) == 1 for v in (*w.shape[2:], *a["strides"], *a["dilations"]))
-    return ones and not any(int(p) for p in a["pads"])
 
 
 class _Rewriter:
@@ -220,7 +214,7 @@ class _Rewriter:
         oc_bn = dividing(o_group, self.wanted_block(node))
         if ic_bn is None or oc_bn is None or (x not in self.blocked and o_group < target_lanes()):
             return False
-        if oc_bn < target_lanes() and _pointwise(node, w):
+        if oc_bn < target_lanes() and is_pointwise(w.shape, node.attrs):
             # NCHW's grouped 1x1 template vectorizes along the pixels instead: ShuffleNet
             # v1's 4-group convs (68 channels a group) ran in half-register blocks on AVX2
             # (AVX-512's blocks do not divide 68: NCHW there), 0.26-0.28 ms each at 14x14;

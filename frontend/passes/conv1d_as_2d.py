@@ -14,11 +14,31 @@ ran at 0.36x onnxruntime's speed.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
-from ember.frontend.graph import Graph, Node
-from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass
+from ember.frontend.graph import Graph, Node, Value
+from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass, rebuilt
+
+
+def height_one_window(attrs: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """A 1-D conv's strides, pads and dilations as those of the 2-D conv of height 1 that
+    computes it."""
+    return {
+        "strides": (1, attrs["strides"][0]),
+        "pads": (0, attrs["pads"][0], 0, attrs["pads"][1]),
+        "dilations": (1, attrs["dilations"][0]),
+    }
+
+
+def height_one(node: Node, values: dict[str, Value]) -> tuple[str, Node]:
+    """The ``[N, C, 1, L]`` view of ``node``'s ``[N, C, L]`` input (added to ``values``)
+    and the reshape that makes it."""
+    x = node.inputs[0]
+    (n, c, length), dtype = values[x].type.shape, values[x].type.dtype
+    x4 = add_value(values, f"{x}_h1", (n, c, 1, length), dtype)
+    return x4, Node("reshape", node.name, (x,), (x4,), {"shape": (n, c, 1, length)}, "Reshape")
 
 
 def _takes(node: Node, graph: Graph) -> bool:
@@ -42,12 +62,9 @@ def conv1d_as_2d(graph: Graph) -> Graph:
         if not _takes(node, graph):
             nodes.append(node)
             continue
-        x, w_name = node.inputs[0], node.inputs[1]
-        (n, c, length), dtype = values[x].type.shape, values[x].type.dtype
-        x4 = add_value(values, f"{x}_h1", (n, c, 1, length), dtype)
-        nodes.append(
-            Node("reshape", node.name, (x,), (x4,), {"shape": (n, c, 1, length)}, "Reshape")
-        )
+        x4, reshape = height_one(node, values)
+        nodes.append(reshape)
+        w_name = node.inputs[1]
         w = params[w_name]
         replaced.add(w_name)
         w4 = add_param(
@@ -55,19 +72,10 @@ def conv1d_as_2d(graph: Graph) -> Graph:
             np.ascontiguousarray(w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])),
         )  # fmt: skip
         out = node.outputs[0]
-        o, lout = values[out].type.shape[1], values[out].type.shape[2]
+        n, o, lout = values[out].type.shape
         y4 = add_value(values, f"{out}_h1", (n, o, 1, lout), values[out].type.dtype)
-        a = node.attrs
-        attrs = {
-            **a,
-            "strides": (1, a["strides"][0]),
-            "pads": (0, a["pads"][0], 0, a["pads"][1]),
-            "dilations": (1, a["dilations"][0]),
-        }
+        attrs = {**node.attrs, **height_one_window(node.attrs)}
         nodes.append(replace(node, inputs=(x4, w4, *node.inputs[2:]), outputs=(y4,), attrs=attrs))
         shape = (n, o, lout)
         nodes.append(Node("reshape", node.name, (y4,), (out,), {"shape": shape}, "Reshape"))
-    read = {i for n in nodes for i in n.inputs} | set(graph.output_names)
-    for name in replaced - read:  # the 1-D weights no other node reads
-        del params[name], values[name]
-    return replace(graph, nodes=nodes, values=values, params=params)
+    return rebuilt(graph, nodes, values, params, replaced)  # less the 1-D weights

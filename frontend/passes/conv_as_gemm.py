@@ -23,13 +23,13 @@ more memory traffic than a GEMM saves.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
-from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass
+from ember.frontend.passes.conv1d_as_2d import height_one, height_one_window
+from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass, rebuilt
 
 MAX_CHANNELS = 2  # input channels: an image stem's 3 stay blocked (see the module notes)
 MIN_TAPS = 64  # a GEMM depth the micro-kernel amortizes its tile over
@@ -81,24 +81,17 @@ def _as_gemm(node: Node, values: dict[str, Value], params: dict[str, np.ndarray]
     xs, ys = _dims(xt), _dims(values[out].type)
     a = node.attrs
     nodes = []
+    n = xs[0]
     if xt.ndim == 3:  # a 1-D conv: an image of height 1
-        n, c, length = xs
-        x4 = value(f"{x}_h1", (n, c, 1, length))
-        nodes.append(make("reshape", (x,), x4, {"shape": (n, c, 1, length)}))
-        x, kernel = x4, (1, w.shape[2])
-        strides, dilations = (1, a["strides"][0]), (1, a["dilations"][0])
-        pads = (0, a["pads"][0], 0, a["pads"][1])
+        x, reshape = height_one(node, values)
+        nodes.append(reshape)
+        kernel, a = (1, w.shape[2]), height_one_window(a)
     else:
-        n = xs[0]
-        kernel, strides, dilations = tuple(w.shape[2:]), a["strides"], a["dilations"]
-        pads = a["pads"]
+        kernel = tuple(w.shape[2:])
+    window = {"kernel": kernel, **{k: tuple(a[k]) for k in ("strides", "pads", "dilations")}}
     o, taps = w.shape[0], int(np.prod(w.shape[1:]))
     positions = int(np.prod(ys[2:]))
     rows = n * positions
-    window = {
-        "kernel": kernel, "strides": tuple(strides), "pads": tuple(pads),
-        "dilations": tuple(dilations),
-    }  # fmt: skip
     cols = value(f"{out}_windows", (rows, taps))
     nodes.append(make("im2col", (x,), cols, window))
     wt = add_param(values, params, f"{w_name}_kxo", np.ascontiguousarray(w.reshape(o, taps).T))
@@ -125,7 +118,4 @@ def conv_as_gemm(graph: Graph) -> Graph:
     nodes: list[Node] = []
     for node in graph.nodes:
         nodes += _as_gemm(node, values, params) if _takes(node, graph) else [node]
-    read = {i for nd in nodes for i in nd.inputs} | set(graph.output_names)
-    for name in [p for p in params if p not in read]:  # the conv weights no node reads now
-        del params[name], values[name]
-    return replace(graph, nodes=nodes, values=values, params=params)
+    return rebuilt(graph, nodes, values, params, list(params))  # less the conv weights

@@ -131,6 +131,13 @@ def dividing(channels: int, first: int | None) -> int | None:
     return None
 
 
+def is_pointwise(w_shape: Any, attrs: dict[str, Any]) -> bool:
+    """A 1x1 conv (weights ``[O, C/g, 1, 1]``) with unit strides and dilations and no
+    padding: a product of channels at each pixel."""
+    ones = all(int(v) == 1 for v in (*w_shape[2:], *attrs["strides"], *attrs["dilations"]))
+    return ones and not any(int(p) for p in attrs["pads"])
+
+
 def lanewise_nary(node: Node) -> bool:
     """A binary or variadic op of several operands that reads them lane for lane."""
     if node.op in LANEWISE_BINARY:

@@ -16,11 +16,12 @@ called as ``fuse_ops(graph)``); :func:`as_graph_pass` takes what a user hands
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ember.errors import ArgumentError, InternalError
-from ember.frontend.graph import Graph, TensorType, Value, format_graph
+from ember.frontend.graph import Graph, Node, TensorType, Value, format_graph
 from ember.tir.transform.runner import IRKind, Pass
 
 GraphFn = Callable[[Graph], Graph]
@@ -49,6 +50,22 @@ def add_param(values: dict[str, Value], params: dict[str, Any], base: str, array
     name = add_value(values, base, array.shape, str(array.dtype))
     params[name] = array
     return name
+
+
+def rebuilt(
+    graph: Graph,
+    nodes: list[Node],
+    values: dict[str, Value],
+    params: dict[str, Any],
+    replaced: Iterable[str],
+) -> Graph:
+    """``graph`` with ``nodes``, ``values`` and ``params``, less those of the constants
+    ``replaced`` that no node and no output reads any more (the weights a rewrite
+    re-laid out)."""
+    read = {i for n in nodes for i in n.inputs} | set(graph.output_names)
+    for name in set(replaced) - read:
+        del params[name], values[name]
+    return replace(graph, nodes=nodes, values=values, params=params)
 
 
 def _verify(graph: Graph, after: str) -> None:

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from ember.frontend.graph import Graph, Node
-from ember.frontend.passes.graph_pass import add_param, graph_pass
+from ember.frontend.passes.graph_pass import add_param, graph_pass, rebuilt
 from ember.tir.topi.winograd import winograd_weights_numpy
 from ember.tir.topi.workload import Conv2DWorkload
 from ember.tir.transform.runner import Pass
@@ -86,9 +86,6 @@ def transform_winograd_weights_with(choose: WinogradChooser) -> Pass:
             nodes.append(replace(node, op="conv_winograd_nchwc", inputs=inputs, attrs=attrs))
         if not replaced:
             return graph
-        read = {i for n in nodes for i in n.inputs} | set(graph.output_names)
-        for name in replaced - read:  # the blocked weights no other node reads
-            del params[name], values[name]
-        return replace(graph, nodes=nodes, values=values, params=params)
+        return rebuilt(graph, nodes, values, params, replaced)  # less the blocked weights
 
     return transform_winograd_weights
