@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ember.frontend.graph import Graph, Node, Value
-from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass, rebuilt
+from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass, rewrite_nodes
 
 
 def height_one_window(attrs: dict[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -49,33 +49,25 @@ def _takes(node: Node, graph: Graph) -> bool:
     return x.ndim == 3 and x.is_static and x.dtype == "float32" and w.ndim == 3
 
 
+def _as_2d(node: Node, values: dict[str, Value], params: dict[str, Any]) -> list[Node]:
+    """The reshape, 2-D conv and reshape back that compute ``node`` (new values and
+    weights are added to ``values`` and ``params``)."""
+    x4, reshape = height_one(node, values)
+    w_name, out = node.inputs[1], node.outputs[0]
+    w = params[w_name]
+    w4 = add_param(
+        values, params, f"{w_name}_h1",
+        np.ascontiguousarray(w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])),
+    )  # fmt: skip
+    n, o, lout = values[out].type.shape
+    y4 = add_value(values, f"{out}_h1", (n, o, 1, lout), values[out].type.dtype)
+    attrs = {**node.attrs, **height_one_window(node.attrs)}
+    conv = replace(node, inputs=(x4, w4, *node.inputs[2:]), outputs=(y4,), attrs=attrs)
+    back = Node("reshape", node.name, (y4,), (out,), {"shape": (n, o, lout)}, "Reshape")
+    return [reshape, conv, back]
+
+
 @graph_pass
 def conv1d_as_2d(graph: Graph) -> Graph:
     """Rewrite every float32 1-D conv with constant weights as a 2-D conv of height 1."""
-    if not any(_takes(n, graph) for n in graph.nodes):
-        return graph
-    values, params = dict(graph.values), dict(graph.params)
-    nodes: list[Node] = []
-    replaced: set[str] = set()
-
-    for node in graph.nodes:
-        if not _takes(node, graph):
-            nodes.append(node)
-            continue
-        x4, reshape = height_one(node, values)
-        nodes.append(reshape)
-        w_name = node.inputs[1]
-        w = params[w_name]
-        replaced.add(w_name)
-        w4 = add_param(
-            values, params, f"{w_name}_h1",
-            np.ascontiguousarray(w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])),
-        )  # fmt: skip
-        out = node.outputs[0]
-        n, o, lout = values[out].type.shape
-        y4 = add_value(values, f"{out}_h1", (n, o, 1, lout), values[out].type.dtype)
-        attrs = {**node.attrs, **height_one_window(node.attrs)}
-        nodes.append(replace(node, inputs=(x4, w4, *node.inputs[2:]), outputs=(y4,), attrs=attrs))
-        shape = (n, o, lout)
-        nodes.append(Node("reshape", node.name, (y4,), (out,), {"shape": shape}, "Reshape"))
-    return rebuilt(graph, nodes, values, params, replaced)  # less the 1-D weights
+    return rewrite_nodes(graph, _takes, _as_2d)  # the 1-D weights dropped

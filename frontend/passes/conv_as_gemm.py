@@ -29,7 +29,7 @@ import numpy as np
 
 from ember.frontend.graph import Graph, Node, TensorType, Value
 from ember.frontend.passes.conv1d_as_2d import height_one, height_one_window
-from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass, rebuilt
+from ember.frontend.passes.graph_pass import add_param, add_value, graph_pass, rewrite_nodes
 
 MAX_CHANNELS = 2  # input channels: an image stem's 3 stay blocked (see the module notes)
 MIN_TAPS = 64  # a GEMM depth the micro-kernel amortizes its tile over
@@ -112,10 +112,4 @@ def _as_gemm(node: Node, values: dict[str, Value], params: dict[str, np.ndarray]
 @graph_pass
 def conv_as_gemm(graph: Graph) -> Graph:
     """Rewrite each conv the module notes describe as im2col and a product."""
-    if not any(_takes(n, graph) for n in graph.nodes):
-        return graph
-    values, params = dict(graph.values), dict(graph.params)
-    nodes: list[Node] = []
-    for node in graph.nodes:
-        nodes += _as_gemm(node, values, params) if _takes(node, graph) else [node]
-    return rebuilt(graph, nodes, values, params, list(params))  # less the conv weights
+    return rewrite_nodes(graph, _takes, _as_gemm)

@@ -68,6 +68,28 @@ def rebuilt(
     return replace(graph, nodes=nodes, values=values, params=params)
 
 
+Rewrite = Callable[[Node, dict[str, Value], dict[str, Any]], list[Node]]
+
+
+def rewrite_nodes(graph: Graph, takes: Callable[[Node, Graph], bool], rewrite: Rewrite) -> Graph:
+    """``graph`` with each node ``takes`` accepts replaced by the nodes ``rewrite(node,
+    values, params)`` returns (adding what they make to those dicts), less the constants
+    the replaced nodes read that nothing reads any more; ``graph`` itself where no node is
+    taken."""
+    if not any(takes(n, graph) for n in graph.nodes):
+        return graph
+    values, params = dict(graph.values), dict(graph.params)
+    nodes: list[Node] = []
+    replaced: set[str] = set()
+    for node in graph.nodes:
+        if takes(node, graph):
+            replaced.update(i for i in node.inputs if i in graph.params)
+            nodes += rewrite(node, values, params)
+        else:
+            nodes.append(node)
+    return rebuilt(graph, nodes, values, params, replaced)
+
+
 def _verify(graph: Graph, after: str) -> None:
     if not isinstance(graph, Graph):
         raise InternalError(f"graph pass '{after}' returned {type(graph).__name__}, not a Graph")
