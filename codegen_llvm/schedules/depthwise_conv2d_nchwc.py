@@ -66,9 +66,9 @@ def default_row_tile(ow: int, regs: int, unit: VectorUnit) -> int:
     """Pixels of a row the default tile holds: the largest tile of at most half the
     accumulator registers that divides the row, if one of 4 or more does; else the whole
     row where it is a tile size and fits the default budget; else the largest of those
-    tiles. MobileNetV2's
-    7-pixel rows on AVX2 (tiles of at most 6) ran 6 + a lone pixel: 39 us for its 960
-    channels on one Zen 3 core, 15 in one tile of 7, the tile AVX-512 already took."""
+    tiles. MobileNetV2's 7-pixel rows on AVX2 (tiles of at most 6) ran 6 + a lone pixel:
+    39 us for its 960 channels on one Zen 3 core, 15 in one tile of 7, the tile AVX-512
+    already took."""
     fits = [t for t in OW_TILES if t <= ow and t * regs <= unit.accumulators[0] // 2]
     dividing = [t for t in fits if ow % t == 0]
     if dividing and max(dividing) >= 4:

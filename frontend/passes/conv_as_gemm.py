@@ -79,16 +79,15 @@ def _as_gemm(node: Node, values: dict[str, Value], params: dict[str, np.ndarray]
     x, w_name, out = node.inputs[0], node.inputs[1], node.outputs[0]
     xt, w = values[x].type, params[w_name]
     xs, ys = _dims(xt), _dims(values[out].type)
-    a = node.attrs
     nodes = []
     n = xs[0]
     if xt.ndim == 3:  # a 1-D conv: an image of height 1
         x, reshape = height_one(node, values)
         nodes.append(reshape)
-        kernel, a = (1, w.shape[2]), height_one_window(a)
+        kernel, attrs = (1, w.shape[2]), height_one_window(node.attrs)
     else:
-        kernel = tuple(w.shape[2:])
-    window = {"kernel": kernel, **{k: tuple(a[k]) for k in ("strides", "pads", "dilations")}}
+        kernel, attrs = tuple(w.shape[2:]), node.attrs
+    window = {"kernel": kernel, **{k: tuple(attrs[k]) for k in ("strides", "pads", "dilations")}}
     o, taps = w.shape[0], int(np.prod(w.shape[1:]))
     positions = int(np.prod(ys[2:]))
     rows = n * positions
