@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen_llvm.cpu_features import vector_unit
+from ember.codegen_llvm.cpu_features import near_last_level_cache, vector_unit
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.errors import InternalError
 from ember.frontend.passes.conv_blocks import channel_block, input_block
@@ -118,15 +118,24 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # (1.2-1.6 MB) 10-18% faster at 1 and 2 threads, ResNet-50's 1x1 convs at 7x7 and
     # 14x14 (1-4 MB) 7-12%, ResNet-18's 3x3 256->512 conv at 7x7 (4.7 MB) 1-9%, its 3x3
     # 256-channel convs at 14x14 (2.4 MB, Winograd off) within 1%; its 512-channel ones
-    # at 7x7 (9.4 MB, Winograd off) ran 3-6% faster with reduction outer.
+    # at 7x7 (9.4 MB, Winograd off) ran 3-6% faster with reduction outer. Those rows
+    # re-read weights past L2 from Zen 4's near L3; where that cache is far
+    # (near_last_level_cache), they come at memory speed and reduction outer takes
+    # every weight past ROWS_OUTER_MAX_WEIGHTS over a small plane. On a 2-core Intel
+    # Xeon (AVX-512), timed in the model by turns: ResNet-50 at 1 thread 63.1 -> 57.9
+    # ms, its 1x1 convs at 7x7 (4 MB) 1.77 -> 0.88-0.95 ms each; MobileNetV2's 1x1
+    # convs at 7x7 (1.2-1.6 MB) 10-23% faster at 2 threads. Its 3x3 convs at 14x14
+    # (2.4 MB) ran 3-17% slower at 1 thread, level at 2.
     weight_bytes = g.O * g.C * g.KH * g.KW * dt.bytes_of(dtype)
     plane_bytes = g.OH * g.OW * oc_default * dt.bytes_of(dtype)
+    near = near_last_level_cache()
+    reduction_from = REDUCTION_OUTER_MIN_WEIGHTS if near else ROWS_OUTER_MAX_WEIGHTS
     if weight_bytes <= ROWS_OUTER_MAX_WEIGHTS:
         outer_default = "rows"
     elif plane_bytes > SMALL_PLANE:
         outer_default = "channels"
     else:
-        outer_default = "rows" if weight_bytes < REDUCTION_OUTER_MIN_WEIGHTS else "reduction"
+        outer_default = "rows" if weight_bytes < reduction_from else "reduction"
     cfg.define_knob("outer", ["channels", "rows", "reduction"], default=outer_default)
     # prefetch (Stage.prefetch, llvm.prefetch): "next_ic_block" hints, at each input
     # channel block of the micro-kernel, the next block's weights; "next_oc_block", at each

@@ -64,7 +64,7 @@ def define_winograd_knobs(N: int, C: int, H: int, W: int, O: int) -> tuple[int, 
     """Define the knobs (tile size ``m`` and the GEMM's micro-kernel) and read them."""
     cfg = get_config()
     cfg.define_knob("m", [2, 4], default=4 if min(H, W) >= 8 else 2)
-    tiles = define_gemm_knobs(max(N * H * W // 16, 2), O)
+    tiles = define_gemm_knobs(max(N * H * W // 16, 2), O, whole_blocks=True)
     lanes = -(-O // 16) * 16
     cfg.add_constraint(
         lambda c: c["nr"].val <= max(16, lanes), "a panel is no wider than the output channels"
