@@ -103,7 +103,7 @@ def _dense_packed(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | N
     ``dense_packed.llvm`` task's best record."""
     a, panels = inputs
     n, nr = int(attrs["n"]), dims(panels)[-1]
-    whole = whole_panels_pay((*dims(a)[:-1], n), nr)
+    whole = whole_panels_pay((*dims(a)[:-1], n), nr, dims(a)[-1])
     tiles = dense_packed.tile_attrs(dense_packed.graph_tiles(dims(a), n, nr))
     return [topi.dense_packed(a, panels, n, whole_panels=whole, attrs=tiles)]
 

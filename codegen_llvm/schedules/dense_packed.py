@@ -49,8 +49,8 @@ def task_args(a_shape: Sequence[int], n: int, nr: int) -> tuple[Any, ...]:
     return (rows, int(n), k, int(nr), tuple(lead), "float32")
 
 
-def _define_knobs(rows: int, n: int, nr: int, lead: Sequence[int]) -> GemmTiles:
-    default = dense_packed_tiles((*lead, rows, n), nr)
+def _define_knobs(rows: int, n: int, k: int, nr: int, lead: Sequence[int]) -> GemmTiles:
+    default = dense_packed_tiles((*lead, rows, n), nr, k)
     cfg = get_config()
     cfg.define_knob("mr", sorted({default.mr, *ROW_TILES}), default=default.mr)
     cfg.define_knob("ku", list(K_UNROLLS), default=default.ku)
@@ -74,10 +74,10 @@ def dense_packed_llvm(
     nr]`` panels; C is ``(*lead, M, N)``, or as wide as the panels where the graph's
     compute spans them (:func:`whole_panels_pay`)."""
     lead = _checked(M, N, K, nr, lead)
-    tiles = _define_knobs(M, N, nr, lead)
+    tiles = _define_knobs(M, N, K, nr, lead)
     A = te.placeholder((*lead, M, K), dtype, name="A")
     P = te.placeholder((-(-N // nr), K, nr), dtype, name="P")
-    whole = whole_panels_pay((*lead, M, N), nr)
+    whole = whole_panels_pay((*lead, M, N), nr, K)
     C = dense_packed(A, P, N, whole_panels=whole, attrs=tile_attrs(tiles))
     return schedule_group([C]), [A, P, C]  # the graph's own schedule of the node
 
@@ -109,8 +109,8 @@ def graph_tiles(a_shape: Sequence[int], n: int, nr: int) -> GemmTiles:
     cfg = config_for_direct_call(TEMPLATE, args)
     if isinstance(cfg, ConfigEntity):
         with using_config(cfg):
-            return _define_knobs(rows, n, nr, lead)
-    default = dense_packed_tiles((*lead, rows, n), nr)
+            return _define_knobs(rows, n, k, nr, lead)
+    default = dense_packed_tiles((*lead, rows, n), nr, k)
     return legacy_matmul_tiles((math.prod(lead) * rows, n, k, "float32"), default)
 
 
