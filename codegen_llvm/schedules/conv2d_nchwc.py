@@ -20,7 +20,8 @@ output rows or channel blocks are the outer half of the parallel loop, or
 ``"reduction"``, where each thread takes whole channel blocks and walks the input
 channel blocks outermost, accumulating the block's whole output plane in a local
 tile, so each weight is read from memory once rather than once per output row (the
-default only for weights of 8 MB or more over a small plane, see ``_define_knobs``).
+default over a small plane for weights of 8 MB or more where the L3 is near, of more
+than 1 MiB elsewhere, see ``_define_knobs``).
 ``prefetch`` hints the next input channel block's weights at each block of the
 micro-kernel (``next_ic_block``) or the next parallel iteration's weights
 (``next_oc_block``) with ``Stage.prefetch``; off by default: on ResNet-18's 3x3 layers
@@ -124,8 +125,8 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # every weight past ROWS_OUTER_MAX_WEIGHTS over a small plane. On a 2-core Intel
     # Xeon (AVX-512), timed in the model by turns: ResNet-50 at 1 thread 63.1 -> 57.9
     # ms, its 1x1 convs at 7x7 (4 MB) 1.77 -> 0.88-0.95 ms each; MobileNetV2's 1x1
-    # convs at 7x7 (1.2-1.6 MB) 10-23% faster at 2 threads. Its 3x3 convs at 14x14
-    # (2.4 MB) ran 3-17% slower at 1 thread, level at 2.
+    # convs at 7x7 (1.2-1.6 MB) 16-23% faster at 2 threads. Its 3x3 convs at 14x14
+    # (2.4 MB) ran 2-18% slower at 1 thread, level at 2.
     weight_bytes = g.O * g.C * g.KH * g.KW * dt.bytes_of(dtype)
     plane_bytes = g.OH * g.OW * oc_default * dt.bytes_of(dtype)
     near = near_last_level_cache()
