@@ -133,8 +133,14 @@ def vector_unit(target: str | Target | None = None) -> VectorUnit:
     ``with target:`` block (Ember enters one while compiling and tuning), else the host.
     A named CPU whose features Ember cannot list (``-mcpu=skylake-avx512``) counts as the
     host's when LLVM names the host the same, else by an ``avx512`` in its name."""
+    return _vector_unit(_llvm_target(target))
+
+
+def _llvm_target(target: str | Target | None) -> Target:
+    """``target`` parsed; None: the enclosing ``with target:`` block's, else the host's
+    ``llvm`` (so is any target of another kind)."""
     t = Target.parse(target) if target is not None else Target.current()
-    return _vector_unit(t if t is not None and t.kind == "llvm" else Target.parse("llvm"))
+    return t if t is not None and t.kind == "llvm" else Target.parse("llvm")
 
 
 @functools.cache
@@ -166,8 +172,11 @@ def near_last_level_cache(target: str | Target | None = None) -> bool:
     (AVX-512) re-reading ResNet-50's 4 MB 1x1 weights once per 7-pixel row ran at 16
     GB/s, the machine's memory bandwidth (1.77 ms a conv against 0.88 ms read once).
     Target resolution as in :func:`vector_unit`."""
-    t = Target.current() if target is None else Target.parse(target)
-    t = t if t is not None and t.kind == "llvm" else Target.parse("llvm")
+    return _near_last_level_cache(_llvm_target(target))
+
+
+@functools.cache
+def _near_last_level_cache(t: Target) -> bool:
     return str(built_for(t)["name"]).startswith("znver")
 
 

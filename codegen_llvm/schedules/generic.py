@@ -151,8 +151,11 @@ def dense_packed_tiles(shape: Sequence[int], nr: int, k: int = 0) -> GemmTiles:
     row blocks, the panels pair up (else of one: a block past the last panel would run the
     whole k loop for nothing) and the pair's weights fit ``PAIRED_PANELS_BYTES``."""
     *lead, rows, cols = shape
-    pairs = (rows >= 2 or bool(lead)) and -(-cols // nr) % 2 == 0
-    pairs = pairs and 2 * k * nr * 4 <= PAIRED_PANELS_BYTES
+    pairs = (
+        (rows >= 2 or bool(lead))
+        and -(-cols // nr) % 2 == 0
+        and 2 * k * nr * 4 <= PAIRED_PANELS_BYTES  # float32 panels
+    )
     return GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if pairs else 1)
 
 
