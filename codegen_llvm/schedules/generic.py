@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from ember.codegen_llvm.cpu_features import vector_unit
 from ember.codegen_llvm.schedules.matmul import GemmTiles, schedule_gemm
 from ember.errors import InternalError
 from ember.tir.arith.const_int_bound import const_int_bound
@@ -146,17 +147,19 @@ PAIRED_PANELS_BYTES = 1 << 20
 
 def dense_packed_tiles(shape: Sequence[int], nr: int, k: int = 0) -> GemmTiles:
     """The default micro-kernel tiles of a ``dense_packed`` stage of output ``shape``
-    (columns padded or not) over ``nr``-lane panels and ``k`` deep: 4 rows (fewer where
-    there are fewer), k unrolled by 4, and blocks of two panels where there are several
-    row blocks, the panels pair up (else of one: a block past the last panel would run the
-    whole k loop for nothing) and the pair's weights fit ``PAIRED_PANELS_BYTES``."""
+    (columns padded or not) over ``nr``-lane panels and ``k`` deep: the vector unit's
+    ``gemm_rows`` rows (fewer where there are fewer), k unrolled by 4, and blocks of two
+    panels where there are several row blocks, the panels pair up (else of one: a block
+    past the last panel would run the whole k loop for nothing) and the pair's weights
+    fit ``PAIRED_PANELS_BYTES``."""
     *lead, rows, cols = shape
     pairs = (
         (rows >= 2 or bool(lead))
         and -(-cols // nr) % 2 == 0
         and 2 * k * nr * 4 <= PAIRED_PANELS_BYTES  # float32 panels
     )
-    return GemmTiles(mr=4 if rows >= 4 else rows, nr=nr, ku=4, nc_panels=2 if pairs else 1)
+    mr = min(rows, vector_unit().gemm_rows)
+    return GemmTiles(mr=mr, nr=nr, ku=4, nc_panels=2 if pairs else 1)
 
 
 def whole_panels_pay(shape: Sequence[int], nr: int, k: int = 0) -> bool:

@@ -48,7 +48,8 @@ class GemmTiles:
 def define_gemm_knobs(M: int, N: int, whole_blocks: bool = False) -> GemmTiles:
     """Define the GEMM knobs on the running template's config and read them.
 
-    Defaults: a 4 x 64 micro-kernel (16 AVX-512 accumulators; 4 x 16 on AVX2), whose A rows stay in
+    Defaults: a 6 x 64 micro-kernel (24 AVX-512 accumulators; 6 x 16 on AVX2:
+    :attr:`~ember.codegen_llvm.cpu_features.VectorUnit.gemm_rows`), whose A rows stay in
     L1 while packed B streams from L2. A panel is never wider than needed for N.
     With a single row (a GEMV) the kernel is one row by 256 lanes instead: the
     same 16 accumulators, and four times fewer passes over B's rows. ``whole_blocks``:
@@ -61,8 +62,8 @@ def define_gemm_knobs(M: int, N: int, whole_blocks: bool = False) -> GemmTiles:
     lanes, acc = unit.lanes("float32"), unit.accumulators[1]
     if M < 2:  # AVX-512: 1 x 256 (16 registers); AVX2: 1 x 64 (8 of its 12)
         mr, nr = 1, max(n for n in nrs if n <= lanes * acc)
-    else:  # AVX-512: 4 x 64; AVX2: 4 x 16 (3 x 32 spilled and ran 2.1x slower)
-        mr, nr = 4, unit.row_lanes("float32")
+    else:  # AVX-512: 6 x 64; AVX2: 6 x 16 (3 x 32 spilled and ran 2.1x slower)
+        mr, nr = unit.gemm_rows, unit.row_lanes("float32")
     nr = next((n for n in nrs if n >= min(N, nr)), nr)
     nc_panels = 2 if M >= 2 else 1
     if whole_blocks:

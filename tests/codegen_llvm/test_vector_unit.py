@@ -89,11 +89,19 @@ def test_conv_defaults_fit_the_targets_registers(target, unit, args) -> None:  #
 
 @x86
 def test_gemm_defaults_fit_the_targets_registers() -> None:
+    """The default micro-kernel takes 6 rows of 4 AVX-512 or 2 AVX2 registers, at most the
+    accumulators the unit allows, and its code spills none of them (at a size its tiles
+    divide and at one they do not)."""
     for target, unit in ((V3, AVX2), (V4, AVX512)):
-        d = create_task("matmul.llvm", (64, 512, 256, "float32"), target=target)
-        d = d.config_space.default_entity()
-        regs = d["mr"].val * -(-d["nr"].val // unit.lanes("float32"))
-        assert regs <= unit.accumulators[1], (target, d)
+        for shape in ((64, 512, 256), (61, 500, 256)):
+            task = create_task("matmul.llvm", (*shape, "float32"), target=target)
+            d = task.config_space.default_entity()
+            regs = d["mr"].val * -(-d["nr"].val // unit.lanes("float32"))
+            assert d["mr"].val == unit.gemm_rows == 6
+            assert regs <= unit.accumulators[0], (target, d)
+            s, tensors = task.instantiate()
+            asm = ember.build(s, tensors, target=target).get_source("asm")
+            assert _spills(asm) == 0 and re.search(r"vfmadd\w+", asm), (target, shape)
         with Target(target):
             assert panel_width(1000) == d["nr"].val == {AVX2: 16, AVX512: 64}[unit]
 

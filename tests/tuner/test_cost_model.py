@@ -330,7 +330,7 @@ def test_a_small_space_is_ranked_whole_one_trial_per_measurement(n_trials):
     budget past the space measures each config once and stops."""
     from ember.tuner.auto.guided import ENUMERABLE, valid_configs
 
-    task = create_task("dense_packed.llvm", (5, 20, 12, 32, (), "float32"), "llvm")
+    task = create_task("dense_packed.llvm", (12, 20, 12, 32, (), "float32"), "llvm")
     assert task.config_space.size == len(valid_configs(task.config_space)) == 96 <= ENUMERABLE
     rng = random.Random(1)
     first = {task.config_space.sample(rng) for _ in range(8)}

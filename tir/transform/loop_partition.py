@@ -11,7 +11,10 @@ where every such guard is provably true and removed. When a loop's whole
 body is one guard, the iterations where the guard is false for every inner
 value do nothing and are cut off first; if the guard does not depend on inner
 loops at all, only the main loop remains, so ``for ii in range(32): if
-likely(96 + ii < 100): body`` becomes ``for ii in range(4): body``. A part with
+likely(96 + ii < 100): body`` becomes ``for ii in range(4): body``. Iterations
+where every store that outlives one (not to a buffer allocated in the body) is
+under a guard false for every inner value are cut off too: a register tile past
+a GEMM's last panel, which would only fill its own scratch. A part with
 one iteration becomes its body with the variable substituted; parts are
 emitted in the original order, so serial semantics are kept exactly. An
 unrolled or vectorized loop is split only into parts of constant length, else
@@ -50,15 +53,17 @@ from ember.tir.functor import (
 CompareOp = E.CompareOp
 
 
-def _likely_arg(cond: E.PrimExpr) -> E.PrimExpr | None:
+def likely_arg(cond: E.PrimExpr) -> E.PrimExpr | None:
+    """The condition of a ``likely`` guard; None for any other expression."""
     if isinstance(cond, E.Call) and cond.op is E.Intrinsic.LIKELY:
         return cond.args[0]
     return None
 
 
-def _conjuncts(c: E.PrimExpr) -> list[E.PrimExpr]:
+def conjuncts(c: E.PrimExpr) -> list[E.PrimExpr]:
+    """``c``'s operands of ``and``, flattened."""
     if isinstance(c, E.BinOp) and c.op is E.BinaryOp.AND:
-        return _conjuncts(c.a) + _conjuncts(c.b)
+        return conjuncts(c.a) + conjuncts(c.b)
     return [c]
 
 
@@ -89,7 +94,7 @@ def _has_likely() -> HasBelow:
     """Whether an expression holds a ``likely`` call, remembered per node object for the
     whole pass: the guard search skips the expressions without one (the arithmetic of a
     store's value), however often the same subexpression is met."""
-    return HasBelow(lambda e: _likely_arg(e) is not None)
+    return HasBelow(lambda e: likely_arg(e) is not None)
 
 
 class _Guards(Visitor):
@@ -147,10 +152,10 @@ class _Guards(Visitor):
         self.generic_visit(e)
 
     def consider(self, node: Any, cond: E.PrimExpr) -> None:
-        inner = _likely_arg(cond)
+        inner = likely_arg(cond)
         if inner is None:
             return
-        found = [self.zone(c) for c in _conjuncts(inner)]
+        found = [self.zone(c) for c in conjuncts(inner)]
         old = self.zones.get(id(node))
         if old is not None:  # the same node at another place: keep what holds at both
             found = [a if a is b or a is None else _UNKNOWN for a, b in zip(old, found)]
@@ -218,10 +223,74 @@ def _whole_body_guard(body: S.Stmt) -> S.IfThenElse | None:
     if (
         isinstance(body, S.IfThenElse)
         and body.else_case is None
-        and _likely_arg(body.condition) is not None
+        and likely_arg(body.condition) is not None
     ):
         return body
     return None
+
+
+def _guarded_stores(body: S.Stmt) -> list[tuple[int, ...]] | None:
+    """For each store of ``body`` that outlives an iteration (a store to a buffer allocated
+    inside ``body`` does not), the ids of the ``likely`` guards whose then-branch holds it;
+    None where ``body`` has a statement with another effect (a call, an assertion)."""
+    stores: list[tuple[int, ...]] = []
+    local: set[Any] = set()
+
+    def walk(n: S.Stmt, above: tuple[int, ...]) -> bool:
+        if isinstance(n, (S.For, S.LetStmt, S.AttrStmt)):
+            return walk(n.body, above)
+        if isinstance(n, S.Allocate):
+            local.add(n.buffer.data)
+            return walk(n.body, above)
+        if isinstance(n, S.SeqStmt):
+            return all(walk(part, above) for part in n.stmts)
+        if isinstance(n, S.IfThenElse):
+            guarded = above + (id(n),) if likely_arg(n.condition) is not None else above
+            return walk(n.then_case, guarded) and (n.else_case is None or walk(n.else_case, above))
+        if isinstance(n, S.BufferStore):
+            if n.buffer.data not in local:
+                stores.append(above)
+            return True
+        return False
+
+    return stores if walk(body, ()) else None
+
+
+def _dead_iterations(
+    body: S.Stmt, zones: dict[int, list[Any]]
+) -> tuple[E.PrimExpr | None, E.PrimExpr | None] | None:
+    """``(upper, lower)``: the loop variable from which on (``v >= upper``), and up to which
+    (``v <= lower``), every lasting store of ``body`` is under a guard conjunct false for
+    all inner values, so those iterations do nothing; None for a side with no such bound.
+    A GEMM's last column block, narrower than the block, ran the whole k loop for a tile
+    past the last panel, every lane tested and none stored: a 104 x 402 x 400 product in
+    blocks of two 64-lane panels took 0.71 ms, 0.16 in blocks of one or with the tile cut
+    (a 2-core Intel Xeon, AVX-512, one thread)."""
+    stores = _guarded_stores(body)
+    if not stores:
+        return None
+
+    def bound(upper: bool) -> E.PrimExpr | None:
+        per_store = []
+        for above in stores:
+            at = [
+                z.false_at
+                for g in above
+                for z in zones.get(g, [])
+                if isinstance(z, _Zone) and z.upper is upper and z.false_at is not None
+            ]
+            if not at:
+                return None
+            first = at[0]
+            for a in at[1:]:  # any false conjunct kills the store
+                first = E.min_(first, a) if upper else E.max_(first, a)
+            per_store.append(first)
+        out = per_store[0]
+        for b in per_store[1:]:  # the body is dead once every store is
+            out = E.max_(out, b) if upper else E.min_(out, b)
+        return out
+
+    return bound(True), bound(False)
 
 
 class _RemoveGuards(MemoMutator):
@@ -232,7 +301,7 @@ class _RemoveGuards(MemoMutator):
         self.removable = removable
 
     def _remaining(self, node: Any, cond: E.PrimExpr) -> E.PrimExpr | None:
-        conj = _conjuncts(_likely_arg(cond))  # type: ignore[arg-type]
+        conj = conjuncts(likely_arg(cond))  # type: ignore[arg-type]
         keep = [c for c, drop in zip(conj, self.removable[id(node)]) if not drop]
         if not keep:
             return None
@@ -313,6 +382,14 @@ class _Partition(Mutator):
                         end = simp(E.min_(end, E.max_(begin, z.false_at)))
                     else:
                         begin = simp(E.max_(begin, E.min_(end, z.false_at + 1)))
+        else:  # cut off the iterations where every store is under a guard surely false
+            dead = _dead_iterations(s.body, guards.zones)
+            if dead is not None:
+                upper, lower = dead
+                if upper is not None:
+                    end = simp(E.min_(end, E.max_(begin, upper)))
+                if lower is not None:
+                    begin = simp(E.max_(begin, E.min_(end, lower + 1)))
         lo, hi = begin, end  # the main loop: [lo, hi)
         for z in zones:
             if z.upper:
@@ -380,7 +457,7 @@ def _unroll_first(s: S.For) -> bool:
         if isinstance(n, S.For) and n.kind is S.ForKind.VECTORIZED:
             if uses_var(n, lambda v: v is s.loop_var):
                 found.append(n)
-        cond = _likely_arg(n)
+        cond = likely_arg(n)
         if cond is not None and uses_var(cond, lambda v: v is s.loop_var):
             guarded.append(cond)
 

@@ -30,6 +30,7 @@ from ember.tir.transform.runner import (
 )
 from ember.tir.transform.simplify import simplify
 from ember.tir.transform.unroll_loops import unroll_loops
+from ember.tir.transform.unswitch_guards import unswitch_guards
 from ember.tir.transform.unswitch_selects import unswitch_selects
 from ember.tir.transform.vectorize_loops import vectorize_loops
 from ember.tir.transform.widen_index_dtypes import widen_index_dtypes
@@ -56,8 +57,10 @@ def default_passes(ctx: PassContext | None = None) -> list[Pass]:
         Pass("vectorize_loops", vectorize_loops, uses_context=True),
         Pass("unroll_loops", unroll_loops, uses_context=True),
         *user[2],
-        # phase 3: clean-up and instrumentation
+        # phase 3: clean-up and instrumentation. Guards are unswitched once unrolling has
+        # made them invariant and the simplifier has made equal ones equal
         Pass("simplify", simplify),
+        Pass("unswitch_guards", unswitch_guards),
         Pass("instrument_bound_checkers", instrument_bound_checkers, uses_context=True),
         *user[3],
     ]

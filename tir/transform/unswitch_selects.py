@@ -28,6 +28,7 @@ and ``simplify`` afterwards uses the condition to clean the indices (clamps such
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -101,20 +102,27 @@ def _split(body: S.Stmt, var: E.Var, budget: int) -> S.Stmt:
     return S.IfThenElse(cond, then, other)
 
 
-class _Unswitch(Mutator):
+class HoistToLoops(Mutator):
+    """Hands each serial or parallel loop's body, inner loops first, to ``split(body,
+    loop_var, MAX_VERSIONS)``, which returns it with some conditions hoisted (or the same
+    object); expressions are not walked."""
+
+    def __init__(self, split: Callable[[S.Stmt, E.Var, int], S.Stmt]) -> None:
+        self.split = split
+
     def visit(self, node: Any) -> Any:
-        if isinstance(node, E.PrimExpr):  # selects are rewritten by _Pick, not here
+        if isinstance(node, E.PrimExpr):
             return node
         return self._method(node)(self, node)
 
     def visit_For(self, loop: S.For) -> S.Stmt:
         body = self.visit(loop.body)
         if loop.kind in _HOSTS:
-            body = _split(body, loop.loop_var, MAX_VERSIONS)
+            body = self.split(body, loop.loop_var, MAX_VERSIONS)
         return loop if body is loop.body else replace(loop, body=body)
 
 
 def unswitch_selects(func: S.PrimFunc) -> S.PrimFunc:
     """``func`` with its loop-invariant selects hoisted (module doc); the same object if
     none is."""
-    return _Unswitch().visit_func(func)
+    return HoistToLoops(_split).visit_func(func)

@@ -49,16 +49,16 @@ def test_sampled_configs_match_numpy(args):
 
 
 def test_the_fallback_is_the_graphs_default_and_nr_is_not_a_knob():
-    task = task_of("dense_packed.llvm", 5, 200, 12, 64, (), "float32")
+    task = task_of("dense_packed.llvm", 13, 200, 12, 64, (), "float32")
     assert set(task.config_space.knobs) == {"mr", "ku", "nc_panels"}
-    want = dense_packed_tiles((5, 200), 64)
+    want = dense_packed_tiles((13, 200), 64)
     got = task.config_space.default_entity()
     assert (got["mr"].val, got["ku"].val, got["nc_panels"].val) == (
         want.mr,
         want.ku,
         want.nc_panels,
     )
-    assert whole_panels_pay((5, 200), 64)  # the task's compute spans whole panels too
+    assert whole_panels_pay((13, 200), 64)  # the task's compute spans whole panels too
     _run(task, got, np.random.default_rng(2))
 
 

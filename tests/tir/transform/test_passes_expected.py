@@ -22,6 +22,7 @@ from ember.tir.transform.flatten_buffers import flatten_buffers
 from ember.tir.transform.loop_partition import loop_partition
 from ember.tir.transform.simplify import simplify
 from ember.tir.transform.unroll_loops import unroll_loops
+from ember.tir.transform.unswitch_guards import unswitch_guards
 from ember.tir.transform.unswitch_selects import unswitch_selects
 from ember.tir.transform.vectorize_loops import (
     FALLBACK,
@@ -192,6 +193,106 @@ def test_loop_partition_shared_guard() -> None:
         return ib.get_func("f")
 
     assert_structural_equal(loop_partition(before()), expected())
+
+
+def test_loop_partition_cuts_dead_tiles() -> None:
+    """A register tile's loop whose body is more than one guard: a scratch buffer filled
+    under one guard and stored out under another. From jo = 3 on, the store out is
+    guarded false for every column, so those iterations (which would only fill the
+    scratch) are cut off; jo = 2, the partial tile, runs alone, its loops split in turn."""
+
+    def before() -> S.PrimFunc:
+        ib = IRBuilder()
+        A = ib.param((10,), "float32", name="A")
+        with ib.for_range(0, 4, name="jo") as jo:
+            acc = ib.allocate((4,), "float32", name="acc")
+            with ib.for_range(0, 4, name="c") as c:
+                with ib.if_then_else(likely(jo * 4 + c < 12)):
+                    ib.store(acc, c, 1.0)
+            with ib.for_range(0, 4, name="c") as c:
+                with ib.if_then_else(likely(jo * 4 + c < 10)):
+                    ib.store(A, jo * 4 + c, acc[c])
+        return ib.get_func("f")
+
+    def expected() -> S.PrimFunc:
+        ib = IRBuilder()
+        A = ib.param((10,), "float32", name="A")
+        with ib.for_range(0, 2, name="jo") as jo:
+            acc = ib.allocate((4,), "float32", name="acc")
+            with ib.for_range(0, 4, name="c") as c:
+                ib.store(acc, c, 1.0)
+            with ib.for_range(0, 4, name="c") as c:
+                ib.store(A, jo * 4 + c, acc[c])
+        edge = unfolded(E.BinaryOp.MUL, 2, 4)  # jo = 2, left for simplify to fold
+        acc = ib.allocate((4,), "float32", name="acc")
+        with ib.for_range(0, 4, name="c") as c:  # its loops partitioned in turn
+            ib.store(acc, c, 1.0)
+        with ib.for_range(0, 2, name="c") as c:
+            ib.store(A, edge + c, acc[c])
+        return ib.get_func("f")
+
+    assert_structural_equal(loop_partition(before()), expected())
+
+
+def test_unswitch_guards() -> None:
+    """Row tiles of 3 over 8 rows fused with 2 column blocks: the edge tile's guard on
+    the fused variable's remainder, inside the k loop, becomes an ``if`` around two
+    copies of the body: one with no test, one without the guarded store. The column
+    guard, affine in its loop (``loop_partition``'s), stays."""
+
+    def params(ib: IRBuilder) -> tuple[Any, Any]:
+        A = ib.param((8, 4), "float32", name="A")
+        C = ib.param((8, 6), "float32", name="C")
+        return A, C
+
+    def before() -> S.PrimFunc:
+        ib = IRBuilder()
+        A, C = params(ib)
+        with ib.for_range(0, 6, name="f", kind="parallel") as f:
+            with ib.for_range(0, 4, name="k") as k:
+                ib.store(C, (f % 3 * 3, f // 3), A[f % 3 * 3, k])
+                with ib.if_then_else(likely(f % 3 < 2)):
+                    ib.store(C, (f % 3 * 3 + 2, f // 3), A[f % 3 * 3 + 2, k])
+                with ib.for_range(0, 3, name="j") as j:
+                    with ib.if_then_else(likely(f // 3 * 3 + j < 5)):
+                        ib.store(C, (f % 3 * 3, j), A[0, k])
+        return ib.get_func("f")
+
+    def expected() -> S.PrimFunc:
+        ib = IRBuilder()
+        A, C = params(ib)
+        with ib.for_range(0, 6, name="f", kind="parallel") as f:
+            with ib.if_then_else(f % 3 < 2):
+                with ib.for_range(0, 4, name="k") as k:
+                    ib.store(C, (f % 3 * 3, f // 3), A[f % 3 * 3, k])
+                    ib.store(C, (f % 3 * 3 + 2, f // 3), A[f % 3 * 3 + 2, k])
+                    with ib.for_range(0, 3, name="j") as j:
+                        with ib.if_then_else(likely(f // 3 * 3 + j < 5)):
+                            ib.store(C, (f % 3 * 3, j), A[0, k])
+            with ib.else_():
+                with ib.for_range(0, 4, name="k") as k:
+                    ib.store(C, (f % 3 * 3, f // 3), A[f % 3 * 3, k])
+                    with ib.for_range(0, 3, name="j") as j:
+                        with ib.if_then_else(likely(f // 3 * 3 + j < 5)):
+                            ib.store(C, (f % 3 * 3, j), A[0, k])
+        return ib.get_func("f")
+
+    assert_structural_equal(unswitch_guards(before()), expected())
+
+
+def test_unswitch_guards_leaves_affine_and_outer_guards() -> None:
+    """A guard affine in its loop (``loop_partition`` splits on it) and one not under
+    any inner loop (tested once a body) are left as they are."""
+    ib = IRBuilder()
+    A = ib.param((8,), "float32", name="A")
+    with ib.for_range(0, 8, name="i", kind="parallel") as i:
+        with ib.if_then_else(likely(i % 3 < 2)):
+            ib.store(A, i, 1.0)
+        with ib.for_range(0, 2, name="k") as k:
+            with ib.if_then_else(likely(i * 2 + k < 7)):
+                ib.store(A, i, 2.0)
+    func = ib.get_func("f")
+    assert unswitch_guards(func) is func
 
 
 def test_unswitch_selects() -> None:
