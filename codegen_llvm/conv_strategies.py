@@ -365,7 +365,8 @@ def dwconv_pw_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> lis
         dims(x)[0], attrs["channels"], g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1),
         (0, 0, 0, 0), (1, 1), dtype,
     )  # fmt: skip
-    pw_tile = _nchwc_tile(pw.args, dims(x)[4], dims(pw_w)[5])
+    # its schedule computes the depthwise rows inside the 1x1 conv's row tiles: never flat
+    pw_tile = {**_nchwc_tile(pw.args, dims(x)[4], dims(pw_w)[5]), "flat": False}
     a = attrs
     geometry = (a["strides"], a["pads"], a["dilations"])
     clip = (a["min"], a["max"])

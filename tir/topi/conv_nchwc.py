@@ -174,6 +174,9 @@ def conv2d_nchwc(
     per_group = OB // groups
     (sh, sw), (dh, dw) = tuple(strides), tuple(dilations)
     OH, OW = _output_plane("conv2d_nchwc", H, W, KH, KW, strides, pads, dilations)
+    if (attrs or {}).get("flat") and is_pointwise(KH, KW, strides, pads):
+        plane = _pointwise_plane(X, Wt, groups, attrs or {})
+        return _with_bias("conv2d_nchwc", plane, bias)
     P = _pad_blocked(X, pads)
     rc = te.reduce_axis((0, CB), name="rc")
     ry = te.reduce_axis((0, KH), name="ry")
@@ -189,6 +192,39 @@ def conv2d_nchwc(
         (N, OB, OH, OW, ob), body, name="conv_nchwc", tag="conv2d_nchwc", attrs=attrs or {}
     )
     return _with_bias("conv2d_nchwc", conv, bias)
+
+
+def is_pointwise(KH: int, KW: int, strides: Sequence[int], pads: Sequence[int]) -> bool:
+    """Whether a convolution reads each output pixel's own input pixel (1x1, stride 1, no
+    padding): its output plane is then one axis of ``H * W`` pixels."""
+    return (KH, KW) == (1, 1) and tuple(strides) == (1, 1) and not any(pads)
+
+
+def _pointwise_plane(X: Tensor, Wt: Tensor, groups: int, attrs: dict) -> Tensor:
+    """A pointwise ``conv2d_nchwc`` computed over the output plane as one pixel axis,
+    ``[N, O/ob, H*W, ob]`` (the reduction, tagged ``conv2d_nchwc``), and read back as
+    ``[N, O/ob, H, W, ob]``. The GEMM it is then tiles pixels across row ends, so a
+    register tile of 6 pixels fits a 14-pixel row's plane with no 2-pixel remainder per
+    row; the schedule flattens the output's rows and columns the same way, and the
+    simplifier folds ``(p // W) * W + p % W`` back to ``p``."""
+    N, _, H, W, cb = static_shape(X)
+    OB, CB, _, _, _, ob = static_shape(Wt)
+    per_group = OB // groups
+    rc = te.reduce_axis((0, CB), name="rc")
+    ri = te.reduce_axis((0, cb), name="ri")
+
+    def body(n: E.PrimExpr, o: E.PrimExpr, p: E.PrimExpr, oi: E.PrimExpr) -> E.PrimExpr:
+        c = rc if groups == 1 else E.floordiv(o, per_group) * CB + rc
+        pix = X[n, c, E.floordiv(p, W), E.floormod(p, W), ri]
+        return te.sum(pix * Wt[o, rc, 0, 0, ri, oi], axis=(rc, ri))
+
+    flat = te.compute((N, OB, H * W, ob), body, name="conv_nchwc", tag="conv2d_nchwc", attrs=attrs)
+    return te.compute(
+        (N, OB, H, W, ob),
+        lambda n, o, y, x, oi: flat[n, o, y * W + x, oi],
+        name="conv_nchwc_rows",
+        tag="injective",
+    )
 
 
 def pack_nchwc_depthwise_weights(w: np.ndarray, block: int) -> np.ndarray:

@@ -239,6 +239,98 @@ def test_row_cost_counts_the_latency_of_short_tiles():
 def test_default_row_tiles_leave_no_lone_pixels(target, ow, tiles):
     """SqueezeNet's rows: 13 pixels ran in a tile of 12 and a lone pixel (its 1000-class 1x1
     conv 4.4 ms, in tiles of 7 or 8 2.7-3.6 ms), 55 in tiles of 5 (5 divides 55); ResNet's
-    56 and 28 keep the tiles that divide them."""
-    task = create_task("conv2d_NCHWc.llvm", (1, 64, ow, ow, 1000, 1, 1, 1, 0, 1, "float32"), target)
+    56 and 28 keep the tiles that divide them. (A 3x3 conv: row tiles are its only kind.)"""
+    task = create_task("conv2d_NCHWc.llvm", (1, 64, ow, ow, 1000, 3, 3, 1, 1, 1, "float32"), target)
     assert task.config_space.default_entity()["ow_bn"].val in tiles
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"])
+def test_flat_default_where_rows_leave_accumulators_unused(target):
+    """A pointwise conv runs flat where its row tiles hold fewer than the default
+    accumulators (rows of 7, 14 and 28 in tiles of 7): then in tiles as wide as the
+    registers allow, its input channels unrolled when there are several blocks. Rows of
+    56 fill the tile and stay; so do convs that are not pointwise and those whose weights
+    go reduction outer."""
+    from ember.codegen_llvm.cpu_features import vector_unit
+    from ember.tir.topi.conv_nchwc import blocks
+
+    def default(*shape: int) -> dict:
+        task = create_task("conv2d_NCHWc.llvm", args=(*shape, "float32"), target=target)
+        cfg = task.config_space.default_entity()
+        return {k: cfg[k].val for k in ("flat", "ow_bn", "ic_bn", "oc_bn", "unroll_ic", "outer")}
+
+    with ember.Target(target):
+        most = vector_unit().accumulators[0]
+        lanes = vector_unit().lanes("float32")
+    for c, hw, o in [(1024, 14, 256), (512, 28, 128), (160, 7, 160), (64, 56, 256)]:
+        d = default(1, c, hw, hw, o, 1, 1, 1, 0, 1)
+        if d["flat"]:
+            assert d["unroll_ic"] and d["ow_bn"] * blocks(d["oc_bn"], lanes) <= most
+    if lanes == 16:  # AVX-512: 7-pixel tiles of 2 registers, 14 accumulators, in rows
+        assert default(1, 1024, 14, 14, 256, 1, 1, 1, 0, 1)["flat"]
+        assert default(1, 1024, 14, 14, 256, 1, 1, 1, 0, 1)["ow_bn"] == 12
+        assert not default(1, 64, 56, 56, 256, 1, 1, 1, 0, 1)["flat"]  # 8-pixel tiles fill it
+    assert not default(1, 256, 14, 14, 256, 3, 3, 1, 1, 1)["flat"]  # not pointwise
+    assert not default(1, 256, 28, 28, 256, 1, 1, 2, 0, 1)["flat"]  # strided
+    assert not default(1, 2048, 7, 7, 512, 1, 1, 1, 0, 1)["flat"]  # 4 MB: reduction outer
+    d = default(1, 32, 28, 28, 192, 1, 1, 1, 0, 1)  # one input block: not unrolled
+    assert d["unroll_ic"] is (d["flat"] and d["ic_bn"] < 32)
+
+
+@pytest.mark.parametrize("outer", ["rows", "channels"])
+@pytest.mark.parametrize("unroll_ic", [False, True])
+@pytest.mark.parametrize("hw, tile", [((13, 11), 12), ((7, 7), 6), ((2, 3), 16)])
+def test_flat_pointwise_matches_numpy(outer, unroll_ic, hw, tile, rng):  # noqa: ANN001
+    """``flat``: the plane as one pixel axis, tiles running across row ends (143 pixels in
+    tiles of 12, the last of 11; a 6-pixel plane in one short tile), odd channel counts,
+    a bias and a ReLU inlined; against numpy, the output prefilled with NaN."""
+    h, w = hw
+    x = rng.standard_normal((1, 19, h, w)).astype("float32")
+    wt = rng.standard_normal((20, 19, 1, 1)).astype("float32")
+    b = rng.standard_normal(20).astype("float32")
+    X = te.placeholder((1, 2, h, w, 16), "float32", name="X")
+    Wt = te.placeholder((2, 2, 1, 1, 16, 16), "float32", name="W")
+    B = te.placeholder((2, 16), "float32", name="B")
+    attrs = {"ow_bn": tile, "outer": outer, "unroll_ic": unroll_ic, "flat": True}
+    conv = conv2d_nchwc(X, Wt, B, (1, 1), (0, 0, 0, 0), (1, 1), attrs)
+    out = te.compute(conv.shape, lambda *i: E.max_(conv[i], E.const(0.0, "float32")), name="relu")
+    s = create_schedule(out.op)
+    reduction = conv.op.input_tensors[0].op.input_tensors[0]  # bias <- rows view <- flat
+    assert reduction.ndim == 4 and reduction.shape[2].value == h * w
+    s[conv].compute_inline()
+    s[conv.op.input_tensors[0]].compute_inline()
+    schedule_conv2d_nchwc(s, out, reduction)
+    bb = np.zeros(32, "float32")
+    bb[:20] = b
+    got = _run(
+        s, [X, Wt, B, out], [block(x, 16), pack_nchwc_weights(wt, 16, 16), bb.reshape(2, 16)]
+    )
+    want = np.maximum(conv_ref(x, wt, 1, 0, 1) + b[None, :, None, None], 0)
+    np.testing.assert_allclose(unblock(got, 20), want, rtol=1e-4, atol=1e-3)
+
+
+def test_flat_grouped_and_template(rng):  # noqa: ANN001
+    """A grouped pointwise conv (two groups of whole blocks) flat, and the template's flat
+    configs on a 14x14 plane (its default) against numpy."""
+    x = rng.standard_normal((1, 32, 5, 7)).astype("float32")
+    wt = rng.standard_normal((32, 16, 1, 1)).astype("float32")
+    X = te.placeholder((1, 2, 5, 7, 16), "float32", name="X")
+    Wt = te.placeholder((2, 1, 1, 1, 16, 16), "float32", name="W")
+    conv = conv2d_nchwc(X, Wt, None, (1, 1), (0,) * 4, (1, 1), {"ow_bn": 12, "flat": True}, 2)
+    s = create_schedule(conv.op)
+    schedule_conv2d_nchwc(s, conv, conv.op.input_tensors[0])
+    got = _run(s, [X, Wt, conv], [block(x, 16), pack_nchwc_weights(wt, 16, 16)])
+    want = np.concatenate(
+        [conv_ref(x[:, g * 16 : (g + 1) * 16], wt[g * 16 : (g + 1) * 16], 1, 0, 1) for g in (0, 1)],
+        axis=1,
+    )
+    np.testing.assert_allclose(unblock(got, 32), want, rtol=1e-4, atol=1e-3)
+    shape = (1, 40, 14, 14, 24, 1, 1)
+    task = task_of("conv2d_NCHWc.llvm", *shape, 1, 0, 1, "float32")
+    knobs = task.config_space.knobs
+    assert list(knobs["flat"].candidates) == [False, True]
+    for cfg in sampled_configs(task, 4, seed=7):
+        _template_case(rng, shape, 1, 0, 1, cfg, task)
+    flat = {k: knobs[k].default_index for k in knobs}
+    flat["flat"], flat["ow_bn"] = 1, list(knobs["ow_bn"].candidates).index(16)
+    _template_case(rng, shape, 1, 0, 1, task.config_space.from_choices(flat), task)
