@@ -161,7 +161,8 @@ def conv2d_nchwc(
     channels whole blocks), output block ``ob`` reads the input blocks of its group from
     ``base(ob)``: a grouped convolution is the same loop nest with a shorter channel
     reduction. The reduction stage is tagged ``conv2d_nchwc`` and carries ``attrs`` (a
-    template's knobs) for its schedule.
+    template's knobs) for its schedule; with ``attrs["flat"]`` a pointwise convolution's
+    reduction is 4-D, over the plane as one pixel axis (:func:`_pointwise_plane`).
     """
     xs, ws = static_shape(X), static_shape(Wt)
     if len(xs) != 5 or len(ws) != 6 or xs[1] != ws[1] * groups or xs[4] != ws[4] or ws[0] % groups:
@@ -203,10 +204,11 @@ def is_pointwise(KH: int, KW: int, strides: Sequence[int], pads: Sequence[int]) 
 def _pointwise_plane(X: Tensor, Wt: Tensor, groups: int, attrs: dict) -> Tensor:
     """A pointwise ``conv2d_nchwc`` computed over the output plane as one pixel axis,
     ``[N, O/ob, H*W, ob]`` (the reduction, tagged ``conv2d_nchwc``), and read back as
-    ``[N, O/ob, H, W, ob]``. The GEMM it is then tiles pixels across row ends, so a
-    register tile of 6 pixels fits a 14-pixel row's plane with no 2-pixel remainder per
-    row; the schedule flattens the output's rows and columns the same way, and the
-    simplifier folds ``(p // W) * W + p % W`` back to ``p``."""
+    ``[N, O/ob, H, W, ob]``. The GEMM it is then tiles pixels across row ends: where a
+    14-pixel row held register tiles of 7 pixels, the plane takes tiles of 12, which
+    reuse each weight vector 12 times. The schedule flattens the output's rows and
+    columns the same way, and the simplifier folds ``(p // W) * W + p % W`` back to
+    ``p``."""
     N, _, H, W, cb = static_shape(X)
     OB, CB, _, _, _, ob = static_shape(Wt)
     per_group = OB // groups

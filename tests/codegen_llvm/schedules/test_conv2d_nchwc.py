@@ -334,3 +334,43 @@ def test_flat_grouped_and_template(rng):  # noqa: ANN001
     flat = {k: knobs[k].default_index for k in knobs}
     flat["flat"], flat["ow_bn"] = 1, list(knobs["ow_bn"].candidates).index(16)
     _template_case(rng, shape, 1, 0, 1, task.config_space.from_choices(flat), task)
+
+
+@pytest.mark.parametrize("hw", [(14, 14), (7, 5)])
+def test_flat_pointwise_in_a_graph(hw, rng, monkeypatch):  # noqa: ANN001
+    """A model's 1x1 convs (odd channel counts, a bias, a residual add and a ReLU fused
+    after) run flat by default and match onnxruntime."""
+    pytest.importorskip("onnxruntime")
+    from onnx import helper
+
+    from ember.codegen_llvm.schedules import conv2d_nchwc as module
+    from tests.frontend.onnx_models import make_model, run_ort
+
+    monkeypatch.setenv("EMBER_DISK_CACHE", "0")  # build the kernels in this process
+    flat: list[tuple[int, ...]] = []
+    plain = module._schedule_pointwise_plane
+
+    def spy(s, out, conv, attrs):  # noqa: ANN001, ANN202
+        flat.append(tuple(int(d.value) for d in conv.shape))
+        return plain(s, out, conv, attrs)
+
+    monkeypatch.setattr(module, "_schedule_pointwise_plane", spy)
+    h, w = hw
+    weights = {
+        "W1": (rng.standard_normal((40, 37, 1, 1)) * 0.2).astype("float32"),
+        "B1": rng.standard_normal(40).astype("float32"),
+        "W2": (rng.standard_normal((40, 40, 1, 1)) * 0.2).astype("float32"),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "W1", "B1"], ["c1"], name="conv1"),
+        n("Relu", ["c1"], ["r1"], name="relu1"),
+        n("Conv", ["r1", "W2"], ["c2"], name="conv2"),
+        n("Add", ["c2", "r1"], ["s"], name="add"),
+        n("Relu", ["s"], ["y"], name="relu2"),
+    ]
+    x = rng.standard_normal((1, 37, h, w)).astype("float32")
+    model = make_model(nodes, {"x": x}, ["y"], weights)
+    got = ember.compile(model, target="llvm").run({"x": x})[0]
+    np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    assert len(flat) == 2 and all(shape[2] == h * w for shape in flat)
