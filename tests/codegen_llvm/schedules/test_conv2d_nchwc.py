@@ -310,11 +310,11 @@ def test_flat_pointwise_matches_numpy(outer, unroll_ic, hw, tile, rng):  # noqa:
 
 
 def test_flat_grouped_and_template(rng):  # noqa: ANN001
-    """A grouped pointwise conv (two groups of whole blocks) flat, and the template's flat
-    configs on a 14x14 plane (its default) against numpy."""
-    x = rng.standard_normal((1, 32, 5, 7)).astype("float32")
+    """A grouped pointwise conv (two groups of whole blocks, a batch of two) flat, and the
+    template's flat configs on a 14x14 plane (its default) against numpy."""
+    x = rng.standard_normal((2, 32, 5, 7)).astype("float32")
     wt = rng.standard_normal((32, 16, 1, 1)).astype("float32")
-    X = te.placeholder((1, 2, 5, 7, 16), "float32", name="X")
+    X = te.placeholder((2, 2, 5, 7, 16), "float32", name="X")
     Wt = te.placeholder((2, 1, 1, 1, 16, 16), "float32", name="W")
     conv = conv2d_nchwc(X, Wt, None, (1, 1), (0,) * 4, (1, 1), {"ow_bn": 12, "flat": True}, 2)
     s = create_schedule(conv.op)
