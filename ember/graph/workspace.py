@@ -142,6 +142,17 @@ class Workspace:
             _point(slots, address)
         return out
 
+    def own_memory(self) -> None:
+        """Point every kernel back at this workspace's own buffers. After a run the tables
+        name the caller's input arrays and the outputs handed out, memory this workspace
+        does not own: the caller may free an input, and a dropped output's block is freed
+        once the recycler keeps enough. An idle workspace names none of it, so a program
+        run without :meth:`load` and :meth:`fresh_outputs` first reads and writes its own
+        buffers, never freed memory."""
+        for slots in (self._in_slots, self._out_slots):
+            for name, table in slots.items():
+                _point(table, self.env[name].ctypes.data)
+
 
 class WorkspacePool:
     """Workspaces handed out one per run and taken back after it, so runs on several
@@ -168,6 +179,7 @@ class WorkspacePool:
         return self._make()  # outside the lock: other runs need not wait for the binding
 
     def release(self, ws: Workspace) -> None:
+        ws.own_memory()
         with self._lock:
             self._idle.append(ws)
 

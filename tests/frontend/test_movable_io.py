@@ -195,3 +195,22 @@ def test_an_output_kept_in_part_is_not_written_by_later_runs(lib) -> None:
     del piece
     with lib._workspace() as ws:
         assert ws._recycler.waiting() >= before
+
+
+def test_an_idle_workspace_points_only_at_its_own_memory(lib) -> None:
+    """After a run, the kernels' tables name the caller's input and the output handed out;
+    the pool takes the workspace back pointing at its own buffers, so a program run on it
+    without a load (a profile's kernels, a private caller) can never touch the caller's
+    arrays or an output block freed since."""
+    for seed in range(6):  # more dropped outputs than the recycler keeps
+        feed = _inputs(seed)
+        _check(lib.run(feed), feed)
+    with lib._workspace() as ws:
+        for slots in (ws._in_slots, ws._out_slots):
+            for name, table in slots.items():
+                own = ws.env[name].ctypes.data
+                assert table and all(t[position] == own for t, position in table)
+        ws.load(lib._check_inputs(_inputs(7)))  # a copy into its own input buffer
+        lib._call_steps(ws)
+        want, _ = _reference(_inputs(7)["past"], _inputs(7)["new"])
+        np.testing.assert_array_equal(ws.env["present"], want)
