@@ -216,8 +216,11 @@ def test_the_attention_kernel_keeps_its_tiles_in_registers(target, rng) -> None:
     asm = f.get_source("asm")
     assert len(re.findall(r"vfmadd\w+", asm)) >= 16
     # before: 73 spill stores on AVX2 and 30 on AVX-512; AVX2's 3 left are constants
-    # saved once before the loops
-    assert _spills(asm) <= 3
+    # saved once before the loops, AVX-512's 6-row tiles save the rows' inverse sums once
+    # a tile, around the loop of multiply-adds
+    assert _spills(asm) <= 6
+    blocks = re.split(r"\n\.LBB\d+_\d+:|\n\tj\w+\s[^\n]*", asm)  # at labels and jumps
+    assert not any(_spills(b) for b in blocks if re.search(r"vfmadd\w+", b))
 
 
 def test_depthwise_row_tiles_leave_no_lone_pixel() -> None:

@@ -126,3 +126,34 @@ def test_generic_compute_matches_numpy_in_float64(rng):  # noqa: ANN001
     mod(*arrays, mask, o)
     want = reference(q, k, v, mask, 0.5).transpose(0, 2, 1, 3).reshape(B, Sq, H * D)
     np.testing.assert_allclose(o, want, rtol=1e-10, atol=1e-12)
+
+
+def test_blocks_pad_the_least():
+    """Query blocks evened out and key blocks chosen to pad the least: ViT's 197 positions
+    ran 256 x 256 scores a head in blocks of 64 and 64; one query (a decode step) keeps its
+    64-key blocks."""
+    from ember.codegen_llvm.schedules.attention import _blocks
+
+    rows, bq, bk = _blocks(12, 197, 197, 128, 64, 4)
+    assert (rows, bk) == (4, 32) and -(-197 // bq) * bq == 208  # 4 blocks of 52
+    rows, bq, bk = _blocks(12, 197, 197, 128, 64, 6)
+    assert (bq, bk) == (66, 32)  # 3 blocks of 66: 198 rows
+    assert _blocks(12, 128, 128, 128, 64, 4) == (4, 32, 64)
+    assert _blocks(12, 1, 129, 128, 64, 6) == (1, 1, 64)  # 1 row: 64 keys, 4 accumulators
+    assert _blocks(1, 1, 1, 128, 16, 4)[2] == 16
+
+
+@pytest.mark.parametrize("rows", [4, 6])
+@pytest.mark.parametrize("path", PATHS)
+def test_row_tiles_at_uneven_sizes(rows, path, rng):  # noqa: ANN001
+    """4- and 6-row tiles over 197 positions (ViT's: blocks evened out, keys in blocks of
+    32, the last query block's rows past the end computed and not stored) and 50 queries
+    over 77 keys, with BERT's padding mask, against numpy."""
+    for sq, sk in [(197, 197), (50, 77)]:
+        q, k = rng.standard_normal((1, 2, sq, 64)), rng.standard_normal((1, 2, sk, 64))
+        v = rng.standard_normal((1, 2, sk, 64))
+        q, k, v = (a.astype(np.float32) for a in (q, k, v))
+        mask = np.zeros((1, 1, 1, sk), np.float32)
+        mask[..., sk - 9 :] = -np.inf
+        got = run(q, k, v, mask, 0.125, AttentionLayout(), rows=rows, **PATHS[path])
+        np.testing.assert_allclose(got, reference(q, k, v, mask, 0.125), rtol=1e-4, atol=1e-5)
