@@ -40,6 +40,9 @@ _LEVEL_ADDS = {
     "x86-64-v4": ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
 }
 PORTABLE_CPUS = tuple(_LEVEL_ADDS)
+# independent multiply-adds that hide the FMA latency: 2 pipes x 4 cycles (a register
+# tile with fewer accumulators waits on its chains)
+FMA_CHAINS = 8
 
 
 def _level_features(cpu: str) -> frozenset[str]:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ember.codegen_llvm.cpu_features import vector_unit
+from ember.codegen_llvm.cpu_features import FMA_CHAINS, vector_unit
 from ember.tir import expr as E
 from ember.tir import op as T
 from ember.tir.buffer import Buffer
@@ -51,6 +51,7 @@ from ember.tir.topi.attention import (
     mask_at,
     sizes_of,
 )
+from ember.tir.topi.tensorcore_gemm import round_up
 
 VECTOR = 16  # float32 lanes of an AVX-512 register: the key block is a multiple of it
 # Fewest parallel tasks the query blocks are shrunk (down to 4 tiles) to give. With the keys
@@ -69,7 +70,6 @@ WHOLE_ROW_KEYS = 512
 # with the blocks of _blocks: 197 positions 2.06 ms with 4 rows, 1.78 with 6; 128 0.62 /
 # 0.56; 256 2.59 / 2.45; 384 4.67 / 4.52.
 ROWS_WIDE = 6
-FMA_CHAINS = 8  # independent multiply-adds that hide the latency: 2 pipes x 4 cycles
 
 
 @dataclass(frozen=True)
@@ -120,15 +120,10 @@ def flash_attention(
     if rows is None:
         rows = ROWS_WIDE if vector_unit().registers >= 32 else 4
     rows, bq, bk = _blocks(B * H, Sq, Sk, block_q, block_k, rows)
-    whole = -(-Sk // bk) * bk <= whole_row_keys
+    whole = round_up(Sk, bk) <= whole_row_keys
     shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows, whole)
 
     return attention_extern(q, k, v, mask, layout, scale, _Kernel, shape)
-
-
-def _padded(n: int, block: int) -> int:
-    """``n`` rounded up to whole blocks of ``block``."""
-    return -(-n // block) * block
 
 
 def _blocks(
@@ -145,11 +140,12 @@ def _blocks(
     rows = min(rows, Sq)
     while block_q > 4 * rows and heads * -(-Sq // block_q) < MIN_TASKS:
         block_q //= 2  # short sequences: smaller query blocks, enough tasks for the threads
-    bq = min(_padded(block_q, rows), _padded(Sq, rows))
-    bq = _padded(-(-Sq // -(-Sq // bq)), rows)
-    widest = min(_padded(block_k, VECTOR), _padded(Sk, VECTOR))
-    narrowest = min(_padded(-(-FMA_CHAINS // rows) * VECTOR, VECTOR), widest)
-    bk = min(range(narrowest, widest + 1, VECTOR), key=lambda b: (_padded(Sk, b), -b))
+    bq = min(round_up(block_q, rows), round_up(Sq, rows))
+    query_blocks = -(-Sq // bq)
+    bq = round_up(-(-Sq // query_blocks), rows)  # the same blocks, evened out
+    widest = min(round_up(block_k, VECTOR), round_up(Sk, VECTOR))
+    narrowest = min(round_up(-(-FMA_CHAINS // rows) * VECTOR, VECTOR), widest)
+    bk = min(range(narrowest, widest + 1, VECTOR), key=lambda b: (round_up(Sk, b), -b))
     return rows, bq, bk
 
 

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen_llvm.cpu_features import near_last_level_cache, vector_unit
+from ember.codegen_llvm.cpu_features import FMA_CHAINS, near_last_level_cache, vector_unit
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.errors import InternalError
 from ember.frontend.passes.conv_blocks import channel_block, input_block
@@ -72,7 +72,6 @@ OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
 # A body beyond the decoded-instruction cache (about 4K micro-ops) is fetched through
 # the slower legacy decoders: 2048 multiply-adds and their loads stay within it.
 MAX_UNROLLED_FMAS = 2048
-FMA_CHAINS = 8  # independent multiply-adds that hide the latency: 2 pipes x 4 cycles
 PREFETCH = ("none", "next_ic_block", "next_oc_block")
 
 
@@ -380,12 +379,7 @@ def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
         s[acc].unroll(rx)
     if unroll_ic:
         s[acc].unroll(ri)
-    prefetch = attrs.get("prefetch", "none")
-    weights = conv.op.input_tensors[1]
-    if prefetch == "next_ic_block":
-        s[acc].prefetch(weights, rc, 1)
-    elif prefetch == "next_oc_block":
-        s[out].prefetch(weights, _parallel_loop(s[out]), 1)
+    _prefetch_weights(s, acc, out, conv, rc, _parallel_loop(s[out]), attrs)
     s[acc].unroll(ax)
     s[acc].vectorize(ai)
     if getattr(pad.op, "tag", "") == "pad":
@@ -423,14 +417,22 @@ def _schedule_pointwise_plane(s: Schedule, out: Tensor, conv: Tensor, attrs: dic
     s[acc].reorder(rc, ri, ap, ai)
     if attrs.get("unroll_ic", False):
         s[acc].unroll(ri)
+    _prefetch_weights(s, acc, out, conv, rc, block, attrs)
+    s[acc].unroll(ap)
+    s[acc].vectorize(ai)
+
+
+def _prefetch_weights(
+    s: Schedule, acc: Tensor, out: Tensor, conv: Tensor, rc: Any, block: Any, attrs: dict
+) -> None:
+    """The ``prefetch`` knob: the next input channel block's weights at each block ``rc``
+    of the micro-kernel, or the weights of the parallel loop's next iteration at ``block``."""
     weights = conv.op.input_tensors[1]
     prefetch = attrs.get("prefetch", "none")
     if prefetch == "next_ic_block":
         s[acc].prefetch(weights, rc, 1)
     elif prefetch == "next_oc_block":
         s[out].prefetch(weights, block, 1)
-    s[acc].unroll(ap)
-    s[acc].vectorize(ai)
 
 
 def _compute(op: Any) -> ComputeOp:
