@@ -62,15 +62,19 @@ def emit_call(cg: Emitter, e: E.Call) -> ir.Value:
 
 
 def _prefetch(cg: Emitter, e: E.Call) -> ir.Value:
-    """``llvm.prefetch(address, read, locality 3, data cache)``; the TIR call's value is 0.
-    The address is an ``access_ptr`` the schedule's ``prefetch`` clamped into its buffer,
-    though a prefetch would not fault anyway."""
-    (ptr,) = e.args
+    """``llvm.prefetch(address, read, locality, data cache)``, locality 3 (L1) unless the
+    call names one; the TIR call's value is 0. The address is an ``access_ptr`` the
+    schedule's ``prefetch`` clamped into its buffer, though a prefetch would not fault
+    anyway."""
+    ptr, *rest = e.args
+    locality = int(rest[0].value) if rest else 3  # type: ignore[attr-defined]
     address = cg.visit(ptr)
     fn = declare(
         cg.builder.module, "llvm.prefetch.p0", ir.VoidType(), [address.type, I32, I32, I32]
     )
-    cg.builder.call(fn, [address, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+    cg.builder.call(
+        fn, [address, ir.Constant(I32, 0), ir.Constant(I32, locality), ir.Constant(I32, 1)]
+    )
     return ir.Constant(I32, 0)
 
 

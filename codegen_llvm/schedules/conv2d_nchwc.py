@@ -23,11 +23,17 @@ tile, so each weight is read from memory once rather than once per output row (t
 default over a small plane for weights of 8 MB or more where the L3 is near, of more
 than 1 MiB elsewhere, see ``_define_knobs``).
 ``prefetch`` hints the next input channel block's weights at each block of the
-micro-kernel (``next_ic_block``) or the next parallel iteration's weights
-(``next_oc_block``) with ``Stage.prefetch``; off by default: on ResNet-18's 3x3 layers
-both ran 1-13% slower (the hardware prefetchers already stream the weights, even cold
-ones), and on MobileNetV2's 1x1 convs at 7x7 within noise; on ResNet-50's 1x1 convs
-at 14x14, with weights cold from memory, 1-3% slower. ``flat`` (pointwise convs only:
+micro-kernel, all at once (``next_ic_block``) or dealt out over the block's kernel rows
+(``next_ic_block_spread``, a few lines per row, into L2), or the next parallel
+iteration's weights (``next_oc_block``). All at once ran 1-13% slower on ResNet-18's 3x3
+layers (the burst of hints stalls the loads behind it) and 1-3% slower on ResNet-50's
+1x1 convs at 14x14. Spread is the default where the whole plane is the register tile
+(``outer == "reduction"``), where each weight line is used once per block and the
+hardware prefetchers lose the stream at every kernel row: on a 2-core Intel Xeon
+(AVX-512) at 2 threads with weights cold, a 512->512 3x3 conv at 7x7 ran 1.17 -> 0.90 ms
+and a 256->256 one at 14x14 0.87 -> 0.79 ms; warm, within 1%. On the rows and channels
+schedules it ran ResNet-18 3% slower, so they stay without.
+``flat`` (pointwise convs only:
 1x1, stride 1, no padding) computes the plane as one axis of ``OH * OW`` pixels, so
 ``ow_bn`` tiles run across row ends like a GEMM's row tiles: a 14-pixel row held tiles of
 7 pixels and 14 accumulators, where flat tiles of 12 hold 24 and reuse each weight
@@ -72,7 +78,7 @@ OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
 # A body beyond the decoded-instruction cache (about 4K micro-ops) is fetched through
 # the slower legacy decoders: 2048 multiply-adds and their loads stay within it.
 MAX_UNROLLED_FMAS = 2048
-PREFETCH = ("none", "next_ic_block", "next_oc_block")
+PREFETCH = ("none", "next_ic_block", "next_oc_block", "next_ic_block_spread")
 
 
 @dataclass(frozen=True)
@@ -139,9 +145,14 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     cfg.define_knob("unroll_kernel", [True, False], default=g.KH * g.KW <= 9)
     cfg.define_knob("outer", ["channels", "rows", "reduction"], default=outer_default)
     # prefetch (Stage.prefetch, llvm.prefetch): "next_ic_block" hints, at each input
-    # channel block of the micro-kernel, the next block's weights; "next_oc_block", at each
-    # iteration of the parallel loop, the weights the next iteration's channel block reads.
-    cfg.define_knob("prefetch", list(PREFETCH), default="none")
+    # channel block of the micro-kernel, the next block's weights ("_spread": a share of
+    # them at each kernel row); "next_oc_block", at each iteration of the parallel loop,
+    # the weights the next iteration's channel block reads.
+    cfg.define_knob(
+        "prefetch",
+        list(PREFETCH),
+        default="next_ic_block_spread" if outer_default == "reduction" else "none",
+    )
     cfg.define_knob("flat", [False, True] if pointwise else [False], default=flat_default)
     cfg.add_constraint(
         lambda c: not (_val(c, "flat") and _val(c, "outer") == "reduction"),
@@ -379,7 +390,7 @@ def schedule_conv2d_nchwc(s: Schedule, out: Tensor, conv: Tensor) -> None:
         s[acc].unroll(rx)
     if unroll_ic:
         s[acc].unroll(ri)
-    _prefetch_weights(s, acc, out, conv, rc, _parallel_loop(s[out]), attrs)
+    _prefetch_weights(s, acc, out, conv, rc, _parallel_loop(s[out]), attrs, rx)
     s[acc].unroll(ax)
     s[acc].vectorize(ai)
     if getattr(pad.op, "tag", "") == "pad":
@@ -417,22 +428,32 @@ def _schedule_pointwise_plane(s: Schedule, out: Tensor, conv: Tensor, attrs: dic
     s[acc].reorder(rc, ri, ap, ai)
     if attrs.get("unroll_ic", False):
         s[acc].unroll(ri)
-    _prefetch_weights(s, acc, out, conv, rc, block, attrs)
+    _prefetch_weights(s, acc, out, conv, rc, block, attrs, ri)
     s[acc].unroll(ap)
     s[acc].vectorize(ai)
 
 
 def _prefetch_weights(
-    s: Schedule, acc: Tensor, out: Tensor, conv: Tensor, rc: Any, block: Any, attrs: dict
+    s: Schedule,
+    acc: Tensor,
+    out: Tensor,
+    conv: Tensor,
+    rc: Any,
+    block: Any,
+    attrs: dict,
+    inner: Any,
 ) -> None:
     """The ``prefetch`` knob: the next input channel block's weights at each block ``rc``
-    of the micro-kernel, or the weights of the parallel loop's next iteration at ``block``."""
+    of the micro-kernel (all at once, or dealt out over the iterations down to loop
+    ``inner``), or the weights of the parallel loop's next iteration at ``block``."""
     weights = conv.op.input_tensors[1]
     prefetch = attrs.get("prefetch", "none")
     if prefetch == "next_ic_block":
         s[acc].prefetch(weights, rc, 1)
     elif prefetch == "next_oc_block":
         s[out].prefetch(weights, block, 1)
+    elif prefetch == "next_ic_block_spread":
+        s[acc].prefetch(weights, rc, 1, spread=inner, locality=2)
 
 
 def _compute(op: Any) -> ComputeOp:

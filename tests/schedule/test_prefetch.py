@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -38,8 +40,9 @@ def _loop_of(func: S.PrimFunc, name: str) -> S.For:
 
 def test_prefetch_lowers_to_a_hint_per_line_of_the_next_row():
     # Before: for i: for j: C[i, j] = A[i, j] * 2 + 1, with s[C].prefetch(A, i, 1).
-    # Expected: at the top of loop i, A's row i + 1 (clamped to the last row) is hinted at
-    # 16-float cache lines: columns 0, 16 and min(32, 19) = 19, the line the row ends in.
+    # Expected: at the top of loop i, A's row i + 1 (clamped to the last row), whole, so one
+    # contiguous run of 20 floats, hinted at 16-float cache lines from its start: offsets
+    # 0 and 16 of the row, and min(32, 19) = 19, the line the row ends in. Locality 3 (L1).
     A, C = _rows(3, 20)
     s = te.create_schedule(C.op)
     i, _ = s[C].op.axis
@@ -50,35 +53,57 @@ def test_prefetch_lowers_to_a_hint_per_line_of_the_next_row():
     hint = loop.body.stmts[0]
     buf = func.params[0]
     v = E.Var("v", "int32")
-    row = Analyzer().simplify(E.max_(E.min_(loop.loop_var + 1, 2), 0))
-    col = E.min_(v * 16, 19)
-    ptr = buf.access_ptr("r", offset=Analyzer().simplify(row * 20 + col))
-    expected = S.For(
-        v, 0, 3, S.ForKind.SERIAL, S.Evaluate(E.Call("int32", E.Intrinsic.PREFETCH, (ptr,)))
-    )
+    ana = Analyzer()
+    row = ana.simplify(E.max_(E.min_(loop.loop_var + 1, 2), 0))
+    ptr = buf.access_ptr("r", offset=ana.simplify(E.min_(row * 20 + v * 16, row * 20 + 19)))
+    call = E.Call("int32", E.Intrinsic.PREFETCH, (ptr, E.const(3, "int32")))
+    expected = S.For(v, 0, 3, S.ForKind.SERIAL, S.Evaluate(call))
     assert_structural_equal(hint, expected, map_free_vars=True)
     assert isinstance(loop.body.stmts[1], S.For) and loop.body.stmts[1].loop_var.name == "j"
 
 
-def _hinted(stmt: S.Stmt, env: dict[E.Var, E.PrimExpr], ana: Analyzer) -> list[int]:
-    """The element offsets ``stmt``'s prefetches name, its loops enumerated at ``env``."""
+def test_a_partial_row_is_hinted_row_by_row():
+    # Before: for i: for j in 0..8: C[i, j] = A[i, j + 4] with A of 3 x 40, prefetch(A, i, 1).
+    # Expected: the box is row i + 1, columns 4..11 -- not whole rows, so no merged run:
+    # one hint at column 4 and one at min(4 + 16, 11) = 11 (the line the run may end in).
+    A = te.placeholder((3, 40), name="A")
+    C = te.compute((3, 8), lambda i, j: A[i, j + 4], name="C")
+    s = te.create_schedule(C.op)
+    i, _ = s[C].op.axis
+    s[C].prefetch(A, i, 1)
+    func = schedule_to_primfunc(s, [A, C], "main")
+    loop = _loop_of(func, "i")
+    hint = loop.body.stmts[0]
+    v = E.Var("v", "int32")
+    ana = Analyzer()
+    row = ana.simplify(E.max_(E.min_(loop.loop_var + 1, 2), 0))
+    ptr = func.params[0].access_ptr("r", offset=ana.simplify(E.min_(v * 16 + 4, 11) + row * 40))
+    call = E.Call("int32", E.Intrinsic.PREFETCH, (ptr, E.const(3, "int32")))
+    expected = S.For(v, 0, 2, S.ForKind.SERIAL, S.Evaluate(call))
+    assert_structural_equal(hint, expected, map_free_vars=True)
+
+
+def _hints_in(stmt: S.Stmt, env: dict[E.Var, E.PrimExpr], ana: Analyzer) -> list[int]:
+    """Every prefetch offset ``stmt`` issues, its loops enumerated at ``env`` (stores and
+    the rest issue none)."""
     if isinstance(stmt, S.SeqStmt):
-        return [o for s in stmt.stmts for o in _hinted(s, env, ana)]
+        return [o for s in stmt.stmts for o in _hints_in(s, env, ana)]
     if isinstance(stmt, S.For):
         ext = ana.simplify(substitute(stmt.extent, env))
         assert isinstance(ext, E.IntImm)
         return [
             o
             for k in range(ext.value)
-            for o in _hinted(stmt.body, {**env, stmt.loop_var: E.const(k)}, ana)
+            for o in _hints_in(stmt.body, {**env, stmt.loop_var: E.const(k)}, ana)
         ]
+    if isinstance(stmt, S.IfThenElse):
+        return _hints_in(stmt.then_case, env, ana)
     if isinstance(stmt, S.Evaluate) and isinstance(stmt.value, E.Call):
         assert stmt.value.op is E.Intrinsic.PREFETCH
-        (ptr,) = stmt.value.args
-        off = ana.simplify(substitute(ptr.args[1], env))
+        off = ana.simplify(substitute(stmt.value.args[0].args[1], env))
         assert isinstance(off, E.IntImm)
         return [off.value]
-    raise AssertionError(f"unexpected statement in a prefetch: {stmt!r}")
+    return []
 
 
 @settings(max_examples=examples(25), deadline=None)
@@ -100,7 +125,7 @@ def test_prefetched_lines_cover_the_later_iteration_and_stay_in_the_buffer(n, m,
     ana = Analyzer()
     outer = -(-n // factor)
     for x in range(outer):
-        got = _hinted(hint, {loop.loop_var: E.const(x)}, ana)
+        got = _hints_in(hint, {loop.loop_var: E.const(x)}, ana)
         assert got and all(0 <= o < n * m for o in got)  # clamped into the buffer
         later = min(max(x + offset, 0), outer - 1)  # the clamped iteration's rows
         rows = range(later * factor, min(later * factor + factor, n))
@@ -109,6 +134,79 @@ def test_prefetched_lines_cover_the_later_iteration_and_stay_in_the_buffer(n, m,
         if 0 <= x + offset < outer:
             assert want <= lines
         assert lines <= {o // 16 for o in range(n * m)}
+
+
+def test_spread_deals_the_hints_over_the_inner_loop():
+    # Before: for i: for j in 0..4: for k: C[i, j, k] = A[i, j, k] + 1, with A of 3 x 4 x 16
+    # and s[C].prefetch(A, i, 1, spread=j, locality=2).
+    # Expected: row i + 1 of A is one run of 64 floats, 5 hints (4 lines and the end's);
+    # iteration j of loop j issues hints [5j // 4, 5(j + 1) // 4) at the top of its body,
+    # into L2 (locality 2), before the loop over k.
+    A = te.placeholder((3, 4, 16), name="A")
+    C = te.compute((3, 4, 16), lambda i, j, k: A[i, j, k] + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    i, j, _ = s[C].op.axis
+    s[C].prefetch(A, i, 1, spread=j, locality=2)
+    func = schedule_to_primfunc(s, [A, C], "main")
+    outer, inner = _loop_of(func, "i"), _loop_of(func, "j")
+    assert isinstance(outer.body, S.For) and outer.body.loop_var.name == "j"  # no burst
+    assert isinstance(inner.body, S.SeqStmt) and len(inner.body.stmts) == 2
+    ana = Analyzer()
+    t = E.Var("t", "int32")
+    jv = inner.loop_var
+    start, end = E.floordiv(jv * 5, 4), E.floordiv((jv + 1) * 5, 4)
+    row = E.max_(E.min_(outer.loop_var + 1, 2), 0)
+    offset = E.min_(row * 64 + E.floormod(start + t, 5) * 16, row * 64 + 63)
+    ptr = func.params[0].access_ptr("r", offset=ana.simplify(offset))
+    call = E.Call("int32", E.Intrinsic.PREFETCH, (ptr, E.const(2, "int32")))
+    expected = S.For(t, 0, ana.simplify(end - start), S.ForKind.SERIAL, S.Evaluate(call))
+    assert_structural_equal(inner.body.stmts[0], expected, map_free_vars=True)
+    assert isinstance(inner.body.stmts[1], S.For) and inner.body.stmts[1].loop_var.name == "k"
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    n=st.integers(1, 6),
+    p=st.integers(1, 5),
+    m=st.integers(1, 40),
+    factor=st.integers(1, 3),
+    offset=st.integers(-2, 3),
+    at_k=st.booleans(),
+)
+def test_spread_hints_are_the_bursts_hints_dealt_out(n, p, m, factor, offset, at_k):
+    # Over one iteration of the prefetch loop, the spread hints are the burst's, as a
+    # multiset: none lost (the later iteration's lines stay covered), none repeated, and
+    # every one inside the buffer.
+    def lower(spread: bool) -> tuple[S.For, Any]:
+        A = te.placeholder((n, p, m), name="A")
+        C = te.compute((n, p, m), lambda i, j, k: A[i, j, k] * 2.0, name="C")
+        s = te.create_schedule(C.op)
+        i, j, k = s[C].op.axis
+        io, _ = s[C].split(i, factor)
+        where = {"spread": (k if at_k else j), "locality": 2} if spread else {}
+        s[C].prefetch(A, io, offset, **where)
+        return _loop_of(schedule_to_primfunc(s, [A, C], "main"), io.var.name)
+
+    burst, spread = lower(False), lower(True)
+    ana = Analyzer()
+    for x in range(-(-n // factor)):
+        want = _hints_in(burst.body, {burst.loop_var: E.const(x)}, ana)
+        got = _hints_in(spread.body, {spread.loop_var: E.const(x)}, ana)
+        assert sorted(got) == sorted(want)
+        assert all(0 <= o < n * p * m for o in got)
+    if factor <= n:  # a box of constant width: dealt out, not burst at the top
+        assert not isinstance(spread.body, S.SeqStmt)
+
+
+def test_spread_must_be_inside_the_prefetch_loop():
+    A, C = _rows(4, 8)
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    s[C].prefetch(A, j, 1, spread=i)
+    with pytest.raises(ScheduleError, match="loop 'i' is not inside 'j'"):
+        ember.lower(s, [A, C])
+    with pytest.raises(ScheduleError, match="locality must be 0-3"):
+        s[C].prefetch(A, i, 1, locality=4)
 
 
 def test_prefetch_emits_llvm_prefetch_and_keeps_results(rng):
@@ -121,12 +219,14 @@ def test_prefetch_emits_llvm_prefetch_and_keeps_results(rng):
     i, j = s[C].op.axis
     io, ii = s[C].split(i, 4)
     s[C].parallel(io)
-    s[C].prefetch(A, io, 1)
+    s[C].prefetch(A, io, 1, spread=j, locality=2)
     s[C].prefetch(B, ii, 2)
     check(s, [A, B, C], lambda a, b: a @ b, rng)  # interpreter and LLVM agree with numpy
     ir = ember.build(s, [A, B, C], target="llvm").get_source("ll")
     calls = [line for line in ir.splitlines() if "call void @llvm.prefetch.p0(" in line]
-    assert calls and all("i32 0, i32 3, i32 1)" in c for c in calls)
+    l1 = [c for c in calls if "i32 0, i32 3, i32 1)" in c]  # read, L1, data
+    l2 = [c for c in calls if "i32 0, i32 2, i32 1)" in c]
+    assert l1 and l2 and len(l1) + len(l2) == len(calls)
 
 
 def test_prefetch_emits_nothing_in_cuda_code(rng):

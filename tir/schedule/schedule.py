@@ -34,6 +34,18 @@ from ember.tir.te.tensor import ComputeOp, IterKind, IterVar, Operation, Tensor
 from ember.tir.te.tensor_intrin import TensorIntrin
 
 
+@dataclass(frozen=True)
+class Prefetch:
+    """One ``Stage.prefetch`` request at a loop: the hints for ``tensor`` ``offset``
+    iterations ahead, dealt out over loop ``spread`` (None: all at the top), kept at cache
+    level ``locality``."""
+
+    tensor: Tensor
+    offset: E.PrimExpr
+    spread: IterVar | None = None
+    locality: int = 3
+
+
 @dataclass
 class IterAttr:
     """What primitives set on one loop; TVM reads it as ``s[T].iter_var_attrs[iv]``."""
@@ -42,17 +54,17 @@ class IterAttr:
     bind: IterVar | None = None
     pragmas: list[tuple[str, Any]] = field(default_factory=list)
     tensor_intrin: Any = None  # a TensorIntrin that replaces the loops from here inward
-    prefetches: list[tuple[Tensor, E.PrimExpr]] = field(default_factory=list)
+    prefetches: list[Prefetch] = field(default_factory=list)
 
     @property
     def prefetch_data(self) -> list[Tensor]:
         """TVM's name: the tensors ``prefetch`` asked for at this loop."""
-        return [t for t, _ in self.prefetches]
+        return [p.tensor for p in self.prefetches]
 
     @property
     def prefetch_offset(self) -> list[E.PrimExpr]:
         """TVM's name: how many iterations ahead each of ``prefetch_data`` is fetched."""
-        return [k for _, k in self.prefetches]
+        return [p.offset for p in self.prefetches]
 
     @property
     def iter_type(self) -> int:
@@ -332,13 +344,32 @@ class Stage:
         iv = self._leaf(axis, "pragma")
         self._attr(iv).pragmas.append((key, value))
 
-    def prefetch(self, tensor: Tensor, var: IterVar, offset: E.ExprLike) -> None:
+    def prefetch(
+        self,
+        tensor: Tensor,
+        var: IterVar,
+        offset: E.ExprLike,
+        *,
+        spread: IterVar | None = None,
+        locality: int = 3,
+    ) -> None:
         """At each iteration of loop ``var``, ask the cache for the region of ``tensor`` that
         iteration ``var + offset`` reads (TVM's ``s[C].prefetch``), so the memory arrives
         while this iteration computes. A hint only: results never change, and every
         address it names lies inside the tensor (:mod:`ember.tir.schedule.prefetch`). CPU
-        code issues ``llvm.prefetch``; CUDA code emits nothing for it."""
+        code issues ``llvm.prefetch``; CUDA code emits nothing for it.
+
+        Two keywords TVM does not have. ``spread``, a loop inside ``var``: the region's
+        hints are dealt out over that loop's iterations (and those of the loops between
+        it and ``var``) instead of issued in one burst at the top of ``var``'s body, which
+        stalls on the core's few outstanding-miss slots as an ordinary cold read would.
+        ``locality`` is ``llvm.prefetch``'s: 3 into L1 (TVM's), 2 into L2, 1 into L3, 0
+        non-temporal; a region as large as what the body re-reads from L1 belongs in L2."""
         iv = self._leaf(var, "prefetch")
+        if spread is not None:
+            self._leaf(spread, "prefetch")
+        if locality not in (0, 1, 2, 3):
+            raise self._error(f"prefetch: locality must be 0-3, got {locality!r}", iv)
         if not isinstance(tensor, Tensor):
             raise self._error(f"prefetch expects a tensor, got {tensor!r}", iv)
         producer = self.schedule.stage_of(tensor.op)
@@ -352,7 +383,7 @@ class Stage:
             raise self._error(
                 f"prefetch: axis '{iv.name}' is vectorized; prefetch at an outer loop", iv
             )
-        attr.prefetches.append((tensor, k))
+        attr.prefetches.append(Prefetch(tensor, k, spread, locality))
 
     def bind(self, axis: IterVar, thread: IterVar | str) -> None:
         """Map a loop to a GPU block or thread index."""

@@ -116,7 +116,10 @@ def test_outer_default_by_weights_and_plane(cpu, rng):  # noqa: ANN001
 
     def outer(*shape: int) -> str:
         task = create_task("conv2d_NCHWc.llvm", args=(*shape, 1, 1, 1, "float32"), target=target)
-        return task.config_space.knobs["outer"].default_value
+        knobs = task.config_space.knobs
+        spread = knobs["prefetch"].default_value == "next_ic_block_spread"
+        assert spread is (knobs["outer"].default_value == "reduction")  # see the docstring
+        return knobs["outer"].default_value
 
     mid = (1, 192, 7, 5, 160, 3, 3)  # 1.1 MB of weights, a 7x5 plane
     assert outer(*mid) == ("rows" if near else "reduction")
@@ -201,11 +204,18 @@ def test_errors():
 
 
 @pytest.mark.parametrize(
-    "outer, prefetch", [("rows", "next_ic_block"), ("reduction", "next_oc_block")]
+    "outer, prefetch",
+    [
+        ("rows", "next_ic_block"),
+        ("reduction", "next_oc_block"),
+        ("reduction", "next_ic_block_spread"),
+        ("channels", "next_ic_block_spread"),
+    ],
 )
 def test_prefetch_knob_keeps_results_and_emits_prefetches(outer, prefetch, rng):  # noqa: ANN001
     """``prefetch``: the next block's weights hinted (llvm.prefetch) with the same result
-    (odd channels, a ragged last tile); off by default, where it measured slower."""
+    (odd channels, a ragged last tile); off by default for these small weights (rows
+    outer), where it measured slower."""
     shape = (1, 19, 5, 6, 20, 3, 3)
     task = task_of("conv2d_NCHWc.llvm", *shape, 1, 1, 1, "float32")
     knobs = task.config_space.knobs
