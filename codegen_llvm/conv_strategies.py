@@ -48,6 +48,16 @@ WINOGRAD_MIN_SIZE = 16
 # Ember's: 256ch at 14x14 1.53-1.81 (direct 0.95-0.99), 512ch at 7x7 1.18-1.52 (direct
 # 1.08-1.15).
 WINOGRAD_MIN_SIZE_BLOCKED = 7
+# ... except below WINOGRAD_MIN_SIZE for weights of this many bytes or more, where the direct
+# template reads each weight once (reduction outer, the next block's weights prefetched)
+# and Winograd's transformed weights are 1.8-4x as many bytes, read from memory. On a
+# 2-core Intel Xeon (AVX-512), each build timed in the model by turns (2026-12-03):
+# ResNet-18's 512-channel convs at 7x7 (9.4 MB) ran 0.96-1.17 ms on Winograd, 0.76-1.0
+# direct at 2 threads (2.0-2.4 against 1.5-2.0 ms at 1), the model 10.2-11.5 -> 9.7-11.0
+# ms at 2 threads and 20.6-22.0 -> 18.1-18.9 at 1; ResNet-50 at 2 threads 26.0-28.1 ->
+# 26.0-27.1. Smaller weights at 7x7 stay on Winograd: with DenseNet-121's (147 KB) and
+# Inception v1's (up to 2.7 MB) direct, those models ran 1-10% slower.
+WINOGRAD_SMALL_PLANE_MAX_WEIGHTS = 8 << 20
 
 
 def conv_task_args(
@@ -117,6 +127,17 @@ def winograd_by_rule(conv_args: tuple[Any, ...], min_size: int = WINOGRAD_MIN_SI
     pads = w.pads4
     OH, OW = w.H + pads[0] + pads[2] - 2, w.W + pads[1] + pads[3] - 2
     return min(w.C, w.O) >= WINOGRAD_MIN_CHANNELS and min(OH, OW) >= min_size
+
+
+def blocked_winograd_by_rule(conv_args: tuple[Any, ...]) -> bool:
+    """The size rule of a blocked (graph) convolution: outputs down to
+    ``WINOGRAD_MIN_SIZE_BLOCKED``, but below ``WINOGRAD_MIN_SIZE`` only for weights under
+    ``WINOGRAD_SMALL_PLANE_MAX_WEIGHTS``."""
+    if not winograd_by_rule(conv_args, WINOGRAD_MIN_SIZE_BLOCKED):
+        return False
+    w = Conv2DWorkload.from_args(conv_args)
+    weight_bytes = w.O * w.C * w.KH * w.KW * 4  # float32 (the only Winograd dtype)
+    return winograd_by_rule(conv_args) or weight_bytes < WINOGRAD_SMALL_PLANE_MAX_WEIGHTS
 
 
 def dims(t: Any) -> tuple[int, ...]:
@@ -269,7 +290,8 @@ def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[
     blocks ``ic_bn``/``oc_bn``) where it runs on Winograd, else None: with a
     ``conv2d_winograd_NCHWc.llvm`` record of these blocks, its config; else a direct
     record measured with these blocks keeps it direct; else the size rule of
-    :func:`choose_conv_task` down to ``WINOGRAD_MIN_SIZE_BLOCKED``, with the fallback
+    :func:`choose_conv_task` down to ``WINOGRAD_MIN_SIZE_BLOCKED`` (see
+    :func:`blocked_winograd_by_rule`), with the fallback
     config. Records of the NCHW template ``conv2d_winograd.llvm`` are not read here: they
     time another kernel (NCHW, weights transformed per call). The chooser of
     ``transform_winograd_weights`` (``CPUBackend.graph_passes``)."""
@@ -281,7 +303,7 @@ def winograd_nchwc_knobs(args: tuple[Any, ...], ic_bn: int, oc_bn: int) -> dict[
         where = (("ic_bn", ic_bn), ("oc_bn", oc_bn))
         if not isinstance(config_for_direct_call(NCHWC_TEMPLATE, args, where), FallbackConfig):
             return None
-        if not winograd_by_rule(args, WINOGRAD_MIN_SIZE_BLOCKED):
+        if not blocked_winograd_by_rule(args):
             return None
     N, C, H, W, O, _, _ = wargs
     with using_config(cfg):

@@ -160,7 +160,8 @@ def test_pass_transforms_the_weights_at_compile_time(rng):  # noqa: ANN001
 
 def test_default_rule_picks_winograd_in_a_resnet_layer():
     """The CPU chooser gives Winograd to a 32->32 layer at 16x16 and 7x7 (the blocked size
-    rule) and not to one at 6x6, with the fallback's knobs."""
+    rule) and not to one at 6x6, with the fallback's knobs; nor to large weights over a
+    plane under 16x16."""
     from ember.codegen_llvm.conv_strategies import winograd_nchwc_knobs
 
     def args(H: int) -> tuple:
@@ -170,6 +171,15 @@ def test_default_rule_picks_winograd_in_a_resnet_layer():
     assert knobs is not None and knobs["m"] == 4 and knobs["nr"] >= 32
     assert winograd_nchwc_knobs(args(7), 32, 32) is not None
     assert winograd_nchwc_knobs(args(6), 32, 32) is None
+
+    def resnet(c: int, o: int, h: int) -> tuple:
+        return (1, c, h, h, o, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), "float32")
+
+    # below 16x16, 8 MiB of weights or more run direct (ResNet's 512-channel convs, 9.4 MB)
+    assert winograd_nchwc_knobs(resnet(512, 512, 7), 32, 32) is None
+    assert winograd_nchwc_knobs(resnet(512, 512, 16), 32, 32) is not None
+    assert winograd_nchwc_knobs(resnet(256, 256, 14), 32, 32) is not None  # 2.4 MB
+    assert winograd_nchwc_knobs(resnet(128, 32, 7), 32, 32) is not None  # DenseNet's
 
 
 def test_default_column_block_divides_the_channels():
