@@ -97,7 +97,10 @@ def _hints_in(stmt: S.Stmt, env: dict[E.Var, E.PrimExpr], ana: Analyzer) -> list
             for o in _hints_in(stmt.body, {**env, stmt.loop_var: E.const(k)}, ana)
         ]
     if isinstance(stmt, S.IfThenElse):
-        return _hints_in(stmt.then_case, env, ana)
+        cond = ana.simplify(substitute(stmt.condition, env))
+        assert isinstance(cond, E.IntImm)
+        taken = stmt.then_case if cond.value else stmt.else_case
+        return [] if taken is None else _hints_in(taken, env, ana)
     if isinstance(stmt, S.Evaluate) and isinstance(stmt.value, E.Call):
         assert stmt.value.op is E.Intrinsic.PREFETCH
         off = ana.simplify(substitute(stmt.value.args[0].args[1], env))
@@ -140,8 +143,9 @@ def test_spread_deals_the_hints_over_the_inner_loop():
     # Before: for i: for j in 0..4: for k: C[i, j, k] = A[i, j, k] + 1, with A of 3 x 4 x 16
     # and s[C].prefetch(A, i, 1, spread=j, locality=2).
     # Expected: row i + 1 of A is one run of 64 floats, 5 hints (4 lines and the end's);
-    # iteration j of loop j issues hints [5j // 4, 5(j + 1) // 4) at the top of its body,
-    # into L2 (locality 2), before the loop over k.
+    # iteration j of loop j issues hints [2j, 2j + 2) of them, those below 5, at the top
+    # of its body, into L2 (locality 2), before the loop over k: a constant count behind
+    # one comparison, addresses linear in j (no division in an inner loop).
     A = te.placeholder((3, 4, 16), name="A")
     C = te.compute((3, 4, 16), lambda i, j, k: A[i, j, k] + 1.0, name="C")
     s = te.create_schedule(C.op)
@@ -154,12 +158,13 @@ def test_spread_deals_the_hints_over_the_inner_loop():
     ana = Analyzer()
     t = E.Var("t", "int32")
     jv = inner.loop_var
-    start, end = E.floordiv(jv * 5, 4), E.floordiv((jv + 1) * 5, 4)
+    h = jv * 2 + t
     row = E.max_(E.min_(outer.loop_var + 1, 2), 0)
-    offset = E.min_(row * 64 + E.floormod(start + t, 5) * 16, row * 64 + 63)
+    offset = E.min_(row * 64 + h * 16, row * 64 + 63)
     ptr = func.params[0].access_ptr("r", offset=ana.simplify(offset))
     call = E.Call("int32", E.Intrinsic.PREFETCH, (ptr, E.const(2, "int32")))
-    expected = S.For(t, 0, ana.simplify(end - start), S.ForKind.SERIAL, S.Evaluate(call))
+    guarded = S.IfThenElse(h < 5, S.Evaluate(call))
+    expected = S.For(t, 0, 2, S.ForKind.SERIAL, guarded)
     assert_structural_equal(inner.body.stmts[0], expected, map_free_vars=True)
     assert isinstance(inner.body.stmts[1], S.For) and inner.body.stmts[1].loop_var.name == "k"
 
