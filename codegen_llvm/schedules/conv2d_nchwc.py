@@ -57,7 +57,12 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen_llvm.cpu_features import FMA_CHAINS, near_last_level_cache, vector_unit
+from ember.codegen_llvm.cpu_features import (
+    FMA_CHAINS,
+    l2_bytes,
+    near_last_level_cache,
+    vector_unit,
+)
 from ember.codegen_llvm.schedules.conv2d import Padding, _Geometry, geometry
 from ember.errors import InternalError
 from ember.frontend.passes.conv_blocks import channel_block, input_block
@@ -128,6 +133,8 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
         pixels = g.OH * g.OW
         fits = [t for t in OW_TILES if t <= pixels and t * regs_per_px <= most]
         ow_default = min(fits, key=lambda t: (row_cost(pixels, t, regs_per_px), -t))
+        input_bytes = g.C * g.H * g.W * dt.bytes_of(dtype)
+        outer_default = flat_outer_default(outer_default, weight_bytes, input_bytes)
     cfg.define_knob("ic_bn", ics, default=ic_default)
     cfg.define_knob("oc_bn", ocs, default=oc_default)
     widest = g.OH * g.OW if pointwise else g.OW
@@ -218,6 +225,25 @@ def _outer_default(weight_bytes: int, plane_bytes: int) -> str:
     if plane_bytes > SMALL_PLANE:
         return "channels"
     return "rows" if weight_bytes < reduction_from else "reduction"
+
+
+def flat_outer_default(outer: str, weight_bytes: int, input_bytes: int) -> str:
+    """The ``outer`` default of a flat pointwise conv whose weights (``weight_bytes``) and
+    input (``input_bytes``) are that large, ``outer`` the default by the weights alone.
+
+    Rows outer reads every channel block's weights once per pixel tile (5-12 pixels), so
+    weights past the core's L2 come from L3 at each tile, while channels outer reads
+    them once and re-reads the input per channel block, cheap while the input stays in
+    L2. The byte rule of :func:`_outer_default` was measured on 2 MB of L2; on a Zen 3
+    guest (512 KB) MobileNetV2's 1x1 convs at 7x7 ran faster with channels outer, each
+    kernel alone at 2 threads with L2 flushed, ms (rows -> channels, three rounds):
+    320->1280 (1.6 MB) 0.30-0.41 -> 0.25-0.27, 960->320 0.21-0.30 -> 0.18-0.24, 960->160
+    and 160->960 (614 KB) 0.12-0.19 -> 0.10-0.17; 576->96 at 14x14 (221 KB) was as fast
+    or faster in rows, which it keeps."""
+    half_l2 = l2_bytes() // 2
+    if outer == "rows" and weight_bytes > half_l2 and input_bytes <= half_l2:
+        return "channels"
+    return outer
 
 
 def row_cost(ow: int, tile: int, regs_per_px: int, chains: int = FMA_CHAINS) -> int:

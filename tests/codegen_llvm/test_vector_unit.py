@@ -232,3 +232,30 @@ def test_depthwise_row_tiles_leave_no_lone_pixel() -> None:
     assert [default_row_tile(ow, 1, AVX2) for ow in (7, 14, 28, 56, 112)] == [7, 6, 4, 4, 4]
     assert [default_row_tile(ow, 1, AVX512) for ow in (7, 14, 28, 56, 112)] == [7, 7, 7, 8, 8]
     assert default_row_tile(13, 1, AVX2) == 6  # 13 is no tile size: the widest that fits
+
+
+def test_cache_sizes_are_read_from_the_cpus_cache_description(tmp_path) -> None:
+    """``l2_bytes`` reads the host's L2 from Linux's cache description (a Zen 3 guest: 512
+    KB, an Intel Xeon guest: 2 MB); a folder naming no such level, or one it cannot
+    parse, gives None, and a CPU other than the host's the default."""
+    from ember.codegen_llvm.cpu_features import DEFAULT_L2_BYTES, host_cache_bytes, l2_bytes
+
+    def index(n: int, level: int, kind: str, size: str) -> None:
+        folder = tmp_path / f"index{n}"
+        folder.mkdir()
+        for name, text in (("level", f"{level}\n"), ("type", f"{kind}\n"), ("size", f"{size}\n")):
+            (folder / name).write_text(text)
+
+    index(0, 1, "Data", "48K")
+    index(1, 1, "Instruction", "32K")
+    index(2, 2, "Unified", "512K")
+    index(3, 3, "Unified", "32768K")
+    assert host_cache_bytes(1, tmp_path) == 48 << 10  # the data cache, not the instructions
+    assert host_cache_bytes(2, tmp_path) == 512 << 10
+    assert host_cache_bytes(3, tmp_path) == 32 << 20
+    assert host_cache_bytes(4, tmp_path) is None
+    assert host_cache_bytes(2, tmp_path / "missing") is None
+    (tmp_path / "index2" / "size").write_text("lots\n")
+    assert host_cache_bytes(2, tmp_path) is None
+    assert l2_bytes("llvm -mcpu=x86-64-v3") == DEFAULT_L2_BYTES  # not this CPU: unknown
+    assert l2_bytes() >= 64 << 10

@@ -287,6 +287,31 @@ def test_flat_default_where_rows_leave_accumulators_unused(target):
     assert d["unroll_ic"] is (d["flat"] and d["ic_bn"] < 32)
 
 
+@pytest.mark.parametrize("l2", [512 << 10, 2 << 20])
+def test_flat_convs_with_weights_past_l2_go_channels_outer(l2, monkeypatch):  # noqa: ANN001
+    """Flat, rows outer re-reads every channel block's weights at each pixel tile, from L3
+    once they outgrow half the core's L2; channels outer reads them once and re-reads the
+    input, so it takes over where the input fits (MobileNetV2's 1x1 convs at 7x7 on a
+    512 KB L2). ResNet-50's 1024->256 at 14x14 reads 800 KB of input and stays in rows.
+    (Zen 4 named: its L3 is near, so these weights stay out of reduction outer.)"""
+    import ember.codegen_llvm.schedules.conv2d_nchwc as nchwc
+
+    monkeypatch.setattr(nchwc, "l2_bytes", lambda: l2)
+
+    def outer(c: int, hw: int, o: int) -> str:
+        args = (1, c, hw, hw, o, 1, 1, 1, 0, 1, "float32")
+        task = create_task("conv2d_NCHWc.llvm", args, target="llvm -mcpu=znver4")
+        cfg = task.config_space.default_entity()
+        assert cfg["flat"].val
+        return cfg["outer"].val
+
+    assert outer(320, 7, 1280) == "channels"  # 1.6 MB of weights, 63 KB of input
+    assert outer(160, 7, 960) == ("channels" if l2 < 1 << 20 else "rows")  # 614 KB
+    assert outer(576, 14, 96) == "rows"  # 221 KB: in L2
+    assert outer(1024, 14, 256) == "rows"  # 1 MB, but 800 KB of input
+    assert nchwc.flat_outer_default("reduction", 8 << 20, 1 << 10) == "reduction"
+
+
 @pytest.mark.parametrize("outer", ["rows", "channels"])
 @pytest.mark.parametrize("unroll_ic", [False, True])
 @pytest.mark.parametrize("hw, tile", [((13, 11), 12), ((7, 7), 6), ((2, 3), 16)])
