@@ -204,19 +204,30 @@ _CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 
 def l2_bytes(target: str | Target | None = None) -> int:
     """Bytes of L2 cache one core of the ``llvm`` ``target``'s machine has: the host's own
-    (Linux's ``/sys`` cache description) when the target is this CPU, else
-    :data:`DEFAULT_L2_BYTES`. A schedule whose working set is re-read from the next level
-    once it outgrows L2 sizes it by this: the Zen 3 guests have 512 KB, the Intel Xeon
-    guests 2 MB, and a 1.6 MB weight block re-read per pixel tile ran 15-20% slower on
-    the first (``conv2d_nchwc.py``). Target resolution as in :func:`vector_unit`."""
+    (Linux's ``/sys`` cache description) when the target is this CPU, else the size its
+    LLVM name is known to have (AMD's Zen), else :data:`DEFAULT_L2_BYTES`. A schedule
+    whose working set is re-read from the next level once it outgrows L2 sizes it by
+    this: the Zen 3 guests have 512 KB, the Intel Xeon guests 2 MB, and a 1.6 MB weight
+    block re-read per pixel tile ran 15-20% slower on the first (``conv2d_nchwc.py``).
+    Target resolution as in :func:`vector_unit`."""
     return _l2_bytes(_llvm_target(target))
+
+
+# a core's L2 by LLVM's CPU name, for targets named other than the host (AMD's documented
+# sizes: Zen 1-3 512 KB, Zen 4-5 1 MB)
+_NAMED_L2_BYTES = {
+    **{f"znver{n}": 512 << 10 for n in (1, 2, 3)},
+    **{f"znver{n}": 1 << 20 for n in (4, 5)},
+}
 
 
 @functools.cache
 def _l2_bytes(t: Target) -> int:
-    if built_for(t)["name"] != host_cpu()[0]:
-        return DEFAULT_L2_BYTES
-    return host_cache_bytes(2, _CACHE_DIR) or DEFAULT_L2_BYTES
+    name = str(built_for(t)["name"])
+    named = _NAMED_L2_BYTES.get(name, DEFAULT_L2_BYTES)
+    if name != host_cpu()[0]:
+        return named
+    return host_cache_bytes(2, _CACHE_DIR) or named
 
 
 def host_cache_bytes(level: int, folder: Path) -> int | None:

@@ -20,7 +20,7 @@ output rows or channel blocks are the outer half of the parallel loop, or
 ``"reduction"``, where each thread takes whole channel blocks and walks the input
 channel blocks outermost, accumulating the block's whole output plane in a local
 tile, so each weight is read from memory once rather than once per output row (the
-default over a small plane for weights of 8 MB or more where the L3 is near, of more
+default over a small plane for weights of 8 L2s or more where the L3 is near, of more
 than 1 MiB elsewhere, see ``_define_knobs``).
 ``prefetch`` hints the next input channel block's weights at each block of the
 micro-kernel, all at once (``next_ic_block``) or dealt out over the block's kernel rows
@@ -77,7 +77,9 @@ from ember.tuner.template import get_config, template, using_config
 
 TEMPLATE = "conv2d_NCHWc.llvm"
 SMALL_PLANE = 32 << 10  # bytes of a channel block's output plane: in L1
-REDUCTION_OUTER_MIN_WEIGHTS = 8 << 20  # bytes: over a small plane, read each weight once
+# over a small plane where the L3 is near, read each weight once from this many times the
+# core's L2 (8 MB on Zen 4's 1 MB, 4 MB on Zen 3's 512 KB: see _outer_default)
+REDUCTION_OUTER_L2S = 8
 ROWS_OUTER_MAX_WEIGHTS = 1 << 20  # bytes: half of this machine's per-core L2
 OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
 # A body beyond the decoded-instruction cache (about 4K micro-ops) is fetched through
@@ -217,9 +219,14 @@ def _outer_default(weight_bytes: int, plane_bytes: int) -> str:
     # Xeon (AVX-512), timed in the model by turns: ResNet-50 at 1 thread 63.1 -> 57.9
     # ms, its 1x1 convs at 7x7 (4 MB) 1.77 -> 0.88-0.95 ms each; MobileNetV2's 1x1
     # convs at 7x7 (1.2-1.6 MB) 16-23% faster at 2 threads. Its 3x3 convs at 14x14
-    # (2.4 MB) ran 2-18% slower at 1 thread, level at 2.
+    # (2.4 MB) ran 2-18% slower at 1 thread, level at 2. Where the L3 is near, the rows'
+    # re-reads past L2 are what reduction outer saves, so its threshold scales with the
+    # L2: Zen 4's measurements above had 1 MB; on a Zen 3 guest (512 KB), ResNet-18's
+    # 256->512 stride-2 conv at 7x7 (4.7 MB) ran 1.32 -> 0.95 ms in the model with
+    # reduction outer (median of 6 rounds by turns, 2 threads; faster in every round),
+    # and ResNet-50's 4 MB 1x1 convs at 7x7 alone within noise either way.
     near = near_last_level_cache()
-    reduction_from = REDUCTION_OUTER_MIN_WEIGHTS if near else ROWS_OUTER_MAX_WEIGHTS
+    reduction_from = REDUCTION_OUTER_L2S * l2_bytes() if near else ROWS_OUTER_MAX_WEIGHTS
     if weight_bytes <= ROWS_OUTER_MAX_WEIGHTS:
         return "rows"
     if plane_bytes > SMALL_PLANE:

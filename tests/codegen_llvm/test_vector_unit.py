@@ -259,3 +259,13 @@ def test_cache_sizes_are_read_from_the_cpus_cache_description(tmp_path) -> None:
     assert host_cache_bytes(2, tmp_path) is None
     assert l2_bytes("llvm -mcpu=x86-64-v3") == DEFAULT_L2_BYTES  # not this CPU: unknown
     assert l2_bytes() >= 64 << 10
+
+
+def test_named_zen_cpus_have_their_l2() -> None:
+    """A target named for a Zen CPU other than the host's sizes its tiles by that CPU's
+    L2 (Zen 3 512 KB, Zen 4 1 MB); the host's own comes from ``/sys``."""
+    from ember.codegen_llvm.cpu_features import host_cpu, l2_bytes
+
+    for cpu, size in (("znver3", 512 << 10), ("znver4", 1 << 20)):
+        if host_cpu()[0] != cpu:
+            assert l2_bytes(f"llvm -mcpu={cpu}") == size

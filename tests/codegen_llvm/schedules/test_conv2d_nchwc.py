@@ -105,12 +105,13 @@ def test_template_random_configs(c, o, hw, k, stride, pad, pick):  # noqa: ANN00
     _template_case(np.random.default_rng(pick), (1, c, h, w, o, k, k), stride, pad, 1, cfg, task)
 
 
-@pytest.mark.parametrize("cpu", ["znver4", "x86-64-v4"])
+@pytest.mark.parametrize("cpu", ["znver4", "znver3", "x86-64-v4"])
 def test_outer_default_by_weights_and_plane(cpu, rng):  # noqa: ANN001
-    """Over a small output plane: rows outer up to 8 MB of weights where the L3 is near
-    (Zen, measured faster in MobileNetV2 and ResNet-50 there), else up to 1 MiB (weights
-    re-read per row come at memory speed), reduction outer (each weight read once)
-    beyond; checked against numpy. A large plane with large weights: channels outer."""
+    """Over a small output plane: rows outer up to 8 L2s of weights where the L3 is near
+    (Zen 4's 8 MB, measured faster in MobileNetV2 and ResNet-50 there; Zen 3's 4 MB),
+    else up to 1 MiB (weights re-read per row come at memory speed), reduction outer
+    (each weight read once) beyond; checked against numpy. A large plane with large
+    weights: channels outer."""
     near, target = cpu.startswith("znver"), f"llvm -mcpu={cpu}"
     assert near_last_level_cache(target) is near
 
@@ -124,6 +125,8 @@ def test_outer_default_by_weights_and_plane(cpu, rng):  # noqa: ANN001
     mid = (1, 192, 7, 5, 160, 3, 3)  # 1.1 MB of weights, a 7x5 plane
     assert outer(*mid) == ("rows" if near else "reduction")
     assert outer(1, 512, 7, 7, 512, 3, 3) == "reduction"  # 9.4 MB, ResNet-18's last
+    # 4.7 MB: ResNet-18's 256->512 conv at 7x7 (here at stride 1)
+    assert outer(1, 256, 7, 7, 512, 3, 3) == ("rows" if cpu == "znver4" else "reduction")
     assert outer(1, 64, 56, 56, 64, 3, 3) == "rows"  # 147 KB
     assert outer(1, 256, 56, 56, 256, 3, 3) == "channels"  # a large plane
     _template_case(rng, mid, 1, 1, 1)
