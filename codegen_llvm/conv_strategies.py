@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ember.codegen_llvm.cpu_features import near_last_level_cache
 from ember.codegen_llvm.schedules import (
     conv2d,
     conv2d_nchwc,
@@ -56,7 +57,11 @@ WINOGRAD_MIN_SIZE_BLOCKED = 7
 # direct at 2 threads (2.0-2.4 against 1.5-2.0 ms at 1), the model 10.2-11.5 -> 9.7-11.0
 # ms at 2 threads and 20.6-22.0 -> 18.1-18.9 at 1; ResNet-50 at 2 threads 26.0-28.1 ->
 # 26.0-27.1. Smaller weights at 7x7 stay on Winograd: with DenseNet-121's (147 KB) and
-# Inception v1's (up to 2.7 MB) direct, those models ran 1-10% slower.
+# Inception v1's (up to 2.7 MB) direct, those models ran 1-10% slower. Where the L3 is
+# near (AMD's Zen, ``near_last_level_cache``), the transformed weights come from its 32 MB
+# at near-L2 speed and the rule does not apply: on a Zen 3 guest, ResNet-18's 512-channel
+# convs at 7x7 ran 1.40 ms direct, 1.13 on Winograd, each (2 threads, 5 rounds by turns,
+# faster in every round; 2026-12-04).
 WINOGRAD_SMALL_PLANE_MAX_WEIGHTS = 8 << 20
 
 
@@ -132,9 +137,12 @@ def winograd_by_rule(conv_args: tuple[Any, ...], min_size: int = WINOGRAD_MIN_SI
 def blocked_winograd_by_rule(conv_args: tuple[Any, ...]) -> bool:
     """The size rule of a blocked (graph) convolution: outputs down to
     ``WINOGRAD_MIN_SIZE_BLOCKED``, but below ``WINOGRAD_MIN_SIZE`` only for weights under
-    ``WINOGRAD_SMALL_PLANE_MAX_WEIGHTS``."""
+    ``WINOGRAD_SMALL_PLANE_MAX_WEIGHTS`` unless the target's L3 is near (the target in
+    scope, as for the templates' defaults)."""
     if not winograd_by_rule(conv_args, WINOGRAD_MIN_SIZE_BLOCKED):
         return False
+    if near_last_level_cache():
+        return True
     w = Conv2DWorkload.from_args(conv_args)
     weight_bytes = w.O * w.C * w.KH * w.KW * 4  # float32 (the only Winograd dtype)
     return winograd_by_rule(conv_args) or weight_bytes < WINOGRAD_SMALL_PLANE_MAX_WEIGHTS
