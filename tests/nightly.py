@@ -19,17 +19,18 @@ def nightly_param(*values: Any) -> Any:
 
 
 def examples(n: int) -> int:
-    """A property test's ``max_examples``: ``n`` in the nightly run, a quarter of it (at
+    """A property test's ``max_examples``: ``n`` in the nightly run, a sixth of it (at
     least 3) in CI, whose 15 minutes the slowest property tests (builds of random configs)
-    fill: on a 2-core Zen 3 (AVX2) a clean clone's CI took 886 s with half, and 820-900 s
-    with a third as the host's load moved. The nightly run draws all ``n``."""
-    return n if NIGHTLY else max(3, n // 4)
+    fill: on a 2-core Zen 3 (AVX2) a clean clone's CI took 886 s with half, 820-900 s
+    with a third and 922 s with a quarter as the host's load moved. The nightly run draws
+    all ``n``."""
+    return n if NIGHTLY else max(3, n // 6)
 
 
 def configs(n: int) -> int:
-    """How many sampled configs a template test builds: ``n`` nightly, half (at least 2) in
-    CI (each is a full LLVM build of a template kernel, 1-3 s)."""
-    return n if NIGHTLY else max(2, n // 2)
+    """How many sampled configs a template test builds: ``n`` nightly, a third (at least 2)
+    in CI (each is a full LLVM build of a template kernel, 1-3 s; see :func:`examples`)."""
+    return n if NIGHTLY else max(2, n // 3)
 
 
 def sample_in_ci(*params: Any, every: int = 2) -> None:
