@@ -199,7 +199,7 @@ def _near_last_level_cache(t: Target) -> bool:
 # host that does not say): the 2-core Intel Xeon guests' 2 MB, which the CPU schedules'
 # byte thresholds were first measured on
 DEFAULT_L2_BYTES = 2 << 20
-_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+HOST_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
 def l2_bytes(target: str | Target | None = None) -> int:
@@ -227,27 +227,32 @@ def _l2_bytes(t: Target) -> int:
     named = _NAMED_L2_BYTES.get(name, DEFAULT_L2_BYTES)
     if name != host_cpu()[0]:
         return named
-    return host_cache_bytes(2, _CACHE_DIR) or named
+    return host_cache_bytes(2, HOST_CACHE_DIR) or named
+
+
+def host_cache_sizes(folder: Path = HOST_CACHE_DIR) -> dict[int, int]:
+    """Bytes of the data or unified cache at each level that ``folder`` (one CPU's
+    ``cache`` directory in Linux's ``/sys``) describes, the largest where a level lists
+    several; entries that cannot be read are left out, and a missing folder gives {}."""
+    sizes: dict[int, int] = {}
+    for index in folder.glob("index*"):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            size = int(text.rstrip("KMG")) * scale
+        except (OSError, ValueError):
+            continue
+        sizes[level] = max(size, sizes.get(level, 0))
+    return sizes
 
 
 def host_cache_bytes(level: int, folder: Path) -> int | None:
-    """Bytes of the data (or unified) cache of ``level`` that ``folder`` (one CPU's
-    ``cache`` directory in ``/sys``) describes; None where it names none or cannot be
-    read."""
-    sizes = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    try:
-        for index in sorted(folder.glob("index*")):
-            if int((index / "level").read_text()) != level:
-                continue
-            if (index / "type").read_text().strip() not in ("Data", "Unified"):
-                continue
-            text = (index / "size").read_text().strip()
-            if text[-1:] in sizes:
-                return int(text[:-1]) * sizes[text[-1]]
-            return int(text)
-    except (OSError, ValueError):
-        return None
-    return None
+    """Bytes of the data (or unified) cache of ``level`` that ``folder`` describes (see
+    :func:`host_cache_sizes`); None where it names none or cannot be read."""
+    return host_cache_sizes(folder).get(level)
 
 
 def _arch(triple: str) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.codegen_llvm.cpu_features import HOST_CACHE_DIR, host_cache_sizes
 from ember.driver import build, lower
 from ember.errors import ArgumentError, EmberError
 from ember.runtime import load_module
@@ -257,19 +258,7 @@ class _Worker:
 def _cache_sizes() -> dict[int, int]:
     """Bytes of cpu0's data or unified cache at each level (Linux sysfs), the largest where
     a level lists several; empty where sysfs has none."""
-    sizes: dict[int, int] = {}
-    for folder in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            if (folder / "type").read_text().strip() == "Instruction":
-                continue
-            level = int((folder / "level").read_text())
-            text = (folder / "size").read_text().strip().upper()
-            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-            size = int(text.rstrip("KMG")) * scale
-        except (OSError, ValueError):
-            continue
-        sizes[level] = max(size, sizes.get(level, 0))
-    return sizes
+    return host_cache_sizes(Path(HOST_CACHE_DIR))
 
 
 def last_level_cache_bytes() -> int:

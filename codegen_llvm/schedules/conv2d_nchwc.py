@@ -80,7 +80,7 @@ SMALL_PLANE = 32 << 10  # bytes of a channel block's output plane: in L1
 # over a small plane where the L3 is near, read each weight once from this many times the
 # core's L2 (8 MB on Zen 4's 1 MB, 4 MB on Zen 3's 512 KB: see _outer_default)
 REDUCTION_OUTER_L2S = 8
-ROWS_OUTER_MAX_WEIGHTS = 1 << 20  # bytes: half of this machine's per-core L2
+ROWS_OUTER_MAX_WEIGHTS = 1 << 20  # bytes: half the Intel guests' 2 MB L2, where it was measured
 OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
 # A body beyond the decoded-instruction cache (about 4K micro-ops) is fetched through
 # the slower legacy decoders: 2048 multiply-adds and their loads stay within it.
