@@ -85,27 +85,15 @@ def measure(task: Any, configs: list[Any], rounds: int, seed: int) -> list[list[
 
 
 def write_records(path: Path, task: Any, configs: list[Any], costs: list[list[float]]) -> None:
-    from ember.tuner.records import Record, RecordWriter, ember_version, host_device_name
+    from dataclasses import replace
+
+    from ember.tuner.records import RecordWriter, host_device_name, task_record
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     with RecordWriter(path) as w:
         for cfg, cs in zip(configs, costs):
-            w.write(
-                Record(
-                    task.key,
-                    task.name,
-                    task.workload_key,
-                    task.template.version,
-                    str(task.target),
-                    cfg.to_json(),
-                    tuple(cs),
-                    "ok",
-                    host_device_name(),
-                    ember_version(),
-                    timestamp=0.0,
-                )
-            )
+            w.write(replace(task_record(task, cfg, cs, "ok", host_device_name()), timestamp=0.0))
 
 
 def kfold_accuracy(samples: list[Any], folds: int, seed: int, shuffle: bool) -> float:

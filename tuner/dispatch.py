@@ -30,7 +30,13 @@ from ember.tuner.active_records import (
     best_config_for_call,
     open_blocks,
 )
-from ember.tuner.records import Record, best_records, host_device_name, read_records
+from ember.tuner.records import (
+    Record,
+    best_records,
+    config_records,
+    host_device_name,
+    read_records,
+)
 from ember.tuner.space import ConfigEntity
 from ember.tuner.task import create_task, workload_key
 from ember.tuner.template import DIRECT_CALL_RESOLVERS, lookup_template
@@ -53,10 +59,9 @@ class HistoryBest:
             if old is None or rec.cost < old.cost:
                 self.by_workload[key] = rec
         self.ranked: dict[tuple[str, str], list[Record]] = {}  # fastest first
-        for rec in records:
-            if rec.ok and (device is None or rec.device == device):
-                key = (rec.workload_key, Target.parse(rec.target).kind)
-                self.ranked.setdefault(key, []).append(rec)
+        for rec in config_records(records, device):
+            key = (rec.workload_key, Target.parse(rec.target).kind)
+            self.ranked.setdefault(key, []).append(rec)
         for ranked in self.ranked.values():
             ranked.sort(key=lambda r: r.cost)
         self._tasks: dict[str, Any] = {}  # task key -> task, for direct calls

@@ -110,6 +110,25 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def task_record(
+    task: Any, config: Any, costs: Iterable[float], error: str, device: str, message: str = ""
+) -> Record:
+    """The record of one measurement of ``config`` (a config entity) of ``task``."""
+    return Record(
+        task.key,
+        task.name,
+        task.workload_key,
+        task.template.version,
+        str(task.target),
+        config.to_json(),
+        tuple(costs),
+        error,
+        device,
+        ember_version(),
+        message,
+    )
+
+
 def _is(value: Any, kinds: tuple[type, ...]) -> bool:
     return isinstance(value, kinds) and not isinstance(value, bool)
 
@@ -216,12 +235,36 @@ def read_records(
     return out
 
 
-def best_records(records: Iterable[Record], device: str | None = None) -> dict[str, Record]:
-    """The fastest valid record per task key (of ``device`` only, when given)."""
-    best: dict[str, Record] = {}
+def config_cost(costs: Iterable[float]) -> float:
+    """A config's cost from its records' costs: the lower middle one. A config timed once
+    costs what it measured; one timed again (re-timed by turns after a search,
+    :func:`ember.tuner.tune.tune`, or measured in two runs whose files were merged) costs
+    its middle timing, not its luckiest, which a search's pick would otherwise keep."""
+    return statistics.median_low(costs)
+
+
+def config_records(records: Iterable[Record], device: str | None = None) -> list[Record]:
+    """One valid record per (task key, config), in first-seen order: where a config has
+    several, the one at :func:`config_cost` of their costs."""
+    groups: dict[tuple[str, str], list[Record]] = {}
     for rec in records:
-        if not rec.ok or (device is not None and rec.device != device):
-            continue
+        if rec.ok and (device is None or rec.device == device):
+            key = (rec.task_key, json.dumps(rec.config, sort_keys=True, default=repr))
+            groups.setdefault(key, []).append(rec)
+    out = []
+    for group in groups.values():
+        middle = config_cost(r.cost for r in group)
+        out.append(next(r for r in group if r.cost == middle))
+    return out
+
+
+def best_records(records: Iterable[Record], device: str | None = None) -> dict[str, Record]:
+    """The fastest valid config per task key (of ``device`` only, when given), a config
+    measured more than once counted by :func:`config_cost`: the record at that cost.
+    Where TVM's ``ApplyHistoryBest`` keeps a config's fastest record, this keeps its
+    middle one, so that a pick timed again and found slower loses to its fallback."""
+    best: dict[str, Record] = {}
+    for rec in config_records(records, device):
         old = best.get(rec.task_key)
         if old is None or rec.cost < old.cost:
             best[rec.task_key] = rec
@@ -233,3 +276,22 @@ def record_steps(config: dict[str, Any]) -> dict[str, Any] | None:
     or None for a template's record."""
     steps = config.get("steps") if isinstance(config, dict) else None
     return steps if isinstance(steps, dict) else None
+
+
+def move_records(log: str | Path, task_keys: set[str]) -> int:
+    """Move the lines of ``task_keys`` from ``log`` to ``<log>.dropped`` (appended, so
+    they stay for a later look); returns how many moved. Other lines stay as they were."""
+    path = Path(log)
+    keep: list[str] = []
+    drop: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            key = json.loads(line).get("task_key")
+        except (ValueError, AttributeError):
+            key = None
+        (drop if key in task_keys else keep).append(line)
+    if drop:
+        with open(str(path) + ".dropped", "a", encoding="utf-8") as f:
+            f.writelines(drop)
+        path.write_text("".join(keep), encoding="utf-8")
+    return len(drop)

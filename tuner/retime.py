@@ -16,6 +16,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ember.tuner.result import MeasureResult
 from ember.tuner.space import ConfigEntity
 
 
@@ -38,17 +39,23 @@ class Retimed:
         return 1.0 - self.best_s / self.fallback_s
 
 
+def by_turns(
+    measurer: Any, task: Any, configs: list[ConfigEntity], rounds: int
+) -> list[list[MeasureResult]]:
+    """Each round's results for ``configs``, timed by turns: one result per config."""
+    turns = getattr(measurer, "measure_by_turns", None)
+    if turns is not None:
+        return turns(task, configs, rounds)  # type: ignore[no-any-return]
+    # a measurer that rebuilds each config: one measure call per round
+    return [measurer.measure(task, configs) for _ in range(rounds)]
+
+
 def retime(
     measurer: Any, task: Any, fallback: ConfigEntity, best: ConfigEntity, rounds: int = 3
 ) -> Retimed | None:
     """``best`` against ``fallback`` by turns over ``rounds`` rounds, or None where either
     failed in any round (the search's figures then stand alone)."""
-    configs = [fallback, best]
-    by_turns = getattr(measurer, "measure_by_turns", None)
-    if by_turns is not None:
-        per_round = by_turns(task, configs, rounds)
-    else:  # a measurer that rebuilds each config: one measure call per round
-        per_round = [measurer.measure(task, configs) for _ in range(rounds)]
+    per_round = by_turns(measurer, task, [fallback, best], rounds)
     if any(not r.ok for results in per_round for r in results):
         return None
     first = statistics.median(results[0].cost for results in per_round)
@@ -56,4 +63,4 @@ def retime(
     return Retimed(first, pick, rounds)
 
 
-__all__ = ["Retimed", "retime"]
+__all__ = ["Retimed", "by_turns", "retime"]

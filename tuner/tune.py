@@ -28,8 +28,9 @@ from ember.tuner.auto.cost_model import CostModel, warm_start
 from ember.tuner.auto.guided import ModelGuidedSearch
 from ember.tuner.encode import SpaceEncoding
 from ember.tuner.measure import LocalMeasurer, MeasureOption
-from ember.tuner.records import Record, RecordWriter, ember_version
+from ember.tuner.records import Record, RecordWriter, config_cost, task_record
 from ember.tuner.result import Measurer
+from ember.tuner.retime import Retimed, by_turns
 from ember.tuner.search import (
     SAMPLERS,
     Search,
@@ -57,6 +58,15 @@ class TuneResult:
     duplicates: int
     stopped: str
     study: Any
+    retimed: Retimed | None = None
+    """The fallback's cost and the returned config's, each counted as the records count
+    it (:func:`config_cost`) once the search's picks were timed again beside the
+    fallback by turns; None: not re-timed."""
+
+    @property
+    def kept_fallback(self) -> bool:
+        """Timed again, no pick beat the fallback: the fallback stands."""
+        return self.retimed is not None and self.best_config == fallback_entity(self.task)
 
     @property
     def errors(self) -> dict[str, int]:
@@ -220,6 +230,7 @@ def tune(
     transfer: Sequence[str | Path] | Iterable[Record] | None = None,
     on_trial: Callable[[SearchState, TrialRecord | None], None] | None = None,
     cost_model: CostModel | str | Path | bool | None = None,
+    retime_rounds: int = 3,
 ) -> TuneResult:
     """Tune ``task``; ``n_trials`` counts measured candidates (configs turned down before
     a build, and repeats of a config already measured, do not count).
@@ -231,8 +242,17 @@ def tune(
     ones and a few explorers (:mod:`ember.tuner.auto.guided`): a
     :class:`~ember.tuner.auto.cost_model.CostModel`, a records path to warm-start one
     from, or True (warm-started from ``records`` and the ``transfer`` files that exist).
+    ``retime_rounds``: after the search, the pick and the fallback are timed again by
+    turns this many rounds (:mod:`ember.tuner.retime`; 0: not), and each timing is
+    recorded. A search keeps its luckiest timing, so a pick no faster than the fallback
+    can win it. Counted by their middle timings (:func:`config_cost`), the cheapest
+    config is returned (up to :data:`MAX_RETIMED_PICKS` picks are timed again in turn),
+    and ``apply_history_best`` picks the same from the records. TVM's tuners return the
+    search's best as measured.
     """
     _check(n_trials, sampler, early_stopping)
+    if isinstance(retime_rounds, bool) or not isinstance(retime_rounds, int) or retime_rounds < 0:
+        raise ArgumentError(f"tune: retime_rounds must be an int >= 0, got {retime_rounds!r}")
     if cost_model not in (None, False) and sampler == "grid":
         raise ArgumentError("tune: cost_model ranks a sampler's proposals; a grid measures all")
     measurer, owned = _measurer(measure)
@@ -253,23 +273,76 @@ def tune(
             transfer,
             cost_model,
         )
-        search.on_trial = _recorder(task, measurer, writer, on_trial)
+        write = _record_writer(task, measurer, writer)
+        search.on_trial = _recorder(write, on_trial)
         state = search.run()
+        settled = _settle(measurer, task, state, retime_rounds, write)
     finally:
         if writer is not None:
             writer.close()
         if owned:
             measurer.close()
+    best_config, best_cost, again = settled
     return TuneResult(
         task,
-        state.best_config,
-        state.best_cost,
+        best_config,
+        best_cost,
         state.trials,
         state.rejected,
         state.duplicates,
         state.stopped,
         search.study,
+        again,
     )
+
+
+MAX_RETIMED_PICKS = 3
+"""How many picks in turn ``tune`` times again beside the fallback before it settles."""
+
+
+def _settle(
+    measurer: Measurer,
+    task: Any,
+    state: SearchState,
+    rounds: int,
+    record: Callable[[TrialRecord], None],
+) -> tuple[ConfigEntity | None, float, Retimed | None]:
+    """The config to return, its cost and the re-timing behind it. Each config costs what
+    the records make of its timings (:func:`config_cost`); while the cheapest is one not
+    yet timed again, it and the fallback are timed by turns ``rounds`` times, and every
+    timing is recorded, so that ``apply_history_best`` picks what this returns. A config
+    that fails when timed again is out. Without rounds, or without a measured fallback,
+    the search's best stands."""
+    fallback = fallback_entity(task)
+    timings: dict[ConfigEntity, list[float]] = {}  # first seen first: ties go to the fallback
+    for t in state.trials:
+        if t.result.ok:
+            timings.setdefault(t.config, []).append(t.result.cost)
+    if rounds == 0 or fallback is None or fallback not in timings:
+        return state.best_config, state.best_cost, None
+
+    def cost(cfg: ConfigEntity) -> float:
+        return config_cost(timings[cfg])
+
+    again = {fallback}
+    for _ in range(MAX_RETIMED_PICKS):
+        pick = min(timings, key=cost)
+        if pick in again:
+            break
+        again.add(pick)
+        for results in by_turns(measurer, task, [fallback, pick], rounds):
+            for cfg, res in zip((fallback, pick), results):
+                record(TrialRecord(-1, cfg, res, state.best_cost))
+                if not res.ok:
+                    timings.pop(cfg, None)
+                elif cfg in timings:
+                    timings[cfg].append(res.cost)
+        if fallback not in timings:  # the fallback itself failed: nothing to stand on
+            return state.best_config, state.best_cost, None
+    best = min(timings, key=cost)
+    if best not in again:
+        _log.info("%s: %s still untimed after %d picks", task.key, best, MAX_RETIMED_PICKS)
+    return best, cost(best), Retimed(cost(fallback), cost(best), rounds)
 
 
 def _measurer(measure: Any) -> tuple[Measurer, bool]:
@@ -337,33 +410,27 @@ def make_cost_model(value: Any, records: Any, seed: int | None, transfer: Any) -
     return warm_start(sources[0], seed=seed or 0, save=save, others=sources[1:])
 
 
-def _recorder(
-    task: Any,
-    measurer: Measurer,
-    writer: RecordWriter | None,
-    user: Callable[[SearchState, TrialRecord | None], None] | None,
-) -> Callable[[SearchState, TrialRecord | None], None]:
-    version = ember_version()
+def _record_writer(
+    task: Any, measurer: Measurer, writer: RecordWriter | None
+) -> Callable[[TrialRecord], None]:
+    """Writes one record per measured trial (nothing without a writer)."""
     device = str(getattr(measurer, "device_name", "unknown"))
 
-    def on_trial(state: SearchState, trial: TrialRecord | None) -> None:
-        if writer is not None and trial is not None:
+    def write(trial: TrialRecord) -> None:
+        if writer is not None:
             r = trial.result
-            writer.write(
-                Record(
-                    task.key,
-                    task.name,
-                    task.workload_key,
-                    task.template.version,
-                    str(task.target),
-                    trial.config.to_json(),
-                    tuple(r.costs),
-                    r.error.value,
-                    device,
-                    version,
-                    r.message,
-                )
-            )
+            writer.write(task_record(task, trial.config, r.costs, r.error.value, device, r.message))
+
+    return write
+
+
+def _recorder(
+    write: Callable[[TrialRecord], None],
+    user: Callable[[SearchState, TrialRecord | None], None] | None,
+) -> Callable[[SearchState, TrialRecord | None], None]:
+    def on_trial(state: SearchState, trial: TrialRecord | None) -> None:
+        if trial is not None:
+            write(trial)
         if user is not None:
             user(state, trial)
 

@@ -17,6 +17,8 @@ scheduler (the estimate below is Ember's own):
 Each task keeps one Optuna study across its rounds (``resume``), so a round continues
 the search rather than restarting it. ``schedule="weight"`` instead splits the budget
 once in proportion to the weights (:func:`split_trials`), one ``tune`` per task.
+Rounds do not re-time their picks (``tune(retime_rounds=0)``): a round's pick is not
+final, and ``ember tune MODEL`` re-times each task's last pick once, at the end.
 """
 
 from __future__ import annotations
@@ -190,8 +192,8 @@ def _by_weight(
         if on_task is not None:
             on_task(k, task, share)
         results.append(
-            tune(task, n_trials=share, seed=seed, timeout=_remaining(deadline), **common,
-                 **tune_options)
+            tune(task, n_trials=share, seed=seed, timeout=_remaining(deadline), retime_rounds=0,
+                 **common, **tune_options)
         )  # fmt: skip
     return results
 
@@ -234,7 +236,7 @@ def _by_gain(
         e.result = tune(
             e.task, n_trials=before + want, storage=e.storage, timeout=_remaining(deadline),
             resume=first_resume or e.rounds > 0,
-            seed=None if seed is None else seed + e.rounds, **common, **options,
+            seed=None if seed is None else seed + e.rounds, retime_rounds=0, **common, **options,
         )  # fmt: skip
         e.rounds += 1
         e.curve = [t.best_cost for t in e.result.trials]

@@ -90,8 +90,8 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=3,
         dest="retime_rounds",
-        help="with a model: time each task's pick against its fallback again, by turns, "
-        "this many rounds after the search, for the summary's speedups (0: off; default 3)",
+        help="time each task's pick against its fallback again, by turns, this many rounds "
+        "after the search, and keep the fallback where the pick is no faster (0: off; default 3)",
     )
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--early-stopping", type=int, default=None, dest="early_stopping")
@@ -181,6 +181,7 @@ def _run_tune(ns: argparse.Namespace, task: Any, measure: Any) -> Any:
             timeout=ns.timeout, storage=ns.storage, measure=measure,
             early_stopping=ns.early_stopping, resume=ns.resume, transfer=ns.transfer,
             on_trial=display.update, cost_model=getattr(ns, "cost_model", False) or None,
+            retime_rounds=max(getattr(ns, "retime_rounds", 3), 0),
         )  # fmt: skip
 
 
@@ -237,6 +238,7 @@ def print_summary(result: Any, log: str | None) -> None:
         *(("  " + kind, message) for kind, message in error_examples(result.trials).items()),
         ("first trial (fallback)", measured_text(first)),
         ("best", measured_text(best_result(result.trials))),
+        *_retimed_rows(result),
         ("best config", str(result.best_config)),
         ("stopped by", result.stopped),
         ("records", log or "(not written)"),
@@ -244,6 +246,19 @@ def print_summary(result: Any, log: str | None) -> None:
     for key, value in rows:
         out.add_row(key, value)
     console().print(out)
+
+
+def _retimed_rows(result: Any) -> list[tuple[str, str]]:
+    """The pick timed again against the fallback by turns, and what came of it."""
+    again = getattr(result, "retimed", None)
+    if again is None:
+        return []
+    verdict = "the fallback stands" if result.kept_fallback else "kept"
+    return [(
+        f"re-timed by turns ({again.rounds} rounds)",
+        f"fallback {again.fallback_s * 1e3:.4f} ms, best {again.best_s * 1e3:.4f} ms: "
+        f"{again.speedup:.2f}x, {verdict}",
+    )]  # fmt: skip
 
 
 def plot_convergence(result: Any, path: str | Path) -> None:

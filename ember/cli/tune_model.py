@@ -41,6 +41,7 @@ from ember.cli.common import (
 )
 from ember.errors import ArgumentError
 from ember.tuner import LocalMeasurer, tune_tasks
+from ember.tuner.records import move_records
 from ember.tuner.retime import Retimed, retime
 from ember.tuner.tune import fallback_entity, make_cost_model
 
@@ -169,9 +170,6 @@ def drop_slower_picks(log: str | None, retimed: dict[str, Retimed], where: str =
     never be slower than. Their keys, in the order given."""
     slower = [key for key, again in retimed.items() if again.speedup < 1.0]
     if slower and log:
-        # start-up cost: the model compiler loads only when tuning a model
-        from ember.graph.model_tuning import move_records
-
         moved = move_records(log, set(slower))
         print(f"dropping {moved} record line(s) of {len(slower)} task(s) whose pick re-timed "
               f"slower than its fallback{' ' + where if where else ''} (moved to "

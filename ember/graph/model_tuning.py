@@ -34,7 +34,7 @@ from ember.graph.compile import import_model, optimize
 from ember.graph.group_tasks import auto_schedulable, group_task
 from ember.graph.groups import fused_groups, group_io, group_spec
 from ember.target import Target
-from ember.tuner.records import read_records
+from ember.tuner.records import move_records, read_records
 from ember.tuner.retime import Retimed
 from ember.tuner.task import create_task, workload_key
 
@@ -530,22 +530,3 @@ def check_records(
         choice, timer.seconds or untuned.total, choice.times[every], final,
         spent, rest, untuned.total, moved, kernels, [t for t, _ in tuned], spread,
     )  # fmt: skip
-
-
-def move_records(log: str | Path, task_keys: set[str]) -> int:
-    """Move the lines of ``task_keys`` from ``log`` to ``<log>.dropped`` (appended, so
-    they stay for a later look); returns how many moved. Other lines stay as they were."""
-    path = Path(log)
-    keep: list[str] = []
-    drop: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
-        try:
-            key = json.loads(line).get("task_key")
-        except (ValueError, AttributeError):
-            key = None
-        (drop if key in task_keys else keep).append(line)
-    if drop:
-        with open(str(path) + ".dropped", "a", encoding="utf-8") as f:
-            f.writelines(drop)
-        path.write_text("".join(keep), encoding="utf-8")
-    return len(drop)

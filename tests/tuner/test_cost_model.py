@@ -256,7 +256,8 @@ def test_tune_with_a_cost_model_measures_only_n_trials(tmp_path):
     fake = FakeMeasurer()
     log = tmp_path / "r.jsonl"
     memory = optuna.storages.InMemoryStorage()  # a journal file's locked writes are slow
-    result = tune(task, 6, log, storage=memory, measure=fake, cost_model=model, seed=0)
+    result = tune(task, 6, log, storage=memory, measure=fake, cost_model=model, seed=0,
+                  retime_rounds=0)  # fmt: skip
     assert len(result.trials) == len(fake.calls) == 6
     assert len(read_records(log)) == 6
     skipped = [t for t in result.study.trials if t.user_attrs.get("error") == "model_skipped"]
@@ -268,7 +269,8 @@ def test_tune_with_a_cost_model_measures_only_n_trials(tmp_path):
     other = tmp_path / "matmul.jsonl"
     other.write_text("".join(FIXTURE.read_text().splitlines(keepends=True)[:8]))
     log2 = tmp_path / "r2.jsonl"
-    again = tune(task, 2, log2, storage=memory, measure=fake, cost_model=True, transfer=[other])
+    again = tune(task, 2, log2, storage=memory, measure=fake, cost_model=True, transfer=[other],
+                 retime_rounds=0)  # fmt: skip
     assert len(again.trials) == 2 and [p.name for p in tmp_path.glob("*.model")] == [
         "r2.jsonl.model"
     ]
@@ -339,7 +341,8 @@ def test_a_small_space_is_ranked_whole_one_trial_per_measurement(n_trials):
     )
     fake = FakeMeasurer(cost=_gemm_cost)
     memory = optuna.storages.InMemoryStorage()
-    result = tune(task, n_trials, storage=memory, measure=fake, cost_model=model, seed=0)
+    result = tune(task, n_trials, storage=memory, measure=fake, cost_model=model, seed=0,
+                  retime_rounds=0)  # fmt: skip
     measured = [c.index for c in fake.calls]
     assert len(measured) == len(set(measured)) == min(n_trials, 96)
     assert len(result.study.trials) <= len(measured) + 12

@@ -180,9 +180,10 @@ def test_a_small_real_tuning_run(tmp_path, rng):
     option = MeasureOption(number=10, repeat=3, jobs=2)
     result = tune(task, n_trials=12, records=log, measure=option, seed=0)
     assert len(result.trials) == 12 and result.trials[0].config == fallback_entity(task)
-    recs = read_records(log)
-    assert len(recs) == 12 and all(r.task_key == task.key for r in recs)
-    assert sum(r.ok for r in recs) >= 10
+    recs = read_records(log)  # the 12 trials, then 3 rounds of re-timing each pick if any
+    assert len(recs) in (12, 12 + 6, 12 + 12, 12 + 18) and all(r.task_key == task.key for r in recs)
+    assert sum(r.ok for r in recs[:12]) >= 10
+    assert (result.retimed is None) == (len(recs) == 12)
     # re-measured side by side, the best is no slower than the fallback (within noise)
     with LocalMeasurer(MeasureOption(number=20, repeat=5)) as m:
         pairs = [m.measure(task, [fallback_entity(task), result.best_config]) for _ in range(3)]

@@ -14,11 +14,10 @@ from ember.graph.model_tuning import (
     check_records,
     drop_slow_records,
     extract_tasks,
-    move_records,
     records_by_task,
 )
 from ember.tuner import MeasureResult, tune_tasks
-from ember.tuner.records import host_device_name
+from ember.tuner.records import host_device_name, move_records
 
 pytest.importorskip("onnx")
 

@@ -18,7 +18,7 @@ from ember.tuner import (
     read_records,
     task_key,
 )
-from ember.tuner.records import RecordWarning, host_device_name
+from ember.tuner.records import RecordWarning, config_cost, config_records, host_device_name
 from ember.tuner.space import FallbackConfig
 from tests.tuner import templates
 from tests.tuner.templates import tiny_add
@@ -128,6 +128,22 @@ def test_best_records_picks_the_fastest_valid_per_task():
     assert best[a.key].config == _valid(a, 1).to_json()
     assert best[b.key].config == _valid(b, 4).to_json()
     assert best_records(recs, device=host_device_name())[b.key].config == _valid(b, 3).to_json()
+
+
+def test_a_config_timed_more_than_once_counts_at_its_middle_timing():
+    """Config 1 won a search on one lucky timing (0.5 ms) and took 1.5 ms each time it was
+    timed again; config 0 took 1 ms throughout: config 0 is the best, and the record given
+    for config 1 is one of its real ones, at its middle cost."""
+    a = create_task("tiny_add.llvm", args=(48,))
+    recs = [_record(a, _valid(a, 0), 1e-3), _record(a, _valid(a, 1), 0.5e-3)]
+    recs += [_record(a, _valid(a, k), 1e-3 if k == 0 else 1.5e-3) for _ in range(3) for k in (0, 1)]
+    recs.append(_record(a, _valid(a, 1), 0.0, error="timeout"))  # a failure is not a timing
+    assert best_records(recs)[a.key].config == _valid(a, 0).to_json()
+    assert [r.cost for r in config_records(recs)] == [1e-3, 1.5e-3]
+    assert config_records(recs)[1] in recs
+    # an even count takes the lower middle: [0.5, 0.9, 1.0, 1.1] -> 0.9
+    assert config_cost([1.1e-3, 0.5e-3, 1.0e-3, 0.9e-3]) == 0.9e-3
+    assert best_records(recs[:2])[a.key].config == _valid(a, 1).to_json()  # timed once each
 
 
 def test_apply_history_best_for_tasks_and_direct_calls(tmp_path):

@@ -189,3 +189,124 @@ def test_the_prediction_counts_only_the_records_the_check_kept(capsys) -> None:
         print_model_summary([mt], [result], None, check, {task.key: Retimed(2e-3, 1e-3, 3)})
         out = capsys.readouterr().out
         assert "predicted by the kept records' kernels" in out and want in out
+
+
+class LuckyPick:
+    """The search sees ``pick`` at a lucky ``lucky`` seconds once; timed again, every config
+    takes its ``base`` time (the fallback ``fallback_s``, the rest 2 ms)."""
+
+    def __init__(self, fallback, pick, fallback_s: float, pick_s: float, lucky: float = 0.5e-3):
+        from ember.tuner.records import host_device_name
+
+        self.device_name = host_device_name()  # what apply_history_best reads by default
+        self.fallback, self.pick, self.lucky = fallback, pick, lucky
+        self.base = {fallback.index: fallback_s, pick.index: pick_s}
+        self.seen_pick = False
+
+    def measure(self, task, configs):
+        out = []
+        for cfg in configs:
+            cost = self.base.get(cfg.index, 2e-3)
+            if cfg.index == self.pick.index and not self.seen_pick:
+                self.seen_pick, cost = True, self.lucky
+            out.append(MeasureResult((cost,) * 3))
+        return out
+
+
+def _lucky_run(tmp_path, pick_s: float, **kw):
+    from ember.tuner import tune
+
+    task = _task()
+    fallback, space = fallback_entity(task), task.config_space
+    pick = next(c for c in map(space.get, range(len(space))) if c.is_valid() and c != fallback)
+    measurer = LuckyPick(fallback, pick, 1e-3, pick_s)
+    log = tmp_path / "r.jsonl"
+    # the pick is enqueued second, as a transferred config would be
+    result = tune(task, n_trials=3, records=log, measure=measurer, seed=0,
+                  transfer=[_record(task, pick)], **kw)  # fmt: skip
+    return task, fallback, pick, log, result
+
+
+def _record(task, cfg):
+    from ember.tuner.records import Record
+
+    return Record(task.key, task.name, task.workload_key, task.template.version,
+                  str(task.target), cfg.to_json(), (1e-3,), "ok", "d", "v")  # fmt: skip
+
+
+def test_tune_keeps_the_fallback_when_its_lucky_pick_re_times_slower(tmp_path) -> None:
+    """The search's best (0.5 ms, once) runs 1.5 ms when timed again beside the 1 ms
+    fallback: ``tune`` returns the fallback, every timing is recorded, and
+    ``apply_history_best`` picks the fallback from those records too."""
+    from ember.tuner import apply_history_best
+    from ember.tuner.dispatch import best_config_for
+    from ember.tuner.records import read_records
+
+    task, fallback, pick, log, result = _lucky_run(tmp_path, pick_s=1.5e-3)
+    assert [t.config for t in result.trials[:2]] == [fallback, pick]
+    assert result.trials[1].result.cost == 0.5e-3  # the search's best, by luck
+    assert result.retimed is not None and result.retimed.rounds == 3
+    assert result.retimed.speedup == 1.0 and result.retimed.fallback_s == 1e-3
+    assert result.kept_fallback and result.best_config == fallback
+    assert result.best_cost == 1e-3
+    recs = read_records(log)
+    assert len(recs) == 3 + 2 * 3  # the search's trials, then both configs for 3 rounds
+    assert [r.cost for r in recs if r.config == pick.to_json()] == [0.5e-3] + [1.5e-3] * 3
+    with apply_history_best(log):
+        assert best_config_for(task) == fallback
+
+
+def test_tune_keeps_a_pick_that_re_times_faster_at_its_middle_timing(tmp_path) -> None:
+    from ember.tuner import apply_history_best
+    from ember.tuner.dispatch import best_config_for
+
+    task, fallback, pick, log, result = _lucky_run(tmp_path, pick_s=0.8e-3)
+    assert result.best_config == pick and not result.kept_fallback
+    assert result.retimed.speedup == pytest.approx(1.25)
+    assert result.best_cost == 0.8e-3  # not the lucky 0.5 ms
+    with apply_history_best(log):
+        assert best_config_for(task) == pick
+
+
+def test_tune_times_the_next_pick_when_the_first_loses() -> None:
+    """The lucky pick loses; the search's second best, timed once at 0.9 ms, is then the
+    cheapest config not yet timed again, and wins its own re-timing at 0.9 ms."""
+    from ember.tuner import tune
+
+    task = _task()
+    fallback, space = fallback_entity(task), task.config_space
+    valid = [c for c in map(space.get, range(len(space))) if c.is_valid() and c != fallback]
+    pick, second = valid[:2]
+    measurer = LuckyPick(fallback, pick, 1e-3, 1.5e-3)
+    measurer.base[second.index] = 0.9e-3
+    recs = [_record(task, pick), _record(task, second)]
+    result = tune(task, n_trials=3, measure=measurer, seed=0, transfer=recs)
+    assert [t.config for t in result.trials] == [fallback, pick, second]
+    assert result.best_config == second and result.best_cost == 0.9e-3
+    assert result.retimed.speedup == pytest.approx(1e-3 / 0.9e-3)
+
+
+def test_tune_with_retime_rounds_0_returns_the_searchs_best(tmp_path) -> None:
+    task, fallback, pick, log, result = _lucky_run(tmp_path, pick_s=1.5e-3, retime_rounds=0)
+    assert result.best_config == pick and result.retimed is None
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_tune_rejects_a_bad_retime_rounds(bad) -> None:
+    from ember.errors import ArgumentError
+    from ember.tuner import tune
+
+    with pytest.raises(ArgumentError, match="retime_rounds"):
+        tune(_task(), n_trials=1, measure=LuckyPick(*[fallback_entity(_task())] * 2, 1, 1),
+             retime_rounds=bad)  # fmt: skip
+
+
+def test_the_tuning_summary_says_whether_the_fallback_stood(tmp_path, capsys, monkeypatch) -> None:
+    from ember.cli.tune import print_summary
+
+    monkeypatch.setenv("COLUMNS", "200")  # rich folds cells to the terminal's width
+    for pick_s, verdict in ((1.5e-3, "1.00x, the fallback stands"), (0.8e-3, "1.25x, kept")):
+        *_, result = _lucky_run(tmp_path, pick_s=pick_s)
+        print_summary(result, None)
+        out = capsys.readouterr().out
+        assert "re-timed by turns (3 rounds)" in out and verdict in out

@@ -53,7 +53,7 @@ def test_tuning_through_the_server(server, tmp_path):
     log = tmp_path / "remote.jsonl"
     with RemoteMeasurer(server.address, TOKEN, OPTION) as remote:
         assert remote.device_name  # the server's CPU model
-        result = tune(task, n_trials=4, records=log, measure=remote, seed=1)
+        result = tune(task, n_trials=4, records=log, measure=remote, seed=1, retime_rounds=0)
     assert len(result.trials) == 4 and result.errors == {}
     recs = read_records(log)
     assert len(recs) == 4 and all(r.ok and len(r.costs) == 2 and r.cost > 0 for r in recs)

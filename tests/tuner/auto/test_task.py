@@ -83,7 +83,7 @@ def tuned(tmp_path_factory):
     records = tmp_path_factory.mktemp("auto") / "auto.jsonl"
     task = create_auto_task(w.matmul_bias_relu, SHAPE, "llvm")
     measure = InProcessMeasurer(fallback_cost=1.0)
-    result = tune(task, n_trials=8, records=records, measure=measure, seed=0)
+    result = tune(task, n_trials=8, records=records, measure=measure, seed=0, retime_rounds=0)
     return task, result, records
 
 
