@@ -237,7 +237,7 @@ def print_summary(result: Any, log: str | None) -> None:
         ("errors", ", ".join(f"{k} {n}" for k, n in result.errors.items()) or "none"),
         *(("  " + kind, message) for kind, message in error_examples(result.trials).items()),
         ("first trial (fallback)", measured_text(first)),
-        ("best", measured_text(best_result(result.trials))),
+        ("search's best", measured_text(best_result(result.trials))),
         *_retimed_rows(result),
         ("best config", str(result.best_config)),
         ("stopped by", result.stopped),

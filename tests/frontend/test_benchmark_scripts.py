@@ -141,3 +141,17 @@ def test_contention_summary_charges_a_pool_for_its_stalls():
     assert even["median"] == pytest.approx(2.0) == even["mean"]
     assert risky["p95"] == pytest.approx(20.0) and even["p95"] == pytest.approx(2.0)
     assert even["mean"] < risky["mean"] and risky["busy_ms"] == pytest.approx(0.77)
+
+
+def test_conv_knobs_script_times_configs_by_turns_and_names_a_broken_one(monkeypatch, capsys):
+    argv = ["conv_knobs.py", "--shape", "8,6,5,16,3,1", "--rounds", "2", "--number", "1",
+            "--repeat", "1", "{}", '{"ow_bn": 1}']  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(BENCH / "conv_knobs.py"), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("defaults: {") and "2 rounds by turns, l2 flushed" in lines[1]
+    assert [line.split()[0] for line in lines[2:]] == ["{}", '{"ow_bn":']
+    assert all(float(line.split()[-1]) > 0 for line in lines[2:])
+    monkeypatch.setattr(sys, "argv", [*argv[:-2], '{"ow_bn": 7}'])  # rows are 5 pixels wide
+    with pytest.raises(SystemExit, match=r"ow_bn is not one of \[1, 2, 3, 4, 5\]"):
+        runpy.run_path(str(BENCH / "conv_knobs.py"), run_name="__main__")
