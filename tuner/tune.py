@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ember.errors import ArgumentError
+from ember.errors import ArgumentError, EmberError
 from ember.tuner.auto.cost_model import CostModel, warm_start
 from ember.tuner.auto.guided import ModelGuidedSearch
 from ember.tuner.encode import SpaceEncoding
@@ -311,8 +311,8 @@ def _settle(
     the records make of its timings (:func:`config_cost`); while the cheapest is one not
     yet timed again, it and the fallback are timed by turns ``rounds`` times, and every
     timing is recorded, so that ``apply_history_best`` picks what this returns. A config
-    that fails when timed again is out. Without rounds, or without a measured fallback,
-    the search's best stands."""
+    that fails when timed again is out. Without rounds, without a measured fallback, or
+    where the measurer itself fails (an RPC server gone), the search's best stands."""
     fallback = fallback_entity(task)
     timings: dict[ConfigEntity, list[float]] = {}  # first seen first: ties go to the fallback
     for t in state.trials:
@@ -330,7 +330,14 @@ def _settle(
         if pick in again:
             break
         again.add(pick)
-        for results in by_turns(measurer, task, [fallback, pick], rounds):
+        try:
+            per_round = by_turns(measurer, task, [fallback, pick], rounds)
+        except EmberError as e:  # a server gone: the search's result still stands
+            _log.warning(
+                "%s: re-timing the pick failed (%s); keeping the search's best", task.key, e
+            )
+            return state.best_config, state.best_cost, None
+        for results in per_round:
             for cfg, res in zip((fallback, pick), results):
                 record(TrialRecord(-1, cfg, res, state.best_cost))
                 if not res.ok:

@@ -310,3 +310,23 @@ def test_the_tuning_summary_says_whether_the_fallback_stood(tmp_path, capsys, mo
         print_summary(result, None)
         out = capsys.readouterr().out
         assert "re-timed by turns (3 rounds)" in out and verdict in out
+
+
+def test_a_measurer_that_dies_while_re_timing_leaves_the_searchs_result(tmp_path, caplog) -> None:
+    """An RPC server gone after the search: ``tune`` returns what the search found."""
+    from ember.errors import DeviceError
+    from ember.tuner import tune
+
+    class DiesAfterSearch(LuckyPick):
+        def measure(self, task, configs):
+            if self.seen_pick and len(configs) == 2:
+                raise DeviceError("rpc server at host:9190 is gone")
+            return super().measure(task, configs)
+
+    task = _task()
+    fallback, space = fallback_entity(task), task.config_space
+    pick = next(c for c in map(space.get, range(len(space))) if c.is_valid() and c != fallback)
+    measurer = DiesAfterSearch(fallback, pick, 1e-3, 1.5e-3)
+    result = tune(task, n_trials=3, measure=measurer, seed=0, transfer=[_record(task, pick)])
+    assert result.best_config == pick and result.retimed is None and len(result.trials) == 3
+    assert "re-timing the pick failed" in caplog.text and "is gone" in caplog.text
