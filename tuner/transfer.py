@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.tuner.knob import Knob, SplitKnob
-from ember.tuner.records import Record, read_records
+from ember.tuner.records import Record, config_records, read_records
 from ember.tuner.space import ConfigEntity, ConfigSpace
 
 
@@ -53,9 +53,8 @@ def transfer_configs(
     kind = task.target.kind
     same = [
         r
-        for r in recs
-        if r.ok
-        and r.template == task.name
+        for r in config_records(recs)  # a config timed again counts at its middle timing
+        if r.template == task.name
         and r.target.split()[0] == kind
         and r.template_version == task.template.version
     ]

@@ -227,11 +227,10 @@ def _lucky_run(tmp_path, pick_s: float, **kw):
     return task, fallback, pick, log, result
 
 
-def _record(task, cfg):
-    from ember.tuner.records import Record
+def _record(task, cfg, cost: float = 1e-3):
+    from ember.tuner.records import task_record
 
-    return Record(task.key, task.name, task.workload_key, task.template.version,
-                  str(task.target), cfg.to_json(), (1e-3,), "ok", "d", "v")  # fmt: skip
+    return task_record(task, cfg, (cost,), "ok", "d")
 
 
 def test_tune_keeps_the_fallback_when_its_lucky_pick_re_times_slower(tmp_path) -> None:
@@ -330,3 +329,17 @@ def test_a_measurer_that_dies_while_re_timing_leaves_the_searchs_result(tmp_path
     result = tune(task, n_trials=3, measure=measurer, seed=0, transfer=[_record(task, pick)])
     assert result.best_config == pick and result.retimed is None and len(result.trials) == 3
     assert "re-timing the pick failed" in caplog.text and "is gone" in caplog.text
+
+
+def test_transfer_ranks_a_config_timed_again_by_its_middle_timing() -> None:
+    """A config that won one lucky timing and lost its re-timing is seeded after one
+    steadily faster, as ``apply_history_best`` would rank them."""
+    from ember.tuner.transfer import transfer_configs
+
+    task = _task()
+    space = task.config_space
+    lucky, steady = [c for c in map(space.get, range(len(space))) if c.is_valid()][:2]
+    recs = [_record(task, lucky, 0.5e-3), _record(task, steady, 1e-3)]
+    recs += [_record(task, lucky, 1.5e-3) for _ in range(3)]
+    assert transfer_configs(task, recs) == [steady, lucky]
+    assert transfer_configs(task, recs[:2]) == [lucky, steady]  # each timed once
