@@ -49,6 +49,7 @@ CASES = [
     ((1, 32, 12, 12, 5, 5), 1, 2, 1),
     ((1, 24, 11, 9, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2)),
     ((1, 144, 14, 14, 3, 3), 2, 1, 1),
+    ((1, 12, 31, 9, 3, 3), 1, 1, 1),  # 31 output rows: rows outer by default
 ]
 
 
@@ -140,3 +141,16 @@ def test_a_record_of_another_block_keeps_the_graphs_block_and_fits_registers():
 
 # the blocks, tiles and panels these cases pin are AVX-512's, on any host (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("avx512_tiles")
+
+
+def test_channel_blocks_are_outer_by_default_up_to_28_output_rows():
+    from ember.codegen_llvm.schedules.depthwise_conv2d_nchwc import CHANNELS_OUTER_MAX_ROWS
+
+    def outer(h: int, stride: int) -> str:
+        task = task_of("depthwise_conv2d_NCHWc.llvm", 1, 64, h, h, 1, 3, 3, stride, 1, 1, "float32")
+        knob = task.config_space.knobs["outer"]
+        return knob.candidates[knob.default_index]
+
+    assert CHANNELS_OUTER_MAX_ROWS == 28
+    assert [outer(h, 1) for h in (7, 28, 29, 56)] == ["channels", "channels", "rows", "rows"]
+    assert outer(56, 2) == "channels" and outer(58, 2) == "rows"  # 28 and 29 output rows
