@@ -258,7 +258,7 @@ class _Worker:
 def _cache_sizes() -> dict[int, int]:
     """Bytes of cpu0's data or unified cache at each level (Linux sysfs), the largest where
     a level lists several; empty where sysfs has none."""
-    return host_cache_sizes(Path(HOST_CACHE_DIR))
+    return host_cache_sizes(HOST_CACHE_DIR)
 
 
 def last_level_cache_bytes() -> int:

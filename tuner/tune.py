@@ -276,13 +276,12 @@ def tune(
         write = _record_writer(task, measurer, writer)
         search.on_trial = _recorder(write, on_trial)
         state = search.run()
-        settled = _settle(measurer, task, state, retime_rounds, write)
+        best_config, best_cost, retimed = _settle(measurer, task, state, retime_rounds, write)
     finally:
         if writer is not None:
             writer.close()
         if owned:
             measurer.close()
-    best_config, best_cost, again = settled
     return TuneResult(
         task,
         best_config,
@@ -292,7 +291,7 @@ def tune(
         state.duplicates,
         state.stopped,
         search.study,
-        again,
+        retimed,
     )
 
 
@@ -324,12 +323,12 @@ def _settle(
     def cost(cfg: ConfigEntity) -> float:
         return config_cost(timings[cfg])
 
-    again = {fallback}
+    timed_again = {fallback}
     for _ in range(MAX_RETIMED_PICKS):
         pick = min(timings, key=cost)
-        if pick in again:
+        if pick in timed_again:
             break
-        again.add(pick)
+        timed_again.add(pick)
         try:
             per_round = by_turns(measurer, task, [fallback, pick], rounds)
         except EmberError as e:  # a server gone: the search's result still stands
@@ -346,8 +345,10 @@ def _settle(
                     timings[cfg].append(res.cost)
         if fallback not in timings:  # the fallback itself failed: nothing to stand on
             return state.best_config, state.best_cost, None
+    if timed_again == {fallback}:  # the search's best is the fallback: nothing re-timed
+        return state.best_config, state.best_cost, None
     best = min(timings, key=cost)
-    if best not in again:
+    if best not in timed_again:
         _log.info("%s: %s still untimed after %d picks", task.key, best, MAX_RETIMED_PICKS)
     return best, cost(best), Retimed(cost(fallback), cost(best), rounds)
 

@@ -250,7 +250,7 @@ def print_summary(result: Any, log: str | None) -> None:
 
 def _retimed_rows(result: Any) -> list[tuple[str, str]]:
     """The pick timed again against the fallback by turns, and what came of it."""
-    again = getattr(result, "retimed", None)
+    again = result.retimed
     if again is None:
         return []
     verdict = "the fallback stands" if result.kept_fallback else "kept"

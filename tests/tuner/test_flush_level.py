@@ -80,10 +80,7 @@ def test_cache_sizes_come_from_the_levels_sysfs_names(tmp_path, monkeypatch):
         (folder / "level").write_text(f"{level}\n")
         (folder / "type").write_text(f"{kind}\n")
         (folder / "size").write_text(f"{size}\n")
-    real = tune_worker.Path
-    monkeypatch.setattr(
-        tune_worker, "Path", lambda p: tmp_path if "cpu0/cache" in str(p) else real(p)
-    )
+    monkeypatch.setattr(tune_worker, "HOST_CACHE_DIR", tmp_path)
     assert tune_worker._cache_sizes() == {1: 48 << 10, 2: 1 << 20, 3: 32 << 20}
     assert tune_worker.private_cache_bytes() == 1 << 20
     assert tune_worker.last_level_cache_bytes() == 32 << 20

@@ -343,3 +343,20 @@ def test_transfer_ranks_a_config_timed_again_by_its_middle_timing() -> None:
     recs += [_record(task, lucky, 1.5e-3) for _ in range(3)]
     assert transfer_configs(task, recs) == [steady, lucky]
     assert transfer_configs(task, recs[:2]) == [lucky, steady]  # each timed once
+
+
+def test_a_search_whose_best_is_the_fallback_is_not_re_timed(tmp_path) -> None:
+    """Nothing beat the fallback in the search: no re-timing, no extra records."""
+    from ember.tuner import tune
+    from ember.tuner.records import read_records
+
+    task = _task()
+    fallback, space = fallback_entity(task), task.config_space
+    pick = next(c for c in map(space.get, range(len(space))) if c.is_valid() and c != fallback)
+    measurer = LuckyPick(fallback, pick, 1e-3, 1.5e-3, lucky=1.5e-3)  # never lucky
+    log = tmp_path / "r.jsonl"
+    result = tune(task, n_trials=3, records=log, measure=measurer, seed=0,
+                  transfer=[_record(task, pick)])  # fmt: skip
+    assert result.best_config == fallback and result.best_cost == 1e-3
+    assert result.retimed is None and not result.kept_fallback
+    assert len(read_records(log)) == 3
