@@ -27,6 +27,7 @@ from ember.frontend.passes.conv1d_as_2d import conv1d_as_2d
 from ember.frontend.passes.conv_as_gemm import conv_as_gemm
 from ember.frontend.passes.fuse_attention import fuse_attention
 from ember.frontend.passes.fuse_dw_pointwise import fuse_dw_pointwise
+from ember.frontend.passes.fuse_expand_dw_pointwise import fuse_expand_dw_pointwise
 from ember.runtime.module import Module
 from ember.runtime.step_loop import StepLoop
 from ember.tir.schedule.schedule import Schedule
@@ -65,7 +66,7 @@ class CPUBackend(Backend):
         packs = names.index("pack_dense_weights")  # packs the weights conv_as_gemm leaves
         convs = (
             conv1d_as_2d, alter_conv_layout_tuned, transform_winograd_weights_tuned,
-            fuse_dw_pointwise,
+            fuse_dw_pointwise, fuse_expand_dw_pointwise,
         )  # fmt: skip
         cpu = (fuse_attention, *convs)
         return (*common[:packs], conv_as_gemm, *common[packs:at], *cpu, *common[at:])

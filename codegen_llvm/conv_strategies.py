@@ -19,6 +19,7 @@ from ember.codegen_llvm.schedules import (
     conv2d_nchwc,
     depthwise_conv2d,
     depthwise_conv2d_nchwc,
+    expand_dw_pointwise_nchwc,
     grouped_pointwise,
     winograd,
     winograd_nchwc,
@@ -27,6 +28,7 @@ from ember.frontend.ops.layout import conv_winograd_nchwc
 from ember.tir.topi.conv_nchwc import conv2d_nchwc as nchwc_compute
 from ember.tir.topi.conv_nchwc import depthwise_conv2d_nchwc as dw_nchwc_compute
 from ember.tir.topi.conv_nchwc import depthwise_pointwise_nchwc as dw_pw_compute
+from ember.tir.topi.conv_nchwc import expand_depthwise_pointwise_nchwc as expand_dw_pw_compute
 from ember.tir.topi.workload import Conv2DWorkload, DepthwiseConv2DWorkload
 from ember.tuner.space import FallbackConfig
 from ember.tuner.template import config_for_direct_call, using_config
@@ -356,13 +358,16 @@ def dwconv_nchwc_task(in_types: Sequence[Any], attrs: dict[str, Any]) -> Any:
     return DEPTHWISE_NCHWC_TEMPLATE, args, {"cb": dims(x)[4]}
 
 
-def _dwconv_nchwc_tile(x: Any, w: Any, attrs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _dwconv_nchwc_tile(
+    x_shape: tuple[int, ...], dtype: str, w_shape: tuple[int, ...], attrs: dict[str, Any]
+) -> tuple[dict[str, Any], Any]:
     """The ``depthwise_conv2d_NCHWc.llvm`` schedule knobs (as compute attrs) for a
-    ``dwconv_nchwc`` of input ``x`` and weights ``w``: the best record measured with the
-    input's block, else the fallback's tile fitted to that block; with the conv's geometry."""
-    args = dwconv_nchwc_task_args(dims(x), str(x.dtype), dims(w), attrs)
+    ``dwconv_nchwc`` of an input and weights of those shapes: the best record measured
+    with the input's block, else the fallback's tile fitted to that block; with the conv's
+    geometry."""
+    args = dwconv_nchwc_task_args(x_shape, dtype, w_shape, attrs)
     g = depthwise_conv2d.geometry(DepthwiseConv2DWorkload.from_args(args))
-    block = dims(x)[4]
+    block = x_shape[4]
     cfg = config_for_direct_call(DEPTHWISE_NCHWC_TEMPLATE, args, (("cb", block),))
     knobs = depthwise_conv2d_nchwc.depthwise_nchwc_knobs(g, args[-1], cfg)
     knobs = depthwise_conv2d_nchwc.fit_block(knobs, block, args[-1])
@@ -376,7 +381,7 @@ def dwconv_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[A
     x, w = inputs[0], inputs[1]
     if str(x.dtype) not in ("float32", "float64"):
         return None
-    extra = _dwconv_nchwc_tile(x, w, attrs)[0]
+    extra = _dwconv_nchwc_tile(dims(x), str(x.dtype), dims(w), attrs)[0]
     a = attrs
     geometry = (a["strides"], a["pads"], a["dilations"])
     return [dw_nchwc_compute(x, w, bias_input(inputs), *geometry, extra)]
@@ -390,7 +395,7 @@ def dwconv_pw_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> lis
     dtype = str(x.dtype)
     if dtype not in ("float32", "float64"):
         return None
-    dw_tile, g = _dwconv_nchwc_tile(x, dw_w, attrs)
+    dw_tile, g = _dwconv_nchwc_tile(dims(x), dtype, dims(dw_w), attrs)
     pw = Conv2DWorkload(
         dims(x)[0], attrs["channels"], g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1),
         (0, 0, 0, 0), (1, 1), dtype,
@@ -401,3 +406,32 @@ def dwconv_pw_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> lis
     geometry = (a["strides"], a["pads"], a["dilations"])
     clip = (a["min"], a["max"])
     return [dw_pw_compute(x, dw_w, dw_b, pw_w, pw_b, *geometry, clip, dw_tile, pw_tile)]
+
+
+def expand_dwconv_pw_nchwc_compute(
+    inputs: Sequence[Any], attrs: dict[str, Any]
+) -> list[Any] | None:
+    """A MobileNet block (``expand_dwconv_pw_nchwc``): the expand conv's register tile is
+    the one :func:`nchwc_compute_for` chooses for it apart (never flat: its schedule tiles
+    rows of the padded grid), the two others as :func:`dwconv_pw_nchwc_compute` chooses
+    them, and the band of output rows each parallel iteration computes."""
+    x, w1 = inputs[0], inputs[1]
+    dtype = str(x.dtype)
+    if dtype not in ("float32", "float64"):
+        return None
+    N, _, H, W, ic_bn = dims(x)
+    E = attrs["channels"]
+    expand = Conv2DWorkload(N, attrs["in_channels"], H, W, E, 1, 1, (1, 1), (0, 0, 0, 0),
+                            (1, 1), dtype)  # fmt: skip
+    e_tile = {**_nchwc_tile(expand.args, ic_bn, dims(w1)[5]), "flat": False}
+    mid_shape = (N, dims(w1)[0], H, W, dims(w1)[5])
+    dw_tile, g = _dwconv_nchwc_tile(mid_shape, dtype, dims(inputs[3]), attrs)
+    pw = Conv2DWorkload(N, E, g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1), (0, 0, 0, 0),
+                        (1, 1), dtype)  # fmt: skip
+    pw_tile = {**_nchwc_tile(pw.args, mid_shape[4], dims(inputs[5])[5]), "flat": False}
+    pw_tile["band"] = expand_dw_pointwise_nchwc.band_rows(g.OH)
+    a = attrs
+    geometry = (a["strides"], a["pads"], a["dilations"])
+    clips = ((a["expand_min"], a["expand_max"]), (a["min"], a["max"]))
+    tiles = (e_tile, dw_tile, pw_tile)
+    return [expand_dw_pw_compute(*inputs, *geometry, *clips, tiles)]

@@ -42,6 +42,7 @@ from ember.codegen_llvm.conv_strategies import (  # noqa: F401 - re-exported: th
     dwconv_nchwc_task,
     dwconv_nchwc_task_args,
     dwconv_pw_nchwc_compute,
+    expand_dwconv_pw_nchwc_compute,
     grouped_pointwise_compute,
     nchwc_compute_for,
     nchwc_task,
@@ -240,6 +241,16 @@ _add(
     "dwconv_pw_nchwc",
     Implementation(
         "dwconv_pw_nchwc", dwconv_pw_nchwc_compute, anchors.dw_pointwise, None, priority=10
+    ),
+)
+_add(
+    "expand_dwconv_pw_nchwc",
+    Implementation(
+        "expand_dwconv_pw_nchwc",
+        expand_dwconv_pw_nchwc_compute,
+        anchors.expand_dw_pointwise,
+        None,
+        priority=10,
     ),
 )
 _add(

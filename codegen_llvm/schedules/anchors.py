@@ -12,7 +12,7 @@ scheduled; where the shape does not fit it returns an empty set and the generic 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -21,6 +21,7 @@ from ember.codegen_llvm.schedules import (
     depthwise_conv2d,
     depthwise_conv2d_nchwc,
     dw_pointwise_nchwc,
+    expand_dw_pointwise_nchwc,
     grouped_pointwise,
     matmul_int8,
     pool2d,
@@ -30,6 +31,7 @@ from ember.codegen_llvm.schedules.conv2d import schedule_conv2d_flat
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import ComputeOp, Tensor
 from ember.tir.topi.conv_flat import DEPTHWISE_FLAT_TAG, FLAT_CONV_TAG
+from ember.tir.topi.conv_nchwc import EXPAND_PAD_TAG, EXPAND_TAG
 from ember.tuner.template import config_for_direct_call, using_config
 
 Anchor = Callable[[Schedule, list[Any]], set[int]]
@@ -180,25 +182,53 @@ depthwise_nchwc_blocked = _blocked_anchor(
 )
 
 
+def _pointwise_after_depthwise(
+    s: Schedule, outputs: list[Any]
+) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor]]:
+    """``(out, conv, mid, dw)`` for each 1x1 reduction ``conv`` of the group whose input
+    ``mid`` is elementwise on one depthwise reduction ``dw``, ``out`` the group's one 5-D
+    output."""
+    if len(outputs) != 1 or outputs[0].ndim != 5:
+        return
+    for op in _tagged(s, "conv2d_nchwc"):
+        conv, mid = op.output(0), op.input_tensors[0]
+        dws = [t for t in producers(mid) if getattr(t.op, "tag", "") == depthwise_conv2d_nchwc.TAG]
+        if len(dws) == 1 and isinstance(mid.op, ComputeOp) and not mid.op.reduce_axis:
+            yield outputs[0], conv, mid, dws[0]
+
+
+def _reduces_only(out: Tensor, conv: Tensor, reductions: list[Tensor]) -> bool:
+    """Whether ``out`` is ``conv`` itself or reads no reduction but ``reductions``: its
+    epilogue is elementwise."""
+    found = {id(t.op) for t in producers(out) if getattr(t.op, "reduce_axis", ())}
+    return out.op is conv.op or found == {id(t.op) for t in reductions}
+
+
 def dw_pointwise(s: Schedule, outputs: list[Any]) -> set[int]:
     """The anchor of ``dwconv_pw_nchwc``: its 1x1 reduction with one 5-D output reading it
     (the epilogue inlined there), and the clipped depthwise output the reduction reads,
     computed a row at a time inside."""
-    if len(outputs) != 1 or outputs[0].ndim != 5:
-        return set()
-    out = outputs[0]
-    for op in _tagged(s, "conv2d_nchwc"):
-        conv, mid = op.output(0), op.input_tensors[0]
-        dws = [t for t in producers(mid) if getattr(t.op, "tag", "") == depthwise_conv2d_nchwc.TAG]
-        if len(dws) != 1 or not isinstance(mid.op, ComputeOp) or mid.op.reduce_axis:
+    for out, conv, mid, dw in _pointwise_after_depthwise(s, outputs):
+        if _reduces_only(out, conv, [conv, dw]):
+            keep = [out, conv, mid, dw, dw.op.input_tensors[0]]
+            schedule = partial(dw_pointwise_nchwc.schedule_dw_pointwise, s, out, conv, mid, dw)
+            return _inline_others(s, keep, schedule)
+    return set()
+
+
+def expand_dw_pointwise(s: Schedule, outputs: list[Any]) -> set[int]:
+    """The anchor of ``expand_dwconv_pw_nchwc``: its 1x1 projection with one 5-D output
+    reading it (the epilogue inlined there), the clipped depthwise output it reads and the
+    expanded rows that reads, computed a band at a time inside."""
+    for out, conv, mid, dw in _pointwise_after_depthwise(s, outputs):
+        padded = dw.op.input_tensors[0]
+        if getattr(padded.op, "tag", "") != EXPAND_PAD_TAG:
             continue
-        dw = dws[0]
-        reduces = {id(t.op) for t in producers(out) if getattr(t.op, "reduce_axis", ())}
-        if out.op is not conv.op and reduces != {id(conv.op), id(dw.op)}:
-            continue
-        keep = [out, conv, mid, dw, dw.op.input_tensors[0]]
-        schedule = partial(dw_pointwise_nchwc.schedule_dw_pointwise, s, out, conv, mid, dw)
-        return _inline_others(s, keep, schedule)
+        (expand,) = [t for t in padded.op.input_tensors if getattr(t.op, "tag", "") == EXPAND_TAG]
+        if _reduces_only(out, conv, [conv, dw, expand]):
+            keep = [out, conv, mid, dw, padded, expand]
+            schedule = partial(expand_dw_pointwise_nchwc.schedule_expand_dw_pointwise, s, *keep)
+            return _inline_others(s, keep, schedule)
     return set()
 
 

@@ -23,6 +23,12 @@ Attributes (every one present):
   bound) and the 1x1 conv's ``out_channels``. Inputs: the blocked input, the depthwise
   weights and bias, the 1x1 conv's blocked weights ``[O/ob, C/cb, 1, 1, cb, ob]`` and
   bias.
+- ``expand_dwconv_pw_nchwc`` (a 1x1 stride-1 ``conv_nchwc`` with a bias, a clip, and a
+  ``dwconv_pw_nchwc`` on its result: a MobileNet's inverted residual block, made by
+  ``fuse_expand_dw_pointwise``): those of ``dwconv_pw_nchwc``, plus the expand conv's
+  ``in_channels`` and its clip's ``expand_min`` and ``expand_max``; ``channels`` counts
+  the expanded channels. Inputs: the blocked input, the expand conv's blocked weights
+  and bias, then the ``dwconv_pw_nchwc`` inputs after its first.
 - ``conv_winograd_nchwc`` (a 3x3 stride-1 ``conv_nchwc`` by Winograd F(m x m, 3 x 3),
   made by ``transform_winograd_weights``): ``pads``, ``in_channels``, ``channels``,
   ``out_block`` (the output's channel block) and the knobs ``m`` and the GEMM's ``mr``,
@@ -182,6 +188,30 @@ def dwconv_pw_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     geometry = (a["strides"], a["pads"], a["dilations"])
     clip = (a["min"], a["max"])
     return [topi.depthwise_pointwise_nchwc(x, dw_w, dw_b, pw_w, pw_b, *geometry, clip)]
+
+
+_POINTWISE = {"strides": (1, 1), "pads": (0,) * 4, "dilations": (1, 1)}
+
+
+def _infer_expand_dwconv_pw_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
+    if types[1].ndim != 6 or types[1].shape[2:4] != (1, 1):
+        raise ArgumentError(f"expand_dwconv_pw_nchwc: weights {types[1]} are not a 1x1 conv's")
+    (expanded,) = _infer_conv_nchwc(types[:3], _POINTWISE)
+    return _infer_dwconv_pw_nchwc([expanded, *types[3:]], attrs)
+
+
+@register_op(
+    "expand_dwconv_pw_nchwc",
+    OUT_ELEMWISE_FUSABLE,
+    infer=_infer_expand_dwconv_pw_nchwc,
+    num_inputs=7,
+)
+def expand_dwconv_pw_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """A blocked 1x1 conv, clipped, then a ``dwconv_pw_nchwc`` on its result."""
+    a = attrs
+    geometry = (a["strides"], a["pads"], a["dilations"])
+    clips = ((a["expand_min"], a["expand_max"]), (a["min"], a["max"]))
+    return [topi.expand_depthwise_pointwise_nchwc(*inputs, *geometry, *clips)]
 
 
 def _infer_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

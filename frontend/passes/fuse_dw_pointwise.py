@@ -22,22 +22,21 @@ at 28x28 (0.45-0.6 MB) within 0.003; 384-576 channels at 14x14 0.060 -> 0.065, 0
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ember.frontend.graph import Graph, Node, merged_labels
+from ember.frontend.passes.chain_fusion import Readers, fuse_chains
 from ember.frontend.passes.graph_pass import graph_pass
 
 MIN_BYTES = 1 << 20  # the depthwise output's size from which fusing pays (module notes)
 
 
-def _bounds(node: Node) -> tuple[float | None, float | None]:
+def clip_bounds(node: Node) -> tuple[float | None, float | None]:
     """The bounds clip or ReLU ``node`` applies."""
     if node.op == "relu":
         return 0.0, None
     return node.attrs.get("min"), node.attrs.get("max")
 
 
-def _pointwise(node: Node, graph: Graph) -> bool:
+def is_pointwise_conv(node: Node, graph: Graph) -> bool:
     """A blocked 1x1 conv of stride 1, no padding, one group, with a bias."""
     if node.op != "conv_nchwc" or len(node.inputs) != 3 or node.attrs.get("groups", 1) != 1:
         return False
@@ -48,67 +47,40 @@ def _pointwise(node: Node, graph: Graph) -> bool:
     return len(w) == 6 and tuple(w[2:4]) == (1, 1)
 
 
-def _chain(
-    graph: Graph, conv: Node, producers: dict, users: dict, outputs: set[str]
-) -> tuple[Node, Node] | None:
-    """The depthwise conv and the clip before 1x1 ``conv``, where they form the chain."""
-
-    def sole_producer(v: str, ops: tuple[str, ...]) -> Node | None:
-        node = producers.get(v)
-        if node is None or node.op not in ops or v in outputs or len(users.get(v, ())) != 1:
-            return None
-        return node
-
-    clip = sole_producer(conv.inputs[0], ("clip", "relu"))
+def _chain(readers: Readers, conv: Node) -> tuple[Node, Node, Node] | None:
+    """The depthwise conv, the clip and 1x1 ``conv``, where they form the chain."""
+    graph = readers.graph
+    if not is_pointwise_conv(conv, graph):
+        return None
+    clip = readers.sole_producer(conv.inputs[0], ("clip", "relu"))
     if clip is None:
         return None
-    dw = sole_producer(clip.inputs[0], ("dwconv_nchwc",))
+    dw = readers.sole_producer(clip.inputs[0], ("dwconv_nchwc",))
     if dw is None or len(dw.inputs) != 3:
         return None
     out = graph.values[dw.outputs[0]].type
     if not out.is_static or out.nbytes < MIN_BYTES:
         return None
-    return dw, clip
+    return dw, clip, conv
 
 
-def _fuse(graph: Graph, dw: Node, clip: Node, conv: Node) -> Graph:
-    lo, hi = _bounds(clip)
+def _fuse(dw: Node, clip: Node, conv: Node) -> Node:
+    lo, hi = clip_bounds(clip)
     a = dw.attrs
     attrs = {
         "strides": a["strides"], "pads": a["pads"], "dilations": a["dilations"],
         "channels": a["channels"], "min": lo, "max": hi, "out_channels": conv.attrs["channels"],
     }  # fmt: skip
-    inputs = (*dw.inputs, *conv.inputs[1:])
-    fused = Node(
-        "dwconv_pw_nchwc", conv.name, inputs, conv.outputs, attrs, conv.op_type,
-        absorbed=(*merged_labels([dw, clip]), *conv.absorbed),
+    return Node(
+        "dwconv_pw_nchwc", conv.name, (*dw.inputs, *conv.inputs[1:]), conv.outputs, attrs,
+        conv.op_type, absorbed=(*merged_labels([dw, clip]), *conv.absorbed),
     )  # fmt: skip
-    gone = {id(dw), id(clip)}
-    nodes = [fused if n is conv else n for n in graph.nodes if id(n) not in gone]
-    dead = {*dw.outputs, *clip.outputs}
-    values = {k: v for k, v in graph.values.items() if k not in dead}
-    return replace(graph, nodes=nodes, values=values)
 
 
 @graph_pass
 def fuse_dw_pointwise(graph: Graph) -> Graph:
     """Runs the pass on ``graph`` (see the module notes), one chain at a time."""
-    while True:
-        producers, users = graph.producers(), graph.consumers()
-        outputs = set(graph.output_names)
-        found = next(
-            (
-                (*chain, conv)
-                for conv in graph.nodes
-                if _pointwise(conv, graph)
-                for chain in [_chain(graph, conv, producers, users, outputs)]
-                if chain is not None
-            ),
-            None,
-        )
-        if found is None:
-            return graph
-        graph = _fuse(graph, *found)
+    return fuse_chains(graph, _chain, _fuse)
 
 
-__all__ = ["fuse_dw_pointwise"]
+__all__ = ["clip_bounds", "fuse_dw_pointwise", "is_pointwise_conv"]

@@ -13,6 +13,7 @@ from ember.tir.topi.conv_nchwc import (
     conv2d_nchwc,
     depthwise_conv2d_nchwc,
     depthwise_pointwise_nchwc,
+    expand_depthwise_pointwise_nchwc,
     layout_transform,
     max_pool2d_nchwc,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "conv2d_nchwc",
     "depthwise_conv2d_nchwc",
     "depthwise_pointwise_nchwc",
+    "expand_depthwise_pointwise_nchwc",
     "conv_integer",
     "conv_nd",
     "conv_transpose_nd",

@@ -314,6 +314,82 @@ def depthwise_pointwise_nchwc(
     return conv2d_nchwc(mid, pw_weights, pw_bias, (1, 1), (0, 0, 0, 0), (1, 1), pw_attrs)
 
 
+EXPAND_TAG = "expand_nchwc"  # the expand conv's reduction in expand_depthwise_pointwise_nchwc
+EXPAND_PAD_TAG = "expand_pad"  # its clipped, zero-bordered output
+
+
+def expand_depthwise_pointwise_nchwc(
+    X: Tensor,
+    expand_weights: Tensor,
+    expand_bias: Tensor,
+    dw_weights: Tensor,
+    dw_bias: Tensor | None,
+    pw_weights: Tensor,
+    pw_bias: Tensor | None,
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    expand_clip: tuple[float | None, float | None],
+    clip: tuple[float | None, float | None],
+    attrs: tuple[dict | None, dict | None, dict | None] = (None, None, None),
+) -> Tensor:
+    """A whole inverted residual block of a MobileNet: a 1x1 conv (stride 1, no padding)
+    with a bias, clipped to ``expand_clip``, then :func:`depthwise_pointwise_nchwc` on
+    its result. ``attrs`` are the three reductions' (expand, depthwise, 1x1).
+
+    The expand conv is computed over the depthwise conv's padded grid, ``[N, C/cb, H +
+    pt + pb, W + pl + pr, cb]``, reading the input at clamped coordinates, and a stage of
+    its own (tag :data:`EXPAND_PAD_TAG`) clips it and zeroes the border: so the depthwise
+    conv reads it affinely, without a padding stage, and a schedule that computes a
+    band of its rows where the depthwise conv reads them gets a band-sized region (a
+    clamped index would widen it to the image's end). The border's few pixels are
+    computed and thrown away."""
+    xs, es = static_shape(X), static_shape(expand_weights)
+    if len(xs) != 5 or len(es) != 6 or es[2:4] != (1, 1) or xs[1] != es[1] or xs[4] != es[4]:
+        raise ArgumentError(
+            f"expand_depthwise_pointwise_nchwc: input {list(xs)} and expand weights "
+            f"{list(es)} are not a 1x1 conv's"
+        )
+    N, CB, H, W, cb = xs
+    OB, ob = es[0], es[5]
+    if static_shape(expand_bias) != (OB, ob):
+        raise ArgumentError(
+            f"expand_depthwise_pointwise_nchwc: expand bias must have shape [{OB}, {ob}], "
+            f"got {list(static_shape(expand_bias))}"
+        )
+    pt, pl, pb, pr = pads
+    rc = te.reduce_axis((0, CB), name="rc")
+    ri = te.reduce_axis((0, cb), name="ri")
+
+    def clamped(v: E.PrimExpr, size: int) -> E.PrimExpr:
+        return E.max_(E.min_(v, size - 1), 0)
+
+    def expand(n: E.PrimExpr, o: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr, oi: E.PrimExpr):  # noqa: ANN202
+        pix = X[n, rc, clamped(h - pt, H), clamped(w - pl, W), ri]
+        return te.sum(pix * expand_weights[o, rc, 0, 0, ri, oi], axis=(rc, ri))
+
+    grid = (N, OB, H + pt + pb, W + pl + pr, ob)
+    conv = te.compute(grid, expand, name="expand_nchwc", tag=EXPAND_TAG, attrs=attrs[0] or {})
+    lo, hi = expand_clip
+
+    def bordered(n: E.PrimExpr, o: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr, oi: E.PrimExpr):  # noqa: ANN202
+        v = conv[n, o, h, w, oi] + expand_bias[o, oi]
+        if lo is not None:
+            v = E.select(v < lo, E.const(lo, v.dtype), v)
+        if hi is not None:
+            v = E.select(v > hi, E.const(hi, v.dtype), v)
+        rows = E.logical_and(h >= pt, h < pt + H)
+        inside = E.logical_and(rows, E.logical_and(w >= pl, w < pl + W))
+        return E.select(inside, v, E.const(0, v.dtype))
+
+    mid = te.compute(grid, bordered, name="expand_clip", tag=EXPAND_PAD_TAG)
+    no_pads = (0, 0, 0, 0)
+    return depthwise_pointwise_nchwc(
+        mid, dw_weights, dw_bias, pw_weights, pw_bias, strides, no_pads, dilations, clip,
+        attrs[1], attrs[2],
+    )  # fmt: skip
+
+
 POOL_NCHWC_TAG = "pool_nchwc"  # the window reduction of a blocked max or average pool
 
 

@@ -434,6 +434,50 @@ def a_small_depthwise_output_stays_apart() -> tuple[Graph, Graph]:
     return _dw_clip_pw(9, 7), _dw_clip_pw(9, 7)
 
 
+# -- fuse_expand_dw_pointwise ----------------------------------------------------------------
+
+DW_PW = {**DW, "channels": 32, "min": 0.0, "max": 6.0, "out_channels": 16}
+
+
+def _expand_params(b: GraphBuilder) -> tuple[str, str]:
+    r = np.random.default_rng(1)
+    return (
+        b.param("ew", r.standard_normal((2, 1, 1, 1, 16, 16)).astype("float32")),
+        b.param("eb", r.standard_normal((2, 16)).astype("float32")),
+    )
+
+
+def _expand_clip_block(h: int, w: int) -> Graph:
+    """1x1 conv_nchwc 16 -> 32 channels -> clip [0, 6] -> dwconv_pw_nchwc, at ``h x w``."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 1, h, w, 16))
+    ew, eb = _expand_params(b)
+    dw, db, pw, pb = _dw_pw_params(b)
+    e = b.node("conv_nchwc", [x, ew, eb], (1, 2, h, w, 16), **PW, in_channels=16, channels=32)
+    c = b.node("clip", [e], (1, 2, h, w, 16), min=0.0, max=6.0)
+    y = b.node("dwconv_pw_nchwc", [c, dw, db, pw, pb], (1, 1, h, w, 16), **DW_PW)
+    return b.build(y)
+
+
+@expected("fuse_expand_dw_pointwise")
+def a_large_expand_conv_and_its_clip_join_the_block() -> tuple[Graph, Graph]:
+    h, w = 128, 96  # the expanded tensor is 1.5 MB: MIN_BYTES
+    e = GraphBuilder()
+    x = e.input("x", (1, 1, h, w, 16))
+    ew, eb = _expand_params(e)
+    dw, db, pw, pb = _dw_pw_params(e)
+    attrs = {**DW_PW, "in_channels": 16, "expand_min": 0.0, "expand_max": 6.0}
+    y = e.node("expand_dwconv_pw_nchwc", [x, ew, eb, dw, db, pw, pb], (1, 1, h, w, 16), **attrs)
+    g = e.build(y)
+    fused = replace(g.nodes[0], op_type="Dwconv_pw_nchwc")  # the block's, whose name it keeps
+    return _expand_clip_block(h, w), replace(g, nodes=[fused])
+
+
+@expected("fuse_expand_dw_pointwise")
+def a_small_expanded_tensor_stays_apart() -> tuple[Graph, Graph]:
+    return _expand_clip_block(9, 7), _expand_clip_block(9, 7)
+
+
 # -- fuse_attention ------------------------------------------------------------------------
 
 B, S, H, D = 2, 5, 3, 4  # scores [B, H, S, S]; a BERT-style [B, S, H*D] -> [B, S, H, D]

@@ -1,0 +1,58 @@
+"""Chains of nodes replaced by one node: what ``fuse_dw_pointwise`` and
+``fuse_expand_dw_pointwise`` share.
+
+A chain is a run of nodes each of whose output only the next one reads (and which is no
+graph output), ending at the node whose outputs the fused node takes over. A pass finds
+the chain ending at a node with :class:`Readers`, and :func:`fuse_chains` replaces the
+first found and looks again, until none is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ember.frontend.graph import Graph, Node
+
+
+class Readers:
+    """Who makes and who reads each value of a graph, as a chain finder asks."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._producers, self._users = graph.producers(), graph.consumers()
+        self._outputs = set(graph.output_names)
+
+    def sole_producer(self, value: str, ops: tuple[str, ...]) -> Node | None:
+        """The node of one of ``ops`` that makes ``value``, where only one node reads
+        ``value`` and it is no graph output; else None."""
+        node = self._producers.get(value)
+        if node is None or node.op not in ops or value in self._outputs:
+            return None
+        return node if len(self._users.get(value, ())) == 1 else None
+
+
+ChainAt = Callable[[Readers, Node], "tuple[Node, ...] | None"]
+
+
+def fuse_chains(graph: Graph, chain_at: ChainAt, fuse: Callable[..., Node]) -> Graph:
+    """``graph`` with each chain that ``chain_at`` finds ending at a node (its nodes in
+    order, the last that node, whose outputs the fused node keeps) replaced by
+    ``fuse(*chain)``, one at a time, the graph searched again after each, until no node
+    ends one. The inner nodes' outputs leave the graph's values."""
+    while True:
+        readers = Readers(graph)
+        found = (chain_at(readers, node) for node in graph.nodes)
+        chain = next((c for c in found if c is not None), None)
+        if chain is None:
+            return graph
+        *inner, last = chain
+        fused = fuse(*chain)
+        gone = {id(n) for n in inner}
+        nodes = [fused if n is last else n for n in graph.nodes if id(n) not in gone]
+        dead = {v for n in inner for v in n.outputs}
+        values = {k: v for k, v in graph.values.items() if k not in dead}
+        graph = replace(graph, nodes=nodes, values=values)
+
+
+__all__ = ["Readers", "fuse_chains"]
