@@ -46,6 +46,7 @@ def block(
     expand_act: str = "relu6",
     residual: bool = True,
     expand_user: bool = False,
+    batch: int = 1,
 ) -> tuple[object, dict]:
     """An inverted residual block: 1x1 expand + ``expand_act`` (relu6, relu or none), 3x3
     depthwise + ReLU6, 1x1 project (+ the input where shapes allow); ``expand_user``:
@@ -74,7 +75,7 @@ def block(
         n("Conv", ["d6", "wp", "bp"], ["p"]),
     ]  # fmt: skip
     outputs = ["p"]
-    x = rng.standard_normal((1, c, h, w)).astype("float32")
+    x = rng.standard_normal((batch, c, h, w)).astype("float32")
     same = stride == 1 and dilation == 1 and pads == (1, 1, 1, 1)
     if residual and same:
         nodes.append(n("Add", ["p", "x"], ["y"]))
@@ -159,6 +160,7 @@ def _check(model: object, inputs: dict) -> list[str]:
         {"pads": (0, 1, 2, 0), "residual": False},  # asymmetric padding
         {"dilation": 2, "pads": (2, 2, 2, 2), "residual": False, "h": 18, "w": 10},
         {"stride": 2, "pads": (0, 0, 0, 0), "residual": False, "h": 10, "w": 9},
+        {"batch": 3, "h": 9, "w": 8},  # bands of every image in one parallel loop
     ],
     ids=str,
 )
