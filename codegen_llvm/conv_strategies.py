@@ -415,7 +415,7 @@ def expand_dwconv_pw_nchwc_compute(
     the one :func:`nchwc_compute_for` chooses for it apart (never flat: its schedule tiles
     rows of the padded grid), the two others as :func:`dwconv_pw_nchwc_compute` chooses
     them, and the band of output rows each parallel iteration computes."""
-    x, w1 = inputs[0], inputs[1]
+    x, w1, b1, dw_w, dw_b, pw_w, pw_b = inputs
     dtype = str(x.dtype)
     if dtype not in ("float32", "float64"):
         return None
@@ -425,13 +425,15 @@ def expand_dwconv_pw_nchwc_compute(
                             (1, 1), dtype)  # fmt: skip
     e_tile = {**_nchwc_tile(expand.args, ic_bn, dims(w1)[5]), "flat": False}
     mid_shape = (N, dims(w1)[0], H, W, dims(w1)[5])
-    dw_tile, g = _dwconv_nchwc_tile(mid_shape, dtype, dims(inputs[3]), attrs)
+    dw_tile, g = _dwconv_nchwc_tile(mid_shape, dtype, dims(dw_w), attrs)
     pw = Conv2DWorkload(N, E, g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1), (0, 0, 0, 0),
                         (1, 1), dtype)  # fmt: skip
-    pw_tile = {**_nchwc_tile(pw.args, mid_shape[4], dims(inputs[5])[5]), "flat": False}
+    pw_tile = {**_nchwc_tile(pw.args, mid_shape[4], dims(pw_w)[5]), "flat": False}
     pw_tile["band"] = expand_dw_pointwise_nchwc.band_rows(g.OH)
     a = attrs
-    geometry = (a["strides"], a["pads"], a["dilations"])
-    clips = ((a["expand_min"], a["expand_max"]), (a["min"], a["max"]))
-    tiles = (e_tile, dw_tile, pw_tile)
-    return [expand_dw_pw_compute(*inputs, *geometry, *clips, tiles)]
+    return [
+        expand_dw_pw_compute(
+            x, w1, b1, dw_w, dw_b, pw_w, pw_b, a["strides"], a["pads"], a["dilations"],
+            (a["expand_min"], a["expand_max"]), (a["min"], a["max"]), (e_tile, dw_tile, pw_tile),
+        )
+    ]  # fmt: skip

@@ -53,7 +53,8 @@ def _attrs(t: Tensor) -> dict[str, Any]:
 def _register_tile(s: Schedule, acc: Tensor, inner: tuple[Any, ...]) -> None:
     """``acc``'s reduction outside its pixel and lane axes, the pixels unrolled and the lanes
     a vector: an outer product over ``inner``, the reduction axes in order."""
-    axes: Any = s[acc].op.axis
+    op: Any = s[acc].op  # a ComputeOp: cache_write made it
+    axes = op.axis
     s[acc].reorder(*inner, axes[-2], axes[-1])
     s[acc].unroll(axes[-2])
     s[acc].vectorize(axes[-1])
@@ -85,7 +86,8 @@ def schedule_expand_dw_pointwise(
     band = s[out].fuse(n, yo)
     s[out].parallel(band)
     s[acc].compute_at(s[out], xo)
-    _register_tile(s, acc, s[acc].op.reduce_axis)
+    acc_op: Any = s[acc].op
+    _register_tile(s, acc, acc_op.reduce_axis)
 
     s[mid].compute_at(s[out], band)
     mid_op: Any = s[mid].op
@@ -94,7 +96,8 @@ def schedule_expand_dw_pointwise(
     mxo, _ = _row_tiles(s[mid], mx, int(dw_attrs.get("ow_bn", 7)))
     s[mid].reorder(mn, mc, my, mxo)
     s[dacc].compute_at(s[mid], mxo)
-    ky, kx = s[dacc].op.reduce_axis
+    dacc_op: Any = s[dacc].op
+    ky, kx = dacc_op.reduce_axis
     _register_tile(s, dacc, (ky, kx))
     if bool(dw_attrs.get("unroll_kernel", True)):
         s[dacc].unroll(ky)
@@ -106,7 +109,8 @@ def schedule_expand_dw_pointwise(
     s[padded].vectorize(pl)
     pxo, _ = _row_tiles(s[padded], px, int(e_attrs.get("ow_bn", 8)))
     s[eacc].compute_at(s[padded], pxo)
-    rc, ri = s[eacc].op.reduce_axis
+    eacc_op: Any = s[eacc].op
+    rc, ri = eacc_op.reduce_axis
     _register_tile(s, eacc, (rc, ri))
     if bool(e_attrs.get("unroll_ic", False)):
         s[eacc].unroll(ri)

@@ -209,9 +209,13 @@ def _infer_expand_dwconv_pw_nchwc(types: Types, attrs: dict[str, Any]) -> list[T
 def expand_dwconv_pw_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     """A blocked 1x1 conv, clipped, then a ``dwconv_pw_nchwc`` on its result."""
     a = attrs
-    geometry = (a["strides"], a["pads"], a["dilations"])
-    clips = ((a["expand_min"], a["expand_max"]), (a["min"], a["max"]))
-    return [topi.expand_depthwise_pointwise_nchwc(*inputs, *geometry, *clips)]
+    x, w1, b1, dw_w, dw_b, pw_w, pw_b = inputs
+    return [
+        topi.expand_depthwise_pointwise_nchwc(
+            x, w1, b1, dw_w, dw_b, pw_w, pw_b, a["strides"], a["pads"], a["dilations"],
+            (a["expand_min"], a["expand_max"]), (a["min"], a["max"]),
+        )
+    ]  # fmt: skip
 
 
 def _infer_pool_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
