@@ -387,6 +387,26 @@ def dwconv_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[A
     return [dw_nchwc_compute(x, w, bias_input(inputs), *geometry, extra)]
 
 
+def _pointwise_row_tile(
+    N: int, C: int, H: int, W: int, O: int, dtype: str, ic_bn: int, oc_bn: int
+) -> dict[str, Any]:
+    """:func:`_nchwc_tile` of a 1x1 stride-1 conv ``(N, C, H, W) -> O`` on those blocks,
+    never flat: the fused schedules compute other stages inside its row tiles."""
+    wl = Conv2DWorkload(N, C, H, W, O, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), dtype)
+    return {**_nchwc_tile(wl.args, ic_bn, oc_bn), "flat": False}
+
+
+def _dw_pw_tiles(
+    x_shape: tuple[int, ...], dtype: str, dw_w: Any, pw_w: Any, attrs: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """The depthwise and 1x1 convs' tiles of a ``dwconv_pw_nchwc`` reading an input of
+    ``x_shape``, as the two convs apart would take them, and the depthwise geometry."""
+    dw_tile, g = _dwconv_nchwc_tile(x_shape, dtype, dims(dw_w), attrs)
+    N, block = x_shape[0], x_shape[4]
+    C, O = attrs["channels"], attrs["out_channels"]
+    return dw_tile, _pointwise_row_tile(N, C, g.OH, g.OW, O, dtype, block, dims(pw_w)[5]), g
+
+
 def dwconv_pw_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
     """A depthwise conv, clipped, and the 1x1 conv on it (``dwconv_pw_nchwc``): each conv's
     register tile chosen as :func:`dwconv_nchwc_compute` and :func:`nchwc_compute_for`
@@ -395,13 +415,7 @@ def dwconv_pw_nchwc_compute(inputs: Sequence[Any], attrs: dict[str, Any]) -> lis
     dtype = str(x.dtype)
     if dtype not in ("float32", "float64"):
         return None
-    dw_tile, g = _dwconv_nchwc_tile(dims(x), dtype, dims(dw_w), attrs)
-    pw = Conv2DWorkload(
-        dims(x)[0], attrs["channels"], g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1),
-        (0, 0, 0, 0), (1, 1), dtype,
-    )  # fmt: skip
-    # its schedule computes the depthwise rows inside the 1x1 conv's row tiles: never flat
-    pw_tile = {**_nchwc_tile(pw.args, dims(x)[4], dims(pw_w)[5]), "flat": False}
+    dw_tile, pw_tile, _ = _dw_pw_tiles(dims(x), dtype, dw_w, pw_w, attrs)
     a = attrs
     geometry = (a["strides"], a["pads"], a["dilations"])
     clip = (a["min"], a["max"])
@@ -420,15 +434,10 @@ def expand_dwconv_pw_nchwc_compute(
     if dtype not in ("float32", "float64"):
         return None
     N, _, H, W, ic_bn = dims(x)
-    E = attrs["channels"]
-    expand = Conv2DWorkload(N, attrs["in_channels"], H, W, E, 1, 1, (1, 1), (0, 0, 0, 0),
-                            (1, 1), dtype)  # fmt: skip
-    e_tile = {**_nchwc_tile(expand.args, ic_bn, dims(w1)[5]), "flat": False}
-    mid_shape = (N, dims(w1)[0], H, W, dims(w1)[5])
-    dw_tile, g = _dwconv_nchwc_tile(mid_shape, dtype, dims(dw_w), attrs)
-    pw = Conv2DWorkload(N, E, g.OH, g.OW, attrs["out_channels"], 1, 1, (1, 1), (0, 0, 0, 0),
-                        (1, 1), dtype)  # fmt: skip
-    pw_tile = {**_nchwc_tile(pw.args, mid_shape[4], dims(pw_w)[5]), "flat": False}
+    OB, _, _, _, _, ob = dims(w1)
+    e_tile = _pointwise_row_tile(N, attrs["in_channels"], H, W, attrs["channels"], dtype,
+                                 ic_bn, ob)  # fmt: skip
+    dw_tile, pw_tile, g = _dw_pw_tiles((N, OB, H, W, ob), dtype, dw_w, pw_w, attrs)
     pw_tile["band"] = expand_dw_pointwise_nchwc.band_rows(g.OH)
     a = attrs
     return [

@@ -21,6 +21,25 @@ from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import Tensor
 
 
+def tile_rows(s: Schedule, stage: Tensor, acc: Tensor, tile: int) -> tuple[Any, list[Any]]:
+    """``stage``'s lanes a vector and its rows' pixels in register tiles of ``tile``, its
+    local accumulator ``acc`` computed at each tile: ``acc``'s reduction outside the tile's
+    pixels (unrolled) and lanes (a vector). Returns the tile loop and ``acc``'s reduction
+    axes (for the caller to unroll)."""
+    op: Any = s[stage].op
+    *_, x, lane = op.axis
+    s[stage].vectorize(lane)
+    xo, _ = _row_tiles(s[stage], x, tile)
+    s[acc].compute_at(s[stage], xo)
+    acc_op: Any = s[acc].op  # a ComputeOp: cache_write made it
+    *_, ax, ai = acc_op.axis
+    reduction = list(acc_op.reduce_axis)
+    s[acc].reorder(*reduction, ax, ai)
+    s[acc].unroll(ax)
+    s[acc].vectorize(ai)
+    return xo, reduction
+
+
 def schedule_dw_pointwise(s: Schedule, out: Tensor, conv: Tensor, mid: Tensor, dw: Tensor) -> None:
     """Schedule the 1x1 reduction ``conv`` (reaching the 5-D ``out`` elementwise, or
     ``out`` itself), its input ``mid`` (the clipped depthwise output) and the depthwise
@@ -36,32 +55,20 @@ def schedule_dw_pointwise(s: Schedule, out: Tensor, conv: Tensor, mid: Tensor, d
         s[pad].compute_inline()  # taps test the border, as the depthwise template's do
 
     out_op: Any = s[out].op
-    n, o, y, x, lane = out_op.axis
-    s[out].vectorize(lane)
-    xo, xi = _row_tiles(s[out], x, int(pw_attrs.get("ow_bn", 8)))
-    s[out].reorder(n, y, o, xo, xi, lane)
+    n, o, y, _, _ = out_op.axis
+    xo, _ = tile_rows(s, out, acc, int(pw_attrs.get("ow_bn", 8)))
+    s[out].reorder(n, y, o, xo)
     row = s[out].fuse(n, y)
     s[out].parallel(row)
-    s[acc].compute_at(s[out], xo)
-    acc_op: Any = s[acc].op  # a ComputeOp: cache_write made it
-    _, _, _, ax, ai = acc_op.axis
-    rc, ry, rx, ri = acc_op.reduce_axis
-    s[acc].reorder(rc, ry, rx, ri, ax, ai)
-    s[acc].unroll(ax)
-    s[acc].vectorize(ai)
-
     s[mid].compute_at(s[out], row)
-    mid_op: Any = s[mid].op
-    _, _, _, mx, ml = mid_op.axis
-    s[mid].vectorize(ml)
-    mxo, _ = _row_tiles(s[mid], mx, int(dw_attrs.get("ow_bn", 7)))
-    s[dacc].compute_at(s[mid], mxo)
-    dacc_op: Any = s[dacc].op
-    _, _, _, dx, di = dacc_op.axis
-    ky, kx = dacc_op.reduce_axis
-    s[dacc].reorder(ky, kx, dx, di)
+    unroll_depthwise_taps(s, mid, dacc, dw_attrs)
+
+
+def unroll_depthwise_taps(s: Schedule, mid: Tensor, dacc: Tensor, dw_attrs: dict) -> None:
+    """``mid`` (the clipped depthwise output) in register tiles of the depthwise template's
+    ``ow_bn`` where its accumulator ``dacc`` is computed, the taps unrolled unless the
+    template's ``unroll_kernel`` says not."""
+    _, (ky, kx) = tile_rows(s, mid, dacc, int(dw_attrs.get("ow_bn", 7)))
     if bool(dw_attrs.get("unroll_kernel", True)):
         s[dacc].unroll(ky)
         s[dacc].unroll(kx)
-    s[dacc].unroll(dx)
-    s[dacc].vectorize(di)

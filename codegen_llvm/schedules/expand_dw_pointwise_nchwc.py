@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.codegen_llvm.schedules.conv2d_nchwc import _row_tiles
+from ember.codegen_llvm.schedules.dw_pointwise_nchwc import tile_rows, unroll_depthwise_taps
 from ember.tir.schedule.schedule import Schedule
 from ember.tir.te.tensor import Tensor
 
@@ -50,16 +50,6 @@ def _attrs(t: Tensor) -> dict[str, Any]:
     return dict(getattr(t.op, "attrs", {}))
 
 
-def _register_tile(s: Schedule, acc: Tensor, inner: tuple[Any, ...]) -> None:
-    """``acc``'s reduction outside its pixel and lane axes, the pixels unrolled and the lanes
-    a vector: an outer product over ``inner``, the reduction axes in order."""
-    op: Any = s[acc].op  # a ComputeOp: cache_write made it
-    axes = op.axis
-    s[acc].reorder(*inner, axes[-2], axes[-1])
-    s[acc].unroll(axes[-2])
-    s[acc].vectorize(axes[-1])
-
-
 def schedule_expand_dw_pointwise(
     s: Schedule, out: Tensor, conv: Tensor, mid: Tensor, dw: Tensor, padded: Tensor,
     expand: Tensor,
@@ -68,7 +58,7 @@ def schedule_expand_dw_pointwise(
     elementwise, or ``out`` itself), the clipped depthwise output ``mid``, the depthwise
     reduction ``dw``, the expanded, clipped and bordered ``padded`` and the expand
     reduction ``expand``; every other stage between them must have been inlined already."""
-    pw_attrs, dw_attrs, e_attrs = _attrs(conv), _attrs(dw), _attrs(expand)
+    pw_attrs, e_attrs = _attrs(conv), _attrs(expand)
     acc = s.cache_write(conv, "local")
     if out.op is not conv.op:
         s[conv].compute_inline()
@@ -78,39 +68,18 @@ def schedule_expand_dw_pointwise(
     s[expand].compute_inline()
 
     out_op: Any = s[out].op
-    n, o, y, x, lane = out_op.axis
-    s[out].vectorize(lane)
+    n, o, y, _, _ = out_op.axis
     yo, yi = s[out].split(y, factor=int(pw_attrs.get("band", 1)))
-    xo, xi = _row_tiles(s[out], x, int(pw_attrs.get("ow_bn", 8)))
-    s[out].reorder(n, yo, yi, o, xo, xi, lane)
+    xo, _ = tile_rows(s, out, acc, int(pw_attrs.get("ow_bn", 8)))
+    s[out].reorder(n, yo, yi, o, xo)
     band = s[out].fuse(n, yo)
     s[out].parallel(band)
-    s[acc].compute_at(s[out], xo)
-    acc_op: Any = s[acc].op
-    _register_tile(s, acc, acc_op.reduce_axis)
 
     s[mid].compute_at(s[out], band)
+    unroll_depthwise_taps(s, mid, dacc, _attrs(dw))
+    # the expanded rows of one channel block, computed where that block's taps read them
     mid_op: Any = s[mid].op
-    mn, mc, my, mx, ml = mid_op.axis
-    s[mid].vectorize(ml)
-    mxo, _ = _row_tiles(s[mid], mx, int(dw_attrs.get("ow_bn", 7)))
-    s[mid].reorder(mn, mc, my, mxo)
-    s[dacc].compute_at(s[mid], mxo)
-    dacc_op: Any = s[dacc].op
-    ky, kx = dacc_op.reduce_axis
-    _register_tile(s, dacc, (ky, kx))
-    if bool(dw_attrs.get("unroll_kernel", True)):
-        s[dacc].unroll(ky)
-        s[dacc].unroll(kx)
-
-    s[padded].compute_at(s[mid], mc)
-    padded_op: Any = s[padded].op
-    _, _, _, px, pl = padded_op.axis
-    s[padded].vectorize(pl)
-    pxo, _ = _row_tiles(s[padded], px, int(e_attrs.get("ow_bn", 8)))
-    s[eacc].compute_at(s[padded], pxo)
-    eacc_op: Any = s[eacc].op
-    rc, ri = eacc_op.reduce_axis
-    _register_tile(s, eacc, (rc, ri))
+    s[padded].compute_at(s[mid], mid_op.axis[1])
+    _, (_, ri) = tile_rows(s, padded, eacc, int(e_attrs.get("ow_bn", 8)))
     if bool(e_attrs.get("unroll_ic", False)):
         s[eacc].unroll(ri)

@@ -170,11 +170,12 @@ def dwconv_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     ]
 
 
+_POINTWISE = {"strides": (1, 1), "pads": (0,) * 4, "dilations": (1, 1)}  # a 1x1 conv's
+
+
 def _infer_dwconv_pw_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:
     (mid,) = _infer_dwconv_nchwc(types[:3], attrs)
-    (out,) = _infer_conv_nchwc(
-        [mid, *types[3:]], {"strides": (1, 1), "pads": (0,) * 4, "dilations": (1, 1)}
-    )
+    (out,) = _infer_conv_nchwc([mid, *types[3:]], _POINTWISE)
     if types[3].shape[2:4] != (1, 1):
         raise ArgumentError(f"dwconv_pw_nchwc: weights {types[3]} are not a 1x1 conv's")
     return [out]
@@ -188,9 +189,6 @@ def dwconv_pw_nchwc(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     geometry = (a["strides"], a["pads"], a["dilations"])
     clip = (a["min"], a["max"])
     return [topi.depthwise_pointwise_nchwc(x, dw_w, dw_b, pw_w, pw_b, *geometry, clip)]
-
-
-_POINTWISE = {"strides": (1, 1), "pads": (0,) * 4, "dilations": (1, 1)}
 
 
 def _infer_expand_dwconv_pw_nchwc(types: Types, attrs: dict[str, Any]) -> list[TensorType]:

@@ -247,15 +247,16 @@ def shrink(X: Tensor, lambd: float, bias: float, name: str = "shrink") -> Tensor
     return unary(X, f, name)
 
 
-def clip(X: Tensor, lo: float | None, hi: float | None, name: str = "clip") -> Tensor:
+def clipped(x: E.PrimExpr, lo: float | None, hi: float | None) -> E.PrimExpr:
     """``min(max(x, lo), hi)`` with either bound optional (absent: unbounded). A NaN stays
     NaN (compare-and-select, not C's ``fmax``, which would return the bound)."""
+    if lo is not None:
+        x = E.select(x < lo, E.const(lo, x.dtype), x)
+    if hi is not None:
+        x = E.select(x > hi, E.const(hi, x.dtype), x)
+    return x
 
-    def f(x: E.PrimExpr) -> E.PrimExpr:
-        if lo is not None:
-            x = E.select(x < lo, E.const(lo, x.dtype), x)
-        if hi is not None:
-            x = E.select(x > hi, E.const(hi, x.dtype), x)
-        return x
 
-    return unary(X, f, name)
+def clip(X: Tensor, lo: float | None, hi: float | None, name: str = "clip") -> Tensor:
+    """:func:`clipped`, elementwise."""
+    return unary(X, lambda x: clipped(x, lo, hi), name)

@@ -99,11 +99,16 @@ def _pad_blocked(X: Tensor, pads: Sequence[int]) -> Tensor:
     def f(n: E.PrimExpr, c: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr, i: E.PrimExpr) -> E.PrimExpr:
         y, x = h - pt, w - pl
         inside = E.logical_and(E.logical_and(y >= 0, y < H), E.logical_and(x >= 0, x < W))
-        yy, xx = E.max_(E.min_(y, H - 1), 0), E.max_(E.min_(x, W - 1), 0)
+        yy, xx = _clamped(y, H), _clamped(x, W)
         # ``likely``: loop partitioning leaves the interior a plain copy
         return E.select(_likely(inside), X[n, c, yy, xx, i], E.const(0, X.dtype))
 
     return te.compute((N, CB, H + pt + pb, W + pl + pr, cb), f, name="nchwc_pad", tag="pad")
+
+
+def _clamped(v: E.PrimExpr, size: int) -> E.PrimExpr:
+    """``v`` clamped into ``[0, size)``: a border pixel's index read in place of one outside."""
+    return E.max_(E.min_(v, size - 1), 0)
 
 
 def _likely(cond: E.PrimExpr) -> E.PrimExpr:
@@ -361,23 +366,15 @@ def expand_depthwise_pointwise_nchwc(
     rc = te.reduce_axis((0, CB), name="rc")
     ri = te.reduce_axis((0, cb), name="ri")
 
-    def clamped(v: E.PrimExpr, size: int) -> E.PrimExpr:
-        return E.max_(E.min_(v, size - 1), 0)
-
     def expand(n: E.PrimExpr, o: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr, oi: E.PrimExpr):  # noqa: ANN202
-        pix = X[n, rc, clamped(h - pt, H), clamped(w - pl, W), ri]
+        pix = X[n, rc, _clamped(h - pt, H), _clamped(w - pl, W), ri]
         return te.sum(pix * expand_weights[o, rc, 0, 0, ri, oi], axis=(rc, ri))
 
     grid = (N, OB, H + pt + pb, W + pl + pr, ob)
     conv = te.compute(grid, expand, name="expand_nchwc", tag=EXPAND_TAG, attrs=attrs[0] or {})
-    lo, hi = expand_clip
 
     def bordered(n: E.PrimExpr, o: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr, oi: E.PrimExpr):  # noqa: ANN202
-        v = conv[n, o, h, w, oi] + expand_bias[o, oi]
-        if lo is not None:
-            v = E.select(v < lo, E.const(lo, v.dtype), v)
-        if hi is not None:
-            v = E.select(v > hi, E.const(hi, v.dtype), v)
+        v = activation.clipped(conv[n, o, h, w, oi] + expand_bias[o, oi], *expand_clip)
         rows = E.logical_and(h >= pt, h < pt + H)
         inside = E.logical_and(rows, E.logical_and(w >= pl, w < pl + W))
         return E.select(inside, v, E.const(0, v.dtype))
