@@ -70,6 +70,9 @@ WHOLE_ROW_KEYS = 512
 # with the blocks of _blocks: 197 positions 2.06 ms with 4 rows, 1.78 with 6; 128 0.62 /
 # 0.56; 256 2.59 / 2.45; 384 4.67 / 4.52.
 ROWS_WIDE = 6
+# Keys whose dot products with a lone query row one register tile sums at once (8
+# accumulators of one register each: the FMA chains that hide the latency).
+DOT_KEYS = 8
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class _Shape:
     bk: int  # keys per block, a multiple of VECTOR
     rows: int  # query rows per register tile
     whole: bool  # each row's softmax taken whole, after all its scores (else online)
+    dot: int = 0  # one query row: features summed this many lanes at a time along K's rows
 
     @property
     def q_blocks(self) -> int:
@@ -121,7 +125,7 @@ def flash_attention(
         rows = ROWS_WIDE if vector_unit().registers >= 32 else 4
     rows, bq, bk = _blocks(B * H, Sq, Sk, block_q, block_k, rows)
     whole = round_up(Sk, bk) <= whole_row_keys
-    shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows, whole)
+    shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows, whole, dot_lanes(rows, D, layout))
 
     return attention_extern(q, k, v, mask, layout, scale, _Kernel, shape)
 
@@ -147,6 +151,22 @@ def _blocks(
     narrowest = min(round_up(-(-FMA_CHAINS // rows) * VECTOR, VECTOR), widest)
     bk = min(range(narrowest, widest + 1, VECTOR), key=lambda b: (round_up(Sk, b), -b))
     return rows, bq, bk
+
+
+def dot_lanes(rows: int, d: int, layout: AttentionLayout) -> int:
+    """Lanes of the dot-product scores (:meth:`_Kernel.dot_scores`), 0 where they do not
+    apply. A lone query row (a decode step) gains nothing from the transposed key blocks
+    that let a tile of rows share each key load: copying them element by element cost
+    more than the whole product (GPT-2's 12 heads over 1,025 keys, two Zen 3 cores: 0.23
+    ms a call with the keys warm, most of it the copy). Its scores are then dot products
+    along K's rows, which needs K's features contiguous and a power-of-two lane count of
+    at least 4 that divides them."""
+    if rows != 1 or layout.k[3] != 3:
+        return 0
+    lanes = vector_unit().lanes("float32")
+    while lanes >= 4 and d % lanes:
+        lanes //= 2
+    return lanes if lanes >= 4 else 0
 
 
 def value_chunk(rows: int, dv: int) -> int:
@@ -207,7 +227,7 @@ class _Kernel(KernelWriter):
         # one query block (a decode step) copies each key block as it goes, which needs no
         # scratch the size of K (a per-call heap allocation: GPT-2's 1,024 past keys went
         # from 0.98x onnxruntime to 0.87x with one)
-        shared = self.transpose_keys() if n.q_blocks > 1 else None
+        shared = self.transpose_keys() if n.q_blocks > 1 and not n.dot else None
         with ib.for_range(0, n.B * n.H * n.q_blocks, name="task", kind="parallel") as task:
             bh = task // n.q_blocks
             b, h = bh // n.H, bh % n.H
@@ -218,9 +238,8 @@ class _Kernel(KernelWriter):
             # (alone, without the shared keys, they changed nothing measurable)
             tile = ib.allocate((n.rows, n.bk), self.dtype, "local", "score_tile")
             pv = ib.allocate((n.rows, n.Dv), self.dtype, "local", "value_tile")
-            block = (
-                None if shared is not None else ib.allocate((n.D, n.bk), self.dtype, "local", "kt")
-            )
+            copied = shared is None and not n.dot
+            block = ib.allocate((n.D, n.bk), self.dtype, "local", "kt") if copied else None
             t = _Task(shared, block, tile, pv, b, h, bh, i0)
             if n.whole:
                 self.whole_rows(t)
@@ -244,7 +263,7 @@ class _Kernel(KernelWriter):
                 ib.store(acc, (r, e), self.const(0.0))
         with ib.for_range(0, n.k_blocks, name="kb") as kb:
             j0 = kb * n.bk
-            keys = self.key_block(t, j0)
+            keys = None if n.dot else self.key_block(t, j0)
             with ib.for_range(0, n.bq // n.rows, name="t") as ti:
                 r0 = ti * n.rows
                 self.scores(s, t.tile, keys, b, h, i0 + r0, j0)
@@ -267,7 +286,7 @@ class _Kernel(KernelWriter):
             r0 = ti * n.rows
             with ib.for_range(0, n.k_blocks, name="kb") as kb:
                 j0 = kb * n.bk
-                keys = self.key_block(t, j0)
+                keys = None if n.dot else self.key_block(t, j0)
                 self.scores(sc, t.tile, keys, t.b, t.h, t.i0 + r0, j0, col=j0)
             with ib.for_range(0, n.rows, name="r") as r:
                 self.row_softmax(sc, inv, r, keys_total)
@@ -360,20 +379,32 @@ class _Kernel(KernelWriter):
         return kt
 
     def scores(
-        self, s: Buffer, tile: Buffer, keys: KeyAt, b: Any, h: Any, i: Any, j0: Any, col: Any = 0
+        self,
+        s: Buffer,
+        tile: Buffer,
+        keys: KeyAt | None,
+        b: Any,
+        h: Any,
+        i: Any,
+        j0: Any,
+        col: Any = 0,
     ) -> None:
         """``s[r, col + j] = scale · Q[i + r] · K[j0 + j] + mask``, -inf past the last key:
         a ``rows × bk`` register tile, unrolled over rows and vectorized over keys, summed
-        over the features and then scaled, masked and stored to ``s``."""
+        over the features (from the transposed ``keys``, or with None by
+        :meth:`dot_scores`) and then scaled, masked and stored to ``s``."""
         n, ib = self.n, self.ib
-        with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-            with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
-                ib.store(tile, (r, j), self.const(0.0))
-        with ib.for_range(0, n.D, name="d") as d:
+        if keys is None:
+            self.dot_scores(tile, b, h, i, j0)
+        else:
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
-                qd = at(self.Q, self.layout, "q", b, h, E.min_(i + r, n.Sq - 1), d)
                 with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
-                    ib.store(tile, (r, j), tile[r, j] + qd * keys(d, j))
+                    ib.store(tile, (r, j), self.const(0.0))
+            with ib.for_range(0, n.D, name="d") as d:
+                with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
+                    qd = at(self.Q, self.layout, "q", b, h, E.min_(i + r, n.Sq - 1), d)
+                    with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
+                        ib.store(tile, (r, j), tile[r, j] + qd * keys(d, j))
         c, ninf = self.const(self.scale), self.const(float("-inf"))
         with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
             with ib.for_range(0, n.bk, name="j", kind="vectorized") as j:
@@ -382,6 +413,36 @@ class _Kernel(KernelWriter):
                     ii, jj = E.min_(i + r, n.Sq - 1), E.min_(j0 + j, n.Sk - 1)
                     x = x + mask_at(self.M, b, h, ii, jj)
                 ib.store(s, (r, col + j), E.select(j0 + j < n.Sk, x, ninf))
+
+    def dot_scores(self, tile: Buffer, b: Any, h: Any, i: Any, j0: Any) -> None:
+        """``tile[0, j] = Q[i] · K[j0 + j]`` for one query row (:func:`dot_lanes`):
+        ``DOT_KEYS`` keys at a time, each summed in a register of ``n.dot`` lanes along
+        its row, the lanes then folded in halves. Keys past the last read the last one
+        (their scores become -inf)."""
+        n, ib, w = self.n, self.ib, self.n.dot
+        part = ib.allocate((DOT_KEYS, w), self.dtype, "local", "dot_tile")
+        row = E.min_(i, n.Sq - 1)
+        with ib.for_range(0, n.bk // DOT_KEYS, name="g") as g:
+            with ib.for_range(0, DOT_KEYS, name="jj", kind="unrolled") as jj:
+                with ib.for_range(0, w, name="l", kind="vectorized") as lane:
+                    ib.store(part, (jj, lane), self.const(0.0))
+            with ib.for_range(0, n.D // w, name="c") as c:
+                with ib.for_range(0, DOT_KEYS, name="jj", kind="unrolled") as jj:
+                    j = E.min_(j0 + g * DOT_KEYS + jj, n.Sk - 1)
+                    with ib.for_range(0, w, name="l", kind="vectorized") as lane:
+                        d = c * w + lane
+                        qk = at(self.Q, self.layout, "q", b, h, row, d) * at(
+                            self.K, self.layout, "k", b, h, j, d
+                        )
+                        ib.store(part, (jj, lane), part[jj, lane] + qk)
+            width = w // 2
+            while width:
+                with ib.for_range(0, DOT_KEYS, name="jj", kind="unrolled") as jj:
+                    with ib.for_range(0, width, name="l", kind="vectorized") as lane:
+                        ib.store(part, (jj, lane), part[jj, lane] + part[jj, lane + width])
+                width //= 2
+            with ib.for_range(0, DOT_KEYS, name="jj", kind="unrolled") as jj:
+                ib.store(tile, (0, g * DOT_KEYS + jj), part[jj, 0])
 
     def online_softmax(
         self, s: Buffer, acc: Buffer, m: Buffer, lsum: Buffer, r: Any, row: Any, j0: Any

@@ -157,3 +157,43 @@ def test_row_tiles_at_uneven_sizes(rows, path, rng):  # noqa: ANN001
         mask[..., sk - 9 :] = -np.inf
         got = run(q, k, v, mask, 0.125, AttentionLayout(), rows=rows, **PATHS[path])
         np.testing.assert_allclose(got, reference(q, k, v, mask, 0.125), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    "d, sk, layout",
+    [
+        (64, 1025, AttentionLayout()),  # GPT-2's decode step at a past of 1,024
+        (24, 37, AttentionLayout(BHSD, BHSD, BHSD, BHSD, 24, 24, 24, 24)),  # 8 lanes, split
+        (20, 9, AttentionLayout()),  # 4 lanes, one key block mostly past the keys
+        (6, 17, AttentionLayout()),  # too narrow: the transposed key blocks
+        (64, 33, AttentionLayout(k=(0, 1, 3, 2))),  # K's features strided: transposed too
+    ],
+)
+def test_one_query_row(d, sk, layout, path, rng):  # noqa: ANN001
+    """A decode step (one query row) with the scores as dot products along K's rows
+    (``dot_lanes``) where K's features are contiguous and split evenly into lanes, with a
+    causal mask, against numpy."""
+    from ember.codegen_llvm.schedules.attention import dot_lanes
+
+    assert (dot_lanes(1, d, layout) > 0) == (d % 4 == 0 and layout.k[3] == 3)
+    q = rng.standard_normal((1, 3, 1, d)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 3, sk, d)).astype(np.float32) for _ in "kv")
+    mask = rng.choice([0.0, -10000.0], (1, 1, 1, sk)).astype(np.float32)
+    got = run(q, k, v, mask, 1 / np.sqrt(d), layout, **PATHS[path])
+    np.testing.assert_allclose(got, reference(q, k, v, mask, 1 / np.sqrt(d)), rtol=1e-4, atol=1e-5)
+
+
+def test_dot_lanes():
+    """Dot-product scores only for one query row over contiguous features, in the widest
+    power-of-two lanes (up to the target's register) that divide them."""
+    from ember.codegen_llvm.cpu_features import vector_unit
+    from ember.codegen_llvm.schedules.attention import dot_lanes
+
+    lanes = vector_unit().lanes("float32")
+    assert dot_lanes(1, 64, AttentionLayout()) == lanes
+    assert dot_lanes(1, 24, AttentionLayout()) == 8
+    assert dot_lanes(1, 12, AttentionLayout()) == 4
+    assert dot_lanes(1, 6, AttentionLayout()) == 0
+    assert dot_lanes(4, 64, AttentionLayout()) == 0  # a tile of rows shares transposed keys
+    assert dot_lanes(1, 64, AttentionLayout(k=(0, 2, 3, 1))) == 0
