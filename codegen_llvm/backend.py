@@ -26,6 +26,7 @@ from ember.codegen_llvm.strategy import CPU_STRATEGY, schedule_group
 from ember.frontend.passes.conv1d_as_2d import conv1d_as_2d
 from ember.frontend.passes.conv_as_gemm import conv_as_gemm
 from ember.frontend.passes.fuse_attention import fuse_attention
+from ember.frontend.passes.fuse_cache_append import fuse_cache_append
 from ember.frontend.passes.fuse_dw_pointwise import fuse_dw_pointwise
 from ember.frontend.passes.fuse_expand_dw_pointwise import fuse_expand_dw_pointwise
 from ember.runtime.module import Module
@@ -60,7 +61,8 @@ class CPUBackend(Backend):
         """``common`` with convs of few input channels as GEMMs before the weight packing
         (which packs their weights), and attention fusion, 1-D convs as 2-D, the convolution
         layout pass and Winograd's compile-time weight transform before dead-code
-        elimination (they leave transposes and the NCHW weights unused)."""
+        elimination (they leave transposes and the NCHW weights unused); a decode step's
+        cache append joins its attention after it."""
         names = [p.name for p in common]
         at = names.index("eliminate_dead_code")
         packs = names.index("pack_dense_weights")  # packs the weights conv_as_gemm leaves
@@ -69,7 +71,8 @@ class CPUBackend(Backend):
             fuse_dw_pointwise, fuse_expand_dw_pointwise,
         )  # fmt: skip
         cpu = (fuse_attention, *convs)
-        return (*common[:packs], conv_as_gemm, *common[packs:at], *cpu, *common[at:])
+        dce = (common[at], fuse_cache_append)  # after the transposes attention read are gone
+        return (*common[:packs], conv_as_gemm, *common[packs:at], *cpu, *dce, *common[at + 1 :])
 
     def schedule(self, outs: Sequence[Tensor], anchors: Sequence[Implementation] = ()) -> Schedule:
         return schedule_group(list(outs), anchors)

@@ -42,6 +42,7 @@ from ember.codegen_llvm.casts import emit_cast, round_constant_to_bfloat16, roun
 from ember.codegen_llvm.cpu_intrinsics import CpuFacts
 from ember.codegen_llvm.emitter import NUM_THREADS_GLOBAL, FunctionState
 from ember.codegen_llvm.loop_hints import loop_hints, minmax_reduction_loops
+from ember.codegen_llvm.memory import NONTEMPORAL
 from ember.codegen_llvm.parallel import emit_parallel_for, runs_serially
 from ember.errors import InternalError, LoweringError
 from ember.tir import dtype as dt
@@ -376,8 +377,22 @@ class CodeGenLLVM(Visitor):
         memory.emit_allocate(self, s)
 
     def visit_AttrStmt(self, s: S.AttrStmt) -> None:
-        # No attribute changes CPU code yet; unknown keys are facts for other passes.
-        self.visit(s.body)
+        # ``nontemporal_stores``: the vector stores of the body to the buffer whose data var
+        # is ``s.node`` bypass the caches (memory.py), and a fence after the body orders
+        # them before whatever runs next (a thread pool's plain-store handoff would not);
+        # other keys are facts for other passes.
+        if s.key != NONTEMPORAL:
+            self.visit(s.body)
+            return
+        marked = self.state.nontemporal
+        fresh = s.node not in marked
+        marked.add(s.node)
+        try:
+            self.visit(s.body)
+        finally:
+            if fresh:
+                marked.discard(s.node)
+        self.builder.fence("seq_cst")
 
     def visit_AssertStmt(self, s: S.AssertStmt) -> None:
         cond = self.visit(s.condition)

@@ -36,6 +36,8 @@ class FunctionState:
     align: dict[E.Var, int] = field(default_factory=dict)  # data var -> base alignment
     heap: list[ir.Value] = field(default_factory=list)  # live aligned_alloc pointers
     in_parallel: bool = False
+    # data vars of buffers whose vector stores bypass the caches (``nontemporal_stores``)
+    nontemporal: set[E.Var] = field(default_factory=set)
 
 
 class Emitter(Protocol):

@@ -12,6 +12,13 @@ to a function argument or to the pointer an ``Allocate`` made. Allocations up
 to 64 KiB of constant size live on the stack of the function (allocated once,
 in its entry block, 64-byte aligned); larger or symbolic ones come from
 ``aligned_alloc`` and are freed at the end of their scope or on an error exit.
+
+Inside a ``nontemporal_stores`` attribute (:data:`NONTEMPORAL`, its node a buffer's
+data variable) a contiguous vector store to that buffer carries LLVM's ``!nontemporal``
+hint: x86 then writes whole cache lines straight to memory without first reading each
+into the cache (a copy whose output is not read again soon moves a third less). Where
+the address is not known aligned to the vector, LLVM splits the store into 8-byte
+non-temporal ones.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from ember.tir import dtype as dt
 from ember.tir import expr as E
 from ember.tir import stmt as S
 from ember.tir.buffer import Buffer
+
+NONTEMPORAL = "nontemporal_stores"  # AttrStmt key: stores to its node's buffer bypass caches
 
 STACK_LIMIT_BYTES = 64 * 1024
 ALLOC_ALIGN = 64
@@ -198,7 +207,9 @@ def emit_store(cg: Emitter, s: S.BufferStore) -> None:
         addr = b.gep(
             ptr, [to_index(b, cg.visit(base), base.dtype)], source_etype=unit, inbounds=True
         )
-        b.store(value, addr, align=_alignment(cg, buf, base))
+        store = b.store(value, addr, align=_alignment(cg, buf, base))
+        if buf.data in cg.state.nontemporal and dt.lanes_of(s.value.dtype) > 1:
+            store.set_metadata("nontemporal", cg.module.add_metadata([ir.Constant(I32, 1)]))
         return
     align = dt.bytes_of(dt.element_of(buf.dtype))
     for i, addr in enumerate(_lane_addresses(cg, ptr, unit, index)):

@@ -120,6 +120,19 @@ def _attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None
     return [attention.flash_attention(q, k, v, mask, attrs["scale"], layout)]
 
 
+def _cached_attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any] | None:
+    """float32 attention over a cache it appends to: one kernel that writes the present
+    keys and values as it reads them (``schedules/attention.py``)."""
+    if any(str(t.dtype) != "float32" for t in inputs):
+        return None
+    q, past_k, new_k, past_v, new_v = inputs[:5]
+    mask = inputs[5] if len(inputs) > 5 else None
+    layout = AttentionLayout.from_attrs(attrs)
+    return attention.cached_flash_attention(
+        q, past_k, new_k, past_v, new_v, mask, attrs["scale"], layout
+    )
+
+
 def _vnni(target: Any) -> bool:
     """Whether the ``llvm`` target (a ``Target``, its string, None: the host) has VNNI."""
     return has_vnni(None if target is None else str(target))
@@ -295,6 +308,10 @@ _add(
     ),
 )
 _add("attention", Implementation(ATTENTION, _attention, no_schedule, None, priority=10))
+_add(
+    "cached_attention",
+    Implementation(ATTENTION, _cached_attention, no_schedule, None, priority=10),
+)
 _add(
     "dense_packed",
     Implementation(

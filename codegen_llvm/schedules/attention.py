@@ -25,6 +25,12 @@ runs over every key in one register tile. Scratch is ``O(block_q · Dv + D · bl
 (``O(rows · Sk)`` for whole rows) per task and at most ``O(H · D · Sk)`` for the keys, so
 memory grows with the sequence, never with its square.
 
+A lone query row (a decode step) has nothing to share a transposed key block with: its
+scores are dot products along K's rows (:func:`dot_lanes`). :func:`cached_flash_attention`
+is the kernel of the ``cached_attention`` op: it reads the cache's past and new entries
+in place of K and V and writes each key block's keys and values to the ``present``
+outputs as it reaches them.
+
 Query rows past the end of the last block compute a copy of the last row (their Q and
 mask reads are clamped) and are not stored; keys past the end score ``-inf`` (weight 0)
 and their V rows are never read. A row whose scores are all ``-inf`` (fully masked) keeps
@@ -34,14 +40,17 @@ and the row ends as ``0 / 0`` (NaN), what the unfused softmax gives.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from ember.codegen_llvm.cpu_features import FMA_CHAINS, vector_unit
+from ember.codegen_llvm.memory import NONTEMPORAL
 from ember.tir import expr as E
 from ember.tir import op as T
 from ember.tir.buffer import Buffer
+from ember.tir.te.extern import extern
 from ember.tir.te.tensor import Tensor
 from ember.tir.topi.attention import (
     AttentionLayout,
@@ -50,6 +59,7 @@ from ember.tir.topi.attention import (
     attention_extern,
     mask_at,
     sizes_of,
+    static_shape,
 )
 from ember.tir.topi.tensorcore_gemm import round_up
 
@@ -119,15 +129,64 @@ def flash_attention(
     whole key blocks) take their softmax whole, longer ones online a key block at a
     time."""
     B, H, Sq, Sk, D, Dv = sizes_of(q, k, v, layout)
+    shape = _plan((B, H, Sq, Sk, D, Dv), layout, block_q, block_k, rows, whole_row_keys)
+    return attention_extern(q, k, v, mask, layout, scale, _Kernel, shape)
+
+
+def cached_flash_attention(
+    q: Tensor,
+    past_k: Tensor,
+    new_k: Tensor,
+    past_v: Tensor,
+    new_v: Tensor,
+    mask: Tensor | None,
+    scale: float,
+    layout: AttentionLayout,
+    **blocks: Any,
+) -> list[Tensor]:
+    """``[out, present_k, present_v]`` of the ``cached_attention`` op: attention over the
+    keys and values of a cache with the new ones appended, which are also written out
+    (``present``). With one query row (a decode step) each task reads its head's keys and
+    values once, from the past or the new tensors, and writes them to ``present`` as it
+    uses them: the concatenation costs no pass of its own and the attention no second
+    read of the cache (GPT-2 small at a past of 1,024 moves 75 MB of keys and values a
+    step). With more query rows the task copies the cache first and attends over the copy.
+    ``blocks`` as :func:`flash_attention`'s."""
+    B, H, Sq, P, D, Dv = sizes_of(q, past_k, past_v, layout)
+    Sk = P + layout.sizes("k", static_shape(new_k.shape))[2]
+    shape = _plan((B, H, Sq, Sk, D, Dv), layout, **blocks)
+    inputs = [q, past_k, new_k, past_v, new_v, *([mask] if mask is not None else [])]
+    shapes = [
+        layout.shape("out", (B, H, Sq, Dv)),
+        layout.shape("k", (B, H, Sk, D)),
+        layout.shape("v", (B, H, Sk, Dv)),
+    ]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Any:
+        return _AppendKernel(shape, layout, scale, ins, outs).build()
+
+    out = extern(shapes, inputs, body, name="cached_attention", tag="attention")
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _plan(
+    sizes: tuple[int, int, int, int, int, int],
+    layout: AttentionLayout,
+    block_q: int = 128,
+    block_k: int | None = None,
+    rows: int | None = None,
+    whole_row_keys: int = WHOLE_ROW_KEYS,
+) -> _Shape:
+    """The kernel's blocks for logical ``sizes`` (B, H, Sq, Sk, D, Dv): see
+    :func:`flash_attention`."""
+    B, H, Sq, Sk, D, Dv = sizes
     if block_k is None:
         block_k = vector_unit().row_lanes("float32")
     if rows is None:
         rows = ROWS_WIDE if vector_unit().registers >= 32 else 4
     rows, bq, bk = _blocks(B * H, Sq, Sk, block_q, block_k, rows)
     whole = round_up(Sk, bk) <= whole_row_keys
-    shape = _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows, whole, dot_lanes(rows, D, layout))
-
-    return attention_extern(q, k, v, mask, layout, scale, _Kernel, shape)
+    return _Shape(B, H, Sq, Sk, D, Dv, bq, bk, rows, whole, dot_lanes(rows, D, layout))
 
 
 def _blocks(
@@ -229,23 +288,34 @@ class _Kernel(KernelWriter):
         # from 0.98x onnxruntime to 0.87x with one)
         shared = self.transpose_keys() if n.q_blocks > 1 and not n.dot else None
         with ib.for_range(0, n.B * n.H * n.q_blocks, name="task", kind="parallel") as task:
-            bh = task // n.q_blocks
-            b, h = bh // n.H, bh % n.H
-            i0 = task % n.q_blocks * n.bq
-            # register tiles: indexed by unrolled and vectorized loops only, so LLVM may keep
-            # them in vector registers across the loop over features (or keys) they sum
-            # over, where ``s`` and ``acc`` (indexed by a loop variable) live in memory
-            # (alone, without the shared keys, they changed nothing measurable)
-            tile = ib.allocate((n.rows, n.bk), self.dtype, "local", "score_tile")
-            pv = ib.allocate((n.rows, n.Dv), self.dtype, "local", "value_tile")
-            copied = shared is None and not n.dot
-            block = ib.allocate((n.D, n.bk), self.dtype, "local", "kt") if copied else None
-            t = _Task(shared, block, tile, pv, b, h, bh, i0)
-            if n.whole:
-                self.whole_rows(t)
-            else:
-                self.online_rows(t)
+            with self.task_scope():
+                self.task(task, shared)
         return ib.get()
+
+    def task_scope(self) -> AbstractContextManager[None]:
+        """What encloses each parallel task's statements: nothing here (the appending
+        kernel's non-temporal stores)."""
+        return nullcontext()
+
+    def task(self, task: Any, shared: Buffer | None) -> None:
+        """One parallel task: a query block of one head."""
+        n, ib = self.n, self.ib
+        bh = task // n.q_blocks
+        b, h = bh // n.H, bh % n.H
+        i0 = task % n.q_blocks * n.bq
+        # register tiles: indexed by unrolled and vectorized loops only, so LLVM may keep
+        # them in vector registers across the loop over features (or keys) they sum
+        # over, where ``s`` and ``acc`` (indexed by a loop variable) live in memory
+        # (alone, without the shared keys, they changed nothing measurable)
+        tile = ib.allocate((n.rows, n.bk), self.dtype, "local", "score_tile")
+        pv = ib.allocate((n.rows, n.Dv), self.dtype, "local", "value_tile")
+        copied = shared is None and not n.dot
+        block = ib.allocate((n.D, n.bk), self.dtype, "local", "kt") if copied else None
+        t = _Task(shared, block, tile, pv, b, h, bh, i0)
+        if n.whole:
+            self.whole_rows(t)
+        else:
+            self.online_rows(t)
 
     def online_rows(self, t: _Task) -> None:
         """A task's query rows over the keys a block at a time, by the online softmax."""
@@ -263,6 +333,7 @@ class _Kernel(KernelWriter):
                 ib.store(acc, (r, e), self.const(0.0))
         with ib.for_range(0, n.k_blocks, name="kb") as kb:
             j0 = kb * n.bk
+            self.visit_block(t, j0)
             keys = None if n.dot else self.key_block(t, j0)
             with ib.for_range(0, n.bq // n.rows, name="t") as ti:
                 r0 = ti * n.rows
@@ -286,6 +357,7 @@ class _Kernel(KernelWriter):
             r0 = ti * n.rows
             with ib.for_range(0, n.k_blocks, name="kb") as kb:
                 j0 = kb * n.bk
+                self.visit_block(t, j0)
                 keys = None if n.dot else self.key_block(t, j0)
                 self.scores(sc, t.tile, keys, t.b, t.h, t.i0 + r0, j0, col=j0)
             with ib.for_range(0, n.rows, name="r") as r:
@@ -337,6 +409,18 @@ class _Kernel(KernelWriter):
         zero = self.const(0.0)
         self.values_tile(sc, pv, b, h, 0, n.Sk, lambda r, e: zero, emit)
 
+    def key(self, b: Any, h: Any, j: Any, d: Any) -> E.PrimExpr:
+        """K at logical (b, h, j, d)."""
+        return at(self.K, self.layout, "k", b, h, j, d)
+
+    def value(self, b: Any, h: Any, j: Any, e: Any) -> E.PrimExpr:
+        """V at logical (b, h, j, e)."""
+        return at(self.V, self.layout, "v", b, h, j, e)
+
+    def visit_block(self, t: _Task, j0: Any) -> None:
+        """What a task does on reaching the key block at ``j0``, before its scores: nothing
+        here (the appending kernel writes the block's keys and values out)."""
+
     def key_block(self, t: _Task, j0: Any) -> KeyAt:
         """``(d, j) -> K[j0 + j, d]`` for the key block at ``j0``: read from the shared
         transposed keys, else copied into the task's ``block`` first."""
@@ -353,7 +437,7 @@ class _Kernel(KernelWriter):
         with ib.for_range(0, n.bk, name="j") as j:
             with ib.if_then_else(j0 + j < n.Sk):
                 with ib.for_range(0, n.D, name="d") as d:
-                    ib.store(kt, (d, j), at(self.K, self.layout, "k", b, h, j0 + j, d))
+                    ib.store(kt, (d, j), self.key(b, h, j0 + j, d))
             with ib.else_():
                 with ib.for_range(0, n.D, name="d") as d:
                     ib.store(kt, (d, j), self.const(0.0))
@@ -431,9 +515,7 @@ class _Kernel(KernelWriter):
                     j = E.min_(j0 + g * DOT_KEYS + jj, n.Sk - 1)
                     with ib.for_range(0, w, name="l", kind="vectorized") as lane:
                         d = c * w + lane
-                        qk = at(self.Q, self.layout, "q", b, h, row, d) * at(
-                            self.K, self.layout, "k", b, h, j, d
-                        )
+                        qk = at(self.Q, self.layout, "q", b, h, row, d) * self.key(b, h, j, d)
                         ib.store(part, (jj, lane), part[jj, lane] + qk)
             width = w // 2
             while width:
@@ -514,7 +596,7 @@ class _Kernel(KernelWriter):
                 with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
                     p = weights[r, j]
                     with ib.for_range(0, w, name="e", kind="vectorized") as e:
-                        vj = at(self.V, self.layout, "v", b, h, j0 + j, c0 + e)
+                        vj = self.value(b, h, j0 + j, c0 + e)
                         ib.store(pv, (r, e), pv[r, e] + p * vj)
             with ib.for_range(0, n.rows, name="r", kind="unrolled") as r:
                 finish(r, c0, w)
@@ -528,3 +610,82 @@ class _Kernel(KernelWriter):
                 with ib.for_range(0, n.Dv, name="e", kind="vectorized") as e:
                     index = self.layout.index("out", b, h, i0 + r, e)
                     ib.store(self.O, index, acc[r, e] * inv)
+
+
+class _AppendKernel(_Kernel):
+    """The kernel of :func:`cached_flash_attention`: its inputs are Q, the past and new
+    keys, the past and new values (and the mask); its outputs the attention and the
+    present keys and values."""
+
+    def __init__(
+        self,
+        shape: _Shape,
+        layout: AttentionLayout,
+        scale: float,
+        ins: list[Buffer],
+        outs: list[Buffer],
+    ) -> None:
+        q, past_k, new_k, past_v, new_v = ins[:5]
+        present_k, present_v = outs[1:]
+        super().__init__(shape, layout, scale, [q, present_k, present_v, *ins[5:]], outs[0])
+        self.past = {"k": past_k, "v": past_v}
+        self.new = {"k": new_k, "v": new_v}
+        self.P = layout.sizes("k", static_shape(past_k.shape))[2]
+        # one query row: each task reads its head's keys and values once, a block at a time
+        self.fused = shape.rows == 1 and shape.q_blocks == 1
+
+    def build(self) -> Any:
+        if not self.fused:  # the present tensors first, then attention over them
+            self.copy_cache()
+        return super().build()
+
+    def appended(self, which: str, b: Any, h: Any, j: Any, x: Any) -> E.PrimExpr:
+        """Cache ``which`` ("k" or "v") with the new entries appended, at logical (b, h, j,
+        x): a branch, so only the side that holds position ``j`` is read."""
+        layout, P = self.layout, self.P
+        past = at(self.past[which], layout, which, b, h, j, x)
+        new = at(self.new[which], layout, which, b, h, j - P, x)
+        return E.if_then_else(j < P, past, new)
+
+    def key(self, b: Any, h: Any, j: Any, d: Any) -> E.PrimExpr:
+        return self.appended("k", b, h, j, d) if self.fused else super().key(b, h, j, d)
+
+    def value(self, b: Any, h: Any, j: Any, e: Any) -> E.PrimExpr:
+        return self.appended("v", b, h, j, e) if self.fused else super().value(b, h, j, e)
+
+    @contextmanager
+    def task_scope(self) -> Iterator[None]:
+        """A task's stores to ``present`` bypass the caches (nothing reads them again this
+        call; a cache line is not read in before it is written), and are fenced at its
+        end."""
+        if not self.fused:
+            yield
+            return
+        with self.ib.attr(self.K.data, NONTEMPORAL, 1), self.ib.attr(self.V.data, NONTEMPORAL, 1):
+            yield
+
+    def visit_block(self, t: _Task, j0: Any) -> None:
+        """The block's keys and values written to ``present`` row by row (non-temporal:
+        :meth:`task_scope`), before the scores read them again from the L1 cache. Written
+        apart from the scores, whose loop over features walks eight key rows at once:
+        eight rows' partial lines would be in flight at a time."""
+        if not self.fused:
+            return
+        n, ib = self.n, self.ib
+        for which, present, width in (("k", self.K, n.D), ("v", self.V, n.Dv)):
+            with ib.for_range(0, E.min_(n.bk, n.Sk - j0), name="j") as j:
+                with ib.for_range(0, width, name="x", kind="vectorized") as x:
+                    index = self.layout.index(which, t.b, t.h, j0 + j, x)
+                    ib.store(present, index, self.appended(which, t.b, t.h, j0 + j, x))
+
+    def copy_cache(self) -> None:
+        """Both present tensors written whole, parallel over the heads (several query
+        blocks read each key, so no task can write them as it goes)."""
+        n, ib = self.n, self.ib
+        for which, present, width in (("k", self.K, n.D), ("v", self.V, n.Dv)):
+            with ib.for_range(0, n.B * n.H, name="bh", kind="parallel") as bh:
+                b, h = bh // n.H, bh % n.H
+                with ib.for_range(0, n.Sk, name="j") as j:
+                    with ib.for_range(0, width, name="x", kind="vectorized") as x:
+                        index = self.layout.index(which, b, h, j, x)
+                        ib.store(present, index, self.appended(which, b, h, j, x))

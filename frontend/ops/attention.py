@@ -10,6 +10,10 @@ features) — an :class:`~ember.tir.topi.attention.AttentionLayout`, so the mult
 reshapes and transposes around the chain fold into how the op reads and writes. Inputs:
 Q, K, V, then an optional additive mask broadcasting (numpy-style) to the scores'
 logical shape (batch, head, query, key).
+
+``cached_attention`` is the same over a key/value cache with new entries appended
+(``frontend/passes/fuse_cache_append.py`` makes it from a decode step's concats): it
+also returns the appended caches.
 """
 
 from __future__ import annotations
@@ -53,3 +57,37 @@ def attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
     layout = AttentionLayout.from_attrs(attrs)
     q, k, v = inputs[:3]
     return [topi_attention.attention(q, k, v, mask, attrs["scale"], layout)]
+
+
+def _infer_cached(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    layout = AttentionLayout.from_attrs(attrs)
+    if layout.k_split or layout.v_split:
+        raise ArgumentError("cached_attention: K and V must be 4-D tensors (no split)")
+    q, past_k, new_k, past_v, new_v = types[:5]
+    present = []
+    for which, past, new in (("k", past_k, new_k), ("v", past_v, new_v)):
+        axis = getattr(layout, which)[2]
+        if past.ndim != 4 or new.ndim != 4 or past.dtype != new.dtype:
+            raise ArgumentError(f"cached_attention: cache {past} and new {new} must be 4-D alike")
+        if any(a != b for i, (a, b) in enumerate(zip(past.shape, new.shape)) if i != axis):
+            raise ArgumentError(f"cached_attention: new {new} does not extend cache {past}")
+        shape = list(past.shape)
+        shape[axis] = past.shape[axis] + new.shape[axis]
+        present.append(TensorType(tuple(shape), past.dtype))
+    (out,) = _infer_attention([q, *present, *types[5:]], attrs)
+    return [out, *present]
+
+
+@register_op("cached_attention", OPAQUE, infer=_infer_cached, num_inputs=(5, 6), num_outputs=3)
+def cached_attention(inputs: Sequence[Any], attrs: dict[str, Any]) -> list[Any]:
+    """Attention over a key/value cache with the new entries appended, and the appended
+    caches (``present``) as its second and third outputs. Inputs: Q, the past and new K,
+    the past and new V, then the optional mask; attributes as ``attention``'s, K and V
+    4-D. Made by ``frontend/passes/fuse_cache_append.py`` (CPU) from a decode step's two
+    ``Concat`` nodes and the ``attention`` node reading them."""
+    q, past_k, new_k, past_v, new_v = inputs[:5]
+    mask = inputs[5] if len(inputs) > 5 else None
+    layout = AttentionLayout.from_attrs(attrs)
+    return topi_attention.cached_attention(
+        q, past_k, new_k, past_v, new_v, mask, attrs["scale"], layout
+    )

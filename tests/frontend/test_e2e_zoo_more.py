@@ -69,6 +69,25 @@ def test_gpt2_decode_step_runs_any_cache_length():
         np.testing.assert_array_equal(present[:, :, :past], step["past_key_values.0.key"])
 
 
+def test_gpt2_decode_step_appends_inside_its_attention():
+    """On the CPU each layer's two cache concats join its attention (``fuse_cache_append``):
+    one ``cached_attention`` node a layer writes ``present``, no concat is left, and every
+    output matches onnxruntime's, the past part of each cache bit for bit."""
+    rng = np.random.default_rng(9)
+    model, feeds = zoo_transformer.gpt2_decode(rng, quick=True)
+    lib = ember.compile(model, target="llvm")
+    step = zoo_transformer.decode_inputs(feeds, 11, rng)
+    sizes, _ = lib.bind(step)
+    ops = [n.op for n in lib.specialize(dict(sizes)).graph.nodes]
+    assert ops.count("cached_attention") == 2 and "concat" not in ops and "attention" not in ops
+    got = lib.run(step)
+    _check(got, _reference(model, step))
+    names = [o.name for o in model.graph.output]
+    for name, value in zip(names[1:], got[1:]):
+        past = step[name.replace("present", "past_key_values")]
+        np.testing.assert_array_equal(value[:, :, :11], past)
+
+
 def test_attention_is_written_as_exporters_write_it():
     """Q K^T as MatMul over a Transpose(0, 1, 3, 2), then Div, Add (GPT-2's mask), Softmax
     and MatMul: the pattern an attention fusion matches."""

@@ -23,6 +23,7 @@ from ember.tir.ir_builder import IRBuilder
 from ember.tir.te import operation as te
 from ember.tir.te.extern import extern
 from ember.tir.te.tensor import Tensor
+from ember.tir.topi.transform import concatenate
 
 Axes = tuple[int, int, int, int]
 IDENTITY: Axes = (0, 1, 2, 3)
@@ -172,6 +173,26 @@ def attention(
     return te.compute(shape, out, name=name, tag="attention")
 
 
+def cached_attention(
+    q: Tensor,
+    past_k: Tensor,
+    new_k: Tensor,
+    past_v: Tensor,
+    new_v: Tensor,
+    mask: Tensor | None,
+    scale: float,
+    layout: AttentionLayout,
+) -> list[Tensor]:
+    """``[attention, present_k, present_v]``: the new keys and values appended to the
+    cache along its position axis (a decode step's ``Concat``), and :func:`attention`
+    over the result. K and V must be 4-D (no split)."""
+    if layout.k_split or layout.v_split:
+        raise ArgumentError("cached_attention: K and V must be 4-D tensors (no split)")
+    present_k = concatenate([past_k, new_k], layout.k[2], name="present_k")
+    present_v = concatenate([past_v, new_v], layout.v[2], name="present_v")
+    return [attention(q, present_k, present_v, mask, scale, layout), present_k, present_v]
+
+
 def sizes_of(
     q: Tensor, k: Tensor, v: Tensor, layout: AttentionLayout
 ) -> tuple[int, int, int, int, int, int]:
@@ -236,6 +257,7 @@ __all__ = [
     "at",
     "attention",
     "attention_extern",
+    "cached_attention",
     "mask_at",
     "sizes_of",
     "static_shape",

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ember
 from ember import te
 from ember.codegen_llvm.schedules.attention import flash_attention
 from ember.tir.topi.attention import AttentionLayout, attention
+from tests.nightly import examples
 
 BHSD = (0, 2, 1, 3)  # [B, S, H, D] views: BERT's heads before their transpose
 # (with a split of D: the [B, S, H·D] tensor before its reshape into heads)
@@ -197,3 +200,101 @@ def test_dot_lanes():
     assert dot_lanes(1, 6, AttentionLayout()) == 0
     assert dot_lanes(4, 64, AttentionLayout()) == 0  # a tile of rows shares transposed keys
     assert dot_lanes(1, 64, AttentionLayout(k=(0, 2, 3, 1))) == 0
+
+
+def run_cached(q, past, new, mask, scale, layout, **blocks):  # noqa: ANN001, ANN003, ANN201
+    """``cached_flash_attention`` on logical operands (``past``/``new``: the K and V pairs)
+    stored in ``layout``: the attention and the present K and V, in logical order."""
+    from ember.codegen_llvm.schedules.attention import cached_flash_attention
+
+    def stored(a, which):  # noqa: ANN001, ANN202
+        return np.ascontiguousarray(np.transpose(a, np.argsort(getattr(layout, which))))
+
+    arrays = [stored(q, "q")]
+    for (p, n), which in zip(zip(past, new), "kv"):
+        arrays += [stored(p, which), stored(n, which)]
+    ph = [te.placeholder(a.shape, name=f"in{i}") for i, a in enumerate(arrays)]
+    m = None if mask is None else te.placeholder(mask.shape, name="mask")
+    outs = cached_flash_attention(*ph, m, scale, layout, **blocks)
+    s = te.create_schedule([o.op for o in outs])
+    extra = [m] if m is not None else []
+    mod = ember.build(s, [*ph, *extra, *outs], target="llvm", name="cached_attention")
+    got = [np.full(tuple(int(d) for d in o.shape), np.nan, np.float32) for o in outs]
+    mod(*arrays, *([mask] if mask is not None else []), *got)
+    return [np.transpose(g, w) for g, w in zip(got, (layout.out, layout.k, layout.v))]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    "sq, past, new, d, layout",
+    [
+        (1, 1024, 1, 64, AttentionLayout()),  # GPT-2's decode step: dot scores
+        (1, 37, 2, 6, AttentionLayout()),  # two new positions; transposed key blocks
+        (1, 20, 1, 16, AttentionLayout(BHSD, BHSD, BHSD, BHSD)),  # [B, S, H, D] caches
+        (5, 33, 5, 16, AttentionLayout()),  # several query rows: the caches copied first
+    ],
+)
+def test_cached_attention(sq, past, new, d, layout, path, rng):  # noqa: ANN001
+    """Attention over a cache with new entries appended, and the appended caches written
+    out (bit for bit the concatenation), against numpy, with a causal mask."""
+    sk = past + new
+    q = rng.standard_normal((2, 3, sq, d)).astype(np.float32)
+    caches = [rng.standard_normal((2, 3, past, d)).astype(np.float32) for _ in "kv"]
+    news = [rng.standard_normal((2, 3, new, d)).astype(np.float32) for _ in "kv"]
+    mask = np.triu(np.full((sq, sk), -10000.0, np.float32), 1 + sk - sq)
+    out, pk, pv = run_cached(q, caches, news, mask, 0.25, layout, **PATHS[path])
+    k, v = (np.concatenate([c, n], axis=2) for c, n in zip(caches, news))
+    np.testing.assert_array_equal(pk, k)
+    np.testing.assert_array_equal(pv, v)
+    np.testing.assert_allclose(out, reference(q, k, v, mask, 0.25), rtol=1e-4, atol=1e-5)
+
+
+def test_cached_attention_writes_present_without_caching_it():
+    """The decode step's kernel writes the present caches with non-temporal stores (its
+    only ones), and a NaN in a new key reaches that head's output and no other."""
+    from ember.codegen_llvm.schedules.attention import cached_flash_attention
+
+    ph = [
+        te.placeholder(s, name=n)
+        for s, n in [((1, 2, 1, 16), "q"), ((1, 2, 40, 16), "pk"), ((1, 2, 1, 16), "nk")]
+        + [((1, 2, 40, 16), "pv"), ((1, 2, 1, 16), "nv")]
+    ]
+    outs = cached_flash_attention(*ph, None, 0.25, AttentionLayout())
+    mod = ember.build(
+        te.create_schedule([o.op for o in outs]), [*ph, *outs], target="llvm", name="decode"
+    )
+    ir = mod.get_source()
+    stores = [line for line in ir.splitlines() if "!nontemporal" in line]
+    assert stores and all(line.lstrip().startswith("store <") for line in stores)
+    gen = np.random.default_rng(3)
+    arrays = [gen.standard_normal(tuple(int(d) for d in p.shape)).astype(np.float32) for p in ph]
+    arrays[2][0, 1, 0, 5] = np.nan
+    got = [np.zeros(tuple(int(d) for d in o.shape), np.float32) for o in outs]
+    mod(*arrays, *got)
+    assert np.isnan(got[0][0, 1]).all() and not np.isnan(got[0][0, 0]).any()
+    assert np.isnan(got[1][0, 1, 40, 5]) and np.isnan(got[1]).sum() == 1
+
+
+@settings(max_examples=examples(8), deadline=None)
+@given(
+    sq=st.integers(1, 3),
+    past=st.integers(1, 40),
+    new=st.integers(1, 3),
+    d=st.sampled_from([4, 6, 8, 16, 20]),
+    seed=st.integers(0, 2**16),
+)
+def test_cached_attention_at_random_sizes(sq, past, new, d, seed):  # noqa: ANN001
+    """Any cache length, number of new positions, head size and query count, with a mask
+    of random -inf entries (none masks a whole row), against numpy."""
+    gen = np.random.default_rng(seed)
+    sk = past + new
+    q = gen.standard_normal((1, 2, sq, d)).astype(np.float32)
+    caches = [gen.standard_normal((1, 2, past, d)).astype(np.float32) for _ in "kv"]
+    news = [gen.standard_normal((1, 2, new, d)).astype(np.float32) for _ in "kv"]
+    mask = np.where(gen.random((1, 1, sq, sk)) < 0.3, -np.inf, 0.0).astype(np.float32)
+    mask[..., -1] = 0.0
+    out, pk, pv = run_cached(q, caches, news, mask, 0.5, AttentionLayout())
+    k, v = (np.concatenate([c, n], axis=2) for c, n in zip(caches, news))
+    np.testing.assert_array_equal(pk, k)
+    np.testing.assert_array_equal(pv, v)
+    np.testing.assert_allclose(out, reference(q, k, v, mask, 0.5), rtol=1e-4, atol=1e-5)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from ember.frontend import passes
-from ember.frontend.graph import Graph
+from ember.frontend.graph import Graph, Node
 from ember.frontend.graph_equal import assert_graph_equal
 from ember.frontend.passes import DEFAULT_PASSES, GRAPH, run_graph_passes
 from ember.tir.transform.runner import Pass
@@ -569,6 +569,63 @@ def a_scale_of_more_than_one_element_is_left_alone() -> tuple[Graph, Graph]:
 def scores_read_elsewhere_are_left_alone() -> tuple[Graph, Graph]:
     c = np.array(2.0, "float32")
     return _near_miss(scale=c, shared=True), _near_miss(scale=c, shared=True)
+
+
+# -- fuse_cache_append ---------------------------------------------------------------------
+
+IDENTITY_AXES = {f"{w}_axes": (0, 1, 2, 3) for w in ("q", "k", "v", "out")}
+
+
+def _decode_step(
+    fused: bool, queries: int = 1, past: int = 6, extra_reader: bool = False, parts: int = 2
+) -> Graph:
+    """A decode step's attention over a cache with the new key and value appended (GPT-2's
+    ``present`` outputs), as ``fuse_attention`` leaves it, or fused into one node."""
+    b = GraphBuilder()
+    q = b.input("q", (1, H, queries, D))
+    caches, present = [], []
+    for kind in "kv":
+        parts_in = [b.input(f"past_{kind}", (1, H, past, D))]
+        parts_in += [b.input(f"new_{kind}{i}", (1, H, 1, D)) for i in range(parts - 1)]
+        caches.append(parts_in)
+        present.append((f"present_{kind}", (1, H, past + parts - 1, D)))
+    mask = b.input("mask", (1, 1, queries, past + parts - 1))
+    attrs = {"scale": 0.5, **IDENTITY_AXES, **NO_SPLIT}
+    if fused:
+        out = b._value("ctx", (1, H, queries, D), "float32")
+        for name, shape in present:
+            b._value(name, shape, "float32")
+        inputs = (q, *caches[0], *caches[1], mask)
+        outputs = (out, *(name for name, _ in present))
+        b.nodes.append(Node("cached_attention", "ctx", inputs, outputs, attrs, "Attention"))
+        return b.build(*outputs)
+    k, v = (
+        b.node("concat", parts_in, shape, out=name, axis=2)
+        for parts_in, (name, shape) in zip(caches, present)
+    )
+    out = b.node("attention", [q, k, v, mask], (1, H, queries, D), out="ctx", **attrs)
+    extra = [b.node("relu", [k], present[0][1])] if extra_reader else []
+    return b.build(out, k, v, *extra)
+
+
+@expected("fuse_cache_append")
+def a_decode_steps_cache_append_joins_its_attention() -> tuple[Graph, Graph]:
+    return _decode_step(False), _decode_step(True)
+
+
+@expected("fuse_cache_append")
+def an_append_for_several_query_rows_is_left_alone() -> tuple[Graph, Graph]:
+    return _decode_step(False, queries=2), _decode_step(False, queries=2)
+
+
+@expected("fuse_cache_append")
+def a_cache_read_elsewhere_is_left_alone() -> tuple[Graph, Graph]:
+    return _decode_step(False, extra_reader=True), _decode_step(False, extra_reader=True)
+
+
+@expected("fuse_cache_append")
+def a_concat_of_three_is_left_alone() -> tuple[Graph, Graph]:
+    return _decode_step(False, parts=3), _decode_step(False, parts=3)
 
 
 # -- fuse_layer_norm -----------------------------------------------------------------------
