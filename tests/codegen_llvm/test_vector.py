@@ -257,3 +257,36 @@ def test_target_without_avx512_uses_no_zmm():
     f = map_func("vadd", ["float32", "float32"], "float32", lambda a, b: a + b, 256, lanes=16)
     mod = build(f, target="llvm -mcpu=haswell")
     assert "zmm" not in mod.get_source("asm") and "ymm" in mod.get_source("asm")
+
+
+def test_nontemporal_stores_to_the_marked_buffer_only(rng):
+    """Inside a ``nontemporal_stores`` attribute the vector stores to its buffer carry
+    ``!nontemporal`` and a fence follows the body; the same body's stores to another buffer,
+    and its scalar stores, stay plain. The values are the same either way."""
+    from ember.codegen_llvm.memory import NONTEMPORAL
+
+    n, lanes = 64, 8
+    A, out, other = param("A", (n,)), param("out", (n + 1,)), param("other", (n,))
+
+    def body(i: E.Var) -> S.Stmt:
+        v = load(A, ramp(i * lanes, lanes), lanes)
+        return S.SeqStmt(
+            (store(out, ramp(i * lanes, lanes), v), store(other, ramp(i * lanes, lanes), v + v))
+        )
+
+    tail = store(out, E.const(n, "int32"), load(A, E.const(0, "int32")))
+    marked = S.AttrStmt(
+        out.data, NONTEMPORAL, E.const(1, "int32"), S.SeqStmt((loop(n // lanes, body), tail))
+    )
+    mod = build(S.PrimFunc("copy_nt", (A, out, other), marked))
+    ir = mod.get_source()
+    nt = [line.strip() for line in ir.splitlines() if "!nontemporal" in line]
+    assert nt and all(line.startswith("store <8 x float>") for line in nt)
+    assert ir.count("fence seq_cst") == 1
+    stores = [line for line in ir.splitlines() if line.strip().startswith("store <8 x float>")]
+    assert len(stores) > len(nt)  # the stores to ``other`` stay plain
+    a = rand(n, "float32", rng)
+    o, p = sentinel(n + 1, "float32"), sentinel(n, "float32")
+    mod(a, o, p)
+    np.testing.assert_array_equal(o, np.append(a, a[0]))
+    np.testing.assert_array_equal(p, a + a)
