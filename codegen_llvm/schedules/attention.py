@@ -147,11 +147,13 @@ def cached_flash_attention(
     """``[out, present_k, present_v]`` of the ``cached_attention`` op: attention over the
     keys and values of a cache with the new ones appended, which are also written out
     (``present``). With one query row (a decode step) each task reads its head's keys and
-    values once, from the past or the new tensors, and writes them to ``present`` as it
-    uses them: the concatenation costs no pass of its own and the attention no second
-    read of the cache (GPT-2 small at a past of 1,024 moves 75 MB of keys and values a
-    step). With more query rows the task copies the cache first and attends over the copy.
-    ``blocks`` as :func:`flash_attention`'s."""
+    values once, from the past or the new tensors, a key block at a time: it writes the
+    block to ``present`` with non-temporal stores, then attends over it from the L1
+    cache. The concatenation costs no pass of its own, the attention no second read of
+    the cache, and ``present`` no read of each line before it is written (GPT-2 small at
+    a past of 1,024 moves 75 MB of keys and values a step). With more query rows the
+    kernel copies the cache first, in a parallel loop of its own, and attends over the
+    copy. ``blocks`` as :func:`flash_attention`'s."""
     B, H, Sq, P, D, Dv = sizes_of(q, past_k, past_v, layout)
     Sk = P + layout.sizes("k", static_shape(new_k.shape))[2]
     shape = _plan((B, H, Sq, Sk, D, Dv), layout, **blocks)
