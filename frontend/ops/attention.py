@@ -72,7 +72,8 @@ def _infer_cached(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Te
         if any(a != b for i, (a, b) in enumerate(zip(past.shape, new.shape)) if i != axis):
             raise ArgumentError(f"cached_attention: new {new} does not extend cache {past}")
         shape = list(past.shape)
-        shape[axis] = past.shape[axis] + new.shape[axis]
+        a, b = past.shape[axis], new.shape[axis]
+        shape[axis] = a + b if isinstance(a, int) and isinstance(b, int) else f"concat_{axis}"
         present.append(TensorType(tuple(shape), past.dtype))
     (out,) = _infer_attention([q, *present, *types[5:]], attrs)
     return [out, *present]
