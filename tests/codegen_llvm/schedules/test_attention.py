@@ -232,6 +232,7 @@ def run_cached(q, past, new, mask, scale, layout, **blocks):  # noqa: ANN001, AN
         (1, 37, 2, 6, AttentionLayout()),  # two new positions; transposed key blocks
         (1, 20, 1, 16, AttentionLayout(BHSD, BHSD, BHSD, BHSD)),  # [B, S, H, D] caches
         (5, 33, 5, 16, AttentionLayout()),  # several query rows: the caches copied first
+        (1, 30, 1, 16, AttentionLayout(k=(0, 1, 3, 2))),  # keys cached transposed [B, H, D, S]
     ],
 )
 def test_cached_attention(sq, past, new, d, layout, path, rng):  # noqa: ANN001
