@@ -671,23 +671,22 @@ class _AppendKernel(_Kernel):
         :meth:`task_scope`), before the scores read them again from the L1 cache. Written
         apart from the scores, whose loop over features walks eight key rows at once:
         eight rows' partial lines would be in flight at a time."""
-        if not self.fused:
-            return
-        n, ib = self.n, self.ib
-        for which, present, width in (("k", self.K, n.D), ("v", self.V, n.Dv)):
-            with ib.for_range(0, E.min_(n.bk, n.Sk - j0), name="j") as j:
-                with ib.for_range(0, width, name="x", kind="vectorized") as x:
-                    index = self.layout.index(which, t.b, t.h, j0 + j, x)
-                    ib.store(present, index, self.appended(which, t.b, t.h, j0 + j, x))
+        if self.fused:
+            self.write_present(t.b, t.h, j0, E.min_(self.n.bk, self.n.Sk - j0))
 
     def copy_cache(self) -> None:
         """Both present tensors written whole, parallel over the heads (several query
         blocks read each key, so no task can write them as it goes)."""
+        n = self.n
+        with self.ib.for_range(0, n.B * n.H, name="bh", kind="parallel") as bh:
+            self.write_present(bh // n.H, bh % n.H, 0, n.Sk)
+
+    def write_present(self, b: Any, h: Any, j0: Any, count: Any) -> None:
+        """Positions ``j0 ..`` (``count`` of them) of head (b, h) of both present caches,
+        from the past and new entries."""
         n, ib = self.n, self.ib
         for which, present, width in (("k", self.K, n.D), ("v", self.V, n.Dv)):
-            with ib.for_range(0, n.B * n.H, name="bh", kind="parallel") as bh:
-                b, h = bh // n.H, bh % n.H
-                with ib.for_range(0, n.Sk, name="j") as j:
-                    with ib.for_range(0, width, name="x", kind="vectorized") as x:
-                        index = self.layout.index(which, b, h, j, x)
-                        ib.store(present, index, self.appended(which, b, h, j, x))
+            with ib.for_range(0, count, name="j") as j:
+                with ib.for_range(0, width, name="x", kind="vectorized") as x:
+                    index = self.layout.index(which, b, h, j0 + j, x)
+                    ib.store(present, index, self.appended(which, b, h, j0 + j, x))
