@@ -24,7 +24,7 @@ from typing import Any
 from ember.errors import ArgumentError
 from ember.frontend.graph import TensorType
 from ember.frontend.op_kinds import OPAQUE
-from ember.frontend.ops.registry import broadcast_shapes, register_op
+from ember.frontend.ops.registry import broadcast_shapes, get_op, register_op
 from ember.tir.topi import attention as topi_attention
 from ember.tir.topi.attention import AttentionLayout
 
@@ -66,15 +66,13 @@ def _infer_cached(types: Sequence[TensorType], attrs: dict[str, Any]) -> list[Te
     q, past_k, new_k, past_v, new_v = types[:5]
     present = []
     for which, past, new in (("k", past_k, new_k), ("v", past_v, new_v)):
-        axis = getattr(layout, which)[2]
         if past.ndim != 4 or new.ndim != 4 or past.dtype != new.dtype:
             raise ArgumentError(f"cached_attention: cache {past} and new {new} must be 4-D alike")
-        if any(a != b for i, (a, b) in enumerate(zip(past.shape, new.shape)) if i != axis):
-            raise ArgumentError(f"cached_attention: new {new} does not extend cache {past}")
-        shape = list(past.shape)
-        a, b = past.shape[axis], new.shape[axis]
-        shape[axis] = a + b if isinstance(a, int) and isinstance(b, int) else f"concat_{axis}"
-        present.append(TensorType(tuple(shape), past.dtype))
+        try:  # the appended cache: concat's own rule along the position axis
+            present += get_op("concat").infer([past, new], {"axis": getattr(layout, which)[2]})
+        except ArgumentError:
+            message = f"cached_attention: new {new} does not extend cache {past}"
+            raise ArgumentError(message) from None
     (out,) = _infer_attention([q, *present, *types[5:]], attrs)
     return [out, *present]
 

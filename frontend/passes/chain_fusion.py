@@ -23,13 +23,21 @@ class Readers:
         self._producers, self._users = graph.producers(), graph.consumers()
         self._outputs = set(graph.output_names)
 
+    def producer(self, value: str) -> Node | None:
+        """The node that makes ``value`` (None for an input or a param)."""
+        return self._producers.get(value)
+
+    def readers(self, value: str) -> list[Node]:
+        """The nodes that read ``value``."""
+        return self._users.get(value, [])
+
     def sole_producer(self, value: str, ops: tuple[str, ...]) -> Node | None:
         """The node of one of ``ops`` that makes ``value``, where only one node reads
         ``value`` and it is no graph output; else None."""
-        node = self._producers.get(value)
+        node = self.producer(value)
         if node is None or node.op not in ops or value in self._outputs:
             return None
-        return node if len(self._users.get(value, ())) == 1 else None
+        return node if len(self.readers(value)) == 1 else None
 
 
 ChainAt = Callable[[Readers, Node], "tuple[Node, ...] | None"]

@@ -22,46 +22,38 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ember.frontend.graph import Graph, Node, merged_labels
+from ember.frontend.passes.chain_fusion import Readers
 from ember.frontend.passes.graph_pass import graph_pass
 from ember.tir.topi.attention import AttentionLayout
 
 
-class _View:
-    """The graph's producers and consumers, asked by the matcher."""
-
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.producers, self.consumers = graph.producers(), graph.consumers()
-
-
-def _append(view: _View, node: Node, value: str, axis: int) -> Node | None:
-    """The two-input concat along ``axis`` with a nonempty first input that makes
-    ``value`` and that only ``node`` reads, else None."""
-    concat = view.producers.get(value)
+def _append(readers: Readers, node: Node, value: str, axis: int) -> Node | None:
+    """The two-input concat along ``axis`` with a nonempty, static, 4-D first input that
+    makes ``value`` and that only ``node`` reads, else None."""
+    concat = readers.producer(value)
     if concat is None or concat.op != "concat" or len(concat.inputs) != 2:
         return None
-    readers = view.consumers.get(value, [])
-    if len(readers) != 1 or readers[0] is not node:
+    users = readers.readers(value)
+    if len(users) != 1 or users[0] is not node:
         return None
-    past = view.graph.values[concat.inputs[0]].type
-    rank = past.ndim
-    if not past.is_static or concat.attrs["axis"] % max(rank, 1) != axis or rank != 4:
+    past = readers.graph.values[concat.inputs[0]].type
+    if past.ndim != 4 or not past.is_static or concat.attrs["axis"] % 4 != axis:
         return None
     return concat if int(past.shape[axis]) > 0 else None
 
 
-def _match(view: _View, node: Node) -> tuple[Node, Node] | None:
+def _match(readers: Readers, node: Node) -> tuple[Node, Node] | None:
     """The key and value concats ``node`` (an ``attention``) can take over, else None."""
     if node.op != "attention":
         return None
     layout = AttentionLayout.from_attrs(node.attrs)
-    q = view.graph.values[node.inputs[0]].type
+    q = readers.graph.values[node.inputs[0]].type
     if layout.k_split or layout.v_split or not q.is_static:
         return None
     if layout.sizes("q", tuple(int(d) for d in q.shape))[2] != 1:
         return None
-    k = _append(view, node, node.inputs[1], layout.k[2])
-    v = _append(view, node, node.inputs[2], layout.v[2])
+    k = _append(readers, node, node.inputs[1], layout.k[2])
+    v = _append(readers, node, node.inputs[2], layout.v[2])
     return None if k is None or v is None or k is v else (k, v)
 
 
@@ -77,18 +69,19 @@ def _fused(node: Node, k: Node, v: Node) -> Node:
 
 @graph_pass
 def fuse_cache_append(graph: Graph) -> Graph:
-    """Runs the pass on ``graph`` (see the module notes)."""
-    while True:
-        view = _View(graph)
-        found = next(
-            ((n, *m) for n in graph.nodes for m in [_match(view, n)] if m is not None), None
-        )
-        if found is None:
-            return graph
-        node, k, v = found
-        gone = {id(k), id(v)}
-        nodes = [_fused(node, k, v) if n is node else n for n in graph.nodes if id(n) not in gone]
-        graph = replace(graph, nodes=nodes)
+    """Runs the pass on ``graph`` (see the module notes). The matches never share a node
+    (each concat is read by its attention alone), so one walk finds them all."""
+    readers = Readers(graph)
+    matches = {id(n): m for n in graph.nodes for m in [_match(readers, n)] if m is not None}
+    if not matches:
+        return graph
+    gone = {id(c) for k, v in matches.values() for c in (k, v)}
+    nodes = [
+        _fused(n, *matches[id(n)]) if id(n) in matches else n
+        for n in graph.nodes
+        if id(n) not in gone
+    ]
+    return replace(graph, nodes=nodes)
 
 
 __all__ = ["fuse_cache_append"]
