@@ -405,6 +405,9 @@ def _dw_pw_params(b: GraphBuilder) -> tuple[str, str, str, str]:
     )
 
 
+DW_PW = {**DW, "channels": 32, "min": 0.0, "max": 6.0, "out_channels": 16}  # the fused node's
+
+
 def _dw_clip_pw(h: int, w: int) -> Graph:
     """dwconv_nchwc (32 channels) -> clip [0, 6] -> 1x1 conv_nchwc to 16, at ``h x w``."""
     b = GraphBuilder()
@@ -422,8 +425,7 @@ def a_large_depthwise_clip_pointwise_chain_is_one_node() -> tuple[Graph, Graph]:
     e = GraphBuilder()
     x = e.input("x", (1, 2, h, w, 16))
     dw, db, pw, pb = _dw_pw_params(e)
-    attrs = {**DW, "channels": 32, "min": 0.0, "max": 6.0, "out_channels": 16}
-    y = e.node("dwconv_pw_nchwc", [x, dw, db, pw, pb], (1, 1, h, w, 16), **attrs)
+    y = e.node("dwconv_pw_nchwc", [x, dw, db, pw, pb], (1, 1, h, w, 16), **DW_PW)
     g = e.build(y)
     fused = replace(g.nodes[0], op_type="Conv_nchwc")  # the 1x1 conv's, whose name it keeps
     return _dw_clip_pw(h, w), replace(g, nodes=[fused])
@@ -435,8 +437,6 @@ def a_small_depthwise_output_stays_apart() -> tuple[Graph, Graph]:
 
 
 # -- fuse_expand_dw_pointwise ----------------------------------------------------------------
-
-DW_PW = {**DW, "channels": 32, "min": 0.0, "max": 6.0, "out_channels": 16}
 
 
 def _expand_params(b: GraphBuilder) -> tuple[str, str]:
