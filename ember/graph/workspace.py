@@ -47,7 +47,7 @@ from ember.graph.index_guard import GuardedCall, guard_index_reads
 from ember.graph.memory_plan import absorbed_concats, aliased_reshapes, plan_memory
 from ember.graph.step import Step, empty_kernel
 from ember.graph.step_program import Program, link_steps
-from ember.runtime.aligned import aligned_array, aligned_copy
+from ember.runtime.aligned import aligned_array, aligned_copy, data_address
 from ember.runtime.recycled import Recycler
 from ember.runtime.step_loop import NativeRun, StepLoop, ThreadCounts
 
@@ -118,6 +118,13 @@ class Workspace:
         g, steps, env, aliases = self._graph, self._steps, self.env, self._aliases
         self._in_slots = _movable(g, steps, g.input_names, env, self.calls, self.program, aliases)
         self._out_slots = _movable(g, steps, g.output_names, env, self.calls, self.program, aliases)
+        # every slot with its own buffer's address, for own_memory (the buffers never move)
+        self._own = [
+            (table, position, env[name].ctypes.data)
+            for slots in (self._in_slots, self._out_slots)
+            for name, slot_list in slots.items()
+            for table, position in slot_list
+        ]
 
     def load(self, arrays: Sequence[np.ndarray], borrow: bool = False) -> None:
         """Copy checked input arrays into this workspace's input buffers; with ``borrow``,
@@ -126,10 +133,10 @@ class Workspace:
         for name, buf, arr in zip(self._graph.input_names, self.inputs, arrays):
             slots = self._in_slots.get(name)
             if slots and borrow and arr.flags.c_contiguous and arr.flags.aligned:
-                _point(slots, arr.ctypes.data)
+                _point(slots, data_address(arr))
                 continue
             if slots:
-                _point(slots, buf.ctypes.data)
+                _point(slots, data_address(buf))
             np.copyto(buf, arr)
 
     def fresh_outputs(self) -> dict[str, np.ndarray]:
@@ -149,9 +156,8 @@ class Workspace:
         once the recycler keeps enough. An idle workspace names none of it, so a program
         run without :meth:`load` and :meth:`fresh_outputs` first reads and writes its own
         buffers, never freed memory."""
-        for slots in (self._in_slots, self._out_slots):
-            for name, table in slots.items():
-                _point(table, self.env[name].ctypes.data)
+        for table, position, address in self._own:
+            table[position] = address
 
 
 class WorkspacePool:

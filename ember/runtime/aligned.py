@@ -9,11 +9,36 @@ will run on.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
 
 CACHE_LINE = 64  # bytes: one AVX-512 vector
+
+
+def _data_field() -> int | None:
+    """Offset of the data pointer in a numpy array object: right after the object's
+    header (``PyArrayObject_fields``, numpy's ABI), checked here on a probe array; None
+    where it is not there (another interpreter's header), and :func:`data_address` asks
+    ``ctypes`` instead."""
+    probe = np.empty(3)
+    offset = object.__basicsize__
+    found = ctypes.c_void_p.from_address(id(probe) + offset).value
+    return offset if found == probe.ctypes.data else None
+
+
+_DATA_FIELD = _data_field()
+
+
+def data_address(a: np.ndarray) -> int:
+    """The address of ``a``'s data. A run hands its caller's arrays to the kernels by
+    address, just after a model's kernels have pushed Python's objects out of the
+    caches: there ``a.ctypes.data``, which builds a ctypes helper object, took 23 us
+    on a Zen 3 guest, reading the field 5 us (warm: 3.2 and 0.8 us)."""
+    if _DATA_FIELD is None:
+        return int(a.ctypes.data)
+    return int(ctypes.c_void_p.from_address(id(a) + _DATA_FIELD).value or 0)
 
 
 def aligned_empty(nbytes: int, dtype: Any = np.uint8, shape: Any = None) -> np.ndarray:

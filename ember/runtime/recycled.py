@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.runtime.aligned import aligned_empty
+from ember.runtime.aligned import aligned_empty, data_address
 
 
 class Recycler:
@@ -46,7 +46,7 @@ class Recycler:
             block, address = waiting.pop() if waiting else (None, 0)
         if block is None:
             block = aligned_empty(nbytes)
-            address = block.ctypes.data
+            address = data_address(block)
         view = (ctypes.c_char * nbytes).from_buffer(block)
         done = weakref.finalize(view, self._give_back, nbytes, block, address)
         done.atexit = False
