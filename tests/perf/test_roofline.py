@@ -92,3 +92,14 @@ def test_stream_kernel_sums_the_whole_buffer(script: dict) -> None:
 def test_rates_are_measured(script: dict) -> None:
     assert script["fma_peak"](1, seconds=0.02, repeat=2) > 1e9  # any AVX-512 core does more
     assert script["read_bandwidth"](1, mib=4, repeat=2) > 1e8
+
+
+def test_peak_chains_fit_the_hosts_vector_registers(script: dict) -> None:
+    """Vectors wider than the CPU's are split: 12 chains of 512-bit ones took 24 of
+    AVX2's 16 registers, and the spills halved the peak it printed."""
+    import llvmlite.binding as llvm
+
+    avx512 = bool(llvm.get_host_cpu_features().get("avx512f"))
+    registers = 32 if avx512 else 16
+    assert script["LANES"] == (16 if avx512 else 8)
+    assert script["CHAINS"] + 1 <= registers  # the chains and their shared operand
