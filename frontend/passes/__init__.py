@@ -23,6 +23,7 @@ from ember.frontend.passes.eliminate_common_subexpr import eliminate_common_sube
 from ember.frontend.passes.eliminate_dead_code import eliminate_dead_code
 from ember.frontend.passes.fold_batch_norm import fold_batch_norm
 from ember.frontend.passes.fuse_attention import fuse_attention
+from ember.frontend.passes.fuse_gelu import fuse_gelu
 from ember.frontend.passes.fuse_layer_norm import fuse_layer_norm
 from ember.frontend.passes.fuse_ops import fuse_ops
 from ember.frontend.passes.graph_pass import GRAPH, as_graph_pass, graph_pass
@@ -36,6 +37,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     eliminate_common_subexpr,
     fold_batch_norm,
     fuse_layer_norm,
+    fuse_gelu,
     pack_dense_weights,
     pack_int8_weights,
     eliminate_dead_code,
@@ -68,6 +70,7 @@ __all__ = [
     "conv1d_as_2d",
     "conv_as_gemm",
     "fuse_attention",
+    "fuse_gelu",
     "fuse_layer_norm",
     "fuse_ops",
     "graph_pass",

@@ -31,6 +31,15 @@ class Readers:
         """The nodes that read ``value``."""
         return self._users.get(value, [])
 
+    def sole_reader(self, value: str) -> Node | None:
+        """The node that reads ``value``, where only it does and ``value`` is no graph
+        output; else None."""
+        found = self.readers(value)
+        return found[0] if len(found) == 1 and value not in self._outputs else None
+
+    def is_output(self, value: str) -> bool:
+        return value in self._outputs
+
     def sole_producer(self, value: str, ops: tuple[str, ...]) -> Node | None:
         """The node of one of ``ops`` that makes ``value``, where only one node reads
         ``value`` and it is no graph output; else None."""

@@ -13,9 +13,10 @@ which Ember would run as four kernels (two reductions, each followed by elementw
 work). Expects a verified graph; gives one where each such chain over float32 or float64
 is one ``normalize`` node (``frontend/ops/norm.py``: axes, eps, ``center`` False for RMS,
 accumulation in the input's dtype) — what onnxruntime's LayerNormFusion and
-SimplifiedLayerNormFusion do. The residual add before it (SkipLayerNorm) and bias + GELU
-need no pass: they are elementwise, and ``fuse_ops`` already puts them in the epilogue of
-the GEMM before them.
+SimplifiedLayerNormFusion do. The residual add before it (SkipLayerNorm) needs no pass:
+it is elementwise, and ``fuse_ops`` already puts it in the epilogue of the GEMM before
+it, as it does bias + GELU (which ``fuse_gelu`` first makes one ``gelu`` node, for its
+arithmetic).
 
 It fires only where the node means what the chain does: both means over the same axes
 with keepdims, a constant exponent of 2, a one-element finite constant ``eps``, gamma

@@ -1,7 +1,7 @@
 """Layer-norm fusion end to end: a residual add and a LayerNorm spelled out in
 ReduceMean/Sub/Pow/Sqrt/Div/Mul/Add, as exporters before opset 17 write BERT's, runs as
 the add and one ``normalize`` kernel (not four) and matches onnxruntime. (Bias and GELU
-before the residual need no pass: ``fuse_ops`` makes them the GEMM's epilogue.)"""
+before the residual are the GEMM's epilogue: ``fuse_ops``, after ``fuse_gelu``.)"""
 
 from __future__ import annotations
 

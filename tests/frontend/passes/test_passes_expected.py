@@ -628,6 +628,111 @@ def a_concat_of_three_is_left_alone() -> tuple[Graph, Graph]:
     return _decode_step(False, parts=3), _decode_step(False, parts=3)
 
 
+# -- fuse_gelu -----------------------------------------------------------------------------
+
+GX = (2, 3, 8)
+
+
+def _c(b: GraphBuilder, name: str, value: float, shape: tuple[int, ...] = ()) -> str:
+    return b.param(name, np.full(shape, value, dtype="float32"))
+
+
+def _gelu_erf_chain(b: GraphBuilder, x: str, form: str = "div", root: float = 2.0) -> str:
+    """x * 0.5 * (1 + erf(x / sqrt(2))) as exporters write it: ``form`` "div" divides by
+    the root and multiplies x first, "mul" multiplies by its reciprocal and halves x
+    first, each binary node with its operands the other way round."""
+    if form == "div":
+        t = b.node("divide", [x, _c(b, "r", np.sqrt(root))], GX)
+    else:
+        t = b.node("multiply", [_c(b, "r", 1 / np.sqrt(root)), x], GX)
+    one = b.node("add", [_c(b, "one", 1.0), b.node("erf", [t], GX)], GX)
+    if form == "div":
+        return b.node("multiply", [b.node("multiply", [x, one], GX), _c(b, "half", 0.5)], GX)
+    return b.node("multiply", [one, b.node("multiply", [_c(b, "half", 0.5), x], GX)], GX)
+
+
+def _gelu_fused(form: str, approximate: str = "none") -> Graph:
+    e = GraphBuilder()
+    x = e.input("x", GX)
+    if approximate == "none":
+        r = 1 / np.sqrt(2.0) if form == "mul" else np.sqrt(2.0)
+        for name, v in (("r", r), ("one", 1.0), ("half", 0.5)):
+            _c(e, name, v)  # the chain's constants stay until dead-code elimination
+    else:
+        for name, v in (
+            ("three", 3.0),
+            ("k", 0.044715),
+            ("s", np.sqrt(2 / np.pi)),
+            ("one", 1.0),
+            ("half", 0.5),
+        ):
+            _c(e, name, v)
+    return e.build(e.node("relu", [e.node("gelu", [x], GX, approximate=approximate)], GX))
+
+
+@expected("fuse_gelu")
+def an_erf_gelu_dividing_by_the_root_is_one_gelu() -> tuple[Graph, Graph]:
+    b = GraphBuilder()
+    before = b.build(b.node("relu", [_gelu_erf_chain(b, b.input("x", GX))], GX))
+    return before, _gelu_fused("div")
+
+
+@expected("fuse_gelu")
+def an_erf_gelu_by_the_reciprocal_with_x_halved_first_is_one_gelu() -> tuple[Graph, Graph]:
+    b = GraphBuilder()
+    before = b.build(b.node("relu", [_gelu_erf_chain(b, b.input("x", GX), "mul")], GX))
+    return before, _gelu_fused("mul")
+
+
+@expected("fuse_gelu")
+def gpt2s_tanh_gelu_with_pow_is_one_tanh_gelu() -> tuple[Graph, Graph]:
+    b = GraphBuilder()
+    x = b.input("x", GX)
+    three, k = _c(b, "three", 3.0), _c(b, "k", 0.044715)
+    s, one, half = _c(b, "s", np.sqrt(2 / np.pi)), _c(b, "one", 1.0), _c(b, "half", 0.5)
+    cube = b.node("multiply", [b.node("pow", [x, three], GX), k], GX)
+    inner = b.node("multiply", [s, b.node("add", [x, cube], GX)], GX)
+    y = b.node("add", [b.node("tanh", [inner], GX), one], GX)
+    before = b.build(
+        b.node("relu", [b.node("multiply", [b.node("multiply", [x, half], GX), y], GX)], GX)
+    )
+    return before, _gelu_fused("", "tanh")
+
+
+@expected("fuse_gelu")
+def a_root_of_three_is_left_alone() -> tuple[Graph, Graph]:
+    def graph() -> Graph:
+        b = GraphBuilder()
+        return b.build(_gelu_erf_chain(b, b.input("x", GX), root=3.0))
+
+    return graph(), graph()
+
+
+@expected("fuse_gelu")
+def an_erf_read_outside_the_chain_is_left_alone() -> tuple[Graph, Graph]:
+    def graph() -> Graph:
+        b = GraphBuilder()
+        y = _gelu_erf_chain(b, b.input("x", GX))
+        return b.build(y, b.nodes[1].outputs[0])  # the erf is also an output
+
+    return graph(), graph()
+
+
+@expected("fuse_gelu")
+def a_half_that_grows_the_shape_is_left_alone() -> tuple[Graph, Graph]:
+    """0.5 of shape (1, 1, 1, 1) makes the product 4-D: a gelu node would keep x's 3-D."""
+
+    def graph() -> Graph:
+        b = GraphBuilder()
+        x = b.input("x", GX)
+        t = b.node("divide", [x, _c(b, "r", np.sqrt(2.0))], GX)
+        one = b.node("add", [b.node("erf", [t], GX), _c(b, "one", 1.0)], GX)
+        xy = b.node("multiply", [x, one], GX)
+        return b.build(b.node("multiply", [xy, _c(b, "half", 0.5, (1, 1, 1, 1))], (1, *GX)))
+
+    return graph(), graph()
+
+
 # -- fuse_layer_norm -----------------------------------------------------------------------
 
 LN = (2, 3, 6)  # normalized over the last axis
