@@ -5,6 +5,8 @@ Add) fused into its output stage; ``extract_tasks`` lists them, the tuner tunes 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -142,7 +144,13 @@ def test_a_short_real_tuning_run(tmp_path, rng):  # noqa: ANN001
     log = tmp_path / "real.jsonl"
     result = tune(task, n_trials=3, records=log, measure=MeasureOption(number=3, repeat=2))
     recs = read_records(log)
-    assert len(recs) == 3 and sum(r.ok for r in recs) == 3
+    assert all(r.ok for r in recs)
+    # the search's 3 trials; then, where a pick beat the fallback, the two timed again by
+    # turns (3 rounds, every timing recorded): which happens depends on the host's timings
+    again = recs[3:]
+    assert len(again) % 6 == 0 and (len(again) > 0) == (result.retimed is not None)
+    configs = [json.dumps(r.config, sort_keys=True) for r in recs]
+    assert set(configs[3:]) <= set(configs[:3])
     with apply_history_best(log):
         s, args = task.instantiate()
     x = rng.uniform(-1, 1, (1, 16, 14, 14)).astype("float32")
