@@ -9,6 +9,7 @@ first found and looks again, until none is left.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -31,6 +32,20 @@ class Readers:
         """The nodes that read ``value``."""
         return self._users.get(value, [])
 
+    def made_by(self, value: str, *ops: str) -> Node | None:
+        """The node of one of ``ops`` that makes ``value``, else None."""
+        node = self.producer(value)
+        return node if node is not None and node.op in ops else None
+
+    def scalar(self, value: str | None) -> float | None:
+        """The value of ``value`` where it is a one-element finite float constant, else
+        None."""
+        c = self.graph.params.get(value or "")
+        if c is None or c.size != 1 or c.dtype.kind != "f":
+            return None
+        found = float(c.reshape(-1)[0])
+        return found if math.isfinite(found) else None
+
     def sole_reader(self, value: str) -> Node | None:
         """The node that reads ``value``, where only it does and ``value`` is no graph
         output; else None."""
@@ -47,6 +62,12 @@ class Readers:
         if node is None or node.op not in ops or value in self._outputs:
             return None
         return node if len(self.readers(value)) == 1 else None
+
+
+def other_input(node: Node, name: str) -> str | None:
+    """The other input of a binary ``node`` reading ``name``, else None."""
+    a, b = node.inputs
+    return b if a == name else a if b == name else None
 
 
 ChainAt = Callable[[Readers, Node], "tuple[Node, ...] | None"]
@@ -72,4 +93,4 @@ def fuse_chains(graph: Graph, chain_at: ChainAt, fuse: Callable[..., Node]) -> G
         graph = replace(graph, nodes=nodes, values=values)
 
 
-__all__ = ["Readers", "fuse_chains"]
+__all__ = ["Readers", "fuse_chains", "other_input"]

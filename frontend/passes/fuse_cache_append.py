@@ -30,8 +30,8 @@ from ember.tir.topi.attention import AttentionLayout
 def _append(readers: Readers, node: Node, value: str, axis: int) -> Node | None:
     """The two-input concat along ``axis`` with a nonempty, static, 4-D first input that
     makes ``value`` and that only ``node`` reads, else None."""
-    concat = readers.producer(value)
-    if concat is None or concat.op != "concat" or len(concat.inputs) != 2:
+    concat = readers.made_by(value, "concat")
+    if concat is None or len(concat.inputs) != 2:
         return None
     users = readers.readers(value)
     if len(users) != 1 or users[0] is not node:

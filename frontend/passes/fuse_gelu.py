@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 from ember.frontend.graph import Graph, Node, merged_labels
-from ember.frontend.passes.chain_fusion import Readers, fuse_chains
+from ember.frontend.passes.chain_fusion import Readers, fuse_chains, other_input
 from ember.frontend.passes.graph_pass import graph_pass
 
 FLOATS = ("float32", "float64")
@@ -39,59 +39,44 @@ CUBIC = 0.044715
 CLOSE = 1e-6  # relative: float32 rounding of the constants (2**-24 is 6e-8) with room
 
 
-def _made_by(readers: Readers, name: str, op: str) -> Node | None:
-    node = readers.producer(name)
-    return node if node is not None and node.op == op else None
-
-
-def _is_const(graph: Graph, name: str | None, value: float) -> bool:
-    """Whether ``name`` is a one-element float constant within float32 rounding of
-    ``value``."""
-    c = graph.params.get(name or "")
-    if c is None or c.size != 1 or c.dtype.kind != "f":
-        return False
-    got = float(c.reshape(-1)[0])
-    return math.isfinite(got) and abs(got - value) <= CLOSE * abs(value)
-
-
-def _other(node: Node, name: str) -> str | None:
-    """The other input of a binary ``node`` reading ``name``."""
-    a, b = node.inputs
-    return b if a == name else a if b == name else None
+def _near(r: Readers, name: str | None, value: float) -> bool:
+    """Whether ``name`` is a one-element constant within float32 rounding of ``value``."""
+    got = r.scalar(name)
+    return got is not None and abs(got - value) <= CLOSE * abs(value)
 
 
 def _scaled(r: Readers, name: str, x: str) -> list[Node] | None:
     """The node making ``name`` from ``x`` alone times ``1 / sqrt(2)`` (the erf's
     argument), or None."""
-    div = _made_by(r, name, "divide")
-    if div is not None and div.inputs[0] == x and _is_const(r.graph, div.inputs[1], SQRT2):
+    div = r.made_by(name, "divide")
+    if div is not None and div.inputs[0] == x and _near(r, div.inputs[1], SQRT2):
         return [div]
-    mul = _made_by(r, name, "multiply")
-    if mul is not None and _is_const(r.graph, _other(mul, x), 1.0 / SQRT2):
+    mul = r.made_by(name, "multiply")
+    if mul is not None and _near(r, other_input(mul, x), 1.0 / SQRT2):
         return [mul]
     return None
 
 
 def _tanh_argument(r: Readers, name: str) -> tuple[str, list[Node]] | None:
     """``(x, nodes)`` where ``name = sqrt(2 / pi) * (x + 0.044715 * pow(x, 3))``."""
-    outer = _made_by(r, name, "multiply")
+    outer = r.made_by(name, "multiply")
     if outer is None:
         return None
-    s = next((i for i in outer.inputs if _is_const(r.graph, _other(outer, i), TANH_SCALE)), "")
-    inner = _made_by(r, s, "add")
+    s = next((i for i in outer.inputs if _near(r, other_input(outer, i), TANH_SCALE)), "")
+    inner = r.made_by(s, "add")
     if inner is None:
         return None
     for x in inner.inputs:
-        cubic = _made_by(r, _other(inner, x) or "", "multiply")
+        cubic = r.made_by(other_input(inner, x) or "", "multiply")
         if cubic is None:
             continue
         for p in cubic.inputs:
-            power = _made_by(r, p, "pow")
+            power = r.made_by(p, "pow")
             if (
                 power is not None
                 and power.inputs[0] == x
-                and _is_const(r.graph, power.inputs[1], 3.0)
-                and _is_const(r.graph, _other(cubic, p), CUBIC)
+                and _near(r, power.inputs[1], 3.0)
+                and _near(r, other_input(cubic, p), CUBIC)
             ):
                 return x, [power, cubic, inner, outer]
     return None
@@ -105,17 +90,17 @@ def _tail(r: Readers, one_plus: str, x: str) -> list[Node] | None:
     y = one_plus
     while len(factors) < 2:
         mul = r.sole_reader(y)
-        other = _other(mul, y) if mul is not None and mul.op == "multiply" else None
+        other = other_input(mul, y) if mul is not None and mul.op == "multiply" else None
         if mul is None or other is None:
             return None
-        half_x = _made_by(r, other, "multiply")
+        half_x = r.made_by(other, "multiply")
         if other == x:
             factors.append("x")
-        elif _is_const(r.graph, other, 0.5):
+        elif _near(r, other, 0.5):
             factors.append("half")
         elif (
             half_x is not None
-            and _is_const(r.graph, _other(half_x, x), 0.5)
+            and _near(r, other_input(half_x, x), 0.5)
             and r.sole_reader(other) is mul
         ):
             factors += ["x", "half"]
@@ -145,7 +130,7 @@ def _match(r: Readers, fn: Node) -> tuple[list[Node], str, str] | None:
     add = r.sole_reader(fn.outputs[0])
     if x is None or head is None or add is None or add.op != "add":
         return None
-    one = _is_const(r.graph, _other(add, fn.outputs[0]), 1.0)
+    one = _near(r, other_input(add, fn.outputs[0]), 1.0)
     tail = _tail(r, add.outputs[0], x) if one else None
     if tail is None:
         return None

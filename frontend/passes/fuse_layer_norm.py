@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from ember.errors import ArgumentError
 from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.ops.registry import broadcast_shapes
+from ember.frontend.passes.chain_fusion import other_input
 from ember.frontend.passes.graph_pass import graph_pass
 
 FLOATS = ("float32", "float64")
@@ -76,12 +77,6 @@ class _View:
         return tuple(self.graph.values[name].type.shape)
 
 
-def _other(node: Node, name: str) -> str | None:
-    """The other input of a binary ``node`` reading ``name``."""
-    a, b = node.inputs
-    return b if a == name else a if b == name else None
-
-
 def _mean(view: _View, name: str) -> Node | None:
     node = view.made_by(name, "reduce")
     ok = node is not None and node.attrs["kind"] == "mean" and node.attrs["keepdims"]
@@ -106,7 +101,7 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
     var_mean = None if add is None else _mean(view, add.inputs[0]) or _mean(view, add.inputs[1])
     if add is None or var_mean is None:
         return None
-    eps = view.scalar(_other(add, var_mean.outputs[0]) or "")
+    eps = view.scalar(other_input(add, var_mean.outputs[0]) or "")
     squared = _square_of(view, var_mean.inputs[0])
     if eps is None or eps < 0 or squared is None:
         return None
@@ -131,7 +126,7 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
         user = _only_user(view, y)
         if user is None or user.op != op or (op == "add" and gamma is None):
             break
-        other = _other(user, y)
+        other = other_input(user, y)
         if other is None or not _fits(view.shape(other), tuple(t.shape)) or other == y:
             break
         gamma, beta = (other, None) if op == "multiply" else (gamma, other)
@@ -151,7 +146,7 @@ def _normalized(view: _View, sqrt: Node, d: str) -> tuple[list[Node], str] | Non
         return [user], user.outputs[0]
     if user.op == "reciprocal":
         mul = _only_user(view, user.outputs[0])
-        if mul is not None and mul.op == "multiply" and _other(mul, user.outputs[0]) == d:
+        if mul is not None and mul.op == "multiply" and other_input(mul, user.outputs[0]) == d:
             return [user, mul], mul.outputs[0]
     return None
 
