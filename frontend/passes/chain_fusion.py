@@ -1,16 +1,19 @@
-"""Chains of nodes replaced by one node: what ``fuse_dw_pointwise`` and
-``fuse_expand_dw_pointwise`` share.
+"""Chains of nodes replaced by one node: what the graph's fusion passes share
+(``fuse_dw_pointwise``, ``fuse_expand_dw_pointwise``, ``fuse_gelu``, ``fuse_cache_append``,
+``fuse_layer_norm``, ``fuse_attention``).
 
 A chain is a run of nodes each of whose output only the next one reads (and which is no
 graph output), ending at the node whose outputs the fused node takes over. A pass finds
 the chain ending at a node with :class:`Readers`, and :func:`fuse_chains` replaces the
-first found and looks again, until none is left.
+first found and looks again, until none is left. A pass whose match carries more than
+its nodes (a layer norm's axes and eps, attention's layout) runs its own loop over a
+:class:`Readers` subclass and replaces each chain with :func:`replace_chain`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ember.frontend.graph import Graph, Node
@@ -84,13 +87,18 @@ def fuse_chains(graph: Graph, chain_at: ChainAt, fuse: Callable[..., Node]) -> G
         chain = next((c for c in found if c is not None), None)
         if chain is None:
             return graph
-        *inner, last = chain
-        fused = fuse(*chain)
-        gone = {id(n) for n in inner}
-        nodes = [fused if n is last else n for n in graph.nodes if id(n) not in gone]
-        dead = {v for n in inner for v in n.outputs}
-        values = {k: v for k, v in graph.values.items() if k not in dead}
-        graph = replace(graph, nodes=nodes, values=values)
+        graph = replace_chain(graph, chain, fuse(*chain))
 
 
-__all__ = ["Readers", "fuse_chains", "other_input"]
+def replace_chain(graph: Graph, chain: Sequence[Node], fused: Node) -> Graph:
+    """``graph`` with ``fused`` where the chain's last node was and its other nodes gone,
+    with the values they made."""
+    *inner, last = chain
+    gone = {id(n) for n in inner}
+    nodes = [fused if n is last else n for n in graph.nodes if id(n) not in gone]
+    dead = {v for n in inner for v in n.outputs}
+    values = {k: v for k, v in graph.values.items() if k not in dead}
+    return replace(graph, nodes=nodes, values=values)
+
+
+__all__ = ["Readers", "fuse_chains", "other_input", "replace_chain"]

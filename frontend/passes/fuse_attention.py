@@ -26,12 +26,12 @@ without growing them, and every intermediate read only by the next step of the c
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ember.errors import ArgumentError
 from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.ops.registry import broadcast_shapes
+from ember.frontend.passes.chain_fusion import Readers, replace_chain
 from ember.frontend.passes.graph_pass import graph_pass
 from ember.tir.topi.attention import IDENTITY, AttentionLayout, Axes
 
@@ -52,14 +52,8 @@ class _Match:
     out: str
 
 
-class _View:
-    """The graph's producers, consumers and types, asked by the matcher."""
-
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.producers = graph.producers()
-        self.consumers = graph.consumers()
-        self.outputs = set(graph.output_names)
+class _View(Readers):
+    """:class:`Readers` with the static shapes of float values, asked by the matcher."""
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         """The static shape of a float value, else None."""
@@ -68,22 +62,11 @@ class _View:
             return None
         return tuple(int(d) for d in t.shape)
 
-    def only_use(self, name: str) -> Node | None:
-        """The one node reading ``name`` when it is read once and is no graph output."""
-        users = self.consumers.get(name, [])
-        return users[0] if len(users) == 1 and name not in self.outputs else None
-
-    def made_by(self, name: str, *ops: str) -> Node | None:
-        node = self.producers.get(name)
-        return node if node is not None and node.op in ops else None
-
-    def scalar(self, name: str) -> float | None:
-        """The value of a one-element float constant, else None."""
-        c = self.graph.params.get(name)
-        if c is None or c.size != 1 or c.dtype.kind != "f" or c.ndim > 4:
-            return None
-        value = float(c.reshape(-1)[0])
-        return value if math.isfinite(value) else None
+    def scalar(self, value: str | None) -> float | None:
+        """A one-element finite float constant of at most 4 dims (a 5-D one would grow
+        the scores), else None."""
+        c = self.graph.params.get(value or "")
+        return super().scalar(value) if c is not None and c.ndim <= 4 else None
 
 
 def _source(view: _View, name: str, kt: bool) -> tuple[str, Axes, int]:
@@ -128,7 +111,7 @@ def _match(view: _View, softmax: Node) -> _Match | None:
         return None
     chain, mask, scale = [softmax], None, 1.0
     node = view.made_by(cur, "add")
-    if node is not None and view.only_use(cur) is softmax:
+    if node is not None and view.sole_reader(cur) is softmax:
         for i in (0, 1):
             m = node.inputs[1 - i]
             mshape = view.graph.values[m].type.shape
@@ -140,14 +123,14 @@ def _match(view: _View, softmax: Node) -> _Match | None:
         else:
             return None
     node = view.made_by(cur, "divide", "multiply")
-    if node is not None and view.only_use(cur) is chain[0]:
+    if node is not None and view.sole_reader(cur) is chain[0]:
         prev = node.inputs[0] if node.op == "divide" else _chain_side(view, node)
         factor = _scale(view, node, prev) if prev else None
         if prev is None or factor is None or view.shape(prev) != shape:
             return None
         chain, scale, cur = [node, *chain], factor, prev
     qk = view.made_by(cur, "matmul")
-    if qk is None or view.only_use(cur) is not chain[0]:
+    if qk is None or view.sole_reader(cur) is not chain[0]:
         return None
     return _finish(view, [qk, *chain], mask, scale, shape)
 
@@ -171,7 +154,7 @@ def _finish(
     """The match once the scores' chain is known: checks Q, Kᵀ, V and the product after the
     softmax, and folds the transposes around them."""
     qk, softmax = chain[0], chain[-1]
-    pv = view.only_use(softmax.outputs[0])
+    pv = view.sole_reader(softmax.outputs[0])
     if pv is None or pv.op != "matmul" or pv.inputs[0] != softmax.outputs[0]:
         return None
     q, kt, v = qk.inputs[0], qk.inputs[1], pv.inputs[1]
@@ -190,11 +173,11 @@ def _finish(
     ksrc, ka, ksplit = _source(view, kt, True)
     vsrc, va, vsplit = _source(view, v, False)
     nodes, out, oa = [*chain, pv], pv.outputs[0], IDENTITY
-    after = view.only_use(out)
+    after = view.sole_reader(out)
     if after is not None and after.op == "transpose":
         inv = [tuple(after.attrs["perm"]).index(i) for i in range(4)]
         nodes, out, oa = [*nodes, after], after.outputs[0], (inv[0], inv[1], inv[2], inv[3])
-    osplit, after, shape = 0, view.only_use(out), view.shape(out)
+    osplit, after, shape = 0, view.sole_reader(out), view.shape(out)
     if after is not None and after.op == "reshape" and shape is not None:
         if view.shape(after.outputs[0]) == (shape[0], shape[1], shape[2] * shape[3]):
             nodes, out, osplit = [*nodes, after], after.outputs[0], shape[3]
@@ -211,19 +194,6 @@ def _fused(m: _Match) -> Node:
     )  # fmt: skip
 
 
-def _apply(graph: Graph, m: _Match) -> Graph:
-    """``graph`` with the chain of ``m`` replaced by one node where its last node was."""
-    gone = {id(n) for n in m.nodes}
-    nodes = [
-        _fused(m) if n is m.nodes[-1] else n
-        for n in graph.nodes
-        if id(n) not in gone - {id(m.nodes[-1])}
-    ]
-    dead = {o for n in m.nodes[:-1] for o in n.outputs}
-    values = {k: v for k, v in graph.values.items() if k not in dead}
-    return replace(graph, nodes=nodes, values=values)
-
-
 @graph_pass
 def fuse_attention(graph: Graph) -> Graph:
     """Runs the pass on ``graph`` (see the module notes). Chains are fused one at a time,
@@ -236,7 +206,7 @@ def fuse_attention(graph: Graph) -> Graph:
         )
         if found is None:
             return graph
-        graph = _apply(graph, found)
+        graph = replace_chain(graph, found.nodes, _fused(found))
 
 
 __all__ = ["fuse_attention"]

@@ -27,13 +27,12 @@ it was.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ember.errors import ArgumentError
 from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.ops.registry import broadcast_shapes
-from ember.frontend.passes.chain_fusion import other_input
+from ember.frontend.passes.chain_fusion import Readers, other_input, replace_chain
 from ember.frontend.passes.graph_pass import graph_pass
 
 FLOATS = ("float32", "float64")
@@ -50,42 +49,19 @@ class _Match:
     beta: str | None
 
 
-class _View:
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.producers = graph.producers()
-        self.consumers = graph.consumers()
-        self.outputs = set(graph.output_names)
-
-    def made_by(self, name: str, op: str) -> Node | None:
-        node = self.producers.get(name)
-        return node if node is not None and node.op == op else None
-
-    def users(self, name: str) -> list[Node]:
-        """The nodes reading ``name``; a graph output counts as one more (outside) reader."""
-        found = list(self.consumers.get(name, []))
-        return found + [Node("output", "", (), ())] if name in self.outputs else found
-
-    def scalar(self, name: str) -> float | None:
-        c = self.graph.params.get(name)
-        if c is None or c.size != 1 or c.dtype.kind != "f":
-            return None
-        value = float(c.reshape(-1)[0])
-        return value if math.isfinite(value) else None
-
-    def shape(self, name: str) -> tuple:
-        return tuple(self.graph.values[name].type.shape)
+def _shape(view: Readers, name: str) -> tuple:
+    return tuple(view.graph.values[name].type.shape)
 
 
-def _mean(view: _View, name: str) -> Node | None:
+def _mean(view: Readers, name: str) -> Node | None:
     node = view.made_by(name, "reduce")
     ok = node is not None and node.attrs["kind"] == "mean" and node.attrs["keepdims"]
     return node if ok else None
 
 
-def _square_of(view: _View, name: str) -> tuple[Node, str] | None:
+def _square_of(view: Readers, name: str) -> tuple[Node, str] | None:
     """``(node, d)`` where ``name = pow(d, 2)`` or ``d * d``."""
-    node = view.producers.get(name)
+    node = view.producer(name)
     if node is None:
         return None
     if node.op == "pow" and view.scalar(node.inputs[1]) == 2.0:
@@ -95,7 +71,7 @@ def _square_of(view: _View, name: str) -> tuple[Node, str] | None:
     return None
 
 
-def _match(view: _View, sqrt: Node) -> _Match | None:
+def _match(view: Readers, sqrt: Node) -> _Match | None:
     """The chain through ``sqrt`` (the one node every form has once), or None."""
     add = view.made_by(sqrt.inputs[0], "add")
     var_mean = None if add is None else _mean(view, add.inputs[0]) or _mean(view, add.inputs[1])
@@ -114,7 +90,7 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
         if mean.inputs[0] == sub.inputs[0] and tuple(mean.attrs["axes"]) == axes:
             x, centring = sub.inputs[0], [mean, sub]
     t = view.graph.values[x].type
-    if t.dtype not in FLOATS or view.shape(d) != tuple(t.shape):
+    if t.dtype not in FLOATS or _shape(view, d) != tuple(t.shape):
         return None
     found = _normalized(view, sqrt, d)
     if found is None:
@@ -123,11 +99,11 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
     chain = [*centring, square, var_mean, add, sqrt, *steps]
     gamma = beta = None
     for op in ("multiply", "add"):
-        user = _only_user(view, y)
+        user = view.sole_reader(y)
         if user is None or user.op != op or (op == "add" and gamma is None):
             break
         other = other_input(user, y)
-        if other is None or not _fits(view.shape(other), tuple(t.shape)) or other == y:
+        if other is None or not _fits(_shape(view, other), tuple(t.shape)) or other == y:
             break
         gamma, beta = (other, None) if op == "multiply" else (gamma, other)
         chain.append(user)
@@ -136,24 +112,19 @@ def _match(view: _View, sqrt: Node) -> _Match | None:
     return m if _closed(view, m) else None
 
 
-def _normalized(view: _View, sqrt: Node, d: str) -> tuple[list[Node], str] | None:
+def _normalized(view: Readers, sqrt: Node, d: str) -> tuple[list[Node], str] | None:
     """The nodes dividing ``d`` by the root (a divide, or a reciprocal and a multiply) and
     the value they give."""
-    user = _only_user(view, sqrt.outputs[0])
+    user = view.sole_reader(sqrt.outputs[0])
     if user is None:
         return None
     if user.op == "divide" and user.inputs == (d, sqrt.outputs[0]):
         return [user], user.outputs[0]
     if user.op == "reciprocal":
-        mul = _only_user(view, user.outputs[0])
+        mul = view.sole_reader(user.outputs[0])
         if mul is not None and mul.op == "multiply" and other_input(mul, user.outputs[0]) == d:
             return [user, mul], mul.outputs[0]
     return None
-
-
-def _only_user(view: _View, name: str) -> Node | None:
-    users = view.users(name)
-    return users[0] if len(users) == 1 else None
 
 
 def _fits(shape: tuple, x: tuple) -> bool:
@@ -163,7 +134,7 @@ def _fits(shape: tuple, x: tuple) -> bool:
         return False
 
 
-def _closed(view: _View, m: _Match) -> bool:
+def _closed(view: Readers, m: _Match) -> bool:
     """Every value the chain makes, but its result, is read only inside the chain, and
     gamma and beta come from outside it: ``y * gamma + d²`` (beta the chain's own square)
     reads inside the chain, yet the fused node could not read a value it removes."""
@@ -172,38 +143,34 @@ def _closed(view: _View, m: _Match) -> bool:
         return False
     inside = {id(n) for n in m.nodes}
     for node in m.nodes[:-1]:
-        if any(id(u) not in inside for o in node.outputs for u in view.users(o)):
-            return False
+        for o in node.outputs:
+            if view.is_output(o) or any(id(u) not in inside for u in view.readers(o)):
+                return False
     return True
 
 
-def _apply(graph: Graph, m: _Match) -> Graph:
-    """``graph`` with the chain of ``m`` replaced by one node where its last node was."""
+def _fused(graph: Graph, m: _Match) -> Node:
+    """The ``normalize`` node for the chain of ``m``, named after its last node."""
     last = m.nodes[-1]
     inputs = tuple(i for i in (m.x, m.gamma, m.beta) if i is not None)
     dtype = graph.values[m.x].type.dtype
     attrs = {"axes": m.axes, "eps": m.eps, "center": m.center, "acc": dtype}
-    fused = Node(
+    return Node(
         "normalize", last.name, inputs, last.outputs, attrs, "LayerNormalization",
         absorbed=merged_labels(m.nodes),
     )  # fmt: skip
-    gone = {id(n) for n in m.nodes[:-1]}
-    nodes = [fused if n is last else n for n in graph.nodes if id(n) not in gone]
-    dead = {o for n in m.nodes[:-1] for o in n.outputs}
-    values = {k: v for k, v in graph.values.items() if k not in dead}
-    return replace(graph, nodes=nodes, values=values)
 
 
 @graph_pass
 def fuse_layer_norm(graph: Graph) -> Graph:
     """Runs the pass on ``graph`` (see the module notes), one chain at a time."""
     while True:
-        view = _View(graph)
+        view = Readers(graph)
         sqrts = (n for n in graph.nodes if n.op == "sqrt")
         found = next((m for n in sqrts for m in [_match(view, n)] if m), None)
         if found is None:
             return graph
-        graph = _apply(graph, found)
+        graph = replace_chain(graph, found.nodes, _fused(graph, found))
 
 
 __all__ = ["fuse_layer_norm"]
