@@ -80,6 +80,12 @@ SMALL_PLANE = 32 << 10  # bytes of a channel block's output plane: in L1
 # over a small plane where the L3 is near, read each weight once from this many times the
 # core's L2 (8 MB on Zen 4's 1 MB, 4 MB on Zen 3's 512 KB: see _outer_default)
 REDUCTION_OUTER_L2S = 8
+# the same for a conv with a kernel window (3x3 ...) on a core with a small L2 (at most
+# SMALL_L2): from 2 L2s (1 MB on Zen 3; see _outer_default)
+WINDOW_REDUCTION_OUTER_L2S = 2
+SMALL_L2 = 512 << 10
+# input channels from which a stride-2 3x3 conv unrolls the block's channels, not its taps
+STRIDED_UNROLL_IC_CHANNELS = 64
 ROWS_OUTER_MAX_WEIGHTS = 1 << 20  # bytes: half the Intel guests' 2 MB L2, where it was measured
 OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28)
 # A body beyond the decoded-instruction cache (about 4K micro-ops) is fetched through
@@ -120,7 +126,7 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     ocs = sorted({oc_default, *(b for b in (8, 16, 32, 64) if b <= max(g.O, 8))})
     weight_bytes = g.O * g.C * g.KH * g.KW * dt.bytes_of(dtype)
     plane_bytes = g.OH * g.OW * oc_default * dt.bytes_of(dtype)
-    outer_default = _outer_default(weight_bytes, plane_bytes)
+    outer_default = _outer_default(weight_bytes, plane_bytes, g.KH * g.KW > 1)
     regs_per_px = blocks(oc_default, lanes)
     # measured on the ResNet-18 layers: about 16 accumulator registers is the sweet spot
     fits = [t for t in OW_TILES if t <= g.OW and t * regs_per_px <= default_acc]
@@ -151,8 +157,18 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # Flat, the channels unroll too, measured 3-17% faster on ResNet-50's 1x1 convs at 14x14
     # and 28x28 with weights cold; but a single block of input channels (a 32-channel
     # input) ran 1.5x slower unrolled whole.
-    cfg.define_knob("unroll_ic", [False, True], default=flat_default and g.C > ic_default)
-    cfg.define_knob("unroll_kernel", [True, False], default=g.KH * g.KW <= 9)
+    # A stride-2 3x3 conv over 64+ channels (ResNet's downsampling convs) unrolls the
+    # channels, its taps as loops: in ResNet-18 on a Zen 3 guest at 2 threads (the
+    # builds in one process by turns, 8 rounds, 7 processes) its three such convs ran
+    # 2-7%, 1-5% and 2-10% faster than with the taps unrolled.
+    strided = (g.sh, g.sw) == (2, 2) and (g.KH, g.KW) == (3, 3)
+    channels_unrolled = strided and g.C >= STRIDED_UNROLL_IC_CHANNELS
+    cfg.define_knob(
+        "unroll_ic", [False, True], default=(flat_default and g.C > ic_default) or channels_unrolled
+    )
+    cfg.define_knob(
+        "unroll_kernel", [True, False], default=g.KH * g.KW <= 9 and not channels_unrolled
+    )
     cfg.define_knob("outer", ["channels", "rows", "reduction"], default=outer_default)
     # prefetch (Stage.prefetch, llvm.prefetch): "next_ic_block" hints, at each input
     # channel block of the micro-kernel, the next block's weights ("_spread": a share of
@@ -197,9 +213,9 @@ def _val(c: Any, knob: str) -> Any:
     return c[knob].val
 
 
-def _outer_default(weight_bytes: int, plane_bytes: int) -> str:
+def _outer_default(weight_bytes: int, plane_bytes: int, window: bool = False) -> str:
     """The ``outer`` knob's default for weights of ``weight_bytes`` over a channel block's
-    output plane of ``plane_bytes``."""
+    output plane of ``plane_bytes``; ``window``: the kernel is larger than 1x1."""
     # Which half of the parallel loop (batch, output row, channel block) is outer. Rows
     # outer keep each thread on the same rows from layer to layer (a layer's input is
     # then in the reading core's own L2, where a channel split leaves half of it in the
@@ -225,9 +241,18 @@ def _outer_default(weight_bytes: int, plane_bytes: int) -> str:
     # L2: Zen 4's measurements above had 1 MB; on a Zen 3 guest (512 KB), ResNet-18's
     # 256->512 stride-2 conv at 7x7 (4.7 MB) ran 1.32 -> 0.95 ms in the model with
     # reduction outer (median of 6 rounds by turns, 2 threads; faster in every round),
-    # and ResNet-50's 4 MB 1x1 convs at 7x7 alone within noise either way.
-    near = near_last_level_cache()
-    reduction_from = REDUCTION_OUTER_L2S * l2_bytes() if near else ROWS_OUTER_MAX_WEIGHTS
+    # and ResNet-50's 4 MB 1x1 convs at 7x7 alone within noise either way. On that 512 KB
+    # L2 a conv with a kernel window takes reduction outer from 2 L2s: ResNet-18's
+    # 128->256 stride-2 3x3 conv at 14x14 (1.2 MB) ran 6-11% faster in the model (the
+    # builds in one process by turns, 8 rounds, in each of 7 processes), and the 3x3 convs
+    # the rule moves in ResNet-50, Inception v1/v2 and AlexNet (1-4 MB over planes up to
+    # 14x14) 2-33%, each model faster. Zen 4's 1 MB L2 keeps 8 (its 4.7 MB 3x3 conv ran
+    # faster with rows, its 2.4 MB ones level); so do 1x1 convs, which over a small plane
+    # run flat (see flat below), a schedule reduction outer would rule out.
+    near, l2 = near_last_level_cache(), l2_bytes()
+    small_l2_window = window and l2 <= SMALL_L2
+    l2s = WINDOW_REDUCTION_OUTER_L2S if small_l2_window else REDUCTION_OUTER_L2S
+    reduction_from = l2s * l2 if near else ROWS_OUTER_MAX_WEIGHTS
     if weight_bytes <= ROWS_OUTER_MAX_WEIGHTS:
         return "rows"
     if plane_bytes > SMALL_PLANE:
