@@ -160,9 +160,10 @@ def _define_knobs(g: _Geometry, dtype: str) -> NchwcKnobs:
     # A stride-2 3x3 conv over 64+ channels (ResNet's downsampling convs) unrolls the
     # channels, its taps as loops: in ResNet-18 on a Zen 3 guest at 2 threads (the
     # builds in one process by turns, 8 rounds, 7 processes) its three such convs ran
-    # 2-7%, 1-5% and 2-10% faster than with the taps unrolled.
+    # 2-7%, 1-5% and 2-10% faster than with the taps unrolled, and mostly faster at one
+    # thread. Measured with 8-lane vectors (AVX2) only: AVX-512 keeps the taps unrolled.
     strided = (g.sh, g.sw) == (2, 2) and (g.KH, g.KW) == (3, 3)
-    channels_unrolled = strided and g.C >= STRIDED_UNROLL_IC_CHANNELS
+    channels_unrolled = strided and g.C >= STRIDED_UNROLL_IC_CHANNELS and lanes <= 8
     cfg.define_knob(
         "unroll_ic", [False, True], default=(flat_default and g.C > ic_default) or channels_unrolled
     )
