@@ -31,7 +31,7 @@ def build_variants(model: Any, patches: list[str]) -> list[Any]:
 
     built = []
     for patch in patches:
-        kernels._CACHE.clear()
+        kernels.clear_cache()
         scope: dict[str, Any] = {}
         exec(patch, scope)
         try:
@@ -39,7 +39,7 @@ def build_variants(model: Any, patches: list[str]) -> list[Any]:
         finally:
             if callable(scope.get("undo")):
                 scope["undo"]()
-    kernels._CACHE.clear()
+    kernels.clear_cache()
     return built
 
 

@@ -6,15 +6,16 @@ A chain is a run of nodes each of whose output only the next one reads (and whic
 graph output), ending at the node whose outputs the fused node takes over. A pass finds
 the chain ending at a node with :class:`Readers`, and :func:`fuse_chains` replaces the
 first found and looks again, until none is left. A pass whose match carries more than
-its nodes (a layer norm's axes and eps, attention's layout) runs its own loop over a
-:class:`Readers` subclass and replaces each chain with :func:`replace_chain`.
+its nodes (a layer norm's axes and eps, attention's layout) gives :func:`fuse_matches`
+its matches, and may ask them of a :class:`Readers` subclass.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 from ember.frontend.graph import Graph, Node
 
@@ -76,21 +77,54 @@ def other_input(node: Node, name: str) -> str | None:
 ChainAt = Callable[[Readers, Node], "tuple[Node, ...] | None"]
 
 
-def fuse_chains(graph: Graph, chain_at: ChainAt, fuse: Callable[..., Node]) -> Graph:
-    """``graph`` with each chain that ``chain_at`` finds ending at a node (its nodes in
-    order, the last that node, whose outputs the fused node keeps) replaced by
-    ``fuse(*chain)``, one at a time, the graph searched again after each, until no node
-    ends one. The inner nodes' outputs leave the graph's values."""
+class Match(Protocol):
+    """What a pass found: the chain's nodes in order, the last the one whose outputs the
+    fused node keeps (and whatever else the pass needs to build that node)."""
+
+    @property
+    def nodes(self) -> Sequence[Node]: ...
+
+
+R = TypeVar("R", bound=Readers)
+M = TypeVar("M", bound=Match)
+
+
+def fuse_matches(
+    graph: Graph,
+    match_at: Callable[[R, Node], M | None],
+    fused: Callable[[Graph, M], Node],
+    readers: Callable[[Graph], R],
+) -> Graph:
+    """``graph`` with the first match ``match_at`` finds at a node (asked with ``readers``
+    of the graph) replaced by ``fused(graph, match)``, one at a time, the graph searched
+    again after each, until none is found. The inner nodes' outputs leave the graph's
+    values."""
     while True:
-        readers = Readers(graph)
-        found = (chain_at(readers, node) for node in graph.nodes)
-        chain = next((c for c in found if c is not None), None)
-        if chain is None:
+        r = readers(graph)
+        found = next((m for m in (match_at(r, n) for n in graph.nodes) if m is not None), None)
+        if found is None:
             return graph
-        graph = replace_chain(graph, chain, fuse(*chain))
+        graph = _replace_chain(graph, found.nodes, fused(graph, found))
 
 
-def replace_chain(graph: Graph, chain: Sequence[Node], fused: Node) -> Graph:
+@dataclass(frozen=True)
+class _Chain:
+    nodes: tuple[Node, ...]
+
+
+def fuse_chains(graph: Graph, chain_at: ChainAt, fuse: Callable[..., Node]) -> Graph:
+    """:func:`fuse_matches` where a match is the chain itself: each chain that ``chain_at``
+    finds ending at a node (its nodes in order, the last that node) replaced by
+    ``fuse(*chain)``."""
+
+    def match_at(readers: Readers, node: Node) -> _Chain | None:
+        chain = chain_at(readers, node)
+        return None if chain is None else _Chain(tuple(chain))
+
+    return fuse_matches(graph, match_at, lambda _, m: fuse(*m.nodes), Readers)
+
+
+def _replace_chain(graph: Graph, chain: Sequence[Node], fused: Node) -> Graph:
     """``graph`` with ``fused`` where the chain's last node was and its other nodes gone,
     with the values they made."""
     *inner, last = chain
@@ -101,4 +135,4 @@ def replace_chain(graph: Graph, chain: Sequence[Node], fused: Node) -> Graph:
     return replace(graph, nodes=nodes, values=values)
 
 
-__all__ = ["Readers", "fuse_chains", "other_input", "replace_chain"]
+__all__ = ["Match", "Readers", "fuse_chains", "fuse_matches", "other_input"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ember.errors import ArgumentError
 from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.ops.registry import broadcast_shapes
-from ember.frontend.passes.chain_fusion import Readers, replace_chain
+from ember.frontend.passes.chain_fusion import Readers, fuse_matches
 from ember.frontend.passes.graph_pass import graph_pass
 from ember.tir.topi.attention import IDENTITY, AttentionLayout, Axes
 
@@ -199,14 +199,11 @@ def fuse_attention(graph: Graph) -> Graph:
     """Runs the pass on ``graph`` (see the module notes). Chains are fused one at a time,
     each match found on the graph the previous one left (the output transpose one chain
     takes may be another's input transpose)."""
-    while True:
-        view = _View(graph)
-        found = next(
-            (m for n in graph.nodes if n.op == "softmax" for m in [_match(view, n)] if m), None
-        )
-        if found is None:
-            return graph
-        graph = replace_chain(graph, found.nodes, _fused(found))
+    return fuse_matches(graph, _match_at, lambda _, m: _fused(m), _View)
+
+
+def _match_at(view: _View, node: Node) -> _Match | None:
+    return _match(view, node) if node.op == "softmax" else None
 
 
 __all__ = ["fuse_attention"]

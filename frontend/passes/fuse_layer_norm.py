@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from ember.errors import ArgumentError
 from ember.frontend.graph import Graph, Node, merged_labels
 from ember.frontend.ops.registry import broadcast_shapes
-from ember.frontend.passes.chain_fusion import Readers, other_input, replace_chain
+from ember.frontend.passes.chain_fusion import Readers, fuse_matches, other_input
 from ember.frontend.passes.graph_pass import graph_pass
 
 FLOATS = ("float32", "float64")
@@ -77,7 +77,7 @@ def _match(view: Readers, sqrt: Node) -> _Match | None:
     var_mean = None if add is None else _mean(view, add.inputs[0]) or _mean(view, add.inputs[1])
     if add is None or var_mean is None:
         return None
-    eps = view.scalar(other_input(add, var_mean.outputs[0]) or "")
+    eps = view.scalar(other_input(add, var_mean.outputs[0]))
     squared = _square_of(view, var_mean.inputs[0])
     if eps is None or eps < 0 or squared is None:
         return None
@@ -164,13 +164,11 @@ def _fused(graph: Graph, m: _Match) -> Node:
 @graph_pass
 def fuse_layer_norm(graph: Graph) -> Graph:
     """Runs the pass on ``graph`` (see the module notes), one chain at a time."""
-    while True:
-        view = Readers(graph)
-        sqrts = (n for n in graph.nodes if n.op == "sqrt")
-        found = next((m for n in sqrts for m in [_match(view, n)] if m), None)
-        if found is None:
-            return graph
-        graph = replace_chain(graph, found.nodes, _fused(graph, found))
+    return fuse_matches(graph, _match_at, _fused, Readers)
+
+
+def _match_at(view: Readers, node: Node) -> _Match | None:
+    return _match(view, node) if node.op == "sqrt" else None
 
 
 __all__ = ["fuse_layer_norm"]
