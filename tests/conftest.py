@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from tests.nightly import HALF_IN_CI, NIGHTLY, NIGHTLY_ONLY, half_in_ci
+from tests.nightly import NIGHTLY, NIGHTLY_ONLY, half_in_ci, half_reason
 
 # Property tests draw the same examples on every run: a failure is reproducible, and CI is
 # never red by chance (an LLVM assertion one rfactor schedule meets is an example:
@@ -70,5 +70,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"nightly (CI runs {covered})"))
         base = item.nodeid.split("[")[0]
         if half_in_ci(item.nodeid, first=base not in seen):
-            item.add_marker(pytest.mark.skip(reason=f"nightly (CI runs half: {HALF_IN_CI[base]})"))
+            item.add_marker(pytest.mark.skip(reason=f"nightly (CI runs half: {half_reason(base)})"))
         seen.add(base)

@@ -4,7 +4,10 @@ CI's 15 minutes whose block kinds CI covers elsewhere."""
 from __future__ import annotations
 
 import os
+import re
+import sys
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -173,9 +176,69 @@ always), every case nightly: sweeps whose cases cost seconds each and differ in 
 not in kind."""
 
 
+SWEEPS_FILE = Path(__file__).with_name("ci_half_sweeps.txt")
+SWEEP_CASE_SECONDS = 0.3  # a sweep's mean seconds a case from which CI runs half of it
+
+
+def _read_sweeps(path: Path) -> frozenset[str]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return frozenset(line for line in lines if line)
+
+
+HALF_SWEEPS: frozenset[str] = _read_sweeps(SWEEPS_FILE)
+"""Parametrized tests CI also runs a stable half of, listed in ``ci_half_sweeps.txt``: the
+sweeps whose cases took :data:`SWEEP_CASE_SECONDS` or more each in a full run's
+``--durations=0`` (written by ``python -m tests.nightly DURATIONS``). The suite's time is
+spread thin (6,400 tests, none over 30 s), so no short list of slow tests held CI to its
+15 minutes: a clean clone's ``.ci/run`` read 876-964 s in one day on this 2-core host."""
+
+
+def half_reason(base: str) -> str:
+    """What CI's half of the sweep ``base`` still covers."""
+    return HALF_IN_CI.get(base) or "a stable half of the cases, the first always"
+
+
 def half_in_ci(nodeid: str, first: bool) -> bool:
-    """Whether CI skips this case of a :data:`HALF_IN_CI` test (never its first case)."""
+    """Whether CI skips this case of a :data:`HALF_IN_CI` or :data:`HALF_SWEEPS` test
+    (never its first case)."""
     base, case = nodeid.partition("[")[::2]
-    if NIGHTLY or base not in HALF_IN_CI or first or not case:
+    if NIGHTLY or first or not case or (base not in HALF_IN_CI and base not in HALF_SWEEPS):
         return False
     return _left_out(nodeid, 2)
+
+
+# never halved by :func:`heavy_sweeps`: every README block, and the trust, end-to-end,
+# runtime and tuner behaviour tests, whose cases differ in kind (each a tampering, an
+# error, a fork); the numeric sweeps of kernels and operators differ in degree
+NEVER_HALVED = (
+    "tests/test_readme.py::",
+    "tests/test_layering.py::",
+    "tests/robust/",
+    "tests/e2e/",
+    "tests/runtime/",
+    "tests/tuner/",
+)
+
+
+def heavy_sweeps(durations: str, min_cases: int = 3) -> list[str]:
+    """The parametrized tests of a ``pytest --durations=0`` report whose cases averaged
+    :data:`SWEEP_CASE_SECONDS` or more (setup and teardown counted), not yet halved."""
+    seconds: dict[str, float] = {}
+    cases: dict[str, int] = {}
+    for m in re.finditer(r"^([0-9.]+)s (call|setup|teardown)\s+(\S+\[\S*)", durations, re.M):
+        base = m[3].split("[")[0]
+        seconds[base] = seconds.get(base, 0.0) + float(m[1])
+        cases[base] = cases.get(base, 0) + (m[2] == "call")
+    return sorted(
+        base
+        for base, total in seconds.items()
+        if cases[base] >= min_cases
+        and total / cases[base] >= SWEEP_CASE_SECONDS
+        and base not in HALF_IN_CI
+        and not base.startswith(NEVER_HALVED)
+    )
+
+
+if __name__ == "__main__":  # python -m tests.nightly DURATIONS > tests/ci_half_sweeps.txt
+    print(f"# written by: python -m tests.nightly {Path(sys.argv[1]).name}")
+    print("\n".join(heavy_sweeps(Path(sys.argv[1]).read_text())))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.nightly import HALF_IN_CI, NIGHTLY_ONLY
+from tests.nightly import HALF_IN_CI, HALF_SWEEPS, NEVER_HALVED, NIGHTLY_ONLY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,9 @@ def test_each_nightly_only_entry_names_a_test_and_the_tests_that_cover_it():
 
 
 def test_each_half_in_ci_entry_names_a_parametrized_test():
-    for node in HALF_IN_CI:
+    assert HALF_SWEEPS, "ci_half_sweeps.txt lists no sweep"
+    assert not any(node.startswith(NEVER_HALVED) for node in HALF_SWEEPS)
+    for node in [*HALF_IN_CI, *HALF_SWEEPS]:
         path, function = node.split("::")
         text = (ROOT / path).read_text()
         assert re.search(rf"^def {function}\(", text, re.M), f"{node}: no such test"
