@@ -64,6 +64,7 @@ def main() -> None:
     os.environ["EMBER_DISK_CACHE"] = "0"
 
     from ember.frontend.testing.catalog import CATALOG
+    from ember.graph.profiling import step_ops
     from ember.runtime.threads import set_num_threads
 
     model, inputs = CATALOG[a.model](np.random.default_rng(0), False)
@@ -87,13 +88,11 @@ def main() -> None:
     medians = [np.median(np.array(s), axis=0) for s in steps]
     for i, step in enumerate(libs[0].steps):
         differ = [k for k, c in enumerate(codes) if c[i] != codes[0][i]]
-        changed = bool(differ)
         times = [float(m[i]) for m in medians]
         spread = (max(times) - min(times)) / max(max(times), 1e-9)
-        if changed or spread > a.show:
-            ops = getattr(step.kernel, "op", type(step.kernel).__name__)
-            mark = f"code differs in build {', '.join(map(str, differ))}" if changed else ""
-            print(f"{i:3d} {str(ops)[:36]:36s}", " ".join(f"{t:.4f}" for t in times), mark)
+        if differ or spread > a.show:
+            mark = f"code differs in build {', '.join(map(str, differ))}" if differ else ""
+            print(f"{i:3d} {step_ops(step)[:36]:36s}", " ".join(f"{t:.4f}" for t in times), mark)
 
 
 if __name__ == "__main__":
