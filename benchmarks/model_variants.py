@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 
-def build_variants(model: Any, patches: list[str]) -> list[Any]:
+def build_variants(model: Any, patches: list[str], target: str = "llvm") -> list[Any]:
     """``model`` compiled once per patch, each with the kernel cache emptied first."""
     import ember
     from ember.graph import kernels
@@ -35,7 +35,7 @@ def build_variants(model: Any, patches: list[str]) -> list[Any]:
         scope: dict[str, Any] = {}
         exec(patch, scope)
         try:
-            built.append(ember.compile(model, target="llvm"))
+            built.append(ember.compile(model, target=target))
         finally:
             if callable(scope.get("undo")):
                 scope["undo"]()
@@ -60,6 +60,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--number", type=int, default=10, help="profiled runs per turn")
     ap.add_argument("--show", type=float, default=0.03, help="time difference shown")
+    ap.add_argument("--target", default="llvm", help="e.g. 'llvm -mcpu=znver3' (AVX2 code)")
     a = ap.parse_args()
     os.environ["EMBER_DISK_CACHE"] = "0"
 
@@ -68,7 +69,7 @@ def main() -> None:
     from ember.runtime.threads import set_num_threads
 
     model, inputs = CATALOG[a.model](np.random.default_rng(0), False)
-    libs = build_variants(model, a.patches)
+    libs = build_variants(model, a.patches, a.target)
     first = libs[0].run(inputs)
     for k, lib in enumerate(libs[1:], 1):
         for x, y in zip(first, lib.run(inputs)):
