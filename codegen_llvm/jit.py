@@ -125,8 +125,10 @@ def target_machine(spec: MachineSpec, for_jit: bool) -> llvm.TargetMachine:
 
 
 # LLVM options in force while Ember generates machine code, each with the value that
-# restores LLVM's default (see codegen_options).
+# restores LLVM's default (see codegen_options), and the LLVM versions known to define them
+# (llvmlite 0.42 has LLVM 14; the option dates from LLVM 3.4, checked here on 22).
 CODEGEN_OPTIONS = (("-misched-cyclicpath=false", "-misched-cyclicpath=true"),)
+OPTIONS_LLVM_MAJORS = range(14, 23)
 _options_lock = threading.Lock()
 _options_users = 0
 
@@ -148,8 +150,16 @@ def codegen_options() -> Iterator[None]:
     LLVM's options are global to the process, and another library there (numba) may
     generate code with llvmlite too, so they are set while at least one Ember code
     generation runs and LLVM's defaults restored after the last; code generation itself
-    runs outside the lock. A scheduling heuristic changes no result."""
+    runs outside the lock. A scheduling heuristic changes no result.
+
+    llvmlite sets an option through LLVM's command-line parser, which ends the process
+    on an option it does not know; so an LLVM release outside ``OPTIONS_LLVM_MAJORS`` (a
+    newer llvmlite) gets none until someone checks it (``tests/codegen_llvm/
+    test_codegen_options.py`` then fails: its kernel spills again)."""
     global _options_users
+    if llvm.llvm_version_info[0] not in OPTIONS_LLVM_MAJORS:
+        yield
+        return
     with _options_lock:
         if _options_users == 0:
             for on, _ in CODEGEN_OPTIONS:

@@ -79,3 +79,13 @@ def test_options_are_restored_when_code_generation_fails(monkeypatch: Any) -> No
     assert calls[-len(jit.CODEGEN_OPTIONS) :] == [off for _, off in jit.CODEGEN_OPTIONS]
     with jit.codegen_options():  # and set again for the next one
         assert calls[-len(jit.CODEGEN_OPTIONS) :] == [on for on, _ in jit.CODEGEN_OPTIONS]
+
+
+def test_an_llvm_not_checked_for_the_options_gets_none(monkeypatch: Any) -> None:
+    # LLVM's command-line parser ends the process on an option it does not define
+    calls: list[str] = []
+    monkeypatch.setattr(jit.llvm, "set_option", lambda _name, option: calls.append(option))
+    monkeypatch.setattr(jit.llvm, "llvm_version_info", (jit.OPTIONS_LLVM_MAJORS.stop, 0, 0))
+    with jit.codegen_options():
+        pass
+    assert calls == []
