@@ -29,6 +29,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ from ember.tuner.records import host_device_name
 from ember.tuner.space import ConfigEntity, FallbackConfig
 
 INTERP_LIMIT = 1 << 16  # tensor elements up to which the interpreter computes references
+# Untimed calls of a candidate before it is timed, for at least this long (see warm_up).
+WARMUP_S = 0.05
 
 
 def serve(conn: Any, role: str = "worker") -> None:
@@ -214,6 +217,8 @@ class _Worker:
                     repeat=timing["repeat"],
                     min_repeat_ms=timing["min_repeat_ms"],
                 )
+                if mod.kind != "cuda":  # a CPU module: its thread pool woken first
+                    warm_up(lambda: mod(*args))
                 costs = list(evaluate(*args).results)
         except EmberError as e:
             return {"error": "runtime", "message": _describe(e)}
@@ -315,6 +320,27 @@ class CacheFlusher:
 _FLUSHERS: dict[str, CacheFlusher] = {}  # made on first use: a CUDA worker never needs one
 
 
+def warm_up(call: Callable[[], Any], seconds: float | None = None) -> None:
+    """``call()`` repeated, untimed, until ``seconds`` (``WARMUP_S``) have passed (at least
+    once), so a candidate is timed with the thread pool's threads awake, as a model's
+    kernel finds them after the kernel before it.
+
+    The runner idles between candidates while they are built, and the pool's threads go
+    to sleep. A woken thread joins the parallel loops only once its CPU runs it, and on
+    this project's 2-core guests that took longer than a whole measurement about half
+    the time, which then read the kernel's one-thread time: in the runner, MobileNetV2's
+    192->32 1x1 conv at 28x28 (0.044 ms at 2 threads) and another config of it, timed by
+    turns (``LocalMeasurer.measure_by_turns``, 4 calls of 3 rounds, 24 readings), read
+    0.085-0.091 ms 6 times with one untimed call first, 4 times after 10 ms of calls, 3
+    after 25 ms, none after 50. The tuner had timed that conv's fallback at 0.086 ms, and a
+    pick no faster in the model re-timed 1.86x faster than it. 50 ms a candidate is
+    about 1 minute of a 40-minute search (1,163 candidates on MobileNetV2)."""
+    deadline = time.perf_counter() + (WARMUP_S if seconds is None else seconds)
+    call()
+    while time.perf_counter() < deadline:
+        call()
+
+
 def time_flushed(
     mod: Any, args: list[np.ndarray], number: int, repeat: int, level: str = "llc"
 ) -> list[float]:
@@ -323,11 +349,12 @@ def time_flushed(
     and only the call timed."""
     fn = mod.get_function(mod.entry_name)
     arrays, pointers = fn.prepare(args)
-    fn.invoke(pointers)  # warm-up (code, page tables), and the only status check
+    fn.invoke(pointers)  # the only status check
     native, first = fn.native, args[0] if args else None
     if level not in _FLUSHERS:
         _FLUSHERS[level] = CacheFlusher(level)
     flush = _FLUSHERS[level]
+    warm_up(lambda: (flush(first), native(*pointers)))  # code, page tables, the pool
     costs = []
     for _ in range(repeat):
         total = 0.0

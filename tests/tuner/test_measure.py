@@ -4,6 +4,8 @@ from the parent's numpy; a small real tuning run of matmul.llvm."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -248,3 +250,52 @@ def test_candidates_are_timed_on_fresh_cache_line_aligned_copies(tmp_path, monke
     )
     worker.run(spec, fallback_entity(task).to_json(), None, str(tmp_path), timing)
     assert all(a is not p and not np.shares_memory(a, p) for a, p in zip(again, prepared))
+
+
+def test_warm_up_calls_until_its_time_has_passed_and_at_least_once() -> None:
+    import time
+
+    from ember.tune_worker import warm_up
+
+    calls = []
+    start = time.perf_counter()
+    warm_up(lambda: calls.append(time.perf_counter()), seconds=0.01)
+    assert calls[-1] - start >= 0.01 and len(calls) > 1
+    once = []
+    warm_up(lambda: once.append(1), seconds=0.0)
+    assert once == [1]
+
+
+def test_a_candidate_is_timed_after_its_warm_up(monkeypatch: Any) -> None:
+    # the runner idles between candidates and the pool's threads sleep: the timed calls
+    # come only after WARMUP_S of untimed ones (flushed as the timed ones are)
+    import time
+
+    from ember import tune_worker
+
+    events: list[str] = []
+
+    class Fn:
+        def prepare(self, args: Any) -> Any:
+            return args, ()
+
+        def invoke(self, pointers: Any) -> None:
+            events.append("check")
+
+        def native(self) -> None:
+            events.append("call")
+            time.sleep(0.001)
+
+    class Mod:
+        entry_name = "main"
+
+        def get_function(self, name: str) -> Fn:
+            return Fn()
+
+    monkeypatch.setattr(tune_worker, "WARMUP_S", 0.02)
+    monkeypatch.setitem(tune_worker._FLUSHERS, "l2", lambda first: events.append("flush"))
+    start = time.perf_counter()
+    costs = tune_worker.time_flushed(Mod(), [np.zeros(4, "float32")], 1, 2, "l2")
+    assert time.perf_counter() - start >= 0.02 and len(costs) == 2
+    assert events[0] == "check" and events[-4:] == ["flush", "call", "flush", "call"]
+    assert events.count("call") >= 2 + 10  # the two timed calls and 20 ms of 1 ms ones
