@@ -354,7 +354,12 @@ def time_flushed(
     if level not in _FLUSHERS:
         _FLUSHERS[level] = CacheFlusher(level)
     flush = _FLUSHERS[level]
-    warm_up(lambda: (flush(first), native(*pointers)))  # code, page tables, the pool
+
+    def flushed_call() -> None:
+        flush(first)
+        native(*pointers)
+
+    warm_up(flushed_call)  # code, page tables, the thread pool
     costs = []
     for _ in range(repeat):
         total = 0.0
