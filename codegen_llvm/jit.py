@@ -155,7 +155,7 @@ def codegen_options() -> Iterator[None]:
     llvmlite sets an option through LLVM's command-line parser, which ends the process
     on an option it does not know; so an LLVM release outside ``OPTIONS_LLVM_MAJORS`` (a
     newer llvmlite) gets none until someone checks it (``tests/codegen_llvm/
-    test_codegen_options.py`` then fails: its kernel spills again)."""
+    test_codegen_options.py`` skips its spill count there, saying so)."""
     global _options_users
     if llvm.llvm_version_info[0] not in OPTIONS_LLVM_MAJORS:
         yield
