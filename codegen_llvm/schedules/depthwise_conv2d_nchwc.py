@@ -9,20 +9,24 @@ a tap out of the image reads zero through a per-pixel test. A register tile is
 ``ow_bn`` pixels of one output row (unrolled, ``cb`` lanes each); the taps run
 outside it and unrolled, so each weight vector is loaded once per tile. The loop
 over (batch, output row, channel block) runs in parallel. Channel blocks are its outer
-half by default where the output has at most ``CHANNELS_OUTER_MAX_ROWS`` rows: a thread
-then walks one block's plane row after row, and the three input rows a 3x3 tap window
-reads stay in L1 from one output row to the next, where rows outer visits every channel
-block between two rows of one (a row of MobileNetV2's 576 channels at 14x14 is 96 KB of
-input windows, three times L1) and reads each input row three times from L2. On a 2-core
-AMD Zen 3 guest, MobileNetV2's depthwise convs at 28x28-7x7 ran 20-40% faster in the
-model at 2 threads with channels outer (the 576-channel ones at 14x14 0.044 -> 0.027
-ms, medians of 6 rounds by turns, faster in each) and 10-20% at 1 thread at 28x28 and
-14x14; at 7x7 one thread was even (0.037 -> 0.039), and the stride-2 56 -> 28 conv 7%
-slower at 1 thread, 10% faster at 2. Taller outputs keep rows outer, where a thread
-works on the same rows as the blocked convolutions around it (``conv2d_nchwc.py``),
-whose outputs are still in its cache (not compared against channels outer). With this template
-the ``alter_conv_layout`` pass keeps a MobileNet blocked from its first conv to its
-last, as TVM's x86 ``depthwise_conv2d_NCHWc`` and onnxruntime's NCHWc kernels do.
+half by default where the output has at most ``CHANNELS_OUTER_MAX_ROWS`` (7) rows: a
+thread then walks one block's plane row after row, and the three input rows a 3x3 tap
+window reads stay in L1 from one output row to the next, where rows outer visits every
+channel block between two rows of one. Taller outputs keep rows outer, where each thread
+works on the rows the blocked convolutions around it worked on (``conv2d_nchwc.py``: their
+pixel tiles are outer there, and the pool deals each core the same end of every loop,
+``parallel.py``), so the depthwise conv reads its input from its own core's L2 and the
+next conv its output. The bound was 28 rows (MobileNetV2's 28x28 and 14x14 convs channels
+outer, measured on a Zen 3 guest, 20-40% faster); on a Zen 4 guest (1 MB L2) with the pool
+taking parts from both ends, MobileNetV2 by turns in one process
+(``benchmarks/model_variants.py``, 10 rounds, two builds of each) ran 1% faster at 2
+threads with rows outer at 14x14 and 28x28 on a quiet host (3.105 -> 3.074 ms; the
+384-channel convs at 14x14 0.0155 -> 0.0110 ms), 8% faster while the host was busy (4.22
+-> 3.88 ms; the AVX2 build 4.46 -> 4.21), and 0.5% slower at 1 thread (5.94-5.98 -> 6.00).
+At 7x7 (MobileNetV2's 960 channels) channels outer stayed faster (0.0111 against 0.0124
+ms), as do the 1x1 convs around it there (channels outer: ``flat_outer_default``).
+With this template the ``alter_conv_layout`` pass keeps a MobileNet blocked from its
+first conv to its last, as TVM's x86 ``depthwise_conv2d_NCHWc`` and onnxruntime's NCHWc kernels do.
 
 Knobs: ``cb`` (the layout's channel block, zero-padded past C), ``ow_bn``,
 ``outer`` (``rows`` or ``channels``) and ``unroll_kernel``. The template is called
@@ -49,7 +53,7 @@ from ember.tuner.template import get_config, template, using_config
 TEMPLATE = "depthwise_conv2d_NCHWc.llvm"
 TAG = "depthwise_conv2d_nchwc"
 OW_TILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 24, 28)
-CHANNELS_OUTER_MAX_ROWS = 28  # output rows up to which channel blocks are outer (module notes)
+CHANNELS_OUTER_MAX_ROWS = 7  # output rows up to which channel blocks are outer (module notes)
 
 
 @dataclass(frozen=True)

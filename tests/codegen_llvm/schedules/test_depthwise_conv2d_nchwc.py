@@ -143,7 +143,7 @@ def test_a_record_of_another_block_keeps_the_graphs_block_and_fits_registers():
 pytestmark = pytest.mark.usefixtures("avx512_tiles")
 
 
-def test_channel_blocks_are_outer_by_default_up_to_28_output_rows():
+def test_channel_blocks_are_outer_by_default_up_to_7_output_rows():
     from ember.codegen_llvm.schedules.depthwise_conv2d_nchwc import CHANNELS_OUTER_MAX_ROWS
 
     def outer(h: int, stride: int) -> str:
@@ -151,6 +151,6 @@ def test_channel_blocks_are_outer_by_default_up_to_28_output_rows():
         knob = task.config_space.knobs["outer"]
         return knob.candidates[knob.default_index]
 
-    assert CHANNELS_OUTER_MAX_ROWS == 28
-    assert [outer(h, 1) for h in (7, 28, 29, 56)] == ["channels", "channels", "rows", "rows"]
-    assert outer(56, 2) == "channels" and outer(58, 2) == "rows"  # 28 and 29 output rows
+    assert CHANNELS_OUTER_MAX_ROWS == 7
+    assert [outer(h, 1) for h in (5, 7, 8, 14, 28)] == ["channels"] * 2 + ["rows"] * 3
+    assert outer(14, 2) == "channels" and outer(16, 2) == "rows"  # 7 and 8 output rows
