@@ -337,6 +337,28 @@ def test_flat_convs_with_weights_past_l2_go_channels_outer(l2, monkeypatch):  # 
     assert nchwc.flat_outer_default("reduction", 8 << 20, 1 << 10) == "reduction"
 
 
+@pytest.mark.parametrize("l2", [512 << 10, 1 << 20])
+def test_flat_convs_streaming_their_weights_keep_the_channels_a_loop(l2, monkeypatch):  # noqa: ANN001
+    """Over a 7x7 plane, weights past half the L2 stream in from L3 or memory, each vector
+    used by a few pixel tiles: there the block's input channels stay a loop (measured faster
+    cold on Zen 4); smaller weights, and larger planes, unroll them as flat convs do."""
+    import ember.codegen_llvm.schedules.conv2d_nchwc as nchwc
+
+    monkeypatch.setattr(nchwc, "l2_bytes", lambda: l2)
+
+    def unrolled(c: int, hw: int, o: int) -> bool:
+        args = (1, c, hw, hw, o, 1, 1, 1, 0, 1, "float32")
+        task = create_task("conv2d_NCHWc.llvm", args, target="llvm -mcpu=znver4")
+        cfg = task.config_space.default_entity()
+        assert cfg["flat"].val
+        return bool(cfg["unroll_ic"].val)
+
+    assert not unrolled(320, 7, 1280)  # 1.6 MB of weights
+    assert not unrolled(160, 7, 960)  # 614 KB: past half of either L2
+    assert unrolled(576, 7, 160) is (l2 == 1 << 20)  # 368 KB: within half of 1 MB only
+    assert unrolled(96, 14, 576)  # 221 KB over 196 pixels
+
+
 @pytest.mark.parametrize("outer", ["rows", "channels"])
 @pytest.mark.parametrize("unroll_ic", [False, True])
 @pytest.mark.parametrize("hw, tile", [((13, 11), 12), ((7, 7), 6), ((2, 3), 16)])
