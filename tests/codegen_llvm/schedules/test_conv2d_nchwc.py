@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -312,6 +314,16 @@ def test_flat_default_where_rows_leave_accumulators_unused(target):
     assert d["unroll_ic"] is (d["flat"] and d["ic_bn"] < 32)
 
 
+def _flat_zen4_default(c: int, hw: int, o: int) -> Any:
+    """The default config of the 1x1 conv ``c -> o`` over ``hw x hw``, built for a named Zen 4
+    (its L3 is near); it must run flat."""
+    args = (1, c, hw, hw, o, 1, 1, 1, 0, 1, "float32")
+    cfg = create_task("conv2d_NCHWc.llvm", args, target="llvm -mcpu=znver4").config_space
+    entity = cfg.default_entity()
+    assert entity["flat"].val
+    return entity
+
+
 @pytest.mark.parametrize("l2", [512 << 10, 2 << 20])
 def test_flat_convs_with_weights_past_l2_go_channels_outer(l2, monkeypatch):  # noqa: ANN001
     """Flat, rows outer re-reads every channel block's weights at each pixel tile, from L3
@@ -324,11 +336,7 @@ def test_flat_convs_with_weights_past_l2_go_channels_outer(l2, monkeypatch):  # 
     monkeypatch.setattr(nchwc, "l2_bytes", lambda: l2)
 
     def outer(c: int, hw: int, o: int) -> str:
-        args = (1, c, hw, hw, o, 1, 1, 1, 0, 1, "float32")
-        task = create_task("conv2d_NCHWc.llvm", args, target="llvm -mcpu=znver4")
-        cfg = task.config_space.default_entity()
-        assert cfg["flat"].val
-        return cfg["outer"].val
+        return _flat_zen4_default(c, hw, o)["outer"].val
 
     assert outer(320, 7, 1280) == "channels"  # 1.6 MB of weights, 63 KB of input
     assert outer(160, 7, 960) == ("channels" if l2 < 1 << 20 else "rows")  # 614 KB
@@ -347,11 +355,7 @@ def test_flat_convs_streaming_their_weights_keep_the_channels_a_loop(l2, monkeyp
     monkeypatch.setattr(nchwc, "l2_bytes", lambda: l2)
 
     def unrolled(c: int, hw: int, o: int) -> bool:
-        args = (1, c, hw, hw, o, 1, 1, 1, 0, 1, "float32")
-        task = create_task("conv2d_NCHWc.llvm", args, target="llvm -mcpu=znver4")
-        cfg = task.config_space.default_entity()
-        assert cfg["flat"].val
-        return bool(cfg["unroll_ic"].val)
+        return bool(_flat_zen4_default(c, hw, o)["unroll_ic"].val)
 
     assert not unrolled(320, 7, 1280)  # 1.6 MB of weights
     assert not unrolled(160, 7, 960)  # 614 KB: past half of either L2
