@@ -23,11 +23,12 @@ null, calls libgomp as before). The call:
   joined threads the same way;
 * a second caller while the pool is busy (another Python thread, a pool thread) runs the
   worker alone, and a process forked from one with threads starts new ones. The pool
-  knows its process by a pid Python stores (:func:`_store_pid`, at build and in a child
-  after ``os.fork``), not by ``getpid``, a system call that cost every region 0.35 us of
-  its 0.7 us on a two-core KVM guest (an empty loop on two threads 1.19 -> 0.83 us a
-  call). A child forked from C code without exec keeps its parent's pid here and runs
-  its parallel loops on the calling thread alone (the parent's threads never join);
+  knows its process by a pid written into its IR at build and stored again in a child
+  after ``os.fork`` (:func:`_store_pid`), not by ``getpid``, a system call that cost
+  every region 0.35 us of its 0.7 us on a two-core KVM guest (an empty loop on two threads
+  1.19 -> 0.83 us a call). A child forked from C code without exec keeps its parent's pid
+  here and runs its parallel loops on the calling thread alone (the parent's threads
+  never join);
 * after a *stall* the caller runs jobs alone for ``BACKOFF`` (10 ms): a stall is a wait for
   threads still inside the job that lasts longer than the caller's own call (and over
   ``STALL``, 50 us), so one of them was preempted holding a part while another process has
@@ -89,11 +90,10 @@ _IR = """
 @owner = internal global i32 0
 @ember_pool_calm_until = global i64 0
 @ember_pool_backoff_ns = global i64 {backoff_ns}
-@ember_pool_pid = global i32 0
+@ember_pool_pid = global i32 {pid}
 
 declare i64 @syscall(i64, ...)
 declare i32 @sched_yield()
-declare i32 @getpid()
 declare i32 @clock_gettime(i32, ptr)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
@@ -230,14 +230,7 @@ alone:
   call void %fn(ptr %arg)
   ret void
 owned:
-  %stored = load atomic i32, ptr @ember_pool_pid monotonic, align 4
-  %known = icmp ne i32 %stored, 0
-  br i1 %known, label %whose, label %ask
-ask:
-  %asked = call i32 @getpid()
-  br label %whose
-whose:
-  %pid = phi i32 [ %stored, %owned ], [ %asked, %ask ]
+  %pid = load atomic i32, ptr @ember_pool_pid monotonic, align 4
   %owner = load atomic i32, ptr @owner seq_cst, align 4
   %mine = icmp eq i32 %pid, %owner
   br i1 %mine, label %lock, label %claim
@@ -368,6 +361,7 @@ def pool_ir(machine: str) -> str:
         "max_threads": MAX_THREADS,
         "stall_ns": STALL_NS,
         "backoff_ns": BACKOFF_NS,
+        "pid": os.getpid(),
     }
     ir = _IR
     for name, value in values.items():
@@ -390,12 +384,11 @@ def launcher_address() -> int:
             spec = jit.MachineSpec.from_target(Target.parse("llvm"))
             _, engine, _ = jit.compile_ir(pool_ir(machine), spec)
             _built.append((engine, int(engine.get_function_address("ember_pool_run"))))
-            _store_pid()
         return _built[0][1]
 
 
 def _store_pid() -> None:
-    """Tell the pool its process (see the module notes): at build, and in a forked child."""
+    """Tell a built pool its process anew, in a child after ``os.fork`` (module notes)."""
     if _built:
         address = _built[0][0].get_global_value_address("ember_pool_pid")
         ctypes.c_int32.from_address(address).value = os.getpid()

@@ -26,7 +26,8 @@ threads with rows outer at 14x14 and 28x28 on a quiet host (3.105 -> 3.074 ms; t
 At 7x7 (MobileNetV2's 960 channels) channels outer stayed faster (0.0111 against 0.0124
 ms), as do the 1x1 convs around it there (channels outer: ``flat_outer_default``).
 With this template the ``alter_conv_layout`` pass keeps a MobileNet blocked from its
-first conv to its last, as TVM's x86 ``depthwise_conv2d_NCHWc`` and onnxruntime's NCHWc kernels do.
+first conv to its last, as TVM's x86 ``depthwise_conv2d_NCHWc`` and onnxruntime's NCHWc
+kernels do.
 
 Knobs: ``cb`` (the layout's channel block, zero-padded past C), ``ow_bn``,
 ``outer`` (``rows`` or ``channels``) and ``unroll_kernel``. The template is called
