@@ -6,30 +6,42 @@ each in this process, checks its output against the task's fallback (the generic
 schedule, built by other code), and times them by turns: ``rounds`` rounds over all
 configs in a shuffled order, each run a batch of at least ``min_repeat_ms``; a config's
 cost is its median round. The pool is written as ordinary tuning records
-(``<dir>/<task key>.jsonl``, via ``bench_costmodel.write_records``) and read back from
-there on the next run: the replays and the cost-model tables are reproducible from the
-records alone.
+(``<dir>/<task key>.jsonl``) and read back from there on the next run: the replays and the
+cost-model tables are reproducible from the records alone.
+
+A full-size pool (1,000 configs of a 1024^3 matmul) takes hours on two cores, so it is
+measured in chunks of :data:`CHUNK` configs, each chunk's records appended as soon as it
+is timed (a config that fails to build or check is recorded with its error kind), and a
+run that stops part way is resumed by the next: the sample is the same for the same seed,
+and the configs already recorded are skipped. Chunks timed minutes or sessions apart see
+a host at different speeds, so each chunk times the fallback by turns with its configs
+(the *anchor*) and its costs are scaled by the first chunk's anchor over its own; every
+record's message keeps the chunk's raw anchor time. ``n`` at most ``chunk`` is one chunk,
+timed by turns as a whole, as before.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from autosched_replay import PoolEntry
-from bench_costmodel import write_records
 
 import ember
 from ember.errors import EmberError
 from ember.tir.topi.transform import static_shape
 from ember.tuner.auto.features import features_of_config
 from ember.tuner.encode import SpaceEncoding
-from ember.tuner.records import read_records
+from ember.tuner.records import RecordWriter, host_device_name, read_records, task_record
+from ember.tuner.result import ErrorKind
 from ember.tuner.space import ConfigEntity
 
 
@@ -77,35 +89,87 @@ def time_by_turns(
     return costs
 
 
+CHUNK = 100  # configs built and timed by turns together (see the module notes)
+Failed = list[tuple[ConfigEntity, ErrorKind]]  # configs that failed, and why
+_ANCHOR = re.compile(r"anchor ([0-9.eE+-]+) s")
+
+
 def measure_configs(
     task: Any, configs: Sequence[ConfigEntity], rounds: int, min_repeat_ms: float
-) -> tuple[list[ConfigEntity], list[list[float]], int]:
-    """Build, check and time ``configs``: the ones that pass, their costs, how many failed."""
+) -> tuple[list[ConfigEntity], list[list[float]], Failed, list[float]]:
+    """Build, check and time ``configs`` by turns with the task's fallback: the ones that
+    pass and their costs, the ones that failed with why, and the fallback's costs."""
     s, tensors = task.instantiate(None)
     ref = random_inputs(tensors, seed=0)
-    ember.build(s, tensors, target="llvm")(*ref)
+    fallback = ember.build(s, tensors, target="llvm")
+    fallback(*ref)
     want = ref[-1].copy()
-    ok, mods, data, failed = [], [], [], 0
+    ok, mods, data = [], [fallback], [[a.copy() for a in ref]]
+    failed: Failed = []
     for cfg in configs:
         try:
             s, tensors = task.instantiate(cfg)
             mod = ember.build(s, tensors, target="llvm")
-            args = [a.copy() for a in ref]
-            args[-1][...] = 0
+        except EmberError:
+            failed.append((cfg, ErrorKind.COMPILE))
+            continue
+        args = [a.copy() for a in ref]
+        args[-1][...] = 0
+        try:
             mod(*args)
             np.testing.assert_allclose(args[-1], want, rtol=1e-3, atol=1e-3)
         except (EmberError, AssertionError):
-            failed += 1
+            failed.append((cfg, ErrorKind.WRONG_RESULT))
             continue
         ok.append(cfg)
         mods.append(mod)
         data.append(args)
-    return ok, time_by_turns(mods, data, rounds, 0, min_repeat_ms), failed
+    costs = time_by_turns(mods, data, rounds, 0, min_repeat_ms)
+    return ok, costs[1:], failed, costs[0]
 
 
 def pool_path(folder: str | Path, task: Any) -> Path:
     """Where a task's pool records are kept."""
     return Path(folder) / f"{task.key}.jsonl"
+
+
+def _config_key(config: dict[str, Any]) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def _recorded(path: Path, task: Any) -> tuple[set[str], int, float | None]:
+    """The configs of ``task`` already in the pool at ``path`` (measured or failed), how
+    many of them are ok, and the first chunk's anchor time (seconds; None if unknown)."""
+    keys: set[str] = set()
+    ok, anchor = 0, None
+    if path.exists():
+        for rec in read_records(path):
+            if rec.task_key != task.key:
+                continue
+            keys.add(_config_key(rec.config))
+            ok += rec.ok
+            m = _ANCHOR.search(rec.message)
+            if anchor is None and m:
+                anchor = float(m.group(1))
+    return keys, ok, anchor
+
+
+def _append(
+    path: Path,
+    task: Any,
+    ok: list[ConfigEntity],
+    costs: list[list[float]],
+    failed: Failed,
+    note: str,
+) -> None:
+    """One chunk's records appended to the pool (timestamps 0: the file is reproducible)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    device = host_device_name()
+    with RecordWriter(path) as w:
+        for cfg, cs in zip(ok, costs):
+            w.write(replace(task_record(task, cfg, cs, "ok", device, note), timestamp=0.0))
+        for cfg, kind in failed:
+            w.write(replace(task_record(task, cfg, (), kind.value, device, note), timestamp=0.0))
 
 
 def ensure_pool(
@@ -116,18 +180,33 @@ def ensure_pool(
     min_repeat_ms: float,
     seed: int,
     log: Any = print,
+    chunk: int = CHUNK,
 ) -> Path:
-    """The task's pool records, measured now unless ``folder`` already holds ``n`` of them."""
+    """The task's pool records: the ``n`` configs sampled with ``seed``, those not yet in
+    ``folder`` measured now, ``chunk`` at a time (see the module notes)."""
     path = pool_path(folder, task)
-    if path.exists() and sum(r.ok for r in read_records(path)) >= n:
+    keys, ok_count, anchor = _recorded(path, task)
+    if ok_count >= n:  # a pool written whole (before chunks) or complete
         log(f"  {task.name}{task.args}: pool read from {path}")
         return path
-    t0 = time.perf_counter()
-    configs = sample_configs(task, n, seed)
-    ok, costs, failed = measure_configs(task, configs, rounds, min_repeat_ms)
-    write_records(path, task, ok, costs)
-    log(f"  pool of {len(ok)} configs measured in {time.perf_counter() - t0:.0f} s "
-        f"({failed} failed to build or check) -> {path}")  # fmt: skip
+    todo = [c for c in sample_configs(task, n, seed) if _config_key(c.to_json()) not in keys]
+    if not todo:
+        log(f"  {task.name}{task.args}: pool read from {path}")
+        return path
+    log(f"  {task.name}{task.args}: {len(keys)} of {n} configs recorded, measuring "
+        f"{len(todo)} in chunks of {chunk} -> {path}")  # fmt: skip
+    for start in range(0, len(todo), chunk):
+        t0 = time.perf_counter()
+        ok, costs, failed, anchor_costs = measure_configs(
+            task, todo[start : start + chunk], rounds, min_repeat_ms
+        )
+        own = median_cost(anchor_costs)
+        anchor = own if anchor is None else anchor
+        scaled = [[c * anchor / own for c in cs] for cs in costs]
+        _append(path, task, ok, scaled, failed, f"anchor {own:.6g} s; scaled by {anchor / own:.4f}")
+        log(f"    chunk {start // chunk + 1}: {len(ok)} configs measured, {len(failed)} failed, "
+            f"fallback {own * 1e3:.3f} ms (x{anchor / own:.3f}), "
+            f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
     return path
 
 

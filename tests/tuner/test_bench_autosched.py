@@ -105,3 +105,60 @@ def test_quick_defaults_and_printed_settings():
     full = B.parse(["reach", "--trials", "50"])
     assert (full.trials, full.template_trials, full.long) == (50, 50, 1000)
     assert [t.name for t in W.tasks(True)] == ["matmul128x128x128", "conv16->16@14"]
+
+
+def test_pool_is_measured_in_chunks_and_resumed(tmp_path, monkeypatch):
+    """A pool is appended chunk by chunk, each chunk scaled by its fallback's time against
+    the first chunk's, and a second run measures only what the first did not record."""
+    import autosched_pool as P
+
+    task = create_auto_task(W.matmul, (24, 20, 12), "llvm")
+    timed: list[int] = []
+    anchor = iter([1e-3, 2e-3, 4e-3])  # the host slows down between chunks
+
+    def fake_turns(mods, data, rounds, seed, min_repeat_ms):
+        timed.append(len(mods) - 1)  # mods[0] is the fallback, the anchor
+        return [[next(anchor)] * rounds] + [[1e-4 * (i + 1)] * rounds for i in range(len(mods) - 1)]
+
+    monkeypatch.setattr(P, "time_by_turns", fake_turns)
+    path = P.ensure_pool(task, 5, tmp_path, 3, 1.0, seed=0, log=lambda *a: None, chunk=3)
+    recs = list(P.read_records(path))
+    assert timed == [3, 2] and len(recs) == 5 and all(r.ok for r in recs)
+    # the second chunk's configs ran on a host twice as slow: their costs halved
+    assert [round(r.cost / 1e-4, 6) for r in recs] == [1.0, 2.0, 3.0, 0.5, 1.0]
+    assert "anchor 0.001 s" in recs[0].message and "anchor 0.002 s" in recs[3].message
+
+    # a run cut short: the last record lost; the next run measures that config alone
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))
+    P.ensure_pool(task, 5, tmp_path, 3, 1.0, seed=0, log=lambda *a: None, chunk=3)
+    recs = list(P.read_records(path))
+    assert timed == [3, 2, 1] and len(recs) == 5
+    assert round(recs[-1].cost / 1e-4, 6) == 0.25  # scaled to the first chunk's anchor
+    assert len(P.load_pool(task, path)) == 5
+    P.ensure_pool(task, 5, tmp_path, 3, 1.0, seed=0, log=lambda *a: None, chunk=3)
+    assert timed == [3, 2, 1]  # complete: nothing measured
+
+
+def test_a_failed_config_is_recorded_and_not_built_again(tmp_path, monkeypatch):
+    import autosched_pool as P
+
+    from ember.errors import ScheduleError
+
+    task = create_auto_task(W.matmul, (24, 20, 12), "llvm")
+    real_build, builds = P.ember.build, []
+
+    def build(s, tensors, target):
+        builds.append(1)
+        if len(builds) == 3:  # the fallback, one config, then this one
+            raise ScheduleError("refused")
+        return real_build(s, tensors, target=target)
+
+    monkeypatch.setattr(P.ember, "build", build)
+    path = P.ensure_pool(task, 3, tmp_path, 1, 1.0, seed=0, log=lambda *a: None)
+    recs = list(P.read_records(path))
+    assert [r.error for r in recs] == ["ok", "ok", "compile"] and not recs[2].costs
+    assert len(P.load_pool(task, path)) == 2
+    builds.clear()
+    P.ensure_pool(task, 3, tmp_path, 1, 1.0, seed=0, log=lambda *a: None)
+    assert builds == []  # every sampled config is on record: nothing built
