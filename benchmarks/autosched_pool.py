@@ -92,13 +92,18 @@ def time_by_turns(
 CHUNK = 100  # configs built and timed by turns together (see the module notes)
 Failed = list[tuple[ConfigEntity, ErrorKind]]  # configs that failed, and why
 _ANCHOR = re.compile(r"anchor ([0-9.eE+-]+) s")
+# A config whose checking call takes longer is recorded as a timeout and not timed: the
+# tuner's runner (10 s a run, warm-up and repeats included) would have timed it out too,
+# and timing the slowest random configs of a 1024^3 matmul by turns took most of a pool.
+SLOW_CALL_S = 1.0
 
 
 def measure_configs(
     task: Any, configs: Sequence[ConfigEntity], rounds: int, min_repeat_ms: float
 ) -> tuple[list[ConfigEntity], list[list[float]], Failed, list[float]]:
     """Build, check and time ``configs`` by turns with the task's fallback: the ones that
-    pass and their costs, the ones that failed with why, and the fallback's costs."""
+    pass and their costs, the ones that failed with why (a build refused, a wrong result,
+    a check over :data:`SLOW_CALL_S`), and the fallback's costs."""
     s, tensors = task.instantiate(None)
     ref = random_inputs(tensors, seed=0)
     fallback = ember.build(s, tensors, target="llvm")
@@ -116,10 +121,15 @@ def measure_configs(
         args = [a.copy() for a in ref]
         args[-1][...] = 0
         try:
+            t0 = time.perf_counter()
             mod(*args)
+            took = time.perf_counter() - t0
             np.testing.assert_allclose(args[-1], want, rtol=1e-3, atol=1e-3)
         except (EmberError, AssertionError):
             failed.append((cfg, ErrorKind.WRONG_RESULT))
+            continue
+        if took > SLOW_CALL_S:
+            failed.append((cfg, ErrorKind.TIMEOUT))
             continue
         ok.append(cfg)
         mods.append(mod)

@@ -162,3 +162,12 @@ def test_a_failed_config_is_recorded_and_not_built_again(tmp_path, monkeypatch):
     builds.clear()
     P.ensure_pool(task, 3, tmp_path, 1, 1.0, seed=0, log=lambda *a: None)
     assert builds == []  # every sampled config is on record: nothing built
+
+
+def test_a_config_slower_than_the_cap_is_a_timeout(tmp_path, monkeypatch):
+    import autosched_pool as P
+
+    task = create_auto_task(W.matmul, (24, 20, 12), "llvm")
+    monkeypatch.setattr(P, "SLOW_CALL_S", 0.0)  # every checking call is over it
+    path = P.ensure_pool(task, 2, tmp_path, 1, 1.0, seed=0, log=lambda *a: None)
+    assert [r.error for r in P.read_records(path)] == ["timeout", "timeout"]
