@@ -230,6 +230,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pool-records", default=None, help="pool records folder (a cache)")
     p.add_argument("--out", default="/tmp/ember-bench-autosched")
     p.add_argument("--conv-template", default="conv2d_NCHWc.llvm")
+    p.add_argument("--task", action="append", help="run only the tasks so named (repeatable)")
     p.add_argument("--threads", default="1")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds by turns")
     p.add_argument("--min-repeat-ms", type=float, default=10.0)
@@ -252,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chosen section(s) and print their tables."""
     a = parse(argv)
     os.environ["EMBER_NUM_THREADS"] = a.threads  # read per call, and by the spawned workers
-    tasks = w.tasks(a.quick, a.conv_template)
+    tasks = [t for t in w.tasks(a.quick, a.conv_template) if not a.task or t.name in a.task]
+    if not tasks:
+        raise SystemExit(f"--task: none of {a.task} is a task of this run")
     load = os.getloadavg()
     print(f"bench_autosched {a.section}{' --quick' if a.quick else ''}: tasks "
           f"{[t.name for t in tasks]}; trials={a.trials} template-trials={a.template_trials} "

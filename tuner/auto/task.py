@@ -47,7 +47,7 @@ from ember.tuner.task import Task, create_task
 from ember.tuner.template import get_config, template
 
 F = TypeVar("F", bound=Callable[..., Any])
-AUTO_VERSION = 3  # bump when the rules change the sketches (old records stop applying)
+AUTO_VERSION = 4  # bump when the rules change the sketches (old records stop applying)
 RULES = {"llvm": CPU_RULES, "cuda": CUDA_RULES}
 
 

@@ -3,8 +3,9 @@
 A DAG is a chain of ops on a 2-D tensor ``X`` (rows, cols), each op one of:
 elementwise (an inlinable stage), broadcast add of a new vector input, transpose
 (injective but not elementwise), a reduction over the last axis (sum or max),
-matmul-like (a new weight input: data reuse) and conv-like (a 1-D convolution over
-the columns with a channel reduction: data reuse with shifted windows), and, in
+matmul-like (a new weight input: data reuse), conv-like (a 1-D convolution over
+the columns with a channel reduction: data reuse with shifted windows) and a padded
+conv-like (the same, 'same'-padded through a padding stage of its own), and, in
 ``ROW_OPS``, softmax over the last axis (row reductions read back by the row, an
 expensive stage read twice). Shapes are
 small and odd. ``build(ops, rows, cols)`` gives the tensors (inputs, then the output)
@@ -20,7 +21,7 @@ import numpy as np
 
 from ember import te
 
-OPS = ("relu", "scale", "bias", "transpose", "sum", "max", "matmul", "conv")
+OPS = ("relu", "scale", "bias", "transpose", "sum", "max", "matmul", "conv", "padconv")
 ROW_OPS = (*OPS, "softmax")  # the CPU rules compute row reductions at the row loop
 
 
@@ -81,6 +82,16 @@ def _op(kind: str, size: int, n: int, cur: Any, shape: tuple, inputs: list) -> t
             (shape[0], size), lambda i, j: te.sum(cur[i, k] * w[k, j], axis=k), name=name
         )
         return out, (shape[0], size), lambda v, e: pre(v) @ e.pop(0)
+    if kind == "padconv":  # the columns padded by one zero each side, then a 3-tap conv
+        src, rows, cols = cur, shape[0], shape[1]
+        cur = te.compute(
+            (rows, cols + 2),
+            lambda i, j: te.if_then_else(te.all(j >= 1, j <= cols), src[i, j - 1], 0.0),
+            name=f"pad{n}",
+        )
+        shape = (rows, cols + 2)
+        unpadded = pre
+        pre = lambda v: np.pad(unpadded(v), ((0, 0), (1, 1)))  # noqa: E731
     # conv: channels = rows, width = cols; out[f, x] = sum_c,t in[c, x + t] * w[f, c, t]
     taps = min(3, shape[1])
     w = te.placeholder((size, shape[0], taps), name=f"W{n}")

@@ -11,6 +11,7 @@ races and out-of-bounds accesses).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,3 +70,16 @@ def test_every_cpu_sketch_candidate_matches_numpy(dag, seed, pick):
 @given(dag=dags(), seed=st.integers(0, 2**16), pick=st.integers(0, 7))
 def test_every_cuda_sketch_candidate_matches_numpy_on_the_emulator(dag, seed, pick):
     check_candidate(dag, seed, pick, "cuda", CUDA_RULES)
+
+
+@pytest.mark.parametrize("ops", [[("padconv", 5), ("relu", 1)], [("padconv", 4)]])
+def test_every_padded_copy_sketch_matches_numpy(ops):
+    """The sketches that compute a conv's padding first (``rule_padding``), each with
+    random parameters; odd widths and channel counts."""
+    tensors, _ = build(ops, 3, 11)
+    names = [sk.name for sk in generate_sketches(tensors, CPU_RULES)]
+    picks = [k for k, name in enumerate(names) if name.endswith("+pad")]
+    assert len(picks) == len(names) // 2
+    for pick in picks:
+        for seed in range(2):
+            check_candidate((ops, 3, 11), seed, pick, "llvm", CPU_RULES)

@@ -10,6 +10,7 @@ import pytest
 
 from ember import te
 from ember.errors import ConfigError
+from ember.tir.topi import conv as conv_topi
 from ember.tuner.auto import rules as R
 from ember.tuner.auto.dag import DagInfo
 from ember.tuner.auto.sketch import dag_info, generate_sketches
@@ -141,7 +142,7 @@ def test_rule_rfactor_leaves_wide_or_short_reductions_alone():
 
 def test_all_cpu_rules_on_a_conv_with_padding_and_relu():
     got = sketches(w.conv2d_relu(3, 5, 5, 4, 3), R.CPU_RULES)
-    assert list(got) == ["tile+fuse1", "tile+fuse2"]
+    assert list(got) == ["tile+fuse1", "tile+fuse2", "tile+fuse1+pad", "tile+fuse2+pad"]
     first = got["tile+fuse1"].splitlines()
     assert first[-1] == "compute_inline pad"  # stages are visited from the output back
     # 4 spatial loops in 4 levels, 3 reduction loops in 2: S0 S1 R0 S2 R1 S3
@@ -152,6 +153,25 @@ def test_all_cpu_rules_on_a_conv_with_padding_and_relu():
         "annotate relu 8 $s0.relu.vectorize",
         "compute_at conv relu 0",
     ]
+
+
+def test_rule_padding_inlines_or_copies_a_convs_padding_first():
+    """The padding a conv reads: inlined, or a padded copy at the root with its outer loops
+    fused and parallel; the conv's sketches are the same either way."""
+    got = sketches(w.conv2d_relu(3, 5, 5, 4, 3), R.CPU_RULES)
+    inlined, copied = got["tile+fuse1"].splitlines(), got["tile+fuse1+pad"].splitlines()
+    assert inlined[-1] == "compute_inline pad"
+    assert copied[-2:] == ["fuse pad [0,1,2]", "annotate pad 0 parallel"]
+    assert [x.replace("$s2.", "$s0.") for x in copied[:-2]] == inlined[:-1]
+    # Ember's topi tags its padding; a pad read by no reuse stage (an add) is inlined
+    x = te.placeholder((1, 2, 6, 6), name="X")
+    pad = conv_topi.pad_spatial(x, (1, 1), (1, 1))
+    add = te.compute(pad.shape, lambda *i: pad[i] + 1.0, name="add")
+    assert R.rule_padding(None, dag_info([x, add]), "pad") is None
+    wt = te.placeholder((3, 2, 3, 3), name="W")
+    out = conv_topi.conv_nd(x, wt, None, (1, 1), (1, 1, 1, 1), (1, 1))
+    conv = dag_info([x, wt, out])
+    assert [v[0] for v in R.rule_padding(None, conv, "conv_pad")] == ["", "pad"]
 
 
 def test_a_symbolic_extent_is_a_config_error():
