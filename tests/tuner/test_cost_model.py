@@ -264,6 +264,10 @@ def test_tune_with_a_cost_model_measures_only_n_trials(tmp_path):
     assert len(skipped) >= 6 * 7 // 2  # most of the 8 proposals per trial were ranked out
     assert fake.calls[0] == fallback_entity(task)  # the queued fallback came first
     assert len(model.samples) == len(first) + 6  # every measurement updated the model
+    # half of each guided pool is drawn uniformly from the space, ranked with TPE's
+    drawn = [t for t in result.study.trials if t.user_attrs.get("proposal") == "random"]
+    guided = [t for t in result.study.trials if t.user_attrs.get("error") != "invalid_config"]
+    assert abs(len(drawn) - (len(guided) - 1) / 2) <= len(guided) / 4  # (the fallback: 1)
     # cost_model=True warm-starts from the records tuned into and the transfer records; the
     # model is kept beside the former
     other = tmp_path / "matmul.jsonl"

@@ -74,6 +74,27 @@ def test_auto_unroll_unrolls_the_innermost_loops_within_its_budget():
     assert unrolled == [False, False, False, True, True]  # 2 * 9 <= 20 < 2 * 9 * 3
 
 
+@pytest.mark.parametrize(
+    "budget, unrolled",
+    [(20, [False, False, False, True]), (64, [False, False, True, True]), (8, [False] * 4)],
+)
+def test_auto_unroll_counts_a_vectorized_innermost_loop_as_one_step(budget, unrolled):
+    """As in TVM, whose UnrollLoop runs after VectorizeLoop: the loops around a vector
+    loop unroll within the budget (a register tile), where the pragma used to stop at it.
+    Loops i0 j i1(3) k(9) i2(2, vectorized): k unrolls within 20; k and i1 within 64."""
+    steps = [
+        S.Split("C", 0, (3, 2)),
+        S.Reorder("C", (0, 3, 1, 4, 2)),
+        S.Annotate("C", 4, "vectorize"),
+        S.Pragma("C", 0, "auto_unroll_max_step", budget),
+    ]
+    s, _ = S.apply_steps(w.matmul(12, 20, 9), steps)
+    stage = s[s.outputs[0]]
+    kinds = [stage.iter_attrs.get(iv) for iv in stage.leaf_iter_vars]
+    assert kinds[4].kind is ForKind.VECTORIZED
+    assert [a is not None and a.kind is ForKind.UNROLLED for a in kinds[:4]] == unrolled
+
+
 def test_a_step_that_does_not_fit_raises_schedule_error_naming_it():
     with pytest.raises(
         ScheduleError, match=r"(?s)loop #7; the stage has 3 loops.*step #1 \['split', 'C', 7"
