@@ -143,6 +143,23 @@ def pool_path(folder: str | Path, task: Any) -> Path:
     return Path(folder) / f"{task.key}.jsonl"
 
 
+def _sample(task: Any, n: int, seed: int, path: Path) -> list[ConfigEntity]:
+    """:func:`sample_configs`, kept beside the pool (``.sample.json``) on the first run:
+    instantiating a thousand candidates to draw them took minutes, at every resume."""
+    kept = path.with_name(f"{path.stem}.sample.json")
+    try:
+        data = json.loads(kept.read_text())
+        if data.get("n") == n and data.get("seed") == seed and data.get("task") == task.key:
+            return [ConfigEntity.from_json(c, task.config_space) for c in data["configs"]]
+    except (OSError, ValueError, KeyError, TypeError, EmberError):
+        pass  # none kept, or not this sample: draw it
+    configs = sample_configs(task, n, seed)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    record = {"task": task.key, "n": n, "seed": seed, "configs": [c.to_json() for c in configs]}
+    kept.write_text(json.dumps(record))
+    return configs
+
+
 def _config_key(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True)
 
@@ -199,7 +216,7 @@ def ensure_pool(
     if ok_count >= n:  # a pool written whole (before chunks) or complete
         log(f"  {task.name}{task.args}: pool read from {path}")
         return path
-    todo = [c for c in sample_configs(task, n, seed) if _config_key(c.to_json()) not in keys]
+    todo = [c for c in _sample(task, n, seed, path) if _config_key(c.to_json()) not in keys]
     if not todo:
         log(f"  {task.name}{task.args}: pool read from {path}")
         return path

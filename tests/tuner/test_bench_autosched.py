@@ -171,3 +171,18 @@ def test_a_config_slower_than_the_cap_is_a_timeout(tmp_path, monkeypatch):
     monkeypatch.setattr(P, "SLOW_CALL_S", 0.0)  # every checking call is over it
     path = P.ensure_pool(task, 2, tmp_path, 1, 1.0, seed=0, log=lambda *a: None)
     assert [r.error for r in P.read_records(path)] == ["timeout", "timeout"]
+
+
+def test_the_sample_is_kept_beside_the_pool(tmp_path, monkeypatch):
+    import autosched_pool as P
+
+    task = create_auto_task(W.matmul, (24, 20, 12), "llvm")
+    drawn = []
+    real = P.sample_configs
+    monkeypatch.setattr(P, "sample_configs", lambda *a: drawn.append(1) or real(*a))
+    path = P.pool_path(tmp_path, task)
+    first = P._sample(task, 4, 0, path)
+    assert P._sample(task, 4, 0, path) == first and drawn == [1]  # read back, not drawn
+    assert P._sample(task, 5, 0, path)[:4] == first and drawn == [1, 1]  # another n: drawn
+    path.with_name(f"{path.stem}.sample.json").write_text("{not json")
+    assert P._sample(task, 5, 0, path)[:4] == first and len(drawn) == 3
