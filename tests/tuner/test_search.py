@@ -318,3 +318,64 @@ def test_a_sigkilled_run_resumes_losing_at_most_the_candidate_in_flight(task, tm
     assert len(result.trials) == written + 5
     assert len(fake.calls) in (5, 4)  # 4 when the killed run had told a trial it had not logged
     assert len(read_records(log)) >= written + 4
+
+
+# -- conditional knobs (an auto task's sketches) --------------------------------------------
+
+
+def _sketch_task():
+    from ember.tuner.auto import create_auto_task
+    from tests.tuner.auto import workloads as w
+
+    return create_auto_task(w.matmul, (12, 20, 9), "llvm")
+
+
+def test_a_conditional_knob_is_asked_for_only_when_its_sketch_is_chosen():
+    import optuna
+
+    task = _sketch_task()
+    space, enc = task.config_space, SpaceEncoding(task.config_space)
+    sketches = space.knobs["sketch"].candidates
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    seen = set()
+    for _ in range(30):
+        trial = study.ask()
+        cfg = enc.suggest(trial)
+        k = cfg.choices["sketch"]
+        seen.add(k)
+        own = {p.name for p in enc.params if p.name.startswith(f"s{k}.")}
+        assert set(trial.params) == {"sketch"} | own  # none of the other sketches' knobs
+        for name, (_, choice) in space.conditions.items():  # the rest at their defaults
+            if choice != k:
+                assert cfg.choices[name] == (space.knobs[name].default_index or 0)
+        assert enc.decode(enc.encode(cfg)) == cfg
+        study.tell(trial, 1.0)
+    assert len(seen) > 2
+    # the ignored knobs' parameters do not change the config a vector decodes to
+    cfg = space.sample(3)
+    params = {p.name: p.size - 1 for p in enc.params}
+    params.update(enc.encode(cfg))
+    assert enc.decode(params) == enc.canonical(cfg)
+    assert enc.canonical(enc.canonical(cfg)) == enc.canonical(cfg)
+    assert sketches[-1] == "fallback" and enc.encode(fallback_entity(task)) == {
+        "sketch": len(sketches) - 1
+    }
+
+
+def test_define_condition_checks_its_knobs():
+    from ember.errors import ConfigError
+    from ember.tuner.space import ConfigSpace
+
+    space = ConfigSpace()
+    space.define_knob("kind", ["a", "b"])
+    space.define_knob("x", [1, 2])
+    with pytest.raises(ConfigError, match="'nope'"):
+        space.define_condition("nope", "kind", "a")
+    with pytest.raises(ConfigError, match="no candidate 'c'"):
+        space.define_condition("x", "kind", "c")
+    space.define_condition("x", "kind", "b")
+    assert dict(space.freeze().conditions) == {"x": ("kind", 1)}
+    enc = SpaceEncoding(space)
+    assert enc.encode(space.from_choices({"kind": 0, "x": 1})) == {"kind": 0}
+    assert enc.decode({"kind": 0, "x": 1}).choices == {"kind": 0, "x": 0}
+    assert enc.decode({"kind": 1, "x": 1}).choices == {"kind": 1, "x": 1}
