@@ -52,16 +52,14 @@ def random_inputs(tensors: Sequence[Any], seed: int) -> list[np.ndarray]:
 
 
 def sample_configs(task: Any, n: int, seed: int) -> list[ConfigEntity]:
-    """``n`` distinct random configs that instantiate (constraints and verification pass),
-    each with the knobs its sketch ignores at their defaults (as the search asks for them)."""
+    """``n`` distinct random configs that instantiate (constraints and verification pass)."""
     rng = random.Random(seed)
-    enc = SpaceEncoding(task.config_space)
     out: list[ConfigEntity] = []
     seen: set[ConfigEntity] = set()
     for _ in range(50 * n):
         if len(out) >= n:
             break
-        cfg = enc.canonical(task.config_space.sample(rng))
+        cfg = task.config_space.sample(rng)
         if cfg in seen:
             continue
         seen.add(cfg)

@@ -128,8 +128,7 @@ def replay_tpe(
         for _ in range(proposals if many else 1):
             if not free.any():
                 break
-            trial = study.ask()  # define-by-run, as the live search asks (conditional knobs)
-            encoding.suggest(trial)
+            trial = study.ask(dists)
             i = index.nearest(trial.params, free)
             free[i] = False
             asked.append(trial)
@@ -145,8 +144,7 @@ def replay_tpe(
                 free[i] = True  # proposed, not measured: it may be proposed again
         study.tell(asked[k], state=TrialState.FAIL)
         chosen = pool[picks[k]]
-        own = {k: dists[k] for k in chosen.params}
-        study.add_trial(create_trial(params=chosen.params, distributions=own, value=chosen.cost))
+        study.add_trial(create_trial(params=chosen.params, distributions=dists, value=chosen.cost))
         if qualifies(pool, picks[k], best):
             return n
         if model is not None:

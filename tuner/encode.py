@@ -19,14 +19,6 @@ distributions):
 - a knob the space holds fixed (``ConfigSpace.with_fixed``) no parameter: every
   decoded config has its fixed value, so no trial is spent on another.
 
-A knob with a condition (``Config.define_condition``: an auto task's sketch knobs, each
-read only by its sketch) is asked for only in trials whose selector knob takes its
-value, and decodes to its default otherwise: the sampler models each sketch's knobs on
-that sketch's trials alone (Optuna's TPE with ``group=True`` splits its model by the sets
-of parameters trials have), and a config is the same whatever the ignored knobs were.
-Over six sketches of a conv, every knob asked for in every trial, TPE spent 162 of 200
-trials on a sketch whose best ran 1.45x the best one's.
-
 ``SpaceEncoding.decode(params)`` gives the :class:`ConfigEntity`; ``encode(entity)``
 gives parameters that decode back to it (what ``study.enqueue_trial`` takes).
 """
@@ -146,70 +138,28 @@ class SpaceEncoding:
     def distributions(self) -> dict[str, Any]:
         return {p.name: p.distribution() for p in self.params}
 
-    def _active(self, name: str, choices: Mapping[str, int]) -> bool:
-        """Whether knob ``name`` matters given the selectors' ``choices`` (see the notes)."""
-        cond = self.space.conditions.get(name)
-        if cond is None:
-            return True
-        on, choice = cond
-        return (self.space.fixed[on] if on in self.space.fixed else choices.get(on)) == choice
-
-    def _default(self, name: str) -> int:
-        index = self.space.knobs[name].default_index
-        return 0 if index is None else index
-
     def suggest(self, trial: Any) -> ConfigEntity:
-        """The config of an Optuna trial, asked for parameter by parameter (define-by-run):
-        the unconditional knobs first, then those their choices make matter."""
-        params: dict[str, int] = {}
-        plain = [n for n in self._codecs if n not in self.space.conditions]
-        for name in plain:
-            params.update({p.name: p.suggest(trial) for p in self._codecs[name].params})
-        chosen = {n: self._codecs[n].decode([params[p.name] for p in self._codecs[n].params])
-                  for n in plain}  # fmt: skip
-        for name, codec in self._codecs.items():
-            if name in self.space.conditions and self._active(name, chosen):
-                params.update({p.name: p.suggest(trial) for p in codec.params})
-        return self.decode(params)
+        """The config of an Optuna trial, asked for parameter by parameter (define-by-run)."""
+        return self.decode({p.name: p.suggest(trial) for p in self.params})
 
     def decode(self, params: Mapping[str, int]) -> ConfigEntity:
-        """The config that ``params`` stand for; every in-range vector decodes (a knob
-        whose condition does not hold takes its default, whatever ``params`` say)."""
+        """The config that ``params`` stand for; every in-range vector decodes."""
         choices = dict(self.space.fixed)
-        conditional = []
         for name, codec in self._codecs.items():
-            if name in self.space.conditions:
-                conditional.append(name)
-                continue
-            choices[name] = self._decode(name, codec, params)
-        for name in conditional:
-            active = self._active(name, choices)
-            choices[name] = self._decode(name, self._codecs[name], params) if active else (
-                self._default(name)
-            )  # fmt: skip
+            try:
+                values = [params[p.name] for p in codec.params]
+            except KeyError as e:
+                raise ConfigError(f"parameter {e} of knob '{name}' is missing") from e
+            choices[name] = codec.decode(values)
         return self.space.from_choices(choices)
 
-    def _decode(self, name: str, codec: Any, params: Mapping[str, int]) -> int:
-        try:
-            values = [params[p.name] for p in codec.params]
-        except KeyError as e:
-            raise ConfigError(f"parameter {e} of knob '{name}' is missing") from e
-        return int(codec.decode(values))
-
     def encode(self, entity: ConfigEntity) -> dict[str, int]:
-        """Parameters that decode to ``entity`` with its ignored knobs at their defaults
-        (for ``study.enqueue_trial``): a knob whose condition does not hold has none."""
+        """Parameters that decode to ``entity`` (for ``study.enqueue_trial``)."""
         out: dict[str, int] = {}
         for name, codec in self._codecs.items():
-            if not self._active(name, entity.choices):
-                continue
             values = codec.encode(entity.choices[name])
             out.update({p.name: v for p, v in zip(codec.params, values)})
         return out
-
-    def canonical(self, entity: ConfigEntity) -> ConfigEntity:
-        """``entity`` with the knobs its conditions ignore at their defaults."""
-        return self.decode(self.encode(entity))
 
     def grid(self) -> dict[str, list[int]]:
         """Every parameter's values, for Optuna's ``GridSampler``."""

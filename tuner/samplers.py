@@ -31,12 +31,9 @@ def make_sampler(name: str, seed: int | None, encoding: SpaceEncoding) -> Any:
             # GEMM spaces' best region is narrow in their joint knobs. Against the sweeps of
             # benchmarks/bench_tuner.py (1024^3, 2048^3, 64x1536x384; 10 seeds each) 24 left
             # 3 of 30 seeds short of 95% of the true best after 200 trials, 64 none.
-            # group: a space with conditional knobs (an auto task's sketches) is modelled
-            # per set of parameters its trials have (see ember.tuner.encode)
             return optuna.samplers.TPESampler(
                 seed=seed,
                 multivariate=True,
-                group=True,
                 n_startup_trials=10,
                 n_ei_candidates=64,
                 constant_liar=True,

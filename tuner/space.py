@@ -110,11 +110,6 @@ class Config:
     def add_constraint(self, fn: Constraint, description: str = "") -> None:
         """Reject configs for which ``fn(cfg)`` is false (recorded by the space only)."""
 
-    def define_condition(self, name: str, on: str, value: Any) -> None:
-        """Knob ``name`` matters only where knob ``on`` takes ``value`` (recorded by the
-        space only): a search asks for it only then, and holds it at its default
-        otherwise (an auto task's sketch knobs, each read only by its own sketch)."""
-
     def set_record_extra(self, fn: Callable[[ConfigEntity], dict[str, Any]]) -> None:
         """Write ``fn(config)``'s keys into each config's record (recorded by the space
         only). An auto-scheduled task stores its schedule steps this way; a record whose
@@ -138,7 +133,6 @@ class ConfigSpace(Config):
         self._constraints: list[tuple[Constraint, str]] = []
         self._record_extra: Callable[[ConfigEntity], dict[str, Any]] | None = None
         self._fixed: dict[str, int] = {}  # knob -> the one choice this space allows
-        self._conditions: dict[str, tuple[str, int]] = {}  # knob -> (knob, choice) it needs
         self._frozen = False
 
     # -- collection (the template runs once against the space)
@@ -162,24 +156,6 @@ class ConfigSpace(Config):
             raise ConfigError(f"a constraint must be callable, got {fn!r}")
         label = description or getattr(fn, "__name__", "") or repr(fn)
         self._constraints.append((fn, label))
-
-    def define_condition(self, name: str, on: str, value: Any) -> None:
-        if self._frozen:
-            raise ConfigError("condition defined after the config space was completed")
-        for knob in (name, on):
-            if knob not in self._knobs:
-                raise _unknown(knob, self._knobs)
-        selector = self._knobs[on]
-        choice = next((i for i, c in enumerate(selector.candidates) if c == value), None)
-        if choice is None:
-            raise ConfigError(f"condition of '{name}': knob '{on}' has no candidate {value!r}")
-        self._conditions[name] = (on, choice)
-
-    @property
-    def conditions(self) -> Mapping[str, tuple[str, int]]:
-        """Knob -> (the knob, the choice of it) under which it matters (see
-        :meth:`Config.define_condition`)."""
-        return MappingProxyType(self._conditions)
 
     def set_record_extra(self, fn: Callable[[ConfigEntity], dict[str, Any]]) -> None:
         if self._frozen:
@@ -223,7 +199,6 @@ class ConfigSpace(Config):
         out._knobs = self._knobs
         out._constraints = self._constraints
         out._record_extra = self._record_extra
-        out._conditions = self._conditions
         out._fixed = fixed
         return out.freeze()
 

@@ -197,7 +197,7 @@ class ModelGuidedSearch(Search):
             if len(queued) >= n:
                 break
             try:
-                cfg = self.encoding.canonical(space.sample(self.rng))
+                cfg = space.sample(self.rng)
             except ConfigError:  # a space almost all invalid: the sampler's share only
                 return
             if cfg.index in done or cfg.index in queued or not cfg.is_valid():

@@ -5,9 +5,8 @@ each sketch's symbols are knobs of their own (prefixed ``s<k>.``): ``define_spli
 for tile sizes (exact factorizations, inner factors bounded), ``define_knob`` for
 annotations and unroll depths. Optuna (:mod:`ember.tuner.search`) samples them knob by
 knob like any template's; the knobs of the sketches a config does not pick are
-ignored, and each is a condition of its sketch (``define_condition``), so a search asks
-for it only in trials of that sketch. :func:`steps_for` turns a config into the plain
-steps that build its schedule and that its record stores.
+ignored. :func:`steps_for` turns a config into the plain steps that build its schedule
+and that its record stores.
 
 The ``sketch`` knob has one more choice, :data:`FALLBACK`, its default: the schedule the
 workload runs untuned (a fused group's anchor schedule, which no sketch rebuilds). The
@@ -41,7 +40,6 @@ def define_sketch_space(cfg: Config, sketches: Sequence[Sketch]) -> None:
                 )
             else:
                 cfg.define_knob(decl.name, list(decl.candidates))
-            cfg.define_condition(decl.name, "sketch", sk.name)
         for what, symbol, most in sk.limits:
             cfg.add_constraint(_within(sk, symbol, most), f"{sk.name}: {what} <= {most}")
     cfg.add_constraint(_fallback_once, f"{FALLBACK}: every other knob at its default")
