@@ -13,18 +13,18 @@ A full-size pool (1,000 configs of a 1024^3 matmul) takes hours on two cores, so
 measured in chunks of :data:`CHUNK` configs, each chunk's records appended as soon as it
 is timed (a config that fails to build or check is recorded with its error kind), and a
 run that stops part way is resumed by the next: the sample is the same for the same seed,
-and the configs already recorded are skipped. Chunks timed minutes or sessions apart see
-a host at different speeds, so each chunk times the fallback by turns with its configs
-(the *anchor*) and its costs are scaled by the first chunk's anchor over its own; every
-record's message keeps the chunk's raw anchor time. ``n`` at most ``chunk`` is one chunk,
-timed by turns as a whole, as before.
+and the configs already recorded are skipped. Each chunk also times the fallback by turns
+with its configs (the *anchor*), kept in every record's message, but its costs are not
+scaled by it: on the 1024^3 matmul pool the anchor (a memory-bound generic kernel) read
+104-112 ms in some chunks and 158-170 in others while each chunk's best config read
+20.6-28 ms, so scaling by it made whole chunks 1.5x slower than they ran. ``n`` at most
+``chunk`` is one chunk, timed by turns as a whole, as before.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -91,7 +91,6 @@ def time_by_turns(
 
 CHUNK = 100  # configs built and timed by turns together (see the module notes)
 Failed = list[tuple[ConfigEntity, ErrorKind]]  # configs that failed, and why
-_ANCHOR = re.compile(r"anchor ([0-9.eE+-]+) s")
 # A config whose checking call takes longer is recorded as a timeout and not timed: the
 # tuner's runner (10 s a run, warm-up and repeats included) would have timed it out too,
 # and timing the slowest random configs of a 1024^3 matmul by turns took most of a pool.
@@ -164,21 +163,18 @@ def _config_key(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def _recorded(path: Path, task: Any) -> tuple[set[str], int, float | None]:
-    """The configs of ``task`` already in the pool at ``path`` (measured or failed), how
-    many of them are ok, and the first chunk's anchor time (seconds; None if unknown)."""
+def _recorded(path: Path, task: Any) -> tuple[set[str], int]:
+    """The configs of ``task`` already in the pool at ``path`` (measured or failed) and how
+    many of them are ok."""
     keys: set[str] = set()
-    ok, anchor = 0, None
+    ok = 0
     if path.exists():
         for rec in read_records(path):
             if rec.task_key != task.key:
                 continue
             keys.add(_config_key(rec.config))
             ok += rec.ok
-            m = _ANCHOR.search(rec.message)
-            if anchor is None and m:
-                anchor = float(m.group(1))
-    return keys, ok, anchor
+    return keys, ok
 
 
 def _append(
@@ -212,7 +208,7 @@ def ensure_pool(
     """The task's pool records: the ``n`` configs sampled with ``seed``, those not yet in
     ``folder`` measured now, ``chunk`` at a time (see the module notes)."""
     path = pool_path(folder, task)
-    keys, ok_count, anchor = _recorded(path, task)
+    keys, ok_count = _recorded(path, task)
     if ok_count >= n:  # a pool written whole (before chunks) or complete
         log(f"  {task.name}{task.args}: pool read from {path}")
         return path
@@ -228,12 +224,9 @@ def ensure_pool(
             task, todo[start : start + chunk], rounds, min_repeat_ms
         )
         own = median_cost(anchor_costs)
-        anchor = own if anchor is None else anchor
-        scaled = [[c * anchor / own for c in cs] for cs in costs]
-        _append(path, task, ok, scaled, failed, f"anchor {own:.6g} s; scaled by {anchor / own:.4f}")
+        _append(path, task, ok, costs, failed, f"anchor {own:.6g} s")
         log(f"    chunk {start // chunk + 1}: {len(ok)} configs measured, {len(failed)} failed, "
-            f"fallback {own * 1e3:.3f} ms (x{anchor / own:.3f}), "
-            f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+            f"fallback {own * 1e3:.3f} ms, {time.perf_counter() - t0:.0f} s")  # fmt: skip
     return path
 
 

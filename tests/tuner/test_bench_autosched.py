@@ -108,13 +108,14 @@ def test_quick_defaults_and_printed_settings():
 
 
 def test_pool_is_measured_in_chunks_and_resumed(tmp_path, monkeypatch):
-    """A pool is appended chunk by chunk, each chunk scaled by its fallback's time against
-    the first chunk's, and a second run measures only what the first did not record."""
+    """A pool is appended chunk by chunk (each chunk's fallback time in its records'
+    messages, its costs as measured), and a second run measures only what the first did
+    not record."""
     import autosched_pool as P
 
     task = create_auto_task(W.matmul, (24, 20, 12), "llvm")
     timed: list[int] = []
-    anchor = iter([1e-3, 2e-3, 4e-3])  # the host slows down between chunks
+    anchor = iter([1e-3, 2e-3, 4e-3])  # the fallback reads slower chunk by chunk
 
     def fake_turns(mods, data, rounds, seed, min_repeat_ms):
         timed.append(len(mods) - 1)  # mods[0] is the fallback, the anchor
@@ -124,8 +125,8 @@ def test_pool_is_measured_in_chunks_and_resumed(tmp_path, monkeypatch):
     path = P.ensure_pool(task, 5, tmp_path, 3, 1.0, seed=0, log=lambda *a: None, chunk=3)
     recs = list(P.read_records(path))
     assert timed == [3, 2] and len(recs) == 5 and all(r.ok for r in recs)
-    # the second chunk's configs ran on a host twice as slow: their costs halved
-    assert [round(r.cost / 1e-4, 6) for r in recs] == [1.0, 2.0, 3.0, 0.5, 1.0]
+    # costs as measured, whatever the fallback read (it swung 1.5x where configs did not)
+    assert [round(r.cost / 1e-4, 6) for r in recs] == [1.0, 2.0, 3.0, 1.0, 2.0]
     assert "anchor 0.001 s" in recs[0].message and "anchor 0.002 s" in recs[3].message
 
     # a run cut short: the last record lost; the next run measures that config alone
@@ -134,7 +135,7 @@ def test_pool_is_measured_in_chunks_and_resumed(tmp_path, monkeypatch):
     P.ensure_pool(task, 5, tmp_path, 3, 1.0, seed=0, log=lambda *a: None, chunk=3)
     recs = list(P.read_records(path))
     assert timed == [3, 2, 1] and len(recs) == 5
-    assert round(recs[-1].cost / 1e-4, 6) == 0.25  # scaled to the first chunk's anchor
+    assert round(recs[-1].cost / 1e-4, 6) == 1.0
     assert len(P.load_pool(task, path)) == 5
     P.ensure_pool(task, 5, tmp_path, 3, 1.0, seed=0, log=lambda *a: None, chunk=3)
     assert timed == [3, 2, 1]  # complete: nothing measured
