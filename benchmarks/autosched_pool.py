@@ -6,8 +6,9 @@ each in this process, checks its output against the task's fallback (the generic
 schedule, built by other code), and times them by turns: ``rounds`` rounds over all
 configs in a shuffled order, each run a batch of at least ``min_repeat_ms``; a config's
 cost is its median round. The pool is written as ordinary tuning records
-(``<dir>/<task key>.jsonl``) and read back from there on the next run: the replays and the
-cost-model tables are reproducible from the records alone.
+(``<dir>/<task key>.jsonl``, via ``bench_costmodel.write_records``) and read back from
+there on the next run: the replays and the cost-model tables are reproducible from the
+records alone.
 
 A full-size pool (1,000 configs of a 1024^3 matmul) takes hours on two cores, so it is
 measured in chunks of :data:`CHUNK` configs, each chunk's records appended as soon as it
@@ -28,19 +29,19 @@ import random
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from autosched_replay import PoolEntry
+from bench_costmodel import write_records
 
 import ember
 from ember.errors import EmberError
 from ember.tir.topi.transform import static_shape
 from ember.tuner.auto.features import features_of_config
 from ember.tuner.encode import SpaceEncoding
-from ember.tuner.records import RecordWriter, host_device_name, read_records, task_record
+from ember.tuner.records import read_records
 from ember.tuner.result import ErrorKind
 from ember.tuner.space import ConfigEntity
 
@@ -177,24 +178,6 @@ def _recorded(path: Path, task: Any) -> tuple[set[str], int]:
     return keys, ok
 
 
-def _append(
-    path: Path,
-    task: Any,
-    ok: list[ConfigEntity],
-    costs: list[list[float]],
-    failed: Failed,
-    note: str,
-) -> None:
-    """One chunk's records appended to the pool (timestamps 0: the file is reproducible)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    device = host_device_name()
-    with RecordWriter(path) as w:
-        for cfg, cs in zip(ok, costs):
-            w.write(replace(task_record(task, cfg, cs, "ok", device, note), timestamp=0.0))
-        for cfg, kind in failed:
-            w.write(replace(task_record(task, cfg, (), kind.value, device, note), timestamp=0.0))
-
-
 def ensure_pool(
     task: Any,
     n: int,
@@ -224,7 +207,8 @@ def ensure_pool(
             task, todo[start : start + chunk], rounds, min_repeat_ms
         )
         own = median_cost(anchor_costs)
-        _append(path, task, ok, costs, failed, f"anchor {own:.6g} s")
+        kinds = [(cfg, kind.value) for cfg, kind in failed]
+        write_records(path, task, ok, costs, kinds, f"anchor {own:.6g} s", append=True)
         log(f"    chunk {start // chunk + 1}: {len(ok)} configs measured, {len(failed)} failed, "
             f"fallback {own * 1e3:.3f} ms, {time.perf_counter() - t0:.0f} s")  # fmt: skip
     return path

@@ -31,6 +31,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,16 +85,30 @@ def measure(task: Any, configs: list[Any], rounds: int, seed: int) -> list[list[
     return costs
 
 
-def write_records(path: Path, task: Any, configs: list[Any], costs: list[list[float]]) -> None:
+def write_records(
+    path: Path,
+    task: Any,
+    configs: list[Any],
+    costs: list[list[float]],
+    failed: Sequence[tuple[Any, str]] = (),
+    note: str = "",
+    append: bool = False,
+) -> None:
+    """Measured ``configs`` (and ``failed`` ones, each with its error kind) as tuning
+    records, timestamps 0 so the file is reproducible; the file replaced unless ``append``."""
     from dataclasses import replace
 
     from ember.tuner.records import RecordWriter, host_device_name, task_record
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
+    if not append:
+        path.unlink(missing_ok=True)
+    device = host_device_name()
+    rows = [(cfg, cs, "ok") for cfg, cs in zip(configs, costs)]
+    rows += [(cfg, (), kind) for cfg, kind in failed]
     with RecordWriter(path) as w:
-        for cfg, cs in zip(configs, costs):
-            w.write(replace(task_record(task, cfg, cs, "ok", host_device_name()), timestamp=0.0))
+        for cfg, cs, kind in rows:
+            w.write(replace(task_record(task, cfg, cs, kind, device, note), timestamp=0.0))
 
 
 def kfold_accuracy(samples: list[Any], folds: int, seed: int, shuffle: bool) -> float:

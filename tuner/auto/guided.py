@@ -200,7 +200,7 @@ class ModelGuidedSearch(Search):
                 cfg = space.sample(self.rng)
             except ConfigError:  # a space almost all invalid: the sampler's share only
                 return
-            if cfg.index in done or cfg.index in queued or not cfg.is_valid():
+            if cfg.index in done or cfg.index in queued:  # (sample draws valid ones)
                 continue
             queued.add(cfg.index)
             self.study.enqueue_trial(
