@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ember.codegen_llvm.builder_utils import I32, declare, mem_type, splat, to_index
 from ember.codegen_llvm.casts import emit_cast
+from ember.codegen_llvm.cpu_intrinsics import cpu_facts
 from ember.codegen_llvm.emitter import Emitter
 from ember.codegen_llvm.externs import emit_extern_call
 from ember.codegen_llvm.intrinsics import emit_intrinsic
@@ -58,7 +59,10 @@ def emit_call(cg: Emitter, e: E.Call) -> ir.Value:
         elif dt.lanes_of(a.dtype) < lanes:
             v = splat(cg.builder, v, lanes)
         args.append(v)
-    return emit_intrinsic(cg.builder, e.op, args, e.dtype, fast=bool(cg.fast), arg_dtype=arg_dtype)
+    cpu = (cg.cpu or cpu_facts()).features or frozenset()  # a named CPU's are not known
+    return emit_intrinsic(
+        cg.builder, e.op, args, e.dtype, fast=bool(cg.fast), arg_dtype=arg_dtype, cpu=cpu
+    )
 
 
 def _prefetch(cg: Emitter, e: E.Call) -> ir.Value:

@@ -46,7 +46,8 @@ from ember.tir import dtype as dt
 from ember.tir.expr import WARP_SHUFFLES, Intrinsic
 
 Flags = Sequence[str]
-Formula = Callable[[ir.IRBuilder, Sequence[ir.Value], Flags], ir.Value]
+Features = frozenset[str]  # the target CPU's LLVM features (empty: not known)
+Formula = Callable[[ir.IRBuilder, Sequence[ir.Value], Flags, Features], ir.Value]
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,16 @@ def _is_f32_vector(v: ir.Value) -> bool:
     return isinstance(v.type, ir.VectorType) and v.type.element == F32
 
 
-def _vector_or_llvm(name: str, vector: Formula) -> Formula:
+VectorFormula = Callable[[ir.IRBuilder, ir.Value, Features], ir.Value]
+
+
+def _vector_or_llvm(name: str, vector: VectorFormula) -> Formula:
     """The inline ``vector`` formula for float32 vectors, else LLVM's ``name`` intrinsic
     (which calls the C library: per lane for vectors of other types)."""
 
-    def emit(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+    def emit(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags, cpu: Features) -> ir.Value:
         if _is_f32_vector(args[0]):
-            return vector(b, args[0], flags)
+            return vector(b, args[0], cpu)
         return _call_llvm(b, name, args, flags)
 
     return emit
@@ -99,31 +103,31 @@ def _vector_or_llvm(name: str, vector: Formula) -> Formula:
 _exp = _vector_or_llvm("exp", vector_exp)
 
 
-def _tanh(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+def _tanh(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags, cpu: Features) -> ir.Value:
     if _is_f32_vector(args[0]):
-        return vector_tanh(b, args[0], flags)
+        return vector_tanh(b, args[0], cpu)
     return _call_libm(b, "tanh", args, flags)
 
 
-def _erf(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+def _erf(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags, cpu: Features) -> ir.Value:
     if _is_f32_vector(args[0]):
-        return vector_erf(b, args[0], flags)
+        return vector_erf(b, args[0], cpu)
     return _call_libm(b, "erf", args, flags)
 
 
-def _rsqrt(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+def _rsqrt(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags, cpu: Features) -> ir.Value:
     root = _call_llvm(b, "sqrt", args, flags)
     return b.fdiv(splat_const(root.type, 1.0), root, flags=flags)
 
 
-def _sigmoid(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+def _sigmoid(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags, cpu: Features) -> ir.Value:
     (x,) = args
     one = splat_const(x.type, 1.0)
-    e = _exp(b, [b.fneg(x, flags=flags)], flags)
+    e = _exp(b, [b.fneg(x, flags=flags)], flags, cpu)
     return b.fdiv(one, b.fadd(one, e, flags=flags), flags=flags)
 
 
-def _fmod(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags) -> ir.Value:
+def _fmod(b: ir.IRBuilder, args: Sequence[ir.Value], flags: Flags, cpu: Features) -> ir.Value:
     return b.frem(args[0], args[1], flags=flags)  # LLVM's frem is C's fmod
 
 
@@ -217,10 +221,10 @@ PREDICATES: dict[Intrinsic, Predicate] = {
 
 
 def _emit_rule(
-    b: ir.IRBuilder, rule: IntrinsicRule, args: Sequence[ir.Value], flags: Flags
+    b: ir.IRBuilder, rule: IntrinsicRule, args: Sequence[ir.Value], flags: Flags, cpu: Features
 ) -> ir.Value:
     if rule.formula is not None:
-        return rule.formula(b, args, flags)
+        return rule.formula(b, args, flags, cpu)
     if rule.llvm is not None:
         return _call_llvm(b, rule.llvm, args, flags)
     assert rule.libm is not None
@@ -234,9 +238,12 @@ def emit_intrinsic(
     dtype: str,
     fast: bool = False,
     arg_dtype: str | None = None,
+    cpu: Features = frozenset(),
 ) -> ir.Value:
     """Emit ``op(args)`` for result ``dtype``; the arguments are of ``arg_dtype`` (which is
-    ``dtype`` except for the :data:`OWN_RESULT_TYPE` intrinsics: ``isnan``, ``clz``...)."""
+    ``dtype`` except for the :data:`OWN_RESULT_TYPE` intrinsics: ``isnan``, ``clz``...).
+    ``cpu`` holds the target CPU's features, for instructions portable IR cannot name
+    (``vscalefps`` in ``exp``); empty, the code runs on any CPU of the architecture."""
     arg_dtype = arg_dtype or dtype
     if op in WARP_SHUFFLES:
         raise CompileError(
@@ -264,7 +271,7 @@ def emit_intrinsic(
     base = dt.element_of(dtype)
     if base == "float16":
         wide = ir.VectorType(F32, dt.lanes_of(dtype)) if dt.lanes_of(dtype) > 1 else F32
-        out = _emit_rule(b, rule, [b.fpext(a, wide) for a in args], flags)
+        out = _emit_rule(b, rule, [b.fpext(a, wide) for a in args], flags, cpu)
         return b.fptrunc(out, args[0].type)
-    out = _emit_rule(b, rule, args, flags)
+    out = _emit_rule(b, rule, args, flags, cpu)
     return round_to_bfloat16(b, out) if base == "bfloat16" else out

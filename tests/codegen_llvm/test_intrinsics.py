@@ -207,18 +207,31 @@ def test_vector_exp_calls_nothing_per_lane(target):
     assert not re.search(r"\bcall", asm), re.findall(r"call.*", asm)[:3]
 
 
-def test_vector_exp_over_the_whole_float32_range():
-    # the range reduction, gradual underflow (subnormals) and overflow of the inline exp
+@pytest.mark.parametrize("lanes", [16, 8])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"])
+def test_vector_exp_over_the_whole_float32_range(target, lanes):
+    """The range reduction, gradual underflow (subnormals), overflow and NaN of the inline
+    exp, both ways of applying 2^n: AVX-512's ``vscalefps`` (x86-64-v4, and the host where
+    it has AVX-512) and the integer exponent bits (x86-64-v3)."""
+    import platform
+
     import ember
     from ember import te
+    from ember.codegen_llvm.cpu_features import vector_unit
 
+    if target != "llvm" and platform.machine() != "x86_64":
+        pytest.skip("x86-64 levels")
+    if target.endswith("v4") and vector_unit().register_bytes < 64:
+        pytest.skip("the host cannot run AVX-512 code")
     n = 4096
     A = te.placeholder((n,), "float32", name="A")
     E = te.compute((n,), lambda i: te.exp(A[i]), name="E")
     s = te.create_schedule(E.op)
-    _, inner = s[E].split(E.op.axis[0], factor=16)
+    _, inner = s[E].split(E.op.axis[0], factor=lanes)
     s[E].vectorize(inner)
-    mod = ember.build(s, [A, E], target="llvm")
+    mod = ember.build(s, [A, E], target=target)
+    if target != "llvm":
+        assert ("vscalefps" in mod.get_source("asm")) == target.endswith("v4")
     edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, -87.33, -103.9]
     x = np.concatenate([np.linspace(-110, 95, n - len(edges)), edges]).astype("float32")
     y = np.empty_like(x)
