@@ -19,7 +19,10 @@ sees the same timings and the counts differ by the rule alone. What is simulated
   ``proposals`` TPE proposals per trial (snapped to distinct pool configs), the model's
   best of them measured (with probability ``eps`` a random one of them, the explorer),
   the others told PRUNED; the model (cold, or fitted on ``prior`` samples: warm start)
-  is refitted on every measured config before the next trial.
+  is refitted on every measured config before the next trial. As in the live search,
+  :data:`~ember.tuner.auto.guided.RANDOM_SHARE` of each trial's candidates are not TPE's
+  but unmeasured pool configs drawn uniformly (the pool is a uniform sample of the
+  space), ranked by the model with TPE's.
 
 The snapping is the approximation: the live search measures TPE's proposal itself.
 """
@@ -36,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ember.tuner.auto.cost_model import CostModel, Sample
+from ember.tuner.auto.guided import RANDOM_SHARE
 from ember.tuner.samplers import make_sampler
 
 TARGET = 0.95
@@ -124,8 +128,9 @@ def replay_tpe(
     measured: list[Any] = []
     for n in range(1, len(pool) + 1):
         many = guided and model is not None and model.trained
+        share = int(proposals * RANDOM_SHARE) if many else 0
         asked, picks = [], []
-        for _ in range(proposals if many else 1):
+        for _ in range(proposals - share if many else 1):
             if not free.any():
                 break
             trial = study.ask(dists)
@@ -133,16 +138,21 @@ def replay_tpe(
             free[i] = False
             asked.append(trial)
             picks.append(i)
+        for i in rng.sample(list(np.flatnonzero(free)), min(share, int(free.sum()))):
+            free[i] = False  # the random share: uniform over the space, as the pool is
+            picks.append(int(i))
         if many and model is not None:
             scores = model.predict([pool[i].features for i in picks])
             k = rng.randrange(len(picks)) if rng.random() < eps else int(np.argmax(scores))
         else:
             k = 0
-        for j, (trial, i) in enumerate(zip(asked, picks)):
+        for j, i in enumerate(picks):
             if j != k:
-                study.tell(trial, state=TrialState.PRUNED)
                 free[i] = True  # proposed, not measured: it may be proposed again
-        study.tell(asked[k], state=TrialState.FAIL)
+                if j < len(asked):
+                    study.tell(asked[j], state=TrialState.PRUNED)
+        if k < len(asked):
+            study.tell(asked[k], state=TrialState.FAIL)
         chosen = pool[picks[k]]
         study.add_trial(create_trial(params=chosen.params, distributions=dists, value=chosen.cost))
         if qualifies(pool, picks[k], best):
