@@ -34,6 +34,7 @@ from ember.codegen_llvm.builder_utils import (
 )
 from ember.codegen_llvm.casts import round_to_bfloat16
 from ember.codegen_llvm.vecmath import (
+    Features,
     vector_erf,
     vector_exp,
     vector_log,
@@ -46,7 +47,6 @@ from ember.tir import dtype as dt
 from ember.tir.expr import WARP_SHUFFLES, Intrinsic
 
 Flags = Sequence[str]
-Features = frozenset[str]  # the target CPU's LLVM features (empty: not known)
 Formula = Callable[[ir.IRBuilder, Sequence[ir.Value], Flags, Features], ir.Value]
 
 

@@ -37,13 +37,14 @@ from llvmlite import ir
 from ember.codegen_llvm.builder_utils import (
     F32,
     I32,
+    declare,
     declare_intrinsic,
     lanes_of_type,
     splat_const,
 )
 from ember.tir.topi.activation import ERF_CLAMP, ERF_P, ERF_Q
 
-Features = frozenset[str]  # the target CPU's LLVM features
+Features = frozenset[str]  # the target CPU's LLVM features (empty: not known)
 
 _LOG2E = 1.44269504088896341
 _LN2_HI = 0.693359375
@@ -111,13 +112,12 @@ def _scalef(
     ``ty`` (a power-of-two multiple of 16 lanes in 16-lane parts), else None."""
     lanes = lanes_of_type(ty)
     width = 16 if lanes > 16 and (lanes & (lanes - 1)) == 0 else lanes
-    name, needs = _SCALEF.get(width, ("", ("-",)))
-    if not all(f in features for f in needs):
+    if width not in _SCALEF or not set(_SCALEF[width][1]) <= features:
         return None
     part = ir.VectorType(F32, width)
     mask = ir.IntType(max(width, 8))
     args = [part, part, part, mask] + ([I32] if width == 16 else [])
-    fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(part, args), name)
+    fn = declare(b.module, _SCALEF[width][0], part, args)
     tail = [ir.Constant(I32, 4)] if width == 16 else []  # 4: the current rounding mode
 
     def apply(x: ir.Value, n: ir.Value) -> ir.Value:
